@@ -1,0 +1,35 @@
+#pragma once
+// The JSON form of an analysis ("attnlens.analysis" version 1, resources/analysis.schema.json), its
+// summary tables, merging of sharded runs, and atomic file output.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlens/analysis/dump_analysis.h"
+
+namespace attnlens {
+
+struct ToolInfo {
+    std::string name = "attnlens";
+    std::string version = ATTNLENS_VERSION;
+    std::string command;  // the command line, for provenance
+};
+
+nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool);
+// Summary tables derived from the "results" array of a report JSON: per paradigm and per
+// (paradigm, layer) means, the confusion histograms over images. Recomputed by merge.
+nlohmann::json summarize(const nlohmann::json& report);
+// Combines reports of disjoint image sets of one dump (same SHA-256, layers, heads, paradigms and
+// options). Error(Input) naming the file and the mismatch otherwise.
+nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports,
+                            const std::vector<std::string>& names, const ToolInfo& tool);
+// A readable table of the summary for terminals.
+std::string formatSummary(const nlohmann::json& report);
+
+// Writes to a temporary file next to path, fsyncs and renames; refuses to overwrite `forbidden`
+// (the input). Error(Output) with the reason.
+void writeFileAtomically(const std::string& path, const std::string& contents,
+                         const std::vector<std::string>& forbidden = {});
+
+}  // namespace attnlens

@@ -1,0 +1,137 @@
+#pragma once
+// Per-head analyses of one attention paradigm (see README "Definitions" for every formula, tolerance
+// and bin). All functions are pure: inputs in, result structs out, no I/O.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attnlens/attention.h"
+#include "attnlens/token_layout.h"
+
+namespace attnlens {
+
+// ---- Spectrum and rank (FLatten Sec. 4.2, Fig. 5) -------------------------------------------------
+struct SpectrumOptions {
+    // Rank tolerance relative to sigma_max; unset = N * 2^-23 (float32 resolution of the activations).
+    std::optional<double> relativeTolerance;
+    bool spatialOnly = false;  // drop prefix rows and columns (the paper's 196 x 196)
+};
+struct SpectrumResult {
+    std::vector<double> singularValues;  // descending
+    Index size = 0;             // side of the (sub)matrix analysed
+    double relativeTolerance = 0;
+    double tolerance = 0;       // absolute: relativeTolerance * sigma_max
+    int rank = 0;               // #{sigma > tolerance}
+    double effectiveRank = 0;   // exp(H(sigma / sum sigma))
+    std::string method;         // "low-rank QR" or "dense SVD (LAPACK dgesdd)"
+};
+// Linear family: from the factorised form in O(N r^2). Softmax: dense SVD of the matrix.
+SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
+                        const SpectrumOptions& options, const Matrix* fullMatrix = nullptr);
+// Reference path: dense SVD of any matrix (used by tests to check the factorised path).
+SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options);
+
+// ---- Local k x k mass (InLine Sec. 4.2, Fig. 3) ---------------------------------------------------
+struct LocalMassResult {
+    int k = 3;
+    double mean = 0;             // mean over spatial queries with finite rows
+    double uniformBaseline = 0;  // mean_i |window_i| / N (border-clipped windows)
+    double paperBaseline = 0;    // k^2 / N
+    std::vector<double> perQuery;  // gridH*gridW, row-major; NaN for flagged rows
+    Index queries = 0;           // spatial queries averaged
+};
+// a: the full N x N matrix; status: per-row status (may be empty = all Ok).
+std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
+                                       const TokenLayout& layout, std::span<const int> ks);
+
+// ---- Entropy and focus ------------------------------------------------------------------------------
+struct FocusResult {
+    double meanEntropy = 0;            // nats, on max(A,0) renormalised per row
+    double meanNormalisedEntropy = 0;  // divided by log N
+    double meanMaxWeight = 0;
+    double negativeRowFraction = 0;    // rows with any A_ij < 0
+    double totalNegativeMass = 0;      // sum over rows of sum_j min(A_ij, 0)   (<= 0)
+    double meanNegativeMass = 0;       // totalNegativeMass / rows
+    Index rows = 0;                    // finite rows used
+    Index flaggedRows = 0;             // rows with status != Ok
+};
+FocusResult focus(const Matrix& a, std::span<const RowStatus> status);
+// Entropy (nats) of max(row,0) renormalised; NaN when the positive mass is zero.
+double rowEntropy(std::span<const double> row);
+
+// ---- Injectivity confusion (InLine Sec. 4.1, Fig. 2) ----------------------------------------------
+struct ConfusionOptions {
+    double tau = 1e-3;               // ||A_p - A_q||_2 < tau
+    double queryRelTolerance = 1e-6; // queries differ when ||Q_p - Q_q|| > 1e-6 (1 + max_i ||Q_i||)
+};
+struct ConfusionResult {
+    std::int64_t confusedPairs = 0;  // unordered pairs with distinct queries and rows closer than tau
+    std::int64_t identicalQueryPairs = 0;  // pairs skipped because the queries are the same
+    double tau = 0;
+    double queryTolerance = 0;       // the absolute query-distance threshold used
+    std::string method;              // "low-rank Gram" or "dense Gram (GEMM)"
+};
+// q: the head's queries as stored in the dump (before any query transform).
+ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                          const Matrix* fullMatrix = nullptr, std::span<const RowStatus> status = {});
+// Reference path for tests: O(N^2 N) explicit pair loop over a full matrix.
+ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,
+                                    std::span<const RowStatus> status = {});
+// Histogram bins 0, 1, 2-3, 4-7, ...: bin 0 holds count 0, bin b>=1 holds [2^(b-1), 2^b - 1].
+int confusionBin(std::int64_t count);
+std::string confusionBinLabel(int bin);
+
+// ---- Magnitude scaling (MALA Sec. 3.2, Fig. 2, Eq. 5-12) ------------------------------------------
+struct MagnitudeOptions {
+    double log2Min = -2;  // factors a = 2^t, t on a uniform grid
+    double log2Max = 4;
+    int points = 13;
+    int topK = 9;         // top-k mass
+    std::vector<double> factors() const;
+};
+struct MagnitudeCurve {
+    std::vector<double> factors;
+    std::vector<double> maxWeight, entropy, topMass, ratio;  // one per factor
+    Index query = -1;    // -1 for the mean curve over queries
+    Index topKey = -1;   // m: argmax of the row at a = 1
+    Index medianKey = -1;// n: the key with the median weight at a = 1 (lower median)
+    Index queriesAveraged = 0;
+    // Mean curve: (query, factor) ratios left out of the log-mean because they were <= 0 or not
+    // finite (signed rows, or a zero median weight); 0 for a single query's curve.
+    Index skippedRatios = 0;
+};
+MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const MagnitudeOptions& options);
+// Mean over every query with finite rows at all factors (ratio: mean of log ratio, reported as exp).
+MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options);
+
+// ---- Everything for one head -----------------------------------------------------------------------
+struct StatSelection {
+    bool rank = true, local = true, entropy = true, confusion = true, magnitude = true;
+    // "rank,local,entropy,confusion,magnitude" (any subset; "all"); Error(Usage) on unknown names.
+    static StatSelection parse(std::string_view list);
+    std::vector<std::string> names() const;
+};
+struct AnalysisOptions {
+    StatSelection stats;
+    SpectrumOptions spectrum;
+    std::vector<int> localK{3, 5, 7};
+    ConfusionOptions confusion;
+    MagnitudeOptions magnitude;
+    bool perQueryMaps = false;  // keep LocalMassResult::perQuery in results
+    nlohmann::json toJson() const;  // every definition and tolerance, for exports
+};
+struct HeadStatistics {
+    Index tokens = 0;
+    Index flaggedRows = 0;  // rows with status != Ok
+    std::optional<SpectrumResult> spectrum;
+    std::vector<LocalMassResult> local;
+    std::optional<FocusResult> focus;
+    std::optional<ConfusionResult> confusion;
+    std::optional<MagnitudeCurve> magnitude;  // mean curve over queries
+};
+HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
+                           const AnalysisOptions& options);
+
+}  // namespace attnlens

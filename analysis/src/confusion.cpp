@@ -1,0 +1,204 @@
+// Injectivity confusion (InLine Sec. 4.1, Fig. 2).
+//
+// Definitions, over unordered pairs (p, q), p < q, of rows whose status is Ok (and finite):
+//   rows close       ||A_p - A_q||_2 < tau                    (tau = 1e-3 by default);
+//   queries differ   ||Q_p - Q_q||_2 > qtol,  qtol = queryRelTolerance * (1 + max_i ||Q_i||), with
+//                    Q = the head's queries as stored in the dump (before any query transform) and
+//                    the max over rows with finite queries;
+//   confusedPairs       = #pairs with close rows and differing queries: different inputs that the
+//                         attention function cannot tell apart;
+//   identicalQueryPairs = #pairs with close rows whose queries do not differ: not a failure of
+//                         injectivity, so they are skipped and counted separately.
+// Both comparisons are made on squares (d^2 < tau^2, dq^2 > qtol^2), in both the fast path and the
+// brute-force reference, so that the two agree exactly.
+//
+// Fast path, O(N^2) pairs after one GEMM. Every usable row p gets a vector X_p with
+// ||A_p - A_q|| = ||X_p - X_q|| for all pairs:
+//   dense (softmax):   X = A itself;
+//   linear family:     A = L R^T, R = Q_R R_R (thin QR), so A_p = (L_p R_R^T) Q_R^T and, Q_R having
+//                      orthonormal columns, X_p = L_p R_R^T (r values per row instead of N).
+// Distances come from the Gram matrix G = X X^T: d2 = G_pp + G_qq - 2 G_pq, computed as blocks of
+// rows of the upper triangle with cblas_dgemm (memory O(block * N), not N^2). That formula loses
+// digits to cancellation when A_p and A_q nearly agree, so every pair whose d2 lies within
+//   margin = 1e-8 * (G_pp + G_qq) + 1e-300
+// of tau^2 is decided again from the difference of the rows, ||X_p - X_q||^2 (a GEMM's rounding
+// error is below K * 2^-53 * (G_pp + G_qq) / 2 for inner dimension K, far inside the margin).
+// Query distances are needed only for pairs with close rows and are computed exactly from the
+// rows, ||Q_p - Q_q||^2 in O(d): no Gram matrix and no cancellation for the queries.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+#include "linalg.h"
+
+namespace attnlens {
+namespace {
+
+constexpr double kGramMarginRel = 1e-8;
+constexpr double kGramMarginAbs = 1e-300;
+constexpr Index kGramBlockRows = 512;
+
+void checkOptions(const ConfusionOptions& o) {
+    if (!(std::isfinite(o.tau) && o.tau > 0))
+        throwUsage("confusion: tau must be a finite number > 0 (got " + std::to_string(o.tau) + ")");
+    if (!(std::isfinite(o.queryRelTolerance) && o.queryRelTolerance >= 0))
+        throwUsage("confusion: the relative query tolerance must be a finite number >= 0 (got " +
+                   std::to_string(o.queryRelTolerance) + ")");
+}
+
+double queryTolerance(const Matrix& q, const ConfusionOptions& o) {
+    double maxNorm = 0;
+    for (Index i = 0; i < q.rows(); ++i) {
+        const double norm = q.row(i).norm();
+        if (std::isfinite(norm)) maxNorm = std::max(maxNorm, norm);
+    }
+    return o.queryRelTolerance * (1.0 + maxNorm);
+}
+
+bool usable(std::span<const RowStatus> status, Index i) {
+    return status.empty() || status[std::size_t(i)] == RowStatus::Ok;
+}
+
+// Counts close pairs among the rows of x (row p of x stands for token index[p]).
+void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& q, double tau,
+                double qtol, ConfusionResult& result) {
+    const Index n = x.rows(), k = x.cols();
+    const double tau2 = tau * tau, qtol2 = qtol * qtol;
+    Vector norms2(n);
+    for (Index p = 0; p < n; ++p) norms2(p) = x.row(p).squaredNorm();
+
+    auto classify = [&](Index p, Index c) {
+        const Index tp = index[std::size_t(p)], tc = index[std::size_t(c)];
+        if ((q.row(tp) - q.row(tc)).squaredNorm() > qtol2) ++result.confusedPairs;
+        else ++result.identicalQueryPairs;
+    };
+
+    Matrix g;
+    for (Index b0 = 0; b0 < n; b0 += kGramBlockRows) {
+        const Index count = std::min(kGramBlockRows, n - b0);
+        const Index width = n - b0;  // columns b0..n-1: the upper triangle and the block's diagonal
+        g.resize(count, width);
+        if (k > 0)
+            linalg::gemm(false, true, count, width, k, 1.0, x.data() + b0 * k, k,
+                         x.data() + b0 * k, k, 0.0, g.data(), width);
+        else
+            g.setZero();
+        for (Index r = 0; r < count; ++r) {
+            const Index p = b0 + r;
+            const double np = norms2(p);
+            const double* gRow = g.data() + r * width;
+            for (Index c = p + 1; c < n; ++c) {
+                const double sum = np + norms2(c);
+                const double d2 = sum - 2.0 * gRow[c - b0];
+                // NaN compares false everywhere: such a pair is neither close nor re-examined.
+                if (d2 < tau2 - (kGramMarginRel * sum + kGramMarginAbs)) {
+                    classify(p, c);
+                } else if (std::abs(d2 - tau2) <= kGramMarginRel * sum + kGramMarginAbs) {
+                    if ((x.row(p) - x.row(c)).squaredNorm() < tau2) classify(p, c);
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                          const Matrix* fullMatrix, std::span<const RowStatus> status) {
+    checkOptions(options);
+    const Index n = head.tokens();
+    if (q.rows() != n)
+        throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for a head of " +
+                   std::to_string(n) + " tokens");
+    if (!status.empty() && Index(status.size()) != n)
+        throwInput("confusion: " + std::to_string(status.size()) + " row statuses for " +
+                   std::to_string(n) + " rows");
+    if (fullMatrix && (fullMatrix->rows() != n || fullMatrix->cols() != n))
+        throwInput("confusion: the attention matrix is " + std::to_string(fullMatrix->rows()) +
+                   " x " + std::to_string(fullMatrix->cols()) + " for a head of " +
+                   std::to_string(n) + " tokens");
+
+    ConfusionResult result;
+    result.tau = options.tau;
+    result.queryTolerance = queryTolerance(q, options);
+
+    std::vector<Index> index;
+    if (head.hasLowRankForm()) {
+        result.method = "low-rank Gram";
+        const linalg::FactorisedAttention f = linalg::factorise(head);
+        for (Index i = 0; i < n; ++i)
+            if (f.okRow[std::size_t(i)] && usable(status, i)) index.push_back(i);
+        if (index.size() < 2) return result;
+        Matrix l(Index(index.size()), f.l.cols());
+        for (std::size_t p = 0; p < index.size(); ++p) l.row(Index(p)) = f.l.row(index[p]);
+        const Matrix rightR = linalg::thinQrR(f.r);
+        countPairs(l * rightR.transpose(), index, q, options.tau, result.queryTolerance, result);
+        return result;
+    }
+
+    result.method = "dense Gram (GEMM)";
+    std::vector<RowStatus> ownStatus;
+    Matrix own;
+    if (!fullMatrix) {
+        own = head.matrix(&ownStatus);
+        fullMatrix = &own;
+        if (status.empty()) status = ownStatus;
+    }
+    for (Index i = 0; i < n; ++i)
+        if (usable(status, i) && fullMatrix->row(i).allFinite()) index.push_back(i);
+    if (index.size() < 2) return result;
+    if (Index(index.size()) == n) {
+        countPairs(*fullMatrix, index, q, options.tau, result.queryTolerance, result);
+    } else {
+        Matrix x(Index(index.size()), n);
+        for (std::size_t p = 0; p < index.size(); ++p) x.row(Index(p)) = fullMatrix->row(index[p]);
+        countPairs(x, index, q, options.tau, result.queryTolerance, result);
+    }
+    return result;
+}
+
+ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,
+                                    std::span<const RowStatus> status) {
+    checkOptions(options);
+    const Index n = a.rows();
+    if (q.rows() != n)
+        throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for " +
+                   std::to_string(n) + " attention rows");
+    ConfusionResult result;
+    result.tau = options.tau;
+    result.queryTolerance = queryTolerance(q, options);
+    result.method = "brute force";
+    const double tau2 = options.tau * options.tau;
+    const double qtol2 = result.queryTolerance * result.queryTolerance;
+    for (Index p = 0; p < n; ++p) {
+        if (!usable(status, p) || !a.row(p).allFinite()) continue;
+        for (Index c = p + 1; c < n; ++c) {
+            if (!usable(status, c) || !a.row(c).allFinite()) continue;
+            if (!((a.row(p) - a.row(c)).squaredNorm() < tau2)) continue;
+            if ((q.row(p) - q.row(c)).squaredNorm() > qtol2) ++result.confusedPairs;
+            else ++result.identicalQueryPairs;
+        }
+    }
+    return result;
+}
+
+int confusionBin(std::int64_t count) {
+    // Bin 0 holds 0 (and, defensively, negative counts); bin b >= 1 holds [2^(b-1), 2^b - 1], i.e.
+    // b = floor(log2(count)) + 1 = the bit width of count.
+    if (count <= 0) return 0;
+    return int(std::bit_width(std::uint64_t(count)));
+}
+
+std::string confusionBinLabel(int bin) {
+    if (bin <= 0) return "0";
+    if (bin == 1) return "1";
+    bin = std::min(bin, 64);  // an int64 count never goes past bin 63
+    const std::uint64_t lo = std::uint64_t(1) << (bin - 1);
+    const std::uint64_t hi = bin == 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << bin) - 1;
+    return std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+}  // namespace attnlens

@@ -1,0 +1,199 @@
+#include "attnlens/analysis/dump_analysis.h"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "attnlens/error.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace attnlens {
+namespace {
+
+int parseInt(std::string_view text, std::string_view optionName, std::string_view whole) {
+    int value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
+        throwUsage(std::string(optionName) + ": '" + std::string(text) + "' in '" + std::string(whole) +
+                   "' is not a non-negative integer");
+    return value;
+}
+
+}  // namespace
+
+std::vector<int> parseIndexList(std::string_view text, int count, std::string_view optionName) {
+    std::vector<int> out;
+    std::string_view rest = text;
+    if (rest.empty()) throwUsage(std::string(optionName) + ": empty list");
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        const auto dash = item.find('-');
+        int lo = 0, hi = 0;
+        if (dash == std::string_view::npos) {
+            lo = hi = parseInt(item, optionName, text);
+        } else {
+            lo = parseInt(item.substr(0, dash), optionName, text);
+            hi = parseInt(item.substr(dash + 1), optionName, text);
+            if (hi < lo)
+                throwUsage(std::string(optionName) + ": range '" + std::string(item) + "' is empty");
+        }
+        if (hi >= count)
+            throwUsage(std::string(optionName) + ": " + std::to_string(hi) + " is out of range (valid: 0-" +
+                       std::to_string(count - 1) + ")");
+        for (int v = lo; v <= hi; ++v) out.push_back(v);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info) {
+    std::vector<int> out;
+    std::string_view rest = text;
+    std::string_view numericRun;
+    if (rest.empty()) throwUsage("--layers: empty list");
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        bool byName = false;
+        for (std::size_t i = 0; i < info.layers.size(); ++i)
+            if (info.layers[i].name == item) {
+                out.push_back(int(i));
+                byName = true;
+            }
+        if (byName) continue;
+        if (!item.empty() && std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '-'; })) {
+            for (int v : parseIndexList(item, int(info.layers.size()), "--layers")) out.push_back(v);
+            continue;
+        }
+        std::string known;
+        for (const auto& l : info.layers) known += (known.empty() ? "" : ", ") + l.name;
+        throwUsage("--layers: no layer named '" + std::string(item) + "' (layers: " + known + ")");
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request,
+                           const ProgressFn& progress) {
+    const auto start = std::chrono::steady_clock::now();
+    const DumpInfo& info = reader.info();
+    AnalysisReport report;
+    report.dump = info;
+    report.request = request;
+    report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    report.request.paradigms = report.paradigms;
+    AnalyzeRequest& req = report.request;
+    if (req.layers.empty())
+        for (int l = 0; l < int(info.layers.size()); ++l) req.layers.push_back(l);
+    if (req.images.empty())
+        for (int b = 0; b < info.images; ++b) req.images.push_back(b);
+    for (int l : req.layers)
+        if (l < 0 || l >= int(info.layers.size())) throwUsage("layer position " + std::to_string(l) + " out of range");
+    for (int b : req.images)
+        if (b < 0 || b >= info.images)
+            throwUsage("image " + std::to_string(b) + " out of range (the dump has " + std::to_string(info.images) + ")");
+    for (int h : req.heads)
+        for (int l : req.layers)
+            if (h < 0 || h >= info.layers[l].heads)
+                throwUsage("head " + std::to_string(h) + " out of range for layer '" + info.layers[l].name +
+                           "' (" + std::to_string(info.layers[l].heads) + " heads)");
+
+    struct Task {
+        int image, layer;
+    };
+    std::vector<Task> tasks;
+    for (int b : req.images)
+        for (int l : req.layers) tasks.push_back({b, l});
+    std::vector<std::vector<HeadRecord>> taskRecords(tasks.size());
+    std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
+
+    int threads = req.threads > 0 ? req.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, std::min<int>(threads, int(tasks.size())));
+    req.threads = threads;
+    // Our pool already uses the cores: nested BLAS threads would only oversubscribe them.
+    if (threads > 1) openblas_set_num_threads(1);
+
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> stop{false};
+    std::atomic<bool> cancelled{false};
+    std::mutex progressMutex;
+    std::int64_t done = 0;
+    std::exception_ptr failure;
+
+    auto worker = [&] {
+        for (;;) {
+            if (stop.load()) return;
+            const std::size_t t = next.fetch_add(1);
+            if (t >= tasks.size()) return;
+            const Task task = tasks[t];
+            try {
+                const LayerInfo& layer = info.layers[task.layer];
+                std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
+                std::vector<int> headList = req.heads;
+                if (headList.empty())
+                    for (int h = 0; h < layer.heads; ++h) headList.push_back(h);
+                for (int h : headList) {
+                    for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
+                    HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
+                    for (int p = 0; p < int(report.paradigms.size()); ++p) {
+                        if (stop.load()) return;
+                        AttentionHead head(report.paradigms[p], in);
+                        HeadRecord rec;
+                        rec.image = task.image;
+                        rec.layer = task.layer;
+                        rec.head = h;
+                        rec.paradigm = p;
+                        rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options);
+                        taskRecords[t].push_back(std::move(rec));
+                    }
+                }
+            } catch (...) {
+                std::lock_guard lock(progressMutex);
+                if (!failure) failure = std::current_exception();
+                stop = true;
+                return;
+            }
+            std::lock_guard lock(progressMutex);
+            ++done;
+            if (progress) {
+                AnalysisProgress pr{done, std::int64_t(tasks.size()),
+                                    "image " + std::to_string(task.image) + ", layer " + info.layers[task.layer].name};
+                if (!progress(pr)) {
+                    cancelled = true;
+                    stop = true;
+                }
+            }
+        }
+    };
+
+    if (progress) progress(AnalysisProgress{0, std::int64_t(tasks.size()), "starting"});
+    std::vector<std::thread> pool;
+    for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+    worker();
+    for (auto& th : pool) th.join();
+
+    if (failure) std::rethrow_exception(failure);
+    if (cancelled) throw Error(ErrorKind::Cancelled, "analysis cancelled");
+
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+        for (auto& r : taskRecords[t]) report.records.push_back(std::move(r));
+        for (auto& nf : taskNonFinite[t]) report.nonFinite.push_back(nf);
+    }
+    std::sort(report.records.begin(), report.records.end(), [](const HeadRecord& a, const HeadRecord& b) {
+        return std::tie(a.image, a.layer, a.head, a.paradigm) < std::tie(b.image, b.layer, b.head, b.paradigm);
+    });
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+}
+
+}  // namespace attnlens

@@ -1,0 +1,69 @@
+// Entropy and focus of attention rows (MALA Sec. 3.2 and Fig. 4 on spiky vs smooth attention; the
+// negative-weight counts test MALA's claim that negative scores do not occur in practice).
+//
+// Definitions, for a row a (N weights) with status Ok:
+//   entropy        H = -sum_j p_j log p_j (nats), p = max(a, 0) / sum_j max(a_j, 0): the positive
+//                  part renormalised, because signed rows (subtract, magnitude) are not
+//                  distributions; NaN when the positive mass is zero;
+//   normalised     H / log N (1 for uniform attention, 0 for one-hot); 0 when N = 1;
+//   max weight     max_j a_j (signed, as stored);
+//   negative row   any a_j < 0;
+//   negative mass  sum_j min(a_j, 0) (<= 0), summed over rows (total) and divided by the rows (mean).
+// Means are over rows with status Ok and finite values; flagged rows are counted, never averaged. Rows whose positive
+// mass is zero have no entropy and are left out of the two entropy means only.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+#include "row_summary.h"
+
+namespace attnlens {
+
+double rowEntropy(std::span<const double> row) {
+    for (double a : row)
+        if (!std::isfinite(a)) return std::numeric_limits<double>::quiet_NaN();
+    if (row.empty()) return std::numeric_limits<double>::quiet_NaN();
+    return detail::entropyFromSummary(detail::summariseRow(row, 0));
+}
+
+FocusResult focus(const Matrix& a, std::span<const RowStatus> status) {
+    const Index n = a.rows();
+    if (!status.empty() && Index(status.size()) != n)
+        throwInput("focus: " + std::to_string(status.size()) + " row statuses for " +
+                   std::to_string(n) + " rows");
+    const double logN = a.cols() > 1 ? std::log(double(a.cols())) : 0.0;
+    FocusResult r;
+    double entropySum = 0, maxSum = 0;
+    Index entropyRows = 0, negativeRows = 0;
+    for (Index i = 0; i < n; ++i) {
+        const auto row = a.row(i);
+        // A non-finite row counts as flagged even when no status was passed (direct callers).
+        if ((!status.empty() && status[std::size_t(i)] != RowStatus::Ok) ||
+            !std::isfinite(row.sum())) {
+            ++r.flaggedRows;
+            continue;
+        }
+        ++r.rows;
+        const detail::RowSummary summary =
+            detail::summariseRow(std::span<const double>(row.data(), std::size_t(row.size())), 0);
+        const double h = detail::entropyFromSummary(summary);
+        if (std::isfinite(h)) {
+            entropySum += h;
+            ++entropyRows;
+        }
+        maxSum += summary.maxWeight;
+        if (summary.negativeMass < 0) ++negativeRows;
+        r.totalNegativeMass += summary.negativeMass;
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.meanEntropy = entropyRows > 0 ? entropySum / double(entropyRows) : nan;
+    r.meanNormalisedEntropy = entropyRows == 0 ? nan : logN > 0 ? r.meanEntropy / logN : 0.0;
+    r.meanMaxWeight = r.rows > 0 ? maxSum / double(r.rows) : nan;
+    r.negativeRowFraction = r.rows > 0 ? double(negativeRows) / double(r.rows) : nan;
+    r.meanNegativeMass = r.rows > 0 ? r.totalNegativeMass / double(r.rows) : nan;
+    return r;
+}
+
+}  // namespace attnlens

@@ -1,0 +1,184 @@
+// All selected statistics of one (image, layer, head, paradigm), the selection of statistics and
+// the JSON record of every definition and parameter that produced the numbers.
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+namespace {
+
+constexpr std::array<std::string_view, 5> kStatNames{"rank", "local", "entropy", "confusion",
+                                                     "magnitude"};
+
+std::string knownStatNames() {
+    std::string s;
+    for (std::size_t i = 0; i < kStatNames.size(); ++i) s += (i ? ", " : "") + std::string(kStatNames[i]);
+    return s;
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+}
+
+}  // namespace
+
+StatSelection StatSelection::parse(std::string_view list) {
+    StatSelection s;
+    s.rank = s.local = s.entropy = s.confusion = s.magnitude = false;
+    bool any = false;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', start), list.size());
+        const std::string_view name = trim(list.substr(start, comma - start));
+        start = comma + 1;
+        if (name.empty()) continue;  // tolerate "rank,,local" and a trailing comma
+        any = true;
+        if (name == "all") s.rank = s.local = s.entropy = s.confusion = s.magnitude = true;
+        else if (name == "rank") s.rank = true;
+        else if (name == "local") s.local = true;
+        else if (name == "entropy") s.entropy = true;
+        else if (name == "confusion") s.confusion = true;
+        else if (name == "magnitude") s.magnitude = true;
+        else
+            throwUsage("unknown statistic '" + std::string(name) + "' (known: " + knownStatNames() +
+                       ")");
+    }
+    if (!any) throwUsage("no statistic selected (known: " + knownStatNames() + ", or all)");
+    return s;
+}
+
+std::vector<std::string> StatSelection::names() const {
+    std::vector<std::string> out;
+    const std::array<bool, 5> on{rank, local, entropy, confusion, magnitude};
+    for (std::size_t i = 0; i < kStatNames.size(); ++i)
+        if (on[i]) out.emplace_back(kStatNames[i]);
+    return out;
+}
+
+nlohmann::json AnalysisOptions::toJson() const {
+    using nlohmann::json;
+    json j;
+    j["statistics"] = stats.names();
+
+    json rank;
+    rank["definition"] =
+        "singular values of A in double precision; rank = #{sigma > tolerance}, tolerance = "
+        "relative_tolerance * sigma_max; effective_rank = exp(H(sigma / sum(sigma))), natural log";
+    if (spectrum.relativeTolerance) rank["relative_tolerance"] = *spectrum.relativeTolerance;
+    else rank["relative_tolerance"] = "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
+    rank["float32_resolution"] = 1.0 / 8388608.0;
+    rank["spatial_only"] = spectrum.spatialOnly;
+    rank["spatial_only_rule"] = "prefix rows and columns removed when true";
+    rank["flagged_rows"] = "rows with a non-Ok status are left out of the matrix";
+    rank["methods"] = {
+        {"linear_family", "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
+                          "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
+        {"softmax", "dense SVD (LAPACK dgesdd, values only)"}};
+    j["rank"] = rank;
+
+    json local;
+    local["k"] = localK;
+    local["definition"] =
+        "for a spatial query at (y, x): sum of its weights on spatial keys with |dy|, |dx| <= "
+        "(k-1)/2, clipped at the grid border, the query itself included; signed weights as they "
+        "are; mean over spatial queries whose row status is ok";
+    local["uniform_baseline"] = "mean over the same queries of |window| / N, N = all tokens incl. prefix";
+    local["paper_baseline"] = "k^2 / N";
+    local["per_query_maps"] = perQueryMaps;
+    j["local"] = local;
+
+    json entropy;
+    entropy["definition"] =
+        "row entropy in nats of max(A, 0) renormalised per row; normalised = entropy / log N; "
+        "mean over rows whose status is ok (rows without positive weight have no entropy and are "
+        "left out of the entropy means)";
+    entropy["max_weight"] = "mean over ok rows of max_j A_ij";
+    entropy["negative_rows"] = "fraction of ok rows with any A_ij < 0";
+    entropy["negative_mass"] = "sum over ok rows of sum_j min(A_ij, 0); mean = total / ok rows";
+    j["entropy"] = entropy;
+
+    json conf;
+    conf["tau"] = confusion.tau;
+    conf["query_relative_tolerance"] = confusion.queryRelTolerance;
+    conf["definition"] =
+        "unordered pairs (p, q), p < q, of ok rows with ||A_p - A_q||_2 < tau whose queries differ: "
+        "||Q_p - Q_q||_2 > query_relative_tolerance * (1 + max_i ||Q_i||), Q = the dump's queries "
+        "before any query transform; pairs with close rows but equal queries are counted as "
+        "identical_query_pairs";
+    conf["method"] =
+        "Gram matrix G = X X^T (X = A, or L R_R^T for the linear family), ||X_p - X_q||^2 = G_pp + "
+        "G_qq - 2 G_pq; pairs within 1e-8 (G_pp + G_qq) + 1e-300 of tau^2 re-decided from the row "
+        "difference; query distances computed exactly from the rows";
+    conf["histogram_bins"] = "0, 1, 2-3, 4-7, ...: bin b >= 1 holds counts in [2^(b-1), 2^b - 1]";
+    j["confusion"] = conf;
+
+    json mag;
+    mag["log2_min"] = magnitude.log2Min;
+    mag["log2_max"] = magnitude.log2Max;
+    mag["points"] = magnitude.points;
+    mag["top_k"] = magnitude.topK;
+    mag["factors"] = magnitude.factors();
+    mag["definition"] =
+        "row of query i with the vector entering the normalisation multiplied by a (softmax: the "
+        "query; kernel paradigms: phi(q)); per factor: max weight, entropy (as above), top-k mass "
+        "(sum of the k largest weights) and ratio A_im / A_in, m = argmax of the row at a = 1, "
+        "n = key with the lower median weight at a = 1 (a = 1 always evaluated)";
+    mag["mean_curve"] =
+        "over queries whose rows are ok at every factor and at a = 1: arithmetic means of max "
+        "weight, entropy, top-k mass; ratio = exp(mean log ratio) over ratios that are finite and "
+        "> 0, the others counted as skipped_ratios";
+    j["magnitude"] = mag;
+    return j;
+}
+
+HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
+                           const AnalysisOptions& options) {
+    const Index n = head.tokens();
+    if (layout.tokens() != n)
+        throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) + " + grid " +
+                   std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + " = " +
+                   std::to_string(layout.tokens()) + " tokens) does not match the head's " +
+                   std::to_string(n) + " tokens");
+    const StatSelection& sel = options.stats;
+    HeadStatistics stats;
+    stats.tokens = n;
+
+    const bool lowRank = head.hasLowRankForm();
+    const bool needMatrix = sel.local || sel.entropy || (!lowRank && (sel.confusion || sel.rank));
+    Matrix a;
+    std::vector<RowStatus> status;
+    if (needMatrix) {
+        a = head.matrix(&status);
+    } else {
+        // Row statuses without the N x N matrix: blocks of rows, O(block * N) memory.
+        constexpr Index kBlock = 256;
+        status.assign(std::size_t(n), RowStatus::Ok);
+        Matrix block;
+        for (Index begin = 0; begin < n; begin += kBlock) {
+            const Index count = std::min(kBlock, n - begin);
+            block.resize(count, n);
+            head.rows(begin, count, block, status.data() + begin);
+        }
+    }
+    stats.flaggedRows = Index(std::count_if(status.begin(), status.end(),
+                                            [](RowStatus s) { return s != RowStatus::Ok; }));
+    const Matrix* full = needMatrix ? &a : nullptr;
+
+    if (sel.rank) stats.spectrum = spectrum(head, layout, options.spectrum, full);
+    if (sel.local) {
+        stats.local = localMass(a, status, layout, options.localK);
+        if (!options.perQueryMaps)
+            for (auto& l : stats.local) l.perQuery.clear();
+    }
+    if (sel.entropy) stats.focus = focus(a, status);
+    if (sel.confusion) stats.confusion = confusion(head, q, options.confusion, full, status);
+    if (sel.magnitude) stats.magnitude = meanMagnitudeCurve(head, options.magnitude);
+    return stats;
+}
+
+}  // namespace attnlens

@@ -1,0 +1,113 @@
+#include "linalg.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <string>
+
+#include <Eigen/QR>
+#include <Eigen/SVD>
+
+#include "attnlens/attention.h"
+#include "attnlens/error.h"
+
+namespace attnlens::linalg {
+
+std::vector<double> singularValuesLapack(const Matrix& a) {
+    const Index rows = a.rows(), cols = a.cols();
+    const Index count = std::min(rows, cols);
+    std::vector<double> s(std::size_t(count), 0.0);
+    if (count == 0) return s;
+    // dgesdd overwrites its input. Row-major rows x cols is column-major cols x rows (= a^T).
+    Matrix work = a;
+    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows),
+                                           work.data(), lapack_int(cols), s.data(), nullptr, 1,
+                                           nullptr, 1);
+    if (info != 0)
+        throwInput("dense SVD (LAPACK dgesdd) of a " + std::to_string(rows) + " x " +
+                   std::to_string(cols) + " matrix failed (info = " + std::to_string(info) +
+                   (info < 0 ? ": invalid argument or NaN in the input)" : ": did not converge)"));
+    return s;  // LAPACK returns them in descending order
+}
+
+std::vector<double> singularValuesEigen(const Matrix& a) {
+    Eigen::BDCSVD<Matrix> svd(a);  // no ComputeThin*/Full* flags: values only
+    const Vector& v = svd.singularValues();
+    return std::vector<double>(v.data(), v.data() + v.size());
+}
+
+Matrix gramRows(const Matrix& a) {
+    const Index n = a.rows(), k = a.cols();
+    Matrix g(n, n);
+    if (n == 0) return g;
+    if (k == 0) {
+        g.setZero();
+        return g;
+    }
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a.data(),
+                blasint(k), 0.0, g.data(), blasint(n));
+    for (Index i = 1; i < n; ++i)
+        for (Index j = 0; j < i; ++j) g(i, j) = g(j, i);
+    return g;
+}
+
+void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta,
+          Matrix& c) {
+    const Index m = transA ? a.cols() : a.rows();
+    const Index k = transA ? a.rows() : a.cols();
+    const Index kb = transB ? b.cols() : b.rows();
+    const Index n = transB ? b.rows() : b.cols();
+    if (k != kb || c.rows() != m || c.cols() != n)
+        throwUsage("linalg::gemm: shapes do not agree (" + std::to_string(m) + " x " +
+                   std::to_string(k) + " times " + std::to_string(kb) + " x " + std::to_string(n) +
+                   " into " + std::to_string(c.rows()) + " x " + std::to_string(c.cols()) + ")");
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        c *= beta;
+        return;
+    }
+    gemm(transA, transB, m, n, k, alpha, a.data(), a.cols(), b.data(), b.cols(), beta, c.data(),
+         c.cols());
+}
+
+void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a,
+          Index lda, const double* b, Index ldb, double beta, double* c, Index ldc) {
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c,
+                blasint(ldc));
+}
+
+Matrix thinQrR(const Matrix& x) {
+    const Index r = std::min(x.rows(), x.cols());
+    if (r == 0) return Matrix(0, x.cols());
+    Eigen::HouseholderQR<Matrix> qr(x);
+    Matrix upper = qr.matrixQR().topRows(r).triangularView<Eigen::Upper>();
+    return upper;
+}
+
+}  // namespace attnlens::linalg
+
+namespace attnlens::linalg {
+
+FactorisedAttention factorise(const AttentionHead& head) {
+    const LowRankForm form = head.lowRankForm();
+    const Index n = head.tokens();
+    const Index r = form.phiQ.cols();
+    const Index cols = r + (form.hasOffset ? 1 : 0);
+    FactorisedAttention f;
+    f.l.resize(n, cols);
+    f.r.resize(n, cols);
+    f.l.leftCols(r) = form.rowScale.asDiagonal() * form.phiQ;
+    f.r.leftCols(r) = form.phiK;
+    if (form.hasOffset) {
+        f.l.col(r) = form.rowOffset;
+        f.r.col(r).setOnes();
+    }
+    const bool keysFinite = f.r.allFinite();
+    f.okRow.resize(std::size_t(n));
+    for (Index i = 0; i < n; ++i) f.okRow[std::size_t(i)] = keysFinite && f.l.row(i).allFinite();
+    return f;
+}
+
+}  // namespace attnlens::linalg

@@ -1,0 +1,79 @@
+// Local k x k attention mass (InLine Sec. 4.2, Fig. 3).
+//
+// Definitions, for a spatial query i at grid position (y, x):
+//   window_i = spatial keys (y', x') with |y' - y| <= (k-1)/2 and |x' - x| <= (k-1)/2, clipped at
+//              the grid border, the query's own position included (prefix keys never count);
+//   mass_i   = sum_{j in window_i} A_ij, signed weights kept as they are (no abs, no clipping);
+//   mean     = mean of mass_i over spatial queries whose row status is Ok (and row finite);
+//   perQuery = mass_i on the grid (row-major), NaN for flagged rows;
+//   uniformBaseline = mean over the same queries of |window_i| / N, N = all tokens incl. prefix:
+//              exactly what uniform attention (A_ij = 1/N) gives;
+//   paperBaseline   = k^2 / N, the paper's figure, which ignores the border clipping.
+// k must be odd and >= 1 so that the window is centred on the query.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+
+std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
+                                       const TokenLayout& layout, std::span<const int> ks) {
+    const Index n = layout.tokens();
+    if (a.rows() != n || a.cols() != n)
+        throwInput("local mass: the attention matrix is " + std::to_string(a.rows()) + " x " +
+                   std::to_string(a.cols()) + " but the token layout (prefix " +
+                   std::to_string(layout.prefix) + " + grid " + std::to_string(layout.gridH) +
+                   " x " + std::to_string(layout.gridW) + ") has " + std::to_string(n) + " tokens");
+    if (!status.empty() && Index(status.size()) != n)
+        throwInput("local mass: " + std::to_string(status.size()) + " row statuses for " +
+                   std::to_string(n) + " rows");
+    for (int k : ks)
+        if (k < 1 || k % 2 == 0)
+            throwUsage("local mass: window size k must be an odd integer >= 1 (got " +
+                       std::to_string(k) + ")");
+
+    // A non-finite row counts as flagged even when no status was passed (direct callers).
+    std::vector<unsigned char> rowUsable(std::size_t(n), 0);
+    for (Index i = 0; i < n; ++i)
+        rowUsable[std::size_t(i)] = (status.empty() || status[std::size_t(i)] == RowStatus::Ok) &&
+                                    std::isfinite(a.row(i).sum());
+
+    const int h = layout.gridH, w = layout.gridW;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<LocalMassResult> results;
+    results.reserve(ks.size());
+    for (int k : ks) {
+        const int half = (k - 1) / 2;
+        LocalMassResult r;
+        r.k = k;
+        r.paperBaseline = double(k) * double(k) / double(n);
+        r.perQuery.assign(std::size_t(h) * std::size_t(w), nan);
+        double massSum = 0, windowSum = 0;
+        for (int y = 0; y < h; ++y) {
+            const int y0 = std::max(0, y - half), y1 = std::min(h - 1, y + half);
+            for (int x = 0; x < w; ++x) {
+                const Index i = layout.token(y, x);
+                if (!rowUsable[std::size_t(i)]) continue;
+                const int x0 = std::max(0, x - half), x1 = std::min(w - 1, x + half);
+                double mass = 0;
+                for (int yy = y0; yy <= y1; ++yy)
+                    mass += a.row(i).segment(layout.token(yy, x0), x1 - x0 + 1).sum();
+                r.perQuery[std::size_t(y) * std::size_t(w) + std::size_t(x)] = mass;
+                massSum += mass;
+                windowSum += double(y1 - y0 + 1) * double(x1 - x0 + 1);
+                ++r.queries;
+            }
+        }
+        // Nothing to average (empty grid or every spatial row flagged): NaN, never a made-up 0.
+        r.mean = r.queries > 0 ? massSum / double(r.queries) : nan;
+        r.uniformBaseline = r.queries > 0 ? windowSum / double(r.queries) / double(n) : nan;
+        results.push_back(std::move(r));
+    }
+    return results;
+}
+
+}  // namespace attnlens

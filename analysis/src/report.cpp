@@ -1,0 +1,455 @@
+#include "attnlens/analysis/report.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "attnlens/error.h"
+
+namespace attnlens {
+namespace {
+
+using nlohmann::json;
+
+json finiteOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json vectorJson(const std::vector<double>& v) {
+    json a = json::array();
+    for (double x : v) a.push_back(finiteOrNull(x));
+    return a;
+}
+
+std::string utcNow() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+json statsJson(const HeadStatistics& s, bool perQuery) {
+    json j;
+    j["tokens"] = s.tokens;
+    j["flagged_rows"] = s.flaggedRows;
+    if (s.spectrum) {
+        const auto& sp = *s.spectrum;
+        j["rank"] = {{"rank", sp.rank},
+                     {"effective_rank", finiteOrNull(sp.effectiveRank)},
+                     {"size", sp.size},
+                     {"relative_tolerance", sp.relativeTolerance},
+                     {"tolerance", finiteOrNull(sp.tolerance)},
+                     {"method", sp.method},
+                     {"singular_values", vectorJson(sp.singularValues)}};
+    }
+    if (!s.local.empty()) {
+        json a = json::array();
+        for (const auto& l : s.local) {
+            json e = {{"k", l.k},
+                      {"mean", finiteOrNull(l.mean)},
+                      {"uniform_baseline", l.uniformBaseline},
+                      {"paper_baseline", l.paperBaseline},
+                      {"queries", l.queries}};
+            if (perQuery) e["per_query"] = vectorJson(l.perQuery);
+            a.push_back(e);
+        }
+        j["local"] = a;
+    }
+    if (s.focus) {
+        const auto& f = *s.focus;
+        j["entropy"] = {{"mean_entropy", finiteOrNull(f.meanEntropy)},
+                        {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
+                        {"max_weight", finiteOrNull(f.meanMaxWeight)},
+                        {"negative_row_fraction", finiteOrNull(f.negativeRowFraction)},
+                        {"negative_mass_total", finiteOrNull(f.totalNegativeMass)},
+                        {"negative_mass_per_row", finiteOrNull(f.meanNegativeMass)},
+                        {"rows", f.rows},
+                        {"flagged_rows", f.flaggedRows}};
+    }
+    if (s.confusion) {
+        const auto& c = *s.confusion;
+        j["confusion"] = {{"confused_pairs", c.confusedPairs},
+                          {"identical_query_pairs", c.identicalQueryPairs},
+                          {"tau", c.tau},
+                          {"query_tolerance", c.queryTolerance},
+                          {"method", c.method}};
+    }
+    if (s.magnitude) {
+        const auto& m = *s.magnitude;
+        j["magnitude"] = {{"factors", m.factors},
+                          {"max_weight", vectorJson(m.maxWeight)},
+                          {"entropy", vectorJson(m.entropy)},
+                          {"top_mass", vectorJson(m.topMass)},
+                          {"ratio", vectorJson(m.ratio)},
+                          {"queries_averaged", m.queriesAveraged}};
+    }
+    return j;
+}
+
+// Mean of the finite values pushed.
+struct Mean {
+    double sum = 0;
+    std::int64_t n = 0;
+    void add(const json& v) {
+        if (v.is_number()) {
+            const double x = v.get<double>();
+            if (std::isfinite(x)) {
+                sum += x;
+                ++n;
+            }
+        }
+    }
+    json value() const { return n ? json(sum / double(n)) : json(nullptr); }
+};
+
+struct Aggregate {
+    std::int64_t records = 0;
+    Mean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
+    std::map<int, Mean> local, localUniform, localPaper;
+    std::int64_t confused = 0, flagged = 0;
+    bool hasConfusion = false;
+    std::vector<Mean> magMax, magEntropy, magTop, magLogRatio;
+    json factors;
+
+    void add(const json& r) {
+        ++records;
+        flagged += r.value("flagged_rows", std::int64_t(0));
+        if (r.contains("rank")) {
+            rank.add(r["rank"]["rank"]);
+            effectiveRank.add(r["rank"]["effective_rank"]);
+        }
+        if (r.contains("local"))
+            for (const auto& l : r["local"]) {
+                const int k = l["k"].get<int>();
+                local[k].add(l["mean"]);
+                localUniform[k].add(l["uniform_baseline"]);
+                localPaper[k].add(l["paper_baseline"]);
+            }
+        if (r.contains("entropy")) {
+            const auto& e = r["entropy"];
+            entropy.add(e["mean_entropy"]);
+            normalisedEntropy.add(e["normalised_entropy"]);
+            maxWeight.add(e["max_weight"]);
+            negativeRows.add(e["negative_row_fraction"]);
+            negativeMass.add(e["negative_mass_per_row"]);
+        }
+        if (r.contains("confusion")) {
+            hasConfusion = true;
+            confused += r["confusion"]["confused_pairs"].get<std::int64_t>();
+        }
+        if (r.contains("magnitude")) {
+            const auto& m = r["magnitude"];
+            const std::size_t points = m["factors"].size();
+            if (magMax.empty()) {
+                magMax.resize(points);
+                magEntropy.resize(points);
+                magTop.resize(points);
+                magLogRatio.resize(points);
+                factors = m["factors"];
+            }
+            for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
+                magMax[i].add(m["max_weight"][i]);
+                magEntropy[i].add(m["entropy"][i]);
+                magTop[i].add(m["top_mass"][i]);
+                const json& ratio = m["ratio"][i];
+                if (ratio.is_number() && ratio.get<double>() > 0) magLogRatio[i].add(std::log(ratio.get<double>()));
+            }
+        }
+    }
+
+    json toJson() const {
+        json j;
+        j["records"] = records;
+        j["rank_mean"] = rank.value();
+        j["effective_rank_mean"] = effectiveRank.value();
+        json l = json::object();
+        for (const auto& [k, m] : local)
+            l[std::to_string(k)] = {{"mean", m.value()},
+                                    {"uniform_baseline", localUniform.at(k).value()},
+                                    {"paper_baseline", localPaper.at(k).value()}};
+        j["local"] = l;
+        j["entropy_mean"] = entropy.value();
+        j["normalised_entropy_mean"] = normalisedEntropy.value();
+        j["max_weight_mean"] = maxWeight.value();
+        j["negative_row_fraction_mean"] = negativeRows.value();
+        j["negative_mass_per_row_mean"] = negativeMass.value();
+        j["confused_pairs_total"] = hasConfusion ? json(confused) : json(nullptr);
+        j["flagged_rows_total"] = flagged;
+        if (!magMax.empty()) {
+            json m;
+            m["factors"] = factors;
+            json mx = json::array(), en = json::array(), tp = json::array(), ra = json::array();
+            for (std::size_t i = 0; i < magMax.size(); ++i) {
+                mx.push_back(magMax[i].value());
+                en.push_back(magEntropy[i].value());
+                tp.push_back(magTop[i].value());
+                ra.push_back(magLogRatio[i].n ? json(std::exp(magLogRatio[i].sum / double(magLogRatio[i].n))) : json(nullptr));
+            }
+            m["max_weight"] = mx;
+            m["entropy"] = en;
+            m["top_mass"] = tp;
+            m["ratio_geometric_mean"] = ra;
+            j["magnitude_mean"] = m;
+        }
+        return j;
+    }
+};
+
+std::string fmt(const json& v, int precision = 3) {
+    if (!v.is_number()) return "-";
+    std::ostringstream s;
+    s << std::setprecision(precision) << std::fixed << v.get<double>();
+    return s.str();
+}
+
+}  // namespace
+
+nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) {
+    json j;
+    j["schema"] = "attnlens.analysis";
+    j["schema_version"] = 1;
+    j["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
+    j["created_utc"] = utcNow();
+    j["input"] = {{"path", report.dump.path},
+                  {"size_bytes", report.dump.fileSize},
+                  {"sha256", report.sha256},
+                  {"dump", report.dump.toJson()}};
+    json layers = json::array();
+    for (int l : report.request.layers) layers.push_back(report.dump.layers[l].name);
+    j["selection"] = {{"images", report.request.images},
+                      {"layers", layers},
+                      {"heads", report.request.heads.empty() ? json("all") : json(report.request.heads)}};
+    json paradigms = json::array();
+    for (const auto& p : report.paradigms) paradigms.push_back(p.toJson());
+    j["paradigms"] = paradigms;
+    j["options"] = report.request.options.toJson();
+    json results = json::array();
+    for (const auto& r : report.records) {
+        json e = statsJson(r.stats, report.request.options.perQueryMaps);
+        e["image"] = r.image;
+        e["layer"] = report.dump.layers[r.layer].name;
+        e["layer_position"] = r.layer;
+        e["head"] = r.head;
+        e["paradigm"] = report.paradigms[r.paradigm].name;
+        results.push_back(std::move(e));
+    }
+    j["results"] = std::move(results);
+    json nonFinite = json::array();
+    for (const auto& nf : report.nonFinite)
+        nonFinite.push_back({{"image", nf.image},
+                             {"layer", report.dump.layers[nf.layer].name},
+                             {"head", nf.head},
+                             {"token", nf.token},
+                             {"tensor", std::string(1, nf.tensor)},
+                             {"message", nf.describe(report.dump)}});
+    j["non_finite"] = std::move(nonFinite);
+    j["timing"] = {{"seconds", report.seconds}, {"threads", report.request.threads}};
+    j["summary"] = summarize(j);
+    return j;
+}
+
+nlohmann::json summarize(const nlohmann::json& report) {
+    std::vector<std::string> order;
+    for (const auto& p : report.at("paradigms")) order.push_back(p.at("name").get<std::string>());
+    std::map<std::string, Aggregate> overall;
+    std::map<std::string, std::map<int, Aggregate>> perLayer;
+    std::map<std::string, std::map<int, std::string>> layerNames;
+    std::map<std::string, std::map<int, std::int64_t>> perImage;
+    bool anyConfusion = false;
+    for (const auto& r : report.at("results")) {
+        const std::string p = r.at("paradigm").get<std::string>();
+        overall[p].add(r);
+        const int lp = r.at("layer_position").get<int>();
+        perLayer[p][lp].add(r);
+        layerNames[p][lp] = r.at("layer").get<std::string>();
+        if (r.contains("confusion")) {
+            anyConfusion = true;
+            perImage[p][r.at("image").get<int>()] += r["confusion"]["confused_pairs"].get<std::int64_t>();
+        } else {
+            perImage[p][r.at("image").get<int>()] += 0;
+        }
+    }
+    json out = json::array();
+    for (const auto& name : order) {
+        json e = overall[name].toJson();
+        e["paradigm"] = name;
+        json layers = json::array();
+        for (const auto& [lp, agg] : perLayer[name]) {
+            json le = agg.toJson();
+            le.erase("magnitude_mean");
+            le["layer"] = layerNames[name][lp];
+            le["layer_position"] = lp;
+            layers.push_back(le);
+        }
+        e["layers"] = layers;
+        if (anyConfusion) {
+            json perImg = json::array();
+            std::vector<std::int64_t> hist;
+            for (const auto& [img, count] : perImage[name]) {
+                perImg.push_back({{"image", img}, {"confused_pairs", count}});
+                const int bin = confusionBin(count);
+                if (int(hist.size()) <= bin) hist.resize(bin + 1, 0);
+                ++hist[bin];
+            }
+            json labels = json::array();
+            for (int b = 0; b < int(hist.size()); ++b) labels.push_back(confusionBinLabel(b));
+            e["confusion_per_image"] = perImg;
+            e["confusion_histogram"] = {{"bins", labels}, {"images", hist}};
+        }
+        out.push_back(e);
+    }
+    return {{"per_paradigm", out},
+            {"note", "means over (image, layer, head) records; confusion counts summed over layers and heads per image"}};
+}
+
+nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                            const ToolInfo& tool) {
+    if (reports.empty()) throwUsage("merge: no input reports");
+    auto fail = [&](std::size_t i, const std::string& what) {
+        throwInput("merge: " + names[i] + ": " + what + " (differs from " + names[0] + ")");
+    };
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        const auto& r = reports[i];
+        if (!r.is_object() || r.value("schema", "") != "attnlens.analysis")
+            throwInput("merge: " + names[i] + " is not an attnlens analysis report (no \"schema\": \"attnlens.analysis\")");
+        if (r.value("schema_version", 0) != 1)
+            throwInput("merge: " + names[i] + ": schema_version " + r.value("schema_version", json(nullptr)).dump() + " is not supported (1)");
+        for (const char* key : {"input", "selection", "paradigms", "options", "results"})
+            if (!r.contains(key)) throwInput("merge: " + names[i] + ": missing \"" + key + "\"");
+    }
+    const json& first = reports[0];
+    std::set<int> seenImages;
+    json merged = first;
+    merged["results"] = json::array();
+    merged["non_finite"] = json::array();
+    json images = json::array();
+    json sources = json::array();
+    double seconds = 0;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        const json& r = reports[i];
+        if (r["input"]["sha256"] != first["input"]["sha256"] || r["input"]["size_bytes"] != first["input"]["size_bytes"])
+            fail(i, "a different input dump (sha256 " + r["input"]["sha256"].dump() + ")");
+        if (r["paradigms"] != first["paradigms"]) fail(i, "different paradigms");
+        if (r["options"] != first["options"]) fail(i, "different analysis options");
+        if (r["selection"]["layers"] != first["selection"]["layers"]) fail(i, "different layers");
+        if (r["selection"]["heads"] != first["selection"]["heads"]) fail(i, "different heads");
+        for (const auto& img : r["selection"]["images"]) {
+            const int b = img.get<int>();
+            if (!seenImages.insert(b).second)
+                throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" + names[i] +
+                           "); merge needs disjoint image ranges");
+            images.push_back(b);
+        }
+        for (const auto& res : r["results"]) merged["results"].push_back(res);
+        if (r.contains("non_finite"))
+            for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
+        seconds += r.contains("timing") ? r["timing"].value("seconds", 0.0) : 0.0;
+        sources.push_back({{"file", names[i]}, {"images", r["selection"]["images"]}, {"created_utc", r.value("created_utc", "")}});
+    }
+    std::vector<int> sorted(seenImages.begin(), seenImages.end());
+    merged["selection"]["images"] = sorted;
+    auto& res = merged["results"];
+    std::stable_sort(res.begin(), res.end(), [](const json& a, const json& b) {
+        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>(), a["head"].get<int>()) <
+               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>(), b["head"].get<int>());
+    });
+    merged["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
+    merged["created_utc"] = utcNow();
+    merged["merged_from"] = sources;
+    merged["timing"] = {{"seconds", seconds}, {"threads", nullptr}, {"note", "sum of the merged runs' times"}};
+    merged["summary"] = summarize(merged);
+    return merged;
+}
+
+std::string formatSummary(const nlohmann::json& report) {
+    std::ostringstream out;
+    const json& s = report.at("summary").at("per_paradigm");
+    std::vector<int> ks;
+    if (!s.empty())
+        for (const auto& [k, v] : s[0]["local"].items()) ks.push_back(std::stoi(k));
+    std::sort(ks.begin(), ks.end());
+    auto col = [&](const std::string& text, int width) { out << std::left << std::setw(width) << text; };
+    col("paradigm", 13);
+    col("rank", 8);
+    col("eff.rank", 9);
+    for (int k : ks) col("local" + std::to_string(k) + "x" + std::to_string(k), 10);
+    col("H/logN", 8);
+    col("max w", 8);
+    col("neg rows", 9);
+    col("confused", 9);
+    col("flagged", 8);
+    out << "\n";
+    for (const auto& p : s) {
+        col(p["paradigm"].get<std::string>(), 13);
+        col(fmt(p["rank_mean"], 1), 8);
+        col(fmt(p["effective_rank_mean"], 1), 9);
+        for (int k : ks) col(fmt(p["local"][std::to_string(k)]["mean"]), 10);
+        col(fmt(p["normalised_entropy_mean"]), 8);
+        col(fmt(p["max_weight_mean"]), 8);
+        col(fmt(p["negative_row_fraction_mean"]), 9);
+        col(p["confused_pairs_total"].is_number() ? p["confused_pairs_total"].dump() : "-", 9);
+        col(p["flagged_rows_total"].dump(), 8);
+        out << "\n";
+    }
+    if (!s.empty() && !ks.empty()) {
+        out << "uniform baseline:";
+        for (int k : ks)
+            out << " " << k << "x" << k << " " << fmt(s[0]["local"][std::to_string(k)]["uniform_baseline"], 4);
+        out << " (mean |window|/N)\n";
+    }
+    out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
+        << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass";
+    out << "\n";
+    return out.str();
+}
+
+void writeFileAtomically(const std::string& path, const std::string& contents,
+                         const std::vector<std::string>& forbidden) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path target(path);
+    for (const auto& f : forbidden) {
+        if (fs::exists(target, ec) && fs::exists(f, ec) && fs::equivalent(target, f, ec))
+            throwOutput("refusing to write '" + path + "': it is the input file '" + f + "'");
+    }
+    if (fs::is_directory(target, ec)) throwOutput("cannot write '" + path + "': it is a directory");
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec)) throwOutput("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
+    const std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throwOutput("cannot write '" + path + "': " + std::strerror(errno));
+    std::size_t written = 0;
+    while (written < contents.size()) {
+        const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
+        if (n < 0) {
+            const std::string why = std::strerror(errno);
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throwOutput("cannot write '" + path + "': " + why);
+        }
+        written += std::size_t(n);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+        const std::string why = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throwOutput("cannot write '" + path + "': " + why);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throwOutput("cannot write '" + path + "': " + why);
+    }
+}
+
+}  // namespace attnlens

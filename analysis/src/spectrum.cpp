@@ -1,0 +1,135 @@
+// Spectrum and rank of the attention matrix (FLatten Sec. 4.2, Fig. 5).
+//
+// Definitions:
+//   singular values sigma_1 >= sigma_2 >= ... of A (double precision);
+//   numerical rank = #{sigma_i > tol}, tol = relTol * sigma_1, relTol default N * 2^-23, where N is
+//     the side of the analysed matrix (the number of keys analysed): float32 resolution of the
+//     stored activations, scaled by the matrix size as in the usual rank tolerance;
+//   effective rank = exp(H(p)), p_i = sigma_i / sum_j sigma_j, H(p) = -sum p_i log p_i (nats);
+//   spatialOnly drops the prefix rows and columns (the paper's 196 x 196 for DeiT);
+//   rows flagged by AttentionHead (non-finite, zero denominator) are left out of the matrix, and the
+//   method string says how many.
+//
+// Linear family: A = L R^T with L = [diag(rowScale) phiQ, rowOffset] and R = [phiK, 1]. With thin
+// QR factorisations L = Q_L R_L, R = Q_R R_R, A = Q_L (R_L R_R^T) Q_R^T, and Q_L, Q_R have
+// orthonormal columns, so the non-zero singular values of A are those of the small r x r matrix
+// R_L R_R^T: O(N r^2), never N x N. The N - r remaining singular values are exactly zero in this
+// form and are not listed.
+// Softmax has no such form: dense SVD (LAPACKE_dgesdd, values only).
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+#include "linalg.h"
+
+namespace attnlens {
+namespace {
+
+constexpr double kFloat32Resolution = 1.0 / 8388608.0;  // 2^-23
+
+double defaultRelativeTolerance(Index size) { return double(size) * kFloat32Resolution; }
+
+// Rank and effective rank from singular values of a matrix with `size` columns.
+SpectrumResult summarise(std::vector<double> values, Index size, const SpectrumOptions& options,
+                         std::string method) {
+    if (options.relativeTolerance &&
+        !(std::isfinite(*options.relativeTolerance) && *options.relativeTolerance >= 0))
+        throwUsage("spectrum: the relative rank tolerance must be a finite number >= 0 (got " +
+                   std::to_string(*options.relativeTolerance) + ")");
+    SpectrumResult r;
+    r.singularValues = std::move(values);
+    r.size = size;
+    r.relativeTolerance = options.relativeTolerance.value_or(defaultRelativeTolerance(size));
+    r.method = std::move(method);
+    const double sigmaMax = r.singularValues.empty() ? 0.0 : r.singularValues.front();
+    r.tolerance = r.relativeTolerance * sigmaMax;
+    double total = 0;
+    for (double s : r.singularValues) {
+        if (s > r.tolerance) ++r.rank;
+        total += s;
+    }
+    // A zero matrix has no distribution of singular values: effective rank 0, like its rank.
+    if (total > 0) {
+        double entropy = 0;
+        for (double s : r.singularValues) {
+            const double p = s / total;
+            if (p > 0) entropy -= p * std::log(p);
+        }
+        r.effectiveRank = std::exp(entropy);
+    }
+    return r;
+}
+
+std::string withExcluded(std::string method, Index excluded) {
+    if (excluded > 0) method += " (" + std::to_string(excluded) + " flagged rows excluded)";
+    return method;
+}
+
+// Rows [begin, n) of `a`, columns [begin, n), without rows that hold a non-finite value.
+Matrix finiteBlock(const Matrix& a, Index begin, Index* excluded) {
+    const Index n = a.rows() - begin, cols = a.cols() - begin;
+    std::vector<Index> keep;
+    keep.reserve(std::size_t(n));
+    for (Index i = 0; i < n; ++i)
+        if (a.row(begin + i).tail(cols).allFinite()) keep.push_back(begin + i);
+    *excluded = n - Index(keep.size());
+    Matrix block(Index(keep.size()), cols);
+    for (std::size_t i = 0; i < keep.size(); ++i) block.row(Index(i)) = a.row(keep[i]).tail(cols);
+    return block;
+}
+
+const char* kDenseMethod = "dense SVD (LAPACK dgesdd)";
+
+}  // namespace
+
+SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
+    // spatialOnly is the caller's business here: it passes the sub-matrix it wants analysed.
+    Index excluded = 0;
+    const Matrix block = finiteBlock(a, 0, &excluded);
+    return summarise(linalg::singularValuesLapack(block), a.cols(), options,
+                     withExcluded(kDenseMethod, excluded));
+}
+
+SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
+                        const SpectrumOptions& options, const Matrix* fullMatrix) {
+    const Index n = head.tokens();
+    if (options.spatialOnly && layout.tokens() != n)
+        throwInput("spectrum: the token layout has " + std::to_string(layout.tokens()) +
+                   " tokens (prefix " + std::to_string(layout.prefix) + " + grid " +
+                   std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) +
+                   ") but the head has " + std::to_string(n));
+    const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
+    const Index size = n - begin;
+
+    if (!head.hasLowRankForm()) {
+        if (fullMatrix) {
+            Index excluded = 0;
+            const Matrix block = finiteBlock(*fullMatrix, begin, &excluded);
+            return summarise(linalg::singularValuesLapack(block), size, options,
+                             withExcluded(kDenseMethod, excluded));
+        }
+        const Matrix a = head.matrix();
+        Index excluded = 0;
+        const Matrix block = finiteBlock(a, begin, &excluded);
+        return summarise(linalg::singularValuesLapack(block), size, options,
+                         withExcluded(kDenseMethod, excluded));
+    }
+
+    const linalg::FactorisedAttention f = linalg::factorise(head);
+    std::vector<Index> keep;
+    for (Index i = begin; i < n; ++i)
+        if (f.okRow[std::size_t(i)]) keep.push_back(i);
+    const Index excluded = size - Index(keep.size());
+    Matrix l(Index(keep.size()), f.l.cols());
+    for (std::size_t i = 0; i < keep.size(); ++i) l.row(Index(i)) = f.l.row(keep[i]);
+    const Matrix rightR = linalg::thinQrR(f.r.bottomRows(size));
+    const Matrix leftR = linalg::thinQrR(l);
+    // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty.
+    std::vector<double> values;
+    if (!keep.empty() && size > 0) values = linalg::singularValuesLapack(leftR * rightR.transpose());
+    return summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
+}
+
+}  // namespace attnlens

@@ -1,0 +1,511 @@
+// attnlens-cli: the headless front end of the core and analysis libraries.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/sha256.h"
+#include "attnlens/synth.h"
+
+using namespace attnlens;
+using nlohmann::json;
+
+namespace {
+
+// Exit codes (documented in README "Command line").
+constexpr int kExitOk = 0;
+constexpr int kExitUsage = 2;
+constexpr int kExitInput = 3;
+constexpr int kExitOutput = 4;
+constexpr int kExitCancelled = 5;
+constexpr int kExitInternal = 70;
+
+std::atomic<bool> gInterrupted{false};
+extern "C" void onInterrupt(int) { gInterrupted = true; }
+
+constexpr const char* kHelp = R"(attnlens-cli - attention analysis for vision transformers (softmax vs linear attention)
+
+usage: attnlens-cli COMMAND [options]
+
+commands:
+  inspect FILE [--json]            layers, heads, B, N, d, grid, prefix, dtypes, optional parts; validates
+  analyze FILE -o OUT.json [options]
+      --paradigms LIST             presets and custom paradigms, comma separated (default: all 8 presets)
+                                   presets: softmax linear_relu linear_elu focused inline inline_relu mala softmax_l2
+                                   custom:  NAME:norm=divide|subtract|magnitude|softmax,kernel=K,transform=T,
+                                            p=3,shift=1e-6,slope=0.01,eps=1e-6,c=X,scale=X,seed=N
+                                   kernels: identity relu elu1 leaky_relu relu_affine focused
+                                   transforms: none l2 confuse_relu confuse_affine
+      --config FILE.json           {"paradigms": [...names or paradigm objects...]} adds to --paradigms
+      --layers LIST                layer names or positions, e.g. blocks.0,blocks.3 or 0-3 (default all)
+      --heads LIST                 e.g. 0,2 or 0-1 (default all)
+      --images LIST                e.g. 0-15 (default all)
+      --stats LIST                 rank,local,entropy,confusion,magnitude (default all)
+      --threads N                  worker threads (default: all cores)
+      --rank-tol X                 rank tolerance relative to sigma_max (default N * 2^-23)
+      --spatial-only               spectra of the spatial sub-matrix (prefix rows/columns removed)
+      --local-k LIST               window sizes for the local mass (default 3,5,7)
+      --tau X                      confusion threshold on ||A_p - A_q||_2 (default 1e-3)
+      --magnitude A:B:N            log2 range and points of the scale factors (default -2:4:13)
+      --per-query-maps             include per-query local-mass maps in the JSON
+      --no-hash                    skip the input's SHA-256 (for very large dumps)
+  attention FILE --image B --layer L --head H --paradigm P [--values] -o OUT.json
+                                   one head's full attention matrix (and O = A V with --values)
+  synth -o FILE [--layers 2] [--heads 2] [--grid 14x14] [--prefix 1] [--dim 16] [--images 2]
+        [--dtype float16|float32|float64] [--seed 1] [--no-values] [--no-images]
+                                   writes a structured synthetic dump
+  merge A.json B.json ... -o OUT.json
+                                   combines analyses of disjoint image ranges of one dump
+  --help, --version
+
+exit codes: 0 ok, 2 usage error, 3 input error, 4 output error, 5 cancelled (Ctrl-C), 70 internal error
+)";
+
+struct Args {
+    std::vector<std::string> positional;
+    std::map<std::string, std::string> options;
+    std::vector<std::string> flags;
+
+    bool flag(const std::string& f) const { return std::find(flags.begin(), flags.end(), f) != flags.end(); }
+    std::optional<std::string> get(const std::string& key) const {
+        auto it = options.find(key);
+        if (it == options.end()) return std::nullopt;
+        return it->second;
+    }
+};
+
+Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>& valueOptions,
+               const std::vector<std::string>& flagOptions, const std::string& command) {
+    Args a;
+    for (int i = first; i < argc; ++i) {
+        std::string s = argv[i];
+        if (s.size() > 1 && s[0] == '-' && !(s.size() > 1 && std::isdigit(static_cast<unsigned char>(s[1])))) {
+            std::string key = s, value;
+            bool hasValue = false;
+            if (auto eq = s.find('='); eq != std::string::npos && s.rfind("--", 0) == 0) {
+                key = s.substr(0, eq);
+                value = s.substr(eq + 1);
+                hasValue = true;
+            }
+            if (std::find(flagOptions.begin(), flagOptions.end(), key) != flagOptions.end()) {
+                if (hasValue) throwUsage(command + ": option " + key + " takes no value");
+                a.flags.push_back(key);
+                continue;
+            }
+            if (std::find(valueOptions.begin(), valueOptions.end(), key) == valueOptions.end())
+                throwUsage(command + ": unknown option '" + key + "' (see attnlens-cli --help)");
+            if (!hasValue) {
+                if (i + 1 >= argc) throwUsage(command + ": option " + key + " needs a value");
+                value = argv[++i];
+            }
+            if (a.options.count(key)) throwUsage(command + ": option " + key + " given twice");
+            a.options[key] = value;
+        } else {
+            a.positional.push_back(s);
+        }
+    }
+    return a;
+}
+
+int toInt(const std::string& s, const std::string& option, int min, int max) {
+    try {
+        std::size_t used = 0;
+        const long v = std::stol(s, &used);
+        if (used != s.size()) throw std::invalid_argument("trailing");
+        if (v < min || v > max)
+            throwUsage(option + ": " + s + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+        return int(v);
+    } catch (const std::logic_error&) {
+        throwUsage(option + ": '" + s + "' is not an integer");
+    }
+}
+
+double toDouble(const std::string& s, const std::string& option) {
+    try {
+        std::size_t used = 0;
+        const double v = std::stod(s, &used);
+        if (used != s.size() || !std::isfinite(v)) throw std::invalid_argument("bad");
+        return v;
+    } catch (const std::logic_error&) {
+        throwUsage(option + ": '" + s + "' is not a finite number");
+    }
+}
+
+std::vector<std::string> splitParadigmList(const std::string& text) {
+    // Commas separate paradigms, but a custom paradigm's own key=value list uses commas too: an item
+    // with '=' and no ':' continues the previous paradigm.
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) throwUsage("--paradigms: empty item in '" + text + "'");
+        if (item.find('=') != std::string::npos && item.find(':') == std::string::npos && !out.empty())
+            out.back() += "," + item;
+        else
+            out.push_back(item);
+    }
+    return out;
+}
+
+std::string commandLine(int argc, char** argv) {
+    std::string s;
+    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    return s;
+}
+
+class ProgressBar {
+public:
+    explicit ProgressBar(bool enabled) : tty_(::isatty(2)), enabled_(enabled) {}
+    bool operator()(const AnalysisProgress& p) {
+        if (gInterrupted) return false;
+        if (!enabled_ || p.total == 0) return true;
+        const int percent = int(100 * p.done / p.total);
+        if (tty_) {
+            const int width = 30, filled = int(width * p.done / p.total);
+            std::fprintf(stderr, "\r[%s%s] %3d%% %lld/%lld %-40.40s", std::string(filled, '#').c_str(),
+                         std::string(width - filled, '.').c_str(), percent, (long long)p.done,
+                         (long long)p.total, p.current.c_str());
+            if (p.done == p.total) std::fputc('\n', stderr);
+        } else if (percent >= lastPercent_ + 10 || p.done == p.total) {
+            lastPercent_ = percent;
+            std::fprintf(stderr, "progress: %d%% (%lld/%lld)\n", percent, (long long)p.done, (long long)p.total);
+        }
+        std::fflush(stderr);
+        return true;
+    }
+
+private:
+    bool tty_;
+    bool enabled_;
+    int lastPercent_ = -10;
+};
+
+int cmdInspect(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
+    if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
+    auto reader = DumpReader::open(a.positional[0]);
+    const DumpInfo& info = reader->info();
+    if (a.flag("--json")) {
+        std::cout << info.toJson().dump(2) << "\n";
+        return kExitOk;
+    }
+    std::printf("file          %s (%llu bytes)\n", info.path.c_str(), (unsigned long long)info.fileSize);
+    std::printf("format        attnlens.dump version %d\n", info.formatVersion);
+    std::printf("model         %s\n", info.model.empty() ? "(not recorded)" : info.model.c_str());
+    std::printf("grid          %d x %d, prefix tokens %d, N = %lld\n", info.layout.gridH, info.layout.gridW,
+                info.layout.prefix, (long long)info.layout.tokens());
+    std::printf("images (B)    %d%s%s\n", info.images,
+                info.imageInfo.present ? (", /images " + std::to_string(info.imageInfo.height) + "x" +
+                                          std::to_string(info.imageInfo.width) + "x" +
+                                          std::to_string(info.imageInfo.channels)).c_str()
+                                       : ", no /images",
+                info.hasLabels ? ", /labels" : ", no /labels");
+    std::printf("layers        %zu\n\n", info.layers.size());
+    std::printf("%-4s %-24s %5s %6s %5s %5s %-9s %-9s %-10s %-9s %-8s %s\n", "pos", "name", "heads", "N", "d", "dv",
+                "q/k", "v", "attention", "scale", "grid", "kernel_applied");
+    for (std::size_t i = 0; i < info.layers.size(); ++i) {
+        const LayerInfo& l = info.layers[i];
+        char scale[32];
+        std::snprintf(scale, sizeof scale, "%.4g%s", l.scale, l.scaleFromFile ? "" : "*");
+        const std::string grid = std::to_string(l.layout.gridH) + "x" + std::to_string(l.layout.gridW) + "+" +
+                                 std::to_string(l.layout.prefix);
+        std::printf("%-4zu %-24s %5d %6d %5d %5s %-9s %-9s %-10s %-9s %-8s %s\n", i, l.name.c_str(), l.heads, l.tokens,
+                    l.dim, l.hasValues() ? std::to_string(l.valueDim).c_str() : "-", toString(l.qkType),
+                    l.vType ? toString(*l.vType) : "absent", l.attention.empty() ? "-" : l.attention.c_str(), scale,
+                    grid.c_str(), l.kernelApplied ? "yes" : "no");
+    }
+    std::printf("\n* scale not stored: 1/sqrt(d). The dump is valid.\n");
+    return kExitOk;
+}
+
+AnalysisOptions parseAnalysisOptions(const Args& a) {
+    AnalysisOptions o;
+    if (auto s = a.get("--stats")) o.stats = StatSelection::parse(*s);
+    if (auto s = a.get("--rank-tol")) {
+        const double t = toDouble(*s, "--rank-tol");
+        if (!(t > 0 && t < 1)) throwUsage("--rank-tol: must be in (0, 1), got " + *s);
+        o.spectrum.relativeTolerance = t;
+    }
+    o.spectrum.spatialOnly = a.flag("--spatial-only");
+    if (auto s = a.get("--local-k")) {
+        o.localK.clear();
+        std::stringstream ss(*s);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+            const int k = toInt(item, "--local-k", 1, 99);
+            if (k % 2 == 0) throwUsage("--local-k: window sizes must be odd, got " + item);
+            o.localK.push_back(k);
+        }
+        if (o.localK.empty()) throwUsage("--local-k: empty list");
+    }
+    if (auto s = a.get("--tau")) {
+        o.confusion.tau = toDouble(*s, "--tau");
+        if (!(o.confusion.tau > 0)) throwUsage("--tau: must be > 0, got " + *s);
+    }
+    if (auto s = a.get("--magnitude")) {
+        std::stringstream ss(*s);
+        std::string lo, hi, n;
+        if (!std::getline(ss, lo, ':') || !std::getline(ss, hi, ':') || !std::getline(ss, n))
+            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got '" + *s + "'");
+        o.magnitude.log2Min = toDouble(lo, "--magnitude");
+        o.magnitude.log2Max = toDouble(hi, "--magnitude");
+        o.magnitude.points = toInt(n, "--magnitude", 2, 1000);
+        if (!(o.magnitude.log2Max > o.magnitude.log2Min) || o.magnitude.log2Max > 60 || o.magnitude.log2Min < -60)
+            throwUsage("--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '" + *s + "'");
+    }
+    o.perQueryMaps = a.flag("--per-query-maps");
+    return o;
+}
+
+std::vector<Paradigm> parseParadigms(const Args& a) {
+    std::vector<Paradigm> out;
+    if (auto s = a.get("--paradigms"))
+        for (const auto& spec : splitParadigmList(*s)) out.push_back(Paradigm::parse(spec));
+    if (auto cfg = a.get("--config")) {
+        std::ifstream in(*cfg);
+        if (!in) throwInput("--config: cannot open '" + *cfg + "'");
+        json j;
+        try {
+            j = json::parse(in);
+        } catch (const json::exception& e) {
+            throwInput("--config: '" + *cfg + "' is not valid JSON: " + e.what());
+        }
+        if (!j.is_object() || !j.contains("paradigms") || !j["paradigms"].is_array())
+            throwInput("--config: '" + *cfg + "' needs {\"paradigms\": [...]}");
+        for (const auto& p : j["paradigms"]) {
+            if (p.is_string()) out.push_back(Paradigm::parse(p.get<std::string>()));
+            else out.push_back(Paradigm::fromJson(p));
+        }
+    }
+    for (std::size_t i = 0; i < out.size(); ++i)
+        for (std::size_t k = 0; k < i; ++k)
+            if (out[i].name == out[k].name) throwUsage("paradigm name '" + out[i].name + "' is used twice");
+    return out;
+}
+
+int cmdAnalyze(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2,
+                       {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
+                        "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude"},
+                       {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet"}, "analyze");
+    if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
+    const std::string input = a.positional[0];
+    std::optional<std::string> output = a.get("-o");
+    if (!output) output = a.get("--output");
+
+    AnalyzeRequest req;
+    req.options = parseAnalysisOptions(a);
+    req.paradigms = parseParadigms(a);
+    if (auto t = a.get("--threads")) req.threads = toInt(*t, "--threads", 1, 256);
+
+    auto reader = DumpReader::open(input);
+    const DumpInfo& info = reader->info();
+    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info);
+    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    if (auto s = a.get("--heads")) {
+        int maxHeads = 0;
+        for (const auto& l : info.layers) maxHeads = std::max(maxHeads, l.heads);
+        req.heads = parseIndexList(*s, maxHeads, "--heads");
+    }
+    if (output) {
+        // Fail before hours of work, not after: the output must be writable and not the input.
+        writeFileAtomically(*output + ".probe", "", {input});
+        std::remove((*output + ".probe").c_str());
+        std::error_code ec;
+        if (std::filesystem::exists(*output, ec) && std::filesystem::equivalent(*output, input, ec))
+            throwOutput("refusing to write '" + *output + "': it is the input file");
+    }
+
+    ProgressBar bar(!a.flag("--quiet"));
+    std::signal(SIGINT, onInterrupt);
+    AnalysisReport report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
+    if (!a.flag("--no-hash")) report.sha256 = sha256File(input);
+    ToolInfo tool;
+    tool.name = "attnlens-cli";
+    tool.command = commandLine(argc, argv);
+    const json j = reportToJson(report, tool);
+
+    for (const auto& nf : j["non_finite"]) std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
+    std::cout << formatSummary(j);
+    std::printf("%zu records, %.2f s on %d threads\n", report.records.size(), report.seconds, report.request.threads);
+    if (output) {
+        writeFileAtomically(*output, j.dump(1) + "\n", {input});
+        std::printf("wrote %s\n", output->c_str());
+    }
+    return kExitOk;
+}
+
+int cmdAttention(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2, {"-o", "--output", "--image", "--layer", "--head", "--paradigm"}, {"--values"},
+                       "attention");
+    if (a.positional.size() != 1) throwUsage("attention: expected one FILE");
+    for (const char* required : {"--image", "--layer", "--head", "--paradigm"})
+        if (!a.get(required)) throwUsage(std::string("attention: ") + required + " is required");
+    auto output = a.get("-o") ? a.get("-o") : a.get("--output");
+    if (!output) throwUsage("attention: -o OUT.json is required");
+    auto reader = DumpReader::open(a.positional[0]);
+    const DumpInfo& info = reader->info();
+    const int image = parseIndexList(*a.get("--image"), info.images, "--image").front();
+    const std::vector<int> layers = parseLayerList(*a.get("--layer"), info);
+    if (layers.size() != 1) throwUsage("attention: --layer must name one layer");
+    const LayerInfo& layer = info.layers[layers[0]];
+    const int head = toInt(*a.get("--head"), "--head", 0, layer.heads - 1);
+    const Paradigm paradigm = Paradigm::parse(*a.get("--paradigm"));
+    const bool values = a.flag("--values");
+    if (values && !layer.hasValues()) throwInput("attention: layer '" + layer.name + "' has no v dataset");
+
+    HeadActivations act = reader->readHead(image, layers[0], head, values);
+    for (const auto& nf : act.nonFinite) std::fprintf(stderr, "warning: non-finite value: %s\n", nf.describe(info).c_str());
+    AttentionHead attention(paradigm, {&act.q, &act.k, layer.scale, layer.kernelApplied});
+    std::vector<RowStatus> status;
+    const Matrix m = attention.matrix(&status);
+    json j;
+    j["paradigm"] = paradigm.toJson();
+    j["image"] = image;
+    j["layer"] = layer.name;
+    j["head"] = head;
+    j["tokens"] = m.rows();
+    j["softmax_scale"] = attention.softmaxScale();
+    j["c"] = attention.c();
+    j["effective_kernel"] = toString(attention.effectiveKernel());
+    auto matrixJson = [](const Matrix& x) {
+        json rows = json::array();
+        for (Index i = 0; i < x.rows(); ++i) {
+            json r = json::array();
+            for (Index k = 0; k < x.cols(); ++k) r.push_back(std::isfinite(x(i, k)) ? json(x(i, k)) : json(nullptr));
+            rows.push_back(std::move(r));
+        }
+        return rows;
+    };
+    j["attention"] = matrixJson(m);
+    json st = json::array();
+    for (auto s : status) st.push_back(toString(s));
+    j["row_status"] = st;
+    if (values) j["output"] = matrixJson(attention.output(act.v));
+    writeFileAtomically(*output, j.dump() + "\n", {a.positional[0]});
+    return kExitOk;
+}
+
+int cmdSynth(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2,
+                       {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
+                        "--seed", "--model"},
+                       {"--no-values", "--no-images"}, "synth");
+    if (!a.positional.empty()) throwUsage("synth: unexpected argument '" + a.positional[0] + "'");
+    auto output = a.get("-o") ? a.get("-o") : a.get("--output");
+    if (!output) throwUsage("synth: -o FILE is required");
+    SynthOptions o;
+    if (auto s = a.get("--layers")) o.layers = toInt(*s, "--layers", 1, 1000);
+    if (auto s = a.get("--heads")) o.heads = toInt(*s, "--heads", 1, 1024);
+    if (auto s = a.get("--prefix")) o.prefix = toInt(*s, "--prefix", 0, 1024);
+    if (auto s = a.get("--dim")) o.dim = toInt(*s, "--dim", 1, 4096);
+    if (auto s = a.get("--images")) o.images = toInt(*s, "--images", 1, 100000);
+    if (auto s = a.get("--seed")) o.seed = std::uint64_t(toInt(*s, "--seed", 0, 2147483647));
+    if (auto s = a.get("--model")) o.model = *s;
+    if (auto s = a.get("--grid")) {
+        const auto x = s->find('x');
+        if (x == std::string::npos) throwUsage("--grid: expected HxW, e.g. 14x14, got '" + *s + "'");
+        o.gridH = toInt(s->substr(0, x), "--grid", 1, 4096);
+        o.gridW = toInt(s->substr(x + 1), "--grid", 1, 4096);
+    }
+    if (auto s = a.get("--dtype")) {
+        if (*s == "float16") o.dtype = DType::Float16;
+        else if (*s == "float32") o.dtype = DType::Float32;
+        else if (*s == "float64") o.dtype = DType::Float64;
+        else throwUsage("--dtype: unknown dtype '" + *s + "' (known: float16, float32, float64)");
+    }
+    o.withValues = !a.flag("--no-values");
+    o.withImages = !a.flag("--no-images");
+    writeSynthDump(*output, o);
+    std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", output->c_str(), o.layers, o.heads,
+                o.images, o.prefix + o.gridH * o.gridW, o.dim, toString(o.dtype));
+    return kExitOk;
+}
+
+int cmdMerge(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2, {"-o", "--output"}, {}, "merge");
+    auto output = a.get("-o") ? a.get("-o") : a.get("--output");
+    if (!output) throwUsage("merge: -o OUT.json is required");
+    if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
+    std::vector<json> reports;
+    for (const auto& f : a.positional) {
+        std::ifstream in(f);
+        if (!in) throwInput("merge: cannot open '" + f + "'");
+        try {
+            reports.push_back(json::parse(in));
+        } catch (const json::exception& e) {
+            throwInput("merge: '" + f + "' is not valid JSON: " + e.what());
+        }
+    }
+    ToolInfo tool;
+    tool.name = "attnlens-cli";
+    tool.command = commandLine(argc, argv);
+    const json merged = mergeReports(reports, a.positional, tool);
+    std::cout << formatSummary(merged);
+    writeFileAtomically(*output, merged.dump(1) + "\n", a.positional);
+    std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
+                output->c_str());
+    return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fputs(kHelp, stderr);
+        return kExitUsage;
+    }
+    const std::string command = argv[1];
+    try {
+        if (command == "--help" || command == "-h" || command == "help") {
+            std::fputs(kHelp, stdout);
+            return kExitOk;
+        }
+        if (command == "--version") {
+            std::printf("attnlens-cli %s\n", ATTNLENS_VERSION);
+            return kExitOk;
+        }
+        for (int i = 2; i < argc; ++i)
+            if (std::string(argv[i]) == "--help") {
+                std::fputs(kHelp, stdout);
+                return kExitOk;
+            }
+        if (command == "inspect") return cmdInspect(argc, argv);
+        if (command == "analyze") return cmdAnalyze(argc, argv);
+        if (command == "attention") return cmdAttention(argc, argv);
+        if (command == "synth") return cmdSynth(argc, argv);
+        if (command == "merge") return cmdMerge(argc, argv);
+        throwUsage("unknown command '" + command + "' (commands: inspect, analyze, attention, synth, merge)");
+    } catch (const Error& e) {
+        std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
+        switch (e.kind()) {
+            case ErrorKind::Usage: return kExitUsage;
+            case ErrorKind::Input: return kExitInput;
+            case ErrorKind::Output: return kExitOutput;
+            case ErrorKind::Cancelled: return kExitCancelled;
+        }
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "attnlens-cli: error: out of memory\n");
+        return kExitInternal;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "attnlens-cli: internal error: %s\n", e.what());
+        return kExitInternal;
+    }
+    return kExitInternal;
+}

@@ -1,0 +1,302 @@
+#include "compare_view.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <cmath>
+
+#include "color_maps.h"
+#include "session.h"
+
+namespace attnlens::gui {
+
+CompareView::CompareView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    rangeMode_ = new QComboBox(this);
+    rangeMode_->setObjectName(QStringLiteral("rangeMode"));
+    rangeMode_->addItems({QStringLiteral("Colour range per panel"), QStringLiteral("Shared colour range")});
+    diffOn_ = new QCheckBox(QStringLiteral("Difference"), this);
+    diffOn_->setObjectName(QStringLiteral("differenceOn"));
+    diffA_combo_ = new QComboBox(this);
+    diffB_combo_ = new QComboBox(this);
+    toolbar()->addWidget(rangeMode_);
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(diffOn_);
+    toolbar()->addWidget(diffA_combo_);
+    toolbar()->addWidget(new QLabel(QStringLiteral("−"), this));
+    toolbar()->addWidget(diffB_combo_);
+    toolbar()->addStretch(1);
+
+    connect(rangeMode_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!syncing_) setSharedRange(i == 1);
+    });
+    auto diffChanged = [this]() {
+        if (syncing_) return;
+        if (diffOn_->isChecked())
+            setDifference(diffA_combo_->currentData().toInt(), diffB_combo_->currentData().toInt());
+        else
+            setDifference(-1, -1);
+    };
+    connect(diffOn_, &QCheckBox::toggled, this, diffChanged);
+    connect(diffA_combo_, &QComboBox::currentIndexChanged, this, diffChanged);
+    connect(diffB_combo_, &QComboBox::currentIndexChanged, this, diffChanged);
+
+    connect(plot_, &QCustomPlot::mousePress, this, &CompareView::onMousePress);
+    connect(plot_, &QCustomPlot::mouseMove, this, &CompareView::onMouseMove);
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+    connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, [this]() {
+        syncControls();
+        invalidate();
+    });
+    syncControls();
+}
+
+void CompareView::syncControls() {
+    syncing_ = true;
+    const auto& ps = session_->paradigms();
+    for (QComboBox* c : {diffA_combo_, diffB_combo_}) {
+        const int keep = c->currentData().isValid() ? c->currentData().toInt() : -1;
+        c->clear();
+        for (std::size_t i = 0; i < ps.size(); ++i) c->addItem(QString::fromStdString(ps[i].name), int(i));
+        if (keep >= 0 && keep < int(ps.size())) c->setCurrentIndex(keep);
+    }
+    if (diffA_ < 0) {
+        // Defaults that show the papers' contrast: softmax against InLine.
+        const int a = session_->paradigmIndex("softmax"), b = session_->paradigmIndex("inline");
+        if (a >= 0) diffA_combo_->setCurrentIndex(a);
+        if (b >= 0) diffB_combo_->setCurrentIndex(b);
+    }
+    rangeMode_->setCurrentIndex(sharedRange_ ? 1 : 0);
+    diffOn_->setChecked(diffA_ >= 0);
+    syncing_ = false;
+}
+
+void CompareView::setSharedRange(bool shared) {
+    if (shared == sharedRange_) return;
+    sharedRange_ = shared;
+    syncControls();
+    invalidate();
+}
+
+void CompareView::setDifference(int a, int b) {
+    const int n = int(session_->paradigms().size());
+    if (a < 0 || b < 0 || a >= n || b >= n) a = b = -1;
+    diffA_ = a;
+    diffB_ = b;
+    syncing_ = true;
+    if (a >= 0) {
+        diffA_combo_->setCurrentIndex(a);
+        diffB_combo_->setCurrentIndex(b);
+    }
+    diffOn_->setChecked(a >= 0);
+    syncing_ = false;
+    invalidate();
+}
+
+void CompareView::buildLayout() {
+    plot_->clearItems();
+    plot_->clearPlottables();
+    plot_->plotLayout()->clear();
+    panels_.clear();
+    shared_ = nullptr;
+
+    const TokenLayout& l = session_->layout();
+    std::vector<int> wanted = session_->selection().shown;
+    if (diffA_ >= 0) wanted.push_back(-1);
+    const int n = int(wanted.size());
+    const int cols = std::max(1, int(std::ceil(std::sqrt(double(n)))));
+
+    auto* layout = plot_->plotLayout();
+    header_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
+    layout->addElement(0, 0, header_);
+    layout->setRowStretchFactor(0, 0.01);
+    auto* grid = new QCPLayoutGrid;
+    layout->addElement(1, 0, grid);
+    grid->setColumnSpacing(8);
+    grid->setRowSpacing(4);
+
+    if (sharedRange_) {
+        shared_ = new QCPColorScale(plot_);
+        shared_->setType(QCPAxis::atRight);
+        shared_->setBarWidth(14);
+        auto* side = new QCPLayoutGrid;
+        layout->addElement(1, 1, side);
+        side->addElement(0, 0, shared_);
+        layout->setColumnStretchFactor(1, 0.01);
+    }
+
+    for (int i = 0; i < n; ++i) {
+        Panel p;
+        p.paradigm = wanted[std::size_t(i)];
+        auto* cell = new QCPLayoutGrid;
+        grid->addElement(i / cols, i % cols, cell);
+        p.title = new QCPTextElement(plot_, QString(), QFont(font().family(), 9, QFont::Bold));
+        cell->addElement(0, 0, p.title);
+        cell->setRowStretchFactor(0, 0.01);
+        p.rect = new QCPAxisRect(plot_);
+        cell->addElement(1, 0, p.rect);
+        setupGridAxes(p.rect, l.gridH, l.gridW, QString(), QString());
+        p.rect->axis(QCPAxis::atBottom)->setTickLabelFont(QFont(font().family(), 7));
+        p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(font().family(), 7));
+        p.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
+        p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+        p.map->setInterpolate(false);
+        p.map->data()->setSize(std::max(1, l.gridW), std::max(1, l.gridH));
+        p.map->data()->setRange(QCPRange(0, std::max(0, l.gridW - 1)), QCPRange(0, std::max(0, l.gridH - 1)));
+        if (sharedRange_ && p.paradigm >= 0) {
+            p.map->setColorScale(shared_);
+        } else {
+            p.scale = new QCPColorScale(plot_);
+            p.scale->setType(QCPAxis::atRight);
+            p.scale->setBarWidth(8);
+            p.scale->axis()->setTickLabelFont(QFont(font().family(), 7));
+            cell->addElement(1, 1, p.scale);
+            auto* group = new QCPMarginGroup(plot_);
+            p.rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            p.scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            p.map->setColorScale(p.scale);
+        }
+        p.marker.create(plot_, p.rect);
+        panels_.push_back(std::move(p));
+    }
+    builtFor_ = wanted;
+    builtLayout_ = l;
+    builtShared_ = sharedRange_;
+}
+
+bool CompareView::fitAspect() {
+    bool changed = false;
+    for (Panel& p : panels_) changed |= fitSquareCells(p.rect, builtLayout_.gridH, builtLayout_.gridW);
+    return changed;
+}
+
+void CompareView::fillPanel(Panel& p, const RowVector& values) {
+    const TokenLayout& l = builtLayout_;
+    QCPColorMapData* d = p.map->data();
+    for (int y = 0; y < l.gridH; ++y)
+        for (int x = 0; x < l.gridW; ++x) d->setCell(x, y, values[l.token(y, x)]);
+}
+
+void CompareView::rebuild() {
+    if (!session_->isOpen()) {
+        plot_->clearItems();
+        plot_->clearPlottables();
+        plot_->plotLayout()->clear();
+        panels_.clear();
+        builtFor_.clear();
+        return;
+    }
+    std::vector<int> wanted = session_->selection().shown;
+    if (diffA_ >= 0) wanted.push_back(-1);
+    if (wanted != builtFor_ || !(session_->layout() == builtLayout_) || builtShared_ != sharedRange_) buildLayout();
+
+    const Selection& sel = session_->selection();
+    const TokenLayout& l = session_->layout();
+    const Preferences& prefs = session_->preferences();
+    const auto& ps = session_->paradigms();
+
+    // Pass 1: data and per-panel extents.
+    double lo = INFINITY, hi = -INFINITY;
+    bool anySigned = false;
+    for (Panel& p : panels_) {
+        if (p.paradigm < 0) continue;
+        const RowData& r = session_->row(p.paradigm);
+        fillPanel(p, r.values);
+        lo = std::min(lo, r.minFinite);
+        hi = std::max(hi, r.maxFinite);
+        anySigned |= ps[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
+    }
+    // Pass 2: colours and titles.
+    for (Panel& p : panels_) {
+        QString title;
+        ColorRange range;
+        bool diverging = false;
+        if (p.paradigm >= 0) {
+            const Paradigm& para = ps[std::size_t(p.paradigm)];
+            const RowData& r = session_->row(p.paradigm);
+            diverging = sharedRange_ ? anySigned : (para.signedWeights() || r.minFinite < 0);
+            range = sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.minFinite, r.maxFinite, diverging);
+            title = QString::fromStdString(para.name);
+            for (int i = 0; i < l.prefix; ++i)
+                title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(r.values[i]));
+            if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0)
+                title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
+        } else {
+            const RowData& a = session_->row(diffA_);
+            const RowData& b = session_->row(diffB_);
+            const RowVector diff = a.values - b.values;
+            fillPanel(p, diff);
+            double dlo = INFINITY, dhi = -INFINITY;
+            for (Index j = 0; j < diff.size(); ++j)
+                if (std::isfinite(diff[j])) {
+                    dlo = std::min(dlo, diff[j]);
+                    dhi = std::max(dhi, diff[j]);
+                }
+            diverging = true;
+            range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
+            title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
+                                                 QString::fromStdString(ps[std::size_t(diffB_)].name));
+            for (int i = 0; i < l.prefix; ++i)
+                title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(diff[i]));
+        }
+        const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                             : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+        p.map->setGradient(g);
+        p.map->setDataRange(QCPRange(range.lower, range.upper));
+        if (p.scale) {
+            p.scale->setGradient(g);
+            p.scale->setDataRange(QCPRange(range.lower, range.upper));
+        } else if (shared_) {
+            shared_->setGradient(g);
+            shared_->setDataRange(QCPRange(range.lower, range.upper));
+            shared_->axis()->setLabel(anySigned ? QStringLiteral("attention weight (signed, shared range)")
+                                                : QStringLiteral("attention weight (shared range)"));
+        }
+        p.title->setText(title);
+        if (l.isSpatial(sel.query)) {
+            p.marker.place(l.col(sel.query), l.row(sel.query));
+            p.marker.setVisible(true);
+        } else {
+            p.marker.setVisible(false);
+        }
+    }
+    header_->setText(QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
+                         .arg(tokenName(l, sel.query))
+                         .arg(sel.query)
+                         .arg(sel.image)
+                         .arg(QString::fromStdString(session_->layerInfo().name))
+                         .arg(sel.head));
+    fitAspect();
+}
+
+void CompareView::onMousePress(QMouseEvent* e) {
+    if (e->button() != Qt::LeftButton || !session_->isOpen()) return;
+    for (Panel& p : panels_) {
+        int x = 0, y = 0;
+        if (cellAt(p.map, e->position(), &x, &y)) {
+            session_->setQuery(builtLayout_.token(y, x));
+            return;
+        }
+    }
+}
+
+void CompareView::onMouseMove(QMouseEvent* e) {
+    if (!session_->isOpen()) return;
+    for (Panel& p : panels_) {
+        int x = 0, y = 0;
+        if (cellAt(p.map, e->position(), &x, &y)) {
+            const Index key = builtLayout_.token(y, x);
+            Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
+                                 .arg(p.title->text().section(QStringLiteral("  "), 0, 0))
+                                 .arg(session_->selection().query)
+                                 .arg(key)
+                                 .arg(tokenName(builtLayout_, key), formatWeight(p.map->data()->cell(x, y))));
+            return;
+        }
+    }
+    Q_EMIT hoverText(QString());
+}
+
+}  // namespace attnlens::gui

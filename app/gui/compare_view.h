@@ -1,0 +1,63 @@
+#pragma once
+// View 2: the token map of the same query under every shown paradigm, in a grid (the layout of
+// FLatten Fig. 3 and MALA Fig. 4); one click updates all. Colour range shared by all panels or per
+// panel; optionally a difference map A - B between two chosen paradigms.
+#include <vector>
+
+#include "plot_view.h"
+
+class QComboBox;
+class QCheckBox;
+
+namespace attnlens::gui {
+
+class CompareView : public PlotView {
+    Q_OBJECT
+public:
+    CompareView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("compare"); }
+    QString viewTitle() const override { return QStringLiteral("Compare paradigms"); }
+    bool fitAspect() override;
+
+    struct Panel {
+        int paradigm = -1;        // -1 for the difference panel
+        QCPTextElement* title = nullptr;
+        QCPAxisRect* rect = nullptr;
+        QCPColorMap* map = nullptr;
+        QCPColorScale* scale = nullptr;  // its own, or nullptr when the range is shared
+        CellMarker marker;
+    };
+    const std::vector<Panel>& panels() const { return panels_; }
+    QCPColorScale* sharedScale() const { return shared_; }
+
+    void setSharedRange(bool shared);
+    bool sharedRange() const { return sharedRange_; }
+    // Shows A - B (paradigm indices) as an extra panel; a < 0 hides it.
+    void setDifference(int a, int b);
+
+protected:
+    void rebuild() override;
+
+private:
+    void buildLayout();
+    void fillPanel(Panel& p, const RowVector& values);
+    void syncControls();
+    void onMousePress(QMouseEvent* e);
+    void onMouseMove(QMouseEvent* e);
+
+    std::vector<Panel> panels_;
+    QCPTextElement* header_ = nullptr;
+    QCPColorScale* shared_ = nullptr;
+    std::vector<int> builtFor_;   // paradigms (and -1 for the difference) of the built layout
+    TokenLayout builtLayout_{-1, -1, -1};
+    bool builtShared_ = false;
+    bool sharedRange_ = false;
+    int diffA_ = -1, diffB_ = -1;
+    QComboBox* rangeMode_ = nullptr;
+    QCheckBox* diffOn_ = nullptr;
+    QComboBox* diffA_combo_ = nullptr;
+    QComboBox* diffB_combo_ = nullptr;
+    bool syncing_ = false;
+};
+
+}  // namespace attnlens::gui

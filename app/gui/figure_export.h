@@ -1,0 +1,29 @@
+#pragma once
+// Figures as files: the plot of a view drawn at a given size into PNG (at a chosen DPI), SVG or PDF,
+// written atomically (QSaveFile: temporary file, then rename). The GUI's File > Export and the
+// headless `attnlens render` both come through renderFigure, so they produce the same pixels.
+#include <QByteArray>
+#include <QSize>
+#include <QString>
+
+namespace attnlens::gui {
+
+class PlotView;
+
+enum class FigureFormat { Png, Svg, Pdf };
+// From the file name's extension; Error(Usage) naming the accepted ones otherwise.
+FigureFormat figureFormatFromPath(const QString& path);
+QString figureExtension(FigureFormat f);
+
+struct FigureOptions {
+    QSize size;        // logical pixels of the canvas; empty = the view's current plot size
+    int dpi = 96;      // PNG only: 96 = one image pixel per logical pixel, 192 = twice as many
+};
+
+// Brings the view up to date, lays it out for the size and draws it. Error(Output) on failure.
+QByteArray renderFigure(PlotView& view, FigureFormat format, const FigureOptions& options);
+// Writes bytes to path atomically; Error(Output) with the reason (directory missing, permissions).
+void writeAtomically(const QString& path, const QByteArray& bytes);
+void exportFigure(PlotView& view, const QString& path, const FigureOptions& options);
+
+}  // namespace attnlens::gui

@@ -1,0 +1,723 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSettings>
+#include <QShortcut>
+#include <QSpinBox>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+#include "attnlens/analysis/report.h"
+#include "attnlens/error.h"
+#include "compare_view.h"
+#include "example_dump.h"
+#include "matrix_view.h"
+#include "preferences_dialog.h"
+#include "session.h"
+#include "stats_views.h"
+#include "token_map_view.h"
+
+namespace attnlens::gui {
+namespace {
+
+constexpr int kMaxRecentFiles = 10;
+
+struct ShortcutDoc {
+    const char* keys;
+    const char* what;
+};
+const ShortcutDoc kShortcuts[] = {
+    {"Ctrl+O", "open a dump (also: drag a .h5 file onto the window)"},
+    {"Ctrl+E", "export figure(s) to PNG / SVG / PDF"},
+    {"Ctrl+J", "export statistics of the current selection to JSON"},
+    {"Ctrl+,", "preferences"},
+    {"PgDown / PgUp", "next / previous layer"},
+    {"] / [", "next / previous head"},
+    {". / ,", "next / previous image"},
+    {"P / Shift+P", "next / previous paradigm (token map, matrix)"},
+    {"Arrow keys", "move the query token on the grid (when a view has focus)"},
+    {"Home", "select the first prefix token (CLS) as the query"},
+    {"Ctrl+1 … Ctrl+4", "token map, comparison, matrix, statistics"},
+    {"Esc", "cancel running analyses"},
+    {"Click", "token map / comparison: make the clicked token the query"},
+    {"Ctrl+click", "matrix: make the clicked row the query"},
+    {"Wheel / drag", "matrix: zoom / pan (double-click resets)"},
+};
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+    setWindowTitle(QStringLiteral("AttnLens"));
+    setWindowIcon(QIcon(QStringLiteral(":/icons/attnlens.svg")));
+    setAcceptDrops(true);
+    QSettings settings;
+    QStringList problems;
+    session_ = new Session(Preferences::load(settings, &problems), this);
+    createViews();
+    createDocks();
+    createStatusBar();
+    createMenus();
+    connect(session_, &Session::issueFound, this, &MainWindow::addIssue);
+    for (const QString& p : problems) addIssue(Issue{QStringLiteral("preferences"), p});
+    connect(session_, &Session::dumpChanged, this, [this]() {
+        syncSelectionWidgets();
+        updateStatusFile();
+    });
+    connect(session_, &Session::selectionChanged, this, &MainWindow::syncSelectionWidgets);
+    connect(session_, &Session::queryChanged, this, &MainWindow::syncSelectionWidgets);
+    connect(session_, &Session::paradigmsChanged, this, &MainWindow::syncParadigmWidgets);
+    syncParadigmWidgets();
+    syncSelectionWidgets();
+    updateStatusFile();
+    resize(1400, 900);
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    tokenMap_->setImageOpacity(session_->preferences().imageOpacityPercent);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::createViews() {
+    tabs_ = new QTabWidget(this);
+    tabs_->setObjectName(QStringLiteral("views"));
+    tokenMap_ = new TokenMapView(session_);
+    compare_ = new CompareView(session_);
+    matrix_ = new MatrixView(session_);
+    statsTabs_ = new QTabWidget;
+    statsTabs_->setObjectName(QStringLiteral("statistics"));
+    tabs_->addTab(tokenMap_, tokenMap_->viewTitle());
+    tabs_->addTab(compare_, compare_->viewTitle());
+    tabs_->addTab(matrix_, matrix_->viewTitle());
+    tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
+    views_ = {tokenMap_, compare_, matrix_};
+    for (PlotView* v : std::initializer_list<PlotView*>{new SpectrumView(session_), new LocalMassView(session_),
+                                                        new ConfusionView(session_), new MagnitudeView(session_),
+                                                        new LayerStatsView(session_)}) {
+        statsTabs_->addTab(v, v->viewTitle());
+        views_.push_back(v);
+    }
+    for (PlotView* v : views_)
+        connect(v, &PlotView::hoverText, this, [this](const QString& t) { hoverLabel_->setText(t); });
+    setCentralWidget(tabs_);
+
+    // Arrow keys move the query while focus is anywhere in the views (not in the selection dock,
+    // where they belong to the spin boxes).
+    auto arrow = [this](QKeySequence key, int dy, int dx) {
+        auto* s = new QShortcut(key, tabs_);
+        s->setContext(Qt::WidgetWithChildrenShortcut);
+        connect(s, &QShortcut::activated, this, [this, dy, dx]() { session_->moveQuery(dy, dx); });
+    };
+    arrow(QKeySequence(Qt::Key_Left), 0, -1);
+    arrow(QKeySequence(Qt::Key_Right), 0, 1);
+    arrow(QKeySequence(Qt::Key_Up), -1, 0);
+    arrow(QKeySequence(Qt::Key_Down), 1, 0);
+}
+
+void MainWindow::createDocks() {
+    auto* dock = new QDockWidget(QStringLiteral("Selection"), this);
+    dock->setObjectName(QStringLiteral("selectionDock"));
+    auto* w = new QWidget;
+    auto* form = new QFormLayout(w);
+    image_ = new QSpinBox;
+    image_->setObjectName(QStringLiteral("image"));
+    imageLabel_ = new QLabel;
+    layer_ = new QComboBox;
+    layer_->setObjectName(QStringLiteral("layer"));
+    head_ = new QSpinBox;
+    head_->setObjectName(QStringLiteral("head"));
+    query_ = new QSpinBox;
+    query_->setObjectName(QStringLiteral("query"));
+    queryName_ = new QLabel;
+    paradigm_ = new QComboBox;
+    paradigm_->setObjectName(QStringLiteral("paradigm"));
+    shown_ = new QListWidget;
+    shown_->setObjectName(QStringLiteral("shownParadigms"));
+    form->addRow(QStringLiteral("Image"), image_);
+    form->addRow(QString(), imageLabel_);
+    form->addRow(QStringLiteral("Layer"), layer_);
+    form->addRow(QStringLiteral("Head"), head_);
+    form->addRow(QStringLiteral("Query token"), query_);
+    form->addRow(QString(), queryName_);
+    form->addRow(QStringLiteral("Paradigm"), paradigm_);
+    form->addRow(new QLabel(QStringLiteral("Paradigms shown (comparison, statistics):")));
+    form->addRow(shown_);
+    dock->setWidget(w);
+    addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+    connect(image_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!syncing_) session_->setImage(v);
+    });
+    connect(layer_, &QComboBox::currentIndexChanged, this, [this](int v) {
+        if (!syncing_ && v >= 0) session_->setLayer(v);
+    });
+    connect(head_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!syncing_) session_->setHead(v);
+    });
+    connect(query_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!syncing_) session_->setQuery(v);
+    });
+    connect(paradigm_, &QComboBox::currentIndexChanged, this, [this](int v) {
+        if (!syncing_ && v >= 0) session_->setParadigm(v);
+    });
+    connect(shown_, &QListWidget::itemChanged, this, [this]() {
+        if (syncing_) return;
+        std::vector<int> shown;
+        for (int i = 0; i < shown_->count(); ++i)
+            if (shown_->item(i)->checkState() == Qt::Checked) shown.push_back(i);
+        session_->setShown(shown);
+    });
+
+    issuesDock_ = new QDockWidget(QStringLiteral("Issues"), this);
+    issuesDock_->setObjectName(QStringLiteral("issuesDock"));
+    issues_ = new QTreeWidget;
+    issues_->setObjectName(QStringLiteral("issues"));
+    issues_->setHeaderLabels({QStringLiteral("Kind"), QStringLiteral("Description")});
+    issues_->setRootIsDecorated(false);
+    issues_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    issuesDock_->setWidget(issues_);
+    addDockWidget(Qt::BottomDockWidgetArea, issuesDock_);
+    issuesDock_->hide();
+}
+
+void MainWindow::createStatusBar() {
+    fileLabel_ = new QLabel;
+    shapeLabel_ = new QLabel;
+    hoverLabel_ = new QLabel;
+    hoverLabel_->setObjectName(QStringLiteral("hover"));
+    hoverLabel_->setMinimumWidth(200);
+    progress_ = new QProgressBar;
+    progress_->setObjectName(QStringLiteral("progress"));
+    progress_->setMaximumWidth(320);
+    progress_->setTextVisible(true);
+    progress_->hide();
+    cancel_ = new QToolButton;
+    cancel_->setObjectName(QStringLiteral("cancel"));
+    cancel_->setText(QStringLiteral("Cancel"));
+    cancel_->hide();
+    statusBar()->addWidget(fileLabel_);
+    statusBar()->addWidget(shapeLabel_);
+    statusBar()->addWidget(hoverLabel_, 1);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+    JobRunner& jobs = session_->jobs();
+    connect(&jobs, &JobRunner::busyChanged, this, [this](bool busy) {
+        progress_->setVisible(busy);
+        cancel_->setVisible(busy);
+    });
+    connect(&jobs, &JobRunner::progressChanged, this,
+            [this](const QString& label, long long done, long long total, const QString& what) {
+                if (total > 0) {
+                    progress_->setRange(0, 1000);
+                    progress_->setValue(int(1000 * done / total));
+                } else {
+                    progress_->setRange(0, 0);  // busy indicator until the first report
+                }
+                progress_->setFormat(label + QStringLiteral(" %p%"));
+                progress_->setToolTip(what);
+            });
+    connect(&jobs, &JobRunner::jobFinished, this, [this]() {
+        if (pendingAll_.active) tryFinishExportAll();
+    });
+    connect(cancel_, &QToolButton::clicked, this, [this]() {
+        const bool exporting = pendingAll_.active;
+        pendingAll_.active = false;
+        session_->jobs().cancelAll();
+        if (exporting) Q_EMIT exportFinished({}, QStringLiteral("export cancelled"));
+        statusBar()->showMessage(QStringLiteral("cancelled"), 3000);
+    });
+}
+
+void MainWindow::createMenus() {
+    QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+    QAction* open = file->addAction(QStringLiteral("&Open…"), this, &MainWindow::openDialog);
+    open->setShortcut(QKeySequence::Open);
+    recentMenu_ = file->addMenu(QStringLiteral("Open &Recent"));
+    connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
+    file->addAction(QStringLiteral("Open the bundled &example"), this, &MainWindow::openExample);
+    file->addSeparator();
+    QAction* fig = file->addAction(QStringLiteral("&Export figure…"), this, &MainWindow::exportFigureDialog);
+    fig->setShortcut(QKeySequence(QStringLiteral("Ctrl+E")));
+    QAction* jsonSel = file->addAction(QStringLiteral("Export statistics of the &selection to JSON…"), this,
+                                       [this]() { exportStatisticsDialog(false); });
+    jsonSel->setShortcut(QKeySequence(QStringLiteral("Ctrl+J")));
+    file->addAction(QStringLiteral("Export statistics of the &whole dump to JSON…"), this,
+                    [this]() { exportStatisticsDialog(true); });
+    file->addSeparator();
+    QAction* prefs = file->addAction(QStringLiteral("&Preferences…"), this, &MainWindow::preferencesDialog);
+    prefs->setShortcut(QKeySequence(QStringLiteral("Ctrl+,")));
+    file->addSeparator();
+    QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* nav = menuBar()->addMenu(QStringLiteral("&Navigate"));
+    auto add = [&](const QString& text, const QKeySequence& key, auto fn) {
+        QAction* a = nav->addAction(text, this, fn);
+        a->setShortcut(key);
+        return a;
+    };
+    add(QStringLiteral("Next layer"), QKeySequence(Qt::Key_PageDown), [this]() { session_->setLayer(session_->selection().layer + 1); });
+    add(QStringLiteral("Previous layer"), QKeySequence(Qt::Key_PageUp), [this]() { session_->setLayer(session_->selection().layer - 1); });
+    add(QStringLiteral("Next head"), QKeySequence(Qt::Key_BracketRight), [this]() { session_->setHead(session_->selection().head + 1); });
+    add(QStringLiteral("Previous head"), QKeySequence(Qt::Key_BracketLeft), [this]() { session_->setHead(session_->selection().head - 1); });
+    add(QStringLiteral("Next image"), QKeySequence(Qt::Key_Period), [this]() { session_->setImage(session_->selection().image + 1); });
+    add(QStringLiteral("Previous image"), QKeySequence(Qt::Key_Comma), [this]() { session_->setImage(session_->selection().image - 1); });
+    add(QStringLiteral("Next paradigm"), QKeySequence(Qt::Key_P), [this]() {
+        session_->setParadigm((session_->selection().paradigm + 1) % int(session_->paradigms().size()));
+    });
+    add(QStringLiteral("Previous paradigm"), QKeySequence(Qt::SHIFT | Qt::Key_P), [this]() {
+        const int n = int(session_->paradigms().size());
+        session_->setParadigm((session_->selection().paradigm + n - 1) % n);
+    });
+    add(QStringLiteral("Query: first prefix token (CLS)"), QKeySequence(Qt::Key_Home), [this]() {
+        if (session_->layout().prefix > 0) session_->setQuery(0);
+    });
+    nav->addSeparator();
+    const char* tabNames[] = {"Token map", "Compare paradigms", "Matrix", "Statistics"};
+    for (int i = 0; i < 4; ++i)
+        add(QString::fromUtf8(tabNames[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), [this, i]() { tabs_->setCurrentIndex(i); });
+    QAction* esc = add(QStringLiteral("Cancel running analyses"), QKeySequence(Qt::Key_Escape), [this]() { cancel_->click(); });
+    Q_UNUSED(esc);
+
+    QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+    view->addAction(findChild<QDockWidget*>(QStringLiteral("selectionDock"))->toggleViewAction());
+    view->addAction(issuesDock_->toggleViewAction());
+
+    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
+    help->addAction(QStringLiteral("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)->setShortcut(QKeySequence::HelpContents);
+    help->addAction(QStringLiteral("&About AttnLens"), this, &MainWindow::showAbout);
+}
+
+// ---- opening ------------------------------------------------------------------------------------
+
+bool MainWindow::openFile(const QString& path) {
+    try {
+        session_->open(path);
+    } catch (const Error& e) {
+        showError(QStringLiteral("Cannot open dump"), QString::fromStdString(e.what()));
+        return false;
+    } catch (const std::exception& e) {
+        showError(QStringLiteral("Cannot open dump"), QStringLiteral("%1: %2").arg(path, QString::fromStdString(e.what())));
+        return false;
+    }
+    lastError_.clear();
+    addRecentFile(QFileInfo(path).absoluteFilePath());
+    setWindowTitle(QStringLiteral("%1 — AttnLens").arg(QFileInfo(path).fileName()));
+    return true;
+}
+
+bool MainWindow::openExample() {
+    QString error;
+    const QString path = findOrCreateExampleDump(&error);
+    if (path.isEmpty()) {
+        showError(QStringLiteral("No example dump"), QStringLiteral("Could not find or create the example dump: %1").arg(error));
+        return false;
+    }
+    return openFile(path);
+}
+
+void MainWindow::openDialog() {
+    const QString dir = session_->isOpen() ? QFileInfo(session_->path()).absolutePath() : QString();
+    const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open attention dump"), dir,
+                                                      QStringLiteral("AttnLens dumps (*.h5 *.hdf5);;All files (*)"));
+    if (!path.isEmpty()) openFile(path);
+}
+
+void MainWindow::showError(const QString& title, const QString& text) {
+    lastError_ = text;
+    addIssue(Issue{QStringLiteral("error"), text});
+    // Non-modal: the window stays usable and tests are not blocked.
+    auto* box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("errorBox"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setModal(false);
+    box->show();
+}
+
+QStringList MainWindow::recentFiles() const {
+    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void MainWindow::addRecentFile(const QString& path) {
+    QSettings settings;
+    QStringList files = settings.value(QStringLiteral("recentFiles")).toStringList();
+    files.removeAll(path);
+    files.prepend(path);
+    while (files.size() > kMaxRecentFiles) files.removeLast();
+    settings.setValue(QStringLiteral("recentFiles"), files);
+}
+
+void MainWindow::rebuildRecentMenu() {
+    recentMenu_->clear();
+    const QStringList files = recentFiles();
+    for (const QString& f : files) recentMenu_->addAction(f, this, [this, f]() { openFile(f); });
+    if (files.isEmpty()) recentMenu_->addAction(QStringLiteral("(none)"))->setEnabled(false);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+    if (e->mimeData()->hasUrls())
+        for (const QUrl& u : e->mimeData()->urls())
+            if (u.isLocalFile()) {
+                e->acceptProposedAction();
+                return;
+            }
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+    for (const QUrl& u : e->mimeData()->urls())
+        if (u.isLocalFile()) {
+            e->acceptProposedAction();
+            openFile(u.toLocalFile());
+            return;
+        }
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    Preferences p = session_->preferences();
+    p.imageOpacityPercent = tokenMap_->imageOpacity();
+    p.save(settings);
+    session_->jobs().cancelAll();
+    QMainWindow::closeEvent(e);
+}
+
+// ---- selection widgets ----------------------------------------------------------------------------
+
+void MainWindow::syncParadigmWidgets() {
+    syncing_ = true;
+    const auto& ps = session_->paradigms();
+    paradigm_->clear();
+    shown_->clear();
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+        const QString name = QString::fromStdString(ps[i].name);
+        const QString tip = QString::fromStdString(ps[i].toJson().dump(1));
+        paradigm_->addItem(name);
+        paradigm_->setItemData(int(i), tip, Qt::ToolTipRole);
+        auto* item = new QListWidgetItem(name, shown_);
+        item->setToolTip(tip);
+        item->setForeground(paradigmColor(int(i)));
+        item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+        const auto& s = session_->selection().shown;
+        item->setCheckState(std::find(s.begin(), s.end(), int(i)) != s.end() ? Qt::Checked : Qt::Unchecked);
+    }
+    paradigm_->setCurrentIndex(session_->selection().paradigm);
+    syncing_ = false;
+}
+
+void MainWindow::syncSelectionWidgets() {
+    syncing_ = true;
+    const bool open = session_->isOpen();
+    for (QWidget* w : std::initializer_list<QWidget*>{image_, layer_, head_, query_}) w->setEnabled(open);
+    if (open) {
+        const DumpInfo& info = session_->info();
+        const Selection& sel = session_->selection();
+        image_->setRange(0, std::max(0, info.images - 1));
+        image_->setValue(sel.image);
+        if (layer_->count() != int(info.layers.size()) ||
+            (layer_->count() > 0 && layer_->itemText(0) != QString::fromStdString(info.layers[0].name))) {
+            layer_->clear();
+            for (const LayerInfo& l : info.layers) layer_->addItem(QString::fromStdString(l.name));
+        }
+        layer_->setCurrentIndex(sel.layer);
+        head_->setRange(0, std::max(0, session_->layerInfo().heads - 1));
+        head_->setValue(sel.head);
+        query_->setRange(0, int(session_->layout().tokens() - 1));
+        query_->setValue(int(sel.query));
+        queryName_->setText(tokenName(session_->layout(), sel.query));
+        paradigm_->setCurrentIndex(sel.paradigm);
+        QString label;
+        if (auto l = session_->reader()->label(sel.image)) label = QStringLiteral("label %1").arg(*l);
+        imageLabel_->setText(label);
+    }
+    syncing_ = false;
+}
+
+void MainWindow::updateStatusFile() {
+    if (!session_->isOpen()) {
+        fileLabel_->setText(QStringLiteral("no dump open"));
+        shapeLabel_->clear();
+        return;
+    }
+    const DumpInfo& info = session_->info();
+    fileLabel_->setText(QFileInfo(session_->path()).fileName());
+    fileLabel_->setToolTip(session_->path());
+    const LayerInfo& l = info.layers.front();
+    shapeLabel_->setText(QStringLiteral("B=%1 · N=%2 (%3 + %4x%5) · d=%6 · %7 layers × %8 heads%9")
+                             .arg(info.images)
+                             .arg(l.tokens)
+                             .arg(l.layout.prefix)
+                             .arg(l.layout.gridH)
+                             .arg(l.layout.gridW)
+                             .arg(l.dim)
+                             .arg(info.layers.size())
+                             .arg(l.heads)
+                             .arg(info.model.empty() ? QString() : QStringLiteral(" · ") + QString::fromStdString(info.model)));
+}
+
+void MainWindow::addIssue(const Issue& issue) {
+    auto* item = new QTreeWidgetItem(issues_, {issue.kind, issue.text});
+    item->setToolTip(1, issue.text);
+    issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(issues_->topLevelItemCount()));
+    if (issuesDock_->isHidden()) issuesDock_->show();
+}
+
+// ---- views ----------------------------------------------------------------------------------------
+
+PlotView* MainWindow::view(const QString& id) const {
+    for (PlotView* v : views_)
+        if (v->viewId() == id) return v;
+    return nullptr;
+}
+
+PlotView* MainWindow::currentView() const {
+    QWidget* w = tabs_->currentWidget();
+    if (w == statsTabs_) w = statsTabs_->currentWidget();
+    return qobject_cast<PlotView*>(w);
+}
+
+void MainWindow::showView(const QString& id) {
+    PlotView* v = view(id);
+    if (!v) return;
+    if (tabs_->indexOf(v) >= 0) {
+        tabs_->setCurrentWidget(v);
+    } else {
+        tabs_->setCurrentWidget(statsTabs_);
+        statsTabs_->setCurrentWidget(v);
+    }
+}
+
+// ---- exports --------------------------------------------------------------------------------------
+
+bool MainWindow::exportCurrentFigure(const QString& path, const FigureOptions& options, QString* error) {
+    PlotView* v = currentView();
+    try {
+        if (!v) throwUsage("no view is shown");
+        exportFigure(*v, path, options);
+        statusBar()->showMessage(QStringLiteral("wrote %1").arg(path), 5000);
+        return true;
+    } catch (const Error& e) {
+        showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+        if (error) *error = QString::fromStdString(e.what());
+        return false;
+    }
+}
+
+void MainWindow::exportAllFigures(const QString& basePath, const FigureOptions& options) {
+    try {
+        pendingAll_.format = figureFormatFromPath(basePath);
+    } catch (const Error& e) {
+        showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+        Q_EMIT exportFinished({}, QString::fromStdString(e.what()));
+        return;
+    }
+    pendingAll_.active = true;
+    pendingAll_.basePath = basePath;
+    pendingAll_.options = options;
+    // Every view at the size of the one on screen, so the files look like the window.
+    if (pendingAll_.options.size.isEmpty() && currentView()) pendingAll_.options.size = currentView()->plot()->size();
+    for (PlotView* v : views_) v->refreshNow();  // starts the analyses they need
+    statusBar()->showMessage(QStringLiteral("exporting all views: waiting for analyses…"));
+    tryFinishExportAll();
+}
+
+void MainWindow::tryFinishExportAll() {
+    if (!pendingAll_.active) return;
+    bool waiting = false;
+    for (PlotView* v : views_) {
+        v->refreshNow();
+        waiting |= v->waitingForResults();
+    }
+    if (waiting && session_->jobs().busy()) return;  // jobFinished calls again
+    pendingAll_.active = false;
+    if (waiting) {
+        const QString why = QStringLiteral("export of all views stopped: an analysis failed or was cancelled");
+        showError(QStringLiteral("Export failed"), why);
+        Q_EMIT exportFinished({}, why);
+        return;
+    }
+    QStringList written;
+    const QFileInfo base(pendingAll_.basePath);
+    const QString stem = base.dir().filePath(base.completeBaseName());
+    try {
+        for (PlotView* v : views_) {
+            const QString path = QStringLiteral("%1-%2.%3").arg(stem, v->viewId(), figureExtension(pendingAll_.format));
+            writeAtomically(path, renderFigure(*v, pendingAll_.format, pendingAll_.options));
+            written << path;
+        }
+    } catch (const Error& e) {
+        showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+        Q_EMIT exportFinished(written, QString::fromStdString(e.what()));
+        return;
+    }
+    statusBar()->showMessage(QStringLiteral("wrote %1 figures (%2-*.%3)").arg(written.size()).arg(stem, figureExtension(pendingAll_.format)), 8000);
+    Q_EMIT exportFinished(written, QString());
+}
+
+void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
+    if (!session_->isOpen()) {
+        Q_EMIT exportFinished({}, QStringLiteral("no dump open"));
+        return;
+    }
+    const Selection& sel = session_->selection();
+    AnalyzeRequest req;
+    for (int p : sel.shown) req.paradigms.push_back(session_->paradigms()[std::size_t(p)]);
+    if (req.paradigms.empty()) req.paradigms.push_back(session_->paradigms()[std::size_t(sel.paradigm)]);
+    if (!wholeDump) {
+        req.layers = {sel.layer};
+        req.heads = {sel.head};
+        req.images = {sel.image};
+    }
+    req.options = session_->preferences().analysis;
+    const QString dumpPath = session_->path();
+    const QString command = QStringLiteral("attnlens (GUI) export statistics %1 of %2")
+                                .arg(wholeDump ? QStringLiteral("of the whole dump")
+                                               : QStringLiteral("image %1, layer %2, head %3")
+                                                     .arg(sel.image)
+                                                     .arg(QString::fromStdString(session_->layerInfo().name))
+                                                     .arg(sel.head),
+                                     dumpPath);
+    session_->runAnalysis(
+        req, wholeDump ? QStringLiteral("statistics of the whole dump") : QStringLiteral("statistics of the selection"),
+        [this, path, dumpPath, command](std::shared_ptr<const AnalysisReport> report) {
+            try {
+                ToolInfo tool;
+                tool.name = "attnlens";
+                tool.command = command.toStdString();
+                const nlohmann::json j = reportToJson(*report, tool);
+                writeFileAtomically(path.toStdString(), j.dump(1) + "\n", {dumpPath.toStdString()});
+            } catch (const std::exception& e) {
+                showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+                Q_EMIT exportFinished({}, QString::fromStdString(e.what()));
+                return;
+            }
+            statusBar()->showMessage(QStringLiteral("wrote %1").arg(path), 8000);
+            Q_EMIT exportFinished({path}, QString());
+        },
+        [this](const QString& error) {
+            showError(QStringLiteral("Export failed"), error);
+            Q_EMIT exportFinished({}, error);
+        });
+}
+
+void MainWindow::exportFigureDialog() {
+    QDialog dialog(this);
+    dialog.setWindowTitle(QStringLiteral("Export figure"));
+    auto* form = new QFormLayout(&dialog);
+    auto* current = new QRadioButton(QStringLiteral("Current view (%1)").arg(currentView() ? currentView()->viewTitle() : QString()));
+    auto* all = new QRadioButton(QStringLiteral("All views of the current selection (one file each: NAME-view.ext)"));
+    current->setChecked(true);
+    auto* format = new QComboBox;
+    format->addItems({QStringLiteral("PNG"), QStringLiteral("SVG"), QStringLiteral("PDF")});
+    auto* dpi = new QSpinBox;
+    dpi->setRange(48, 1200);
+    dpi->setValue(QSettings().value(QStringLiteral("export/dpi"), 192).toInt());
+    dpi->setSuffix(QStringLiteral(" dpi"));
+    auto* path = new QLineEdit(QSettings().value(QStringLiteral("export/path"), QDir::home().filePath(QStringLiteral("attnlens-figure.png"))).toString());
+    auto* browse = new QPushButton(QStringLiteral("Browse…"));
+    auto* row = new QHBoxLayout;
+    row->addWidget(path, 1);
+    row->addWidget(browse);
+    form->addRow(current);
+    form->addRow(all);
+    form->addRow(QStringLiteral("Format"), format);
+    form->addRow(QStringLiteral("PNG resolution"), dpi);
+    form->addRow(QStringLiteral("File"), row);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+    form->addRow(buttons);
+    auto fixExtension = [path, format]() {
+        QFileInfo fi(path->text());
+        const QString ext = format->currentText().toLower();
+        path->setText(fi.dir().filePath(fi.completeBaseName() + '.' + ext));
+    };
+    format->setCurrentText(QFileInfo(path->text()).suffix().toUpper());
+    connect(format, &QComboBox::currentTextChanged, &dialog, fixExtension);
+    connect(format, &QComboBox::currentTextChanged, &dialog, [dpi, format]() { dpi->setEnabled(format->currentText() == QStringLiteral("PNG")); });
+    connect(browse, &QPushButton::clicked, &dialog, [&]() {
+        const QString p = QFileDialog::getSaveFileName(&dialog, QStringLiteral("Export figure"), path->text(),
+                                                       QStringLiteral("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+        if (!p.isEmpty()) {
+            path->setText(p);
+            const QString ext = QFileInfo(p).suffix().toUpper();
+            if (format->findText(ext) >= 0) format->setCurrentText(ext);
+        }
+    });
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    if (dialog.exec() != QDialog::Accepted) return;
+    fixExtension();
+    QSettings().setValue(QStringLiteral("export/dpi"), dpi->value());
+    QSettings().setValue(QStringLiteral("export/path"), path->text());
+    FigureOptions options;
+    options.dpi = dpi->value();
+    if (all->isChecked())
+        exportAllFigures(path->text(), options);
+    else
+        exportCurrentFigure(path->text(), options);
+}
+
+void MainWindow::exportStatisticsDialog(bool wholeDump) {
+    const QString path = QFileDialog::getSaveFileName(
+        this, wholeDump ? QStringLiteral("Export statistics of the whole dump") : QStringLiteral("Export statistics of the selection"),
+        QSettings().value(QStringLiteral("export/jsonPath"), QDir::home().filePath(QStringLiteral("attnlens-analysis.json"))).toString(),
+        QStringLiteral("JSON (*.json)"));
+    if (path.isEmpty()) return;
+    QSettings().setValue(QStringLiteral("export/jsonPath"), path);
+    exportStatistics(path, wholeDump);
+}
+
+void MainWindow::preferencesDialog() {
+    PreferencesDialog dialog(session_->preferences(), this);
+    if (dialog.exec() != QDialog::Accepted) return;
+    Preferences p = dialog.preferences();
+    p.imageOpacityPercent = tokenMap_->imageOpacity();
+    QSettings settings;
+    p.save(settings);
+    session_->setPreferences(p);
+}
+
+void MainWindow::showShortcuts() {
+    QString html = QStringLiteral("<table cellspacing='6'>");
+    for (const auto& s : kShortcuts)
+        html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(QString::fromUtf8(s.keys).toHtmlEscaped(), QString::fromUtf8(s.what).toHtmlEscaped());
+    html += QStringLiteral("</table>");
+    auto* box = new QMessageBox(QMessageBox::Information, QStringLiteral("Keyboard shortcuts"), html, QMessageBox::Ok, this);
+    box->setTextFormat(Qt::RichText);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setModal(false);
+    box->show();
+}
+
+void MainWindow::showAbout() {
+    QMessageBox::about(this, QStringLiteral("About AttnLens"),
+                       QStringLiteral("<b>AttnLens %1</b><br>Attention of vision transformers under softmax and linear "
+                                      "paradigms: token maps, comparisons, spectra, locality, injectivity and magnitude "
+                                      "statistics (FLatten, InLine, MALA).<br>Plots: QCustomPlot %2, Qt %3.")
+                           .arg(QStringLiteral(ATTNLENS_VERSION), QStringLiteral(QCUSTOMPLOT_VERSION_STR), QString::fromLatin1(qVersion())));
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,125 @@
+#pragma once
+// The AttnLens main window: selection dock, the views in tabs, the issues dock, the status bar with
+// progress and Cancel, menus for opening, exporting and preferences.
+#include <QMainWindow>
+#include <QStringList>
+#include <vector>
+
+#include "figure_export.h"
+#include "preferences.h"
+
+class QComboBox;
+class QLabel;
+class QListWidget;
+class QProgressBar;
+class QSpinBox;
+class QTabWidget;
+class QToolButton;
+class QTreeWidget;
+class QMenu;
+
+namespace attnlens::gui {
+
+class Session;
+class PlotView;
+class TokenMapView;
+class CompareView;
+class MatrixView;
+struct Issue;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Opens a dump. On failure shows the core's message (non-modal box and the issues list), keeps
+    // the previous dump open and returns false.
+    bool openFile(const QString& path);
+    // The bundled example (see example_dump.h).
+    bool openExample();
+
+    Session* session() const { return session_; }
+    TokenMapView* tokenMapView() const { return tokenMap_; }
+    CompareView* compareView() const { return compare_; }
+    MatrixView* matrixView() const { return matrix_; }
+    const std::vector<PlotView*>& views() const { return views_; }
+    PlotView* view(const QString& id) const;
+    PlotView* currentView() const;
+    void showView(const QString& id);
+    QString lastError() const { return lastError_; }
+    QTreeWidget* issuesList() const { return issues_; }
+    QStringList recentFiles() const;
+
+    // Exports. Figures of the current view are written at once; "all views" and statistics wait for
+    // their background analyses, then emit exportFinished with the files written or the error.
+    bool exportCurrentFigure(const QString& path, const FigureOptions& options, QString* error = nullptr);
+    void exportAllFigures(const QString& basePath, const FigureOptions& options);
+    void exportStatistics(const QString& path, bool wholeDump);
+
+Q_SIGNALS:
+    void exportFinished(const QStringList& written, const QString& error);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* e) override;
+    void dropEvent(QDropEvent* e) override;
+    void closeEvent(QCloseEvent* e) override;
+
+private:
+    void createViews();
+    void createDocks();
+    void createMenus();
+    void createStatusBar();
+    void syncSelectionWidgets();
+    void syncParadigmWidgets();
+    void updateStatusFile();
+    void addIssue(const Issue& issue);
+    void showError(const QString& title, const QString& text);
+    void addRecentFile(const QString& path);
+    void rebuildRecentMenu();
+    void tryFinishExportAll();
+    void openDialog();
+    void exportFigureDialog();
+    void exportStatisticsDialog(bool wholeDump);
+    void preferencesDialog();
+    void showShortcuts();
+    void showAbout();
+
+    Session* session_ = nullptr;
+    QTabWidget* tabs_ = nullptr;
+    QTabWidget* statsTabs_ = nullptr;
+    TokenMapView* tokenMap_ = nullptr;
+    CompareView* compare_ = nullptr;
+    MatrixView* matrix_ = nullptr;
+    std::vector<PlotView*> views_;
+
+    QSpinBox* image_ = nullptr;
+    QComboBox* layer_ = nullptr;
+    QSpinBox* head_ = nullptr;
+    QSpinBox* query_ = nullptr;
+    QLabel* queryName_ = nullptr;
+    QLabel* imageLabel_ = nullptr;
+    QComboBox* paradigm_ = nullptr;
+    QListWidget* shown_ = nullptr;
+    QTreeWidget* issues_ = nullptr;
+    QDockWidget* issuesDock_ = nullptr;
+
+    QLabel* fileLabel_ = nullptr;
+    QLabel* shapeLabel_ = nullptr;
+    QLabel* hoverLabel_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QToolButton* cancel_ = nullptr;
+    QMenu* recentMenu_ = nullptr;
+
+    QString lastError_;
+    bool syncing_ = false;
+
+    struct PendingExportAll {
+        bool active = false;
+        QString basePath;
+        FigureOptions options;
+        FigureFormat format = FigureFormat::Png;
+    } pendingAll_;
+};
+
+}  // namespace attnlens::gui

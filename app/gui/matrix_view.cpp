@@ -1,0 +1,269 @@
+#include "matrix_view.h"
+
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <cmath>
+
+#include "color_maps.h"
+#include "attnlens/error.h"
+#include "session.h"
+
+namespace attnlens::gui {
+
+MatrixImage buildMatrixImage(const Eigen::Ref<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>& a,
+                             bool signedParadigm, bool logScale) {
+    MatrixImage m;
+    const Index n = a.rows();
+    m.tokens = n;
+    double lo = INFINITY, hi = -INFINITY, maxAbs = 0;
+    for (Index i = 0; i < n; ++i) {
+        bool flagged = false;
+        for (Index j = 0; j < a.cols(); ++j) {
+            const double v = a(i, j);
+            if (std::isfinite(v)) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
+                maxAbs = std::max(maxAbs, std::abs(v));
+            } else {
+                flagged = true;
+            }
+        }
+        m.flaggedRows += flagged;
+    }
+    if (!std::isfinite(lo)) lo = hi = 0;
+    m.diverging = signedParadigm || lo < 0;
+    m.data = std::make_shared<QCPColorMapData>(int(a.cols()), int(n), QCPRange(0, double(a.cols() - 1)),
+                                               QCPRange(0, double(n - 1)));
+    std::function<double(double)> f = [](double v) { return v; };
+    m.transform = QStringLiteral("linear");
+    if (logScale && !m.diverging) {
+        m.floor = hi > 0 ? hi * 1e-6 : 1e-300;
+        const double fl = m.floor;
+        f = [fl](double v) { return std::isfinite(v) ? std::log10(std::max(v, fl)) : v; };
+        m.transform = QStringLiteral("log10 A");
+    } else if (logScale) {
+        const double t = maxAbs > 0 ? maxAbs * 1e-4 : 1.0;
+        m.floor = t;
+        f = [t](double v) {
+            return std::isfinite(v) ? std::copysign(std::log10(1.0 + std::abs(v) / t), v) : v;
+        };
+        m.transform = QStringLiteral("symlog");
+    }
+    double tlo = INFINITY, thi = -INFINITY;
+    for (Index i = 0; i < n; ++i)
+        for (Index j = 0; j < a.cols(); ++j) {
+            const double v = f(a(i, j));
+            m.data->setCell(int(j), int(i), v);
+            if (std::isfinite(v)) {
+                tlo = std::min(tlo, v);
+                thi = std::max(thi, v);
+            }
+        }
+    if (!std::isfinite(tlo)) tlo = thi = 0;
+    ColorRange r;
+    if (m.transform == QStringLiteral("log10 A")) {
+        r.lower = tlo;
+        r.upper = thi > tlo ? thi : tlo + 1;
+    } else {
+        r = colorRangeFor(tlo, thi, m.diverging);
+    }
+    m.lower = r.lower;
+    m.upper = r.upper;
+    return m;
+}
+
+MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    logBox_ = new QCheckBox(QStringLiteral("Logarithmic colour scale"), this);
+    logBox_->setObjectName(QStringLiteral("matrixLog"));
+    toolbar()->addWidget(logBox_);
+    toolbar()->addWidget(new QLabel(QStringLiteral("  wheel: zoom · drag: pan · double-click: reset"), this));
+    toolbar()->addStretch(1);
+    connect(logBox_, &QCheckBox::toggled, this, &MatrixView::setLogScale);
+
+    title_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
+    plot_->plotLayout()->insertRow(0);
+    plot_->plotLayout()->addElement(0, 0, title_);
+    rect_ = plot_->axisRect();
+    rect_->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key token j"));
+    rect_->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("query token i"));
+    rect_->axis(QCPAxis::atLeft)->setRangeReversed(true);
+    for (QCPAxis* ax : {rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft)}) ax->grid()->setVisible(false);
+    map_ = new QCPColorMap(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
+    map_->setInterpolate(false);
+    scale_ = new QCPColorScale(plot_);
+    scale_->setType(QCPAxis::atRight);
+    scale_->setBarWidth(14);
+    plot_->plotLayout()->addElement(1, 1, scale_);
+    map_->setColorScale(scale_);
+    auto* group = new QCPMarginGroup(plot_);
+    rect_->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+    scale_->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+    highlight_ = new QCPItemRect(plot_);
+    highlight_->setClipAxisRect(rect_);
+    highlight_->setPen(QPen(QColor(0, 220, 255), 2.0));
+    highlight_->setBrush(QColor(0, 220, 255, 40));
+    plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+
+    connect(plot_, &QCustomPlot::mousePress, this, &MatrixView::onMousePress);
+    connect(plot_, &QCustomPlot::mouseMove, this, &MatrixView::onMouseMove);
+    connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) {
+        rect_->axis(QCPAxis::atBottom)->setRange(-0.5, shownTokens_ - 0.5);
+        rect_->axis(QCPAxis::atLeft)->setRange(-0.5, shownTokens_ - 0.5);
+        fitAspect();
+        replotQueued();
+    });
+    connect(session, &Session::dumpChanged, this, [this]() {
+        cache_.clear();
+        cacheOrder_.clear();
+        invalidate();
+    });
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+    connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+    connect(session, &Session::spectraChanged, this, &PlotView::invalidate);
+}
+
+void MatrixView::setLogScale(bool on) {
+    if (logBox_->isChecked() != on) logBox_->setChecked(on);
+    if (on == log_) return;
+    log_ = on;
+    invalidate();
+}
+
+QString MatrixView::titleText() const { return title_->text(); }
+
+std::string MatrixView::currentKey() const {
+    const Selection& s = session_->selection();
+    return session_->path().toStdString() + '/' + std::to_string(s.image) + '/' + std::to_string(s.layer) + '/' +
+           std::to_string(s.head) + '/' + session_->paradigms()[std::size_t(s.paradigm)].toJson().dump() +
+           (log_ ? "/log" : "/linear");
+}
+
+bool MatrixView::fitAspect() {
+    // Keep cells square without undoing the user's zoom: the y span follows the x span.
+    if (shownTokens_ <= 0 || rect_->width() < 4 || rect_->height() < 4) return false;
+    QCPAxis* x = rect_->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect_->axis(QCPAxis::atLeft);
+    const double wantY = x->range().size() * rect_->height() / rect_->width();
+    if (std::abs(y->range().size() - wantY) <= 1e-6 * wantY) return false;
+    const double c = y->range().center();
+    y->setRange(c - wantY / 2, c + wantY / 2);
+    return true;
+}
+
+void MatrixView::rebuild() {
+    if (!session_->isOpen()) {
+        map_->setVisible(false);
+        highlight_->setVisible(false);
+        title_->setText(QStringLiteral("no dump open"));
+        return;
+    }
+    const Selection& sel = session_->selection();
+    const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
+    const std::string key = currentKey();
+    const QString where = QStringLiteral("%1 — image %2, layer %3, head %4")
+                              .arg(QString::fromStdString(para.name))
+                              .arg(sel.image)
+                              .arg(QString::fromStdString(session_->layerInfo().name))
+                              .arg(sel.head);
+
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+        waiting_ = true;
+        auto head = session_->currentHead(sel.paradigm);
+        const bool signedP = para.signedWeights();
+        const bool logScale = log_;
+        const long long n = head->tokens();
+        session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
+            QStringLiteral("matrix"), QStringLiteral("attention matrix %1 x %1").arg(n),
+            [head, signedP, logScale](const JobContext& ctx) {
+                ctx.progress(0, 2, QStringLiteral("computing A"));
+                const Matrix a = head->matrix();
+                if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                ctx.progress(1, 2, QStringLiteral("colouring"));
+                return std::shared_ptr<const MatrixImage>(
+                    std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale)));
+            },
+            [this, key](std::shared_ptr<const MatrixImage>& img) {
+                cache_[key] = img;
+                cacheOrder_.push_back(key);
+                while (cacheOrder_.size() > 2) {
+                    cache_.erase(cacheOrder_.front());
+                    cacheOrder_.erase(cacheOrder_.begin());
+                }
+                invalidate();
+            });
+        it = cache_.find(key);  // a synchronous runner has delivered already
+        if (it == cache_.end()) {
+            title_->setText(where + QStringLiteral(" — computing the %1 x %1 matrix…").arg(n));
+            map_->setVisible(false);
+            highlight_->setVisible(false);
+            return;
+        }
+    }
+    waiting_ = false;
+    const MatrixImage& img = *it->second;
+    const Preferences& prefs = session_->preferences();
+    if (shownKey_ != key) {
+        map_->setData(img.data.get(), true);
+        const QCPColorGradient g = img.diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                                 : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+        map_->setGradient(g);
+        map_->setDataRange(QCPRange(img.lower, img.upper));
+        scale_->setGradient(g);
+        scale_->setDataRange(QCPRange(img.lower, img.upper));
+        QString label = img.transform == QStringLiteral("linear") ? QStringLiteral("A[i,j]")
+                        : img.transform == QStringLiteral("log10 A")
+                            ? QStringLiteral("log10 A[i,j] (floor %1)").arg(formatWeight(img.floor))
+                            : QStringLiteral("sign(A) log10(1 + |A|/%1)").arg(formatWeight(img.floor));
+        scale_->axis()->setLabel(label);
+        if (shownTokens_ != img.tokens) {
+            rect_->axis(QCPAxis::atBottom)->setRange(-0.5, img.tokens - 0.5);
+            rect_->axis(QCPAxis::atLeft)->setRange(-0.5, img.tokens - 0.5);
+        }
+        shownTokens_ = img.tokens;
+        shownKey_ = key;
+    }
+    map_->setVisible(true);
+    highlight_->topLeft->setCoords(-0.5, sel.query - 0.5);
+    highlight_->bottomRight->setCoords(img.tokens - 0.5, sel.query + 0.5);
+    highlight_->setVisible(true);
+
+    QString rank;
+    if (const SpectrumResult* s = session_->spectrum(sel.paradigm)) {
+        rank = QStringLiteral("numerical rank %1 / %2 (σ > %3) · effective rank %4")
+                   .arg(s->rank)
+                   .arg(s->size)
+                   .arg(formatWeight(s->tolerance))
+                   .arg(QString::number(s->effectiveRank, 'f', 1));
+    } else {
+        rank = QStringLiteral("rank: computing…");
+    }
+    QString text = where + QStringLiteral(" — ") + rank;
+    if (img.flaggedRows > 0) text += QStringLiteral(" — %1 flagged rows (NaN colour)").arg(img.flaggedRows);
+    title_->setText(text);
+    fitAspect();
+}
+
+void MatrixView::onMousePress(QMouseEvent* e) {
+    if (e->button() != Qt::LeftButton || !map_->visible()) return;
+    int j = 0, i = 0;
+    if (cellAt(map_, e->position(), &j, &i) && e->modifiers() & Qt::ControlModifier) session_->setQuery(i);
+}
+
+void MatrixView::onMouseMove(QMouseEvent* e) {
+    int j = 0, i = 0;
+    if (map_->visible() && cellAt(map_, e->position(), &j, &i)) {
+        const TokenLayout& l = session_->layout();
+        Q_EMIT hoverText(QStringLiteral("A[%1 %2, %3 %4] → %5 (%6)")
+                             .arg(i)
+                             .arg(tokenName(l, i))
+                             .arg(j)
+                             .arg(tokenName(l, j), formatWeight(map_->data()->cell(j, i)), scale_->axis()->label()));
+    } else {
+        Q_EMIT hoverText(QString());
+    }
+}
+
+}  // namespace attnlens::gui

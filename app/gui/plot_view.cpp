@@ -1,0 +1,174 @@
+#include "plot_view.h"
+
+#include <QHBoxLayout>
+#include <QVBoxLayout>
+#include <cmath>
+
+namespace attnlens::gui {
+
+PlotView::PlotView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(2);
+    toolbar_ = new QHBoxLayout;
+    toolbar_->setContentsMargins(6, 2, 6, 0);
+    layout->addLayout(toolbar_);
+    plot_ = new QCustomPlot(this);
+    plot_->setObjectName(QStringLiteral("plot"));
+    plot_->setMouseTracking(true);
+    plot_->setFocusPolicy(Qt::ClickFocus);
+    plot_->setNoAntialiasingOnDrag(true);
+    plot_->setPlottingHint(QCP::phCacheLabels, true);
+    layout->addWidget(plot_, 1);
+    // Square heatmap cells need the layout of a finished replot; correcting the ranges then costs
+    // one more queued replot, which is skipped when nothing changed.
+    connect(plot_, &QCustomPlot::afterReplot, this, [this]() {
+        if (fitAspect()) plot_->replot(QCustomPlot::rpQueuedReplot);
+    });
+}
+
+void PlotView::invalidate() {
+    dirty_ = true;
+    if (isVisible() && !refreshing_) refreshNow();
+}
+
+void PlotView::refreshNow() {
+    if (refreshing_) {
+        dirty_ = true;
+        return;
+    }
+    refreshing_ = true;
+    // A rebuild may trigger a synchronous analysis whose signal invalidates this view again.
+    for (int pass = 0; pass < 3; ++pass) {
+        dirty_ = false;
+        rebuild();
+        if (!dirty_) break;
+    }
+    refreshing_ = false;
+    replotQueued();
+}
+
+void PlotView::replotQueued() { plot_->replot(QCustomPlot::rpQueuedReplot); }
+
+void PlotView::showEvent(QShowEvent* e) {
+    QWidget::showEvent(e);
+    if (dirty_) refreshNow();
+}
+
+void PlotView::prepareForSize(int width, int height) {
+    // Two layout passes at the target size: the first computes the axis rects, the aspect fix
+    // adjusts ranges, the second settles tick labels and margins for the new ranges.
+    for (int pass = 0; pass < 2; ++pass) {
+        plot_->toPixmap(width, height, 1.0);
+        if (!fitAspect()) break;
+    }
+}
+
+void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabel, const QString& yLabel) {
+    for (QCPAxis* axis : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
+        axis->grid()->setVisible(false);
+        axis->setSubTicks(false);
+        axis->setTickLength(0, 3);
+        QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+        const int extent = axis == rect->axis(QCPAxis::atBottom) ? gridW : gridH;
+        ticker->setTickStep(extent > 40 ? 10 : (extent > 16 ? 5 : (extent > 8 ? 2 : 1)));
+        ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+        axis->setTicker(ticker);
+    }
+    rect->axis(QCPAxis::atBottom)->setLabel(xLabel);
+    rect->axis(QCPAxis::atLeft)->setLabel(yLabel);
+    rect->axis(QCPAxis::atLeft)->setRangeReversed(true);
+    rect->axis(QCPAxis::atBottom)->setRange(-0.5, gridW - 0.5);
+    rect->axis(QCPAxis::atLeft)->setRange(-0.5, gridH - 0.5);
+}
+
+bool fitSquareCells(QCPAxisRect* rect, int gridH, int gridW) {
+    if (!rect || gridH <= 0 || gridW <= 0) return false;
+    const double pw = rect->width(), ph = rect->height();
+    if (pw < 4 || ph < 4) return false;
+    const double s = std::min(pw / gridW, ph / gridH);  // pixels per cell
+    const double halfX = pw / s / 2, halfY = ph / s / 2;
+    const double cx = (gridW - 1) / 2.0, cy = (gridH - 1) / 2.0;
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    const QCPRange rx(cx - halfX, cx + halfX), ry(cy - halfY, cy + halfY);
+    auto differs = [](const QCPRange& a, const QCPRange& b) {
+        return std::abs(a.lower - b.lower) > 1e-6 * (1 + a.size()) || std::abs(a.upper - b.upper) > 1e-6 * (1 + a.size());
+    };
+    bool changed = false;
+    if (differs(x->range(), rx)) {
+        x->setRange(rx);
+        changed = true;
+    }
+    if (differs(y->range(), ry)) {
+        y->setRange(ry);
+        changed = true;
+    }
+    return changed;
+}
+
+bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex) {
+    if (!map || !map->keyAxis() || !map->valueAxis()) return false;
+    QCPAxisRect* rect = map->keyAxis()->axisRect();
+    if (!rect->rect().contains(pos.toPoint())) return false;
+    double key = 0, value = 0;
+    map->pixelsToCoords(pos, key, value);
+    const QCPColorMapData* d = map->data();
+    // Cells are centred on evenly spaced coordinates spanning the data range (QCustomPlot's
+    // convention); a cell extends half a step either side of its centre.
+    auto index = [](double coord, const QCPRange& r, int size) {
+        if (size <= 1) return std::abs(coord - r.lower) <= 0.5 ? 0 : -1;
+        const double t = (coord - r.lower) / r.size() * (size - 1);
+        const double rounded = std::floor(t + 0.5);
+        return rounded < 0 || rounded > size - 1 ? -1 : int(rounded);
+    };
+    *keyIndex = index(key, d->keyRange(), d->keySize());
+    *valueIndex = index(value, d->valueRange(), d->valueSize());
+    return *keyIndex >= 0 && *valueIndex >= 0;
+}
+
+void CellMarker::create(QCustomPlot* plot, QCPAxisRect* rect) {
+    outer = new QCPItemRect(plot);
+    inner = new QCPItemRect(plot);
+    for (QCPItemRect* r : {outer, inner}) {
+        r->setClipAxisRect(rect);
+        r->setClipToAxisRect(true);
+        for (auto* pos : {r->topLeft, r->bottomRight}) pos->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        r->setBrush(Qt::NoBrush);
+        r->setSelectable(false);
+    }
+    outer->setPen(QPen(Qt::white, 3.0));
+    inner->setPen(QPen(Qt::black, 1.2));
+}
+
+void CellMarker::place(double x, double y, double halfW, double halfH) {
+    if (!outer) return;
+    for (QCPItemRect* r : {outer, inner}) {
+        r->topLeft->setCoords(x - halfW, y - halfH);
+        r->bottomRight->setCoords(x + halfW, y + halfH);
+    }
+}
+
+void CellMarker::setVisible(bool on) {
+    if (outer) outer->setVisible(on);
+    if (inner) inner->setVisible(on);
+}
+
+QColor paradigmColor(int i) {
+    // Tableau 10, then darker variants.
+    static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
+                                     QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75),
+                                     QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34),
+                                     QColor(23, 190, 207)};
+    const int n = int(std::size(palette));
+    const QColor c = palette[((i % n) + n) % n];
+    return i >= n ? c.darker(140) : c;
+}
+
+QString formatWeight(double v) {
+    if (std::isnan(v)) return QStringLiteral("NaN");
+    if (std::isinf(v)) return v > 0 ? QStringLiteral("+Inf") : QStringLiteral("-Inf");
+    return QString::number(v, 'g', 4);
+}
+
+}  // namespace attnlens::gui

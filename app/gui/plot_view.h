@@ -1,0 +1,82 @@
+#pragma once
+// Base of every view: one QCustomPlot (so that an export is exactly what is on screen, colour bars
+// and titles included) fed from the Session. A view that is not visible only marks itself dirty and
+// catches up when shown; a visible one rebuilds its data and queues a replot.
+#include <QPointer>
+#include <QString>
+#include <QWidget>
+
+#include <qcustomplot.h>
+
+#include "attnlens/token_layout.h"
+
+class QVBoxLayout;
+class QHBoxLayout;
+
+namespace attnlens::gui {
+
+class Session;
+
+class PlotView : public QWidget {
+    Q_OBJECT
+public:
+    PlotView(Session* session, QWidget* parent);
+
+    virtual QString viewId() const = 0;     // "tokenmap": file names and `render --view`
+    virtual QString viewTitle() const = 0;  // "Token map": tab titles
+    QCustomPlot* plot() const { return plot_; }
+    Session* session() const { return session_; }
+
+    // Brings the plot up to date with the session now, whether visible or not.
+    void refreshNow();
+    // Lays the plot out for a w x h canvas (squares heatmap cells for that size) before an export.
+    void prepareForSize(int width, int height);
+    // Fixes heatmap axis ranges so that cells are square in the current layout; true if changed.
+    virtual bool fitAspect() { return false; }
+    // Analyses this view waits for (shown as "computing" in the plot); exports wait for them.
+    virtual bool waitingForResults() const { return false; }
+
+public Q_SLOTS:
+    void invalidate();
+
+Q_SIGNALS:
+    void hoverText(const QString& text);
+
+protected:
+    virtual void rebuild() = 0;
+    void showEvent(QShowEvent* e) override;
+    void replotQueued();
+    QHBoxLayout* toolbar() const { return toolbar_; }
+
+    Session* session_;
+    QCustomPlot* plot_;
+
+private:
+    QHBoxLayout* toolbar_;
+    bool dirty_ = true;
+    bool refreshing_ = false;
+};
+
+// ---- helpers for heatmap panels -------------------------------------------------------------------
+
+// Sets up an axis rect to show a gridH x gridW token grid: cells centred on integer coordinates,
+// row 0 at the top, no grid lines, integer ticks.
+void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabel, const QString& yLabel);
+// Ranges so that cells are square inside rect's current pixel size; true if they changed.
+bool fitSquareCells(QCPAxisRect* rect, int gridH, int gridW);
+// The cell under a pixel position, or false when outside the map's cells.
+bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex);
+// A two-pen rectangle (white outside, black inside) around a cell, visible on any colour map.
+struct CellMarker {
+    QCPItemRect* outer = nullptr;
+    QCPItemRect* inner = nullptr;
+    void create(QCustomPlot* plot, QCPAxisRect* rect);
+    void place(double x, double y, double halfW = 0.5, double halfH = 0.5);
+    void setVisible(bool on);
+};
+// A paradigm's colour in line plots (the same in every statistics view).
+QColor paradigmColor(int paradigmIndex);
+// Formats a weight with enough digits to tell neighbours apart.
+QString formatWeight(double v);
+
+}  // namespace attnlens::gui

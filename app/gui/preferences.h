@@ -1,0 +1,39 @@
+#pragma once
+// User preferences: paradigm definitions, analysis tolerances and colour maps, kept with QSettings.
+// A plain value type so it can be copied into background jobs.
+#include <QColor>
+#include <QSettings>
+#include <QString>
+#include <QStringList>
+#include <string>
+#include <vector>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/paradigm.h"
+
+namespace attnlens::gui {
+
+struct Preferences {
+    // Paradigm definitions in the CLI's form ("NAME:key=value,..."). A definition whose name is a
+    // preset's replaces that preset (e.g. "focused:norm=divide,kernel=focused,p=2"); any other name
+    // adds a custom paradigm after the presets.
+    QStringList paradigmSpecs;
+    AnalysisOptions analysis;  // rank tolerance, spatial-only spectra, k list, tau, magnitude grid
+    QString sequentialMap = QStringLiteral("viridis");
+    QString divergingMap = QStringLiteral("blue-white-red");
+    QColor nanColor = QColor(255, 0, 255);  // magenta: absent from every offered colour map
+    int imageOpacityPercent = 0;            // input image under the token map
+
+    // Presets with overrides applied, then the custom paradigms. Invalid specs are skipped and
+    // described in *problems (one line each) when given.
+    std::vector<Paradigm> paradigms(QStringList* problems = nullptr) const;
+
+    static Preferences load(QSettings& settings, QStringList* problems = nullptr);
+    void save(QSettings& settings) const;
+};
+
+// "3,5,7" <-> {3, 5, 7}; odd positive integers only (the window is centred on the query).
+std::vector<int> parseKList(const QString& text, QString* error);
+QString formatKList(const std::vector<int>& ks);
+
+}  // namespace attnlens::gui

@@ -1,0 +1,197 @@
+#include "render_command.h"
+
+#include <QCommandLineParser>
+#include <QTextStream>
+#include <memory>
+
+#include "attnlens/error.h"
+#include "compare_view.h"
+#include "figure_export.h"
+#include "matrix_view.h"
+#include "session.h"
+#include "stats_views.h"
+#include "token_map_view.h"
+
+namespace attnlens::gui {
+namespace {
+
+int exitCode(ErrorKind k) {
+    switch (k) {
+        case ErrorKind::Usage: return 2;
+        case ErrorKind::Input: return 3;
+        case ErrorKind::Output: return 4;
+        case ErrorKind::Cancelled: return 5;
+    }
+    return 1;
+}
+
+int toInt(const QString& text, const char* option) {
+    bool ok = false;
+    const int v = text.toInt(&ok);
+    if (!ok) throwUsage(std::string(option) + ": \"" + text.toStdString() + "\" is not an integer");
+    return v;
+}
+
+void checkRange(int v, int count, const char* option) {
+    if (v < 0 || v >= count)
+        throwUsage(std::string(option) + ": " + std::to_string(v) + " is out of range 0.." + std::to_string(count - 1));
+}
+
+std::unique_ptr<PlotView> makeView(const QString& id, Session* s) {
+    if (id == QStringLiteral("tokenmap")) return std::make_unique<TokenMapView>(s);
+    if (id == QStringLiteral("compare")) return std::make_unique<CompareView>(s);
+    if (id == QStringLiteral("matrix")) return std::make_unique<MatrixView>(s);
+    if (id == QStringLiteral("spectrum")) return std::make_unique<SpectrumView>(s);
+    if (id == QStringLiteral("local")) return std::make_unique<LocalMassView>(s);
+    if (id == QStringLiteral("confusion")) return std::make_unique<ConfusionView>(s);
+    if (id == QStringLiteral("magnitude")) return std::make_unique<MagnitudeView>(s);
+    if (id == QStringLiteral("layers")) return std::make_unique<LayerStatsView>(s);
+    throwUsage("--view: unknown view \"" + id.toStdString() +
+               "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers)");
+}
+
+int paradigmByName(Session& s, const QString& name) {
+    const int i = s.paradigmIndex(name.trimmed().toStdString());
+    if (i < 0) {
+        std::string known;
+        for (const auto& p : s.paradigms()) known += (known.empty() ? "" : ", ") + p.name;
+        throwUsage("unknown paradigm \"" + name.trimmed().toStdString() + "\" (known: " + known + ")");
+    }
+    return i;
+}
+
+}  // namespace
+
+QString renderUsage() {
+    return QStringLiteral(
+        "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+        "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
+        "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers\n"
+        "  --image I         image index (default 0)\n"
+        "  --layer L         layer name or position (default 0)\n"
+        "  --head H          head (default 0)\n"
+        "  --query Q         token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)\n"
+        "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default softmax)\n"
+        "  --paradigms A,B   paradigms of compare and statistics (default: the eight presets)\n"
+        "  --define SPEC     add or replace a paradigm, NAME:key=value,... (repeatable)\n"
+        "  --size WxH        canvas in logical pixels (default 1100x800)\n"
+        "  --dpi D           PNG resolution (default 96: one pixel per logical pixel)\n"
+        "  --log             matrix: logarithmic colour scale\n"
+        "  --shared-range    compare: one colour range for all panels\n"
+        "  --diff A,B        compare: add the difference map A - B\n"
+        "  --scope S         statistics over 'image' (default) or 'all' images\n"
+        "  --k K             local view: window size (default 3)\n"
+        "  --opacity PCT     tokenmap: input image opacity 0..100 (default 0)\n"
+        "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
+}
+
+int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
+    QCommandLineParser p;
+    p.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+    const QCommandLineOption view({"view"}, "", "V", "tokenmap"), image({"image"}, "", "I", "0"),
+        layer({"layer"}, "", "L", "0"), head({"head"}, "", "H", "0"), query({"query"}, "", "Q"),
+        paradigm({"paradigm"}, "", "P", "softmax"), paradigms({"paradigms"}, "", "LIST"),
+        define({"define"}, "", "SPEC"), size({"size"}, "", "WxH", "1100x800"), dpi({"dpi"}, "", "D", "96"),
+        log({"log"}, ""), shared({"shared-range"}, ""), diff({"diff"}, "", "A,B"), scope({"scope"}, "", "S", "image"),
+        k({"k"}, "", "K", "3"), opacity({"opacity"}, "", "PCT", "0"), output({"o", "output"}, "", "OUT"),
+        help({"h", "help"}, "");
+    p.addOptions({view, image, layer, head, query, paradigm, paradigms, define, size, dpi, log, shared, diff, scope, k,
+                  opacity, output, help});
+    try {
+        if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args)) throwUsage("render: " + p.errorText().toStdString());
+        if (p.isSet(help)) {
+            out << renderUsage();
+            return 0;
+        }
+        if (p.positionalArguments().size() != 1) throwUsage("render: expected one FILE (see attnlens render --help)");
+        if (!p.isSet(output)) throwUsage("render: -o OUT.png|svg|pdf is required");
+        const QString outPath = p.value(output);
+        figureFormatFromPath(outPath);  // usage error before any work
+        const QStringList wh = p.value(size).toLower().split('x');
+        if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
+        const QSize canvas(toInt(wh[0], "--size"), toInt(wh[1], "--size"));
+        if (canvas.width() < 100 || canvas.height() < 100 || canvas.width() > 20000 || canvas.height() > 20000)
+            throwUsage("--size: each side must be between 100 and 20000 pixels");
+
+        Preferences prefs;
+        prefs.paradigmSpecs = p.values(define);
+        QStringList problems;
+        prefs.paradigms(&problems);
+        if (!problems.isEmpty()) throwUsage(problems.join("; ").toStdString());
+
+        Session session(prefs);
+        session.jobs().setSynchronous(true);
+        session.open(p.positionalArguments().front());
+        const DumpInfo& info = session.info();
+
+        const int img = toInt(p.value(image), "--image");
+        checkRange(img, info.images, "--image");
+        int lay = -1;
+        for (std::size_t i = 0; i < info.layers.size(); ++i)
+            if (QString::fromStdString(info.layers[i].name) == p.value(layer)) lay = int(i);
+        if (lay < 0) {
+            lay = toInt(p.value(layer), "--layer");
+            checkRange(lay, int(info.layers.size()), "--layer");
+        }
+        session.setImage(img);
+        session.setLayer(lay);
+        const int hd = toInt(p.value(head), "--head");
+        checkRange(hd, session.layerInfo().heads, "--head");
+        session.setHead(hd);
+        if (p.isSet(query)) {
+            const QString q = p.value(query).trimmed().toLower();
+            const TokenLayout& l = session.layout();
+            if (q == QStringLiteral("cls")) {
+                if (l.prefix == 0) throwUsage("--query cls: this layer has no prefix tokens");
+                session.setQuery(0);
+            } else if (q.contains(',')) {
+                const QStringList yx = q.split(',');
+                const int y = toInt(yx.value(0), "--query"), x = toInt(yx.value(1), "--query");
+                checkRange(y, l.gridH, "--query y");
+                checkRange(x, l.gridW, "--query x");
+                session.setQuery(l.token(y, x));
+            } else {
+                const int t = toInt(q, "--query");
+                checkRange(t, int(l.tokens()), "--query");
+                session.setQuery(t);
+            }
+        }
+        session.setParadigm(paradigmByName(session, p.value(paradigm)));
+        if (p.isSet(paradigms)) {
+            std::vector<int> shown;
+            for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts)) shown.push_back(paradigmByName(session, n));
+            session.setShown(shown);
+        }
+        const QString sc = p.value(scope);
+        if (sc != QStringLiteral("image") && sc != QStringLiteral("all")) throwUsage("--scope: 'image' or 'all'");
+        session.setStatsScope(sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage);
+
+        std::unique_ptr<PlotView> v = makeView(p.value(view), &session);
+        v->resize(canvas);
+        if (auto* t = dynamic_cast<TokenMapView*>(v.get())) t->setImageOpacity(toInt(p.value(opacity), "--opacity"));
+        if (auto* m = dynamic_cast<MatrixView*>(v.get())) m->setLogScale(p.isSet(log));
+        if (auto* c = dynamic_cast<CompareView*>(v.get())) {
+            c->setSharedRange(p.isSet(shared));
+            if (p.isSet(diff)) {
+                const QStringList ab = p.value(diff).split(',');
+                if (ab.size() != 2) throwUsage("--diff: expected A,B");
+                c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
+            }
+        }
+        if (auto* l = dynamic_cast<LocalMassView*>(v.get())) l->setK(toInt(p.value(k), "--k"));
+        FigureOptions fo;
+        fo.size = canvas;
+        fo.dpi = toInt(p.value(dpi), "--dpi");
+        exportFigure(*v, outPath, fo);
+        out << "wrote " << outPath << "\n";
+        return 0;
+    } catch (const Error& e) {
+        err << "attnlens render: " << e.what() << "\n";
+        return exitCode(e.kind());
+    } catch (const std::exception& e) {
+        err << "attnlens render: " << e.what() << "\n";
+        return 1;
+    }
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,437 @@
+#include "session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "attnlens/error.h"
+#include "attnlens/sha256.h"
+
+namespace attnlens::gui {
+namespace {
+
+constexpr std::size_t kHeadCacheEntries = 48;  // (image, layer, head) activations kept
+constexpr std::size_t kImageCacheEntries = 16;
+
+}  // namespace
+
+QString prefixName(int prefix, int count) {
+    if (prefix == 0) return QStringLiteral("CLS");
+    if (prefix == 1 && count == 2) return QStringLiteral("DIST");
+    return QStringLiteral("P%1").arg(prefix);
+}
+
+QString tokenName(const TokenLayout& layout, Index token) {
+    if (token < layout.prefix) return prefixName(int(token), layout.prefix);
+    return QStringLiteral("(y %1, x %2)").arg(layout.row(token)).arg(layout.col(token));
+}
+
+Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
+    qRegisterMetaType<attnlens::gui::Issue>();
+    setPreferences(prefs);
+}
+
+Session::~Session() {
+    jobs_.cancelAll();
+    jobs_.waitForIdle();
+}
+
+const DumpInfo& Session::info() const {
+    static const DumpInfo empty;
+    return reader_ ? reader_->info() : empty;
+}
+
+const LayerInfo& Session::layerInfo() const {
+    static const LayerInfo empty;
+    const auto& layers = info().layers;
+    if (sel_.layer < 0 || sel_.layer >= int(layers.size())) return empty;
+    return layers[std::size_t(sel_.layer)];
+}
+
+void Session::open(const QString& path) {
+    // Everything that can fail happens before any member changes.
+    std::shared_ptr<const DumpReader> reader(DumpReader::open(path.toStdString()));
+    const DumpInfo& info = reader->info();
+    if (info.layers.empty()) throwInput(path.toStdString() + ": the dump has no attention layers");
+
+    jobs_.cancelAll();
+    reader_ = std::move(reader);
+    path_ = path;
+    heads_.clear();
+    rows_.clear();
+    images_.clear();
+    spectra_.clear();
+    reports_.clear();
+    reportedIssues_.clear();
+
+    sel_.image = 0;
+    sel_.layer = 0;
+    sel_.head = 0;
+    const TokenLayout& l = info.layers.front().layout;
+    // The centre of the grid is a more telling first query than CLS.
+    sel_.query = l.gridH > 0 && l.gridW > 0 ? l.token(l.gridH / 2, l.gridW / 2) : 0;
+    Q_EMIT dumpChanged();
+}
+
+void Session::setPreferences(const Preferences& prefs) {
+    std::vector<std::string> shownNames;
+    for (int i : sel_.shown)
+        if (i >= 0 && i < int(paradigms_.size())) shownNames.push_back(paradigms_[std::size_t(i)].name);
+    const std::string currentName =
+        sel_.paradigm < int(paradigms_.size()) ? paradigms_[std::size_t(sel_.paradigm)].name : "softmax";
+
+    QStringList problems;
+    prefs_ = prefs;
+    paradigms_ = prefs.paradigms(&problems);
+    for (const QString& p : problems) reportIssue(QStringLiteral("preferences"), p);
+
+    if (shownNames.empty()) {
+        for (std::size_t i = 0; i < presetParadigms().size() && i < paradigms_.size(); ++i)
+            shownNames.push_back(paradigms_[i].name);
+    }
+    sel_.shown.clear();
+    for (const auto& n : shownNames)
+        if (int i = paradigmIndex(n); i >= 0) sel_.shown.push_back(i);
+    sel_.paradigm = std::max(0, paradigmIndex(currentName));
+
+    for (auto& [key, entry] : heads_) entry.heads.clear();
+    rows_.clear();
+    spectra_.clear();
+    reports_.clear();
+    jobs_.cancelAll();
+    Q_EMIT paradigmsChanged();
+    Q_EMIT selectionChanged();
+}
+
+int Session::paradigmIndex(const std::string& name) const {
+    for (std::size_t i = 0; i < paradigms_.size(); ++i)
+        if (paradigms_[i].name == name) return int(i);
+    return -1;
+}
+
+void Session::selectionTouched(bool queryOnly) {
+    rows_.clear();
+    if (queryOnly) {
+        Q_EMIT queryChanged();
+    } else {
+        Q_EMIT selectionChanged();
+    }
+}
+
+void Session::setImage(int image) {
+    if (!isOpen()) return;
+    image = std::clamp(image, 0, info().images - 1);
+    if (image == sel_.image) return;
+    sel_.image = image;
+    selectionTouched(false);
+}
+
+void Session::setLayer(int layer) {
+    if (!isOpen()) return;
+    layer = std::clamp(layer, 0, int(info().layers.size()) - 1);
+    if (layer == sel_.layer) return;
+    const TokenLayout before = layout();
+    sel_.layer = layer;
+    const TokenLayout& after = layout();
+    sel_.head = std::clamp(sel_.head, 0, layerInfo().heads - 1);
+    if (!(before == after)) {
+        // Hierarchical models: keep the query at the same relative place on the new grid.
+        if (before.isSpatial(sel_.query) && after.gridH > 0 && after.gridW > 0) {
+            const int y = before.row(sel_.query) * after.gridH / std::max(1, before.gridH);
+            const int x = before.col(sel_.query) * after.gridW / std::max(1, before.gridW);
+            sel_.query = after.token(y, x);
+        } else {
+            sel_.query = std::min<Index>(sel_.query, after.tokens() - 1);
+        }
+    }
+    selectionTouched(false);
+}
+
+void Session::setHead(int head) {
+    if (!isOpen()) return;
+    head = std::clamp(head, 0, layerInfo().heads - 1);
+    if (head == sel_.head) return;
+    sel_.head = head;
+    selectionTouched(false);
+}
+
+void Session::setQuery(Index token) {
+    if (!isOpen()) return;
+    token = std::clamp<Index>(token, 0, layout().tokens() - 1);
+    if (token == sel_.query) return;
+    sel_.query = token;
+    selectionTouched(true);
+}
+
+void Session::moveQuery(int dy, int dx) {
+    if (!isOpen()) return;
+    const TokenLayout& l = layout();
+    if (l.gridH == 0 || l.gridW == 0) return;
+    if (!l.isSpatial(sel_.query)) {
+        setQuery(l.token(0, 0));
+        return;
+    }
+    const int y = std::clamp(l.row(sel_.query) + dy, 0, l.gridH - 1);
+    const int x = std::clamp(l.col(sel_.query) + dx, 0, l.gridW - 1);
+    setQuery(l.token(y, x));
+}
+
+void Session::setParadigm(int paradigm) {
+    paradigm = std::clamp(paradigm, 0, int(paradigms_.size()) - 1);
+    if (paradigm == sel_.paradigm) return;
+    sel_.paradigm = paradigm;
+    Q_EMIT selectionChanged();
+}
+
+void Session::setShown(std::vector<int> shown) {
+    std::vector<int> valid;
+    for (int i : shown)
+        if (i >= 0 && i < int(paradigms_.size()) &&
+            std::find(valid.begin(), valid.end(), i) == valid.end())
+            valid.push_back(i);
+    if (valid == sel_.shown) return;
+    sel_.shown = std::move(valid);
+    Q_EMIT paradigmsChanged();
+}
+
+void Session::reportIssue(const QString& kind, const QString& text) {
+    if (!reportedIssues_.insert(kind + '\x1f' + text).second) return;
+    Q_EMIT issueFound(Issue{kind, text});
+}
+
+void Session::trimCache() {
+    while (heads_.size() > kHeadCacheEntries) {
+        auto oldest = std::min_element(heads_.begin(), heads_.end(), [](const auto& a, const auto& b) {
+            return a.second.lastUse < b.second.lastUse;
+        });
+        heads_.erase(oldest);
+    }
+}
+
+std::shared_ptr<const HeadActivations> Session::activations(const HeadKey& key) {
+    if (!isOpen()) throwUsage("no dump is open");
+    auto it = heads_.find(key);
+    if (it != heads_.end()) {
+        it->second.lastUse = ++useClock_;
+        return it->second.activations;
+    }
+    auto acts = std::make_shared<HeadActivations>(reader_->readHead(key.image, key.layer, key.head));
+    ++activationReads_;
+    for (const auto& bad : acts->nonFinite)
+        reportIssue(QStringLiteral("non-finite input"), QString::fromStdString(bad.describe(info())));
+    HeadEntry entry;
+    entry.activations = acts;
+    entry.lastUse = ++useClock_;
+    heads_[key] = std::move(entry);
+    trimCache();
+    return acts;
+}
+
+std::string Session::paradigmKey(int paradigm) const {
+    return paradigms_.at(std::size_t(paradigm)).toJson().dump();
+}
+
+std::shared_ptr<const AttentionHead> Session::head(const HeadKey& key, int paradigm) {
+    auto acts = activations(key);
+    HeadEntry& entry = heads_.at(key);
+    const std::string pk = paradigmKey(paradigm);
+    if (auto it = entry.heads.find(pk); it != entry.heads.end()) return it->second;
+
+    const LayerInfo& layer = info().layers.at(std::size_t(key.layer));
+    HeadInputs in;
+    in.q = &acts->q;
+    in.k = &acts->k;
+    in.layerScale = layer.scale;
+    in.kernelApplied = layer.kernelApplied;
+    // The head points into the activations; the holder keeps them alive as long as the head.
+    struct Holder {
+        std::shared_ptr<const HeadActivations> acts;
+        AttentionHead head;
+    };
+    auto holder = std::make_shared<Holder>(Holder{acts, AttentionHead(paradigms_.at(std::size_t(paradigm)), in)});
+    std::shared_ptr<const AttentionHead> h(holder, &holder->head);
+    ++headBuilds_;
+    entry.heads[pk] = h;
+    return h;
+}
+
+std::shared_ptr<const AttentionHead> Session::currentHead(int paradigm) {
+    return head(currentKey(), paradigm);
+}
+
+const RowData& Session::row(int paradigm) {
+    if (auto it = rows_.find(paradigm); it != rows_.end()) return it->second;
+    auto h = currentHead(paradigm);
+    RowData r;
+    r.values.resize(h->tokens());
+    r.status = h->row(sel_.query, r.values);
+    double lo = INFINITY, hi = -INFINITY;
+    for (Index j = 0; j < r.values.size(); ++j) {
+        const double v = r.values[j];
+        if (std::isfinite(v)) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        } else {
+            ++r.nonFiniteEntries;
+        }
+    }
+    r.minFinite = std::isfinite(lo) ? lo : 0;
+    r.maxFinite = std::isfinite(hi) ? hi : 0;
+    if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0) {
+        const auto& name = paradigms_[std::size_t(paradigm)].name;
+        reportIssue(QStringLiteral("flagged row"),
+                    QStringLiteral("%1: row of token %2 %3 (image %4, layer %5, head %6): %7, %8 "
+                                   "non-finite weights")
+                        .arg(QString::fromStdString(name))
+                        .arg(sel_.query)
+                        .arg(tokenName(layout(), sel_.query))
+                        .arg(sel_.image)
+                        .arg(QString::fromStdString(layerInfo().name))
+                        .arg(sel_.head)
+                        .arg(QString::fromUtf8(toString(r.status)))
+                        .arg(r.nonFiniteEntries));
+    }
+    return rows_.emplace(paradigm, std::move(r)).first->second;
+}
+
+void Session::computeRows(const std::vector<int>& paradigms) {
+    for (int p : paradigms) row(p);
+}
+
+QImage Session::inputImage(int image) {
+    if (!isOpen() || !info().imageInfo.present) return {};
+    if (auto it = images_.find(image); it != images_.end()) return it->second;
+    QImage result;
+    try {
+        const ImageData d = reader_->readImage(image);
+        const auto fmt = d.channels == 3 ? QImage::Format_RGB888 : QImage::Format_Grayscale8;
+        QImage view(d.pixels.data(), d.width, d.height, d.width * d.channels, fmt);
+        result = view.copy();
+    } catch (const Error& e) {
+        reportIssue(QStringLiteral("image"), QString::fromStdString(e.what()));
+    }
+    if (images_.size() >= kImageCacheEntries) images_.erase(images_.begin());
+    images_[image] = result;
+    return result;
+}
+
+// ---- Background analyses ------------------------------------------------------------------------
+
+std::string Session::spectrumKey(const HeadKey& key, int paradigm) const {
+    return std::to_string(key.image) + '/' + std::to_string(key.layer) + '/' + std::to_string(key.head) +
+           '/' + paradigmKey(paradigm) + '/' + prefs_.analysis.toJson()["spectrum"].dump();
+}
+
+const SpectrumResult* Session::spectrum(int paradigm, bool request) {
+    if (!isOpen()) return nullptr;
+    const std::string key = spectrumKey(currentKey(), paradigm);
+    if (auto it = spectra_.find(key); it != spectra_.end()) return &it->second;
+    if (!request) return nullptr;
+    requestSpectra({paradigm});
+    // Synchronous runners (headless rendering) have delivered already.
+    if (auto it = spectra_.find(key); it != spectra_.end()) return &it->second;
+    return nullptr;
+}
+
+void Session::requestSpectra(const std::vector<int>& paradigms) {
+    if (!isOpen()) return;
+    for (int p : paradigms) {
+        const std::string key = spectrumKey(currentKey(), p);
+        if (spectra_.count(key)) continue;
+        // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
+        // and the fast low-rank spectra never wait behind a dense softmax SVD.
+        const QString slot = QStringLiteral("spectrum/%1").arg(p);
+        if (auto it = spectraPending_.find(slot);
+            it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
+            continue;
+        auto h = currentHead(p);
+        const TokenLayout lay = layout();
+        const SpectrumOptions opts = prefs_.analysis.spectrum;
+        spectraPending_[slot] = key;
+        const QString label =
+            QStringLiteral("spectrum of %1").arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
+        jobs_.submit<SpectrumResult>(
+            slot, label, [h, lay, opts](const JobContext&) { return attnlens::spectrum(*h, lay, opts); },
+            [this, key](SpectrumResult& r) {
+                spectra_[key] = std::move(r);
+                Q_EMIT spectraChanged();
+            },
+            [this, label](const QString& error) {
+                reportIssue(QStringLiteral("job failed"), label + ": " + error);
+            });
+    }
+}
+
+std::string Session::reportKey(StatsScope scope) const {
+    std::string k = scope == StatsScope::AllImages ? "all" : "image " + std::to_string(sel_.image);
+    for (int p : sel_.shown) k += '/' + paradigmKey(p);
+    return k + '/' + prefs_.analysis.toJson().dump();
+}
+
+void Session::setStatsScope(StatsScope scope) {
+    if (scope == scope_) return;
+    scope_ = scope;
+    Q_EMIT layerReportChanged();
+}
+
+std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, bool request) {
+    if (!isOpen() || sel_.shown.empty()) return nullptr;
+    const std::string key = reportKey(scope);
+    if (auto it = reports_.find(key); it != reports_.end()) return it->second;
+    if (!request) return nullptr;
+    static const QString slot = QStringLiteral("layer statistics");
+    if (jobs_.isRunning(slot) && pendingReportKey_ == key) return nullptr;
+
+    AnalyzeRequest req;
+    for (int p : sel_.shown) req.paradigms.push_back(paradigms_[std::size_t(p)]);
+    if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
+    req.options = prefs_.analysis;
+    req.options.stats = StatSelection::parse("local,entropy,confusion");
+    pendingReportKey_ = key;
+    const QString label = scope == StatsScope::AllImages
+                              ? QStringLiteral("per-layer statistics, all images")
+                              : QStringLiteral("per-layer statistics, image %1").arg(sel_.image);
+    runAnalysisInSlot(
+        slot, req, label,
+        [this, key](std::shared_ptr<const AnalysisReport> r) {
+            reports_[key] = std::move(r);
+            Q_EMIT layerReportChanged();
+        },
+        {});
+    // Synchronous runners (headless rendering) have delivered already.
+    if (auto it = reports_.find(key); it != reports_.end()) return it->second;
+    return nullptr;
+}
+
+void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,
+                          std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
+                          std::function<void(const QString&)> onError) {
+    runAnalysisInSlot(QStringLiteral("export"), request, label, std::move(onDone), std::move(onError));
+}
+
+void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,
+                                std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
+                                std::function<void(const QString&)> onError) {
+    auto reader = reader_;
+    jobs_.submit<std::shared_ptr<const AnalysisReport>>(
+        slot, label,
+        [reader, request](const JobContext& ctx) {
+            auto report = std::make_shared<AnalysisReport>(analyzeDump(
+                *reader, request, [&ctx](const AnalysisProgress& p) {
+                    ctx.progress(p.done, p.total, QString::fromStdString(p.current));
+                    return !ctx.cancelled();
+                }));
+            if (report->sha256.empty()) report->sha256 = sha256File(reader->info().path);
+            return std::shared_ptr<const AnalysisReport>(report);
+        },
+        [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
+            for (const auto& bad : r->nonFinite)
+                reportIssue(QStringLiteral("non-finite input"), QString::fromStdString(bad.describe(r->dump)));
+            if (onDone) onDone(r);
+        },
+        [this, label, onError](const QString& e) {
+            reportIssue(QStringLiteral("job failed"), label + ": " + e);
+            if (onError) onError(e);
+        });
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,568 @@
+#include "stats_views.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "attnlens/analysis/statistics.h"
+#include "session.h"
+
+namespace attnlens::gui {
+namespace {
+
+QCPTextElement* resetWithTitle(QCustomPlot* plot, const QString& title) {
+    plot->clearItems();
+    plot->clearPlottables();
+    plot->plotLayout()->clear();
+    plot->setAutoAddPlottableToLegend(false);
+    auto* t = new QCPTextElement(plot, title, QFont(plot->font().family(), 11, QFont::Bold));
+    plot->plotLayout()->addElement(0, 0, t);
+    plot->plotLayout()->setRowStretchFactor(0, 0.01);
+    return t;
+}
+
+QCPAxisRect* addRect(QCustomPlot* plot, int row, int col, QCPLayoutGrid* grid = nullptr) {
+    auto* rect = new QCPAxisRect(plot);
+    (grid ? grid : plot->plotLayout())->addElement(row, col, rect);
+    for (QCPAxis* a : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
+        a->grid()->setPen(QPen(QColor(220, 220, 220), 0, Qt::DotLine));
+        a->grid()->setVisible(true);
+    }
+    return rect;
+}
+
+QCPLegend* addLegend(QCustomPlot* plot, QCPAxisRect* rect, Qt::Alignment where) {
+    auto* legend = new QCPLegend;
+    rect->insetLayout()->addElement(legend, where);
+    legend->setLayer(QStringLiteral("legend"));
+    legend->setFont(QFont(plot->font().family(), 8));
+    legend->setBrush(QColor(255, 255, 255, 220));
+    legend->setRowSpacing(-2);
+    return legend;
+}
+
+void setLogAxis(QCPAxis* axis, double base = 10) {
+    axis->setScaleType(QCPAxis::stLogarithmic);
+    QSharedPointer<QCPAxisTickerLog> ticker(new QCPAxisTickerLog);
+    ticker->setLogBase(base);
+    axis->setTicker(ticker);
+    axis->setNumberFormat(QStringLiteral("gb"));
+    axis->setNumberPrecision(3);
+}
+
+QCPGraph* addLine(QCPAxisRect* rect, const QVector<double>& x, const QVector<double>& y, const QColor& c,
+                  const QString& name, QCPLegend* legend, Qt::PenStyle style = Qt::SolidLine,
+                  QCPScatterStyle::ScatterShape marker = QCPScatterStyle::ssNone) {
+    auto* g = new QCPGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    g->setData(x, y, true);
+    g->setPen(QPen(c, 1.6, style));
+    g->setName(name);
+    if (marker != QCPScatterStyle::ssNone) g->setScatterStyle(QCPScatterStyle(marker, c, c, 5));
+    if (legend) g->addToLegend(legend);
+    return g;
+}
+
+// y range covering the finite values with a margin (log: positive values only).
+void fitValueRange(QCPAxis* axis, const std::vector<double>& values, bool log, double floorValue = 0) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (double v : values) {
+        if (!std::isfinite(v) || (log && !(v > floorValue))) continue;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+    }
+    if (!std::isfinite(lo)) {
+        axis->setRange(log ? 0.1 : 0, 1);
+        return;
+    }
+    if (log) {
+        axis->setRange(lo / 2, hi * 2);
+    } else {
+        const double pad = hi > lo ? 0.06 * (hi - lo) : std::max(0.05 * std::abs(hi), 1e-3);
+        axis->setRange(lo - pad, hi + pad);
+    }
+}
+
+QString scopeText(Session* s) {
+    return s->statsScope() == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
+                                                    : QStringLiteral("image %1").arg(s->selection().image);
+}
+
+}  // namespace
+
+// ---- aggregation --------------------------------------------------------------------------------
+
+std::vector<double> perLayerMean(const AnalysisReport& report, int paradigm,
+                                 const std::function<double(const HeadStatistics&)>& get) {
+    const auto& layers = report.request.layers;
+    std::vector<double> sum(layers.size(), 0.0);
+    std::vector<int> count(layers.size(), 0);
+    for (const HeadRecord& r : report.records) {
+        if (r.paradigm != paradigm) continue;
+        auto it = std::find(layers.begin(), layers.end(), r.layer);
+        if (it == layers.end()) continue;
+        const double v = get(r.stats);
+        if (!std::isfinite(v)) continue;
+        const auto i = std::size_t(it - layers.begin());
+        sum[i] += v;
+        ++count[i];
+    }
+    std::vector<double> mean(layers.size(), NAN);
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        if (count[i] > 0) mean[i] = sum[i] / count[i];
+    return mean;
+}
+
+std::vector<long long> confusionPerImage(const AnalysisReport& report, int paradigm) {
+    const auto& images = report.request.images;
+    std::vector<long long> counts(images.size(), 0);
+    for (const HeadRecord& r : report.records) {
+        if (r.paradigm != paradigm || !r.stats.confusion) continue;
+        auto it = std::find(images.begin(), images.end(), r.image);
+        if (it != images.end()) counts[std::size_t(it - images.begin())] += r.stats.confusion->confusedPairs;
+    }
+    return counts;
+}
+
+std::vector<int> confusionHistogram(const std::vector<long long>& perImage, int minBins) {
+    std::vector<int> bins(std::size_t(std::max(1, minBins)), 0);
+    for (long long c : perImage) {
+        const int b = confusionBin(c);
+        if (b >= int(bins.size())) bins.resize(std::size_t(b + 1), 0);
+        ++bins[std::size_t(b)];
+    }
+    return bins;
+}
+
+// ---- spectrum -----------------------------------------------------------------------------------
+
+SpectrumView::SpectrumView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    toolbar()->addWidget(new QLabel(
+        QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"), this));
+    toolbar()->addStretch(1);
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+    connect(session, &Session::spectraChanged, this, &PlotView::invalidate);
+}
+
+void SpectrumView::rebuild() {
+    if (!session_->isOpen()) {
+        resetWithTitle(plot_, QStringLiteral("no dump open"));
+        return;
+    }
+    const Selection& sel = session_->selection();
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* rect = addRect(plot_, 1, 0);
+    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    setLogAxis(rect->axis(QCPAxis::atLeft));
+    rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("index k (descending order)"));
+    rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("singular value σ_k of A (dimensionless)"));
+
+    session_->requestSpectra(sel.shown);
+    std::vector<double> all;
+    int missing = 0;
+    long long size = 0;
+    for (int p : sel.shown) {
+        const SpectrumResult* s = session_->spectrum(p, false);
+        if (!s) {
+            ++missing;
+            continue;
+        }
+        size = std::max<long long>(size, s->size);
+        QVector<double> x, y;
+        for (std::size_t k = 0; k < s->singularValues.size(); ++k) {
+            const double v = s->singularValues[k];
+            x << double(k + 1);
+            // Zero singular values have no place on a log axis: a gap, not a fake value.
+            y << (v > 0 ? v : qQNaN());
+            if (v > 0) all.push_back(v);
+        }
+        const QColor c = paradigmColor(p);
+        addLine(rect, x, y, c,
+                QStringLiteral("%1: rank %2/%3, eff. %4")
+                    .arg(QString::fromStdString(session_->paradigms()[std::size_t(p)].name))
+                    .arg(s->rank)
+                    .arg(s->size)
+                    .arg(QString::number(s->effectiveRank, 'f', 1)),
+                legend);
+        if (s->tolerance > 0) {
+            auto* line = new QCPItemStraightLine(plot_);
+            line->setClipAxisRect(rect);
+            for (auto* pt : {line->point1, line->point2}) pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+            line->point1->setCoords(0, s->tolerance);
+            line->point2->setCoords(1, s->tolerance);
+            line->setPen(QPen(c, 1.0, Qt::DashLine));
+            all.push_back(s->tolerance);
+        }
+    }
+    waiting_ = missing > 0;
+    // The floor keeps round-off singular values (1e-30) from squashing the informative range.
+    double top = 0;
+    for (double v : all) top = std::max(top, v);
+    fitValueRange(rect->axis(QCPAxis::atLeft), all, true, top * 1e-18);
+    rect->axis(QCPAxis::atBottom)->setRange(0, double(std::max<long long>(size, 2)) + 1);
+    QString text = QStringLiteral("Singular value spectrum — image %1, layer %2, head %3 — dashed: rank threshold")
+                       .arg(sel.image)
+                       .arg(QString::fromStdString(session_->layerInfo().name))
+                       .arg(sel.head);
+    if (missing) text += QStringLiteral(" — computing %1 more…").arg(missing);
+    title->setText(text);
+}
+
+// ---- per-layer reports --------------------------------------------------------------------------
+
+LayerReportView::LayerReportView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    scope_ = new QComboBox(this);
+    scope_->setObjectName(QStringLiteral("statsScope"));
+    scope_->addItems({QStringLiteral("Selected image"), QStringLiteral("All images (whole dump)")});
+    toolbar()->addWidget(new QLabel(QStringLiteral("Over:"), this));
+    toolbar()->addWidget(scope_);
+    connect(scope_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        session_->setStatsScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage);
+    });
+    connect(session, &Session::layerReportChanged, this, [this]() {
+        scope_->setCurrentIndex(session_->statsScope() == StatsScope::AllImages ? 1 : 0);
+        invalidate();
+    });
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, [this]() {
+        if (session_->statsScope() == StatsScope::CurrentImage) invalidate();
+    });
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+}
+
+std::shared_ptr<const AnalysisReport> LayerReportView::report(QString* status) {
+    auto r = session_->layerReport();
+    waiting_ = r == nullptr && session_->isOpen() && !session_->selection().shown.empty();
+    if (status)
+        *status = waiting_ ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeText(session_))
+                           : QString();
+    return r;
+}
+
+int LayerReportView::sessionParadigm(const AnalysisReport& r, int reportParadigm) const {
+    const int i = session_->paradigmIndex(r.paradigms[std::size_t(reportParadigm)].name);
+    return i >= 0 ? i : reportParadigm;
+}
+
+void LayerReportView::setupLayerAxis(QCPAxis* axis, const AnalysisReport& r) {
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    const auto& layers = r.request.layers;
+    const int step = std::max<int>(1, int(layers.size()) / 24 + 1);
+    for (std::size_t i = 0; i < layers.size(); i += std::size_t(step))
+        ticker->addTick(double(i), QString::fromStdString(r.dump.layers[std::size_t(layers[i])].name));
+    axis->setTicker(ticker);
+    axis->setTickLabelRotation(layers.size() > 8 ? 40 : 0);
+    axis->setRange(-0.5, double(layers.size()) - 0.5);
+    axis->setLabel(QStringLiteral("layer"));
+}
+
+LocalMassView::LocalMassView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    k_ = new QComboBox(this);
+    k_->setObjectName(QStringLiteral("localK"));
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(new QLabel(QStringLiteral("Window k:"), this));
+    toolbar()->addWidget(k_);
+    toolbar()->addStretch(1);
+    connect(k_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, &LocalMassView::syncK);
+    syncK();
+}
+
+void LocalMassView::syncK() {
+    const int keep = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
+    QSignalBlocker block(k_);
+    k_->clear();
+    for (int k : session_->preferences().analysis.localK) k_->addItem(QStringLiteral("%1 x %1").arg(k), k);
+    const int i = k_->findData(keep);
+    k_->setCurrentIndex(i >= 0 ? i : 0);
+}
+
+void LocalMassView::setK(int k) {
+    const int i = k_->findData(k);
+    if (i >= 0) k_->setCurrentIndex(i);
+}
+
+void LocalMassView::rebuild() {
+    QString status;
+    auto r = report(&status);
+    const int k = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* rect = addRect(plot_, 1, 0);
+    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
+    if (!r) {
+        title->setText(QStringLiteral("Local %1 x %1 mass per layer — %2").arg(k).arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        return;
+    }
+    setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
+    std::vector<double> all;
+    QVector<double> x;
+    for (std::size_t i = 0; i < r->request.layers.size(); ++i) x << double(i);
+    auto localOf = [k](const HeadStatistics& s, auto member) {
+        for (const auto& l : s.local)
+            if (l.k == k) return double(l.*member);
+        return double(NAN);
+    };
+    for (int p = 0; p < int(r->paradigms.size()); ++p) {
+        const auto mean = perLayerMean(*r, p, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::mean); });
+        all.insert(all.end(), mean.begin(), mean.end());
+        const int sp = sessionParadigm(*r, p);
+        addLine(rect, x, QVector<double>(mean.begin(), mean.end()), paradigmColor(sp),
+                QString::fromStdString(r->paradigms[std::size_t(p)].name), legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
+    }
+    if (!r->paradigms.empty()) {
+        const auto uniform = perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::uniformBaseline); });
+        const auto paper = perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::paperBaseline); });
+        all.insert(all.end(), uniform.begin(), uniform.end());
+        addLine(rect, x, QVector<double>(uniform.begin(), uniform.end()), Qt::black,
+                QStringLiteral("uniform attention (border-clipped windows)"), legend, Qt::DashLine);
+        addLine(rect, x, QVector<double>(paper.begin(), paper.end()), Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
+    }
+    all.push_back(0);
+    fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
+    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2").arg(k).arg(scopeText(session_)));
+}
+
+ConfusionView::ConfusionView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    toolbar()->addStretch(1);
+}
+
+void ConfusionView::rebuild() {
+    QString status;
+    auto r = report(&status);
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* rect = addRect(plot_, 1, 0);
+    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("confused query pairs per image (summed over layers and heads)"));
+    rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("number of images"));
+    const double tau = session_->preferences().analysis.confusion.tau;
+    if (!r) {
+        title->setText(QStringLiteral("Injectivity confusion — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        return;
+    }
+    const int np = int(r->paradigms.size());
+    std::vector<std::vector<int>> hist;
+    int bins = 1;
+    for (int p = 0; p < np; ++p) {
+        hist.push_back(confusionHistogram(confusionPerImage(*r, p)));
+        bins = std::max(bins, int(hist.back().size()));
+    }
+    auto* group = new QCPBarsGroup(plot_);
+    group->setSpacingType(QCPBarsGroup::stAbsolute);
+    group->setSpacing(1);
+    const double width = 0.8 / std::max(1, np);
+    int top = 1;
+    for (int p = 0; p < np; ++p) {
+        auto* bars = new QCPBars(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        QVector<double> x, y;
+        for (int b = 0; b < bins; ++b) {
+            x << b;
+            const int v = b < int(hist[std::size_t(p)].size()) ? hist[std::size_t(p)][std::size_t(b)] : 0;
+            y << v;
+            top = std::max(top, v);
+        }
+        bars->setData(x, y, true);
+        bars->setWidth(width);
+        bars->setBarsGroup(group);
+        const QColor c = paradigmColor(sessionParadigm(*r, p));
+        bars->setPen(QPen(c.darker(130)));
+        bars->setBrush(c);
+        bars->setName(QString::fromStdString(r->paradigms[std::size_t(p)].name));
+        bars->addToLegend(legend);
+    }
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    for (int b = 0; b < bins; ++b) ticker->addTick(b, QString::fromStdString(confusionBinLabel(b)));
+    rect->axis(QCPAxis::atBottom)->setTicker(ticker);
+    rect->axis(QCPAxis::atBottom)->setRange(-0.6, bins - 0.4);
+    rect->axis(QCPAxis::atBottom)->grid()->setVisible(false);
+    QSharedPointer<QCPAxisTickerFixed> yt(new QCPAxisTickerFixed);
+    yt->setTickStep(1);
+    yt->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    rect->axis(QCPAxis::atLeft)->setTicker(yt);
+    rect->axis(QCPAxis::atLeft)->setRange(0, top * 1.15 + 0.5);
+    title->setText(QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
+                       .arg(formatWeight(tau), scopeText(session_)));
+}
+
+LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    toolbar()->addStretch(1);
+}
+
+void LayerStatsView::rebuild() {
+    QString status;
+    auto r = report(&status);
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* ent = addRect(plot_, 1, 0);
+    QCPAxisRect* neg = addRect(plot_, 2, 0);
+    QCPAxisRect* frac = addRect(plot_, 3, 0);
+    auto* group = new QCPMarginGroup(plot_);
+    for (auto* rect : {ent, neg, frac}) rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
+    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy / log N"));
+    neg->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("negative mass per row"));
+    frac->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("rows with A<0 (fraction)"));
+    if (!r) {
+        title->setText(QStringLiteral("Entropy and negative mass per layer — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        return;
+    }
+    QCPLegend* legend = addLegend(plot_, ent, Qt::AlignBottom | Qt::AlignLeft);
+    QVector<double> x;
+    for (std::size_t i = 0; i < r->request.layers.size(); ++i) x << double(i);
+    std::vector<double> allE, allN, allF;
+    for (int p = 0; p < int(r->paradigms.size()); ++p) {
+        const QColor c = paradigmColor(sessionParadigm(*r, p));
+        const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
+        auto get = [&](auto member) {
+            return perLayerMean(*r, p, [member](const HeadStatistics& s) { return s.focus ? double((*s.focus).*member) : double(NAN); });
+        };
+        const auto e = get(&FocusResult::meanNormalisedEntropy);
+        const auto n = get(&FocusResult::meanNegativeMass);
+        const auto f = get(&FocusResult::negativeRowFraction);
+        allE.insert(allE.end(), e.begin(), e.end());
+        allN.insert(allN.end(), n.begin(), n.end());
+        allF.insert(allF.end(), f.begin(), f.end());
+        addLine(ent, x, QVector<double>(e.begin(), e.end()), c, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        addLine(neg, x, QVector<double>(n.begin(), n.end()), c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        addLine(frac, x, QVector<double>(f.begin(), f.end()), c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+    }
+    allE.push_back(0);
+    allE.push_back(1);
+    allN.push_back(0);
+    allF.push_back(0);
+    allF.push_back(1);
+    fitValueRange(ent->axis(QCPAxis::atLeft), allE, false);
+    fitValueRange(neg->axis(QCPAxis::atLeft), allN, false);
+    fitValueRange(frac->axis(QCPAxis::atLeft), allF, false);
+    for (auto* rect : {ent, neg, frac}) setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
+    for (auto* rect : {ent, neg}) {
+        rect->axis(QCPAxis::atBottom)->setTickLabels(false);
+        rect->axis(QCPAxis::atBottom)->setLabel(QString());
+    }
+    title->setText(QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
+                       .arg(scopeText(session_)));
+}
+
+// ---- magnitude scaling ------------------------------------------------------------------------------
+
+MagnitudeView::MagnitudeView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    focus_ = new QComboBox(this);
+    focus_->setObjectName(QStringLiteral("magnitudeParadigm"));
+    toolbar()->addWidget(new QLabel(QStringLiteral("Distribution of:"), this));
+    toolbar()->addWidget(focus_);
+    toolbar()->addStretch(1);
+    auto sync = [this]() {
+        QSignalBlocker block(focus_);
+        const int keep = focus_->currentData().isValid() ? focus_->currentData().toInt() : -1;
+        focus_->clear();
+        focus_->addItem(QStringLiteral("the selected paradigm"), -1);
+        const auto& ps = session_->paradigms();
+        for (std::size_t i = 0; i < ps.size(); ++i) focus_->addItem(QString::fromStdString(ps[i].name), int(i));
+        const int idx = focus_->findData(keep);
+        focus_->setCurrentIndex(idx >= 0 ? idx : 0);
+    };
+    sync();
+    connect(focus_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, sync);
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+    connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+}
+
+void MagnitudeView::rebuild() {
+    if (!session_->isOpen()) {
+        resetWithTitle(plot_, QStringLiteral("no dump open"));
+        return;
+    }
+    const Selection& sel = session_->selection();
+    const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
+    auto* title = resetWithTitle(plot_, QString());
+    auto* grid = new QCPLayoutGrid;
+    plot_->plotLayout()->addElement(1, 0, grid);
+    QCPAxisRect* dist = addRect(plot_, 0, 0, grid);
+    QCPAxisRect* maxw = addRect(plot_, 0, 1, grid);
+    QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
+    QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
+
+    // (a) the row at several factors, keys in the order of their weight at a = 1.
+    int focus = focus_->currentData().isValid() ? focus_->currentData().toInt() : -1;
+    if (focus < 0) focus = sel.paradigm;
+    auto fh = session_->currentHead(focus);
+    const RowData& base = session_->row(focus);
+    std::vector<Index> order(std::size_t(base.values.size()));
+    std::iota(order.begin(), order.end(), Index(0));
+    std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
+        const double va = base.values[a], vb = base.values[b];
+        if (std::isnan(va)) return false;
+        if (std::isnan(vb)) return true;
+        return va > vb;
+    });
+    const int shownKeys = int(std::min<Index>(48, base.values.size()));
+    std::vector<double> factors;
+    const auto all = opts.factors();
+    for (std::size_t i = 0; i < all.size(); i += 2) factors.push_back(all[i]);
+    Matrix scaled(Index(factors.size()), fh->tokens());
+    fh->scaledRows(sel.query, factors, scaled);
+    QCPLegend* distLegend = addLegend(plot_, dist, Qt::AlignTop | Qt::AlignRight);
+    std::vector<double> distValues;
+    QCPColorGradient fg(QCPColorGradient::gpThermal);
+    for (std::size_t f = 0; f < factors.size(); ++f) {
+        QVector<double> x, y;
+        for (int r = 0; r < shownKeys; ++r) {
+            x << r + 1;
+            y << scaled(Index(f), order[std::size_t(r)]);
+            distValues.push_back(y.back());
+        }
+        const QColor c = QColor::fromRgb(fg.color(double(f), QCPRange(-1, double(factors.size()))));
+        addLine(dist, x, y, c, QStringLiteral("a = %1").arg(factors[f]), distLegend);
+    }
+    fitValueRange(dist->axis(QCPAxis::atLeft), distValues, false);
+    dist->axis(QCPAxis::atBottom)->setRange(0.5, shownKeys + 0.5);
+    dist->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key rank at a = 1 (top %1 keys)").arg(shownKeys));
+    dist->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A[q, key] of %1").arg(QString::fromStdString(fh->paradigm().name)));
+
+    // (b-d) curves per shown paradigm.
+    QCPLegend* legend = addLegend(plot_, maxw, Qt::AlignTop | Qt::AlignLeft);
+    std::vector<double> mv, ev, rv;
+    bool ratioPositive = true;
+    std::vector<std::pair<int, MagnitudeCurve>> curves;
+    for (int p : sel.shown) {
+        curves.emplace_back(p, magnitudeCurve(*session_->currentHead(p), sel.query, opts));
+        for (double v : curves.back().second.ratio)
+            if (std::isfinite(v) && !(v > 0)) ratioPositive = false;
+    }
+    for (const auto& [p, c] : curves) {
+        const QColor col = paradigmColor(p);
+        const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
+        const QVector<double> x(c.factors.begin(), c.factors.end());
+        addLine(maxw, x, QVector<double>(c.maxWeight.begin(), c.maxWeight.end()), col, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        addLine(ent, x, QVector<double>(c.entropy.begin(), c.entropy.end()), col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        addLine(ratio, x, QVector<double>(c.ratio.begin(), c.ratio.end()), col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        mv.insert(mv.end(), c.maxWeight.begin(), c.maxWeight.end());
+        ev.insert(ev.end(), c.entropy.begin(), c.entropy.end());
+        rv.insert(rv.end(), c.ratio.begin(), c.ratio.end());
+    }
+    for (QCPAxisRect* r : {maxw, ent, ratio}) {
+        setLogAxis(r->axis(QCPAxis::atBottom), 2);
+        r->axis(QCPAxis::atBottom)->setRange(std::exp2(opts.log2Min) / 1.2, std::exp2(opts.log2Max) * 1.2);
+        r->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("query scale factor a"));
+    }
+    fitValueRange(maxw->axis(QCPAxis::atLeft), mv, false);
+    fitValueRange(ent->axis(QCPAxis::atLeft), ev, false);
+    if (ratioPositive) setLogAxis(ratio->axis(QCPAxis::atLeft));
+    fitValueRange(ratio->axis(QCPAxis::atLeft), rv, ratioPositive);
+    maxw->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("max weight"));
+    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy (nats)"));
+    ratio->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A_qm / A_qn (top / median key)"));
+    title->setText(QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
+                       .arg(tokenName(session_->layout(), sel.query))
+                       .arg(sel.query)
+                       .arg(sel.image)
+                       .arg(QString::fromStdString(session_->layerInfo().name))
+                       .arg(sel.head));
+}
+
+}  // namespace attnlens::gui

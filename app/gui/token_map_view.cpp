@@ -1,0 +1,314 @@
+#include "token_map_view.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSlider>
+#include <cmath>
+
+#include "color_maps.h"
+#include "session.h"
+
+namespace attnlens::gui {
+namespace {
+
+// Width of one prefix cell in grid units: wide enough for its label, at most a sixth of the grid.
+double prefixCellWidth(const TokenLayout& l) {
+    return std::max(1.0, std::min(double(l.gridW) / std::max(1, l.prefix), l.gridW / 4.0));
+}
+
+QColor labelColorOn(const QColor& background) {
+    return background.lightnessF() > 0.55 ? Qt::black : Qt::white;
+}
+
+}  // namespace
+
+TokenMapView::TokenMapView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    opacityLabel_ = new QLabel(QStringLiteral("Input image opacity:"), this);
+    opacity_ = new QSlider(Qt::Horizontal, this);
+    opacity_->setObjectName(QStringLiteral("imageOpacity"));
+    opacity_->setRange(0, 100);
+    opacity_->setMaximumWidth(200);
+    opacity_->setToolTip(QStringLiteral("0%: attention only; 100%: input image only"));
+    toolbar()->addWidget(opacityLabel_);
+    toolbar()->addWidget(opacity_);
+    toolbar()->addStretch(1);
+    connect(opacity_, &QSlider::valueChanged, this, [this](int v) { setImageOpacity(v); });
+
+    plot_->addLayer(QStringLiteral("underlay"), plot_->layer(QStringLiteral("main")), QCustomPlot::limBelow);
+    connect(plot_, &QCustomPlot::mousePress, this, &TokenMapView::onMousePress);
+    connect(plot_, &QCustomPlot::mouseMove, this, &TokenMapView::onMouseMove);
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+    connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+}
+
+void TokenMapView::setImageOpacity(int percent) {
+    percent = std::clamp(percent, 0, 100);
+    if (opacity_->value() != percent) opacity_->setValue(percent);  // re-enters once via the signal
+    if (percent == opacityPercent_) return;
+    opacityPercent_ = percent;
+    invalidate();
+}
+
+void TokenMapView::buildLayout(const TokenLayout& l) {
+    plot_->clearItems();
+    plot_->clearPlottables();
+    plot_->plotLayout()->clear();
+    delete margins_;
+    margins_ = new QCPMarginGroup(plot_);
+    prefixCells_.clear();
+    prefixLabels_.clear();
+    prefixRect_ = nullptr;
+
+    auto* layout = plot_->plotLayout();
+    title_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
+    note_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
+    layout->addElement(0, 0, title_);
+    layout->addElement(1, 0, note_);
+    auto* grid = new QCPLayoutGrid;
+    layout->addElement(2, 0, grid);
+    layout->setRowStretchFactor(0, 0.01);
+    layout->setRowStretchFactor(1, 0.01);
+
+    rect_ = new QCPAxisRect(plot_);
+    grid->addElement(0, 0, rect_);
+    setupGridAxes(rect_, l.gridH, l.gridW, QStringLiteral("x (token column)"), QStringLiteral("y (token row)"));
+    rect_->setMarginGroup(QCP::msLeft | QCP::msRight, margins_);
+
+    map_ = new QCPColorMap(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
+    map_->setInterpolate(false);
+    map_->setTightBoundary(false);
+    map_->data()->setSize(std::max(1, l.gridW), std::max(1, l.gridH));
+    map_->data()->setRange(QCPRange(0, std::max(0, l.gridW - 1)), QCPRange(0, std::max(0, l.gridH - 1)));
+
+    scale_ = new QCPColorScale(plot_);
+    scale_->setType(QCPAxis::atRight);
+    scale_->setBarWidth(14);
+    grid->addElement(0, 1, scale_);
+    map_->setColorScale(scale_);
+    auto* scaleGroup = new QCPMarginGroup(plot_);
+    rect_->setMarginGroup(QCP::msTop | QCP::msBottom, scaleGroup);
+    scale_->setMarginGroup(QCP::msTop | QCP::msBottom, scaleGroup);
+
+    image_ = new QCPItemPixmap(plot_);
+    image_->setLayer(QStringLiteral("underlay"));
+    image_->setClipAxisRect(rect_);
+    image_->topLeft->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
+    image_->bottomRight->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
+    image_->topLeft->setCoords(-0.5, -0.5);
+    image_->bottomRight->setCoords(l.gridW - 0.5, l.gridH - 0.5);
+    image_->setScaled(true, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+    image_->setVisible(false);
+    imageShownFor_ = -1;
+
+    marker_ = {};
+    marker_.create(plot_, rect_);
+    prefixMarker_ = {};
+
+    if (l.prefix > 0) {
+        prefixRect_ = new QCPAxisRect(plot_);
+        grid->addElement(1, 0, prefixRect_);
+        prefixRect_->setMinimumSize(50, 46);
+        prefixRect_->setMaximumSize(QWIDGETSIZE_MAX, 46);
+        prefixRect_->setMarginGroup(QCP::msLeft | QCP::msRight, margins_);
+        auto* px = prefixRect_->axis(QCPAxis::atBottom);
+        auto* py = prefixRect_->axis(QCPAxis::atLeft);
+        px->setVisible(false);
+        py->setTicks(false);
+        py->setTickLabels(false);
+        py->setLabel(QStringLiteral("prefix"));
+        py->grid()->setVisible(false);
+        px->grid()->setVisible(false);
+        py->setRange(-0.5, 0.5);
+        px->setRange(rect_->axis(QCPAxis::atBottom)->range());
+        const double w = prefixCellWidth(l);
+        for (int i = 0; i < l.prefix; ++i) {
+            auto* cell = new QCPItemRect(plot_);
+            cell->setClipAxisRect(prefixRect_);
+            for (auto* p : {cell->topLeft, cell->bottomRight}) p->setAxes(px, py);
+            cell->topLeft->setCoords(-0.5 + i * w, -0.42);
+            cell->bottomRight->setCoords(-0.5 + (i + 1) * w, 0.42);
+            cell->setPen(QPen(Qt::gray, 0.5));
+            prefixCells_.push_back(cell);
+            auto* label = new QCPItemText(plot_);
+            label->setClipAxisRect(prefixRect_);
+            label->position->setAxes(px, py);
+            label->position->setCoords(-0.5 + (i + 0.5) * w, 0);
+            label->setFont(QFont(font().family(), 8));
+            prefixLabels_.push_back(label);
+        }
+        prefixMarker_.create(plot_, prefixRect_);
+        grid->setRowStretchFactor(1, 0.01);
+    }
+    built_ = l;
+}
+
+bool TokenMapView::fitAspect() {
+    if (!rect_ || built_.gridH <= 0) return false;
+    bool changed = fitSquareCells(rect_, built_.gridH, built_.gridW);
+    if (prefixRect_) {
+        auto* px = prefixRect_->axis(QCPAxis::atBottom);
+        const QCPRange r = rect_->axis(QCPAxis::atBottom)->range();
+        if (px->range() != r) {
+            px->setRange(r);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+QString TokenMapView::titleText() const { return title_ ? title_->text() : QString(); }
+
+void TokenMapView::updateImage() {
+    const int image = session_->selection().image;
+    const bool wanted = opacityPercent_ > 0 && session_->info().imageInfo.present;
+    opacity_->setEnabled(session_->info().imageInfo.present);
+    opacityLabel_->setEnabled(session_->info().imageInfo.present);
+    if (!wanted) {
+        image_->setVisible(false);
+        return;
+    }
+    if (imageShownFor_ != image) {
+        const QImage img = session_->inputImage(image);
+        image_->setPixmap(QPixmap::fromImage(img));
+        imageShownFor_ = img.isNull() ? -1 : image;
+    }
+    image_->setVisible(imageShownFor_ == image);
+}
+
+void TokenMapView::rebuild() {
+    if (!session_->isOpen()) {
+        plot_->clearItems();
+        plot_->clearPlottables();
+        plot_->plotLayout()->clear();
+        built_ = TokenLayout{-1, -1, -1};
+        rect_ = nullptr;
+        map_ = nullptr;
+        prefixRect_ = nullptr;
+        return;
+    }
+    const TokenLayout& l = session_->layout();
+    if (!(l == built_)) buildLayout(l);
+
+    const Selection& sel = session_->selection();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
+    const RowData& row = session_->row(sel.paradigm);
+    const Preferences& prefs = session_->preferences();
+
+    QCPColorMapData* data = map_->data();
+    for (int y = 0; y < l.gridH; ++y)
+        for (int x = 0; x < l.gridW; ++x) data->setCell(x, y, row.values[l.token(y, x)]);
+
+    const bool diverging = paradigm.signedWeights() || row.minFinite < 0;
+    const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
+    const QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                                : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+    map_->setGradient(gradient);
+    map_->setDataRange(QCPRange(range.lower, range.upper));
+    scale_->setGradient(gradient);
+    scale_->setDataRange(QCPRange(range.lower, range.upper));
+    scale_->axis()->setLabel(diverging ? QStringLiteral("attention weight A[q,k] (signed, 0 = white)")
+                                       : QStringLiteral("attention weight A[q,k]"));
+
+    updateImage();
+    if (image_->visible()) {
+        data->fillAlpha(static_cast<unsigned char>(std::lround(255.0 * (1.0 - opacityPercent_ / 100.0))));
+    } else {
+        data->clearAlpha();
+    }
+
+    // Prefix tokens share the colour range of the grid.
+    prefixValues_.assign(std::size_t(l.prefix), NAN);
+    for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
+        const double v = row.values[i];
+        prefixValues_[std::size_t(i)] = v;
+        const QColor c = std::isfinite(v) ? QColor::fromRgba(gradient.color(v, QCPRange(range.lower, range.upper)))
+                                          : prefs.nanColor;
+        prefixCells_[std::size_t(i)]->setBrush(c);
+        prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  %2").arg(prefixName(i, l.prefix), formatWeight(v)));
+        prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
+    }
+
+    if (l.isSpatial(sel.query)) {
+        marker_.place(l.col(sel.query), l.row(sel.query));
+        marker_.setVisible(true);
+        prefixMarker_.setVisible(false);
+    } else {
+        marker_.setVisible(false);
+        const double w = prefixCellWidth(l);
+        prefixMarker_.place(-0.5 + (double(sel.query) + 0.5) * w, 0, w / 2, 0.45);
+        prefixMarker_.setVisible(true);
+    }
+
+    const LayerInfo& layer = session_->layerInfo();
+    title_->setText(QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
+                        .arg(QString::fromStdString(paradigm.name), tokenName(l, sel.query))
+                        .arg(sel.query)
+                        .arg(sel.image)
+                        .arg(QString::fromStdString(layer.name))
+                        .arg(sel.head));
+    double sum = 0;
+    for (Index j = 0; j < row.values.size(); ++j)
+        if (std::isfinite(row.values[j])) sum += row.values[j];
+    QString note = QStringLiteral("row sum %1 · min %2 · max %3 · N = %4")
+                       .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
+                       .arg(row.values.size());
+    if (row.status != RowStatus::Ok || row.nonFiniteEntries > 0) {
+        note += QStringLiteral(" · ROW FLAGGED: %1, %2 non-finite weights drawn in the NaN colour")
+                    .arg(QString::fromUtf8(toString(row.status)))
+                    .arg(row.nonFiniteEntries);
+        note_->setTextColor(QColor(180, 0, 0));
+    } else {
+        note_->setTextColor(Qt::black);
+    }
+    note_->setText(note);
+    fitAspect();
+}
+
+void TokenMapView::onMousePress(QMouseEvent* e) {
+    if (e->button() != Qt::LeftButton || !map_ || !session_->isOpen()) return;
+    const TokenLayout& l = session_->layout();
+    int x = 0, y = 0;
+    if (cellAt(map_, e->position(), &x, &y)) {
+        session_->setQuery(l.token(y, x));
+        return;
+    }
+    if (prefixRect_ && prefixRect_->rect().contains(e->position().toPoint())) {
+        const double cx = prefixRect_->axis(QCPAxis::atBottom)->pixelToCoord(e->position().x());
+        const int i = int(std::floor((cx + 0.5) / prefixCellWidth(l)));
+        if (i >= 0 && i < l.prefix) session_->setQuery(i);
+    }
+}
+
+void TokenMapView::onMouseMove(QMouseEvent* e) {
+    if (!map_ || !session_->isOpen()) return;
+    const TokenLayout& l = session_->layout();
+    const Selection& sel = session_->selection();
+    const QString name = QString::fromStdString(session_->paradigms()[std::size_t(sel.paradigm)].name);
+    int x = 0, y = 0;
+    if (cellAt(map_, e->position(), &x, &y)) {
+        const Index key = l.token(y, x);
+        Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
+                             .arg(name)
+                             .arg(sel.query)
+                             .arg(key)
+                             .arg(tokenName(l, key), formatWeight(map_->data()->cell(x, y))));
+        return;
+    }
+    if (prefixRect_ && prefixRect_->rect().contains(e->position().toPoint())) {
+        const double cx = prefixRect_->axis(QCPAxis::atBottom)->pixelToCoord(e->position().x());
+        const int i = int(std::floor((cx + 0.5) / prefixCellWidth(l)));
+        if (i >= 0 && i < l.prefix) {
+            Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
+                                 .arg(name)
+                                 .arg(sel.query)
+                                 .arg(i)
+                                 .arg(prefixName(i, l.prefix), formatWeight(prefixValue(i))));
+            return;
+        }
+    }
+    Q_EMIT hoverText(QString());
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,60 @@
+#pragma once
+// View 1: the selected query's attention row on the H x W token grid, with a colour bar, the input
+// image underneath (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as
+// separate labelled cells below the grid. Clicking a cell makes it the query.
+#include <vector>
+
+#include "plot_view.h"
+
+class QSlider;
+class QLabel;
+
+namespace attnlens::gui {
+
+class TokenMapView : public PlotView {
+    Q_OBJECT
+public:
+    TokenMapView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("tokenmap"); }
+    QString viewTitle() const override { return QStringLiteral("Token map"); }
+    bool fitAspect() override;
+
+    // For tests and the benchmark: the widgets showing the data.
+    QCPColorMap* colorMap() const { return map_; }
+    QCPAxisRect* gridRect() const { return rect_; }
+    QCPAxisRect* prefixRect() const { return prefixRect_; }
+    QCPColorScale* colorScale() const { return scale_; }
+    double prefixValue(int i) const { return i < int(prefixValues_.size()) ? prefixValues_[std::size_t(i)] : NAN; }
+    QString titleText() const;
+    void setImageOpacity(int percent);
+    int imageOpacity() const { return opacityPercent_; }
+
+protected:
+    void rebuild() override;
+
+private:
+    void buildLayout(const TokenLayout& layout);
+    void onMousePress(QMouseEvent* e);
+    void onMouseMove(QMouseEvent* e);
+    void updateImage();
+
+    TokenLayout built_{-1, -1, -1};
+    QCPTextElement* title_ = nullptr;
+    QCPTextElement* note_ = nullptr;
+    QCPAxisRect* rect_ = nullptr;
+    QCPColorMap* map_ = nullptr;
+    QCPColorScale* scale_ = nullptr;
+    QCPAxisRect* prefixRect_ = nullptr;
+    std::vector<QCPItemRect*> prefixCells_;
+    std::vector<QCPItemText*> prefixLabels_;
+    std::vector<double> prefixValues_;
+    QCPItemPixmap* image_ = nullptr;
+    QCPMarginGroup* margins_ = nullptr;
+    CellMarker marker_, prefixMarker_;
+    QSlider* opacity_ = nullptr;
+    QLabel* opacityLabel_ = nullptr;
+    int opacityPercent_ = 0;
+    int imageShownFor_ = -1;
+};
+
+}  // namespace attnlens::gui

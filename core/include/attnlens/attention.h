@@ -1,0 +1,99 @@
+#pragma once
+// Attention of one (image, layer, head) under one paradigm, computed in double.
+//
+// Construction prepares O(N d) state (transformed queries, phi(Q), phi(K), row sums) so that one
+// row costs O(N d) and never allocates N x N. Every linear-family matrix has the factorised form
+//     A = diag(rowScale) * phiQ * phiK^T + rowOffset * 1^T
+// (Divide: rowOffset = 0; Subtract and Magnitude add one rank-1 term), which the analyses use to get
+// spectra and Gram matrices in O(N r^2).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "attnlens/paradigm.h"
+#include "attnlens/tensor.h"
+
+namespace attnlens {
+
+enum class RowStatus : std::uint8_t {
+    Ok = 0,
+    NonFinite = 1,        // a NaN/Inf in the inputs or the result
+    ZeroDenominator = 2,  // normaliser exactly zero (e.g. Divide with eps = 0 and phi(q) = 0)
+};
+const char* toString(RowStatus s);
+
+struct HeadInputs {
+    const Matrix* q = nullptr;  // N x d
+    const Matrix* k = nullptr;  // N x d
+    double layerScale = 0.0;    // the layer's softmax scale (1/sqrt(d) by default)
+    bool kernelApplied = false; // the dump's q/k already went through the model's feature map
+};
+
+// A = diag(rowScale) * phiQ * phiK^T + rowOffset * 1^T
+struct LowRankForm {
+    Vector rowScale;  // N
+    Matrix phiQ;      // N x r
+    Matrix phiK;      // N x r
+    Vector rowOffset; // N
+    bool hasOffset = false;
+};
+
+class AttentionHead {
+public:
+    AttentionHead(const Paradigm& paradigm, const HeadInputs& inputs);
+
+    const Paradigm& paradigm() const { return paradigm_; }
+    Index tokens() const { return n_; }
+    Index dim() const { return d_; }
+    // The effective kernel (Identity when the layer says kernel_applied).
+    Kernel effectiveKernel() const { return kernel_; }
+    double softmaxScale() const { return scale_; }
+    double c() const { return c_; }  // the D scale actually used (Subtract, Magnitude; 1 otherwise)
+
+    // One row A_i into out (size N). O(N d), no allocation beyond out.
+    RowStatus row(Index i, Eigen::Ref<RowVector> out) const;
+    // Rows [begin, begin+count) into out (count x N); status (optional) receives one entry per row.
+    void rows(Index begin, Index count, Eigen::Ref<Matrix> out, RowStatus* status = nullptr) const;
+    // The full N x N matrix.
+    Matrix matrix(std::vector<RowStatus>* status = nullptr) const;
+    // O = A V (N x dv). Linear family via (phiK^T V) in O(N d dv); softmax blockwise.
+    // Rows whose status is not Ok are NaN in the output.
+    Matrix output(const Matrix& v, std::vector<RowStatus>* status = nullptr) const;
+
+    // Magnitude scaling (MALA Sec. 3.2): the row of query i when the vector that enters the
+    // normalisation is multiplied by a: softmax scales the (transformed) query, kernel paradigms
+    // scale phi(q_i). One dot-product pass for all factors; out is factors.size() x N.
+    void scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
+                    RowStatus* status = nullptr) const;
+
+    bool hasLowRankForm() const { return paradigm_.usesKernel(); }
+    // Error(Usage) for softmax. Built on first call.
+    LowRankForm lowRankForm() const;
+
+    // State exposed for analyses and tests.
+    const Matrix& transformedQueries() const { return tq_; }  // after the query transform
+    const Matrix& phiQ() const { return phiQ_; }              // kernel paradigms only
+    const Matrix& phiK() const { return phiK_; }
+    const RowVector& phiKSum() const { return phiKSum_; }
+
+private:
+    RowStatus finishRow(Index i, Eigen::Ref<RowVector> out) const;
+
+    Paradigm paradigm_;
+    Kernel kernel_;
+    Index n_ = 0, d_ = 0;
+    double scale_ = 1.0;
+    double c_ = 1.0;
+    const Matrix* k_ = nullptr;
+    Matrix tq_;       // transformed queries (softmax uses them directly)
+    Matrix phiQ_, phiK_;
+    RowVector phiKSum_;
+    std::vector<std::uint8_t> badKey_;  // keys with non-finite entries
+};
+
+// The kernel applied row-wise (exposed for tests and the exporter cross-checks).
+Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x);
+// The query transform applied row-wise.
+Matrix applyQueryTransform(QueryTransform t, const Paradigm& p, const Matrix& q);
+
+}  // namespace attnlens

@@ -1,0 +1,157 @@
+#pragma once
+// Reading "attnlens.dump" version 1 files (HDF5). See resources/format.md for the format.
+//
+// DumpReader::open validates the whole structure (attributes, dataset ranks, shapes, dtypes, sizes)
+// without reading any tensor data, so opening a 100 GB dump costs a few metadata reads. Tensor data
+// is read per (image, layer) or per (image, layer, head) as HDF5 hyperslabs.
+//
+// Thread safety: the Debian HDF5 build is not thread-safe, so every HDF5 call in the process goes
+// through one mutex (hdf5Mutex()). A DumpReader may be shared between threads.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlens/tensor.h"
+#include "attnlens/token_layout.h"
+
+namespace attnlens {
+
+enum class DType { Float16, Float32, Float64 };
+const char* toString(DType t);
+
+struct LayerInfo {
+    std::string name;        // group name under /layers
+    int index = 0;           // the `index` attribute, or the natural-sort position when absent
+    int batch = 0;           // B
+    int heads = 0;
+    int tokens = 0;          // N
+    int dim = 0;             // d of q and k
+    int valueDim = 0;        // d of v, 0 when v is absent
+    DType qkType = DType::Float32;
+    std::optional<DType> vType;
+    std::string attention;   // the paradigm the model used ("" when not recorded)
+    double scale = 0.0;      // softmax logit scale (attribute or 1/sqrt(d))
+    bool scaleFromFile = false;
+    TokenLayout layout;      // root grid/prefix, or the layer's override
+    bool kernelApplied = false;
+
+    bool hasValues() const { return valueDim > 0; }
+};
+
+struct ImageInfo {
+    bool present = false;
+    int height = 0, width = 0, channels = 0;  // channels 1 for [B,h,w], 3 for [B,h,w,3]
+};
+
+struct DumpInfo {
+    std::string path;
+    std::uint64_t fileSize = 0;
+    int formatVersion = 1;
+    std::string model;
+    TokenLayout layout;       // root grid and prefix
+    int images = 0;           // B (the same for every layer)
+    std::vector<LayerInfo> layers;  // in order (index attribute, then natural sort of names)
+    ImageInfo imageInfo;
+    bool hasLabels = false;
+
+    // Everything above as JSON, for provenance in exports and for `inspect --json`.
+    nlohmann::json toJson() const;
+};
+
+// A non-finite value found while reading; reported, never silently replaced.
+struct NonFiniteValue {
+    int image = 0;
+    int layer = 0;   // position in DumpInfo::layers
+    int head = 0;
+    Index token = 0;
+    char tensor = 'q';  // 'q', 'k' or 'v'
+    std::string describe(const DumpInfo& info) const;  // "image 3, layer blocks.2, head 1, token 17 of k"
+};
+
+struct HeadActivations {
+    Matrix q, k, v;  // N x d; v is empty when the layer has none or it was not requested
+    std::vector<NonFiniteValue> nonFinite;  // at most one entry per (tensor, token)
+};
+
+struct ImageData {
+    int height = 0, width = 0, channels = 0;
+    std::vector<std::uint8_t> pixels;  // row-major, interleaved channels
+};
+
+class DumpReader {
+public:
+    // Throws Error(Input) with a message naming the file and what is wrong.
+    static std::unique_ptr<DumpReader> open(const std::string& path);
+    ~DumpReader();
+    DumpReader(const DumpReader&) = delete;
+    DumpReader& operator=(const DumpReader&) = delete;
+
+    const DumpInfo& info() const { return info_; }
+
+    // One head of one image: reads the [image, head, :, :] hyperslabs of q, k (and v when asked).
+    HeadActivations readHead(int image, int layer, int head, bool withValues = false) const;
+    // All heads of one image in one hyperslab read per tensor (faster for whole-layer analyses).
+    std::vector<HeadActivations> readLayer(int image, int layer, bool withValues = false) const;
+
+    ImageData readImage(int image) const;          // Error(Input) when the dump has no images
+    std::optional<std::int64_t> label(int image) const;
+
+private:
+    DumpReader() = default;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    DumpInfo info_;
+};
+
+// The process-wide lock around every HDF5 call.
+std::mutex& hdf5Mutex();
+
+// Writing dumps: used by `attnlens-cli synth` and by tests that need valid or deliberately broken
+// files. Everything is written to `path + ".tmp-<pid>"` and renamed by commit(); a writer destroyed
+// without commit() removes its temporary file.
+class DumpWriter {
+public:
+    explicit DumpWriter(const std::string& path);  // Error(Output) when it cannot be created
+    ~DumpWriter();
+    DumpWriter(const DumpWriter&) = delete;
+    DumpWriter& operator=(const DumpWriter&) = delete;
+
+    void setRootAttribute(const std::string& name, const std::string& value);
+    void setRootAttribute(const std::string& name, std::int64_t value);
+    void setRootAttribute(const std::string& name, const std::vector<std::int64_t>& value);
+    // path like "/layers/blocks.0"; groups are created as needed
+    void setGroupAttribute(const std::string& group, const std::string& name, const std::string& value);
+    void setGroupAttribute(const std::string& group, const std::string& name, std::int64_t value);
+    void setGroupAttribute(const std::string& group, const std::string& name, double value);
+    void setGroupAttribute(const std::string& group, const std::string& name, const std::vector<std::int64_t>& value);
+    // A float dataset of the given shape stored as dtype, chunked one leading index per chunk.
+    void writeFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape,
+                           const std::vector<float>& data, DType storedAs);
+    void writeUInt8Dataset(const std::string& path, const std::vector<std::uint64_t>& shape,
+                           const std::vector<std::uint8_t>& data);
+    void writeInt64Dataset(const std::string& path, const std::vector<std::uint64_t>& shape,
+                           const std::vector<std::int64_t>& data);
+    void writeInt32Dataset(const std::string& path, const std::vector<std::uint64_t>& shape,
+                           const std::vector<std::int32_t>& data);
+    // Creates a float dataset without writing data (chunks stay unallocated, reads give 0), so a
+    // file can declare huge sizes while staying small: for tests of the reader's size checks.
+    void declareFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape,
+                             DType storedAs);
+    // A boolean stored as h5py stores numpy bools: an int8 enum {FALSE = 0, TRUE = 1}.
+    void setGroupBoolAttribute(const std::string& group, const std::string& name, bool value);
+    // String attributes are variable-length UTF-8 (as h5py writes str); after
+    // setFixedLengthStrings(true) they are fixed-length, NUL-padded ASCII (as numpy bytes_).
+    void setFixedLengthStrings(bool fixed);
+    void commit();  // close and rename into place
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace attnlens

@@ -1,0 +1,29 @@
+#pragma once
+// Typed errors shared by the libraries, the CLI and the GUI. The kind decides the CLI's exit code;
+// the message is what the user sees, so it names what is wrong and where (file, dataset, index).
+#include <stdexcept>
+#include <string>
+
+namespace attnlens {
+
+enum class ErrorKind {
+    Usage,      // bad option, unknown paradigm/kernel name, bad range        -> exit 2
+    Input,      // missing/broken/invalid dump or JSON input                  -> exit 3
+    Output,     // cannot write an output file                                -> exit 4
+    Cancelled,  // a progress callback asked to stop                          -> exit 5
+};
+
+class Error : public std::runtime_error {
+public:
+    Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+    ErrorKind kind() const noexcept { return kind_; }
+
+private:
+    ErrorKind kind_;
+};
+
+[[noreturn]] inline void throwUsage(const std::string& m) { throw Error(ErrorKind::Usage, m); }
+[[noreturn]] inline void throwInput(const std::string& m) { throw Error(ErrorKind::Input, m); }
+[[noreturn]] inline void throwOutput(const std::string& m) { throw Error(ErrorKind::Output, m); }
+
+}  // namespace attnlens

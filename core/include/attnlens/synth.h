@@ -1,0 +1,30 @@
+#pragma once
+// Synthetic but structured dumps for tests and benchmarks: queries and keys carry a smooth 2-D
+// positional code (so attention is local), a per-token magnitude that varies across the grid, a
+// per-head random mixing, and a little noise. Deterministic for a given seed.
+#include <cstdint>
+#include <string>
+
+#include "attnlens/dump.h"
+
+namespace attnlens {
+
+struct SynthOptions {
+    int layers = 2;
+    int heads = 2;
+    int gridH = 14;
+    int gridW = 14;
+    int prefix = 1;
+    int dim = 16;
+    int images = 2;
+    DType dtype = DType::Float32;
+    std::uint64_t seed = 1;
+    bool withValues = true;
+    bool withImages = true;
+    std::string model = "synthetic";
+};
+
+// Writes atomically (temporary file + rename). Error(Usage) for invalid options, Error(Output) on I/O.
+void writeSynthDump(const std::string& path, const SynthOptions& options);
+
+}  // namespace attnlens

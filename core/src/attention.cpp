@@ -1,0 +1,322 @@
+#include "attnlens/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "attnlens/error.h"
+
+namespace attnlens {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Standard normal samples from mt19937_64 via Box-Muller, so the affine kernel's A and b are the
+// same on every platform and standard library (std::normal_distribution is implementation-defined).
+class SeededNormal {
+public:
+    explicit SeededNormal(std::uint64_t seed) : engine_(seed) {}
+    double next() {
+        if (hasSpare_) {
+            hasSpare_ = false;
+            return spare_;
+        }
+        const double scale = 1.0 / 18446744073709551616.0;  // 2^-64
+        double u1 = (double(engine_()) + 0.5) * scale;
+        double u2 = (double(engine_()) + 0.5) * scale;
+        const double r = std::sqrt(-2.0 * std::log(u1));
+        const double t = 2.0 * M_PI * u2;
+        spare_ = r * std::sin(t);
+        hasSpare_ = true;
+        return r * std::cos(t);
+    }
+
+private:
+    std::mt19937_64 engine_;
+    double spare_ = 0;
+    bool hasSpare_ = false;
+};
+
+// A (d x d) and b (d) with entries ~ N(0, 1/d). The kernel uses stream 0 of the seed, the
+// confuse_affine query transform stream 1, so the two never share parameters by accident.
+void affineParameters(Index d, std::uint64_t seed, std::uint64_t stream, Matrix& a, RowVector& b) {
+    SeededNormal normal(seed * 2 + stream);
+    const double sd = 1.0 / std::sqrt(double(d));
+    a.resize(d, d);
+    b.resize(d);
+    for (Index i = 0; i < d; ++i)
+        for (Index j = 0; j < d; ++j) a(i, j) = sd * normal.next();
+    for (Index j = 0; j < d; ++j) b(j) = sd * normal.next();
+}
+
+void normaliseRowsInPlace(Matrix& x) {
+    for (Index i = 0; i < x.rows(); ++i) {
+        const double norm = x.row(i).norm();
+        if (norm > 0 && std::isfinite(norm)) x.row(i) /= norm;
+        else x.row(i).setConstant(kNaN);  // direction undefined: flagged downstream, never zeroed
+    }
+}
+
+}  // namespace
+
+const char* toString(RowStatus s) {
+    switch (s) {
+        case RowStatus::Ok: return "ok";
+        case RowStatus::NonFinite: return "non_finite";
+        case RowStatus::ZeroDenominator: return "zero_denominator";
+    }
+    return "?";
+}
+
+Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
+    switch (kernel) {
+        case Kernel::Identity: return x;
+        case Kernel::Relu: return x.cwiseMax(0.0);
+        case Kernel::Elu1: return x.unaryExpr([](double v) { return v > 0 ? v + 1.0 : std::exp(v); });
+        case Kernel::LeakyRelu: {
+            const double slope = p.leakySlope;
+            return x.unaryExpr([slope](double v) { return v > 0 ? v : slope * v; });
+        }
+        case Kernel::ReluAffine: {
+            Matrix a;
+            RowVector b;
+            affineParameters(x.cols(), p.seed, 0, a, b);
+            Matrix y = x * a.transpose();
+            y.rowwise() += b;
+            return y.cwiseMax(0.0);
+        }
+        case Kernel::Focused: {
+            // FLatten Eq. 6: f_p(x) = ||x|| / ||x^p|| * x^p on x = ReLU(x) + shift.
+            Matrix base = (x.cwiseMax(0.0).array() + p.focusShift).matrix();
+            Matrix powered = base.array().pow(p.focusP).matrix();
+            for (Index i = 0; i < x.rows(); ++i) {
+                const double nb = base.row(i).norm(), np = powered.row(i).norm();
+                if (nb == 0) powered.row(i).setZero();  // f_p(0) = 0, the continuous limit
+                else powered.row(i) *= nb / np;
+            }
+            return powered;
+        }
+    }
+    return x;
+}
+
+Matrix applyQueryTransform(QueryTransform t, const Paradigm& p, const Matrix& q) {
+    switch (t) {
+        case QueryTransform::None: return q;
+        case QueryTransform::L2: {
+            Matrix y = q;
+            normaliseRowsInPlace(y);
+            return y;
+        }
+        case QueryTransform::ConfuseRelu: {
+            Matrix y = q.cwiseMax(0.0);
+            normaliseRowsInPlace(y);
+            return y;
+        }
+        case QueryTransform::ConfuseAffine: {
+            Matrix a;
+            RowVector b;
+            affineParameters(q.cols(), p.seed, 1, a, b);
+            Matrix y = q * a.transpose();
+            y.rowwise() += b;
+            y = y.cwiseMax(0.0);
+            normaliseRowsInPlace(y);
+            return y;
+        }
+    }
+    return q;
+}
+
+AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : paradigm_(paradigm) {
+    if (!in.q || !in.k) throwUsage("AttentionHead: q and k are required");
+    const Matrix& q = *in.q;
+    const Matrix& k = *in.k;
+    if (q.rows() != k.rows() || q.cols() != k.cols() || q.rows() == 0 || q.cols() == 0)
+        throwInput("attention head: q is " + std::to_string(q.rows()) + " x " + std::to_string(q.cols()) +
+                   " but k is " + std::to_string(k.rows()) + " x " + std::to_string(k.cols()));
+    n_ = q.rows();
+    d_ = q.cols();
+    kernel_ = in.kernelApplied ? Kernel::Identity : paradigm_.kernel;
+    const double layerScale = in.layerScale > 0 ? in.layerScale : 1.0 / std::sqrt(double(d_));
+    scale_ = paradigm_.softmaxScale.value_or(layerScale);
+    c_ = 1.0;
+    if (paradigm_.signedWeights()) c_ = paradigm_.c.value_or(1.0 / (std::sqrt(double(d_)) * double(n_)));
+
+    tq_ = applyQueryTransform(paradigm_.transform, paradigm_, q);
+    if (paradigm_.usesKernel()) {
+        phiQ_ = applyKernel(kernel_, paradigm_, tq_);
+        phiK_ = applyKernel(kernel_, paradigm_, k);
+        phiKSum_ = phiK_.colwise().sum();
+    } else {
+        k_ = &k;
+    }
+}
+
+// raw holds the dot products of query i (softmax: s * q_i.k_j; kernels: phi(q_i).phi(k_j)); dotSum
+// is phi(q_i).sum_m phi(k_m). The factor a multiplies the vector entering the normalisation.
+static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector> row, double dotSum,
+                              double a) {
+    const double n = double(row.size());
+    auto fail = [&](RowStatus s) {
+        row.setConstant(kNaN);
+        return s;
+    };
+    if (!row.allFinite() || !std::isfinite(dotSum)) return fail(RowStatus::NonFinite);
+    switch (p.normalisation) {
+        case Normalisation::Softmax: {
+            row *= a;
+            const double m = row.maxCoeff();
+            row = (row.array() - m).exp().matrix();
+            row /= row.sum();
+            break;
+        }
+        case Normalisation::Divide: {
+            const double den = a * dotSum + n * p.eps;
+            if (den == 0) return fail(RowStatus::ZeroDenominator);
+            row *= a / den;
+            break;
+        }
+        case Normalisation::Subtract: {
+            const double z = c * a * dotSum;
+            row = (row * (c * a)).array() + (1.0 - z) / n;
+            break;
+        }
+        case Normalisation::Magnitude: {
+            const double z = c * a * dotSum;
+            if (z + p.eps == 0) return fail(RowStatus::ZeroDenominator);
+            row = (row * (c * a * (1.0 + 1.0 / (z + p.eps)))).array() - z / n;
+            break;
+        }
+    }
+    return row.allFinite() ? RowStatus::Ok : fail(RowStatus::NonFinite);
+}
+
+RowStatus AttentionHead::row(Index i, Eigen::Ref<RowVector> out) const {
+    if (paradigm_.usesKernel()) {
+        out.noalias() = phiQ_.row(i) * phiK_.transpose();
+        return normaliseRow(paradigm_, c_, out, phiQ_.row(i).dot(phiKSum_), 1.0);
+    }
+    out.noalias() = scale_ * (tq_.row(i) * k_->transpose());
+    return normaliseRow(paradigm_, c_, out, 0.0, 1.0);
+}
+
+void AttentionHead::rows(Index begin, Index count, Eigen::Ref<Matrix> out, RowStatus* status) const {
+    if (paradigm_.usesKernel()) {
+        out.noalias() = phiQ_.middleRows(begin, count) * phiK_.transpose();
+        const Vector dotSums = phiQ_.middleRows(begin, count) * phiKSum_.transpose();
+        for (Index r = 0; r < count; ++r) {
+            const RowStatus s = normaliseRow(paradigm_, c_, out.row(r), dotSums(r), 1.0);
+            if (status) status[r] = s;
+        }
+        return;
+    }
+    out.noalias() = scale_ * (tq_.middleRows(begin, count) * k_->transpose());
+    for (Index r = 0; r < count; ++r) {
+        const RowStatus s = normaliseRow(paradigm_, c_, out.row(r), 0.0, 1.0);
+        if (status) status[r] = s;
+    }
+}
+
+Matrix AttentionHead::matrix(std::vector<RowStatus>* status) const {
+    Matrix a(n_, n_);
+    std::vector<RowStatus> local;
+    std::vector<RowStatus>& s = status ? *status : local;
+    s.assign(std::size_t(n_), RowStatus::Ok);
+    rows(0, n_, a, s.data());
+    return a;
+}
+
+void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
+                               RowStatus* status) const {
+    RowVector raw(n_);
+    double dotSum = 0;
+    if (paradigm_.usesKernel()) {
+        raw.noalias() = phiQ_.row(i) * phiK_.transpose();
+        dotSum = phiQ_.row(i).dot(phiKSum_);
+    } else {
+        raw.noalias() = scale_ * (tq_.row(i) * k_->transpose());
+    }
+    for (std::size_t f = 0; f < factors.size(); ++f) {
+        out.row(Index(f)) = raw;
+        const RowStatus s = normaliseRow(paradigm_, c_, out.row(Index(f)), dotSum, factors[f]);
+        if (status) status[f] = s;
+    }
+}
+
+LowRankForm AttentionHead::lowRankForm() const {
+    if (!paradigm_.usesKernel())
+        throwUsage("paradigm '" + paradigm_.name + "' (softmax) has no low-rank factorisation");
+    LowRankForm f;
+    f.phiQ = phiQ_;
+    f.phiK = phiK_;
+    const Vector dotSums = phiQ_ * phiKSum_.transpose();
+    const double n = double(n_);
+    f.rowScale.resize(n_);
+    f.rowOffset = Vector::Zero(n_);
+    for (Index i = 0; i < n_; ++i) {
+        const double z = c_ * dotSums(i);
+        switch (paradigm_.normalisation) {
+            case Normalisation::Divide: {
+                const double den = dotSums(i) + n * paradigm_.eps;
+                f.rowScale(i) = den == 0 ? kNaN : 1.0 / den;
+                break;
+            }
+            case Normalisation::Subtract:
+                f.rowScale(i) = c_;
+                f.rowOffset(i) = (1.0 - z) / n;
+                break;
+            case Normalisation::Magnitude:
+                f.rowScale(i) = z + paradigm_.eps == 0 ? kNaN : c_ * (1.0 + 1.0 / (z + paradigm_.eps));
+                f.rowOffset(i) = -z / n;
+                break;
+            case Normalisation::Softmax: break;
+        }
+    }
+    f.hasOffset = paradigm_.signedWeights();
+    return f;
+}
+
+Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) const {
+    if (v.rows() != n_)
+        throwInput("attention output: v has " + std::to_string(v.rows()) + " tokens, q and k have " +
+                   std::to_string(n_));
+    Matrix o(n_, v.cols());
+    std::vector<RowStatus> local;
+    std::vector<RowStatus>& s = status ? *status : local;
+    s.assign(std::size_t(n_), RowStatus::Ok);
+    if (paradigm_.usesKernel()) {
+        // Associativity: A V = diag(rowScale) phiQ (phiK^T V) + rowOffset (1^T V), O(N r dv).
+        const LowRankForm f = lowRankForm();
+        const Matrix kv = phiK_.transpose() * v;
+        o.noalias() = f.rowScale.asDiagonal() * (phiQ_ * kv);
+        if (f.hasOffset) o.noalias() += f.rowOffset * v.colwise().sum();
+        for (Index i = 0; i < n_; ++i) {
+            if (!std::isfinite(f.rowScale(i)) &&
+                (paradigm_.normalisation == Normalisation::Divide ? phiQ_.row(i).dot(phiKSum_) + double(n_) * paradigm_.eps == 0
+                                                                  : c_ * phiQ_.row(i).dot(phiKSum_) + paradigm_.eps == 0)) {
+                s[i] = RowStatus::ZeroDenominator;
+                o.row(i).setConstant(kNaN);
+            } else if (!o.row(i).allFinite()) {
+                s[i] = RowStatus::NonFinite;
+                o.row(i).setConstant(kNaN);
+            }
+        }
+        return o;
+    }
+    constexpr Index kBlock = 256;
+    Matrix block;
+    for (Index begin = 0; begin < n_; begin += kBlock) {
+        const Index count = std::min(kBlock, n_ - begin);
+        block.resize(count, n_);
+        rows(begin, count, block, s.data() + begin);
+        o.middleRows(begin, count).noalias() = block * v;
+        for (Index r = 0; r < count; ++r)
+            if (s[begin + r] == RowStatus::Ok && !o.row(begin + r).allFinite()) {
+                s[begin + r] = RowStatus::NonFinite;
+                o.row(begin + r).setConstant(kNaN);
+            }
+    }
+    return o;
+}
+
+}  // namespace attnlens

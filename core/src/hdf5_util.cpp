@@ -1,0 +1,334 @@
+#include "hdf5_util.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+
+std::mutex& hdf5Mutex() {
+    static std::mutex mutex;
+    return mutex;
+}
+
+namespace h5 {
+
+Lock::Lock() : lock_(hdf5Mutex()) {
+    thread_local bool silenced = false;
+    if (!silenced) {
+        H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+        silenced = true;
+    }
+}
+
+namespace {
+
+herr_t closeById(hid_t id) {
+    switch (H5Iget_type(id)) {
+        case H5I_FILE: return H5Fclose(id);
+        case H5I_GROUP: return H5Gclose(id);
+        case H5I_DATASET: return H5Dclose(id);
+        case H5I_ATTR: return H5Aclose(id);
+        case H5I_DATATYPE: return H5Tclose(id);
+        case H5I_DATASPACE: return H5Sclose(id);
+        case H5I_GENPROP_LST: return H5Pclose(id);
+        default: return H5Idec_ref(id) < 0 ? -1 : 0;
+    }
+}
+
+herr_t innermostError(unsigned /*n*/, const H5E_error2_t* error, void* clientData) {
+    auto* detail = static_cast<std::string*>(clientData);
+    if (detail->empty() && error->desc != nullptr && error->desc[0] != '\0') {
+        *detail = error->desc;
+    }
+    return 0;
+}
+
+[[noreturn]] void attributeError(const std::string& where, const char* name,
+                                 const std::string& what) {
+    throwInput(where + " attribute '" + name + "' " + what);
+}
+
+struct OpenAttribute {
+    Handle attribute;
+    Handle type;
+    hssize_t points = 0;
+};
+
+OpenAttribute openAttribute(hid_t object, const char* name, const std::string& where) {
+    OpenAttribute result;
+    result.attribute = Handle(H5Aopen(object, name, H5P_DEFAULT));
+    if (!result.attribute.valid()) {
+        attributeError(where, name, "cannot be opened" + errorSuffix());
+    }
+    result.type = Handle(H5Aget_type(result.attribute.get()));
+    Handle space(H5Aget_space(result.attribute.get()));
+    if (!result.type.valid() || !space.valid()) {
+        attributeError(where, name, "cannot be read" + errorSuffix());
+    }
+    result.points = H5Sget_simple_extent_npoints(space.get());
+    return result;
+}
+
+void requireSingleValue(const OpenAttribute& attribute, const char* name, const std::string& where) {
+    if (attribute.points != 1) {
+        attributeError(where, name,
+                       "must be a single value, got " + std::to_string(attribute.points) +
+                           " values");
+    }
+}
+
+void readOrThrow(const OpenAttribute& attribute, hid_t memoryType, void* buffer, const char* name,
+                 const std::string& where) {
+    if (H5Aread(attribute.attribute.get(), memoryType, buffer) < 0) {
+        attributeError(where, name, "cannot be read" + errorSuffix());
+    }
+}
+
+// Reads a raw integer of `size` bytes in native order.
+std::int64_t rawInteger(const unsigned char* bytes, std::size_t size, bool isSigned) {
+    switch (size) {
+        case 1: {
+            std::uint8_t v;
+            std::memcpy(&v, bytes, 1);
+            return isSigned ? std::int64_t(std::int8_t(v)) : std::int64_t(v);
+        }
+        case 2: {
+            std::uint16_t v;
+            std::memcpy(&v, bytes, 2);
+            return isSigned ? std::int64_t(std::int16_t(v)) : std::int64_t(v);
+        }
+        case 4: {
+            std::uint32_t v;
+            std::memcpy(&v, bytes, 4);
+            return isSigned ? std::int64_t(std::int32_t(v)) : std::int64_t(v);
+        }
+        default: {
+            std::int64_t v;
+            std::memcpy(&v, bytes, 8);
+            return v;
+        }
+    }
+}
+
+}  // namespace
+
+void Handle::reset() { close(); }
+
+bool Handle::close() {
+    if (id_ < 0) return true;
+    const herr_t status = closeById(id_);
+    id_ = H5I_INVALID_HID;
+    return status >= 0;
+}
+
+std::string lastErrorDetail() {
+    std::string detail;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermostError, &detail);
+    return detail;
+}
+
+std::string errorSuffix() {
+    const std::string detail = lastErrorDetail();
+    return detail.empty() ? std::string() : " (HDF5: " + detail + ")";
+}
+
+bool pathExists(hid_t location, const std::string& path) {
+    std::string prefix;
+    std::size_t start = 0;
+    while (start < path.size()) {
+        std::size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        if (end > start) {
+            prefix += "/" + path.substr(start, end - start);
+            if (H5Lexists(location, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+        }
+        start = end + 1;
+    }
+    return true;
+}
+
+Handle makeHalfType(bool nativeOrder) {
+    Handle type(H5Tcopy(nativeOrder ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE));
+    if (!type.valid() || H5Tset_fields(type.get(), 15, 10, 5, 0, 10) < 0 ||
+        H5Tset_size(type.get(), 2) < 0 || H5Tset_ebias(type.get(), 15) < 0) {
+        return Handle();
+    }
+    return type;
+}
+
+bool isIeeeHalf(hid_t type) {
+    if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 2) return false;
+    size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+    if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
+    return spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 &&
+           H5Tget_ebias(type) == 15 && H5Tget_norm(type) == H5T_NORM_IMPLIED &&
+           H5Tget_precision(type) == 16 && H5Tget_offset(type) == 0;
+}
+
+std::string describeType(hid_t type) {
+    const std::size_t bits = H5Tget_size(type) * 8;
+    switch (H5Tget_class(type)) {
+        case H5T_INTEGER:
+            return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") +
+                   std::to_string(bits);
+        case H5T_FLOAT: {
+            if (bits == 16 && !isIeeeHalf(type)) {
+                size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+                H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
+                return "16-bit float with a non-IEEE layout (" + std::to_string(esize) +
+                       " exponent bits, " + std::to_string(msize) + " mantissa bits)";
+            }
+            return "float" + std::to_string(bits);
+        }
+        case H5T_STRING: return "string";
+        case H5T_ENUM: return "enum";
+        case H5T_COMPOUND: return "compound";
+        case H5T_BITFIELD: return "bitfield" + std::to_string(bits);
+        case H5T_OPAQUE: return "opaque";
+        case H5T_REFERENCE: return "reference";
+        case H5T_VLEN: return "variable-length sequence";
+        case H5T_ARRAY: return "array";
+        case H5T_TIME: return "time";
+        default: return "unknown type";
+    }
+}
+
+namespace {
+std::vector<hsize_t> spaceDims(hid_t space) {
+    if (space < 0) return {};
+    const int rank = H5Sget_simple_extent_ndims(space);
+    if (rank <= 0) return {};
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+    H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+    return dims;
+}
+}  // namespace
+
+std::vector<hsize_t> datasetDims(hid_t dataset) {
+    Handle space(H5Dget_space(dataset));
+    return spaceDims(space.get());
+}
+
+std::vector<hsize_t> attributeDims(hid_t attribute) {
+    Handle space(H5Aget_space(attribute));
+    return spaceDims(space.get());
+}
+
+std::string describeDims(const std::vector<hsize_t>& dims) {
+    std::ostringstream out;
+    out << '[';
+    for (std::size_t i = 0; i < dims.size(); ++i) out << (i ? ", " : "") << dims[i];
+    out << ']';
+    return out.str();
+}
+
+bool hasAttribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
+
+std::string readStringAttribute(hid_t object, const char* name, const std::string& where) {
+    OpenAttribute attribute = openAttribute(object, name, where);
+    if (H5Tget_class(attribute.type.get()) != H5T_STRING) {
+        attributeError(where, name, "must be a string, got " + describeType(attribute.type.get()));
+    }
+    requireSingleValue(attribute, name, where);
+
+    if (H5Tis_variable_str(attribute.type.get()) > 0) {
+        Handle memoryType(H5Tcopy(H5T_C_S1));
+        H5Tset_size(memoryType.get(), H5T_VARIABLE);
+        H5Tset_cset(memoryType.get(), H5Tget_cset(attribute.type.get()));
+        char* value = nullptr;
+        readOrThrow(attribute, memoryType.get(), &value, name, where);
+        std::string result = value ? value : "";
+        Handle space(H5Aget_space(attribute.attribute.get()));
+        H5Dvlen_reclaim(memoryType.get(), space.get(), H5P_DEFAULT, &value);
+        return result;
+    }
+
+    const std::size_t size = H5Tget_size(attribute.type.get());
+    std::vector<char> buffer(size + 1, '\0');
+    // Strings have no byte order: the file type serves as the memory type, bytes come back as is.
+    readOrThrow(attribute, attribute.type.get(), buffer.data(), name, where);
+    std::string result(buffer.data(), strnlen(buffer.data(), size));
+    if (H5Tget_strpad(attribute.type.get()) == H5T_STR_SPACEPAD) {
+        result.erase(result.find_last_not_of(' ') + 1);
+    }
+    return result;
+}
+
+std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::string& where) {
+    OpenAttribute attribute = openAttribute(object, name, where);
+    if (H5Tget_class(attribute.type.get()) != H5T_INTEGER) {
+        attributeError(where, name,
+                       "must be an integer, got " + describeType(attribute.type.get()));
+    }
+    requireSingleValue(attribute, name, where);
+    std::int64_t value = 0;
+    readOrThrow(attribute, H5T_NATIVE_INT64, &value, name, where);
+    return value;
+}
+
+std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* name,
+                                                    const std::string& where) {
+    OpenAttribute attribute = openAttribute(object, name, where);
+    if (H5Tget_class(attribute.type.get()) != H5T_INTEGER) {
+        attributeError(where, name,
+                       "must be integers, got " + describeType(attribute.type.get()));
+    }
+    if (attributeDims(attribute.attribute.get()).size() > 1) {
+        attributeError(where, name,
+                       "must be a one-dimensional array, got shape " +
+                           describeDims(attributeDims(attribute.attribute.get())));
+    }
+    std::vector<std::int64_t> values(std::size_t(std::max<hssize_t>(attribute.points, 0)));
+    if (!values.empty()) readOrThrow(attribute, H5T_NATIVE_INT64, values.data(), name, where);
+    return values;
+}
+
+double readNumberAttribute(hid_t object, const char* name, const std::string& where) {
+    OpenAttribute attribute = openAttribute(object, name, where);
+    const H5T_class_t typeClass = H5Tget_class(attribute.type.get());
+    if (typeClass != H5T_INTEGER && typeClass != H5T_FLOAT) {
+        attributeError(where, name, "must be a number, got " + describeType(attribute.type.get()));
+    }
+    requireSingleValue(attribute, name, where);
+    double value = 0;
+    readOrThrow(attribute, H5T_NATIVE_DOUBLE, &value, name, where);
+    return value;
+}
+
+bool readBoolAttribute(hid_t object, const char* name, const std::string& where) {
+    OpenAttribute attribute = openAttribute(object, name, where);
+    const H5T_class_t typeClass = H5Tget_class(attribute.type.get());
+    std::int64_t value = 0;
+    if (typeClass == H5T_INTEGER) {
+        requireSingleValue(attribute, name, where);
+        readOrThrow(attribute, H5T_NATIVE_INT64, &value, name, where);
+    } else if (typeClass == H5T_ENUM) {
+        requireSingleValue(attribute, name, where);
+        // HDF5 does not convert enums to integers; read the enum in native order and decode its
+        // integer base type by hand.
+        Handle memoryType(H5Tget_native_type(attribute.type.get(), H5T_DIR_ASCEND));
+        Handle base(H5Tget_super(memoryType.get()));
+        const std::size_t size = H5Tget_size(memoryType.get());
+        if (!memoryType.valid() || !base.valid() || size > 8) {
+            attributeError(where, name, "has an unsupported enum type");
+        }
+        unsigned char bytes[8] = {};
+        readOrThrow(attribute, memoryType.get(), bytes, name, where);
+        value = rawInteger(bytes, size, H5Tget_sign(base.get()) != H5T_SGN_NONE);
+    } else {
+        attributeError(where, name,
+                       "must be a boolean (integer 0/1 or enum), got " +
+                           describeType(attribute.type.get()));
+    }
+    if (value != 0 && value != 1) {
+        attributeError(where, name, "must be a boolean (0 or 1), got " + std::to_string(value));
+    }
+    return value == 1;
+}
+
+}  // namespace h5
+}  // namespace attnlens

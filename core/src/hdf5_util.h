@@ -1,0 +1,96 @@
+#pragma once
+// Private helpers around the HDF5 C API: RAII identifiers, the process-wide lock, attribute
+// readers that accept what h5py and other writers produce, and type descriptions for messages.
+//
+// Rule: every function here except describeDims() must be called with an h5::Lock held, and every
+// Handle must be destroyed with the lock held (declare the Lock before the Handles in a scope).
+#include <hdf5.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlens::h5 {
+
+// Holds hdf5Mutex(). Also switches off HDF5's automatic error printing for the calling thread:
+// in a thread-safe HDF5 build the error-stack settings are per thread, so doing it once per
+// process is not enough for worker threads.
+class Lock {
+public:
+    Lock();
+
+private:
+    std::unique_lock<std::mutex> lock_;
+};
+
+// Owns one HDF5 identifier of any kind and closes it with the matching H5*close.
+class Handle {
+public:
+    Handle() = default;
+    explicit Handle(hid_t id) : id_(id) {}
+    ~Handle() { reset(); }
+    Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)) {}
+    Handle& operator=(Handle&& other) noexcept {
+        if (this != &other) {
+            reset();
+            id_ = std::exchange(other.id_, H5I_INVALID_HID);
+        }
+        return *this;
+    }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+
+    hid_t get() const { return id_; }
+    bool valid() const { return id_ >= 0; }
+    void reset();
+    // Closes and reports whether the close succeeded (H5Fclose flushes, so it can fail).
+    bool close();
+
+private:
+    hid_t id_ = H5I_INVALID_HID;
+};
+
+// The innermost description on the current thread's HDF5 error stack (e.g. "truncated file: eof =
+// 1024, sufficient_eof = 4096"), or "" when the stack is empty. Call right after a failed call.
+std::string lastErrorDetail();
+// " (HDF5: <detail>)" or "" when there is none.
+std::string errorSuffix();
+
+// True when every component of `path` (absolute, "/a/b/c") exists as a link.
+bool pathExists(hid_t location, const std::string& path);
+
+// The IEEE binary16 type in little-endian (file) or native (memory) byte order, built as h5py does:
+// the 32-bit float with fields (15, 10, 5, 0, 10), size 2 and exponent bias 15.
+Handle makeHalfType(bool nativeOrder);
+// True for a 2-byte float type with exactly the IEEE binary16 layout (either byte order).
+bool isIeeeHalf(hid_t type);
+
+// "float16", "float32", "int32", "uint8", "string", "enum", "compound", ... for messages.
+std::string describeType(hid_t type);
+// Dimensions of a dataset's or attribute's dataspace; empty for scalar and null dataspaces.
+std::vector<hsize_t> datasetDims(hid_t dataset);
+std::vector<hsize_t> attributeDims(hid_t attribute);
+// "[2, 3, 197, 64]"
+std::string describeDims(const std::vector<hsize_t>& dims);
+
+// Attribute readers. `where` names the object for messages ("file.h5: /layers/blocks.0" or
+// "file.h5: root"); on a wrong type or shape they throw Error(Input)
+// "<where> attribute 'name' must be ..., got ...".
+bool hasAttribute(hid_t object, const char* name);
+// Fixed-length (NUL- or space-padded) or variable-length strings, ASCII or UTF-8, scalar or one
+// element.
+std::string readStringAttribute(hid_t object, const char* name, const std::string& where);
+// Integer class only; scalar or one element.
+std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::string& where);
+// One-dimensional integer array (or a scalar, returned as one element).
+std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* name,
+                                                    const std::string& where);
+// Integer or float class; scalar or one element.
+double readNumberAttribute(hid_t object, const char* name, const std::string& where);
+// An integer 0/1 or an enum whose value is 0/1 (h5py stores numpy bools as enum {FALSE, TRUE}).
+bool readBoolAttribute(hid_t object, const char* name, const std::string& where);
+
+}  // namespace attnlens::h5

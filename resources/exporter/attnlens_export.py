@@ -1,0 +1,672 @@
+#!/usr/bin/python3
+"""Record Q, K and V of a PyTorch model's attention layers and write an "attnlens.dump" v1 file.
+
+    import attnlens_export as ax
+    model = build_my_vit().eval()                      # timm-style: blocks[i].attn has a qkv Linear
+    with ax.Exporter(model, "my.h5", grid=(14, 14), prefix_tokens=1) as ex:
+        for x, y in loader:                            # streamed: one batch in memory at a time
+            ex.run(x, labels=y, images=ax.to_uint8(x)) # images/labels are optional
+
+Layers are found automatically (see `find_layers`):
+  * modules implementing the exporter protocol: `attnlens_qkv(x) -> (q, k, v)` (each
+    [B, heads, N, d], x = the module's first input) and `attnlens_layer_attrs() -> dict` with
+    optional keys attention, scale, kernel_applied, grid, prefix_tokens;
+  * timm's `Attention` (and look-alikes): a module with a `qkv` nn.Linear and `num_heads`.
+    The exporter hooks the `qkv` Linear's output, so it works with `fused_attn` on (it never needs
+    the attention weights), and applies the module's `q_norm` / `k_norm` when present.
+Any other module is registered with a `LayerSpec(module, extract=fn, ...)` where
+fn(module, inputs, output) returns q, k, v of shape [B, heads, N, d] (v may be None).
+
+Command line (`python3 attnlens_export.py --help`):
+  export   run a model given as module:factory on images from a .npy/.npz file and write a dump
+  validate check a dump's structure against the format and print a summary
+
+Dependencies: Debian's python3-torch, python3-h5py, python3-numpy only. Nothing is downloaded.
+"""
+
+import argparse
+import importlib
+import os
+import sys
+from collections import OrderedDict
+
+import h5py
+import numpy as np
+
+FORMAT = "attnlens.dump"
+FORMAT_VERSION = 1
+ATTENTION_NAMES = ("softmax", "linear", "focused", "inline", "mala", "other")
+DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+
+
+class ExportError(Exception):
+    """A problem with the model, the data or the output, with a message naming what is wrong."""
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def _as_numpy(t):
+    """torch tensor (any device; bfloat16/float16 widened to float32) or array-like -> ndarray."""
+    if t is None:
+        return None
+    if hasattr(t, "detach"):
+        t = t.detach().cpu()
+        if t.dtype.is_floating_point and t.element_size() < 4:
+            t = t.float()
+        t = t.numpy()
+    return np.asarray(t)
+
+
+class DumpWriter:
+    """Streams layers, images and labels into an attnlens.dump v1 file.
+
+    Tensors are appended batch by batch along the image axis into chunked, resizable datasets
+    (one image per chunk), so memory stays bounded by one batch. The file is written under a
+    temporary name and renamed by close(); leaving the `with` block with an exception removes it.
+    """
+
+    def __init__(self, path, grid, prefix_tokens=0, model=None, dtype="float16",
+                 compression=None):
+        if dtype not in DTYPES:
+            raise ExportError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        grid = tuple(int(g) for g in grid)
+        if len(grid) != 2 or min(grid) <= 0:
+            raise ExportError(f"grid must be two positive integers [H, W], got {grid}")
+        if int(prefix_tokens) < 0:
+            raise ExportError(f"prefix_tokens must be >= 0, got {prefix_tokens}")
+        self.path = os.fspath(path)
+        self.grid = grid
+        self.prefix_tokens = int(prefix_tokens)
+        self.dtype = DTYPES[dtype]
+        self.compression = compression
+        self._tmp = f"{self.path}.tmp-{os.getpid()}"
+        self._file = h5py.File(self._tmp, "w")
+        self._file.attrs["format"] = FORMAT
+        self._file.attrs["format_version"] = np.int64(FORMAT_VERSION)
+        if model:
+            self._file.attrs["model"] = str(model)
+        self._file.attrs["grid"] = np.array(grid, dtype=np.int64)
+        self._file.attrs["prefix_tokens"] = np.int64(self.prefix_tokens)
+        self._layers_group = self._file.create_group("layers")
+        self._layers = OrderedDict()  # name -> {"count": images written}
+        self._images = 0
+        self._labels = 0
+        self._closed = False
+
+    # -- layers --
+
+    def declare_layer(self, name, index, attention=None, scale=None, kernel_applied=None,
+                      grid=None, prefix_tokens=None):
+        """Create the group of one layer with its attributes (datasets come with the first batch)."""
+        if not name or "/" in name:
+            raise ExportError(f"layer name must be non-empty and contain no '/', got {name!r}")
+        if name in self._layers:
+            raise ExportError(f"layer {name!r} declared twice")
+        g = self._layers_group.create_group(name)
+        g.attrs["index"] = np.int64(index)
+        if attention is not None:
+            if attention not in ATTENTION_NAMES:
+                raise ExportError(f"layer {name}: attention must be one of "
+                                  f"{', '.join(ATTENTION_NAMES)}, got {attention!r}")
+            g.attrs["attention"] = attention
+        if scale is not None:
+            g.attrs["scale"] = np.float64(scale)
+        if kernel_applied is not None:
+            g.attrs["kernel_applied"] = np.int64(1 if kernel_applied else 0)
+        if grid is not None:
+            g.attrs["grid"] = np.array([int(grid[0]), int(grid[1])], dtype=np.int64)
+        if prefix_tokens is not None:
+            g.attrs["prefix_tokens"] = np.int64(prefix_tokens)
+        self._layers[name] = {"count": 0, "grid": tuple(grid) if grid else self.grid,
+                              "prefix": self.prefix_tokens if prefix_tokens is None
+                              else int(prefix_tokens)}
+
+    def _dataset(self, group, key, shape):
+        if key in group:
+            ds = group[key]
+            if ds.shape[1:] != tuple(shape[1:]):
+                raise ExportError(f"layer {group.name}: {key} batch shape {tuple(shape)} does not "
+                                  f"match the earlier batches' {ds.shape}")
+            return ds
+        return group.create_dataset(
+            key, shape=(0,) + tuple(shape[1:]), maxshape=(None,) + tuple(shape[1:]),
+            chunks=(1,) + tuple(shape[1:]), dtype=self.dtype, compression=self.compression,
+            shuffle=self.compression is not None)
+
+    def append_layer(self, name, q, k, v=None):
+        """Append one batch [b, heads, N, d] of q, k (and v) to layer `name`."""
+        if name not in self._layers:
+            raise ExportError(f"layer {name!r} was not declared")
+        q, k, v = _as_numpy(q), _as_numpy(k), _as_numpy(v)
+        info = self._layers[name]
+        if q.ndim != 4 or k.ndim != 4:
+            raise ExportError(f"layer {name}: q and k must be [B, heads, N, d], got "
+                              f"{q.shape} and {k.shape}")
+        if q.shape != k.shape:
+            raise ExportError(f"layer {name}: q {q.shape} and k {k.shape} differ in shape")
+        n_expected = info["prefix"] + info["grid"][0] * info["grid"][1]
+        if q.shape[2] != n_expected:
+            raise ExportError(
+                f"layer {name}: N = {q.shape[2]} tokens but prefix_tokens {info['prefix']} + grid "
+                f"{info['grid'][0]}x{info['grid'][1]} = {n_expected}")
+        if v is not None and (v.ndim != 4 or v.shape[:3] != q.shape[:3]):
+            raise ExportError(f"layer {name}: v {v.shape} must share B, heads and N with q "
+                              f"{q.shape}")
+        for key, t in (("q", q), ("k", k), ("v", v)):
+            if t is None:
+                continue
+            if not np.all(np.isfinite(t)):
+                raise ExportError(f"layer {name}: {key} holds NaN or Inf")
+            if self.dtype is np.float16 and np.abs(t).max(initial=0.0) > 65504.0:
+                raise ExportError(f"layer {name}: |{key}| reaches {np.abs(t).max():.4g}, beyond "
+                                  "float16's 65504; export with dtype float32")
+            ds = self._dataset(self._file["layers"][name], key, t.shape)
+            start = ds.shape[0]
+            if start != info["count"]:
+                raise ExportError(f"layer {name}: {key} has {start} images, expected "
+                                  f"{info['count']} (v present in some batches only?)")
+            ds.resize(start + t.shape[0], axis=0)
+            ds[start:] = t.astype(self.dtype, copy=False)
+        info["count"] += q.shape[0]
+
+    # -- images and labels --
+
+    def append_images(self, images):
+        """uint8 [b, h, w] or [b, h, w, 3]."""
+        images = _as_numpy(images)
+        if images.dtype != np.uint8:
+            raise ExportError(f"images must be uint8, got {images.dtype} (see to_uint8)")
+        if images.ndim not in (3, 4) or (images.ndim == 4 and images.shape[3] != 3):
+            raise ExportError(f"images must be [B, h, w] or [B, h, w, 3], got {images.shape}")
+        if "images" not in self._file:
+            self._file.create_dataset("images", shape=(0,) + images.shape[1:],
+                                      maxshape=(None,) + images.shape[1:],
+                                      chunks=(1,) + images.shape[1:], dtype=np.uint8)
+        ds = self._file["images"]
+        if ds.shape[1:] != images.shape[1:]:
+            raise ExportError(f"images {images.shape} do not match earlier batches {ds.shape}")
+        ds.resize(ds.shape[0] + images.shape[0], axis=0)
+        ds[-images.shape[0]:] = images
+        self._images = ds.shape[0]
+
+    def append_labels(self, labels):
+        labels = _as_numpy(labels).astype(np.int64).reshape(-1)
+        if "labels" not in self._file:
+            self._file.create_dataset("labels", shape=(0,), maxshape=(None,), dtype=np.int64,
+                                      chunks=(1024,))
+        ds = self._file["labels"]
+        ds.resize(ds.shape[0] + labels.shape[0], axis=0)
+        ds[-labels.shape[0]:] = labels
+        self._labels = ds.shape[0]
+
+    # -- finishing --
+
+    def close(self):
+        """Check that every layer, the images and the labels hold the same B, then rename."""
+        if self._closed:
+            return
+        counts = {name: info["count"] for name, info in self._layers.items()}
+        problems = []
+        if not counts:
+            problems.append("no attention layer was recorded")
+        elif len(set(counts.values())) != 1:
+            problems.append(f"layers hold different numbers of images: {counts}")
+        b = next(iter(counts.values()), 0)
+        if counts and b == 0:
+            problems.append("no image was written")
+        if "images" in self._file and self._images != b:
+            problems.append(f"{self._images} images but {b} per layer")
+        if "labels" in self._file and self._labels != b:
+            problems.append(f"{self._labels} labels but {b} images per layer")
+        self._file.close()
+        self._closed = True
+        if problems:
+            os.remove(self._tmp)
+            raise ExportError(f"{self.path}: " + "; ".join(problems))
+        os.replace(self._tmp, self.path)
+
+    def abort(self):
+        if not self._closed:
+            self._file.close()
+            self._closed = True
+            if os.path.exists(self._tmp):
+                os.remove(self._tmp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Recording
+
+
+class LayerSpec:
+    """One attention layer to record.
+
+    extract(module, inputs, output) -> (q, k, v), each [B, heads, N, d] (v may be None); it runs
+    as a forward hook of `hook_module` (default: `module`). Attributes follow the format:
+    attention (softmax|linear|focused|inline|mala|other), scale (softmax logit scale),
+    kernel_applied (q/k already went through the model's feature map), grid/prefix_tokens
+    overrides for hierarchical models."""
+
+    def __init__(self, module, extract, name=None, hook_module=None, attention=None, scale=None,
+                 kernel_applied=None, grid=None, prefix_tokens=None):
+        self.module = module
+        self.extract = extract
+        self.name = name
+        self.hook_module = hook_module if hook_module is not None else module
+        self.attrs = {"attention": attention, "scale": scale, "kernel_applied": kernel_applied,
+                      "grid": grid, "prefix_tokens": prefix_tokens}
+
+
+def _timm_extract(attn):
+    """Extractor for timm's Attention hooked on its qkv Linear: output [B, N, 3C]."""
+
+    def extract(_linear, _inputs, output):
+        b, n, three_c = output.shape
+        heads = int(attn.num_heads)
+        head_dim = getattr(attn, "head_dim", three_c // 3 // heads)
+        qkv = output.reshape(b, n, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+        if q_norm is not None:
+            q = q_norm(q)
+        if k_norm is not None:
+            k = k_norm(k)
+        return q, k, v
+
+    return extract
+
+
+def _protocol_extract(module, inputs, _output):
+    return module.attnlens_qkv(inputs[0])
+
+
+def find_layers(model):
+    """LayerSpecs for every attention module of `model`, in module order (= forward order for
+    sequential transformers). Protocol modules first; timm-style modules otherwise."""
+    import torch.nn as nn
+
+    specs = []
+    claimed = set()
+    for path, module in model.named_modules():
+        if any(path.startswith(p + ".") for p in claimed):
+            continue  # submodules of a layer already recorded
+        if callable(getattr(module, "attnlens_qkv", None)):
+            attrs = dict(module.attnlens_layer_attrs()) if hasattr(
+                module, "attnlens_layer_attrs") else {}
+            specs.append(LayerSpec(module, _protocol_extract, name=path, **attrs))
+            claimed.add(path)
+        elif isinstance(getattr(module, "qkv", None), nn.Linear) and hasattr(module, "num_heads"):
+            # timm's Attention is softmax attention; a look-alike of another class is not known to
+            # be, so its paradigm is left as "other" (pass LayerSpecs to say what it is).
+            softmax = type(module).__name__ == "Attention"
+            specs.append(LayerSpec(module, _timm_extract(module), name=path,
+                                   hook_module=module.qkv,
+                                   attention="softmax" if softmax else "other",
+                                   scale=float(getattr(module, "scale",
+                                                       module.head_dim ** -0.5
+                                                       if hasattr(module, "head_dim") else 0))
+                                   or None))
+            claimed.add(path)
+    return specs
+
+
+class Recorder:
+    """Forward hooks that keep the last forward pass's q, k, v of each layer (detached, CPU)."""
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+        names = [s.name for s in self.layers]
+        if len(set(names)) != len(names) or any(not n for n in names):
+            raise ExportError(f"layer names must be unique and non-empty, got {names}")
+        self.captured = OrderedDict()
+        self._handles = []
+
+    def __enter__(self):
+        for spec in self.layers:
+            self._handles.append(spec.hook_module.register_forward_hook(self._hook(spec)))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        return False
+
+    def _hook(self, spec):
+        def hook(module, inputs, output):
+            q, k, v = spec.extract(spec.module if module is spec.hook_module else module,
+                                   inputs, output)
+            if spec.name in self.captured:
+                raise ExportError(f"layer {spec.name} ran twice in one forward pass")
+            self.captured[spec.name] = tuple(
+                None if t is None else t.detach().cpu() for t in (q, k, v))
+
+        return hook
+
+
+class Exporter:
+    """Runs a model batch by batch and streams its layers' q, k, v into a dump.
+
+    model: a torch.nn.Module (set to eval() by the caller). path: output .h5 file.
+    layers: LayerSpecs (default: find_layers(model)). layer_name: maps a LayerSpec's name to the
+    name written (e.g. lambda n: n.replace("blocks.", "block")). index_start: first `index`.
+    writer: an open DumpWriter to share (several models in one file); then path/grid/... are
+    ignored and the caller closes the writer. dtype float32 keeps q/k at model precision,
+    float16 halves the size (about 3 significant digits)."""
+
+    def __init__(self, model, path=None, grid=None, prefix_tokens=0, dtype="float16",
+                 model_name=None, layers=None, layer_name=None, index_start=0, writer=None,
+                 with_values=True, compression=None):
+        import torch  # noqa: F401  (a clear ImportError here beats one deep in a hook)
+
+        self.model = model
+        self.with_values = with_values
+        specs = find_layers(model) if layers is None else list(layers)
+        if not specs:
+            raise ExportError("no attention layer found: pass layers=[LayerSpec(...)] for modules "
+                              "without a `qkv` Linear or the attnlens_qkv protocol")
+        for spec in specs:
+            if spec.name is None:
+                spec.name = next((p for p, m in model.named_modules() if m is spec.module), None)
+            if layer_name is not None:
+                spec.name = layer_name(spec.name)
+        self.recorder = Recorder(specs)
+        self._own_writer = writer is None
+        if writer is None:
+            if path is None or grid is None:
+                raise ExportError("Exporter needs path and grid (or an open writer)")
+            writer = DumpWriter(path, grid, prefix_tokens, model=model_name or
+                                type(model).__name__, dtype=dtype, compression=compression)
+        self.writer = writer
+        for i, spec in enumerate(specs):
+            self.writer.declare_layer(spec.name, index_start + i, **spec.attrs)
+
+    def run(self, x, labels=None, images=None):
+        """One batch: forward pass under no_grad, then append every layer (and images/labels).
+        Returns the model's output."""
+        import torch
+
+        self.recorder.captured.clear()
+        with torch.no_grad(), self.recorder:
+            out = self.model(x)
+        missing = [s.name for s in self.recorder.layers if s.name not in self.recorder.captured]
+        if missing:
+            raise ExportError(f"layers {missing} did not run in the forward pass")
+        for name, (q, k, v) in self.recorder.captured.items():
+            self.writer.append_layer(name, q, k, v if self.with_values else None)
+        self.recorder.captured.clear()
+        if images is not None:
+            self.writer.append_images(images)
+        if labels is not None:
+            self.writer.append_labels(labels)
+        return out
+
+    def close(self):
+        if self._own_writer:
+            self.writer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._own_writer:
+            if exc_type is None:
+                self.writer.close()
+            else:
+                self.writer.abort()
+        return False
+
+
+def to_uint8(x, mean=None, std=None):
+    """Model input [B, C, H, W] (float) -> uint8 images [B, H, W] (C = 1) or [B, H, W, 3] (C = 3)
+    for overlays. mean/std undo the input normalisation; values are then clipped to [0, 1]."""
+    a = _as_numpy(x).astype(np.float64)
+    if a.ndim != 4 or a.shape[1] not in (1, 3):
+        raise ExportError(f"to_uint8 expects [B, 1 or 3, H, W], got {a.shape}")
+    if std is not None:
+        a = a * np.asarray(std, dtype=np.float64).reshape(1, -1, 1, 1)
+    if mean is not None:
+        a = a + np.asarray(mean, dtype=np.float64).reshape(1, -1, 1, 1)
+    a = np.clip(np.rint(a * 255.0), 0, 255).astype(np.uint8)
+    return a[:, 0] if a.shape[1] == 1 else np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+
+
+def validate(path):
+    """Check a dump against the format (version 1). Returns a summary dict; raises ExportError
+    listing every problem found."""
+    problems = []
+    summary = {"path": os.fspath(path), "layers": []}
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ExportError(f"{path}: cannot open as HDF5 ({e})")
+    with f:
+        a = f.attrs
+        fmt = a.get("format")
+        if isinstance(fmt, bytes):
+            fmt = fmt.decode()
+        if fmt != FORMAT:
+            problems.append(f"root attribute format is {fmt!r}, expected {FORMAT!r}")
+        version = a.get("format_version")
+        if version is None or not np.issubdtype(np.asarray(version).dtype, np.integer) \
+                or int(version) != FORMAT_VERSION:
+            problems.append(f"root attribute format_version is {version!r}, expected integer 1")
+        grid = a.get("grid")
+        if grid is None or np.asarray(grid).shape != (2,) or \
+                not np.issubdtype(np.asarray(grid).dtype, np.integer):
+            problems.append(f"root attribute grid must be two integers, got {grid!r}")
+            grid = (0, 0)
+        prefix = int(a.get("prefix_tokens", 0))
+        summary.update(grid=[int(g) for g in grid], prefix_tokens=prefix,
+                       model=str(a.get("model", "")))
+        batch = None
+        if "layers" not in f:
+            problems.append("missing group /layers")
+        else:
+            for name, g in f["layers"].items():
+                where = f"/layers/{name}"
+                if "q" not in g or "k" not in g:
+                    problems.append(f"{where}: missing q or k")
+                    continue
+                q, k = g["q"], g["k"]
+                if q.ndim != 4 or q.shape != k.shape:
+                    problems.append(f"{where}: q {q.shape} and k {k.shape} must be equal "
+                                    "[B, heads, N, d]")
+                    continue
+                for key in ("q", "k", "v"):
+                    if key in g and g[key].dtype not in (np.float16, np.float32, np.float64):
+                        problems.append(f"{where}/{key}: dtype {g[key].dtype} is not float16/32/64")
+                    if key in g and g[key].chunks is not None and g[key].chunks[0] != 1:
+                        problems.append(f"{where}/{key}: chunks {g[key].chunks} hold more than "
+                                        "one image")
+                if "v" in g and (g["v"].ndim != 4 or g["v"].shape[:3] != q.shape[:3]):
+                    problems.append(f"{where}: v {g['v'].shape} must share B, heads, N with q")
+                lg = g.attrs.get("grid", grid)
+                lp = int(g.attrs.get("prefix_tokens", prefix))
+                if q.shape[2] != lp + int(lg[0]) * int(lg[1]):
+                    problems.append(f"{where}: N = {q.shape[2]} != prefix {lp} + grid "
+                                    f"{int(lg[0])}x{int(lg[1])}")
+                if batch is None:
+                    batch = q.shape[0]
+                elif q.shape[0] != batch:
+                    problems.append(f"{where}: B = {q.shape[0]} differs from {batch}")
+                att = g.attrs.get("attention")
+                if isinstance(att, bytes):
+                    att = att.decode()
+                ka = g.attrs.get("kernel_applied")
+                if ka is not None and int(ka) not in (0, 1):
+                    problems.append(f"{where}: kernel_applied must be 0 or 1, got {ka!r}")
+                summary["layers"].append({
+                    "name": name, "index": int(g.attrs["index"]) if "index" in g.attrs else None,
+                    "shape": list(q.shape), "dtype": str(q.dtype), "values": "v" in g,
+                    "attention": att, "kernel_applied": None if ka is None else int(ka),
+                    "scale": float(g.attrs["scale"]) if "scale" in g.attrs else None})
+            if not summary["layers"] and "layers" in f:
+                problems.append("no layer under /layers")
+        if "images" in f:
+            im = f["images"]
+            if im.dtype != np.uint8 or im.ndim not in (3, 4) or (im.ndim == 4 and
+                                                                  im.shape[3] != 3):
+                problems.append(f"/images must be uint8 [B,h,w] or [B,h,w,3], got {im.dtype} "
+                                f"{im.shape}")
+            elif batch is not None and im.shape[0] != batch:
+                problems.append(f"/images has {im.shape[0]} images, layers have {batch}")
+        if "labels" in f:
+            lb = f["labels"]
+            if not np.issubdtype(lb.dtype, np.integer) or lb.ndim != 1:
+                problems.append(f"/labels must be integer [B], got {lb.dtype} {lb.shape}")
+            elif batch is not None and lb.shape[0] != batch:
+                problems.append(f"/labels has {lb.shape[0]} entries, layers have {batch}")
+        summary["images"] = batch
+        summary["has_images"] = "images" in f
+        summary["has_labels"] = "labels" in f
+        summary["layers"].sort(key=lambda l: (l["index"] is None, l["index"], l["name"]))
+        indices = [l["index"] for l in summary["layers"] if l["index"] is not None]
+        if len(set(indices)) != len(indices):
+            problems.append(f"layer index attributes repeat: {sorted(indices)}")
+    if problems:
+        raise ExportError(f"{path}: " + "; ".join(problems))
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+
+
+def _load_factory(spec):
+    if ":" not in spec:
+        raise ExportError(f"--model must be MODULE:CALLABLE (e.g. mymodels:build), got {spec!r}")
+    module_name, attr = spec.split(":", 1)
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ExportError(f"--model: cannot import {module_name!r}: {e}")
+    try:
+        factory = getattr(module, attr)
+    except AttributeError:
+        raise ExportError(f"--model: {module_name} has no {attr!r}")
+    return factory
+
+
+def _load_images(path, key=None):
+    data = np.load(path)
+    if isinstance(data, np.lib.npyio.NpzFile):
+        names = list(data.keys())
+        key = key or ("images" if "images" in names else names[0])
+        labels = data["labels"] if "labels" in names else None
+        return data[key], labels
+    return data, None
+
+
+def _cmd_export(args):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model = _load_factory(args.model)()
+    if args.weights:
+        state = torch.load(args.weights, map_location="cpu")
+        if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
+            state = state["model"]
+        model.load_state_dict(state)
+    model.eval()
+    images, labels = _load_images(args.input)
+    if args.labels:
+        labels = np.load(args.labels)
+    if images.ndim == 3:
+        images = images[:, None]  # [B, H, W] grey -> [B, 1, H, W]
+    elif images.ndim == 4 and images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3):
+        images = images.transpose(0, 3, 1, 2)
+    if images.ndim != 4:
+        raise ExportError(f"--input: expected images [B, H, W], [B, H, W, C] or [B, C, H, W], "
+                          f"got {images.shape}")
+    if args.limit:
+        images = images[:args.limit]
+        labels = None if labels is None else labels[:args.limit]
+    uint8_input = images.dtype == np.uint8
+    mean = np.asarray(args.mean, dtype=np.float32).reshape(1, -1, 1, 1)
+    std = np.asarray(args.std, dtype=np.float32).reshape(1, -1, 1, 1)
+    with Exporter(model, args.output, grid=args.grid, prefix_tokens=args.prefix_tokens,
+                  dtype=args.dtype, model_name=args.model_name or args.model,
+                  compression="gzip" if args.gzip else None) as ex:
+        for start in range(0, images.shape[0], args.batch_size):
+            batch = images[start:start + args.batch_size]
+            x = batch.astype(np.float32) / 255.0 if uint8_input else batch.astype(np.float32)
+            x = (x - mean) / std
+            shown = to_uint8(x * std + mean) if not uint8_input else (
+                batch[:, 0] if batch.shape[1] == 1 else batch.transpose(0, 2, 3, 1))
+            ex.run(torch.from_numpy(np.ascontiguousarray(x)),
+                   labels=None if labels is None else labels[start:start + args.batch_size],
+                   images=np.ascontiguousarray(shown) if args.with_images else None)
+            print(f"\r{min(start + args.batch_size, images.shape[0])}/{images.shape[0]} images",
+                  end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    _print_summary(validate(args.output))
+    return 0
+
+
+def _print_summary(s):
+    print(f"{s['path']}: model {s['model'] or '-'}, {s['images']} images, grid "
+          f"{s['grid'][0]}x{s['grid'][1]}, prefix {s['prefix_tokens']}, "
+          f"images {'yes' if s['has_images'] else 'no'}, labels {'yes' if s['has_labels'] else 'no'}")
+    for l in s["layers"]:
+        b, h, n, d = l["shape"]
+        print(f"  [{l['index']}] {l['name']}: heads {h}, N {n}, d {d}, {l['dtype']}, "
+              f"v {'yes' if l['values'] else 'no'}, attention {l['attention'] or '-'}, "
+              f"kernel_applied {l['kernel_applied'] if l['kernel_applied'] is not None else '-'}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="attnlens_export", description="Write attnlens.dump v1 files from PyTorch models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("export", help="run a model on images and write a dump")
+    p.add_argument("--model", required=True,
+                   help="MODULE:CALLABLE returning the torch.nn.Module (imported from the "
+                        "current directory or PYTHONPATH)")
+    p.add_argument("--weights", help="state_dict file for the model (torch.save)")
+    p.add_argument("--input", required=True,
+                   help=".npy or .npz (key 'images', optional 'labels'): uint8 images [B,H,W(,3)] "
+                        "(scaled to [0,1], then normalised) or float model inputs [B,C,H,W]")
+    p.add_argument("--labels", help=".npy of integer labels [B]")
+    p.add_argument("--grid", type=int, nargs=2, required=True, metavar=("H", "W"))
+    p.add_argument("--prefix-tokens", type=int, default=0)
+    p.add_argument("--mean", type=float, nargs="+", default=[0.0])
+    p.add_argument("--std", type=float, nargs="+", default=[1.0])
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float16")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--limit", type=int, default=0, help="export only the first N images")
+    p.add_argument("--no-images", dest="with_images", action="store_false")
+    p.add_argument("--gzip", action="store_true", help="gzip-compress the datasets")
+    p.add_argument("--model-name", help="root attribute `model` (default: --model)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=_cmd_export)
+    v = sub.add_parser("validate", help="check a dump's structure and print a summary")
+    v.add_argument("file")
+    v.set_defaults(func=lambda a: (_print_summary(validate(a.file)), 0)[1])
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ExportError as e:
+        print(f"attnlens_export: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

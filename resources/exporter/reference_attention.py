@@ -1,0 +1,448 @@
+"""Reference PyTorch attention modules and a small timm-compatible vision transformer.
+
+These are re-implementations (no code copied) of the attention of the three papers' released code,
+for one head-split layout [B, heads, N, d] and a token sequence of P prefix tokens (CLS) followed by
+an H x W grid, token index = P + y*W + x (the attnlens.dump layout):
+
+  Attention              softmax, timm's `Attention` (fused `qkv` Linear, `num_heads`, `scale`,
+                         `q_norm`/`k_norm`, `fused_attn`)
+  LinearReLUAttention    linear attention with the ReLU kernel, normalised as in FLatten's code
+  FocusedLinearAttention FLatten (LeapLabTHU/FLatten-Transformer, models/flatten_swin.py, HEAD)
+  InLineAttention        InLine (LeapLabTHU/InLine, models/inline_deit.py)
+  MALAAttention          MALA (qhfan/MALA, classfication_release/model.py, AddLinearAttention)
+
+Every module has `attention_parts(x)`: the attention output O = A V per head [B, heads, N, d]
+*before* the depthwise convolution / local residual / gating / output projection, plus the tensors
+the exporter writes. `forward` adds those extras exactly as the released code does. The modules
+other than the timm-style `Attention` implement the exporter protocol (`attnlens_qkv`,
+`attnlens_layer_attrs`, see attnlens_export.py). Where and why each module deviates from the issue's
+paradigm definitions is written down in README.md next to this file.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PARADIGMS = ("softmax", "linear_relu", "focused", "inline", "mala")
+
+# The epsilon every released code adds (FLatten: kernel shift and normaliser; MALA: 1/(z + eps)).
+RELEASED_EPS = 1e-6
+
+
+def has_sdpa():
+    """True when torch provides scaled_dot_product_attention (torch >= 2.0)."""
+    return hasattr(F, "scaled_dot_product_attention")
+
+
+def _sdpa(q, k, v, dropout_p=0.0):
+    # The fused path never exposes the attention matrix; on torch < 2.0 the same contract is kept
+    # with an explicit computation whose weights stay local.
+    if has_sdpa():
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    weights = torch.softmax((q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1), dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v
+
+
+def _split_qkv(qkv, num_heads):
+    """[B, N, 3C] -> three [B, heads, N, d] tensors (timm's channel order: (3, heads, d))."""
+    b, n, three_c = qkv.shape
+    c = three_c // 3
+    qkv = qkv.reshape(b, n, 3, num_heads, c // num_heads).permute(2, 0, 3, 1, 4)
+    return qkv.unbind(0)
+
+
+def _merge_heads(x):
+    """[B, heads, N, d] -> [B, N, heads*d]."""
+    b, h, n, d = x.shape
+    return x.transpose(1, 2).reshape(b, n, h * d)
+
+
+def _check_layout(n, grid, prefix_tokens):
+    if n != prefix_tokens + grid[0] * grid[1]:
+        raise ValueError(
+            f"token count {n} != prefix_tokens {prefix_tokens} + grid {grid[0]}x{grid[1]}")
+
+
+class Attention(nn.Module):
+    """Softmax multi-head self-attention with timm's interface and parameter names."""
+
+    attnlens_attention = "softmax"
+
+    def __init__(self, dim, num_heads=8, qkv_bias=False, qk_norm=False, attn_drop=0.0,
+                 proj_drop=0.0, fused_attn=None, **_unused):
+        super().__init__()
+        assert dim % num_heads == 0, "dim must be divisible by num_heads"
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.fused_attn = has_sdpa() if fused_attn is None else bool(fused_attn)
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.q_norm = nn.LayerNorm(self.head_dim) if qk_norm else nn.Identity()
+        self.k_norm = nn.LayerNorm(self.head_dim) if qk_norm else nn.Identity()
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def attention_parts(self, x):
+        q, k, v = _split_qkv(self.qkv(x), self.num_heads)
+        q, k = self.q_norm(q), self.k_norm(k)
+        if self.fused_attn:
+            out = _sdpa(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.0)
+        else:
+            attn = (q * self.scale) @ k.transpose(-2, -1)
+            attn = attn.softmax(dim=-1)
+            # timm applies attn_drop to the weights; a forward hook on it sees softmax(s q k^T).
+            attn = self.attn_drop(attn)
+            out = attn @ v
+        return {"out": out, "q": q, "k": k, "v": v}
+
+    def forward(self, x):
+        x = _merge_heads(self.attention_parts(x)["out"])
+        return self.proj_drop(self.proj(x))
+
+
+class LinearReLUAttention(nn.Module):
+    """Linear attention with phi = ReLU, normalised as FLatten's released code does:
+    O_i = phi(q_i) [sum_j phi(k_j)^T v_j / N] / (phi(q_i) . mean_j phi(k_j) + eps),
+    i.e. A_ij = phi(q_i).phi(k_j) / (sum_m phi(q_i).phi(k_m) + N eps), eps = 1e-6."""
+
+    attnlens_attention = "linear"
+
+    def __init__(self, dim, num_heads=8, qkv_bias=False, proj_drop=0.0, **_unused):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5  # not used by the attention; recorded for softmax views
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def attnlens_qkv(self, x):
+        return _split_qkv(self.qkv(x), self.num_heads)
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "linear", "kernel_applied": 0, "scale": self.scale}
+
+    def attention_parts(self, x):
+        q, k, v = self.attnlens_qkv(x)
+        n = k.shape[-2]
+        phi_q, phi_k = F.relu(q), F.relu(k)
+        z = 1.0 / (phi_q @ phi_k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
+        kv = (phi_k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
+        out = phi_q @ kv * z
+        return {"out": out, "q": q, "k": k, "v": v}
+
+    def forward(self, x):
+        x = _merge_heads(self.attention_parts(x)["out"])
+        return self.proj_drop(self.proj(x))
+
+
+class FocusedLinearAttention(nn.Module):
+    """FLatten's focused linear attention as in the released code's current version:
+    a learnable positional encoding added to k; phi(x) = f_p(ReLU(x) + 1e-6) / softplus(s) taken
+    over ALL C channels before the head split (norms over C, not over d); normaliser
+    1/(phi(q).mean(phi(k)) + 1e-6) (equal to the divide normalisation with N*eps);
+    a depthwise kernel_size x kernel_size convolution of V, shared by the heads, added to the
+    output of the grid tokens (prefix tokens get none: the released code has no CLS token).
+
+    The dump stores phi(q), phi(k) with kernel_applied = 1: the full-channel norm and the learnable
+    scale cannot be expressed by a per-head kernel on raw q/k."""
+
+    attnlens_attention = "focused"
+
+    def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=False,
+                 proj_drop=0.0, focusing_factor=3, kernel_size=5, **_unused):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.grid = tuple(grid)
+        self.prefix_tokens = prefix_tokens
+        self.focusing_factor = focusing_factor
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.dwc = nn.Conv2d(self.head_dim, self.head_dim, kernel_size=kernel_size,
+                             groups=self.head_dim, padding=kernel_size // 2)
+        self.scale = nn.Parameter(torch.zeros(1, 1, dim))
+        n = prefix_tokens + self.grid[0] * self.grid[1]
+        self.positional_encoding = nn.Parameter(torch.zeros(1, n, dim))
+
+    def _features(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, c).permute(2, 0, 1, 3).unbind(0)
+        k = k + self.positional_encoding
+        scale = F.softplus(self.scale)
+        q = (F.relu(q) + RELEASED_EPS) / scale
+        k = (F.relu(k) + RELEASED_EPS) / scale
+        q_norm = q.norm(dim=-1, keepdim=True)
+        k_norm = k.norm(dim=-1, keepdim=True)
+        q = q ** self.focusing_factor
+        k = k ** self.focusing_factor
+        q = q / q.norm(dim=-1, keepdim=True) * q_norm
+        k = k / k.norm(dim=-1, keepdim=True) * k_norm
+        heads = lambda t: t.reshape(b, n, self.num_heads, -1).permute(0, 2, 1, 3)
+        return heads(q), heads(k), heads(v)
+
+    def attnlens_qkv(self, x):
+        return self._features(x)
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "focused", "kernel_applied": 1, "scale": self.head_dim ** -0.5}
+
+    def attention_parts(self, x):
+        q, k, v = self._features(x)
+        n = k.shape[-2]
+        z = 1.0 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
+        kv = (k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
+        out = q @ kv * z
+        return {"out": out, "q": q, "k": k, "v": v}
+
+    def forward(self, x):
+        b, n, c = x.shape
+        _check_layout(n, self.grid, self.prefix_tokens)
+        parts = self.attention_parts(x)
+        out = _merge_heads(parts["out"])
+        h, w, p = self.grid[0], self.grid[1], self.prefix_tokens
+        v = parts["v"][:, :, p:, :]
+        v = v.reshape(b * self.num_heads, h, w, self.head_dim).permute(0, 3, 1, 2)
+        local = self.dwc(v).reshape(b, c, h * w).permute(0, 2, 1)
+        out = torch.cat([out[:, :p], out[:, p:] + local], dim=1)
+        return self.proj_drop(self.proj(out))
+
+
+class InLineAttention(nn.Module):
+    """InLine attention as in the released DeiT code: kernel identity (or ReLU, as the Swin code
+    allows), O_i = phi(q_i) [(s/N) sum_j phi(k_j)^T v_j] + (1 - s phi(q_i).mean_j phi(k_j)) mean_j v_j
+    with s = d^-1/2, i.e. A_ij = D_ij - z_i/N + 1/N, D_ij = c phi(q_i).phi(k_j), c = 1/(sqrt(d) N),
+    N counting the CLS token. The local residual is a 3x3 depthwise convolution of V on the grid
+    tokens whose per-(image, channel) weights are predicted from the mean token."""
+
+    attnlens_attention = "inline"
+
+    def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=False,
+                 proj_drop=0.0, kernel_func="identity", **_unused):
+        super().__init__()
+        if kernel_func not in ("identity", "relu"):
+            raise ValueError(f"InLine kernel_func must be identity or relu, got {kernel_func}")
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.grid = tuple(grid)
+        self.prefix_tokens = prefix_tokens
+        self.kernel_func = kernel_func
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.residual = nn.Sequential(
+            nn.Conv1d(dim, dim, kernel_size=1, groups=num_heads),
+            nn.GELU(),
+            nn.Conv1d(dim, dim * 9, kernel_size=1, groups=num_heads),
+        )
+
+    def attnlens_qkv(self, x):
+        return _split_qkv(self.qkv(x), self.num_heads)
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "inline", "kernel_applied": 0, "scale": self.scale}
+
+    def attention_parts(self, x):
+        q, k, v = self.attnlens_qkv(x)
+        phi_q, phi_k = (F.relu(q), F.relu(k)) if self.kernel_func == "relu" else (q, k)
+        n = k.shape[-2]
+        kv = (phi_k.transpose(-2, -1) * (self.scale / n) ** 0.5) @ (v * (self.scale / n) ** 0.5)
+        z = phi_q @ phi_k.mean(dim=2, keepdim=True).transpose(-2, -1) * self.scale
+        out = phi_q @ kv + (1 - z) * v.mean(dim=2, keepdim=True)
+        return {"out": out, "q": q, "k": k, "v": v}
+
+    def forward(self, x):
+        b, n, c = x.shape
+        _check_layout(n, self.grid, self.prefix_tokens)
+        res_weight = self.residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3)
+        parts = self.attention_parts(x)
+        out = _merge_heads(parts["out"])
+        h, w, p = self.grid[0], self.grid[1], self.prefix_tokens
+        v = parts["v"][:, :, p:, :].transpose(1, 2).reshape(b, h, w, c)
+        v = v.permute(0, 3, 1, 2).reshape(1, b * c, h, w)
+        local = F.conv2d(v, res_weight, None, padding=(1, 1), groups=b * c)
+        local = local.reshape(b, c, h * w).permute(0, 2, 1)
+        out = torch.cat([out[:, :p], out[:, p:] + local], dim=1)
+        return self.proj_drop(self.proj(out))
+
+
+def _rotate_every_two(x):
+    x1 = x[..., ::2]
+    x2 = x[..., 1::2]
+    return torch.stack([-x2, x1], dim=-1).flatten(-2)
+
+
+def mala_rope_tables(grid, prefix_tokens, head_dim, device=None, dtype=None):
+    """MALA's 2-D rotary tables (sin, cos), [N, d]: d/4 frequencies 10000^-linspace(0, 1, d/4),
+    each used twice, the first d/2 channels rotated by the row y, the last d/2 by the column x.
+    Prefix tokens (absent from MALA, which has no CLS token) are left unrotated (sin 0, cos 1)."""
+    if head_dim % 4 != 0:
+        raise ValueError(f"MALA's RoPE needs head_dim divisible by 4, got {head_dim}")
+    h, w = grid
+    angle = 1.0 / (10000 ** torch.linspace(0, 1, head_dim // 4))
+    angle = angle.unsqueeze(-1).repeat(1, 2).flatten()
+    ys = torch.arange(h, dtype=angle.dtype)[:, None] * angle[None, :]
+    xs = torch.arange(w, dtype=angle.dtype)[:, None] * angle[None, :]
+    sin = torch.cat([torch.sin(ys).unsqueeze(1).repeat(1, w, 1),
+                     torch.sin(xs).unsqueeze(0).repeat(h, 1, 1)], -1).flatten(0, 1)
+    cos = torch.cat([torch.cos(ys).unsqueeze(1).repeat(1, w, 1),
+                     torch.cos(xs).unsqueeze(0).repeat(h, 1, 1)], -1).flatten(0, 1)
+    sin = torch.cat([torch.zeros(prefix_tokens, head_dim), sin], 0)
+    cos = torch.cat([torch.ones(prefix_tokens, head_dim), cos], 0)
+    return sin.to(device=device, dtype=dtype), cos.to(device=device, dtype=dtype)
+
+
+class MALAAttention(nn.Module):
+    """MALA's magnitude-aware linear attention as in the released classification code:
+    phi = ELU + 1, z_i = s phi(q_i).mean_j phi(k_j), O_i = phi(q_i) [(s/N) sum_j phi(k_j)^T v_j]
+    (1 + 1/(z_i + 1e-6)) - z_i mean_j v_j, s = d^-1/2, i.e. A_ij = D_ij (1 + 1/(z_i + eps)) - z_i/N,
+    D_ij = c phi(q_i).phi(k_j), c = 1/(sqrt(d) N). Then a 5x5 depthwise convolution of V (LePE) on
+    the grid tokens, a multiplicative output gate (the `o` of the released `qkvo`) and the projection.
+
+    rope=True applies the released code's 2-D RoPE to phi(q), phi(k) AFTER z is computed, so D uses
+    rotated and z unrotated vectors; no export of q/k makes a magnitude normalisation reproduce that
+    (README). rope=False (the example models) keeps the attention exactly the paper's Eq. 8-9."""
+
+    attnlens_attention = "mala"
+
+    def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=True,
+                 proj_drop=0.0, rope=False, **_unused):
+        super().__init__()
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.grid = tuple(grid)
+        self.prefix_tokens = prefix_tokens
+        self.rope = rope
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.gate = nn.Linear(dim, dim, bias=qkv_bias)
+        self.lepe = nn.Conv2d(dim, dim, 5, 1, 2, groups=dim)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def attnlens_qkv(self, x):
+        return _split_qkv(self.qkv(x), self.num_heads)
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "mala", "kernel_applied": 0, "scale": self.scale}
+
+    def attention_parts(self, x):
+        q, k, v = self.attnlens_qkv(x)
+        n = k.shape[-2]
+        phi_q = F.elu(q) + 1
+        phi_k = F.elu(k) + 1
+        z = phi_q @ phi_k.mean(dim=-2, keepdim=True).transpose(-2, -1) * self.scale
+        if self.rope:
+            sin, cos = mala_rope_tables(self.grid, self.prefix_tokens, self.head_dim,
+                                        device=x.device, dtype=x.dtype)
+            phi_q = phi_q * cos + _rotate_every_two(phi_q) * sin
+            phi_k = phi_k * cos + _rotate_every_two(phi_k) * sin
+        kv = (phi_k.transpose(-2, -1) * (self.scale / n) ** 0.5) @ (v * (self.scale / n) ** 0.5)
+        out = phi_q @ kv * (1 + 1 / (z + RELEASED_EPS)) - z * v.mean(dim=2, keepdim=True)
+        return {"out": out, "q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_k}
+
+    def forward(self, x):
+        b, n, c = x.shape
+        _check_layout(n, self.grid, self.prefix_tokens)
+        parts = self.attention_parts(x)
+        out = _merge_heads(parts["out"])
+        h, w, p = self.grid[0], self.grid[1], self.prefix_tokens
+        v = _merge_heads(parts["v"])[:, p:, :].transpose(1, 2).reshape(b, c, h, w)
+        local = self.lepe(v).reshape(b, c, h * w).transpose(1, 2)
+        out = torch.cat([out[:, :p], out[:, p:] + local], dim=1)
+        return self.proj_drop(self.proj(out * self.gate(x)))
+
+
+ATTENTION_CLASSES = {
+    "softmax": Attention,
+    "linear_relu": LinearReLUAttention,
+    "focused": FocusedLinearAttention,
+    "inline": InLineAttention,
+    "mala": MALAAttention,
+}
+
+
+def make_attention(paradigm, dim, num_heads, grid, prefix_tokens, **kwargs):
+    try:
+        cls = ATTENTION_CLASSES[paradigm]
+    except KeyError:
+        raise ValueError(f"unknown paradigm {paradigm!r}; known: {', '.join(ATTENTION_CLASSES)}")
+    return cls(dim, num_heads=num_heads, grid=grid, prefix_tokens=prefix_tokens, **kwargs)
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, attn, dim, mlp_ratio=2.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = attn
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class VisionTransformer(nn.Module):
+    """A small timm-style ViT (DeiT layout: CLS token first, then the patch grid row-major;
+    `blocks[i].attn` is the attention module). Same size and recipe for every paradigm."""
+
+    def __init__(self, paradigm="softmax", img_size=28, patch_size=2, in_chans=1, num_classes=10,
+                 embed_dim=96, depth=4, num_heads=3, mlp_ratio=2.0, attn_kwargs=None):
+        super().__init__()
+        self.paradigm = paradigm
+        self.patch_size = patch_size
+        self.grid = (img_size // patch_size, img_size // patch_size)
+        self.prefix_tokens = 1
+        n = self.prefix_tokens + self.grid[0] * self.grid[1]
+        self.patch_embed = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, n, embed_dim) * 0.02)
+        attn_kwargs = dict(attn_kwargs or {})
+        self.blocks = nn.ModuleList([
+            Block(make_attention(paradigm, embed_dim, num_heads, self.grid, self.prefix_tokens,
+                                 **attn_kwargs), embed_dim, mlp_ratio)
+            for _ in range(depth)])
+        self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        self.head = nn.Linear(embed_dim, num_classes)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, nn.Linear):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    def forward_features(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+    def forward(self, x):
+        return self.head(self.forward_features(x)[:, 0])

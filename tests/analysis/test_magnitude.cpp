@@ -1,0 +1,253 @@
+// Magnitude scaling: the laws of MALA Eq. 5-7 and Eq. 12 on hand-built queries and keys, the
+// grid of factors, and the mean curve against per-query curves.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "analysis_test_util.h"
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+namespace {
+
+using testing::makeHead;
+using testing::randomNormal;
+using testing::randomUniform;
+
+TEST(Magnitude, DefaultGridIsPowersOfTwoFromQuarterToSixteen) {
+    const std::vector<double> f = MagnitudeOptions{}.factors();
+    ASSERT_EQ(f.size(), 13u);
+    for (std::size_t i = 0; i < f.size(); ++i) EXPECT_DOUBLE_EQ(f[i], std::exp2(-2.0 + 0.5 * double(i)));
+    EXPECT_EQ(f[4], 1.0);  // exactly, so a = 1 is read from the grid
+    MagnitudeOptions one;
+    one.points = 1;
+    EXPECT_EQ(one.factors(), std::vector<double>{0.25});
+    MagnitudeOptions bad;
+    bad.points = 0;
+    EXPECT_THROW(bad.factors(), Error);
+    bad = {};
+    bad.log2Max = -3;
+    EXPECT_THROW(bad.factors(), Error);
+    bad = {};
+    bad.topK = 0;
+    EXPECT_THROW(bad.factors(), Error);
+}
+
+// Query (1, 0) against keys (x_j, 0) with softmax scale 1: logits are x_j.
+std::unique_ptr<testing::OwnedHead> softmaxLine(const std::vector<double>& x) {
+    const Index n = Index(x.size());
+    Matrix q = Matrix::Zero(n, 2), k = Matrix::Zero(n, 2);
+    for (Index j = 0; j < n; ++j) {
+        q(j, 0) = 1.0;
+        k(j, 0) = x[std::size_t(j)];
+    }
+    Paradigm p = presetParadigm("softmax");
+    p.softmaxScale = 1.0;
+    return makeHead(p, q, k);
+}
+
+TEST(Magnitude, SoftmaxRatioIsRatioAtOneToThePowerA) {
+    // MALA Eq. 5-6: exp(a l_m) / exp(a l_n) = p^a. Logits 0.5, -1, 2, 0, 1: m = key 2 (logit 2),
+    // lower median of the sorted row (-1, 0, 0.5, 1, 2) = 0.5 = key 0, so p = e^1.5.
+    const std::vector<double> x{0.5, -1.0, 2.0, 0.0, 1.0};
+    auto h = softmaxLine(x);
+    const MagnitudeCurve c = magnitudeCurve(**h, 0, {});
+    EXPECT_EQ(c.query, 0);
+    EXPECT_EQ(c.topKey, 2);
+    EXPECT_EQ(c.medianKey, 0);
+    EXPECT_EQ(c.queriesAveraged, 1);
+    for (std::size_t f = 0; f < c.factors.size(); ++f) {
+        const double a = c.factors[f];
+        SCOPED_TRACE(a);
+        EXPECT_NEAR(c.ratio[f], std::exp(1.5 * a), 1e-12 * std::exp(1.5 * a));
+        double z = 0;
+        for (double xi : x) z += std::exp(a * xi);
+        EXPECT_NEAR(c.maxWeight[f], std::exp(2.0 * a) / z, 1e-14);
+        // Top-9 of 5 keys is the whole row.
+        EXPECT_NEAR(c.topMass[f], 1.0, 1e-14);
+        if (f > 0) EXPECT_GT(c.maxWeight[f], c.maxWeight[f - 1]);  // spikier with a
+        if (f > 0) {
+            EXPECT_LT(c.entropy[f], c.entropy[f - 1]);
+        }
+    }
+}
+
+TEST(Magnitude, UnitFactorIsEvaluatedWhenNotOnTheGrid) {
+    const std::vector<double> x{0.5, -1.0, 2.0, 0.0, 1.0};
+    auto h = softmaxLine(x);
+    MagnitudeOptions o;
+    o.log2Min = 1;
+    o.log2Max = 3;
+    o.points = 3;
+    const MagnitudeCurve c = magnitudeCurve(**h, 0, o);
+    ASSERT_EQ(c.factors, (std::vector<double>{2.0, 4.0, 8.0}));
+    EXPECT_EQ(c.topKey, 2);
+    EXPECT_EQ(c.medianKey, 0);
+    for (std::size_t f = 0; f < 3; ++f)
+        EXPECT_NEAR(std::log(c.ratio[f]), 1.5 * c.factors[f], 1e-12);
+}
+
+void expectConstantInA(const MagnitudeCurve& c, const std::string& what) {
+    SCOPED_TRACE(what);
+    const std::size_t unit = 4;  // a = 1 on the default grid
+    ASSERT_EQ(c.factors[unit], 1.0);
+    for (std::size_t f = 0; f < c.factors.size(); ++f) {
+        EXPECT_NEAR(c.ratio[f], c.ratio[unit], 1e-12 * c.ratio[unit]);
+        EXPECT_NEAR(c.maxWeight[f], c.maxWeight[unit], 1e-14);
+        EXPECT_NEAR(c.entropy[f], c.entropy[unit], 1e-12);
+        EXPECT_NEAR(c.topMass[f], c.topMass[unit], 1e-14);
+    }
+    EXPECT_GT(c.ratio[unit], 1.0);
+}
+
+TEST(Magnitude, DivideIgnoresTheQueryMagnitude) {
+    // MALA Eq. 7: phi(a q) . phi(k_m) / phi(a q) . phi(k_n) does not depend on a (eps = 0).
+    const Index n = 20, d = 4;
+    for (Kernel kernel : {Kernel::Relu, Kernel::Focused}) {
+        Paradigm p = testing::customParadigm("divide", Normalisation::Divide, kernel);
+        p.eps = 0;
+        Matrix q = randomUniform(n, d, 3, -0.5, 1.0);
+        q.col(0) = q.col(0).cwiseAbs().array() + 0.1;  // phi(q) != 0: no zero denominator
+        auto h = makeHead(p, q, randomUniform(n, d, 4, -0.2, 1.0));
+        for (Index i : {0, 7, 19}) {
+            const MagnitudeCurve c = magnitudeCurve(**h, i, {});
+            ASSERT_EQ(c.queriesAveraged, 1);
+            expectConstantInA(c, std::string(toString(kernel)));
+        }
+        const MagnitudeCurve mean = meanMagnitudeCurve(**h, {});
+        EXPECT_EQ(mean.queriesAveraged, n);
+        EXPECT_EQ(mean.skippedRatios, 0);
+        expectConstantInA(mean, "mean curve");
+    }
+}
+
+TEST(Magnitude, MagnitudeNormalisationFollowsMalaEq12) {
+    // One-dimensional elu1 features: phi(q) = 1.5, phi(k) = (e^-2, 2, 2.5, 3). With c = 1 and
+    // eps = 0 (the paper's form): D_j = phi(q) phi(k_j), z = sum D, beta = 1 + 1/z, gamma = z / N,
+    // and Eq. 12 gives the ratio at factor a as
+    //   (beta D_m - a beta gamma / (beta + a - 1)) / (beta D_n - a beta gamma / (beta + a - 1)).
+    const std::vector<double> keys{-2.0, 1.0, 1.5, 2.0};
+    const Index n = 4;
+    Matrix q = Matrix::Constant(n, 1, 0.5), k(n, 1);
+    for (Index j = 0; j < n; ++j) k(j, 0) = keys[std::size_t(j)];
+    const double phiQ = 0.5 + 1.0;
+    const std::vector<double> phiK{std::exp(-2.0), 2.0, 2.5, 3.0};
+    for (double c : {1.0, 0.25 /* = 1/(sqrt(d) N), the released code's default */}) {
+        SCOPED_TRACE(c);
+        Paradigm p = presetParadigm("mala");
+        p.eps = 0;
+        p.c = c;
+        auto h = makeHead(p, q, k);
+        std::vector<double> dd(4);
+        double z = 0;
+        for (std::size_t j = 0; j < 4; ++j) z += dd[j] = c * phiQ * phiK[j];
+        const double beta = 1 + 1 / z, gamma = z / double(n);
+        // m = key 3 (largest D); lower median of 4 sorted values = the 2nd smallest = key 1.
+        const MagnitudeCurve curve = magnitudeCurve(**h, 0, {});
+        ASSERT_EQ(curve.topKey, 3);
+        ASSERT_EQ(curve.medianKey, 1);
+        for (std::size_t f = 0; f < curve.factors.size(); ++f) {
+            const double a = curve.factors[f];
+            const double shift = a * beta * gamma / (beta + a - 1);
+            const double expected = (beta * dd[3] - shift) / (beta * dd[1] - shift);
+            EXPECT_NEAR(curve.ratio[f], expected, 1e-12 * std::abs(expected)) << "a = " << a;
+            // Both weights stay positive here, so MALA's claim holds: p grows with a > 1.
+            if (a > 1) {
+                EXPECT_GT(curve.ratio[f], curve.ratio[f - 1]);
+            }
+        }
+    }
+}
+
+TEST(Magnitude, TopMassIsTheSumOfTheLargestWeights) {
+    const Index n = 30;
+    auto h = makeHead(presetParadigm("inline"), randomNormal(n, 5, 8), randomNormal(n, 5, 9));
+    MagnitudeOptions o;
+    o.topK = 4;
+    const MagnitudeCurve c = magnitudeCurve(**h, 11, o);
+    Matrix rows(13, n);
+    (**h).scaledRows(11, c.factors, rows);
+    for (std::size_t f = 0; f < 13; ++f) {
+        std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
+        std::sort(r.begin(), r.end(), std::greater<>());
+        EXPECT_NEAR(c.topMass[f], r[0] + r[1] + r[2] + r[3], 1e-15);
+        EXPECT_EQ(c.maxWeight[f], r[0]);
+        EXPECT_NEAR(c.entropy[f], rowEntropy(r), 1e-12);
+    }
+}
+
+TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
+    const Index n = 25;
+    std::uint64_t seed = 60;
+    for (const auto& name : testing::allPresetNames()) {
+        SCOPED_TRACE(name);
+        auto h = makeHead(presetParadigm(name), randomNormal(n, 4, seed), randomNormal(n, 4, seed + 1));
+        seed += 2;
+        const MagnitudeCurve mean = meanMagnitudeCurve(**h, {});
+        EXPECT_EQ(mean.query, -1);
+        EXPECT_EQ(mean.queriesAveraged, n);
+        std::vector<double> sMax(13), sEnt(13), sTop(13), sLog(13);
+        std::vector<int> cnt(13);
+        Index skipped = 0;
+        for (Index i = 0; i < n; ++i) {
+            const MagnitudeCurve c = magnitudeCurve(**h, i, {});
+            for (std::size_t f = 0; f < 13; ++f) {
+                sMax[f] += c.maxWeight[f];
+                sEnt[f] += c.entropy[f];
+                sTop[f] += c.topMass[f];
+                if (std::isfinite(c.ratio[f]) && c.ratio[f] > 0) {
+                    sLog[f] += std::log(c.ratio[f]);
+                    ++cnt[f];
+                } else {
+                    ++skipped;
+                }
+            }
+        }
+        EXPECT_EQ(mean.skippedRatios, skipped);
+        for (std::size_t f = 0; f < 13; ++f) {
+            EXPECT_NEAR(mean.maxWeight[f], sMax[f] / double(n), 1e-14);
+            EXPECT_NEAR(mean.entropy[f], sEnt[f] / double(n), 1e-12);
+            EXPECT_NEAR(mean.topMass[f], sTop[f] / double(n), 1e-14);
+            if (cnt[f] > 0) {
+                EXPECT_NEAR(std::log(mean.ratio[f]), sLog[f] / cnt[f], 1e-12);
+            }
+            EXPECT_GE(mean.topMass[f], mean.maxWeight[f]);  // top-9 includes the max
+        }
+    }
+}
+
+TEST(Magnitude, NonPositiveRatiosAreSkippedAndCounted) {
+    // Divide + ReLU: query (1, 0) sees keys 3, 4 only, so its median weight is 0 and the ratio is
+    // infinite; query (0, 1) sees keys 0-2 equally, median = max, ratio 1.
+    Matrix k(5, 2), q(5, 2);
+    k << 0, 1, 0, 1, 0, 1, 1, 0, 1, 0;
+    q << 1, 0, 0, 1, 1, 0, 0, 1, 0, 1;
+    auto h = makeHead(testing::customParadigm("divide", Normalisation::Divide, Kernel::Relu), q, k);
+    const MagnitudeCurve one = magnitudeCurve(**h, 0, {});
+    EXPECT_EQ(one.topKey, 3);
+    EXPECT_TRUE(std::isinf(one.ratio[4]));
+    const MagnitudeCurve mean = meanMagnitudeCurve(**h, {});
+    EXPECT_EQ(mean.queriesAveraged, 5);
+    EXPECT_EQ(mean.skippedRatios, 2 * 13);
+    for (double r : mean.ratio) EXPECT_NEAR(r, 1.0, 1e-12);
+}
+
+TEST(Magnitude, FlaggedQueriesAreLeftOutOfTheMean) {
+    Paradigm p = testing::customParadigm("divide", Normalisation::Divide, Kernel::Relu);
+    p.eps = 0;
+    Matrix q = randomUniform(6, 3, 1, 0.1, 1.0);
+    q.row(2) = -q.row(2);
+    auto h = makeHead(p, q, randomUniform(6, 3, 2, 0.1, 1.0));
+    const MagnitudeCurve bad = magnitudeCurve(**h, 2, {});
+    EXPECT_EQ(bad.queriesAveraged, 0);
+    EXPECT_EQ(bad.topKey, -1);
+    EXPECT_TRUE(std::isnan(bad.maxWeight[0]));
+    EXPECT_EQ(meanMagnitudeCurve(**h, {}).queriesAveraged, 5);
+    EXPECT_THROW(magnitudeCurve(**h, 6, {}), Error);
+}
+
+}  // namespace
+}  // namespace attnlens

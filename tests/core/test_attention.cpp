@@ -1,0 +1,242 @@
+// Attention paradigms against the formulas of issue 2 section 3 evaluated naively, element by element.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attnlens/attention.h"
+#include "attnlens/error.h"
+
+using namespace attnlens;
+
+namespace {
+
+Matrix randomMatrix(Index rows, Index cols, unsigned seed, double scale = 1.0) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<double> dist(0.0, scale);
+    Matrix m(rows, cols);
+    for (Index i = 0; i < rows; ++i)
+        for (Index j = 0; j < cols; ++j) m(i, j) = dist(gen);
+    return m;
+}
+
+double phi(Kernel k, double x) {
+    switch (k) {
+        case Kernel::Identity: return x;
+        case Kernel::Relu: return x > 0 ? x : 0;
+        case Kernel::Elu1: return x > 0 ? x + 1 : std::exp(x);
+        case Kernel::LeakyRelu: return x > 0 ? x : 0.01 * x;
+        default: ADD_FAILURE() << "no scalar form"; return 0;
+    }
+}
+
+// Naive A_ij straight from the issue's definitions.
+Matrix naiveAttention(const Paradigm& p, const Matrix& q, const Matrix& k, double layerScale) {
+    const Index n = q.rows(), d = q.cols();
+    Matrix a(n, n);
+    const double c = p.c.value_or(1.0 / (std::sqrt(double(d)) * double(n)));
+    for (Index i = 0; i < n; ++i) {
+        if (p.normalisation == Normalisation::Softmax) {
+            const double s = p.softmaxScale.value_or(layerScale);
+            std::vector<double> logits(n);
+            double m = -1e300;
+            for (Index j = 0; j < n; ++j) {
+                logits[j] = 0;
+                for (Index t = 0; t < d; ++t) logits[j] += s * q(i, t) * k(j, t);
+                m = std::max(m, logits[j]);
+            }
+            double sum = 0;
+            for (Index j = 0; j < n; ++j) sum += std::exp(logits[j] - m);
+            for (Index j = 0; j < n; ++j) a(i, j) = std::exp(logits[j] - m) / sum;
+            continue;
+        }
+        std::vector<double> dots(n);
+        double z = 0;
+        for (Index j = 0; j < n; ++j) {
+            dots[j] = 0;
+            for (Index t = 0; t < d; ++t) dots[j] += phi(p.kernel, q(i, t)) * phi(p.kernel, k(j, t));
+            z += dots[j];
+        }
+        for (Index j = 0; j < n; ++j) {
+            switch (p.normalisation) {
+                case Normalisation::Divide: a(i, j) = dots[j] / (z + double(n) * p.eps); break;
+                case Normalisation::Subtract: a(i, j) = c * dots[j] - c * z / double(n) + 1.0 / double(n); break;
+                case Normalisation::Magnitude:
+                    a(i, j) = c * dots[j] * (1 + 1 / (c * z + p.eps)) - c * z / double(n);
+                    break;
+                default: break;
+            }
+        }
+    }
+    return a;
+}
+
+class PresetTest : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(PresetTest, MatchesNaiveFormulaAndAllAccessPathsAgree) {
+    const Paradigm& p = presetParadigm(GetParam());
+    const Matrix q = randomMatrix(23, 6, 1), k = randomMatrix(23, 6, 2);
+    const double layerScale = 0.37;
+    AttentionHead head(p, {&q, &k, layerScale, false});
+    std::vector<RowStatus> status;
+    const Matrix a = head.matrix(&status);
+    for (auto s : status) EXPECT_EQ(s, RowStatus::Ok);
+
+    if (p.kernel != Kernel::Focused && p.transform == QueryTransform::None) {
+        const Matrix expected = naiveAttention(p, q, k, layerScale);
+        EXPECT_LT((a - expected).cwiseAbs().maxCoeff(), 1e-12) << p.name;
+    }
+    for (Index i = 0; i < q.rows(); ++i) {
+        RowVector r(q.rows());
+        EXPECT_EQ(head.row(i, r), RowStatus::Ok);
+        EXPECT_LT((r - a.row(i)).cwiseAbs().maxCoeff(), 1e-13);
+        // Softmax and subtract rows sum to 1 exactly; divide to z/(z + N eps) and magnitude to
+        // z/(z + eps), both 1 up to the epsilon terms.
+        const double tolerance = p.normalisation == Normalisation::Divide      ? 1e-3
+                                 : p.normalisation == Normalisation::Magnitude ? 1e-5
+                                                                               : 1e-12;
+        EXPECT_NEAR(r.sum(), 1.0, tolerance) << p.name << " row " << i;
+    }
+    // Block of rows equals the corresponding slice.
+    Matrix block(5, q.rows());
+    head.rows(7, 5, block);
+    EXPECT_LT((block - a.middleRows(7, 5)).cwiseAbs().maxCoeff(), 1e-13);
+    // Output O = A V by associativity equals the explicit product.
+    const Matrix v = randomMatrix(23, 4, 3);
+    EXPECT_LT((head.output(v) - a * v).cwiseAbs().maxCoeff(), 1e-12);
+    // a = 1 in scaledRows is the ordinary row.
+    const double one = 1.0;
+    Matrix scaled(1, q.rows());
+    head.scaledRows(4, std::span<const double>(&one, 1), scaled);
+    EXPECT_LT((scaled.row(0) - a.row(4)).cwiseAbs().maxCoeff(), 1e-13);
+    if (head.hasLowRankForm()) {
+        const LowRankForm f = head.lowRankForm();
+        Matrix rebuilt = f.rowScale.asDiagonal() * (f.phiQ * f.phiK.transpose());
+        if (f.hasOffset) rebuilt.colwise() += f.rowOffset;
+        EXPECT_LT((rebuilt - a).cwiseAbs().maxCoeff(), 1e-13);
+    } else {
+        EXPECT_THROW(head.lowRankForm(), Error);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPresets, PresetTest,
+                         ::testing::Values("softmax", "linear_relu", "linear_elu", "focused", "inline",
+                                           "inline_relu", "mala", "softmax_l2"));
+
+TEST(Attention, SignedParadigmsKeepNegativeWeights) {
+    // Identity kernel with anti-aligned keys makes D negative for some pairs: InLine keeps the sign.
+    Matrix q(2, 1), k(2, 1);
+    q << 1, -1;
+    k << 1, -1;
+    Paradigm p = presetParadigm("inline");
+    p.c = 1.0;
+    AttentionHead head(p, {&q, &k, 1.0, false});
+    const Matrix a = head.matrix();
+    // D = [[1,-1],[-1,1]], z = 0: A = D + 1/2.
+    EXPECT_DOUBLE_EQ(a(0, 0), 1.5);
+    EXPECT_DOUBLE_EQ(a(0, 1), -0.5);
+}
+
+TEST(Attention, FocusedKernelKeepsNormAndSharpensDirection) {
+    Matrix x(1, 3);
+    x << 1.0, 2.0, -4.0;
+    Paradigm p = presetParadigm("focused");
+    const Matrix y = applyKernel(Kernel::Focused, p, x);
+    const double shift = 1e-6;
+    const Eigen::RowVector3d base(1 + shift, 2 + shift, shift);
+    EXPECT_NEAR(y.row(0).norm(), base.norm(), 1e-12);
+    const Eigen::RowVector3d cubed = base.array().cube();
+    EXPECT_LT((y.row(0).normalized() - cubed.normalized()).norm(), 1e-12);
+}
+
+TEST(Attention, ZeroDenominatorIsFlaggedNotZeroed) {
+    Matrix q(2, 2), k(2, 2);
+    q << -1, -1, 1, 1;  // ReLU(q_0) = 0
+    k << 1, 2, 3, 4;
+    Paradigm p = presetParadigm("linear_relu");
+    p.eps = 0;
+    AttentionHead head(p, {&q, &k, 1.0, false});
+    RowVector r(2);
+    EXPECT_EQ(head.row(0, r), RowStatus::ZeroDenominator);
+    EXPECT_TRUE(std::isnan(r(0)) && std::isnan(r(1)));
+    EXPECT_EQ(head.row(1, r), RowStatus::Ok);
+    std::vector<RowStatus> status;
+    const Matrix o = head.output(Matrix::Ones(2, 3), &status);
+    EXPECT_EQ(status[0], RowStatus::ZeroDenominator);
+    EXPECT_TRUE(std::isnan(o(0, 0)));
+    EXPECT_EQ(status[1], RowStatus::Ok);
+}
+
+TEST(Attention, NonFiniteKeyFlagsRowsInsteadOfCrashing) {
+    Matrix q = randomMatrix(4, 3, 5), k = randomMatrix(4, 3, 6);
+    k(2, 1) = std::numeric_limits<double>::quiet_NaN();
+    for (const auto& p : presetParadigms()) {
+        AttentionHead head(p, {&q, &k, 0.5, false});
+        std::vector<RowStatus> status;
+        head.matrix(&status);
+        for (auto s : status) EXPECT_EQ(s, RowStatus::NonFinite) << p.name;
+    }
+}
+
+TEST(Attention, KernelAppliedUsesIdentity) {
+    const Matrix q = randomMatrix(5, 3, 7).cwiseAbs(), k = randomMatrix(5, 3, 8).cwiseAbs();
+    AttentionHead applied(presetParadigm("mala"), {&q, &k, 1.0, true});
+    Paradigm identity = presetParadigm("mala");
+    identity.kernel = Kernel::Identity;
+    AttentionHead reference(identity, {&q, &k, 1.0, false});
+    EXPECT_EQ(applied.effectiveKernel(), Kernel::Identity);
+    EXPECT_LT((applied.matrix() - reference.matrix()).cwiseAbs().maxCoeff(), 1e-15);
+}
+
+TEST(Attention, AffineKernelIsSeededAndDeterministic) {
+    const Matrix x = randomMatrix(4, 5, 9);
+    Paradigm p;
+    p.seed = 42;
+    const Matrix a = applyKernel(Kernel::ReluAffine, p, x), b = applyKernel(Kernel::ReluAffine, p, x);
+    EXPECT_EQ(a, b);
+    p.seed = 43;
+    EXPECT_NE(a, applyKernel(Kernel::ReluAffine, p, x));
+    EXPECT_GE(a.minCoeff(), 0.0);
+}
+
+TEST(Attention, QueryTransformsNormalise) {
+    Matrix q(2, 3);
+    q << 3, -4, 0, -1, -2, -3;
+    Paradigm p;
+    const Matrix l2 = applyQueryTransform(QueryTransform::L2, p, q);
+    EXPECT_NEAR(l2.row(0).norm(), 1.0, 1e-15);
+    const Matrix cr = applyQueryTransform(QueryTransform::ConfuseRelu, p, q);
+    EXPECT_DOUBLE_EQ(cr(0, 0), 1.0);
+    EXPECT_TRUE(std::isnan(cr(1, 0)));  // ReLU(q) = 0 has no direction
+}
+
+TEST(Paradigm, ParseJsonRoundTripAndErrors) {
+    for (const auto& p : presetParadigms()) EXPECT_EQ(Paradigm::fromJson(p.toJson()), p);
+    const Paradigm custom = Paradigm::parse("relu_c1:norm=subtract,kernel=relu,c=1,eps=0");
+    EXPECT_EQ(custom.normalisation, Normalisation::Subtract);
+    EXPECT_EQ(custom.kernel, Kernel::Relu);
+    EXPECT_EQ(custom.c.value(), 1.0);
+    EXPECT_EQ(Paradigm::fromJson(custom.toJson()), custom);
+    const Paradigm malaEps0 = Paradigm::parse("mala:eps=0");
+    EXPECT_EQ(malaEps0.kernel, Kernel::Elu1);
+    EXPECT_EQ(malaEps0.eps, 0.0);
+
+    auto message = [](auto f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Usage);
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_THAT(message([] { Paradigm::parse("sofmax"); }), ::testing::HasSubstr("unknown paradigm 'sofmax'"));
+    EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,kernel=gelu"); }),
+                ::testing::HasSubstr("unknown kernel 'gelu' (known: identity, relu"));
+    EXPECT_THAT(message([] { Paradigm::parse("x:kernel=relu"); }), ::testing::HasSubstr("needs norm="));
+    EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,p=abc"); }), ::testing::HasSubstr("p='abc' is not a finite number"));
+    EXPECT_THAT(message([] { Paradigm::parse("x:norm=softmax,kernel=relu"); }), ::testing::HasSubstr("softmax takes no kernel"));
+}
