@@ -5,28 +5,33 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATTNLENS_ROW_SIMD 1
+#endif
 
 namespace attnlens::detail {
 namespace {
 
+// p log p is evaluated as p * log(max(p, DBL_MIN)): zero weights add 0 * log(DBL_MIN) = 0 without
+// a branch, and a subnormal weight (below 2.3e-308) changes the sum by less than 1e-305.
+
 // Keeps the k largest values seen, sorted descending in top[0..k). Values below the current k-th
 // cost one comparison, so the pass is close to a plain scan.
 struct TopK {
-    double top[64];
+    static constexpr int kMax = 64;
+    double top[kMax];
     int k = 0, filled = 0;
+    double threshold() const { return filled < k ? -std::numeric_limits<double>::infinity() : top[k - 1]; }
     void push(double v) {
+        int j;
         if (filled < k) {
-            int j = filled++;
-            while (j > 0 && top[j - 1] < v) {
-                top[j] = top[j - 1];
-                --j;
-            }
-            top[j] = v;
-            return;
+            j = filled++;
+        } else {
+            if (!(v > top[k - 1])) return;
+            j = k - 1;
         }
-        if (!(v > top[k - 1])) return;
-        int j = k - 1;
         while (j > 0 && top[j - 1] < v) {
             top[j] = top[j - 1];
             --j;
@@ -40,41 +45,242 @@ struct TopK {
     }
 };
 
-}  // namespace
-
-RowSummary summariseRow(std::span<const double> row, int topK) {
-    RowSummary s;
-    const std::size_t n = row.size();
-    double mass = 0, plogp = 0, negative = 0, maxWeight = -std::numeric_limits<double>::infinity();
-    for (std::size_t j = 0; j < n; ++j) {
-        const double a = row[j];
+void scalarPass(const double* x, std::size_t begin, std::size_t n, double& mass, double& plogp,
+                double& negative, double& maxWeight) {
+    for (std::size_t j = begin; j < n; ++j) {
+        const double a = x[j];
         const double p = std::fmax(a, 0.0);
         mass += p;
-        // log of max(p, DBL_MIN): zero weights then add 0 * log(DBL_MIN) = 0 without a branch.
         plogp += p * std::log(std::fmax(p, DBL_MIN));
         negative += std::fmin(a, 0.0);
         maxWeight = std::fmax(maxWeight, a);
     }
-    s.positiveMass = mass;
-    s.plogp = plogp;
-    s.negativeMass = negative;
-    s.maxWeight = maxWeight;
-    if (topK > 0) {
+}
+
+double largeTopK(std::span<const double> row, int topK) {
+    std::vector<double> copy(row.begin(), row.end());
+    std::nth_element(copy.begin(), copy.begin() + (topK - 1), copy.end(), std::greater<>());
+    double total = 0;
+    for (int j = 0; j < topK; ++j) total += copy[std::size_t(j)];
+    return total;
+}
+
+// fdlibm's log (as in musl): x = 2^k z with z in [sqrt(1/2), sqrt(2)), f = z - 1, s = f / (2 + f),
+// log z = f - f^2/2 + s (f^2/2 + R(s^2)) with the minimax polynomial R; error < 1 ulp. The
+// exponent is extracted with 64-bit integer arithmetic that SSE2 has (no arithmetic shift and no
+// int64 -> double conversion needed): kb = (bits(x) - bits(sqrt(1/2)) + bits(1)) >> 52 = k + 1023.
+constexpr long long kLogShift = 0x00095f619980c433LL;  // bits(1.0) - bits(sqrt(1/2))
+constexpr long long kExpMagic = 0x4330000000000000LL;  // bits(2^52)
+constexpr double kMagicPlusBias = 4503599627370496.0 + 1023.0;
+constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01,
+                 kLg3 = 2.857142874366239149e-01, kLg4 = 2.222219843214978396e-01,
+                 kLg5 = 1.818357216161805012e-01, kLg6 = 1.531383769920937332e-01,
+                 kLg7 = 1.479819860511658591e-01;
+constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+
+#ifdef ATTNLENS_ROW_SIMD
+
+// ---- SSE2: 2 lanes, the x86-64 baseline --------------------------------------------------------
+inline __m128d logSse2(__m128d x) {
+    const __m128i b = _mm_castpd_si128(x);
+    const __m128i kb = _mm_srli_epi64(_mm_add_epi64(b, _mm_set1_epi64x(kLogShift)), 52);
+    const __m128d k = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(kb, _mm_set1_epi64x(kExpMagic))),
+                                 _mm_set1_pd(kMagicPlusBias));
+    const __m128i zb = _mm_sub_epi64(b, _mm_slli_epi64(_mm_sub_epi64(kb, _mm_set1_epi64x(1023)), 52));
+    const __m128d f = _mm_sub_pd(_mm_castsi128_pd(zb), _mm_set1_pd(1.0));
+    const __m128d s = _mm_div_pd(f, _mm_add_pd(_mm_set1_pd(2.0), f));
+    const __m128d z = _mm_mul_pd(s, s), w = _mm_mul_pd(z, z);
+    auto madd = [](__m128d a, __m128d m, double c) { return _mm_add_pd(_mm_set1_pd(c), _mm_mul_pd(a, m)); };
+    const __m128d t1 = _mm_mul_pd(w, madd(w, madd(w, _mm_set1_pd(kLg6), kLg4), kLg2));
+    const __m128d t2 = _mm_mul_pd(z, madd(w, madd(w, madd(w, _mm_set1_pd(kLg7), kLg5), kLg3), kLg1));
+    const __m128d r = _mm_add_pd(t2, t1);
+    const __m128d hfsq = _mm_mul_pd(_mm_set1_pd(0.5), _mm_mul_pd(f, f));
+    const __m128d inner = _mm_add_pd(_mm_mul_pd(s, _mm_add_pd(hfsq, r)), _mm_mul_pd(k, _mm_set1_pd(kLn2Lo)));
+    return _mm_sub_pd(_mm_mul_pd(k, _mm_set1_pd(kLn2Hi)), _mm_sub_pd(_mm_sub_pd(hfsq, inner), f));
+}
+
+inline double hsum(__m128d v) { return _mm_cvtsd_f64(v) + _mm_cvtsd_f64(_mm_unpackhi_pd(v, v)); }
+inline double hmax(__m128d v) { return std::fmax(_mm_cvtsd_f64(v), _mm_cvtsd_f64(_mm_unpackhi_pd(v, v))); }
+
+void passSse2(const double* x, std::size_t n, RowSummary& s) {
+    __m128d mass = _mm_setzero_pd(), plogp = mass, negative = mass;
+    __m128d maxv = _mm_set1_pd(-std::numeric_limits<double>::infinity());
+    const __m128d zero = _mm_setzero_pd(), tiny = _mm_set1_pd(DBL_MIN);
+    std::size_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        const __m128d a = _mm_loadu_pd(x + j);
+        const __m128d p = _mm_max_pd(a, zero);
+        mass = _mm_add_pd(mass, p);
+        negative = _mm_add_pd(negative, _mm_min_pd(a, zero));
+        maxv = _mm_max_pd(maxv, a);
+        plogp = _mm_add_pd(plogp, _mm_mul_pd(p, logSse2(_mm_max_pd(p, tiny))));
+    }
+    s.positiveMass = hsum(mass);
+    s.plogp = hsum(plogp);
+    s.negativeMass = hsum(negative);
+    s.maxWeight = hmax(maxv);
+    scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight);
+}
+
+double topKSse2(const double* x, std::size_t n, int k) {
+    TopK t;
+    t.k = k;
+    std::size_t j = 0;
+    for (; j < std::size_t(k); ++j) t.push(x[j]);
+    for (; j + 2 <= n; j += 2) {
+        const __m128d a = _mm_loadu_pd(x + j);
+        if (_mm_movemask_pd(_mm_cmpgt_pd(a, _mm_set1_pd(t.threshold()))) == 0) continue;
+        t.push(x[j]);
+        t.push(x[j + 1]);
+    }
+    for (; j < n; ++j) t.push(x[j]);
+    return t.sum();
+}
+
+// ---- AVX2 + FMA: 4 lanes, chosen at run time ----------------------------------------------------
+#define ATTNLENS_AVX2 __attribute__((target("avx2,fma")))
+
+ATTNLENS_AVX2 inline __m256d madd256(__m256d a, __m256d m, double c) {
+    return _mm256_fmadd_pd(a, m, _mm256_set1_pd(c));
+}
+
+ATTNLENS_AVX2 inline __m256d logAvx2(__m256d x) {
+    const __m256i b = _mm256_castpd_si256(x);
+    const __m256i kb = _mm256_srli_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(kLogShift)), 52);
+    const __m256d k = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_or_si256(kb, _mm256_set1_epi64x(kExpMagic))), _mm256_set1_pd(kMagicPlusBias));
+    const __m256i zb =
+        _mm256_sub_epi64(b, _mm256_slli_epi64(_mm256_sub_epi64(kb, _mm256_set1_epi64x(1023)), 52));
+    const __m256d f = _mm256_sub_pd(_mm256_castsi256_pd(zb), _mm256_set1_pd(1.0));
+    const __m256d s = _mm256_div_pd(f, _mm256_add_pd(_mm256_set1_pd(2.0), f));
+    const __m256d z = _mm256_mul_pd(s, s), w = _mm256_mul_pd(z, z);
+    const __m256d t1 = _mm256_mul_pd(w, madd256(w, madd256(w, _mm256_set1_pd(kLg6), kLg4), kLg2));
+    const __m256d t2 =
+        _mm256_mul_pd(z, madd256(w, madd256(w, madd256(w, _mm256_set1_pd(kLg7), kLg5), kLg3), kLg1));
+    const __m256d r = _mm256_add_pd(t2, t1);
+    const __m256d hfsq = _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_mul_pd(f, f));
+    const __m256d inner = _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, r), _mm256_mul_pd(k, _mm256_set1_pd(kLn2Lo)));
+    return _mm256_sub_pd(_mm256_mul_pd(k, _mm256_set1_pd(kLn2Hi)), _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
+}
+
+ATTNLENS_AVX2 double hsum256(__m256d v) {
+    const __m128d lo = _mm256_castpd256_pd128(v), hi = _mm256_extractf128_pd(v, 1);
+    const __m128d s = _mm_add_pd(lo, hi);
+    return _mm_cvtsd_f64(s) + _mm_cvtsd_f64(_mm_unpackhi_pd(s, s));
+}
+
+ATTNLENS_AVX2 double hmax256(__m256d v) {
+    const __m128d m = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return std::fmax(_mm_cvtsd_f64(m), _mm_cvtsd_f64(_mm_unpackhi_pd(m, m)));
+}
+
+ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s) {
+    // Two independent accumulators per sum hide the add latency behind the log's work.
+    __m256d mass = _mm256_setzero_pd(), plogp0 = mass, plogp1 = mass, negative = mass;
+    __m256d maxv = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
+    const __m256d zero = _mm256_setzero_pd(), tiny = _mm256_set1_pd(DBL_MIN);
+    std::size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256d a0 = _mm256_loadu_pd(x + j), a1 = _mm256_loadu_pd(x + j + 4);
+        const __m256d p0 = _mm256_max_pd(a0, zero), p1 = _mm256_max_pd(a1, zero);
+        mass = _mm256_add_pd(mass, _mm256_add_pd(p0, p1));
+        negative = _mm256_add_pd(negative, _mm256_add_pd(_mm256_min_pd(a0, zero), _mm256_min_pd(a1, zero)));
+        maxv = _mm256_max_pd(maxv, _mm256_max_pd(a0, a1));
+        plogp0 = _mm256_fmadd_pd(p0, logAvx2(_mm256_max_pd(p0, tiny)), plogp0);
+        plogp1 = _mm256_fmadd_pd(p1, logAvx2(_mm256_max_pd(p1, tiny)), plogp1);
+    }
+    s.positiveMass = hsum256(mass);
+    s.plogp = hsum256(_mm256_add_pd(plogp0, plogp1));
+    s.negativeMass = hsum256(negative);
+    s.maxWeight = hmax256(maxv);
+    scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight);
+}
+
+ATTNLENS_AVX2 double topKAvx2(const double* x, std::size_t n, int k) {
+    TopK t;
+    t.k = k;
+    std::size_t j = 0;
+    for (; j < std::size_t(k); ++j) t.push(x[j]);
+    for (; j + 4 <= n; j += 4) {
+        const __m256d a = _mm256_loadu_pd(x + j);
+        if (_mm256_movemask_pd(_mm256_cmp_pd(a, _mm256_set1_pd(t.threshold()), _CMP_GT_OQ)) == 0)
+            continue;
+        for (std::size_t m = 0; m < 4; ++m) t.push(x[j + m]);
+    }
+    for (; j < n; ++j) t.push(x[j]);
+    return t.sum();
+}
+
+#endif  // ATTNLENS_ROW_SIMD
+
+double topKScalar(const double* x, std::size_t n, int k) {
+    TopK t;
+    t.k = k;
+    for (std::size_t j = 0; j < n; ++j) t.push(x[j]);
+    return t.sum();
+}
+
+std::vector<RowKernel> detectKernels() {
+    std::vector<RowKernel> k{RowKernel::Scalar};
+#ifdef ATTNLENS_ROW_SIMD
+    k.push_back(RowKernel::Sse2);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k.push_back(RowKernel::Avx2);
+#endif
+    return k;
+}
+
+}  // namespace
+
+const std::vector<RowKernel>& availableRowKernels() {
+    static const std::vector<RowKernel> kernels = detectKernels();
+    return kernels;
+}
+
+const char* toString(RowKernel k) {
+    switch (k) {
+        case RowKernel::Scalar: return "scalar";
+        case RowKernel::Sse2: return "sse2";
+        case RowKernel::Avx2: return "avx2";
+    }
+    return "?";
+}
+
+RowSummary summariseRow(std::span<const double> row, int topK) {
+    static const RowKernel best = availableRowKernels().back();
+    return summariseRow(row, topK, best);
+}
+
+RowSummary summariseRow(std::span<const double> row, int topK, RowKernel kernel) {
+    const auto& available = availableRowKernels();
+    if (std::find(available.begin(), available.end(), kernel) == available.end()) kernel = RowKernel::Scalar;
+    RowSummary s;
+    const double* x = row.data();
+    const std::size_t n = row.size();
+    const bool smallTopK = topK > 0 && std::size_t(topK) < n && topK <= TopK::kMax;
+    switch (kernel) {
+#ifdef ATTNLENS_ROW_SIMD
+        case RowKernel::Avx2:
+            passAvx2(x, n, s);
+            if (smallTopK) s.topMass = topKAvx2(x, n, topK);
+            break;
+        case RowKernel::Sse2:
+            passSse2(x, n, s);
+            if (smallTopK) s.topMass = topKSse2(x, n, topK);
+            break;
+#endif
+        default:
+            s.maxWeight = -std::numeric_limits<double>::infinity();
+            scalarPass(x, 0, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight);
+            if (smallTopK) s.topMass = topKScalar(x, n, topK);
+            break;
+    }
+    if (topK > 0 && !smallTopK) {
         if (std::size_t(topK) >= n) {
             double total = 0;
             for (double a : row) total += a;
             s.topMass = total;
-        } else if (topK <= 64) {
-            TopK t;
-            t.k = topK;
-            for (double a : row) t.push(a);
-            s.topMass = t.sum();
         } else {
-            std::vector<double> copy(row.begin(), row.end());
-            std::nth_element(copy.begin(), copy.begin() + (topK - 1), copy.end(), std::greater<>());
-            double total = 0;
-            for (int j = 0; j < topK; ++j) total += copy[std::size_t(j)];
-            s.topMass = total;
+            s.topMass = largeTopK(row, topK);
         }
     }
     return s;

@@ -158,6 +158,7 @@ void CompareView::buildLayout() {
             p.scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             p.map->setColorScale(p.scale);
         }
+        addGridFrame(plot_, p.rect, l.gridH, l.gridW);
         p.marker.create(plot_, p.rect);
         panels_.push_back(std::move(p));
     }

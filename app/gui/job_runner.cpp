@@ -43,9 +43,9 @@ void JobRunner::cancel(const QString& slot) {
 }
 
 void JobRunner::cancelAll() {
-    std::vector<QString> slots;
-    for (const auto& [slot, r] : running_) slots.push_back(slot);
-    for (const auto& s : slots) cancel(s);
+    std::vector<QString> names;
+    for (const auto& [slot, r] : running_) names.push_back(slot);
+    for (const auto& s : names) cancel(s);
 }
 
 quint64 JobRunner::submitErased(const QString& slot, const QString& label,

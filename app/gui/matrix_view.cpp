@@ -108,10 +108,13 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     connect(plot_, &QCustomPlot::mousePress, this, &MatrixView::onMousePress);
     connect(plot_, &QCustomPlot::mouseMove, this, &MatrixView::onMouseMove);
     connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) {
-        rect_->axis(QCPAxis::atBottom)->setRange(-0.5, shownTokens_ - 0.5);
-        rect_->axis(QCPAxis::atLeft)->setRange(-0.5, shownTokens_ - 0.5);
+        userZoomed_ = false;
         fitAspect();
         replotQueued();
+    });
+    connect(plot_, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { userZoomed_ = true; });
+    connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+        if (e->buttons() & Qt::LeftButton) userZoomed_ = true;
     });
     connect(session, &Session::dumpChanged, this, [this]() {
         cache_.clear();
@@ -141,8 +144,10 @@ std::string MatrixView::currentKey() const {
 }
 
 bool MatrixView::fitAspect() {
-    // Keep cells square without undoing the user's zoom: the y span follows the x span.
     if (shownTokens_ <= 0 || rect_->width() < 4 || rect_->height() < 4) return false;
+    // Until the user zooms or pans, show the whole matrix with square cells; afterwards keep cells
+    // square without undoing the zoom (the y span follows the x span).
+    if (!userZoomed_) return fitSquareCells(rect_, int(shownTokens_), int(shownTokens_));
     QCPAxis* x = rect_->axis(QCPAxis::atBottom);
     QCPAxis* y = rect_->axis(QCPAxis::atLeft);
     const double wantY = x->range().size() * rect_->height() / rect_->width();
@@ -221,6 +226,7 @@ void MatrixView::rebuild() {
         if (shownTokens_ != img.tokens) {
             rect_->axis(QCPAxis::atBottom)->setRange(-0.5, img.tokens - 0.5);
             rect_->axis(QCPAxis::atLeft)->setRange(-0.5, img.tokens - 0.5);
+            userZoomed_ = false;
         }
         shownTokens_ = img.tokens;
         shownKey_ = key;

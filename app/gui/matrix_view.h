@@ -58,6 +58,7 @@ private:
     QCheckBox* logBox_ = nullptr;
     bool log_ = false;
     bool waiting_ = false;
+    bool userZoomed_ = false;
     std::string shownKey_;
     long long shownTokens_ = 0;
     std::map<std::string, std::shared_ptr<const MatrixImage>> cache_;  // at most two: N^2 doubles each

@@ -2,6 +2,7 @@
 
 #include <QHBoxLayout>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 namespace attnlens::gui {
@@ -64,16 +65,40 @@ void PlotView::prepareForSize(int width, int height) {
     }
 }
 
+namespace {
+
+// Integer ticks on the token grid only: square cells widen one axis range beyond the grid, and
+// ticks out there would label rows or columns that do not exist.
+class GridTicker : public QCPAxisTickerFixed {
+public:
+    explicit GridTicker(int extent) : extent_(extent) {
+        setTickStep(extent > 40 ? 10 : (extent > 16 ? 5 : (extent > 8 ? 2 : 1)));
+        setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    }
+
+protected:
+    QVector<double> createTickVector(double tickStep, const QCPRange& range) override {
+        QVector<double> ticks = QCPAxisTickerFixed::createTickVector(tickStep, range);
+        ticks.erase(std::remove_if(ticks.begin(), ticks.end(),
+                                   [this](double t) { return t < -1e-9 || t > extent_ - 1 + 1e-9; }),
+                    ticks.end());
+        return ticks;
+    }
+
+private:
+    int extent_;
+};
+
+}  // namespace
+
 void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabel, const QString& yLabel) {
     for (QCPAxis* axis : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
         axis->grid()->setVisible(false);
         axis->setSubTicks(false);
         axis->setTickLength(0, 3);
-        QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+        axis->setBasePen(Qt::NoPen);
         const int extent = axis == rect->axis(QCPAxis::atBottom) ? gridW : gridH;
-        ticker->setTickStep(extent > 40 ? 10 : (extent > 16 ? 5 : (extent > 8 ? 2 : 1)));
-        ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
-        axis->setTicker(ticker);
+        axis->setTicker(QSharedPointer<QCPAxisTicker>(new GridTicker(extent)));
     }
     rect->axis(QCPAxis::atBottom)->setLabel(xLabel);
     rect->axis(QCPAxis::atLeft)->setLabel(yLabel);
@@ -125,6 +150,18 @@ bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex
     *keyIndex = index(key, d->keyRange(), d->keySize());
     *valueIndex = index(value, d->valueRange(), d->valueSize());
     return *keyIndex >= 0 && *valueIndex >= 0;
+}
+
+QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int gridW) {
+    auto* frame = new QCPItemRect(plot);
+    frame->setClipAxisRect(rect);
+    for (auto* pos : {frame->topLeft, frame->bottomRight}) pos->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    frame->topLeft->setCoords(-0.5, -0.5);
+    frame->bottomRight->setCoords(gridW - 0.5, gridH - 0.5);
+    frame->setPen(QPen(QColor(90, 90, 90), 0.8));
+    frame->setBrush(Qt::NoBrush);
+    frame->setSelectable(false);
+    return frame;
 }
 
 void CellMarker::create(QCustomPlot* plot, QCPAxisRect* rect) {

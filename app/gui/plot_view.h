@@ -62,6 +62,8 @@ private:
 // Sets up an axis rect to show a gridH x gridW token grid: cells centred on integer coordinates,
 // row 0 at the top, no grid lines, integer ticks.
 void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabel, const QString& yLabel);
+// A thin frame around the grid's cells (the axis range may be wider than the grid).
+QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int gridW);
 // Ranges so that cells are square inside rect's current pixel size; true if they changed.
 bool fitSquareCells(QCPAxisRect* rect, int gridH, int gridW);
 // The cell under a pixel position, or false when outside the map's cells.

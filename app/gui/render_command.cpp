@@ -88,13 +88,18 @@ QString renderUsage() {
 int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
     QCommandLineParser p;
     p.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
-    const QCommandLineOption view({"view"}, "", "V", "tokenmap"), image({"image"}, "", "I", "0"),
-        layer({"layer"}, "", "L", "0"), head({"head"}, "", "H", "0"), query({"query"}, "", "Q"),
-        paradigm({"paradigm"}, "", "P", "softmax"), paradigms({"paradigms"}, "", "LIST"),
-        define({"define"}, "", "SPEC"), size({"size"}, "", "WxH", "1100x800"), dpi({"dpi"}, "", "D", "96"),
-        log({"log"}, ""), shared({"shared-range"}, ""), diff({"diff"}, "", "A,B"), scope({"scope"}, "", "S", "image"),
-        k({"k"}, "", "K", "3"), opacity({"opacity"}, "", "PCT", "0"), output({"o", "output"}, "", "OUT"),
-        help({"h", "help"}, "");
+    auto opt = [](const QStringList& names, const QString& value = {}, const QString& def = {}) {
+        return QCommandLineOption(names, QString(), value, def);
+    };
+    const QCommandLineOption view = opt({"view"}, "V", "tokenmap"), image = opt({"image"}, "I", "0"),
+                             layer = opt({"layer"}, "L", "0"), head = opt({"head"}, "H", "0"),
+                             query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P", "softmax"),
+                             paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
+                             size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"),
+                             log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
+                             scope = opt({"scope"}, "S", "image"), k = opt({"k"}, "K", "3"),
+                             opacity = opt({"opacity"}, "PCT", "0"), output = opt({"o", "output"}, "OUT"),
+                             help = opt({"h", "help"});
     p.addOptions({view, image, layer, head, query, paradigm, paradigms, define, size, dpi, log, shared, diff, scope, k,
                   opacity, output, help});
     try {

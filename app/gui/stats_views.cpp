@@ -34,6 +34,23 @@ QCPAxisRect* addRect(QCustomPlot* plot, int row, int col, QCPLayoutGrid* grid = 
     return rect;
 }
 
+// A legend in its own layout cell right of the plots, where it hides no data.
+QCPLegend* addSideLegend(QCustomPlot* plot, int row, int col) {
+    auto* legend = new QCPLegend;
+    auto* holder = new QCPLayoutGrid;
+    plot->plotLayout()->addElement(row, col, holder);
+    holder->addElement(0, 0, legend);
+    holder->addElement(1, 0, new QCPLayoutElement(plot));  // pushes the legend to the top
+    holder->setRowStretchFactor(0, 0.001);
+    plot->plotLayout()->setColumnStretchFactor(col, 0.001);
+    legend->setLayer(QStringLiteral("legend"));
+    legend->setFont(QFont(plot->font().family(), 8));
+    legend->setBrush(Qt::white);
+    legend->setBorderPen(QPen(QColor(180, 180, 180)));
+    legend->setRowSpacing(-2);
+    return legend;
+}
+
 QCPLegend* addLegend(QCustomPlot* plot, QCPAxisRect* rect, Qt::Alignment where) {
     auto* legend = new QCPLegend;
     rect->insetLayout()->addElement(legend, where);
@@ -156,7 +173,7 @@ void SpectrumView::rebuild() {
     const Selection& sel = session_->selection();
     auto* title = resetWithTitle(plot_, QString());
     QCPAxisRect* rect = addRect(plot_, 1, 0);
-    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    QCPLegend* legend = addSideLegend(plot_, 1, 1);
     setLogAxis(rect->axis(QCPAxis::atLeft));
     rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("index k (descending order)"));
     rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("singular value σ_k of A (dimensionless)"));
@@ -292,7 +309,7 @@ void LocalMassView::rebuild() {
     const int k = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
     auto* title = resetWithTitle(plot_, QString());
     QCPAxisRect* rect = addRect(plot_, 1, 0);
-    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    QCPLegend* legend = addSideLegend(plot_, 1, 1);
     rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
     if (!r) {
         title->setText(QStringLiteral("Local %1 x %1 mass per layer — %2").arg(k).arg(status.isEmpty() ? QStringLiteral("no data") : status));
@@ -348,7 +365,7 @@ void ConfusionView::rebuild() {
     std::vector<std::vector<int>> hist;
     int bins = 1;
     for (int p = 0; p < np; ++p) {
-        hist.push_back(confusionHistogram(confusionPerImage(*r, p)));
+        hist.push_back(confusionHistogram(confusionPerImage(*r, p), 4));
         bins = std::max(bins, int(hist.back().size()));
     }
     auto* group = new QCPBarsGroup(plot_);
@@ -408,7 +425,7 @@ void LayerStatsView::rebuild() {
         title->setText(QStringLiteral("Entropy and negative mass per layer — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
         return;
     }
-    QCPLegend* legend = addLegend(plot_, ent, Qt::AlignBottom | Qt::AlignLeft);
+    QCPLegend* legend = addSideLegend(plot_, 1, 1);
     QVector<double> x;
     for (std::size_t i = 0; i < r->request.layers.size(); ++i) x << double(i);
     std::vector<double> allE, allN, allF;
@@ -508,7 +525,11 @@ void MagnitudeView::rebuild() {
     fh->scaledRows(sel.query, factors, scaled);
     QCPLegend* distLegend = addLegend(plot_, dist, Qt::AlignTop | Qt::AlignRight);
     std::vector<double> distValues;
-    QCPColorGradient fg(QCPColorGradient::gpThermal);
+    QCPColorGradient fg;  // light to dark as a grows (no yellow: invisible on white)
+    fg.clearColorStops();
+    fg.setColorStopAt(0, QColor(120, 190, 240));
+    fg.setColorStopAt(0.5, QColor(200, 60, 120));
+    fg.setColorStopAt(1, QColor(40, 0, 60));
     for (std::size_t f = 0; f < factors.size(); ++f) {
         QVector<double> x, y;
         for (int r = 0; r < shownKeys; ++r) {
@@ -516,7 +537,7 @@ void MagnitudeView::rebuild() {
             y << scaled(Index(f), order[std::size_t(r)]);
             distValues.push_back(y.back());
         }
-        const QColor c = QColor::fromRgb(fg.color(double(f), QCPRange(-1, double(factors.size()))));
+        const QColor c = QColor::fromRgb(fg.color(double(f), QCPRange(0, double(std::max<std::size_t>(1, factors.size() - 1)))));
         addLine(dist, x, y, c, QStringLiteral("a = %1").arg(factors[f]), distLegend);
     }
     fitValueRange(dist->axis(QCPAxis::atLeft), distValues, false);
@@ -525,14 +546,15 @@ void MagnitudeView::rebuild() {
     dist->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A[q, key] of %1").arg(QString::fromStdString(fh->paradigm().name)));
 
     // (b-d) curves per shown paradigm.
-    QCPLegend* legend = addLegend(plot_, maxw, Qt::AlignTop | Qt::AlignLeft);
+    QCPLegend* legend = addSideLegend(plot_, 1, 1);
     std::vector<double> mv, ev, rv;
-    bool ratioPositive = true;
+    QStringList nonPositive;
     std::vector<std::pair<int, MagnitudeCurve>> curves;
     for (int p : sel.shown) {
         curves.emplace_back(p, magnitudeCurve(*session_->currentHead(p), sel.query, opts));
-        for (double v : curves.back().second.ratio)
-            if (std::isfinite(v) && !(v > 0)) ratioPositive = false;
+        bool positive = true;
+        for (double v : curves.back().second.ratio) positive &= !(std::isfinite(v) && !(v > 0));
+        if (!positive) nonPositive << QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
     }
     for (const auto& [p, c] : curves) {
         const QColor col = paradigmColor(p);
@@ -540,7 +562,11 @@ void MagnitudeView::rebuild() {
         const QVector<double> x(c.factors.begin(), c.factors.end());
         addLine(maxw, x, QVector<double>(c.maxWeight.begin(), c.maxWeight.end()), col, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
         addLine(ent, x, QVector<double>(c.entropy.begin(), c.entropy.end()), col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
-        addLine(ratio, x, QVector<double>(c.ratio.begin(), c.ratio.end()), col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        // A log axis cannot show a non-positive ratio (signed rows): those points are gaps, and
+        // the paradigms concerned are named in the axis label.
+        QVector<double> r;
+        for (double v : c.ratio) r << (v > 0 ? v : qQNaN());
+        addLine(ratio, x, r, col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
         mv.insert(mv.end(), c.maxWeight.begin(), c.maxWeight.end());
         ev.insert(ev.end(), c.entropy.begin(), c.entropy.end());
         rv.insert(rv.end(), c.ratio.begin(), c.ratio.end());
@@ -552,11 +578,13 @@ void MagnitudeView::rebuild() {
     }
     fitValueRange(maxw->axis(QCPAxis::atLeft), mv, false);
     fitValueRange(ent->axis(QCPAxis::atLeft), ev, false);
-    if (ratioPositive) setLogAxis(ratio->axis(QCPAxis::atLeft));
-    fitValueRange(ratio->axis(QCPAxis::atLeft), rv, ratioPositive);
+    setLogAxis(ratio->axis(QCPAxis::atLeft));
+    fitValueRange(ratio->axis(QCPAxis::atLeft), rv, true);
     maxw->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("max weight"));
     ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy (nats)"));
-    ratio->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A_qm / A_qn (top / median key)"));
+    ratio->axis(QCPAxis::atLeft)->setLabel(
+        nonPositive.isEmpty() ? QStringLiteral("A_qm / A_qn (top / median key)")
+                              : QStringLiteral("A_qm / A_qn (top / median key); ≤ 0 not drawn: %1").arg(nonPositive.join(", ")));
     title->setText(QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
                        .arg(tokenName(session_->layout(), sel.query))
                        .arg(sel.query)

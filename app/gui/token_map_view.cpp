@@ -102,6 +102,7 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     image_->setVisible(false);
     imageShownFor_ = -1;
 
+    addGridFrame(plot_, rect_, l.gridH, l.gridW);
     marker_ = {};
     marker_.create(plot_, rect_);
     prefixMarker_ = {};
@@ -202,7 +203,7 @@ void TokenMapView::rebuild() {
 
     const bool diverging = paradigm.signedWeights() || row.minFinite < 0;
     const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
-    const QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+    QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                                 : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
     map_->setGradient(gradient);
     map_->setDataRange(QCPRange(range.lower, range.upper));

@@ -116,8 +116,8 @@ struct DumpWriter::Impl {
         if (H5Aexists(object.get(), name.c_str()) > 0) H5Adelete(object.get(), name.c_str());
         h5::Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
                                       : H5Screate_simple(int(dims.size()), dims.data(), nullptr));
-        h5::Handle attr(
-            H5Acreate2(object.get(), name.c_str(), fileType, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+        h5::Handle attr(H5Acreate2(object.get(), name.c_str(), fileType, space.get(), H5P_DEFAULT,
+                                   H5P_DEFAULT));
         if (!space.valid() || !attr.valid() || H5Awrite(attr.get(), memoryType, data) < 0) {
             throwOutput(where(normalised(groupPath)) + ": cannot write the attribute '" + name +
                         "'" + h5::errorSuffix());
@@ -191,8 +191,8 @@ DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()
         throwOutput(path + ": cannot write: the directory " + parent.string() + " does not exist");
     }
     h5::Lock lock;
-    impl_->file = h5::Handle(
-        H5Fcreate(impl_->tempPath.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    impl_->file =
+        h5::Handle(H5Fcreate(impl_->tempPath.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
     if (!impl_->file.valid()) {
         throwOutput(path + ": cannot create the temporary file " + impl_->tempPath +
                     h5::errorSuffix());
@@ -321,8 +321,8 @@ void DumpWriter::commit() {
     std::filesystem::rename(impl_->tempPath, impl_->finalPath, ec);
     if (ec) {
         std::filesystem::remove(impl_->tempPath, ec);
-        throwOutput(impl_->finalPath + ": cannot rename the temporary file into place: " +
-                    ec.message());
+        throwOutput(impl_->finalPath +
+                    ": cannot rename the temporary file into place: " + ec.message());
     }
     impl_->committed = true;
 }

@@ -28,14 +28,22 @@ namespace {
 
 herr_t closeById(hid_t id) {
     switch (H5Iget_type(id)) {
-        case H5I_FILE: return H5Fclose(id);
-        case H5I_GROUP: return H5Gclose(id);
-        case H5I_DATASET: return H5Dclose(id);
-        case H5I_ATTR: return H5Aclose(id);
-        case H5I_DATATYPE: return H5Tclose(id);
-        case H5I_DATASPACE: return H5Sclose(id);
-        case H5I_GENPROP_LST: return H5Pclose(id);
-        default: return H5Idec_ref(id) < 0 ? -1 : 0;
+        case H5I_FILE:
+            return H5Fclose(id);
+        case H5I_GROUP:
+            return H5Gclose(id);
+        case H5I_DATASET:
+            return H5Dclose(id);
+        case H5I_ATTR:
+            return H5Aclose(id);
+        case H5I_DATATYPE:
+            return H5Tclose(id);
+        case H5I_DATASPACE:
+            return H5Sclose(id);
+        case H5I_GENPROP_LST:
+            return H5Pclose(id);
+        default:
+            return H5Idec_ref(id) < 0 ? -1 : 0;
     }
 }
 
@@ -73,11 +81,12 @@ OpenAttribute openAttribute(hid_t object, const char* name, const std::string& w
     return result;
 }
 
-void requireSingleValue(const OpenAttribute& attribute, const char* name, const std::string& where) {
+void requireSingleValue(const OpenAttribute& attribute, const char* name,
+                        const std::string& where) {
     if (attribute.points != 1) {
-        attributeError(where, name,
-                       "must be a single value, got " + std::to_string(attribute.points) +
-                           " values");
+        attributeError(
+            where, name,
+            "must be a single value, got " + std::to_string(attribute.points) + " values");
     }
 }
 
@@ -184,16 +193,26 @@ std::string describeType(hid_t type) {
             }
             return "float" + std::to_string(bits);
         }
-        case H5T_STRING: return "string";
-        case H5T_ENUM: return "enum";
-        case H5T_COMPOUND: return "compound";
-        case H5T_BITFIELD: return "bitfield" + std::to_string(bits);
-        case H5T_OPAQUE: return "opaque";
-        case H5T_REFERENCE: return "reference";
-        case H5T_VLEN: return "variable-length sequence";
-        case H5T_ARRAY: return "array";
-        case H5T_TIME: return "time";
-        default: return "unknown type";
+        case H5T_STRING:
+            return "string";
+        case H5T_ENUM:
+            return "enum";
+        case H5T_COMPOUND:
+            return "compound";
+        case H5T_BITFIELD:
+            return "bitfield" + std::to_string(bits);
+        case H5T_OPAQUE:
+            return "opaque";
+        case H5T_REFERENCE:
+            return "reference";
+        case H5T_VLEN:
+            return "variable-length sequence";
+        case H5T_ARRAY:
+            return "array";
+        case H5T_TIME:
+            return "time";
+        default:
+            return "unknown type";
     }
 }
 
@@ -274,8 +293,7 @@ std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* na
                                                     const std::string& where) {
     OpenAttribute attribute = openAttribute(object, name, where);
     if (H5Tget_class(attribute.type.get()) != H5T_INTEGER) {
-        attributeError(where, name,
-                       "must be integers, got " + describeType(attribute.type.get()));
+        attributeError(where, name, "must be integers, got " + describeType(attribute.type.get()));
     }
     if (attributeDims(attribute.attribute.get()).size() > 1) {
         attributeError(where, name,
@@ -320,9 +338,9 @@ bool readBoolAttribute(hid_t object, const char* name, const std::string& where)
         readOrThrow(attribute, memoryType.get(), bytes, name, where);
         value = rawInteger(bytes, size, H5Tget_sign(base.get()) != H5T_SGN_NONE);
     } else {
-        attributeError(where, name,
-                       "must be a boolean (integer 0/1 or enum), got " +
-                           describeType(attribute.type.get()));
+        attributeError(
+            where, name,
+            "must be a boolean (integer 0/1 or enum), got " + describeType(attribute.type.get()));
     }
     if (value != 0 && value != 1) {
         attributeError(where, name, "must be a boolean (0 or 1), got " + std::to_string(value));

@@ -27,7 +27,7 @@ namespace {
 constexpr std::uint64_t kMaxValuesPerTensor = 1ull << 26;  // 256 MiB of float per dataset
 constexpr std::uint64_t kMaxTokens = 1ull << 20;
 constexpr double kSelfLogit = 6.0;
-constexpr double kNoise = 0.1;          // relative to the positional amplitude
+constexpr double kNoise = 0.1;  // relative to the positional amplitude
 constexpr double kKeyPerturbation = 0.2;
 constexpr int kContentFeatures = 3;
 
@@ -80,7 +80,7 @@ Matrix randomMix(Rng& rng, Index d, Index f) {
 struct SynthImage {
     std::vector<std::uint8_t> pixels;  // h x w
     std::int64_t label = 0;
-    Matrix content;  // tokens on the grid (H*W) x kContentFeatures
+    Matrix content;                 // tokens on the grid (H*W) x kContentFeatures
     std::vector<double> magnitude;  // H*W, in [0.5, 2]
 };
 
@@ -211,13 +211,15 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                 weights.segment(4 * f, 4).setConstant(0.5 + rng.uniform());
             }
             const Matrix mixQ = randomMix(rng, d, features);
-            const Matrix mixK =
-                mixQ + rng.normalMatrix(d, features) * (kKeyPerturbation / std::sqrt(double(features)));
+            const Matrix mixK = mixQ + rng.normalMatrix(d, features) *
+                                           (kKeyPerturbation / std::sqrt(double(features)));
             // scale * amp^2 * |w . p|^2 = kSelfLogit, with |w . p|^2 = 2 sum_f w_f^2.
             const double selfNorm = 0.5 * weights.squaredNorm();
             const double amplitude = std::sqrt(kSelfLogit / (scale * selfNorm));
-            const Matrix prefixQ = rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
-            const Matrix prefixK = rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
+            const Matrix prefixQ =
+                rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
+            const Matrix prefixK =
+                rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
             const Matrix weighted = positional * weights.asDiagonal();
             const Matrix baseQ = weighted * mixQ.transpose() * amplitude;  // spatial x d
             const Matrix baseK = weighted * mixK.transpose() * amplitude;
@@ -238,15 +240,16 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                     const Index s = t - o.prefix;
                     const double m = image.magnitude[std::size_t(s)];
                     for (Index j = 0; j < d; ++j) {
-                        qRow[j] = float(m * (baseQ(s, j) + content(s, j) +
-                                             kNoise * amplitude * rng.normal()));
-                        kRow[j] = float(m * (baseK(s, j) + content(s, j) +
-                                             kNoise * amplitude * rng.normal()));
+                        qRow[j] = float(
+                            m * (baseQ(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
+                        kRow[j] = float(
+                            m * (baseK(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
                     }
                 }
                 if (o.withValues) {
                     float* vData = v.data() + offset;
-                    for (std::size_t i = 0; i < std::size_t(n * d); ++i) vData[i] = float(rng.normal());
+                    for (std::size_t i = 0; i < std::size_t(n * d); ++i)
+                        vData[i] = float(rng.normal());
                 }
             }
         }
@@ -266,10 +269,10 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
             pixels.insert(pixels.end(), image.pixels.begin(), image.pixels.end());
             labels.push_back(image.label);
         }
-        writer.writeUInt8Dataset("/images",
-                                 {std::uint64_t(o.images), std::uint64_t(2 * o.gridH),
-                                  std::uint64_t(2 * o.gridW)},
-                                 pixels);
+        writer.writeUInt8Dataset(
+            "/images",
+            {std::uint64_t(o.images), std::uint64_t(2 * o.gridH), std::uint64_t(2 * o.gridW)},
+            pixels);
         writer.writeInt64Dataset("/labels", {std::uint64_t(o.images)}, labels);
     }
     writer.commit();

@@ -35,7 +35,6 @@ import numpy as np
 
 FORMAT = "attnlens.dump"
 FORMAT_VERSION = 1
-ATTENTION_NAMES = ("softmax", "linear", "focused", "inline", "mala", "other")
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 
 
@@ -107,9 +106,11 @@ class DumpWriter:
         g = self._layers_group.create_group(name)
         g.attrs["index"] = np.int64(index)
         if attention is not None:
-            if attention not in ATTENTION_NAMES:
-                raise ExportError(f"layer {name}: attention must be one of "
-                                  f"{', '.join(ATTENTION_NAMES)}, got {attention!r}")
+            # The format names softmax, linear, focused, inline, mala and allows any other text
+            # (e.g. an attnlens-cli preset name such as linear_relu).
+            if not isinstance(attention, str) or not attention:
+                raise ExportError(f"layer {name}: attention must be a non-empty string, got "
+                                  f"{attention!r}")
             g.attrs["attention"] = attention
         if scale is not None:
             g.attrs["scale"] = np.float64(scale)

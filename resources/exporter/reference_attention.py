@@ -70,8 +70,6 @@ def _check_layout(n, grid, prefix_tokens):
 class Attention(nn.Module):
     """Softmax multi-head self-attention with timm's interface and parameter names."""
 
-    attnlens_attention = "softmax"
-
     def __init__(self, dim, num_heads=8, qkv_bias=False, qk_norm=False, attn_drop=0.0,
                  proj_drop=0.0, fused_attn=None, **_unused):
         super().__init__()
@@ -110,8 +108,6 @@ class LinearReLUAttention(nn.Module):
     O_i = phi(q_i) [sum_j phi(k_j)^T v_j / N] / (phi(q_i) . mean_j phi(k_j) + eps),
     i.e. A_ij = phi(q_i).phi(k_j) / (sum_m phi(q_i).phi(k_m) + N eps), eps = 1e-6."""
 
-    attnlens_attention = "linear"
-
     def __init__(self, dim, num_heads=8, qkv_bias=False, proj_drop=0.0, **_unused):
         super().__init__()
         self.num_heads = num_heads
@@ -125,7 +121,7 @@ class LinearReLUAttention(nn.Module):
         return _split_qkv(self.qkv(x), self.num_heads)
 
     def attnlens_layer_attrs(self):
-        return {"attention": "linear", "kernel_applied": 0, "scale": self.scale}
+        return {"attention": "linear_relu", "kernel_applied": 0, "scale": self.scale}
 
     def attention_parts(self, x):
         q, k, v = self.attnlens_qkv(x)
@@ -143,16 +139,15 @@ class LinearReLUAttention(nn.Module):
 
 class FocusedLinearAttention(nn.Module):
     """FLatten's focused linear attention as in the released code's current version:
-    a learnable positional encoding added to k; phi(x) = f_p(ReLU(x) + 1e-6) / softplus(s) taken
-    over ALL C channels before the head split (norms over C, not over d); normaliser
+    a learnable positional encoding added to k; phi(x) = f_p((ReLU(x) + 1e-6) / softplus(s)) with
+    a learnable per-channel s, taken over ALL C channels before the head split (the norms in f_p
+    run over C, not over a head's d); normaliser
     1/(phi(q).mean(phi(k)) + 1e-6) (equal to the divide normalisation with N*eps);
     a depthwise kernel_size x kernel_size convolution of V, shared by the heads, added to the
     output of the grid tokens (prefix tokens get none: the released code has no CLS token).
 
     The dump stores phi(q), phi(k) with kernel_applied = 1: the full-channel norm and the learnable
     scale cannot be expressed by a per-head kernel on raw q/k."""
-
-    attnlens_attention = "focused"
 
     def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=False,
                  proj_drop=0.0, focusing_factor=3, kernel_size=5, **_unused):
@@ -221,8 +216,6 @@ class InLineAttention(nn.Module):
     N counting the CLS token. The local residual is a 3x3 depthwise convolution of V on the grid
     tokens whose per-(image, channel) weights are predicted from the mean token."""
 
-    attnlens_attention = "inline"
-
     def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=False,
                  proj_drop=0.0, kernel_func="identity", **_unused):
         super().__init__()
@@ -248,7 +241,8 @@ class InLineAttention(nn.Module):
         return _split_qkv(self.qkv(x), self.num_heads)
 
     def attnlens_layer_attrs(self):
-        return {"attention": "inline", "kernel_applied": 0, "scale": self.scale}
+        name = "inline" if self.kernel_func == "identity" else "inline_relu"
+        return {"attention": name, "kernel_applied": 0, "scale": self.scale}
 
     def attention_parts(self, x):
         q, k, v = self.attnlens_qkv(x)
@@ -310,8 +304,6 @@ class MALAAttention(nn.Module):
     rope=True applies the released code's 2-D RoPE to phi(q), phi(k) AFTER z is computed, so D uses
     rotated and z unrotated vectors; no export of q/k makes a magnitude normalisation reproduce that
     (README). rope=False (the example models) keeps the attention exactly the paper's Eq. 8-9."""
-
-    attnlens_attention = "mala"
 
     def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=True,
                  proj_drop=0.0, rope=False, **_unused):

@@ -147,6 +147,10 @@ TEST(Confusion, PlantedPairsAtTauAreDecidedLikeTheBruteForce) {
         SCOPED_TRACE(name);
         const Paradigm p = presetParadigm(name);
         Matrix q = randomNormal(n, d, seed);
+        // Base queries with positive entries keep ReLU-type kernels away from their kinks, where
+        // the focused kernel's distance jumps too fast for the bisection to land within 1e-8.
+        q.row(0) = q.row(0).cwiseAbs().array() + 0.2;
+        q.row(2) = q.row(2).cwiseAbs().array() + 0.2;
         const Matrix k = randomNormal(n, d, seed + 1);
         const RowVector v = randomNormal(1, d, seed + 2).row(0).normalized();
         seed += 3;
@@ -177,6 +181,44 @@ TEST(Confusion, PlantedPairsAtTauAreDecidedLikeTheBruteForce) {
         const ConfusionResult moved = confusion(**h2, q2, {});
         EXPECT_EQ(moved.confusedPairs, ref.confusedPairs - 1);
         EXPECT_EQ(moved.confusedPairs, confusionBruteForce((**h2).matrix(), q2, {}).confusedPairs);
+    }
+}
+
+TEST(Confusion, CancellationNearTauIsResolvedFromTheRows) {
+    // Nearly one-hot rows have ||A_p||^2 ~ 1, so G_pp + G_qq - 2 G_pq carries rounding errors near
+    // 1e-16 while tau^2 = 1e-6: pairs planted at tau (1 -+ 1e-12) differ from tau^2 by 2e-18 and
+    // can only be decided from the row difference. Six pairs: three inside, three outside.
+    const Index n = 24;
+    const double tau = 1e-3;
+    Paradigm soft = presetParadigm("softmax");
+    soft.softmaxScale = 8.0;
+    for (const Paradigm& p : {soft, reluDivideNoEps()}) {
+        SCOPED_TRACE(p.name);
+        const Matrix k = Matrix::Identity(n, n) + randomUniform(n, n, 70, 0.0, 0.01);
+        const double peak = p.normalisation == Normalisation::Softmax ? 5.0 : 100.0;
+        Matrix q = peak * Matrix::Identity(n, n) + randomUniform(n, n, 71, 0.0, 0.01);
+        const Matrix dirs = randomUniform(6, n, 72, 0.0, 1.0);
+        for (Index pair = 0; pair < 6; ++pair) {
+            const RowVector v = dirs.row(pair).normalized();
+            Matrix base = q;
+            base.row(0) = q.row(2 * pair);
+            const bool inside = pair % 2 == 0;
+            const auto [lo, hi] = bisect(p, base, k, v, tau * (inside ? 1 - 1e-12 : 1 + 1e-12));
+            q.row(2 * pair + 1) = q.row(2 * pair) + (inside ? lo : hi) * v;
+        }
+        auto h = makeHead(p, q, k);
+        std::vector<RowStatus> status;
+        const Matrix a = (**h).matrix(&status);
+        for (Index pair = 0; pair < 6; ++pair) {
+            const double dist = (a.row(2 * pair) - a.row(2 * pair + 1)).norm();
+            ASSERT_GT(a.row(2 * pair).squaredNorm(), 0.5);
+            ASSERT_NEAR(dist / tau, 1.0, 1e-11) << pair;
+            ASSERT_EQ(dist < tau, pair % 2 == 0) << pair;
+        }
+        const ConfusionResult ref = confusionBruteForce(a, q, {}, status);
+        ASSERT_EQ(ref.confusedPairs, 3);
+        EXPECT_EQ(confusion(**h, q, {}).confusedPairs, 3);
+        EXPECT_EQ(confusion(**h, q, {}, &a, status).confusedPairs, 3);
     }
 }
 

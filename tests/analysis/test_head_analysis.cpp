@@ -122,7 +122,9 @@ TEST(AnalyzeHead, CountsFlaggedRowsWithOrWithoutTheFullMatrix) {
         if (s.focus) {
             EXPECT_EQ(s.focus->flaggedRows, 2);
         }
-        if (s.magnitude) EXPECT_EQ(s.magnitude->queriesAveraged, 10);
+        if (s.magnitude) {
+            EXPECT_EQ(s.magnitude->queriesAveraged, 10);
+        }
         if (s.spectrum) {
             EXPECT_EQ(s.spectrum->method, "low-rank QR (2 flagged rows excluded)");
         }

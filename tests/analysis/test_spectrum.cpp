@@ -29,7 +29,9 @@ void expectSameSpectrum(const SpectrumResult& lowRank, const SpectrumResult& den
         const double a = lowRank.singularValues[std::size_t(i)];
         const double b = dense.singularValues[std::size_t(i)];
         EXPECT_NEAR(a, b, 1e-9 * sigmaMax) << "sigma_" << i;
-        if (i < 3) EXPECT_NEAR(a, b, 1e-9 * b) << "leading sigma_" << i;
+        if (i < 3) {
+            EXPECT_NEAR(a, b, 1e-9 * b) << "leading sigma_" << i;
+        }
     }
     EXPECT_NEAR(lowRank.tolerance, dense.tolerance, 1e-9 * dense.tolerance);
     EXPECT_NEAR(lowRank.effectiveRank, dense.effectiveRank, 1e-6 * dense.effectiveRank);

@@ -54,7 +54,8 @@ void writeSpec(const std::string& path, const Spec& spec) {
         if (spec.q) w.writeFloatDataset("/layers/blocks.0/q", *spec.q, ramp(*spec.q), spec.dtype);
         if (spec.k) w.writeFloatDataset("/layers/blocks.0/k", *spec.k, ramp(*spec.k), spec.dtype);
         if (spec.v) w.writeFloatDataset("/layers/blocks.0/v", *spec.v, ramp(*spec.v), spec.dtype);
-        if (!spec.q && !spec.k && !spec.v) w.setGroupAttribute("/layers/blocks.0", "index", std::int64_t(0));
+        if (!spec.q && !spec.k && !spec.v)
+            w.setGroupAttribute("/layers/blocks.0", "index", std::int64_t(0));
     }
     if (spec.extra) spec.extra(w);
     w.commit();
@@ -116,7 +117,8 @@ TEST_F(BadInput, TruncatedFile) {
     writeSpec(path(), spec);
     const auto size = std::filesystem::file_size(path());
     std::filesystem::resize_file(path(), size / 2);
-    EXPECT_CONTAINS(openError(), path() + ": HDF5 cannot open the file: it is truncated or corrupt");
+    EXPECT_CONTAINS(openError(),
+                    path() + ": HDF5 cannot open the file: it is truncated or corrupt");
 }
 
 TEST_F(BadInput, FileTruncatedAfterOpenFailsOnRead) {
@@ -128,8 +130,9 @@ TEST_F(BadInput, FileTruncatedAfterOpenFailsOnRead) {
     ::testing::internal::CaptureStderr();
     const std::string message = test::errorMessage([&] { reader->readHead(3, 0, 3); });
     EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
-    EXPECT_CONTAINS(message, path() + ": reading /layers/blocks.0/q (image 3, head 3) failed: "
-                                      "the file is truncated or corrupt");
+    EXPECT_CONTAINS(message, path() +
+                                 ": reading /layers/blocks.0/q (image 3, head 3) failed: "
+                                 "the file is truncated or corrupt");
 }
 
 TEST_F(BadInput, NoFormatAttribute) {
@@ -142,15 +145,17 @@ TEST_F(BadInput, NoFormatAttribute) {
 TEST_F(BadInput, WrongFormatName) {
     Spec spec;
     spec.format = "something.else";
-    EXPECT_CONTAINS(openError(spec),
-                    "the root attribute 'format' is \"something.else\", expected \"attnlens.dump\"");
+    EXPECT_CONTAINS(
+        openError(spec),
+        "the root attribute 'format' is \"something.else\", expected \"attnlens.dump\"");
 }
 
 TEST_F(BadInput, FormatAttributeNotAString) {
     Spec spec;
     spec.writeFormat = false;
     spec.extra = [](DumpWriter& w) { w.setRootAttribute("format", std::int64_t(7)); };
-    EXPECT_CONTAINS(openError(spec), path() + ": root attribute 'format' must be a string, got int64");
+    EXPECT_CONTAINS(openError(spec),
+                    path() + ": root attribute 'format' must be a string, got int64");
 }
 
 TEST_F(BadInput, FormatVersionTooNew) {
@@ -176,7 +181,8 @@ TEST_F(BadInput, FormatVersionAsFloat) {
     Spec spec;
     spec.version.reset();
     spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/", "format_version", 1.0); };
-    EXPECT_CONTAINS(openError(spec), "root attribute 'format_version' must be an integer, got float64");
+    EXPECT_CONTAINS(openError(spec),
+                    "root attribute 'format_version' must be an integer, got float64");
 }
 
 TEST_F(BadInput, GridMissing) {
@@ -203,7 +209,8 @@ TEST_F(BadInput, GridWrongLength) {
 TEST_F(BadInput, NegativePrefixTokens) {
     Spec spec;
     spec.prefix = -1;
-    EXPECT_CONTAINS(openError(spec), "root attribute 'prefix_tokens' must be an integer >= 0, got -1");
+    EXPECT_CONTAINS(openError(spec),
+                    "root attribute 'prefix_tokens' must be an integer >= 0, got -1");
 }
 
 TEST_F(BadInput, NoLayersGroup) {
@@ -244,8 +251,9 @@ TEST_F(BadInput, MissingK) {
 TEST_F(BadInput, QueryRankNotFour) {
     Spec spec;
     spec.q = Shape{2, 5, 4};
-    EXPECT_CONTAINS(openError(spec), path() + ": /layers/blocks.0/q has rank 3 (shape [2, 5, 4]); "
-                                              "expected rank 4 [B, heads, N, d]");
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0/q has rank 3 (shape [2, 5, 4]); "
+                                         "expected rank 4 [B, heads, N, d]");
 }
 
 TEST_F(BadInput, ValueRankNotFour) {
@@ -258,24 +266,38 @@ TEST_F(BadInput, QueryKeyShapeMismatch) {
     Spec spec;
     spec.k = Shape{2, 2, 5, 3};
     EXPECT_CONTAINS(openError(spec),
-                    path() + ": /layers/blocks.0: q has shape [2, 2, 5, 4] but k has shape "
-                             "[2, 2, 5, 3]; q and k must have the same shape");
+                    path() +
+                        ": /layers/blocks.0: q has shape [2, 2, 5, 4] but k has shape "
+                        "[2, 2, 5, 3]; q and k must have the same shape");
+}
+
+TEST_F(BadInput, QueryKeyDtypeMismatch) {
+    Spec spec;
+    spec.k.reset();
+    spec.extra = [](DumpWriter& w) {
+        w.writeFloatDataset("/layers/blocks.0/k", {2, 2, 5, 4}, ramp({2, 2, 5, 4}), DType::Float16);
+    };
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0: q is float32 but k is float16; "
+                                         "q and k must have the same dtype");
 }
 
 TEST_F(BadInput, ValueShapeMismatch) {
     Spec spec;
     spec.v = Shape{2, 3, 5, 3};
     EXPECT_CONTAINS(openError(spec),
-                    path() + ": /layers/blocks.0: v has shape [2, 3, 5, 3] but q has shape "
-                             "[2, 2, 5, 4]; v must have the same B, heads and N as q");
+                    path() +
+                        ": /layers/blocks.0: v has shape [2, 3, 5, 3] but q has shape "
+                        "[2, 2, 5, 4]; v must have the same B, heads and N as q");
 }
 
 TEST_F(BadInput, TokenCountDoesNotMatchGrid) {
     Spec spec;
     spec.grid = std::vector<std::int64_t>{2, 3};
     EXPECT_CONTAINS(openError(spec),
-                    path() + ": /layers/blocks.0: N = 5 tokens but prefix_tokens + H*W = "
-                             "1 + 2*3 = 7 (grid from the root, prefix_tokens from the root)");
+                    path() +
+                        ": /layers/blocks.0: N = 5 tokens but prefix_tokens + H*W = "
+                        "1 + 2*3 = 7 (grid from the root, prefix_tokens from the root)");
 }
 
 TEST_F(BadInput, TokenCountDoesNotMatchLayerOverride) {
@@ -283,16 +305,18 @@ TEST_F(BadInput, TokenCountDoesNotMatchLayerOverride) {
     spec.extra = [](DumpWriter& w) {
         w.setGroupAttribute("/layers/blocks.0", "grid", std::vector<std::int64_t>{3, 3});
     };
-    EXPECT_CONTAINS(openError(spec), "N = 5 tokens but prefix_tokens + H*W = 1 + 3*3 = 10 "
-                                     "(grid from the layer, prefix_tokens from the root)");
+    EXPECT_CONTAINS(openError(spec),
+                    "N = 5 tokens but prefix_tokens + H*W = 1 + 3*3 = 10 "
+                    "(grid from the layer, prefix_tokens from the root)");
 }
 
 TEST_F(BadInput, ZeroHeads) {
     Spec spec;
     spec.q = spec.k = Shape{2, 0, 5, 4};
     spec.v.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": /layers/blocks.0/q has shape [2, 0, 5, 4]: heads must be at least 1");
+    EXPECT_CONTAINS(
+        openError(spec),
+        path() + ": /layers/blocks.0/q has shape [2, 0, 5, 4]: heads must be at least 1");
 }
 
 TEST_F(BadInput, ZeroTokens) {
@@ -307,13 +331,15 @@ TEST_F(BadInput, ZeroDim) {
     Spec spec;
     spec.q = spec.k = Shape{2, 2, 5, 0};
     spec.v.reset();
-    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0/q has shape [2, 2, 5, 0]: d must be at least 1");
+    EXPECT_CONTAINS(openError(spec),
+                    "/layers/blocks.0/q has shape [2, 2, 5, 0]: d must be at least 1");
 }
 
 TEST_F(BadInput, ZeroValueDim) {
     Spec spec;
     spec.v = Shape{2, 2, 5, 0};
-    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0/v has shape [2, 2, 5, 0]: d must be at least 1");
+    EXPECT_CONTAINS(openError(spec),
+                    "/layers/blocks.0/v has shape [2, 2, 5, 0]: d must be at least 1");
 }
 
 TEST_F(BadInput, ZeroImages) {
@@ -330,8 +356,9 @@ TEST_F(BadInput, IntegerDtype) {
     spec.extra = [](DumpWriter& w) {
         w.writeInt32Dataset("/layers/blocks.0/q", {2, 2, 5, 4}, std::vector<std::int32_t>(80, 1));
     };
-    EXPECT_CONTAINS(openError(spec), path() + ": /layers/blocks.0/q has dtype int32; q, k and v "
-                                              "must be float16, float32 or float64");
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0/q has dtype int32; q, k and v "
+                                         "must be float16, float32 or float64");
 }
 
 TEST_F(BadInput, IntegerDtypeForValues) {
@@ -358,8 +385,9 @@ TEST_F(BadInput, AbsurdDeclaredSizesRejectedBeforeReading) {
     EXPECT_LT(std::filesystem::file_size(path()), 1u << 20);
     const std::string message = openError();
     EXPECT_CONTAINS(message, path() + ": /layers/blocks.0: reading one (image, layer) would need ");
-    EXPECT_CONTAINS(message, "(heads 64 x N 1000001 x (2 x d 1024 + v d 0) x 8 bytes), more than "
-                             "the limit of 8 GiB");
+    EXPECT_CONTAINS(message,
+                    "(heads 64 x N 1000001 x (2 x d 1024 + v d 0) x 8 bytes), more than "
+                    "the limit of 8 GiB");
 }
 
 TEST_F(BadInput, DifferentImageCountsAcrossLayers) {
@@ -369,15 +397,17 @@ TEST_F(BadInput, DifferentImageCountsAcrossLayers) {
         w.writeFloatDataset("/layers/blocks.1/q", other, ramp(other), DType::Float32);
         w.writeFloatDataset("/layers/blocks.1/k", other, ramp(other), DType::Float32);
     };
-    EXPECT_CONTAINS(openError(spec), "/layers/blocks.1 has B = 3 images but /layers/blocks.0 has "
-                                     "B = 2; every layer must hold the same images");
+    EXPECT_CONTAINS(openError(spec),
+                    "/layers/blocks.1 has B = 3 images but /layers/blocks.0 has "
+                    "B = 2; every layer must hold the same images");
 }
 
 TEST_F(BadInput, NonPositiveScale) {
     Spec spec;
     spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/layers/blocks.0", "scale", -0.5); };
-    EXPECT_CONTAINS(openError(spec), path() + ": /layers/blocks.0 attribute 'scale' must be a "
-                                              "positive finite number, got -0.5");
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0 attribute 'scale' must be a "
+                                         "positive finite number, got -0.5");
 }
 
 TEST_F(BadInput, InfiniteScale) {
@@ -393,8 +423,9 @@ TEST_F(BadInput, KernelAppliedNotBoolean) {
     spec.extra = [](DumpWriter& w) {
         w.setGroupAttribute("/layers/blocks.0", "kernel_applied", std::int64_t(2));
     };
-    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 attribute 'kernel_applied' must be a boolean "
-                                     "(0 or 1), got 2");
+    EXPECT_CONTAINS(openError(spec),
+                    "/layers/blocks.0 attribute 'kernel_applied' must be a boolean "
+                    "(0 or 1), got 2");
 }
 
 TEST_F(BadInput, ImagesWithWrongDtype) {
@@ -418,8 +449,9 @@ TEST_F(BadInput, ImagesWithFourChannels) {
     spec.extra = [](DumpWriter& w) {
         w.writeUInt8Dataset("/images", {2, 2, 2, 4}, std::vector<std::uint8_t>(32, 7));
     };
-    EXPECT_CONTAINS(openError(spec), "/images has shape [2, 2, 2, 4]; expected [B, h, w] or "
-                                     "[B, h, w, 3]");
+    EXPECT_CONTAINS(openError(spec),
+                    "/images has shape [2, 2, 2, 4]; expected [B, h, w] or "
+                    "[B, h, w, 3]");
 }
 
 TEST_F(BadInput, LabelsWithWrongShape) {
@@ -466,10 +498,12 @@ TEST_F(BadInput, NonFiniteValuesAreReportedNotReplaced) {
     const HeadActivations head = reader->readHead(1, 0, 1, true);
     ASSERT_EQ(head.nonFinite.size(), 3u);
     std::vector<std::string> described;
-    for (const NonFiniteValue& value : head.nonFinite) described.push_back(value.describe(reader->info()));
-    EXPECT_THAT(described, ::testing::UnorderedElementsAre("image 1, layer blocks.0, head 1, token 0 of q",
-                                                           "image 1, layer blocks.0, head 1, token 3 of k",
-                                                           "image 1, layer blocks.0, head 1, token 4 of v"));
+    for (const NonFiniteValue& value : head.nonFinite)
+        described.push_back(value.describe(reader->info()));
+    EXPECT_THAT(described,
+                ::testing::UnorderedElementsAre("image 1, layer blocks.0, head 1, token 0 of q",
+                                                "image 1, layer blocks.0, head 1, token 3 of k",
+                                                "image 1, layer blocks.0, head 1, token 4 of v"));
     EXPECT_TRUE(std::isnan(head.k(3, 0)));
     EXPECT_EQ(head.k(3, 2), -std::numeric_limits<double>::infinity());
     EXPECT_EQ(head.q(0, 3), std::numeric_limits<double>::infinity());

@@ -26,7 +26,7 @@ using Shape = std::vector<std::uint64_t>;
 TEST(Float16, KnownBitPatterns) {
     EXPECT_EQ(float16::toDouble(0x3c00), 1.0);
     EXPECT_EQ(float16::toDouble(0xc000), -2.0);
-    EXPECT_EQ(float16::toDouble(0x7bff), 65504.0);          // largest finite
+    EXPECT_EQ(float16::toDouble(0x7bff), 65504.0);               // largest finite
     EXPECT_EQ(float16::toDouble(0x0400), std::ldexp(1.0, -14));  // smallest normal
     EXPECT_EQ(float16::toDouble(0x0001), std::ldexp(1.0, -24));  // smallest subnormal
     EXPECT_EQ(float16::toDouble(0x03ff), 1023 * std::ldexp(1.0, -24));
@@ -45,7 +45,7 @@ TEST(Float16, KnownBitPatterns) {
     EXPECT_EQ(float16::fromFloat(65520.0f), 0x7c00);  // the midpoint ties to even: inf
     EXPECT_EQ(float16::fromFloat(1e10f), 0x7c00);
     EXPECT_EQ(float16::fromFloat(-1e10f), 0xfc00);
-    EXPECT_EQ(float16::fromFloat(1e-8f), 0x0000);  // below 2^-25
+    EXPECT_EQ(float16::fromFloat(1e-8f), 0x0000);                  // below 2^-25
     EXPECT_EQ(float16::fromFloat(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: 0
     EXPECT_EQ(float16::fromFloat(std::ldexp(1.5f, -24)), 0x0002);  // tie between 1 and 2 ulps
     EXPECT_EQ(float16::fromFloat(-0.0f), 0x8000);
@@ -121,8 +121,8 @@ void writeLayer(DumpWriter& w, const std::string& name, const Shape& qk, std::ui
     w.writeFloatDataset("/layers/" + name + "/k", qk, coded(qk, -1.0f), dtype);
     if (valueDim > 0) {
         const Shape vShape = {qk[0], qk[1], qk[2], valueDim};
-        std::vector<float> v = coded(vShape, 1.0f);
-        for (float& x : v) x += 0.5f;
+        std::vector<float> v = coded(vShape, -1.0f);
+        for (float& x : v) x -= 1.0f;  // distinct from k, still exact in float16
         w.writeFloatDataset("/layers/" + name + "/v", vShape, v, dtype);
     }
 }
@@ -173,7 +173,7 @@ TEST_P(RoundTrip, EveryHeadReadsBackWhatWasWritten) {
             ASSERT_EQ(a.v.cols(), 3);
             expectCoded(a.q, image, head, 1.0f, 0.0f);
             expectCoded(a.k, image, head, -1.0f, 0.0f);
-            expectCoded(a.v, image, head, 1.0f, 0.5f);
+            expectCoded(a.v, image, head, -1.0f, -1.0f);
             EXPECT_TRUE(a.nonFinite.empty());
         }
         const HeadActivations noValues = reader->readHead(image, 1, 0, true);
@@ -189,14 +189,30 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, RoundTrip,
 TEST(DumpReader, Float16KnownValuesReadBackRoundedToNearestEven) {
     test::TempDir dir;
     const std::string path = dir.file("half.h5");
-    const std::vector<float> written = {1.0f / 3.0f, 65519.0f, 65520.0f, 1e-8f,
-                                        std::ldexp(1.0f, -24), std::ldexp(1.5f, -24), -2.5f, 0.1f,
-                                        2049.0f, 2051.0f, -0.0f, 3e-5f};
+    const std::vector<float> written = {1.0f / 3.0f,
+                                        65519.0f,
+                                        65520.0f,
+                                        1e-8f,
+                                        std::ldexp(1.0f, -24),
+                                        std::ldexp(1.5f, -24),
+                                        -2.5f,
+                                        0.1f,
+                                        2049.0f,
+                                        2051.0f,
+                                        -0.0f,
+                                        3e-5f};
     // Worked out by hand from the binary16 layout (and the same as numpy's float16 cast).
-    const std::vector<double> expected = {0.333251953125, 65504.0,
-                                          std::numeric_limits<double>::infinity(), 0.0,
-                                          std::ldexp(1.0, -24), std::ldexp(1.0, -23), -2.5,
-                                          0.0999755859375, 2048.0, 2052.0, -0.0,
+    const std::vector<double> expected = {0.333251953125,
+                                          65504.0,
+                                          std::numeric_limits<double>::infinity(),
+                                          0.0,
+                                          std::ldexp(1.0, -24),
+                                          std::ldexp(1.0, -23),
+                                          -2.5,
+                                          0.0999755859375,
+                                          2048.0,
+                                          2052.0,
+                                          -0.0,
                                           503 * std::ldexp(1.0, -24)};
     {
         DumpWriter w(path);
@@ -244,9 +260,7 @@ TEST(DumpReader, Float16RandomValuesWithinHalfPrecision) {
                     const double x = values[std::size_t(((image * 2 + head) * 5 + t) * 8 + j)];
                     // binary16 keeps 11 significant bits: relative error <= 2^-11 for normals,
                     // absolute error <= 2^-25 in the subnormal range.
-                    EXPECT_LE(std::abs(q(t, j) - x),
-                              std::max(std::abs(x) * 0x1p-11, 0x1p-25))
-                        << x;
+                    EXPECT_LE(std::abs(q(t, j) - x), std::max(std::abs(x) * 0x1p-11, 0x1p-25)) << x;
                 }
             }
         }
@@ -305,8 +319,8 @@ TEST(DumpReader, LayersWithoutIndexFollowNaturalNameOrder) {
         w.commit();
     }
     auto reader = DumpReader::open(path);
-    EXPECT_EQ(layerNames(reader->info()),
-              (std::vector<std::string>{"attn", "blocks.1", "blocks.2", "blocks.02b", "blocks.10"}));
+    EXPECT_EQ(layerNames(reader->info()), (std::vector<std::string>{"attn", "blocks.1", "blocks.2",
+                                                                    "blocks.02b", "blocks.10"}));
     for (std::size_t i = 0; i < reader->info().layers.size(); ++i) {
         EXPECT_EQ(reader->info().layers[i].index, int(i));
     }
@@ -356,7 +370,7 @@ TEST(DumpReader, PerLayerGridAndPrefixOverrideTheRoot) {
     const std::string path = dir.file("stages.h5");
     {
         DumpWriter w(path);
-        writeRoot(w, 4, 4, 1);                                   // N = 17 at the root
+        writeRoot(w, 4, 4, 1);  // N = 17 at the root
         writeLayer(w, "stage1", {2, 1, 17, 3}, 0, DType::Float32);
         writeLayer(w, "stage2", {2, 2, 4, 3}, 3, DType::Float32);  // 2x2 grid, no prefix
         w.setGroupAttribute("/layers/stage2", "grid", std::vector<std::int64_t>{2, 2});
@@ -561,7 +575,8 @@ TEST(DumpReader, ConcurrentReadsMatchASerialRead) {
         for (int l = 0; l < 3; ++l)
             for (int h = 0; h < 4; ++h) keys.push_back({b, l, h});
     std::vector<HeadActivations> serial;
-    for (const Key& key : keys) serial.push_back(reader->readHead(key.image, key.layer, key.head, true));
+    for (const Key& key : keys)
+        serial.push_back(reader->readHead(key.image, key.layer, key.head, true));
 
     std::atomic<int> mismatches{0}, reads{0};
     auto work = [&](bool reversed, bool byLayer) {
@@ -575,7 +590,8 @@ TEST(DumpReader, ConcurrentReadsMatchASerialRead) {
                 } else {
                     got = reader->readHead(key.image, key.layer, key.head, true);
                 }
-                if (got.q != serial[i].q || got.k != serial[i].k || got.v != serial[i].v) ++mismatches;
+                if (got.q != serial[i].q || got.k != serial[i].k || got.v != serial[i].v)
+                    ++mismatches;
                 ++reads;
             }
         }
@@ -658,7 +674,9 @@ TEST(DumpWriter, ShapeAndDataSizeMustAgree) {
     test::TempDir dir;
     DumpWriter w(dir.file("out.h5"));
     const std::string message = test::errorMessage(
-        [&] { w.writeFloatDataset("/x", {2, 3}, std::vector<float>(5), DType::Float32); },
+        [&] {
+            w.writeFloatDataset("/x", {2, 3}, std::vector<float>(5), DType::Float32);
+        },
         ErrorKind::Usage);
     EXPECT_NE(message.find("/x: shape [2, 3] has 6 elements but 5 values were given"),
               std::string::npos)

@@ -1,0 +1,838 @@
+// QtTest suite that drives the real AttnLens window on the offscreen platform: opening, clicking
+// tokens, switching paradigm/layer/head/image, the views against the core's numbers, background
+// jobs (stale results, cancel, cache), exports (PNG/SVG/PDF/JSON, atomic, failures), bad files,
+// NaN rows, preferences and the headless `attnlens render`.
+#include <QDropEvent>
+#include <QFile>
+#include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProcess>
+#include <QSet>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTextStream>
+#include <QTreeWidget>
+#include <QXmlStreamReader>
+#include <QtTest>
+#include <cmath>
+#include <memory>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/attention.h"
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/synth.h"
+#include "compare_view.h"
+#include "example_dump.h"
+#include "figure_export.h"
+#include "main_window.h"
+#include "matrix_view.h"
+#include "preferences.h"
+#include "preferences_dialog.h"
+#include "render_command.h"
+#include "session.h"
+#include "stats_views.h"
+#include "token_map_view.h"
+
+using namespace attnlens;
+using namespace attnlens::gui;
+
+namespace {
+
+// The core's row, computed without any GUI code: a second reader, a fresh AttentionHead.
+RowVector coreRow(const QString& path, int image, int layer, int head, const std::string& paradigm, Index query,
+                  RowStatus* status = nullptr) {
+    auto reader = DumpReader::open(path.toStdString());
+    const HeadActivations acts = reader->readHead(image, layer, head);
+    const LayerInfo& l = reader->info().layers[std::size_t(layer)];
+    HeadInputs in{&acts.q, &acts.k, l.scale, l.kernelApplied};
+    AttentionHead h(presetParadigm(paradigm), in);
+    RowVector r(h.tokens());
+    const RowStatus s = h.row(query, r);
+    if (status) *status = s;
+    return r;
+}
+
+bool sameValue(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+    return std::abs(a - b) <= 1e-12 * (1 + std::abs(b));
+}
+
+// Every spatial cell of a colour map equals the row's weight for that token.
+bool mapShowsRow(QCPColorMap* map, const TokenLayout& l, const RowVector& row, QString* why) {
+    for (int y = 0; y < l.gridH; ++y)
+        for (int x = 0; x < l.gridW; ++x) {
+            const double shown = map->data()->cell(x, y), want = row[l.token(y, x)];
+            if (!sameValue(shown, want)) {
+                *why = QStringLiteral("cell (y %1, x %2): shown %3, core %4").arg(y).arg(x).arg(shown).arg(want);
+                return false;
+            }
+        }
+    return true;
+}
+
+QPoint pixelOf(QCPAxisRect* rect, double x, double y) {
+    return QPoint(qRound(rect->axis(QCPAxis::atBottom)->coordToPixel(x)),
+                  qRound(rect->axis(QCPAxis::atLeft)->coordToPixel(y)));
+}
+
+int distinctColours(const QImage& image) {
+    QSet<QRgb> colours;
+    const QImage img = image.convertToFormat(QImage::Format_RGB32);
+    for (int y = 0; y < img.height(); y += 2)
+        for (int x = 0; x < img.width(); x += 2) colours.insert(img.pixel(x, y));
+    return int(colours.size());
+}
+
+}  // namespace
+
+class AppTests : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir_;
+    QString small_, nanDump_, broken_, truncated_;
+    std::unique_ptr<MainWindow> window_;
+
+    MainWindow& openWindow(const QString& path) {
+        window_ = std::make_unique<MainWindow>();
+        window_->resize(1280, 860);
+        window_->show();
+        if (!QTest::qWaitForWindowExposed(window_.get())) qWarning("window not exposed");
+        if (!window_->openFile(path)) qWarning("open failed: %s", qPrintable(window_->lastError()));
+        return *window_;
+    }
+    // Lays the shown plot out now so that pixel <-> coordinate conversions are current.
+    static void layoutNow(PlotView* v) {
+        v->refreshNow();
+        v->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        v->plot()->replot(QCustomPlot::rpImmediateRefresh);  // after the square-cell fix
+    }
+    void waitIdle(Session* s) { QTRY_VERIFY_WITH_TIMEOUT(!s->jobs().busy(), 60000); }
+
+private Q_SLOTS:
+    void initTestCase();
+    void cleanup();
+
+    void opensBundledExample();
+    void clickOnTokenShowsCoreRow();
+    void clickOnClsCellSelectsCls();
+    void arrowKeysMoveQuery();
+    void switchingParadigmLayerHeadImageUpdatesMap();
+    void signedParadigmUsesSymmetricRangeWithoutClipping();
+    void hoverShowsValueUnderCursor();
+    void compareViewShowsEveryParadigmAndDifference();
+    void compareViewClickUpdatesAllPanels();
+    void matrixViewShowsMatrixRowAndRank();
+    void staleMatrixResultIsDropped();
+    void cancelStopsWholeDumpStatistics();
+    void flickingBackUsesCache();
+    void statisticsViewsMatchAnalyzeDump();
+    void exportPngSvgPdfOfCurrentView();
+    void exportAllViews();
+    void exportFailureSaysWhyAndLeavesNoFile();
+    void exportStatisticsJsonValidAgainstSchema();
+    void brokenFileKeepsPreviousDump();
+    void nanRowIsDrawnAndListed();
+    void preferencesRoundTripAndApply();
+    void preferencesDialogRejectsBadInput();
+    void dropAndRecentFiles();
+    void renderMatchesWindowExport();
+    void renderCommandLine();
+};
+
+void AppTests::initTestCase() {
+    QVERIFY(dir_.isValid());
+    small_ = dir_.filePath("small.h5");
+    SynthOptions o;
+    o.layers = 3;
+    o.heads = 2;
+    o.gridH = 6;
+    o.gridW = 7;
+    o.prefix = 1;
+    o.dim = 8;
+    o.images = 3;
+    writeSynthDump(small_.toStdString(), o);
+
+    // A dump whose layer 0, head 0, image 0 has a NaN in the query of token 3.
+    nanDump_ = dir_.filePath("nan.h5");
+    {
+        const int n = 1 + 3 * 3, d = 4;
+        DumpWriter w(nanDump_.toStdString());
+        w.setRootAttribute("format", std::string("attnlens.dump"));
+        w.setRootAttribute("format_version", std::int64_t(1));
+        w.setRootAttribute("grid", std::vector<std::int64_t>{3, 3});
+        w.setRootAttribute("prefix_tokens", std::int64_t(1));
+        std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
+        for (int i = 0; i < n * d; ++i) {
+            q[std::size_t(i)] = float(std::sin(0.7 * i));
+            k[std::size_t(i)] = float(std::cos(0.3 * i));
+        }
+        q[std::size_t(3 * d + 1)] = NAN;
+        w.writeFloatDataset("/layers/l0/q", {1, 1, std::uint64_t(n), std::uint64_t(d)}, q, DType::Float32);
+        w.writeFloatDataset("/layers/l0/k", {1, 1, std::uint64_t(n), std::uint64_t(d)}, k, DType::Float32);
+        w.commit();
+    }
+
+    broken_ = dir_.filePath("broken.h5");
+    QFile b(broken_);
+    QVERIFY(b.open(QIODevice::WriteOnly));
+    b.write("this is not an HDF5 file\n");
+    b.close();
+
+    truncated_ = dir_.filePath("truncated.h5");
+    QFile full(small_);
+    QVERIFY(full.open(QIODevice::ReadOnly));
+    const QByteArray head = full.read(full.size() / 3);
+    QFile t(truncated_);
+    QVERIFY(t.open(QIODevice::WriteOnly));
+    t.write(head);
+}
+
+void AppTests::cleanup() {
+    if (window_) {
+        window_->session()->jobs().cancelAll();
+        window_->session()->jobs().waitForIdle();
+    }
+    window_.reset();
+}
+
+void AppTests::opensBundledExample() {
+    MainWindow w;
+    w.show();
+    QVERIFY(w.openExample());
+    QVERIFY(w.session()->isOpen());
+    const QString path = w.session()->path();
+    QVERIFY2(exampleDumpCandidates().contains(path) || path.contains("attnlens-dev-synthetic"), qPrintable(path));
+    // The first map is on screen: the token map's colour map has the layer's grid.
+    const TokenLayout& l = w.session()->layout();
+    QCOMPARE(w.tokenMapView()->colorMap()->data()->keySize(), l.gridW);
+    QCOMPARE(w.tokenMapView()->colorMap()->data()->valueSize(), l.gridH);
+    QString why;
+    const Selection& s = w.session()->selection();
+    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), l, coreRow(path, s.image, s.layer, s.head, "softmax", s.query), &why),
+             qPrintable(why));
+    w.session()->jobs().waitForIdle();
+}
+
+void AppTests::clickOnTokenShowsCoreRow() {
+    MainWindow& w = openWindow(small_);
+    TokenMapView* v = w.tokenMapView();
+    layoutNow(v);
+    const TokenLayout& l = w.session()->layout();
+    const int y = 2, x = 3;
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, pixelOf(v->gridRect(), x, y));
+    QCOMPARE(w.session()->selection().query, l.token(y, x));
+    const RowVector want = coreRow(small_, 0, 0, 0, "softmax", l.token(y, x));
+    QString why;
+    QVERIFY2(mapShowsRow(v->colorMap(), l, want, &why), qPrintable(why));
+    QVERIFY(sameValue(v->prefixValue(0), want[0]));
+    QVERIFY(v->titleText().contains("(y 2, x 3)"));
+
+    // A click just inside the far corner of the last cell selects that cell.
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, pixelOf(v->gridRect(), l.gridW - 1 + 0.45, l.gridH - 1 + 0.45));
+    QCOMPARE(w.session()->selection().query, l.token(l.gridH - 1, l.gridW - 1));
+}
+
+void AppTests::clickOnClsCellSelectsCls() {
+    MainWindow& w = openWindow(small_);
+    TokenMapView* v = w.tokenMapView();
+    layoutNow(v);
+    QVERIFY(v->prefixRect());
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, v->prefixRect()->rect().center() - QPoint(v->prefixRect()->width() / 2 - 12, 0));
+    QCOMPARE(w.session()->selection().query, Index(0));
+    QString why;
+    QVERIFY2(mapShowsRow(v->colorMap(), w.session()->layout(), coreRow(small_, 0, 0, 0, "softmax", 0), &why), qPrintable(why));
+    QVERIFY(v->titleText().contains("CLS"));
+}
+
+void AppTests::arrowKeysMoveQuery() {
+    MainWindow& w = openWindow(small_);
+    TokenMapView* v = w.tokenMapView();
+    layoutNow(v);
+    const TokenLayout& l = w.session()->layout();
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, pixelOf(v->gridRect(), 1, 1));
+    QCOMPARE(w.session()->selection().query, l.token(1, 1));
+    v->plot()->setFocus();
+    QTest::keyClick(v->plot(), Qt::Key_Right);
+    QCOMPARE(w.session()->selection().query, l.token(1, 2));
+    QTest::keyClick(v->plot(), Qt::Key_Down);
+    QCOMPARE(w.session()->selection().query, l.token(2, 2));
+    QTest::keyClick(v->plot(), Qt::Key_Left);
+    QTest::keyClick(v->plot(), Qt::Key_Up);
+    QTest::keyClick(v->plot(), Qt::Key_Up);
+    QTest::keyClick(v->plot(), Qt::Key_Up);  // clamped at the top row
+    QCOMPARE(w.session()->selection().query, l.token(0, 1));
+    QString why;
+    QVERIFY2(mapShowsRow(v->colorMap(), l, coreRow(small_, 0, 0, 0, "softmax", l.token(0, 1)), &why), qPrintable(why));
+}
+
+void AppTests::switchingParadigmLayerHeadImageUpdatesMap() {
+    MainWindow& w = openWindow(small_);
+    TokenMapView* v = w.tokenMapView();
+    Session* s = w.session();
+    const Index q = s->selection().query;
+    QString why;
+
+    auto* paradigm = w.findChild<QComboBox*>("paradigm");
+    QVERIFY(paradigm);
+    paradigm->setCurrentIndex(s->paradigmIndex("inline"));
+    QCOMPARE(s->paradigms()[std::size_t(s->selection().paradigm)].name, std::string("inline"));
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 0, 0, 0, "inline", q), &why), qPrintable(why));
+
+    QTest::keyClick(&w, Qt::Key_PageDown);  // next layer
+    QCOMPARE(s->selection().layer, 1);
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 0, 1, 0, "inline", q), &why), qPrintable(why));
+
+    QTest::keyClick(&w, Qt::Key_BracketRight);  // next head
+    QCOMPARE(s->selection().head, 1);
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 0, 1, 1, "inline", q), &why), qPrintable(why));
+
+    QTest::keyClick(&w, Qt::Key_Period);  // next image
+    QCOMPARE(s->selection().image, 1);
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 1, 1, 1, "inline", q), &why), qPrintable(why));
+
+    QTest::keyClick(&w, Qt::Key_PageUp);
+    QCOMPARE(s->selection().layer, 0);
+    QTest::keyClick(&w, Qt::Key_P);  // next paradigm after inline
+    QCOMPARE(s->paradigms()[std::size_t(s->selection().paradigm)].name, std::string("inline_relu"));
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 1, 0, 1, "inline_relu", q), &why), qPrintable(why));
+
+    // The selection widgets follow the keyboard.
+    QCOMPARE(w.findChild<QComboBox*>("layer")->currentIndex(), 0);
+    QCOMPARE(w.findChild<QSpinBox*>("head")->value(), 1);
+    QCOMPARE(w.findChild<QSpinBox*>("image")->value(), 1);
+}
+
+void AppTests::signedParadigmUsesSymmetricRangeWithoutClipping() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    TokenMapView* v = w.tokenMapView();
+    s->setParadigm(s->paradigmIndex("mala"));
+    const RowVector row = coreRow(small_, 0, 0, 0, "mala", s->selection().query);
+    const QCPRange r = v->colorMap()->dataRange();
+    QCOMPARE(r.lower, -r.upper);
+    QVERIFY(r.lower <= row.minCoeff());
+    QVERIFY(r.upper >= row.maxCoeff());
+    QVERIFY(std::max(-row.minCoeff(), row.maxCoeff()) == r.upper);  // tight: the extreme value is the end
+    QVERIFY(row.minCoeff() < 0);  // the synthetic data does produce negative MALA weights
+
+    s->setParadigm(s->paradigmIndex("softmax"));
+    const RowVector soft = coreRow(small_, 0, 0, 0, "softmax", s->selection().query);
+    QCOMPARE(v->colorMap()->dataRange().lower, 0.0);
+    QCOMPARE(v->colorMap()->dataRange().upper, soft.maxCoeff());
+}
+
+void AppTests::hoverShowsValueUnderCursor() {
+    MainWindow& w = openWindow(small_);
+    TokenMapView* v = w.tokenMapView();
+    layoutNow(v);
+    const TokenLayout& l = w.session()->layout();
+    QSignalSpy spy(v, &PlotView::hoverText);
+    QTest::mouseMove(v->plot(), pixelOf(v->gridRect(), 4, 1));
+    QTRY_VERIFY(!spy.isEmpty());
+    const RowVector row = coreRow(small_, 0, 0, 0, "softmax", w.session()->selection().query);
+    const QString text = spy.last().first().toString();
+    QVERIFY2(text.contains(QString::number(row[l.token(1, 4)], 'g', 4)), qPrintable(text));
+    QVERIFY2(text.contains("(y 1, x 4)"), qPrintable(text));
+    QCOMPARE(w.findChild<QLabel*>("hover")->text(), text);
+}
+
+void AppTests::compareViewShowsEveryParadigmAndDifference() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    w.showView("compare");
+    CompareView* c = w.compareView();
+    c->refreshNow();
+    QCOMPARE(c->panels().size(), s->selection().shown.size());
+    QCOMPARE(int(c->panels().size()), 8);
+    const Index q = s->selection().query;
+    QString why;
+    for (const auto& p : c->panels()) {
+        const std::string name = s->paradigms()[std::size_t(p.paradigm)].name;
+        QVERIFY2(mapShowsRow(p.map, s->layout(), coreRow(small_, 0, 0, 0, name, q), &why), qPrintable(QString::fromStdString(name) + ": " + why));
+        QVERIFY(p.title->text().startsWith(QString::fromStdString(name)));
+    }
+    c->setDifference(s->paradigmIndex("softmax"), s->paradigmIndex("inline"));
+    c->refreshNow();
+    QCOMPARE(int(c->panels().size()), 9);
+    const auto& diff = c->panels().back();
+    QCOMPARE(diff.paradigm, -1);
+    const RowVector d = coreRow(small_, 0, 0, 0, "softmax", q) - coreRow(small_, 0, 0, 0, "inline", q);
+    QVERIFY2(mapShowsRow(diff.map, s->layout(), d, &why), qPrintable(why));
+    QCOMPARE(diff.map->dataRange().lower, -diff.map->dataRange().upper);
+
+    c->setSharedRange(true);
+    c->refreshNow();
+    QVERIFY(c->sharedScale());
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& p : c->panels()) {
+        if (p.paradigm < 0) continue;
+        QCOMPARE(p.map->colorScale(), c->sharedScale());
+        const RowVector r = coreRow(small_, 0, 0, 0, s->paradigms()[std::size_t(p.paradigm)].name, q);
+        lo = std::min(lo, r.minCoeff());
+        hi = std::max(hi, r.maxCoeff());
+    }
+    const QCPRange shared = c->sharedScale()->dataRange();
+    QVERIFY(shared.lower <= lo && shared.upper >= hi);  // no panel is clipped
+}
+
+void AppTests::compareViewClickUpdatesAllPanels() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    w.showView("compare");
+    CompareView* c = w.compareView();
+    layoutNow(c);
+    const auto& third = c->panels()[2];
+    QTest::mouseClick(c->plot(), Qt::LeftButton, {}, pixelOf(third.rect, 5, 4));
+    const Index q = s->layout().token(4, 5);
+    QCOMPARE(s->selection().query, q);
+    QString why;
+    for (const auto& p : c->panels()) {
+        const std::string name = s->paradigms()[std::size_t(p.paradigm)].name;
+        QVERIFY2(mapShowsRow(p.map, s->layout(), coreRow(small_, 0, 0, 0, name, q), &why), qPrintable(why));
+        QVERIFY(p.marker.outer->visible());
+        QCOMPARE(p.marker.outer->topLeft->coords(), QPointF(4.5, 3.5));
+    }
+}
+
+void AppTests::matrixViewShowsMatrixRowAndRank() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setParadigm(s->paradigmIndex("linear_relu"));
+    w.showView("matrix");
+    MatrixView* m = w.matrixView();
+    QTRY_VERIFY_WITH_TIMEOUT(!m->waitingForResults() && m->titleText().contains("numerical rank"), 30000);
+
+    auto reader = DumpReader::open(small_.toStdString());
+    const HeadActivations acts = reader->readHead(0, 0, 0);
+    const LayerInfo& l = reader->info().layers[0];
+    HeadInputs in{&acts.q, &acts.k, l.scale, l.kernelApplied};
+    AttentionHead h(presetParadigm("linear_relu"), in);
+    const Matrix a = h.matrix();
+    for (Index i = 0; i < a.rows(); ++i)
+        for (Index j = 0; j < a.cols(); ++j)
+            QVERIFY2(sameValue(m->colorMap()->data()->cell(int(j), int(i)), a(i, j)), qPrintable(QString("A[%1,%2]").arg(i).arg(j)));
+    const SpectrumResult spec = spectrum(h, l.layout, SpectrumOptions{});
+    QVERIFY2(m->titleText().contains(QString("numerical rank %1 / %2").arg(spec.rank).arg(spec.size)), qPrintable(m->titleText()));
+    const Index q = s->selection().query;
+    QCOMPARE(m->rowHighlight()->topLeft->coords().y(), q - 0.5);
+    QCOMPARE(m->rowHighlight()->bottomRight->coords().y(), q + 0.5);
+
+    // Log colour: log10 of the weights, floored at 1e-6 of the largest.
+    m->setLogScale(true);
+    QTRY_VERIFY_WITH_TIMEOUT(!m->waitingForResults() && m->colorMap()->visible(), 30000);
+    const double floor = a.maxCoeff() * 1e-6;
+    QVERIFY(sameValue(m->colorMap()->data()->cell(2, 1), std::log10(std::max(a(1, 2), floor))));
+}
+
+void AppTests::staleMatrixResultIsDropped() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    w.showView("matrix");
+    const int droppedBefore = s->jobs().dropped();
+    s->setLayer(1);  // supersedes the job for layer 0 before it can be delivered
+    s->setLayer(2);
+    waitIdle(s);
+    QTRY_VERIFY(!w.matrixView()->waitingForResults());
+    QVERIFY(s->jobs().dropped() >= droppedBefore + 2);
+    // What is shown is the matrix of the current selection (layer 2), not a stale one.
+    auto reader = DumpReader::open(small_.toStdString());
+    const HeadActivations acts = reader->readHead(0, 2, 0);
+    const LayerInfo& l = reader->info().layers[2];
+    HeadInputs in{&acts.q, &acts.k, l.scale, l.kernelApplied};
+    const Matrix a = AttentionHead(presetParadigm("softmax"), in).matrix();
+    QVERIFY(sameValue(w.matrixView()->colorMap()->data()->cell(5, 7), a(7, 5)));
+    QVERIFY(w.matrixView()->titleText().contains(QString::fromStdString(l.name)));
+}
+
+void AppTests::cancelStopsWholeDumpStatistics() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setStatsScope(StatsScope::AllImages);
+    w.showView("local");
+    QVERIFY(s->jobs().busy());
+    auto* cancel = w.findChild<QToolButton*>("cancel");
+    QVERIFY(cancel && cancel->isVisible());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QVERIFY(!s->jobs().busy());
+    QVERIFY(!cancel->isVisible());
+    s->jobs().waitForIdle();
+    QTest::qWait(50);  // the worker's queued finish arrives and is dropped
+    QVERIFY(s->layerReport(StatsScope::AllImages, false) == nullptr);
+    QVERIFY(w.view("local")->waitingForResults());
+}
+
+void AppTests::flickingBackUsesCache() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    w.showView("compare");
+    s->setLayer(1);
+    s->setLayer(0);
+    const int reads = s->activationReads(), builds = s->headBuilds();
+    s->setLayer(1);
+    s->setLayer(0);
+    s->setHead(1);
+    s->setHead(0);
+    QCOMPARE(s->activationReads(), reads + 1);  // only head 1 was new
+    QCOMPARE(s->headBuilds(), builds + 8);      // its eight paradigms
+}
+
+void AppTests::statisticsViewsMatchAnalyzeDump() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    for (const QString id : {"spectrum", "local", "confusion", "magnitude", "layers"}) {
+        w.showView(id);
+        PlotView* v = w.view(id);
+        QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 60000);
+        v->refreshNow();
+        QVERIFY2(v->plot()->plottableCount() >= 8, qPrintable(id));
+    }
+    // Local mass per layer: the plotted means equal a second, independent analyzeDump run.
+    auto reader = DumpReader::open(small_.toStdString());
+    AnalyzeRequest req;
+    req.paradigms = presetParadigms();
+    req.images = {0};
+    req.options.stats = StatSelection::parse("local");
+    const AnalysisReport report = analyzeDump(*reader, req);
+    PlotView* local = w.view("local");
+    local->refreshNow();
+    for (int p = 0; p < 8; ++p) {
+        QCPGraph* g = local->plot()->graph(p);
+        QCOMPARE(g->name(), QString::fromStdString(report.paradigms[std::size_t(p)].name));
+        for (int layer = 0; layer < 3; ++layer) {
+            double sum = 0;
+            int n = 0;
+            for (const auto& r : report.records)
+                if (r.paradigm == p && r.layer == layer) {
+                    sum += r.stats.local.front().mean;  // k = 3 is the first of the default list
+                    ++n;
+                }
+            QVERIFY(n == 2);
+            QVERIFY(sameValue(g->data()->at(layer)->value, sum / n));
+        }
+    }
+    // Spectrum: one graph per shown paradigm, values equal the analysis library's.
+    PlotView* spec = w.view("spectrum");
+    spec->refreshNow();
+    const HeadActivations acts = reader->readHead(0, 0, 0);
+    HeadInputs in{&acts.q, &acts.k, reader->info().layers[0].scale, false};
+    const SpectrumResult sr = spectrum(AttentionHead(presetParadigm("softmax"), in), reader->info().layers[0].layout, {});
+    QCPGraph* g0 = spec->plot()->graph(0);
+    QCOMPARE(g0->dataCount(), int(sr.singularValues.size()));
+    QVERIFY(sameValue(g0->data()->at(0)->value, sr.singularValues[0]));
+    QVERIFY(g0->name().contains(QString("rank %1/").arg(sr.rank)));
+}
+
+void AppTests::exportPngSvgPdfOfCurrentView() {
+    MainWindow& w = openWindow(small_);
+    layoutNow(w.tokenMapView());
+    FigureOptions o;
+    o.dpi = 192;
+    const QString png = dir_.filePath("map.png"), svg = dir_.filePath("map.svg"), pdf = dir_.filePath("map.pdf");
+    QString error;
+    QVERIFY2(w.exportCurrentFigure(png, o, &error), qPrintable(error));
+    QVERIFY2(w.exportCurrentFigure(svg, o, &error), qPrintable(error));
+    QVERIFY2(w.exportCurrentFigure(pdf, o, &error), qPrintable(error));
+
+    QImage image(png);
+    QVERIFY(!image.isNull());
+    const QSize plotSize = w.tokenMapView()->plot()->size();
+    QCOMPARE(image.width(), plotSize.width() * 2);  // 192 dpi = twice the logical pixels
+    QVERIFY2(distinctColours(image) > 16, "PNG looks blank");
+    QCOMPARE(qRound(image.dotsPerMeterX() * 0.0254), 192);
+
+    QFile sf(svg);
+    QVERIFY(sf.open(QIODevice::ReadOnly));
+    QXmlStreamReader xml(&sf);
+    bool sawSvg = false, sawImage = false, sawTitle = false;
+    while (!xml.atEnd()) {
+        xml.readNext();
+        if (xml.isStartElement() && xml.name() == QLatin1String("svg")) sawSvg = true;
+        if (xml.isStartElement() && xml.name() == QLatin1String("image")) sawImage = true;  // the heatmap
+        if (xml.isCharacters() && xml.text().contains(QLatin1String("softmax"))) sawTitle = true;
+    }
+    QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+    QVERIFY(sawSvg && sawImage && sawTitle);
+
+    QFile pf(pdf);
+    QVERIFY(pf.open(QIODevice::ReadOnly));
+    const QByteArray bytes = pf.readAll();
+    QVERIFY(bytes.startsWith("%PDF-"));
+    QVERIFY(bytes.trimmed().endsWith("%%EOF"));
+    QVERIFY(bytes.size() > 2000);
+    // No temporary files are left next to the outputs.
+    QCOMPARE(QDir(dir_.path()).entryList({"map*"}).size(), 3);
+}
+
+void AppTests::exportAllViews() {
+    MainWindow& w = openWindow(small_);
+    QSignalSpy done(&w, &MainWindow::exportFinished);
+    FigureOptions o;
+    o.size = QSize(900, 650);
+    w.exportAllFigures(dir_.filePath("all.png"), o);
+    QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), 90000);
+    const QStringList written = done.first().at(0).toStringList();
+    QCOMPARE(done.first().at(1).toString(), QString());
+    QCOMPARE(written.size(), int(w.views().size()));
+    for (const QString& f : written) {
+        QImage img(f);
+        QVERIFY2(!img.isNull(), qPrintable(f));
+        QCOMPARE(img.size(), QSize(900, 650));
+        QVERIFY2(distinctColours(img) > 8, qPrintable(f + " looks blank"));
+    }
+    QVERIFY(written.contains(dir_.filePath("all-tokenmap.png")));
+    QVERIFY(written.contains(dir_.filePath("all-confusion.png")));
+}
+
+void AppTests::exportFailureSaysWhyAndLeavesNoFile() {
+    MainWindow& w = openWindow(small_);
+    QString error;
+    const QString bad = dir_.filePath("no-such-dir/map.png");
+    QVERIFY(!w.exportCurrentFigure(bad, {}, &error));
+    QVERIFY2(error.contains("cannot write") && error.contains("no-such-dir"), qPrintable(error));
+    QVERIFY(!QFile::exists(bad));
+    QVERIFY(!w.exportCurrentFigure(dir_.filePath("map.bmp"), {}, &error));
+    QVERIFY2(error.contains(".png, .svg or .pdf"), qPrintable(error));
+    QCOMPARE(w.lastError(), error);
+}
+
+void AppTests::exportStatisticsJsonValidAgainstSchema() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setLayer(1);
+    s->setHead(1);
+    const QString sel = dir_.filePath("selection.json"), all = dir_.filePath("whole.json");
+    for (const auto& [path, whole] : {std::pair{sel, false}, std::pair{all, true}}) {
+        QSignalSpy done(&w, &MainWindow::exportFinished);
+        w.exportStatistics(path, whole);
+        QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), 90000);
+        QCOMPARE(done.first().at(1).toString(), QString());
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const nlohmann::json j = nlohmann::json::parse(f.readAll().toStdString());
+        for (const char* key : {"schema", "schema_version", "tool", "input", "selection", "paradigms", "options",
+                                "results", "non_finite", "timing", "summary"})
+            QVERIFY2(j.contains(key), key);
+        QCOMPARE(QString::fromStdString(j["tool"]["name"].get<std::string>()), QString("attnlens"));
+        const std::size_t records = whole ? 3u * 3u * 2u * 8u : 8u;
+        QCOMPARE(j["results"].size(), records);
+        const QString schema = QStringLiteral(ATTNLENS_SOURCE_DIR "/resources/analysis.schema.json");
+        if (QFile::exists(schema) && QFile::exists("/usr/bin/python3")) {
+            QProcess py;
+            py.start("/usr/bin/python3",
+                     {"-c", "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
+                      path, schema});
+            QVERIFY(py.waitForFinished(60000));
+            QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        }
+    }
+}
+
+void AppTests::brokenFileKeepsPreviousDump() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setQuery(5);
+    const QString titleBefore = w.tokenMapView()->titleText();
+    for (const QString& bad : {broken_, truncated_, dir_.filePath("missing.h5")}) {
+        std::string coreMessage;
+        try {
+            DumpReader::open(bad.toStdString());
+        } catch (const Error& e) {
+            coreMessage = e.what();
+        }
+        QVERIFY(!coreMessage.empty());
+        QVERIFY(!w.openFile(bad));
+        QCOMPARE(w.lastError(), QString::fromStdString(coreMessage));
+        QMessageBox* box = nullptr;
+        QTRY_VERIFY((box = w.findChild<QMessageBox*>("errorBox")) != nullptr);
+        QVERIFY(box->text().contains(QString::fromStdString(coreMessage)));
+        QVERIFY(!box->isModal());
+        box->close();
+        QTRY_VERIFY(w.findChild<QMessageBox*>("errorBox") == nullptr);
+        QCOMPARE(s->path(), small_);
+        QVERIFY(s->isOpen());
+        QCOMPARE(s->selection().query, Index(5));
+        QCOMPARE(w.tokenMapView()->titleText(), titleBefore);
+    }
+    // The messages are also in the issues list.
+    QVERIFY(w.issuesList()->topLevelItemCount() >= 3);
+}
+
+void AppTests::nanRowIsDrawnAndListed() {
+    MainWindow& w = openWindow(nanDump_);
+    Session* s = w.session();
+    TokenMapView* v = w.tokenMapView();
+    s->setQuery(3);
+    const RowData& row = s->row(s->selection().paradigm);
+    QCOMPARE(row.status, RowStatus::NonFinite);
+    QVERIFY(std::isnan(v->colorMap()->data()->cell(0, 0)));
+    bool listedInput = false, listedRow = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
+        const QString kind = w.issuesList()->topLevelItem(i)->text(0), text = w.issuesList()->topLevelItem(i)->text(1);
+        listedInput |= kind == "non-finite input" && text.contains("token 3");
+        listedRow |= kind == "flagged row" && text.contains("row of token 3");
+    }
+    QVERIFY(listedInput);
+    QVERIFY(listedRow);
+    // Drawn in the NaN colour: render and look for magenta.
+    layoutNow(v);
+    const QImage img = v->plot()->toPixmap().toImage();
+    bool magenta = false;
+    for (int y = 0; y < img.height() && !magenta; y += 3)
+        for (int x = 0; x < img.width() && !magenta; x += 3) magenta = img.pixelColor(x, y) == QColor(255, 0, 255);
+    QVERIFY(magenta);
+    // Other rows are unaffected.
+    s->setQuery(4);
+    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+    QVERIFY(std::isfinite(v->colorMap()->data()->cell(0, 0)));
+    // The matrix and the statistics run on this head without crashing.
+    w.showView("matrix");
+    QTRY_VERIFY_WITH_TIMEOUT(!w.matrixView()->waitingForResults(), 30000);
+    QVERIFY(w.matrixView()->titleText().contains("flagged rows"));
+    w.showView("layers");
+    QTRY_VERIFY_WITH_TIMEOUT(!w.view("layers")->waitingForResults(), 30000);
+}
+
+void AppTests::preferencesRoundTripAndApply() {
+    Preferences p;
+    p.paradigmSpecs = {"relu_c1:norm=subtract,kernel=relu,c=1", "focused:norm=divide,kernel=focused,p=2"};
+    p.analysis.spectrum.relativeTolerance = 1e-9;
+    p.analysis.localK = {3, 5};
+    p.analysis.confusion.tau = 0.01;
+    p.sequentialMap = "magma";
+    p.divergingMap = "purple-white-green";
+    p.nanColor = QColor(10, 200, 30);
+    QSettings settings(dir_.filePath("prefs.ini"), QSettings::IniFormat);
+    p.save(settings);
+    settings.sync();
+    QStringList problems;
+    const Preferences q = Preferences::load(settings, &problems);
+    QVERIFY2(problems.isEmpty(), qPrintable(problems.join("; ")));
+    QCOMPARE(q.paradigmSpecs, p.paradigmSpecs);
+    QCOMPARE(*q.analysis.spectrum.relativeTolerance, 1e-9);
+    QCOMPARE(q.analysis.localK, (std::vector<int>{3, 5}));
+    QCOMPARE(q.analysis.confusion.tau, 0.01);
+    QCOMPARE(q.sequentialMap, QString("magma"));
+    QCOMPARE(q.nanColor, QColor(10, 200, 30));
+
+    Session s(q);
+    QCOMPARE(int(s.paradigms().size()), 9);
+    QCOMPARE(s.paradigms()[std::size_t(s.paradigmIndex("focused"))].focusP, 2.0);
+    QCOMPARE(*s.paradigms()[std::size_t(s.paradigmIndex("relu_c1"))].c, 1.0);
+    s.open(small_);
+    s.setParadigm(s.paradigmIndex("relu_c1"));
+    // The custom paradigm's row is the core's for the same definition.
+    auto reader = DumpReader::open(small_.toStdString());
+    const HeadActivations acts = reader->readHead(0, 0, 0);
+    HeadInputs in{&acts.q, &acts.k, reader->info().layers[0].scale, false};
+    RowVector want(acts.q.rows());
+    AttentionHead(Paradigm::parse("relu_c1:norm=subtract,kernel=relu,c=1"), in).row(s.selection().query, want);
+    const RowVector& got = s.row(s.selection().paradigm).values;
+    for (Index j = 0; j < want.size(); ++j) QVERIFY(sameValue(got[j], want[j]));
+}
+
+void AppTests::preferencesDialogRejectsBadInput() {
+    PreferencesDialog d(Preferences{});
+    auto* specs = d.findChild<QPlainTextEdit*>("paradigmSpecs");
+    QVERIFY(specs);
+    specs->setPlainText("oops:norm=sideways");
+    Preferences out;
+    QString error;
+    QVERIFY(!d.collect(&out, &error));
+    QVERIFY2(error.contains("oops") && error.contains("sideways"), qPrintable(error));
+    specs->setPlainText("mine:norm=divide,kernel=elu1");
+    QVERIFY2(d.collect(&out, &error), qPrintable(error));
+    QCOMPARE(out.paradigmSpecs, QStringList{"mine:norm=divide,kernel=elu1"});
+    QString kError;
+    QVERIFY(parseKList("3,4", &kError).empty());
+    QVERIFY(kError.contains("\"4\""));
+}
+
+void AppTests::dropAndRecentFiles() {
+    MainWindow& w = openWindow(nanDump_);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(small_)});
+    QDragEnterEvent enter(QPoint(50, 50), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(50, 50), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &drop);
+    QCOMPARE(w.session()->path(), small_);
+    QCOMPARE(w.recentFiles().value(0), QFileInfo(small_).absoluteFilePath());
+    QCOMPARE(w.recentFiles().value(1), QFileInfo(nanDump_).absoluteFilePath());
+}
+
+void AppTests::renderMatchesWindowExport() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setLayer(1);
+    s->setQuery(s->layout().token(3, 2));
+    w.showView("compare");
+    FigureOptions o;
+    o.size = QSize(900, 700);
+    const QString fromWindow = dir_.filePath("window-compare.png"), fromRender = dir_.filePath("render-compare.png");
+    QString error;
+    QVERIFY2(w.exportCurrentFigure(fromWindow, o, &error), qPrintable(error));
+    QString out, err;
+    QTextStream os(&out), es(&err);
+    const int rc = runRender({small_, "--view", "compare", "--layer", "1", "--query", "3,2", "--size", "900x700", "-o", fromRender}, os, es);
+    QVERIFY2(rc == 0, qPrintable(err));
+    const QImage a(fromWindow), b(fromRender);
+    QCOMPARE(a.size(), b.size());
+    QVERIFY2(a == b, "render and window export differ");
+}
+
+void AppTests::renderCommandLine() {
+    const QString exe = QStringLiteral(ATTNLENS_GUI_PATH);
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("QT_QPA_PLATFORM");  // render must choose offscreen by itself
+    auto run = [&](const QStringList& args, QString* err) {
+        QProcess p;
+        p.setProcessEnvironment(env);
+        p.start(exe, args);
+        if (!p.waitForFinished(120000)) return -1;
+        *err = QString::fromLocal8Bit(p.readAllStandardError());
+        return p.exitCode();
+    };
+    QString err;
+    const QString svg = dir_.filePath("cli-matrix.svg"), pdf = dir_.filePath("cli-spectrum.pdf");
+    QCOMPARE(run({"render", small_, "--view", "matrix", "--paradigm", "mala", "--log", "-o", svg}, &err), 0);
+    QFile f(svg);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QXmlStreamReader xml(&f);
+    while (!xml.atEnd()) xml.readNext();
+    QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+    QCOMPARE(run({"render", small_, "--view", "spectrum", "--paradigms", "softmax,mala", "-o", pdf}, &err), 0);
+    QFile pf(pdf);
+    QVERIFY(pf.open(QIODevice::ReadOnly));
+    QVERIFY(pf.readAll().startsWith("%PDF"));
+
+    QCOMPARE(run({"render", small_, "--view", "nonsense", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("unknown view \"nonsense\""), qPrintable(err));
+    QCOMPARE(run({"render", small_, "--paradigm", "nope", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("unknown paradigm \"nope\""), qPrintable(err));
+    QCOMPARE(run({"render", broken_, "-o", dir_.filePath("x.png")}, &err), 3);
+    QCOMPARE(run({"render", small_, "--layer", "9", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("--layer"), qPrintable(err));
+    QCOMPARE(run({"render", small_, "-o", dir_.filePath("missing-dir/x.png")}, &err), 4);
+    QVERIFY(!QFile::exists(dir_.filePath("x.png")));
+}
+
+int main(int argc, char** argv) {
+    // Offscreen unless told otherwise, and settings in a private directory.
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    QTemporaryDir config;
+    qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName("AttnLensTests");
+    QApplication::setApplicationName("attnlens-tests");
+    AppTests tests;
+    return QTest::qExec(&tests, argc, argv);
+}
+
+#include "app_tests.moc"

@@ -1,0 +1,136 @@
+// Benchmark of the click path at N = 3136 (56 x 56 grid, d = 32) with the eight preset paradigms:
+//   compute  Session::computeRows for all eight (one AttentionHead::row each, O(N d))
+//   update   the views copy the rows into their colour maps and set colour ranges
+//   replot   QCustomPlot::replot(rpImmediateRefresh) of the token map and of the 8-panel comparison
+// Heads are built once (the first click after a selection change) and timed separately, as is
+// opening the dump and showing the first map. Runs on the offscreen platform unless
+// QT_QPA_PLATFORM says otherwise. Usage: bench_gui [--iterations N] [--keep FILE.h5]
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QTemporaryDir>
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "attnlens/synth.h"
+#include "compare_view.h"
+#include "session.h"
+#include "token_map_view.h"
+
+using namespace attnlens;
+using namespace attnlens::gui;
+
+namespace {
+
+struct Stats {
+    std::vector<double> ms;
+    void add(qint64 ns) { ms.push_back(ns / 1e6); }
+    double pct(double p) {
+        std::vector<double> s = ms;
+        std::sort(s.begin(), s.end());
+        return s.empty() ? 0 : s[std::min(s.size() - 1, std::size_t(p * double(s.size())))];
+    }
+    double mean() const {
+        double t = 0;
+        for (double v : ms) t += v;
+        return ms.empty() ? 0 : t / double(ms.size());
+    }
+};
+
+void print(const char* name, Stats& s) {
+    std::printf("%-44s %8.3f %8.3f %8.3f %8.3f\n", name, s.pct(0.5), s.mean(), s.pct(0.95), s.pct(1.0 - 1e-9));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    int iterations = 200;
+    QString keep;
+    for (int i = 1; i + 1 < argc; ++i) {
+        if (QString(argv[i]) == "--iterations") iterations = std::max(1, QString(argv[i + 1]).toInt());
+        if (QString(argv[i]) == "--keep") keep = argv[i + 1];
+    }
+    QTemporaryDir dir;
+    const QString path = keep.isEmpty() ? dir.filePath("bench-3136.h5") : keep;
+    SynthOptions o;
+    o.layers = 1;
+    o.heads = 1;
+    o.gridH = o.gridW = 56;
+    o.prefix = 0;
+    o.dim = 32;
+    o.images = 1;
+    writeSynthDump(path.toStdString(), o);
+
+    Session session(Preferences{});
+    QWidget window;
+    window.resize(1600, 1000);
+    auto* tokenMap = new TokenMapView(&session, &window);
+    auto* compare = new CompareView(&session, &window);
+    tokenMap->setGeometry(0, 0, 700, 700);
+    compare->setGeometry(700, 0, 900, 1000);
+    window.show();
+
+    QElapsedTimer t;
+    t.start();
+    session.open(path);  // visible views rebuild synchronously: first rows, heads and maps
+    tokenMap->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    const double openMs = t.nsecsElapsed() / 1e6;
+    compare->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    const double openBothMs = t.nsecsElapsed() / 1e6;
+    const auto& shown = session.selection().shown;
+
+    // A second session without views isolates the compute path.
+    Session bare(Preferences{});
+    bare.open(path);
+    t.restart();
+    for (int p : bare.selection().shown) bare.currentHead(p);
+    const double buildMs = t.nsecsElapsed() / 1e6;
+
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> token(0, 3135);
+    Stats compute, updateMap, replotMap, updateCompare, replotCompare, clickMap, clickCompare;
+    for (int it = 0; it < iterations; ++it) {
+        const Index q = token(rng);
+        bare.setQuery(q);
+        t.restart();
+        bare.computeRows(bare.selection().shown);
+        compute.add(t.nsecsElapsed());
+
+        // Through the views: setQuery computes the rows and updates both views (they are visible),
+        // so time the parts explicitly on a query whose rows are cached.
+        t.restart();
+        session.setQuery(q);  // rows for 8 paradigms + both views' data
+        const qint64 viaSession = t.nsecsElapsed();
+        t.restart();
+        tokenMap->refreshNow();
+        updateMap.add(t.nsecsElapsed());
+        t.restart();
+        tokenMap->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        replotMap.add(t.nsecsElapsed());
+        t.restart();
+        compare->refreshNow();
+        updateCompare.add(t.nsecsElapsed());
+        t.restart();
+        compare->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        const qint64 rc = t.nsecsElapsed();
+        replotCompare.add(rc);
+        clickCompare.add(viaSession + rc + replotMap.ms.back() * 1e6);
+        clickMap.add(viaSession + qint64(replotMap.ms.back() * 1e6));
+    }
+    std::printf("bench_gui: N = 3136 (56 x 56, no prefix), d = 32, %zu paradigms, %d clicks, platform %s\n",
+                shown.size(), iterations, qPrintable(QGuiApplication::platformName()));
+    std::printf("open dump + first token map on screen: %.1f ms (+ 8-panel comparison: %.1f ms)\n", openMs, openBothMs);
+    std::printf("build the 8 attention heads (first click after a selection change): %.2f ms\n\n", buildMs);
+    std::printf("%-44s %8s %8s %8s %8s\n", "milliseconds per click", "median", "mean", "p95", "max");
+    print("compute: 8 rows (AttentionHead::row)", compute);
+    print("update: token map data + colours", updateMap);
+    print("replot: token map (56x56 + colour bar)", replotMap);
+    print("update: comparison data + colours (8 maps)", updateCompare);
+    print("replot: comparison (8 panels)", replotCompare);
+    print("click -> token map drawn (compute+update+replot)", clickMap);
+    print("click -> both views drawn", clickCompare);
+    return 0;
+}

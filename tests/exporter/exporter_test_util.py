@@ -1,0 +1,134 @@
+"""Shared pieces of the exporter tests: paths, small random models, the CLI wrapper."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXPORTER_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "resources", "exporter"))
+sys.path.insert(0, EXPORTER_DIR)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import attnlens_export as ax  # noqa: E402
+import reference_attention as ra  # noqa: E402
+
+torch.set_num_threads(1)
+
+# The issue's tolerance: |O_cli - O_ref| <= 1e-5 * max|O_ref| per (image, layer, head).
+RELATIVE_TOLERANCE = 1e-5
+
+# attnlens-cli preset that reproduces each reference module from its exported q/k.
+CLI_PRESET = {"softmax": "softmax", "linear_relu": "linear_relu", "focused": "focused",
+              "inline": "inline", "mala": "mala"}
+
+
+def cli_path():
+    """The attnlens-cli binary from $ATTNLENS_CLI (set by CTest); skip when unset."""
+    path = os.environ.get("ATTNLENS_CLI")
+    if not path:
+        raise unittest.SkipTest("ATTNLENS_CLI is not set (run through ctest)")
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise AssertionError(f"ATTNLENS_CLI={path} is not an executable file")
+    return path
+
+
+def run_cli(*args, expect_ok=True):
+    proc = subprocess.run([cli_path(), *map(str, args)], capture_output=True, text=True,
+                          timeout=120)
+    if expect_ok and proc.returncode != 0:
+        raise AssertionError(f"attnlens-cli {' '.join(map(str, args))} exited "
+                             f"{proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def cli_attention(dump, image, layer, head, paradigm, workdir):
+    out = os.path.join(workdir, f"att-{image}-{layer}-{head}-{paradigm.split(':')[0]}.json")
+    run_cli("attention", dump, "--image", image, "--layer", layer, "--head", head,
+            "--paradigm", paradigm, "--values", "-o", out)
+    with open(out) as f:
+        result = json.load(f)
+    return result
+
+
+def randomise(model, seed, qkv_std=1.5):
+    """Make a freshly initialised model's attention non-trivial: the ViT init (std 0.02) gives
+    near-uniform attention, which would make every comparison easy. qkv weights get std
+    qkv_std/sqrt(fan_in) so that q.k varies by several units; parameters the released code
+    initialises to zero (FLatten's positional encoding and scale, the CLS token) get noise."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("qkv.weight") or name.endswith("gate.weight"):
+                p.copy_(torch.randn(p.shape, generator=g) * qkv_std / p.shape[1] ** 0.5)
+            elif name.endswith("qkv.bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+            elif "positional_encoding" in name or name.endswith("attn.scale"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+            elif name == "cls_token":
+                p.copy_(torch.randn(p.shape, generator=g))
+    return model
+
+
+def small_vit(paradigm, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    model = ra.VisionTransformer(paradigm, embed_dim=kwargs.pop("embed_dim", 48),
+                                 depth=kwargs.pop("depth", 2), num_heads=kwargs.pop("heads", 2),
+                                 **kwargs)
+    return randomise(model, seed).eval()
+
+
+def random_images(count, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(count, 1, 28, 28, generator=g)
+
+
+class AttentionInputs:
+    """Forward hooks that keep each attention module's input during one forward pass, so the
+    reference output can be computed afterwards outside the exporter's hooks."""
+
+    def __init__(self, model):
+        self.model = model
+        self.inputs = {}
+
+    def __enter__(self):
+        self.handles = [blk.attn.register_forward_hook(self._hook(i))
+                        for i, blk in enumerate(self.model.blocks)]
+        return self
+
+    def _hook(self, i):
+        def hook(_m, inputs, _out):
+            self.inputs.setdefault(i, []).append(inputs[0].detach().clone())
+        return hook
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        return False
+
+    def reference_outputs(self):
+        """{block: O [B, heads, N, d]} from attention_parts over all recorded batches."""
+        with torch.no_grad():
+            return {i: torch.cat([self.model.blocks[i].attn.attention_parts(x)["out"]
+                                  for x in xs]) for i, xs in self.inputs.items()}
+
+
+def relative_error(actual, expected):
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape:
+        raise AssertionError(f"shape {actual.shape} != expected {expected.shape}")
+    scale = np.abs(expected).max()
+    if scale == 0:
+        raise AssertionError("reference is all zeros: the comparison would be vacuous")
+    return float(np.abs(actual - expected).max() / scale)
+
+
+def temp_dir(test):
+    d = tempfile.TemporaryDirectory(prefix="attnlens-exporter-test-")
+    test.addCleanup(d.cleanup)
+    return d.name

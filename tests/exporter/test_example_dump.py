@@ -1,0 +1,79 @@
+"""The bundled example (resources/examples/attnlens-example.h5) is what its README says it is."""
+
+import json
+import os
+import unittest
+
+import h5py
+import numpy as np
+
+import exporter_test_util as u
+
+EXAMPLES = os.path.normpath(os.path.join(u.HERE, "..", "..", "resources", "examples"))
+DUMP = os.path.join(EXAMPLES, "attnlens-example.h5")
+SIDECAR = os.path.join(EXAMPLES, "attnlens-example.json")
+KERNEL_APPLIED = {"softmax": None, "linear_relu": 0, "focused": 1, "inline": 0, "mala": 0}
+
+
+class ExampleDump(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.isfile(DUMP):
+            raise AssertionError(f"{DUMP} is missing: run resources/exporter/"
+                                 "train_fashion_mnist.py")
+        with open(SIDECAR) as f:
+            cls.sidecar = json.load(f)
+
+    def test_size_limit(self):
+        self.assertLess(os.path.getsize(DUMP), 30e6)
+
+    def test_layers_per_model_in_order(self):
+        summary = u.ax.validate(DUMP)
+        depth = self.sidecar["recipe"]["depth"]
+        expected = [f"{p}.block{i}" for p in u.ra.PARADIGMS for i in range(depth)]
+        self.assertEqual([l["name"] for l in summary["layers"]], expected)
+        self.assertEqual([l["index"] for l in summary["layers"]], list(range(len(expected))))
+        for layer in summary["layers"]:
+            paradigm = layer["name"].split(".")[0]
+            self.assertEqual(layer["attention"], paradigm)
+            self.assertEqual(layer["kernel_applied"], KERNEL_APPLIED[paradigm], layer["name"])
+            self.assertEqual(layer["dtype"], "float16")
+            self.assertTrue(layer["values"])
+            self.assertEqual(layer["shape"][2], 197)
+        self.assertEqual(summary["grid"], [14, 14])
+        self.assertEqual(summary["prefix_tokens"], 1)
+
+    def test_images_and_labels(self):
+        with h5py.File(DUMP, "r") as f:
+            images, labels = f["images"][()], f["labels"][()]
+        per_class = self.sidecar["recipe"]["per_class"]
+        self.assertEqual(images.shape, (10 * per_class, 28, 28))
+        self.assertEqual(images.dtype, np.uint8)
+        np.testing.assert_array_equal(labels, np.repeat(np.arange(10), per_class))
+        np.testing.assert_array_equal(labels, self.sidecar["exported_labels"])
+        # The images are the Fashion-MNIST test images named in the sidecar.
+        data = os.path.join("/usr/share/datasets/fashion-mnist", "t10k-images-idx3-ubyte.gz")
+        if os.path.isfile(data):
+            import train_fashion_mnist as tf  # noqa: E402  (resources/exporter is on sys.path)
+            test_images = tf.read_idx(data)
+            np.testing.assert_array_equal(images,
+                                          test_images[self.sidecar["exported_test_indices"]])
+
+    def test_sidecar_reports_every_model(self):
+        models = {m["paradigm"]: m for m in self.sidecar["models"]}
+        self.assertEqual(sorted(models), sorted(u.ra.PARADIGMS))
+        for m in models.values():
+            self.assertGreater(m["test_accuracy"], 0.5, m["paradigm"])  # far above chance (0.1)
+
+    def test_cli_reads_it(self):
+        u.cli_path()
+        proc = u.run_cli("inspect", DUMP)
+        self.assertIn("focused.block0", proc.stdout)
+        res = u.cli_attention(DUMP, 3, "focused.block1", 2, "focused", u.temp_dir(self))
+        self.assertEqual(res["row_status"], ["ok"] * 197)
+        rows = np.asarray(res["attention"]).sum(axis=1)
+        np.testing.assert_allclose(rows, 1.0, atol=1e-3)  # divide: 1 - N eps / denominator
+
+
+if __name__ == "__main__":
+    unittest.main()
