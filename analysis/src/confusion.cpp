@@ -43,7 +43,8 @@ constexpr Index kGramBlockRows = 512;
 
 void checkOptions(const ConfusionOptions& o) {
     if (!(std::isfinite(o.tau) && o.tau > 0))
-        throwUsage("confusion: tau must be a finite number > 0 (got " + std::to_string(o.tau) + ")");
+        throwUsage("confusion: tau must be a finite number > 0 (got " + std::to_string(o.tau) +
+                   ")");
     if (!(std::isfinite(o.queryRelTolerance) && o.queryRelTolerance >= 0))
         throwUsage("confusion: the relative query tolerance must be a finite number >= 0 (got " +
                    std::to_string(o.queryRelTolerance) + ")");
@@ -72,8 +73,10 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
 
     auto classify = [&](Index p, Index c) {
         const Index tp = index[std::size_t(p)], tc = index[std::size_t(c)];
-        if ((q.row(tp) - q.row(tc)).squaredNorm() > qtol2) ++result.confusedPairs;
-        else ++result.identicalQueryPairs;
+        if ((q.row(tp) - q.row(tc)).squaredNorm() > qtol2)
+            ++result.confusedPairs;
+        else
+            ++result.identicalQueryPairs;
     };
 
     Matrix g;
@@ -82,8 +85,8 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
         const Index width = n - b0;  // columns b0..n-1: the upper triangle and the block's diagonal
         g.resize(count, width);
         if (k > 0)
-            linalg::gemm(false, true, count, width, k, 1.0, x.data() + b0 * k, k,
-                         x.data() + b0 * k, k, 0.0, g.data(), width);
+            linalg::gemm(false, true, count, width, k, 1.0, x.data() + b0 * k, k, x.data() + b0 * k,
+                         k, 0.0, g.data(), width);
         else
             g.setZero();
         for (Index r = 0; r < count; ++r) {
@@ -106,8 +109,9 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
 
 }  // namespace
 
-ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
-                          const Matrix* fullMatrix, std::span<const RowStatus> status) {
+ConfusionResult confusion(const AttentionHead& head, const Matrix& q,
+                          const ConfusionOptions& options, const Matrix* fullMatrix,
+                          std::span<const RowStatus> status) {
     checkOptions(options);
     const Index n = head.tokens();
     if (q.rows() != n)
@@ -160,7 +164,8 @@ ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const Conf
     return result;
 }
 
-ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,
+ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q,
+                                    const ConfusionOptions& options,
                                     std::span<const RowStatus> status) {
     checkOptions(options);
     const Index n = a.rows();
@@ -178,8 +183,10 @@ ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const Conf
         for (Index c = p + 1; c < n; ++c) {
             if (!usable(status, c) || !a.row(c).allFinite()) continue;
             if (!((a.row(p) - a.row(c)).squaredNorm() < tau2)) continue;
-            if ((q.row(p) - q.row(c)).squaredNorm() > qtol2) ++result.confusedPairs;
-            else ++result.identicalQueryPairs;
+            if ((q.row(p) - q.row(c)).squaredNorm() > qtol2)
+                ++result.confusedPairs;
+            else
+                ++result.identicalQueryPairs;
         }
     }
     return result;

@@ -8,9 +8,10 @@
 //   normalised     H / log N (1 for uniform attention, 0 for one-hot); 0 when N = 1;
 //   max weight     max_j a_j (signed, as stored);
 //   negative row   any a_j < 0;
-//   negative mass  sum_j min(a_j, 0) (<= 0), summed over rows (total) and divided by the rows (mean).
-// Means are over rows with status Ok and finite values; flagged rows are counted, never averaged. Rows whose positive
-// mass is zero have no entropy and are left out of the two entropy means only.
+//   negative mass  sum_j min(a_j, 0) (<= 0), summed over rows (total) and divided by the rows
+//   (mean).
+// Means are over rows with status Ok and finite values; flagged rows are counted, never averaged.
+// Rows whose positive mass is zero have no entropy and are left out of the two entropy means only.
 #include <cmath>
 #include <limits>
 #include <string>

@@ -15,7 +15,8 @@ constexpr std::array<std::string_view, 5> kStatNames{"rank", "local", "entropy",
 
 std::string knownStatNames() {
     std::string s;
-    for (std::size_t i = 0; i < kStatNames.size(); ++i) s += (i ? ", " : "") + std::string(kStatNames[i]);
+    for (std::size_t i = 0; i < kStatNames.size(); ++i)
+        s += (i ? ", " : "") + std::string(kStatNames[i]);
     return s;
 }
 
@@ -38,12 +39,18 @@ StatSelection StatSelection::parse(std::string_view list) {
         start = comma + 1;
         if (name.empty()) continue;  // tolerate "rank,,local" and a trailing comma
         any = true;
-        if (name == "all") s.rank = s.local = s.entropy = s.confusion = s.magnitude = true;
-        else if (name == "rank") s.rank = true;
-        else if (name == "local") s.local = true;
-        else if (name == "entropy") s.entropy = true;
-        else if (name == "confusion") s.confusion = true;
-        else if (name == "magnitude") s.magnitude = true;
+        if (name == "all")
+            s.rank = s.local = s.entropy = s.confusion = s.magnitude = true;
+        else if (name == "rank")
+            s.rank = true;
+        else if (name == "local")
+            s.local = true;
+        else if (name == "entropy")
+            s.entropy = true;
+        else if (name == "confusion")
+            s.confusion = true;
+        else if (name == "magnitude")
+            s.magnitude = true;
         else
             throwUsage("unknown statistic '" + std::string(name) + "' (known: " + knownStatNames() +
                        ")");
@@ -69,15 +76,19 @@ nlohmann::json AnalysisOptions::toJson() const {
     rank["definition"] =
         "singular values of A in double precision; rank = #{sigma > tolerance}, tolerance = "
         "relative_tolerance * sigma_max; effective_rank = exp(H(sigma / sum(sigma))), natural log";
-    if (spectrum.relativeTolerance) rank["relative_tolerance"] = *spectrum.relativeTolerance;
-    else rank["relative_tolerance"] = "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
+    if (spectrum.relativeTolerance)
+        rank["relative_tolerance"] = *spectrum.relativeTolerance;
+    else
+        rank["relative_tolerance"] =
+            "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
     rank["float32_resolution"] = 1.0 / 8388608.0;
     rank["spatial_only"] = spectrum.spatialOnly;
     rank["spatial_only_rule"] = "prefix rows and columns removed when true";
     rank["flagged_rows"] = "rows with a non-Ok status are left out of the matrix";
     rank["methods"] = {
-        {"linear_family", "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
-                          "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
+        {"linear_family",
+         "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
+         "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
         {"softmax", "dense SVD (LAPACK dgesdd, values only)"}};
     j["rank"] = rank;
 
@@ -87,7 +98,8 @@ nlohmann::json AnalysisOptions::toJson() const {
         "for a spatial query at (y, x): sum of its weights on spatial keys with |dy|, |dx| <= "
         "(k-1)/2, clipped at the grid border, the query itself included; signed weights as they "
         "are; mean over spatial queries whose row status is ok";
-    local["uniform_baseline"] = "mean over the same queries of |window| / N, N = all tokens incl. prefix";
+    local["uniform_baseline"] =
+        "mean over the same queries of |window| / N, N = all tokens incl. prefix";
     local["paper_baseline"] = "k^2 / N";
     local["per_query_maps"] = perQueryMaps;
     j["local"] = local;
@@ -106,7 +118,8 @@ nlohmann::json AnalysisOptions::toJson() const {
     conf["tau"] = confusion.tau;
     conf["query_relative_tolerance"] = confusion.queryRelTolerance;
     conf["definition"] =
-        "unordered pairs (p, q), p < q, of ok rows with ||A_p - A_q||_2 < tau whose queries differ: "
+        "unordered pairs (p, q), p < q, of ok rows with ||A_p - A_q||_2 < tau whose queries "
+        "differ: "
         "||Q_p - Q_q||_2 > query_relative_tolerance * (1 + max_i ||Q_i||), Q = the dump's queries "
         "before any query transform; pairs with close rows but equal queries are counted as "
         "identical_query_pairs";
@@ -140,10 +153,10 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
                            const AnalysisOptions& options) {
     const Index n = head.tokens();
     if (layout.tokens() != n)
-        throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) + " + grid " +
-                   std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + " = " +
-                   std::to_string(layout.tokens()) + " tokens) does not match the head's " +
-                   std::to_string(n) + " tokens");
+        throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) +
+                   " + grid " + std::to_string(layout.gridH) + " x " +
+                   std::to_string(layout.gridW) + " = " + std::to_string(layout.tokens()) +
+                   " tokens) does not match the head's " + std::to_string(n) + " tokens");
     const StatSelection& sel = options.stats;
     HeadStatistics stats;
     stats.tokens = n;

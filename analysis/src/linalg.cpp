@@ -21,9 +21,9 @@ std::vector<double> singularValuesLapack(const Matrix& a) {
     if (count == 0) return s;
     // dgesdd overwrites its input. Row-major rows x cols is column-major cols x rows (= a^T).
     Matrix work = a;
-    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows),
-                                           work.data(), lapack_int(cols), s.data(), nullptr, 1,
-                                           nullptr, 1);
+    const lapack_int info =
+        LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), work.data(),
+                       lapack_int(cols), s.data(), nullptr, 1, nullptr, 1);
     if (info != 0)
         throwInput("dense SVD (LAPACK dgesdd) of a " + std::to_string(rows) + " x " +
                    std::to_string(cols) + " matrix failed (info = " + std::to_string(info) +
@@ -73,9 +73,9 @@ void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix&
 
 void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a,
           Index lda, const double* b, Index ldb, double beta, double* c, Index ldc) {
-    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-                blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c,
-                blasint(ldc));
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, blasint(m), blasint(n), blasint(k), alpha, a,
+                blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
 Matrix thinQrR(const Matrix& x) {

@@ -14,7 +14,8 @@ namespace attnlens::linalg {
 
 // Singular values (descending) of a, values only: LAPACKE_dgesdd with jobz = 'N'. The row-major
 // buffer is handed to LAPACK as the column-major a^T, which has the same singular values, so only
-// a plain copy is made (dgesdd overwrites its input). Error(Input) when LAPACK reports a failure (non-convergence or NaN).
+// a plain copy is made (dgesdd overwrites its input). Error(Input) when LAPACK reports a failure
+// (non-convergence or NaN).
 std::vector<double> singularValuesLapack(const Matrix& a);
 // The same with Eigen's BDCSVD (kept for the benchmark that compares the two routes).
 std::vector<double> singularValuesEigen(const Matrix& a);
@@ -34,7 +35,6 @@ void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, con
 // (Householder, Eigen). Singular values of L R^T equal those of R_L R_R^T because Q_L and Q_R have
 // orthonormal columns.
 Matrix thinQrR(const Matrix& x);
-
 
 // The linear family's matrix as one product A = L R^T (AttentionHead::lowRankForm):
 //     L = [diag(rowScale) phiQ, rowOffset],  R = [phiK, 1]      (offset column only when hasOffset)

@@ -14,6 +14,8 @@
 // Mean curve over queries: queries whose rows are Ok at every factor and at a = 1; maxWeight,
 // entropy and topMass are arithmetic means; ratio is exp(mean log ratio) over the queries whose
 // ratio at that factor is finite and > 0 (the others are counted in skippedRatios).
+// Cost: one AttentionHead::scaledRows pass per query (a single dot-product pass for all factors)
+// and one SIMD summary pass per factor row; the mean curve runs on all cores for large heads.
 // The papers' laws (tested): softmax ratio(a) = ratio(1)^a (Eq. 5-6); divide: ratio and row shape
 // independent of a (Eq. 7); magnitude (MALA, eps = 0): Eq. 12.
 #include <algorithm>
@@ -34,11 +36,13 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void checkOptions(const MagnitudeOptions& o) {
-    if (o.points < 1) throwUsage("magnitude scaling: points must be >= 1 (got " + std::to_string(o.points) + ")");
+    if (o.points < 1)
+        throwUsage("magnitude scaling: points must be >= 1 (got " + std::to_string(o.points) + ")");
     if (!std::isfinite(o.log2Min) || !std::isfinite(o.log2Max) || o.log2Max < o.log2Min)
         throwUsage("magnitude scaling: need finite log2 bounds with min <= max (got " +
                    std::to_string(o.log2Min) + " .. " + std::to_string(o.log2Max) + ")");
-    if (o.topK < 1) throwUsage("magnitude scaling: topK must be >= 1 (got " + std::to_string(o.topK) + ")");
+    if (o.topK < 1)
+        throwUsage("magnitude scaling: topK must be >= 1 (got " + std::to_string(o.topK) + ")");
 }
 
 // Everything measured for one query: the factor rows (plus a = 1) in one scaledRows pass.
@@ -129,10 +133,11 @@ std::vector<double> MagnitudeOptions::factors() const {
     return a;
 }
 
-MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const MagnitudeOptions& options) {
+MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query,
+                              const MagnitudeOptions& options) {
     if (query < 0 || query >= head.tokens())
-        throwUsage("magnitude scaling: query " + std::to_string(query) + " is out of range (the head has " +
-                   std::to_string(head.tokens()) + " tokens)");
+        throwUsage("magnitude scaling: query " + std::to_string(query) +
+                   " is out of range (the head has " + std::to_string(head.tokens()) + " tokens)");
     QueryScaler scaler(head, options);
     MagnitudeCurve c = emptyCurve(scaler.factors());
     c.query = query;
@@ -195,8 +200,7 @@ MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOpti
     };
     const double cost = double(n) * double(n) * double(f);
     const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-    const unsigned threads =
-        cost < 4e6 ? 1u : unsigned(std::min<Index>(Index(hardware), chunks));
+    const unsigned threads = cost < 4e6 ? 1u : unsigned(std::min<Index>(Index(hardware), chunks));
     if (threads <= 1) {
         work();
     } else {

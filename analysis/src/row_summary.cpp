@@ -23,7 +23,9 @@ struct TopK {
     static constexpr int kMax = 64;
     double top[kMax];
     int k = 0, filled = 0;
-    double threshold() const { return filled < k ? -std::numeric_limits<double>::infinity() : top[k - 1]; }
+    double threshold() const {
+        return filled < k ? -std::numeric_limits<double>::infinity() : top[k - 1];
+    }
     void push(double v) {
         int j;
         if (filled < k) {
@@ -86,21 +88,28 @@ inline __m128d logSse2(__m128d x) {
     const __m128i kb = _mm_srli_epi64(_mm_add_epi64(b, _mm_set1_epi64x(kLogShift)), 52);
     const __m128d k = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(kb, _mm_set1_epi64x(kExpMagic))),
                                  _mm_set1_pd(kMagicPlusBias));
-    const __m128i zb = _mm_sub_epi64(b, _mm_slli_epi64(_mm_sub_epi64(kb, _mm_set1_epi64x(1023)), 52));
+    const __m128i zb =
+        _mm_sub_epi64(b, _mm_slli_epi64(_mm_sub_epi64(kb, _mm_set1_epi64x(1023)), 52));
     const __m128d f = _mm_sub_pd(_mm_castsi128_pd(zb), _mm_set1_pd(1.0));
     const __m128d s = _mm_div_pd(f, _mm_add_pd(_mm_set1_pd(2.0), f));
     const __m128d z = _mm_mul_pd(s, s), w = _mm_mul_pd(z, z);
-    auto madd = [](__m128d a, __m128d m, double c) { return _mm_add_pd(_mm_set1_pd(c), _mm_mul_pd(a, m)); };
+    auto madd = [](__m128d a, __m128d m, double c) {
+        return _mm_add_pd(_mm_set1_pd(c), _mm_mul_pd(a, m));
+    };
     const __m128d t1 = _mm_mul_pd(w, madd(w, madd(w, _mm_set1_pd(kLg6), kLg4), kLg2));
-    const __m128d t2 = _mm_mul_pd(z, madd(w, madd(w, madd(w, _mm_set1_pd(kLg7), kLg5), kLg3), kLg1));
+    const __m128d t2 =
+        _mm_mul_pd(z, madd(w, madd(w, madd(w, _mm_set1_pd(kLg7), kLg5), kLg3), kLg1));
     const __m128d r = _mm_add_pd(t2, t1);
     const __m128d hfsq = _mm_mul_pd(_mm_set1_pd(0.5), _mm_mul_pd(f, f));
-    const __m128d inner = _mm_add_pd(_mm_mul_pd(s, _mm_add_pd(hfsq, r)), _mm_mul_pd(k, _mm_set1_pd(kLn2Lo)));
+    const __m128d inner =
+        _mm_add_pd(_mm_mul_pd(s, _mm_add_pd(hfsq, r)), _mm_mul_pd(k, _mm_set1_pd(kLn2Lo)));
     return _mm_sub_pd(_mm_mul_pd(k, _mm_set1_pd(kLn2Hi)), _mm_sub_pd(_mm_sub_pd(hfsq, inner), f));
 }
 
 inline double hsum(__m128d v) { return _mm_cvtsd_f64(v) + _mm_cvtsd_f64(_mm_unpackhi_pd(v, v)); }
-inline double hmax(__m128d v) { return std::fmax(_mm_cvtsd_f64(v), _mm_cvtsd_f64(_mm_unpackhi_pd(v, v))); }
+inline double hmax(__m128d v) {
+    return std::fmax(_mm_cvtsd_f64(v), _mm_cvtsd_f64(_mm_unpackhi_pd(v, v)));
+}
 
 void passSse2(const double* x, std::size_t n, RowSummary& s) {
     __m128d mass = _mm_setzero_pd(), plogp = mass, negative = mass;
@@ -147,20 +156,23 @@ ATTNLENS_AVX2 inline __m256d madd256(__m256d a, __m256d m, double c) {
 ATTNLENS_AVX2 inline __m256d logAvx2(__m256d x) {
     const __m256i b = _mm256_castpd_si256(x);
     const __m256i kb = _mm256_srli_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(kLogShift)), 52);
-    const __m256d k = _mm256_sub_pd(
-        _mm256_castsi256_pd(_mm256_or_si256(kb, _mm256_set1_epi64x(kExpMagic))), _mm256_set1_pd(kMagicPlusBias));
+    const __m256d k =
+        _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(kb, _mm256_set1_epi64x(kExpMagic))),
+                      _mm256_set1_pd(kMagicPlusBias));
     const __m256i zb =
         _mm256_sub_epi64(b, _mm256_slli_epi64(_mm256_sub_epi64(kb, _mm256_set1_epi64x(1023)), 52));
     const __m256d f = _mm256_sub_pd(_mm256_castsi256_pd(zb), _mm256_set1_pd(1.0));
     const __m256d s = _mm256_div_pd(f, _mm256_add_pd(_mm256_set1_pd(2.0), f));
     const __m256d z = _mm256_mul_pd(s, s), w = _mm256_mul_pd(z, z);
     const __m256d t1 = _mm256_mul_pd(w, madd256(w, madd256(w, _mm256_set1_pd(kLg6), kLg4), kLg2));
-    const __m256d t2 =
-        _mm256_mul_pd(z, madd256(w, madd256(w, madd256(w, _mm256_set1_pd(kLg7), kLg5), kLg3), kLg1));
+    const __m256d t2 = _mm256_mul_pd(
+        z, madd256(w, madd256(w, madd256(w, _mm256_set1_pd(kLg7), kLg5), kLg3), kLg1));
     const __m256d r = _mm256_add_pd(t2, t1);
     const __m256d hfsq = _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_mul_pd(f, f));
-    const __m256d inner = _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, r), _mm256_mul_pd(k, _mm256_set1_pd(kLn2Lo)));
-    return _mm256_sub_pd(_mm256_mul_pd(k, _mm256_set1_pd(kLn2Hi)), _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
+    const __m256d inner =
+        _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, r), _mm256_mul_pd(k, _mm256_set1_pd(kLn2Lo)));
+    return _mm256_sub_pd(_mm256_mul_pd(k, _mm256_set1_pd(kLn2Hi)),
+                         _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
 }
 
 ATTNLENS_AVX2 double hsum256(__m256d v) {
@@ -184,7 +196,8 @@ ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s) {
         const __m256d a0 = _mm256_loadu_pd(x + j), a1 = _mm256_loadu_pd(x + j + 4);
         const __m256d p0 = _mm256_max_pd(a0, zero), p1 = _mm256_max_pd(a1, zero);
         mass = _mm256_add_pd(mass, _mm256_add_pd(p0, p1));
-        negative = _mm256_add_pd(negative, _mm256_add_pd(_mm256_min_pd(a0, zero), _mm256_min_pd(a1, zero)));
+        negative = _mm256_add_pd(negative,
+                                 _mm256_add_pd(_mm256_min_pd(a0, zero), _mm256_min_pd(a1, zero)));
         maxv = _mm256_max_pd(maxv, _mm256_max_pd(a0, a1));
         plogp0 = _mm256_fmadd_pd(p0, logAvx2(_mm256_max_pd(p0, tiny)), plogp0);
         plogp1 = _mm256_fmadd_pd(p1, logAvx2(_mm256_max_pd(p1, tiny)), plogp1);
@@ -224,7 +237,8 @@ std::vector<RowKernel> detectKernels() {
     std::vector<RowKernel> k{RowKernel::Scalar};
 #ifdef ATTNLENS_ROW_SIMD
     k.push_back(RowKernel::Sse2);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k.push_back(RowKernel::Avx2);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        k.push_back(RowKernel::Avx2);
 #endif
     return k;
 }
@@ -238,9 +252,12 @@ const std::vector<RowKernel>& availableRowKernels() {
 
 const char* toString(RowKernel k) {
     switch (k) {
-        case RowKernel::Scalar: return "scalar";
-        case RowKernel::Sse2: return "sse2";
-        case RowKernel::Avx2: return "avx2";
+        case RowKernel::Scalar:
+            return "scalar";
+        case RowKernel::Sse2:
+            return "sse2";
+        case RowKernel::Avx2:
+            return "avx2";
     }
     return "?";
 }
@@ -252,7 +269,8 @@ RowSummary summariseRow(std::span<const double> row, int topK) {
 
 RowSummary summariseRow(std::span<const double> row, int topK, RowKernel kernel) {
     const auto& available = availableRowKernels();
-    if (std::find(available.begin(), available.end(), kernel) == available.end()) kernel = RowKernel::Scalar;
+    if (std::find(available.begin(), available.end(), kernel) == available.end())
+        kernel = RowKernel::Scalar;
     RowSummary s;
     const double* x = row.data();
     const std::size_t n = row.size();

@@ -7,8 +7,8 @@
 //     stored activations, scaled by the matrix size as in the usual rank tolerance;
 //   effective rank = exp(H(p)), p_i = sigma_i / sum_j sigma_j, H(p) = -sum p_i log p_i (nats);
 //   spatialOnly drops the prefix rows and columns (the paper's 196 x 196 for DeiT);
-//   rows flagged by AttentionHead (non-finite, zero denominator) are left out of the matrix, and the
-//   method string says how many.
+//   rows flagged by AttentionHead (non-finite, zero denominator) are left out of the matrix, and
+//   the method string says how many.
 //
 // Linear family: A = L R^T with L = [diag(rowScale) phiQ, rowOffset] and R = [phiK, 1]. With thin
 // QR factorisations L = Q_L R_L, R = Q_R R_R, A = Q_L (R_L R_R^T) Q_R^T, and Q_L, Q_R have
@@ -128,7 +128,8 @@ SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
     const Matrix leftR = linalg::thinQrR(l);
     // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty.
     std::vector<double> values;
-    if (!keep.empty() && size > 0) values = linalg::singularValuesLapack(leftR * rightR.transpose());
+    if (!keep.empty() && size > 0)
+        values = linalg::singularValuesLapack(leftR * rightR.transpose());
     return summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
 }
 

@@ -153,9 +153,6 @@ void CompareView::buildLayout() {
             p.scale->setBarWidth(8);
             p.scale->axis()->setTickLabelFont(QFont(font().family(), 7));
             cell->addElement(1, 1, p.scale);
-            auto* group = new QCPMarginGroup(plot_);
-            p.rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-            p.scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             p.map->setColorScale(p.scale);
         }
         addGridFrame(plot_, p.rect, l.gridH, l.gridW);
@@ -169,7 +166,10 @@ void CompareView::buildLayout() {
 
 bool CompareView::fitAspect() {
     bool changed = false;
-    for (Panel& p : panels_) changed |= fitSquareCells(p.rect, builtLayout_.gridH, builtLayout_.gridW);
+    for (Panel& p : panels_) {
+        changed |= fitGridMargins(p.rect, builtLayout_.gridH, builtLayout_.gridW);
+        if (p.scale) changed |= alignVertically(p.scale, p.rect->margins());
+    }
     return changed;
 }
 

@@ -2,11 +2,16 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QTextStream>
+#include <QTimer>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 
+#include "job_runner.h"
 #include "main_window.h"
 #include "render_command.h"
+#include "session.h"
+#include "token_map_view.h"
 
 int main(int argc, char** argv) {
     const bool render = argc > 1 && std::strcmp(argv[1], "render") == 0;
@@ -30,15 +35,57 @@ int main(int argc, char** argv) {
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
+    // For documentation: open, show a view, wait for its analyses, save the whole window, quit.
+    const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("view to show first (tokenmap, compare, ...)"),
+                                  QStringLiteral("V"));
+    const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"), QStringLiteral("L"));
+    const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("query token as y,x"), QStringLiteral("Y,X"));
+    const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"), QStringLiteral("P"));
+    const QCommandLineOption opacity(QStringLiteral("opacity"), QStringLiteral("input image opacity 0..100"), QStringLiteral("PCT"));
+    const QCommandLineOption screenshot(QStringLiteral("screenshot"),
+                                        QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
+                                        QStringLiteral("PNG"));
+    const QCommandLineOption windowSize(QStringLiteral("window-size"), QStringLiteral("window size WxH"), QStringLiteral("WxH"));
+    parser.addOptions({view, layer, query, paradigm, opacity, screenshot, windowSize});
     parser.process(app);
 
     attnlens::gui::MainWindow window;
+    if (parser.isSet(windowSize)) {
+        const QStringList wh = parser.value(windowSize).split('x');
+        if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
+    }
     window.show();
     const QStringList files = parser.positionalArguments();
     if (!files.isEmpty()) {
         window.openFile(files.front());
     } else {
         window.openExample();
+    }
+    attnlens::gui::Session* session = window.session();
+    if (parser.isSet(layer)) session->setLayer(parser.value(layer).toInt());
+    if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(parser.value(paradigm).toStdString()));
+    if (parser.isSet(query) && session->isOpen()) {
+        const QStringList yx = parser.value(query).split(',');
+        if (yx.size() == 2) session->setQuery(session->layout().token(yx[0].toInt(), yx[1].toInt()));
+    }
+    if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parser.value(opacity).toInt());
+    if (parser.isSet(view)) window.showView(parser.value(view));
+
+    if (parser.isSet(screenshot)) {
+        const QString path = parser.value(screenshot);
+        auto poll = std::make_shared<std::function<void()>>();
+        *poll = [&window, session, path, poll]() {
+            if (session->jobs().busy()) {
+                QTimer::singleShot(200, &window, *poll);
+                return;
+            }
+            QTimer::singleShot(300, &window, [&window, path]() {
+                const bool ok = window.grab().save(path);
+                QTextStream(stderr) << (ok ? "wrote " : "could not write ") << path << "\n";
+                QApplication::exit(ok ? 0 : 4);
+            });
+        };
+        QTimer::singleShot(500, &window, *poll);
     }
     return app.exec();
 }

@@ -174,14 +174,20 @@ void MatrixView::rebuild() {
                               .arg(sel.head);
 
     auto it = cache_.find(key);
+    const QString slot = QStringLiteral("matrix");
+    if (it == cache_.end() && session_->jobs().isRunning(slot) && pendingKey_ == key) {
+        waiting_ = true;  // already on its way; resubmitting would only restart it
+        return;
+    }
     if (it == cache_.end()) {
         waiting_ = true;
+        pendingKey_ = key;
         auto head = session_->currentHead(sel.paradigm);
         const bool signedP = para.signedWeights();
         const bool logScale = log_;
         const long long n = head->tokens();
         session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
-            QStringLiteral("matrix"), QStringLiteral("attention matrix %1 x %1").arg(n),
+            slot, QStringLiteral("attention matrix %1 x %1").arg(n),
             [head, signedP, logScale](const JobContext& ctx) {
                 ctx.progress(0, 2, QStringLiteral("computing A"));
                 const Matrix a = head->matrix();

@@ -60,6 +60,7 @@ private:
     bool waiting_ = false;
     bool userZoomed_ = false;
     std::string shownKey_;
+    std::string pendingKey_;
     long long shownTokens_ = 0;
     std::map<std::string, std::shared_ptr<const MatrixImage>> cache_;  // at most two: N^2 doubles each
     std::vector<std::string> cacheOrder_;

@@ -152,6 +152,58 @@ bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex
     return *keyIndex >= 0 && *valueIndex >= 0;
 }
 
+bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW) {
+    if (!rect || gridH <= 0 || gridW <= 0) return false;
+    const QRect outer = rect->outerRect();
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    const QFontMetrics tick(x->tickLabelFont()), label(x->labelFont());
+    // Room for ticks (length 3), tick label padding (5), the labels and the axis titles.
+    int left = 3 + 5 + tick.horizontalAdvance(QString::number(gridH - 1)) + 4;
+    if (!y->label().isEmpty()) left += label.height() + 6;
+    int bottom = 3 + 5 + tick.height() + 2;
+    if (!x->label().isEmpty()) bottom += label.height() + 4;
+    int top = 4, right = 4;
+    const int aw = outer.width() - left - right, ah = outer.height() - top - bottom;
+    if (aw < 8 || ah < 8) return false;
+    // Square cells: the spare space of the longer side goes into equal margins on both sides.
+    if (qint64(aw) * gridH > qint64(ah) * gridW) {
+        const int extra = aw - int(qint64(ah) * gridW / gridH);
+        left += extra / 2;
+        right += extra - extra / 2;
+    } else {
+        const int extra = ah - int(qint64(aw) * gridH / gridW);
+        top += extra / 2;
+        bottom += extra - extra / 2;
+    }
+    const QMargins m(left, top, right, bottom);
+    const bool changed = rect->autoMargins() != QCP::msNone || rect->margins() != m;
+    rect->setAutoMargins(QCP::msNone);
+    rect->setMargins(m);
+    x->setRange(-0.5, gridW - 0.5);
+    y->setRange(-0.5, gridH - 0.5);
+    return changed;
+}
+
+bool alignVertically(QCPLayoutElement* element, const QMargins& to) {
+    const QMargins want(0, to.top(), 0, to.bottom());
+    const QMargins now = element->margins();
+    const bool changed = element->autoMargins() != (QCP::msLeft | QCP::msRight) || now.top() != want.top() ||
+                         now.bottom() != want.bottom();
+    element->setAutoMargins(QCP::msLeft | QCP::msRight);
+    element->setMargins(QMargins(now.left(), want.top(), now.right(), want.bottom()));
+    return changed;
+}
+
+bool alignHorizontally(QCPLayoutElement* element, const QMargins& to) {
+    const QMargins now = element->margins();
+    const bool changed = element->autoMargins() != (QCP::msTop | QCP::msBottom) || now.left() != to.left() ||
+                         now.right() != to.right();
+    element->setAutoMargins(QCP::msTop | QCP::msBottom);
+    element->setMargins(QMargins(to.left(), now.top(), to.right(), now.bottom()));
+    return changed;
+}
+
 QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int gridW) {
     auto* frame = new QCPItemRect(plot);
     frame->setClipAxisRect(rect);

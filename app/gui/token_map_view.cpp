@@ -55,8 +55,6 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     plot_->clearItems();
     plot_->clearPlottables();
     plot_->plotLayout()->clear();
-    delete margins_;
-    margins_ = new QCPMarginGroup(plot_);
     prefixCells_.clear();
     prefixLabels_.clear();
     prefixRect_ = nullptr;
@@ -74,7 +72,6 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     rect_ = new QCPAxisRect(plot_);
     grid->addElement(0, 0, rect_);
     setupGridAxes(rect_, l.gridH, l.gridW, QStringLiteral("x (token column)"), QStringLiteral("y (token row)"));
-    rect_->setMarginGroup(QCP::msLeft | QCP::msRight, margins_);
 
     map_ = new QCPColorMap(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
     map_->setInterpolate(false);
@@ -87,9 +84,6 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     scale_->setBarWidth(14);
     grid->addElement(0, 1, scale_);
     map_->setColorScale(scale_);
-    auto* scaleGroup = new QCPMarginGroup(plot_);
-    rect_->setMarginGroup(QCP::msTop | QCP::msBottom, scaleGroup);
-    scale_->setMarginGroup(QCP::msTop | QCP::msBottom, scaleGroup);
 
     image_ = new QCPItemPixmap(plot_);
     image_->setLayer(QStringLiteral("underlay"));
@@ -112,7 +106,6 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
         grid->addElement(1, 0, prefixRect_);
         prefixRect_->setMinimumSize(50, 46);
         prefixRect_->setMaximumSize(QWIDGETSIZE_MAX, 46);
-        prefixRect_->setMarginGroup(QCP::msLeft | QCP::msRight, margins_);
         auto* px = prefixRect_->axis(QCPAxis::atBottom);
         auto* py = prefixRect_->axis(QCPAxis::atLeft);
         px->setVisible(false);
@@ -122,7 +115,7 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
         py->grid()->setVisible(false);
         px->grid()->setVisible(false);
         py->setRange(-0.5, 0.5);
-        px->setRange(rect_->axis(QCPAxis::atBottom)->range());
+        px->setRange(-0.5, l.gridW - 0.5);
         const double w = prefixCellWidth(l);
         for (int i = 0; i < l.prefix; ++i) {
             auto* cell = new QCPItemRect(plot_);
@@ -147,15 +140,9 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
 
 bool TokenMapView::fitAspect() {
     if (!rect_ || built_.gridH <= 0) return false;
-    bool changed = fitSquareCells(rect_, built_.gridH, built_.gridW);
-    if (prefixRect_) {
-        auto* px = prefixRect_->axis(QCPAxis::atBottom);
-        const QCPRange r = rect_->axis(QCPAxis::atBottom)->range();
-        if (px->range() != r) {
-            px->setRange(r);
-            changed = true;
-        }
-    }
+    bool changed = fitGridMargins(rect_, built_.gridH, built_.gridW);
+    changed |= alignVertically(scale_, rect_->margins());
+    if (prefixRect_) changed |= alignHorizontally(prefixRect_, rect_->margins());
     return changed;
 }
 

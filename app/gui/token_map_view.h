@@ -24,6 +24,7 @@ public:
     QCPAxisRect* gridRect() const { return rect_; }
     QCPAxisRect* prefixRect() const { return prefixRect_; }
     QCPColorScale* colorScale() const { return scale_; }
+    const std::vector<QCPItemRect*>& prefixCells() const { return prefixCells_; }
     double prefixValue(int i) const { return i < int(prefixValues_.size()) ? prefixValues_[std::size_t(i)] : NAN; }
     QString titleText() const;
     void setImageOpacity(int percent);
@@ -49,7 +50,6 @@ private:
     std::vector<QCPItemText*> prefixLabels_;
     std::vector<double> prefixValues_;
     QCPItemPixmap* image_ = nullptr;
-    QCPMarginGroup* margins_ = nullptr;
     CellMarker marker_, prefixMarker_;
     QSlider* opacity_ = nullptr;
     QLabel* opacityLabel_ = nullptr;

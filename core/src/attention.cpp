@@ -243,6 +243,51 @@ void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::
     }
 }
 
+double AttentionHead::rawRow(Index i, Eigen::Ref<RowVector> out) const {
+    if (paradigm_.usesKernel()) {
+        out.noalias() = phiQ_.row(i) * phiK_.transpose();
+        return phiQ_.row(i).dot(phiKSum_);
+    }
+    out.noalias() = scale_ * (tq_.row(i) * k_->transpose());
+    return 0.0;
+}
+
+AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a) const {
+    const double n = double(n_);
+    Affine f;
+    auto fail = [&](RowStatus s) {
+        f.alpha = f.beta = kNaN;
+        f.status = s;
+        return f;
+    };
+    if (!std::isfinite(dotSum)) return fail(RowStatus::NonFinite);
+    switch (paradigm_.normalisation) {
+        case Normalisation::Softmax:
+            throwUsage("paradigm '" + paradigm_.name + "' (softmax) is not affine in its dot products");
+        case Normalisation::Divide: {
+            const double den = a * dotSum + n * paradigm_.eps;
+            if (den == 0) return fail(RowStatus::ZeroDenominator);
+            f.alpha = a / den;
+            break;
+        }
+        case Normalisation::Subtract: {
+            const double z = c_ * a * dotSum;
+            f.alpha = c_ * a;
+            f.beta = (1.0 - z) / n;
+            break;
+        }
+        case Normalisation::Magnitude: {
+            const double z = c_ * a * dotSum;
+            if (z + paradigm_.eps == 0) return fail(RowStatus::ZeroDenominator);
+            f.alpha = c_ * a * (1.0 + 1.0 / (z + paradigm_.eps));
+            f.beta = -z / n;
+            break;
+        }
+    }
+    if (!std::isfinite(f.alpha) || !std::isfinite(f.beta)) return fail(RowStatus::NonFinite);
+    return f;
+}
+
 LowRankForm AttentionHead::lowRankForm() const {
     if (!paradigm_.usesKernel())
         throwUsage("paradigm '" + paradigm_.name + "' (softmax) has no low-rank factorisation");

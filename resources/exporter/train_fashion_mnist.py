@@ -84,8 +84,11 @@ def lr_at(step, args):
 def train(paradigm, args, train_images, train_labels, log):
     torch.manual_seed(args.seed)
     model = build_model(paradigm, args)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "pos" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "pos" not in n)]
+    # Weight decay on the weights of linear and convolution layers only (not on biases, norms,
+    # the CLS token, positional parameters or FLatten's scale).
+    is_decayed = lambda n, p: n.endswith(".weight") and p.ndim >= 2
+    decay = [p for n, p in model.named_parameters() if is_decayed(n, p)]
+    no_decay = [p for n, p in model.named_parameters() if not is_decayed(n, p)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
     # The same sequence of mini-batches for every paradigm.
@@ -118,7 +121,7 @@ def train(paradigm, args, train_images, train_labels, log):
 
 
 @torch.no_grad()
-def evaluate(model, images, labels, batch=500):
+def evaluate(model, images, labels, batch=200):
     correct = 0
     for s in range(0, images.shape[0], batch):
         pred = model(to_input(images[s:s + batch])).argmax(dim=1).numpy()
@@ -136,8 +139,8 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(REPO_ROOT, "resources", "examples",
                                                  "attnlens-example.h5"))
     p.add_argument("--paradigms", default=",".join(ra.PARADIGMS))
-    p.add_argument("--steps", type=int, default=200, help="optimiser steps per model")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--steps", type=int, default=220, help="optimiser steps per model")
+    p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--weight-decay", type=float, default=0.05)
     p.add_argument("--embed-dim", type=int, default=96)
@@ -221,7 +224,7 @@ def main(argv=None):
                                                                     "data_dir")},
         "optimiser": "AdamW, betas (0.9, 0.999), linear warm-up 10% then cosine to 1% of lr, "
                      "grad-norm clip 1.0, cross-entropy, no augmentation; weight decay on "
-                     "matrices except positional parameters",
+                     "linear and convolution weights only",
         "input": f"pixels / 255, normalised with mean {PIXEL_MEAN}, std {PIXEL_STD}",
         "exported_test_indices": chosen.tolist(),
         "exported_labels": test_labels[chosen].tolist(),

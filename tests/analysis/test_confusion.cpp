@@ -114,7 +114,8 @@ TEST(Confusion, MatchesBruteForceOnRandomHeadsOfEveryParadigm) {
 }
 
 // Row distance of queries 0 and 1 when Q_1 = Q_0 + delta * v.
-double pairDistance(const Paradigm& p, Matrix q, const Matrix& k, const RowVector& v, double delta) {
+double pairDistance(const Paradigm& p, Matrix q, const Matrix& k, const RowVector& v,
+                    double delta) {
     q.row(1) = q.row(0) + delta * v;
     auto h = makeHead(p, q, k);
     RowVector a0((**h).tokens()), a1((**h).tokens());
@@ -133,8 +134,10 @@ std::pair<double, double> bisect(const Paradigm& p, const Matrix& q, const Matri
     for (int it = 0; it < 200 && hi - lo > 0; ++it) {
         const double mid = 0.5 * (lo + hi);
         if (mid <= lo || mid >= hi) break;
-        if (pairDistance(p, q, k, v, mid) < target) lo = mid;
-        else hi = mid;
+        if (pairDistance(p, q, k, v, mid) < target)
+            lo = mid;
+        else
+            hi = mid;
     }
     return {lo, hi};
 }
@@ -244,7 +247,8 @@ TEST(Confusion, BadArgumentsAreReported) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Input);
-        EXPECT_NE(std::string(e.what()).find("4 query vectors for a head of 5 tokens"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("4 query vectors for a head of 5 tokens"),
+                  std::string::npos);
     }
     ConfusionOptions bad;
     bad.tau = 0;

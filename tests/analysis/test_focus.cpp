@@ -74,7 +74,8 @@ TEST(Focus, MatchesNaiveComputationOnEveryParadigm) {
     const Index n = 40;
     std::uint64_t seed = 5;
     for (const auto& name : testing::allPresetNames()) {
-        auto h = makeHead(presetParadigm(name), randomNormal(n, 6, seed), randomNormal(n, 6, seed + 1));
+        auto h =
+            makeHead(presetParadigm(name), randomNormal(n, 6, seed), randomNormal(n, 6, seed + 1));
         seed += 2;
         std::vector<RowStatus> status;
         const Matrix a = (**h).matrix(&status);

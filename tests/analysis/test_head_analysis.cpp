@@ -139,7 +139,8 @@ TEST(AnalyzeHead, LayoutMismatchIsAnInputError) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Input);
-        EXPECT_NE(std::string(e.what()).find("does not match the head's 9 tokens"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("does not match the head's 9 tokens"),
+                  std::string::npos);
     }
 }
 

@@ -20,7 +20,8 @@ using testing::randomUniform;
 TEST(Magnitude, DefaultGridIsPowersOfTwoFromQuarterToSixteen) {
     const std::vector<double> f = MagnitudeOptions{}.factors();
     ASSERT_EQ(f.size(), 13u);
-    for (std::size_t i = 0; i < f.size(); ++i) EXPECT_DOUBLE_EQ(f[i], std::exp2(-2.0 + 0.5 * double(i)));
+    for (std::size_t i = 0; i < f.size(); ++i)
+        EXPECT_DOUBLE_EQ(f[i], std::exp2(-2.0 + 0.5 * double(i)));
     EXPECT_EQ(f[4], 1.0);  // exactly, so a = 1 is read from the grid
     MagnitudeOptions one;
     one.points = 1;
@@ -184,7 +185,8 @@ TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
     std::uint64_t seed = 60;
     for (const auto& name : testing::allPresetNames()) {
         SCOPED_TRACE(name);
-        auto h = makeHead(presetParadigm(name), randomNormal(n, 4, seed), randomNormal(n, 4, seed + 1));
+        auto h =
+            makeHead(presetParadigm(name), randomNormal(n, 4, seed), randomNormal(n, 4, seed + 1));
         seed += 2;
         const MagnitudeCurve mean = meanMagnitudeCurve(**h, {});
         EXPECT_EQ(mean.query, -1);

@@ -42,11 +42,16 @@ std::vector<double> mixedRow(std::size_t n, std::uint64_t seed) {
     std::vector<double> row(n);
     for (auto& v : row) {
         const double kind = u(rng);
-        if (kind < 0.1) v = 0.0;
-        else if (kind < 0.25) v = -u(rng) * 1e-3;
-        else if (kind < 0.3) v = std::exp(-700 * u(rng));   // down to 1e-304
-        else if (kind < 0.32) v = 1e-310;                  // subnormal
-        else v = std::exp(-20 * u(rng));
+        if (kind < 0.1)
+            v = 0.0;
+        else if (kind < 0.25)
+            v = -u(rng) * 1e-3;
+        else if (kind < 0.3)
+            v = std::exp(-700 * u(rng));  // down to 1e-304
+        else if (kind < 0.32)
+            v = 1e-310;  // subnormal
+        else
+            v = std::exp(-20 * u(rng));
     }
     return row;
 }
@@ -82,14 +87,22 @@ TEST(RowSummary, LogarithmIsAccurateOverTheWholeRange) {
         SCOPED_TRACE(toString(kernel));
         double worst = 0;
         for (int i = 0; i < 20000; ++i) {
-            const double x = i < 8 ? std::vector<double>{DBL_MIN, 0.5, 0.7071067811865476, 1.0,
-                                                         1.4142135623730951, 2.0, 1e300, DBL_MAX}[i]
+            const double x = i < 8 ? std::vector<double>{DBL_MIN,
+                                                         0.5,
+                                                         0.7071067811865476,
+                                                         1.0,
+                                                         1.4142135623730951,
+                                                         2.0,
+                                                         1e300,
+                                                         DBL_MAX}[i]
                                    : std::exp(t(rng));
             const std::vector<double> row(8, x);
             const double expected = 8.0 * x * std::log(x);
             const double got = summariseRow(row, 0, kernel).plogp;
-            if (expected != 0) worst = std::max(worst, std::abs(got - expected) / std::abs(expected));
-            else EXPECT_EQ(got, 0.0);
+            if (expected != 0)
+                worst = std::max(worst, std::abs(got - expected) / std::abs(expected));
+            else
+                EXPECT_EQ(got, 0.0);
         }
         EXPECT_LT(worst, 4e-16);
     }

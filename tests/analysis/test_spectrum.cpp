@@ -42,7 +42,8 @@ TEST(Spectrum, LowRankPathMatchesDenseSvdOnRandomHeads) {
     const Index n = layout.tokens(), d = 6;
     std::uint64_t seed = 11;
     for (const auto& name : testing::lowRankPresetNames()) {
-        auto h = makeHead(presetParadigm(name), randomNormal(n, d, seed), randomNormal(n, d, seed + 1));
+        auto h =
+            makeHead(presetParadigm(name), randomNormal(n, d, seed), randomNormal(n, d, seed + 1));
         seed += 2;
         ASSERT_TRUE((**h).hasLowRankForm());
         const SpectrumResult lowRank = spectrum(**h, layout, {});
@@ -150,7 +151,8 @@ TEST(Spectrum, InvariantUnderTokenPermutation) {
 
 TEST(Spectrum, RelativeToleranceOptionCountsValuesAboveIt) {
     const Index n = 30;
-    auto h = makeHead(presetParadigm("softmax"), randomNormal(n, 8, 21, 2.0), randomNormal(n, 8, 22));
+    auto h =
+        makeHead(presetParadigm("softmax"), randomNormal(n, 8, 21, 2.0), randomNormal(n, 8, 22));
     SpectrumOptions opt;
     opt.relativeTolerance = 0.1;
     const SpectrumResult s = spectrum(**h, TokenLayout{5, 6, 0}, opt);

@@ -243,7 +243,11 @@ void AppTests::clickOnClsCellSelectsCls() {
     TokenMapView* v = w.tokenMapView();
     layoutNow(v);
     QVERIFY(v->prefixRect());
-    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, v->prefixRect()->rect().center() - QPoint(v->prefixRect()->width() / 2 - 12, 0));
+    QCOMPARE(int(v->prefixCells().size()), 1);
+    QCPItemRect* cls = v->prefixCells().front();
+    const QPointF centre = (cls->topLeft->pixelPosition() + cls->bottomRight->pixelPosition()) / 2;
+    QVERIFY(v->prefixRect()->rect().contains(centre.toPoint()));
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, centre.toPoint());
     QCOMPARE(w.session()->selection().query, Index(0));
     QString why;
     QVERIFY2(mapShowsRow(v->colorMap(), w.session()->layout(), coreRow(small_, 0, 0, 0, "softmax", 0), &why), qPrintable(why));

@@ -138,7 +138,8 @@ void BM_GramBlockedDgemm(benchmark::State& state) {
     const Index n = a.rows(), block = 512;
     Matrix g(block, n);
     double flops = 0;
-    for (Index b0 = 0; b0 < n; b0 += block) flops += 2.0 * double(std::min(block, n - b0)) * double(n - b0) * double(n);
+    for (Index b0 = 0; b0 < n; b0 += block)
+        flops += 2.0 * double(std::min(block, n - b0)) * double(n - b0) * double(n);
     for (auto _ : state) {
         for (Index b0 = 0; b0 < n; b0 += block) {
             const Index count = std::min(block, n - b0), width = n - b0;
@@ -148,8 +149,8 @@ void BM_GramBlockedDgemm(benchmark::State& state) {
         }
         benchmark::DoNotOptimize(g.data());
     }
-    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                                  benchmark::Counter::kIs1000);
+    state.counters["FLOP/s"] = benchmark::Counter(
+        flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // Reference: a plain OpenBLAS dgemm C = A B of the same size (2 N^3 flops).
@@ -159,8 +160,8 @@ void BM_PlainDgemm(benchmark::State& state) {
     const Matrix b = a.transpose();
     Matrix c(n, n);
     for (auto _ : state) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(n), blasint(n), blasint(n), 1.0,
-                    a.data(), blasint(n), b.data(), blasint(n), 0.0, c.data(), blasint(n));
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(n), blasint(n), blasint(n),
+                    1.0, a.data(), blasint(n), b.data(), blasint(n), 0.0, c.data(), blasint(n));
         benchmark::DoNotOptimize(c.data());
     }
     state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n),
@@ -183,31 +184,60 @@ void BM_ConfusionDense(benchmark::State& state) {
 // busy machine says more than the wall time.
 void registerAll() {
     for (const char* p : kLowRank)
-        benchmark::RegisterBenchmark((std::string("BM_AllStatistics/") + p).c_str(), BM_AllStatistics, p)
-            ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()
+        benchmark::RegisterBenchmark((std::string("BM_AllStatistics/") + p).c_str(),
+                                     BM_AllStatistics, p)
+            ->Unit(benchmark::kMillisecond)
+            ->MeasureProcessCPUTime()
+            ->UseRealTime()
             ->MinTime(1.0);
-    benchmark::RegisterBenchmark("BM_AllStatistics/softmax", BM_AllStatistics, std::string("softmax"))
-        ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()
+    benchmark::RegisterBenchmark("BM_AllStatistics/softmax", BM_AllStatistics,
+                                 std::string("softmax"))
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime()
         ->Iterations(1);
     for (const char* p : {"inline", "mala", "linear_relu"})
         for (const char* s : {"rank", "local", "entropy", "confusion", "magnitude"})
             benchmark::RegisterBenchmark((std::string("BM_OneStatistic/") + p + "/" + s).c_str(),
                                          BM_OneStatistic, std::string(p), std::string(s))
-                ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+                ->Unit(benchmark::kMillisecond)
+                ->MeasureProcessCPUTime()
+                ->UseRealTime();
     benchmark::RegisterBenchmark("BM_FullMatrix/mala", BM_FullMatrix, std::string("mala"))
-        ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-    benchmark::RegisterBenchmark("BM_MeanMagnitudeCurve/mala", BM_MeanMagnitudeCurve, std::string("mala"))
-        ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_MeanMagnitudeCurve/mala", BM_MeanMagnitudeCurve,
+                                 std::string("mala"))
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime();
     benchmark::RegisterBenchmark("BM_SoftmaxSpectrumLapack", BM_SoftmaxSpectrumLapack)
-        ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime()
         ->Iterations(2);
     benchmark::RegisterBenchmark("BM_SoftmaxSpectrumEigenBDCSVD", BM_SoftmaxSpectrumEigenBDCSVD)
-        ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime()
         ->Iterations(1);
-    benchmark::RegisterBenchmark("BM_GramDsyrk", BM_GramDsyrk)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-    benchmark::RegisterBenchmark("BM_GramBlockedDgemm", BM_GramBlockedDgemm)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-    benchmark::RegisterBenchmark("BM_PlainDgemm", BM_PlainDgemm)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
-    benchmark::RegisterBenchmark("BM_ConfusionDense", BM_ConfusionDense)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+    benchmark::RegisterBenchmark("BM_GramDsyrk", BM_GramDsyrk)
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_GramBlockedDgemm", BM_GramBlockedDgemm)
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_PlainDgemm", BM_PlainDgemm)
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_ConfusionDense", BM_ConfusionDense)
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime();
 }
 
 }  // namespace

@@ -240,3 +240,25 @@ TEST(Paradigm, ParseJsonRoundTripAndErrors) {
     EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,p=abc"); }), ::testing::HasSubstr("p='abc' is not a finite number"));
     EXPECT_THAT(message([] { Paradigm::parse("x:norm=softmax,kernel=relu"); }), ::testing::HasSubstr("softmax takes no kernel"));
 }
+
+TEST(Attention, AffineCoefficientsReproduceScaledRows) {
+    const Matrix q = randomMatrix(11, 4, 21), k = randomMatrix(11, 4, 22);
+    const std::vector<double> factors{0.25, 1.0, 3.0, 16.0};
+    for (const auto& p : presetParadigms()) {
+        AttentionHead head(p, {&q, &k, 0.5, false});
+        RowVector raw(11);
+        const double dotSum = head.rawRow(3, raw);
+        Matrix scaled(Index(factors.size()), 11);
+        head.scaledRows(3, factors, scaled);
+        if (!head.hasLowRankForm()) {
+            EXPECT_THROW(head.affineCoefficients(dotSum, 1.0), Error);
+            continue;
+        }
+        for (std::size_t f = 0; f < factors.size(); ++f) {
+            const auto c = head.affineCoefficients(dotSum, factors[f]);
+            ASSERT_EQ(c.status, RowStatus::Ok);
+            const RowVector row = (raw * c.alpha).array() + c.beta;
+            EXPECT_LT((row - scaled.row(Index(f))).cwiseAbs().maxCoeff(), 1e-13) << p.name << " a=" << factors[f];
+        }
+    }
+}

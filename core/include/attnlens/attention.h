@@ -66,6 +66,18 @@ public:
     void scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
                     RowStatus* status = nullptr) const;
 
+    // The row of query i before normalisation, for analyses that evaluate many factors a cheaply:
+    // softmax: out = s * tq_i.k_j (logits) and the return value is 0; kernel paradigms:
+    // out = phi(q_i).phi(k_j) and the return value is dotSum = phi(q_i).sum_m phi(k_m).
+    double rawRow(Index i, Eigen::Ref<RowVector> out) const;
+    // Kernel paradigms: the row at factor a is A_ij(a) = alpha * raw_j + beta (status says when
+    // the normaliser is zero or non-finite). Error(Usage) for softmax (not affine in raw).
+    struct Affine {
+        double alpha = 0, beta = 0;
+        RowStatus status = RowStatus::Ok;
+    };
+    Affine affineCoefficients(double dotSum, double a) const;
+
     bool hasLowRankForm() const { return paradigm_.usesKernel(); }
     // Error(Usage) for softmax. Built on first call.
     LowRankForm lowRankForm() const;
