@@ -120,8 +120,13 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     int threads = req.threads > 0 ? req.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, std::min<int>(threads, int(tasks.size())));
     req.threads = threads;
-    // Our pool already uses the cores: nested BLAS threads would only oversubscribe them.
-    if (threads > 1) openblas_set_num_threads(1);
+    // Our pool already uses the cores: nested BLAS threads would only oversubscribe them. With one
+    // worker, BLAS threads still cost more than they give below N ~ 1000 (at N = 197 a third of
+    // the run went into OpenBLAS threads spinning in sched_yield), so they are kept only for big
+    // heads analysed one at a time.
+    Index largestN = 0;
+    for (int l : req.layers) largestN = std::max<Index>(largestN, info.layers[l].tokens);
+    if (threads > 1 || largestN < 1024) openblas_set_num_threads(1);
 
     std::atomic<std::size_t> next{0};
     std::atomic<bool> stop{false};

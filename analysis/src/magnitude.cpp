@@ -14,15 +14,19 @@
 // Mean curve over queries: queries whose rows are Ok at every factor and at a = 1; maxWeight,
 // entropy and topMass are arithmetic means; ratio is exp(mean log ratio) over the queries whose
 // ratio at that factor is finite and > 0 (the others are counted in skippedRatios).
-// Cost: one AttentionHead::scaledRows pass per query (a single dot-product pass for all factors)
-// and one SIMD summary pass per factor row; the mean curve runs on all cores for large heads.
+// Cost per query: its row of one GEMM per 64 queries (rawRows), then closed forms per factor (QueryScaler):
+// softmax one exp pass, subtract/magnitude one SIMD summary pass, divide none; the mean curve
+// runs on all cores for large heads.
 // The papers' laws (tested): softmax ratio(a) = ratio(1)^a (Eq. 5-6); divide: ratio and row shape
 // independent of a (Eq. 7); magnitude (MALA, eps = 0): Eq. 12.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -45,68 +49,174 @@ void checkOptions(const MagnitudeOptions& o) {
         throwUsage("magnitude scaling: topK must be >= 1 (got " + std::to_string(o.topK) + ")");
 }
 
-// Everything measured for one query: the factor rows (plus a = 1) in one scaledRows pass.
+// Everything measured for one query at every factor, from its raw row (rawRows, a GEMM per block of queries) and
+// the closed forms of the scaled row, so that no factor needs a normalised copy of the row:
+//   softmax   A_j(a) = e_j / Z, e_j = exp(a (l_j - l_max)), Z = sum e: max = 1/Z, top-k mass from
+//             the k largest logits, entropy = log Z - a sum_j e_j (l_j - l_max) / Z (no logarithm
+//             per weight), ratio = exp(a (l_m - l_n)) (exact even when A_n underflows);
+//   kernels   A_j(a) = alpha(a) raw_j + beta(a) (AttentionHead::affineCoefficients): max and top-k
+//             mass from the extreme raw values (largest for alpha > 0, smallest for alpha < 0);
+//             entropy of max(A, 0): divide (beta = 0) depends only on the sign of alpha, so one
+//             summary per sign; subtract and magnitude take one summary pass per factor.
+// The direct evaluation (scaledRows, then a summary of each row) is the second way of computing
+// the same numbers in the tests.
 class QueryScaler {
 public:
     QueryScaler(const AttentionHead& head, const MagnitudeOptions& options)
         : head_(head), topK_(options.topK), factors_(options.factors()) {
-        evaluated_ = factors_;
-        const auto unit = std::find(factors_.begin(), factors_.end(), 1.0);
-        if (unit != factors_.end()) {
-            unitRow_ = Index(unit - factors_.begin());
-        } else {
-            unitRow_ = Index(evaluated_.size());
-            evaluated_.push_back(1.0);
-        }
-        rows_.resize(Index(evaluated_.size()), head.tokens());
-        status_.resize(evaluated_.size());
-        scratch_.resize(std::size_t(head.tokens()));
+        const Index n = head.tokens();
+        raw_.resize(n);
+        block_.resize(kBlock, n);
+        dotSums_.resize(std::size_t(kBlock));
+        work_.resize(n);
+        scratch_.resize(std::size_t(n));
+        softmax_ = head.paradigm().normalisation == Normalisation::Softmax;
+        divide_ = head.paradigm().normalisation == Normalisation::Divide;
+        k_ = std::min<Index>(topK_, n);
     }
 
     const std::vector<double>& factors() const { return factors_; }
+
+    // The raw rows of queries [begin, begin+count), count <= kBlock, in one GEMM; measure() then
+    // takes queries from this block.
+    static constexpr Index kBlock = 64;
+    void load(Index begin, Index count) {
+        blockBegin_ = begin;
+        blockCount_ = count;
+        head_.rawRows(begin, count, block_.topRows(count), dotSums_.data());
+    }
 
     // Fills the per-factor values of query i; returns false when a row (any factor or a = 1) is
     // flagged, in which case the flagged factors hold NaN.
     bool measure(Index i, double* maxWeight, double* entropy, double* topMass, double* ratio,
                  Index* topKey, Index* medianKey) {
-        const Index n = head_.tokens();
-        head_.scaledRows(i, evaluated_, rows_, status_.data());
-        bool allOk = true;
-        for (RowStatus s : status_) allOk = allOk && s == RowStatus::Ok;
+        const std::size_t f = factors_.size();
+        if (i < blockBegin_ || i >= blockBegin_ + blockCount_) load(i, 1);
+        raw_ = block_.row(i - blockBegin_);
+        const double dotSum = dotSums_[std::size_t(i - blockBegin_)];
         *topKey = *medianKey = -1;
-        if (status_[std::size_t(unitRow_)] == RowStatus::Ok) {
-            const double* unit = rows_.row(unitRow_).data();
-            *topKey = Index(std::max_element(unit, unit + n) - unit);
-            // Lower median: the ((N-1)/2)-th smallest weight, then the first key that holds it.
-            std::copy(unit, unit + n, scratch_.begin());
-            const auto mid = scratch_.begin() + (n - 1) / 2;
-            std::nth_element(scratch_.begin(), mid, scratch_.end());
-            *medianKey = Index(std::find(unit, unit + n, *mid) - unit);
+        auto flag = [&](std::size_t k) { maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = kNaN; };
+        if (!raw_.allFinite() || !std::isfinite(dotSum)) {
+            for (std::size_t k = 0; k < f; ++k) flag(k);
+            return false;
         }
-        for (std::size_t f = 0; f < factors_.size(); ++f) {
-            if (status_[f] != RowStatus::Ok) {
-                maxWeight[f] = entropy[f] = topMass[f] = ratio[f] = kNaN;
-                continue;
+        prepareOrder();
+        bool allOk = softmax_ ? unitSoftmax(topKey, medianKey) : unitAffine(dotSum, topKey, medianKey);
+        for (std::size_t k = 0; k < f; ++k) {
+            const bool ok = softmax_ ? factorSoftmax(factors_[k], *topKey, *medianKey, &maxWeight[k],
+                                                     &entropy[k], &topMass[k], &ratio[k])
+                                     : factorAffine(dotSum, factors_[k], *topKey, *medianKey,
+                                                    &maxWeight[k], &entropy[k], &topMass[k], &ratio[k]);
+            if (!ok) {
+                flag(k);
+                allOk = false;
             }
-            const double* row = rows_.row(Index(f)).data();
-            const detail::RowSummary s =
-                detail::summariseRow(std::span<const double>(row, std::size_t(n)), topK_);
-            maxWeight[f] = s.maxWeight;
-            entropy[f] = detail::entropyFromSummary(s);
-            topMass[f] = s.topMass;
-            ratio[f] = *topKey >= 0 ? row[*topKey] / row[*medianKey] : kNaN;
         }
         return allOk;
     }
 
 private:
+    // Sums of the k largest and k smallest raw values: every factor's top-k set is one of the two
+    // because A(a) is monotone in raw (increasing for softmax and alpha > 0).
+    void prepareOrder() {
+        const Index n = raw_.size();
+        std::copy(raw_.data(), raw_.data() + n, scratch_.begin());
+        const auto kth = scratch_.begin() + (k_ - 1);
+        std::nth_element(scratch_.begin(), kth, scratch_.end(), std::greater<>());
+        topValues_.assign(scratch_.begin(), kth + 1);
+        std::nth_element(scratch_.begin(), kth, scratch_.end(), std::less<>());
+        rawTopSum_ = std::accumulate(topValues_.begin(), topValues_.end(), 0.0);
+        rawBottomSum_ = std::accumulate(scratch_.begin(), kth + 1, 0.0);
+        rawMax_ = raw_.maxCoeff();
+        rawMin_ = raw_.minCoeff();
+        positiveSummary_.reset();
+        negativeSummary_.reset();
+    }
+
+    // m = argmax of the row at a = 1 (first on ties); n = the first key holding the lower median.
+    void keysOf(const RowVector& unit, Index* topKey, Index* medianKey) {
+        const Index n = unit.size();
+        const double* u = unit.data();
+        *topKey = Index(std::max_element(u, u + n) - u);
+        std::copy(u, u + n, scratch_.begin());
+        const auto mid = scratch_.begin() + (n - 1) / 2;
+        std::nth_element(scratch_.begin(), mid, scratch_.end());
+        *medianKey = Index(std::find(u, u + n, *mid) - u);
+    }
+
+    bool unitSoftmax(Index* topKey, Index* medianKey) {
+        work_ = (raw_.array() - rawMax_).exp().matrix();
+        work_ /= work_.sum();
+        keysOf(work_, topKey, medianKey);
+        return true;
+    }
+
+    bool unitAffine(double dotSum, Index* topKey, Index* medianKey) {
+        const AttentionHead::Affine c = head_.affineCoefficients(dotSum, 1.0);
+        if (c.status != RowStatus::Ok) return false;
+        work_ = (raw_ * c.alpha).array() + c.beta;
+        if (!work_.allFinite()) return false;
+        keysOf(work_, topKey, medianKey);
+        return true;
+    }
+
+    bool factorSoftmax(double a, Index m, Index med, double* maxWeight, double* entropy,
+                       double* topMass, double* ratio) {
+        // e_j <= 1 and e at the largest logit is exactly 1, so Z >= 1: no overflow, no zero.
+        work_ = ((raw_.array() - rawMax_) * a).exp().matrix();
+        const double z = work_.sum();
+        const double weighted = work_.dot((raw_.array() - rawMax_).matrix());
+        *maxWeight = 1.0 / z;
+        double top = 0;  // the k largest weights are those of the k largest logits
+        for (double l : topValues_) top += std::exp(a * (l - rawMax_));
+        *topMass = top / z;
+        *entropy = std::max(0.0, std::log(z) - a * weighted / z);
+        *ratio = m >= 0 ? std::exp(a * (raw_[m] - raw_[med])) : kNaN;
+        return std::isfinite(*maxWeight) && std::isfinite(*entropy);
+    }
+
+    bool factorAffine(double dotSum, double a, Index m, Index med, double* maxWeight,
+                      double* entropy, double* topMass, double* ratio) {
+        const AttentionHead::Affine c = head_.affineCoefficients(dotSum, a);
+        if (c.status != RowStatus::Ok) return false;
+        const double kd = double(k_);
+        if (c.alpha >= 0) {
+            *maxWeight = c.alpha * rawMax_ + c.beta;
+            *topMass = c.alpha * rawTopSum_ + kd * c.beta;
+        } else {
+            *maxWeight = c.alpha * rawMin_ + c.beta;
+            *topMass = c.alpha * rawBottomSum_ + kd * c.beta;
+        }
+        if (divide_ && c.beta == 0 && c.alpha != 0) {
+            // max(alpha raw, 0) = |alpha| max(sign(alpha) raw, 0): renormalised, |alpha| cancels.
+            std::optional<detail::RowSummary>& s = c.alpha > 0 ? positiveSummary_ : negativeSummary_;
+            if (!s) {
+                work_ = c.alpha > 0 ? raw_ : RowVector(-raw_);
+                s = detail::summariseRow(std::span<const double>(work_.data(), std::size_t(work_.size())), 0);
+            }
+            *entropy = detail::entropyFromSummary(*s);
+        } else {
+            work_ = (raw_ * c.alpha).array() + c.beta;
+            *entropy = detail::entropyFromSummary(
+                detail::summariseRow(std::span<const double>(work_.data(), std::size_t(work_.size())), 0));
+        }
+        *ratio = m >= 0 ? (c.alpha * raw_[m] + c.beta) / (c.alpha * raw_[med] + c.beta) : kNaN;
+        return std::isfinite(*maxWeight) && std::isfinite(*topMass);
+    }
+
     const AttentionHead& head_;
     int topK_;
-    std::vector<double> factors_, evaluated_;
-    Index unitRow_ = 0;
-    Matrix rows_;
-    std::vector<RowStatus> status_;
+    Index k_ = 1;
+    std::vector<double> factors_;
+    bool softmax_ = false, divide_ = false;
+    Matrix block_;
+    std::vector<double> dotSums_;
+    Index blockBegin_ = 0, blockCount_ = 0;
+    RowVector raw_, work_;
     std::vector<double> scratch_;
+    double rawTopSum_ = 0, rawBottomSum_ = 0, rawMax_ = 0, rawMin_ = 0;
+    std::optional<detail::RowSummary> positiveSummary_, negativeSummary_;
+    std::vector<double> topValues_;  // the k largest raw values of the current query
 };
 
 MagnitudeCurve emptyCurve(const std::vector<double>& factors) {
@@ -155,7 +265,7 @@ MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOpti
     // Queries are processed in fixed chunks whose partial sums are added in chunk order, so the
     // result does not depend on how many threads ran. Threads only for big heads: at N = 197 the
     // whole curve costs about a millisecond and a dump run already keeps every core busy.
-    constexpr Index kChunk = 64;
+    constexpr Index kChunk = QueryScaler::kBlock;
     const Index chunks = (n + kChunk - 1) / kChunk;
     struct Partial {
         std::vector<double> sumMax, sumEntropy, sumTop, sumLogRatio;
@@ -176,6 +286,7 @@ MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOpti
             p.sumLogRatio.assign(f, 0.0);
             p.entropyCount.assign(f, 0);
             p.ratioCount.assign(f, 0);
+            scaler.load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
             for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
                 if (!scaler.measure(i, maxWeight.data(), entropy.data(), topMass.data(),
                                     ratio.data(), &topKey, &medianKey))

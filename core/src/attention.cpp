@@ -1,5 +1,6 @@
 #include "attnlens/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -243,13 +244,15 @@ void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::
     }
 }
 
-double AttentionHead::rawRow(Index i, Eigen::Ref<RowVector> out) const {
+void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const {
     if (paradigm_.usesKernel()) {
-        out.noalias() = phiQ_.row(i) * phiK_.transpose();
-        return phiQ_.row(i).dot(phiKSum_);
+        out.noalias() = phiQ_.middleRows(begin, count) * phiK_.transpose();
+        Eigen::Map<Vector>(dotSums, count).noalias() =
+            phiQ_.middleRows(begin, count) * phiKSum_.transpose();
+        return;
     }
-    out.noalias() = scale_ * (tq_.row(i) * k_->transpose());
-    return 0.0;
+    out.noalias() = scale_ * (tq_.middleRows(begin, count) * k_->transpose());
+    std::fill(dotSums, dotSums + count, 0.0);
 }
 
 AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a) const {

@@ -163,20 +163,43 @@ TEST(Magnitude, MagnitudeNormalisationFollowsMalaEq12) {
     }
 }
 
-TEST(Magnitude, TopMassIsTheSumOfTheLargestWeights) {
+TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedRows) {
+    // Second way: normalise every scaled row (scaledRows) and read the statistics off it, for
+    // every preset and a divide paradigm whose alpha changes sign (identity kernel, eps > 0).
     const Index n = 30;
-    auto h = makeHead(presetParadigm("inline"), randomNormal(n, 5, 8), randomNormal(n, 5, 9));
-    MagnitudeOptions o;
-    o.topK = 4;
-    const MagnitudeCurve c = magnitudeCurve(**h, 11, o);
-    Matrix rows(13, n);
-    (**h).scaledRows(11, c.factors, rows);
-    for (std::size_t f = 0; f < 13; ++f) {
-        std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
-        std::sort(r.begin(), r.end(), std::greater<>());
-        EXPECT_NEAR(c.topMass[f], r[0] + r[1] + r[2] + r[3], 1e-15);
-        EXPECT_EQ(c.maxWeight[f], r[0]);
-        EXPECT_NEAR(c.entropy[f], rowEntropy(r), 1e-12);
+    std::vector<Paradigm> paradigms;
+    for (const auto& name : testing::allPresetNames()) paradigms.push_back(presetParadigm(name));
+    Paradigm signedDivide = testing::customParadigm("divide_identity", Normalisation::Divide, Kernel::Identity);
+    signedDivide.eps = 0.05;
+    paradigms.push_back(signedDivide);
+    std::uint64_t seed = 8;
+    for (const Paradigm& p : paradigms) {
+        SCOPED_TRACE(p.name);
+        auto h = makeHead(p, randomNormal(n, 5, seed), randomNormal(n, 5, seed + 1));
+        seed += 2;
+        MagnitudeOptions o;
+        o.topK = 4;
+        for (Index query : {Index(0), Index(11), n - 1}) {
+            const MagnitudeCurve c = magnitudeCurve(**h, query, o);
+            Matrix rows(13, n);
+            std::vector<RowStatus> status(13);
+            (**h).scaledRows(query, c.factors, rows, status.data());
+            for (std::size_t f = 0; f < 13; ++f) {
+                SCOPED_TRACE(c.factors[f]);
+                if (status[f] != RowStatus::Ok) {
+                    EXPECT_TRUE(std::isnan(c.maxWeight[f]));
+                    continue;
+                }
+                std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
+                const double tol = 1e-12 * std::max(1.0, rows.row(Index(f)).cwiseAbs().maxCoeff());
+                EXPECT_NEAR(c.ratio[f], r[std::size_t(c.topKey)] / r[std::size_t(c.medianKey)],
+                            1e-10 * std::abs(c.ratio[f]));
+                std::sort(r.begin(), r.end(), std::greater<>());
+                EXPECT_NEAR(c.topMass[f], r[0] + r[1] + r[2] + r[3], 4 * tol);
+                EXPECT_NEAR(c.maxWeight[f], r[0], tol);
+                EXPECT_NEAR(c.entropy[f], rowEntropy(r), 1e-11);
+            }
+        }
     }
 }
 

@@ -246,8 +246,11 @@ TEST(Attention, AffineCoefficientsReproduceScaledRows) {
     const std::vector<double> factors{0.25, 1.0, 3.0, 16.0};
     for (const auto& p : presetParadigms()) {
         AttentionHead head(p, {&q, &k, 0.5, false});
-        RowVector raw(11);
-        const double dotSum = head.rawRow(3, raw);
+        Matrix rawBlock(3, 11);
+        double dotSums[3];
+        head.rawRows(2, 3, rawBlock, dotSums);  // rows 2, 3, 4: query 3 is the middle one
+        const RowVector raw = rawBlock.row(1);
+        const double dotSum = dotSums[1];
         Matrix scaled(Index(factors.size()), 11);
         head.scaledRows(3, factors, scaled);
         if (!head.hasLowRankForm()) {

@@ -66,10 +66,10 @@ public:
     void scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
                     RowStatus* status = nullptr) const;
 
-    // The row of query i before normalisation, for analyses that evaluate many factors a cheaply:
-    // softmax: out = s * tq_i.k_j (logits) and the return value is 0; kernel paradigms:
-    // out = phi(q_i).phi(k_j) and the return value is dotSum = phi(q_i).sum_m phi(k_m).
-    double rawRow(Index i, Eigen::Ref<RowVector> out) const;
+    // Rows [begin, begin+count) before normalisation (one GEMM), for analyses that evaluate many
+    // factors a cheaply: softmax: out_ij = s * tq_i.k_j (logits) and dotSums_i = 0; kernel
+    // paradigms: out_ij = phi(q_i).phi(k_j) and dotSums_i = phi(q_i).sum_m phi(k_m).
+    void rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const;
     // Kernel paradigms: the row at factor a is A_ij(a) = alpha * raw_j + beta (status says when
     // the normaliser is zero or non-finite). Error(Usage) for softmax (not affine in raw).
     struct Affine {
