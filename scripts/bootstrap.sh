@@ -14,16 +14,11 @@ case "$mode" in
     cmake --preset release
     cmake --build --preset release
     example="resources/examples/attnlens-example.h5"
-    if [ ! -f "$example" ]; then
-      example="build/release/synthetic-deit-tiny.h5"
-      ./build/release/app/attnlens-cli synth -o "$example" --layers 12 --heads 3 --grid 14x14 --prefix 1 \
-        --dim 64 --images 8 --dtype float16
-    fi
     ./build/release/app/attnlens-cli inspect "$example"
     ./build/release/app/attnlens-cli analyze "$example" -o build/release/example-analysis.json
     echo "JSON written to build/release/example-analysis.json"
-    if [ -x ./build/release/app/attnlens ] && { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; } && [ -z "${CI:-}" ]; then
-      exec ./build/release/app/attnlens "$example"
+    if [ -x ./build/release/app/gui/attnlens ] && { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; } && [ -z "${CI:-}" ]; then
+      exec ./build/release/app/gui/attnlens "$example"
     fi
     ;;
   test)

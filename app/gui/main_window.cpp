@@ -117,7 +117,8 @@ void MainWindow::createViews() {
     for (PlotView* v : std::initializer_list<PlotView*>{new SpectrumView(session_), new LocalMassView(session_),
                                                         new ConfusionView(session_), new MagnitudeView(session_),
                                                         new LayerStatsView(session_)}) {
-        statsTabs_->addTab(v, v->viewTitle());
+        // A tab label reads '&' as a mnemonic marker ("Entropy & negative mass").
+        statsTabs_->addTab(v, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
         views_.push_back(v);
     }
     for (PlotView* v : views_)

@@ -582,9 +582,12 @@ void MagnitudeView::rebuild() {
     fitValueRange(ratio->axis(QCPAxis::atLeft), rv, true);
     maxw->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("max weight"));
     ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy (nats)"));
-    ratio->axis(QCPAxis::atLeft)->setLabel(
-        nonPositive.isEmpty() ? QStringLiteral("A_qm / A_qn (top / median key)")
-                              : QStringLiteral("A_qm / A_qn (top / median key); ≤ 0 not drawn: %1").arg(nonPositive.join(", ")));
+    // The axis label stays short enough to fit the plot's height; which paradigms are missing
+    // because their ratio is <= 0 somewhere (no place on a log axis) goes under the x axis.
+    ratio->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A_qm / A_qn (top / median key)"));
+    if (!nonPositive.isEmpty())
+        ratio->axis(QCPAxis::atBottom)->setLabel(
+            QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1").arg(nonPositive.join(", ")));
     title->setText(QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
                        .arg(tokenName(session_->layout(), sel.query))
                        .arg(sel.query)
