@@ -79,10 +79,20 @@ void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, con
 }
 
 Matrix thinQrR(const Matrix& x) {
-    const Index r = std::min(x.rows(), x.cols());
-    if (r == 0) return Matrix(0, x.cols());
-    Eigen::HouseholderQR<Matrix> qr(x);
-    Matrix upper = qr.matrixQR().topRows(r).triangularView<Eigen::Upper>();
+    const Index rows = x.rows(), cols = x.cols();
+    const Index r = std::min(rows, cols);
+    if (r == 0) return Matrix(0, cols);
+    // The row-major x is the column-major x^T (cols x rows). Its LQ factorisation x^T = L Q gives
+    // x = Q^T L^T, so R = L^T: the upper triangle of the first r rows of the row-major buffer that
+    // dgelqf leaves behind. LAPACK's blocked LQ on OpenBLAS, about twice Eigen's HouseholderQR here.
+    Matrix work = x;
+    std::vector<double> tau(static_cast<std::size_t>(r));
+    const lapack_int info = LAPACKE_dgelqf(LAPACK_COL_MAJOR, lapack_int(cols), lapack_int(rows),
+                                           work.data(), lapack_int(cols), tau.data());
+    if (info != 0)
+        throwInput("LAPACK dgelqf failed (info " + std::to_string(info) + ") on a " +
+                   std::to_string(rows) + " x " + std::to_string(cols) + " factor");
+    Matrix upper = work.topRows(r).triangularView<Eigen::Upper>();
     return upper;
 }
 

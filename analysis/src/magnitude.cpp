@@ -73,6 +73,13 @@ public:
         softmax_ = head.paradigm().normalisation == Normalisation::Softmax;
         divide_ = head.paradigm().normalisation == Normalisation::Divide;
         k_ = std::min<Index>(topK_, n);
+        selected_.reserve(std::size_t(k_) + 1);
+        if (softmax_) {
+            expRows_.resize(Index(factors_.size()), n);
+            const auto unit = std::find(factors_.begin(), factors_.end(), 1.0);
+            unitFactor_ = unit == factors_.end() ? -1 : Index(unit - factors_.begin());
+            squareStep_ = doublingStep(factors_);
+        }
     }
 
     const std::vector<double>& factors() const { return factors_; }
@@ -101,9 +108,10 @@ public:
             return false;
         }
         prepareOrder();
+        if (softmax_) expRowsSoftmax();
         bool allOk = softmax_ ? unitSoftmax(topKey, medianKey) : unitAffine(dotSum, topKey, medianKey);
         for (std::size_t k = 0; k < f; ++k) {
-            const bool ok = softmax_ ? factorSoftmax(factors_[k], *topKey, *medianKey, &maxWeight[k],
+            const bool ok = softmax_ ? factorSoftmax(k, *topKey, *medianKey, &maxWeight[k],
                                                      &entropy[k], &topMass[k], &ratio[k])
                                      : factorAffine(dotSum, factors_[k], *topKey, *medianKey,
                                                     &maxWeight[k], &entropy[k], &topMass[k], &ratio[k]);
@@ -118,36 +126,102 @@ public:
 private:
     // Sums of the k largest and k smallest raw values: every factor's top-k set is one of the two
     // because A(a) is monotone in raw (increasing for softmax and alpha > 0).
+    // One partition around the median, then the top and bottom k inside its two halves: about 2N
+    // element moves per query instead of one full selection per statistic.
     void prepareOrder() {
         const Index n = raw_.size();
         std::copy(raw_.data(), raw_.data() + n, scratch_.begin());
-        const auto kth = scratch_.begin() + (k_ - 1);
-        std::nth_element(scratch_.begin(), kth, scratch_.end(), std::greater<>());
-        topValues_.assign(scratch_.begin(), kth + 1);
-        std::nth_element(scratch_.begin(), kth, scratch_.end(), std::less<>());
+        const auto begin = scratch_.begin(), end = scratch_.end();
+        const Index mid = (n - 1) / 2;
+        std::nth_element(begin, begin + mid, end);
+        rawLowerMedian_ = scratch_[std::size_t(mid)];
+        // The ascending element n-1-mid: the lower median of the row when A is decreasing in raw.
+        rawUpperMedian_ = n - 1 - mid == mid ? rawLowerMedian_ : *std::min_element(begin + mid + 1, end);
+        // [mid+1, n) holds values >= every value of [0, mid]: the k largest lie there when k fits,
+        // the k smallest in [0, mid) likewise.
+        const auto top = k_ <= n - mid - 1 ? begin + mid + 1 : begin;
+        selectLargest(&*top, std::size_t(end - top), std::greater<>());
+        topValues_.assign(selected_.begin(), selected_.begin() + k_);
+        const auto bottomEnd = k_ <= mid ? begin + mid : end;
+        selectLargest(&*begin, std::size_t(bottomEnd - begin), std::less<>());
         rawTopSum_ = std::accumulate(topValues_.begin(), topValues_.end(), 0.0);
-        rawBottomSum_ = std::accumulate(scratch_.begin(), kth + 1, 0.0);
-        rawMax_ = raw_.maxCoeff();
-        rawMin_ = raw_.minCoeff();
+        rawBottomSum_ = std::accumulate(selected_.begin(), selected_.begin() + k_, 0.0);
+        rawMax_ = topValues_.front();
+        rawMin_ = selected_.front();
         positiveSummary_.reset();
         negativeSummary_.reset();
     }
 
-    // m = argmax of the row at a = 1 (first on ties); n = the first key holding the lower median.
-    void keysOf(const RowVector& unit, Index* topKey, Index* medianKey) {
+    // The k_ "largest" values of x[0, count) under `before` (greater: largest, less: smallest),
+    // ordered first to last in selected_. For the small k of the top-k mass (9) a scan that keeps
+    // them sorted costs about one comparison per value; large k use nth_element.
+    template <class Before>
+    void selectLargest(const double* x, std::size_t count, Before before) {
+        const std::size_t k = std::size_t(k_);
+        selected_.clear();
+        if (k > 64) {
+            selected_.assign(x, x + count);
+            std::nth_element(selected_.begin(), selected_.begin() + (k - 1), selected_.end(), before);
+            std::sort(selected_.begin(), selected_.begin() + k, before);
+            return;
+        }
+        for (std::size_t j = 0; j < count; ++j) {
+            const double v = x[j];
+            if (selected_.size() == k) {
+                if (!before(v, selected_.back())) continue;
+                selected_.pop_back();
+            }
+            auto at = selected_.end();
+            while (at != selected_.begin() && before(v, *(at - 1))) --at;
+            selected_.insert(at, v);
+        }
+    }
+
+    // m = argmax of the row at a = 1 (first on ties); n = the first key holding the lower median
+    // weight. The row at a = 1 is monotone in raw (increasing: softmax, alpha > 0; decreasing:
+    // alpha < 0), so its lower median is the weight of the raw value found by prepareOrder.
+    void keysOf(const RowVector& unit, bool increasing, Index* topKey, Index* medianKey) {
         const Index n = unit.size();
         const double* u = unit.data();
+        const double* r = raw_.data();
         *topKey = Index(std::max_element(u, u + n) - u);
-        std::copy(u, u + n, scratch_.begin());
-        const auto mid = scratch_.begin() + (n - 1) / 2;
-        std::nth_element(scratch_.begin(), mid, scratch_.end());
-        *medianKey = Index(std::find(u, u + n, *mid) - u);
+        const double v = increasing ? rawLowerMedian_ : rawUpperMedian_;
+        const Index atRaw = Index(std::find(r, r + n, v) - r);
+        *medianKey = Index(std::find(u, u + n, u[atRaw]) - u);
+    }
+
+    // The smallest m with a_{f+m} = 2 a_f for every f (the default grid 2^-2 .. 2^4 in 13 points
+    // has m = 2), or 0. Then exp(a_{f+m} x) = exp(a_f x)^2: only the first m factors need exp, the
+    // others are squares (each squaring at most doubles the relative error: about 64 ulp after the
+    // six squarings of the default grid).
+    static Index doublingStep(const std::vector<double>& a) {
+        for (std::size_t m = 1; m < a.size(); ++m) {
+            bool doubling = true;
+            for (std::size_t f = 0; f + m < a.size() && doubling; ++f)
+                doubling = std::abs(a[f + m] / a[f] - 2.0) <= 1e-12;
+            if (doubling) return Index(m);
+        }
+        return 0;
+    }
+
+    // expRows_(f, j) = exp(a_f (l_j - l_max)) for every factor.
+    void expRowsSoftmax() {
+        shifted_ = raw_.array() - rawMax_;
+        for (Index f = 0; f < expRows_.rows(); ++f) {
+            if (squareStep_ > 0 && f >= squareStep_)
+                expRows_.row(f) = expRows_.row(f - squareStep_).array().square();
+            else
+                expRows_.row(f) = (shifted_.array() * factors_[std::size_t(f)]).exp();
+        }
     }
 
     bool unitSoftmax(Index* topKey, Index* medianKey) {
-        work_ = (raw_.array() - rawMax_).exp().matrix();
+        if (unitFactor_ >= 0)
+            work_ = expRows_.row(unitFactor_);
+        else
+            work_ = shifted_.array().exp().matrix();
         work_ /= work_.sum();
-        keysOf(work_, topKey, medianKey);
+        keysOf(work_, true, topKey, medianKey);
         return true;
     }
 
@@ -156,16 +230,17 @@ private:
         if (c.status != RowStatus::Ok) return false;
         work_ = (raw_ * c.alpha).array() + c.beta;
         if (!work_.allFinite()) return false;
-        keysOf(work_, topKey, medianKey);
+        keysOf(work_, c.alpha >= 0, topKey, medianKey);
         return true;
     }
 
-    bool factorSoftmax(double a, Index m, Index med, double* maxWeight, double* entropy,
+    bool factorSoftmax(std::size_t f, Index m, Index med, double* maxWeight, double* entropy,
                        double* topMass, double* ratio) {
         // e_j <= 1 and e at the largest logit is exactly 1, so Z >= 1: no overflow, no zero.
-        work_ = ((raw_.array() - rawMax_) * a).exp().matrix();
-        const double z = work_.sum();
-        const double weighted = work_.dot((raw_.array() - rawMax_).matrix());
+        const double a = factors_[f];
+        const auto e = expRows_.row(Index(f));
+        const double z = e.sum();
+        const double weighted = e.dot(shifted_);
         *maxWeight = 1.0 / z;
         double top = 0;  // the k largest weights are those of the k largest logits
         for (double l : topValues_) top += std::exp(a * (l - rawMax_));
@@ -209,14 +284,18 @@ private:
     Index k_ = 1;
     std::vector<double> factors_;
     bool softmax_ = false, divide_ = false;
-    Matrix block_;
+    Matrix block_, expRows_;
+    RowVector shifted_;
+    Index unitFactor_ = -1, squareStep_ = 0;
     std::vector<double> dotSums_;
     Index blockBegin_ = 0, blockCount_ = 0;
     RowVector raw_, work_;
     std::vector<double> scratch_;
     double rawTopSum_ = 0, rawBottomSum_ = 0, rawMax_ = 0, rawMin_ = 0;
+    double rawLowerMedian_ = 0, rawUpperMedian_ = 0;
     std::optional<detail::RowSummary> positiveSummary_, negativeSummary_;
     std::vector<double> topValues_;  // the k largest raw values of the current query
+    std::vector<double> selected_;
 };
 
 MagnitudeCurve emptyCurve(const std::vector<double>& factors) {

@@ -3,6 +3,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "attnlens/attention.h"
@@ -71,5 +73,37 @@ void BM_FullMatrix(benchmark::State& state) {
 BENCHMARK(BM_FullMatrix)->DenseRange(0, 7)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+// The raw product behind every row: a block of 64 queries times all keys (phiQ_b phiK^T) at the
+// DeiT-T shape (N = 197, d = 64) and at N = 3136, d = 32: Eigen's own product against the OpenBLAS
+// dgemm that AttentionHead::rawRows uses. Counter: GFLOP/s.
+void rawRowsBench(benchmark::State& state, bool openblas) {
+    const int side = int(state.range(0)), d = int(state.range(1));
+    static std::map<std::pair<int, int>, std::unique_ptr<Fixture>> fixtures;
+    auto& fx = fixtures[{side, d}];
+    if (!fx) fx = std::make_unique<Fixture>(side, d);
+    const Matrix& q = fx->q;
+    const Matrix& k = fx->k;
+    const Index n = q.rows(), block = 64;
+    Matrix out(block, n);
+    double dotSums[64];
+    const AttentionHead& head = fx->heads[1];  // linear_relu: phiQ phiK^T
+    for (auto _ : state) {
+        for (Index b = 0; b + block <= n; b += block) {
+            if (openblas)
+                head.rawRows(b, block, out, dotSums);
+            else
+                out.noalias() = head.phiQ().middleRows(b, block) * head.phiK().transpose();
+            benchmark::DoNotOptimize(out.data());
+        }
+    }
+    const double flops = 2.0 * double(n / block * block) * double(n) * double(q.cols());
+    state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    benchmark::DoNotOptimize(k.data());
+}
+void BM_RawRowsEigen(benchmark::State& state) { rawRowsBench(state, false); }
+void BM_RawRowsOpenBlas(benchmark::State& state) { rawRowsBench(state, true); }
+BENCHMARK(BM_RawRowsEigen)->Args({14, 64})->Args({56, 32})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RawRowsOpenBlas)->Args({14, 64})->Args({56, 32})->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
