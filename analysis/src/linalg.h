@@ -32,7 +32,7 @@ void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, con
           Index lda, const double* b, Index ldb, double beta, double* c, Index ldc);
 
 // Upper-triangular factor R (min(rows, cols) x cols) of the thin QR decomposition x = Q R
-// (LAPACK dgelqf on x^T). Singular values of L R^T equal those of R_L R_R^T because Q_L and Q_R have
+// (LAPACK dgeqrf on a column-major copy). Singular values of L R^T equal those of R_L R_R^T because Q_L and Q_R have
 // orthonormal columns.
 Matrix thinQrR(const Matrix& x);
 

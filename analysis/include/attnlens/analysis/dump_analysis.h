@@ -50,6 +50,10 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
 // Layer selection by names or positions ("blocks.0,blocks.3" or "0-3").
 std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info);
 
+// Tunes glibc's allocator (once per process) so that freed matrices stay in the heap instead of
+// going back to the kernel and being faulted in again; analyzeDump calls it. No-op elsewhere.
+void retainFreedMemory();
+
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request,
                            const ProgressFn& progress = {});
 
