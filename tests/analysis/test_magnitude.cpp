@@ -164,10 +164,10 @@ TEST(Magnitude, MagnitudeNormalisationFollowsMalaEq12) {
     }
 }
 
-TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedRows) {
-    // Second way: normalise every scaled row (scaledRows) and read the statistics off it, for
-    // every preset and a divide paradigm whose alpha changes sign (identity kernel, eps > 0).
-    const Index n = 30;
+// Second way: normalise every scaled row (scaledRows) and read the statistics off it, for every
+// preset and a divide paradigm whose alpha changes sign (identity kernel, eps > 0). Keys with
+// only `distinctKeys` different rows (0: all different) give rows full of ties.
+void checkClosedFormsAgainstRows(Index n, Index distinctKeys) {
     std::vector<Paradigm> paradigms;
     for (const auto& name : testing::allPresetNames()) paradigms.push_back(presetParadigm(name));
     Paradigm signedDivide = testing::customParadigm("divide_identity", Normalisation::Divide, Kernel::Identity);
@@ -176,9 +176,12 @@ TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedRows) {
     std::uint64_t seed = 8;
     for (const Paradigm& p : paradigms) {
         SCOPED_TRACE(p.name);
-        auto h = makeHead(p, randomNormal(n, 5, seed), randomNormal(n, 5, seed + 1));
+        Matrix keys = randomNormal(n, 5, seed + 1);
+        if (distinctKeys > 0)
+            for (Index j = distinctKeys; j < n; ++j) keys.row(j) = keys.row(j % distinctKeys);
+        auto h = makeHead(p, randomNormal(n, 5, seed), keys);
         seed += 2;
-        for (int topK : {4, 20, 100})  // inside one half of the row, across the median, > N
+        for (int topK : {4, 20, int(n) / 2 + 1, int(n) + 70})  // one half, across the median, > N
         for (Index query : {Index(0), Index(11), n - 1}) {
             SCOPED_TRACE(topK);
             MagnitudeOptions o;
@@ -204,17 +207,38 @@ TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedRows) {
                 }
                 std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
                 const double tol = 1e-12 * std::max(1.0, rows.row(Index(f)).cwiseAbs().maxCoeff());
-                EXPECT_NEAR(c.ratio[f], r[std::size_t(c.topKey)] / r[std::size_t(c.medianKey)],
-                            1e-10 * std::abs(c.ratio[f]));
+                // 0 / 0 when the row is all zero (relu kernel, phi(q) orthogonal to every key).
+                const double ratio = r[std::size_t(c.topKey)] / r[std::size_t(c.medianKey)];
+                if (std::isnan(ratio))
+                    EXPECT_TRUE(std::isnan(c.ratio[f]));
+                else
+                    EXPECT_NEAR(c.ratio[f], ratio, 1e-10 * std::abs(c.ratio[f]));
                 std::sort(r.begin(), r.end(), std::greater<>());
                 const std::size_t k = std::min<std::size_t>(std::size_t(topK), r.size());
                 EXPECT_NEAR(c.topMass[f], std::accumulate(r.begin(), r.begin() + k, 0.0), double(k) * tol);
                 EXPECT_NEAR(c.maxWeight[f], r[0], tol);
-                EXPECT_NEAR(c.entropy[f], rowEntropy(r), 1e-11);
+                const double entropy = rowEntropy(r);  // NaN: no positive weight
+                if (std::isnan(entropy))
+                    EXPECT_TRUE(std::isnan(c.entropy[f]));
+                else
+                    EXPECT_NEAR(c.entropy[f], entropy, 1e-11);
             }
         }
     }
 }
+
+TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedRows) { checkClosedFormsAgainstRows(30, 0); }
+
+// Rows long enough for several partition rounds of the median and top-k selection (N = 197, the
+// DeiT layout; N = 200, an even row whose two middle elements differ).
+TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedLongRows) {
+    checkClosedFormsAgainstRows(197, 0);
+    checkClosedFormsAgainstRows(200, 0);
+}
+
+// Four distinct keys: every row holds each of four values about 50 times, so every partition
+// meets runs of values equal to its pivot.
+TEST(Magnitude, ClosedFormsMatchDirectlyNormalisedRowsWithTies) { checkClosedFormsAgainstRows(200, 4); }
 
 TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
     const Index n = 25;
