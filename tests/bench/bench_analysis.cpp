@@ -99,6 +99,8 @@ void BM_MeanMagnitudeCurve(benchmark::State& state, std::string preset) {
     }
 }
 
+// FLOP/s counted as the bidiagonal reduction's 8/3 N^3 (dgebrd on a square matrix, LAPACK Working
+// Note 41), which dominates a values-only SVD: comparable with BM_PlainDgemm's rate.
 void BM_SoftmaxSpectrumLapack(benchmark::State& state) {
     const Matrix a = Data::get().heads.at("softmax")->matrix();
     for (auto _ : state) {
@@ -106,6 +108,28 @@ void BM_SoftmaxSpectrumLapack(benchmark::State& state) {
         benchmark::DoNotOptimize(s.rank);
         state.counters["rank"] = s.rank;
     }
+    const double n = double(a.rows());
+    state.counters["FLOP/s"] = benchmark::Counter(8.0 / 3.0 * n * n * n,
+                                                  benchmark::Counter::kIsIterationInvariantRate,
+                                                  benchmark::Counter::kIs1000);
+}
+
+// The linear family's spectrum: two thin QRs of N x (r+1) factors (2 m c^2 - 2/3 c^3 flops each),
+// their c x c product and its SVD. FLOP/s counts the two QRs only.
+void BM_LowRankSpectrum(benchmark::State& state, std::string preset) {
+    Data& d = Data::get();
+    const AttentionHead& head = *d.heads.at(preset);
+    SpectrumResult s;
+    for (auto _ : state) {
+        s = spectrum(head, d.layout, {});
+        benchmark::DoNotOptimize(s.rank);
+    }
+    state.counters["rank"] = s.rank;
+    const double m = double(head.tokens()), c = double(head.lowRankForm().phiQ.cols() + 1);
+    state.counters["FLOP/s"] = benchmark::Counter(2.0 * (2.0 * m * c * c - 2.0 / 3.0 * c * c * c),
+                                                  benchmark::Counter::kIsIterationInvariantRate,
+                                                  benchmark::Counter::kIs1000);
+    state.SetLabel(preset);
 }
 
 void BM_SoftmaxSpectrumEigenBDCSVD(benchmark::State& state) {
@@ -217,6 +241,12 @@ void registerAll() {
         ->MeasureProcessCPUTime()
         ->UseRealTime()
         ->Iterations(2);
+    for (const char* p : {"linear_relu", "mala"})
+        benchmark::RegisterBenchmark((std::string("BM_LowRankSpectrum/") + p).c_str(),
+                                     BM_LowRankSpectrum, std::string(p))
+            ->Unit(benchmark::kMillisecond)
+            ->MeasureProcessCPUTime()
+            ->UseRealTime();
     benchmark::RegisterBenchmark("BM_SoftmaxSpectrumEigenBDCSVD", BM_SoftmaxSpectrumEigenBDCSVD)
         ->Unit(benchmark::kMillisecond)
         ->MeasureProcessCPUTime()
