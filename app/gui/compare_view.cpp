@@ -112,8 +112,11 @@ void CompareView::buildLayout() {
     header_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
     layout->addElement(0, 0, header_);
     layout->setRowStretchFactor(0, 0.01);
+    note_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
+    layout->addElement(1, 0, note_);
+    layout->setRowStretchFactor(1, 0.01);
     auto* grid = new QCPLayoutGrid;
-    layout->addElement(1, 0, grid);
+    layout->addElement(2, 0, grid);
     grid->setColumnSpacing(8);
     grid->setRowSpacing(4);
 
@@ -122,7 +125,7 @@ void CompareView::buildLayout() {
         shared_->setType(QCPAxis::atRight);
         shared_->setBarWidth(14);
         auto* side = new QCPLayoutGrid;
-        layout->addElement(1, 1, side);
+        layout->addElement(2, 1, side);
         side->addElement(0, 0, shared_);
         layout->setColumnStretchFactor(1, 0.01);
     }
@@ -130,13 +133,17 @@ void CompareView::buildLayout() {
     for (int i = 0; i < n; ++i) {
         Panel p;
         p.paradigm = wanted[std::size_t(i)];
+        // The title spans the panel (map and colour bar), which fitAspect keeps centred.
         auto* cell = new QCPLayoutGrid;
         grid->addElement(i / cols, i % cols, cell);
         p.title = new QCPTextElement(plot_, QString(), QFont(font().family(), 9, QFont::Bold));
         cell->addElement(0, 0, p.title);
         cell->setRowStretchFactor(0, 0.01);
+        auto* body = new QCPLayoutGrid;
+        body->setColumnSpacing(0);
+        cell->addElement(1, 0, body);
         p.rect = new QCPAxisRect(plot_);
-        cell->addElement(1, 0, p.rect);
+        body->addElement(0, 0, p.rect);
         setupGridAxes(p.rect, l.gridH, l.gridW, QString(), QString());
         p.rect->axis(QCPAxis::atBottom)->setTickLabelFont(QFont(font().family(), 7));
         p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(font().family(), 7));
@@ -152,7 +159,7 @@ void CompareView::buildLayout() {
             p.scale->setType(QCPAxis::atRight);
             p.scale->setBarWidth(8);
             p.scale->axis()->setTickLabelFont(QFont(font().family(), 7));
-            cell->addElement(1, 1, p.scale);
+            body->addElement(0, 1, p.scale);
             p.map->setColorScale(p.scale);
         }
         addGridFrame(plot_, p.rect, l.gridH, l.gridW);
@@ -167,7 +174,7 @@ void CompareView::buildLayout() {
 bool CompareView::fitAspect() {
     bool changed = false;
     for (Panel& p : panels_) {
-        changed |= fitGridMargins(p.rect, builtLayout_.gridH, builtLayout_.gridW);
+        changed |= fitGridMargins(p.rect, builtLayout_.gridH, builtLayout_.gridW, p.scale);
         if (p.scale) changed |= alignVertically(p.scale, p.rect->margins());
     }
     return changed;
@@ -263,6 +270,10 @@ void CompareView::rebuild() {
             p.marker.setVisible(false);
         }
     }
+    note_->setText(sharedRange_ ? QStringLiteral("colour: A[q, k], one range for all paradigm panels · query framed · "
+                                                 "prefix-token weights in the titles")
+                                : QStringLiteral("colour: A[q, k], own range per panel (signed: diverging, white = 0) · "
+                                                 "query framed · prefix-token weights in the titles"));
     header_->setText(QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
                          .arg(tokenName(l, sel.query))
                          .arg(sel.query)

@@ -47,6 +47,7 @@ private:
 
     std::vector<Panel> panels_;
     QCPTextElement* header_ = nullptr;
+    QCPTextElement* note_ = nullptr;
     QCPColorScale* shared_ = nullptr;
     std::vector<int> builtFor_;   // paradigms (and -1 for the difference) of the built layout
     TokenLayout builtLayout_{-1, -1, -1};

@@ -206,7 +206,9 @@ void MainWindow::createDocks() {
 
 void MainWindow::createStatusBar() {
     fileLabel_ = new QLabel;
+    fileLabel_->setObjectName(QStringLiteral("file"));
     shapeLabel_ = new QLabel;
+    shapeLabel_->setObjectName(QStringLiteral("shape"));
     hoverLabel_ = new QLabel;
     hoverLabel_->setObjectName(QStringLiteral("hover"));
     hoverLabel_->setMinimumWidth(200);

@@ -81,10 +81,17 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     toolbar()->addStretch(1);
     connect(logBox_, &QCheckBox::toggled, this, &MatrixView::setLogScale);
 
+    // Title above a row holding the matrix and its colour bar, so that the title spans both.
     title_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
-    plot_->plotLayout()->insertRow(0);
-    plot_->plotLayout()->addElement(0, 0, title_);
     rect_ = plot_->axisRect();
+    plot_->plotLayout()->take(rect_);
+    plot_->plotLayout()->simplify();
+    auto* body = new QCPLayoutGrid;
+    body->setColumnSpacing(0);
+    plot_->plotLayout()->addElement(0, 0, title_);
+    plot_->plotLayout()->addElement(1, 0, body);
+    plot_->plotLayout()->setRowStretchFactor(0, 0.01);
+    body->addElement(0, 0, rect_);
     rect_->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key token j"));
     rect_->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("query token i"));
     rect_->axis(QCPAxis::atLeft)->setRangeReversed(true);
@@ -94,11 +101,8 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     scale_ = new QCPColorScale(plot_);
     scale_->setType(QCPAxis::atRight);
     scale_->setBarWidth(14);
-    plot_->plotLayout()->addElement(1, 1, scale_);
+    body->addElement(0, 1, scale_);
     map_->setColorScale(scale_);
-    auto* group = new QCPMarginGroup(plot_);
-    rect_->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-    scale_->setMarginGroup(QCP::msTop | QCP::msBottom, group);
     highlight_ = new QCPItemRect(plot_);
     highlight_->setClipAxisRect(rect_);
     highlight_->setPen(QPen(QColor(0, 220, 255), 2.0));
@@ -144,17 +148,24 @@ std::string MatrixView::currentKey() const {
 }
 
 bool MatrixView::fitAspect() {
-    if (shownTokens_ <= 0 || rect_->width() < 4 || rect_->height() < 4) return false;
-    // Until the user zooms or pans, show the whole matrix with square cells; afterwards keep cells
-    // square without undoing the zoom (the y span follows the x span).
-    if (!userZoomed_) return fitSquareCells(rect_, int(shownTokens_), int(shownTokens_));
-    QCPAxis* x = rect_->axis(QCPAxis::atBottom);
-    QCPAxis* y = rect_->axis(QCPAxis::atLeft);
-    const double wantY = x->range().size() * rect_->height() / rect_->width();
-    if (std::abs(y->range().size() - wantY) <= 1e-6 * wantY) return false;
-    const double c = y->range().center();
-    y->setRange(c - wantY / 2, c + wantY / 2);
-    return true;
+    if (shownTokens_ <= 0 || rect_->outerRect().width() < 16 || rect_->outerRect().height() < 16) return false;
+    // The axis rect gets the matrix's (square) aspect from its margins, so the axes sit on the
+    // matrix's edges and the colour bar next to it. Until the user zooms or pans the whole matrix
+    // is shown; afterwards the zoom is kept and only the y span follows the x span.
+    const int n = int(shownTokens_);
+    bool changed = fitGridMargins(rect_, n, n, scale_, !userZoomed_);
+    changed |= alignVertically(scale_, rect_->margins());
+    if (userZoomed_ && rect_->width() >= 4 && rect_->height() >= 4) {
+        QCPAxis* x = rect_->axis(QCPAxis::atBottom);
+        QCPAxis* y = rect_->axis(QCPAxis::atLeft);
+        const double wantY = x->range().size() * rect_->height() / rect_->width();
+        if (std::abs(y->range().size() - wantY) > 1e-6 * wantY) {
+            const double c = y->range().center();
+            y->setRange(c - wantY / 2, c + wantY / 2);
+            changed = true;
+        }
+    }
+    return changed;
 }
 
 void MatrixView::rebuild() {

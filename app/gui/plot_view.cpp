@@ -107,31 +107,6 @@ void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabe
     rect->axis(QCPAxis::atLeft)->setRange(-0.5, gridH - 0.5);
 }
 
-bool fitSquareCells(QCPAxisRect* rect, int gridH, int gridW) {
-    if (!rect || gridH <= 0 || gridW <= 0) return false;
-    const double pw = rect->width(), ph = rect->height();
-    if (pw < 4 || ph < 4) return false;
-    const double s = std::min(pw / gridW, ph / gridH);  // pixels per cell
-    const double halfX = pw / s / 2, halfY = ph / s / 2;
-    const double cx = (gridW - 1) / 2.0, cy = (gridH - 1) / 2.0;
-    QCPAxis* x = rect->axis(QCPAxis::atBottom);
-    QCPAxis* y = rect->axis(QCPAxis::atLeft);
-    const QCPRange rx(cx - halfX, cx + halfX), ry(cy - halfY, cy + halfY);
-    auto differs = [](const QCPRange& a, const QCPRange& b) {
-        return std::abs(a.lower - b.lower) > 1e-6 * (1 + a.size()) || std::abs(a.upper - b.upper) > 1e-6 * (1 + a.size());
-    };
-    bool changed = false;
-    if (differs(x->range(), rx)) {
-        x->setRange(rx);
-        changed = true;
-    }
-    if (differs(y->range(), ry)) {
-        y->setRange(ry);
-        changed = true;
-    }
-    return changed;
-}
-
 bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex) {
     if (!map || !map->keyAxis() || !map->valueAxis()) return false;
     QCPAxisRect* rect = map->keyAxis()->axisRect();
@@ -152,7 +127,7 @@ bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex
     return *keyIndex >= 0 && *valueIndex >= 0;
 }
 
-bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW) {
+bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing, bool resetRanges) {
     if (!rect || gridH <= 0 || gridW <= 0) return false;
     const QRect outer = rect->outerRect();
     QCPAxis* x = rect->axis(QCPAxis::atBottom);
@@ -163,35 +138,50 @@ bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW) {
     if (!y->label().isEmpty()) left += label.height() + 6;
     int bottom = 3 + 5 + tick.height() + 2;
     if (!x->label().isEmpty()) bottom += label.height() + 4;
-    int top = 4, right = 4;
-    const int aw = outer.width() - left - right, ah = outer.height() - top - bottom;
+    int top = 4, right = trailing ? 10 : 4;  // a little air between a map and its colour bar
+    // The width handed to the trailing element last time belongs to this rect's column.
+    const int lent = trailing ? trailing->margins().right() : 0;
+    const int aw = outer.width() + lent - left - right, ah = outer.height() - top - bottom;
     if (aw < 8 || ah < 8) return false;
-    // Square cells: the spare space of the longer side goes into equal margins on both sides.
+    int trailingRight = 0;
+    // Square cells: the spare space of the longer side goes into equal margins on both sides
+    // (of the map and its colour bar together, when there is a trailing element).
     if (qint64(aw) * gridH > qint64(ah) * gridW) {
         const int extra = aw - int(qint64(ah) * gridW / gridH);
         left += extra / 2;
-        right += extra - extra / 2;
+        if (trailing)
+            trailingRight = extra - extra / 2;
+        else
+            right += extra - extra / 2;
     } else {
         const int extra = ah - int(qint64(aw) * gridH / gridW);
         top += extra / 2;
         bottom += extra - extra / 2;
     }
     const QMargins m(left, top, right, bottom);
-    const bool changed = rect->autoMargins() != QCP::msNone || rect->margins() != m;
+    bool changed = rect->autoMargins() != QCP::msNone || rect->margins() != m;
     rect->setAutoMargins(QCP::msNone);
     rect->setMargins(m);
-    x->setRange(-0.5, gridW - 0.5);
-    y->setRange(-0.5, gridH - 0.5);
+    if (trailing) {
+        const QCP::MarginSides sides = trailing->autoMargins() & ~QCP::MarginSides(QCP::msRight);
+        const QMargins tm = trailing->margins();
+        changed |= trailing->autoMargins() != sides || tm.right() != trailingRight;
+        trailing->setAutoMargins(sides);
+        trailing->setMargins(QMargins(tm.left(), tm.top(), trailingRight, tm.bottom()));
+    }
+    if (resetRanges) {
+        x->setRange(-0.5, gridW - 0.5);
+        y->setRange(-0.5, gridH - 0.5);
+    }
     return changed;
 }
 
 bool alignVertically(QCPLayoutElement* element, const QMargins& to) {
-    const QMargins want(0, to.top(), 0, to.bottom());
+    const QCP::MarginSides sides = element->autoMargins() & ~QCP::MarginSides(QCP::msTop | QCP::msBottom);
     const QMargins now = element->margins();
-    const bool changed = element->autoMargins() != (QCP::msLeft | QCP::msRight) || now.top() != want.top() ||
-                         now.bottom() != want.bottom();
-    element->setAutoMargins(QCP::msLeft | QCP::msRight);
-    element->setMargins(QMargins(now.left(), want.top(), now.right(), want.bottom()));
+    const bool changed = element->autoMargins() != sides || now.top() != to.top() || now.bottom() != to.bottom();
+    element->setAutoMargins(sides);
+    element->setMargins(QMargins(now.left(), to.top(), now.right(), to.bottom()));
     return changed;
 }
 

@@ -62,19 +62,21 @@ private:
 // Sets up an axis rect to show a gridH x gridW token grid: cells centred on integer coordinates,
 // row 0 at the top, no grid lines, integer ticks.
 void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabel, const QString& yLabel);
-// Square cells for a token grid: the axis ranges stay exactly the grid, and the margins (set by
-// hand from the font metrics, the rest of the space split evenly) give the rect the grid's aspect,
-// so the axes sit on the grid's edges. Needs the outer rect of a previous layout; true if changed.
-bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW);
-// Gives element the top/bottom (or left/right) margins `to`, keeping the other two automatic, so
-// that a colour bar lines up with its heatmap (QCPMarginGroup cannot: the heatmap's margins are
-// not automatic). True if changed.
+// Square cells for a token grid: the axis ranges stay exactly the grid (unless resetRanges is
+// false: a zoomed matrix), and the margins (set by hand from the font metrics, the rest of the
+// space split evenly) give the rect the grid's aspect, so the axes sit on the grid's edges. With a
+// `trailing` element (the colour bar in the next column), spare width goes half into the rect's
+// left margin and half into the trailing element's right margin, so the map keeps its colour bar
+// next to it and the pair stays centred. Needs the outer rect of a previous layout; true if changed.
+bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing = nullptr,
+                    bool resetRanges = true);
+// Gives element the top/bottom (or left/right) margins `to`, leaving how the other two are set
+// alone, so that a colour bar lines up with its heatmap (QCPMarginGroup cannot: the heatmap's
+// margins are not automatic). True if changed.
 bool alignVertically(QCPLayoutElement* element, const QMargins& to);
 bool alignHorizontally(QCPLayoutElement* element, const QMargins& to);
 // A thin frame around the grid's cells (the axis range may be wider than the grid).
 QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int gridW);
-// Ranges so that cells are square inside rect's current pixel size; true if they changed.
-bool fitSquareCells(QCPAxisRect* rect, int gridH, int gridW);
 // The cell under a pixel position, or false when outside the map's cells.
 bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex);
 // A two-pen rectangle (white outside, black inside) around a cell, visible on any colour map.

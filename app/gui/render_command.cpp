@@ -79,7 +79,8 @@ QString renderUsage() {
         "  --log             matrix: logarithmic colour scale\n"
         "  --shared-range    compare: one colour range for all panels\n"
         "  --diff A,B        compare: add the difference map A - B\n"
-        "  --scope S         statistics over 'image' (default) or 'all' images\n"
+        "  --scope S         statistics over the selected 'image' or 'all' images\n"
+        "                    (default: all for confusion, image for local and layers)\n"
         "  --k K             local view: window size (default 3)\n"
         "  --opacity PCT     tokenmap: input image opacity 0..100 (default 0)\n"
         "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
@@ -97,7 +98,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
                              size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"),
                              log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
-                             scope = opt({"scope"}, "S", "image"), k = opt({"k"}, "K", "3"),
+                             scope = opt({"scope"}, "S"), k = opt({"k"}, "K", "3"),
                              opacity = opt({"opacity"}, "PCT", "0"), output = opt({"o", "output"}, "OUT"),
                              help = opt({"h", "help"});
     p.addOptions({view, image, layer, head, query, paradigm, paradigms, define, size, dpi, log, shared, diff, scope, k,
@@ -168,8 +169,9 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             session.setShown(shown);
         }
         const QString sc = p.value(scope);
-        if (sc != QStringLiteral("image") && sc != QStringLiteral("all")) throwUsage("--scope: 'image' or 'all'");
-        session.setStatsScope(sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage);
+        if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all")) throwUsage("--scope: 'image' or 'all'");
+        const StatsScope statsScope = sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage;
+        if (p.isSet(scope)) session.setStatsScope(statsScope);
 
         std::unique_ptr<PlotView> v = makeView(p.value(view), &session);
         v->resize(canvas);
@@ -184,6 +186,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             }
         }
         if (auto* l = dynamic_cast<LocalMassView*>(v.get())) l->setK(toInt(p.value(k), "--k"));
+        if (auto* r = dynamic_cast<LayerReportView*>(v.get()); r && p.isSet(scope)) r->setScope(statsScope);
         FigureOptions fo;
         fo.size = canvas;
         fo.dpi = toInt(p.value(dpi), "--dpi");

@@ -378,15 +378,18 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     const std::string key = reportKey(scope);
     if (auto it = reports_.find(key); it != reports_.end()) return it->second;
     if (!request) return nullptr;
-    static const QString slot = QStringLiteral("layer statistics");
-    if (jobs_.isRunning(slot) && pendingReportKey_ == key) return nullptr;
+    // One slot per scope: views over the selected image and over all images (the confusion
+    // histogram) can both be on their way without superseding each other.
+    const QString slot = scope == StatsScope::AllImages ? QStringLiteral("layer statistics/all")
+                                                        : QStringLiteral("layer statistics/image");
+    if (jobs_.isRunning(slot) && pendingReportKeys_[slot] == key) return nullptr;
 
     AnalyzeRequest req;
     for (int p : sel_.shown) req.paradigms.push_back(paradigms_[std::size_t(p)]);
     if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
     req.options = prefs_.analysis;
     req.options.stats = StatSelection::parse("local,entropy,confusion");
-    pendingReportKey_ = key;
+    pendingReportKeys_[slot] = key;
     const QString label = scope == StatsScope::AllImages
                               ? QStringLiteral("per-layer statistics, all images")
                               : QStringLiteral("per-layer statistics, image %1").arg(sel_.image);
@@ -396,7 +399,7 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
             reports_[key] = std::move(r);
             Q_EMIT layerReportChanged();
         },
-        {});
+        {}, /*hash=*/false);
     // Synchronous runners (headless rendering) have delivered already.
     if (auto it = reports_.find(key); it != reports_.end()) return it->second;
     return nullptr;
@@ -405,22 +408,23 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
 void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,
                           std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
                           std::function<void(const QString&)> onError) {
-    runAnalysisInSlot(QStringLiteral("export"), request, label, std::move(onDone), std::move(onError));
+    runAnalysisInSlot(QStringLiteral("export"), request, label, std::move(onDone), std::move(onError), /*hash=*/true);
 }
 
 void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,
                                 std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
-                                std::function<void(const QString&)> onError) {
+                                std::function<void(const QString&)> onError, bool hash) {
     auto reader = reader_;
     jobs_.submit<std::shared_ptr<const AnalysisReport>>(
         slot, label,
-        [reader, request](const JobContext& ctx) {
+        [reader, request, hash](const JobContext& ctx) {
             auto report = std::make_shared<AnalysisReport>(analyzeDump(
                 *reader, request, [&ctx](const AnalysisProgress& p) {
                     ctx.progress(p.done, p.total, QString::fromStdString(p.current));
                     return !ctx.cancelled();
                 }));
-            if (report->sha256.empty()) report->sha256 = sha256File(reader->info().path);
+            // Provenance for exports; the views' reports skip hashing a possibly huge file.
+            if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path);
             return std::shared_ptr<const AnalysisReport>(report);
         },
         [this, onDone](std::shared_ptr<const AnalysisReport>& r) {

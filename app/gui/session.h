@@ -144,7 +144,7 @@ private:
     void trimCache();
     void runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,
                            std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
-                           std::function<void(const QString&)> onError);
+                           std::function<void(const QString&)> onError, bool hash);
 
     Preferences prefs_;
     std::vector<Paradigm> paradigms_;
@@ -161,7 +161,7 @@ private:
     std::map<std::string, SpectrumResult> spectra_;
     std::map<QString, std::string> spectraPending_;  // job slot -> spectrum key
     std::map<std::string, std::shared_ptr<const AnalysisReport>> reports_;
-    std::string pendingReportKey_;
+    std::map<QString, std::string> pendingReportKeys_;  // job slot -> report key on its way
     std::set<QString> reportedIssues_;
     int activationReads_ = 0, headBuilds_ = 0;
 };

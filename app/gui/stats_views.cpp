@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QRegularExpression>
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -66,8 +67,14 @@ void setLogAxis(QCPAxis* axis, double base = 10) {
     QSharedPointer<QCPAxisTickerLog> ticker(new QCPAxisTickerLog);
     ticker->setLogBase(base);
     axis->setTicker(ticker);
-    axis->setNumberFormat(QStringLiteral("gb"));
-    axis->setNumberPrecision(3);
+    if (base == 10) {
+        // Every decade as 10^k ("gb" would mix 0.0001 with 10^-6 on one axis).
+        axis->setNumberFormat(QStringLiteral("eb"));
+        axis->setNumberPrecision(0);
+    } else {
+        axis->setNumberFormat(QStringLiteral("gb"));
+        axis->setNumberPrecision(3);
+    }
 }
 
 QCPGraph* addLine(QCPAxisRect* rect, const QVector<double>& x, const QVector<double>& y, const QColor& c,
@@ -102,9 +109,32 @@ void fitValueRange(QCPAxis* axis, const std::vector<double>& values, bool log, d
     }
 }
 
-QString scopeText(Session* s) {
-    return s->statsScope() == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
-                                                    : QStringLiteral("image %1").arg(s->selection().image);
+QString scopeText(Session* s, StatsScope scope) {
+    return scope == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
+                                          : QStringLiteral("image %1").arg(s->selection().image);
+}
+
+// Layers whose names differ other than in their digits belong to different models or stages
+// (softmax.block3 | mala.block0): lines are not drawn across such a boundary.
+QString layerFamily(const std::string& name) {
+    QString f = QString::fromStdString(name);
+    f.remove(QRegularExpression(QStringLiteral("[0-9]+")));
+    return f;
+}
+
+// Per-layer values as graph data, with a NaN point (a gap in the line) between families.
+void layerSeries(const std::vector<double>& values, const std::vector<int>& familyStarts, QVector<double>& x,
+                 QVector<double>& y) {
+    x.clear();
+    y.clear();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (std::find(familyStarts.begin(), familyStarts.end(), int(i)) != familyStarts.end()) {
+            x << double(i) - 0.5;
+            y << qQNaN();
+        }
+        x << double(i);
+        y << values[i];
+    }
 }
 
 }  // namespace
@@ -231,33 +261,73 @@ void SpectrumView::rebuild() {
 
 // ---- per-layer reports --------------------------------------------------------------------------
 
-LayerReportView::LayerReportView(Session* session, QWidget* parent) : PlotView(session, parent) {
+LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optional<StatsScope> ownScope)
+    : PlotView(session, parent), ownScope_(ownScope) {
     scope_ = new QComboBox(this);
     scope_->setObjectName(QStringLiteral("statsScope"));
     scope_->addItems({QStringLiteral("Selected image"), QStringLiteral("All images (whole dump)")});
+    scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
     toolbar()->addWidget(new QLabel(QStringLiteral("Over:"), this));
     toolbar()->addWidget(scope_);
     connect(scope_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        session_->setStatsScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage);
+        setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage);
     });
     connect(session, &Session::layerReportChanged, this, [this]() {
-        scope_->setCurrentIndex(session_->statsScope() == StatsScope::AllImages ? 1 : 0);
+        QSignalBlocker block(scope_);
+        scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
         invalidate();
     });
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
     connect(session, &Session::selectionChanged, this, [this]() {
-        if (session_->statsScope() == StatsScope::CurrentImage) invalidate();
+        if (scope() == StatsScope::CurrentImage) invalidate();
     });
     connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
 }
 
+StatsScope LayerReportView::scope() const { return ownScope_ ? *ownScope_ : session_->statsScope(); }
+
+void LayerReportView::setScope(StatsScope scope) {
+    if (!ownScope_) {
+        session_->setStatsScope(scope);  // every view that follows the session updates
+        return;
+    }
+    if (*ownScope_ == scope) return;
+    ownScope_ = scope;
+    QSignalBlocker block(scope_);
+    scope_->setCurrentIndex(scope == StatsScope::AllImages ? 1 : 0);
+    invalidate();
+}
+
+QString LayerReportView::scopeDescription() const { return scopeText(session_, scope()); }
+
 std::shared_ptr<const AnalysisReport> LayerReportView::report(QString* status) {
-    auto r = session_->layerReport();
+    auto r = session_->layerReport(scope());
     waiting_ = r == nullptr && session_->isOpen() && !session_->selection().shown.empty();
     if (status)
-        *status = waiting_ ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeText(session_))
+        *status = waiting_ ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
                            : QString();
     return r;
+}
+
+std::vector<int> LayerReportView::familyStarts(const AnalysisReport& r) const {
+    std::vector<int> starts;
+    const auto& layers = r.request.layers;
+    for (std::size_t i = 1; i < layers.size(); ++i)
+        if (layerFamily(r.dump.layers[std::size_t(layers[i])].name) != layerFamily(r.dump.layers[std::size_t(layers[i - 1])].name))
+            starts.push_back(int(i));
+    return starts;
+}
+
+void LayerReportView::addFamilySeparators(QCPAxisRect* rect, const std::vector<int>& starts) {
+    for (int i : starts) {
+        auto* line = new QCPItemStraightLine(plot_);
+        line->setClipAxisRect(rect);
+        for (auto* pt : {line->point1, line->point2}) pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        line->point1->setCoords(i - 0.5, 0);
+        line->point2->setCoords(i - 0.5, 1);
+        line->setPen(QPen(QColor(150, 150, 150), 1.0, Qt::DashDotLine));
+        line->setSelectable(false);
+    }
 }
 
 int LayerReportView::sessionParadigm(const AnalysisReport& r, int reportParadigm) const {
@@ -316,9 +386,10 @@ void LocalMassView::rebuild() {
         return;
     }
     setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
+    const std::vector<int> starts = familyStarts(*r);
+    addFamilySeparators(rect, starts);
     std::vector<double> all;
-    QVector<double> x;
-    for (std::size_t i = 0; i < r->request.layers.size(); ++i) x << double(i);
+    QVector<double> x, y;
     auto localOf = [k](const HeadStatistics& s, auto member) {
         for (const auto& l : s.local)
             if (l.k == k) return double(l.*member);
@@ -328,29 +399,35 @@ void LocalMassView::rebuild() {
         const auto mean = perLayerMean(*r, p, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::mean); });
         all.insert(all.end(), mean.begin(), mean.end());
         const int sp = sessionParadigm(*r, p);
-        addLine(rect, x, QVector<double>(mean.begin(), mean.end()), paradigmColor(sp),
+        layerSeries(mean, starts, x, y);
+        addLine(rect, x, y, paradigmColor(sp),
                 QString::fromStdString(r->paradigms[std::size_t(p)].name), legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
     if (!r->paradigms.empty()) {
         const auto uniform = perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::uniformBaseline); });
         const auto paper = perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::paperBaseline); });
         all.insert(all.end(), uniform.begin(), uniform.end());
-        addLine(rect, x, QVector<double>(uniform.begin(), uniform.end()), Qt::black,
-                QStringLiteral("uniform attention (border-clipped windows)"), legend, Qt::DashLine);
-        addLine(rect, x, QVector<double>(paper.begin(), paper.end()), Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
+        layerSeries(uniform, starts, x, y);
+        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention (border-clipped windows)"), legend, Qt::DashLine);
+        layerSeries(paper, starts, x, y);
+        addLine(rect, x, y, Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
     }
     all.push_back(0);
     fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
-    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2").arg(k).arg(scopeText(session_)));
+    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2").arg(k).arg(scopeDescription()));
 }
 
-ConfusionView::ConfusionView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+// A histogram over images needs the images: this view runs over the whole dump unless told otherwise.
+ConfusionView::ConfusionView(Session* session, QWidget* parent)
+    : LayerReportView(session, parent, StatsScope::AllImages) {
     toolbar()->addStretch(1);
 }
 
 void ConfusionView::rebuild() {
     QString status;
     auto r = report(&status);
+    binAxis_ = nullptr;
+    bins_ = 0;
     auto* title = resetWithTitle(plot_, QString());
     QCPAxisRect* rect = addRect(plot_, 1, 0);
     QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
@@ -393,16 +470,35 @@ void ConfusionView::rebuild() {
     }
     QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
     for (int b = 0; b < bins; ++b) ticker->addTick(b, QString::fromStdString(confusionBinLabel(b)));
-    rect->axis(QCPAxis::atBottom)->setTicker(ticker);
-    rect->axis(QCPAxis::atBottom)->setRange(-0.6, bins - 0.4);
-    rect->axis(QCPAxis::atBottom)->grid()->setVisible(false);
+    QCPAxis* xAxis = rect->axis(QCPAxis::atBottom);
+    xAxis->setTicker(ticker);
+    xAxis->setRange(-0.6, bins - 0.4);
+    xAxis->grid()->setVisible(false);
+    xAxis->setSubTicks(false);
+    binAxis_ = xAxis;
+    bins_ = bins;
+    xAxis->setTickLabelRotation(tiltLabels_ ? 40 : 0);
     QSharedPointer<QCPAxisTickerFixed> yt(new QCPAxisTickerFixed);
     yt->setTickStep(1);
     yt->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
     rect->axis(QCPAxis::atLeft)->setTicker(yt);
+    rect->axis(QCPAxis::atLeft)->setSubTicks(false);
     rect->axis(QCPAxis::atLeft)->setRange(0, top * 1.15 + 0.5);
     title->setText(QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
-                       .arg(formatWeight(tau), scopeText(session_)));
+                       .arg(formatWeight(tau), scopeDescription()));
+}
+
+bool ConfusionView::fitAspect() {
+    // Wide bin labels ("16384-32767") collide when there are many bins: tilt them then.
+    if (!binAxis_ || bins_ <= 0 || binAxis_->axisRect()->width() < 20) return false;
+    const QFontMetrics fm(binAxis_->tickLabelFont());
+    int widest = 0;
+    for (int b = 0; b < bins_; ++b) widest = std::max(widest, fm.horizontalAdvance(QString::fromStdString(confusionBinLabel(b))));
+    const bool tilt = (widest + 10) * bins_ > binAxis_->axisRect()->width();
+    if (tilt == tiltLabels_ && qFuzzyCompare(binAxis_->tickLabelRotation() + 1, (tilt ? 40.0 : 0.0) + 1)) return false;
+    tiltLabels_ = tilt;
+    binAxis_->setTickLabelRotation(tilt ? 40 : 0);
+    return true;
 }
 
 LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
@@ -416,6 +512,8 @@ void LayerStatsView::rebuild() {
     QCPAxisRect* ent = addRect(plot_, 1, 0);
     QCPAxisRect* neg = addRect(plot_, 2, 0);
     QCPAxisRect* frac = addRect(plot_, 3, 0);
+    rects_ = {ent, neg, frac};
+    for (int i = 0; i < 3; ++i) plot_->plotLayout()->setRowStretchFactor(i + 1, stretch_[std::size_t(i)]);
     auto* group = new QCPMarginGroup(plot_);
     for (auto* rect : {ent, neg, frac}) rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
     ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy / log N"));
@@ -426,8 +524,9 @@ void LayerStatsView::rebuild() {
         return;
     }
     QCPLegend* legend = addSideLegend(plot_, 1, 1);
-    QVector<double> x;
-    for (std::size_t i = 0; i < r->request.layers.size(); ++i) x << double(i);
+    const std::vector<int> starts = familyStarts(*r);
+    for (auto* rect : {ent, neg, frac}) addFamilySeparators(rect, starts);
+    QVector<double> x, y;
     std::vector<double> allE, allN, allF;
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
         const QColor c = paradigmColor(sessionParadigm(*r, p));
@@ -441,9 +540,12 @@ void LayerStatsView::rebuild() {
         allE.insert(allE.end(), e.begin(), e.end());
         allN.insert(allN.end(), n.begin(), n.end());
         allF.insert(allF.end(), f.begin(), f.end());
-        addLine(ent, x, QVector<double>(e.begin(), e.end()), c, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
-        addLine(neg, x, QVector<double>(n.begin(), n.end()), c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
-        addLine(frac, x, QVector<double>(f.begin(), f.end()), c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        layerSeries(e, starts, x, y);
+        addLine(ent, x, y, c, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        layerSeries(n, starts, x, y);
+        addLine(neg, x, y, c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        layerSeries(f, starts, x, y);
+        addLine(frac, x, y, c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
     allE.push_back(0);
     allE.push_back(1);
@@ -459,7 +561,33 @@ void LayerStatsView::rebuild() {
         rect->axis(QCPAxis::atBottom)->setLabel(QString());
     }
     title->setText(QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
-                       .arg(scopeText(session_)));
+                       .arg(scopeDescription()));
+}
+
+bool LayerStatsView::fitAspect() {
+    // The bottom plot carries the (possibly tilted) layer names: give it the extra height so that
+    // the three plots get the same data height.
+    if (rects_.size() != 3) return false;
+    std::array<int, 3> outer{}, inner{};
+    for (std::size_t i = 0; i < 3; ++i) {
+        outer[i] = rects_[i]->outerRect().height();
+        inner[i] = rects_[i]->rect().height();
+        if (outer[i] < 10 || inner[i] < 4) return false;
+    }
+    const int total = outer[0] + outer[1] + outer[2];
+    const int margins = total - (inner[0] + inner[1] + inner[2]);
+    const double each = double(total - margins) / 3;
+    if (each < 10) return false;
+    bool changed = false;
+    for (std::size_t i = 0; i < 3; ++i) {
+        const double want = (each + (outer[i] - inner[i])) / total * 3;  // mean factor 1
+        if (std::abs(want - stretch_[i]) > 0.01) {
+            stretch_[i] = want;
+            changed = true;
+        }
+        plot_->plotLayout()->setRowStretchFactor(int(i) + 1, stretch_[i]);
+    }
+    return changed;
 }
 
 // ---- magnitude scaling ------------------------------------------------------------------------------

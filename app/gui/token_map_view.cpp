@@ -140,7 +140,7 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
 
 bool TokenMapView::fitAspect() {
     if (!rect_ || built_.gridH <= 0) return false;
-    bool changed = fitGridMargins(rect_, built_.gridH, built_.gridW);
+    bool changed = fitGridMargins(rect_, built_.gridH, built_.gridW, scale_);
     changed |= alignVertically(scale_, rect_->margins());
     if (prefixRect_) changed |= alignHorizontally(prefixRect_, rect_->margins());
     return changed;

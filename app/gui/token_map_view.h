@@ -29,6 +29,7 @@ public:
     QString titleText() const;
     void setImageOpacity(int percent);
     int imageOpacity() const { return opacityPercent_; }
+    bool imageShown() const { return image_ && image_->visible(); }  // the input image under the map
 
 protected:
     void rebuild() override;

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
@@ -89,6 +90,34 @@ int distinctColours(const QImage& image) {
     return int(colours.size());
 }
 
+// A small float32 dump with the given layer names (one head, one image, grid h x w, one prefix).
+void writeNamedLayersDump(const QString& path, const std::vector<std::string>& layers, int h, int w) {
+    const int n = 1 + h * w, d = 6;
+    DumpWriter writer(path.toStdString());
+    writer.setRootAttribute("format", std::string("attnlens.dump"));
+    writer.setRootAttribute("format_version", std::int64_t(1));
+    writer.setRootAttribute("grid", std::vector<std::int64_t>{h, w});
+    writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+        std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
+        for (int i = 0; i < n * d; ++i) {
+            q[std::size_t(i)] = float(std::sin(0.37 * i + double(l)));
+            k[std::size_t(i)] = float(std::cos(0.23 * i - 0.5 * double(l)));
+        }
+        const std::vector<std::uint64_t> shape{1, 1, std::uint64_t(n), std::uint64_t(d)};
+        writer.writeFloatDataset("/layers/" + layers[l] + "/q", shape, q, DType::Float32);
+        writer.writeFloatDataset("/layers/" + layers[l] + "/k", shape, k, DType::Float32);
+    }
+    writer.commit();
+}
+
+// Total height of the plotted data of a bars plottable (its values summed).
+double barsTotal(QCPBars* bars) {
+    double t = 0;
+    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) t += it->value;
+    return t;
+}
+
 }  // namespace
 
 class AppTests : public QObject {
@@ -119,6 +148,7 @@ private Q_SLOTS:
     void cleanup();
 
     void opensBundledExample();
+    void exampleClickSwitchAndStatusBar();
     void clickOnTokenShowsCoreRow();
     void clickOnClsCellSelectsCls();
     void arrowKeysMoveQuery();
@@ -132,6 +162,9 @@ private Q_SLOTS:
     void cancelStopsWholeDumpStatistics();
     void flickingBackUsesCache();
     void statisticsViewsMatchAnalyzeDump();
+    void confusionHistogramIsOverAllImages();
+    void layerPlotsBreakBetweenModels();
+    void colourBarsSitNextToTheirMaps();
     void exportPngSvgPdfOfCurrentView();
     void exportAllViews();
     void exportFailureSaysWhyAndLeavesNoFile();
@@ -217,6 +250,81 @@ void AppTests::opensBundledExample() {
     QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), l, coreRow(path, s.image, s.layer, s.head, "softmax", s.query), &why),
              qPrintable(why));
     w.session()->jobs().waitForIdle();
+}
+
+// The scenario on the bundled example itself: click a token at a known grid position and
+// compare with the core's row; CLS; switch paradigm, layer and head; the status bar and the image.
+void AppTests::exampleClickSwitchAndStatusBar() {
+    window_ = std::make_unique<MainWindow>();
+    MainWindow& w = *window_;
+    w.resize(1280, 860);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY2(w.openExample(), qPrintable(w.lastError()));
+    Session* s = w.session();
+    const QString path = s->path();
+    const DumpInfo& info = s->info();
+    TokenMapView* v = w.tokenMapView();
+    layoutNow(v);
+    const TokenLayout& l = s->layout();
+    QVERIFY(l.gridH >= 4 && l.gridW >= 4);
+
+    // Status bar: file, B, N, d, grid.
+    const QString shape = w.findChild<QLabel*>("shape")->text();
+    const LayerInfo& l0 = info.layers.front();
+    for (const QString& part : {QString("B=%1").arg(info.images), QString("N=%1").arg(l0.tokens), QString("d=%1").arg(l0.dim),
+                                QString("%1x%2").arg(l0.layout.gridH).arg(l0.layout.gridW)})
+        QVERIFY2(shape.contains(part), qPrintable(shape + " lacks " + part));
+    QCOMPARE(w.findChild<QLabel*>("file")->text(), QFileInfo(path).fileName());
+
+    // Click the cell (y 3, x gridW - 4).
+    const int y = 3, x = l.gridW - 4;
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, pixelOf(v->gridRect(), x, y));
+    QCOMPARE(s->selection().query, l.token(y, x));
+    QString why;
+    RowVector want = coreRow(path, 0, 0, 0, "softmax", l.token(y, x));
+    QVERIFY2(mapShowsRow(v->colorMap(), l, want, &why), qPrintable(why));
+    for (int i = 0; i < l.prefix; ++i) QVERIFY(sameValue(v->prefixValue(i), want[i]));
+    QVERIFY2(v->titleText().contains(QString("(y %1, x %2)").arg(y).arg(x)), qPrintable(v->titleText()));
+    QCOMPARE(w.findChild<QSpinBox*>("query")->value(), int(l.token(y, x)));
+
+    // Switch paradigm (selector), layer (PgDown) and head (]): each map is the core's row.
+    const Index q = s->selection().query;
+    w.findChild<QComboBox*>("paradigm")->setCurrentIndex(s->paradigmIndex("mala"));
+    QVERIFY2(mapShowsRow(v->colorMap(), l, coreRow(path, 0, 0, 0, "mala", q), &why), qPrintable(why));
+    QTest::keyClick(&w, Qt::Key_PageDown);
+    QCOMPARE(s->selection().layer, 1);
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 0, "mala", s->selection().query), &why), qPrintable(why));
+    QTest::keyClick(&w, Qt::Key_BracketRight);
+    QCOMPARE(s->selection().head, 1);
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 1, "mala", s->selection().query), &why), qPrintable(why));
+    // Signed paradigm: diverging range centred on zero that contains every weight.
+    const RowVector mala = coreRow(path, 0, 1, 1, "mala", s->selection().query);
+    QCOMPARE(v->colorMap()->dataRange().lower, -v->colorMap()->dataRange().upper);
+    QVERIFY(v->colorMap()->dataRange().upper >= std::max(-mala.minCoeff(), mala.maxCoeff()));
+
+    // CLS cell.
+    layoutNow(v);
+    if (l.prefix > 0) {
+        QCPItemRect* cls = v->prefixCells().front();
+        const QPointF centre = (cls->topLeft->pixelPosition() + cls->bottomRight->pixelPosition()) / 2;
+        QTest::mouseClick(v->plot(), Qt::LeftButton, {}, centre.toPoint());
+        QCOMPARE(s->selection().query, Index(0));
+        QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 1, "mala", 0), &why), qPrintable(why));
+    }
+
+    // The input image under the map (the example has /images): shown at 40 %, and it changes the
+    // picture; hidden at 0 %.
+    if (info.imageInfo.present) {
+        v->setImageOpacity(0);
+        layoutNow(v);
+        QVERIFY(!v->imageShown());
+        const QImage without = v->plot()->toPixmap().toImage();
+        v->setImageOpacity(40);
+        layoutNow(v);
+        QVERIFY(v->imageShown());
+        QVERIFY(v->plot()->toPixmap().toImage() != without);
+    }
 }
 
 void AppTests::clickOnTokenShowsCoreRow() {
@@ -488,7 +596,6 @@ void AppTests::flickingBackUsesCache() {
 
 void AppTests::statisticsViewsMatchAnalyzeDump() {
     MainWindow& w = openWindow(small_);
-    Session* s = w.session();
     for (const QString id : {"spectrum", "local", "confusion", "magnitude", "layers"}) {
         w.showView(id);
         PlotView* v = w.view(id);
@@ -530,6 +637,87 @@ void AppTests::statisticsViewsMatchAnalyzeDump() {
     QCOMPARE(g0->dataCount(), int(sr.singularValues.size()));
     QVERIFY(sameValue(g0->data()->at(0)->value, sr.singularValues[0]));
     QVERIFY(g0->name().contains(QString("rank %1/").arg(sr.rank)));
+}
+
+void AppTests::confusionHistogramIsOverAllImages() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    QCOMPARE(s->statsScope(), StatsScope::CurrentImage);  // local mass, entropy: the selected image
+    w.showView("confusion");
+    auto* v = qobject_cast<ConfusionView*>(w.view("confusion"));
+    QVERIFY(v);
+    QCOMPARE(v->scope(), StatsScope::AllImages);
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 60000);
+    v->refreshNow();
+    // One bar series per paradigm; each holds every image once, in the library's bins.
+    auto reader = DumpReader::open(small_.toStdString());
+    AnalyzeRequest req;
+    req.paradigms = presetParadigms();
+    req.options.stats = StatSelection::parse("confusion");
+    const AnalysisReport report = analyzeDump(*reader, req);
+    int series = 0;
+    for (int i = 0; i < v->plot()->plottableCount(); ++i) {
+        auto* bars = qobject_cast<QCPBars*>(v->plot()->plottable(i));
+        if (!bars) continue;
+        const int p = series++;
+        QCOMPARE(barsTotal(bars), 3.0);
+        const std::vector<int> hist = confusionHistogram(confusionPerImage(report, p), 4);
+        for (std::size_t b = 0; b < hist.size(); ++b)
+            QCOMPARE(bars->data()->at(int(b))->value, double(hist[b]));
+    }
+    QCOMPARE(series, 8);
+    // The local mass view (following the session) still uses the selected image.
+    w.showView("local");
+    QTRY_VERIFY_WITH_TIMEOUT(!w.view("local")->waitingForResults(), 60000);
+    QVERIFY(s->layerReport(StatsScope::CurrentImage, false) != nullptr);
+    QVERIFY(s->layerReport(StatsScope::AllImages, false) != nullptr);  // both cached side by side
+}
+
+void AppTests::layerPlotsBreakBetweenModels() {
+    const QString path = dir_.filePath("two-models.h5");
+    writeNamedLayersDump(path, {"softmax.block0", "softmax.block1", "mala.block0", "mala.block1"}, 4, 5);
+    MainWindow& w = openWindow(path);
+    w.showView("local");
+    PlotView* local = w.view("local");
+    QTRY_VERIFY_WITH_TIMEOUT(!local->waitingForResults(), 60000);
+    local->refreshNow();
+    // Four layers and one gap (NaN) between softmax.block1 and mala.block0.
+    QCPGraph* g = local->plot()->graph(0);
+    QCOMPARE(g->dataCount(), 5);
+    QCOMPARE(g->data()->at(2)->key, 1.5);
+    QVERIFY(std::isnan(g->data()->at(2)->value));
+    for (int i : {0, 1, 3, 4}) QVERIFY(std::isfinite(g->data()->at(i)->value));
+    QVERIFY(local->plot()->itemCount() >= 1);  // the separator
+
+    // Entropy & negative mass: the three plots get the same data height, although only the bottom
+    // one carries the layer names.
+    w.showView("layers");
+    PlotView* layers = w.view("layers");
+    QTRY_VERIFY_WITH_TIMEOUT(!layers->waitingForResults(), 60000);
+    for (int i = 0; i < 4; ++i) layers->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    const auto rects = layers->plot()->axisRects();
+    QCOMPARE(rects.size(), 3);
+    const int h0 = rects[0]->height(), h2 = rects[2]->height();
+    QVERIFY2(std::abs(h0 - h2) <= 3, qPrintable(QString("heights %1 %2 %3").arg(h0).arg(rects[1]->height()).arg(h2)));
+}
+
+void AppTests::colourBarsSitNextToTheirMaps() {
+    MainWindow& w = openWindow(small_);
+    TokenMapView* v = w.tokenMapView();
+    layoutNow(v);
+    // The map is centred with its colour bar, not alone with the bar pushed to the far edge.
+    const int gap = v->colorScale()->outerRect().left() - v->gridRect()->rect().right();
+    QVERIFY2(gap >= 0 && gap < 30, qPrintable(QString("gap %1 px").arg(gap)));
+    const int leftSpace = v->gridRect()->rect().left(), rightSpace = v->plot()->width() - v->colorScale()->rect().right();
+    QVERIFY2(std::abs(leftSpace - rightSpace) < 120, qPrintable(QString("left %1, right %2").arg(leftSpace).arg(rightSpace)));
+    w.showView("compare");
+    CompareView* c = w.compareView();
+    layoutNow(c);
+    for (const auto& p : c->panels()) {
+        QVERIFY(p.scale);
+        const int g = p.scale->outerRect().left() - p.rect->rect().right();
+        QVERIFY2(g >= 0 && g < 30, qPrintable(QString("panel gap %1 px").arg(g)));
+    }
 }
 
 void AppTests::exportPngSvgPdfOfCurrentView() {
@@ -625,15 +813,31 @@ void AppTests::exportStatisticsJsonValidAgainstSchema() {
         QCOMPARE(QString::fromStdString(j["tool"]["name"].get<std::string>()), QString("attnlens"));
         const std::size_t records = whole ? 3u * 3u * 2u * 8u : 8u;
         QCOMPARE(j["results"].size(), records);
+        QCOMPARE(QString::fromStdString(j["input"]["sha256"].get<std::string>()).size(), 64);
+        // Valid against the schema (python3-jsonschema is a dependency: setup-debian.sh).
         const QString schema = QStringLiteral(ATTNLENS_SOURCE_DIR "/resources/analysis.schema.json");
-        if (QFile::exists(schema) && QFile::exists("/usr/bin/python3")) {
-            QProcess py;
-            py.start("/usr/bin/python3",
-                     {"-c", "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
-                      path, schema});
-            QVERIFY(py.waitForFinished(60000));
-            QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QVERIFY(QFile::exists(schema));
+        QProcess py;
+        py.start("/usr/bin/python3",
+                 {"-c", "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
+                  path, schema});
+        QVERIFY2(py.waitForStarted(10000), "cannot run /usr/bin/python3 to validate against the schema");
+        QVERIFY(py.waitForFinished(60000));
+        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAllStandardError().constData());
+        // The same numbers and options as the analysis library (what attnlens-cli analyze writes).
+        auto reader = DumpReader::open(small_.toStdString());
+        AnalyzeRequest req;
+        req.paradigms = presetParadigms();
+        if (!whole) {
+            req.layers = {1};
+            req.heads = {1};
+            req.images = {0};
         }
+        const nlohmann::json ref = reportToJson(analyzeDump(*reader, req), ToolInfo{});
+        QVERIFY(j["results"] == ref["results"]);
+        QVERIFY(j["paradigms"] == ref["paradigms"]);
+        QVERIFY(j["options"] == ref["options"]);
+        QVERIFY(j["selection"] == ref["selection"]);
     }
 }
 
@@ -690,6 +894,9 @@ void AppTests::nanRowIsDrawnAndListed() {
     for (int y = 0; y < img.height() && !magenta; y += 3)
         for (int x = 0; x < img.width() && !magenta; x += 3) magenta = img.pixelColor(x, y) == QColor(255, 0, 255);
     QVERIFY(magenta);
+    // ... in the grid's cells themselves (the flagged row is NaN throughout), not only in the CLS cell.
+    for (const auto& [cx, cy] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{2, 2}})
+        QCOMPARE(img.pixelColor(pixelOf(v->gridRect(), cx, cy)), QColor(255, 0, 255));
     // Other rows are unaffected.
     s->setQuery(4);
     QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
