@@ -124,12 +124,14 @@ SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
     const Index excluded = size - Index(keep.size());
     Matrix l(Index(keep.size()), f.l.cols());
     for (std::size_t i = 0; i < keep.size(); ++i) l.row(Index(i)) = f.l.row(keep[i]);
-    const Matrix rightR = linalg::thinQrR(f.r.bottomRows(size));
-    const Matrix leftR = linalg::thinQrR(l);
-    // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty.
+    // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty
+    // and there is nothing to factorise (LAPACK would reject the NaN).
     std::vector<double> values;
-    if (!keep.empty() && size > 0)
+    if (!keep.empty() && size > 0) {
+        const Matrix rightR = linalg::thinQrR(f.r.bottomRows(size));
+        const Matrix leftR = linalg::thinQrR(l);
         values = linalg::singularValuesLapack(leftR * rightR.transpose());
+    }
     return summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
 }
 

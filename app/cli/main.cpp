@@ -1,4 +1,6 @@
 // attnlens-cli: the headless front end of the core and analysis libraries.
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,12 +10,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
@@ -37,7 +41,140 @@ constexpr int kExitCancelled = 5;
 constexpr int kExitInternal = 70;
 
 std::atomic<bool> gInterrupted{false};
+// SA_RESETHAND: the first Ctrl-C (or SIGTERM, e.g. a batch scheduler's time limit) cancels at the
+// next progress step; a second one ends the program at once.
 extern "C" void onInterrupt(int) { gInterrupted = true; }
+
+void installInterruptHandlers() {
+    struct sigaction action {};
+    action.sa_handler = onInterrupt;
+    action.sa_flags = SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+}
+
+// The input being read, for the crash handler's message (written before reading starts).
+char gInputPath[4096] = "the input file";
+
+void setInputPath(const std::string& path) {
+    std::snprintf(gInputPath, sizeof gInputPath, "%s", path.c_str());
+}
+
+void writeStderr(const char* text) {
+    std::size_t length = std::strlen(text);
+    while (length > 0) {
+        const ssize_t n = ::write(2, text, length);
+        if (n <= 0) return;
+        text += n;
+        length -= std::size_t(n);
+    }
+}
+
+// HDF5 1.10 trusts some sizes it reads from a file's metadata (e.g. the global heap objects that
+// hold variable-length strings) and can crash on a damaged file. A fault while this thread holds
+// the HDF5 lock is reported as the input error it is (exit 3); any other fault is re-raised
+// unchanged (SA_RESETHAND: returning re-runs the faulting instruction under the default action).
+extern "C" void onFault(int signal) {
+    if (!attnlens::insideHdf5()) return;
+    writeStderr("attnlens-cli: error: ");
+    writeStderr(gInputPath);
+    writeStderr(signal == SIGBUS ? ": the HDF5 library crashed (SIGBUS)"
+                                 : ": the HDF5 library crashed (SIGSEGV)");
+    writeStderr(" reading this file: its HDF5 metadata is damaged\n");
+    ::_exit(3);
+}
+
+void installFaultHandlers() {
+#if defined(__SANITIZE_ADDRESS__)
+    return;  // keep the sanitizer's own SIGSEGV report
+#endif
+    struct sigaction action {};
+    action.sa_handler = onFault;
+    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, nullptr);
+    sigaction(SIGBUS, &action, nullptr);
+}
+
+// Bytes of a message from outside (a JSON parser quoting the file) made printable.
+std::string printable(const std::string& text) {
+    std::string out;
+    for (unsigned char c : text) {
+        if (c >= 0x20 && c < 0x7f) {
+            out += char(c);
+        } else {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+            out += escaped;
+        }
+    }
+    return out;
+}
+
+// "is not valid JSON: ..." with a hint when the file is an HDF5 dump.
+std::string jsonParseProblem(const std::string& file, const json::exception& e) {
+    std::ifstream in(file, std::ios::binary);
+    char magic[8] = {};
+    in.read(magic, sizeof magic);
+    if (in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0)
+        return "'" + file + "' is an HDF5 file, not a JSON report";
+    return "'" + file + "' is not valid JSON: " + printable(e.what());
+}
+
+std::string formatGiB(double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g GiB", bytes / double(1ull << 30));
+    return text;
+}
+
+// Memory this process may still use: the least of physical memory, the cgroup limit (containers,
+// Slurm jobs) and RLIMIT_AS (ulimit -v), less what it uses already. 0 when nothing is known.
+double memoryBudgetBytes() {
+    double budget = 0;
+    auto consider = [&](double limit, double used) {
+        if (limit <= 0) return;
+        const double left = std::max(0.0, limit - used);
+        budget = budget == 0 ? left : std::min(budget, left);
+    };
+    double residentBytes = 0, virtualBytes = 0;
+    {
+        std::ifstream statm("/proc/self/statm");
+        double pages = 0, resident = 0;
+        if (statm >> pages >> resident) {
+            const double page = double(::sysconf(_SC_PAGESIZE));
+            virtualBytes = pages * page;
+            residentBytes = resident * page;
+        }
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && pageSize > 0) consider(double(pages) * double(pageSize), residentBytes);
+    auto readLimit = [](const std::string& file) -> double {
+        std::ifstream in(file);
+        std::string text;
+        if (!(in >> text) || text == "max") return 0;
+        try {
+            const double v = std::stod(text);
+            return v > 0 && v < 1e18 ? v : 0;  // cgroup v1 writes a huge number for "none"
+        } catch (const std::exception&) {
+            return 0;
+        }
+    };
+    std::string cgroup;
+    {
+        std::ifstream in("/proc/self/cgroup");
+        std::string line;
+        while (std::getline(in, line))
+            if (line.rfind("0::", 0) == 0) cgroup = line.substr(3);
+    }
+    if (!cgroup.empty()) consider(readLimit("/sys/fs/cgroup" + cgroup + "/memory.max"), residentBytes);
+    consider(readLimit("/sys/fs/cgroup/memory.max"), residentBytes);
+    consider(readLimit("/sys/fs/cgroup/memory/memory.limit_in_bytes"), residentBytes);
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+        consider(double(limit.rlim_cur), virtualBytes);
+    return budget;
+}
 
 constexpr const char* kHelp = R"(attnlens-cli - attention analysis for vision transformers (softmax vs linear attention)
 
@@ -196,9 +333,52 @@ private:
     int lastPercent_ = -10;
 };
 
+// Fails early, before any analysis, when `output` cannot be written or is one of `inputs`. Only
+// creates (and removes) a uniquely named probe file: nothing of the user's is touched.
+void checkOutputWritable(const std::string& output, const std::vector<std::string>& inputs) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (output.empty()) throwOutput("cannot write '': the output path is empty");
+    for (const auto& input : inputs)
+        if (fs::exists(output, ec) && fs::equivalent(output, input, ec))
+            throwOutput("refusing to write '" + output + "': it is the input file '" + input + "'");
+    if (fs::is_directory(output, ec)) throwOutput("cannot write '" + output + "': it is a directory");
+    const fs::path target(output);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec))
+        throwOutput("cannot write '" + output + "': directory '" + dir.string() + "' does not exist");
+    std::string probe = (dir / ("." + target.filename().string() + ".probe-XXXXXX")).string();
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0)
+        throwOutput("cannot write '" + output + "': cannot create files in '" + dir.string() +
+                    "': " + std::strerror(errno));
+    ::close(fd);
+    ::unlink(probe.c_str());
+}
+
+// Bytes one worker needs at most for one (image, layer) task: the layer's q and k as double (and
+// the raw read buffer), plus the dense N x N matrices that some statistics build per head (see
+// analysis/src/head_analysis.cpp): the attention matrix for local mass and entropy and, for the
+// softmax family, rank and confusion; the dense SVD adds two copies (finite block, LAPACK work).
+double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats) {
+    const double n = double(layer.tokens);
+    double copies = 0;
+    for (const Paradigm& p : paradigms) {
+        const bool lowRank = p.usesKernel();
+        const bool dense = stats.local || stats.entropy || (!lowRank && (stats.confusion || stats.rank));
+        double c = dense ? 1 : 0;
+        if (!lowRank && stats.rank) c += 2;
+        else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
+        copies = std::max(copies, c);
+    }
+    const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);
+    return read + copies * n * n * 8.0 + 64.0 * n * 8.0 * 16.0;
+}
+
 int cmdInspect(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
+    setInputPath(a.positional[0]);
     auto reader = DumpReader::open(a.positional[0]);
     const DumpInfo& info = reader->info();
     if (a.flag("--json")) {
@@ -230,7 +410,9 @@ int cmdInspect(int argc, char** argv) {
                     l.vType ? toString(*l.vType) : "absent", l.attention.empty() ? "-" : l.attention.c_str(), scale,
                     grid.c_str(), l.kernelApplied ? "yes" : "no");
     }
-    std::printf("\n* scale not stored: 1/sqrt(d). The dump is valid.\n");
+    const bool defaultScale = std::any_of(info.layers.begin(), info.layers.end(),
+                                          [](const LayerInfo& l) { return !l.scaleFromFile; });
+    std::printf("\n%sThe dump is valid.\n", defaultScale ? "* scale not stored: 1/sqrt(d). " : "");
     return kExitOk;
 }
 
@@ -284,7 +466,7 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
         try {
             j = json::parse(in);
         } catch (const json::exception& e) {
-            throwInput("--config: '" + *cfg + "' is not valid JSON: " + e.what());
+            throwInput("--config: " + jsonParseProblem(*cfg, e));
         }
         if (!j.is_object() || !j.contains("paradigms") || !j["paradigms"].is_array())
             throwInput("--config: '" + *cfg + "' needs {\"paradigms\": [...]}");
@@ -314,6 +496,7 @@ int cmdAnalyze(int argc, char** argv) {
     req.paradigms = parseParadigms(a);
     if (auto t = a.get("--threads")) req.threads = toInt(*t, "--threads", 1, 256);
 
+    setInputPath(input);
     auto reader = DumpReader::open(input);
     const DumpInfo& info = reader->info();
     if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info);
@@ -323,17 +506,46 @@ int cmdAnalyze(int argc, char** argv) {
         for (const auto& l : info.layers) maxHeads = std::max(maxHeads, l.heads);
         req.heads = parseIndexList(*s, maxHeads, "--heads");
     }
-    if (output) {
-        // Fail before hours of work, not after: the output must be writable and not the input.
-        writeFileAtomically(*output + ".probe", "", {input});
-        std::remove((*output + ".probe").c_str());
-        std::error_code ec;
-        if (std::filesystem::exists(*output, ec) && std::filesystem::equivalent(*output, input, ec))
-            throwOutput("refusing to write '" + *output + "': it is the input file");
+    // Fail before hours of work, not after: the output must be writable and not the input.
+    if (output) checkOutputWritable(*output, {input});
+
+    // Declared sizes too large for this machine are refused before anything is allocated.
+    {
+        const std::vector<Paradigm>& paradigms = req.paradigms.empty() ? presetParadigms() : req.paradigms;
+        double perWorker = 0;
+        const LayerInfo* largest = nullptr;
+        std::vector<int> layers = req.layers;
+        if (layers.empty())
+            for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
+        for (int l : layers) {
+            const double bytes = workerBytes(info.layers[std::size_t(l)], paradigms, req.options.stats);
+            if (bytes > perWorker) {
+                perWorker = bytes;
+                largest = &info.layers[std::size_t(l)];
+            }
+        }
+        const double budget = memoryBudgetBytes();
+        if (largest && budget > 0 && perWorker > budget)
+            throwInput(input + ": layer " + largest->name + " has N = " + std::to_string(largest->tokens) +
+                       " tokens: the requested statistics need about " + formatGiB(perWorker) +
+                       " of memory per worker (dense N x N matrices for local mass and entropy, and for softmax "
+                       "rank and confusion), more than the " + formatGiB(budget) +
+                       " this process may use; select fewer --layers or --stats (for kernel paradigms rank, "
+                       "confusion and magnitude need no N x N matrix)");
+        const int wanted = req.threads > 0 ? req.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+        if (largest && budget > 0 && double(wanted) * perWorker > budget) {
+            const int fit = std::max(1, int(budget / perWorker));
+            std::fprintf(stderr,
+                         "note: layer %s (N = %d) needs about %s per worker; using %d thread%s instead of %d to "
+                         "stay within %s of memory\n",
+                         largest->name.c_str(), largest->tokens, formatGiB(perWorker).c_str(), fit,
+                         fit == 1 ? "" : "s", wanted, formatGiB(budget).c_str());
+            req.threads = fit;
+        }
     }
 
     ProgressBar bar(!a.flag("--quiet"));
-    std::signal(SIGINT, onInterrupt);
+    installInterruptHandlers();
     AnalysisReport report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
     if (!a.flag("--no-hash")) report.sha256 = sha256File(input);
     ToolInfo tool;
@@ -359,16 +571,37 @@ int cmdAttention(int argc, char** argv) {
         if (!a.get(required)) throwUsage(std::string("attention: ") + required + " is required");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("attention: -o OUT.json is required");
+    const Paradigm paradigm = Paradigm::parse(*a.get("--paradigm"));
+    setInputPath(a.positional[0]);
     auto reader = DumpReader::open(a.positional[0]);
     const DumpInfo& info = reader->info();
-    const int image = parseIndexList(*a.get("--image"), info.images, "--image").front();
-    const std::vector<int> layers = parseLayerList(*a.get("--layer"), info);
-    if (layers.size() != 1) throwUsage("attention: --layer must name one layer");
+    const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
+    if (images.size() != 1) throwUsage("--image: name one image, got '" + *a.get("--image") + "'");
+    const int image = images.front();
+    std::vector<int> layers;
+    try {
+        layers = parseLayerList(*a.get("--layer"), info);
+    } catch (const Error& e) {
+        std::string message = e.what();
+        if (message.rfind("--layers", 0) == 0) message.replace(0, 8, "--layer");
+        throw Error(e.kind(), message);
+    }
+    if (layers.size() != 1) throwUsage("--layer: name one layer, got '" + *a.get("--layer") + "'");
     const LayerInfo& layer = info.layers[layers[0]];
     const int head = toInt(*a.get("--head"), "--head", 0, layer.heads - 1);
-    const Paradigm paradigm = Paradigm::parse(*a.get("--paradigm"));
     const bool values = a.flag("--values");
     if (values && !layer.hasValues()) throwInput("attention: layer '" + layer.name + "' has no v dataset");
+    checkOutputWritable(*output, {a.positional[0]});
+    {
+        // The N x N matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
+        const double n = double(layer.tokens), needed = n * n * (8.0 + 16.0 + 24.0);
+        const double budget = memoryBudgetBytes();
+        if (budget > 0 && needed > budget)
+            throwInput(a.positional[0] + ": layer " + layer.name + " has N = " + std::to_string(layer.tokens) +
+                       " tokens: its " + std::to_string(layer.tokens) + " x " + std::to_string(layer.tokens) +
+                       " attention matrix as JSON needs about " + formatGiB(needed) + " of memory, more than the " +
+                       formatGiB(budget) + " this process may use");
+    }
 
     HeadActivations act = reader->readHead(image, layers[0], head, values);
     for (const auto& nf : act.nonFinite) std::fprintf(stderr, "warning: non-finite value: %s\n", nf.describe(info).c_str());
@@ -450,13 +683,40 @@ int cmdMerge(int argc, char** argv) {
         try {
             reports.push_back(json::parse(in));
         } catch (const json::exception& e) {
-            throwInput("merge: '" + f + "' is not valid JSON: " + e.what());
+            throwInput("merge: " + jsonParseProblem(f, e));
         }
+    }
+    checkOutputWritable(*output, a.positional);
+    // Reports made with --no-hash carry no SHA-256, and mergeReports compares only the hash and the
+    // size: two different dumps of equal size would merge. Without hashes, ask for the same input
+    // path and the same dump description as well.
+    auto inputField = [](const json& r, const char* key) -> json {
+        if (r.is_object() && r.contains("input") && r["input"].is_object() && r["input"].contains(key))
+            return r["input"][key];
+        return nullptr;
+    };
+    for (std::size_t i = 1; i < reports.size(); ++i) {
+        const json sha0 = inputField(reports[0], "sha256"), sha = inputField(reports[i], "sha256");
+        const bool hashed = sha0.is_string() && !sha0.get<std::string>().empty() && sha.is_string() &&
+                            !sha.get<std::string>().empty();
+        if (hashed || inputField(reports[0], "path").is_null() || inputField(reports[i], "path").is_null())
+            continue;  // not reports at all: mergeReports says so
+        if (inputField(reports[i], "path") != inputField(reports[0], "path") ||
+            inputField(reports[i], "dump") != inputField(reports[0], "dump"))
+            throwInput("merge: " + a.positional[i] + ": input " + inputField(reports[i], "path").dump() +
+                       " is not the input " + inputField(reports[0], "path").dump() + " of " + a.positional[0] +
+                       ", and without SHA-256 (analyze --no-hash) nothing shows that they are the same dump");
     }
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);
-    const json merged = mergeReports(reports, a.positional, tool);
+    json merged;
+    try {
+        merged = mergeReports(reports, a.positional, tool);
+    } catch (const json::exception& e) {
+        throwInput("merge: a report lacks a field or has one of the wrong type (" + printable(e.what()) +
+                   "); merge takes reports written by attnlens-cli analyze");
+    }
     std::cout << formatSummary(merged);
     writeFileAtomically(*output, merged.dump(1) + "\n", a.positional);
     std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
@@ -472,6 +732,7 @@ int main(int argc, char** argv) {
         return kExitUsage;
     }
     const std::string command = argv[1];
+    installFaultHandlers();
     try {
         if (command == "--help" || command == "-h" || command == "help") {
             std::fputs(kHelp, stdout);

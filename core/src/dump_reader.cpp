@@ -25,6 +25,10 @@ constexpr std::int64_t kSupportedVersion = 1;
 constexpr double kMaxLayerReadBytes = 8.0 * double(1ull << 30);
 // The same bound for one image of /images.
 constexpr double kMaxImageBytes = 1.0 * double(1ull << 30);
+// A compressed chunk is decompressed whole by every read that touches it, so chunks larger than
+// this (uncompressed) are refused on open: a dataset chunked over many images would otherwise cost
+// a gigabyte of memory and seconds per (image, head) read.
+constexpr double kMaxFilteredChunkBytes = 256.0 * double(1u << 20);
 // Per-thread read buffers larger than this are freed after use instead of being kept for reuse.
 constexpr std::size_t kKeptScratchBytes = 64u << 20;
 
@@ -362,6 +366,27 @@ public:
             fail(datasetPath + " is compressed with HDF5 filter " + std::to_string(filter) +
                  (name[0] ? " (" + std::string(name) + ")" : std::string()) +
                  ", which this HDF5 library does not provide; store it uncompressed or with gzip");
+        }
+        if (filters > 0 && H5Pget_layout(properties.get()) == H5D_CHUNKED) {
+            const int rank = H5Pget_chunk(properties.get(), 0, nullptr);
+            std::vector<hsize_t> chunk(std::size_t(std::max(rank, 0)));
+            h5::Handle type(H5Dget_type(dataset));
+            if (rank > 0 && type.valid() && H5Pget_chunk(properties.get(), rank, chunk.data()) == rank) {
+                double bytes = double(H5Tget_size(type.get()));
+                for (hsize_t c : chunk) bytes *= double(c);
+                if (bytes > kMaxFilteredChunkBytes) {
+                    std::vector<hsize_t> suggested = h5::datasetDims(dataset);
+                    if (!suggested.empty()) suggested[0] = 1;
+                    std::string dims;
+                    for (std::size_t i = 0; i < suggested.size(); ++i)
+                        dims += (i ? "x" : "") + std::to_string(suggested[i]);
+                    fail(datasetPath + " is compressed in chunks of " + h5::describeDims(chunk) + " (" +
+                         formatGiB(bytes) + " uncompressed), more than the limit of " +
+                         formatGiB(kMaxFilteredChunkBytes) +
+                         ": every read would decompress a whole chunk; store one image per chunk, e.g. "
+                         "h5repack -l " + datasetPath + ":CHUNK=" + dims + " IN.h5 OUT.h5");
+                }
+            }
         }
     }
 
@@ -777,5 +802,11 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
     }
     return value;
 }
+
+}  // namespace attnlens
+
+namespace attnlens {
+
+bool insideHdf5() noexcept { return h5::lockHeldByThisThread(); }
 
 }  // namespace attnlens

@@ -190,6 +190,9 @@ DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()
     if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
         throwOutput(path + ": cannot write: the directory " + parent.string() + " does not exist");
     }
+    if (std::filesystem::is_directory(path, ec)) {
+        throwOutput(path + ": cannot write: it is a directory");
+    }
     h5::Lock lock;
     impl_->file =
         h5::Handle(H5Fcreate(impl_->tempPath.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
@@ -320,9 +323,10 @@ void DumpWriter::commit() {
     std::error_code ec;
     std::filesystem::rename(impl_->tempPath, impl_->finalPath, ec);
     if (ec) {
-        std::filesystem::remove(impl_->tempPath, ec);
-        throwOutput(impl_->finalPath +
-                    ": cannot rename the temporary file into place: " + ec.message());
+        const std::string why = ec.message();  // before remove() reuses an error code
+        std::error_code ignored;
+        std::filesystem::remove(impl_->tempPath, ignored);
+        throwOutput(impl_->finalPath + ": cannot rename the temporary file into place: " + why);
     }
     impl_->committed = true;
 }

@@ -16,13 +16,22 @@ std::mutex& hdf5Mutex() {
 
 namespace h5 {
 
+namespace {
+thread_local int tlsLockDepth = 0;
+}  // namespace
+
 Lock::Lock() : lock_(hdf5Mutex()) {
+    ++tlsLockDepth;
     thread_local bool silenced = false;
     if (!silenced) {
         H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
         silenced = true;
     }
 }
+
+Lock::~Lock() { --tlsLockDepth; }
+
+bool lockHeldByThisThread() noexcept { return tlsLockDepth > 0; }
 
 namespace {
 

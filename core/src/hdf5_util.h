@@ -21,10 +21,16 @@ namespace attnlens::h5 {
 class Lock {
 public:
     Lock();
+    ~Lock();
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
 
 private:
     std::unique_lock<std::mutex> lock_;
 };
+
+// True while the calling thread holds a Lock (attnlens::insideHdf5() in dump.h).
+bool lockHeldByThisThread() noexcept;
 
 // Owns one HDF5 identifier of any kind and closes it with the matching H5*close.
 class Handle {

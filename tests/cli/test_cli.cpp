@@ -6,13 +6,29 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attnlens/dump.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
+
+// AddressSanitizer reserves terabytes of address space (no `ulimit -v`) and reports the HDF5
+// library's own out-of-bounds reads itself: the tests that rely on either are skipped under it.
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTNLENS_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNLENS_TEST_ASAN 1
+#endif
+#endif
+#ifndef ATTNLENS_TEST_ASAN
+#define ATTNLENS_TEST_ASAN 0
+#endif
 
 namespace {
 
@@ -38,8 +54,8 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir_); }
 
-    RunResult run(const std::string& args) const {
-        const std::string cmd = std::string(ATTNLENS_CLI_PATH) + " " + args + " >" + (dir_ / "stdout").string() +
+    RunResult run(const std::string& args, const std::string& prefix = "") const {
+        const std::string cmd = prefix + std::string(ATTNLENS_CLI_PATH) + " " + args + " >" + (dir_ / "stdout").string() +
                                 " 2>" + (dir_ / "stderr").string() + " </dev/null";
         const int status = std::system(cmd.c_str());
         RunResult r;
@@ -55,6 +71,8 @@ protected:
         return path(name);
     }
     static json readJson(const std::string& p) { return json::parse(readFile(p)); }
+    // Runs under `ulimit -v kib` (a deterministic memory limit, whatever the machine has).
+    RunResult runLimited(long kib, const std::string& args) const { return run(args, "ulimit -v " + std::to_string(kib) + " && "); }
 
     fs::path dir_;
 };
@@ -113,7 +131,7 @@ TEST_F(CliTest, InspectShowsLayout) {
     EXPECT_THAT(r.out, HasSubstr("6 x 5, prefix tokens 1, N = 31"));
     const RunResult j = run("inspect --json " + path("a.h5"));
     ASSERT_EQ(j.code, 0);
-    EXPECT_NO_THROW((void)json::parse(j.out));
+    EXPECT_TRUE(json::accept(j.out)) << j.out;
 }
 
 TEST_F(CliTest, AnalyzeWritesCompleteReport) {
@@ -133,14 +151,19 @@ TEST_F(CliTest, AnalyzeWritesCompleteReport) {
         ASSERT_TRUE(rec.contains("rank") && rec.contains("local") && rec.contains("entropy") &&
                     rec.contains("confusion") && rec.contains("magnitude"));
         // Rows of every paradigm carry unit mass (up to Divide's N*eps), so the k x k mass lies in a sane range.
-        if (rec["paradigm"] == "linear_relu" || rec["paradigm"] == "softmax")
+        if (rec["paradigm"] == "linear_relu" || rec["paradigm"] == "softmax") {
             EXPECT_LE(rec["rank"]["rank"].get<int>(), 31);
+        }
     }
     // Linear family rank is bounded by d (+1 for the subtract/magnitude offset term).
     for (const auto& rec : j["results"]) {
         const std::string p = rec["paradigm"];
-        if (p == "linear_relu" || p == "linear_elu" || p == "focused") EXPECT_LE(rec["rank"]["rank"].get<int>(), 8);
-        if (p == "inline" || p == "inline_relu" || p == "mala") EXPECT_LE(rec["rank"]["rank"].get<int>(), 9);
+        if (p == "linear_relu" || p == "linear_elu" || p == "focused") {
+            EXPECT_LE(rec["rank"]["rank"].get<int>(), 8);
+        }
+        if (p == "inline" || p == "inline_relu" || p == "mala") {
+            EXPECT_LE(rec["rank"]["rank"].get<int>(), 9);
+        }
     }
     const auto& summary = j["summary"]["per_paradigm"];
     ASSERT_EQ(summary.size(), 8u);
@@ -210,4 +233,204 @@ TEST_F(CliTest, AttentionCommandWritesRowsThatSumToOne) {
         EXPECT_NEAR(s, 1.0, 1e-4);
     }
     EXPECT_EQ(j["output"].size(), 31u);
+}
+
+TEST_F(CliTest, BadOptionValuesNameTheOptionAndExitTwo) {
+    const std::string in = synth("a.h5");
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"--threads 0", "--threads: 0 is out of range [1, 256]"},
+        {"--threads -5", "--threads: -5 is out of range [1, 256]"},
+        {"--threads abc", "--threads: 'abc' is not an integer"},
+        {"--tau -1", "--tau: must be > 0, got -1"},
+        {"--magnitude garbage", "--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got 'garbage'"},
+        {"--local-k 4", "--local-k: window sizes must be odd, got 4"},
+        {"--local-k 0", "--local-k: 0 is out of range [1, 99]"},
+        {"--images 5-2", "--images: range '5-2' is empty"},
+    };
+    for (const auto& [option, message] : cases) {
+        const RunResult r = run("analyze " + in + " " + option + " -o " + path("o.json"));
+        EXPECT_EQ(r.code, 2) << option;
+        EXPECT_THAT(r.err, HasSubstr(message)) << option;
+        EXPECT_FALSE(fs::exists(path("o.json"))) << option;
+    }
+    RunResult r = run("attention " + in + " --image 0,1 --layer 0 --head 0 --paradigm softmax -o " + path("o.json"));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--image: name one image, got '0,1'"));
+    r = run("attention " + in + " --image 0 --layer 9 --head 0 --paradigm softmax -o " + path("o.json"));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--layer: 9 is out of range (valid: 0-1)"));
+    EXPECT_FALSE(fs::exists(path("o.json")));
+}
+
+TEST_F(CliTest, OutputChecksNameTheOutputAndTouchNothingElse) {
+    const std::string in = synth("a.h5");
+    // The early writability check used to rename an empty "OUT.probe" over a file of that name
+    // and delete it, and named "OUT.probe" in its messages.
+    std::ofstream(path("out.json.probe")) << "mine";
+    RunResult r = run("analyze " + in + " --stats rank -o " + path("out.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(readFile(path("out.json.probe")), "mine");
+    r = run("analyze " + in + " -o " + path("missing-dir/out.json"));
+    EXPECT_EQ(r.code, 4);
+    EXPECT_THAT(r.err, HasSubstr("cannot write '" + path("missing-dir/out.json") + "': directory '" +
+                                 path("missing-dir") + "' does not exist"));
+    r = run("analyze " + in + " -o " + dir_.string());
+    EXPECT_EQ(r.code, 4);
+    EXPECT_THAT(r.err, HasSubstr("it is a directory"));
+    r = run("synth -o " + dir_.string());
+    EXPECT_EQ(r.code, 4);
+    EXPECT_THAT(r.err, HasSubstr(dir_.string() + ": cannot write: it is a directory"));
+    for (const auto& e : fs::directory_iterator(dir_.parent_path()))
+        EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(dir_.filename().string() + ".tmp-")));
+    for (const auto& e : fs::directory_iterator(dir_)) {
+        EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".probe-")));
+        EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
+    }
+}
+
+TEST_F(CliTest, InspectFootnoteOnlyWhenAScaleIsMissing) {
+    const RunResult r = run("inspect " + synth("a.h5"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("The dump is valid."));
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("scale not stored")));  // synth stores every scale
+}
+
+TEST_F(CliTest, MergeRefusesDifferentDumpsWithoutHashesAndNonReports) {
+    const std::string a = synth("a.h5", "--seed 1"), b = synth("b.h5", "--seed 2");
+    ASSERT_EQ(fs::file_size(a), fs::file_size(b));  // same size: only the contents differ
+    const std::string common = " --stats rank --paradigms softmax --no-hash --quiet ";
+    ASSERT_EQ(run("analyze " + a + common + "--images 0 -o " + path("a0.json")).code, 0);
+    ASSERT_EQ(run("analyze " + b + common + "--images 1 -o " + path("b1.json")).code, 0);
+    ASSERT_EQ(run("analyze " + a + common + "--images 1-2 -o " + path("a12.json")).code, 0);
+    RunResult r = run("merge " + path("a0.json") + " " + path("b1.json") + " -o " + path("m.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("without SHA-256 (analyze --no-hash) nothing shows that they are the same dump"));
+    EXPECT_FALSE(fs::exists(path("m.json")));
+    // Shards of one dump made with --no-hash still merge (same input path and layout).
+    r = run("merge " + path("a0.json") + " " + path("a12.json") + " -o " + path("m.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    // A dump given to merge by mistake: a plain message, no raw bytes of the file.
+    r = run("merge " + path("a0.json") + " " + a + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("merge: '" + a + "' is an HDF5 file, not a JSON report"));
+    for (unsigned char c : r.err) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << int(c);
+}
+
+TEST_F(CliTest, MergeOfShardsEqualsOneRunForEveryStatistic) {
+    // All five statistics and all presets (MergeOfShardsEqualsOneRun covers three of each).
+    const std::string in = synth("a.h5");
+    const std::string common = " --quiet --per-query-maps ";
+    ASSERT_EQ(run("analyze " + in + common + "-o " + path("all.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + common + "--images 1 -o " + path("s1.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + common + "--images 2,0 -o " + path("s2.json")).code, 0);
+    const RunResult r = run("merge " + path("s2.json") + " " + path("s1.json") + " -o " + path("m.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json all = readJson(path("all.json")), merged = readJson(path("m.json"));
+    EXPECT_EQ(merged["results"], all["results"]);
+    EXPECT_EQ(merged["summary"], all["summary"]);
+    EXPECT_EQ(merged["options"], all["options"]);
+    EXPECT_EQ(merged["paradigms"], all["paradigms"]);
+    // A different option, stat set or paradigm list is refused.
+    ASSERT_EQ(run("analyze " + in + " --quiet --per-query-maps --tau 0.01 --images 1 -o " + path("t.json")).code, 0);
+    RunResult bad = run("merge " + path("s2.json") + " " + path("t.json") + " -o " + path("bad.json"));
+    EXPECT_EQ(bad.code, 3);
+    EXPECT_THAT(bad.err, HasSubstr("different analysis options"));
+    EXPECT_FALSE(fs::exists(path("bad.json")));
+}
+
+TEST_F(CliTest, DeclaredSizesTooLargeForMemoryAreRefusedBeforeAllocating) {
+    if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
+    // N = 10001: a dense N x N double matrix is 0.75 GiB and softmax's rank needs three of them.
+    const std::string in = path("big.h5");
+    ASSERT_EQ(run("synth -o " + in + " --layers 1 --heads 1 --grid 100x100 --prefix 1 --dim 4 --images 1 --no-images").code, 0);
+    const long kib = 1500000;  // 1.43 GiB of address space
+    RunResult r = runLimited(kib, "analyze " + in + " -o " + path("out.json"));
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(in + ": layer blocks.0 has N = 10001 tokens: the requested statistics need about"));
+    EXPECT_THAT(r.err, HasSubstr("this process may use"));
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("out of memory")));
+    EXPECT_FALSE(fs::exists(path("out.json")));
+    r = runLimited(kib, "attention " + in + " --image 0 --layer 0 --head 0 --paradigm mala -o " + path("out.json"));
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("10001 x 10001 attention matrix as JSON needs about"));
+    EXPECT_FALSE(fs::exists(path("out.json")));
+    // What fits still runs: the low-rank spectrum of a kernel paradigm needs no N x N matrix.
+    r = runLimited(kib, "analyze " + in + " --paradigms mala --stats rank --quiet -o " + path("out.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(path("out.json")));
+}
+
+namespace {
+// Sets the size of the global heap object that holds the root attribute `format` (a
+// variable-length string) to 64 MiB: HDF5 1.10 copies that many bytes out of a 4 KiB heap.
+void damageFormatString(const std::string& file) {
+    std::string bytes = readFile(file);
+    const auto heap = bytes.find("GCOL");
+    ASSERT_NE(heap, std::string::npos) << "no global heap in " << file;
+    const auto text = bytes.find("attnlens.dump", heap);
+    ASSERT_NE(text, std::string::npos);
+    const std::uint64_t size = 64ull << 20;
+    for (int i = 0; i < 8; ++i) bytes[text - 8 + std::size_t(i)] = char((size >> (8 * i)) & 0xff);
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
+}  // namespace
+
+TEST_F(CliTest, HdfCrashOnDamagedMetadataIsAnInputError) {
+    if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer reports HDF5's overread itself";
+    const std::string in = synth("a.h5");
+    damageFormatString(in);
+    for (const std::string& command : std::vector<std::string>{"inspect " + in, "analyze " + in + " -o " + path("out.json")}) {
+        const RunResult r = run(command);
+        EXPECT_EQ(r.code, 3) << command << "\n" << r.err;
+        EXPECT_THAT(r.err, HasSubstr("attnlens-cli: error: " + in +
+                                     ": the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 metadata is damaged"));
+        EXPECT_FALSE(fs::exists(path("out.json")));
+    }
+}
+
+TEST_F(CliTest, TerminationSignalCancelsCleanly) {
+    // A batch scheduler's time limit sends SIGTERM: exit 5, no output, no temporary file.
+    const std::string in = path("mid.h5");
+    ASSERT_EQ(run("synth -o " + in + " --layers 4 --heads 3 --grid 24x24 --prefix 1 --dim 32 --images 8").code, 0);
+    const std::string script = std::string(ATTNLENS_CLI_PATH) + " analyze " + in + " --threads 1 -o " + path("out.json") +
+                               " >/dev/null 2>" + path("err") + " & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo $? >" +
+                               path("rc");
+    ASSERT_EQ(std::system(("sh -c '" + script + "'").c_str()), 0);
+    EXPECT_EQ(readFile(path("rc")), "5\n") << readFile(path("err"));
+    EXPECT_THAT(readFile(path("err")), HasSubstr("analysis cancelled"));
+    EXPECT_FALSE(fs::exists(path("out.json")));
+    for (const auto& e : fs::directory_iterator(dir_))
+        EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
+}
+
+TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
+    // Inf in a query and NaN in a key: warnings name image, layer, head and token; every record
+    // is still written, the affected rows are flagged (issue 2, section 6).
+    const std::string in = path("nan.h5");
+    {
+        const std::vector<std::uint64_t> shape{2, 2, 5, 4};
+        std::vector<float> q(2 * 2 * 5 * 4), k(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) {
+            q[i] = float((i * 37) % 11) * 0.3f - 1.5f;
+            k[i] = float((i * 53) % 13) * 0.25f - 1.4f;
+        }
+        auto at = [](int b, int h, int n, int d) { return std::size_t(((b * 2 + h) * 5 + n) * 4 + d); };
+        q[at(1, 0, 3, 2)] = std::numeric_limits<float>::infinity();
+        k[at(0, 1, 4, 0)] = std::numeric_limits<float>::quiet_NaN();
+        attnlens::DumpWriter w(in);
+        w.setRootAttribute("format", std::string("attnlens.dump"));
+        w.setRootAttribute("format_version", std::int64_t(1));
+        w.setRootAttribute("grid", std::vector<std::int64_t>{2, 2});
+        w.setRootAttribute("prefix_tokens", std::int64_t(1));
+        w.writeFloatDataset("/layers/blocks.0/q", shape, q, attnlens::DType::Float32);
+        w.writeFloatDataset("/layers/blocks.0/k", shape, k, attnlens::DType::Float32);
+        w.commit();
+    }
+    const RunResult r = run("analyze " + in + " --quiet -o " + path("out.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("warning: non-finite value: image 1, layer blocks.0, head 0, token 3 of q"));
+    EXPECT_THAT(r.err, HasSubstr("warning: non-finite value: image 0, layer blocks.0, head 1, token 4 of k"));
+    const json j = readJson(path("out.json"));
+    EXPECT_EQ(j["non_finite"].size(), 2u);
+    EXPECT_EQ(j["results"].size(), 2u * 2u * 8u);  // images x heads x presets: nothing dropped
 }

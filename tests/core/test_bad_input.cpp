@@ -573,5 +573,22 @@ TEST_F(BadInput, WriterIntoMissingDirectoryIsAnOutputError) {
                     "does not exist");
 }
 
+TEST_F(BadInput, WriterOntoADirectoryIsAnOutputErrorAndLeavesNothing) {
+    // Used to end in "cannot rename the temporary file into place: Success" (the rename's error
+    // code was overwritten by the clean-up) and to leave "<dir>.tmp-<pid>" behind it.
+    const std::filesystem::path target = dir_.path() / "sub";
+    std::filesystem::create_directory(target);
+    const std::string message = test::errorMessage(
+        [&] {
+            DumpWriter w(target.string());
+            w.setRootAttribute("format", std::string("attnlens.dump"));
+            w.commit();
+        },
+        ErrorKind::Output);
+    EXPECT_CONTAINS(message, target.string() + ": cannot write: it is a directory");
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path()))
+        EXPECT_EQ(entry.path().filename().string(), "sub") << "left behind: " << entry.path();
+}
+
 }  // namespace
 }  // namespace attnlens

@@ -154,4 +154,10 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// True while the calling thread is inside the HDF5 library (holds the lock that serialises every
+// HDF5 call). Async-signal-safe: attnlens-cli's SIGSEGV handler uses it to tell a crash of HDF5 on
+// a file with damaged metadata (HDF5 1.10 trusts some sizes it reads, e.g. global heap objects of
+// variable-length strings) from a bug of its own.
+bool insideHdf5() noexcept;
+
 }  // namespace attnlens
