@@ -58,6 +58,9 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
         if (dash == std::string_view::npos) {
             lo = hi = parseInt(item, optionName, text);
         } else {
+            if (dash == 0 || dash + 1 == item.size())
+                throwUsage(std::string(optionName) + ": '" + std::string(item) + "' in '" + std::string(text) +
+                           "' is neither an index nor a range A-B of non-negative integers");
             lo = parseInt(item.substr(0, dash), optionName, text);
             hi = parseInt(item.substr(dash + 1), optionName, text);
             if (hi < lo)

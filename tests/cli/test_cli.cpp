@@ -246,6 +246,9 @@ TEST_F(CliTest, BadOptionValuesNameTheOptionAndExitTwo) {
         {"--local-k 4", "--local-k: window sizes must be odd, got 4"},
         {"--local-k 0", "--local-k: 0 is out of range [1, 99]"},
         {"--images 5-2", "--images: range '5-2' is empty"},
+        {"--images -1", "--images: '-1' in '-1' is neither an index nor a range A-B of non-negative integers"},
+        {"--images 0,1-", "--images: '1-' in '0,1-' is neither an index nor a range A-B"},
+        {"--heads x", "--heads: 'x' in 'x' is not a non-negative integer"},
     };
     for (const auto& [option, message] : cases) {
         const RunResult r = run("analyze " + in + " " + option + " -o " + path("o.json"));
