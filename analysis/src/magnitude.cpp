@@ -31,6 +31,7 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
+#include "attnlens/vector_math.h"
 #include "row_summary.h"
 
 namespace attnlens {
@@ -69,12 +70,14 @@ public:
         dotSums_.resize(std::size_t(kBlock));
         work_.resize(n);
         scratch_.resize(std::size_t(n));
+        scratch2_.resize(std::size_t(n));
         softmax_ = head.paradigm().normalisation == Normalisation::Softmax;
         divide_ = head.paradigm().normalisation == Normalisation::Divide;
         k_ = std::min<Index>(topK_, n);
-        topValues_.reserve(std::size_t(k_));
         if (softmax_) {
             expRows_.resize(Index(factors_.size()), n);
+            expSums_.resize(factors_.size());
+            weightedSums_.resize(factors_.size());
             topExpRows_.resize(k_, Index(factors_.size()));
             const auto unit = std::find(factors_.begin(), factors_.end(), 1.0);
             unitFactor_ = unit == factors_.end() ? -1 : Index(unit - factors_.begin());
@@ -124,68 +127,45 @@ public:
     }
 
 private:
-    // Sums of the k largest and k smallest raw values: every factor's top-k set is one of the two
-    // because A(a) is monotone in raw (increasing for softmax and alpha > 0).
-    // One partition around the median, then one inside each half for its k extreme values: about
-    // 2N element moves per query, all branch-free.
+    // The row's lower median by selection (the element above it, needed for even N, by one more
+    // scan) and the sum of its k largest raw values. Every factor's top-k set is either the k
+    // largest or the k smallest raw values because A(a) is monotone in raw (increasing for softmax
+    // and alpha > 0); the smallest are found only when a factor needs them (bottom()).
     void prepareOrder() {
         const Index n = raw_.size();
-        double* x = scratch_.data();
-        std::copy(raw_.data(), raw_.data() + n, x);
+        const std::span<const double> row(raw_.data(), std::size_t(n));
         const Index mid = (n - 1) / 2;
-        rawLowerMedian_ = partitionAround(x, n, mid);
+        rawLowerMedian_ = detail::selectRank(row, std::size_t(mid), scratch_.data(), scratch2_.data());
         // The ascending element n-1-mid: the lower median of the row when A is decreasing in raw.
-        rawUpperMedian_ = n - 1 - mid == mid ? rawLowerMedian_ : *std::min_element(x + mid + 1, x + n);
-        // x(mid, n) holds values >= every value of x[0, mid]: the k largest lie there when k fits,
-        // the k smallest in x[0, mid) likewise. Partitioning the upper half leaves x[0, mid] as is.
-        const Index topBegin = k_ <= n - mid - 1 ? mid + 1 : 0;
-        partitionAround(x + topBegin, n - topBegin, n - topBegin - k_);
-        topValues_.assign(x + n - k_, x + n);
-        rawMax_ = *std::max_element(topValues_.begin(), topValues_.end());
-        rawTopSum_ = std::accumulate(topValues_.begin(), topValues_.end(), 0.0);
-        const Index bottomEnd = k_ <= mid ? mid : n;
-        partitionAround(x, bottomEnd, k_ - 1);
-        rawMin_ = *std::min_element(x, x + k_);
-        rawBottomSum_ = std::accumulate(x, x + k_, 0.0);
+        // It equals the lower median when more than mid + 1 values are <= it, else it is the
+        // smallest value above it.
+        rawUpperMedian_ = rawLowerMedian_;
+        if (n - 1 - mid != mid) {
+            Index atMost = 0;
+            double above = std::numeric_limits<double>::infinity();
+            for (double v : row) {
+                atMost += Index(v <= rawLowerMedian_);
+                above = v > rawLowerMedian_ ? std::min(above, v) : above;
+            }
+            if (atMost <= mid + 1) rawUpperMedian_ = above;
+        }
+        const detail::RowTail top = detail::largestValues(row, std::size_t(k_), scratch_.data(),
+                                                          scratch2_.data(), softmax_ ? &topValues_ : nullptr);
+        rawMax_ = top.extreme;
+        rawTopSum_ = top.sum;
+        bottomKnown_ = false;  // only rows with alpha < 0 need it: see bottom()
         positiveSummary_.reset();
         negativeSummary_.reset();
     }
 
-    // Quickselect with branch-free partitions: afterwards x[k] holds the value of ascending rank
-    // k, x[0, k) values <= it and x(k, n) values >= it (std::nth_element's contract). The rows are
-    // short (N ~ 200) and their values random, so std::nth_element's branchy partition loses more
-    // to mispredictions than it saves: this one swaps unconditionally and advances by the
-    // comparison's result (about 3x faster at N = 197, a fifth of a whole analysis run).
-    static double partitionAround(double* x, Index n, Index k) {
-        Index lo = 0, hi = n;  // x[k] lies in [lo, hi)
-        while (hi - lo > 16) {
-            double a = x[lo], b = x[lo + (hi - lo) / 2], c = x[hi - 1];
-            if (a > b) std::swap(a, b);
-            const double pivot = std::max(a, std::min(b, c));  // median of three
-            // [lo, less) < pivot; then [less, equal) == pivot; the rest > pivot.
-            Index less = lo;
-            for (Index i = lo; i < hi; ++i) {
-                const double v = x[i];
-                x[i] = x[less];
-                x[less] = v;
-                less += Index(v < pivot);
-            }
-            if (k < less) {
-                hi = less;
-                continue;
-            }
-            Index equal = less;
-            for (Index i = less; i < hi; ++i) {
-                const double v = x[i];
-                x[i] = x[equal];
-                x[equal] = v;
-                equal += Index(v == pivot);
-            }
-            if (k < equal) return pivot;  // the pivot is in the range, so equal > less
-            lo = equal;
+    // The k smallest raw values: the top-k set of factors with alpha < 0.
+    const detail::RowTail& bottom() {
+        if (!bottomKnown_) {
+            bottom_ = detail::smallestValues(std::span<const double>(raw_.data(), std::size_t(raw_.size())),
+                                             std::size_t(k_), scratch_.data(), scratch2_.data());
+            bottomKnown_ = true;
         }
-        std::sort(x + lo, x + hi);
-        return x[k];
+        return bottom_;
     }
 
     // m = argmax of the row at a = 1 (first on ties); n = the first key holding the lower median
@@ -215,22 +195,61 @@ private:
         return 0;
     }
 
-    // expRows_(f, j) = exp(a_f (l_j - l_max)) for every factor, and topExp_(f) the sum of those
-    // of the k largest logits (the top-k mass's numerator), by the same squarings.
+    // expRows_(f, j) = exp(a_f (l_j - l_max)) for every factor, with its sums z_f = sum_j e_fj
+    // and w_f = sum_j e_fj (l_j - l_max) taken in the same pass; topExp_(f) the sum of those of
+    // the k largest logits (the top-k mass's numerator), by the same squarings.
     void expRowsSoftmax() {
+        const Index n = raw_.size();
         shifted_ = raw_.array() - rawMax_;
         topShifted_.resize(k_, 1);
         for (Index j = 0; j < k_; ++j) topShifted_(j, 0) = topValues_[std::size_t(j)] - rawMax_;
+        const double* s = shifted_.data();
         for (Index f = 0; f < expRows_.rows(); ++f) {
+            double* e = expRows_.row(f).data();
             if (squareStep_ > 0 && f >= squareStep_) {
-                expRows_.row(f) = expRows_.row(f - squareStep_).array().square();
+                const double* prev = expRows_.row(f - squareStep_).data();
+                sumsOfRow(n, s, e, [prev](Index j) { return prev[j] * prev[j]; }, &expSums_[std::size_t(f)],
+                          &weightedSums_[std::size_t(f)]);
                 topExpRows_.col(f) = topExpRows_.col(f - squareStep_).array().square();
             } else {
                 const double a = factors_[std::size_t(f)];
-                expRows_.row(f) = (shifted_.array() * a).exp();
+                vecmath::expAffine(s, std::size_t(n), a, 0.0, e);
+                sumsOfRow(n, s, e, [e](Index j) { return e[j]; }, &expSums_[std::size_t(f)],
+                          &weightedSums_[std::size_t(f)]);
                 topExpRows_.col(f) = (topShifted_.col(0).array() * a).exp();
             }
         }
+    }
+
+    // out_j = value(j) for every j, z = sum_j out_j, w = sum_j out_j s_j; four independent
+    // accumulators per sum so that the adds pipeline (and pair up in SIMD registers).
+    template <class Value>
+    static void sumsOfRow(Index n, const double* s, double* out, Value value, double* z, double* w) {
+        double z0 = 0, z1 = 0, z2 = 0, z3 = 0, w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+        Index j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const double e0 = value(j), e1 = value(j + 1), e2 = value(j + 2), e3 = value(j + 3);
+            out[j] = e0;
+            out[j + 1] = e1;
+            out[j + 2] = e2;
+            out[j + 3] = e3;
+            z0 += e0;
+            z1 += e1;
+            z2 += e2;
+            z3 += e3;
+            w0 += e0 * s[j];
+            w1 += e1 * s[j + 1];
+            w2 += e2 * s[j + 2];
+            w3 += e3 * s[j + 3];
+        }
+        for (; j < n; ++j) {
+            const double e0 = value(j);
+            out[j] = e0;
+            z0 += e0;
+            w0 += e0 * s[j];
+        }
+        *z = (z0 + z1) + (z2 + z3);
+        *w = (w0 + w1) + (w2 + w3);
     }
 
     bool unitSoftmax(Index* topKey, Index* medianKey) {
@@ -256,9 +275,8 @@ private:
                        double* topMass, double* ratio) {
         // e_j <= 1 and e at the largest logit is exactly 1, so Z >= 1: no overflow, no zero.
         const double a = factors_[f];
-        const auto e = expRows_.row(Index(f));
-        const double z = e.sum();
-        const double weighted = e.dot(shifted_);
+        const double z = expSums_[f];
+        const double weighted = weightedSums_[f];
         *maxWeight = 1.0 / z;
         // The k largest weights are those of the k largest logits.
         *topMass = topExpRows_.col(Index(f)).sum() / z;
@@ -276,8 +294,9 @@ private:
             *maxWeight = c.alpha * rawMax_ + c.beta;
             *topMass = c.alpha * rawTopSum_ + kd * c.beta;
         } else {
-            *maxWeight = c.alpha * rawMin_ + c.beta;
-            *topMass = c.alpha * rawBottomSum_ + kd * c.beta;
+            const detail::RowTail& b = bottom();
+            *maxWeight = c.alpha * b.extreme + c.beta;
+            *topMass = c.alpha * b.sum + kd * c.beta;
         }
         if (divide_ && c.beta == 0 && c.alpha != 0) {
             // max(alpha raw, 0) = |alpha| max(sign(alpha) raw, 0): renormalised, |alpha| cancels.
@@ -288,9 +307,8 @@ private:
             }
             *entropy = detail::entropyFromSummary(*s);
         } else {
-            work_ = (raw_ * c.alpha).array() + c.beta;
-            *entropy = detail::entropyFromSummary(
-                detail::summariseRow(std::span<const double>(work_.data(), std::size_t(work_.size())), 0));
+            *entropy = detail::entropyFromSummary(detail::summariseAffineRow(
+                std::span<const double>(raw_.data(), std::size_t(raw_.size())), c.alpha, c.beta));
         }
         *ratio = m >= 0 ? (c.alpha * raw_[m] + c.beta) / (c.alpha * raw_[med] + c.beta) : kNaN;
         return std::isfinite(*maxWeight) && std::isfinite(*topMass);
@@ -307,11 +325,14 @@ private:
     std::vector<double> dotSums_;
     Index blockBegin_ = 0, blockCount_ = 0;
     RowVector raw_, work_;
-    std::vector<double> scratch_;
-    double rawTopSum_ = 0, rawBottomSum_ = 0, rawMax_ = 0, rawMin_ = 0;
+    std::vector<double> scratch_, scratch2_;
+    std::vector<double> expSums_, weightedSums_;  // z_f and w_f of expRowsSoftmax
+    std::vector<double> topValues_;  // the k largest raw values of the current query
+    double rawTopSum_ = 0, rawMax_ = 0;
+    detail::RowTail bottom_;  // the k smallest raw values' sum and the minimum, when bottomKnown_
+    bool bottomKnown_ = false;
     double rawLowerMedian_ = 0, rawUpperMedian_ = 0;
     std::optional<detail::RowSummary> positiveSummary_, negativeSummary_;
-    std::vector<double> topValues_;  // the k largest raw values of the current query, unordered
 };
 
 MagnitudeCurve emptyCurve(const std::vector<double>& factors) {

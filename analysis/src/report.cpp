@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "attnlens/error.h"
 
@@ -21,6 +23,33 @@ namespace attnlens {
 namespace {
 
 using nlohmann::json;
+
+// Runs f(begin, end) over chunks of [0, count) on the machine's cores (the calling thread takes
+// part). Each index is handled by exactly one call; the first exception is rethrown.
+template <class F>
+void forEachChunk(std::size_t count, F f) {
+    const std::size_t threads =
+        std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), (count + 255) / 256);
+    if (threads <= 1) {
+        f(std::size_t(0), count);
+        return;
+    }
+    std::vector<std::exception_ptr> errors(threads);
+    std::vector<std::thread> pool;
+    const std::size_t step = (count + threads - 1) / threads;
+    auto run = [&](std::size_t t) {
+        try {
+            f(std::min(count, t * step), std::min(count, (t + 1) * step));
+        } catch (...) {
+            errors[t] = std::current_exception();
+        }
+    };
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(run, t);
+    run(0);
+    for (auto& th : pool) th.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
 
 json finiteOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
@@ -234,17 +263,21 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
     for (const auto& p : report.paradigms) paradigms.push_back(p.toJson());
     j["paradigms"] = paradigms;
     j["options"] = report.request.options.toJson();
-    json results = json::array();
-    for (const auto& r : report.records) {
-        json e = statsJson(r.stats, report.request.options.perQueryMaps);
-        e["image"] = r.image;
-        e["layer"] = report.dump.layers[r.layer].name;
-        e["layer_position"] = r.layer;
-        e["head"] = r.head;
-        e["paradigm"] = report.paradigms[r.paradigm].name;
-        results.push_back(std::move(e));
-    }
-    j["results"] = std::move(results);
+    std::vector<json> entries(report.records.size());
+    forEachChunk(entries.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+            const HeadRecord& r = report.records[i];
+            json e = statsJson(r.stats, report.request.options.perQueryMaps);
+            e["image"] = r.image;
+            e["layer"] = report.dump.layers[r.layer].name;
+            e["layer_position"] = r.layer;
+            e["head"] = r.head;
+            e["paradigm"] = report.paradigms[r.paradigm].name;
+            entries[i] = std::move(e);
+        }
+    });
+    j["results"] = json::array();
+    j["results"].get_ref<json::array_t&>() = std::move(entries);
     json nonFinite = json::array();
     for (const auto& nf : report.nonFinite)
         nonFinite.push_back({{"image", nf.image},
@@ -370,6 +403,46 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     merged["timing"] = {{"seconds", seconds}, {"threads", nullptr}, {"note", "sum of the merged runs' times"}};
     merged["summary"] = summarize(merged);
     return merged;
+}
+
+std::string reportText(const nlohmann::json& report) {
+    if (!report.is_object()) return report.dump(1) + "\n";
+    // Every record compact on its own line, serialised in parallel chunks.
+    const json* results = report.contains("results") && report["results"].is_array() ? &report["results"] : nullptr;
+    std::vector<std::string> lines(results ? results->size() : 0);
+    if (results)
+        forEachChunk(lines.size(), [&](std::size_t begin, std::size_t end) {
+            for (std::size_t i = begin; i < end; ++i) lines[i] = (*results)[i].dump();
+        });
+    std::size_t total = 4096;
+    for (const auto& l : lines) total += l.size() + 4;
+    std::string out;
+    out.reserve(total);
+    out += "{";
+    bool first = true;
+    for (const auto& [key, value] : report.items()) {
+        out += first ? "\n " : ",\n ";
+        first = false;
+        out += json(key).dump();
+        out += ": ";
+        if (results && &value == results) {
+            out += "[";
+            for (std::size_t i = 0; i < lines.size(); ++i) {
+                out += i ? ",\n  " : "\n  ";
+                out += lines[i];
+            }
+            out += lines.empty() ? "]" : "\n ]";
+            continue;
+        }
+        // Nested fields as dump(1) would indent them one level deeper.
+        const std::string text = value.dump(1);
+        for (char c : text) {
+            out += c;
+            if (c == '\n') out += ' ';
+        }
+    }
+    out += "\n}\n";
+    return out;
 }
 
 std::string formatSummary(const nlohmann::json& report) {

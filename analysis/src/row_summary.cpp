@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -47,10 +49,25 @@ struct TopK {
     }
 };
 
+// `value` maps a stored element to the row's weight: the identity for summariseRow, the affine map
+// for summariseAffineRow.
+struct Identity {
+    double operator()(double v) const { return v; }
+};
+struct MulAdd {
+    double alpha, beta;
+    double operator()(double v) const { return v * alpha + beta; }
+};
+struct FusedMulAdd {
+    double alpha, beta;
+    double operator()(double v) const { return std::fma(v, alpha, beta); }
+};
+
+template <class Value>
 void scalarPass(const double* x, std::size_t begin, std::size_t n, double& mass, double& plogp,
-                double& negative, double& maxWeight) {
+                double& negative, double& maxWeight, Value value) {
     for (std::size_t j = begin; j < n; ++j) {
-        const double a = x[j];
+        const double a = value(x[j]);
         const double p = std::fmax(a, 0.0);
         mass += p;
         plogp += p * std::log(std::fmax(p, DBL_MIN));
@@ -111,13 +128,16 @@ inline double hmax(__m128d v) {
     return std::fmax(_mm_cvtsd_f64(v), _mm_cvtsd_f64(_mm_unpackhi_pd(v, v)));
 }
 
-void passSse2(const double* x, std::size_t n, RowSummary& s) {
+template <bool Affine>
+void passSse2(const double* x, std::size_t n, RowSummary& s, double alpha = 1, double beta = 0) {
     __m128d mass = _mm_setzero_pd(), plogp = mass, negative = mass;
     __m128d maxv = _mm_set1_pd(-std::numeric_limits<double>::infinity());
     const __m128d zero = _mm_setzero_pd(), tiny = _mm_set1_pd(DBL_MIN);
+    const __m128d va = _mm_set1_pd(alpha), vb = _mm_set1_pd(beta);
     std::size_t j = 0;
     for (; j + 2 <= n; j += 2) {
-        const __m128d a = _mm_loadu_pd(x + j);
+        __m128d a = _mm_loadu_pd(x + j);
+        if constexpr (Affine) a = _mm_add_pd(_mm_mul_pd(a, va), vb);
         const __m128d p = _mm_max_pd(a, zero);
         mass = _mm_add_pd(mass, p);
         negative = _mm_add_pd(negative, _mm_min_pd(a, zero));
@@ -128,7 +148,10 @@ void passSse2(const double* x, std::size_t n, RowSummary& s) {
     s.plogp = hsum(plogp);
     s.negativeMass = hsum(negative);
     s.maxWeight = hmax(maxv);
-    scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight);
+    if constexpr (Affine)
+        scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight, MulAdd{alpha, beta});
+    else
+        scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight, Identity{});
 }
 
 double topKSse2(const double* x, std::size_t n, int k) {
@@ -186,14 +209,21 @@ ATTNLENS_AVX2 double hmax256(__m256d v) {
     return std::fmax(_mm_cvtsd_f64(m), _mm_cvtsd_f64(_mm_unpackhi_pd(m, m)));
 }
 
-ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s) {
+template <bool Affine>
+ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s, double alpha = 1,
+                            double beta = 0) {
     // Two independent accumulators per sum hide the add latency behind the log's work.
     __m256d mass = _mm256_setzero_pd(), plogp0 = mass, plogp1 = mass, negative = mass;
     __m256d maxv = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
     const __m256d zero = _mm256_setzero_pd(), tiny = _mm256_set1_pd(DBL_MIN);
+    const __m256d va = _mm256_set1_pd(alpha), vb = _mm256_set1_pd(beta);
     std::size_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        const __m256d a0 = _mm256_loadu_pd(x + j), a1 = _mm256_loadu_pd(x + j + 4);
+        __m256d a0 = _mm256_loadu_pd(x + j), a1 = _mm256_loadu_pd(x + j + 4);
+        if constexpr (Affine) {
+            a0 = _mm256_fmadd_pd(a0, va, vb);
+            a1 = _mm256_fmadd_pd(a1, va, vb);
+        }
         const __m256d p0 = _mm256_max_pd(a0, zero), p1 = _mm256_max_pd(a1, zero);
         mass = _mm256_add_pd(mass, _mm256_add_pd(p0, p1));
         negative = _mm256_add_pd(negative,
@@ -206,7 +236,11 @@ ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s) {
     s.plogp = hsum256(_mm256_add_pd(plogp0, plogp1));
     s.negativeMass = hsum256(negative);
     s.maxWeight = hmax256(maxv);
-    scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight);
+    if constexpr (Affine)
+        scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight,
+                   FusedMulAdd{alpha, beta});
+    else
+        scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight, Identity{});
 }
 
 ATTNLENS_AVX2 double topKAvx2(const double* x, std::size_t n, int k) {
@@ -278,17 +312,17 @@ RowSummary summariseRow(std::span<const double> row, int topK, RowKernel kernel)
     switch (kernel) {
 #ifdef ATTNLENS_ROW_SIMD
         case RowKernel::Avx2:
-            passAvx2(x, n, s);
+            passAvx2<false>(x, n, s);
             if (smallTopK) s.topMass = topKAvx2(x, n, topK);
             break;
         case RowKernel::Sse2:
-            passSse2(x, n, s);
+            passSse2<false>(x, n, s);
             if (smallTopK) s.topMass = topKSse2(x, n, topK);
             break;
 #endif
         default:
             s.maxWeight = -std::numeric_limits<double>::infinity();
-            scalarPass(x, 0, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight);
+            scalarPass(x, 0, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight, Identity{});
             if (smallTopK) s.topMass = topKScalar(x, n, topK);
             break;
     }
@@ -302,6 +336,208 @@ RowSummary summariseRow(std::span<const double> row, int topK, RowKernel kernel)
         }
     }
     return s;
+}
+
+RowSummary summariseAffineRow(std::span<const double> x, double alpha, double beta) {
+    static const RowKernel best = availableRowKernels().back();
+    return summariseAffineRow(x, alpha, beta, best);
+}
+
+RowSummary summariseAffineRow(std::span<const double> x, double alpha, double beta, RowKernel kernel) {
+    const auto& available = availableRowKernels();
+    if (std::find(available.begin(), available.end(), kernel) == available.end())
+        kernel = RowKernel::Scalar;
+    RowSummary s;
+    switch (kernel) {
+#ifdef ATTNLENS_ROW_SIMD
+        case RowKernel::Avx2:
+            passAvx2<true>(x.data(), x.size(), s, alpha, beta);
+            break;
+        case RowKernel::Sse2:
+            passSse2<true>(x.data(), x.size(), s, alpha, beta);
+            break;
+#endif
+        default:
+            s.maxWeight = -std::numeric_limits<double>::infinity();
+            scalarPass(x.data(), 0, x.size(), s.positiveMass, s.plogp, s.negativeMass, s.maxWeight,
+                       MulAdd{alpha, beta});
+            break;
+    }
+    return s;
+}
+
+namespace {
+
+// Out-of-place partition of src[0, n) around `pivot` into dst: values below it fill dst from the
+// front, the others from the back. Returns the number below. Every value is stored at both ends
+// and the counter that does not advance lets a later value overwrite the copy, so there is no
+// branch and, unlike an in-place branch-free partition, no store-to-load dependency.
+std::size_t partitionScalar(const double* src, std::size_t n, double pivot, double* dst) {
+    std::size_t lo = 0, hi = n;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double v = src[i];
+        const bool less = v < pivot;
+        dst[lo] = v;
+        dst[hi - 1] = v;
+        lo += std::size_t(less);
+        hi -= std::size_t(!less);
+    }
+    return lo;
+}
+
+#ifdef ATTNLENS_ROW_SIMD
+// For each 4-bit mask of lanes below the pivot: the 32-bit lane permutation that moves those
+// doubles to the front, the others behind them, each group in lane order.
+struct PartitionTable {
+    alignas(32) std::int32_t perm[16][8];
+    PartitionTable() {
+        for (int mask = 0; mask < 16; ++mask) {
+            int out = 0;
+            for (int pass = 0; pass < 2; ++pass)
+                for (int lane = 0; lane < 4; ++lane)
+                    if (bool(mask & (1 << lane)) == (pass == 0)) {
+                        perm[mask][out++] = 2 * lane;
+                        perm[mask][out++] = 2 * lane + 1;
+                    }
+        }
+    }
+};
+const PartitionTable kPartitionTable;
+
+// Four values per step: one compare, one permutation that packs the values below the pivot in
+// front of the others, and that vector stored at both ends (the front keeps its first c lanes,
+// the back its last 4 - c). The two stores do not meet while 8 or more slots are open; the last
+// values take the scalar loop.
+ATTNLENS_AVX2 std::size_t partitionAvx2(const double* src, std::size_t n, double pivot, double* dst) {
+    const __m256d p = _mm256_set1_pd(pivot);
+    std::size_t lo = 0, hi = n, i = 0;
+    for (; i + 8 <= n; i += 4) {
+        const __m256d v = _mm256_loadu_pd(src + i);
+        const int mask = _mm256_movemask_pd(_mm256_cmp_pd(v, p, _CMP_LT_OQ));
+        const __m256i perm =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(kPartitionTable.perm[mask]));
+        const __m256d packed =
+            _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(v), perm));
+        const int below = __builtin_popcount(unsigned(mask));
+        _mm256_storeu_pd(dst + lo, packed);
+        _mm256_storeu_pd(dst + hi - 4, packed);
+        lo += std::size_t(below);
+        hi -= std::size_t(4 - below);
+    }
+    for (; i < n; ++i) {
+        const double v = src[i];
+        const bool less = v < pivot;
+        dst[lo] = v;
+        dst[hi - 1] = v;
+        lo += std::size_t(less);
+        hi -= std::size_t(!less);
+    }
+    return lo;
+}
+#endif
+
+using PartitionFn = std::size_t (*)(const double*, std::size_t, double, double*);
+
+PartitionFn partitionFor(RowKernel kernel) {
+#ifdef ATTNLENS_ROW_SIMD
+    const auto& available = availableRowKernels();
+    if (kernel == RowKernel::Avx2 &&
+        std::find(available.begin(), available.end(), kernel) != available.end())
+        return partitionAvx2;
+#endif
+    (void)kernel;
+    return partitionScalar;
+}
+
+}  // namespace
+
+double selectRank(std::span<const double> x, std::size_t k, double* a, double* b) {
+    static const RowKernel best = availableRowKernels().back();
+    return selectRank(x, k, a, b, best);
+}
+
+double selectRank(std::span<const double> x, std::size_t k, double* a, double* b, RowKernel kernel) {
+    const PartitionFn partition = partitionFor(kernel);
+    std::size_t n = x.size();
+    const double* src = x.data();
+    double* dst = a;
+    // Median-of-three pivots can be led into quadratic time by crafted rows: after 2 log2(N) + 8
+    // rounds the rest goes to std::nth_element (introselect).
+    int rounds = 8;
+    for (std::size_t m = n; m > 1; m >>= 1) rounds += 2;
+    while (n > 24 && rounds-- > 0) {
+        double p0 = src[0], p1 = src[n / 2];
+        const double p2 = src[n - 1];
+        if (p0 > p1) std::swap(p0, p1);
+        const double pivot = std::max(p0, std::min(p1, p2));
+        const std::size_t lo = partition(src, n, pivot, dst);
+        if (k < lo) {
+            n = lo;
+            src = dst;
+        } else if (lo > 0) {
+            n -= lo;
+            k -= lo;
+            src = dst + lo;
+        } else {
+            // Nothing below the pivot: it is the minimum. Split off the values equal to it so that
+            // rows full of ties make progress.
+            double* out = dst == a ? b : a;
+            std::size_t eq = 0, gt = n;
+            for (std::size_t i = 0; i < n; ++i) {
+                const double v = dst[i];
+                const bool equal = v == pivot;
+                out[eq] = v;
+                out[gt - 1] = v;
+                eq += std::size_t(equal);
+                gt -= std::size_t(!equal);
+            }
+            if (k < eq) return pivot;
+            n -= eq;
+            k -= eq;
+            src = out + eq;
+            dst = out;  // flipped below, so the next round writes into the other buffer
+        }
+        dst = dst == a ? b : a;
+    }
+    std::copy(src, src + n, dst);
+    std::nth_element(dst, dst + std::ptrdiff_t(k), dst + std::ptrdiff_t(n));
+    return dst[k];
+}
+
+RowTail largestValues(std::span<const double> x, std::size_t k, double* a, double* b,
+                      std::vector<double>* values) {
+    const std::size_t n = x.size();
+    k = std::clamp<std::size_t>(k, 1, n);
+    // The values above the k-th largest t, and t as often as needed to make k.
+    const double t = selectRank(x, n - k, a, b);
+    RowTail tail{0.0, t};
+    std::size_t above = 0;
+    if (values) values->clear();
+    for (double v : x)
+        if (v > t) {
+            tail.sum += v;
+            tail.extreme = std::max(tail.extreme, v);
+            ++above;
+            if (values) values->push_back(v);
+        }
+    tail.sum += double(k - above) * t;
+    if (values) values->resize(k, t);
+    return tail;
+}
+
+RowTail smallestValues(std::span<const double> x, std::size_t k, double* a, double* b) {
+    k = std::clamp<std::size_t>(k, 1, x.size());
+    const double t = selectRank(x, k - 1, a, b);
+    RowTail tail{0.0, t};
+    std::size_t below = 0;
+    for (double v : x)
+        if (v < t) {
+            tail.sum += v;
+            tail.extreme = std::min(tail.extreme, v);
+            ++below;
+        }
+    tail.sum += double(k - below) * t;
+    return tail;
 }
 
 double entropyFromSummary(const RowSummary& s) {

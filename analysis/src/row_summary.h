@@ -27,6 +27,29 @@ const char* toString(RowKernel k);
 RowSummary summariseRow(std::span<const double> row, int topK);
 RowSummary summariseRow(std::span<const double> row, int topK, RowKernel kernel);
 
+// The summary (topK = 0) of the affine row a_j = alpha x_j + beta, without writing the row: the
+// magnitude curves' subtract and magnitude paradigms take one such pass per factor. With AVX2 the
+// row is formed by a fused multiply-add (one rounding), otherwise by a multiply and an add.
+RowSummary summariseAffineRow(std::span<const double> x, double alpha, double beta);
+RowSummary summariseAffineRow(std::span<const double> x, double alpha, double beta, RowKernel kernel);
+
+// The sum of the k largest (smallest) values of a finite row, 1 <= k <= N, and the largest
+// (smallest) value: one selection of the k-th value, then one scan. `a` and `b` are scratch
+// buffers of x.size() values; `values`, when given, receives the k values in no particular order.
+struct RowTail {
+    double sum = 0, extreme = 0;
+};
+RowTail largestValues(std::span<const double> x, std::size_t k, double* a, double* b,
+                      std::vector<double>* values = nullptr);
+RowTail smallestValues(std::span<const double> x, std::size_t k, double* a, double* b);
+
+// The value of ascending rank k (0-based) of a finite row, as std::nth_element would place it.
+// The row is not modified; `a` and `b` are scratch buffers of x.size() values. Out-of-place
+// branch-free partitions (four values per step with AVX2): no store-to-load dependency as in an
+// in-place branch-free partition, no mispredictions as in a branchy one.
+double selectRank(std::span<const double> x, std::size_t k, double* a, double* b);
+double selectRank(std::span<const double> x, std::size_t k, double* a, double* b, RowKernel kernel);
+
 // Entropy (nats) of max(a, 0) renormalised, from a summary: H = log P - S / P; NaN when P = 0.
 double entropyFromSummary(const RowSummary& s);
 

@@ -557,7 +557,7 @@ int cmdAnalyze(int argc, char** argv) {
     std::cout << formatSummary(j);
     std::printf("%zu records, %.2f s on %d threads\n", report.records.size(), report.seconds, report.request.threads);
     if (output) {
-        writeFileAtomically(*output, j.dump(1) + "\n", {input});
+        writeFileAtomically(*output, reportText(j), {input});
         std::printf("wrote %s\n", output->c_str());
     }
     return kExitOk;
@@ -718,7 +718,7 @@ int cmdMerge(int argc, char** argv) {
                    "); merge takes reports written by attnlens-cli analyze");
     }
     std::cout << formatSummary(merged);
-    writeFileAtomically(*output, merged.dump(1) + "\n", a.positional);
+    writeFileAtomically(*output, reportText(merged), a.positional);
     std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
                 output->c_str());
     return kExitOk;

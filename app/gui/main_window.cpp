@@ -612,7 +612,7 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
                 tool.name = "attnlens";
                 tool.command = command.toStdString();
                 const nlohmann::json j = reportToJson(*report, tool);
-                writeFileAtomically(path.toStdString(), j.dump(1) + "\n", {dumpPath.toStdString()});
+                writeFileAtomically(path.toStdString(), reportText(j), {dumpPath.toStdString()});
             } catch (const std::exception& e) {
                 showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
                 Q_EMIT exportFinished({}, QString::fromStdString(e.what()));

@@ -1,4 +1,5 @@
 #include "attnlens/attention.h"
+#include "attnlens/vector_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -169,8 +170,7 @@ static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector>
         case Normalisation::Softmax: {
             row *= a;
             const double m = row.maxCoeff();
-            row = (row.array() - m).exp().matrix();
-            row /= row.sum();
+            row /= vecmath::expAffine(row.data(), std::size_t(row.size()), 1.0, m, row.data());
             break;
         }
         case Normalisation::Divide: {

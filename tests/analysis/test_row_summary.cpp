@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <random>
 
 #include "../../analysis/src/row_summary.h"
@@ -115,6 +116,92 @@ TEST(RowSummary, EntropyOfUniformAndOneHotRows) {
     oneHot[42] = 1.0;
     EXPECT_EQ(entropyFromSummary(summariseRow(oneHot, 9)), 0.0);
     EXPECT_TRUE(std::isnan(entropyFromSummary(summariseRow(std::vector<double>(5, -1.0), 2))));
+}
+
+// The affine pass against the summary of the materialised row alpha x + beta (second way).
+TEST(RowSummary, AffinePassMatchesTheMaterialisedRow) {
+    for (RowKernel kernel : availableRowKernels()) {
+        SCOPED_TRACE(toString(kernel));
+        for (std::size_t n : {1u, 7u, 8u, 9u, 17u, 197u, 3136u}) {
+            const auto x = mixedRow(n, n * 7 + 3);
+            for (auto [alpha, beta] : {std::pair{1.0, 0.0}, {0.37, -1e-4}, {-2.5, 3e-4}, {1e-3, 0.0}}) {
+                std::vector<double> row(n);
+                for (std::size_t j = 0; j < n; ++j) row[j] = alpha * x[j] + beta;
+                const RowSummary direct = summariseRow(row, 0, kernel);
+                const RowSummary fused = summariseAffineRow(x, alpha, beta, kernel);
+                const Reference r = reference(row, 0);
+                // The fused row may differ from the materialised one by an ulp per weight.
+                const double rel = 2.2e-16 * double(n) + 1e-15;
+                SCOPED_TRACE("n = " + std::to_string(n) + ", alpha = " + std::to_string(alpha));
+                EXPECT_NEAR(fused.positiveMass, direct.positiveMass, 2 * rel * double(r.mass) + 1e-300);
+                EXPECT_NEAR(fused.plogp, direct.plogp, 4 * rel * double(r.plogpAbs) + 1e-300);
+                EXPECT_NEAR(fused.negativeMass, direct.negativeMass,
+                            2 * rel * std::abs(double(r.negative)) + 1e-300);
+                EXPECT_NEAR(fused.maxWeight, direct.maxWeight, 2.3e-16 * std::abs(direct.maxWeight));
+            }
+        }
+    }
+}
+
+// Rows that exercise the selection: random, sorted both ways, few distinct values (ties meet every
+// pivot), all equal, and a median-of-three killer (organ pipe).
+std::vector<std::vector<double>> selectionRows() {
+    std::vector<std::vector<double>> rows;
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (std::size_t n : {1u, 2u, 3u, 8u, 9u, 24u, 25u, 33u, 196u, 197u, 200u, 1000u}) {
+        std::vector<double> random(n), ascending(n), descending(n), ties(n), organ(n);
+        for (std::size_t j = 0; j < n; ++j) {
+            random[j] = g(rng);
+            ascending[j] = double(j) * 0.5 - 3.0;
+            descending[j] = -ascending[j];
+            ties[j] = double(std::uniform_int_distribution<int>(0, 3)(rng));
+            organ[j] = double(j < n / 2 ? j : n - j);
+        }
+        rows.insert(rows.end(), {random, ascending, descending, ties, organ, std::vector<double>(n, 2.5)});
+    }
+    return rows;
+}
+
+TEST(RowSelection, EveryRankMatchesSorting) {
+    for (RowKernel kernel : availableRowKernels()) {
+        SCOPED_TRACE(toString(kernel));
+        for (const auto& row : selectionRows()) {
+            const std::size_t n = row.size();
+            std::vector<double> sorted = row, a(n), b(n);
+            std::sort(sorted.begin(), sorted.end());
+            for (std::size_t k = 0; k < n; k += std::max<std::size_t>(1, n / 37)) {
+                ASSERT_EQ(selectRank(row, k, a.data(), b.data(), kernel), sorted[k])
+                    << "n = " << n << ", k = " << k;
+            }
+            ASSERT_EQ(selectRank(row, n - 1, a.data(), b.data(), kernel), sorted[n - 1]);
+        }
+    }
+}
+
+TEST(RowSelection, LargestAndSmallestValuesMatchSorting) {
+    for (const auto& row : selectionRows()) {
+        const std::size_t n = row.size();
+        std::vector<double> sorted = row, a(n), b(n), values;
+        std::sort(sorted.begin(), sorted.end());
+        for (std::size_t k : {std::size_t(1), std::size_t(9), n / 2 + 1, n, n + 5}) {
+            SCOPED_TRACE("n = " + std::to_string(n) + ", k = " + std::to_string(k));
+            const std::size_t kk = std::min(k, n);
+            const double top = std::accumulate(sorted.end() - std::ptrdiff_t(kk), sorted.end(), 0.0);
+            const double bottom = std::accumulate(sorted.begin(), sorted.begin() + std::ptrdiff_t(kk), 0.0);
+            double scale = 0;
+            for (double v : row) scale += std::abs(v);
+            const RowTail largest = largestValues(row, k, a.data(), b.data(), &values);
+            EXPECT_NEAR(largest.sum, top, 1e-15 * scale);
+            EXPECT_EQ(largest.extreme, sorted.back());
+            std::sort(values.begin(), values.end());
+            EXPECT_TRUE(std::equal(values.begin(), values.end(), sorted.end() - std::ptrdiff_t(kk), sorted.end()));
+            EXPECT_EQ(values.size(), kk);
+            const RowTail smallest = smallestValues(row, k, a.data(), b.data());
+            EXPECT_NEAR(smallest.sum, bottom, 1e-15 * scale);
+            EXPECT_EQ(smallest.extreme, sorted.front());
+        }
+    }
 }
 
 }  // namespace

@@ -169,6 +169,17 @@ TEST_F(CliTest, AnalyzeWritesCompleteReport) {
     ASSERT_EQ(summary.size(), 8u);
     EXPECT_EQ(summary[0]["paradigm"], "softmax");
     EXPECT_TRUE(summary[0].contains("confusion_histogram"));
+    // The file holds one result record per line, in the order of the results array.
+    std::ifstream text(path("out.json"));
+    std::string line;
+    std::size_t records = 0;
+    while (std::getline(text, line)) {
+        if (line.rfind("  {\"confusion\"", 0) != 0) continue;
+        if (line.back() == ',') line.pop_back();
+        EXPECT_EQ(json::parse(line), j["results"][records]);
+        ++records;
+    }
+    EXPECT_EQ(records, 96u);
 }
 
 TEST_F(CliTest, ReportValidatesAgainstSchema) {

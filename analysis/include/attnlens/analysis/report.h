@@ -24,6 +24,10 @@ nlohmann::json summarize(const nlohmann::json& report);
 // options). Error(Input) naming the file and the mismatch otherwise.
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports,
                             const std::vector<std::string>& names, const ToolInfo& tool);
+// The text of a report file: top-level fields indented by one space, and the "results" array with
+// one record per line, so that a file of thousands of records stays greppable (one line per
+// (image, layer, head, paradigm)) and is written fast. Records are serialised on all cores.
+std::string reportText(const nlohmann::json& report);
 // A readable table of the summary for terminals.
 std::string formatSummary(const nlohmann::json& report);
 

@@ -1,0 +1,57 @@
+// The report file's text: the same JSON as the tree, top-level fields indented, one result record
+// per line (also for thousands of records, which are serialised in parallel chunks).
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "attnlens/analysis/report.h"
+
+namespace attnlens {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> linesOf(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+}
+
+TEST(ReportText, ParsesBackToTheSameJsonWithOneRecordPerLine) {
+    for (std::size_t count : {0u, 1u, 3u, 2500u}) {
+        SCOPED_TRACE(count);
+        json j;
+        j["schema"] = "attnlens.analysis";
+        j["input"] = {{"path", "a \"quoted\"\nname.h5"}, {"dump", {{"grid", {14, 14}}}}};
+        j["results"] = json::array();
+        for (std::size_t i = 0; i < count; ++i)
+            j["results"].push_back({{"image", i}, {"rank", {{"singular_values", {1.5, 0.25, 1e-300}}}},
+                                    {"paradigm", "mala"}, {"note", "line\nbreak"}});
+        j["timing"] = {{"seconds", 1.25}};
+        const std::string text = reportText(j);
+        EXPECT_EQ(json::parse(text), j);
+        ASSERT_EQ(text.back(), '\n');
+        std::size_t records = 0;
+        for (const std::string& line : linesOf(text))
+            if (line.rfind("  {", 0) == 0) {
+                std::string record = line.substr(2);
+                if (record.back() == ',') record.pop_back();
+                EXPECT_EQ(json::parse(record), j["results"][records]);
+                ++records;
+            }
+        EXPECT_EQ(records, count);
+        // Everything but the records is indented as dump(1) would do it.
+        EXPECT_NE(text.find("\n \"input\": {\n  \"dump\": {\n   \"grid\": [\n    14,"), std::string::npos);
+    }
+}
+
+TEST(ReportText, ReportsWithoutResultsAreWrittenAsTheyAre) {
+    const json j = {{"a", 1}, {"b", {{"c", json::array()}}}};
+    EXPECT_EQ(json::parse(reportText(j)), j);
+    EXPECT_EQ(json::parse(reportText(json::array({1, 2}))), json::array({1, 2}));
+}
+
+}  // namespace
+}  // namespace attnlens

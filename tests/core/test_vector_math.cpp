@@ -1,0 +1,96 @@
+// The row exponential behind softmax attention: the AVX2 kernel (when the CPU has it) against
+// long-double libm, over the whole range, at the range limits, for every tail length, and for
+// arguments that leave the fast path (underflow to subnormal or zero, overflow, NaN).
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attnlens/vector_math.h"
+
+namespace attnlens::vecmath {
+namespace {
+
+// |got - exp(t)| in units of the last place of the exact value.
+double ulpError(double got, double t) {
+    const long double exact = std::exp(static_cast<long double>(t));
+    if (exact == 0) return got == 0 ? 0 : INFINITY;
+    const double rounded = double(exact);
+    const double ulp = std::nextafter(rounded, INFINITY) - rounded;
+    return double(std::abs(static_cast<long double>(got) - exact) / ulp);
+}
+
+TEST(ExpAffine, WithinOneUlpOverTheWholeFastRange) {
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<double> u(-708.0, 709.0);
+    std::vector<double> t(200000);
+    for (double& v : t) v = u(rng);
+    // The edges of the reduction intervals, the range limits and exact zero.
+    for (double k : {-1021.0, -3.0, -1.0, 0.0, 1.0, 700.0})
+        for (double d : {-0.5, 0.5}) t.push_back((k + d) * 0.6931471805599453);
+    for (double v : {-708.0, 709.0, 0.0, -0.0, 1e-300, -1e-300, 1e-17}) t.push_back(v);
+    std::vector<double> out(t.size());
+    expAffine(t.data(), t.size(), 1.0, 0.0, out.data());
+    double worst = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) worst = std::max(worst, ulpError(out[i], t[i]));
+    EXPECT_LT(worst, 1.0) << (expAffineUsesAvx2() ? "avx2" : "portable");
+    EXPECT_EQ(out[t.size() - 5], 1.0);  // exp(0) exactly
+}
+
+TEST(ExpAffine, ArgumentsOutsideTheFastRangeMatchLibm) {
+    const std::vector<double> t{-708.5, -720.0, -745.0, -745.2, -800.0, -1e308, 709.5, 710.0,
+                                1e308, -INFINITY, INFINITY};
+    for (std::size_t offset = 0; offset < 8; ++offset) {  // in the vector loop and in the tail
+        std::vector<double> x(offset, 0.25);
+        x.insert(x.end(), t.begin(), t.end());
+        std::vector<double> out(x.size());
+        expAffine(x.data(), x.size(), 1.0, 0.0, out.data());
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            SCOPED_TRACE(t[i]);
+            EXPECT_EQ(out[offset + i], std::exp(t[i]));
+        }
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> x{1, 2, nan, 4, 5, 6, 7, 8, nan};
+    std::vector<double> out(x.size());
+    const double sum = expAffine(x.data(), x.size(), 1.0, 0.0, out.data());
+    EXPECT_TRUE(std::isnan(out[2]) && std::isnan(out[8]) && std::isnan(sum));
+    EXPECT_LT(ulpError(out[3], 4.0), 1.0);
+}
+
+// a x - shift as a softmax row uses it; every length from 0 to 40 (the 8-wide loop and its tail);
+// the sum; in place; the same numbers as the portable path to a few ulps.
+TEST(ExpAffine, ScaledShiftedRowsAndTheirSums) {
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> g(0.0, 3.0);
+    for (std::size_t n = 0; n <= 40; ++n) {
+        SCOPED_TRACE(n);
+        std::vector<double> x(n);
+        for (double& v : x) v = g(rng);
+        const double a = 2.8284271247461903, shift = 0.75;
+        std::vector<double> out(n), portable(n);
+        const double sum = expAffine(x.data(), n, a, shift, out.data());
+        const double portableSum = expAffinePortable(x.data(), n, a, shift, portable.data());
+        long double exactSum = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            // The kernel's argument is fma(a, x, -shift), rounded once; the portable path rounds
+            // a x and then the difference, which moves exp by up to |t| ulp more.
+            const double t = std::fma(a, x[j], -shift);
+            const long double e = std::exp(static_cast<long double>(t));
+            exactSum += e;
+            if (expAffineUsesAvx2()) EXPECT_LT(ulpError(out[j], t), 1.0);
+            EXPECT_NEAR(out[j], portable[j], (4.0 + 2.0 * std::abs(t)) * 1.2e-16 * portable[j]);
+        }
+        EXPECT_NEAR(sum, double(exactSum), 1e-15 * double(exactSum) + 1e-300);
+        EXPECT_NEAR(portableSum, sum, 1e-14 * sum + 1e-300);
+        std::vector<double> inPlace = x;
+        expAffine(inPlace.data(), n, a, shift, inPlace.data());
+        EXPECT_EQ(inPlace, out);
+    }
+}
+
+}  // namespace
+}  // namespace attnlens::vecmath
