@@ -33,6 +33,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
 #include "linalg.h"
+#include "low_rank.h"
 
 namespace attnlens {
 namespace {
@@ -109,9 +110,10 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
 
 }  // namespace
 
-ConfusionResult confusion(const AttentionHead& head, const Matrix& q,
-                          const ConfusionOptions& options, const Matrix* fullMatrix,
-                          std::span<const RowStatus> status) {
+namespace detail {
+
+void checkConfusionInputs(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                          const Matrix* fullMatrix, std::span<const RowStatus> status) {
     checkOptions(options);
     const Index n = head.tokens();
     if (q.rows() != n)
@@ -124,25 +126,47 @@ ConfusionResult confusion(const AttentionHead& head, const Matrix& q,
         throwInput("confusion: the attention matrix is " + std::to_string(fullMatrix->rows()) +
                    " x " + std::to_string(fullMatrix->cols()) + " for a head of " +
                    std::to_string(n) + " tokens");
+}
+
+ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q,
+                                 const ConfusionOptions& options, std::span<const RowStatus> status,
+                                 const linalg::LowRankFactors& factors) {
+    checkConfusionInputs(head, q, options, nullptr, status);
+    const Index n = head.tokens();
+    ConfusionResult result;
+    result.tau = options.tau;
+    result.queryTolerance = queryTolerance(q, options);
+    result.method = "low-rank Gram";
+    const linalg::FactorisedAttention& f = factors.f;
+    std::vector<Index> index;
+    for (Index i = 0; i < n; ++i)
+        if (f.okRow[std::size_t(i)] && usable(status, i)) index.push_back(i);
+    if (index.size() < 2) return result;
+    Matrix l(Index(index.size()), f.l.cols());
+    for (std::size_t p = 0; p < index.size(); ++p) l.row(Index(p)) = f.l.row(index[p]);
+    Matrix ownR;
+    if (factors.rightR.size() == 0) ownR = linalg::thinQrR(f.r);
+    const Matrix& rightR = factors.rightR.size() == 0 ? ownR : factors.rightR;
+    Matrix x(l.rows(), rightR.rows());
+    linalg::gemm(false, true, 1.0, l, rightR, 0.0, x);
+    countPairs(x, index, q, options.tau, result.queryTolerance, result);
+    return result;
+}
+
+}  // namespace detail
+
+ConfusionResult confusion(const AttentionHead& head, const Matrix& q,
+                          const ConfusionOptions& options, const Matrix* fullMatrix,
+                          std::span<const RowStatus> status) {
+    detail::checkConfusionInputs(head, q, options, fullMatrix, status);
+    const Index n = head.tokens();
+    if (head.hasLowRankForm())
+        return detail::lowRankConfusion(head, q, options, status, linalg::lowRankFactors(head));
 
     ConfusionResult result;
     result.tau = options.tau;
     result.queryTolerance = queryTolerance(q, options);
-
     std::vector<Index> index;
-    if (head.hasLowRankForm()) {
-        result.method = "low-rank Gram";
-        const linalg::FactorisedAttention f = linalg::factorise(head);
-        for (Index i = 0; i < n; ++i)
-            if (f.okRow[std::size_t(i)] && usable(status, i)) index.push_back(i);
-        if (index.size() < 2) return result;
-        Matrix l(Index(index.size()), f.l.cols());
-        for (std::size_t p = 0; p < index.size(); ++p) l.row(Index(p)) = f.l.row(index[p]);
-        const Matrix rightR = linalg::thinQrR(f.r);
-        countPairs(l * rightR.transpose(), index, q, options.tau, result.queryTolerance, result);
-        return result;
-    }
-
     result.method = "dense Gram (GEMM)";
     std::vector<RowStatus> ownStatus;
     Matrix own;

@@ -2,10 +2,12 @@
 // the JSON record of every definition and parameter that produced the numbers.
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
+#include "low_rank.h"
 
 namespace attnlens {
 namespace {
@@ -182,14 +184,27 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
                                             [](RowStatus s) { return s != RowStatus::Ok; }));
     const Matrix* full = needMatrix ? &a : nullptr;
 
-    if (sel.rank) stats.spectrum = spectrum(head, layout, options.spectrum, full);
+    // The low-rank spectrum and confusion count share one factorisation and one QR.
+    std::optional<linalg::LowRankFactors> factors;
+    if (lowRank && (sel.rank || sel.confusion)) {
+        factors.emplace();
+        factors->f = linalg::factorise(head);
+        // Non-finite keys flag every row: both statistics then stop before they need the QR.
+        if ((sel.confusion || !options.spectrum.spatialOnly) && factors->f.r.allFinite())
+            factors->rightR = linalg::thinQrR(factors->f.r);
+    }
+    if (sel.rank)
+        stats.spectrum = lowRank ? detail::lowRankSpectrum(head, layout, options.spectrum, *factors)
+                                 : spectrum(head, layout, options.spectrum, full);
     if (sel.local) {
         stats.local = localMass(a, status, layout, options.localK);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
     if (sel.entropy) stats.focus = focus(a, status);
-    if (sel.confusion) stats.confusion = confusion(head, q, options.confusion, full, status);
+    if (sel.confusion)
+        stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
+                                  : confusion(head, q, options.confusion, full, status);
     if (sel.magnitude) stats.magnitude = meanMagnitudeCurve(head, options.magnitude);
     return stats;
 }

@@ -121,4 +121,12 @@ FactorisedAttention factorise(const AttentionHead& head) {
     return f;
 }
 
+LowRankFactors lowRankFactors(const AttentionHead& head) {
+    LowRankFactors out;
+    out.f = factorise(head);
+    // Non-finite keys flag every row, and LAPACK would reject them: no QR then.
+    if (out.f.r.allFinite()) out.rightR = thinQrR(out.f.r);
+    return out;
+}
+
 }  // namespace attnlens::linalg

@@ -46,4 +46,13 @@ struct FactorisedAttention {
 };
 FactorisedAttention factorise(const AttentionHead& head);
 
+// What the low-rank spectrum and the low-rank confusion count both need: the factorisation and
+// the R factor of the thin QR of its right factor (all rows). analyzeHead computes it once for
+// both statistics; each computes its own when called alone.
+struct LowRankFactors {
+    FactorisedAttention f;
+    Matrix rightR;  // thinQrR(f.r); empty when f.r holds a non-finite value (every row flagged)
+};
+LowRankFactors lowRankFactors(const AttentionHead& head);
+
 }  // namespace attnlens::linalg

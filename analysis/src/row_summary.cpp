@@ -58,10 +58,6 @@ struct MulAdd {
     double alpha, beta;
     double operator()(double v) const { return v * alpha + beta; }
 };
-struct FusedMulAdd {
-    double alpha, beta;
-    double operator()(double v) const { return std::fma(v, alpha, beta); }
-};
 
 template <class Value>
 void scalarPass(const double* x, std::size_t begin, std::size_t n, double& mass, double& plogp,
@@ -209,38 +205,63 @@ ATTNLENS_AVX2 double hmax256(__m256d v) {
     return std::fmax(_mm_cvtsd_f64(m), _mm_cvtsd_f64(_mm_unpackhi_pd(m, m)));
 }
 
+// Running sums of one AVX2 accumulator set; the pass keeps four, so that four logarithms (each a
+// long dependency chain) are in flight at once.
+struct Accumulators {
+    __m256d mass, plogp, negative, maxv;
+};
+
+ATTNLENS_AVX2 inline Accumulators newAccumulators() {
+    const __m256d zero = _mm256_setzero_pd();
+    return {zero, zero, zero, _mm256_set1_pd(-std::numeric_limits<double>::infinity())};
+}
+
+// Adds the weights a; lanes cleared in `use` (all ones or all zeros per lane) are left out.
+ATTNLENS_AVX2 inline void accumulate(Accumulators& acc, __m256d a, __m256d use) {
+    const __m256d zero = _mm256_setzero_pd();
+    const __m256d used = _mm256_and_pd(a, use);  // left-out lanes become 0: no mass, 0 log 0 = 0
+    const __m256d p = _mm256_max_pd(used, zero);
+    acc.mass = _mm256_add_pd(acc.mass, p);
+    acc.negative = _mm256_add_pd(acc.negative, _mm256_min_pd(used, zero));
+    acc.maxv = _mm256_max_pd(acc.maxv, _mm256_blendv_pd(acc.maxv, a, use));
+    acc.plogp = _mm256_fmadd_pd(p, logAvx2(_mm256_max_pd(p, _mm256_set1_pd(DBL_MIN))), acc.plogp);
+}
+
+template <bool Affine>
+ATTNLENS_AVX2 inline __m256d weights(__m256d x, __m256d alpha, __m256d beta) {
+    if constexpr (Affine) return _mm256_fmadd_pd(x, alpha, beta);
+    return x;
+}
+
 template <bool Affine>
 ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s, double alpha = 1,
                             double beta = 0) {
-    // Two independent accumulators per sum hide the add latency behind the log's work.
-    __m256d mass = _mm256_setzero_pd(), plogp0 = mass, plogp1 = mass, negative = mass;
-    __m256d maxv = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
-    const __m256d zero = _mm256_setzero_pd(), tiny = _mm256_set1_pd(DBL_MIN);
     const __m256d va = _mm256_set1_pd(alpha), vb = _mm256_set1_pd(beta);
+    const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    Accumulators acc[4] = {newAccumulators(), newAccumulators(), newAccumulators(), newAccumulators()};
     std::size_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256d a0 = _mm256_loadu_pd(x + j), a1 = _mm256_loadu_pd(x + j + 4);
-        if constexpr (Affine) {
-            a0 = _mm256_fmadd_pd(a0, va, vb);
-            a1 = _mm256_fmadd_pd(a1, va, vb);
-        }
-        const __m256d p0 = _mm256_max_pd(a0, zero), p1 = _mm256_max_pd(a1, zero);
-        mass = _mm256_add_pd(mass, _mm256_add_pd(p0, p1));
-        negative = _mm256_add_pd(negative,
-                                 _mm256_add_pd(_mm256_min_pd(a0, zero), _mm256_min_pd(a1, zero)));
-        maxv = _mm256_max_pd(maxv, _mm256_max_pd(a0, a1));
-        plogp0 = _mm256_fmadd_pd(p0, logAvx2(_mm256_max_pd(p0, tiny)), plogp0);
-        plogp1 = _mm256_fmadd_pd(p1, logAvx2(_mm256_max_pd(p1, tiny)), plogp1);
+    for (; j + 16 <= n; j += 16)
+        for (int v = 0; v < 4; ++v)
+            accumulate(acc[v], weights<Affine>(_mm256_loadu_pd(x + j + 4 * v), va, vb), all);
+    for (int v = 0; j + 4 <= n; j += 4, v = (v + 1) % 4)
+        accumulate(acc[v], weights<Affine>(_mm256_loadu_pd(x + j), va, vb), all);
+    if (j < n) {
+        // The last 1-3 values through the same kernel, the lanes beyond the row masked off.
+        const __m256i lanes = _mm256_set_epi64x(3, 2, 1, 0);
+        const __m256i mask = _mm256_cmpgt_epi64(_mm256_set1_epi64x(std::int64_t(n - j)), lanes);
+        const __m256d tail = _mm256_maskload_pd(x + j, mask);
+        accumulate(acc[3], weights<Affine>(tail, va, vb), _mm256_castsi256_pd(mask));
     }
-    s.positiveMass = hsum256(mass);
-    s.plogp = hsum256(_mm256_add_pd(plogp0, plogp1));
-    s.negativeMass = hsum256(negative);
-    s.maxWeight = hmax256(maxv);
-    if constexpr (Affine)
-        scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight,
-                   FusedMulAdd{alpha, beta});
-    else
-        scalarPass(x, j, n, s.positiveMass, s.plogp, s.negativeMass, s.maxWeight, Identity{});
+    for (int v = 1; v < 4; ++v) {
+        acc[0].mass = _mm256_add_pd(acc[0].mass, acc[v].mass);
+        acc[0].plogp = _mm256_add_pd(acc[0].plogp, acc[v].plogp);
+        acc[0].negative = _mm256_add_pd(acc[0].negative, acc[v].negative);
+        acc[0].maxv = _mm256_max_pd(acc[0].maxv, acc[v].maxv);
+    }
+    s.positiveMass = hsum256(acc[0].mass);
+    s.plogp = hsum256(acc[0].plogp);
+    s.negativeMass = hsum256(acc[0].negative);
+    s.maxWeight = hmax256(acc[0].maxv);
 }
 
 ATTNLENS_AVX2 double topKAvx2(const double* x, std::size_t n, int k) {
@@ -508,36 +529,37 @@ RowTail largestValues(std::span<const double> x, std::size_t k, double* a, doubl
                       std::vector<double>* values) {
     const std::size_t n = x.size();
     k = std::clamp<std::size_t>(k, 1, n);
-    // The values above the k-th largest t, and t as often as needed to make k.
+    // The values above the k-th largest t, and t as often as needed to make k; branch-free.
     const double t = selectRank(x, n - k, a, b);
-    RowTail tail{0.0, t};
+    double sum = 0, max = t;
     std::size_t above = 0;
-    if (values) values->clear();
-    for (double v : x)
-        if (v > t) {
-            tail.sum += v;
-            tail.extreme = std::max(tail.extreme, v);
-            ++above;
-            if (values) values->push_back(v);
-        }
-    tail.sum += double(k - above) * t;
-    if (values) values->resize(k, t);
-    return tail;
+    for (double v : x) {
+        const bool over = v > t;
+        sum += over ? v : 0.0;
+        above += std::size_t(over);
+        max = std::max(max, v);
+    }
+    if (values) {
+        values->clear();
+        for (double v : x)
+            if (v > t) values->push_back(v);
+        values->resize(k, t);
+    }
+    return {sum + double(k - above) * t, max};
 }
 
 RowTail smallestValues(std::span<const double> x, std::size_t k, double* a, double* b) {
     k = std::clamp<std::size_t>(k, 1, x.size());
     const double t = selectRank(x, k - 1, a, b);
-    RowTail tail{0.0, t};
+    double sum = 0, min = t;
     std::size_t below = 0;
-    for (double v : x)
-        if (v < t) {
-            tail.sum += v;
-            tail.extreme = std::min(tail.extreme, v);
-            ++below;
-        }
-    tail.sum += double(k - below) * t;
-    return tail;
+    for (double v : x) {
+        const bool under = v < t;
+        sum += under ? v : 0.0;
+        below += std::size_t(under);
+        min = std::min(min, v);
+    }
+    return {sum + double(k - below) * t, min};
 }
 
 double entropyFromSummary(const RowSummary& s) {

@@ -23,6 +23,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
 #include "linalg.h"
+#include "low_rank.h"
 
 namespace attnlens {
 namespace {
@@ -92,14 +93,49 @@ SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
                      withExcluded(kDenseMethod, excluded));
 }
 
-SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
-                        const SpectrumOptions& options, const Matrix* fullMatrix) {
+namespace detail {
+
+void checkSpectrumInputs(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options) {
     const Index n = head.tokens();
     if (options.spatialOnly && layout.tokens() != n)
         throwInput("spectrum: the token layout has " + std::to_string(layout.tokens()) +
                    " tokens (prefix " + std::to_string(layout.prefix) + " + grid " +
                    std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) +
                    ") but the head has " + std::to_string(n));
+}
+
+SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout,
+                               const SpectrumOptions& options, const linalg::LowRankFactors& factors) {
+    checkSpectrumInputs(head, layout, options);
+    const Index n = head.tokens();
+    const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
+    const Index size = n - begin;
+    const linalg::FactorisedAttention& f = factors.f;
+    std::vector<Index> keep;
+    for (Index i = begin; i < n; ++i)
+        if (f.okRow[std::size_t(i)]) keep.push_back(i);
+    const Index excluded = size - Index(keep.size());
+    Matrix l(Index(keep.size()), f.l.cols());
+    for (std::size_t i = 0; i < keep.size(); ++i) l.row(Index(i)) = f.l.row(keep[i]);
+    // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty
+    // and there is nothing to factorise (LAPACK would reject the NaN).
+    std::vector<double> values;
+    if (!keep.empty() && size > 0) {
+        const Matrix rightR = begin == 0 && factors.rightR.size() > 0
+                                  ? factors.rightR
+                                  : linalg::thinQrR(f.r.bottomRows(size));
+        const Matrix leftR = linalg::thinQrR(l);
+        values = linalg::singularValuesLapack(leftR * rightR.transpose());
+    }
+    return summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
+}
+
+}  // namespace detail
+
+SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
+                        const SpectrumOptions& options, const Matrix* fullMatrix) {
+    detail::checkSpectrumInputs(head, layout, options);
+    const Index n = head.tokens();
     const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
     const Index size = n - begin;
 
@@ -116,23 +152,9 @@ SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
         return summarise(linalg::singularValuesLapack(block), size, options,
                          withExcluded(kDenseMethod, excluded));
     }
-
-    const linalg::FactorisedAttention f = linalg::factorise(head);
-    std::vector<Index> keep;
-    for (Index i = begin; i < n; ++i)
-        if (f.okRow[std::size_t(i)]) keep.push_back(i);
-    const Index excluded = size - Index(keep.size());
-    Matrix l(Index(keep.size()), f.l.cols());
-    for (std::size_t i = 0; i < keep.size(); ++i) l.row(Index(i)) = f.l.row(keep[i]);
-    // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty
-    // and there is nothing to factorise (LAPACK would reject the NaN).
-    std::vector<double> values;
-    if (!keep.empty() && size > 0) {
-        const Matrix rightR = linalg::thinQrR(f.r.bottomRows(size));
-        const Matrix leftR = linalg::thinQrR(l);
-        values = linalg::singularValuesLapack(leftR * rightR.transpose());
-    }
-    return summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
+    linalg::LowRankFactors factors;
+    factors.f = linalg::factorise(head);  // rightR is left to lowRankSpectrum: it knows which rows
+    return detail::lowRankSpectrum(head, layout, options, factors);
 }
 
 }  // namespace attnlens

@@ -15,6 +15,7 @@
 #include "attnlens/dump.h"
 #include "attnlens/paradigm.h"
 #include "attnlens/synth.h"
+#include "../../analysis/src/row_summary.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -75,6 +76,23 @@ void BM_DeitPrepareAllPresets(benchmark::State& state) {
         }
 }
 
+// The magnitude curves' order statistics of one raw row: the lower median and the top-9 sum.
+void BM_DeitRowMedianAndTop(benchmark::State& state) {
+    Data& d = Data::get();
+    const AttentionHead& head = *d.heads[1];  // linear_relu
+    const Index n = head.tokens();
+    Matrix raw(n, n);
+    std::vector<double> dotSums(static_cast<std::size_t>(n)), a(dotSums), b(dotSums);
+    head.rawRows(0, n, raw, dotSums.data());
+    Index i = 0;
+    for (auto _ : state) {
+        const std::span<const double> row(raw.row(i).data(), std::size_t(n));
+        benchmark::DoNotOptimize(detail::selectRank(row, std::size_t(n - 1) / 2, a.data(), b.data()));
+        benchmark::DoNotOptimize(detail::largestValues(row, 9, a.data(), b.data()).sum);
+        i = (i + 1) % n;
+    }
+}
+
 void registerAll() {
     const int presets = int(presetParadigms().size());
     for (const char* s : {"all", "rank", "local", "entropy", "confusion", "magnitude"})
@@ -85,6 +103,8 @@ void registerAll() {
                 ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("BM_DeitPrepareAllPresets", BM_DeitPrepareAllPresets)
         ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_DeitRowMedianAndTop", BM_DeitRowMedianAndTop)
+        ->Unit(benchmark::kNanosecond);
 }
 
 }  // namespace
