@@ -18,7 +18,8 @@
 //   linear family:     A = L R^T, R = Q_R R_R (thin QR), so A_p = (L_p R_R^T) Q_R^T and, Q_R having
 //                      orthonormal columns, X_p = L_p R_R^T (r values per row instead of N).
 // Distances come from the Gram matrix G = X X^T: d2 = G_pp + G_qq - 2 G_pq, computed as blocks of
-// rows of the upper triangle with cblas_dgemm (memory O(block * N), not N^2). That formula loses
+// rows of the upper triangle (cblas_dsyrk for the block's diagonal part, cblas_dgemm for the
+// rest; memory O(block * N), not N^2). That formula loses
 // digits to cancellation when A_p and A_q nearly agree, so every pair whose d2 lies within
 //   margin = 1e-8 * (G_pp + G_qq) + 1e-300
 // of tau^2 is decided again from the difference of the rows, ||X_p - X_q||^2 (a GEMM's rounding
@@ -33,7 +34,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
 #include "linalg.h"
-#include "low_rank.h"
+#include "shared_work.h"
 
 namespace attnlens {
 namespace {
@@ -85,11 +86,16 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
         const Index count = std::min(kGramBlockRows, n - b0);
         const Index width = n - b0;  // columns b0..n-1: the upper triangle and the block's diagonal
         g.resize(count, width);
-        if (k > 0)
-            linalg::gemm(false, true, count, width, k, 1.0, x.data() + b0 * k, k, x.data() + b0 * k,
-                         k, 0.0, g.data(), width);
-        else
+        if (k > 0) {
+            // The block's own count x count part is symmetric: its upper triangle by dsyrk (half
+            // the flops), the columns to its right by dgemm.
+            linalg::syrkUpper(count, k, x.data() + b0 * k, k, g.data(), width);
+            if (width > count)
+                linalg::gemm(false, true, count, width - count, k, 1.0, x.data() + b0 * k, k,
+                             x.data() + (b0 + count) * k, k, 0.0, g.data() + count, width);
+        } else {
             g.setZero();
+        }
         for (Index r = 0; r < count; ++r) {
             const Index p = b0 + r;
             const double np = norms2(p);

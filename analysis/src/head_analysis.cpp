@@ -7,7 +7,7 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
-#include "low_rank.h"
+#include "shared_work.h"
 
 namespace attnlens {
 namespace {
@@ -165,9 +165,19 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
 
     const bool lowRank = head.hasLowRankForm();
     const bool needMatrix = sel.local || sel.entropy || (!lowRank && (sel.confusion || sel.rank));
-    Matrix a;
+    Matrix a, raw;
+    std::vector<double> dotSums;
     std::vector<RowStatus> status;
-    if (needMatrix) {
+    const bool shareRaw = needMatrix && sel.magnitude && n <= kSharedRawRowsMaxTokens;
+    if (shareRaw) {
+        // One GEMM for both the matrix and the magnitude curves (which start from raw rows).
+        raw.resize(n, n);
+        dotSums.resize(std::size_t(n));
+        head.rawRows(0, n, raw, dotSums.data());
+        a = raw;
+        status.resize(std::size_t(n));
+        for (Index i = 0; i < n; ++i) status[std::size_t(i)] = head.normaliseRawRow(a.row(i), dotSums[std::size_t(i)]);
+    } else if (needMatrix) {
         a = head.matrix(&status);
     } else {
         // Row statuses without the N x N matrix: blocks of rows, O(block * N) memory.
@@ -205,7 +215,9 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);
-    if (sel.magnitude) stats.magnitude = meanMagnitudeCurve(head, options.magnitude);
+    if (sel.magnitude)
+        stats.magnitude = shareRaw ? detail::meanMagnitudeCurve(head, options.magnitude, {&raw, dotSums.data()})
+                                   : meanMagnitudeCurve(head, options.magnitude);
     return stats;
 }
 

@@ -78,6 +78,12 @@ void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, con
                 blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
+void syrkUpper(Index n, Index k, const double* a, Index lda, double* c, Index ldc) {
+    if (n == 0) return;
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a, blasint(lda),
+                0.0, c, blasint(ldc));
+}
+
 Matrix thinQrR(const Matrix& x) {
     const Index rows = x.rows(), cols = x.cols();
     const Index r = std::min(rows, cols);

@@ -31,6 +31,10 @@ void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix&
 void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a,
           Index lda, const double* b, Index ldb, double beta, double* c, Index ldc);
 
+// The upper triangle of c = a a^T for row-major a (n x k, leading dimension lda) into c (leading
+// dimension ldc) by cblas_dsyrk; the strict lower triangle of c is left as it was.
+void syrkUpper(Index n, Index k, const double* a, Index lda, double* c, Index ldc);
+
 // Upper-triangular factor R (min(rows, cols) x cols) of the thin QR decomposition x = Q R
 // (LAPACK dgeqrf on a column-major copy). Singular values of L R^T equal those of R_L R_R^T because Q_L and Q_R have
 // orthonormal columns.

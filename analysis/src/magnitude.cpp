@@ -33,6 +33,7 @@
 #include "attnlens/error.h"
 #include "attnlens/vector_math.h"
 #include "row_summary.h"
+#include "shared_work.h"
 
 namespace attnlens {
 namespace {
@@ -62,8 +63,9 @@ void checkOptions(const MagnitudeOptions& o) {
 // the same numbers in the tests.
 class QueryScaler {
 public:
-    QueryScaler(const AttentionHead& head, const MagnitudeOptions& options)
-        : head_(head), topK_(options.topK), factors_(options.factors()) {
+    QueryScaler(const AttentionHead& head, const MagnitudeOptions& options,
+                const detail::RawRows& precomputed = {})
+        : head_(head), precomputed_(precomputed), topK_(options.topK), factors_(options.factors()) {
         const Index n = head.tokens();
         raw_.resize(n);
         block_.resize(kBlock, n);
@@ -93,7 +95,12 @@ public:
     void load(Index begin, Index count) {
         blockBegin_ = begin;
         blockCount_ = count;
-        head_.rawRows(begin, count, block_.topRows(count), dotSums_.data());
+        if (precomputed_.rows) {
+            block_.topRows(count) = precomputed_.rows->middleRows(begin, count);
+            std::copy(precomputed_.dotSums + begin, precomputed_.dotSums + begin + count, dotSums_.begin());
+        } else {
+            head_.rawRows(begin, count, block_.topRows(count), dotSums_.data());
+        }
     }
 
     // Fills the per-factor values of query i; returns false when a row (any factor or a = 1) is
@@ -315,6 +322,7 @@ private:
     }
 
     const AttentionHead& head_;
+    detail::RawRows precomputed_;
     int topK_;
     Index k_ = 1;
     std::vector<double> factors_;
@@ -374,6 +382,13 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query,
 }
 
 MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options) {
+    return detail::meanMagnitudeCurve(head, options, {});
+}
+
+MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options,
+                                          const RawRows& raw) {
+    if (raw.rows && (raw.rows->rows() != head.tokens() || raw.rows->cols() != head.tokens() || !raw.dotSums))
+        throwUsage("magnitude scaling: precomputed raw rows must be N x N with their dot sums");
     const std::vector<double> factors = options.factors();
     const std::size_t f = factors.size();
     const Index n = head.tokens();
@@ -391,7 +406,7 @@ MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOpti
     std::vector<Partial> partials(static_cast<std::size_t>(chunks));
     std::atomic<Index> nextChunk{0};
     auto work = [&]() {
-        QueryScaler scaler(head, options);
+        QueryScaler scaler(head, options, raw);
         std::vector<double> maxWeight(f), entropy(f), topMass(f), ratio(f);
         Index topKey = -1, medianKey = -1;
         for (Index c = nextChunk++; c < chunks; c = nextChunk++) {

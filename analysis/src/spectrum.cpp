@@ -23,7 +23,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
 #include "linalg.h"
-#include "low_rank.h"
+#include "shared_work.h"
 
 namespace attnlens {
 namespace {

@@ -369,6 +369,7 @@ double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigm
         double c = dense ? 1 : 0;
         if (!lowRank && stats.rank) c += 2;
         else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
+        if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
         copies = std::max(copies, c);
     }
     const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);

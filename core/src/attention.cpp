@@ -203,6 +203,10 @@ RowStatus AttentionHead::row(Index i, Eigen::Ref<RowVector> out) const {
     return normaliseRow(paradigm_, c_, out, 0.0, 1.0);
 }
 
+RowStatus AttentionHead::normaliseRawRow(Eigen::Ref<RowVector> raw, double dotSum) const {
+    return normaliseRow(paradigm_, c_, raw, paradigm_.usesKernel() ? dotSum : 0.0, 1.0);
+}
+
 void AttentionHead::rows(Index begin, Index count, Eigen::Ref<Matrix> out, RowStatus* status) const {
     std::vector<double> dotSums(static_cast<std::size_t>(count));
     rawRows(begin, count, out, dotSums.data());

@@ -93,6 +93,23 @@ void BM_DeitRowMedianAndTop(benchmark::State& state) {
     }
 }
 
+// One factor's entropy pass of the subtract and magnitude paradigms' magnitude curves.
+void BM_DeitAffineRowSummary(benchmark::State& state) {
+    Data& d = Data::get();
+    const AttentionHead& head = *d.heads[4];  // inline
+    const Index n = head.tokens();
+    Matrix raw(n, n);
+    std::vector<double> dotSums(static_cast<std::size_t>(n));
+    head.rawRows(0, n, raw, dotSums.data());
+    Index i = 0;
+    for (auto _ : state) {
+        const AttentionHead::Affine c = head.affineCoefficients(dotSums[std::size_t(i)], 2.0);
+        const std::span<const double> row(raw.row(i).data(), std::size_t(n));
+        benchmark::DoNotOptimize(detail::summariseAffineRow(row, c.alpha, c.beta).plogp);
+        i = (i + 1) % n;
+    }
+}
+
 void registerAll() {
     const int presets = int(presetParadigms().size());
     for (const char* s : {"all", "rank", "local", "entropy", "confusion", "magnitude"})
@@ -104,6 +121,8 @@ void registerAll() {
     benchmark::RegisterBenchmark("BM_DeitPrepareAllPresets", BM_DeitPrepareAllPresets)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("BM_DeitRowMedianAndTop", BM_DeitRowMedianAndTop)
+        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark("BM_DeitAffineRowSummary", BM_DeitAffineRowSummary)
         ->Unit(benchmark::kNanosecond);
 }
 

@@ -70,6 +70,9 @@ public:
     // factors a cheaply: softmax: out_ij = s * tq_i.k_j (logits) and dotSums_i = 0; kernel
     // paradigms: out_ij = phi(q_i).phi(k_j) and dotSums_i = phi(q_i).sum_m phi(k_m).
     void rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const;
+    // Normalises one raw row (from rawRows, with its dotSum) in place into A_i, exactly as row()
+    // and rows() do: for analyses that need both the raw rows and the matrix.
+    RowStatus normaliseRawRow(Eigen::Ref<RowVector> raw, double dotSum) const;
     // Kernel paradigms: the row at factor a is A_ij(a) = alpha * raw_j + beta (status says when
     // the normaliser is zero or non-finite). Error(Usage) for softmax (not affine in raw).
     struct Affine {

@@ -131,6 +131,10 @@ struct HeadStatistics {
     std::optional<ConfusionResult> confusion;
     std::optional<MagnitudeCurve> magnitude;  // mean curve over queries
 };
+// When the dense matrix is built anyway (local mass, entropy) and the magnitude curves are
+// selected, analyzeHead keeps the raw rows of the one GEMM for both, for heads up to this many
+// tokens (one more N x N matrix: 32 MiB at the limit).
+constexpr Index kSharedRawRowsMaxTokens = 2048;
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
                            const AnalysisOptions& options);
 

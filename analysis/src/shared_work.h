@@ -1,6 +1,7 @@
 #pragma once
-// The low-rank paths of spectrum() and confusion() on factors computed once per head
-// (linalg::lowRankFactors): analyzeHead shares them between the two statistics.
+// Work that analyzeHead shares between the statistics of one head: the low-rank factors (and their
+// QR) for spectrum() and confusion(), and the raw rows of the matrix's GEMM for the magnitude
+// curves.
 #include <span>
 
 #include "attnlens/analysis/statistics.h"
@@ -15,6 +16,15 @@ SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& lay
 ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q,
                                  const ConfusionOptions& options, std::span<const RowStatus> status,
                                  const linalg::LowRankFactors& factors);
+
+// meanMagnitudeCurve on the head's raw rows computed beforehand (AttentionHead::rawRows of all N
+// rows, N x N, and their dotSums) instead of one GEMM per block of queries.
+struct RawRows {
+    const Matrix* rows = nullptr;
+    const double* dotSums = nullptr;
+};
+MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options,
+                                  const RawRows& raw);
 
 // Checks shared by the public functions and the shared-factor paths; Error(Input) naming the
 // mismatch.
