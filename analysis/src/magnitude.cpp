@@ -76,6 +76,11 @@ public:
         softmax_ = head.paradigm().normalisation == Normalisation::Softmax;
         divide_ = head.paradigm().normalisation == Normalisation::Divide;
         k_ = std::min<Index>(topK_, n);
+        positiveMass_.assign(factors_.size(), 0.0);
+        plogp_.assign(factors_.size(), 0.0);
+        logSums_.assign(factors_.size(), 0.0);
+        ratios_.assign(factors_.size(), 0.0);
+        entropyPending_.assign(factors_.size(), false);
         if (softmax_) {
             expRows_.resize(Index(factors_.size()), n);
             expSums_.resize(factors_.size());
@@ -120,15 +125,33 @@ public:
         prepareOrder();
         if (softmax_) expRowsSoftmax();
         bool allOk = softmax_ ? unitSoftmax(topKey, medianKey) : unitAffine(dotSum, topKey, medianKey);
+        if (softmax_) {
+            // The logarithms and exponentials of all factors at once (SIMD).
+            detail::logs(expSums_.data(), f, logSums_.data());
+            if (*topKey >= 0)
+                vecmath::expAffine(factors_.data(), f, raw_[*topKey] - raw_[*medianKey], 0.0, ratios_.data());
+        }
+        std::fill(entropyPending_.begin(), entropyPending_.end(), false);
         for (std::size_t k = 0; k < f; ++k) {
             const bool ok = softmax_ ? factorSoftmax(k, *topKey, *medianKey, &maxWeight[k],
                                                      &entropy[k], &topMass[k], &ratio[k])
-                                     : factorAffine(dotSum, factors_[k], *topKey, *medianKey,
+                                     : factorAffine(dotSum, k, *topKey, *medianKey,
                                                     &maxWeight[k], &entropy[k], &topMass[k], &ratio[k]);
             if (!ok) {
                 flag(k);
+                entropyPending_[k] = false;
                 allOk = false;
             }
+        }
+        if (std::find(entropyPending_.begin(), entropyPending_.end(), true) != entropyPending_.end()) {
+            // H = log P - S / P for the factors whose summary pass ran (factorAffine), with the
+            // logarithms of all factors' P at once.
+            detail::logs(positiveMass_.data(), f, logSums_.data());
+            for (std::size_t k = 0; k < f; ++k)
+                if (entropyPending_[k])
+                    entropy[k] = positiveMass_[k] > 0
+                                     ? std::max(0.0, logSums_[k] - plogp_[k] / positiveMass_[k])
+                                     : kNaN;
         }
         return allOk;
     }
@@ -161,8 +184,8 @@ private:
         rawMax_ = top.extreme;
         rawTopSum_ = top.sum;
         bottomKnown_ = false;  // only rows with alpha < 0 need it: see bottom()
-        positiveSummary_.reset();
-        negativeSummary_.reset();
+        positiveEntropy_.reset();
+        negativeEntropy_.reset();
     }
 
     // The k smallest raw values: the top-k set of factors with alpha < 0.
@@ -287,14 +310,15 @@ private:
         *maxWeight = 1.0 / z;
         // The k largest weights are those of the k largest logits.
         *topMass = topExpRows_.col(Index(f)).sum() / z;
-        *entropy = std::max(0.0, std::log(z) - a * weighted / z);
-        *ratio = m >= 0 ? std::exp(a * (raw_[m] - raw_[med])) : kNaN;
+        *entropy = std::max(0.0, logSums_[f] - a * weighted / z);
+        (void)med;
+        *ratio = m >= 0 ? ratios_[f] : kNaN;  // exp(a (l_m - l_n))
         return std::isfinite(*maxWeight) && std::isfinite(*entropy);
     }
 
-    bool factorAffine(double dotSum, double a, Index m, Index med, double* maxWeight,
+    bool factorAffine(double dotSum, std::size_t f, Index m, Index med, double* maxWeight,
                       double* entropy, double* topMass, double* ratio) {
-        const AttentionHead::Affine c = head_.affineCoefficients(dotSum, a);
+        const AttentionHead::Affine c = head_.affineCoefficients(dotSum, factors_[f]);
         if (c.status != RowStatus::Ok) return false;
         const double kd = double(k_);
         if (c.alpha >= 0) {
@@ -307,15 +331,20 @@ private:
         }
         if (divide_ && c.beta == 0 && c.alpha != 0) {
             // max(alpha raw, 0) = |alpha| max(sign(alpha) raw, 0): renormalised, |alpha| cancels.
-            std::optional<detail::RowSummary>& s = c.alpha > 0 ? positiveSummary_ : negativeSummary_;
-            if (!s) {
+            std::optional<double>& e = c.alpha > 0 ? positiveEntropy_ : negativeEntropy_;
+            if (!e) {
                 work_ = c.alpha > 0 ? raw_ : RowVector(-raw_);
-                s = detail::summariseRow(std::span<const double>(work_.data(), std::size_t(work_.size())), 0);
+                e = detail::entropyFromSummary(
+                    detail::summariseRow(std::span<const double>(work_.data(), std::size_t(work_.size())), 0));
             }
-            *entropy = detail::entropyFromSummary(*s);
+            *entropy = *e;
         } else {
-            *entropy = detail::entropyFromSummary(detail::summariseAffineRow(
-                std::span<const double>(raw_.data(), std::size_t(raw_.size())), c.alpha, c.beta));
+            const detail::RowSummary s = detail::summariseAffineRow(
+                std::span<const double>(raw_.data(), std::size_t(raw_.size())), c.alpha, c.beta);
+            positiveMass_[f] = s.positiveMass;
+            plogp_[f] = s.plogp;
+            entropyPending_[f] = true;  // finished in measure(), with one SIMD logarithm pass
+            *entropy = kNaN;
         }
         *ratio = m >= 0 ? (c.alpha * raw_[m] + c.beta) / (c.alpha * raw_[med] + c.beta) : kNaN;
         return std::isfinite(*maxWeight) && std::isfinite(*topMass);
@@ -340,7 +369,10 @@ private:
     detail::RowTail bottom_;  // the k smallest raw values' sum and the minimum, when bottomKnown_
     bool bottomKnown_ = false;
     double rawLowerMedian_ = 0, rawUpperMedian_ = 0;
-    std::optional<detail::RowSummary> positiveSummary_, negativeSummary_;
+    std::optional<double> positiveEntropy_, negativeEntropy_;  // divide: one per sign of alpha
+    // Per factor: the summaries whose entropy measure() completes, the logarithms, the ratios.
+    std::vector<double> positiveMass_, plogp_, logSums_, ratios_;
+    std::vector<bool> entropyPending_;
 };
 
 MagnitudeCurve emptyCurve(const std::vector<double>& factors) {
@@ -407,7 +439,7 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
     std::atomic<Index> nextChunk{0};
     auto work = [&]() {
         QueryScaler scaler(head, options, raw);
-        std::vector<double> maxWeight(f), entropy(f), topMass(f), ratio(f);
+        std::vector<double> maxWeight(f), entropy(f), topMass(f), ratio(f), logRatio(f);
         Index topKey = -1, medianKey = -1;
         for (Index c = nextChunk++; c < chunks; c = nextChunk++) {
             Partial& p = partials[std::size_t(c)];
@@ -423,6 +455,7 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
                                     ratio.data(), &topKey, &medianKey))
                     continue;
                 ++p.queries;
+                detail::logs(ratio.data(), f, logRatio.data());
                 for (std::size_t k = 0; k < f; ++k) {
                     p.sumMax[k] += maxWeight[k];
                     p.sumTop[k] += topMass[k];
@@ -431,7 +464,7 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
                         ++p.entropyCount[k];
                     }
                     if (std::isfinite(ratio[k]) && ratio[k] > 0) {
-                        p.sumLogRatio[k] += std::log(ratio[k]);
+                        p.sumLogRatio[k] += logRatio[k];
                         ++p.ratioCount[k];
                     } else {
                         ++p.skipped;

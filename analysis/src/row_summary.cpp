@@ -562,6 +562,38 @@ RowTail smallestValues(std::span<const double> x, std::size_t k, double* a, doub
     return {sum + double(k - below) * t, min};
 }
 
+#ifdef ATTNLENS_ROW_SIMD
+namespace {
+ATTNLENS_AVX2 void logsAvx2(const double* x, std::size_t n, double* out) {
+    const __m256d lo = _mm256_set1_pd(DBL_MIN), hi = _mm256_set1_pd(DBL_MAX);
+    std::size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const __m256d v = _mm256_loadu_pd(x + j);
+        const int bad = _mm256_movemask_pd(
+            _mm256_or_pd(_mm256_cmp_pd(v, lo, _CMP_NGE_UQ), _mm256_cmp_pd(v, hi, _CMP_NLE_UQ)));
+        alignas(32) double in[4];
+        _mm256_store_pd(in, v);  // out may be x
+        _mm256_storeu_pd(out + j, logAvx2(v));
+        if (bad)
+            for (int l = 0; l < 4; ++l)
+                if (bad & (1 << l)) out[j + std::size_t(l)] = std::log(in[l]);
+    }
+    for (; j < n; ++j) out[j] = std::log(x[j]);
+}
+}  // namespace
+#endif
+
+void logs(const double* x, std::size_t n, double* out) {
+#ifdef ATTNLENS_ROW_SIMD
+    static const bool avx2 = availableRowKernels().back() == RowKernel::Avx2;
+    if (avx2) {
+        logsAvx2(x, n, out);
+        return;
+    }
+#endif
+    for (std::size_t j = 0; j < n; ++j) out[j] = std::log(x[j]);
+}
+
 double entropyFromSummary(const RowSummary& s) {
     if (!(s.positiveMass > 0)) return std::numeric_limits<double>::quiet_NaN();
     // H = -sum (p/P) log(p/P) = log P - S / P; rounding can leave a one-hot row at -1e-17.

@@ -50,6 +50,10 @@ RowTail smallestValues(std::span<const double> x, std::size_t k, double* a, doub
 double selectRank(std::span<const double> x, std::size_t k, double* a, double* b);
 double selectRank(std::span<const double> x, std::size_t k, double* a, double* b, RowKernel kernel);
 
+// out[j] = log(x[j]) for j < n (out may be x): the SIMD logarithm of the passes above for positive
+// normal x, std::log for every other value (zero, subnormal, negative, infinite, NaN).
+void logs(const double* x, std::size_t n, double* out);
+
 // Entropy (nats) of max(a, 0) renormalised, from a summary: H = log P - S / P; NaN when P = 0.
 double entropyFromSummary(const RowSummary& s);
 

@@ -76,7 +76,12 @@ Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
     switch (kernel) {
         case Kernel::Identity: return x;
         case Kernel::Relu: return x.cwiseMax(0.0);
-        case Kernel::Elu1: return x.unaryExpr([](double v) { return v > 0 ? v + 1.0 : std::exp(v); });
+        case Kernel::Elu1: {
+            // exp of every entry with the SIMD kernel (the positive ones are then replaced).
+            Matrix e(x.rows(), x.cols());
+            vecmath::expAffine(x.data(), std::size_t(x.size()), 1.0, 0.0, e.data());
+            return x.binaryExpr(e, [](double v, double ev) { return v > 0 ? v + 1.0 : ev; });
+        }
         case Kernel::LeakyRelu: {
             const double slope = p.leakySlope;
             return x.unaryExpr([slope](double v) { return v > 0 ? v : slope * v; });
@@ -92,7 +97,15 @@ Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
         case Kernel::Focused: {
             // FLatten Eq. 6: f_p(x) = ||x|| / ||x^p|| * x^p on x = ReLU(x) + shift.
             Matrix base = (x.cwiseMax(0.0).array() + p.focusShift).matrix();
-            Matrix powered = base.array().pow(p.focusP).matrix();
+            // p = 2 and 3 by multiplication, as PyTorch's pow computes them (FLatten's reference
+            // code); other p by std::pow.
+            Matrix powered;
+            if (p.focusP == 3.0)
+                powered = base.array().cube().matrix();
+            else if (p.focusP == 2.0)
+                powered = base.array().square().matrix();
+            else
+                powered = base.array().pow(p.focusP).matrix();
             for (Index i = 0; i < x.rows(); ++i) {
                 const double nb = base.row(i).norm(), np = powered.row(i).norm();
                 if (nb == 0) powered.row(i).setZero();  // f_p(0) = 0, the continuous limit
