@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <cmath>
 #include <filesystem>
 #include <chrono>
@@ -547,8 +548,21 @@ int cmdAnalyze(int argc, char** argv) {
 
     ProgressBar bar(!a.flag("--quiet"));
     installInterruptHandlers();
-    AnalysisReport report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
-    if (!a.flag("--no-hash")) report.sha256 = sha256File(input);
+    // The input's SHA-256 is computed beside the analysis (for a dump of many gigabytes it takes as
+    // long as reading it) and stops with it.
+    std::atomic<bool> stopHash{false};
+    std::future<std::string> hash;
+    if (!a.flag("--no-hash"))
+        hash = std::async(std::launch::async, [&] { return sha256File(input, &stopHash); });
+    AnalysisReport report;
+    try {
+        report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
+    } catch (...) {
+        stopHash = true;
+        if (hash.valid()) hash.wait();
+        throw;
+    }
+    if (hash.valid()) report.sha256 = hash.get();
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);

@@ -69,5 +69,20 @@ TEST(Sha256, MissingFileIsAnInputError) {
     EXPECT_NE(message.find(path + ": cannot be read"), std::string::npos) << message;
 }
 
+TEST(Sha256, CancelledHashStopsWithCancelled) {
+    test::TempDir dir;
+    const std::string path = dir.file("a.bin");
+    std::ofstream(path, std::ios::binary) << std::string(3u << 20, 'a');
+    std::atomic<bool> cancel{true};
+    try {
+        sha256File(path, &cancel);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Cancelled);
+    }
+    cancel = false;
+    EXPECT_EQ(sha256File(path, &cancel), sha256File(path));
+}
+
 }  // namespace
 }  // namespace attnlens
