@@ -79,7 +79,8 @@ void BM_DeitPrepareAllPresets(benchmark::State& state) {
 // The magnitude curves' order statistics of one raw row: the lower median and the top-9 sum.
 void BM_DeitRowMedianAndTop(benchmark::State& state) {
     Data& d = Data::get();
-    const AttentionHead& head = *d.heads[1];  // linear_relu
+    const AttentionHead& head = *d.heads[std::size_t(state.range(0))];
+    state.SetLabel(head.paradigm().name);
     const Index n = head.tokens();
     Matrix raw(n, n);
     std::vector<double> dotSums(static_cast<std::size_t>(n)), a(dotSums), b(dotSums);
@@ -121,6 +122,7 @@ void registerAll() {
     benchmark::RegisterBenchmark("BM_DeitPrepareAllPresets", BM_DeitPrepareAllPresets)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("BM_DeitRowMedianAndTop", BM_DeitRowMedianAndTop)
+        ->DenseRange(0, presets - 1)
         ->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark("BM_DeitAffineRowSummary", BM_DeitAffineRowSummary)
         ->Unit(benchmark::kNanosecond);
