@@ -138,10 +138,20 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     for (int b : req.images)
         for (int l : req.layers) tasks.push_back({b, l});
     std::vector<std::vector<HeadRecord>> taskRecords(tasks.size());
+    auto headsOf = [&](int layer) {
+        std::vector<int> list = req.heads;
+        if (list.empty())
+            for (int h = 0; h < info.layers[layer].heads; ++h) list.push_back(h);
+        return list;
+    };
+    std::int64_t totalSteps = 0;
+    for (const Task& t : tasks) totalSteps += std::int64_t(headsOf(t.layer).size() * report.paradigms.size());
     std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
 
-    int threads = req.threads > 0 ? req.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, std::min<int>(threads, int(tasks.size())));
+    // Declared sizes too large for this machine are refused before anything is allocated.
+    const MemoryPlan memory = planMemory(info, req, memoryBudgetBytes());
+    if (!memory.note.empty()) report.notes.push_back(memory.note);
+    int threads = std::max(1, std::min<int>(memory.threads, int(tasks.size())));
     req.threads = threads;
     // Our pool already uses the cores: nested BLAS threads would only oversubscribe them. With one
     // worker, BLAS threads still cost more than they give below N ~ 1000 (at N = 197 a third of
@@ -167,10 +177,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             try {
                 const LayerInfo& layer = info.layers[task.layer];
                 std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
-                std::vector<int> headList = req.heads;
-                if (headList.empty())
-                    for (int h = 0; h < layer.heads; ++h) headList.push_back(h);
-                for (int h : headList) {
+                for (int h : headsOf(task.layer)) {
                     for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
                     HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
                     for (int p = 0; p < int(report.paradigms.size()); ++p) {
@@ -183,6 +190,17 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                         rec.paradigm = p;
                         rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options);
                         taskRecords[t].push_back(std::move(rec));
+                        std::lock_guard lock(progressMutex);
+                        ++done;
+                        if (progress) {
+                            AnalysisProgress pr{done, totalSteps,
+                                                "image " + std::to_string(task.image) + ", layer " + layer.name +
+                                                    ", head " + std::to_string(h) + ", " + report.paradigms[p].name};
+                            if (!progress(pr)) {
+                                cancelled = true;
+                                stop = true;
+                            }
+                        }
                     }
                 }
             } catch (...) {
@@ -191,20 +209,11 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                 stop = true;
                 return;
             }
-            std::lock_guard lock(progressMutex);
-            ++done;
-            if (progress) {
-                AnalysisProgress pr{done, std::int64_t(tasks.size()),
-                                    "image " + std::to_string(task.image) + ", layer " + info.layers[task.layer].name};
-                if (!progress(pr)) {
-                    cancelled = true;
-                    stop = true;
-                }
-            }
         }
     };
 
-    if (progress) progress(AnalysisProgress{0, std::int64_t(tasks.size()), "starting"});
+    if (progress && !progress(AnalysisProgress{0, totalSteps, "starting"}))
+        throw Error(ErrorKind::Cancelled, "analysis cancelled");
     std::vector<std::thread> pool;
     for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
     worker();

@@ -123,60 +123,6 @@ std::string jsonParseProblem(const std::string& file, const json::exception& e) 
     return "'" + file + "' is not valid JSON: " + printable(e.what());
 }
 
-std::string formatGiB(double bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3g GiB", bytes / double(1ull << 30));
-    return text;
-}
-
-// Memory this process may still use: the least of physical memory, the cgroup limit (containers,
-// Slurm jobs) and RLIMIT_AS (ulimit -v), less what it uses already. 0 when nothing is known.
-double memoryBudgetBytes() {
-    double budget = 0;
-    auto consider = [&](double limit, double used) {
-        if (limit <= 0) return;
-        const double left = std::max(0.0, limit - used);
-        budget = budget == 0 ? left : std::min(budget, left);
-    };
-    double residentBytes = 0, virtualBytes = 0;
-    {
-        std::ifstream statm("/proc/self/statm");
-        double pages = 0, resident = 0;
-        if (statm >> pages >> resident) {
-            const double page = double(::sysconf(_SC_PAGESIZE));
-            virtualBytes = pages * page;
-            residentBytes = resident * page;
-        }
-    }
-    const long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && pageSize > 0) consider(double(pages) * double(pageSize), residentBytes);
-    auto readLimit = [](const std::string& file) -> double {
-        std::ifstream in(file);
-        std::string text;
-        if (!(in >> text) || text == "max") return 0;
-        try {
-            const double v = std::stod(text);
-            return v > 0 && v < 1e18 ? v : 0;  // cgroup v1 writes a huge number for "none"
-        } catch (const std::exception&) {
-            return 0;
-        }
-    };
-    std::string cgroup;
-    {
-        std::ifstream in("/proc/self/cgroup");
-        std::string line;
-        while (std::getline(in, line))
-            if (line.rfind("0::", 0) == 0) cgroup = line.substr(3);
-    }
-    if (!cgroup.empty()) consider(readLimit("/sys/fs/cgroup" + cgroup + "/memory.max"), residentBytes);
-    consider(readLimit("/sys/fs/cgroup/memory.max"), residentBytes);
-    consider(readLimit("/sys/fs/cgroup/memory/memory.limit_in_bytes"), residentBytes);
-    struct rlimit limit {};
-    if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-        consider(double(limit.rlim_cur), virtualBytes);
-    return budget;
-}
-
 constexpr const char* kHelp = R"(attnlens-cli - attention analysis for vision transformers (softmax vs linear attention)
 
 usage: attnlens-cli COMMAND [options]
@@ -361,22 +307,6 @@ void checkOutputWritable(const std::string& output, const std::vector<std::strin
 // the raw read buffer), plus the dense N x N matrices that some statistics build per head (see
 // analysis/src/head_analysis.cpp): the attention matrix for local mass and entropy and, for the
 // softmax family, rank and confusion; the dense SVD adds two copies (finite block, LAPACK work).
-double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats) {
-    const double n = double(layer.tokens);
-    double copies = 0;
-    for (const Paradigm& p : paradigms) {
-        const bool lowRank = p.usesKernel();
-        const bool dense = stats.local || stats.entropy || (!lowRank && (stats.confusion || stats.rank));
-        double c = dense ? 1 : 0;
-        if (!lowRank && stats.rank) c += 2;
-        else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
-        if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
-        copies = std::max(copies, c);
-    }
-    const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);
-    return read + copies * n * n * 8.0 + 64.0 * n * 8.0 * 16.0;
-}
-
 int cmdInspect(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
@@ -511,40 +441,11 @@ int cmdAnalyze(int argc, char** argv) {
     // Fail before hours of work, not after: the output must be writable and not the input.
     if (output) checkOutputWritable(*output, {input});
 
-    // Declared sizes too large for this machine are refused before anything is allocated.
-    {
-        const std::vector<Paradigm>& paradigms = req.paradigms.empty() ? presetParadigms() : req.paradigms;
-        double perWorker = 0;
-        const LayerInfo* largest = nullptr;
-        std::vector<int> layers = req.layers;
-        if (layers.empty())
-            for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
-        for (int l : layers) {
-            const double bytes = workerBytes(info.layers[std::size_t(l)], paradigms, req.options.stats);
-            if (bytes > perWorker) {
-                perWorker = bytes;
-                largest = &info.layers[std::size_t(l)];
-            }
-        }
-        const double budget = memoryBudgetBytes();
-        if (largest && budget > 0 && perWorker > budget)
-            throwInput(input + ": layer " + largest->name + " has N = " + std::to_string(largest->tokens) +
-                       " tokens: the requested statistics need about " + formatGiB(perWorker) +
-                       " of memory per worker (dense N x N matrices for local mass and entropy, and for softmax "
-                       "rank and confusion), more than the " + formatGiB(budget) +
-                       " this process may use; select fewer --layers or --stats (for kernel paradigms rank, "
-                       "confusion and magnitude need no N x N matrix)");
-        const int wanted = req.threads > 0 ? req.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-        if (largest && budget > 0 && double(wanted) * perWorker > budget) {
-            const int fit = std::max(1, int(budget / perWorker));
-            std::fprintf(stderr,
-                         "note: layer %s (N = %d) needs about %s per worker; using %d thread%s instead of %d to "
-                         "stay within %s of memory\n",
-                         largest->name.c_str(), largest->tokens, formatGiB(perWorker).c_str(), fit,
-                         fit == 1 ? "" : "s", wanted, formatGiB(budget).c_str());
-            req.threads = fit;
-        }
-    }
+    // Declared sizes too large for this machine are refused before anything is allocated (analyzeDump
+    // checks the same; asked here first, so that the note comes before the progress bar).
+    const MemoryPlan memory = planMemory(info, req, memoryBudgetBytes());
+    if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
+    req.threads = memory.threads;
 
     ProgressBar bar(!a.flag("--quiet"));
     installInterruptHandlers();

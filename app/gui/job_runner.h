@@ -19,6 +19,8 @@ namespace attnlens::gui {
 class JobContext {
 public:
     bool cancelled() const { return cancel_->load(std::memory_order_relaxed); }
+    // The flag itself, for library calls that poll one (sha256File).
+    const std::atomic<bool>* cancelFlag() const { return cancel_.get(); }
     // May be called from any thread, as often as wanted; the display is throttled by the event loop.
     void progress(long long done, long long total, const QString& what) const;
 

@@ -424,12 +424,13 @@ void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& reque
                     return !ctx.cancelled();
                 }));
             // Provenance for exports; the views' reports skip hashing a possibly huge file.
-            if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path);
+            if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path, ctx.cancelFlag());
             return std::shared_ptr<const AnalysisReport>(report);
         },
         [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
             for (const auto& bad : r->nonFinite)
                 reportIssue(QStringLiteral("non-finite input"), QString::fromStdString(bad.describe(r->dump)));
+            for (const auto& note : r->notes) reportIssue(QStringLiteral("memory"), QString::fromStdString(note));
             if (onDone) onDone(r);
         },
         [this, label, onError](const QString& e) {

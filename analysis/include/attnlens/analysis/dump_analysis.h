@@ -36,14 +36,34 @@ struct AnalysisReport {
     std::vector<HeadRecord> records;    // sorted by image, layer, head, paradigm
     std::vector<NonFiniteValue> nonFinite;
     double seconds = 0;
+    std::vector<std::string> notes;     // e.g. fewer threads than asked, to fit in memory (not exported)
 };
 
+// Reported after every (image, layer, head, paradigm) analysed, so that a cancel is noticed within
+// one head's statistics (seconds at N = 3136), not after a whole layer.
 struct AnalysisProgress {
-    std::int64_t done = 0;   // (image, layer) tasks finished
+    std::int64_t done = 0;   // (image, layer, head, paradigm) steps finished
     std::int64_t total = 0;
-    std::string current;     // "image 3, layer blocks.2"
+    std::string current;     // "image 3, layer blocks.2, head 1, mala"
 };
 using ProgressFn = std::function<bool(const AnalysisProgress&)>;
+
+// Memory this process may still use: the least of physical memory, the cgroup limit (containers,
+// Slurm jobs) and RLIMIT_AS (ulimit -v), less what it uses already. 0 when nothing is known.
+double memoryBudgetBytes();
+// Bytes one worker needs for one (image, layer) of `layer`: the activations read and the N x N
+// matrices the selected statistics keep at once (an estimate from above).
+double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats);
+std::string formatGiB(double bytes);  // "1.5 GiB"
+// Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in
+// budgetBytes (0: unknown, no check); otherwise the number of workers that fit (at most the
+// request's), with a note when that is fewer than asked. analyzeDump applies it before allocating.
+struct MemoryPlan {
+    int threads = 1;
+    double perWorkerBytes = 0, budgetBytes = 0;
+    std::string note;
+};
+MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, double budgetBytes);
 
 // Parses "0-3,7,9" (inclusive ranges) against a count; Error(Usage) naming the option on bad input.
 std::vector<int> parseIndexList(std::string_view text, int count, std::string_view optionName);

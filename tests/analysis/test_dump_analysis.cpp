@@ -1,0 +1,130 @@
+// Whole-dump runs: progress after every (image, layer, head, paradigm), and a cancel that stops the
+// run within one such step per worker.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/synth.h"
+#include "core/test_support.h"
+
+namespace attnlens {
+namespace {
+
+std::unique_ptr<DumpReader> synthReader(const test::TempDir& dir) {
+    SynthOptions o;
+    o.layers = 2;
+    o.heads = 3;
+    o.images = 2;
+    o.gridH = o.gridW = 4;
+    o.dim = 8;
+    const std::string path = dir.file("d.h5");
+    writeSynthDump(path, o);
+    return DumpReader::open(path);
+}
+
+TEST(AnalyzeDump, ReportsProgressAfterEveryHeadAndParadigm) {
+    test::TempDir dir;
+    auto reader = synthReader(dir);
+    AnalyzeRequest request;
+    request.threads = 2;
+    request.heads = {0, 2};
+    request.options.stats = StatSelection::parse("entropy");
+    std::vector<AnalysisProgress> seen;
+    const AnalysisReport report = analyzeDump(*reader, request, [&](const AnalysisProgress& p) {
+        seen.push_back(p);  // calls are serialised by analyzeDump
+        return true;
+    });
+    // 2 images x 2 layers x 2 heads x 8 presets, plus the call before the first step.
+    const std::int64_t steps = 2 * 2 * 2 * 8;
+    ASSERT_EQ(std::int64_t(seen.size()), steps + 1);
+    EXPECT_EQ(seen.front().done, 0);
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+        EXPECT_EQ(seen[i].done, std::int64_t(i));
+        EXPECT_EQ(seen[i].total, steps);
+    }
+    EXPECT_NE(seen.back().current.find(", head "), std::string::npos) << seen.back().current;
+    EXPECT_EQ(std::int64_t(report.records.size()), steps);
+}
+
+TEST(AnalyzeDump, CancelStopsWithinOneStepPerWorker) {
+    test::TempDir dir;
+    auto reader = synthReader(dir);
+    for (int threads : {1, 2}) {
+        SCOPED_TRACE(threads);
+        AnalyzeRequest request;
+        request.threads = threads;
+        request.options.stats = StatSelection::parse("entropy");
+        std::int64_t calls = 0, lastDone = 0;
+        try {
+            analyzeDump(*reader, request, [&](const AnalysisProgress& p) {
+                ++calls;
+                lastDone = p.done;
+                return p.done < 3;  // cancel at the third step
+            });
+            FAIL() << "not cancelled";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Cancelled);
+        }
+        // Each worker finishes at most the step it is in: far fewer than the 96 steps of the run.
+        EXPECT_LE(lastDone, 3 + threads - 1);
+        EXPECT_LE(calls, 4 + threads - 1);
+    }
+    // A cancel before the first step: nothing is analysed.
+    AnalyzeRequest request;
+    std::int64_t calls = 0;
+    EXPECT_THROW(analyzeDump(*reader, request, [&](const AnalysisProgress&) { return ++calls > 100; }), Error);
+    EXPECT_EQ(calls, 1);
+}
+
+DumpInfo bigDump() {
+    DumpInfo info;
+    info.path = "big.h5";
+    LayerInfo small, big;
+    small.name = "small";
+    small.heads = 2;
+    small.tokens = 197;
+    small.dim = 64;
+    big = small;
+    big.name = "big";
+    big.tokens = 10001;
+    info.layers = {small, big};
+    return info;
+}
+
+TEST(PlanMemory, RefusesWhatOneWorkerCannotHoldAndNamesTheLayer) {
+    const DumpInfo info = bigDump();
+    AnalyzeRequest request;
+    request.threads = 4;
+    // Softmax rank keeps three N x N matrices of the big layer: 3 * 10001^2 * 8 bytes = 2.2 GiB.
+    const double perWorker = workerBytes(info.layers[1], presetParadigms(), request.options.stats);
+    EXPECT_GT(perWorker, 3.0 * 10001.0 * 10001.0 * 8.0);
+    try {
+        planMemory(info, request, perWorker / 2);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Input);
+        EXPECT_NE(std::string(e.what()).find("big.h5: layer big has N = 10001 tokens"), std::string::npos) << e.what();
+    }
+    // Room for two workers of four: two threads and a note saying why.
+    MemoryPlan plan = planMemory(info, request, perWorker * 2.5);
+    EXPECT_EQ(plan.threads, 2);
+    EXPECT_NE(plan.note.find("using 2 threads instead of 4"), std::string::npos) << plan.note;
+    // Unknown budget: no check. Enough: as asked, no note.
+    EXPECT_EQ(planMemory(info, request, 0).threads, 4);
+    plan = planMemory(info, request, perWorker * 5);
+    EXPECT_EQ(plan.threads, 4);
+    EXPECT_TRUE(plan.note.empty());
+    // Only the small layer, or a kernel paradigm's rank (no N x N matrix): far less.
+    request.layers = {0};
+    EXPECT_EQ(planMemory(info, request, perWorker / 100).threads, 4);
+    request.layers = {1};
+    request.paradigms = {presetParadigm("mala")};
+    request.options.stats = StatSelection::parse("rank");
+    EXPECT_LT(workerBytes(info.layers[1], request.paradigms, request.options.stats), perWorker / 10);
+    EXPECT_EQ(planMemory(info, request, perWorker / 5).threads, 4);
+}
+
+}  // namespace
+}  // namespace attnlens
