@@ -393,9 +393,10 @@ namespace {
 // front, the others from the back. Returns the number below. Every value is stored at both ends
 // and the counter that does not advance lets a later value overwrite the copy, so there is no
 // branch and, unlike an in-place branch-free partition, no store-to-load dependency.
-std::size_t partitionScalar(const double* src, std::size_t n, double pivot, double* dst) {
-    std::size_t lo = 0, hi = n;
-    for (std::size_t i = 0; i < n; ++i) {
+// Values src[begin, n) into the open slots [lo, hi) of dst; returns the final lo.
+inline std::size_t partitionRest(const double* src, std::size_t begin, std::size_t n, double pivot,
+                                 double* dst, std::size_t lo, std::size_t hi) {
+    for (std::size_t i = begin; i < n; ++i) {
         const double v = src[i];
         const bool less = v < pivot;
         dst[lo] = v;
@@ -404,6 +405,10 @@ std::size_t partitionScalar(const double* src, std::size_t n, double pivot, doub
         hi -= std::size_t(!less);
     }
     return lo;
+}
+
+std::size_t partitionScalar(const double* src, std::size_t n, double pivot, double* dst) {
+    return partitionRest(src, 0, n, pivot, dst, 0, n);
 }
 
 #ifdef ATTNLENS_ROW_SIMD
@@ -445,15 +450,7 @@ ATTNLENS_AVX2 std::size_t partitionAvx2(const double* src, std::size_t n, double
         lo += std::size_t(below);
         hi -= std::size_t(4 - below);
     }
-    for (; i < n; ++i) {
-        const double v = src[i];
-        const bool less = v < pivot;
-        dst[lo] = v;
-        dst[hi - 1] = v;
-        lo += std::size_t(less);
-        hi -= std::size_t(!less);
-    }
-    return lo;
+    return partitionRest(src, i, n, pivot, dst, lo, hi);
 }
 #endif
 
