@@ -371,8 +371,25 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     double seconds = 0;
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const json& r = reports[i];
-        if (r["input"]["sha256"] != first["input"]["sha256"] || r["input"]["size_bytes"] != first["input"]["size_bytes"])
-            fail(i, "a different input dump (sha256 " + r["input"]["sha256"].dump() + ")");
+        const json& in = r["input"];
+        const json& in0 = first["input"];
+        const auto hashOf = [](const json& input) {
+            return input.contains("sha256") && input["sha256"].is_string() ? input["sha256"].get<std::string>()
+                                                                         : std::string();
+        };
+        if (!hashOf(in).empty() && !hashOf(in0).empty()) {
+            if (hashOf(in) != hashOf(in0) || in.value("size_bytes", json()) != in0.value("size_bytes", json()))
+                fail(i, "a different input dump (sha256 " + hashOf(in) + ")");
+        } else if (in.value("path", json()) != in0.value("path", json()) ||
+                   in.value("size_bytes", json()) != in0.value("size_bytes", json()) ||
+                   in.value("dump", json()) != in0.value("dump", json())) {
+            // Reports made with --no-hash: two different dumps of equal size must not merge, so
+            // the same input path, size and dump description are asked for instead.
+            throwInput("merge: " + names[i] + ": input " + in.value("path", json()).dump() + " is not the input " +
+                       in0.value("path", json()).dump() + " of " + names[0] +
+                       " (or it changed between the runs), and without SHA-256 (analyze --no-hash) nothing "
+                       "shows that they are the same dump");
+        }
         if (r["paradigms"] != first["paradigms"]) fail(i, "different paradigms");
         if (r["options"] != first["options"]) fail(i, "different analysis options");
         if (r["selection"]["layers"] != first["selection"]["layers"]) fail(i, "different layers");

@@ -129,7 +129,7 @@ usage: attnlens-cli COMMAND [options]
 
 commands:
   inspect FILE [--json]            layers, heads, B, N, d, grid, prefix, dtypes, optional parts; validates
-  analyze FILE -o OUT.json [options]
+  analyze FILE [-o OUT.json] [options]   without -o: the summary table only
       --paradigms LIST             presets and custom paradigms, comma separated (default: all 8 presets)
                                    presets: softmax linear_relu linear_elu focused inline inline_relu mala softmax_l2
                                    custom:  NAME:norm=divide|subtract|magnitude|softmax,kernel=K,transform=T,
@@ -149,6 +149,7 @@ commands:
       --magnitude A:B:N            log2 range and points of the scale factors (default -2:4:13)
       --per-query-maps             include per-query local-mass maps in the JSON
       --no-hash                    skip the input's SHA-256 (for very large dumps)
+      --quiet                      no progress on stderr
   attention FILE --image B --layer L --head H --paradigm P [--values] -o OUT.json
                                    one head's full attention matrix (and O = A V with --values)
   synth -o FILE [--layers 2] [--heads 2] [--grid 14x14] [--prefix 1] [--dim 16] [--images 2]
@@ -453,7 +454,7 @@ int cmdAnalyze(int argc, char** argv) {
     // long as reading it) and stops with it.
     std::atomic<bool> stopHash{false};
     std::future<std::string> hash;
-    if (!a.flag("--no-hash"))
+    if (!a.flag("--no-hash") && output)  // the hash is provenance for the report file
         hash = std::async(std::launch::async, [&] { return sha256File(input, &stopHash); });
     AnalysisReport report;
     try {
@@ -603,26 +604,6 @@ int cmdMerge(int argc, char** argv) {
         }
     }
     checkOutputWritable(*output, a.positional);
-    // Reports made with --no-hash carry no SHA-256, and mergeReports compares only the hash and the
-    // size: two different dumps of equal size would merge. Without hashes, ask for the same input
-    // path and the same dump description as well.
-    auto inputField = [](const json& r, const char* key) -> json {
-        if (r.is_object() && r.contains("input") && r["input"].is_object() && r["input"].contains(key))
-            return r["input"][key];
-        return nullptr;
-    };
-    for (std::size_t i = 1; i < reports.size(); ++i) {
-        const json sha0 = inputField(reports[0], "sha256"), sha = inputField(reports[i], "sha256");
-        const bool hashed = sha0.is_string() && !sha0.get<std::string>().empty() && sha.is_string() &&
-                            !sha.get<std::string>().empty();
-        if (hashed || inputField(reports[0], "path").is_null() || inputField(reports[i], "path").is_null())
-            continue;  // not reports at all: mergeReports says so
-        if (inputField(reports[i], "path") != inputField(reports[0], "path") ||
-            inputField(reports[i], "dump") != inputField(reports[0], "dump"))
-            throwInput("merge: " + a.positional[i] + ": input " + inputField(reports[i], "path").dump() +
-                       " is not the input " + inputField(reports[0], "path").dump() + " of " + a.positional[0] +
-                       ", and without SHA-256 (analyze --no-hash) nothing shows that they are the same dump");
-    }
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);

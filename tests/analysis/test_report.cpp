@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attnlens/analysis/report.h"
+#include "attnlens/error.h"
 
 namespace attnlens {
 namespace {
@@ -51,6 +52,48 @@ TEST(ReportText, ReportsWithoutResultsAreWrittenAsTheyAre) {
     const json j = {{"a", 1}, {"b", {{"c", json::array()}}}};
     EXPECT_EQ(json::parse(reportText(j)), j);
     EXPECT_EQ(json::parse(reportText(json::array({1, 2}))), json::array({1, 2}));
+}
+
+json shard(const std::string& path, int image, const std::string& sha, int gridSide) {
+    json r;
+    r["schema"] = "attnlens.analysis";
+    r["schema_version"] = 1;
+    r["input"] = {{"path", path}, {"size_bytes", 1000}, {"sha256", sha}, {"dump", {{"grid", {gridSide, gridSide}}}}};
+    r["selection"] = {{"images", {image}}, {"layers", json::array()}, {"heads", "all"}};
+    r["paradigms"] = json::array();
+    r["options"] = json::object();
+    r["results"] = json::array();
+    return r;
+}
+
+TEST(MergeReports, WithoutHashesTheInputPathSizeAndDumpMustAgree) {
+    const std::vector<std::string> names{"a.json", "b.json"};
+    // Same dump, no hashes: merges.
+    json merged = mergeReports({shard("d.h5", 0, "", 14), shard("d.h5", 1, "", 14)}, names, {});
+    EXPECT_EQ(merged["selection"]["images"], json({0, 1}));
+    // One side hashed, the other not, same dump: merges as well.
+    EXPECT_NO_THROW(mergeReports({shard("d.h5", 0, "ab12", 14), shard("d.h5", 1, "", 14)}, names, {}));
+    // Another path, or the same path with another layout (the file changed): refused, saying why.
+    for (const json& other : {shard("e.h5", 1, "", 14), shard("d.h5", 1, "", 7)}) {
+        try {
+            mergeReports({shard("d.h5", 0, "", 14), other}, names, {});
+            FAIL() << "merged";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Input);
+            EXPECT_NE(std::string(e.what()).find("b.json: input \"" + other["input"]["path"].get<std::string>() +
+                                                 "\" is not the input \"d.h5\" of a.json"),
+                      std::string::npos)
+                << e.what();
+            EXPECT_NE(std::string(e.what()).find("without SHA-256 (analyze --no-hash)"), std::string::npos);
+        }
+    }
+    // Both hashed: the hashes decide.
+    try {
+        mergeReports({shard("d.h5", 0, "ab12", 14), shard("d.h5", 1, "cd34", 14)}, names, {});
+        FAIL() << "merged";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("a different input dump (sha256 cd34)"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

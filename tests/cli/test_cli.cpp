@@ -125,6 +125,21 @@ TEST_F(CliTest, MissingAndBrokenInputsExitThree) {
     EXPECT_THAT(r.err, ::testing::Not(HasSubstr("HDF5-DIAG")));
 }
 
+TEST_F(CliTest, AnalyzeWithoutOutputPrintsTheSummaryOnly) {
+    const std::string in = synth("a.h5");
+    const RunResult r = run("analyze " + in + " --stats rank,entropy --quiet");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("softmax"));
+    EXPECT_THAT(r.out, HasSubstr("records"));
+    EXPECT_EQ(r.err, "");
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+        const std::string name = entry.path().filename().string();
+        files += entry.path() != fs::path(in) && name != "stdout" && name != "stderr";  // the test's captures
+    }
+    EXPECT_EQ(files, 0u);
+}
+
 TEST_F(CliTest, InspectShowsLayout) {
     const RunResult r = run("inspect " + synth("a.h5"));
     ASSERT_EQ(r.code, 0) << r.err;

@@ -21,7 +21,8 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool);
 // (paradigm, layer) means, the confusion histograms over images. Recomputed by merge.
 nlohmann::json summarize(const nlohmann::json& report);
 // Combines reports of disjoint image sets of one dump (same SHA-256, layers, heads, paradigms and
-// options). Error(Input) naming the file and the mismatch otherwise.
+// options; reports without a SHA-256, from analyze --no-hash, need the same input path, size and
+// dump description instead). Error(Input) naming the file and the mismatch otherwise.
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports,
                             const std::vector<std::string>& names, const ToolInfo& tool);
 // The text of a report file: top-level fields indented by one space, and the "results" array with
