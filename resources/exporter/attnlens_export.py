@@ -155,14 +155,21 @@ class DumpWriter:
         if v is not None and (v.ndim != 4 or v.shape[:3] != q.shape[:3]):
             raise ExportError(f"layer {name}: v {v.shape} must share B, heads and N with q "
                               f"{q.shape}")
+        # Every tensor is checked before any is written, so a refused batch leaves the file as it was.
         for key, t in (("q", q), ("k", k), ("v", v)):
             if t is None:
                 continue
             if not np.all(np.isfinite(t)):
-                raise ExportError(f"layer {name}: {key} holds NaN or Inf")
+                b, h, n, c = (int(i) for i in np.argwhere(~np.isfinite(t))[0])
+                raise ExportError(f"layer {name}: {key} holds NaN or Inf (first at image "
+                                  f"{info['count'] + b}, head {h}, token {n}, channel {c}: "
+                                  f"{t[b, h, n, c]})")
             if self.dtype is np.float16 and np.abs(t).max(initial=0.0) > 65504.0:
                 raise ExportError(f"layer {name}: |{key}| reaches {np.abs(t).max():.4g}, beyond "
                                   "float16's 65504; export with dtype float32")
+        for key, t in (("q", q), ("k", k), ("v", v)):
+            if t is None:
+                continue
             ds = self._dataset(self._file["layers"][name], key, t.shape)
             start = ds.shape[0]
             if start != info["count"]:

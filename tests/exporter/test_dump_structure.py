@@ -202,8 +202,24 @@ class BadInput(unittest.TestCase):
     def test_non_finite(self):
         q = np.zeros((1, 1, 197, 4))
         q[0, 0, 3, 1] = np.nan
-        with self.assertRaisesRegex(ax.ExportError, "layer l: q holds NaN or Inf"):
+        with self.assertRaisesRegex(ax.ExportError, r"layer l: q holds NaN or Inf \(first at image 0, "
+                                                    r"head 0, token 3, channel 1: nan\)"):
             self.writer().append_layer("l", q, np.zeros_like(q))
+
+    def test_non_finite_names_the_image_and_leaves_the_layer_as_it_was(self):
+        w = self.writer()
+        good = np.zeros((2, 2, 197, 4))
+        w.append_layer("l", good, good, good)
+        v = np.zeros((3, 2, 197, 4))
+        v[2, 1, 5, 0] = np.inf
+        with self.assertRaisesRegex(ax.ExportError, r"layer l: v holds NaN or Inf \(first at image 4, "
+                                                    r"head 1, token 5, channel 0: inf\)"):
+            w.append_layer("l", np.zeros_like(v), np.zeros_like(v), v)
+        # The refused batch wrote nothing: q, k and v still hold the first two images.
+        layer = w._file["layers"]["l"]
+        self.assertEqual([layer[k].shape[0] for k in ("q", "k", "v")], [2, 2, 2])
+        w.append_layer("l", good, good, good)
+        self.assertEqual([layer[k].shape[0] for k in ("q", "k", "v")], [4, 4, 4])
 
     def test_float16_overflow(self):
         q = np.full((1, 1, 197, 4), 7e4)
