@@ -100,12 +100,7 @@ public:
     void load(Index begin, Index count) {
         blockBegin_ = begin;
         blockCount_ = count;
-        if (precomputed_.rows) {
-            block_.topRows(count) = precomputed_.rows->middleRows(begin, count);
-            std::copy(precomputed_.dotSums + begin, precomputed_.dotSums + begin + count, dotSums_.begin());
-        } else {
-            head_.rawRows(begin, count, block_.topRows(count), dotSums_.data());
-        }
+        if (!precomputed_.rows) head_.rawRows(begin, count, block_.topRows(count), dotSums_.data());
     }
 
     // Fills the per-factor values of query i; returns false when a row (any factor or a = 1) is
@@ -114,8 +109,13 @@ public:
                  Index* topKey, Index* medianKey) {
         const std::size_t f = factors_.size();
         if (i < blockBegin_ || i >= blockBegin_ + blockCount_) load(i, 1);
-        raw_ = block_.row(i - blockBegin_);
-        const double dotSum = dotSums_[std::size_t(i - blockBegin_)];
+        // Precomputed raw rows are read where they are; otherwise from the block's GEMM.
+        if (precomputed_.rows)
+            raw_ = precomputed_.rows->row(i);
+        else
+            raw_ = block_.row(i - blockBegin_);
+        const double dotSum = precomputed_.rows ? precomputed_.dotSums[std::size_t(i)]
+                                                : dotSums_[std::size_t(i - blockBegin_)];
         *topKey = *medianKey = -1;
         auto flag = [&](std::size_t k) { maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = kNaN; };
         if (!raw_.allFinite() || !std::isfinite(dotSum)) {
@@ -133,8 +133,8 @@ public:
         }
         std::fill(entropyPending_.begin(), entropyPending_.end(), false);
         for (std::size_t k = 0; k < f; ++k) {
-            const bool ok = softmax_ ? factorSoftmax(k, *topKey, *medianKey, &maxWeight[k],
-                                                     &entropy[k], &topMass[k], &ratio[k])
+            const bool ok = softmax_ ? factorSoftmax(k, *topKey, &maxWeight[k], &entropy[k],
+                                                     &topMass[k], &ratio[k])
                                      : factorAffine(dotSum, k, *topKey, *medianKey,
                                                     &maxWeight[k], &entropy[k], &topMass[k], &ratio[k]);
             if (!ok) {
@@ -301,8 +301,8 @@ private:
         return true;
     }
 
-    bool factorSoftmax(std::size_t f, Index m, Index med, double* maxWeight, double* entropy,
-                       double* topMass, double* ratio) {
+    bool factorSoftmax(std::size_t f, Index m, double* maxWeight, double* entropy, double* topMass,
+                       double* ratio) {
         // e_j <= 1 and e at the largest logit is exactly 1, so Z >= 1: no overflow, no zero.
         const double a = factors_[f];
         const double z = expSums_[f];
@@ -311,8 +311,7 @@ private:
         // The k largest weights are those of the k largest logits.
         *topMass = topExpRows_.col(Index(f)).sum() / z;
         *entropy = std::max(0.0, logSums_[f] - a * weighted / z);
-        (void)med;
-        *ratio = m >= 0 ? ratios_[f] : kNaN;  // exp(a (l_m - l_n))
+        *ratio = m >= 0 ? ratios_[f] : kNaN;  // exp(a (l_m - l_n)), computed in measure()
         return std::isfinite(*maxWeight) && std::isfinite(*entropy);
     }
 
