@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #if defined(__GLIBC__)
@@ -131,6 +132,24 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                 throwUsage("head " + std::to_string(h) + " out of range for layer '" + info.layers[l].name +
                            "' (" + std::to_string(info.layers[l].heads) + " heads)");
 
+    const LocalBranchOptions& branchOptions = req.options.localBranch;
+    for (int l : req.layers) {
+        const LayerInfo& layer = info.layers[std::size_t(l)];
+        if (!branchOptions.enabled || !layer.localBranch) continue;
+        for (int c : branchOptions.channels)
+            if (c < 0 || c >= layer.valueDim)
+                throwUsage("--local-channels: channel " + std::to_string(c) + " is out of range for layer '" +
+                           layer.name + "' (its v has " + std::to_string(layer.valueDim) + " channels, numbered from 0)");
+    }
+    // Which paradigms a layer's branch is analysed under (LocalBranchOptions::allParadigms).
+    auto branchApplies = [&](const LayerInfo& layer, int paradigm) {
+        if (!branchOptions.enabled || !layer.localBranch) return false;
+        if (branchOptions.allParadigms) return true;
+        const bool ownSelected = std::any_of(report.paradigms.begin(), report.paradigms.end(),
+                                             [&](const Paradigm& p) { return p.name == layer.attention; });
+        return !ownSelected || report.paradigms[std::size_t(paradigm)].name == layer.attention;
+    };
+
     struct Task {
         int image, layer;
     };
@@ -177,6 +196,9 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             try {
                 const LayerInfo& layer = info.layers[task.layer];
                 std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
+                std::optional<LocalBranchWeights> branchWeights;
+                if (branchOptions.enabled && layer.localBranch)
+                    branchWeights = reader.readLocalBranch(task.image, task.layer);
                 for (int h : headsOf(task.layer)) {
                     for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
                     HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
@@ -188,7 +210,12 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                         rec.layer = task.layer;
                         rec.head = h;
                         rec.paradigm = p;
-                        rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options);
+                        std::optional<LocalBranchHead> branch;
+                        if (branchWeights && branchApplies(layer, p))
+                            branch = LocalBranchHead{&*branchWeights, layer.localBranch->channelMap, h,
+                                                     layer.valueDim, layer.localBranch->kind};
+                        rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options,
+                                                branch ? &*branch : nullptr);
                         taskRecords[t].push_back(std::move(rec));
                         std::lock_guard lock(progressMutex);
                         ++done;

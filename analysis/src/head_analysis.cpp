@@ -148,11 +148,12 @@ nlohmann::json AnalysisOptions::toJson() const {
         "weight, entropy, top-k mass; ratio = exp(mean log ratio) over ratios that are finite and "
         "> 0, the others counted as skipped_ratios";
     j["magnitude"] = mag;
+    j["local_branch"] = localBranch.toJson();
     return j;
 }
 
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
-                           const AnalysisOptions& options) {
+                           const AnalysisOptions& options, const LocalBranchHead* branch) {
     const Index n = head.tokens();
     if (layout.tokens() != n)
         throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) +
@@ -164,7 +165,9 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     stats.tokens = n;
 
     const bool lowRank = head.hasLowRankForm();
-    const bool needMatrix = sel.local || sel.entropy || (!lowRank && (sel.confusion || sel.rank));
+    const bool withBranch = branch && (sel.rank || sel.local);
+    const bool needMatrix =
+        sel.local || sel.entropy || withBranch || (!lowRank && (sel.confusion || sel.rank));
     Matrix a, raw;
     std::vector<double> dotSums;
     std::vector<RowStatus> status;
@@ -211,6 +214,9 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
+    if (withBranch)
+        stats.localBranch = analyzeLocalBranch(a, status, layout, *branch, options.localBranch, options.spectrum,
+                                               options.localK, sel.rank, sel.local);
     if (sel.entropy) stats.focus = focus(a, status);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)

@@ -67,7 +67,8 @@ double memoryBudgetBytes() {
     return budget;
 }
 
-double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats) {
+double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
+                   bool localBranch) {
     const double n = double(layer.tokens);
     double copies = 0;
     for (const Paradigm& p : paradigms) {
@@ -77,6 +78,8 @@ double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigm
         if (!lowRank && stats.rank) c += 2;
         else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
         if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
+        // The branch's E_c, its finite-row copy and dgesdd's copy beside A.
+        if (localBranch && layer.localBranch && (stats.rank || stats.local)) c = std::max(c, 1.0) + 3;
         copies = std::max(copies, c);
     }
     const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);
@@ -92,7 +95,8 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, doubl
     const LayerInfo* largest = nullptr;
     for (int l : layers) {
         if (l < 0 || l >= int(info.layers.size())) continue;  // analyzeDump reports those
-        const double bytes = workerBytes(info.layers[std::size_t(l)], paradigms, request.options.stats);
+        const double bytes = workerBytes(info.layers[std::size_t(l)], paradigms, request.options.stats,
+                                         request.options.localBranch.enabled);
         if (bytes > plan.perWorkerBytes) {
             plan.perWorkerBytes = bytes;
             largest = &info.layers[std::size_t(l)];

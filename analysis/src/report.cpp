@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -68,7 +70,77 @@ std::string utcNow() {
     return buf;
 }
 
-json statsJson(const HeadStatistics& s, bool perQuery) {
+json branchChannelJson(const LocalBranchChannel& c, const std::vector<int>& ks) {
+    json e;
+    if (c.channel >= 0) {
+        e["channel"] = c.channel;
+        e["weight_channel"] = c.weightChannel;
+    }
+    if (c.spectrum) {
+        const auto& sp = *c.spectrum;
+        e["rank"] = sp.rank;
+        e["effective_rank"] = finiteOrNull(sp.effectiveRank);
+        e["size"] = sp.size;
+        e["tolerance"] = finiteOrNull(sp.tolerance);
+        e["method"] = sp.method;
+        if (!sp.singularValues.empty()) e["singular_values"] = vectorJson(sp.singularValues);
+    }
+    if (!c.localMass.empty()) {
+        json l = json::array();
+        for (std::size_t i = 0; i < c.localMass.size() && i < ks.size(); ++i)
+            l.push_back({{"k", ks[i]}, {"mean", finiteOrNull(c.localMass[i])}});
+        e["local"] = l;
+    }
+    e["branch_share"] = finiteOrNull(c.branchShare);
+    return e;
+}
+
+json localBranchJson(const LocalBranchResult& b, const HeadStatistics& s, const std::vector<int>& ks) {
+    json j;
+    j["kind"] = b.kind;
+    j["channels_analysed"] = b.channels.size();
+    if (b.mean && b.mean->spectrum) {
+        j["rank"] = {{"without", s.spectrum ? json(s.spectrum->rank) : json(nullptr)},
+                     {"min", b.rankMin},
+                     {"median", b.rankMedian},
+                     {"max", b.rankMax},
+                     {"mean_channel", b.mean->spectrum->rank},
+                     {"size", b.mean->spectrum->size}};
+    }
+    if (!b.localMassWithout.empty()) {
+        json l = json::array();
+        for (std::size_t i = 0; i < b.localMassWithout.size() && i < ks.size(); ++i) {
+            double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+            for (const auto& c : b.channels)
+                if (std::isfinite(c.localMass[i])) {
+                    lo = std::min(lo, c.localMass[i]);
+                    hi = std::max(hi, c.localMass[i]);
+                }
+            l.push_back({{"k", ks[i]},
+                         {"without", finiteOrNull(b.localMassWithout[i])},
+                         {"with", b.mean ? finiteOrNull(b.mean->localMass[i]) : json(nullptr)},
+                         {"with_min", finiteOrNull(lo)},
+                         {"with_max", finiteOrNull(hi)}});
+        }
+        j["local"] = l;
+    }
+    double shareSum = 0;
+    std::size_t shareCount = 0;
+    for (const auto& c : b.channels)
+        if (std::isfinite(c.branchShare)) {
+            shareSum += c.branchShare;
+            ++shareCount;
+        }
+    j["branch_share"] = {{"mean_over_channels", shareCount ? json(shareSum / double(shareCount)) : json(nullptr)},
+                         {"mean_channel", b.mean ? finiteOrNull(b.mean->branchShare) : json(nullptr)}};
+    json channels = json::array();
+    for (const auto& c : b.channels) channels.push_back(branchChannelJson(c, ks));
+    j["channels"] = std::move(channels);
+    if (b.mean) j["mean_channel"] = branchChannelJson(*b.mean, ks);
+    return j;
+}
+
+json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& ks) {
     json j;
     j["tokens"] = s.tokens;
     j["flagged_rows"] = s.flaggedRows;
@@ -123,6 +195,7 @@ json statsJson(const HeadStatistics& s, bool perQuery) {
                           {"ratio", vectorJson(m.ratio)},
                           {"queries_averaged", m.queriesAveraged}};
     }
+    if (s.localBranch) j["local_branch"] = localBranchJson(*s.localBranch, s, ks);
     return j;
 }
 
@@ -150,9 +223,31 @@ struct Aggregate {
     bool hasConfusion = false;
     std::vector<Mean> magMax, magEntropy, magTop, magLogRatio;
     json factors;
+    // Local branch (records that carry one).
+    std::int64_t branchRecords = 0;
+    Mean branchRankWithout, branchRankMedian, branchRankMeanChannel, branchShare;
+    int branchRankMin = INT_MAX, branchRankMax = INT_MIN;
+    std::map<int, Mean> branchLocalWithout, branchLocalWith;
 
     void add(const json& r) {
         ++records;
+        if (r.contains("local_branch")) {
+            const json& b = r["local_branch"];
+            ++branchRecords;
+            if (b.contains("rank")) {
+                branchRankWithout.add(b["rank"]["without"]);
+                branchRankMedian.add(b["rank"]["median"]);
+                branchRankMeanChannel.add(b["rank"]["mean_channel"]);
+                branchRankMin = std::min(branchRankMin, b["rank"]["min"].get<int>());
+                branchRankMax = std::max(branchRankMax, b["rank"]["max"].get<int>());
+            }
+            if (b.contains("local"))
+                for (const auto& l : b["local"]) {
+                    branchLocalWithout[l["k"].get<int>()].add(l["without"]);
+                    branchLocalWith[l["k"].get<int>()].add(l["with"]);
+                }
+            branchShare.add(b["branch_share"]["mean_over_channels"]);
+        }
         flagged += r.value("flagged_rows", std::int64_t(0));
         if (r.contains("rank")) {
             rank.add(r["rank"]["rank"]);
@@ -215,6 +310,21 @@ struct Aggregate {
         j["negative_mass_per_row_mean"] = negativeMass.value();
         j["confused_pairs_total"] = hasConfusion ? json(confused) : json(nullptr);
         j["flagged_rows_total"] = flagged;
+        if (branchRecords > 0) {
+            json b;
+            b["records"] = branchRecords;
+            b["rank_without_mean"] = branchRankWithout.value();
+            b["rank_median_mean"] = branchRankMedian.value();
+            b["rank_mean_channel_mean"] = branchRankMeanChannel.value();
+            b["rank_min"] = branchRankMin == INT_MAX ? json(nullptr) : json(branchRankMin);
+            b["rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
+            json l = json::object();
+            for (const auto& [k, m] : branchLocalWithout)
+                l[std::to_string(k)] = {{"without", m.value()}, {"with", branchLocalWith.at(k).value()}};
+            b["local"] = l;
+            b["branch_share_mean"] = branchShare.value();
+            j["local_branch"] = b;
+        }
         if (!magMax.empty()) {
             json m;
             m["factors"] = factors;
@@ -267,7 +377,7 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
     forEachChunk(entries.size(), [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) {
             const HeadRecord& r = report.records[i];
-            json e = statsJson(r.stats, report.request.options.perQueryMaps);
+            json e = statsJson(r.stats, report.request.options.perQueryMaps, report.request.options.localK);
             e["image"] = r.image;
             e["layer"] = report.dump.layers[r.layer].name;
             e["layer_position"] = r.layer;
@@ -501,6 +611,40 @@ std::string formatSummary(const nlohmann::json& report) {
     out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
         << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass";
     out << "\n";
+    // The local branch beside the attention, per (paradigm, layer) that has one.
+    bool header = false;
+    for (const auto& p : s)
+        for (const auto& l : p["layers"]) {
+            if (!l.contains("local_branch")) continue;
+            const json& b = l["local_branch"];
+            if (!header) {
+                out << "\nlocal branch: E_c = A + M_c per V channel (rank: A -> median over channels of E_c; "
+                       "3x3 mass: A -> E_mean)\n";
+                col("paradigm", 13);
+                col("layer", 24);
+                col("rank A", 8);
+                col("rank E_c", 10);
+                col("E_c min-max", 12);
+                col("3x3 A", 8);
+                col("3x3 E", 8);
+                col("branch share", 12);
+                out << "\n";
+                header = true;
+            }
+            col(p["paradigm"].get<std::string>(), 13);
+            col(l["layer"].get<std::string>(), 24);
+            col(fmt(b.value("rank_without_mean", json()), 1), 8);
+            col(fmt(b.value("rank_median_mean", json()), 1), 10);
+            col(b.value("rank_min", json()).is_number()
+                    ? b["rank_min"].dump() + "-" + b["rank_max"].dump()
+                    : std::string("-"),
+                12);
+            const json l3 = b["local"].contains("3") ? b["local"]["3"] : json::object();
+            col(fmt(l3.value("without", json())), 8);
+            col(fmt(l3.value("with", json())), 8);
+            col(fmt(b["branch_share_mean"]), 12);
+            out << "\n";
+        }
     return out.str();
 }
 

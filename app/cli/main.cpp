@@ -148,13 +148,22 @@ commands:
       --tau X                      confusion threshold on ||A_p - A_q||_2 (default 1e-3)
       --magnitude A:B:N            log2 range and points of the scale factors (default -2:4:13)
       --per-query-maps             include per-query local-mass maps in the JSON
+      --local-branch own|all|off   layers with a local branch (DWC, InLine residual, LePE): rank and
+                                   local mass of E_c = A + M_c per V channel under the layer's own
+                                   paradigm (own, default; every paradigm when it names none), under
+                                   every paradigm (all), or the branch treated as absent (off)
+      --local-channels LIST        V channels within a head to analyse (default all)
+      --local-spectra all|none|LIST  channels whose singular values go into the JSON (default all)
       --no-hash                    skip the input's SHA-256 (for very large dumps)
       --quiet                      no progress on stderr
-  attention FILE --image B --layer L --head H --paradigm P [--values] -o OUT.json
-                                   one head's full attention matrix (and O = A V with --values)
+  attention FILE --image B --layer L --head H --paradigm P [--values] [--local-branch [--channel C]] -o OUT.json
+                                   one head's full attention matrix (and O = A V with --values); with
+                                   --local-branch also O + M_c V + bias (output_with_local_branch) and,
+                                   with --channel, M_c and E_c = A + M_c of that channel
   synth -o FILE [--layers 2] [--heads 2] [--grid 14x14] [--prefix 1] [--dim 16] [--images 2]
         [--dtype float16|float32|float64] [--seed 1] [--no-values] [--no-images]
-                                   writes a structured synthetic dump
+        [--local-branch dwc|lepe|inline_residual]
+                                   writes a structured synthetic dump (with a seeded local branch)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
   --help, --version
@@ -345,6 +354,17 @@ int cmdInspect(int argc, char** argv) {
     }
     const bool defaultScale = std::any_of(info.layers.begin(), info.layers.end(),
                                           [](const LayerInfo& l) { return !l.scaleFromFile; });
+    bool anyBranch = false;
+    for (std::size_t i = 0; i < info.layers.size(); ++i) {
+        const auto& b = info.layers[i].localBranch;
+        if (!b) continue;
+        if (!anyBranch) std::printf("\nlocal branches (O[:, c] = A V[:, c] + M_c V[:, c] + bias; format.md 1a):\n");
+        anyBranch = true;
+        std::printf("%-4zu %-24s %s, %dx%d kernel, %d weight channels (%s), %s weights, bias %s\n", i,
+                    info.layers[i].name.c_str(), b->kind.c_str(), b->kernelH, b->kernelW, b->channels,
+                    toString(b->channelMap), b->perImage ? "per-image" : "shared",
+                    b->hasBias ? (b->biasPerImage ? "per-image" : "shared") : "none");
+    }
     std::printf("\n%sThe dump is valid.\n", defaultScale ? "* scale not stored: 1/sqrt(d). " : "");
     return kExitOk;
 }
@@ -385,7 +405,33 @@ AnalysisOptions parseAnalysisOptions(const Args& a) {
             throwUsage("--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '" + *s + "'");
     }
     o.perQueryMaps = a.flag("--per-query-maps");
+    if (auto s = a.get("--local-branch")) {
+        if (*s == "own") o.localBranch.allParadigms = false;
+        else if (*s == "all") o.localBranch.allParadigms = true;
+        else if (*s == "off") o.localBranch.enabled = false;
+        else throwUsage("--local-branch: expected own, all or off, got '" + *s + "'");
+    }
     return o;
+}
+
+// --local-channels and --local-spectra name V channels within a head: checked against the
+// largest d_v of the layers with a branch (analyzeDump checks each layer).
+void parseLocalBranchChannels(const Args& a, const DumpInfo& info, LocalBranchOptions& o) {
+    int channels = 0;
+    for (const auto& l : info.layers)
+        if (l.localBranch) channels = std::max(channels, l.valueDim);
+    for (const char* option : {"--local-channels", "--local-spectra"}) {
+        if (!a.get(option)) continue;
+        if (!o.enabled) throwUsage(std::string(option) + " has no effect with --local-branch off");
+        if (channels == 0)
+            throwUsage(std::string(option) + ": " + info.path + " has no layer with a local branch");
+    }
+    if (auto s = a.get("--local-channels")) o.channels = parseIndexList(*s, channels, "--local-channels");
+    if (auto s = a.get("--local-spectra")) {
+        if (*s == "all") o.spectrumChannels.reset();
+        else if (*s == "none") o.spectrumChannels = std::vector<int>{};
+        else o.spectrumChannels = parseIndexList(*s, channels, "--local-spectra");
+    }
 }
 
 std::vector<Paradigm> parseParadigms(const Args& a) {
@@ -417,7 +463,8 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
 int cmdAnalyze(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
-                        "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude"},
+                        "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch",
+                        "--local-channels", "--local-spectra"},
                        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet"}, "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];
@@ -434,6 +481,7 @@ int cmdAnalyze(int argc, char** argv) {
     const DumpInfo& info = reader->info();
     if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info);
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    parseLocalBranchChannels(a, info, req.options.localBranch);
     if (auto s = a.get("--heads")) {
         int maxHeads = 0;
         for (const auto& l : info.layers) maxHeads = std::max(maxHeads, l.heads);
@@ -481,8 +529,8 @@ int cmdAnalyze(int argc, char** argv) {
 }
 
 int cmdAttention(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2, {"-o", "--output", "--image", "--layer", "--head", "--paradigm"}, {"--values"},
-                       "attention");
+    Args a = parseArgs(argc, argv, 2, {"-o", "--output", "--image", "--layer", "--head", "--paradigm", "--channel"},
+                       {"--values", "--local-branch"}, "attention");
     if (a.positional.size() != 1) throwUsage("attention: expected one FILE");
     for (const char* required : {"--image", "--layer", "--head", "--paradigm"})
         if (!a.get(required)) throwUsage(std::string("attention: ") + required + " is required");
@@ -508,6 +556,14 @@ int cmdAttention(int argc, char** argv) {
     const int head = toInt(*a.get("--head"), "--head", 0, layer.heads - 1);
     const bool values = a.flag("--values");
     if (values && !layer.hasValues()) throwInput("attention: layer '" + layer.name + "' has no v dataset");
+    const bool withBranch = a.flag("--local-branch");
+    if (withBranch && !layer.localBranch)
+        throwInput("attention: layer '" + layer.name + "' has no local branch (resources/format.md, section 1a)");
+    std::optional<int> channel;
+    if (auto c = a.get("--channel")) {
+        if (!withBranch) throwUsage("attention: --channel needs --local-branch");
+        channel = toInt(*c, "--channel", 0, layer.valueDim - 1);
+    }
     checkOutputWritable(*output, {a.positional[0]});
     {
         // The N x N matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
@@ -548,6 +604,31 @@ int cmdAttention(int argc, char** argv) {
     for (auto s : status) st.push_back(toString(s));
     j["row_status"] = st;
     if (values) j["output"] = matrixJson(attention.output(act.v));
+    if (withBranch) {
+        // O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens), the layer's output before the
+        // projection (resources/format.md 1a); M_c as the convolution itself, not as a matrix.
+        const LocalBranchInfo& branch = *layer.localBranch;
+        const LocalBranchWeights weights = reader->readLocalBranch(image, layers[0]);
+        j["local_branch"] = info.toJson()["layers"][std::size_t(layers[0])]["local_branch"];
+        if (values) {
+            Matrix out = attention.output(act.v);
+            for (Index c = 0; c < out.cols(); ++c) {
+                const LocalKernel kernel = weights.kernel(branch.weightChannel(head, int(c), layer.valueDim));
+                out.col(c) += applyLocalBranch(kernel, layer.layout, act.v.col(c));
+            }
+            j["output_with_local_branch"] = matrixJson(out);
+        }
+        if (channel) {
+            const int wc = branch.weightChannel(head, *channel, layer.valueDim);
+            const LocalKernel kernel = weights.kernel(wc);
+            Matrix e = m;
+            addLocalBranch(e, kernel, layer.layout);
+            j["channel"] = *channel;
+            j["weight_channel"] = wc;
+            j["local_matrix"] = matrixJson(localBranchMatrix(kernel, layer.layout));
+            j["equivalent_matrix"] = matrixJson(e);
+        }
+    }
     writeFileAtomically(*output, j.dump() + "\n", {a.positional[0]});
     return kExitOk;
 }
@@ -555,7 +636,7 @@ int cmdAttention(int argc, char** argv) {
 int cmdSynth(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
-                        "--seed", "--model"},
+                        "--seed", "--model", "--local-branch"},
                        {"--no-values", "--no-images"}, "synth");
     if (!a.positional.empty()) throwUsage("synth: unexpected argument '" + a.positional[0] + "'");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
@@ -582,6 +663,7 @@ int cmdSynth(int argc, char** argv) {
     }
     o.withValues = !a.flag("--no-values");
     o.withImages = !a.flag("--no-images");
+    if (auto s = a.get("--local-branch")) o.localBranch = *s;
     writeSynthDump(*output, o);
     std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", output->c_str(), o.layers, o.heads,
                 o.images, o.prefix + o.gridH * o.gridW, o.dim, toString(o.dtype));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "attnlens/dump.h"
@@ -163,7 +164,17 @@ struct Tensor {
 
 struct LayerHandles {
     Tensor q, k, v;
+    Tensor branchWeight, branchBias;  // local_branch/weight and bias (invalid when absent)
+    // Weights and bias shared by all images, read and checked on open; per-image parts are empty.
+    LocalBranchWeights sharedBranch;
 };
+
+// One channel of a branch's weights or bias with a non-finite value, or -1.
+int firstNonFiniteChannel(const std::vector<double>& values, std::size_t perChannel) {
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i])) return int(i / perChannel);
+    return -1;
+}
 
 }  // namespace
 
@@ -207,6 +218,14 @@ nlohmann::json DumpInfo::toJson() const {
             {"grid", {l.layout.gridH, l.layout.gridW}},
             {"prefix_tokens", l.layout.prefix},
             {"kernel_applied", l.kernelApplied},
+            {"local_branch", l.localBranch ? nlohmann::json{
+                {"kind", l.localBranch->kind},
+                {"channels", toString(l.localBranch->channelMap)},
+                {"weight_channels", l.localBranch->channels},
+                {"kernel", {l.localBranch->kernelH, l.localBranch->kernelW}},
+                {"per_image", l.localBranch->perImage},
+                {"bias", l.localBranch->hasBias ? (l.localBranch->biasPerImage ? "per_image" : "shared") : "none"},
+                {"dtype", toString(l.localBranch->weightType)}} : nlohmann::json(nullptr)},
         });
     }
     return {
@@ -256,6 +275,45 @@ struct DumpReader::Impl {
                 return H5T_NATIVE_DOUBLE;
         }
         return H5T_NATIVE_DOUBLE;
+    }
+
+    // Reads the hyperslab start/extent (any rank) of a float dataset and converts it to double.
+    std::vector<double> readBlock(const Tensor& tensor, const std::vector<hsize_t>& start,
+                                  const std::vector<hsize_t>& extent, const std::string& what) const {
+        std::size_t count = 1;
+        for (hsize_t e : extent) count *= std::size_t(e);
+        std::vector<unsigned char> buffer(count * bytesOf(tensor.type));
+        {
+            std::optional<h5::Lock> lock;  // open() reads shared branch weights with the lock held
+            if (!h5::lockHeldByThisThread()) lock.emplace();
+            h5::Handle fileSpace(H5Dget_space(tensor.dataset.get()));
+            h5::Handle memorySpace(H5Screate_simple(int(extent.size()), extent.data(), nullptr));
+            if (!fileSpace.valid() || !memorySpace.valid() ||
+                H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                    extent.data(), nullptr) < 0 ||
+                H5Dread(tensor.dataset.get(), memoryType(tensor.type), memorySpace.get(),
+                        fileSpace.get(), H5P_DEFAULT, buffer.data()) < 0) {
+                throwInput(path + ": reading " + tensor.path + " (" + what +
+                           ") failed: the file is truncated or corrupt" + h5::errorSuffix());
+            }
+        }
+        std::vector<double> out(count);
+        toDouble(buffer.data(), tensor.type, 0, count, out.data());
+        return out;
+    }
+
+    void checkBranchValues(const Tensor& tensor, const std::vector<double>& values, std::size_t perChannel,
+                           int image) const {
+        const int channel = firstNonFiniteChannel(values, perChannel);
+        if (channel < 0) return;
+        const auto begin = values.begin() + std::ptrdiff_t(std::size_t(channel) * perChannel);
+        const double bad = *std::find_if(begin, begin + std::ptrdiff_t(perChannel),
+                                         [](double x) { return !std::isfinite(x); });
+        std::ostringstream value;
+        value << bad;
+        throwInput(path + ": " + tensor.path + (image >= 0 ? " (image " + std::to_string(image) + ")" : "") +
+                   ": channel " + std::to_string(channel) + " holds a non-finite value (" + value.str() +
+                   "); the branch's weights must be finite");
     }
 
     // Reads the hyperslab [image, headBegin:headBegin+headCount, :, :] of one tensor in its stored
@@ -503,7 +561,96 @@ public:
         if (h5::hasAttribute(group.get(), "kernel_applied")) {
             info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
         }
+        if (H5Lexists(group.get(), "local_branch", H5P_DEFAULT) > 0)
+            localBranch(group.get(), layerPath, candidate);
         return candidate;
+    }
+
+    // resources/format.md, section 1a. Shapes and attributes only; the weights are read by open().
+    void localBranch(hid_t layerGroup, const std::string& layerPath, LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        const std::string branchPath = layerPath + "/local_branch";
+        const std::string where = path_ + ": " + branchPath;
+        h5::Handle group(H5Oopen(layerGroup, "local_branch", H5P_DEFAULT));
+        if (!group.valid()) fail(branchPath + " cannot be opened" + h5::errorSuffix());
+        if (H5Iget_type(group.get()) != H5I_GROUP)
+            fail(branchPath + " is not a group (the local branch is a group holding weight and optionally bias)");
+        LocalBranchInfo branch;
+        for (const char* required : {"kind", "channels"})
+            if (!h5::hasAttribute(group.get(), required))
+                fail(branchPath + " attribute '" + required + "' is missing (kind: dwc, inline_residual, lepe or "
+                     "other text; channels: per_head or all)");
+        branch.kind = h5::readStringAttribute(group.get(), "kind", where);
+        const std::string channels = h5::readStringAttribute(group.get(), "channels", where);
+        if (channels == "per_head")
+            branch.channelMap = LocalChannelMap::PerHead;
+        else if (channels == "all")
+            branch.channelMap = LocalChannelMap::All;
+        else
+            fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
+        if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
+        if (H5Lexists(group.get(), "weight", H5P_DEFAULT) <= 0)
+            fail(branchPath + ": dataset 'weight' is missing");
+
+        Tensor weight = openBranchTensor(group.get(), branchPath, "weight");
+        const std::vector<hsize_t> w = h5::datasetDims(weight.dataset.get());
+        if (w.size() != 3 && w.size() != 4)
+            fail(weight.path + " has shape " + h5::describeDims(w) + "; expected [C, kh, kw] or [B, C, kh, kw]");
+        branch.perImage = w.size() == 4;
+        const std::size_t o = branch.perImage ? 1 : 0;
+        if (branch.perImage && w[0] != hsize_t(info.batch))
+            fail(weight.path + " has shape " + h5::describeDims(w) + ": per-image weights [B, C, kh, kw] need B = " +
+                 std::to_string(info.batch) + " (the layer's images)");
+        const hsize_t kh = w[o + 1], kw = w[o + 2];
+        if (kh == 0 || kw == 0 || kh % 2 == 0 || kw % 2 == 0)
+            fail(weight.path + " has shape " + h5::describeDims(w) +
+                 ": kernel sizes must be odd (PyTorch's 'same' padding (k-1)/2 is symmetric only for odd k)");
+        if (kh > 255 || kw > 255)
+            fail(weight.path + " has shape " + h5::describeDims(w) + ": kernel sizes above 255 are not plausible");
+        const hsize_t expected = branch.channelMap == LocalChannelMap::PerHead
+                                     ? hsize_t(info.valueDim)
+                                     : hsize_t(info.heads) * hsize_t(info.valueDim);
+        if (w[o] != expected)
+            fail(weight.path + " has C = " + std::to_string(w[o]) + " channels but channels = \"" + channels +
+                 "\" needs C = " +
+                 (branch.channelMap == LocalChannelMap::PerHead
+                      ? "d_v = " + std::to_string(info.valueDim)
+                      : "heads x d_v = " + std::to_string(info.heads) + " x " + std::to_string(info.valueDim) +
+                            " = " + std::to_string(expected)));
+        branch.channels = int(expected);
+        branch.kernelH = int(kh);
+        branch.kernelW = int(kw);
+        branch.weightType = weight.type;
+        candidate.handles.branchWeight = std::move(weight);
+
+        if (H5Lexists(group.get(), "bias", H5P_DEFAULT) > 0) {
+            Tensor bias = openBranchTensor(group.get(), branchPath, "bias");
+            const std::vector<hsize_t> b = h5::datasetDims(bias.dataset.get());
+            const bool shared = b.size() == 1 && b[0] == expected;
+            const bool perImage = b.size() == 2 && b[0] == hsize_t(info.batch) && b[1] == expected;
+            if (!shared && !perImage)
+                fail(bias.path + " has shape " + h5::describeDims(b) + "; expected [C] = [" + std::to_string(expected) +
+                     "] or [B, C] = [" + std::to_string(info.batch) + ", " + std::to_string(expected) + "]");
+            branch.hasBias = true;
+            branch.biasPerImage = perImage;
+            candidate.handles.branchBias = std::move(bias);
+        }
+        info.localBranch = branch;
+    }
+
+    Tensor openBranchTensor(hid_t group, const std::string& branchPath, const char* name) const {
+        Tensor tensor;
+        tensor.path = branchPath + "/" + name;
+        tensor.dataset = h5::Handle(H5Dopen2(group, name, H5P_DEFAULT));
+        if (!tensor.dataset.valid()) fail(tensor.path + " cannot be opened as a dataset" + h5::errorSuffix());
+        h5::Handle type(H5Dget_type(tensor.dataset.get()));
+        const std::optional<DType> dtype = floatDType(type.get());
+        if (!dtype)
+            fail(tensor.path + " has dtype " + h5::describeType(type.get()) +
+                 "; the local branch's weight and bias must be float16, float32 or float64");
+        tensor.type = *dtype;
+        requireFilters(tensor.dataset.get(), tensor.path);
+        return tensor;
     }
 
 private:
@@ -643,6 +790,27 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
     }
     info.images = info.layers.front().batch;
 
+    // Shared local-branch weights and biases are model parameters of a few kilobytes: read and
+    // check them now, so that a NaN kernel is an open error and later reads cost nothing.
+    for (std::size_t l = 0; l < info.layers.size(); ++l) {
+        const auto& branch = info.layers[l].localBranch;
+        if (!branch) continue;
+        LayerHandles& handles = impl.layers[l];
+        LocalBranchWeights& shared = handles.sharedBranch;
+        shared.channels = branch->channels;
+        shared.kernelH = branch->kernelH;
+        shared.kernelW = branch->kernelW;
+        const hsize_t c = hsize_t(branch->channels), kh = hsize_t(branch->kernelH), kw = hsize_t(branch->kernelW);
+        if (!branch->perImage) {
+            shared.weights = impl.readBlock(handles.branchWeight, {0, 0, 0}, {c, kh, kw}, "all channels");
+            impl.checkBranchValues(handles.branchWeight, shared.weights, std::size_t(kh * kw), -1);
+        }
+        if (branch->hasBias && !branch->biasPerImage) {
+            shared.bias = impl.readBlock(handles.branchBias, {0}, {c}, "all channels");
+            impl.checkBranchValues(handles.branchBias, shared.bias, 1, -1);
+        }
+    }
+
     if (H5Lexists(impl.file.get(), "images", H5P_DEFAULT) > 0) {
         impl.images = h5::Handle(H5Dopen2(impl.file.get(), "images", H5P_DEFAULT));
         if (!impl.images.valid()) {
@@ -758,6 +926,27 @@ std::vector<HeadActivations> DumpReader::readLayer(int image, int layer, bool wi
     if (withValues && l.hasValues()) load(handles.v, l.valueDim, &HeadActivations::v, 'v');
     releaseLargeScratch();
     return heads;
+}
+
+LocalBranchWeights DumpReader::readLocalBranch(int image, int layer) const {
+    checkRange(info_.path, "image", image, info_.images, "the dump");
+    checkRange(info_.path, "layer", layer, int(info_.layers.size()), "the dump");
+    const LayerInfo& l = info_.layers[std::size_t(layer)];
+    if (!l.localBranch) throwUsage(info_.path + ": layer " + l.name + " has no local branch");
+    const LocalBranchInfo& branch = *l.localBranch;
+    const LayerHandles& handles = impl_->layers[std::size_t(layer)];
+    LocalBranchWeights out = handles.sharedBranch;
+    const hsize_t c = hsize_t(branch.channels), kh = hsize_t(branch.kernelH), kw = hsize_t(branch.kernelW);
+    const std::string what = "image " + std::to_string(image);
+    if (branch.perImage) {
+        out.weights = impl_->readBlock(handles.branchWeight, {hsize_t(image), 0, 0, 0}, {1, c, kh, kw}, what);
+        impl_->checkBranchValues(handles.branchWeight, out.weights, std::size_t(kh * kw), image);
+    }
+    if (branch.hasBias && branch.biasPerImage) {
+        out.bias = impl_->readBlock(handles.branchBias, {hsize_t(image), 0}, {1, c}, what);
+        impl_->checkBranchValues(handles.branchBias, out.bias, 1, image);
+    }
+    return out;
 }
 
 ImageData DumpReader::readImage(int image) const {

@@ -152,6 +152,11 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     requireRange("prefix tokens", o.prefix, 0, 1024);
     requireRange("dim", o.dim, 1, 4096);
     requireRange("images", o.images, 1, 1000000);
+    if (!o.localBranch.empty() && o.localBranch != "dwc" && o.localBranch != "lepe" &&
+        o.localBranch != "inline_residual")
+        throwUsage("synth: --local-branch must be dwc, lepe or inline_residual, got '" + o.localBranch + "'");
+    if (!o.localBranch.empty() && !o.withValues)
+        throwUsage("synth: --local-branch needs values (the branch acts on V); drop --no-values");
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;
     if (tokens > kMaxTokens) {
         throwUsage("synth: prefix + grid height x width = " + std::to_string(tokens) +
@@ -257,6 +262,32 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
         writer.writeFloatDataset(group + "/q", shape, q, o.dtype);
         writer.writeFloatDataset(group + "/k", shape, k, o.dtype);
         if (o.withValues) writer.writeFloatDataset(group + "/v", shape, v, o.dtype);
+        if (!o.localBranch.empty()) {
+            // Own generator, so that the branch does not change the activations of a seed.
+            Rng branchRng(o.seed * 1000003ull + 7919ull * std::uint64_t(l + 1));
+            const bool perHead = o.localBranch == "dwc", perImage = o.localBranch == "inline_residual";
+            const int kernel = perImage ? 3 : 5;
+            const int channels = perHead ? o.dim : o.heads * o.dim;
+            const int batches = perImage ? o.images : 1;
+            std::vector<float> weight(std::size_t(batches) * std::size_t(channels) * std::size_t(kernel * kernel));
+            for (std::size_t i = 0; i < weight.size(); ++i) {
+                const int tap = int(i % std::size_t(kernel * kernel));
+                const bool centre = tap == (kernel * kernel) / 2;
+                weight[i] = float((centre ? 0.5 : 0.0) + 0.2 * branchRng.normal());
+            }
+            const std::string branch = group + "/local_branch";
+            writer.setGroupAttribute(branch, "kind", o.localBranch);
+            writer.setGroupAttribute(branch, "channels", std::string(perHead ? "per_head" : "all"));
+            std::vector<std::uint64_t> weightShape = {std::uint64_t(channels), std::uint64_t(kernel),
+                                                      std::uint64_t(kernel)};
+            if (perImage) weightShape.insert(weightShape.begin(), std::uint64_t(o.images));
+            writer.writeFloatDataset(branch + "/weight", weightShape, weight, o.dtype);
+            if (!perImage) {
+                std::vector<float> bias(static_cast<std::size_t>(channels));
+                for (float& b : bias) b = float(0.1 * branchRng.normal());
+                writer.writeFloatDataset(branch + "/bias", {std::uint64_t(channels)}, bias, o.dtype);
+            }
+        }
         writer.setGroupAttribute(group, "index", std::int64_t(l));
         writer.setGroupAttribute(group, "attention", std::string("softmax"));
         writer.setGroupAttribute(group, "scale", scale);

@@ -17,6 +17,30 @@ Layers are found automatically (see `find_layers`):
 Any other module is registered with a `LayerSpec(module, extract=fn, ...)` where
 fn(module, inputs, output) returns q, k, v of shape [B, heads, N, d] (v may be None).
 
+Local branch (format.md, section 1a): a depthwise 2-D convolution of V on the layer's grid that the
+model adds to the attention output (FLatten's DWC, InLine's local residual, MALA's LePE), written to
+/layers/<name>/local_branch. A module declares it with the protocol method
+    attnlens_local_branch(x) -> None or dict(
+        kind     = "dwc" | "inline_residual" | "lepe" | other non-empty text,
+        channels = "per_head"   (C = d_v: weight channel c acts on channel c of every head) or
+                   "all"        (C = heads * d_v: weight channel h * d_v + c acts on channel c of
+                                 head h, as timm's head merge x.transpose(1, 2).reshape(B, N, C)),
+        weight   = tensor [C, kh, kw] (shared by every image: a Conv2d weight[:, 0]) or
+                   [B, C, kh, kw] (per image, e.g. InLine's residual computed from each image's
+                   mean token; B = the batch's images), kh and kw odd,
+        bias     = optional tensor [C] or [B, C])
+where x is the module's first input for the batch (found for protocol modules and timm-style
+modules alike), or with `LayerSpec(..., local_branch=fn)`, fn(module, x) -> the same (x: the first
+input of the spec's hook_module). The branch means, for channel c of head h on grid tokens only
+(prefix tokens untouched):
+    O[:, c] = A V[:, c] + conv2d(V[:, c] on the H x W grid, w_c, padding (k-1)/2) + bias_c
+and needs v, so it is recorded only when values are (Exporter(with_values=True), the default).
+Shared weights are written once and must be identical in every batch (checked); per-image weights
+and biases are streamed batch by batch like q/k/v. The branch is model parameters: it is written
+as float32 when the dump is float16 (float64 when the dump is float64), so M_c keeps full
+precision. Odd kernel sizes (1..255), C against v's d_v and heads, B, bias shape and finite values
+are checked before anything of the batch is written; a problem is an ExportError naming the layer.
+
 Command line (`python3 attnlens_export.py --help`):
   export   run a model given as module:factory on images from a .npy/.npz file and write a dump
   validate check a dump's structure against the format and print a summary
@@ -36,6 +60,9 @@ import numpy as np
 FORMAT = "attnlens.dump"
 FORMAT_VERSION = 1
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
+LOCAL_BRANCH_CHANNELS = ("per_head", "all")
+MAX_KERNEL = 255  # format.md 1a: kernel sizes odd, 1..255
+BRANCH_META = ("kind", "channels", "channel_count", "kernel", "per_image", "bias_mode")
 
 
 class ExportError(Exception):
@@ -120,11 +147,12 @@ class DumpWriter:
             g.attrs["grid"] = np.array([int(grid[0]), int(grid[1])], dtype=np.int64)
         if prefix_tokens is not None:
             g.attrs["prefix_tokens"] = np.int64(prefix_tokens)
-        self._layers[name] = {"count": 0, "grid": tuple(grid) if grid else self.grid,
+        self._layers[name] = {"count": 0, "branch": None,
+                              "grid": tuple(grid) if grid else self.grid,
                               "prefix": self.prefix_tokens if prefix_tokens is None
                               else int(prefix_tokens)}
 
-    def _dataset(self, group, key, shape):
+    def _dataset(self, group, key, shape, dtype=None):
         if key in group:
             ds = group[key]
             if ds.shape[1:] != tuple(shape[1:]):
@@ -133,11 +161,32 @@ class DumpWriter:
             return ds
         return group.create_dataset(
             key, shape=(0,) + tuple(shape[1:]), maxshape=(None,) + tuple(shape[1:]),
-            chunks=(1,) + tuple(shape[1:]), dtype=self.dtype, compression=self.compression,
-            shuffle=self.compression is not None)
+            chunks=(1,) + tuple(shape[1:]), dtype=self.dtype if dtype is None else dtype,
+            compression=self.compression, shuffle=self.compression is not None)
 
-    def append_layer(self, name, q, k, v=None):
-        """Append one batch [b, heads, N, d] of q, k (and v) to layer `name`."""
+    @property
+    def branch_dtype(self):
+        """The local branch's dtype: model parameters keep float32 in a float16 dump."""
+        return np.float64 if self.dtype is np.float64 else np.float32
+
+    def append_layer(self, name, q, k, v=None, local_branch=None):
+        """Append one batch [b, heads, N, d] of q, k (and v, and the layer's local branch: a dict
+        as returned by the attnlens_local_branch protocol, see the module docstring) to layer
+        `name`. Everything is checked before anything is written."""
+        self.append_layers([(name, q, k, v, local_branch)])
+
+    def append_layers(self, batch):
+        """Append one batch of several layers: an iterable of (name, q, k, v, local_branch), v and
+        local_branch may be None. Every layer is checked before any is written, so a refused batch
+        leaves every layer as it was."""
+        prepared = [self._prepare_layer(*item) for item in batch]
+        names = [p["name"] for p in prepared]
+        if len(set(names)) != len(names):
+            raise ExportError(f"a batch names a layer twice: {names}")
+        for p in prepared:
+            self._write_layer(p)
+
+    def _prepare_layer(self, name, q, k, v=None, local_branch=None):
         if name not in self._layers:
             raise ExportError(f"layer {name!r} was not declared")
         q, k, v = _as_numpy(q), _as_numpy(k), _as_numpy(v)
@@ -156,6 +205,7 @@ class DumpWriter:
             raise ExportError(f"layer {name}: v {v.shape} must share B, heads and N with q "
                               f"{q.shape}")
         # Every tensor is checked before any is written, so a refused batch leaves the file as it was.
+        group = self._file["layers"][name]
         for key, t in (("q", q), ("k", k), ("v", v)):
             if t is None:
                 continue
@@ -167,16 +217,152 @@ class DumpWriter:
             if self.dtype is np.float16 and np.abs(t).max(initial=0.0) > 65504.0:
                 raise ExportError(f"layer {name}: |{key}| reaches {np.abs(t).max():.4g}, beyond "
                                   "float16's 65504; export with dtype float32")
+            if key in group:
+                ds = group[key]
+                if ds.shape[1:] != t.shape[1:]:
+                    raise ExportError(f"layer {name}: {key} batch shape {t.shape} does not match "
+                                      f"the earlier batches' {ds.shape}")
+                if ds.shape[0] != info["count"]:
+                    raise ExportError(f"layer {name}: {key} has {ds.shape[0]} images, expected "
+                                      f"{info['count']} (v present in some batches only?)")
+            elif info["count"] and key == "v":
+                raise ExportError(f"layer {name}: v in this batch but not in the earlier ones")
+        if info["count"] and v is None and "v" in group:
+            raise ExportError(f"layer {name}: v missing in this batch but present in the earlier "
+                              "ones")
+        branch = self._prepare_branch(name, info, q, v, local_branch)
+        return {"name": name, "q": q, "k": k, "v": v, "branch": branch}
+
+    def _prepare_branch(self, name, info, q, v, branch):
+        """Checks one batch's local branch (format.md 1a) -> a normalised dict, or None."""
+        earlier = info.get("branch")  # the first batch's branch description (None: no branch)
+        if branch is None:
+            if earlier is not None:
+                raise ExportError(f"layer {name}: the local branch is missing in this batch but "
+                                  "was present in the earlier ones")
+            return None
+        where = f"layer {name}: local branch"
+        if info["count"] and earlier is None:
+            raise ExportError(f"{where} in this batch but not in the earlier ones")
+        if not isinstance(branch, dict):
+            raise ExportError(f"{where} must be None or a dict with kind, channels, weight and "
+                              f"optionally bias, got {type(branch).__name__}")
+        unknown = sorted(set(branch) - {"kind", "channels", "weight", "bias"})
+        if unknown:
+            raise ExportError(f"{where} has unknown keys {unknown} (expected kind, channels, "
+                              "weight, bias)")
+        kind = branch.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise ExportError(f"{where}: kind must be a non-empty string (dwc, inline_residual, "
+                              f"lepe or other text), got {kind!r}")
+        channels = branch.get("channels")
+        if channels not in LOCAL_BRANCH_CHANNELS:
+            raise ExportError(f"{where}: channels must be \"per_head\" or \"all\", got "
+                              f"{channels!r}")
+        if v is None:
+            raise ExportError(f"{where} needs v (the branch acts on V's channels): export with "
+                              "values")
+        heads, dv = int(v.shape[1]), int(v.shape[3])
+        b = int(q.shape[0])
+        if channels == "per_head":
+            expected_c, c_rule = dv, f"d_v = {dv}"
+        else:
+            expected_c, c_rule = heads * dv, f"heads x d_v = {heads} x {dv} = {heads * dv}"
+        weight = _as_numpy(branch.get("weight"))
+        if weight is None:
+            raise ExportError(f"{where}: weight is missing")
+        if not np.issubdtype(weight.dtype, np.floating) or weight.ndim not in (3, 4):
+            raise ExportError(f"{where}: weight must be a float tensor [C, kh, kw] or "
+                              f"[B, C, kh, kw], got {weight.dtype} {weight.shape}")
+        per_image = weight.ndim == 4
+        if per_image and weight.shape[0] != b:
+            raise ExportError(f"{where}: per-image weight {weight.shape} must have B = {b} (the "
+                              "batch's images)")
+        c, kh, kw = (int(n) for n in weight.shape[-3:])
+        if not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL and kh % 2 and kw % 2):
+            raise ExportError(f"{where}: weight {weight.shape} has kernel {kh}x{kw}; kernel sizes "
+                              f"must be odd and between 1 and {MAX_KERNEL} (PyTorch's 'same' "
+                              "padding (k-1)/2 is symmetric only for odd k)")
+        if c != expected_c:
+            raise ExportError(f"{where}: weight {weight.shape} has C = {c} channels but channels "
+                              f"= \"{channels}\" needs C = {c_rule}")
+        bias = _as_numpy(branch.get("bias"))
+        bias_mode = None
+        if bias is not None:
+            if not np.issubdtype(bias.dtype, np.floating):
+                raise ExportError(f"{where}: bias must be a float tensor, got {bias.dtype}")
+            if bias.shape == (c,):
+                bias_mode = "shared"
+            elif bias.shape == (b, c):
+                bias_mode = "per_image"
+            else:
+                raise ExportError(f"{where}: bias {bias.shape} must be [C] = [{c}] or [B, C] = "
+                                  f"[{b}, {c}]")
+        weight = weight.astype(np.float64)
+        bias = None if bias is None else bias.astype(np.float64)
+        for key, t, per in (("weight", weight, per_image),
+                            ("bias", bias, bias_mode == "per_image")):
+            if t is None or np.all(np.isfinite(t)):
+                continue
+            first = tuple(int(i) for i in np.argwhere(~np.isfinite(t))[0])
+            image = f"image {info['count'] + first[0]}, " if per else ""
+            channel = first[1] if per else first[0]
+            raise ExportError(f"{where}: {key} holds NaN or Inf ({image}channel {channel}: "
+                              f"{t[first]}); the branch's weights must be finite")
+        meta = {"kind": kind, "channels": channels, "channel_count": c, "kernel": (kh, kw),
+                "per_image": per_image, "bias_mode": bias_mode}
+        if earlier is not None:
+            for key in BRANCH_META:
+                if meta[key] != earlier[key]:
+                    raise ExportError(f"{where}: {key} is {meta[key]!r} in this batch but "
+                                      f"{earlier[key]!r} in the earlier ones")
+            for key, t, shared in (("weight", weight, not per_image),
+                                   ("bias", bias, bias_mode == "shared")):
+                if shared and not np.array_equal(t, earlier[key]):
+                    raise ExportError(
+                        f"{where}: the shared {key} differs from the first batch's (max |change| "
+                        f"{np.abs(t - earlier[key]).max():.3g}); shared weights must be the same "
+                        "for every image (model in train mode?); return per-image weights "
+                        f"[B, C, kh, kw] if they depend on the input")
+        return dict(meta, weight=weight, bias=bias)
+
+    def _write_layer(self, p):
+        name, q, k, v, branch = p["name"], p["q"], p["k"], p["v"], p["branch"]
+        info = self._layers[name]
+        group = self._file["layers"][name]
         for key, t in (("q", q), ("k", k), ("v", v)):
             if t is None:
                 continue
-            ds = self._dataset(self._file["layers"][name], key, t.shape)
+            ds = self._dataset(group, key, t.shape)
             start = ds.shape[0]
-            if start != info["count"]:
-                raise ExportError(f"layer {name}: {key} has {start} images, expected "
-                                  f"{info['count']} (v present in some batches only?)")
             ds.resize(start + t.shape[0], axis=0)
             ds[start:] = t.astype(self.dtype, copy=False)
+        if branch is not None:
+            dtype = self.branch_dtype
+            if "local_branch" not in group:
+                g = group.create_group("local_branch")
+                g.attrs["kind"] = branch["kind"]
+                g.attrs["channels"] = branch["channels"]
+                # Shared weights and bias: written once (later batches are checked against them).
+                if not branch["per_image"]:
+                    g.create_dataset("weight", data=branch["weight"].astype(dtype))
+                if branch["bias_mode"] == "shared":
+                    g.create_dataset("bias", data=branch["bias"].astype(dtype))
+                info["branch"] = {key: branch[key] for key in BRANCH_META}
+                info["branch"]["weight"] = None if branch["per_image"] else branch["weight"]
+                info["branch"]["bias"] = branch["bias"] if branch["bias_mode"] == "shared" \
+                    else None
+            g = group["local_branch"]
+            streamed = []
+            if branch["per_image"]:
+                streamed.append(("weight", branch["weight"]))
+            if branch["bias_mode"] == "per_image":
+                streamed.append(("bias", branch["bias"]))
+            for key, t in streamed:
+                ds = self._dataset(g, key, t.shape, dtype=dtype)
+                start = ds.shape[0]
+                ds.resize(start + t.shape[0], axis=0)
+                ds[start:] = t.astype(dtype)
         info["count"] += q.shape[0]
 
     # -- images and labels --
@@ -264,12 +450,21 @@ class LayerSpec:
     as a forward hook of `hook_module` (default: `module`). Attributes follow the format:
     attention (softmax|linear|focused|inline|mala|other), scale (softmax logit scale),
     kernel_applied (q/k already went through the model's feature map), grid/prefix_tokens
-    overrides for hierarchical models."""
+    overrides for hierarchical models.
+
+    local_branch(module, x) -> None or dict(kind, channels, weight, bias=None): the layer's local
+    branch (format.md 1a; see the module docstring), called in the same hook with x = the first
+    input of `hook_module`. Modules with an `attnlens_local_branch(x)` method get it from
+    find_layers."""
 
     def __init__(self, module, extract, name=None, hook_module=None, attention=None, scale=None,
-                 kernel_applied=None, grid=None, prefix_tokens=None):
+                 kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None):
+        if local_branch is not None and not callable(local_branch):
+            raise ExportError(f"LayerSpec local_branch must be callable (module, x) -> dict or "
+                              f"None, got {local_branch!r}")
         self.module = module
         self.extract = extract
+        self.local_branch = local_branch
         self.name = name
         self.hook_module = hook_module if hook_module is not None else module
         self.attrs = {"attention": attention, "scale": scale, "kernel_applied": kernel_applied,
@@ -299,6 +494,14 @@ def _protocol_extract(module, inputs, _output):
     return module.attnlens_qkv(inputs[0])
 
 
+def _protocol_branch(module, x):
+    return module.attnlens_local_branch(x)
+
+
+def _branch_of(module):
+    return _protocol_branch if callable(getattr(module, "attnlens_local_branch", None)) else None
+
+
 def find_layers(model):
     """LayerSpecs for every attention module of `model`, in module order (= forward order for
     sequential transformers). Protocol modules first; timm-style modules otherwise."""
@@ -312,6 +515,7 @@ def find_layers(model):
         if callable(getattr(module, "attnlens_qkv", None)):
             attrs = dict(module.attnlens_layer_attrs()) if hasattr(
                 module, "attnlens_layer_attrs") else {}
+            attrs.setdefault("local_branch", _branch_of(module))
             specs.append(LayerSpec(module, _protocol_extract, name=path, **attrs))
             claimed.add(path)
         elif isinstance(getattr(module, "qkv", None), nn.Linear) and hasattr(module, "num_heads"):
@@ -324,16 +528,18 @@ def find_layers(model):
                                    scale=float(getattr(module, "scale",
                                                        module.head_dim ** -0.5
                                                        if hasattr(module, "head_dim") else 0))
-                                   or None))
+                                   or None, local_branch=_branch_of(module)))
             claimed.add(path)
     return specs
 
 
 class Recorder:
-    """Forward hooks that keep the last forward pass's q, k, v of each layer (detached, CPU)."""
+    """Forward hooks that keep the last forward pass's q, k, v and local branch of each layer
+    (detached, CPU): captured[name] = (q, k, v, branch dict or None)."""
 
-    def __init__(self, layers):
+    def __init__(self, layers, with_local_branch=True):
         self.layers = list(layers)
+        self.with_local_branch = with_local_branch
         names = [s.name for s in self.layers]
         if len(set(names)) != len(names) or any(not n for n in names):
             raise ExportError(f"layer names must be unique and non-empty, got {names}")
@@ -357,8 +563,14 @@ class Recorder:
                                    inputs, output)
             if spec.name in self.captured:
                 raise ExportError(f"layer {spec.name} ran twice in one forward pass")
+            branch = None
+            if self.with_local_branch and spec.local_branch is not None:
+                branch = spec.local_branch(spec.module, inputs[0])
+                if isinstance(branch, dict):
+                    branch = {key: t.detach().cpu() if hasattr(t, "detach") else t
+                              for key, t in branch.items()}
             self.captured[spec.name] = tuple(
-                None if t is None else t.detach().cpu() for t in (q, k, v))
+                None if t is None else t.detach().cpu() for t in (q, k, v)) + (branch,)
 
         return hook
 
@@ -371,15 +583,21 @@ class Exporter:
     name written (e.g. lambda n: n.replace("blocks.", "block")). index_start: first `index`.
     writer: an open DumpWriter to share (several models in one file); then path/grid/... are
     ignored and the caller closes the writer. dtype float32 keeps q/k at model precision,
-    float16 halves the size (about 3 significant digits)."""
+    float16 halves the size (about 3 significant digits). with_local_branch (default: with_values)
+    records the layers' local branches (format.md 1a); the branch needs v."""
 
     def __init__(self, model, path=None, grid=None, prefix_tokens=0, dtype="float16",
                  model_name=None, layers=None, layer_name=None, index_start=0, writer=None,
-                 with_values=True, compression=None):
+                 with_values=True, compression=None, with_local_branch=None):
         import torch  # noqa: F401  (a clear ImportError here beats one deep in a hook)
 
+        if with_local_branch is None:
+            with_local_branch = with_values
+        if with_local_branch and not with_values:
+            raise ExportError("with_local_branch needs with_values (the branch acts on V)")
         self.model = model
         self.with_values = with_values
+        self.with_local_branch = bool(with_local_branch)
         specs = find_layers(model) if layers is None else list(layers)
         if not specs:
             raise ExportError("no attention layer found: pass layers=[LayerSpec(...)] for modules "
@@ -389,7 +607,7 @@ class Exporter:
                 spec.name = next((p for p, m in model.named_modules() if m is spec.module), None)
             if layer_name is not None:
                 spec.name = layer_name(spec.name)
-        self.recorder = Recorder(specs)
+        self.recorder = Recorder(specs, with_local_branch=self.with_local_branch)
         self._own_writer = writer is None
         if writer is None:
             if path is None or grid is None:
@@ -411,8 +629,10 @@ class Exporter:
         missing = [s.name for s in self.recorder.layers if s.name not in self.recorder.captured]
         if missing:
             raise ExportError(f"layers {missing} did not run in the forward pass")
-        for name, (q, k, v) in self.recorder.captured.items():
-            self.writer.append_layer(name, q, k, v if self.with_values else None)
+        # All layers are checked before any is written: a refused batch leaves the dump as it was.
+        self.writer.append_layers(
+            (name, q, k, v if self.with_values else None, branch)
+            for name, (q, k, v, branch) in self.recorder.captured.items())
         self.recorder.captured.clear()
         if images is not None:
             self.writer.append_images(images)
@@ -519,11 +739,15 @@ def validate(path):
                 ka = g.attrs.get("kernel_applied")
                 if ka is not None and int(ka) not in (0, 1):
                     problems.append(f"{where}: kernel_applied must be 0 or 1, got {ka!r}")
+                branch = None
+                if "local_branch" in g:
+                    branch = _validate_branch(g, where, q.shape, problems)
                 summary["layers"].append({
                     "name": name, "index": int(g.attrs["index"]) if "index" in g.attrs else None,
                     "shape": list(q.shape), "dtype": str(q.dtype), "values": "v" in g,
                     "attention": att, "kernel_applied": None if ka is None else int(ka),
-                    "scale": float(g.attrs["scale"]) if "scale" in g.attrs else None})
+                    "scale": float(g.attrs["scale"]) if "scale" in g.attrs else None,
+                    "local_branch": branch})
             if not summary["layers"] and "layers" in f:
                 problems.append("no layer under /layers")
         if "images" in f:
@@ -550,6 +774,86 @@ def validate(path):
     if problems:
         raise ExportError(f"{path}: " + "; ".join(problems))
     return summary
+
+
+def _string_attr(attrs, key):
+    value = attrs.get(key)
+    if isinstance(value, np.ndarray) and value.shape == (1,):
+        value = value[0]
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace").rstrip("\0 ")
+    return value if isinstance(value, str) else None
+
+
+def _validate_branch(layer, where, q_shape, problems):
+    """Checks /layers/<name>/local_branch against format.md 1a; appends to problems and returns
+    a summary dict (None when the branch is unusable)."""
+    where = f"{where}/local_branch"
+    g = layer["local_branch"]
+    if not isinstance(g, h5py.Group):
+        problems.append(f"{where} is not a group")
+        return None
+    before = len(problems)
+    kind, channels = _string_attr(g.attrs, "kind"), _string_attr(g.attrs, "channels")
+    if kind is None:
+        problems.append(f"{where}: attribute kind is missing or not a string")
+    if channels not in LOCAL_BRANCH_CHANNELS:
+        problems.append(f"{where}: attribute channels must be \"per_head\" or \"all\", got "
+                        f"{g.attrs.get('channels')!r}")
+    if "v" not in layer:
+        problems.append(f"{where} needs v (the branch acts on V's channels)")
+    if "weight" not in g or not isinstance(g["weight"], h5py.Dataset):
+        problems.append(f"{where}: dataset weight is missing")
+    if len(problems) > before:
+        return None
+    v_shape = layer["v"].shape
+    if len(v_shape) != 4:
+        return None  # reported with v
+    b, heads, dv = int(q_shape[0]), int(v_shape[1]), int(v_shape[3])
+    expected_c = dv if channels == "per_head" else heads * dv
+    w = g["weight"]
+    if w.dtype not in (np.float16, np.float32, np.float64) or w.ndim not in (3, 4):
+        problems.append(f"{where}/weight: {w.dtype} {w.shape}, expected float [C, kh, kw] or "
+                        "[B, C, kh, kw]")
+        return None
+    per_image = w.ndim == 4
+    c, kh, kw = (int(n) for n in w.shape[-3:])
+    if per_image and w.shape[0] != b:
+        problems.append(f"{where}/weight: per-image weight {w.shape} needs B = {b}")
+    if not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL and kh % 2 and kw % 2):
+        problems.append(f"{where}/weight {w.shape}: kernel sizes must be odd and at most "
+                        f"{MAX_KERNEL}")
+    if c != expected_c:
+        problems.append(f"{where}/weight has C = {c} channels but channels = \"{channels}\" "
+                        f"needs C = {expected_c}")
+    bias_mode = None
+    if "bias" in g:
+        bias = g["bias"]
+        if not isinstance(bias, h5py.Dataset) or bias.dtype not in (np.float16, np.float32,
+                                                                      np.float64):
+            problems.append(f"{where}/bias must be a float16/32/64 dataset")
+        elif bias.shape == (expected_c,):
+            bias_mode = "shared"
+        elif bias.shape == (b, expected_c):
+            bias_mode = "per_image"
+        else:
+            problems.append(f"{where}/bias has shape {bias.shape}; expected [C] = "
+                            f"[{expected_c}] or [B, C] = [{b}, {expected_c}]")
+    if len(problems) > before:
+        return None
+    # The weights are model parameters: every value must be finite (read a few images at a time).
+    for key in ("weight", "bias") if bias_mode else ("weight",):
+        ds = g[key]
+        step = max(1, (1 << 22) // max(1, int(np.prod(ds.shape[1:])))) if ds.ndim > 1 else \
+            ds.shape[0]
+        for start in range(0, ds.shape[0], step):
+            block = ds[start:start + step]
+            if not np.all(np.isfinite(block)):
+                problems.append(f"{where}/{key} holds NaN or Inf; the branch's weights must be "
+                                "finite")
+                break
+    return {"kind": kind, "channels": channels, "weight_channels": c, "kernel": [kh, kw],
+            "per_image": per_image, "bias": bias_mode or "none", "dtype": str(w.dtype)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -636,7 +940,16 @@ def _print_summary(s):
         b, h, n, d = l["shape"]
         print(f"  [{l['index']}] {l['name']}: heads {h}, N {n}, d {d}, {l['dtype']}, "
               f"v {'yes' if l['values'] else 'no'}, attention {l['attention'] or '-'}, "
-              f"kernel_applied {l['kernel_applied'] if l['kernel_applied'] is not None else '-'}")
+              f"kernel_applied {l['kernel_applied'] if l['kernel_applied'] is not None else '-'}"
+              + _describe_branch(l.get("local_branch")))
+
+
+def _describe_branch(br):
+    if not br:
+        return ""
+    return (f", local branch {br['kind']} ({br['channels']}, C {br['weight_channels']}, "
+            f"{br['kernel'][0]}x{br['kernel'][1]}, {'per image' if br['per_image'] else 'shared'}"
+            f", bias {br['bias']}, {br['dtype']})")
 
 
 def main(argv=None):

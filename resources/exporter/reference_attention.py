@@ -15,7 +15,11 @@ Every module has `attention_parts(x)`: the attention output O = A V per head [B,
 *before* the depthwise convolution / local residual / gating / output projection, plus the tensors
 the exporter writes. `forward` adds those extras exactly as the released code does. The modules
 other than the timm-style `Attention` implement the exporter protocol (`attnlens_qkv`,
-`attnlens_layer_attrs`, see attnlens_export.py). Where and why each module deviates from the issue's
+`attnlens_layer_attrs`, see attnlens_export.py). The three with a local branch (FLatten's DWC,
+InLine's residual, MALA's LePE) also implement `attnlens_local_branch(x)` (format.md 1a) and
+`attention_with_local_branch(x)`: O + the branch per head [B, heads, N, d], the tensor `forward`
+merges and projects (MALA: before its gate), i.e. what attnlens-cli's `output_with_local_branch`
+computes from the dump. Where and why each module deviates from the issue's
 paradigm definitions is written down in README.md next to this file.
 """
 
@@ -196,16 +200,28 @@ class FocusedLinearAttention(nn.Module):
         out = q @ kv * z
         return {"out": out, "q": q, "k": k, "v": v}
 
-    def forward(self, x):
+    def attnlens_local_branch(self, _x=None):
+        # The one Conv2d(head_dim, head_dim, groups=head_dim) runs on v reshaped to
+        # (b * heads, d, h, w): weight channel c acts on channel c of every head.
+        return {"kind": "dwc", "channels": "per_head", "weight": self.dwc.weight[:, 0],
+                "bias": self.dwc.bias}
+
+    def attention_with_local_branch(self, x):
+        """O + DWC(V) on the grid tokens, per head [B, heads, N, d] (before the projection)."""
         b, n, c = x.shape
         _check_layout(n, self.grid, self.prefix_tokens)
         parts = self.attention_parts(x)
-        out = _merge_heads(parts["out"])
+        out = parts["out"]
         h, w, p = self.grid[0], self.grid[1], self.prefix_tokens
         v = parts["v"][:, :, p:, :]
         v = v.reshape(b * self.num_heads, h, w, self.head_dim).permute(0, 3, 1, 2)
-        local = self.dwc(v).reshape(b, c, h * w).permute(0, 2, 1)
-        out = torch.cat([out[:, :p], out[:, p:] + local], dim=1)
+        # [b*heads, d, h, w] -> [b, heads, h*w, d]: the released code's reshape(b, c, h*w) keeps
+        # this channel order (head-major, as the head merge).
+        local = self.dwc(v).reshape(b, self.num_heads, self.head_dim, h * w).transpose(-2, -1)
+        return torch.cat([out[:, :, :p], out[:, :, p:] + local], dim=2)
+
+    def forward(self, x):
+        out = _merge_heads(self.attention_with_local_branch(x))
         return self.proj_drop(self.proj(out))
 
 
@@ -253,18 +269,33 @@ class InLineAttention(nn.Module):
         out = phi_q @ kv + (1 - z) * v.mean(dim=2, keepdim=True)
         return {"out": out, "q": q, "k": k, "v": v}
 
-    def forward(self, x):
+    def residual_weight(self, x):
+        """The local residual's per-image kernels [B, C, 3, 3], predicted from the mean token
+        (prefix tokens included, as the released code's x.mean(dim=1)); channel h*d + c."""
+        b, _, c = x.shape
+        return self.residual(x.mean(dim=1).unsqueeze(-1)).reshape(b, c, 3, 3)
+
+    def attnlens_local_branch(self, x):
+        # forward's reshape(b * c, 1, 3, 3) is this [B, C, 3, 3] flattened; v is merged as h*d + c.
+        return {"kind": "inline_residual", "channels": "all", "weight": self.residual_weight(x)}
+
+    def attention_with_local_branch(self, x):
+        """O + the local residual on the grid tokens, per head [B, heads, N, d] (before the
+        projection)."""
         b, n, c = x.shape
         _check_layout(n, self.grid, self.prefix_tokens)
-        res_weight = self.residual(x.mean(dim=1).unsqueeze(-1)).reshape(b * c, 1, 3, 3)
+        res_weight = self.residual_weight(x).reshape(b * c, 1, 3, 3)
         parts = self.attention_parts(x)
-        out = _merge_heads(parts["out"])
+        out = parts["out"]
         h, w, p = self.grid[0], self.grid[1], self.prefix_tokens
         v = parts["v"][:, :, p:, :].transpose(1, 2).reshape(b, h, w, c)
         v = v.permute(0, 3, 1, 2).reshape(1, b * c, h, w)
         local = F.conv2d(v, res_weight, None, padding=(1, 1), groups=b * c)
-        local = local.reshape(b, c, h * w).permute(0, 2, 1)
-        out = torch.cat([out[:, :p], out[:, p:] + local], dim=1)
+        local = local.reshape(b, self.num_heads, self.head_dim, h * w).transpose(-2, -1)
+        return torch.cat([out[:, :, :p], out[:, :, p:] + local], dim=2)
+
+    def forward(self, x):
+        out = _merge_heads(self.attention_with_local_branch(x))
         return self.proj_drop(self.proj(out))
 
 
@@ -342,15 +373,25 @@ class MALAAttention(nn.Module):
         out = phi_q @ kv * (1 + 1 / (z + RELEASED_EPS)) - z * v.mean(dim=2, keepdim=True)
         return {"out": out, "q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_k}
 
-    def forward(self, x):
+    def attnlens_local_branch(self, _x=None):
+        # LePE: Conv2d(dim, dim, 5, groups=dim) on the merged heads (channel h*d + c).
+        return {"kind": "lepe", "channels": "all", "weight": self.lepe.weight[:, 0],
+                "bias": self.lepe.bias}
+
+    def attention_with_local_branch(self, x):
+        """O + LePE(V) on the grid tokens, per head [B, heads, N, d] (before the gate and the
+        projection)."""
         b, n, c = x.shape
         _check_layout(n, self.grid, self.prefix_tokens)
         parts = self.attention_parts(x)
-        out = _merge_heads(parts["out"])
+        out = parts["out"]
         h, w, p = self.grid[0], self.grid[1], self.prefix_tokens
         v = _merge_heads(parts["v"])[:, p:, :].transpose(1, 2).reshape(b, c, h, w)
-        local = self.lepe(v).reshape(b, c, h * w).transpose(1, 2)
-        out = torch.cat([out[:, :p], out[:, p:] + local], dim=1)
+        local = self.lepe(v).reshape(b, self.num_heads, self.head_dim, h * w).transpose(-2, -1)
+        return torch.cat([out[:, :, :p], out[:, :, p:] + local], dim=2)
+
+    def forward(self, x):
+        out = _merge_heads(self.attention_with_local_branch(x))
         return self.proj_drop(self.proj(out * self.gate(x)))
 
 

@@ -5,7 +5,10 @@ Every model has the same size and recipe (only the attention module differs): pa
 28x28 images gives DeiT-T's token layout, a 14x14 grid plus a CLS token, N = 197. After training,
 Q/K/V of every layer of every model are exported for the same fixed test images (the first test
 image of each class, in class order) into ONE dump whose layer groups are "<paradigm>.block<i>",
-ordered model by model. A JSON sidecar records the recipe, the accuracies and the timings.
+ordered model by model. The layers of the focused, inline and mala models also get their local
+branch (format.md 1a: FLatten's DWC, InLine's per-image residual, MALA's LePE; float32 weights in
+the float16 dump), through the modules' attnlens_local_branch protocol. A JSON sidecar records the
+recipe, the accuracies, the timings and the layers' local branches.
 
     /usr/bin/python3 resources/exporter/train_fashion_mnist.py            # the committed example
     /usr/bin/python3 resources/exporter/train_fashion_mnist.py --steps 20 --test-subset 500 \
@@ -231,6 +234,8 @@ def main(argv=None):
         "classes": CLASSES,
         "models": results,
         "layers": [l["name"] for l in summary["layers"]],
+        "local_branches": {l["name"]: l["local_branch"] for l in summary["layers"]
+                           if l.get("local_branch")},
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
                    f"{args.threads} threads",
     }

@@ -463,3 +463,90 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
     EXPECT_EQ(j["non_finite"].size(), 2u);
     EXPECT_EQ(j["results"].size(), 2u * 2u * 8u);  // images x heads x presets: nothing dropped
 }
+
+// ---- The local branch (resources/format.md 1a) ---------------------------------------------------------
+
+TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
+    for (const std::string kind : {"dwc", "inline_residual"}) {
+        const std::string in = synth(kind + ".h5", "--local-branch " + kind);
+        const RunResult r = run("analyze " + in + " --paradigms softmax,linear_relu --stats rank,local --quiet -o " +
+                                path(kind + ".json"));
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_THAT(r.out, HasSubstr("local branch: E_c = A + M_c"));
+        const json j = readJson(path(kind + ".json"));
+        int withBranch = 0;
+        for (const auto& rec : j["results"]) withBranch += rec.contains("local_branch");
+        EXPECT_EQ(withBranch, 3 * 2 * 2);  // synth layers say softmax: only softmax records
+        const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                                  "/tests/cli/local_branch_check.py " + in + " " + path(kind + ".json");
+        EXPECT_EQ(std::system(check.c_str()), 0) << check;
+        const std::string schema = "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+                                   "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+                                   path(kind + ".json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+        EXPECT_EQ(std::system(schema.c_str()), 0);
+    }
+}
+
+TEST_F(CliTest, LocalBranchOptions) {
+    const std::string in = synth("b.h5", "--local-branch lepe");
+    const std::string base = "analyze " + in + " --paradigms softmax --stats rank --quiet ";
+    ASSERT_EQ(run(base + "--local-channels 1,3 --local-spectra 3 -o " + path("c.json")).code, 0);
+    const json c = readJson(path("c.json"));
+    const json& channels = c["results"][0]["local_branch"]["channels"];
+    ASSERT_EQ(channels.size(), 2u);
+    EXPECT_EQ(channels[0]["channel"], 1);
+    EXPECT_FALSE(channels[0].contains("singular_values"));
+    EXPECT_TRUE(channels[1].contains("singular_values"));
+    EXPECT_EQ(c["options"]["local_branch"]["channels"], json({1, 3}));
+    ASSERT_EQ(run(base + "--local-branch off -o " + path("off.json")).code, 0);
+    EXPECT_FALSE(readJson(path("off.json"))["results"][0].contains("local_branch"));
+    ASSERT_EQ(run("analyze " + in + " --paradigms linear_relu,softmax --stats rank --quiet --local-branch all -o " +
+                  path("all.json")).code, 0);
+    for (const auto& rec : readJson(path("all.json"))["results"]) EXPECT_TRUE(rec.contains("local_branch"));
+
+    RunResult r = run(base + "--local-branch sometimes");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--local-branch: expected own, all or off, got 'sometimes'"));
+    r = run(base + "--local-channels 8");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--local-channels: 8 is out of range (valid: 0-7)"));
+    r = run(base + "--local-branch off --local-channels 1");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--local-channels has no effect with --local-branch off"));
+    const std::string plain = synth("plain.h5");
+    r = run("analyze " + plain + " --quiet --local-spectra 0");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("has no layer with a local branch"));
+}
+
+TEST_F(CliTest, AttentionWithLocalBranch) {
+    const std::string in = synth("d.h5", "--local-branch dwc");
+    ASSERT_EQ(run("attention " + in + " --image 1 --layer 1 --head 1 --paradigm linear_relu --values --local-branch "
+                  "--channel 2 -o " + path("att.json")).code, 0);
+    const json j = readJson(path("att.json"));
+    EXPECT_EQ(j["local_branch"]["kind"], "dwc");
+    EXPECT_EQ(j["weight_channel"], 2);
+    const auto& a = j["attention"];
+    const auto& m = j["local_matrix"];
+    const auto& e = j["equivalent_matrix"];
+    const auto& out = j["output"];
+    const auto& outBranch = j["output_with_local_branch"];
+    const std::size_t n = a.size();
+    ASSERT_EQ(n, 31u);
+    double worst = 0, worstOut = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < n; ++k)
+            worst = std::max(worst, std::abs(e[i][k].get<double>() - a[i][k].get<double>() - m[i][k].get<double>()));
+    EXPECT_LT(worst, 1e-15);  // one rounding of the sum
+    // Channel 2 of the output: A V + M_c V + bias on grid tokens; the CLS token gets nothing.
+    EXPECT_EQ(outBranch[0][2].get<double>(), out[0][2].get<double>());
+    for (std::size_t i = 1; i < n; ++i) worstOut = std::max(worstOut, std::abs(outBranch[i][2].get<double>() - out[i][2].get<double>()));
+    EXPECT_GT(worstOut, 0.0);
+    RunResult r = run("attention " + synth("p.h5") + " --image 0 --layer 0 --head 0 --paradigm softmax --local-branch -o " +
+                      path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("has no local branch"));
+    r = run("attention " + in + " --image 0 --layer 0 --head 0 --paradigm softmax --channel 1 -o " + path("x.json"));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--channel needs --local-branch"));
+}

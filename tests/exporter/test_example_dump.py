@@ -65,6 +65,26 @@ class ExampleDump(unittest.TestCase):
         for m in models.values():
             self.assertGreater(m["test_accuracy"], 0.5, m["paradigm"])  # far above chance (0.1)
 
+    def test_local_branches(self):
+        # Written since the exporter records local branches (format.md 1a); an example trained
+        # before that has none and no "local_branches" in its sidecar.
+        if "local_branches" not in self.sidecar:
+            self.skipTest("the example predates the local branch: rerun "
+                          "resources/exporter/train_fashion_mnist.py")
+        expected = {"focused": ("dwc", "per_head", False, "shared", [5, 5]),
+                    "inline": ("inline_residual", "all", True, "none", [3, 3]),
+                    "mala": ("lepe", "all", False, "shared", [5, 5])}
+        for layer in u.ax.validate(DUMP)["layers"]:
+            paradigm = layer["name"].split(".")[0]
+            br = layer["local_branch"]
+            if paradigm not in expected:
+                self.assertIsNone(br, layer["name"])
+                continue
+            self.assertEqual((br["kind"], br["channels"], br["per_image"], br["bias"],
+                              br["kernel"], br["dtype"]), expected[paradigm] + ("float32",),
+                             layer["name"])
+            self.assertEqual(self.sidecar["local_branches"][layer["name"]], br)
+
     def test_cli_reads_it(self):
         u.cli_path()
         proc = u.run_cli("inspect", DUMP)

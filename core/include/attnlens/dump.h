@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlens/local_branch.h"
 #include "attnlens/tensor.h"
 #include "attnlens/token_layout.h"
 
@@ -23,6 +24,21 @@ namespace attnlens {
 
 enum class DType { Float16, Float32, Float64 };
 const char* toString(DType t);
+
+// The layer's optional local branch (resources/format.md, section 1a), from metadata only.
+struct LocalBranchInfo {
+    std::string kind;           // "dwc", "inline_residual", "lepe" or other text
+    LocalChannelMap channelMap = LocalChannelMap::PerHead;
+    int channels = 0;           // C
+    int kernelH = 0, kernelW = 0;
+    bool perImage = false;      // weight [B, C, kh, kw]
+    bool hasBias = false;
+    bool biasPerImage = false;  // bias [B, C]
+    DType weightType = DType::Float32;
+    int weightChannel(int head, int channel, int valueDim) const {
+        return localWeightChannel(channelMap, head, channel, valueDim);
+    }
+};
 
 struct LayerInfo {
     std::string name;        // group name under /layers
@@ -39,6 +55,7 @@ struct LayerInfo {
     bool scaleFromFile = false;
     TokenLayout layout;      // root grid/prefix, or the layer's override
     bool kernelApplied = false;
+    std::optional<LocalBranchInfo> localBranch;
 
     bool hasValues() const { return valueDim > 0; }
 };
@@ -97,6 +114,10 @@ public:
     HeadActivations readHead(int image, int layer, int head, bool withValues = false) const;
     // All heads of one image in one hyperslab read per tensor (faster for whole-layer analyses).
     std::vector<HeadActivations> readLayer(int image, int layer, bool withValues = false) const;
+
+    // The local branch's weights for one image (shared weights: the copy read and checked on open).
+    // Error(Usage) when the layer has no branch; Error(Input) on a failed read or non-finite weights.
+    LocalBranchWeights readLocalBranch(int image, int layer) const;
 
     ImageData readImage(int image) const;          // Error(Input) when the dump has no images
     std::optional<std::int64_t> label(int image) const;

@@ -22,6 +22,10 @@ struct SynthOptions {
     bool withValues = true;
     bool withImages = true;
     std::string model = "synthetic";
+    // A local branch in every layer (resources/format.md 1a), with seeded random kernels: "" (none),
+    // "dwc" (5x5, per_head, shared, bias; FLatten), "lepe" (5x5, all channels, shared, bias; MALA) or
+    // "inline_residual" (3x3, all channels, per image, no bias; InLine). Needs withValues.
+    std::string localBranch;
 };
 
 // Writes atomically (temporary file + rename). Error(Usage) for invalid options, Error(Output) on I/O.

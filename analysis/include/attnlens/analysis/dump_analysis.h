@@ -53,7 +53,9 @@ using ProgressFn = std::function<bool(const AnalysisProgress&)>;
 double memoryBudgetBytes();
 // Bytes one worker needs for one (image, layer) of `layer`: the activations read and the N x N
 // matrices the selected statistics keep at once (an estimate from above).
-double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats);
+// localBranch: the request analyses local branches (LocalBranchOptions::enabled).
+double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
+                   bool localBranch = true);
 std::string formatGiB(double bytes);  // "1.5 GiB"
 // Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in
 // budgetBytes (0: unknown, no check); otherwise the number of workers that fit (at most the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnlens/attention.h"
+#include "attnlens/local_branch.h"
 #include "attnlens/token_layout.h"
 
 namespace attnlens {
@@ -106,6 +107,52 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const Magn
 // Mean over every query with finite rows at all factors (ratio: mean of log ratio, reported as exp).
 MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options);
 
+// ---- Local branch: equivalent matrices E_c = A + M_c (FLatten Eq. 10-12, InLine Eq. 6) -------------
+struct LocalBranchOptions {
+    bool enabled = true;              // false: every layer's branch is treated as absent
+    std::vector<int> channels;        // V channels within a head; empty = all d_v
+    // Channels whose singular values are kept in the results; unset = every analysed channel.
+    std::optional<std::vector<int>> spectrumChannels;
+    // false: a layer's branch is analysed under the paradigm named by its `attention` attribute
+    // when that paradigm is selected, otherwise under every selected paradigm; true: always every one.
+    bool allParadigms = false;
+    nlohmann::json toJson() const;
+};
+// The branch of one head: the image's weights and how channels map to them.
+struct LocalBranchHead {
+    const LocalBranchWeights* weights = nullptr;
+    LocalChannelMap channelMap = LocalChannelMap::PerHead;
+    int head = 0;
+    int valueDim = 0;
+    std::string kind;
+};
+struct LocalBranchChannel {
+    int channel = -1;        // V channel within the head; -1 for the mean over the analysed channels
+    int weightChannel = -1;  // the branch's weight channel (-1 for the mean)
+    std::optional<SpectrumResult> spectrum;  // rank of E_c (singularValues empty unless kept)
+    std::vector<double> localMass;           // mean k x k mass of E_c, one per AnalysisOptions::localK
+    double branchShare = 0;  // mean over ok grid rows of |M_c row|_1 / (|A row|_1 + |M_c row|_1)
+};
+struct LocalBranchResult {
+    std::string kind;
+    std::vector<LocalBranchChannel> channels;  // in the order of LocalBranchOptions::channels
+    std::optional<LocalBranchChannel> mean;    // E_mean = A + mean_c M_c over the analysed channels
+    // Rank of E_c over channels (when rank is selected): min, median (mean of the two middle
+    // values for an even count), max.
+    int rankMin = 0, rankMax = 0;
+    double rankMedian = 0;
+    std::vector<double> localMassWithout;      // A's mean k x k mass (the same as HeadStatistics::local)
+};
+// a: the head's N x N matrix A (rows flagged in status are left out as for A's own statistics).
+// Rank uses the same tolerance rule as A's (SpectrumOptions); local mass the same windows.
+LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+                                     const LocalBranchHead& branch, const LocalBranchOptions& options,
+                                     const SpectrumOptions& spectrumOptions, std::span<const int> localK,
+                                     bool withRank, bool withLocal);
+// Spectrum of any N x N matrix on a layout by dense SVD, with A's rules: spatialOnly drops the
+// prefix rows and columns, rows holding non-finite values are left out.
+SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options);
+
 // ---- Everything for one head -----------------------------------------------------------------------
 struct StatSelection {
     bool rank = true, local = true, entropy = true, confusion = true, magnitude = true;
@@ -119,6 +166,7 @@ struct AnalysisOptions {
     std::vector<int> localK{3, 5, 7};
     ConfusionOptions confusion;
     MagnitudeOptions magnitude;
+    LocalBranchOptions localBranch;
     bool perQueryMaps = false;  // keep LocalMassResult::perQuery in results
     nlohmann::json toJson() const;  // every definition and tolerance, for exports
 };
@@ -130,12 +178,15 @@ struct HeadStatistics {
     std::optional<FocusResult> focus;
     std::optional<ConfusionResult> confusion;
     std::optional<MagnitudeCurve> magnitude;  // mean curve over queries
+    std::optional<LocalBranchResult> localBranch;  // when the head was analysed with its branch
 };
 // When the dense matrix is built anyway (local mass, entropy) and the magnitude curves are
 // selected, analyzeHead keeps the raw rows of the one GEMM for both, for heads up to this many
 // tokens (one more N x N matrix: 32 MiB at the limit).
 constexpr Index kSharedRawRowsMaxTokens = 2048;
+// branch: the head's local branch, analysed beside A (rank and local mass as selected in
+// options.stats); nullptr for none.
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
-                           const AnalysisOptions& options);
+                           const AnalysisOptions& options, const LocalBranchHead* branch = nullptr);
 
 }  // namespace attnlens

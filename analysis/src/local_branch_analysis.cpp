@@ -1,0 +1,183 @@
+// The local branch beside the attention: equivalent matrices E_c = A + M_c per V channel
+// (FLatten Sec. 4.2, Eq. 10-12, Fig. 5c; InLine Sec. 4.2, Eq. 6; MALA's LePE).
+//
+// Definitions (README "Definitions", and the report's options.local_branch):
+//   M_c     the zero-padded depthwise cross-correlation of channel c on the grid (core/local_branch.h);
+//           prefix rows and columns zero, nothing wraps around a grid row's end;
+//   rank    of E_c: dense SVD (LAPACK dgesdd, values only) with A's tolerance rule, relTol * sigma_max(E_c);
+//           E_c = low rank + banded convolution has no factorised form, so every channel is one
+//           dense problem (see matrixSpectrum);
+//   local   mass of E_c's row i on the k x k window = A's mass + the kernel taps that fall inside both
+//           the grid and the window: mass is linear in the row, so no N x N pass per channel;
+//   share   of the branch in row i = |M_c row i|_1 / (|A row i|_1 + |M_c row i|_1), mean over grid
+//           queries whose A row is ok (prefix rows of M_c are zero and are not averaged);
+//   mean    channel: E_mean = A + M_mean with M_mean the mean of the analysed channels' M_c (it is
+//           the mean of their E_c), analysed like one channel.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+
+namespace {
+
+struct RowFacts {
+    std::vector<unsigned char> usable;  // grid row-major: A's row ok and finite
+    std::vector<double> l1;             // grid row-major: |A row|_1
+};
+
+RowFacts rowFacts(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout) {
+    RowFacts f;
+    const Index spatial = layout.spatialTokens();
+    f.usable.assign(std::size_t(spatial), 0);
+    f.l1.assign(std::size_t(spatial), 0.0);
+    for (Index s = 0; s < spatial; ++s) {
+        const Index i = layout.prefix + s;
+        const bool ok = status.empty() || status[std::size_t(i)] == RowStatus::Ok;
+        const double l1 = a.row(i).cwiseAbs().sum();
+        f.usable[std::size_t(s)] = ok && std::isfinite(l1);
+        f.l1[std::size_t(s)] = l1;
+    }
+    return f;
+}
+
+LocalBranchChannel analyseChannel(const Matrix& a, const TokenLayout& layout, const LocalKernel& kernel,
+                                  const RowFacts& facts, const std::vector<LocalMassResult>& massWithout,
+                                  const SpectrumOptions& spectrumOptions, bool withRank, bool keepValues,
+                                  Matrix& scratch) {
+    LocalBranchChannel out;
+    if (withRank) {
+        scratch = a;
+        addLocalBranch(scratch, kernel, layout);
+        out.spectrum = matrixSpectrum(scratch, layout, spectrumOptions);
+        if (!keepValues) out.spectrum->singularValues.clear();
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const LocalMassResult& m : massWithout) {
+        const std::vector<double> window = localBranchWindowSums(kernel, layout, m.k);
+        double sum = 0;
+        Index count = 0;
+        for (std::size_t s = 0; s < window.size(); ++s) {
+            if (!facts.usable[s]) continue;
+            sum += m.perQuery[s] + window[s];
+            ++count;
+        }
+        out.localMass.push_back(count > 0 ? sum / double(count) : nan);
+    }
+    const std::vector<double> branchL1 = localBranchRowSums(kernel, layout, true);
+    double shareSum = 0;
+    Index shareCount = 0;
+    for (std::size_t s = 0; s < branchL1.size(); ++s) {
+        const double total = facts.l1[s] + branchL1[s];
+        if (!facts.usable[s] || !(total > 0)) continue;
+        shareSum += branchL1[s] / total;
+        ++shareCount;
+    }
+    out.branchShare = shareCount > 0 ? shareSum / double(shareCount) : nan;
+    return out;
+}
+
+}  // namespace
+
+SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options) {
+    if (!options.spatialOnly || layout.prefix == 0) return denseSpectrum(a, options);
+    const Index p = layout.prefix, size = a.rows() - p;
+    SpectrumResult r = denseSpectrum(a.bottomRightCorner(size, size), options);
+    return r;
+}
+
+LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+                                     const LocalBranchHead& branch, const LocalBranchOptions& options,
+                                     const SpectrumOptions& spectrumOptions, std::span<const int> localK,
+                                     bool withRank, bool withLocal) {
+    const Index n = layout.tokens();
+    if (a.rows() != n || a.cols() != n)
+        throwInput("local branch: the attention matrix is " + std::to_string(a.rows()) + " x " +
+                   std::to_string(a.cols()) + " but the layout has " + std::to_string(n) + " tokens");
+    if (!branch.weights) throwUsage("local branch: no weights");
+    const LocalBranchWeights& w = *branch.weights;
+    std::vector<int> channels = options.channels;
+    if (channels.empty())
+        for (int c = 0; c < branch.valueDim; ++c) channels.push_back(c);
+    std::vector<int> weightChannels;
+    for (int c : channels) {
+        if (c < 0 || c >= branch.valueDim)
+            throwUsage("local branch: channel " + std::to_string(c) + " is out of range (the head's v has " +
+                       std::to_string(branch.valueDim) + " channels, numbered from 0)");
+        const int wc = localWeightChannel(branch.channelMap, branch.head, c, branch.valueDim);
+        if (wc < 0 || wc >= w.channels)
+            throwInput("local branch: weight channel " + std::to_string(wc) + " of head " +
+                       std::to_string(branch.head) + " is missing (the branch has " + std::to_string(w.channels) +
+                       ")");
+        weightChannels.push_back(wc);
+    }
+
+    LocalBranchResult result;
+    result.kind = branch.kind;
+    const RowFacts facts = rowFacts(a, status, layout);
+    // A's own k x k masses per query: the branch's window sums are added to them.
+    std::vector<LocalMassResult> massWithout;
+    if (withLocal) {
+        massWithout = localMass(a, status, layout, localK);
+        for (const LocalMassResult& m : massWithout) result.localMassWithout.push_back(m.mean);
+    }
+    auto keepValues = [&](int c) {
+        if (!options.spectrumChannels) return true;
+        const auto& keep = *options.spectrumChannels;
+        return std::find(keep.begin(), keep.end(), c) != keep.end();
+    };
+    Matrix scratch;
+    for (std::size_t i = 0; i < channels.size(); ++i) {
+        LocalBranchChannel ch = analyseChannel(a, layout, w.kernel(weightChannels[i]), facts, massWithout,
+                                               spectrumOptions, withRank, keepValues(channels[i]), scratch);
+        ch.channel = channels[i];
+        ch.weightChannel = weightChannels[i];
+        result.channels.push_back(std::move(ch));
+    }
+    const LocalBranchWeights meanWeights = w.meanOver(weightChannels);
+    result.mean = analyseChannel(a, layout, meanWeights.kernel(0), facts, massWithout, spectrumOptions, withRank,
+                                 true, scratch);
+    if (withRank && !result.channels.empty()) {
+        std::vector<int> ranks;
+        for (const auto& ch : result.channels) ranks.push_back(ch.spectrum->rank);
+        std::sort(ranks.begin(), ranks.end());
+        result.rankMin = ranks.front();
+        result.rankMax = ranks.back();
+        const std::size_t m = ranks.size();
+        result.rankMedian = m % 2 ? double(ranks[m / 2]) : 0.5 * (double(ranks[m / 2 - 1]) + double(ranks[m / 2]));
+    }
+    return result;
+}
+
+nlohmann::json LocalBranchOptions::toJson() const {
+    nlohmann::json j;
+    j["enabled"] = enabled;
+    j["channels"] = channels.empty() ? nlohmann::json("all") : nlohmann::json(channels);
+    j["spectrum_channels"] = spectrumChannels ? nlohmann::json(*spectrumChannels) : nlohmann::json("all analysed");
+    j["paradigms"] = allParadigms ? "all selected paradigms"
+                                  : "the paradigm named by the layer's attention attribute when it is selected, "
+                                    "otherwise all selected paradigms";
+    j["definition"] =
+        "for V channel c of head h: O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens); M_c = N x N matrix "
+        "of the zero-padded 2-D cross-correlation with weight channel w(h, c) (PyTorch Conv2d, stride 1, padding "
+        "(k-1)/2) on the layer's grid, prefix rows and columns zero, no wrap-around; w(h, c) = c (channels = "
+        "per_head) or h * d_v + c (channels = all); E_c = A + M_c is the equivalent attention matrix";
+    j["rank"] =
+        "singular values of E_c by dense SVD (LAPACK dgesdd, values only) with A's rule: rank = #{sigma > "
+        "relative_tolerance * sigma_max(E_c)}, spatial_only and flagged rows as for A; rank_min / median / max "
+        "over the analysed channels (median of an even count = mean of the two middle ranks)";
+    j["local_mass"] =
+        "mean k x k mass of E_c's rows = A's mass + the taps of w(h, c) inside both the grid and the window, "
+        "mean over grid queries whose A row is ok (mass is linear in the row)";
+    j["branch_share"] =
+        "mean over grid queries whose A row is ok of |M_c row|_1 / (|A row|_1 + |M_c row|_1)";
+    j["mean_channel"] = "E_mean = A + M_mean, M_mean = mean of the analysed channels' M_c (their kernels "
+                        "averaged), analysed like one channel";
+    return j;
+}
+
+}  // namespace attnlens
