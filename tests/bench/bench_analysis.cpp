@@ -15,6 +15,7 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
+#include "attnlens/local_branch.h"
 #include "attnlens/paradigm.h"
 
 using namespace attnlens;
@@ -132,6 +133,26 @@ void BM_LowRankSpectrum(benchmark::State& state, std::string preset) {
     state.SetLabel(preset);
 }
 
+// Issue 9: one channel's equivalent matrix E_c = A + M_c (a 5x5 depthwise kernel beside focused
+// linear attention) has no low-rank form: a dense N x N SVD like softmax's, plus forming E_c.
+void BM_EquivalentSpectrum(benchmark::State& state, std::string preset) {
+    Data& d = Data::get();
+    const Matrix a = d.heads.at(preset)->matrix();
+    std::vector<double> w(25);
+    for (int t = 0; t < 25; ++t) w[std::size_t(t)] = 0.02 * ((t * 7) % 11 - 5) + (t == 12 ? 0.5 : 0.0);
+    const LocalKernel kernel{5, 5, w, 0.0};
+    SpectrumResult s;
+    for (auto _ : state) {
+        Matrix e = a;
+        addLocalBranch(e, kernel, d.layout);
+        s = matrixSpectrum(e, d.layout, {});
+        benchmark::DoNotOptimize(s.rank);
+    }
+    state.counters["rank"] = s.rank;
+    state.counters["rank_without"] = spectrum(*d.heads.at(preset), d.layout, {}).rank;
+    state.SetLabel(preset);
+}
+
 void BM_SoftmaxSpectrumEigenBDCSVD(benchmark::State& state) {
     const Matrix a = Data::get().heads.at("softmax")->matrix();
     for (auto _ : state) {
@@ -244,6 +265,11 @@ void registerAll() {
         ->MeasureProcessCPUTime()
         ->UseRealTime();
     benchmark::RegisterBenchmark("BM_SoftmaxSpectrumLapack", BM_SoftmaxSpectrumLapack)
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
+        ->UseRealTime()
+        ->Iterations(2);
+    benchmark::RegisterBenchmark("BM_EquivalentSpectrum/focused", BM_EquivalentSpectrum, std::string("focused"))
         ->Unit(benchmark::kMillisecond)
         ->MeasureProcessCPUTime()
         ->UseRealTime()
