@@ -9,6 +9,9 @@
 //           dense problem (see matrixSpectrum);
 //   local   mass of E_c's row i on the k x k window = A's mass + the kernel taps that fall inside both
 //           the grid and the window: mass is linear in the row, so no N x N pass per channel;
+//   |local| fraction of a row's absolute weight inside the k x k window, sum_{j in window} |E_ij| /
+//           sum_j |E_ij| (E has signed weights wherever a kernel tap is negative, so its signed mass
+//           can cancel; for A >= 0 it equals A's mass), mean over grid queries whose A row is ok;
 //   share   of the branch in row i = |M_c row i|_1 / (|A row i|_1 + |M_c row i|_1), mean over grid
 //           queries whose A row is ok (prefix rows of M_c are zero and are not averaged);
 //   mean    channel: E_mean = A + M_mean with M_mean the mean of the analysed channels' M_c (it is
@@ -28,10 +31,64 @@ namespace {
 struct RowFacts {
     std::vector<unsigned char> usable;  // grid row-major: A's row ok and finite
     std::vector<double> l1;             // grid row-major: |A row|_1
+    std::vector<std::vector<double>> windowL1;  // per k, grid row-major: |A row|_1 inside the k x k window
 };
 
-RowFacts rowFacts(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout) {
+// Mean over usable grid rows of (|row| inside the k x k window) / |row|_1, for A or, with the
+// branch's taps, for E_c = A + M_c: only the entries under a kernel tap change, so each row costs
+// kh * kw, not N.
+std::vector<double> absoluteLocalFractions(const Matrix& a, const TokenLayout& layout, const RowFacts& facts,
+                                           std::span<const int> ks, const LocalKernel* kernel) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> out;
+    for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+        const int r = (ks[ki] - 1) / 2;
+        double sum = 0;
+        Index count = 0;
+        for (int y = 0; y < layout.gridH; ++y)
+            for (int x = 0; x < layout.gridW; ++x) {
+                const std::size_t s = std::size_t(y) * std::size_t(layout.gridW) + std::size_t(x);
+                if (!facts.usable[s]) continue;
+                double total = facts.l1[s], inside = facts.windowL1[ki][s];
+                if (kernel) {
+                    const int ph = (kernel->kernelH - 1) / 2, pw = (kernel->kernelW - 1) / 2;
+                    const Index i = layout.token(y, x);
+                    for (int dy = -ph; dy <= ph; ++dy)
+                        for (int dx = -pw; dx <= pw; ++dx) {
+                            const int ky = y + dy, kx = x + dx;
+                            if (ky < 0 || ky >= layout.gridH || kx < 0 || kx >= layout.gridW) continue;
+                            const double old = a(i, layout.token(ky, kx));
+                            const double change = std::abs(old + kernel->at(dy, dx)) - std::abs(old);
+                            total += change;
+                            if (std::abs(dy) <= r && std::abs(dx) <= r) inside += change;
+                        }
+                }
+                if (!(total > 0)) continue;
+                sum += inside / total;
+                ++count;
+            }
+        out.push_back(count > 0 ? sum / double(count) : nan);
+    }
+    return out;
+}
+
+RowFacts rowFacts(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+                  std::span<const int> ks) {
     RowFacts f;
+    for (int k : ks) {
+        const int r = (k - 1) / 2;
+        std::vector<double> inside(std::size_t(layout.spatialTokens()), 0.0);
+        for (int y = 0; y < layout.gridH; ++y)
+            for (int x = 0; x < layout.gridW; ++x) {
+                const Index i = layout.token(y, x);
+                double sum = 0;
+                for (int ky = std::max(0, y - r); ky <= std::min(layout.gridH - 1, y + r); ++ky)
+                    for (int kx = std::max(0, x - r); kx <= std::min(layout.gridW - 1, x + r); ++kx)
+                        sum += std::abs(a(i, layout.token(ky, kx)));
+                inside[std::size_t(y) * std::size_t(layout.gridW) + std::size_t(x)] = sum;
+            }
+        f.windowL1.push_back(std::move(inside));
+    }
     const Index spatial = layout.spatialTokens();
     f.usable.assign(std::size_t(spatial), 0);
     f.l1.assign(std::size_t(spatial), 0.0);
@@ -67,6 +124,11 @@ LocalBranchChannel analyseChannel(const Matrix& a, const TokenLayout& layout, co
             ++count;
         }
         out.localMass.push_back(count > 0 ? sum / double(count) : nan);
+    }
+    if (!massWithout.empty()) {
+        std::vector<int> ks;
+        for (const LocalMassResult& m : massWithout) ks.push_back(m.k);
+        out.localAbsFraction = absoluteLocalFractions(a, layout, facts, ks, &kernel);
     }
     const std::vector<double> branchL1 = localBranchRowSums(kernel, layout, true);
     double shareSum = 0;
@@ -118,12 +180,13 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
 
     LocalBranchResult result;
     result.kind = branch.kind;
-    const RowFacts facts = rowFacts(a, status, layout);
+    const RowFacts facts = rowFacts(a, status, layout, withLocal ? localK : std::span<const int>{});
     // A's own k x k masses per query: the branch's window sums are added to them.
     std::vector<LocalMassResult> massWithout;
     if (withLocal) {
         massWithout = localMass(a, status, layout, localK);
         for (const LocalMassResult& m : massWithout) result.localMassWithout.push_back(m.mean);
+        result.localAbsFractionWithout = absoluteLocalFractions(a, layout, facts, localK, nullptr);
     }
     auto keepValues = [&](int c) {
         if (!options.spectrumChannels) return true;
@@ -173,6 +236,9 @@ nlohmann::json LocalBranchOptions::toJson() const {
     j["local_mass"] =
         "mean k x k mass of E_c's rows = A's mass + the taps of w(h, c) inside both the grid and the window, "
         "mean over grid queries whose A row is ok (mass is linear in the row)";
+    j["local_abs_fraction"] =
+        "mean over grid queries whose A row is ok of sum_{j in k x k window} |E_ij| / sum_j |E_ij| (the share of "
+        "the row's absolute weight that is local; the same for A without the branch)";
     j["branch_share"] =
         "mean over grid queries whose A row is ok of |M_c row|_1 / (|A row|_1 + |M_c row|_1)";
     j["mean_channel"] = "E_mean = A + M_mean, M_mean = mean of the analysed channels' M_c (their kernels "

@@ -88,7 +88,9 @@ json branchChannelJson(const LocalBranchChannel& c, const std::vector<int>& ks) 
     if (!c.localMass.empty()) {
         json l = json::array();
         for (std::size_t i = 0; i < c.localMass.size() && i < ks.size(); ++i)
-            l.push_back({{"k", ks[i]}, {"mean", finiteOrNull(c.localMass[i])}});
+            l.push_back({{"k", ks[i]},
+                         {"mean", finiteOrNull(c.localMass[i])},
+                         {"abs_fraction", finiteOrNull(c.localAbsFraction[i])}});
         e["local"] = l;
     }
     e["branch_share"] = finiteOrNull(c.branchShare);
@@ -120,7 +122,9 @@ json localBranchJson(const LocalBranchResult& b, const HeadStatistics& s, const 
                          {"without", finiteOrNull(b.localMassWithout[i])},
                          {"with", b.mean ? finiteOrNull(b.mean->localMass[i]) : json(nullptr)},
                          {"with_min", finiteOrNull(lo)},
-                         {"with_max", finiteOrNull(hi)}});
+                         {"with_max", finiteOrNull(hi)},
+                         {"abs_fraction_without", finiteOrNull(b.localAbsFractionWithout[i])},
+                         {"abs_fraction_with", b.mean ? finiteOrNull(b.mean->localAbsFraction[i]) : json(nullptr)}});
         }
         j["local"] = l;
     }
@@ -227,7 +231,7 @@ struct Aggregate {
     std::int64_t branchRecords = 0;
     Mean branchRankWithout, branchRankMedian, branchRankMeanChannel, branchShare;
     int branchRankMin = INT_MAX, branchRankMax = INT_MIN;
-    std::map<int, Mean> branchLocalWithout, branchLocalWith;
+    std::map<int, Mean> branchLocalWithout, branchLocalWith, branchAbsWithout, branchAbsWith;
 
     void add(const json& r) {
         ++records;
@@ -245,6 +249,8 @@ struct Aggregate {
                 for (const auto& l : b["local"]) {
                     branchLocalWithout[l["k"].get<int>()].add(l["without"]);
                     branchLocalWith[l["k"].get<int>()].add(l["with"]);
+                    branchAbsWithout[l["k"].get<int>()].add(l["abs_fraction_without"]);
+                    branchAbsWith[l["k"].get<int>()].add(l["abs_fraction_with"]);
                 }
             branchShare.add(b["branch_share"]["mean_over_channels"]);
         }
@@ -320,7 +326,10 @@ struct Aggregate {
             b["rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
             json l = json::object();
             for (const auto& [k, m] : branchLocalWithout)
-                l[std::to_string(k)] = {{"without", m.value()}, {"with", branchLocalWith.at(k).value()}};
+                l[std::to_string(k)] = {{"without", m.value()},
+                                        {"with", branchLocalWith.at(k).value()},
+                                        {"abs_fraction_without", branchAbsWithout.at(k).value()},
+                                        {"abs_fraction_with", branchAbsWith.at(k).value()}};
             b["local"] = l;
             b["branch_share_mean"] = branchShare.value();
             j["local_branch"] = b;
@@ -619,7 +628,7 @@ std::string formatSummary(const nlohmann::json& report) {
             const json& b = l["local_branch"];
             if (!header) {
                 out << "\nlocal branch: E_c = A + M_c per V channel (rank: A -> median over channels of E_c; "
-                       "3x3 mass: A -> E_mean)\n";
+                       "3x3: signed mass and share of |row|_1 in the window, A -> E_mean)\n";
                 col("paradigm", 13);
                 col("layer", 24);
                 col("rank A", 8);
@@ -627,6 +636,8 @@ std::string formatSummary(const nlohmann::json& report) {
                 col("E_c min-max", 12);
                 col("3x3 A", 8);
                 col("3x3 E", 8);
+                col("|3x3| A", 9);
+                col("|3x3| E", 9);
                 col("branch share", 12);
                 out << "\n";
                 header = true;
@@ -642,6 +653,8 @@ std::string formatSummary(const nlohmann::json& report) {
             const json l3 = b["local"].contains("3") ? b["local"]["3"] : json::object();
             col(fmt(l3.value("without", json())), 8);
             col(fmt(l3.value("with", json())), 8);
+            col(fmt(l3.value("abs_fraction_without", json())), 9);
+            col(fmt(l3.value("abs_fraction_with", json())), 9);
             col(fmt(b["branch_share_mean"]), 12);
             out << "\n";
         }

@@ -74,6 +74,10 @@ TEST(LocalBranchAnalysis, UniformAttentionPlusIdentityKernel) {
         EXPECT_NEAR(c0.localMass[0], expectedMass, 1e-14);
         EXPECT_NEAR(r.localMassWithout[0], expectedMass - 1.0, 1e-14);
         EXPECT_NEAR(c0.branchShare, 0.5, 1e-15);
+        // All weights positive: |row| inside the window / |row|_1 = (|window|/N + 1) / 2, and A's own
+        // fraction equals its mass.
+        EXPECT_NEAR(c0.localAbsFraction[0], expectedMass / 2.0, 1e-14);
+        EXPECT_NEAR(r.localAbsFractionWithout[0], expectedMass - 1.0, 1e-14);
         EXPECT_EQ(r.rankMin, n);
         EXPECT_EQ(r.rankMax, n);
         EXPECT_EQ(r.rankMedian, double(n));
@@ -119,8 +123,16 @@ TEST(LocalBranchAnalysis, AgreesWithTheDenseEquivalentMatrix) {
                 for (std::size_t s = 0; s < dense.singularValues.size(); ++s)
                     EXPECT_NEAR(ch.spectrum->singularValues[s], dense.singularValues[s], 1e-12);
             const auto masses = localMass(e, status, layout, ks);
-            for (std::size_t k = 0; k < ks.size(); ++k)
+            const auto absMasses = localMass(e.cwiseAbs(), status, layout, ks);
+            for (std::size_t k = 0; k < ks.size(); ++k) {
                 EXPECT_NEAR(ch.localMass[k], masses[k].mean, 1e-12) << preset << " k " << ks[k];
+                // |local| fraction from the dense |E| rows: window sums of |E| over |E row|_1.
+                double fraction = 0;
+                for (Index s = 0; s < layout.spatialTokens(); ++s)
+                    fraction += absMasses[k].perQuery[std::size_t(s)] / e.row(layout.prefix + s).cwiseAbs().sum();
+                EXPECT_NEAR(ch.localAbsFraction[k], fraction / double(layout.spatialTokens()), 1e-12)
+                    << preset << " k " << ks[k];
+            }
             double share = 0;
             for (Index s = 0; s < layout.spatialTokens(); ++s) {
                 const Index row = layout.prefix + s;

@@ -5,7 +5,7 @@ usage: local_branch_check.py DUMP.h5 REPORT.json
 
 For every record with a local_branch: softmax A from the dump's q, k and scale, M_c built tap by tap
 from the branch weights on the zero-padded grid, E_c = A + M_c, numpy's SVD with the rank rule
-relTol * sigma_max (relTol = N * 2^-23), the k x k window mass of E_c's grid rows and the branch's
+relTol * sigma_max (relTol = N * 2^-23), the k x k window mass of E_c's grid rows, the share of |E_c row| in the window and the branch's
 L1 share. Prints the largest deviations and exits 1 when one is too large.
 """
 import json
@@ -76,6 +76,15 @@ def main(dump_path, report_path):
                                        for xx in range(max(0, x - r), min(gw, x + r + 1)))
                             masses.append(mass)
                     worst["local"] = max(worst["local"], abs(np.mean(masses) - entry["mean"]))
+                    fractions = []
+                    for y in range(gh):
+                        for x in range(gw):
+                            row = np.abs(e[prefix + y * gw + x])
+                            inside = sum(row[prefix + yy * gw + xx]
+                                         for yy in range(max(0, y - r), min(gh, y + r + 1))
+                                         for xx in range(max(0, x - r), min(gw, x + r + 1)))
+                            fractions.append(inside / row.sum())
+                    worst["local"] = max(worst["local"], abs(np.mean(fractions) - entry["abs_fraction"]))
                 ml1 = np.abs(m[prefix:]).sum(axis=1)
                 al1 = np.abs(a[prefix:]).sum(axis=1)
                 worst["share"] = max(worst["share"], abs(np.mean(ml1 / (al1 + ml1)) - ch["branch_share"]))

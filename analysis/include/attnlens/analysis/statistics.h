@@ -131,6 +131,7 @@ struct LocalBranchChannel {
     int weightChannel = -1;  // the branch's weight channel (-1 for the mean)
     std::optional<SpectrumResult> spectrum;  // rank of E_c (singularValues empty unless kept)
     std::vector<double> localMass;           // mean k x k mass of E_c, one per AnalysisOptions::localK
+    std::vector<double> localAbsFraction;    // mean share of |E_c row|_1 inside the k x k window, per k
     double branchShare = 0;  // mean over ok grid rows of |M_c row|_1 / (|A row|_1 + |M_c row|_1)
 };
 struct LocalBranchResult {
@@ -142,6 +143,7 @@ struct LocalBranchResult {
     int rankMin = 0, rankMax = 0;
     double rankMedian = 0;
     std::vector<double> localMassWithout;      // A's mean k x k mass (the same as HeadStatistics::local)
+    std::vector<double> localAbsFractionWithout;  // A's mean share of |A row|_1 inside the window
 };
 // a: the head's N x N matrix A (rows flagged in status are left out as for A's own statistics).
 // Rank uses the same tolerance rule as A's (SpectrumOptions); local mass the same windows.
