@@ -205,12 +205,14 @@ void CompareView::rebuild() {
     const Preferences& prefs = session_->preferences();
     const auto& ps = session_->paradigms();
 
+    // With the local branch every panel is that paradigm's E_c = A + M_c (the same M_c for all).
+    const auto branch = session_->localBranch();
     // Pass 1: data and per-panel extents.
     double lo = INFINITY, hi = -INFINITY;
-    bool anySigned = false;
+    bool anySigned = branch != nullptr;
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
-        const RowData& r = session_->row(p.paradigm);
+        const RowData& r = session_->shownRow(p.paradigm);
         fillPanel(p, r.values);
         lo = std::min(lo, r.minFinite);
         hi = std::max(hi, r.maxFinite);
@@ -223,15 +225,17 @@ void CompareView::rebuild() {
         bool diverging = false;
         if (p.paradigm >= 0) {
             const Paradigm& para = ps[std::size_t(p.paradigm)];
-            const RowData& r = session_->row(p.paradigm);
-            diverging = sharedRange_ ? anySigned : (para.signedWeights() || r.minFinite < 0);
+            const RowData& r = session_->shownRow(p.paradigm);
+            diverging = sharedRange_ ? anySigned : (para.signedWeights() || r.minFinite < 0 || r.withBranch);
             range = sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.minFinite, r.maxFinite, diverging);
             title = QString::fromStdString(para.name);
+            if (r.withBranch) title += QStringLiteral(" + M_c");
             for (int i = 0; i < l.prefix; ++i)
                 title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(r.values[i]));
             if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0)
                 title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
         } else {
+            // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used.
             const RowData& a = session_->row(diffA_);
             const RowData& b = session_->row(diffB_);
             const RowVector diff = a.values - b.values;
@@ -270,16 +274,28 @@ void CompareView::rebuild() {
             p.marker.setVisible(false);
         }
     }
-    note_->setText(sharedRange_ ? QStringLiteral("colour: A[q, k], one range for all paradigm panels · query framed · "
-                                                 "prefix-token weights in the titles")
-                                : QStringLiteral("colour: A[q, k], own range per panel (signed: diverging, white = 0) · "
-                                                 "query framed · prefix-token weights in the titles"));
-    header_->setText(QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
+    const QString what = branch ? QStringLiteral("E_c[q, k]") : QStringLiteral("A[q, k]");
+    QString note = sharedRange_ ? QStringLiteral("colour: %1, one range for all paradigm panels · query framed · "
+                                                 "prefix-token weights in the titles").arg(what)
+                                : QStringLiteral("colour: %1, own range per panel (signed: diverging, white = 0) · "
+                                                 "query framed · prefix-token weights in the titles").arg(what);
+    const QString branchError = session_->localBranchError();
+    if (branch)
+        note = QStringLiteral("with local branch (%1): every panel is E_c = A + M_c of its paradigm\n")
+                   .arg(branch->describe()) + note;
+    else if (!branchError.isEmpty())
+        note = branchErrorNote(branchError, session_->path()) + '\n' + note;
+    else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
+        note = QStringLiteral("A, %1\n").arg(status) + note;
+    note_->setText(note);
+    note_->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
+    QString header = QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
                          .arg(tokenName(l, sel.query))
                          .arg(sel.query)
                          .arg(sel.image)
                          .arg(QString::fromStdString(session_->layerInfo().name))
-                         .arg(sel.head));
+                         .arg(sel.head);
+    header_->setText(header);
     fitAspect();
 }
 
@@ -300,8 +316,10 @@ void CompareView::onMouseMove(QMouseEvent* e) {
         int x = 0, y = 0;
         if (cellAt(p.map, e->position(), &x, &y)) {
             const Index key = builtLayout_.token(y, x);
-            Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
-                                 .arg(p.title->text().section(QStringLiteral("  "), 0, 0))
+            const bool e = p.paradigm >= 0 && session_->localBranch() != nullptr;
+            Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
+                                 .arg(p.title->text().section(QStringLiteral("  "), 0, 0),
+                                      e ? QStringLiteral("E_c") : QStringLiteral("A"))
                                  .arg(session_->selection().query)
                                  .arg(key)
                                  .arg(tokenName(builtLayout_, key), formatWeight(p.map->data()->cell(x, y))));

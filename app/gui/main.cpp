@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     // For documentation: open, show a view, wait for its analyses, save the whole window, quit.
     const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("view to show first (tokenmap, compare, ...)"),
                                   QStringLiteral("V"));
+    const QCommandLineOption image(QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I"));
     const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"), QStringLiteral("L"));
     const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("query token as y,x"), QStringLiteral("Y,X"));
     const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"), QStringLiteral("P"));
@@ -46,7 +47,11 @@ int main(int argc, char** argv) {
                                         QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
                                         QStringLiteral("PNG"));
     const QCommandLineOption windowSize(QStringLiteral("window-size"), QStringLiteral("window size WxH"), QStringLiteral("WxH"));
-    parser.addOptions({view, layer, query, paradigm, opacity, screenshot, windowSize});
+    const QCommandLineOption localBranch(QStringLiteral("local-branch"),
+                                         QStringLiteral("show the local branch (E_c = A + M_c) where layers have one"));
+    const QCommandLineOption channel(QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
+                                     QStringLiteral("C"));
+    parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize});
     parser.process(app);
 
     attnlens::gui::MainWindow window;
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
         window.openExample();
     }
     attnlens::gui::Session* session = window.session();
+    if (parser.isSet(image)) session->setImage(parser.value(image).toInt());
     if (parser.isSet(layer)) session->setLayer(parser.value(layer).toInt());
     if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(parser.value(paradigm).toStdString()));
     if (parser.isSet(query) && session->isOpen()) {
@@ -69,6 +75,10 @@ int main(int argc, char** argv) {
         if (yx.size() == 2) session->setQuery(session->layout().token(yx[0].toInt(), yx[1].toInt()));
     }
     if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parser.value(opacity).toInt());
+    if (parser.isSet(channel))
+        session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean") ? -1
+                                                                                               : parser.value(channel).toInt());
+    if (parser.isSet(localBranch)) session->setLocalBranch(true);
     if (parser.isSet(view)) window.showView(parser.value(view));
 
     if (parser.isSet(screenshot)) {

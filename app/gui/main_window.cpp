@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDialog>
@@ -59,6 +60,8 @@ const ShortcutDoc kShortcuts[] = {
     {"] / [", "next / previous head"},
     {". / ,", "next / previous image"},
     {"P / Shift+P", "next / previous paradigm (token map, matrix)"},
+    {"B", "local branch on / off: the views show E_c = A + M_c (layers that have one)"},
+    {"Shift+B", "next local-branch channel (mean over channels, channel 0, 1, ...)"},
     {"Arrow keys", "move the query token on the grid (when a view has focus)"},
     {"Home", "select the first prefix token (CLS) as the query"},
     {"Ctrl+1 … Ctrl+4", "token map, comparison, matrix, statistics"},
@@ -164,6 +167,14 @@ void MainWindow::createDocks() {
     form->addRow(QStringLiteral("Query token"), query_);
     form->addRow(QString(), queryName_);
     form->addRow(QStringLiteral("Paradigm"), paradigm_);
+    branch_ = new QCheckBox(QStringLiteral("With local branch"));
+    branch_->setObjectName(QStringLiteral("localBranch"));
+    branchChannel_ = new QComboBox;
+    branchChannel_->setObjectName(QStringLiteral("localBranchChannel"));
+    branchChannel_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    branchChannel_->setMinimumContentsLength(12);
+    form->addRow(branch_);
+    form->addRow(QStringLiteral("Branch channel"), branchChannel_);
     form->addRow(new QLabel(QStringLiteral("Paradigms shown (comparison, statistics):")));
     form->addRow(shown_);
     dock->setWidget(w);
@@ -183,6 +194,12 @@ void MainWindow::createDocks() {
     });
     connect(paradigm_, &QComboBox::currentIndexChanged, this, [this](int v) {
         if (!syncing_ && v >= 0) session_->setParadigm(v);
+    });
+    connect(branch_, &QCheckBox::toggled, this, [this](bool on) {
+        if (!syncing_) session_->setLocalBranch(on);
+    });
+    connect(branchChannel_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!syncing_ && i >= 0) session_->setLocalChannel(branchChannel_->itemData(i).toInt());
     });
     connect(shown_, &QListWidget::itemChanged, this, [this]() {
         if (syncing_) return;
@@ -212,6 +229,8 @@ void MainWindow::createStatusBar() {
     hoverLabel_ = new QLabel;
     hoverLabel_->setObjectName(QStringLiteral("hover"));
     hoverLabel_->setMinimumWidth(200);
+    branchLabel_ = new QLabel;
+    branchLabel_->setObjectName(QStringLiteral("branchStatus"));
     progress_ = new QProgressBar;
     progress_->setObjectName(QStringLiteral("progress"));
     progress_->setMaximumWidth(320);
@@ -223,6 +242,7 @@ void MainWindow::createStatusBar() {
     cancel_->hide();
     statusBar()->addWidget(fileLabel_);
     statusBar()->addWidget(shapeLabel_);
+    statusBar()->addWidget(branchLabel_);
     statusBar()->addWidget(hoverLabel_, 1);
     statusBar()->addPermanentWidget(progress_);
     statusBar()->addPermanentWidget(cancel_);
@@ -294,6 +314,15 @@ void MainWindow::createMenus() {
     add(QStringLiteral("Previous paradigm"), QKeySequence(Qt::SHIFT | Qt::Key_P), [this]() {
         const int n = int(session_->paradigms().size());
         session_->setParadigm((session_->selection().paradigm + n - 1) % n);
+    });
+    add(QStringLiteral("Local branch on / off"), QKeySequence(Qt::Key_B), [this]() {
+        if (session_->layerHasLocalBranch()) session_->setLocalBranch(!session_->selection().localBranch);
+    });
+    add(QStringLiteral("Next local-branch channel"), QKeySequence(Qt::SHIFT | Qt::Key_B), [this]() {
+        const int dv = session_->layerInfo().valueDim;
+        if (!session_->layerHasLocalBranch() || dv <= 0) return;
+        const int c = session_->selection().localChannel;  // -1 (mean), 0, ..., dv - 1, then -1
+        session_->setLocalChannel(c + 1 >= dv ? -1 : c + 1);
     });
     add(QStringLiteral("Query: first prefix token (CLS)"), QKeySequence(Qt::Key_Home), [this]() {
         if (session_->layout().prefix > 0) session_->setQuery(0);
@@ -403,10 +432,18 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
     Preferences p = session_->preferences();
-    p.imageOpacityPercent = tokenMap_->imageOpacity();
-    p.save(settings);
+    savePreferences(p);
     session_->jobs().cancelAll();
     QMainWindow::closeEvent(e);
+}
+
+// The preferences plus the view state kept with them (image opacity, local branch toggle and channel).
+void MainWindow::savePreferences(Preferences& p) {
+    p.imageOpacityPercent = tokenMap_->imageOpacity();
+    p.localBranch = session_->selection().localBranch;
+    p.localBranchChannel = session_->selection().localChannel;
+    QSettings settings;
+    p.save(settings);
 }
 
 // ---- selection widgets ----------------------------------------------------------------------------
@@ -458,6 +495,89 @@ void MainWindow::syncSelectionWidgets() {
         imageLabel_->setText(label);
     }
     syncing_ = false;
+    syncBranchWidgets();
+}
+
+void MainWindow::syncBranchWidgets() {
+    syncing_ = true;
+    const bool open = session_->isOpen();
+    const bool dumpHas = open && session_->dumpHasLocalBranch();
+    const bool layerHas = open && session_->layerHasLocalBranch();
+    const Selection& sel = session_->selection();
+    const LayerInfo& layer = session_->layerInfo();
+    const int dv = layerHas ? layer.valueDim : 0;
+    // Unchecked while the layer has none (the views show plain A), but the wish is kept: back on a
+    // layer with a branch, the branch is shown again.
+    branch_->setChecked(layerHas && sel.localBranch);
+    branch_->setEnabled(layerHas);
+    branchChannel_->setEnabled(layerHas);
+    if (!open || !dumpHas) {
+        branch_->setToolTip(open ? QStringLiteral("this dump has no local branch (no layer has a local_branch group)")
+                                 : QStringLiteral("no dump open"));
+    } else if (!layerHas) {
+        branch_->setToolTip(QStringLiteral("this layer has no local branch"));
+    } else {
+        // The text stays short (the dock's width); kind and shape are in the tooltip and the titles.
+        const LocalBranchInfo& b = *layer.localBranch;
+        branch_->setToolTip(QStringLiteral("Show E_c = A + M_c instead of A: the depthwise %1×%2 convolution of V "
+                                           "(%3, %4 weight channels, %5%6) as a matrix added to the attention, "
+                                           "in the token map, the comparison, the matrix and the spectrum (B)")
+                                .arg(b.kernelH)
+                                .arg(b.kernelW)
+                                .arg(QString::fromStdString(b.kind))
+                                .arg(b.channels)
+                                .arg(b.perImage ? QStringLiteral("per image") : QStringLiteral("shared by all images"))
+                                .arg(b.hasBias ? QStringLiteral(", bias not part of E_c") : QString()));
+    }
+    // Items: the mean, then every V channel of the selected head.
+    const bool rebuild = branchChannel_->count() != dv + 1 || (dv == 0 && branchChannel_->count() == 0);
+    if (rebuild) {
+        branchChannel_->clear();
+        branchChannel_->addItem(QStringLiteral("mean over channels"), -1);
+        for (int c = 0; c < dv; ++c) branchChannel_->addItem(QStringLiteral("channel %1").arg(c), c);
+    }
+    if (layerHas) {
+        const LocalBranchInfo& b = *layer.localBranch;
+        branchChannel_->setItemData(0, QStringLiteral("A + M_mean: the mean kernel over the head's %1 V channels "
+                                                      "(the mean of their E_c)").arg(dv), Qt::ToolTipRole);
+        for (int c = 0; c < dv; ++c)
+            branchChannel_->setItemData(c + 1, QStringLiteral("V channel %1 of head %2: weight channel %3 (%4)")
+                                                   .arg(c)
+                                                   .arg(sel.head)
+                                                   .arg(b.weightChannel(sel.head, c, dv))
+                                                   .arg(QString::fromUtf8(toString(b.channelMap))),
+                                        Qt::ToolTipRole);
+        branchChannel_->setToolTip(QStringLiteral("Which channel's equivalent matrix E_c = A + M_c the views show "
+                                                  "(Shift+B: next)"));
+    } else {
+        branchChannel_->setToolTip(branch_->toolTip());
+    }
+    const int idx = branchChannel_->findData(sel.localChannel);
+    branchChannel_->setCurrentIndex(idx >= 0 ? idx : 0);
+
+    // Status bar: always says whether the views include the branch, and which channel.
+    const QString status = session_->localBranchStatus();
+    branchLabel_->setText(status.isEmpty() ? QString() : QStringLiteral("· %1").arg(status));
+    branchLabel_->setVisible(!status.isEmpty());
+    const QString error = session_->localBranchError();
+    branchLabel_->setStyleSheet(error.isEmpty() ? QString() : QStringLiteral("color: #b40000"));
+    if (!error.isEmpty()) {
+        branchLabel_->setToolTip(error);
+    } else if (dumpHas) {
+        int withBranch = 0;
+        QStringList kinds;
+        for (const LayerInfo& l : session_->info().layers)
+            if (l.localBranch) {
+                ++withBranch;
+                const QString k = QString::fromStdString(l.localBranch->kind);
+                if (!kinds.contains(k)) kinds << k;
+            }
+        branchLabel_->setToolTip(QStringLiteral("local branch (%1) in %2 of %3 layers; B: on / off, Shift+B: next channel")
+                                     .arg(kinds.join(QStringLiteral(", ")))
+                                     .arg(withBranch)
+                                     .arg(session_->info().layers.size()));
+    }
+    syncing_ = false;
 }
 
 void MainWindow::updateStatusFile() {
@@ -470,6 +590,10 @@ void MainWindow::updateStatusFile() {
     fileLabel_->setText(QFileInfo(session_->path()).fileName());
     fileLabel_->setToolTip(session_->path());
     const LayerInfo& l = info.layers.front();
+    // Long model descriptions (the example's names five models) would widen the window past
+    // 1024 px: the status bar shows the start, the tooltip all of it.
+    QString elidedModel = QString::fromStdString(info.model);
+    if (elidedModel.size() > 32) elidedModel = elidedModel.left(31) + QChar(0x2026);
     shapeLabel_->setText(QStringLiteral("B=%1 · N=%2 (%3 + %4x%5) · d=%6 · %7 layers × %8 heads%9")
                              .arg(info.images)
                              .arg(l.tokens)
@@ -479,7 +603,10 @@ void MainWindow::updateStatusFile() {
                              .arg(l.dim)
                              .arg(info.layers.size())
                              .arg(l.heads)
-                             .arg(info.model.empty() ? QString() : QStringLiteral(" · ") + QString::fromStdString(info.model)));
+                             .arg(info.model.empty() ? QString() : QStringLiteral(" · ") + elidedModel));
+    shapeLabel_->setToolTip(QString::fromStdString(info.model));
+    // Dumps with a local branch somewhere have the branch label beside this one instead.
+    if (!session_->dumpHasLocalBranch()) shapeLabel_->setText(shapeLabel_->text() + QStringLiteral(" · no local branch"));
 }
 
 void MainWindow::addIssue(const Issue& issue) {
@@ -697,9 +824,7 @@ void MainWindow::preferencesDialog() {
     PreferencesDialog dialog(session_->preferences(), this);
     if (dialog.exec() != QDialog::Accepted) return;
     Preferences p = dialog.preferences();
-    p.imageOpacityPercent = tokenMap_->imageOpacity();
-    QSettings settings;
-    p.save(settings);
+    savePreferences(p);
     session_->setPreferences(p);
 }
 

@@ -8,6 +8,7 @@
 #include "figure_export.h"
 #include "preferences.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QListWidget;
@@ -72,6 +73,8 @@ private:
     void createStatusBar();
     void syncSelectionWidgets();
     void syncParadigmWidgets();
+    void syncBranchWidgets();
+    void savePreferences(Preferences& p);  // fills in the view state, then writes QSettings
     void updateStatusFile();
     void addIssue(const Issue& issue);
     void showError(const QString& title, const QString& text);
@@ -100,6 +103,8 @@ private:
     QLabel* queryName_ = nullptr;
     QLabel* imageLabel_ = nullptr;
     QComboBox* paradigm_ = nullptr;
+    QCheckBox* branch_ = nullptr;         // "With local branch"
+    QComboBox* branchChannel_ = nullptr;  // mean over channels, channel 0 .. d_v - 1
     QListWidget* shown_ = nullptr;
     QTreeWidget* issues_ = nullptr;
     QDockWidget* issuesDock_ = nullptr;
@@ -107,6 +112,7 @@ private:
     QLabel* fileLabel_ = nullptr;
     QLabel* shapeLabel_ = nullptr;
     QLabel* hoverLabel_ = nullptr;
+    QLabel* branchLabel_ = nullptr;  // whether the views include the local branch, and which channel
     QProgressBar* progress_ = nullptr;
     QToolButton* cancel_ = nullptr;
     QMenu* recentMenu_ = nullptr;

@@ -88,9 +88,12 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     plot_->plotLayout()->simplify();
     auto* body = new QCPLayoutGrid;
     body->setColumnSpacing(0);
+    subtitle_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
     plot_->plotLayout()->addElement(0, 0, title_);
-    plot_->plotLayout()->addElement(1, 0, body);
+    plot_->plotLayout()->addElement(1, 0, subtitle_);
+    plot_->plotLayout()->addElement(2, 0, body);
     plot_->plotLayout()->setRowStretchFactor(0, 0.01);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.01);
     body->addElement(0, 0, rect_);
     rect_->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key token j"));
     rect_->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("query token i"));
@@ -138,13 +141,16 @@ void MatrixView::setLogScale(bool on) {
     invalidate();
 }
 
-QString MatrixView::titleText() const { return title_->text(); }
+QString MatrixView::titleText() const {
+    return subtitle_->text().isEmpty() ? title_->text() : title_->text() + '\n' + subtitle_->text();
+}
 
 std::string MatrixView::currentKey() const {
     const Selection& s = session_->selection();
+    const auto branch = session_->localBranch();
     return session_->path().toStdString() + '/' + std::to_string(s.image) + '/' + std::to_string(s.layer) + '/' +
            std::to_string(s.head) + '/' + session_->paradigms()[std::size_t(s.paradigm)].toJson().dump() +
-           (log_ ? "/log" : "/linear");
+           (log_ ? "/log" : "/linear") + (branch ? "/branch/" + branch->key() : std::string());
 }
 
 bool MatrixView::fitAspect() {
@@ -173,13 +179,17 @@ void MatrixView::rebuild() {
         map_->setVisible(false);
         highlight_->setVisible(false);
         title_->setText(QStringLiteral("no dump open"));
+        subtitle_->setText(QString());
         return;
     }
     const Selection& sel = session_->selection();
     const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
     const std::string key = currentKey();
+    // With the local branch the matrix is E_c = A + M_c (computed on the worker with A).
+    const auto branch = session_->localBranch();
     const QString where = QStringLiteral("%1 — image %2, layer %3, head %4")
-                              .arg(QString::fromStdString(para.name))
+                              .arg(QString::fromStdString(para.name) +
+                                   (branch ? QStringLiteral(" + local branch: E_c = A + M_c") : QString()))
                               .arg(sel.image)
                               .arg(QString::fromStdString(session_->layerInfo().name))
                               .arg(sel.head);
@@ -194,15 +204,17 @@ void MatrixView::rebuild() {
         waiting_ = true;
         pendingKey_ = key;
         auto head = session_->currentHead(sel.paradigm);
-        const bool signedP = para.signedWeights();
+        const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
         const bool logScale = log_;
         const long long n = head->tokens();
+        const TokenLayout lay = session_->layout();
         session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
-            slot, QStringLiteral("attention matrix %1 x %1").arg(n),
-            [head, signedP, logScale](const JobContext& ctx) {
+            slot, QStringLiteral("%1 matrix %2 x %2").arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention")).arg(n),
+            [head, signedP, logScale, branch, lay](const JobContext& ctx) {
                 ctx.progress(0, 2, QStringLiteral("computing A"));
-                const Matrix a = head->matrix();
+                Matrix a = head->matrix();
                 if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                if (branch) addLocalBranch(a, branch->kernel(), lay);
                 ctx.progress(1, 2, QStringLiteral("colouring"));
                 return std::shared_ptr<const MatrixImage>(
                     std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale)));
@@ -218,13 +230,14 @@ void MatrixView::rebuild() {
             });
         it = cache_.find(key);  // a synchronous runner has delivered already
         if (it == cache_.end()) {
-            title_->setText(where + QStringLiteral(" — computing the %1 x %1 matrix…").arg(n));
+            title_->setText(where);
+            subtitle_->setText(QStringLiteral("computing the %1 x %1 matrix…").arg(n));
+            subtitle_->setTextColor(Qt::black);
             map_->setVisible(false);
             highlight_->setVisible(false);
             return;
         }
     }
-    waiting_ = false;
     const MatrixImage& img = *it->second;
     const Preferences& prefs = session_->preferences();
     if (shownKey_ != key) {
@@ -235,10 +248,12 @@ void MatrixView::rebuild() {
         map_->setDataRange(QCPRange(img.lower, img.upper));
         scale_->setGradient(g);
         scale_->setDataRange(QCPRange(img.lower, img.upper));
-        QString label = img.transform == QStringLiteral("linear") ? QStringLiteral("A[i,j]")
+        const QString m = branch ? QStringLiteral("E_c") : QStringLiteral("A");
+        QString label = img.transform == QStringLiteral("linear")
+                            ? (branch ? QStringLiteral("E_c[i,j] = A[i,j] + M_c[i,j]") : QStringLiteral("A[i,j]"))
                         : img.transform == QStringLiteral("log10 A")
-                            ? QStringLiteral("log10 A[i,j] (floor %1)").arg(formatWeight(img.floor))
-                            : QStringLiteral("sign(A) log10(1 + |A|/%1)").arg(formatWeight(img.floor));
+                            ? QStringLiteral("log10 %1[i,j] (floor %2)").arg(m, formatWeight(img.floor))
+                            : QStringLiteral("sign(%1) log10(1 + |%1|/%2)").arg(m, formatWeight(img.floor));
         scale_->axis()->setLabel(label);
         if (shownTokens_ != img.tokens) {
             rect_->axis(QCPAxis::atBottom)->setRange(-0.5, img.tokens - 0.5);
@@ -253,8 +268,25 @@ void MatrixView::rebuild() {
     highlight_->bottomRight->setCoords(img.tokens - 0.5, sel.query + 0.5);
     highlight_->setVisible(true);
 
+    // The rank line: A's alone, or E_c's beside A's (both with A's tolerance rule).
     QString rank;
-    if (const SpectrumResult* s = session_->spectrum(sel.paradigm)) {
+    const SpectrumResult* s = session_->spectrum(sel.paradigm);
+    const SpectrumResult* e = branch ? session_->branchSpectrum(sel.paradigm) : nullptr;
+    if (branch) {
+        const QString with = QStringLiteral("with local branch (%1)").arg(branch->describe());
+        if (e && s) {
+            rank = QStringLiteral("numerical rank %1 / %2 %3; %4 without · effective rank %5 vs %6")
+                       .arg(e->rank)
+                       .arg(e->size)
+                       .arg(with)
+                       .arg(s->rank)
+                       .arg(QString::number(e->effectiveRank, 'f', 1), QString::number(s->effectiveRank, 'f', 1));
+        } else if (e) {
+            rank = QStringLiteral("numerical rank %1 / %2 %3; without: computing…").arg(e->rank).arg(e->size).arg(with);
+        } else {
+            rank = QStringLiteral("rank %1: computing…").arg(with);
+        }
+    } else if (s) {
         rank = QStringLiteral("numerical rank %1 / %2 (σ > %3) · effective rank %4")
                    .arg(s->rank)
                    .arg(s->size)
@@ -263,9 +295,17 @@ void MatrixView::rebuild() {
     } else {
         rank = QStringLiteral("rank: computing…");
     }
-    QString text = where + QStringLiteral(" — ") + rank;
-    if (img.flaggedRows > 0) text += QStringLiteral(" — %1 flagged rows (NaN colour)").arg(img.flaggedRows);
-    title_->setText(text);
+    const QString branchError = session_->localBranchError();
+    if (!branchError.isEmpty())
+        rank += '\n' + branchErrorNote(branchError, session_->path());
+    else if (const QString status = session_->localBranchStatus(); !branch && !status.isEmpty())
+        rank += QStringLiteral(" · ") + status;
+    if (img.flaggedRows > 0) rank += QStringLiteral(" · %1 flagged rows (NaN colour)").arg(img.flaggedRows);
+    title_->setText(where);
+    subtitle_->setText(rank);
+    subtitle_->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
+    // Exports and screenshots wait for the rank too.
+    waiting_ = !s || (branch && !e);
     fitAspect();
 }
 
@@ -279,7 +319,8 @@ void MatrixView::onMouseMove(QMouseEvent* e) {
     int j = 0, i = 0;
     if (map_->visible() && cellAt(map_, e->position(), &j, &i)) {
         const TokenLayout& l = session_->layout();
-        Q_EMIT hoverText(QStringLiteral("A[%1 %2, %3 %4] → %5 (%6)")
+        Q_EMIT hoverText(QStringLiteral("%1[%2 %3, %4 %5] → %6 (%7)")
+                             .arg(session_->localBranch() ? QStringLiteral("E_c") : QStringLiteral("A"))
                              .arg(i)
                              .arg(tokenName(l, i))
                              .arg(j)

@@ -51,6 +51,7 @@ private:
     void onMouseMove(QMouseEvent* e);
 
     QCPTextElement* title_ = nullptr;
+    QCPTextElement* subtitle_ = nullptr;  // the rank line (and the local branch's state)
     QCPAxisRect* rect_ = nullptr;
     QCPColorMap* map_ = nullptr;
     QCPColorScale* scale_ = nullptr;

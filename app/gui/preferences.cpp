@@ -83,6 +83,8 @@ Preferences Preferences::load(QSettings& s, QStringList* problems) {
     p.divergingMap = s.value(QStringLiteral("divergingMap"), p.divergingMap).toString();
     p.nanColor = s.value(QStringLiteral("nanColor"), p.nanColor).value<QColor>();
     p.imageOpacityPercent = std::clamp(s.value(QStringLiteral("imageOpacity"), 0).toInt(), 0, 100);
+    p.localBranch = s.value(QStringLiteral("localBranch"), false).toBool();
+    p.localBranchChannel = std::max(-1, s.value(QStringLiteral("localBranchChannel"), -1).toInt());
     s.endGroup();
     if (problems) p.paradigms(problems);  // report bad specs once, at load
     return p;
@@ -105,6 +107,8 @@ void Preferences::save(QSettings& s) const {
     s.setValue(QStringLiteral("divergingMap"), divergingMap);
     s.setValue(QStringLiteral("nanColor"), nanColor);
     s.setValue(QStringLiteral("imageOpacity"), imageOpacityPercent);
+    s.setValue(QStringLiteral("localBranch"), localBranch);
+    s.setValue(QStringLiteral("localBranchChannel"), localBranchChannel);
     s.endGroup();
 }
 

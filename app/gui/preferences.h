@@ -23,6 +23,10 @@ struct Preferences {
     QString divergingMap = QStringLiteral("blue-white-red");
     QColor nanColor = QColor(255, 0, 255);  // magenta: absent from every offered colour map
     int imageOpacityPercent = 0;            // input image under the token map
+    // The local branch (resources/format.md 1a) in the token map, comparison, matrix and spectrum:
+    // on/off and the V channel whose kernel is added (-1: the mean over the head's channels).
+    bool localBranch = false;
+    int localBranchChannel = -1;
 
     // Presets with overrides applied, then the custom paradigms. Invalid specs are skipped and
     // described in *problems (one line each) when given.

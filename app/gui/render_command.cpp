@@ -83,6 +83,9 @@ QString renderUsage() {
         "                    (default: all for confusion, image for local and layers)\n"
         "  --k K             local view: window size (default 3)\n"
         "  --opacity PCT     tokenmap: input image opacity 0..100 (default 0)\n"
+        "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
+        "                    E_c = A + M_c (the layer must have a local_branch group)\n"
+        "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
         "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
 }
 
@@ -100,9 +103,10 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
                              scope = opt({"scope"}, "S"), k = opt({"k"}, "K", "3"),
                              opacity = opt({"opacity"}, "PCT", "0"), output = opt({"o", "output"}, "OUT"),
+                             localBranch = opt({"local-branch"}), channel = opt({"channel"}, "C"),
                              help = opt({"h", "help"});
     p.addOptions({view, image, layer, head, query, paradigm, paradigms, define, size, dpi, log, shared, diff, scope, k,
-                  opacity, output, help});
+                  opacity, localBranch, channel, output, help});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args)) throwUsage("render: " + p.errorText().toStdString());
         if (p.isSet(help)) {
@@ -167,6 +171,23 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             std::vector<int> shown;
             for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts)) shown.push_back(paradigmByName(session, n));
             session.setShown(shown);
+        }
+        if (p.isSet(channel) && !p.isSet(localBranch)) throwUsage("--channel: only with --local-branch");
+        if (p.isSet(localBranch)) {
+            const std::string layerName = session.layerInfo().name;
+            if (!session.layerHasLocalBranch())
+                throwUsage("--local-branch: layer " + layerName + " has no local branch" +
+                           (session.dumpHasLocalBranch() ? "" : " (no layer of this dump has one)"));
+            int ch = -1;
+            const QString c = p.value(channel).trimmed().toLower();
+            if (p.isSet(channel) && c != QStringLiteral("mean")) {
+                ch = toInt(c, "--channel");
+                checkRange(ch, session.layerInfo().valueDim, "--channel");
+            }
+            session.setLocalChannel(ch);
+            session.setLocalBranch(true);
+            // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
+            if (const QString e = session.localBranchError(); !e.isEmpty()) throwInput(e.toStdString());
         }
         const QString sc = p.value(scope);
         if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all")) throwUsage("--scope: 'image' or 'all'");

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <QFileInfo>
 #include <algorithm>
 #include <cmath>
 
@@ -11,6 +12,7 @@ namespace {
 
 constexpr std::size_t kHeadCacheEntries = 48;  // (image, layer, head) activations kept
 constexpr std::size_t kImageCacheEntries = 16;
+constexpr std::size_t kBranchCacheEntries = 64;  // (image, layer) local-branch weights kept
 
 }  // namespace
 
@@ -25,9 +27,49 @@ QString tokenName(const TokenLayout& layout, Index token) {
     return QStringLiteral("(y %1, x %2)").arg(layout.row(token)).arg(layout.col(token));
 }
 
+QString BranchKernel::describe() const {
+    const QString k = QString::fromStdString(kind.empty() ? std::string("branch") : kind);
+    if (channel < 0) return QStringLiteral("%1, mean over %2 channels").arg(k).arg(valueDim);
+    return QStringLiteral("%1, channel %2").arg(k).arg(channel);
+}
+
+QString BranchKernel::shortLabel() const {
+    return channel < 0 ? QStringLiteral("mean over channels") : QStringLiteral("channel %1").arg(channel);
+}
+
+QString shortError(const QString& error, const QString& dumpPath) {
+    QString e = error;
+    if (!dumpPath.isEmpty()) e.replace(dumpPath, QFileInfo(dumpPath).fileName());
+    return e;
+}
+
+QString wrapText(const QString& text, int width) {
+    QStringList lines;
+    for (const QString& paragraph : text.split('\n')) {
+        QString line;
+        for (const QString& word : paragraph.split(' ', Qt::SkipEmptyParts)) {
+            if (!line.isEmpty() && line.size() + 1 + word.size() > width) {
+                lines << line;
+                line.clear();
+            }
+            line += (line.isEmpty() ? QString() : QStringLiteral(" ")) + word;
+        }
+        lines << line;
+    }
+    return lines.join('\n');
+}
+
+QString branchErrorNote(const QString& error, const QString& dumpPath, int width) {
+    return wrapText(QStringLiteral("A only: local branch NOT added: ") + shortError(error, dumpPath), width);
+}
+
 Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
     qRegisterMetaType<attnlens::gui::Issue>();
     setPreferences(prefs);
+    // The branch toggle and channel are session state kept with the preferences; later
+    // setPreferences calls (the dialog) leave them as the user has set them since.
+    sel_.localBranch = prefs.localBranch;
+    sel_.localChannel = std::max(-1, prefs.localBranchChannel);
 }
 
 Session::~Session() {
@@ -58,8 +100,13 @@ void Session::open(const QString& path) {
     path_ = path;
     heads_.clear();
     rows_.clear();
+    branchRows_.clear();
+    branchWeights_.clear();
+    branchKernel_.reset();
+    branchKernelKey_.clear();
     images_.clear();
     spectra_.clear();
+    branchSpectra_.clear();
     reports_.clear();
     reportedIssues_.clear();
 
@@ -69,6 +116,7 @@ void Session::open(const QString& path) {
     const TokenLayout& l = info.layers.front().layout;
     // The centre of the grid is a more telling first query than CLS.
     sel_.query = l.gridH > 0 && l.gridW > 0 ? l.token(l.gridH / 2, l.gridW / 2) : 0;
+    clampLocalChannel();
     Q_EMIT dumpChanged();
 }
 
@@ -95,7 +143,9 @@ void Session::setPreferences(const Preferences& prefs) {
 
     for (auto& [key, entry] : heads_) entry.heads.clear();
     rows_.clear();
+    branchRows_.clear();
     spectra_.clear();
+    branchSpectra_.clear();
     reports_.clear();
     jobs_.cancelAll();
     Q_EMIT paradigmsChanged();
@@ -110,6 +160,7 @@ int Session::paradigmIndex(const std::string& name) const {
 
 void Session::selectionTouched(bool queryOnly) {
     rows_.clear();
+    branchRows_.clear();
     if (queryOnly) {
         Q_EMIT queryChanged();
     } else {
@@ -133,6 +184,7 @@ void Session::setLayer(int layer) {
     sel_.layer = layer;
     const TokenLayout& after = layout();
     sel_.head = std::clamp(sel_.head, 0, layerInfo().heads - 1);
+    clampLocalChannel();
     if (!(before == after)) {
         // Hierarchical models: keep the query at the same relative place on the new grid.
         if (before.isSpatial(sel_.query) && after.gridH > 0 && after.gridW > 0) {
@@ -294,7 +346,128 @@ const RowData& Session::row(int paradigm) {
 }
 
 void Session::computeRows(const std::vector<int>& paradigms) {
-    for (int p : paradigms) row(p);
+    for (int p : paradigms) shownRow(p);
+}
+
+const RowData& Session::shownRow(int paradigm) {
+    auto kernel = localBranch();
+    if (!kernel) return row(paradigm);
+    if (auto it = branchRows_.find(paradigm); it != branchRows_.end()) return it->second;
+    RowData r = row(paradigm);  // a copy: A's row stays cached as it is
+    addLocalBranchRow(sel_.query, r.values, kernel->kernel(), layout());
+    double lo = INFINITY, hi = -INFINITY;
+    r.nonFiniteEntries = 0;
+    for (Index j = 0; j < r.values.size(); ++j) {
+        const double v = r.values[j];
+        if (std::isfinite(v)) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+        } else {
+            ++r.nonFiniteEntries;
+        }
+    }
+    r.minFinite = std::isfinite(lo) ? lo : 0;
+    r.maxFinite = std::isfinite(hi) ? hi : 0;
+    r.withBranch = true;
+    return branchRows_.emplace(paradigm, std::move(r)).first->second;
+}
+
+// ---- Local branch -------------------------------------------------------------------------------
+
+bool Session::dumpHasLocalBranch() const {
+    for (const LayerInfo& l : info().layers)
+        if (l.localBranch) return true;
+    return false;
+}
+
+bool Session::layerHasLocalBranch() const {
+    return isOpen() && layerInfo().localBranch.has_value() && layerInfo().valueDim > 0;
+}
+
+void Session::clampLocalChannel() {
+    if (!isOpen()) return;
+    const int dv = layerInfo().valueDim;
+    if (dv > 0 && sel_.localChannel >= dv) sel_.localChannel = dv - 1;
+    if (sel_.localChannel < -1) sel_.localChannel = -1;
+}
+
+void Session::setLocalBranch(bool on) {
+    if (on == sel_.localBranch) return;
+    sel_.localBranch = on;
+    selectionTouched(false);
+}
+
+void Session::setLocalChannel(int channel) {
+    channel = std::max(-1, channel);
+    if (isOpen() && layerInfo().valueDim > 0) channel = std::min(channel, layerInfo().valueDim - 1);
+    if (channel == sel_.localChannel) return;
+    sel_.localChannel = channel;
+    selectionTouched(false);
+}
+
+std::shared_ptr<const BranchKernel> Session::localBranch() {
+    if (!sel_.localBranch || !layerHasLocalBranch()) return nullptr;
+    const LayerInfo& l = layerInfo();
+    const LocalBranchInfo& b = *l.localBranch;
+    const int dv = l.valueDim;
+    const int channel = sel_.localChannel < 0 ? -1 : std::min(sel_.localChannel, dv - 1);
+    const std::string key = std::to_string(sel_.image) + '/' + std::to_string(sel_.layer) + '/' +
+                            std::to_string(sel_.head) + '/' + std::to_string(channel);
+    if (key == branchKernelKey_) return branchKernel_;
+
+    // Weights are C x kh x kw per (image, layer): a few kilobytes; keep a bounded number.
+    if (branchWeights_.size() >= kBranchCacheEntries && !branchWeights_.count({sel_.image, sel_.layer}))
+        branchWeights_.erase(branchWeights_.begin());
+    BranchEntry& entry = branchWeights_[{sel_.image, sel_.layer}];
+    if (!entry.weights && entry.error.isEmpty()) {
+        try {
+            entry.weights = std::make_shared<const LocalBranchWeights>(reader_->readLocalBranch(sel_.image, sel_.layer));
+        } catch (const std::exception& e) {
+            entry.error = QString::fromStdString(e.what());
+            if (entry.error.isEmpty()) entry.error = QStringLiteral("reading the weights failed");
+            reportIssue(QStringLiteral("local branch"), entry.error);
+        }
+    }
+    branchKernelKey_ = key;
+    branchKernel_.reset();
+    if (!entry.weights) return nullptr;
+
+    const LocalBranchWeights& w = *entry.weights;
+    auto k = std::make_shared<BranchKernel>();
+    k->kind = b.kind;
+    k->channel = channel;
+    k->valueDim = dv;
+    if (channel < 0) {
+        std::vector<int> channels;
+        for (int c = 0; c < dv; ++c) channels.push_back(b.weightChannel(sel_.head, c, dv));
+        k->weights = w.meanOver(channels);
+    } else {
+        const int wc = b.weightChannel(sel_.head, channel, dv);
+        k->weightChannel = wc;
+        const LocalKernel one = w.kernel(wc);
+        k->weights.channels = 1;
+        k->weights.kernelH = w.kernelH;
+        k->weights.kernelW = w.kernelW;
+        k->weights.weights.assign(one.weights.begin(), one.weights.end());
+        if (!w.bias.empty()) k->weights.bias = {one.bias};
+    }
+    branchKernel_ = std::move(k);
+    return branchKernel_;
+}
+
+QString Session::localBranchError() {
+    if (!sel_.localBranch || !layerHasLocalBranch()) return {};
+    localBranch();
+    auto it = branchWeights_.find({sel_.image, sel_.layer});
+    return it == branchWeights_.end() ? QString() : it->second.error;
+}
+
+QString Session::localBranchStatus() {
+    if (!isOpen() || !dumpHasLocalBranch()) return {};
+    if (!layerHasLocalBranch()) return QStringLiteral("no local branch in this layer");
+    if (!sel_.localBranch) return QStringLiteral("without local branch");
+    if (auto k = localBranch()) return QStringLiteral("with local branch (%1)").arg(k->describe());
+    return QStringLiteral("local branch NOT added (unreadable weights)");
 }
 
 QImage Session::inputImage(int image) {
@@ -353,6 +526,57 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
             slot, label, [h, lay, opts](const JobContext&) { return attnlens::spectrum(*h, lay, opts); },
             [this, key](SpectrumResult& r) {
                 spectra_[key] = std::move(r);
+                Q_EMIT spectraChanged();
+            },
+            [this, label](const QString& error) {
+                reportIssue(QStringLiteral("job failed"), label + ": " + error);
+            });
+    }
+}
+
+std::string Session::branchSpectrumKey(int paradigm, const BranchKernel& kernel) const {
+    return spectrumKey(currentKey(), paradigm) + "/branch/" + kernel.key();
+}
+
+const SpectrumResult* Session::branchSpectrum(int paradigm, bool request) {
+    auto kernel = localBranch();
+    if (!kernel) return nullptr;
+    const std::string key = branchSpectrumKey(paradigm, *kernel);
+    if (auto it = branchSpectra_.find(key); it != branchSpectra_.end()) return &it->second;
+    if (!request) return nullptr;
+    requestBranchSpectra({paradigm});
+    if (auto it = branchSpectra_.find(key); it != branchSpectra_.end()) return &it->second;
+    return nullptr;
+}
+
+void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
+    auto kernel = localBranch();
+    if (!kernel) return;
+    for (int p : paradigms) {
+        const std::string key = branchSpectrumKey(p, *kernel);
+        if (branchSpectra_.count(key)) continue;
+        // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
+        // newer selection (channel, head, ...) supersedes the older E_c job.
+        const QString slot = QStringLiteral("branch spectrum/%1").arg(p);
+        if (auto it = spectraPending_.find(slot);
+            it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
+            continue;
+        auto h = currentHead(p);
+        const TokenLayout lay = layout();
+        const SpectrumOptions opts = prefs_.analysis.spectrum;
+        spectraPending_[slot] = key;
+        const QString label = QStringLiteral("spectrum of %1 + local branch")
+                                  .arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
+        jobs_.submit<SpectrumResult>(
+            slot, label,
+            [h, kernel, lay, opts](const JobContext& ctx) {
+                Matrix e = h->matrix();
+                if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                addLocalBranch(e, kernel->kernel(), lay);
+                return matrixSpectrum(e, lay, opts);
+            },
+            [this, key](SpectrumResult& r) {
+                branchSpectra_[key] = std::move(r);
                 Q_EMIT spectraChanged();
             },
             [this, label](const QString& error) {

@@ -31,6 +31,28 @@ struct Selection {
     Index query = 0; // token index (prefix tokens first)
     int paradigm = 0;            // index into Session::paradigms(): token map and matrix view
     std::vector<int> shown;      // indices into Session::paradigms(): comparison and statistics
+    // The local branch (resources/format.md 1a): the views show E_c = A + M_c instead of A when
+    // this is on and the selected layer has a branch. localChannel: V channel of the selected head
+    // whose kernel is added, -1 for the mean over the head's d_v channels (A + M_mean).
+    bool localBranch = false;
+    int localChannel = -1;
+};
+
+// The branch kernel the views add for the current selection: one channel's kernel (or the mean
+// kernel), kept alive by the shared_ptr that background jobs capture.
+struct BranchKernel {
+    LocalBranchWeights weights;  // one channel: kernel(0)
+    std::string kind;            // "dwc", "lepe", ...
+    int channel = -1;            // V channel within the head, -1 for the mean over channels
+    int weightChannel = -1;      // the branch's weight channel (-1 for the mean)
+    int valueDim = 0;            // d_v (channels averaged by the mean)
+    LocalKernel kernel() const { return weights.kernel(0); }
+    // "dwc, channel 3" or "dwc, mean over 16 channels"
+    QString describe() const;
+    // "channel 3" or "mean over channels"
+    QString shortLabel() const;
+    // Identifies the kernel within a (image, layer, head) for cache keys.
+    std::string key() const { return kind + '#' + std::to_string(channel); }
 };
 
 struct HeadKey {
@@ -43,6 +65,7 @@ struct RowData {
     RowStatus status = RowStatus::Ok;
     double minFinite = 0, maxFinite = 0;  // over finite entries (0, 0 when none)
     Index nonFiniteEntries = 0;
+    bool withBranch = false;  // values are a row of E_c = A + M_c, not of A
 };
 
 // A problem found in the data, shown in the issues list (never a modal box).
@@ -94,8 +117,28 @@ public:
     // The selected query's row under a paradigm, computed on first use after each selection
     // change (O(N d)).
     const RowData& row(int paradigm);
+    // What the token map and the comparison show: row(paradigm) plus the selected query's row of
+    // the branch's M_c while the local branch is active (localBranch() != nullptr).
+    const RowData& shownRow(int paradigm);
     // Computes the rows of every listed paradigm now (the click path; also the benchmark's).
     void computeRows(const std::vector<int>& paradigms);
+
+    // ---- Local branch ---------------------------------------------------------------------------
+    void setLocalBranch(bool on);
+    void setLocalChannel(int channel);  // -1: mean over the head's V channels
+    bool dumpHasLocalBranch() const;     // any layer
+    bool layerHasLocalBranch() const;    // the selected layer
+    // The kernel the views add now: nullptr when the toggle is off, the selected layer has no
+    // branch, or its weights could not be read (localBranchError() then says why). Weights are
+    // read on the GUI thread (C x kh x kw values per image) and cached.
+    std::shared_ptr<const BranchKernel> localBranch();
+    // Non-empty when the toggle is on but the selected layer's weights for the selected image
+    // could not be read (damaged file, non-finite weights).
+    QString localBranchError();
+    // For titles: "with local branch (dwc, channel 3)", "without local branch", "no local branch in
+    // this layer" or "local branch NOT added (unreadable weights)"; empty when the dump has no branch
+    // anywhere.
+    QString localBranchStatus();
 
     // The dump's input image, or a null image when the dump has none.
     QImage inputImage(int image);
@@ -106,6 +149,11 @@ public:
     // one is requested in the background (spectraChanged fires when it lands).
     const SpectrumResult* spectrum(int paradigm, bool request = true);
     void requestSpectra(const std::vector<int>& paradigms);
+    // Spectrum of E_c = A + M_c of the selected head under a paradigm with the active branch kernel
+    // (dense SVD with A's tolerance rule, SpectrumOptions of the preferences), or nullptr while not
+    // computed or when no branch is active. Computed in the background like spectrum().
+    const SpectrumResult* branchSpectrum(int paradigm, bool request = true);
+    void requestBranchSpectra(const std::vector<int>& paradigms);
     // Per-layer statistics (local mass, entropy/negative mass, confusion) of the shown paradigms
     // over every layer and head, for the selected image or all images.
     std::shared_ptr<const AnalysisReport> layerReport(StatsScope scope, bool request = true);
@@ -139,6 +187,8 @@ private:
     std::string paradigmKey(int paradigm) const;
     std::string spectrumKey(const HeadKey& key, int paradigm) const;
     std::string reportKey(StatsScope scope) const;
+    std::string branchSpectrumKey(int paradigm, const BranchKernel& kernel) const;
+    void clampLocalChannel();
     void selectionTouched(bool rowsOnly);
     void reportIssue(const QString& kind, const QString& text);
     void trimCache();
@@ -157,9 +207,18 @@ private:
     std::map<HeadKey, HeadEntry> heads_;
     quint64 useClock_ = 0;
     std::map<int, RowData> rows_;  // paradigm -> row of the current query
+    std::map<int, RowData> branchRows_;  // paradigm -> row of E_c of the current query
+    struct BranchEntry {
+        std::shared_ptr<const LocalBranchWeights> weights;  // nullptr when reading failed
+        QString error;
+    };
+    std::map<std::pair<int, int>, BranchEntry> branchWeights_;  // (image, layer) -> weights
+    std::shared_ptr<const BranchKernel> branchKernel_;          // for branchKernelKey_
+    std::string branchKernelKey_;
     std::map<int, QImage> images_;
     std::map<std::string, SpectrumResult> spectra_;
     std::map<QString, std::string> spectraPending_;  // job slot -> spectrum key
+    std::map<std::string, SpectrumResult> branchSpectra_;
     std::map<std::string, std::shared_ptr<const AnalysisReport>> reports_;
     std::map<QString, std::string> pendingReportKeys_;  // job slot -> report key on its way
     std::set<QString> reportedIssues_;
@@ -169,6 +228,12 @@ private:
 // Helpers shared by views and exports.
 QString tokenName(const TokenLayout& layout, Index token);  // "(y 3, x 5)" or "CLS"
 QString prefixName(int prefix, int count);                  // CLS, DIST, REG1...
+// An error for display in a view: the dump's path replaced by its file name.
+QString shortError(const QString& error, const QString& dumpPath);
+// Breaks text at spaces into lines of at most `width` characters (a longer word keeps its line).
+QString wrapText(const QString& text, int width);
+// The views' inline message when the local branch's weights could not be read (wrapped lines).
+QString branchErrorNote(const QString& error, const QString& dumpPath, int width = 96);
 
 }  // namespace attnlens::gui
 

@@ -18,6 +18,7 @@
 #include "session.h"
 
 class QComboBox;
+class QLabel;
 
 namespace attnlens::gui {
 
@@ -44,6 +45,7 @@ protected:
 
 private:
     bool waiting_ = false;
+    QLabel* help_ = nullptr;
 };
 
 class LayerReportView : public PlotView {

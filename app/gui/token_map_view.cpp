@@ -147,6 +147,7 @@ bool TokenMapView::fitAspect() {
 }
 
 QString TokenMapView::titleText() const { return title_ ? title_->text() : QString(); }
+QString TokenMapView::noteText() const { return note_ ? note_->text() : QString(); }
 
 void TokenMapView::updateImage() {
     const int image = session_->selection().image;
@@ -181,14 +182,16 @@ void TokenMapView::rebuild() {
 
     const Selection& sel = session_->selection();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
-    const RowData& row = session_->row(sel.paradigm);
+    // With the local branch: the query's row of E_c = A + M_c (kernels have negative taps: signed).
+    const RowData& row = session_->shownRow(sel.paradigm);
+    const auto branch = row.withBranch ? session_->localBranch() : nullptr;
     const Preferences& prefs = session_->preferences();
 
     QCPColorMapData* data = map_->data();
     for (int y = 0; y < l.gridH; ++y)
         for (int x = 0; x < l.gridW; ++x) data->setCell(x, y, row.values[l.token(y, x)]);
 
-    const bool diverging = paradigm.signedWeights() || row.minFinite < 0;
+    const bool diverging = paradigm.signedWeights() || row.minFinite < 0 || branch != nullptr;
     const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
     QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                                 : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
@@ -196,8 +199,9 @@ void TokenMapView::rebuild() {
     map_->setDataRange(QCPRange(range.lower, range.upper));
     scale_->setGradient(gradient);
     scale_->setDataRange(QCPRange(range.lower, range.upper));
-    scale_->axis()->setLabel(diverging ? QStringLiteral("attention weight A[q,k] (signed, 0 = white)")
-                                       : QStringLiteral("attention weight A[q,k]"));
+    scale_->axis()->setLabel(branch      ? QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)")
+                             : diverging ? QStringLiteral("attention weight A[q,k] (signed, 0 = white)")
+                                         : QStringLiteral("attention weight A[q,k]"));
 
     updateImage();
     if (image_->visible()) {
@@ -231,7 +235,9 @@ void TokenMapView::rebuild() {
 
     const LayerInfo& layer = session_->layerInfo();
     title_->setText(QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
-                        .arg(QString::fromStdString(paradigm.name), tokenName(l, sel.query))
+                        .arg(QString::fromStdString(paradigm.name) +
+                                 (branch ? QStringLiteral(" + M_c") : QString()),
+                             tokenName(l, sel.query))
                         .arg(sel.query)
                         .arg(sel.image)
                         .arg(QString::fromStdString(layer.name))
@@ -242,14 +248,20 @@ void TokenMapView::rebuild() {
     QString note = QStringLiteral("row sum %1 · min %2 · max %3 · N = %4")
                        .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
                        .arg(row.values.size());
-    if (row.status != RowStatus::Ok || row.nonFiniteEntries > 0) {
+    // Whether the branch is included, and which channel (nothing for dumps without any branch).
+    const QString branchError = session_->localBranchError();
+    if (branch)
+        note = QStringLiteral("E_c = A + M_c, local branch %1\n").arg(branch->describe()) + note;
+    else if (!branchError.isEmpty())
+        note = branchErrorNote(branchError, session_->path()) + '\n' + note;
+    else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
+        note = QStringLiteral("A, %1 · ").arg(status) + note;
+    const bool flagged = row.status != RowStatus::Ok || row.nonFiniteEntries > 0;
+    if (flagged)
         note += QStringLiteral(" · ROW FLAGGED: %1, %2 non-finite weights drawn in the NaN colour")
                     .arg(QString::fromUtf8(toString(row.status)))
                     .arg(row.nonFiniteEntries);
-        note_->setTextColor(QColor(180, 0, 0));
-    } else {
-        note_->setTextColor(Qt::black);
-    }
+    note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
     note_->setText(note);
     fitAspect();
 }
@@ -274,11 +286,12 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
     const TokenLayout& l = session_->layout();
     const Selection& sel = session_->selection();
     const QString name = QString::fromStdString(session_->paradigms()[std::size_t(sel.paradigm)].name);
+    const QString sym = session_->localBranch() ? QStringLiteral("E_c") : QStringLiteral("A");
     int x = 0, y = 0;
     if (cellAt(map_, e->position(), &x, &y)) {
         const Index key = l.token(y, x);
-        Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
-                             .arg(name)
+        Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
+                             .arg(name, sym)
                              .arg(sel.query)
                              .arg(key)
                              .arg(tokenName(l, key), formatWeight(map_->data()->cell(x, y))));
@@ -288,8 +301,8 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
         const double cx = prefixRect_->axis(QCPAxis::atBottom)->pixelToCoord(e->position().x());
         const int i = int(std::floor((cx + 0.5) / prefixCellWidth(l)));
         if (i >= 0 && i < l.prefix) {
-            Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
-                                 .arg(name)
+            Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
+                                 .arg(name, sym)
                                  .arg(sel.query)
                                  .arg(i)
                                  .arg(prefixName(i, l.prefix), formatWeight(prefixValue(i))));

@@ -27,6 +27,7 @@ public:
     const std::vector<QCPItemRect*>& prefixCells() const { return prefixCells_; }
     double prefixValue(int i) const { return i < int(prefixValues_.size()) ? prefixValues_[std::size_t(i)] : NAN; }
     QString titleText() const;
+    QString noteText() const;  // the line under the title (row sum, local branch, flags)
     void setImageOpacity(int percent);
     int imageOpacity() const { return opacityPercent_; }
     bool imageShown() const { return image_ && image_->visible(); }  // the input image under the map

@@ -3,8 +3,11 @@
 //   update   the views copy the rows into their colour maps and set colour ranges
 //   replot   QCustomPlot::replot(rpImmediateRefresh) of the token map and of the 8-panel comparison
 // Heads are built once (the first click after a selection change) and timed separately, as is
-// opening the dump and showing the first map. Runs on the offscreen platform unless
-// QT_QPA_PLATFORM says otherwise. Usage: bench_gui [--iterations N] [--keep FILE.h5]
+// opening the dump and showing the first map. The dump has a local branch (FLatten's DWC, 5 x 5):
+// toggling it and changing its channel are timed through both views, and the work the matrix view
+// and the spectrum hand to a worker (E_c = A + M_c and its dense SVD) is timed on its own.
+// Runs on the offscreen platform unless QT_QPA_PLATFORM says otherwise.
+// Usage: bench_gui [--iterations N] [--grid G (G x G tokens, default 56)] [--keep FILE.h5]
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
@@ -13,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "attnlens/analysis/statistics.h"
 #include "attnlens/synth.h"
 #include "compare_view.h"
 #include "session.h"
@@ -48,20 +52,24 @@ int main(int argc, char** argv) {
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     QApplication app(argc, argv);
     int iterations = 200;
+    int grid = 56;
     QString keep;
     for (int i = 1; i + 1 < argc; ++i) {
         if (QString(argv[i]) == "--iterations") iterations = std::max(1, QString(argv[i + 1]).toInt());
+        if (QString(argv[i]) == "--grid") grid = std::clamp(QString(argv[i + 1]).toInt(), 2, 128);
         if (QString(argv[i]) == "--keep") keep = argv[i + 1];
     }
+    const int tokens = grid * grid;
     QTemporaryDir dir;
-    const QString path = keep.isEmpty() ? dir.filePath("bench-3136.h5") : keep;
+    const QString path = keep.isEmpty() ? dir.filePath(QStringLiteral("bench-%1.h5").arg(tokens)) : keep;
     SynthOptions o;
     o.layers = 1;
     o.heads = 1;
-    o.gridH = o.gridW = 56;
+    o.gridH = o.gridW = grid;
     o.prefix = 0;
     o.dim = 32;
     o.images = 1;
+    o.localBranch = "dwc";  // its own seed stream: the activations are those of a dump without it
     writeSynthDump(path.toStdString(), o);
 
     Session session(Preferences{});
@@ -90,7 +98,7 @@ int main(int argc, char** argv) {
     const double buildMs = t.nsecsElapsed() / 1e6;
 
     std::mt19937 rng(7);
-    std::uniform_int_distribution<int> token(0, 3135);
+    std::uniform_int_distribution<int> token(0, tokens - 1);
     Stats compute, updateMap, replotMap, updateCompare, replotCompare, clickMap, clickCompare;
     for (int it = 0; it < iterations; ++it) {
         const Index q = token(rng);
@@ -120,17 +128,65 @@ int main(int argc, char** argv) {
         clickCompare.add(viaSession + rc + replotMap.ms.back() * 1e6);
         clickMap.add(viaSession + qint64(replotMap.ms.back() * 1e6));
     }
-    std::printf("bench_gui: N = 3136 (56 x 56, no prefix), d = 32, %zu paradigms, %d clicks, platform %s\n",
-                shown.size(), iterations, qPrintable(QGuiApplication::platformName()));
+    // The local branch: toggle on/off and channel changes through both views (rows of E_c for all
+    // paradigms, data, colours, replots), alternating so that nothing is cached.
+    Stats toggle, channel;
+    const int rounds = std::max(1, iterations / 4);
+    for (int it = 0; it < rounds; ++it) {
+        session.setLocalBranch(false);
+        t.restart();
+        session.setLocalBranch(true);  // both views are visible: they rebuild now
+        tokenMap->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        compare->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        toggle.add(t.nsecsElapsed());
+        t.restart();
+        session.setLocalChannel(it % 32);
+        tokenMap->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        compare->plot()->replot(QCustomPlot::rpImmediateRefresh);
+        channel.add(t.nsecsElapsed());
+    }
+    // What the matrix view's and the spectrum's worker jobs do with the branch on (per paradigm).
+    Session worker(Preferences{});
+    worker.open(path);
+    worker.setLocalBranch(true);
+    auto kernel = worker.localBranch();
+    auto softmax = worker.currentHead(worker.paradigmIndex("softmax"));
+    auto linear = worker.currentHead(worker.paradigmIndex("linear_relu"));
+    t.restart();
+    Matrix e = softmax->matrix();
+    addLocalBranch(e, kernel->kernel(), worker.layout());
+    const double eMatrixMs = t.nsecsElapsed() / 1e6;
+    t.restart();
+    const SpectrumResult se = matrixSpectrum(e, worker.layout(), SpectrumOptions{});
+    const double eSvdMs = t.nsecsElapsed() / 1e6;
+    t.restart();
+    const SpectrumResult sa = spectrum(*linear, worker.layout(), SpectrumOptions{});
+    const double aLowRankMs = t.nsecsElapsed() / 1e6;
+    Matrix el = linear->matrix();
+    addLocalBranch(el, kernel->kernel(), worker.layout());
+    t.restart();
+    const SpectrumResult sel = matrixSpectrum(el, worker.layout(), SpectrumOptions{});
+    const double elSvdMs = t.nsecsElapsed() / 1e6;
+
+    std::printf("bench_gui: N = %d (%d x %d, no prefix), d = 32, %zu paradigms, %d clicks, platform %s\n", tokens, grid,
+                grid, shown.size(), iterations, qPrintable(QGuiApplication::platformName()));
     std::printf("open dump + first token map on screen: %.1f ms (+ 8-panel comparison: %.1f ms)\n", openMs, openBothMs);
     std::printf("build the 8 attention heads (first click after a selection change): %.2f ms\n\n", buildMs);
     std::printf("%-44s %8s %8s %8s %8s\n", "milliseconds per click", "median", "mean", "p95", "max");
     print("compute: 8 rows (AttentionHead::row)", compute);
     print("update: token map data + colours", updateMap);
-    print("replot: token map (56x56 + colour bar)", replotMap);
+    print("replot: token map (grid + colour bar)", replotMap);
     print("update: comparison data + colours (8 maps)", updateCompare);
     print("replot: comparison (8 panels)", replotCompare);
     print("click -> token map drawn (compute+update+replot)", clickMap);
     print("click -> both views drawn", clickCompare);
+    print("local branch on -> both views drawn", toggle);
+    print("local branch channel -> both views drawn", channel);
+    std::printf("\nworker jobs with the local branch (dwc 5x5, channel %d), one paradigm each:\n", kernel->channel);
+    std::printf("  softmax E_c = A + M_c (matrix + branch):   %9.1f ms\n", eMatrixMs);
+    std::printf("  softmax E_c spectrum (dense SVD):          %9.1f ms   rank %d / %lld\n", eSvdMs, se.rank,
+                (long long)se.size);
+    std::printf("  linear_relu A spectrum (low-rank path):    %9.1f ms   rank %d\n", aLowRankMs, sa.rank);
+    std::printf("  linear_relu E_c spectrum (dense SVD):      %9.1f ms   rank %d\n", elSvdMs, sel.rank);
     return 0;
 }

@@ -21,6 +21,6 @@ for model in focused inline mala; do
   done
   channels=$(/usr/bin/python3 -c "import json; r=json.load(open('$work/$model-own.json'))['results']; print(sum(len(x['local_branch']['channels']) + 1 for x in r))")
   echo "$model: $layers: $channels equivalent matrices; with branch ${t_own} s, without ${t_off} s"
-  total_with=$(/usr/bin/python3 -c "print($total_with + $t_own)"); total_without=$(/usr/bin/python3 -c "print($total_without + $t_off)")
+  total_with=$(/usr/bin/python3 -c "print(round($total_with + $t_own, 2))"); total_without=$(/usr/bin/python3 -c "print(round($total_without + $t_off, 2))")
 done
 echo "total: with branch ${total_with} s, without ${total_without} s, branch statistics $(/usr/bin/python3 -c "print(round($total_with - $total_without, 2))") s"
