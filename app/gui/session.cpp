@@ -310,13 +310,12 @@ std::shared_ptr<const AttentionHead> Session::currentHead(int paradigm) {
     return head(currentKey(), paradigm);
 }
 
-const RowData& Session::row(int paradigm) {
-    if (auto it = rows_.find(paradigm); it != rows_.end()) return it->second;
-    auto h = currentHead(paradigm);
-    RowData r;
-    r.values.resize(h->tokens());
-    r.status = h->row(sel_.query, r.values);
+namespace {
+
+// The finite range and the count of non-finite weights of a row, for colour scales and notes.
+void summariseRow(RowData& r) {
     double lo = INFINITY, hi = -INFINITY;
+    r.nonFiniteEntries = 0;
     for (Index j = 0; j < r.values.size(); ++j) {
         const double v = r.values[j];
         if (std::isfinite(v)) {
@@ -328,6 +327,17 @@ const RowData& Session::row(int paradigm) {
     }
     r.minFinite = std::isfinite(lo) ? lo : 0;
     r.maxFinite = std::isfinite(hi) ? hi : 0;
+}
+
+}  // namespace
+
+const RowData& Session::row(int paradigm) {
+    if (auto it = rows_.find(paradigm); it != rows_.end()) return it->second;
+    auto h = currentHead(paradigm);
+    RowData r;
+    r.values.resize(h->tokens());
+    r.status = h->row(sel_.query, r.values);
+    summariseRow(r);
     if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0) {
         const auto& name = paradigms_[std::size_t(paradigm)].name;
         reportIssue(QStringLiteral("flagged row"),
@@ -355,19 +365,7 @@ const RowData& Session::shownRow(int paradigm) {
     if (auto it = branchRows_.find(paradigm); it != branchRows_.end()) return it->second;
     RowData r = row(paradigm);  // a copy: A's row stays cached as it is
     addLocalBranchRow(sel_.query, r.values, kernel->kernel(), layout());
-    double lo = INFINITY, hi = -INFINITY;
-    r.nonFiniteEntries = 0;
-    for (Index j = 0; j < r.values.size(); ++j) {
-        const double v = r.values[j];
-        if (std::isfinite(v)) {
-            lo = std::min(lo, v);
-            hi = std::max(hi, v);
-        } else {
-            ++r.nonFiniteEntries;
-        }
-    }
-    r.minFinite = std::isfinite(lo) ? lo : 0;
-    r.maxFinite = std::isfinite(hi) ? hi : 0;
+    summariseRow(r);
     r.withBranch = true;
     return branchRows_.emplace(paradigm, std::move(r)).first->second;
 }
