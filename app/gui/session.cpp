@@ -611,6 +611,8 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
     req.options = prefs_.analysis;
     req.options.stats = StatSelection::parse("local,entropy,confusion");
+    // The per-layer views show A's statistics only; exports keep the branch (as the CLI does).
+    req.options.localBranch.enabled = false;
     pendingReportKeys_[slot] = key;
     const QString label = scope == StatsScope::AllImages
                               ? QStringLiteral("per-layer statistics, all images")
