@@ -207,6 +207,9 @@ void CompareView::rebuild() {
 
     // With the local branch every panel is that paradigm's E_c = A + M_c (the same M_c for all).
     const auto branch = session_->localBranch();
+    // An unreadable head (damaged chunk): every panel is empty and the note says why.
+    const QString readError = session_->currentHeadError();
+    for (Panel& p : panels_) p.map->setVisible(readError.isEmpty());
     // Pass 1: data and per-panel extents.
     double lo = INFINITY, hi = -INFINITY;
     bool anySigned = branch != nullptr;
@@ -287,8 +290,12 @@ void CompareView::rebuild() {
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
         note = QStringLiteral("A, %1\n").arg(status) + note;
+    if (!readError.isEmpty()) {
+        for (Panel& p : panels_) p.marker.setVisible(false);
+        note = wrapText(readError, 110);
+    }
     note_->setText(note);
-    note_->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
+    note_->setTextColor(branchError.isEmpty() && readError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
     QString header = QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
                          .arg(tokenName(l, sel.query))
                          .arg(sel.query)

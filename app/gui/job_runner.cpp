@@ -72,6 +72,8 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label,
             error = QString::fromStdString(e.what());
         } catch (const std::exception& e) {
             error = QString::fromStdString(e.what());
+        } catch (...) {
+            error = QStringLiteral("unknown error");
         }
         running_[slot] = Running{id, label, cancelFlag};
         finish(slot, id, ok, cancelled, error, deliver, onError, label);
@@ -109,6 +111,8 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label,
             error = QString::fromStdString(e.what());
         } catch (const std::exception& e) {
             error = QString::fromStdString(e.what());
+        } catch (...) {
+            error = QStringLiteral("unknown error");
         }
         if (ctx.cancelled()) cancelled = true;
         QMetaObject::invokeMethod(
@@ -130,13 +134,28 @@ void JobRunner::finish(const QString& slot, quint64 id, bool ok, bool cancelled,
         if (running_.empty() && !synchronous_) Q_EMIT busyChanged(false);
     }
     bool delivered = false;
+    QString failure = error;
     if (current && ok && !cancelled) {
-        deliver();
-        delivered = true;
-        ++delivered_;
+        // The result's consumer runs on the GUI thread: nothing it throws may reach the event loop.
+        try {
+            deliver();
+            delivered = true;
+            ++delivered_;
+        } catch (const std::exception& e) {
+            ok = false;
+            failure = QString::fromStdString(e.what());
+        } catch (...) {
+            ok = false;
+            failure = QStringLiteral("unknown error");
+        }
+    }
+    if (delivered) {
     } else if (current && !ok && !cancelled) {
-        if (onError) onError(error);
-        Q_EMIT jobFailed(label, error);
+        try {
+            if (onError) onError(failure);
+        } catch (...) {
+        }
+        Q_EMIT jobFailed(label, failure);
     } else {
         ++dropped_;
     }

@@ -490,9 +490,7 @@ void MainWindow::syncSelectionWidgets() {
         query_->setValue(int(sel.query));
         queryName_->setText(tokenName(session_->layout(), sel.query));
         paradigm_->setCurrentIndex(sel.paradigm);
-        QString label;
-        if (auto l = session_->reader()->label(sel.image)) label = QStringLiteral("label %1").arg(*l);
-        imageLabel_->setText(label);
+        imageLabel_->setText(session_->imageLabel(sel.image));
     }
     syncing_ = false;
     syncBranchWidgets();

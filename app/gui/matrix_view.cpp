@@ -194,8 +194,22 @@ void MatrixView::rebuild() {
                               .arg(QString::fromStdString(session_->layerInfo().name))
                               .arg(sel.head);
 
-    auto it = cache_.find(key);
     const QString slot = QStringLiteral("matrix");
+    // An unreadable head (damaged chunk) or a failed job: the reason instead of a matrix.
+    QString readError = session_->currentHeadError();
+    if (readError.isEmpty() && key == failedKey_) readError = failedError_;
+    if (!readError.isEmpty()) {
+        session_->jobs().cancel(slot);  // an older head's matrix must not land
+        waiting_ = false;
+        title_->setText(where + QStringLiteral(": NOT SHOWN"));
+        subtitle_->setText(wrapText(readError, 110));
+        subtitle_->setTextColor(QColor(180, 0, 0));
+        map_->setVisible(false);
+        highlight_->setVisible(false);
+        shownKey_.clear();
+        return;
+    }
+    auto it = cache_.find(key);
     if (it == cache_.end() && session_->jobs().isRunning(slot) && pendingKey_ == key) {
         waiting_ = true;  // already on its way; resubmitting would only restart it
         return;
@@ -203,7 +217,16 @@ void MatrixView::rebuild() {
     if (it == cache_.end()) {
         waiting_ = true;
         pendingKey_ = key;
-        auto head = session_->currentHead(sel.paradigm);
+        std::shared_ptr<const AttentionHead> head;
+        try {
+            head = session_->currentHead(sel.paradigm);
+        } catch (const std::exception& e) {
+            failedKey_ = key;
+            failedError_ = shortError(QString::fromStdString(e.what()), session_->path());
+            waiting_ = false;
+            invalidate();
+            return;
+        }
         const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
         const bool logScale = log_;
         const long long n = head->tokens();
@@ -226,6 +249,11 @@ void MatrixView::rebuild() {
                     cache_.erase(cacheOrder_.front());
                     cacheOrder_.erase(cacheOrder_.begin());
                 }
+                invalidate();
+            },
+            [this, key](const QString& error) {
+                failedKey_ = key;
+                failedError_ = shortError(error, session_->path());
                 invalidate();
             });
         it = cache_.find(key);  // a synchronous runner has delivered already

@@ -62,6 +62,9 @@ private:
     bool userZoomed_ = false;
     std::string shownKey_;
     std::string pendingKey_;
+    // The key whose matrix job failed and why (shown instead of "computing…", not resubmitted).
+    std::string failedKey_;
+    QString failedError_;
     long long shownTokens_ = 0;
     std::map<std::string, std::shared_ptr<const MatrixImage>> cache_;  // at most two: N^2 doubles each
     std::vector<std::string> cacheOrder_;

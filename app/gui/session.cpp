@@ -109,6 +109,8 @@ void Session::open(const QString& path) {
     branchSpectra_.clear();
     reports_.clear();
     reportedIssues_.clear();
+    readErrors_.clear();
+    reportErrors_.clear();
 
     sel_.image = 0;
     sel_.layer = 0;
@@ -147,6 +149,7 @@ void Session::setPreferences(const Preferences& prefs) {
     spectra_.clear();
     branchSpectra_.clear();
     reports_.clear();
+    reportErrors_.clear();
     jobs_.cancelAll();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
@@ -266,7 +269,22 @@ std::shared_ptr<const HeadActivations> Session::activations(const HeadKey& key) 
         it->second.lastUse = ++useClock_;
         return it->second.activations;
     }
-    auto acts = std::make_shared<HeadActivations>(reader_->readHead(key.image, key.layer, key.head));
+    if (auto bad = readErrors_.find(key); bad != readErrors_.end()) throwInput(bad->second.toStdString());
+    std::shared_ptr<HeadActivations> acts;
+    try {
+        acts = std::make_shared<HeadActivations>(reader_->readHead(key.image, key.layer, key.head));
+    } catch (const std::exception& e) {
+        // A damaged chunk (inflate() failed, truncated file): remembered, listed once, not retried.
+        const QString layerName = key.layer >= 0 && key.layer < int(info().layers.size())
+                                      ? QString::fromStdString(info().layers[std::size_t(key.layer)].name)
+                                      : QString::number(key.layer);
+        QString why = shortError(QString::fromStdString(e.what()), path_);
+        if (why.isEmpty()) why = QStringLiteral("reading the activations failed");
+        const QString message = QStringLiteral("layer %1 cannot be read: %2").arg(layerName, why);
+        readErrors_[key] = message;
+        reportIssue(QStringLiteral("unreadable data"), message);
+        throwInput(message.toStdString());
+    }
     ++activationReads_;
     for (const auto& bad : acts->nonFinite)
         reportIssue(QStringLiteral("non-finite input"), QString::fromStdString(bad.describe(info())));
@@ -276,6 +294,18 @@ std::shared_ptr<const HeadActivations> Session::activations(const HeadKey& key) 
     heads_[key] = std::move(entry);
     trimCache();
     return acts;
+}
+
+QString Session::headError(const HeadKey& key) {
+    if (!isOpen()) return QStringLiteral("no dump is open");
+    if (auto bad = readErrors_.find(key); bad != readErrors_.end()) return bad->second;
+    try {
+        activations(key);
+    } catch (const std::exception& e) {
+        if (auto bad = readErrors_.find(key); bad != readErrors_.end()) return bad->second;
+        return QString::fromStdString(e.what());
+    }
+    return {};
 }
 
 std::string Session::paradigmKey(int paradigm) const {
@@ -333,7 +363,25 @@ void summariseRow(RowData& r) {
 
 const RowData& Session::row(int paradigm) {
     if (auto it = rows_.find(paradigm); it != rows_.end()) return it->second;
-    auto h = currentHead(paradigm);
+    std::shared_ptr<const AttentionHead> h;
+    QString error = currentHeadError();
+    if (error.isEmpty()) {
+        try {
+            h = currentHead(paradigm);
+        } catch (const std::exception& e) {
+            error = QString::fromStdString(e.what());
+        }
+    }
+    if (!h) {
+        // An unreadable head: a row of NaN of the right length (nothing indexes past it) and the
+        // message that the views show instead of the map.
+        RowData r;
+        r.values = RowVector::Constant(layout().tokens(), NAN);
+        r.minFinite = r.maxFinite = 0;
+        r.nonFiniteEntries = r.values.size();
+        r.error = error.isEmpty() ? QStringLiteral("the head cannot be computed") : error;
+        return rows_.emplace(paradigm, std::move(r)).first->second;
+    }
     RowData r;
     r.values.resize(h->tokens());
     r.status = h->row(sel_.query, r.values);
@@ -363,6 +411,7 @@ const RowData& Session::shownRow(int paradigm) {
     auto kernel = localBranch();
     if (!kernel) return row(paradigm);
     if (auto it = branchRows_.find(paradigm); it != branchRows_.end()) return it->second;
+    if (!row(paradigm).error.isEmpty()) return row(paradigm);
     RowData r = row(paradigm);  // a copy: A's row stays cached as it is
     addLocalBranchRow(sel_.query, r.values, kernel->kernel(), layout());
     summariseRow(r);
@@ -468,6 +517,16 @@ QString Session::localBranchStatus() {
     return QStringLiteral("local branch NOT added (unreadable weights)");
 }
 
+QString Session::imageLabel(int image) {
+    if (!isOpen()) return {};
+    try {
+        if (auto l = reader_->label(image)) return QStringLiteral("label %1").arg(*l);
+    } catch (const std::exception& e) {
+        reportIssue(QStringLiteral("unreadable data"), shortError(QString::fromStdString(e.what()), path_));
+    }
+    return {};
+}
+
 QImage Session::inputImage(int image) {
     if (!isOpen() || !info().imageInfo.present) return {};
     if (auto it = images_.find(image); it != images_.end()) return it->second;
@@ -477,7 +536,7 @@ QImage Session::inputImage(int image) {
         const auto fmt = d.channels == 3 ? QImage::Format_RGB888 : QImage::Format_Grayscale8;
         QImage view(d.pixels.data(), d.width, d.height, d.width * d.channels, fmt);
         result = view.copy();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
         reportIssue(QStringLiteral("image"), QString::fromStdString(e.what()));
     }
     if (images_.size() >= kImageCacheEntries) images_.erase(images_.begin());
@@ -514,7 +573,17 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
         if (auto it = spectraPending_.find(slot);
             it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
             continue;
-        auto h = currentHead(p);
+        if (!currentHeadError().isEmpty()) {
+            jobs_.cancel(slot);  // an older head's spectrum must not land for this selection
+            continue;
+        }
+        std::shared_ptr<const AttentionHead> h;
+        try {
+            h = currentHead(p);
+        } catch (const std::exception& e) {
+            reportIssue(QStringLiteral("job failed"), QString::fromStdString(e.what()));
+            continue;
+        }
         const TokenLayout lay = layout();
         const SpectrumOptions opts = prefs_.analysis.spectrum;
         spectraPending_[slot] = key;
@@ -559,7 +628,17 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
         if (auto it = spectraPending_.find(slot);
             it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
             continue;
-        auto h = currentHead(p);
+        if (!currentHeadError().isEmpty()) {
+            jobs_.cancel(slot);
+            continue;
+        }
+        std::shared_ptr<const AttentionHead> h;
+        try {
+            h = currentHead(p);
+        } catch (const std::exception& e) {
+            reportIssue(QStringLiteral("job failed"), QString::fromStdString(e.what()));
+            continue;
+        }
         const TokenLayout lay = layout();
         const SpectrumOptions opts = prefs_.analysis.spectrum;
         spectraPending_[slot] = key;
@@ -599,7 +678,7 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     if (!isOpen() || sel_.shown.empty()) return nullptr;
     const std::string key = reportKey(scope);
     if (auto it = reports_.find(key); it != reports_.end()) return it->second;
-    if (!request) return nullptr;
+    if (!request || reportErrors_.count(key)) return nullptr;
     // One slot per scope: views over the selected image and over all images (the confusion
     // histogram) can both be on their way without superseding each other.
     const QString slot = scope == StatsScope::AllImages ? QStringLiteral("layer statistics/all")
@@ -621,12 +700,24 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
         slot, req, label,
         [this, key](std::shared_ptr<const AnalysisReport> r) {
             reports_[key] = std::move(r);
+            reportErrors_.erase(key);
             Q_EMIT layerReportChanged();
         },
-        {}, /*hash=*/false);
+        [this, key](const QString& error) {
+            // Kept so that the views say why instead of "computing…" and do not resubmit forever.
+            reportErrors_[key] = shortError(error, path_);
+            Q_EMIT layerReportChanged();
+        },
+        /*hash=*/false);
     // Synchronous runners (headless rendering) have delivered already.
     if (auto it = reports_.find(key); it != reports_.end()) return it->second;
     return nullptr;
+}
+
+QString Session::layerReportError(StatsScope scope) const {
+    if (!isOpen()) return {};
+    auto it = reportErrors_.find(reportKey(scope));
+    return it == reportErrors_.end() ? QString() : it->second;
 }
 
 void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,

@@ -66,6 +66,9 @@ struct RowData {
     double minFinite = 0, maxFinite = 0;  // over finite entries (0, 0 when none)
     Index nonFiniteEntries = 0;
     bool withBranch = false;  // values are a row of E_c = A + M_c, not of A
+    // Non-empty when the head could not be read (values are then all NaN): the views show this
+    // instead of a map ("layer 2 cannot be read: ...").
+    QString error;
 };
 
 // A problem found in the data, shown in the issues list (never a modal box).
@@ -113,6 +116,13 @@ public:
     std::shared_ptr<const AttentionHead> head(const HeadKey& key, int paradigm);
     std::shared_ptr<const AttentionHead> currentHead(int paradigm);
     HeadKey currentKey() const { return {sel_.image, sel_.layer, sel_.head}; }
+    // Empty when the head's activations can be read; otherwise the views' inline message, "layer X
+    // cannot be read: <message>" (the dump's path shortened to its file name). Never throws: the
+    // first failed read of a head is remembered, listed in the issues ("unreadable data") and not
+    // retried. activations(), head() and currentHead() throw attnlens::Error for such a head, so
+    // callers check this first.
+    QString headError(const HeadKey& key);
+    QString currentHeadError() { return headError(currentKey()); }
 
     // The selected query's row under a paradigm, computed on first use after each selection
     // change (O(N d)).
@@ -140,6 +150,9 @@ public:
     // anywhere.
     QString localBranchStatus();
 
+    // "label 7", empty when the dump has no labels or reading them failed (an issue then).
+    QString imageLabel(int image);
+
     // The dump's input image, or a null image when the dump has none.
     QImage inputImage(int image);
 
@@ -158,6 +171,9 @@ public:
     // over every layer and head, for the selected image or all images.
     std::shared_ptr<const AnalysisReport> layerReport(StatsScope scope, bool request = true);
     std::shared_ptr<const AnalysisReport> layerReport(bool request = true) { return layerReport(scope_, request); }
+    // Why the last per-layer statistics job for the scope failed (empty while none failed); the
+    // failed request is not repeated until the selection, preferences or dump change.
+    QString layerReportError(StatsScope scope) const;
     StatsScope statsScope() const { return scope_; }
     void setStatsScope(StatsScope scope);
     // Runs analyzeDump for an export; onDone receives the report on the GUI thread.
@@ -222,6 +238,8 @@ private:
     std::map<std::string, std::shared_ptr<const AnalysisReport>> reports_;
     std::map<QString, std::string> pendingReportKeys_;  // job slot -> report key on its way
     std::set<QString> reportedIssues_;
+    std::map<HeadKey, QString> readErrors_;           // heads whose activations could not be read
+    std::map<std::string, QString> reportErrors_;     // report key -> why its job failed
     int activationReads_ = 0, headBuilds_ = 0;
 };
 

@@ -25,6 +25,23 @@ QCPTextElement* resetWithTitle(QCustomPlot* plot, const QString& title) {
     return t;
 }
 
+// The selected head cannot be read (damaged chunk): the view's title plus the reason in red where
+// the plot would be, instead of another head's data. False (nothing drawn) when the head is fine.
+bool showReadError(QCustomPlot* plot, Session* session, const QString& what) {
+    const QString error = session->currentHeadError();
+    if (error.isEmpty()) return false;
+    const Selection& sel = session->selection();
+    resetWithTitle(plot, QStringLiteral("%1 — image %2, layer %3, head %4: NOT SHOWN")
+                             .arg(what)
+                             .arg(sel.image)
+                             .arg(QString::fromStdString(session->layerInfo().name))
+                             .arg(sel.head));
+    auto* message = new QCPTextElement(plot, wrapText(error, 90), QFont(plot->font().family(), 10));
+    message->setTextColor(QColor(180, 0, 0));
+    plot->plotLayout()->addElement(1, 0, message);
+    return true;
+}
+
 QCPAxisRect* addRect(QCustomPlot* plot, int row, int col, QCPLayoutGrid* grid = nullptr) {
     auto* rect = new QCPAxisRect(plot);
     (grid ? grid : plot->plotLayout())->addElement(row, col, rect);
@@ -202,6 +219,11 @@ void SpectrumView::rebuild() {
         return;
     }
     const Selection& sel = session_->selection();
+    if (showReadError(plot_, session_, QStringLiteral("Singular value spectrum"))) {
+        session_->requestSpectra(sel.shown);  // cancels spectra of the head shown before
+        waiting_ = false;
+        return;
+    }
     auto* title = resetWithTitle(plot_, QString());
     // With the local branch: each paradigm's A and E_c = A + M_c, each with its own threshold
     // (the same tolerance rule, relative to its own sigma_max). A second, smaller title line says
@@ -353,10 +375,12 @@ QString LayerReportView::scopeDescription() const { return scopeText(session_, s
 
 std::shared_ptr<const AnalysisReport> LayerReportView::report(QString* status) {
     auto r = session_->layerReport(scope());
-    waiting_ = r == nullptr && session_->isOpen() && !session_->selection().shown.empty();
+    const QString error = r ? QString() : session_->layerReportError(scope());
+    waiting_ = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
     if (status)
-        *status = waiting_ ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
-                           : QString();
+        *status = waiting_           ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
+                  : !error.isEmpty() ? QStringLiteral("FAILED\n") + wrapText(error, 70)
+                                     : QString();
     return r;
 }
 
@@ -675,6 +699,7 @@ void MagnitudeView::rebuild() {
     }
     const Selection& sel = session_->selection();
     const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
+    if (showReadError(plot_, session_, QStringLiteral("Magnitude scaling"))) return;
     auto* title = resetWithTitle(plot_, QString());
     auto* grid = new QCPLayoutGrid;
     plot_->plotLayout()->addElement(1, 0, grid);

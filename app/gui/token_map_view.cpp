@@ -184,6 +184,9 @@ void TokenMapView::rebuild() {
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     // With the local branch: the query's row of E_c = A + M_c (kernels have negative taps: signed).
     const RowData& row = session_->shownRow(sel.paradigm);
+    // An unreadable head (damaged chunk): no map at all, the reason in the title and the note.
+    const bool unreadable = !row.error.isEmpty();
+    map_->setVisible(!unreadable);
     const auto branch = row.withBranch ? session_->localBranch() : nullptr;
     const Preferences& prefs = session_->preferences();
 
@@ -263,6 +266,22 @@ void TokenMapView::rebuild() {
                     .arg(row.nonFiniteEntries);
     note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
     note_->setText(note);
+    if (unreadable) {
+        marker_.setVisible(false);
+        prefixMarker_.setVisible(false);
+        for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
+            prefixCells_[std::size_t(i)]->setBrush(QColor(235, 235, 235));
+            prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  —").arg(prefixName(i, l.prefix)));
+            prefixLabels_[std::size_t(i)]->setColor(Qt::black);
+        }
+        title_->setText(QStringLiteral("%1 — image %2, layer %3, head %4: NOT SHOWN")
+                            .arg(QString::fromStdString(paradigm.name))
+                            .arg(sel.image)
+                            .arg(QString::fromStdString(layer.name))
+                            .arg(sel.head));
+        note_->setText(wrapText(row.error, 90));
+        note_->setTextColor(QColor(180, 0, 0));
+    }
     fitAspect();
 }
 

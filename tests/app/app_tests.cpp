@@ -240,6 +240,7 @@ private Q_SLOTS:
     void localBranchAbsentDisablesToggle();
     void localBranchNanWeightShowsInlineError();
     void localBranchPersistsAndRenders();
+    void damagedChunkShowsInlineErrorInEveryView();
 };
 
 void AppTests::initTestCase() {
@@ -1397,6 +1398,116 @@ void AppTests::localBranchPersistsAndRenders() {
     QVERIFY2(err.contains("layer blocks.1 has no local branch"), qPrintable(err));
     QCOMPARE(runRender({mixed_, "--local-branch", "--image", "1", "-o", dir_.filePath("x.png")}, os, es), 3);
     QVERIFY2(err.contains("non-finite"), qPrintable(err));
+}
+
+// Issue 12: a gzip-compressed float32 dump whose /layers/2/k chunk of image 0 is overwritten (4 KB
+// of garbage; the CLI fails with "inflate() failed"). Walking every view over every image, layer
+// and head must never throw: the damaged heads show "layer 2 cannot be read: ..." naming the
+// dataset, every other head shows its data, and the issues list has the read error.
+void AppTests::damagedChunkShowsInlineErrorInEveryView() {
+    const QString path = dir_.filePath("damaged.h5");
+    const char* script = R"PY(
+import sys, h5py, numpy as np
+path = sys.argv[1]
+rng = np.random.default_rng(7)
+B, H, gh, gw, P, d = 2, 2, 6, 6, 1, 32
+n = P + gh * gw
+with h5py.File(path, "w") as f:
+    f.attrs["format"] = "attnlens.dump"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs["grid"] = np.array([gh, gw], dtype=np.int64)
+    f.attrs["prefix_tokens"] = np.int64(P)
+    for l in range(4):
+        g = f.create_group(f"layers/{l}")
+        g.attrs["index"] = np.int64(l)
+        for t in ("q", "k"):
+            g.create_dataset(t, data=rng.standard_normal((B, H, n, d)).astype(np.float32),
+                             chunks=(1, H, n, d), compression="gzip")
+with h5py.File(path, "r") as f:
+    info = f["layers/2/k"].id.get_chunk_info(0)
+with open(path, "r+b") as fh:
+    fh.seek(info.byte_offset + 16)
+    fh.write(bytes((i * 97 + 13) & 0xFF for i in range(min(4096, info.size - 32))))
+)PY";
+    QProcess py;
+    py.start("/usr/bin/python3", {"-c", QString::fromUtf8(script), path});
+    if (!py.waitForFinished(60000) || py.exitStatus() != QProcess::NormalExit) QSKIP("/usr/bin/python3 did not run");
+    if (py.exitCode() != 0) {
+        if (py.readAllStandardError().contains("No module named")) QSKIP("python3 lacks h5py or numpy");
+        QFAIL("writing the damaged dump failed");
+    }
+    // The core itself fails on the damaged chunk (what the CLI reports).
+    {
+        auto reader = DumpReader::open(path.toStdString());
+        QVERIFY_THROWS_EXCEPTION(Error, reader->readHead(0, 2, 0));
+        reader->readHead(1, 2, 0);  // image 1's chunk is intact
+    }
+
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
+    // Every text a view draws (titles, notes, subtitles).
+    auto texts = [](PlotView* v) {
+        QStringList all;
+        for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
+        return all.join('\n');
+    };
+    const QStringList headViews{"tokenmap", "compare", "matrix", "spectrum", "magnitude"};
+    const QStringList reportViews{"local", "confusion", "layers"};
+    for (int image = 0; image < 2; ++image)
+        for (int layer = 0; layer < 4; ++layer)
+            for (int head = 0; head < 2; ++head) {
+                s->setImage(image);
+                s->setLayer(layer);
+                s->setHead(head);
+                const bool damaged = image == 0 && layer == 2;
+                for (const QString& id : headViews + reportViews) {
+                    w.showView(id);
+                    PlotView* v = w.view(id);
+                    QVERIFY(v);
+                    v->refreshNow();
+                    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 30000);
+                    waitIdle(s);
+                    v->refreshNow();
+                    const QString text = texts(v);
+                    const QString where = QStringLiteral("%1, image %2, layer %3, head %4:\n%5").arg(id).arg(image).arg(layer).arg(head).arg(text);
+                    if (!headViews.contains(id)) continue;  // whole-dump statistics: no exception is enough
+                    if (damaged) {
+                        QVERIFY2(text.contains("layer 2 cannot be read") && text.contains("/layers/2/k") &&
+                                     text.contains("inflate() failed"),
+                                 qPrintable(where));
+                    } else {
+                        QVERIFY2(!text.contains("cannot be read"), qPrintable(where));
+                    }
+                }
+                TokenMapView* tm = w.tokenMapView();
+                tm->refreshNow();
+                QCOMPARE(tm->colorMap()->visible(), !damaged);
+                if (!damaged) {
+                    QString why;
+                    QVERIFY2(mapShowsRow(tm->colorMap(), s->layout(),
+                                         coreRow(path, image, layer, head, "softmax", s->selection().query), &why),
+                             qPrintable(why));
+                }
+            }
+    // The layer after the damaged one, on the damaged image, still shows its data.
+    s->setImage(0);
+    s->setLayer(2);
+    s->setLayer(3);
+    w.showView("tokenmap");
+    w.tokenMapView()->refreshNow();
+    QString why;
+    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(), coreRow(path, 0, 3, s->selection().head, "softmax", s->selection().query), &why),
+             qPrintable(why));
+    bool listed = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+        listed |= w.issuesList()->topLevelItem(i)->text(0) == "unreadable data" &&
+                  w.issuesList()->topLevelItem(i)->text(1).contains("/layers/2/k");
+    QVERIFY(listed);
+    // The whole-dump statistics over all images cannot be computed: they say why, not "computing…".
+    w.showView("confusion");
+    w.view("confusion")->refreshNow();
+    QVERIFY2(texts(w.view("confusion")).contains("/layers/2/k"), qPrintable(texts(w.view("confusion"))));
 }
 
 int main(int argc, char** argv) {
