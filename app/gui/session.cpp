@@ -573,32 +573,37 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
         if (auto it = spectraPending_.find(slot);
             it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
             continue;
-        if (!currentHeadError().isEmpty()) {
-            jobs_.cancel(slot);  // an older head's spectrum must not land for this selection
-            continue;
-        }
-        std::shared_ptr<const AttentionHead> h;
-        try {
-            h = currentHead(p);
-        } catch (const std::exception& e) {
-            reportIssue(QStringLiteral("job failed"), QString::fromStdString(e.what()));
-            continue;
-        }
-        const TokenLayout lay = layout();
-        const SpectrumOptions opts = prefs_.analysis.spectrum;
-        spectraPending_[slot] = key;
         const QString label =
             QStringLiteral("spectrum of %1").arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
-        jobs_.submit<SpectrumResult>(
-            slot, label, [h, lay, opts](const JobContext&) { return attnlens::spectrum(*h, lay, opts); },
-            [this, key](SpectrumResult& r) {
-                spectra_[key] = std::move(r);
-                Q_EMIT spectraChanged();
-            },
-            [this, label](const QString& error) {
-                reportIssue(QStringLiteral("job failed"), label + ": " + error);
-            });
+        const TokenLayout lay = layout();
+        const SpectrumOptions opts = prefs_.analysis.spectrum;
+        submitSpectrum(slot, key, p, label, spectra_,
+                       [lay, opts](const AttentionHead& h, const JobContext&) { return attnlens::spectrum(h, lay, opts); });
     }
+}
+
+void Session::submitSpectrum(const QString& slot, const std::string& key, int paradigm, const QString& label,
+                             std::map<std::string, SpectrumResult>& store,
+                             std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
+    if (!currentHeadError().isEmpty()) {
+        jobs_.cancel(slot);  // an older head's spectrum must not land for this selection
+        return;
+    }
+    std::shared_ptr<const AttentionHead> h;
+    try {
+        h = currentHead(paradigm);
+    } catch (const std::exception& e) {
+        reportIssue(QStringLiteral("job failed"), QString::fromStdString(e.what()));
+        return;
+    }
+    spectraPending_[slot] = key;
+    jobs_.submit<SpectrumResult>(
+        slot, label, [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
+        [this, key, &store](SpectrumResult& r) {
+            store[key] = std::move(r);
+            Q_EMIT spectraChanged();
+        },
+        [this, label](const QString& error) { reportIssue(QStringLiteral("job failed"), label + ": " + error); });
 }
 
 std::string Session::branchSpectrumKey(int paradigm, const BranchKernel& kernel) const {
@@ -628,37 +633,17 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
         if (auto it = spectraPending_.find(slot);
             it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
             continue;
-        if (!currentHeadError().isEmpty()) {
-            jobs_.cancel(slot);
-            continue;
-        }
-        std::shared_ptr<const AttentionHead> h;
-        try {
-            h = currentHead(p);
-        } catch (const std::exception& e) {
-            reportIssue(QStringLiteral("job failed"), QString::fromStdString(e.what()));
-            continue;
-        }
-        const TokenLayout lay = layout();
-        const SpectrumOptions opts = prefs_.analysis.spectrum;
-        spectraPending_[slot] = key;
         const QString label = QStringLiteral("spectrum of %1 + local branch")
                                   .arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
-        jobs_.submit<SpectrumResult>(
-            slot, label,
-            [h, kernel, lay, opts](const JobContext& ctx) {
-                Matrix e = h->matrix();
-                if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
-                addLocalBranch(e, kernel->kernel(), lay);
-                return matrixSpectrum(e, lay, opts);
-            },
-            [this, key](SpectrumResult& r) {
-                branchSpectra_[key] = std::move(r);
-                Q_EMIT spectraChanged();
-            },
-            [this, label](const QString& error) {
-                reportIssue(QStringLiteral("job failed"), label + ": " + error);
-            });
+        const TokenLayout lay = layout();
+        const SpectrumOptions opts = prefs_.analysis.spectrum;
+        submitSpectrum(slot, key, p, label, branchSpectra_,
+                       [kernel, lay, opts](const AttentionHead& h, const JobContext& ctx) {
+                           Matrix e = h.matrix();
+                           if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                           addLocalBranch(e, kernel->kernel(), lay);
+                           return matrixSpectrum(e, lay, opts);
+                       });
     }
 }
 

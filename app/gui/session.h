@@ -7,6 +7,7 @@
 #include <QObject>
 #include <QString>
 #include <QStringList>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -232,6 +233,11 @@ private:
     std::shared_ptr<const BranchKernel> branchKernel_;          // for branchKernelKey_
     std::string branchKernelKey_;
     std::map<int, QImage> images_;
+    // One spectrum job of `paradigm` for the current head in `slot`, its result stored under key
+    // (A's spectra and E_c's alike); heads that cannot be read cancel the slot's older job.
+    void submitSpectrum(const QString& slot, const std::string& key, int paradigm, const QString& label,
+                        std::map<std::string, SpectrumResult>& store,
+                        std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute);
     std::map<std::string, SpectrumResult> spectra_;
     std::map<QString, std::string> spectraPending_;  // job slot -> spectrum key
     std::map<std::string, SpectrumResult> branchSpectra_;
