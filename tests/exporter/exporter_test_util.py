@@ -11,6 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXPORTER_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "resources", "exporter"))
 sys.path.insert(0, EXPORTER_DIR)
 
+import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -132,3 +133,42 @@ def temp_dir(test):
     d = tempfile.TemporaryDirectory(prefix="attnlens-exporter-test-")
     test.addCleanup(d.cleanup)
     return d.name
+
+
+# A small dump written by h5py directly (not through the exporter), for tests of what attnlens-cli
+# refuses: grid 2x2 + one prefix token, layers blocks.0 and blocks.1 with q, k, v [2, 2, 5, 4],
+# /images and /labels, optionally a valid per_head 3x3 local branch (format.md 1a) in every layer.
+# mutate(f) then breaks one thing.
+SMALL_B, SMALL_HEADS, SMALL_N, SMALL_D = 2, 2, 5, 4
+
+
+def write_small_dump(path, mutate=None, chunks=None, compression=None, local_branch=False):
+    b, heads, n, d = SMALL_B, SMALL_HEADS, SMALL_N, SMALL_D
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "attnlens.dump"
+        f.attrs["format_version"] = 1
+        f.attrs["grid"] = np.array([2, 2])
+        f.attrs["prefix_tokens"] = 1
+        for name in ("blocks.0", "blocks.1"):
+            g = f.create_group(f"layers/{name}")
+            for t in "qkv":
+                g.create_dataset(t, data=rng.standard_normal((b, heads, n, d)).astype(np.float32),
+                                 chunks=chunks, compression=compression,
+                                 maxshape=(None, heads, n, d) if chunks else None)
+            if local_branch:
+                lb = g.create_group("local_branch")
+                lb.attrs["kind"] = "dwc"
+                lb.attrs["channels"] = "per_head"
+                lb["weight"] = rng.standard_normal((d, 3, 3)).astype(np.float32)
+                lb["bias"] = rng.standard_normal(d).astype(np.float32)
+        f.create_dataset("images", data=rng.integers(0, 255, (b, 4, 4), dtype=np.uint8))
+        f.create_dataset("labels", data=np.arange(b))
+        if mutate:
+            mutate(f)
+
+
+def replace_dataset(f, path, data, **kwargs):
+    """Replaces the dataset at path (h5py cannot change a dataset's shape or dtype in place)."""
+    del f[path]
+    f.create_dataset(path, data=data, **kwargs)

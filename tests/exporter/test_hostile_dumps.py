@@ -13,31 +13,14 @@ import numpy as np
 
 import exporter_test_util as u
 
-B, HEADS, N, D = 2, 2, 5, 4  # grid 2x2 + one prefix token
+B, HEADS, N, D = u.SMALL_B, u.SMALL_HEADS, u.SMALL_N, u.SMALL_D  # grid 2x2 + one prefix token
 
 
 def write_dump(path, mutate=None, chunks=None, compression=None):
-    rng = np.random.default_rng(0)
-    with h5py.File(path, "w") as f:
-        f.attrs["format"] = "attnlens.dump"
-        f.attrs["format_version"] = 1
-        f.attrs["grid"] = np.array([2, 2])
-        f.attrs["prefix_tokens"] = 1
-        for name in ("blocks.0", "blocks.1"):
-            g = f.create_group(f"layers/{name}")
-            for t in "qkv":
-                g.create_dataset(t, data=rng.standard_normal((B, HEADS, N, D)).astype(np.float32),
-                                 chunks=chunks, compression=compression,
-                                 maxshape=(None, HEADS, N, D) if chunks else None)
-        f.create_dataset("images", data=rng.integers(0, 255, (B, 4, 4), dtype=np.uint8))
-        f.create_dataset("labels", data=np.arange(B))
-        if mutate:
-            mutate(f)
+    u.write_small_dump(path, mutate, chunks=chunks, compression=compression)
 
 
-def replace(f, path, data, **kwargs):
-    del f[path]
-    f.create_dataset(path, data=data, **kwargs)
+replace = u.replace_dataset
 
 
 class HostileDumps(unittest.TestCase):

@@ -581,37 +581,18 @@ class ExporterChecks(unittest.TestCase):
 # attnlens-cli refuses dumps that break section 1a
 
 
-B, HEADS, N, D = 2, 2, 5, 4  # grid 2x2 + one prefix token
+B, HEADS, N, D = u.SMALL_B, u.SMALL_HEADS, u.SMALL_N, u.SMALL_D  # grid 2x2 + one prefix token
 
 
 def write_dump(path, mutate=None, branch=True):
-    rng = np.random.default_rng(0)
-    with h5py.File(path, "w") as f:
-        f.attrs["format"] = "attnlens.dump"
-        f.attrs["format_version"] = 1
-        f.attrs["grid"] = np.array([2, 2])
-        f.attrs["prefix_tokens"] = 1
-        for name in ("blocks.0", "blocks.1"):
-            g = f.create_group(f"layers/{name}")
-            for t in "qkv":
-                g.create_dataset(t, data=rng.standard_normal((B, HEADS, N, D)).astype(np.float32))
-            if branch:
-                lb = g.create_group("local_branch")
-                lb.attrs["kind"] = "dwc"
-                lb.attrs["channels"] = "per_head"
-                lb["weight"] = rng.standard_normal((D, 3, 3)).astype(np.float32)
-                lb["bias"] = rng.standard_normal(D).astype(np.float32)
-        if mutate:
-            mutate(f)
+    u.write_small_dump(path, mutate, local_branch=branch)
 
 
 BRANCH = "layers/blocks.1/local_branch"
 WHERE = "/layers/blocks.1/local_branch"
 
 
-def replace(f, path, data):
-    del f[path]
-    f[path] = data
+replace = u.replace_dataset
 
 
 class ReaderRefuses(unittest.TestCase):
