@@ -4,6 +4,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -13,18 +14,22 @@
 #include <malloc.h>
 #endif
 
+#include "attnlens/analysis/blas_threads.h"
 #include "attnlens/error.h"
-
-extern "C" void openblas_set_num_threads(int);
+#include "attnlens/text.h"
 
 namespace attnlens {
 namespace {
 
-int parseInt(std::string_view text, std::string_view optionName, std::string_view whole) {
+int parseInt(std::string_view text, std::string_view optionName, std::string_view whole, int count) {
     int value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
-        throwUsage(std::string(optionName) + ": '" + std::string(text) + "' in '" + std::string(whole) +
+    const bool digits = !text.empty() && ptr == text.data() + text.size() && text[0] != '-';
+    if (digits && ec == std::errc::result_out_of_range)  // more than int holds: never wrapped
+        throwUsage(std::string(optionName) + ": " + printableText(text) + " is out of range (valid: 0-" +
+                   std::to_string(count - 1) + ")");
+    if (!digits || ec != std::errc())
+        throwUsage(std::string(optionName) + ": '" + printableText(text) + "' in '" + printableText(whole) +
                    "' is not a non-negative integer");
     return value;
 }
@@ -57,15 +62,15 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
         const auto dash = item.find('-');
         int lo = 0, hi = 0;
         if (dash == std::string_view::npos) {
-            lo = hi = parseInt(item, optionName, text);
+            lo = hi = parseInt(item, optionName, text, count);
         } else {
             if (dash == 0 || dash + 1 == item.size())
-                throwUsage(std::string(optionName) + ": '" + std::string(item) + "' in '" + std::string(text) +
+                throwUsage(std::string(optionName) + ": '" + printableText(item) + "' in '" + printableText(text) +
                            "' is neither an index nor a range A-B of non-negative integers");
-            lo = parseInt(item.substr(0, dash), optionName, text);
-            hi = parseInt(item.substr(dash + 1), optionName, text);
+            lo = parseInt(item.substr(0, dash), optionName, text, count);
+            hi = parseInt(item.substr(dash + 1), optionName, text, count);
             if (hi < lo)
-                throwUsage(std::string(optionName) + ": range '" + std::string(item) + "' is empty");
+                throwUsage(std::string(optionName) + ": range '" + printableText(item) + "' is empty");
         }
         if (hi >= count)
             throwUsage(std::string(optionName) + ": " + std::to_string(hi) + " is out of range (valid: 0-" +
@@ -80,7 +85,6 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
 std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info) {
     std::vector<int> out;
     std::string_view rest = text;
-    std::string_view numericRun;
     if (rest.empty()) throwUsage("--layers: empty list");
     while (!rest.empty()) {
         const auto comma = rest.find(',');
@@ -99,7 +103,7 @@ std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info) {
         }
         std::string known;
         for (const auto& l : info.layers) known += (known.empty() ? "" : ", ") + l.name;
-        throwUsage("--layers: no layer named '" + std::string(item) + "' (layers: " + known + ")");
+        throwUsage("--layers: no layer named '" + printableText(item) + "' (layers: " + printableText(known, 2000) + ")");
     }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -107,7 +111,7 @@ std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info) {
 }
 
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request,
-                           const ProgressFn& progress) {
+                           const ProgressFn& progress, const RecordSink* sink) {
     const auto start = std::chrono::steady_clock::now();
     retainFreedMemory();
     const DumpInfo& info = reader.info();
@@ -168,17 +172,14 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
 
     // Declared sizes too large for this machine are refused before anything is allocated.
-    const MemoryPlan memory = planMemory(info, req, memoryBudgetBytes());
+    const MemoryPlan memory = planMemory(info, req, memoryBudget());
     if (!memory.note.empty()) report.notes.push_back(memory.note);
     int threads = std::max(1, std::min<int>(memory.threads, int(tasks.size())));
     req.threads = threads;
-    // Our pool already uses the cores: nested BLAS threads would only oversubscribe them. With one
-    // worker, BLAS threads still cost more than they give below N ~ 1000 (at N = 197 a third of
-    // the run went into OpenBLAS threads spinning in sched_yield), so they are kept only for big
-    // heads analysed one at a time.
-    Index largestN = 0;
-    for (int l : req.layers) largestN = std::max<Index>(largestN, info.layers[l].tokens);
-    if (threads > 1 || largestN < 1024) openblas_set_num_threads(1);
+    // BLAS threads only for big heads analysed one at a time, and only as many as fit (planMemory
+    // says why); the count before is restored when the analysis ends.
+    const ScopedBlasThreads blasThreads(memory.blasThreads);
+    req.options.magnitude.threads = memory.magnitudeThreads;
 
     std::atomic<std::size_t> next{0};
     std::atomic<bool> stop{false};
@@ -187,12 +188,36 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     std::int64_t done = 0;
     std::exception_ptr failure;
 
+    // Streaming: finished tasks wait in taskRecords until every earlier task has been written; a
+    // worker does not start a task more than `window` tasks after the oldest unwritten one, so at
+    // most about window + threads tasks' records are held at once.
+    std::mutex sinkMutex;
+    std::condition_variable sinkProgress;
+    std::vector<char> finished(sink ? tasks.size() : 0, 0);
+    std::size_t written = 0;
+    const std::size_t window = std::size_t(2 * threads + 2);
+    auto emitFinished = [&](std::size_t t) {
+        std::unique_lock lock(sinkMutex);
+        finished[t] = 1;
+        while (written < tasks.size() && finished[written]) {
+            sink->write(std::move(taskRecords[written]));
+            std::vector<HeadRecord>().swap(taskRecords[written]);
+            ++written;
+        }
+        sinkProgress.notify_all();
+    };
+
     auto worker = [&] {
         for (;;) {
             if (stop.load()) return;
             const std::size_t t = next.fetch_add(1);
             if (t >= tasks.size()) return;
             const Task task = tasks[t];
+            if (sink) {
+                std::unique_lock lock(sinkMutex);
+                sinkProgress.wait(lock, [&] { return stop.load() || t < written + window; });
+                if (stop.load()) return;
+            }
             try {
                 const LayerInfo& layer = info.layers[task.layer];
                 std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
@@ -226,14 +251,25 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                             if (!progress(pr)) {
                                 cancelled = true;
                                 stop = true;
+                                if (sink) {
+                                    std::lock_guard wake(sinkMutex);
+                                    sinkProgress.notify_all();
+                                }
                             }
                         }
                     }
                 }
+                if (sink) emitFinished(t);
             } catch (...) {
-                std::lock_guard lock(progressMutex);
-                if (!failure) failure = std::current_exception();
-                stop = true;
+                {
+                    std::lock_guard lock(progressMutex);
+                    if (!failure) failure = std::current_exception();
+                    stop = true;
+                }
+                if (sink) {
+                    std::lock_guard lock(sinkMutex);
+                    sinkProgress.notify_all();
+                }
                 return;
             }
         }
@@ -241,6 +277,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
 
     if (progress && !progress(AnalysisProgress{0, totalSteps, "starting"}))
         throw Error(ErrorKind::Cancelled, "analysis cancelled");
+    if (sink && sink->begin) sink->begin(report);
     std::vector<std::thread> pool;
     for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
     worker();
@@ -250,7 +287,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     if (cancelled) throw Error(ErrorKind::Cancelled, "analysis cancelled");
 
     for (std::size_t t = 0; t < tasks.size(); ++t) {
-        for (auto& r : taskRecords[t]) report.records.push_back(std::move(r));
+        for (auto& r : taskRecords[t]) report.records.push_back(std::move(r));  // empty when streamed
         for (auto& nf : taskNonFinite[t]) report.nonFinite.push_back(nf);
     }
     std::sort(report.records.begin(), report.records.end(), [](const HeadRecord& a, const HeadRecord& b) {

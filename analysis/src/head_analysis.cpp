@@ -7,6 +7,7 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
+#include "attnlens/text.h"
 #include "shared_work.h"
 
 namespace attnlens {
@@ -54,7 +55,7 @@ StatSelection StatSelection::parse(std::string_view list) {
         else if (name == "magnitude")
             s.magnitude = true;
         else
-            throwUsage("unknown statistic '" + std::string(name) + "' (known: " + knownStatNames() +
+            throwUsage("unknown statistic '" + printableText(name) + "' (known: " + knownStatNames() +
                        ")");
     }
     if (!any) throwUsage("no statistic selected (known: " + knownStatNames() + ", or all)");

@@ -31,6 +31,20 @@ std::vector<double> singularValuesLapack(const Matrix& a) {
     return s;  // LAPACK returns them in descending order
 }
 
+double singularValuesLapackWorkspaceBytes(Index rows, Index cols) {
+    const Index count = std::min(rows, cols);
+    if (count == 0) return 0;
+    // The same call as above (a^T, column-major), as a workspace query: lwork = -1, nothing read.
+    double optimal = 0;
+    const lapack_int info =
+        LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), nullptr,
+                            lapack_int(cols), nullptr, nullptr, 1, nullptr, 1, &optimal, -1, nullptr);
+    // The documented minimum for jobz = 'N' should the query fail: 3 mn + max(mx, 7 mn).
+    const double mn = double(count), mx = double(std::max(rows, cols));
+    const double lwork = info == 0 && optimal > 0 ? optimal : 3 * mn + std::max(mx, 7 * mn);
+    return lwork * 8.0 + 8.0 * mn * double(sizeof(lapack_int));
+}
+
 std::vector<double> singularValuesEigen(const Matrix& a) {
     Eigen::BDCSVD<Matrix> svd(a);  // no ComputeThin*/Full* flags: values only
     const Vector& v = svd.singularValues();

@@ -17,6 +17,10 @@ namespace attnlens::linalg {
 // a plain copy is made (dgesdd overwrites its input). Error(Input) when LAPACK reports a failure
 // (non-convergence or NaN).
 std::vector<double> singularValuesLapack(const Matrix& a);
+// LAPACK workspace singularValuesLapack allocates for a rows x cols matrix, beside the copy of
+// it that dgesdd overwrites: LAPACKE's work array (lwork doubles, from dgesdd's own workspace
+// query for jobz = 'N') and its iwork array (8 min(rows, cols) integers).
+double singularValuesLapackWorkspaceBytes(Index rows, Index cols);
 // The same with Eigen's BDCSVD (kept for the benchmark that compares the two routes).
 std::vector<double> singularValuesEigen(const Matrix& a);
 

@@ -473,7 +473,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
         }
     };
     const double cost = double(n) * double(n) * double(f);
-    const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned hardware = options.threads > 0 ? unsigned(options.threads)
+                                                  : std::max(1u, std::thread::hardware_concurrency());
     const unsigned threads = cost < 4e6 ? 1u : unsigned(std::min<Index>(Index(hardware), chunks));
     if (threads <= 1) {
         work();

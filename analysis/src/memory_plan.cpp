@@ -1,17 +1,25 @@
 // How much memory an analysis needs and may use, checked by analyzeDump before anything is
 // allocated (CLI and GUI alike): a dump that declares N = 100 000 tokens gets a message, not an
 // out-of-memory kill.
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
 
+#include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/error.h"
+#include "linalg.h"
 
 namespace attnlens {
 
@@ -21,12 +29,126 @@ std::string formatGiB(double bytes) {
     return text;
 }
 
-double memoryBudgetBytes() {
-    double budget = 0;
-    auto consider = [&](double limit, double used) {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// What one more thread costs. Measured with /proc/self/maps and smaps (Debian 12, glibc 2.36,
+// OpenBLAS 0.3.21 pthread):
+//   OpenBLAS buffer  BUFFER_SIZE (32 << 22 bytes on x86_64) + a page, mapped by each thread that
+//                    calls BLAS (at its first call; reused by later callers once free) and by
+//                    each thread of OpenBLAS's pool when it starts. A failed allocation is retried
+//                    for ever: it must fit.
+//   malloc arena     glibc reserves HEAP_MAX_SIZE = 64 MiB of address space for the arena of each
+//                    thread that allocates (up to 8 arenas per core; OpenBLAS's own threads mmap
+//                    their buffer and get none).
+//   stack            the default thread stack (RLIMIT_STACK, usually 8 MiB) and its guard page.
+//   resident         the pages a thread touches beyond the data counted for it: 1 MiB for its
+//                    stack and arena bookkeeping, and the part of its OpenBLAS buffer that GEMM
+//                    packs panels into, at most (P Q + Q N) doubles with OpenBLAS's blocking
+//                    P = 512, Q = 256 (2.8 MiB measured at N = 3137 with every statistic).
+constexpr double kBlasBufferBytes = 128.0 * kMiB + 4096.0;
+constexpr double kMallocArenaBytes = 64.0 * kMiB;
+// Address space the run maps besides the workers' data and threads: HDF5's chunk caches and
+// decompression buffers, glibc's cache of exited threads' stacks, iostream and report buffers
+// (a run at N = 3137 peaked 8 MiB below its limit without it).
+constexpr double kAddressSlackBytes = 32.0 * kMiB;
+// useOneMallocArenaUnderAddressLimit() took effect: threads allocate from the main heap.
+std::atomic<bool> gOneMallocArena{false};
+double threadResidentBytes(double n) { return kMiB + std::min(kBlasBufferBytes, (512.0 * 256.0 + 256.0 * n) * 8.0); }
+
+double threadStackBytes() {
+    std::size_t size = std::size_t(8) << 20, guard = 4096;
+    pthread_attr_t attributes;
+    if (::pthread_getattr_default_np(&attributes) == 0) {
+        ::pthread_attr_getstacksize(&attributes, &size);
+        ::pthread_attr_getguardsize(&attributes, &guard);
+        ::pthread_attr_destroy(&attributes);
+    }
+    return double(size) + double(guard);
+}
+
+struct Cost {
+    double resident = 0, address = 0;
+};
+// A thread of ours (a worker, a magnitude-curve thread) for heads of N tokens: stack, arena and
+// BLAS buffer.
+Cost ourThread(double n) {
+    const double arena = gOneMallocArena ? 0.0 : kMallocArenaBytes;
+    return {threadResidentBytes(n), threadStackBytes() + arena + kBlasBufferBytes};
+}
+// A thread of OpenBLAS's pool: stack and buffer.
+Cost blasThread(double n) { return {threadResidentBytes(n), threadStackBytes() + kBlasBufferBytes}; }
+
+// Bytes of one QueryScaler (magnitude.cpp): a block of 64 raw rows, one row of exponentials per
+// factor, and five rows of scratch.
+double magnitudeScalerBytes(double n, int points) { return (64.0 + double(std::max(points, 1)) + 5.0) * n * 8.0; }
+
+// A magnitude curve uses threads when N^2 * points >= 4e6 (magnitude.cpp).
+bool magnitudeUsesThreads(double n, int points) { return n * n * double(points) >= 4e6; }
+
+double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms,
+                           const AnalysisOptions& options, bool localBranch) {
+    const StatSelection& stats = options.stats;
+    const double n = double(layer.tokens);
+    double copies = 0;
+    bool denseSvd = false;
+    for (const Paradigm& p : paradigms) {
+        const bool lowRank = p.usesKernel();
+        const bool dense = stats.local || stats.entropy || (!lowRank && (stats.confusion || stats.rank));
+        double c = dense ? 1 : 0;
+        if (!lowRank && stats.rank) c += 2;
+        else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
+        if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
+        if (!lowRank && stats.rank) denseSvd = true;
+        // The branch's E_c, its finite-row copy and dgesdd's copy beside A.
+        if (localBranch && layer.localBranch && (stats.rank || stats.local)) {
+            c = std::max(c, 1.0) + 3;
+            if (stats.rank) denseSvd = true;
+        }
+        copies = std::max(copies, c);
+    }
+    // Every term, in bytes (README "Memory"):
+    //   read        heads * N * 2d * (8 + 8): q and k of every head as doubles, and HDF5's slab of
+    //               each before conversion (at most 8 bytes a value)
+    //   head        8 * N * (d + 1) * 8: one head's scaled queries and kernel features (q~, phi(q),
+    //               phi(k)), the low-rank factors L, R and the copies their QR factorisations take
+    //   N x N       copies * N^2 * 8: the matrices the statistics hold at once (above)
+    //   dgesdd      LAPACK's work and iwork arrays for a values-only SVD of N x N, from dgesdd's
+    //               own workspace query (its input copy is one of the N x N copies)
+    //   row blocks  256 * N * 8: row statuses without the matrix; confusion's Gram blocks add
+    //               512 * N * 8
+    //   magnitude   one QueryScaler, (64 + points + 5) * N * 8 (more threads: planMemory)
+    //   thread      threadResidentBytes: the worker thread's stack and touched BLAS buffer
+    const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);
+    const double head = 8.0 * n * double(layer.dim + 1) * 8.0;
+    const double dense = copies * n * n * 8.0;
+    const double svd = denseSvd ? linalg::singularValuesLapackWorkspaceBytes(layer.tokens, layer.tokens) : 0.0;
+    const double rows = 256.0 * n * 8.0 + (stats.confusion ? 512.0 * n * 8.0 : 0.0);
+    const double magnitude = stats.magnitude ? magnitudeScalerBytes(n, options.magnitude.points) : 0.0;
+    return read + head + dense + svd + rows + magnitude + threadResidentBytes(n);
+}
+
+}  // namespace
+
+void useOneMallocArenaUnderAddressLimit() {
+#if defined(__GLIBC__)
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+    // A thread's first malloc creates an arena (up to 8 per core), each a 64 MiB reservation, at
+    // a moment no plan can predict (the CLI's hashing thread, magnitude-curve threads). One heap
+    // for all threads costs a lock per allocation, and these are few and large.
+    if (::mallopt(M_ARENA_MAX, 1) == 1) gOneMallocArena = true;
+#endif
+}
+
+MemoryBudget memoryBudget() {
+    MemoryBudget budget;
+    auto consider = [](double& budgetBytes, double limit, double used) {
         if (limit <= 0) return;
-        const double left = std::max(0.0, limit - used);
-        budget = budget == 0 ? left : std::min(budget, left);
+        // A limit that is used up leaves 1 byte, not 0 ("unknown").
+        const double left = std::max(1.0, limit - used);
+        budgetBytes = budgetBytes == 0 ? left : std::min(budgetBytes, left);
     };
     double residentBytes = 0, virtualBytes = 0;
     {
@@ -39,7 +161,7 @@ double memoryBudgetBytes() {
         }
     }
     const long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && pageSize > 0) consider(double(pages) * double(pageSize), residentBytes);
+    if (pages > 0 && pageSize > 0) consider(budget.residentBytes, double(pages) * double(pageSize), residentBytes);
     auto readLimit = [](const std::string& file) -> double {
         std::ifstream in(file);
         std::string text;
@@ -58,67 +180,149 @@ double memoryBudgetBytes() {
         while (std::getline(in, line))
             if (line.rfind("0::", 0) == 0) cgroup = line.substr(3);
     }
-    if (!cgroup.empty()) consider(readLimit("/sys/fs/cgroup" + cgroup + "/memory.max"), residentBytes);
-    consider(readLimit("/sys/fs/cgroup/memory.max"), residentBytes);
-    consider(readLimit("/sys/fs/cgroup/memory/memory.limit_in_bytes"), residentBytes);
+    if (!cgroup.empty())
+        consider(budget.residentBytes, readLimit("/sys/fs/cgroup" + cgroup + "/memory.max"), residentBytes);
+    consider(budget.residentBytes, readLimit("/sys/fs/cgroup/memory.max"), residentBytes);
+    consider(budget.residentBytes, readLimit("/sys/fs/cgroup/memory/memory.limit_in_bytes"), residentBytes);
     struct rlimit limit {};
     if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-        consider(double(limit.rlim_cur), virtualBytes);
+        consider(budget.addressBytes, double(limit.rlim_cur), virtualBytes);
     return budget;
+}
+
+double memoryBudgetBytes() {
+    const MemoryBudget budget = memoryBudget();
+    double bytes = budget.residentBytes;
+    if (budget.addressBytes > 0) {
+        const double address = std::max(1.0, budget.addressBytes - kBlasBufferBytes);
+        bytes = bytes == 0 ? address : std::min(bytes, address);
+    }
+    return bytes;
 }
 
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch) {
-    const double n = double(layer.tokens);
-    double copies = 0;
-    for (const Paradigm& p : paradigms) {
-        const bool lowRank = p.usesKernel();
-        const bool dense = stats.local || stats.entropy || (!lowRank && (stats.confusion || stats.rank));
-        double c = dense ? 1 : 0;
-        if (!lowRank && stats.rank) c += 2;
-        else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
-        if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
-        // The branch's E_c, its finite-row copy and dgesdd's copy beside A.
-        if (localBranch && layer.localBranch && (stats.rank || stats.local)) c = std::max(c, 1.0) + 3;
-        copies = std::max(copies, c);
-    }
-    const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);
-    return read + copies * n * n * 8.0 + 64.0 * n * 8.0 * 16.0;
+    AnalysisOptions options;
+    options.stats = stats;
+    return residentWorkerBytes(layer, paradigms, options, localBranch);
 }
 
 MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, double budgetBytes) {
+    return planMemory(info, request, MemoryBudget{budgetBytes, 0});
+}
+
+MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& budget) {
     MemoryPlan plan;
     const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    const AnalysisOptions& options = request.options;
     std::vector<int> layers = request.layers;
     if (layers.empty())
         for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
     const LayerInfo* largest = nullptr;
+    Index largestN = 0;
+    bool helpersRun = false;  // some head's magnitude curve would use threads
     for (int l : layers) {
         if (l < 0 || l >= int(info.layers.size())) continue;  // analyzeDump reports those
-        const double bytes = workerBytes(info.layers[std::size_t(l)], paradigms, request.options.stats,
-                                         request.options.localBranch.enabled);
+        const LayerInfo& layer = info.layers[std::size_t(l)];
+        const double bytes = residentWorkerBytes(layer, paradigms, options, options.localBranch.enabled);
+        largestN = std::max<Index>(largestN, layer.tokens);
+        if (options.stats.magnitude && magnitudeUsesThreads(double(layer.tokens), options.magnitude.points))
+            helpersRun = true;
         if (bytes > plan.perWorkerBytes) {
             plan.perWorkerBytes = bytes;
-            largest = &info.layers[std::size_t(l)];
+            largest = &layer;
         }
     }
-    plan.budgetBytes = budgetBytes;
-    plan.threads = request.threads > 0 ? request.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    if (!largest || budgetBytes <= 0) return plan;
-    if (plan.perWorkerBytes > budgetBytes)
+    const int processors = int(std::max(1u, std::thread::hardware_concurrency()));
+    plan.threads = request.threads > 0 ? request.threads : processors;
+    const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
+    const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
+
+    // Resident: W workers hold W per-worker sets. Address space: besides, every worker thread but
+    // the caller has a stack and an arena, and each has a BLAS buffer.
+    const double resident = budget.residentBytes, address = budget.addressBytes;
+    const Cost worker = ourThread(double(largestN));
+    auto fits = [&](int workers, Cost extra) {
+        const double data = double(workers) * plan.perWorkerBytes + extra.resident;
+        if (resident > 0 && data > resident) return false;
+        if (address > 0 && data + double(workers - 1) * worker.address + kBlasBufferBytes + kAddressSlackBytes +
+                                   extra.address > address)
+            return false;
+        return true;
+    };
+    const bool byAddress = address > 0 && (resident == 0 || address - kBlasBufferBytes < resident);
+    plan.budgetBytes = byAddress ? address : resident;
+    if (largest && !fits(1, {})) {
+        // Resident memory, or else address space, where one worker also maps a BLAS buffer.
+        const bool residentShort = resident > 0 && plan.perWorkerBytes > resident;
+        const double need =
+            residentShort ? plan.perWorkerBytes : plan.perWorkerBytes + kBlasBufferBytes + kAddressSlackBytes;
+        const double have = residentShort ? resident : address;
         throwInput(info.path + ": layer " + largest->name + " has N = " + std::to_string(largest->tokens) +
-                   " tokens: the requested statistics need about " + formatGiB(plan.perWorkerBytes) +
+                   " tokens: the requested statistics need about " + formatGiB(need) +
                    " of memory per worker (dense N x N matrices for local mass and entropy, and for softmax "
-                   "rank and confusion), more than the " + formatGiB(budgetBytes) +
+                   "rank and confusion" +
+                   (residentShort ? std::string()
+                                  : "; under ulimit -v also the " + formatGiB(kBlasBufferBytes) +
+                                        " buffer OpenBLAS maps for its work") +
+                   "), more than the " + formatGiB(have) +
                    " this process may use; select fewer layers or statistics (for kernel paradigms rank, "
                    "confusion and magnitude need no N x N matrix)");
-    if (double(plan.threads) * plan.perWorkerBytes > budgetBytes) {
-        const int fit = std::max(1, int(budgetBytes / plan.perWorkerBytes));
+    }
+    if (largest && !fits(plan.threads, {})) {
+        int fit = 1;
+        while (fit + 1 < plan.threads && fits(fit + 1, {})) ++fit;
         plan.note = "layer " + largest->name + " (N = " + std::to_string(largest->tokens) + ") needs about " +
                     formatGiB(plan.perWorkerBytes) + " per worker; using " + std::to_string(fit) + " thread" +
                     (fit == 1 ? "" : "s") + " instead of " + std::to_string(plan.threads) + " to stay within " +
-                    formatGiB(budgetBytes) + " of memory";
+                    formatGiB(plan.budgetBytes) + " of memory";
         plan.threads = fit;
+    }
+
+    // The workers that run at once (no more than there are (image, layer) tasks), and the threads
+    // beside them that fit in what is left.
+    const int running = std::max(1, std::min(plan.threads, std::max(tasks, 1)));
+    // Our pool already uses the cores: nested BLAS threads would only oversubscribe them. With one
+    // worker, BLAS threads still cost more than they give below N ~ 1000 (at N = 197 a third of
+    // the run went into OpenBLAS threads spinning in sched_yield), so they are kept only for big
+    // heads analysed one at a time.
+    const int blasWanted = running > 1 || largestN < 1024 ? 1 : std::max(1, defaultBlasThreads());
+    // A big head's magnitude curve shares the processors its worker's pool leaves.
+    const int helpersWanted = std::max(1, processors / running);
+    if (!largest) {
+        plan.blasThreads = blasWanted;
+        plan.magnitudeThreads = helpersWanted;
+        return plan;
+    }
+    const Cost pool = blasThread(double(largestN));
+    auto blasCost = [&](int threads) { return Cost{double(threads - 1) * pool.resident, double(threads - 1) * pool.address}; };
+    int blas = 1;
+    while (blas < blasWanted && fits(running, blasCost(blas + 1))) ++blas;
+    // Two or more helpers are all new threads (the worker waits for them); one runs in the worker.
+    // Each has a stack and an arena; one of them reuses the waiting worker's BLAS buffer.
+    const double scaler = magnitudeScalerBytes(double(largestN), options.magnitude.points);
+    auto helperCost = [&](int threads) {
+        const Cost base = blasCost(blas);
+        if (threads < 2 || !helpersRun) return base;
+        const double count = double(running) * double(threads);
+        return Cost{base.resident + count * (scaler + worker.resident),
+                    base.address + count * worker.address - double(running) * kBlasBufferBytes};
+    };
+    int helpers = 1;
+    while (helpers < helpersWanted && fits(running, helperCost(helpers + 1))) ++helpers;
+    if (!helpersRun) helpers = helpersWanted;  // no curve uses threads: nothing to limit
+    plan.blasThreads = blas;
+    plan.magnitudeThreads = helpers;
+    if (blas < blasWanted || helpers < helpersWanted) {
+        std::string what;
+        if (blas < blasWanted)
+            what = std::to_string(blas) + " BLAS thread" + (blas == 1 ? "" : "s") + " instead of " +
+                   std::to_string(blasWanted);
+        if (helpers < helpersWanted)
+            what += (what.empty() ? "" : " and ") + std::to_string(helpers) + " magnitude-curve thread" +
+                    (helpers == 1 ? "" : "s") + " instead of " + std::to_string(helpersWanted);
+        plan.note += (plan.note.empty() ? "" : "; ") + std::string("using ") + what + " to stay within " +
+                     formatGiB(plan.budgetBytes) + " of memory (each thread's stack, malloc arena and BLAS buffer)";
     }
     return plan;
 }

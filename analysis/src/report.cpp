@@ -15,11 +15,15 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "attnlens/error.h"
+#include "attnlens/output_path.h"
+#include "attnlens/text.h"
 
 namespace attnlens {
 namespace {
@@ -361,18 +365,326 @@ std::string fmt(const json& v, int precision = 3) {
     return s.str();
 }
 
+// ---- Validation of merge inputs ------------------------------------------------------------------
+// Every report given to merge is checked against the report schema (resources/analysis.schema.json:
+// the types and ranges of the fields that merge and its summary read) and against its own dump
+// description (input.dump): image indices below the dump's image count, layer names and positions
+// among its layers, heads below the layer's head count, paradigms among the report's paradigms.
+// Messages name the file, the record and the field.
+
+std::string shown(const json& v) { return printableText(v.dump(), 80); }
+
+class ReportChecker {
+public:
+    explicit ReportChecker(std::string file) : file_(std::move(file)) {}
+
+    [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+        throwInput("merge: " + printableText(file_) + ": " + where + ": " + what +
+                   "; merge takes reports written by attnlens-cli analyze");
+    }
+
+    const json& field(const json& object, const char* key, const std::string& where) const {
+        if (!object.is_object()) fail(where, "must be an object, got " + shown(object));
+        const auto it = object.find(key);
+        if (it == object.end()) fail(where, "the field \"" + std::string(key) + "\" is missing");
+        return *it;
+    }
+    std::int64_t integer(const json& v, const std::string& where, std::int64_t min,
+                         std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
+        const bool ok = v.is_number_integer() &&
+                        (v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(max)
+                                                : v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max);
+        if (!ok) {
+            const std::string range = max == std::numeric_limits<std::int64_t>::max()
+                                          ? ">= " + std::to_string(min)
+                                          : "from " + std::to_string(min) + " to " + std::to_string(max);
+            fail(where, "must be an integer " + range + ", got " + shown(v));
+        }
+        return v.get<std::int64_t>();
+    }
+    void number(const json& v, const std::string& where) const {
+        if (!v.is_number()) fail(where, "must be a number, got " + shown(v));
+    }
+    // A number, or null where the value is not finite (the schema's "num").
+    void numberOrNull(const json& v, const std::string& where) const {
+        if (!v.is_number() && !v.is_null()) fail(where, "must be a number or null, got " + shown(v));
+    }
+    void numberArray(const json& v, const std::string& where, bool nullable = true) const {
+        if (!v.is_array()) fail(where, "must be an array of numbers, got " + shown(v));
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            if (nullable) numberOrNull(v[i], where + "[" + std::to_string(i) + "]");
+            else number(v[i], where + "[" + std::to_string(i) + "]");
+        }
+    }
+    const std::string& string(const json& v, const std::string& where) const {
+        if (!v.is_string()) fail(where, "must be a string, got " + shown(v));
+        return v.get_ref<const std::string&>();
+    }
+    const json& array(const json& v, const std::string& where) const {
+        if (!v.is_array()) fail(where, "must be an array, got " + shown(v));
+        return v;
+    }
+    const json& object(const json& v, const std::string& where) const {
+        if (!v.is_object()) fail(where, "must be an object, got " + shown(v));
+        return v;
+    }
+
+    // Numeric fields of an object: each a number-or-null (or a number when strict).
+    void numbers(const json& o, const std::string& where, std::initializer_list<const char*> keys,
+                 bool nullable = true) const {
+        for (const char* k : keys) {
+            if (nullable) numberOrNull(field(o, k, where), where + "." + k);
+            else number(field(o, k, where), where + "." + k);
+        }
+    }
+
+    void localEntries(const json& v, const std::string& where, std::initializer_list<const char*> keys) const {
+        array(v, where);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string w = where + "[" + std::to_string(i) + "]";
+            integer(field(v[i], "k", w), w + ".k", 1);
+            numbers(v[i], w, keys);
+        }
+    }
+
+    void branchChannel(const json& c, const std::string& where) const {
+        object(c, where);
+        numberOrNull(field(c, "branch_share", where), where + ".branch_share");
+        for (const char* k : {"channel", "weight_channel", "rank", "size"})
+            if (c.contains(k)) integer(c[k], where + "." + k, 0);
+        for (const char* k : {"effective_rank", "tolerance"})
+            if (c.contains(k)) numberOrNull(c[k], where + "." + k);
+        if (c.contains("method")) string(c["method"], where + ".method");
+        if (c.contains("singular_values")) numberArray(c["singular_values"], where + ".singular_values");
+        if (c.contains("local")) localEntries(c["local"], where + ".local", {"mean", "abs_fraction"});
+    }
+
+    // The statistics of one record (schema definitions/record).
+    void statistics(const json& r, const std::string& w) const {
+        integer(field(r, "tokens", w), w + ".tokens", 1);
+        integer(field(r, "flagged_rows", w), w + ".flagged_rows", 0);
+        if (r.contains("rank")) {
+            const json& s = object(r["rank"], w + ".rank");
+            integer(field(s, "rank", w + ".rank"), w + ".rank.rank", 0);
+            integer(field(s, "size", w + ".rank"), w + ".rank.size", 0);
+            numbers(s, w + ".rank", {"effective_rank", "tolerance"});
+            numbers(s, w + ".rank", {"relative_tolerance"}, false);
+            string(field(s, "method", w + ".rank"), w + ".rank.method");
+            numberArray(field(s, "singular_values", w + ".rank"), w + ".rank.singular_values");
+        }
+        if (r.contains("local")) {
+            const std::string where = w + ".local";
+            localEntries(r["local"], where, {"mean"});
+            for (std::size_t i = 0; i < r["local"].size(); ++i) {
+                const std::string e = where + "[" + std::to_string(i) + "]";
+                // The schema says number, but a head without a valid query writes null here.
+                numbers(r["local"][i], e, {"uniform_baseline", "paper_baseline"});
+                integer(field(r["local"][i], "queries", e), e + ".queries", 0);
+                if (r["local"][i].contains("per_query")) numberArray(r["local"][i]["per_query"], e + ".per_query");
+            }
+        }
+        if (r.contains("entropy")) {
+            const json& e = object(r["entropy"], w + ".entropy");
+            numbers(e, w + ".entropy",
+                    {"mean_entropy", "normalised_entropy", "max_weight", "negative_row_fraction",
+                     "negative_mass_total", "negative_mass_per_row"});
+            integer(field(e, "rows", w + ".entropy"), w + ".entropy.rows", 0);
+            integer(field(e, "flagged_rows", w + ".entropy"), w + ".entropy.flagged_rows", 0);
+        }
+        if (r.contains("confusion")) {
+            const json& c = object(r["confusion"], w + ".confusion");
+            integer(field(c, "confused_pairs", w + ".confusion"), w + ".confusion.confused_pairs", 0);
+            integer(field(c, "identical_query_pairs", w + ".confusion"), w + ".confusion.identical_query_pairs", 0);
+            numbers(c, w + ".confusion", {"tau", "query_tolerance"});
+            string(field(c, "method", w + ".confusion"), w + ".confusion.method");
+        }
+        if (r.contains("magnitude")) {
+            const std::string where = w + ".magnitude";
+            const json& m = object(r["magnitude"], where);
+            const json& factors = field(m, "factors", where);
+            numberArray(factors, where + ".factors", false);
+            for (const char* k : {"max_weight", "entropy", "top_mass", "ratio"}) {
+                const json& v = field(m, k, where);
+                numberArray(v, where + "." + k);
+                if (v.size() != factors.size())
+                    fail(where + "." + k, "has " + std::to_string(v.size()) + " values for " +
+                                              std::to_string(factors.size()) + " factors");
+            }
+            integer(field(m, "queries_averaged", where), where + ".queries_averaged", 0);
+        }
+        if (r.contains("local_branch")) {
+            const std::string where = w + ".local_branch";
+            const json& b = object(r["local_branch"], where);
+            string(field(b, "kind", where), where + ".kind");
+            integer(field(b, "channels_analysed", where), where + ".channels_analysed", 0);
+            const json& share = object(field(b, "branch_share", where), where + ".branch_share");
+            numbers(share, where + ".branch_share", {"mean_over_channels", "mean_channel"});
+            const json& channels = array(field(b, "channels", where), where + ".channels");
+            for (std::size_t i = 0; i < channels.size(); ++i)
+                branchChannel(channels[i], where + ".channels[" + std::to_string(i) + "]");
+            if (b.contains("mean_channel")) branchChannel(b["mean_channel"], where + ".mean_channel");
+            if (b.contains("rank")) {
+                const json& k = object(b["rank"], where + ".rank");
+                const json& without = field(k, "without", where + ".rank");
+                if (!without.is_null()) integer(without, where + ".rank.without", 0);
+                for (const char* key : {"min", "max", "mean_channel", "size"})
+                    integer(field(k, key, where + ".rank"), where + ".rank." + key, 0);
+                numberOrNull(field(k, "median", where + ".rank"), where + ".rank.median");
+            }
+            if (b.contains("local"))
+                localEntries(b["local"], where + ".local",
+                             {"without", "with", "with_min", "with_max", "abs_fraction_without", "abs_fraction_with"});
+        }
+    }
+
+private:
+    std::string file_;
+};
+
+// What a report's input.dump says about the dump: image count and layers (name -> position, heads).
+struct DumpDescription {
+    std::int64_t images = 0;
+    std::vector<std::string> layerNames;
+    std::vector<std::int64_t> layerHeads;
+
+    int layerPosition(const std::string& name) const {
+        for (std::size_t i = 0; i < layerNames.size(); ++i)
+            if (layerNames[i] == name) return int(i);
+        return -1;
+    }
+};
+
+DumpDescription describeDump(const ReportChecker& check, const json& report) {
+    DumpDescription d;
+    const json& dump = check.object(check.field(check.field(report, "input", "report"), "dump", "input"), "input.dump");
+    constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
+    d.images = check.integer(check.field(dump, "images", "input.dump"), "input.dump.images", 0, kMaxInt);
+    const json& layers = check.array(check.field(dump, "layers", "input.dump"), "input.dump.layers");
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const std::string w = "input.dump.layers[" + std::to_string(i) + "]";
+        d.layerNames.push_back(check.string(check.field(layers[i], "name", w), w + ".name"));
+        d.layerHeads.push_back(check.integer(check.field(layers[i], "heads", w), w + ".heads", 1, kMaxInt));
+    }
+    return d;
+}
+
+// One record: (image, layer, head, paradigm) within the report's selection and dump description.
+struct RecordKey {
+    std::int64_t image, layerPosition, head;
+    std::string paradigm;
+    bool operator<(const RecordKey& o) const {
+        return std::tie(image, layerPosition, head, paradigm) < std::tie(o.image, o.layerPosition, o.head, o.paradigm);
+    }
+};
+
+std::string describeKey(const RecordKey& k, const std::string& layer) {
+    return "(image " + std::to_string(k.image) + ", layer " + printableText(layer) + ", head " +
+           std::to_string(k.head) + ", paradigm " + printableText(k.paradigm) + ")";
+}
+
+// The records of one merge input, in the order of its results array.
+struct MergeInput {
+    DumpDescription dump;
+    std::vector<RecordKey> keys;
+};
+
+// Checks one merge input: its selection, paradigms and every record against the schema and its
+// own dump description, and that no (image, layer, head, paradigm) appears twice in it.
+MergeInput checkMergeInput(const json& r, const std::string& name) {
+    const ReportChecker check(name);
+    MergeInput out;
+    std::set<RecordKey> seen;
+    const DumpDescription dump = describeDump(check, r);
+
+    const json& selection = check.object(check.field(r, "selection", "report"), "selection");
+    std::set<std::int64_t> images;
+    const json& selectedImages = check.array(check.field(selection, "images", "selection"), "selection.images");
+    for (std::size_t i = 0; i < selectedImages.size(); ++i)
+        images.insert(check.integer(selectedImages[i], "selection.images[" + std::to_string(i) + "]", 0,
+                                    dump.images - 1));
+    std::set<std::string> layers;
+    const json& selectedLayers = check.array(check.field(selection, "layers", "selection"), "selection.layers");
+    for (std::size_t i = 0; i < selectedLayers.size(); ++i) {
+        const std::string where = "selection.layers[" + std::to_string(i) + "]";
+        const std::string& layer = check.string(selectedLayers[i], where);
+        if (dump.layerPosition(layer) < 0)
+            check.fail(where, "layer " + shown(selectedLayers[i]) + " is not a layer of the dump (input.dump.layers)");
+        layers.insert(layer);
+    }
+    std::optional<std::set<std::int64_t>> heads;  // nothing: "all"
+    const json& selectedHeads = check.field(selection, "heads", "selection");
+    if (!(selectedHeads.is_string() && selectedHeads.get<std::string>() == "all")) {
+        if (!selectedHeads.is_array()) check.fail("selection.heads", "must be \"all\" or an array, got " + shown(selectedHeads));
+        heads.emplace();
+        for (std::size_t i = 0; i < selectedHeads.size(); ++i)
+            heads->insert(check.integer(selectedHeads[i], "selection.heads[" + std::to_string(i) + "]", 0));
+    }
+
+    std::set<std::string> paradigms;
+    const json& paradigmList = check.array(check.field(r, "paradigms", "report"), "paradigms");
+    if (paradigmList.empty()) check.fail("paradigms", "is empty");
+    for (std::size_t i = 0; i < paradigmList.size(); ++i) {
+        const std::string where = "paradigms[" + std::to_string(i) + "]";
+        const std::string& p = check.string(check.field(paradigmList[i], "name", where), where + ".name");
+        if (!paradigms.insert(p).second) check.fail(where, "the paradigm name " + shown(paradigmList[i]["name"]) + " is used twice");
+    }
+
+    const json& results = check.array(check.field(r, "results", "report"), "results");
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const json& record = results[i];
+        std::string where = "results[" + std::to_string(i) + "]";
+        check.object(record, where);
+        RecordKey key;
+        key.image = check.integer(check.field(record, "image", where), where + ".image", 0, dump.images - 1);
+        const std::string& layer = check.string(check.field(record, "layer", where), where + ".layer");
+        key.layerPosition = dump.layerPosition(layer);
+        if (key.layerPosition < 0)
+            check.fail(where + ".layer", "layer " + shown(record["layer"]) + " is not a layer of the dump (input.dump.layers)");
+        const std::int64_t position = check.integer(check.field(record, "layer_position", where), where + ".layer_position", 0);
+        if (position != key.layerPosition)
+            check.fail(where + ".layer_position", std::to_string(position) + " is not the position " +
+                                                      std::to_string(key.layerPosition) + " of layer " +
+                                                      shown(record["layer"]) + " in the dump");
+        key.head = check.integer(check.field(record, "head", where), where + ".head", 0,
+                                 dump.layerHeads[std::size_t(key.layerPosition)] - 1);
+        key.paradigm = check.string(check.field(record, "paradigm", where), where + ".paradigm");
+        if (!paradigms.count(key.paradigm))
+            check.fail(where + ".paradigm", "paradigm " + shown(record["paradigm"]) + " is not one of the report's paradigms");
+        where += " " + describeKey(key, layer);
+        if (!images.count(key.image)) check.fail(where, "the image is not in the report's selection.images");
+        if (!layers.count(layer)) check.fail(where, "the layer is not in the report's selection.layers");
+        if (heads && !heads->count(key.head)) check.fail(where, "the head is not in the report's selection.heads");
+        check.statistics(record, where);
+        if (!seen.insert(key).second) check.fail(where, "this record appears twice in the file");
+        out.keys.push_back(std::move(key));
+    }
+
+    if (r.contains("non_finite")) {
+        const json& nonFinite = check.array(r["non_finite"], "non_finite");
+        for (std::size_t i = 0; i < nonFinite.size(); ++i) check.object(nonFinite[i], "non_finite[" + std::to_string(i) + "]");
+    }
+    if (r.contains("timing")) {
+        const json& timing = check.object(r["timing"], "timing");
+        if (timing.contains("seconds")) check.numberOrNull(timing["seconds"], "timing.seconds");
+    }
+    if (r.contains("created_utc")) check.string(r["created_utc"], "created_utc");
+    out.dump = dump;
+    return out;
+}
+
+json withoutPath(json dump) {
+    if (dump.is_object()) dump.erase("path");
+    return dump;
+}
+
 }  // namespace
 
-nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) {
+nlohmann::json reportProvenanceJson(const AnalysisReport& report, const ToolInfo& tool) {
     json j;
     j["schema"] = "attnlens.analysis";
     j["schema_version"] = 1;
     j["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
     j["created_utc"] = utcNow();
-    j["input"] = {{"path", report.dump.path},
-                  {"size_bytes", report.dump.fileSize},
-                  {"sha256", report.sha256},
-                  {"dump", report.dump.toJson()}};
     json layers = json::array();
     for (int l : report.request.layers) layers.push_back(report.dump.layers[l].name);
     j["selection"] = {{"images", report.request.images},
@@ -382,21 +694,25 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
     for (const auto& p : report.paradigms) paradigms.push_back(p.toJson());
     j["paradigms"] = paradigms;
     j["options"] = report.request.options.toJson();
-    std::vector<json> entries(report.records.size());
-    forEachChunk(entries.size(), [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) {
-            const HeadRecord& r = report.records[i];
-            json e = statsJson(r.stats, report.request.options.perQueryMaps, report.request.options.localK);
-            e["image"] = r.image;
-            e["layer"] = report.dump.layers[r.layer].name;
-            e["layer_position"] = r.layer;
-            e["head"] = r.head;
-            e["paradigm"] = report.paradigms[r.paradigm].name;
-            entries[i] = std::move(e);
-        }
-    });
-    j["results"] = json::array();
-    j["results"].get_ref<json::array_t&>() = std::move(entries);
+    return j;
+}
+
+nlohmann::json recordJson(const AnalysisReport& report, const HeadRecord& r) {
+    json e = statsJson(r.stats, report.request.options.perQueryMaps, report.request.options.localK);
+    e["image"] = r.image;
+    e["layer"] = report.dump.layers[r.layer].name;
+    e["layer_position"] = r.layer;
+    e["head"] = r.head;
+    e["paradigm"] = report.paradigms[r.paradigm].name;
+    return e;
+}
+
+nlohmann::json reportOutcomeJson(const AnalysisReport& report) {
+    json j;
+    j["input"] = {{"path", report.dump.path},
+                  {"size_bytes", report.dump.fileSize},
+                  {"sha256", report.sha256},
+                  {"dump", report.dump.toJson()}};
     json nonFinite = json::array();
     for (const auto& nf : report.nonFinite)
         nonFinite.push_back({{"image", nf.image},
@@ -407,48 +723,78 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
                              {"message", nf.describe(report.dump)}});
     j["non_finite"] = std::move(nonFinite);
     j["timing"] = {{"seconds", report.seconds}, {"threads", report.request.threads}};
+    return j;
+}
+
+nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) {
+    json j = reportProvenanceJson(report, tool);
+    const json outcome = reportOutcomeJson(report);
+    for (const auto& [key, value] : outcome.items()) j[key] = value;
+    std::vector<json> entries(report.records.size());
+    forEachChunk(entries.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) entries[i] = recordJson(report, report.records[i]);
+    });
+    j["results"] = json::array();
+    j["results"].get_ref<json::array_t&>() = std::move(entries);
     j["summary"] = summarize(j);
     return j;
 }
 
-nlohmann::json summarize(const nlohmann::json& report) {
+struct ReportSummary::State {
     std::vector<std::string> order;
-    for (const auto& p : report.at("paradigms")) order.push_back(p.at("name").get<std::string>());
     std::map<std::string, Aggregate> overall;
     std::map<std::string, std::map<int, Aggregate>> perLayer;
     std::map<std::string, std::map<int, std::string>> layerNames;
     std::map<std::string, std::map<int, std::int64_t>> perImage;
     bool anyConfusion = false;
-    for (const auto& r : report.at("results")) {
-        const std::string p = r.at("paradigm").get<std::string>();
-        overall[p].add(r);
-        const int lp = r.at("layer_position").get<int>();
-        perLayer[p][lp].add(r);
-        layerNames[p][lp] = r.at("layer").get<std::string>();
-        if (r.contains("confusion")) {
-            anyConfusion = true;
-            perImage[p][r.at("image").get<int>()] += r["confusion"]["confused_pairs"].get<std::int64_t>();
-        } else {
-            perImage[p][r.at("image").get<int>()] += 0;
-        }
+};
+
+ReportSummary::ReportSummary(std::vector<std::string> paradigmOrder) : state_(std::make_unique<State>()) {
+    state_->order = std::move(paradigmOrder);
+}
+
+ReportSummary::ReportSummary(const std::vector<Paradigm>& paradigms) : state_(std::make_unique<State>()) {
+    for (const auto& p : paradigms) state_->order.push_back(p.name);
+}
+
+ReportSummary::~ReportSummary() = default;
+ReportSummary::ReportSummary(ReportSummary&&) noexcept = default;
+ReportSummary& ReportSummary::operator=(ReportSummary&&) noexcept = default;
+
+void ReportSummary::add(const nlohmann::json& r) {
+    State& s = *state_;
+    const std::string p = r.at("paradigm").get<std::string>();
+    s.overall[p].add(r);
+    const int lp = r.at("layer_position").get<int>();
+    s.perLayer[p][lp].add(r);
+    s.layerNames[p][lp] = r.at("layer").get<std::string>();
+    if (r.contains("confusion")) {
+        s.anyConfusion = true;
+        s.perImage[p][r.at("image").get<int>()] += r["confusion"]["confused_pairs"].get<std::int64_t>();
+    } else {
+        s.perImage[p][r.at("image").get<int>()] += 0;
     }
+}
+
+nlohmann::json ReportSummary::toJson() const {
+    State s = State(*state_);  // operator[] below inserts; leave the running state as it is
     json out = json::array();
-    for (const auto& name : order) {
-        json e = overall[name].toJson();
+    for (const auto& name : s.order) {
+        json e = s.overall[name].toJson();
         e["paradigm"] = name;
         json layers = json::array();
-        for (const auto& [lp, agg] : perLayer[name]) {
+        for (const auto& [lp, agg] : s.perLayer[name]) {
             json le = agg.toJson();
             le.erase("magnitude_mean");
-            le["layer"] = layerNames[name][lp];
+            le["layer"] = s.layerNames[name][lp];
             le["layer_position"] = lp;
             layers.push_back(le);
         }
         e["layers"] = layers;
-        if (anyConfusion) {
+        if (s.anyConfusion) {
             json perImg = json::array();
             std::vector<std::int64_t> hist;
-            for (const auto& [img, count] : perImage[name]) {
+            for (const auto& [img, count] : s.perImage[name]) {
                 perImg.push_back({{"image", img}, {"confused_pairs", count}});
                 const int bin = confusionBin(count);
                 if (int(hist.size()) <= bin) hist.resize(bin + 1, 0);
@@ -465,21 +811,33 @@ nlohmann::json summarize(const nlohmann::json& report) {
             {"note", "means over (image, layer, head) records; confusion counts summed over layers and heads per image"}};
 }
 
+nlohmann::json summarize(const nlohmann::json& report) {
+    std::vector<std::string> order;
+    for (const auto& p : report.at("paradigms")) order.push_back(p.at("name").get<std::string>());
+    ReportSummary summary(std::move(order));
+    for (const auto& r : report.at("results")) summary.add(r);
+    return summary.toJson();
+}
+
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
                             const ToolInfo& tool) {
     if (reports.empty()) throwUsage("merge: no input reports");
     auto fail = [&](std::size_t i, const std::string& what) {
-        throwInput("merge: " + names[i] + ": " + what + " (differs from " + names[0] + ")");
+        throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) + ")");
     };
+    std::vector<MergeInput> inputs;
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const auto& r = reports[i];
-        if (!r.is_object() || r.value("schema", "") != "attnlens.analysis")
-            throwInput("merge: " + names[i] + " is not an attnlens analysis report (no \"schema\": \"attnlens.analysis\")");
-        if (r.value("schema_version", 0) != 1)
-            throwInput("merge: " + names[i] + ": schema_version " + r.value("schema_version", json(nullptr)).dump() + " is not supported (1)");
+        if (!r.is_object() || !r.contains("schema") || r["schema"] != "attnlens.analysis")
+            throwInput("merge: " + printableText(names[i]) + " is not an attnlens analysis report (no \"schema\": \"attnlens.analysis\")");
+        if (!r.contains("schema_version") || r["schema_version"] != 1)
+            throwInput("merge: " + printableText(names[i]) + ": schema_version " +
+                       printableText(r.value("schema_version", json(nullptr)).dump(), 80) + " is not supported (1)");
         for (const char* key : {"input", "selection", "paradigms", "options", "results"})
-            if (!r.contains(key)) throwInput("merge: " + names[i] + ": missing \"" + key + "\"");
+            if (!r.contains(key)) throwInput("merge: " + printableText(names[i]) + ": missing \"" + key + "\"");
+        inputs.push_back(checkMergeInput(r, names[i]));
     }
+    std::map<RecordKey, std::size_t> seenRecords;  // -> the input that has it
     const json& first = reports[0];
     std::set<int> seenImages;
     json merged = first;
@@ -498,14 +856,17 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         };
         if (!hashOf(in).empty() && !hashOf(in0).empty()) {
             if (hashOf(in) != hashOf(in0) || in.value("size_bytes", json()) != in0.value("size_bytes", json()))
-                fail(i, "a different input dump (sha256 " + hashOf(in) + ")");
+                fail(i, "a different input dump (sha256 " + printableText(hashOf(in), 80) + ")");
+            if (withoutPath(in["dump"]) != withoutPath(in0["dump"]))
+                fail(i, "the same sha256 but a different dump description (input.dump)");
         } else if (in.value("path", json()) != in0.value("path", json()) ||
                    in.value("size_bytes", json()) != in0.value("size_bytes", json()) ||
                    in.value("dump", json()) != in0.value("dump", json())) {
             // Reports made with --no-hash: two different dumps of equal size must not merge, so
             // the same input path, size and dump description are asked for instead.
-            throwInput("merge: " + names[i] + ": input " + in.value("path", json()).dump() + " is not the input " +
-                       in0.value("path", json()).dump() + " of " + names[0] +
+            throwInput("merge: " + printableText(names[i]) + ": input " + printableText(in.value("path", json()).dump()) +
+                       " is not the input " + printableText(in0.value("path", json()).dump()) + " of " +
+                       printableText(names[0]) +
                        " (or it changed between the runs), and without SHA-256 (analyze --no-hash) nothing "
                        "shows that they are the same dump");
         }
@@ -516,14 +877,26 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         for (const auto& img : r["selection"]["images"]) {
             const int b = img.get<int>();
             if (!seenImages.insert(b).second)
-                throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" + names[i] +
-                           "); merge needs disjoint image ranges");
+                throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" +
+                           printableText(names[i]) + "); merge needs disjoint image ranges");
             images.push_back(b);
+        }
+        // Each record lies in its report's selection (checkMergeInput), so disjoint selections
+        // mean disjoint records; checked directly all the same.
+        for (std::size_t k = 0; k < inputs[i].keys.size(); ++k) {
+            const RecordKey& key = inputs[i].keys[k];
+            const auto [it, inserted] = seenRecords.emplace(key, i);
+            if (!inserted)
+                throwInput("merge: " + printableText(names[i]) + ": results[" + std::to_string(k) + "] " +
+                           describeKey(key, inputs[i].dump.layerNames[std::size_t(key.layerPosition)]) +
+                           ": this record is also in " + printableText(names[it->second]) +
+                           "; merge needs disjoint image ranges");
         }
         for (const auto& res : r["results"]) merged["results"].push_back(res);
         if (r.contains("non_finite"))
             for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
-        seconds += r.contains("timing") ? r["timing"].value("seconds", 0.0) : 0.0;
+        if (r.contains("timing") && r["timing"].contains("seconds") && r["timing"]["seconds"].is_number())
+            seconds += r["timing"]["seconds"].get<double>();
         sources.push_back({{"file", names[i]}, {"images", r["selection"]["images"]}, {"created_utc", r.value("created_utc", "")}});
     }
     std::vector<int> sorted(seenImages.begin(), seenImages.end());
@@ -542,13 +915,16 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
 }
 
 std::string reportText(const nlohmann::json& report) {
-    if (!report.is_object()) return report.dump(1) + "\n";
+    // Text from files and arguments is checked where it enters (attnlens/text.h); a file path
+    // that is not UTF-8 (legal on Linux) is the one exception, and gets U+FFFD in the report.
+    constexpr auto kReplaceInvalidUtf8 = json::error_handler_t::replace;
+    if (!report.is_object()) return report.dump(1, ' ', false, kReplaceInvalidUtf8) + "\n";
     // Every record compact on its own line, serialised in parallel chunks.
     const json* results = report.contains("results") && report["results"].is_array() ? &report["results"] : nullptr;
     std::vector<std::string> lines(results ? results->size() : 0);
     if (results)
         forEachChunk(lines.size(), [&](std::size_t begin, std::size_t end) {
-            for (std::size_t i = begin; i < end; ++i) lines[i] = (*results)[i].dump();
+            for (std::size_t i = begin; i < end; ++i) lines[i] = (*results)[i].dump(-1, ' ', false, kReplaceInvalidUtf8);
         });
     std::size_t total = 4096;
     for (const auto& l : lines) total += l.size() + 4;
@@ -571,7 +947,7 @@ std::string reportText(const nlohmann::json& report) {
             continue;
         }
         // Nested fields as dump(1) would indent them one level deeper.
-        const std::string text = value.dump(1);
+        const std::string text = value.dump(1, ' ', false, kReplaceInvalidUtf8);
         for (char c : text) {
             out += c;
             if (c == '\n') out += ' ';
@@ -663,40 +1039,9 @@ std::string formatSummary(const nlohmann::json& report) {
 
 void writeFileAtomically(const std::string& path, const std::string& contents,
                          const std::vector<std::string>& forbidden) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path target(path);
-    for (const auto& f : forbidden) {
-        if (fs::exists(target, ec) && fs::exists(f, ec) && fs::equivalent(target, f, ec))
-            throwOutput("refusing to write '" + path + "': it is the input file '" + f + "'");
-    }
-    if (fs::is_directory(target, ec)) throwOutput("cannot write '" + path + "': it is a directory");
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    if (!fs::is_directory(dir, ec)) throwOutput("cannot write '" + path + "': directory '" + dir.string() + "' does not exist");
-    const std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throwOutput("cannot write '" + path + "': " + std::strerror(errno));
-    std::size_t written = 0;
-    while (written < contents.size()) {
-        const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
-        if (n < 0) {
-            const std::string why = std::strerror(errno);
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            throwOutput("cannot write '" + path + "': " + why);
-        }
-        written += std::size_t(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throwOutput("cannot write '" + path + "': " + why);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throwOutput("cannot write '" + path + "': " + why);
-    }
+    AtomicFileWriter file(path, forbidden);
+    file.append(contents);
+    file.commit();
 }
 
 }  // namespace attnlens

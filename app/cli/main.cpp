@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <future>
 #include <cmath>
 #include <filesystem>
@@ -21,12 +22,17 @@
 #include <thread>
 #include <vector>
 
+#include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/json_message.h"
+#include "attnlens/open_check.h"
+#include "attnlens/output_path.h"
 #include "attnlens/sha256.h"
 #include "attnlens/synth.h"
+#include "attnlens/text.h"
 
 using namespace attnlens;
 using nlohmann::json;
@@ -62,6 +68,14 @@ void setInputPath(const std::string& path) {
     std::snprintf(gInputPath, sizeof gInputPath, "%s", path.c_str());
 }
 
+// Every dump the CLI reads is opened here: first in a child process (open_check.h: HDF5 can
+// crash or stall on damaged metadata), then in-process under the fault guard below.
+std::unique_ptr<attnlens::DumpReader> openDump(const std::string& path) {
+    setInputPath(path);
+    attnlens::requireDumpOpensInChildProcess(path, attnlens::openCheckOptionsFromEnvironment());
+    return attnlens::DumpReader::open(path);
+}
+
 void writeStderr(const char* text) {
     std::size_t length = std::strlen(text);
     while (length > 0) {
@@ -87,6 +101,9 @@ extern "C" void onFault(int signal) {
 }
 
 void installFaultHandlers() {
+    // Under a file size limit (ulimit -f) a write past it fails with EFBIG, reported as the output
+    // error it is (exit 4, the partial file removed), instead of SIGXFSZ killing the process.
+    std::signal(SIGXFSZ, SIG_IGN);
 #if defined(__SANITIZE_ADDRESS__)
     return;  // keep the sanitizer's own SIGSEGV report
 #endif
@@ -98,20 +115,12 @@ void installFaultHandlers() {
     sigaction(SIGBUS, &action, nullptr);
 }
 
-// Bytes of a message from outside (a JSON parser quoting the file) made printable.
-std::string printable(const std::string& text) {
-    std::string out;
-    for (unsigned char c : text) {
-        if (c >= 0x20 && c < 0x7f) {
-            out += char(c);
-        } else {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-            out += escaped;
-        }
-    }
-    return out;
-}
+// Text from outside (an argument, a file name, what a JSON parser quotes from a file) for a
+// message: control characters and invalid UTF-8 escaped, and cut after 200 bytes with "... (N
+// bytes)", so that a huge argument or file field is never echoed whole (text.h). Every message that
+// quotes such text goes through here.
+std::string printable(const std::string& text) { return printableText(text); }
+std::string quoteText(const std::string& text) { return "'" + printableText(text) + "'"; }
 
 // "is not valid JSON: ..." with a hint when the file is an HDF5 dump.
 std::string jsonParseProblem(const std::string& file, const json::exception& e) {
@@ -119,8 +128,25 @@ std::string jsonParseProblem(const std::string& file, const json::exception& e) 
     char magic[8] = {};
     in.read(magic, sizeof magic);
     if (in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0)
-        return "'" + file + "' is an HDF5 file, not a JSON report";
-    return "'" + file + "' is not valid JSON: " + printable(e.what());
+        return quoteText(file) + " is an HDF5 file, not a JSON report";
+    return quoteText(file) + " is not valid JSON: " + jsonErrorText(e);
+}
+
+// The JSON text of `file` (a --config file, a report to merge), parsed. Error(Input) naming the
+// file when it cannot be opened or read (a directory, an I/O error) or is not valid JSON.
+json readJsonFile(const std::string& file, const std::string& context) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(file, ec)) throwInput(context + ": " + quoteText(file) + " is a directory, not a JSON file");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throwInput(context + ": cannot open " + quoteText(file) + ": " + std::strerror(errno));
+    try {
+        return json::parse(in);
+    } catch (const json::exception& e) {
+        throwInput(context + ": " + jsonParseProblem(file, e));
+    } catch (const std::exception& e) {  // the stream's own read error (std::ios_base::failure)
+        throwInput(context + ": cannot read " + quoteText(file) + ": " + printable(e.what()));
+    }
 }
 
 constexpr const char* kHelp = R"(attnlens-cli - attention analysis for vision transformers (softmax vs linear attention)
@@ -198,17 +224,17 @@ Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>&
                 hasValue = true;
             }
             if (std::find(flagOptions.begin(), flagOptions.end(), key) != flagOptions.end()) {
-                if (hasValue) throwUsage(command + ": option " + key + " takes no value");
+                if (hasValue) throwUsage(command + ": option " + printable(key) + " takes no value");
                 a.flags.push_back(key);
                 continue;
             }
             if (std::find(valueOptions.begin(), valueOptions.end(), key) == valueOptions.end())
-                throwUsage(command + ": unknown option '" + key + "' (see attnlens-cli --help)");
+                throwUsage(command + ": unknown option " + quoteText(key) + " (see attnlens-cli --help)");
             if (!hasValue) {
-                if (i + 1 >= argc) throwUsage(command + ": option " + key + " needs a value");
+                if (i + 1 >= argc) throwUsage(command + ": option " + printable(key) + " needs a value");
                 value = argv[++i];
             }
-            if (a.options.count(key)) throwUsage(command + ": option " + key + " given twice");
+            if (a.options.count(key)) throwUsage(command + ": option " + printable(key) + " given twice");
             a.options[key] = value;
         } else {
             a.positional.push_back(s);
@@ -218,16 +244,20 @@ Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>&
 }
 
 int toInt(const std::string& s, const std::string& option, int min, int max) {
-    try {
-        std::size_t used = 0;
-        const long v = std::stol(s, &used);
-        if (used != s.size()) throw std::invalid_argument("trailing");
-        if (v < min || v > max)
-            throwUsage(option + ": " + s + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
-        return int(v);
-    } catch (const std::logic_error&) {
-        throwUsage(option + ": '" + s + "' is not an integer");
-    }
+    // Decimal digits with an optional sign; values beyond long long (2^64, 99999999999999999999)
+    // are out of range like any other, never wrapped or clamped.
+    const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    const char* first = s.data() + (s.size() > 1 && s[0] == '+' && s[1] != '-' ? 1 : 0);
+    const char* last = s.data() + s.size();
+    long long v = 0;
+    const auto [end, ec] = std::from_chars(first, last, v);
+    const bool digits = first != last && end == last;
+    if (digits && ec == std::errc::result_out_of_range)
+        throwUsage(option + ": " + printable(s) + " is out of range " + range);
+    if (!digits || ec != std::errc())
+        throwUsage(option + ": " + quoteText(s) + " is not an integer (allowed: " + range + ")");
+    if (v < min || v > max) throwUsage(option + ": " + printable(s) + " is out of range " + range);
+    return int(v);
 }
 
 double toDouble(const std::string& s, const std::string& option) {
@@ -237,7 +267,7 @@ double toDouble(const std::string& s, const std::string& option) {
         if (used != s.size() || !std::isfinite(v)) throw std::invalid_argument("bad");
         return v;
     } catch (const std::logic_error&) {
-        throwUsage(option + ": '" + s + "' is not a finite number");
+        throwUsage(option + ": " + quoteText(s) + " is not a finite number");
     }
 }
 
@@ -248,7 +278,7 @@ std::vector<std::string> splitParadigmList(const std::string& text) {
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
-        if (item.empty()) throwUsage("--paradigms: empty item in '" + text + "'");
+        if (item.empty()) throwUsage("--paradigms: empty item in " + quoteText(text));
         if (item.find('=') != std::string::npos && item.find(':') == std::string::npos && !out.empty())
             out.back() += "," + item;
         else
@@ -294,21 +324,16 @@ private:
 // creates (and removes) a uniquely named probe file: nothing of the user's is touched.
 void checkOutputWritable(const std::string& output, const std::vector<std::string>& inputs) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    if (output.empty()) throwOutput("cannot write '': the output path is empty");
-    for (const auto& input : inputs)
-        if (fs::exists(output, ec) && fs::equivalent(output, input, ec))
-            throwOutput("refusing to write '" + output + "': it is the input file '" + input + "'");
-    if (fs::is_directory(output, ec)) throwOutput("cannot write '" + output + "': it is a directory");
+    // Not empty, not an input, not a directory, symbolic link or device node (e.g. /dev/null,
+    // which the rename of the temporary file would replace), in an existing directory.
+    checkOutputPath(output, inputs);
     const fs::path target(output);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    if (!fs::is_directory(dir, ec))
-        throwOutput("cannot write '" + output + "': directory '" + dir.string() + "' does not exist");
     std::string probe = (dir / ("." + target.filename().string() + ".probe-XXXXXX")).string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
-        throwOutput("cannot write '" + output + "': cannot create files in '" + dir.string() +
-                    "': " + std::strerror(errno));
+        throwOutput("cannot write " + quoteText(output) + ": cannot create files in " + quoteText(dir.string()) +
+                    ": " + std::strerror(errno));
     ::close(fd);
     ::unlink(probe.c_str());
 }
@@ -320,11 +345,10 @@ void checkOutputWritable(const std::string& output, const std::vector<std::strin
 int cmdInspect(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
-    setInputPath(a.positional[0]);
-    auto reader = DumpReader::open(a.positional[0]);
+    auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     if (a.flag("--json")) {
-        std::cout << info.toJson().dump(2) << "\n";
+        std::cout << info.toJson().dump(2, ' ', false, json::error_handler_t::replace) << "\n";
         return kExitOk;
     }
     std::printf("file          %s (%llu bytes)\n", info.path.c_str(), (unsigned long long)info.fileSize);
@@ -397,19 +421,19 @@ AnalysisOptions parseAnalysisOptions(const Args& a) {
         std::stringstream ss(*s);
         std::string lo, hi, n;
         if (!std::getline(ss, lo, ':') || !std::getline(ss, hi, ':') || !std::getline(ss, n))
-            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got '" + *s + "'");
+            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got " + quoteText(*s));
         o.magnitude.log2Min = toDouble(lo, "--magnitude");
         o.magnitude.log2Max = toDouble(hi, "--magnitude");
         o.magnitude.points = toInt(n, "--magnitude", 2, 1000);
         if (!(o.magnitude.log2Max > o.magnitude.log2Min) || o.magnitude.log2Max > 60 || o.magnitude.log2Min < -60)
-            throwUsage("--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '" + *s + "'");
+            throwUsage("--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got " + quoteText(*s));
     }
     o.perQueryMaps = a.flag("--per-query-maps");
     if (auto s = a.get("--local-branch")) {
         if (*s == "own") o.localBranch.allParadigms = false;
         else if (*s == "all") o.localBranch.allParadigms = true;
         else if (*s == "off") o.localBranch.enabled = false;
-        else throwUsage("--local-branch: expected own, all or off, got '" + *s + "'");
+        else throwUsage("--local-branch: expected own, all or off, got " + quoteText(*s));
     }
     return o;
 }
@@ -439,24 +463,24 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
     if (auto s = a.get("--paradigms"))
         for (const auto& spec : splitParadigmList(*s)) out.push_back(Paradigm::parse(spec));
     if (auto cfg = a.get("--config")) {
-        std::ifstream in(*cfg);
-        if (!in) throwInput("--config: cannot open '" + *cfg + "'");
-        json j;
-        try {
-            j = json::parse(in);
-        } catch (const json::exception& e) {
-            throwInput("--config: " + jsonParseProblem(*cfg, e));
-        }
+        const json j = readJsonFile(*cfg, "--config");
         if (!j.is_object() || !j.contains("paradigms") || !j["paradigms"].is_array())
-            throwInput("--config: '" + *cfg + "' needs {\"paradigms\": [...]}");
-        for (const auto& p : j["paradigms"]) {
-            if (p.is_string()) out.push_back(Paradigm::parse(p.get<std::string>()));
-            else out.push_back(Paradigm::fromJson(p));
+            throwInput("--config: " + quoteText(*cfg) + " needs {\"paradigms\": [...]}");
+        for (std::size_t i = 0; i < j["paradigms"].size(); ++i) {
+            const json& p = j["paradigms"][i];
+            try {
+                if (p.is_string()) out.push_back(Paradigm::parse(p.get<std::string>()));
+                else out.push_back(Paradigm::fromJson(p));
+            } catch (const Error& e) {  // the file and the entry, then what is wrong with it
+                throw Error(e.kind(), "--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
+            } catch (const json::exception& e) {
+                throwUsage("--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + jsonErrorText(e));
+            }
         }
     }
     for (std::size_t i = 0; i < out.size(); ++i)
         for (std::size_t k = 0; k < i; ++k)
-            if (out[i].name == out[k].name) throwUsage("paradigm name '" + out[i].name + "' is used twice");
+            if (out[i].name == out[k].name) throwUsage("paradigm name " + quoteText(out[i].name) + " is used twice");
     return out;
 }
 
@@ -476,8 +500,7 @@ int cmdAnalyze(int argc, char** argv) {
     req.paradigms = parseParadigms(a);
     if (auto t = a.get("--threads")) req.threads = toInt(*t, "--threads", 1, 256);
 
-    setInputPath(input);
-    auto reader = DumpReader::open(input);
+    auto reader = openDump(input);
     const DumpInfo& info = reader->info();
     if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info);
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
@@ -492,7 +515,7 @@ int cmdAnalyze(int argc, char** argv) {
 
     // Declared sizes too large for this machine are refused before anything is allocated (analyzeDump
     // checks the same; asked here first, so that the note comes before the progress bar).
-    const MemoryPlan memory = planMemory(info, req, memoryBudgetBytes());
+    const MemoryPlan memory = planMemory(info, req, memoryBudget());
     if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
     req.threads = memory.threads;
 
@@ -504,27 +527,33 @@ int cmdAnalyze(int argc, char** argv) {
     std::future<std::string> hash;
     if (!a.flag("--no-hash") && output)  // the hash is provenance for the report file
         hash = std::async(std::launch::async, [&] { return sha256File(input, &stopHash); });
-    AnalysisReport report;
-    try {
-        report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
-    } catch (...) {
-        stopHash = true;
-        if (hash.valid()) hash.wait();
-        throw;
-    }
-    if (hash.valid()) report.sha256 = hash.get();
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);
-    const json j = reportToJson(report, tool);
+    // Records go into the report file as they finish (a temporary file, renamed at the end), and
+    // into the running summary; none is kept, so memory does not grow with the image count.
+    std::optional<ReportStream> stream;
+    RecordSink sink;
+    sink.begin = [&](const AnalysisReport& header) {
+        stream.emplace(output ? *output : std::string(), std::vector<std::string>{input}, header, tool);
+    };
+    sink.write = [&](std::vector<HeadRecord>&& records) { stream->write(std::move(records)); };
+    AnalysisReport report;
+    try {
+        report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); }, &sink);
+    } catch (...) {
+        stopHash = true;
+        if (hash.valid()) hash.wait();
+        throw;  // the stream's destructor removes its temporary file
+    }
+    if (hash.valid()) report.sha256 = hash.get();
+    const json j = stream->finish(report);
 
     for (const auto& nf : j["non_finite"]) std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
     std::cout << formatSummary(j);
-    std::printf("%zu records, %.2f s on %d threads\n", report.records.size(), report.seconds, report.request.threads);
-    if (output) {
-        writeFileAtomically(*output, reportText(j), {input});
-        std::printf("wrote %s\n", output->c_str());
-    }
+    std::printf("%lld records, %.2f s on %d threads\n", (long long)stream->records(), report.seconds,
+                report.request.threads);
+    if (output) std::printf("wrote %s\n", output->c_str());
     return kExitOk;
 }
 
@@ -537,11 +566,10 @@ int cmdAttention(int argc, char** argv) {
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("attention: -o OUT.json is required");
     const Paradigm paradigm = Paradigm::parse(*a.get("--paradigm"));
-    setInputPath(a.positional[0]);
-    auto reader = DumpReader::open(a.positional[0]);
+    auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
-    if (images.size() != 1) throwUsage("--image: name one image, got '" + *a.get("--image") + "'");
+    if (images.size() != 1) throwUsage("--image: name one image, got " + quoteText(*a.get("--image")));
     const int image = images.front();
     std::vector<int> layers;
     try {
@@ -551,7 +579,7 @@ int cmdAttention(int argc, char** argv) {
         if (message.rfind("--layers", 0) == 0) message.replace(0, 8, "--layer");
         throw Error(e.kind(), message);
     }
-    if (layers.size() != 1) throwUsage("--layer: name one layer, got '" + *a.get("--layer") + "'");
+    if (layers.size() != 1) throwUsage("--layer: name one layer, got " + quoteText(*a.get("--layer")));
     const LayerInfo& layer = info.layers[layers[0]];
     const int head = toInt(*a.get("--head"), "--head", 0, layer.heads - 1);
     const bool values = a.flag("--values");
@@ -629,7 +657,7 @@ int cmdAttention(int argc, char** argv) {
             j["equivalent_matrix"] = matrixJson(e);
         }
     }
-    writeFileAtomically(*output, j.dump() + "\n", {a.positional[0]});
+    writeFileAtomically(*output, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", {a.positional[0]});
     return kExitOk;
 }
 
@@ -638,7 +666,7 @@ int cmdSynth(int argc, char** argv) {
                        {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
                         "--seed", "--model", "--local-branch"},
                        {"--no-values", "--no-images"}, "synth");
-    if (!a.positional.empty()) throwUsage("synth: unexpected argument '" + a.positional[0] + "'");
+    if (!a.positional.empty()) throwUsage("synth: unexpected argument " + quoteText(a.positional[0]));
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("synth: -o FILE is required");
     SynthOptions o;
@@ -651,7 +679,7 @@ int cmdSynth(int argc, char** argv) {
     if (auto s = a.get("--model")) o.model = *s;
     if (auto s = a.get("--grid")) {
         const auto x = s->find('x');
-        if (x == std::string::npos) throwUsage("--grid: expected HxW, e.g. 14x14, got '" + *s + "'");
+        if (x == std::string::npos) throwUsage("--grid: expected HxW, e.g. 14x14, got " + quoteText(*s));
         o.gridH = toInt(s->substr(0, x), "--grid", 1, 4096);
         o.gridW = toInt(s->substr(x + 1), "--grid", 1, 4096);
     }
@@ -659,11 +687,12 @@ int cmdSynth(int argc, char** argv) {
         if (*s == "float16") o.dtype = DType::Float16;
         else if (*s == "float32") o.dtype = DType::Float32;
         else if (*s == "float64") o.dtype = DType::Float64;
-        else throwUsage("--dtype: unknown dtype '" + *s + "' (known: float16, float32, float64)");
+        else throwUsage("--dtype: unknown dtype " + quoteText(*s) + " (known: float16, float32, float64)");
     }
     o.withValues = !a.flag("--no-values");
     o.withImages = !a.flag("--no-images");
     if (auto s = a.get("--local-branch")) o.localBranch = *s;
+    checkOutputWritable(*output, {});  // DumpWriter checks the path again when it creates the file
     writeSynthDump(*output, o);
     std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", output->c_str(), o.layers, o.heads,
                 o.images, o.prefix + o.gridH * o.gridW, o.dim, toString(o.dtype));
@@ -675,25 +704,18 @@ int cmdMerge(int argc, char** argv) {
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("merge: -o OUT.json is required");
     if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
-    std::vector<json> reports;
-    for (const auto& f : a.positional) {
-        std::ifstream in(f);
-        if (!in) throwInput("merge: cannot open '" + f + "'");
-        try {
-            reports.push_back(json::parse(in));
-        } catch (const json::exception& e) {
-            throwInput("merge: " + jsonParseProblem(f, e));
-        }
-    }
     checkOutputWritable(*output, a.positional);
+    std::vector<json> reports;
+    for (const auto& f : a.positional) reports.push_back(readJsonFile(f, "merge"));
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);
     json merged;
     try {
+        // Validates every record of every input (mergeReports); this catch is a last resort.
         merged = mergeReports(reports, a.positional, tool);
     } catch (const json::exception& e) {
-        throwInput("merge: a report lacks a field or has one of the wrong type (" + printable(e.what()) +
+        throwInput("merge: a report lacks a field or has one of the wrong type (" + jsonErrorText(e) +
                    "); merge takes reports written by attnlens-cli analyze");
     }
     std::cout << formatSummary(merged);
@@ -705,7 +727,12 @@ int cmdMerge(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int runCli(int argc, char** argv) {
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
+    // OpenBLAS started its thread pool before main(): run again without it (blas_threads.h).
+    // Commands that want BLAS threads ask for them (analyzeDump); the others never start any.
+    attnlens::restartWithOneBlasThread(argv);
+    attnlens::useOneMallocArenaUnderAddressLimit();
     if (argc < 2) {
         std::fputs(kHelp, stderr);
         return kExitUsage;
@@ -731,7 +758,7 @@ int main(int argc, char** argv) {
         if (command == "attention") return cmdAttention(argc, argv);
         if (command == "synth") return cmdSynth(argc, argv);
         if (command == "merge") return cmdMerge(argc, argv);
-        throwUsage("unknown command '" + command + "' (commands: inspect, analyze, attention, synth, merge)");
+        throwUsage("unknown command " + quoteText(command) + " (commands: inspect, analyze, attention, synth, merge)");
     } catch (const Error& e) {
         std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
         switch (e.kind()) {
@@ -744,8 +771,41 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "attnlens-cli: error: out of memory\n");
         return kExitInternal;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "attnlens-cli: internal error: %s\n", e.what());
+        std::fprintf(stderr, "attnlens-cli: internal error: %s\n", jsonErrorText(e).c_str());
         return kExitInternal;
     }
     return kExitInternal;
+}
+
+// Standard output that cannot be written (closed, a full disk, /dev/full) is an output error:
+// exit 4 with a message on stderr, checked here once for every command. A closed descriptor 0, 1
+// or 2 is first taken by /dev/null, so that no file the command opens gets that number (and
+// messages meant for the terminal never land in an output file); a closed stdout is refused
+// before any work.
+int main(int argc, char** argv) {
+    bool stdoutClosed = false;
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (opened >= 0 && opened != fd) {
+            ::dup2(opened, fd);
+            ::close(opened);
+        }
+        if (fd == 1) stdoutClosed = true;
+    }
+    if (stdoutClosed) {
+        std::fputs("attnlens-cli: error: cannot write to standard output: it is closed\n", stderr);
+        return kExitOutput;
+    }
+    int code = runCli(argc, argv);
+    std::cout.flush();
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const int error = errno;
+    if (!flushed || std::ferror(stdout) || std::cout.fail()) {
+        std::fprintf(stderr, "attnlens-cli: error: cannot write to standard output: %s\n",
+                     error != 0 ? std::strerror(error) : "a write to it failed");
+        if (code == kExitOk) code = kExitOutput;
+    }
+    return code;
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "attnlens/open_check.h"
 #include "job_runner.h"
 #include "main_window.h"
 #include "render_command.h"
@@ -14,6 +15,7 @@
 #include "token_map_view.h"
 
 int main(int argc, char** argv) {
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     const bool render = argc > 1 && std::strcmp(argv[1], "render") == 0;
     // Rendering needs no display; an explicit QT_QPA_PLATFORM (e.g. xcb) still wins.
     if (render && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "attnlens/error.h"
+#include "attnlens/open_check.h"
 #include "attnlens/sha256.h"
 
 namespace attnlens::gui {
@@ -90,7 +91,9 @@ const LayerInfo& Session::layerInfo() const {
 }
 
 void Session::open(const QString& path) {
-    // Everything that can fail happens before any member changes.
+    // Everything that can fail happens before any member changes. The child-process check first:
+    // a file that crashes or stalls HDF5 must not take the open dump and the user's work with it.
+    requireDumpOpensInChildProcess(path.toStdString(), openCheckOptionsFromEnvironment());
     std::shared_ptr<const DumpReader> reader(DumpReader::open(path.toStdString()));
     const DumpInfo& info = reader->info();
     if (info.layers.empty()) throwInput(path.toStdString() + ": the dump has no attention layers");

@@ -12,6 +12,7 @@
 
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/text.h"
 #include "float16.h"
 #include "hdf5_util.h"
 
@@ -83,9 +84,9 @@ std::optional<DType> floatDType(hid_t type) {
         case 2:
             return h5::isIeeeHalf(type) ? std::optional(DType::Float16) : std::nullopt;
         case 4:
-            return DType::Float32;
+            return h5::isIeeeFloat(type) ? std::optional(DType::Float32) : std::nullopt;
         case 8:
-            return DType::Float64;
+            return h5::isIeeeFloat(type) ? std::optional(DType::Float64) : std::nullopt;
         default:
             return std::nullopt;
     }
@@ -362,7 +363,7 @@ public:
                            bool gridRequired, std::string* gridSource,
                            std::string* prefixSource) const {
         TokenLayout layout = fallback;
-        if (h5::hasAttribute(object, "grid")) {
+        if (h5::hasAttribute(object, "grid", where)) {
             const std::vector<std::int64_t> grid =
                 h5::readIntegerArrayAttribute(object, "grid", where);
             if (grid.size() != 2 || grid[0] <= 0 || grid[1] <= 0 || grid[0] > INT_MAX ||
@@ -376,7 +377,7 @@ public:
         } else if (gridRequired) {
             throwInput(where + " attribute 'grid' is missing (the spatial token grid [H, W])");
         }
-        if (h5::hasAttribute(object, "prefix_tokens")) {
+        if (h5::hasAttribute(object, "prefix_tokens", where)) {
             const std::int64_t prefix = h5::readIntegerAttribute(object, "prefix_tokens", where);
             if (prefix < 0 || prefix > INT_MAX) {
                 throwInput(where + " attribute 'prefix_tokens' must be an integer >= 0, got " +
@@ -410,6 +411,23 @@ public:
     // only fail on the first read; say so on open instead.
     void requireFilters(hid_t dataset, const std::string& datasetPath) const {
         h5::Handle properties(H5Dget_create_plist(dataset));
+        if (!properties.valid()) fail(datasetPath + " has damaged storage properties" + h5::errorSuffix());
+        // Raw data must live in the dump: external files and virtual datasets would let a crafted
+        // dump make AttnLens read (and export) any file on the machine.
+        const int external = H5Pget_external_count(properties.get());
+        if (external != 0) {
+            fail(datasetPath + " keeps its data in " +
+                 (external > 0 ? std::to_string(external) + " external file(s)" : "damaged external-file settings") +
+                 "; AttnLens reads only data stored in the dump itself (h5repack copies it in)");
+        }
+        const H5D_layout_t layout = H5Pget_layout(properties.get());
+        if (layout == H5D_VIRTUAL) {
+            fail(datasetPath + " is a virtual dataset that maps data from other files; AttnLens reads only data "
+                 "stored in the dump itself (h5repack copies it in)");
+        }
+        if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT) {
+            fail(datasetPath + " has a damaged storage layout" + h5::errorSuffix());
+        }
         const int filters = properties.valid() ? H5Pget_nfilters(properties.get()) : 0;
         for (int i = 0; i < filters; ++i) {
             unsigned flags = 0, config = 0;
@@ -483,7 +501,7 @@ public:
                  " is not a group (each layer is a group holding q, k and optionally v)");
         }
         for (const char* required : {"q", "k"}) {
-            if (H5Lexists(group.get(), required, H5P_DEFAULT) <= 0) {
+            if (!h5::linkExists(group.get(), required, where)) {
                 fail(layerPath + ": dataset '" + required + "' is missing (q and k are required)");
             }
         }
@@ -505,7 +523,7 @@ public:
                  toString(candidate.handles.k.type) + "; q and k must have the same dtype");
         }
 
-        if (H5Lexists(group.get(), "v", H5P_DEFAULT) > 0) {
+        if (h5::linkExists(group.get(), "v", where)) {
             candidate.handles.v = openTensor(group.get(), layerPath, "v");
             const std::vector<hsize_t> v = rank4Dims(candidate.handles.v);
             if (v[0] != q[0] || v[1] != q[1] || v[2] != q[2]) {
@@ -536,18 +554,18 @@ public:
                  ", prefix_tokens from " + prefixSource + ")");
         }
 
-        if (h5::hasAttribute(group.get(), "index")) {
+        if (h5::hasAttribute(group.get(), "index", where)) {
             candidate.index = h5::readIntegerAttribute(group.get(), "index", where);
             if (*candidate.index < INT_MIN || *candidate.index > INT_MAX) {
                 throwInput(where + " attribute 'index' is out of range: " +
                            std::to_string(*candidate.index));
             }
         }
-        if (h5::hasAttribute(group.get(), "attention")) {
+        if (h5::hasAttribute(group.get(), "attention", where)) {
             info.attention = h5::readStringAttribute(group.get(), "attention", where);
         }
         info.scale = 1.0 / std::sqrt(double(info.dim));
-        if (h5::hasAttribute(group.get(), "scale")) {
+        if (h5::hasAttribute(group.get(), "scale", where)) {
             const double scale = h5::readNumberAttribute(group.get(), "scale", where);
             if (!(scale > 0) || !std::isfinite(scale)) {
                 std::ostringstream value;
@@ -558,10 +576,10 @@ public:
             info.scale = scale;
             info.scaleFromFile = true;
         }
-        if (h5::hasAttribute(group.get(), "kernel_applied")) {
+        if (h5::hasAttribute(group.get(), "kernel_applied", where)) {
             info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
         }
-        if (H5Lexists(group.get(), "local_branch", H5P_DEFAULT) > 0)
+        if (h5::linkExists(group.get(), "local_branch", where))
             localBranch(group.get(), layerPath, candidate);
         return candidate;
     }
@@ -577,7 +595,7 @@ public:
             fail(branchPath + " is not a group (the local branch is a group holding weight and optionally bias)");
         LocalBranchInfo branch;
         for (const char* required : {"kind", "channels"})
-            if (!h5::hasAttribute(group.get(), required))
+            if (!h5::hasAttribute(group.get(), required, where))
                 fail(branchPath + " attribute '" + required + "' is missing (kind: dwc, inline_residual, lepe or "
                      "other text; channels: per_head or all)");
         branch.kind = h5::readStringAttribute(group.get(), "kind", where);
@@ -589,7 +607,7 @@ public:
         else
             fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
         if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
-        if (H5Lexists(group.get(), "weight", H5P_DEFAULT) <= 0)
+        if (!h5::linkExists(group.get(), "weight", where))
             fail(branchPath + ": dataset 'weight' is missing");
 
         Tensor weight = openBranchTensor(group.get(), branchPath, "weight");
@@ -623,7 +641,7 @@ public:
         branch.weightType = weight.type;
         candidate.handles.branchWeight = std::move(weight);
 
-        if (H5Lexists(group.get(), "bias", H5P_DEFAULT) > 0) {
+        if (h5::linkExists(group.get(), "bias", where)) {
             Tensor bias = openBranchTensor(group.get(), branchPath, "bias");
             const std::vector<hsize_t> b = h5::datasetDims(bias.dataset.get());
             const bool shared = b.size() == 1 && b[0] == expected;
@@ -706,13 +724,13 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
     impl.halfMemoryType = h5::makeHalfType(true);
     if (!impl.halfMemoryType.valid()) throwInput(path + ": HDF5 could not build the float16 type");
 
+    const std::string rootWhere = path + ": root";
     h5::Handle root(H5Gopen2(impl.file.get(), "/", H5P_DEFAULT));
     if (!root.valid()) {
         throwInput(path + ": the root group cannot be read: the file is truncated or corrupt" +
                    h5::errorSuffix());
     }
-    const std::string rootWhere = path + ": root";
-    if (!h5::hasAttribute(root.get(), "format")) {
+        if (!h5::hasAttribute(root.get(), "format", rootWhere)) {
         throwInput(path + ": not an AttnLens dump: the root attribute 'format' is missing");
     }
     const std::string format = h5::readStringAttribute(root.get(), "format", rootWhere);
@@ -720,7 +738,7 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         throwInput(path + ": not an AttnLens dump: the root attribute 'format' is \"" + format +
                    "\", expected \"" + kFormatName + "\"");
     }
-    if (!h5::hasAttribute(root.get(), "format_version")) {
+    if (!h5::hasAttribute(root.get(), "format_version", rootWhere)) {
         throwInput(path + ": the root attribute 'format_version' is missing");
     }
     const std::int64_t version = h5::readIntegerAttribute(root.get(), "format_version", rootWhere);
@@ -734,13 +752,13 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
                    " is not valid (expected " + std::to_string(kSupportedVersion) + ")");
     }
     info.formatVersion = int(version);
-    if (h5::hasAttribute(root.get(), "model")) {
+    if (h5::hasAttribute(root.get(), "model", rootWhere)) {
         info.model = h5::readStringAttribute(root.get(), "model", rootWhere);
     }
     info.layout =
         validator.readLayout(root.get(), rootWhere, TokenLayout{}, true, nullptr, nullptr);
 
-    if (H5Lexists(impl.file.get(), "layers", H5P_DEFAULT) <= 0) {
+    if (!h5::linkExists(impl.file.get(), "layers", rootWhere)) {
         throwInput(path +
                    ": the group /layers is missing (it holds one group per attention layer)");
     }
@@ -763,6 +781,10 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
                            name.size(), H5P_DEFAULT);
         name.resize(std::size_t(length));
+        if (const auto problem = textProblem(name)) {
+            throwInput(path + ": the layer name \"" + printableText(name, 80) +
+                       "\" under /layers is not usable: " + *problem);
+        }
         candidates.push_back(validator.layer(layersGroup.get(), name, info.layout));
     }
 
@@ -811,7 +833,7 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         }
     }
 
-    if (H5Lexists(impl.file.get(), "images", H5P_DEFAULT) > 0) {
+    if (h5::linkExists(impl.file.get(), "images", rootWhere)) {
         impl.images = h5::Handle(H5Dopen2(impl.file.get(), "images", H5P_DEFAULT));
         if (!impl.images.valid()) {
             throwInput(path + ": /images cannot be opened as a dataset" + h5::errorSuffix());
@@ -848,7 +870,7 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         }
     }
 
-    if (H5Lexists(impl.file.get(), "labels", H5P_DEFAULT) > 0) {
+    if (h5::linkExists(impl.file.get(), "labels", rootWhere)) {
         impl.labels = h5::Handle(H5Dopen2(impl.file.get(), "labels", H5P_DEFAULT));
         if (!impl.labels.valid()) {
             throwInput(path + ": /labels cannot be opened as a dataset" + h5::errorSuffix());

@@ -1,13 +1,19 @@
 // DumpWriter: builds HDF5 files in the "attnlens.dump" layout (and deliberately broken ones for
 // tests). Writes go to a temporary file that commit() renames into place.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <system_error>
 
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/output_path.h"
 #include "float16.h"
 #include "hdf5_util.h"
 
@@ -74,16 +80,251 @@ std::vector<hsize_t> chunkDims(const std::vector<std::uint64_t>& shape, std::siz
     return chunk;
 }
 
+// The first write to the file that failed (a full disk, a file size limit, an I/O error).
+struct WriteFailure {
+    int error = 0;          // errno; 0 while every write succeeded
+    std::string operation;  // "writing 3928 bytes at offset 0"
+    int openError = 0;      // errno of the driver's last failed open (HDF5 tries several ways)
+
+    void record(int errorNumber, std::string what) {
+        if (error != 0) return;
+        error = errorNumber != 0 ? errorNumber : EIO;
+        operation = std::move(what);
+    }
+};
+
+// HDF5 1.10 cannot survive a failed write at close: when H5Fclose's flush fails, the file's
+// identifier stays registered over a half-destroyed file object, and the library's exit handler
+// (H5_term_library -> H5F__close_cb) or any later close dereferences it: a full disk ended the
+// program with SIGSEGV after its error message. So the writer does its file I/O through this
+// driver (the POSIX calls of HDF5's own sec2 driver, producing the same files): a failed write,
+// truncate or close is recorded in the WriteFailure the writer passes in, reported to HDF5 as a
+// success, and every later write is discarded. HDF5 never sees a failure, closes cleanly, and the
+// writer reports the recorded one (DumpWriter::Impl::checkWrites) and removes the temporary file.
+// The driver class layout is that of HDF5 1.10; other versions use the default driver.
+#if H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10
+#define ATTNLENS_RECORDING_DRIVER 1
+
+namespace recording {
+
+// Set by the writer around H5Fcreate (HDF5 lock held): where the file being opened records.
+thread_local WriteFailure* tOpening = nullptr;
+hid_t gDriver = H5I_INVALID_HID;
+
+constexpr haddr_t kMaxAddress = (haddr_t(1) << (8 * sizeof(off_t) - 1)) - 1;
+
+struct File {
+    H5FD_t pub;  // first: HDF5 passes &pub, the driver casts back
+    int fd;
+    haddr_t eoa;
+    haddr_t eof;
+    dev_t device;
+    ino_t inode;
+    WriteFailure* failure;
+};
+
+File* self(H5FD_t* file) { return reinterpret_cast<File*>(file); }
+const File* self(const H5FD_t* file) { return reinterpret_cast<const File*>(file); }
+
+bool overflows(haddr_t addr, std::size_t size) {
+    return addr == HADDR_UNDEF || addr > kMaxAddress || size > kMaxAddress || addr + size > kMaxAddress;
+}
+
+std::string describe(const char* what, std::size_t size, haddr_t addr) {
+    return std::string(what) + " " + std::to_string(size) + " bytes at offset " + std::to_string(addr);
+}
+
+herr_t terminate() {
+    gDriver = H5I_INVALID_HID;
+    return 0;
+}
+
+H5FD_t* open(const char* name, unsigned flags, hid_t, haddr_t maxaddr) {
+    WriteFailure* failure = tOpening;
+    if (name == nullptr || *name == '\0' || maxaddr == 0 || maxaddr == HADDR_UNDEF || maxaddr > kMaxAddress)
+        return nullptr;
+    int mode = (flags & H5F_ACC_RDWR) ? O_RDWR : O_RDONLY;
+    if (flags & H5F_ACC_TRUNC) mode |= O_TRUNC;
+    if (flags & H5F_ACC_CREAT) mode |= O_CREAT;
+    if (flags & H5F_ACC_EXCL) mode |= O_EXCL;
+    const int fd = ::open(name, mode | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        if (failure) failure->openError = errno;
+        return nullptr;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        if (failure) failure->openError = errno;
+        ::close(fd);
+        return nullptr;
+    }
+    auto* file = static_cast<File*>(std::calloc(1, sizeof(File)));
+    if (file == nullptr) {
+        ::close(fd);
+        return nullptr;
+    }
+    file->fd = fd;
+    file->eof = haddr_t(st.st_size);
+    file->device = st.st_dev;
+    file->inode = st.st_ino;
+    file->failure = failure;
+    return &file->pub;
+}
+
+herr_t close(H5FD_t* handle) {
+    File* file = self(handle);
+    if (::close(file->fd) != 0 && file->failure) file->failure->record(errno, "closing the file");
+    std::free(file);
+    return 0;
+}
+
+int compare(const H5FD_t* a, const H5FD_t* b) {
+    const File* x = self(a);
+    const File* y = self(b);
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->inode != y->inode) return x->inode < y->inode ? -1 : 1;
+    return 0;
+}
+
+herr_t query(const H5FD_t*, unsigned long* flags) {
+    if (flags)
+        *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
+                 H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_POSIX_COMPAT_HANDLE |
+                 H5FD_FEAT_DEFAULT_VFD_COMPATIBLE;
+    return 0;
+}
+
+haddr_t getEoa(const H5FD_t* file, H5FD_mem_t) { return self(file)->eoa; }
+herr_t setEoa(H5FD_t* file, H5FD_mem_t, haddr_t addr) {
+    self(file)->eoa = addr;
+    return 0;
+}
+haddr_t getEof(const H5FD_t* file, H5FD_mem_t) { return self(file)->eof; }
+
+herr_t getHandle(H5FD_t* file, hid_t, void** handle) {
+    if (handle == nullptr) return -1;
+    *handle = &self(file)->fd;
+    return 0;
+}
+
+herr_t read(H5FD_t* handle, H5FD_mem_t, hid_t, haddr_t addr, std::size_t size, void* buffer) {
+    File* file = self(handle);
+    if (overflows(addr, size) || addr + size > file->eoa) return -1;
+    auto* out = static_cast<unsigned char*>(buffer);
+    while (size > 0) {
+        const ssize_t n = ::pread(file->fd, out, size, off_t(addr));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (n == 0) {  // past the end of the file: zeros, as sec2 gives
+            std::memset(out, 0, size);
+            break;
+        }
+        out += n;
+        addr += haddr_t(n);
+        size -= std::size_t(n);
+    }
+    return 0;
+}
+
+herr_t write(H5FD_t* handle, H5FD_mem_t, hid_t, haddr_t addr, std::size_t size, const void* buffer) {
+    File* file = self(handle);
+    if (overflows(addr, size) || addr + size > file->eoa) return -1;  // a library error, not I/O
+    const haddr_t end = addr + size;
+    if (file->failure == nullptr || file->failure->error == 0) {
+        const auto* in = static_cast<const unsigned char*>(buffer);
+        haddr_t at = addr;
+        std::size_t left = size;
+        while (left > 0) {
+            const ssize_t n = ::pwrite(file->fd, in, left, off_t(at));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                const int error = n < 0 ? errno : ENOSPC;
+                if (file->failure == nullptr) return -1;
+                file->failure->record(error, describe("writing", size, addr));
+                break;
+            }
+            in += n;
+            at += haddr_t(n);
+            left -= std::size_t(n);
+        }
+    }
+    if (end > file->eof) file->eof = end;
+    return 0;
+}
+
+herr_t truncate(H5FD_t* handle, hid_t, hbool_t) {
+    File* file = self(handle);
+    if (file->eoa == file->eof) return 0;
+    if (file->failure == nullptr || file->failure->error == 0) {
+        if (::ftruncate(file->fd, off_t(file->eoa)) != 0) {
+            if (file->failure == nullptr) return -1;
+            file->failure->record(errno, "setting the file's size to " + std::to_string(file->eoa) + " bytes");
+        }
+    }
+    file->eof = file->eoa;
+    return 0;
+}
+
+// The driver's identifier, registered on first use (and again after the library restarted). Lock held.
+hid_t driver() {
+    if (gDriver >= 0 && H5Iis_valid(gDriver) > 0) return gDriver;
+    static const H5FD_class_t cls = {
+        "attnlens_recording_sec2",  // name
+        kMaxAddress,                // maxaddr
+        H5F_CLOSE_WEAK,             // fc_degree
+        terminate,
+        nullptr, nullptr, nullptr,  // sb_size, sb_encode, sb_decode: no driver info block
+        0, nullptr, nullptr, nullptr,  // fapl
+        0, nullptr, nullptr,           // dxpl
+        open,
+        close,
+        compare,
+        query,
+        nullptr,                    // get_type_map
+        nullptr, nullptr,           // alloc, free
+        getEoa,
+        setEoa,
+        getEof,
+        getHandle,
+        read,
+        write,
+        nullptr,                    // flush: nothing buffered here
+        truncate,
+        nullptr, nullptr,           // lock, unlock
+        H5FD_FLMAP_DICHOTOMY,
+    };
+    gDriver = H5FDregister(&cls);
+    return gDriver;
+}
+
+}  // namespace recording
+#endif
+
 }  // namespace
 
 struct DumpWriter::Impl {
     std::string finalPath;
     std::string tempPath;
+    WriteFailure failure;  // before `file`: the driver records into it until the file is closed
     h5::Handle file;
     bool committed = false;
     bool fixedLengthStrings = false;
 
     std::string where(const std::string& object) const { return finalPath + ": " + object; }
+
+    // Error(Output) for the first failed write, if there was one (see `recording` above).
+    void checkWrites() const {
+        if (failure.error == 0) return;
+        throwOutput(finalPath + ": cannot write: " + std::strerror(failure.error) + " (" + failure.operation +
+                    " of the temporary file " + tempPath + "; it is removed)");
+    }
+    // Error(Output) for a failed HDF5 call: the recorded write failure when it caused it.
+    [[noreturn]] void fail(const std::string& message) const {
+        checkWrites();
+        throwOutput(message + h5::errorSuffix());
+    }
 
     void requireOpen() const {
         if (committed) throwUsage(finalPath + ": DumpWriter used after commit()");
@@ -98,12 +339,12 @@ struct DumpWriter::Impl {
             h5::Handle created(
                 H5Gcreate2(file.get(), prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
             if (!created.valid()) {
-                throwOutput(where(prefix) + ": cannot create the group" + h5::errorSuffix());
+                fail(where(prefix) + ": cannot create the group");
             }
         }
         h5::Handle opened(H5Gopen2(file.get(), normalised(path).c_str(), H5P_DEFAULT));
         if (!opened.valid()) {
-            throwOutput(where(normalised(path)) + ": cannot open the group" + h5::errorSuffix());
+            fail(where(normalised(path)) + ": cannot open the group");
         }
         return opened;
     }
@@ -119,9 +360,9 @@ struct DumpWriter::Impl {
         h5::Handle attr(H5Acreate2(object.get(), name.c_str(), fileType, space.get(), H5P_DEFAULT,
                                    H5P_DEFAULT));
         if (!space.valid() || !attr.valid() || H5Awrite(attr.get(), memoryType, data) < 0) {
-            throwOutput(where(normalised(groupPath)) + ": cannot write the attribute '" + name +
-                        "'" + h5::errorSuffix());
+            fail(where(normalised(groupPath)) + ": cannot write the attribute '" + name + "'");
         }
+        checkWrites();
     }
 
     void stringAttribute(const std::string& groupPath, const std::string& name,
@@ -159,9 +400,9 @@ struct DumpWriter::Impl {
         h5::Handle created(H5Dcreate2(parent.get(), name.c_str(), fileType, space.get(),
                                       H5P_DEFAULT, properties.get(), H5P_DEFAULT));
         if (!space.valid() || !created.valid()) {
-            throwOutput(where(normalised(path)) + ": cannot create the dataset of shape " +
-                        h5::describeDims(dims) + h5::errorSuffix());
+            fail(where(normalised(path)) + ": cannot create the dataset of shape " + h5::describeDims(dims));
         }
+        checkWrites();
         return created;
     }
 
@@ -176,29 +417,47 @@ struct DumpWriter::Impl {
         h5::Handle created = dataset(path, shape, fileType);
         if (valueCount > 0 &&
             H5Dwrite(created.get(), memoryType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-            throwOutput(where(normalised(path)) + ": writing the dataset failed" +
-                        h5::errorSuffix());
+            fail(where(normalised(path)) + ": writing the dataset failed");
         }
+        // Closing writes the chunk cache: a full disk shows here at the latest.
+        if (!created.close()) fail(where(normalised(path)) + ": writing the dataset failed");
+        checkWrites();
     }
 };
 
 DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
     impl_->finalPath = path;
     impl_->tempPath = path + ".tmp-" + std::to_string(::getpid());
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-        throwOutput(path + ": cannot write: the directory " + parent.string() + " does not exist");
-    }
-    if (std::filesystem::is_directory(path, ec)) {
-        throwOutput(path + ": cannot write: it is a directory");
-    }
+    checkOutputPath(path);  // a new name or a regular file: not a directory, link or device
     h5::Lock lock;
-    impl_->file =
-        h5::Handle(H5Fcreate(impl_->tempPath.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    hid_t access = H5P_DEFAULT;
+#ifdef ATTNLENS_RECORDING_DRIVER
+    h5::Handle properties(H5Pcreate(H5P_FILE_ACCESS));
+    const hid_t driver = recording::driver();
+    if (!properties.valid() || driver < 0 || H5Pset_driver(properties.get(), driver, nullptr) < 0)
+        throwOutput(path + ": HDF5 could not set up its file driver" + h5::errorSuffix());
+    access = properties.get();
+    recording::tOpening = &impl_->failure;
+#endif
+    impl_->file = h5::Handle(H5Fcreate(impl_->tempPath.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access));
+#ifdef ATTNLENS_RECORDING_DRIVER
+    recording::tOpening = nullptr;
+#endif
     if (!impl_->file.valid()) {
-        throwOutput(path + ": cannot create the temporary file " + impl_->tempPath +
-                    h5::errorSuffix());
+        const int error = impl_->failure.error != 0 ? impl_->failure.error : impl_->failure.openError;
+        const std::string why = error != 0 ? std::string(": ") + std::strerror(error) : h5::errorSuffix();
+        impl_->file = h5::Handle();
+        std::error_code ignored;
+        std::filesystem::remove(impl_->tempPath, ignored);
+        throwOutput(path + ": cannot create the temporary file " + impl_->tempPath + why);
+    }
+    try {
+        impl_->checkWrites();
+    } catch (...) {
+        impl_->file.reset();
+        std::error_code ignored;
+        std::filesystem::remove(impl_->tempPath, ignored);
+        throw;
     }
 }
 
@@ -315,7 +574,9 @@ void DumpWriter::commit() {
     impl_->requireOpen();
     {
         h5::Lock lock;
-        if (!impl_->file.close()) {
+        const bool closed = impl_->file.close();
+        impl_->checkWrites();  // the destructor removes the temporary file
+        if (!closed) {
             throwOutput(impl_->finalPath + ": closing " + impl_->tempPath + " failed" +
                         h5::errorSuffix());
         }

@@ -6,6 +6,7 @@
 
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/text.h"
 
 namespace attnlens {
 
@@ -86,8 +87,37 @@ OpenAttribute openAttribute(hid_t object, const char* name, const std::string& w
     if (!result.type.valid() || !space.valid()) {
         attributeError(where, name, "cannot be read" + errorSuffix());
     }
+    const H5S_class_t spaceClass = H5Sget_simple_extent_type(space.get());
+    if (spaceClass != H5S_SCALAR && spaceClass != H5S_SIMPLE && spaceClass != H5S_NULL) {
+        attributeError(where, name, "has a damaged dataspace" + errorSuffix());
+    }
     result.points = H5Sget_simple_extent_npoints(space.get());
+    if (result.points < 0) attributeError(where, name, "has a damaged dataspace" + errorSuffix());
     return result;
+}
+
+// The bytes the file says it stores for the attribute must be what its type and value count need:
+// a damaged message that claims more would make HDF5 allocate (and clear) the claimed size.
+void requireStoredSize(const OpenAttribute& attribute, const char* name, const std::string& where) {
+    const hsize_t stored = H5Aget_storage_size(attribute.attribute.get());
+    const std::size_t typeSize = H5Tget_size(attribute.type.get());
+    if (typeSize == 0) attributeError(where, name, "has a damaged type" + errorSuffix());
+    const double expected = double(typeSize) * double(attribute.points);
+    if (double(stored) != expected) {
+        attributeError(where, name,
+                       "is damaged: it stores " + std::to_string(stored) + " bytes but " +
+                           std::to_string(attribute.points) + " value(s) of " +
+                           std::to_string(typeSize) + " bytes need " +
+                           std::to_string(std::uint64_t(expected)));
+    }
+}
+
+std::string checkedText(std::string text, const char* name, const std::string& where) {
+    if (const auto problem = textProblem(text)) {
+        attributeError(where, name,
+                       "is not usable text: " + *problem + " (\"" + printableText(text, 80) + "\")");
+    }
+    return text;
 }
 
 void requireSingleValue(const OpenAttribute& attribute, const char* name,
@@ -194,11 +224,15 @@ std::string describeType(hid_t type) {
             return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") +
                    std::to_string(bits);
         case H5T_FLOAT: {
-            if (bits == 16 && !isIeeeHalf(type)) {
+            if (!isIeeeFloat(type)) {
                 size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
                 H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
-                return "16-bit float with a non-IEEE layout (" + std::to_string(esize) +
-                       " exponent bits, " + std::to_string(msize) + " mantissa bits)";
+                return std::to_string(bits) + "-bit float with a non-IEEE layout (" +
+                       std::to_string(esize) + " exponent bits at " + std::to_string(epos) +
+                       ", exponent bias " + std::to_string(H5Tget_ebias(type)) + ", " +
+                       std::to_string(msize) + " mantissa bits at " + std::to_string(mpos) +
+                       ", precision " + std::to_string(H5Tget_precision(type)) + ", offset " +
+                       std::to_string(H5Tget_offset(type)) + ")";
             }
             return "float" + std::to_string(bits);
         }
@@ -254,7 +288,61 @@ std::string describeDims(const std::vector<hsize_t>& dims) {
     return out.str();
 }
 
-bool hasAttribute(hid_t object, const char* name) { return H5Aexists(object, name) > 0; }
+bool linkExists(hid_t location, const char* name, const std::string& where) {
+    const htri_t exists = H5Lexists(location, name, H5P_DEFAULT);
+    if (exists < 0) {
+        throwInput(where + ": cannot tell whether '" + name + "' exists: the group's metadata is damaged" +
+                   errorSuffix());
+    }
+    if (exists == 0) return false;
+    H5L_info_t info;
+    if (H5Lget_info(location, name, &info, H5P_DEFAULT) < 0) {
+        throwInput(where + ": the link '" + name + "' cannot be read: the group's metadata is damaged" +
+                   errorSuffix());
+    }
+    if (info.type != H5L_TYPE_HARD && info.type != H5L_TYPE_SOFT) {
+        throwInput(where + ": '" + name + "' is " +
+                   (info.type == H5L_TYPE_EXTERNAL ? "an external link into another file"
+                                                   : "a user-defined link") +
+                   "; AttnLens reads only data stored in the dump itself");
+    }
+    return true;
+}
+
+bool isIeeeFloat(hid_t type) {
+    if (H5Tget_class(type) != H5T_FLOAT) return false;
+    const std::size_t size = H5Tget_size(type);
+    if (size == 2) return isIeeeHalf(type);
+    struct Layout {
+        std::size_t size, spos, epos, esize, msize, ebias;
+    };
+    static constexpr Layout layouts[] = {{4, 31, 23, 8, 23, 127}, {8, 63, 52, 11, 52, 1023}};
+    for (const Layout& l : layouts) {
+        if (size != l.size) continue;
+        size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+        if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
+        H5T_pad_t lsb = H5T_PAD_ERROR, msb = H5T_PAD_ERROR;
+        if (H5Tget_pad(type, &lsb, &msb) < 0) return false;
+        const H5T_order_t order = H5Tget_order(type);
+        return spos == l.spos && epos == l.epos && esize == l.esize && mpos == 0 &&
+               msize == l.msize && H5Tget_ebias(type) == l.ebias &&
+               H5Tget_norm(type) == H5T_NORM_IMPLIED && H5Tget_precision(type) == 8 * l.size &&
+               H5Tget_offset(type) == 0 && H5Tget_inpad(type) == H5T_PAD_ZERO &&
+               lsb == H5T_PAD_ZERO && msb == H5T_PAD_ZERO &&
+               (order == H5T_ORDER_LE || order == H5T_ORDER_BE);
+    }
+    return false;
+}
+
+bool hasAttribute(hid_t object, const char* name, const std::string& where) {
+    const htri_t exists = H5Aexists(object, name);
+    if (exists < 0) {
+        // HDF5 decodes every attribute message while looking, so the damaged one may be another.
+        throwInput(where + ": its attributes cannot be read (looking for '" + name +
+                   "'): the object's metadata is damaged" + errorSuffix());
+    }
+    return exists > 0;
+}
 
 std::string readStringAttribute(hid_t object, const char* name, const std::string& where) {
     OpenAttribute attribute = openAttribute(object, name, where);
@@ -262,20 +350,41 @@ std::string readStringAttribute(hid_t object, const char* name, const std::strin
         attributeError(where, name, "must be a string, got " + describeType(attribute.type.get()));
     }
     requireSingleValue(attribute, name, where);
+    const htri_t variable = H5Tis_variable_str(attribute.type.get());
+    if (variable < 0) attributeError(where, name, "has a damaged string type" + errorSuffix());
 
-    if (H5Tis_variable_str(attribute.type.get()) > 0) {
+    if (variable > 0) {
+        // The value lives in the file's global heap; only the 16-byte reference is stored here.
+        // HDF5 1.10 trusts the heap's sizes, so a damaged heap can crash or stall it; the CLI and
+        // the desktop program open each new dump in a child process first (open_check.h).
+        const hsize_t stored = H5Aget_storage_size(attribute.attribute.get());
+        if (stored > 64) {
+            attributeError(where, name,
+                           "is damaged: a variable-length string stores " +
+                               std::to_string(stored) + " bytes for its reference");
+        }
         Handle memoryType(H5Tcopy(H5T_C_S1));
         H5Tset_size(memoryType.get(), H5T_VARIABLE);
         H5Tset_cset(memoryType.get(), H5Tget_cset(attribute.type.get()));
         char* value = nullptr;
         readOrThrow(attribute, memoryType.get(), &value, name, where);
-        std::string result = value ? value : "";
+        std::string result = value ? std::string(value, strnlen(value, kMaxAttributeStringBytes + 1)) : "";
         Handle space(H5Aget_space(attribute.attribute.get()));
         H5Dvlen_reclaim(memoryType.get(), space.get(), H5P_DEFAULT, &value);
-        return result;
+        if (result.size() > kMaxAttributeStringBytes) {
+            attributeError(where, name,
+                           "is longer than " + std::to_string(kMaxAttributeStringBytes) + " bytes");
+        }
+        return checkedText(std::move(result), name, where);
     }
 
     const std::size_t size = H5Tget_size(attribute.type.get());
+    if (size > kMaxAttributeStringBytes) {
+        attributeError(where, name,
+                       "is a string of " + std::to_string(size) + " bytes, more than the limit of " +
+                           std::to_string(kMaxAttributeStringBytes));
+    }
+    requireStoredSize(attribute, name, where);
     std::vector<char> buffer(size + 1, '\0');
     // Strings have no byte order: the file type serves as the memory type, bytes come back as is.
     readOrThrow(attribute, attribute.type.get(), buffer.data(), name, where);
@@ -283,7 +392,7 @@ std::string readStringAttribute(hid_t object, const char* name, const std::strin
     if (H5Tget_strpad(attribute.type.get()) == H5T_STR_SPACEPAD) {
         result.erase(result.find_last_not_of(' ') + 1);
     }
-    return result;
+    return checkedText(std::move(result), name, where);
 }
 
 std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::string& where) {
@@ -293,6 +402,7 @@ std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::str
                        "must be an integer, got " + describeType(attribute.type.get()));
     }
     requireSingleValue(attribute, name, where);
+    requireStoredSize(attribute, name, where);
     std::int64_t value = 0;
     readOrThrow(attribute, H5T_NATIVE_INT64, &value, name, where);
     return value;
@@ -309,6 +419,12 @@ std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* na
                        "must be a one-dimensional array, got shape " +
                            describeDims(attributeDims(attribute.attribute.get())));
     }
+    if (attribute.points > hssize_t(kMaxAttributeArrayValues)) {
+        attributeError(where, name,
+                       "has " + std::to_string(attribute.points) + " values, more than the limit of " +
+                           std::to_string(kMaxAttributeArrayValues));
+    }
+    requireStoredSize(attribute, name, where);
     std::vector<std::int64_t> values(std::size_t(std::max<hssize_t>(attribute.points, 0)));
     if (!values.empty()) readOrThrow(attribute, H5T_NATIVE_INT64, values.data(), name, where);
     return values;
@@ -320,7 +436,13 @@ double readNumberAttribute(hid_t object, const char* name, const std::string& wh
     if (typeClass != H5T_INTEGER && typeClass != H5T_FLOAT) {
         attributeError(where, name, "must be a number, got " + describeType(attribute.type.get()));
     }
+    if (typeClass == H5T_FLOAT && !isIeeeFloat(attribute.type.get())) {
+        attributeError(where, name,
+                       "must be an IEEE float16, float32 or float64 number, got " +
+                           describeType(attribute.type.get()));
+    }
     requireSingleValue(attribute, name, where);
+    requireStoredSize(attribute, name, where);
     double value = 0;
     readOrThrow(attribute, H5T_NATIVE_DOUBLE, &value, name, where);
     return value;
@@ -332,9 +454,11 @@ bool readBoolAttribute(hid_t object, const char* name, const std::string& where)
     std::int64_t value = 0;
     if (typeClass == H5T_INTEGER) {
         requireSingleValue(attribute, name, where);
+        requireStoredSize(attribute, name, where);
         readOrThrow(attribute, H5T_NATIVE_INT64, &value, name, where);
     } else if (typeClass == H5T_ENUM) {
         requireSingleValue(attribute, name, where);
+        requireStoredSize(attribute, name, where);
         // HDF5 does not convert enums to integers; read the enum in native order and decode its
         // integer base type by hand.
         Handle memoryType(H5Tget_native_type(attribute.type.get(), H5T_DIR_ASCEND));

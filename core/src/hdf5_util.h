@@ -68,11 +68,20 @@ std::string errorSuffix();
 // True when every component of `path` (absolute, "/a/b/c") exists as a link.
 bool pathExists(hid_t location, const std::string& path);
 
+// Whether `location` has a link `name`, for the reader: an HDF5 error while looking (damaged group
+// metadata) is an input error naming `where`, never an absence; a link that leaves the file
+// (external or user-defined) is refused, so a dump cannot make AttnLens read another file.
+bool linkExists(hid_t location, const char* name, const std::string& where);
+
 // The IEEE binary16 type in little-endian (file) or native (memory) byte order, built as h5py does:
 // the 32-bit float with fields (15, 10, 5, 0, 10), size 2 and exponent bias 15.
 Handle makeHalfType(bool nativeOrder);
 // True for a 2-byte float type with exactly the IEEE binary16 layout (either byte order).
 bool isIeeeHalf(hid_t type);
+// True for IEEE binary16, binary32 or binary64 in either byte order, with no padding bits. HDF5
+// describes a float by its bit fields and exponent bias, and converts any such description; a
+// type with another layout would be read as garbage (and has over-read inside HDF5).
+bool isIeeeFloat(hid_t type);
 
 // "float16", "float32", "int32", "uint8", "string", "enum", "compound", ... for messages.
 std::string describeType(hid_t type);
@@ -84,11 +93,18 @@ std::string describeDims(const std::vector<hsize_t>& dims);
 
 // Attribute readers. `where` names the object for messages ("file.h5: /layers/blocks.0" or
 // "file.h5: root"); on a wrong type or shape they throw Error(Input)
-// "<where> attribute 'name' must be ..., got ...".
-bool hasAttribute(hid_t object, const char* name);
-// Fixed-length (NUL- or space-padded) or variable-length strings, ASCII or UTF-8, scalar or one
-// element.
+// "<where> attribute 'name' must be ..., got ...". Type class, value count and stored size are
+// checked before anything is read, so a damaged attribute cannot make HDF5 allocate its claimed
+// size.
+//
+// Whether the attribute exists; an HDF5 error while looking is an input error, not an absence.
+bool hasAttribute(hid_t object, const char* name, const std::string& where);
+// Fixed-length (NUL- or space-padded) or variable-length strings, scalar or one element, at most
+// kMaxAttributeStringBytes, valid UTF-8 without control characters (see attnlens/text.h).
 std::string readStringAttribute(hid_t object, const char* name, const std::string& where);
+constexpr std::size_t kMaxAttributeStringBytes = 4096;
+// Integer arrays (grid) longer than this are refused before they are read.
+constexpr std::size_t kMaxAttributeArrayValues = 64;
 // Integer class only; scalar or one element.
 std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::string& where);
 // One-dimensional integer array (or a scalar, returned as one element).

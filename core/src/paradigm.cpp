@@ -6,9 +6,13 @@
 #include <string>
 
 #include "attnlens/error.h"
+#include "attnlens/json_message.h"
+#include "attnlens/text.h"
 
 namespace attnlens {
 namespace {
+
+constexpr double kMaxSeed = 9007199254740992.0;  // 2^53
 
 template <typename E, std::size_t Size>
 struct NameTable {
@@ -24,7 +28,7 @@ struct NameTable {
             if (n == text) return v;
         std::string known;
         for (const auto& [v, n] : entries) known += (known.empty() ? "" : ", ") + std::string(n);
-        throwUsage("unknown " + std::string(what) + " '" + std::string(text) + "' (known: " + known + ")");
+        throwUsage("unknown " + std::string(what) + " '" + printableText(text) + "' (known: " + known + ")");
     }
 };
 
@@ -50,7 +54,7 @@ double parseNumber(std::string_view text, std::string_view key, std::string_view
     double value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value))
-        throwUsage("paradigm '" + std::string(spec) + "': " + std::string(key) + "='" + std::string(text) +
+        throwUsage("paradigm '" + printableText(spec) + "': " + printableText(key) + "='" + printableText(text) +
                    "' is not a finite number");
     return value;
 }
@@ -78,9 +82,11 @@ std::vector<Paradigm> makePresets() {
 
 void validate(const Paradigm& p, std::string_view context) {
     auto fail = [&](const std::string& what) {
-        throwUsage("paradigm '" + std::string(context) + "': " + what);
+        throwUsage("paradigm '" + printableText(context) + "': " + what);
     };
     if (p.name.empty()) fail("empty name");
+    // The name becomes a JSON key and a terminal line: UTF-8 without control characters.
+    if (const auto problem = textProblem(p.name)) fail("the name is not usable text: " + *problem);
     if (!(p.eps >= 0)) fail("eps must be >= 0");
     if (!(p.focusP > 0)) fail("p must be > 0");
     if (!(p.focusShift >= 0)) fail("shift must be >= 0");
@@ -118,8 +124,10 @@ nlohmann::json Paradigm::toJson() const {
 Paradigm Paradigm::fromJson(const nlohmann::json& j) {
     if (!j.is_object()) throwUsage("paradigm description must be a JSON object");
     Paradigm p;
+    std::string currentKey;  // for the message of a value of the wrong type
     try {
         for (const auto& [key, value] : j.items()) {
+            currentKey = key;
             if (key == "name") p.name = value.get<std::string>();
             else if (key == "normalisation") p.normalisation = parseNormalisation(value.get<std::string>());
             else if (key == "kernel") p.kernel = parseKernel(value.get<std::string>());
@@ -137,11 +145,21 @@ Paradigm Paradigm::fromJson(const nlohmann::json& j) {
                 else if (!(value.is_string() && value.get<std::string>() == kDefaultScaleRule))
                     throwUsage("paradigm JSON: softmax_scale must be a number or \"" +
                                std::string(kDefaultScaleRule) + "\"");
-            } else if (key == "seed") p.seed = value.get<std::uint64_t>();
-            else throwUsage("paradigm JSON: unknown key '" + key + "'");
+            } else if (key == "seed") {
+                // Integers that a double holds exactly, as on the command line; a negative or
+                // fractional seed would otherwise wrap or truncate silently.
+                const bool integral = value.is_number_unsigned() ||
+                                      (value.is_number_integer() && value.get<std::int64_t>() >= 0) ||
+                                      (value.is_number_float() && value.get<double>() >= 0 &&
+                                       value.get<double>() == std::floor(value.get<double>()));
+                if (!integral || value.get<double>() > kMaxSeed)
+                    throwUsage("paradigm JSON: seed must be an integer from 0 to 2^53, got " + printableText(value.dump()));
+                p.seed = value.is_number_float() ? std::uint64_t(value.get<double>()) : value.get<std::uint64_t>();
+            }
+            else throwUsage("paradigm JSON: unknown key '" + printableText(key) + "'");
         }
-    } catch (const nlohmann::json::exception& e) {
-        throwUsage(std::string("paradigm JSON: ") + e.what());
+    } catch (const nlohmann::json::exception& e) {  // "type must be number, but is string"
+        throwUsage("paradigm JSON: key '" + printableText(currentKey) + "': " + jsonErrorText(e));
     }
     validate(p, p.name);
     return p;
@@ -150,7 +168,7 @@ Paradigm Paradigm::fromJson(const nlohmann::json& j) {
 Paradigm Paradigm::parse(std::string_view spec) {
     const auto colon = spec.find(':');
     const std::string_view name = spec.substr(0, colon);
-    if (name.empty()) throwUsage("paradigm '" + std::string(spec) + "': empty name");
+    if (name.empty()) throwUsage("paradigm '" + printableText(spec) + "': empty name");
     Paradigm p;
     bool fromPreset = false;
     for (const auto& preset : presetParadigms()) {
@@ -172,7 +190,7 @@ Paradigm Paradigm::parse(std::string_view spec) {
         rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
         const auto eq = item.find('=');
         if (eq == std::string_view::npos)
-            throwUsage("paradigm '" + std::string(spec) + "': expected key=value, got '" + std::string(item) + "'");
+            throwUsage("paradigm '" + printableText(spec) + "': expected key=value, got '" + printableText(item) + "'");
         const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
         if (key == "norm" || key == "normalisation") {
             p.normalisation = parseNormalisation(value);
@@ -187,14 +205,15 @@ Paradigm Paradigm::parse(std::string_view spec) {
         else if (key == "scale") p.softmaxScale = parseNumber(value, key, spec);
         else if (key == "seed") {
             const double s = parseNumber(value, key, spec);
-            if (s < 0 || s != std::floor(s)) throwUsage("paradigm '" + std::string(spec) + "': seed must be a non-negative integer");
+            if (s < 0 || s != std::floor(s) || s > kMaxSeed)
+                throwUsage("paradigm '" + printableText(spec) + "': seed must be an integer from 0 to 2^53");
             p.seed = static_cast<std::uint64_t>(s);
         } else
-            throwUsage("paradigm '" + std::string(spec) + "': unknown key '" + std::string(key) +
+            throwUsage("paradigm '" + printableText(spec) + "': unknown key '" + printableText(key) +
                        "' (known: norm, kernel, transform, p, shift, slope, eps, c, scale, seed)");
     }
     if (!normGiven)
-        throwUsage("paradigm '" + std::string(spec) + "': a custom paradigm needs norm=softmax|divide|subtract|magnitude");
+        throwUsage("paradigm '" + printableText(spec) + "': a custom paradigm needs norm=softmax|divide|subtract|magnitude");
     validate(p, spec);
     return p;
 }
@@ -209,7 +228,7 @@ const Paradigm& presetParadigm(std::string_view name) {
         if (p.name == name) return p;
     std::string known;
     for (const auto& p : presetParadigms()) known += (known.empty() ? "" : ", ") + p.name;
-    throwUsage("unknown paradigm '" + std::string(name) + "' (presets: " + known +
+    throwUsage("unknown paradigm '" + printableText(name) + "' (presets: " + known +
                "; or define one as NAME:norm=...,kernel=...)");
 }
 

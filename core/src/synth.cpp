@@ -18,6 +18,7 @@
 #include <random>
 
 #include "attnlens/error.h"
+#include "attnlens/text.h"
 #include "attnlens/synth.h"
 
 namespace attnlens {
@@ -154,7 +155,7 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     requireRange("images", o.images, 1, 1000000);
     if (!o.localBranch.empty() && o.localBranch != "dwc" && o.localBranch != "lepe" &&
         o.localBranch != "inline_residual")
-        throwUsage("synth: --local-branch must be dwc, lepe or inline_residual, got '" + o.localBranch + "'");
+        throwUsage("synth: --local-branch must be dwc, lepe or inline_residual, got '" + printableText(o.localBranch) + "'");
     if (!o.localBranch.empty() && !o.withValues)
         throwUsage("synth: --local-branch needs values (the branch acts on V); drop --no-values");
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;

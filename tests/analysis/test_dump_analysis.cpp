@@ -118,7 +118,7 @@ TEST(PlanMemory, RefusesWhatOneWorkerCannotHoldAndNamesTheLayer) {
     EXPECT_TRUE(plan.note.empty());
     // Only the small layer, or a kernel paradigm's rank (no N x N matrix): far less.
     request.layers = {0};
-    EXPECT_EQ(planMemory(info, request, perWorker / 100).threads, 4);
+    EXPECT_EQ(planMemory(info, request, perWorker / 20).threads, 4);
     request.layers = {1};
     request.paradigms = {presetParadigm("mala")};
     request.options.stats = StatSelection::parse("rank");

@@ -58,9 +58,13 @@ json shard(const std::string& path, int image, const std::string& sha, int gridS
     json r;
     r["schema"] = "attnlens.analysis";
     r["schema_version"] = 1;
-    r["input"] = {{"path", path}, {"size_bytes", 1000}, {"sha256", sha}, {"dump", {{"grid", {gridSide, gridSide}}}}};
+    // The least that merge accepts: a dump description with its image count and layers, and one paradigm.
+    r["input"] = {{"path", path},
+                  {"size_bytes", 1000},
+                  {"sha256", sha},
+                  {"dump", {{"grid", {gridSide, gridSide}}, {"images", 2}, {"layers", json::array()}}}};
     r["selection"] = {{"images", {image}}, {"layers", json::array()}, {"heads", "all"}};
-    r["paradigms"] = json::array();
+    r["paradigms"] = json::array({{{"name", "mala"}}});
     r["options"] = json::object();
     r["results"] = json::array();
     return r;

@@ -26,6 +26,7 @@
 #include <memory>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/open_check.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
@@ -241,6 +242,7 @@ private Q_SLOTS:
     void localBranchNanWeightShowsInlineError();
     void localBranchPersistsAndRenders();
     void damagedChunkShowsInlineErrorInEveryView();
+    void damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump();
 };
 
 void AppTests::initTestCase() {
@@ -1510,7 +1512,58 @@ with open(path, "r+b") as fh:
     QVERIFY2(texts(w.view("confusion")).contains("/layers/2/k"), qPrintable(texts(w.view("confusion"))));
 }
 
+// Issue 14 item 1 / issue 12: HDF5 1.10 crashes on one damaged global heap and loops forever on
+// another. The window checks each new dump in a child process, so it keeps the open dump and says
+// what happened instead of dying or freezing.
+void AppTests::damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setQuery(3);
+    QFile source(small_);
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    const QByteArray bytes = source.readAll();
+    const qsizetype heap = bytes.indexOf("GCOL");
+    QVERIFY(heap > 0);
+    // The first heap object's 8-byte size (after signature, version, reserved, collection size,
+    // object index, reference count, reserved).
+    auto damaged = [&](const QString& name, quint64 size) {
+        QByteArray copy = bytes;
+        for (int i = 0; i < 8; ++i) copy[heap + 24 + i] = char((size >> (8 * i)) & 0xff);
+        const QString path = dir_.filePath(name);
+        QFile out(path);
+        if (!out.open(QIODevice::WriteOnly) || out.write(copy) != copy.size()) return QString();
+        return path;
+    };
+    qputenv("ATTNLENS_OPEN_TIMEOUT", "2");
+    struct Case {
+        QString path;
+        QString message;
+    };
+    const Case cases[] = {
+        {damaged("crashes.h5", 0x7fffffff0ull), "the HDF5 library crashed (SIGSEGV) reading this file"},
+        {damaged("stalls.h5", 4000), "opening the file did not finish within 2 s"},
+    };
+    for (const Case& c : cases) {
+        QVERIFY(!c.path.isEmpty());
+        QElapsedTimer timer;
+        timer.start();
+        QVERIFY(!w.openFile(c.path));
+        QVERIFY2(timer.elapsed() < 6000, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY2(w.lastError().contains(c.message), qPrintable(w.lastError()));
+        QVERIFY(w.lastError().startsWith(c.path));
+        QCOMPARE(s->path(), small_);
+        QCOMPARE(s->selection().query, Index(3));
+        if (auto* box = w.findChild<QMessageBox*>("errorBox")) box->close();
+    }
+    qunsetenv("ATTNLENS_OPEN_TIMEOUT");
+    // The dump that was open still reads.
+    s->setQuery(4);
+    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+}
+
 int main(int argc, char** argv) {
+    // Session::open checks each dump in a child process started from this executable.
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     // Offscreen unless told otherwise, and settings in a private directory.
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     QTemporaryDir config;

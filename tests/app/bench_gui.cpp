@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attnlens/analysis/statistics.h"
+#include "attnlens/open_check.h"
 #include "attnlens/synth.h"
 #include "compare_view.h"
 #include "session.h"
@@ -49,6 +50,7 @@ void print(const char* name, Stats& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     QApplication app(argc, argv);
     int iterations = 200;

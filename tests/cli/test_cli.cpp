@@ -1,16 +1,21 @@
 // End-to-end tests of attnlens-cli: exit codes, messages, JSON contents, merge, atomic output.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
 
 namespace fs = std::filesystem;
@@ -308,7 +313,7 @@ TEST_F(CliTest, OutputChecksNameTheOutputAndTouchNothingElse) {
     EXPECT_THAT(r.err, HasSubstr("it is a directory"));
     r = run("synth -o " + dir_.string());
     EXPECT_EQ(r.code, 4);
-    EXPECT_THAT(r.err, HasSubstr(dir_.string() + ": cannot write: it is a directory"));
+    EXPECT_THAT(r.err, HasSubstr("cannot write '" + dir_.string() + "': it is a directory"));
     for (const auto& e : fs::directory_iterator(dir_.parent_path()))
         EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(dir_.filename().string() + ".tmp-")));
     for (const auto& e : fs::directory_iterator(dir_)) {
@@ -387,6 +392,46 @@ TEST_F(CliTest, DeclaredSizesTooLargeForMemoryAreRefusedBeforeAllocating) {
     r = runLimited(kib, "analyze " + in + " --paradigms mala --stats rank --quiet -o " + path("out.json"));
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(fs::exists(path("out.json")));
+}
+
+// OpenBLAS starts a thread per processor when it is loaded, each mapping a 128 MiB buffer; under
+// 192 MiB of address space such a thread never got its buffer (OpenBLAS retries for ever) and the
+// program hung at exit. The CLI restarts itself with one BLAS thread (blas_threads.h).
+TEST_F(CliTest, CommandsWithoutBlasWorkRunUnderATightAddressSpaceLimit) {
+    if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
+    const std::string in = synth("a.h5");
+    const std::string limit = "ulimit -v " + std::to_string(192 * 1024) + " && timeout 60 ";
+    for (const std::string& args : {std::string("--version"), std::string("--help"), "inspect " + in}) {
+        const auto start = std::chrono::steady_clock::now();
+        const RunResult r = run(args, limit);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+        EXPECT_LT(seconds, 10) << args;
+    }
+    EXPECT_THAT(run("--version", limit).out, HasSubstr(ATTNLENS_VERSION));
+}
+
+// N = 3137 (56 x 56 + 1): softmax rank holds three 79 MB matrices. Under `ulimit -v` every
+// thread's stack and OpenBLAS buffer counts too: the run either fits or is refused before it
+// starts (exit 3), never out of memory half-way (exit 70) or stuck in OpenBLAS.
+TEST_F(CliTest, AnalyzeUnderAnAddressSpaceLimitFitsOrIsRefusedUpFront) {
+    if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
+    const std::string in = path("big.h5");
+    ASSERT_EQ(run("synth -o " + in + " --layers 1 --heads 1 --images 1 --grid 56x56 --dim 16 --no-images").code, 0);
+    for (const long mib : {384L, 512L, 768L}) {
+        const std::string out = path("out-" + std::to_string(mib) + ".json");
+        const RunResult r = run("analyze " + in + " --paradigms softmax,mala --quiet -o " + out,
+                                "ulimit -v " + std::to_string(mib * 1024) + " && timeout 300 ");
+        if (r.code == 3) {
+            EXPECT_THAT(r.err, HasSubstr("per worker")) << mib;
+            EXPECT_THAT(r.err, HasSubstr("this process may use")) << mib;
+            EXPECT_FALSE(fs::exists(out)) << mib;
+        } else {
+            EXPECT_EQ(r.code, 0) << mib << " MiB: " << r.err;
+            EXPECT_TRUE(fs::exists(out)) << mib;
+        }
+        EXPECT_THAT(r.err, ::testing::Not(HasSubstr("out of memory"))) << mib;
+    }
 }
 
 namespace {
@@ -549,4 +594,291 @@ TEST_F(CliTest, AttentionWithLocalBranch) {
     r = run("attention " + in + " --image 0 --layer 0 --head 0 --paradigm softmax --channel 1 -o " + path("x.json"));
     EXPECT_EQ(r.code, 2);
     EXPECT_THAT(r.err, HasSubstr("--channel needs --local-branch"));
+}
+
+// ---- Reliability: full disks, non-regular outputs, validated inputs, plain messages ----------------------
+
+namespace {
+bool noTemporaryFiles(const fs::path& dir) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        if (name.find(".tmp-") != std::string::npos || name.find(".probe-") != std::string::npos) return false;
+    }
+    return true;
+}
+}  // namespace
+
+TEST_F(CliTest, WritingOntoAFullDiskIsAnOutputErrorAndLeavesNoFile) {
+    // A file size limit (ulimit -f, 512-byte blocks in sh) makes write() fail with EFBIG like a full
+    // disk. HDF5 1.10 used to crash in its exit handler after the failed close (rc 139).
+    const std::string out = path("out.h5");
+    const std::string synthArgs = "synth -o " + out + " --layers 3 --heads 2 --grid 14x14 --dim 16 --images 20 --local-branch dwc";
+    ASSERT_EQ(run(synthArgs).code, 0);  // without a limit: written and valid
+    EXPECT_EQ(run("inspect " + out).code, 0);
+    const long size = long(fs::file_size(out));
+    fs::remove(out);
+    // The limit falls in the first dataset, in the middle, and in the last bytes (the metadata
+    // written when the file is closed: the case that crashed).
+    for (const long blocks : {1L, 8L, 400L, size / 512 - 4, size / 512}) {
+        const RunResult r = run(synthArgs, "ulimit -f " + std::to_string(blocks) + " && ");
+        EXPECT_EQ(r.code, 4) << blocks << " blocks\n" << r.err;
+        EXPECT_THAT(r.err, HasSubstr("attnlens-cli: error: " + out + ": cannot write: File too large")) << blocks;
+        EXPECT_THAT(r.err, ::testing::Not(HasSubstr("HDF5-DIAG")));
+        EXPECT_FALSE(fs::exists(out)) << blocks;
+        EXPECT_TRUE(noTemporaryFiles(dir_)) << blocks;
+    }
+    ASSERT_EQ(run(synthArgs).code, 0);
+    // JSON outputs under the same limit.
+    RunResult r = run("analyze " + out + " --stats rank --paradigms softmax --quiet -o " + path("a.json"), "ulimit -f 8 && ");
+    EXPECT_EQ(r.code, 4) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("cannot write '" + path("a.json") + "': File too large"));
+    EXPECT_FALSE(fs::exists(path("a.json")));
+    EXPECT_TRUE(noTemporaryFiles(dir_));
+}
+
+TEST_F(CliTest, OutputsThatAreLinksOrDevicesAreRefusedBeforeAnyWork) {
+    const std::string in = synth("a.h5");
+    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --images 0 --quiet -o " + path("r0.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --images 1 --quiet -o " + path("r1.json")).code, 0);
+    std::ofstream(path("target")) << "keep";
+    fs::create_symlink(path("target"), path("link"));
+    ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+    const std::vector<std::string> commands = {
+        "analyze " + in + " --quiet -o ",
+        "attention " + in + " --image 0 --layer 0 --head 0 --paradigm mala -o ",
+        "synth --images 1 -o ",
+        "merge " + path("r0.json") + " " + path("r1.json") + " -o ",
+    };
+    for (const auto& command : commands) {
+        RunResult r = run(command + path("link"));
+        EXPECT_EQ(r.code, 4) << command << r.err;
+        EXPECT_THAT(r.err, HasSubstr("refusing to write '" + path("link") + "': it is a symbolic link (to '" +
+                                     path("target") + "')")) << command;
+        EXPECT_EQ(r.out, "") << command;  // refused before any work: no summary, nothing merged
+        EXPECT_TRUE(fs::is_symlink(path("link")));
+        EXPECT_EQ(readFile(path("target")), "keep");
+        r = run(command + "/dev/null");
+        EXPECT_EQ(r.code, 4) << command << r.err;
+        EXPECT_THAT(r.err, HasSubstr("refusing to write '/dev/null': it is a character device, not a regular file"));
+        EXPECT_EQ(r.out, "") << command;
+        EXPECT_TRUE(fs::is_character_file("/dev/null"));
+        r = run(command + path("fifo"));
+        EXPECT_EQ(r.code, 4) << command << r.err;
+        EXPECT_THAT(r.err, HasSubstr("it is a FIFO (named pipe), not a regular file"));
+        EXPECT_TRUE(fs::is_fifo(path("fifo")));
+    }
+    EXPECT_TRUE(noTemporaryFiles(dir_));
+    // A regular file is still replaced.
+    ASSERT_EQ(run("synth --images 1 -o " + path("target")).code, 0);
+    EXPECT_NE(readFile(path("target")), "keep");
+}
+
+TEST_F(CliTest, DirectoriesAndOutOfRangeNumbersAreRefusedWithTheirName) {
+    const std::string in = synth("a.h5");
+    fs::create_directories(path("dir.json"));
+    RunResult r = run("analyze " + in + " --quiet --config " + path("dir.json"));
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--config: '" + path("dir.json") + "' is a directory, not a JSON file"));
+    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --quiet -o " + path("r.json")).code, 0);
+    r = run("merge " + path("r.json") + " " + path("dir.json") + " -o " + path("m.json"));
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("merge: '" + path("dir.json") + "' is a directory, not a JSON file"));
+
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"synth -o " + path("s.h5") + " --seed 1e30", "--seed: '1e30' is not an integer (allowed: [0, 2147483647])"},
+        {"synth -o " + path("s.h5") + " --seed 18446744073709551616", "--seed: 18446744073709551616 is out of range [0, 2147483647]"},
+        {"synth -o " + path("s.h5") + " --seed -5", "--seed: -5 is out of range [0, 2147483647]"},
+        {"analyze " + in + " --threads 18446744073709551616", "--threads: 18446744073709551616 is out of range [1, 256]"},
+        {"analyze " + in + " --images 99999999999999999999", "--images: 99999999999999999999 is out of range (valid: 0-2)"},
+        {"analyze " + in + " --paradigms x:norm=divide,seed=1e30", "seed must be an integer from 0 to 2^53"},
+    };
+    for (const auto& [command, message] : cases) {
+        r = run(command);
+        EXPECT_EQ(r.code, 2) << command << "\n" << r.err;
+        EXPECT_THAT(r.err, HasSubstr(message)) << command;
+    }
+    EXPECT_FALSE(fs::exists(path("s.h5")));
+    // The same in a --config file: the file, the entry and the key are named.
+    for (const std::string seed : {"-5", "1e30", "18446744073709551616", "1.5", "\"7\""}) {
+        std::ofstream(path("c.json")) << R"({"paradigms": [{"name": "x", "normalisation": "divide", "seed": )" << seed << "}]}";
+        r = run("analyze " + in + " --quiet --config " + path("c.json"));
+        EXPECT_EQ(r.code, 2) << seed << "\n" << r.err;
+        EXPECT_THAT(r.err, HasSubstr("--config: '" + path("c.json") + "': paradigms[0]: paradigm JSON: seed must be an integer from 0 to 2^53"))
+            << seed;
+    }
+    std::ofstream(path("c.json")) << R"({"paradigms": ["softmax", {"name": "x", "normalisation": "divide", "eps": "NaN"}]})";
+    r = run("analyze " + in + " --quiet --config " + path("c.json"));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("paradigms[1]: paradigm JSON: key 'eps': type must be number, but is string"));
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("json.exception")));
+}
+
+TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
+    const std::string in = synth("a.h5");
+    const std::string common = " --stats rank,local,entropy,confusion,magnitude --paradigms softmax,mala --quiet ";
+    ASSERT_EQ(run("analyze " + in + common + "--images 0 -o " + path("s0.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + common + "--images 1 -o " + path("s1.json")).code, 0);
+    ASSERT_EQ(run("merge " + path("s0.json") + " " + path("s1.json") + " -o " + path("m.json")).code, 0);
+    const json good = readJson(path("s1.json"));
+    const std::string first = "results[0] (image 1, layer blocks.0, head 0, paradigm softmax)";
+    const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+        {[](json& j) { j["results"].push_back(j["results"][0]); },
+         "results[8] (image 1, layer blocks.0, head 0, paradigm softmax): this record appears twice in the file"},
+        {[](json& j) { j["results"][0]["image"] = -1; }, "results[0].image: must be an integer from 0 to 2, got -1"},
+        {[](json& j) { j["results"][0]["image"] = 3; }, "results[0].image: must be an integer from 0 to 2, got 3"},
+        {[](json& j) { j["results"][0]["image"] = 2; },
+         "results[0] (image 2, layer blocks.0, head 0, paradigm softmax): the image is not in the report's selection.images"},
+        {[](json& j) { j["results"][0]["layer"] = "blocks.9"; },
+         "results[0].layer: layer \"blocks.9\" is not a layer of the dump (input.dump.layers)"},
+        {[](json& j) { j["results"][0]["layer_position"] = 1; },
+         "results[0].layer_position: 1 is not the position 0 of layer \"blocks.0\" in the dump"},
+        {[](json& j) { j["results"][0]["head"] = 2; }, "results[0].head: must be an integer from 0 to 1, got 2"},
+        {[](json& j) { j["results"][0]["paradigm"] = "focused"; },
+         "results[0].paradigm: paradigm \"focused\" is not one of the report's paradigms"},
+        {[](json& j) { j["results"][0]["rank"]["effective_rank"] = "NaN"; },
+         first + ".rank.effective_rank: must be a number or null, got \"NaN\""},
+        {[](json& j) { j["results"][0]["entropy"]["max_weight"] = "NaN"; },
+         first + ".entropy.max_weight: must be a number or null, got \"NaN\""},
+        {[](json& j) { j["results"][0]["confusion"]["confused_pairs"] = -3; },
+         first + ".confusion.confused_pairs: must be an integer >= 0, got -3"},
+        {[](json& j) { j["results"][0]["magnitude"]["ratio"].erase(0); }, first + ".magnitude.ratio: has 12 values for 13 factors"},
+        {[](json& j) { j["results"][0].erase("flagged_rows"); }, first + ": the field \"flagged_rows\" is missing"},
+        {[](json& j) { j["selection"]["images"] = json({1, -1}); }, "selection.images[1]: must be an integer from 0 to 2, got -1"},
+        {[](json& j) { j["input"].erase("dump"); }, "input: the field \"dump\" is missing"},
+        {[](json& j) { j["timing"]["seconds"] = "soon"; }, "timing.seconds: must be a number or null, got \"soon\""},
+        {[](json& j) { j["schema_version"] = "one"; }, "schema_version \"one\" is not supported (1)"},
+    };
+    for (const auto& [mutate, message] : cases) {
+        json bad = good;
+        mutate(bad);
+        std::ofstream(path("bad.json")) << bad.dump();
+        const RunResult r = run("merge " + path("s0.json") + " " + path("bad.json") + " -o " + path("out.json"));
+        EXPECT_EQ(r.code, 3) << message << "\n" << r.err;
+        EXPECT_THAT(r.err, HasSubstr("merge: " + path("bad.json") + ": " + message));
+        EXPECT_THAT(r.err, ::testing::Not(HasSubstr("json.exception")));
+        EXPECT_FALSE(fs::exists(path("out.json")));
+    }
+    // Overlapping shards are still refused by image.
+    RunResult r = run("merge " + path("s1.json") + " " + path("s1.json") + " -o " + path("out.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("image 1 appears in more than one report"));
+    // What analyze writes for flagged rows (nulls where values are not finite) still merges.
+    const std::string nan = path("nan.h5");
+    {
+        const std::vector<std::uint64_t> shape{2, 2, 5, 4};
+        std::vector<float> q(2 * 2 * 5 * 4, 0.0f), k(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) k[i] = float((i * 53) % 13) * 0.25f - 1.4f;
+        for (std::size_t i = q.size() / 2; i < q.size(); ++i) q[i] = float((i * 37) % 11) * 0.3f - 1.5f;
+        k[3] = std::numeric_limits<float>::quiet_NaN();
+        attnlens::DumpWriter w(nan);
+        w.setRootAttribute("format", std::string("attnlens.dump"));
+        w.setRootAttribute("format_version", std::int64_t(1));
+        w.setRootAttribute("grid", std::vector<std::int64_t>{2, 2});
+        w.setRootAttribute("prefix_tokens", std::int64_t(1));
+        w.writeFloatDataset("/layers/blocks.0/q", shape, q, attnlens::DType::Float32);
+        w.writeFloatDataset("/layers/blocks.0/k", shape, k, attnlens::DType::Float32);
+        w.commit();
+    }
+    ASSERT_EQ(run("analyze " + nan + " --quiet --per-query-maps --images 0 -o " + path("n0.json")).code, 0);
+    ASSERT_EQ(run("analyze " + nan + " --quiet --per-query-maps --images 1 -o " + path("n1.json")).code, 0);
+    r = run("merge " + path("n0.json") + " " + path("n1.json") + " -o " + path("n.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST_F(CliTest, MessagesArePlainAndQuoteAtMostAFewHundredBytes) {
+    const std::string in = synth("a.h5");
+    // 100 000 bytes in one argument (Linux takes up to 128 KiB): quoted with its size, not whole.
+    const std::string huge(100000, 'q');
+    RunResult r = run("analyze " + in + " --quiet --paradigms " + huge);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("unknown paradigm 'qqqq"));
+    EXPECT_THAT(r.err, HasSubstr("... (100000 bytes)"));
+    EXPECT_LT(r.err.size(), 1000u);
+    r = run("synth -o " + path("s.h5") + " --grid " + huge);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("... (100000 bytes)"));
+    EXPECT_LT(r.err.size(), 1000u);
+    // The same for text from files: a 1 MB paradigm name in a --config file.
+    std::ofstream(path("c.json")) << R"({"paradigms": [")" << std::string(1000000, 'z') << R"("]})";
+    r = run("analyze " + in + " --quiet --config " + path("c.json"));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("... (1000000 bytes)"));
+    EXPECT_LT(r.err.size(), 1000u);
+    // JSON errors in plain words, without the library's exception ids.
+    std::ofstream(path("broken.json")) << "{\"schema\": ";
+    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --quiet -o " + path("r.json")).code, 0);
+    r = run("merge " + path("r.json") + " " + path("broken.json") + " -o " + path("m.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("merge: '" + path("broken.json") + "' is not valid JSON: parse error"));
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("json.exception")));
+    r = run("analyze " + in + " --quiet --config " + path("broken.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("json.exception")));
+}
+
+TEST_F(CliTest, StdoutThatCannotBeWrittenIsAnOutputError) {
+    const std::string in = synth("a.h5");
+    const std::string cli = ATTNLENS_CLI_PATH;
+    auto shell = [&](const std::string& command) {
+        const int status = std::system(("sh -c '" + command + " 2>" + path("err") + "'").c_str());
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    };
+    EXPECT_EQ(shell(cli + " inspect " + in + " >/dev/full"), 4);
+    EXPECT_THAT(readFile(path("err")), HasSubstr("attnlens-cli: error: cannot write to standard output"));
+    EXPECT_EQ(shell(cli + " inspect --json " + in + " >/dev/full"), 4);
+    EXPECT_THAT(readFile(path("err")), HasSubstr("cannot write to standard output"));
+    EXPECT_EQ(shell(cli + " --help >/dev/full"), 4);
+    // A closed stdout is refused before any work.
+    EXPECT_EQ(shell(cli + " synth -o " + path("s.h5") + " >&-"), 4);
+    EXPECT_THAT(readFile(path("err")), HasSubstr("cannot write to standard output: it is closed"));
+    EXPECT_FALSE(fs::exists(path("s.h5")));
+    // An earlier error keeps its own exit code.
+    EXPECT_EQ(shell(cli + " inspect " + path("missing.h5") + " >/dev/full"), 3);
+    EXPECT_EQ(shell(cli + " inspect " + in + " >/dev/null"), 0);
+}
+
+// Issue 14 item 6: analyze writes each record as it finishes and keeps none, so its report equals
+// the in-memory report (reportToJson over analyzeDump) field for field, for 1 and 3 workers.
+TEST_F(CliTest, StreamedReportEqualsTheInMemoryReport) {
+    const std::string in = path("s.h5");
+    ASSERT_EQ(run("synth -o " + in + " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 7").code, 0);
+    const auto reader = attnlens::DumpReader::open(in);
+    attnlens::AnalyzeRequest request;
+    request.threads = 1;
+    const attnlens::AnalysisReport memory = attnlens::analyzeDump(*reader, request);
+    const json expected = attnlens::reportToJson(memory, attnlens::ToolInfo{});
+    for (const char* threads : {"1", "3"}) {
+        const RunResult r = run("analyze " + in + " --quiet --threads " + threads + " -o " + path("out.json"));
+        ASSERT_EQ(r.code, 0) << r.err;
+        const json streamed = readJson(path("out.json"));
+        EXPECT_EQ(streamed["results"], expected["results"]) << threads;
+        EXPECT_EQ(streamed["summary"], expected["summary"]) << threads;
+        for (const char* key : {"selection", "paradigms", "options", "non_finite", "schema", "schema_version"})
+            EXPECT_EQ(streamed[key], expected[key]) << key;
+        EXPECT_EQ(streamed["input"]["dump"], expected["input"]["dump"]);
+        // The summary of the streamed records is the summary recomputed from them (merge's way).
+        EXPECT_EQ(attnlens::summarize(streamed), streamed["summary"]);
+        EXPECT_THAT(r.out, HasSubstr("224 records"));  // 7 images x 2 layers x 2 heads x 8 paradigms
+    }
+    // Cancelled or failed runs leave no file and no temporary file.
+    EXPECT_TRUE(noTemporaryFiles(dir_));
+}
+
+// The peak memory of analyze does not grow with the number of images (it used to hold every record
+// as JSON: 123 MB at 300 images of this dump, 31 MB at 30).
+TEST_F(CliTest, AnalyzeMemoryDoesNotGrowWithTheImageCount) {
+    auto peakKiB = [&](const std::string& file) {
+        const RunResult r = run("analyze " + file + " --quiet --no-hash --threads 2 -o " + path("out.json"),
+                                "/usr/bin/time -f '%M' -o " + path("rss.txt") + " ");
+        EXPECT_EQ(r.code, 0) << r.err;
+        return std::stol(readFile(path("rss.txt")));
+    };
+    const RunResult small = run("synth -o " + path("30.h5") + " --layers 1 --heads 2 --grid 8x8 --dim 8 --images 30");
+    const RunResult large = run("synth -o " + path("300.h5") + " --layers 1 --heads 2 --grid 8x8 --dim 8 --images 300");
+    ASSERT_EQ(small.code + large.code, 0);
+    if (!fs::exists("/usr/bin/time")) GTEST_SKIP() << "/usr/bin/time is not installed";
+    if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's quarantine holds freed memory";
+    const long few = peakKiB(path("30.h5")), many = peakKiB(path("300.h5"));
+    EXPECT_GT(fs::file_size(path("out.json")), 10u << 20);  // the report itself is 13 MB
+    EXPECT_LT(many - few, 8 * 1024) << "peak RSS " << few << " KiB at 30 images, " << many << " KiB at 300";
 }

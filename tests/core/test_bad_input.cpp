@@ -585,7 +585,7 @@ TEST_F(BadInput, WriterOntoADirectoryIsAnOutputErrorAndLeavesNothing) {
             w.commit();
         },
         ErrorKind::Output);
-    EXPECT_CONTAINS(message, target.string() + ": cannot write: it is a directory");
+    EXPECT_CONTAINS(message, "cannot write '" + target.string() + "': it is a directory");
     for (const auto& entry : std::filesystem::directory_iterator(dir_.path()))
         EXPECT_EQ(entry.path().filename().string(), "sub") << "left behind: " << entry.path();
 }

@@ -48,23 +48,41 @@ struct AnalysisProgress {
 };
 using ProgressFn = std::function<bool(const AnalysisProgress&)>;
 
-// Memory this process may still use: the least of physical memory, the cgroup limit (containers,
-// Slurm jobs) and RLIMIT_AS (ulimit -v), less what it uses already. 0 when nothing is known.
+// Memory this process may still use, in two kinds, because they are spent differently: a limit on
+// resident memory (physical memory, the cgroup's memory.max of containers and Slurm jobs) counts
+// the pages a thread touches, RLIMIT_AS (ulimit -v) every mapping, untouched ones included: each
+// thread's stack, its malloc arena and its OpenBLAS buffer (README "Memory").
+struct MemoryBudget {
+    double residentBytes = 0;  // least of physical memory and memory.max, less what is resident; 0: unknown
+    double addressBytes = 0;   // RLIMIT_AS less the address space mapped now (VmSize); 0: no limit
+};
+MemoryBudget memoryBudget();
+// The smaller of the two, the address-space budget less the OpenBLAS buffer that the calling
+// thread's first BLAS call maps (for a single-threaded computation). 0 when nothing is known.
 double memoryBudgetBytes();
-// Bytes one worker needs for one (image, layer) of `layer`: the activations read and the N x N
-// matrices the selected statistics keep at once (an estimate from above).
+// Resident bytes one worker needs for one (image, layer) of `layer`: the activations read, the
+// N x N matrices the selected statistics keep at once, LAPACK's SVD workspace, the row blocks and
+// the magnitude curve's buffers, and its thread's own pages (an estimate from above; the terms are
+// listed in memory_plan.cpp and README "Memory").
 // localBranch: the request analyses local branches (LocalBranchOptions::enabled).
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch = true);
 std::string formatGiB(double bytes);  // "1.5 GiB"
-// Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in
-// budgetBytes (0: unknown, no check); otherwise the number of workers that fit (at most the
-// request's), with a note when that is fewer than asked. analyzeDump applies it before allocating.
+// Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in the
+// budget (0: unknown, no check); otherwise the number of workers that fit (at most the
+// request's), with a note when that is fewer than asked, and the BLAS threads and magnitude-curve
+// threads that fit beside them. analyzeDump applies it before allocating. A plain number is a
+// resident-memory budget.
 struct MemoryPlan {
     int threads = 1;
     double perWorkerBytes = 0, budgetBytes = 0;
+    // OpenBLAS threads (ScopedBlasThreads): 1 unless one worker analyses heads of N >= 1024, then
+    // up to defaultBlasThreads(). Threads of one big head's magnitude curve
+    // (MagnitudeOptions::threads): the processors shared among the workers.
+    int blasThreads = 1, magnitudeThreads = 1;
     std::string note;
 };
+MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& budget);
 MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, double budgetBytes);
 
 // Parses "0-3,7,9" (inclusive ranges) against a count; Error(Usage) naming the option on bad input.
@@ -75,8 +93,23 @@ std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info);
 // Tunes glibc's allocator (once per process) so that freed matrices stay in the heap instead of
 // going back to the kernel and being faulted in again; analyzeDump calls it. No-op elsewhere.
 void retainFreedMemory();
+// Under RLIMIT_AS (ulimit -v), makes every thread allocate from glibc's main heap instead of an
+// arena of its own (each arena reserves 64 MiB of address space); planMemory then counts none.
+// For main(), before any other thread starts. No-op without such a limit or without glibc.
+void useOneMallocArenaUnderAddressLimit();
+
+// Receives records as they finish instead of AnalysisReport::records, so that a run over any number
+// of images holds only the records in flight (attnlens-cli analyze streams them into its report).
+// `begin` is called once, before any record, with the report's provenance filled in (paradigms,
+// the request with defaults made explicit, the dump); `write` gets each (image, layer) task's
+// records in report order (image, layer, then head and paradigm), one call at a time. Workers
+// wait rather than run more than a few tasks ahead of the oldest unfinished one.
+struct RecordSink {
+    std::function<void(const AnalysisReport& header)> begin;
+    std::function<void(std::vector<HeadRecord>&& records)> write;
+};
 
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request,
-                           const ProgressFn& progress = {});
+                           const ProgressFn& progress = {}, const RecordSink* sink = nullptr);
 
 }  // namespace attnlens

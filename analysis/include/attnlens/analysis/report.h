@@ -1,8 +1,13 @@
 #pragma once
 // The JSON form of an analysis ("attnlens.analysis" version 1, resources/analysis.schema.json), its
 // summary tables, merging of sharded runs, and atomic file output.
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -17,8 +22,33 @@ struct ToolInfo {
 };
 
 nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool);
-// Summary tables derived from the "results" array of a report JSON: per paradigm and per
-// (paradigm, layer) means, the confusion histograms over images. Recomputed by merge.
+// The parts of reportToJson(), for writing a report while its records arrive: the provenance known
+// before any record (schema, tool, created_utc, selection, paradigms, options), one "results" entry,
+// and what is known only at the end (input with its SHA-256, non_finite, timing).
+nlohmann::json reportProvenanceJson(const AnalysisReport& report, const ToolInfo& tool);
+nlohmann::json recordJson(const AnalysisReport& report, const HeadRecord& record);
+nlohmann::json reportOutcomeJson(const AnalysisReport& report);
+
+// The summary tables, accumulated one "results" entry at a time: per paradigm and per
+// (paradigm, layer) means, confusion counts per image and their histogram. Holds one aggregate
+// per (paradigm, layer) and one count per (paradigm, image), never the records.
+class ReportSummary {
+public:
+    explicit ReportSummary(const std::vector<Paradigm>& paradigms);
+    explicit ReportSummary(std::vector<std::string> paradigmOrder);
+    ~ReportSummary();
+    ReportSummary(ReportSummary&&) noexcept;
+    ReportSummary& operator=(ReportSummary&&) noexcept;
+    void add(const nlohmann::json& record);
+    nlohmann::json toJson() const;
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
+
+// Summary tables derived from the "results" array of a report JSON (a ReportSummary over them).
+// Recomputed by merge.
 nlohmann::json summarize(const nlohmann::json& report);
 // Combines reports of disjoint image sets of one dump (same SHA-256, layers, heads, paradigms and
 // options; reports without a SHA-256, from analyze --no-hash, need the same input path, size and
@@ -36,5 +66,49 @@ std::string formatSummary(const nlohmann::json& report);
 // (the input). Error(Output) with the reason.
 void writeFileAtomically(const std::string& path, const std::string& contents,
                          const std::vector<std::string>& forbidden = {});
+
+// The writer behind writeFileAtomically, for files written piece by piece: nothing appears at
+// `path` until commit(); destroying it earlier (an error, Ctrl-C) removes the temporary file.
+class AtomicFileWriter {
+public:
+    AtomicFileWriter(const std::string& path, const std::vector<std::string>& forbidden = {});
+    ~AtomicFileWriter();
+    AtomicFileWriter(const AtomicFileWriter&) = delete;
+    AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+    void append(std::string_view text);
+    void commit();
+
+private:
+    static constexpr std::size_t kFlushBytes = 1 << 20;
+    void flush();
+    void discard() noexcept;
+    [[noreturn]] void fail(const std::string& why);
+    std::string path_, shown_, temporary_, buffer_;
+    int fd_ = -1;
+};
+
+// An analyze report written while the analysis runs (attnlens-cli analyze): the provenance first,
+// then each record as analyzeDump's RecordSink hands it over, then the outcome and the summary.
+// The same text and fields as reportText(reportToJson(...)), in another key order; memory stays
+// bounded by the records in flight whatever the image count. An empty path keeps only the
+// summary (for the terminal table).
+class ReportStream {
+public:
+    // `header` is the report analyzeDump passes to RecordSink::begin; it must outlive the stream.
+    ReportStream(const std::string& path, const std::vector<std::string>& inputs, const AnalysisReport& header,
+                 const ToolInfo& tool);
+    void write(std::vector<HeadRecord>&& records);
+    // Writes the rest and renames the file into place; returns the report without "results"
+    // (for formatSummary and the warnings).
+    nlohmann::json finish(const AnalysisReport& report);
+    std::int64_t records() const { return records_; }
+
+private:
+    const AnalysisReport* report_;
+    ReportSummary summary_;
+    nlohmann::json provenance_;
+    std::optional<AtomicFileWriter> file_;
+    std::int64_t records_ = 0;
+};
 
 }  // namespace attnlens

@@ -90,6 +90,10 @@ struct MagnitudeOptions {
     double log2Max = 4;
     int points = 13;
     int topK = 9;         // top-k mass
+    // Threads of the mean curve of a big head (0: one per processor); analyzeDump sets it from
+    // its memory plan (each costs a QueryScaler, a thread stack, a malloc arena and a BLAS buffer).
+    // Not part of the definition: the curve does not depend on it.
+    int threads = 0;
     std::vector<double> factors() const;
 };
 struct MagnitudeCurve {

@@ -1,0 +1,264 @@
+#include "attnlens/open_check.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/text.h"
+
+extern char** environ;
+
+namespace attnlens {
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+constexpr const char* kStartedLine = "attnlens-open-check: started\n";
+constexpr std::size_t kMaxChildOutput = 64 * 1024;
+
+void writeAll(int fd, const std::string& text) {
+    const char* p = text.data();
+    std::size_t left = text.size();
+    while (left > 0) {
+        const ssize_t n = ::write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        p += n;
+        left -= std::size_t(n);
+    }
+}
+
+std::string signalName(int signal) {
+    switch (signal) {
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGABRT: return "SIGABRT";
+        case SIGFPE: return "SIGFPE";
+        case SIGILL: return "SIGILL";
+        case SIGKILL: return "SIGKILL";
+        default: return "signal " + std::to_string(signal);
+    }
+}
+
+std::string formatSeconds(double seconds) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%g", seconds);
+    return buffer;
+}
+
+struct FileDescriptor {
+    int fd = -1;
+    ~FileDescriptor() { reset(); }
+    void reset() {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+    }
+};
+
+}  // namespace
+
+OpenCheckOptions openCheckOptionsFromEnvironment() {
+    OpenCheckOptions options;
+    if (const char* text = std::getenv("ATTNLENS_OPEN_TIMEOUT"); text != nullptr && *text != '\0') {
+        char* end = nullptr;
+        errno = 0;
+        const double seconds = std::strtod(text, &end);
+        if (end == text || *end != '\0' || errno != 0 || !std::isfinite(seconds) || seconds < 0 ||
+            seconds > 86400) {
+            throwUsage("ATTNLENS_OPEN_TIMEOUT must be a number of seconds from 0 (no child-process "
+                       "check) to 86400, got '" + printableText(text, 40) + "'");
+        }
+        options.timeoutSeconds = seconds;
+    }
+    return options;
+}
+
+OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheckOptions& options) {
+    OpenCheckResult result;
+    if (options.timeoutSeconds <= 0) return result;
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+
+    int pipeFds[2];
+    if (::pipe2(pipeFds, O_CLOEXEC) != 0) return result;
+    FileDescriptor readEnd{pipeFds[0]}, writeEnd{pipeFds[1]};
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, writeEnd.fd, 1);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    // The child's signals start at their defaults, whatever the caller (Qt, the CLI) installed.
+    sigset_t defaults, none;
+    sigfillset(&defaults);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attributes, &defaults);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+
+    // One BLAS thread: opening needs none, and each idle OpenBLAS thread reserves address space.
+    std::vector<std::string> environment;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        if (std::strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) == 0 || std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0)
+            continue;
+        environment.emplace_back(*e);
+    }
+    environment.emplace_back("OPENBLAS_NUM_THREADS=1");
+    environment.emplace_back("OMP_NUM_THREADS=1");
+    environment.emplace_back("ATTNLENS_OPEN_CHECK_MEMORY=" + std::to_string(options.memoryLimitBytes));
+    std::vector<char*> envp;
+    for (auto& e : environment) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string executable = options.executable, flag = kOpenCheckArgument, file = path;
+    char* argv[] = {executable.data(), flag.data(), file.data(), nullptr};
+
+    pid_t child = -1;
+    const int spawned = posix_spawn(&child, executable.c_str(), &actions, &attributes, argv, envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    writeEnd.reset();
+    if (spawned != 0) return result;
+
+    std::string output;
+    bool timedOut = false;
+    for (;;) {
+        const double left = options.timeoutSeconds - elapsed();
+        if (left <= 0) {
+            timedOut = true;
+            break;
+        }
+        pollfd poller{readEnd.fd, POLLIN, 0};
+        const int ready = ::poll(&poller, 1, int(std::ceil(std::min(left, 3600.0) * 1000)));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) break;
+        if (ready == 0) continue;
+        char buffer[4096];
+        const ssize_t n = ::read(readEnd.fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
+    }
+    if (timedOut) ::kill(child, SIGKILL);
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    result.seconds = elapsed();
+
+    const bool started = output.rfind(kStartedLine, 0) == 0;
+    const std::string body = started ? output.substr(std::strlen(kStartedLine)) : std::string();
+    if (timedOut) {
+        if (!started) return result;  // the program itself did not start in time: open in-process
+        result.outcome = OpenCheckOutcome::TimedOut;
+        result.message = path + ": opening the file did not finish within " +
+                         formatSeconds(options.timeoutSeconds) +
+                         " s: HDF5 is stuck on damaged metadata (on a very slow disk, raise "
+                         "ATTNLENS_OPEN_TIMEOUT, in seconds)";
+        return result;
+    }
+    if (!started) return result;  // the child could not run (e.g. no /proc): open in-process
+    if (body.rfind("valid\n", 0) == 0) {
+        result.outcome = OpenCheckOutcome::Valid;
+        return result;
+    }
+    if (body.rfind("unknown\n", 0) == 0) return result;
+    if (body.rfind("invalid ", 0) == 0) {
+        const std::size_t newline = body.find('\n');
+        result.outcome = OpenCheckOutcome::Invalid;
+        result.errorKind = std::atoi(body.c_str() + 8);
+        result.message = newline == std::string::npos ? std::string() : body.substr(newline + 1);
+        while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
+        if (result.message.empty()) result.message = path + ": the file cannot be opened";
+        return result;
+    }
+    result.outcome = OpenCheckOutcome::Crashed;
+    if (WIFSIGNALED(status)) {
+        const int signal = WTERMSIG(status);
+        result.message = path + ": the HDF5 library crashed (" + signalName(signal) +
+                         ") reading this file: its HDF5 metadata is damaged";
+        if (signal == SIGKILL) {
+            result.message = path + ": opening the file was killed (SIGKILL, e.g. for memory) "
+                                    "while reading its HDF5 metadata: it is probably damaged";
+        }
+    } else {
+        result.message = path + ": reading this file ended the checking process without a result "
+                                "(exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                         "): its HDF5 metadata is probably damaged";
+    }
+    return result;
+}
+
+void requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOptions& options) {
+    const OpenCheckResult check = checkDumpInChildProcess(path, options);
+    switch (check.outcome) {
+        case OpenCheckOutcome::Valid:
+        case OpenCheckOutcome::NotRun:
+            return;
+        case OpenCheckOutcome::Invalid:
+            if (check.errorKind >= int(ErrorKind::Usage) && check.errorKind <= int(ErrorKind::Cancelled))
+                throw Error(ErrorKind(check.errorKind), check.message);
+            throwInput(check.message);
+        case OpenCheckOutcome::Crashed:
+        case OpenCheckOutcome::TimedOut:
+            throwInput(check.message);
+    }
+}
+
+std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
+    if (argc != 3 || std::strcmp(argv[1], kOpenCheckArgument) != 0) return std::nullopt;
+    if (!kSanitized) {
+        if (const char* limit = std::getenv("ATTNLENS_OPEN_CHECK_MEMORY")) {
+            const unsigned long long bytes = std::strtoull(limit, nullptr, 10);
+            if (bytes > 0) {
+                rlimit r{rlim_t(bytes), rlim_t(bytes)};
+                ::setrlimit(RLIMIT_AS, &r);
+            }
+        }
+    }
+    writeAll(1, kStartedLine);
+    try {
+        const auto reader = DumpReader::open(argv[2]);
+        writeAll(1, "valid\n");
+    } catch (const Error& e) {
+        writeAll(1, "invalid " + std::to_string(int(e.kind())) + "\n" + e.what() + "\n");
+    } catch (const std::bad_alloc&) {
+        writeAll(1, "invalid " + std::to_string(int(ErrorKind::Input)) + "\n" + argv[2] +
+                        ": opening the file needed more than the check's memory limit: its HDF5 "
+                        "metadata is damaged\n");
+    } catch (const std::exception&) {
+        // Not a property of the file: the caller's own open reports it as it always would.
+        writeAll(1, "unknown\n");
+    }
+    // Leave without static destructors or HDF5's atexit handlers: the library may be in a bad state.
+    ::_exit(0);
+}
+
+}  // namespace attnlens

@@ -1,0 +1,91 @@
+// planMemory with an address-space budget (RLIMIT_AS): every thread's stack, malloc arena and
+// OpenBLAS buffer count there; with a resident budget only the pages the threads touch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "attnlens/analysis/blas_threads.h"
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// One layer of N = 3137 tokens (a 56 x 56 grid and a class token), one head, one image.
+DumpInfo oneBigHead(int images = 1) {
+    DumpInfo info;
+    info.path = "big.h5";
+    info.images = images;
+    LayerInfo layer;
+    layer.name = "blocks.0";
+    layer.heads = 1;
+    layer.tokens = 3137;
+    layer.dim = 16;
+    info.layers = {layer};
+    return info;
+}
+
+TEST(PlanMemory, CountsLapackWorkspaceAndTheMagnitudeCurve) {
+    const DumpInfo info = oneBigHead();
+    const double n = 3137;
+    const double rank = workerBytes(info.layers[0], {presetParadigm("softmax")}, StatSelection::parse("rank"));
+    // A, its finite-row copy and dgesdd's copy, and dgesdd's work arrays beside them.
+    EXPECT_GT(rank, 3 * n * n * 8 + 3 * n * 8);
+    const double local = workerBytes(info.layers[0], {presetParadigm("softmax")}, StatSelection::parse("local"));
+    EXPECT_LT(local, rank - 2 * n * n * 8);
+    const double withCurve =
+        workerBytes(info.layers[0], {presetParadigm("softmax")}, StatSelection::parse("local,magnitude"));
+    EXPECT_GT(withCurve, local + 64 * n * 8);
+}
+
+TEST(PlanMemory, AddressSpaceBudgetCountsEveryThreadsMappings) {
+    const DumpInfo info = oneBigHead();
+    AnalyzeRequest request;
+    request.threads = 2;
+    const double perWorker = workerBytes(info.layers[0], presetParadigms(), request.options.stats);
+
+    // As much resident memory as one worker's data suffices; as much address space does not:
+    // the BLAS buffer the worker's first BLAS call maps (128 MiB) is missing.
+    MemoryPlan plan = planMemory(info, request, MemoryBudget{perWorker * 1.001, 0});
+    EXPECT_EQ(plan.threads, 1);
+    EXPECT_EQ(plan.blasThreads, 1);
+    try {
+        planMemory(info, request, MemoryBudget{0, perWorker * 1.05});
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Input);
+        EXPECT_NE(std::string(e.what()).find("per worker"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("this process may use"), std::string::npos) << e.what();
+    }
+
+    // Room for one worker, its BLAS buffer and 32 MiB of other mappings: one worker, no BLAS or
+    // magnitude-curve threads, and a note.
+    plan = planMemory(info, request, MemoryBudget{0, perWorker + 170 * kMiB});
+    EXPECT_EQ(plan.threads, 1);
+    EXPECT_EQ(plan.blasThreads, 1);
+    EXPECT_EQ(plan.magnitudeThreads, 1);
+    EXPECT_NE(plan.note.find("using 1 thread instead of 2"), std::string::npos) << plan.note;
+
+    // Plenty: one (image, layer) task, so one worker, and N >= 1024 gets OpenBLAS's own count.
+    plan = planMemory(info, request, MemoryBudget{0, 64 * 1024 * kMiB});
+    EXPECT_EQ(plan.threads, 2);
+    EXPECT_EQ(plan.blasThreads, defaultBlasThreads());
+    EXPECT_TRUE(plan.note.empty()) << plan.note;
+    plan = planMemory(info, request, 0);
+    EXPECT_EQ(plan.blasThreads, defaultBlasThreads());
+
+    // Two tasks run on two workers: no BLAS threads beside them, and the curve gets its share.
+    const DumpInfo two = oneBigHead(2);
+    plan = planMemory(two, request, MemoryBudget{0, 64 * 1024 * kMiB});
+    EXPECT_EQ(plan.threads, 2);
+    EXPECT_EQ(plan.blasThreads, 1);
+    // Small heads never get BLAS threads.
+    DumpInfo small = oneBigHead();
+    small.layers[0].tokens = 197;
+    EXPECT_EQ(planMemory(small, request, 0).blasThreads, 1);
+}
+
+}  // namespace
+}  // namespace attnlens

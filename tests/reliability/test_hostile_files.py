@@ -1,0 +1,298 @@
+"""Hostile and damaged dumps from the reliability issue (14), items 1-5: each ends within seconds in
+exit code 3 (or 2 for arguments) with a message naming the file, the object and the problem, never
+a hang, a crash, exit 70 or an output file.
+
+Every file is built here: a small dump written by `attnlens-cli synth`, then changed with h5py or
+by overwriting bytes at places found in the file itself (the global heap's "GCOL" signature, an
+attribute's name).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+CLI = os.environ.get("ATTNLENS_CLI")
+H5DUMP = shutil.which("h5dump")
+LAYER = "layers/blocks.0"
+# The child-process open check's limit for these tests (the default is 10 s).
+TIMEOUT_S = 3
+
+
+def run(*args, env=None, timeout=60):
+    environment = dict(os.environ)
+    environment.update(env or {})
+    start = time.monotonic()
+    proc = subprocess.run([CLI, *map(os.fsencode, args)], capture_output=True, timeout=timeout,
+                          env=environment)
+    proc.seconds = time.monotonic() - start
+    proc.err = proc.stderr.decode("utf-8", "backslashreplace")
+    return proc
+
+
+def patch(path, marker, offset, data, occurrence=0):
+    """Overwrite bytes at `offset` from the `occurrence`-th `marker` in the file."""
+    raw = bytearray(open(path, "rb").read())
+    at = -1
+    for _ in range(occurrence + 1):
+        at = raw.find(marker, at + 1)
+        if at < 0:
+            raise AssertionError(f"{marker!r} not found in {path}")
+    raw[at + offset:at + offset + len(data)] = data
+    with open(path, "wb") as f:
+        f.write(raw)
+
+
+@unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
+class Hostile(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="attnlens-hostile-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.path = os.path.join(self.dir, "dump.h5")
+        self.out = os.path.join(self.dir, "out.json")
+        proc = run("synth", "-o", self.path, "--layers", "1", "--heads", "1", "--images", "1",
+                   "--grid", "2x2", "--dim", "2")
+        self.assertEqual(proc.returncode, 0, proc.err)
+
+    def refused(self, message, path=None, code=3, max_seconds=TIMEOUT_S + 5):
+        """inspect and analyze both end in `code` within `max_seconds` with `message`, print no
+        HDF5 stack and no raw control characters, and write nothing."""
+        path = path or self.path
+        for args in (("inspect", path), ("analyze", path, "--quiet", "-o", self.out)):
+            proc = run(*args, env={"ATTNLENS_OPEN_TIMEOUT": str(TIMEOUT_S)})
+            self.assertEqual(proc.returncode, code, f"{args[0]}: {proc.err}")
+            self.assertIn(message, proc.err, args[0])
+            self.assertNotIn("HDF5-DIAG", proc.err)
+            self.assertFalse(any(c < 0x20 and c != 0x0A for c in proc.stderr), proc.err)
+            self.assertLess(proc.seconds, max_seconds, f"{args[0]} took {proc.seconds:.1f} s")
+            self.assertFalse(os.path.exists(self.out))
+        return proc
+
+    def h5dump_fails(self):
+        if H5DUMP:
+            proc = subprocess.run([H5DUMP, "-A", self.path], capture_output=True, timeout=60)
+            self.assertNotEqual(proc.returncode, 0, "h5dump reads the file: it is not damaged")
+
+
+class GlobalHeap(Hostile):
+    """Item 1: variable-length strings (the root's `format` and `model`, written by synth) live in
+    a global heap collection ("GCOL", version, 3 reserved bytes, 8-byte collection size, then
+    objects: 2-byte index, 2-byte refcount, 4 reserved, 8-byte size, data)."""
+
+    def test_object_size_that_loops_hdf5_is_stopped(self):
+        # An object size that stays inside the collection: HDF5 1.10 walks the heap forever.
+        patch(self.path, b"GCOL", 24, (4000).to_bytes(8, "little"))
+        proc = self.refused(f"{self.path}: opening the file did not finish within {TIMEOUT_S} s: "
+                            "HDF5 is stuck on damaged metadata")
+        self.assertGreaterEqual(proc.seconds, TIMEOUT_S - 0.5)
+
+    def test_object_size_that_crashes_hdf5_is_an_input_error(self):
+        patch(self.path, b"GCOL", 24, (0x7fffffff0).to_bytes(8, "little"))
+        self.refused(f"{self.path}: the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 "
+                     "metadata is damaged", max_seconds=5)
+
+    def test_huge_string_length_fails_fast_without_gigabytes(self):
+        # The attribute's own reference says the string is 2 GiB long: HDF5 allocates and clears
+        # that much before it notices. The check's memory limit (1 GiB) stops it at once.
+        with h5py.File(self.path, "r") as f:
+            heap_address = open(self.path, "rb").read().find(b"GCOL")
+            length = len(f.attrs["format"])
+        reference = length.to_bytes(4, "little") + heap_address.to_bytes(8, "little")
+        patch(self.path, reference, 0, (0x7ffffff0).to_bytes(4, "little"))
+        self.refused(f"{self.path}: root attribute 'format' cannot be read", max_seconds=5)
+
+    def test_valid_dump_costs_one_child_process(self):
+        proc = run("inspect", self.path)
+        self.assertEqual(proc.returncode, 0, proc.err)
+        off = run("inspect", self.path, env={"ATTNLENS_OPEN_TIMEOUT": "0"})
+        self.assertEqual(off.stdout, proc.stdout)
+
+    def test_bad_timeout_setting_is_a_usage_error(self):
+        for value in ("soon", "-1", "nan", "1e9"):
+            proc = run("inspect", self.path, env={"ATTNLENS_OPEN_TIMEOUT": value})
+            self.assertEqual(proc.returncode, 2, proc.err)
+            self.assertIn("ATTNLENS_OPEN_TIMEOUT must be a number of seconds", proc.err)
+
+
+class DamagedAttributes(Hostile):
+    """Item 2: an attribute message HDF5 cannot decode is an input error, never "absent"."""
+
+    def test_damaged_attribute_message_is_not_taken_for_absent(self):
+        with h5py.File(self.path, "a") as f:
+            f[LAYER].attrs["scale"] = np.float64(0.5)
+        # Version byte of the datatype message that follows the name "scale\0" (padded to 8).
+        patch(self.path, b"scale\x00", 8, b"\xfe")
+        self.h5dump_fails()
+        self.refused(f"{self.path}: /{LAYER}: its attributes cannot be read")
+
+    def test_damaged_group_is_not_taken_for_a_missing_link(self):
+        # The root group's local heap ("HEAP", version, 3 reserved, 8-byte data size, 8-byte
+        # offset of the free list): a free list at offset 3 cannot be right. Looking up a link
+        # used to fail as "absent" (so /images, /labels and v silently disappeared, and /layers
+        # was called missing); now the damage is named.
+        patch(self.path, b"HEAP", 16, (3).to_bytes(8, "little"))
+        self.h5dump_fails()
+        self.refused(f"{self.path}: root: cannot tell whether 'layers' exists: the group's "
+                     "metadata is damaged (HDF5: bad heap free list)")
+
+
+class FloatLayouts(Hostile):
+    """Item 3: only IEEE half, single and double (either byte order) are accepted."""
+
+    def odd_float(self, base, **changes):
+        t = base.copy()
+        if "ebias" in changes:
+            t.set_ebias(changes["ebias"])
+        if "fields" in changes:
+            t.set_fields(*changes["fields"])
+        return t
+
+    def replace_q(self, float_type):
+        with h5py.File(self.path, "a") as f:
+            q = f[LAYER]["q"][...]
+            del f[LAYER]["q"]
+            space = h5py.h5s.create_simple(q.shape)
+            dset = h5py.h5d.create(f[LAYER].id, b"q", float_type, space)
+            dset.write(h5py.h5s.ALL, h5py.h5s.ALL, q.astype(np.float64))
+
+    def test_float32_with_another_exponent_bias_is_refused(self):
+        self.replace_q(self.odd_float(h5py.h5t.IEEE_F32LE, ebias=100))
+        self.refused("/layers/blocks.0/q has dtype 32-bit float with a non-IEEE layout "
+                     "(8 exponent bits at 23, exponent bias 100")
+
+    def test_float64_with_a_short_mantissa_is_refused(self):
+        self.replace_q(self.odd_float(h5py.h5t.IEEE_F64LE, fields=(63, 52, 11, 4, 48)))
+        self.refused("/layers/blocks.0/q has dtype 64-bit float with a non-IEEE layout")
+
+    def test_big_endian_ieee_is_read_exactly(self):
+        with h5py.File(self.path, "r") as f:
+            q = f[LAYER]["q"][...]
+        before = run("attention", self.path, "--image", "0", "--layer", "0", "--head", "0",
+                     "--paradigm", "softmax", "-o", self.out)
+        self.assertEqual(before.returncode, 0, before.err)
+        with open(self.out) as f:
+            expected = json.load(f)
+        os.remove(self.out)
+        self.replace_q(h5py.h5t.IEEE_F32BE)
+        after = run("attention", self.path, "--image", "0", "--layer", "0", "--head", "0",
+                    "--paradigm", "softmax", "-o", self.out)
+        self.assertEqual(after.returncode, 0, after.err)
+        with open(self.out) as f:
+            self.assertEqual(json.load(f)["attention"], expected["attention"])
+
+    def test_scale_attribute_with_odd_float_is_refused(self):
+        with h5py.File(self.path, "a") as f:
+            t = self.odd_float(h5py.h5t.IEEE_F64LE, ebias=1000)
+            if "scale" in f[LAYER].attrs:
+                del f[LAYER].attrs["scale"]
+            space = h5py.h5s.create(h5py.h5s.SCALAR)
+            attr = h5py.h5a.create(f[LAYER].id, b"scale", t, space)
+            attr.write(np.array(0.5, dtype=np.float64))
+        self.refused("/layers/blocks.0 attribute 'scale' must be an IEEE float16, float32 or "
+                     "float64 number, got 64-bit float with a non-IEEE layout")
+
+
+class ExternalData(Hostile):
+    """Item 4: raw data must live in the dump itself."""
+
+    def setUp(self):
+        super().setUp()
+        self.secret = os.path.join(self.dir, "secret.bin")
+        with open(self.secret, "wb") as f:
+            f.write(np.arange(64, dtype=np.float32).tobytes())
+
+    def test_external_raw_storage_is_refused(self):
+        with h5py.File(self.path, "a") as f:
+            shape = f[LAYER]["k"].shape
+            del f[LAYER]["k"]
+            f[LAYER].create_dataset("k", shape=shape, dtype=np.float32,
+                                    external=[(self.secret, 0, int(np.prod(shape)) * 4)])
+        self.refused("/layers/blocks.0/k keeps its data in 1 external file(s); AttnLens reads "
+                     "only data stored in the dump itself")
+
+    def test_external_link_is_refused(self):
+        other = os.path.join(self.dir, "other.h5")
+        with h5py.File(other, "w") as o, h5py.File(self.path, "a") as f:
+            o["v"] = f[LAYER]["v"][...]
+            del f[LAYER]["v"]
+            f[LAYER]["v"] = h5py.ExternalLink(other, "/v")
+        self.refused("/layers/blocks.0: 'v' is an external link into another file")
+
+    def test_virtual_dataset_is_refused(self):
+        other = os.path.join(self.dir, "other.h5")
+        with h5py.File(other, "w") as o, h5py.File(self.path, "a") as f:
+            q = f[LAYER]["q"][...]
+            o["q"] = q
+            layout = h5py.VirtualLayout(shape=q.shape, dtype=q.dtype)
+            layout[...] = h5py.VirtualSource(other, "q", shape=q.shape)
+            del f[LAYER]["q"]
+            f[LAYER].create_virtual_dataset("q", layout)
+        self.refused("/layers/blocks.0/q is a virtual dataset that maps data from other files")
+
+
+class Text(Hostile):
+    """Item 5: text from files and arguments is checked before any work starts."""
+
+    def test_model_name_that_is_not_utf8(self):
+        with h5py.File(self.path, "a") as f:
+            f.attrs["model"] = np.bytes_(b"vit\xff\xfe")
+        self.refused(f"{self.path}: root attribute 'model' is not usable text: byte 0xff at "
+                     "offset 3 is not valid UTF-8 (\"vit\\xff\\xfe\")")
+
+    def test_attention_text_with_a_terminal_escape(self):
+        with h5py.File(self.path, "a") as f:
+            f[LAYER].attrs["attention"] = "\x1b[2J\x1b[31msoftmax"
+        self.refused("attribute 'attention' is not usable text: control character U+001B at "
+                     "offset 0 (\"\\x1b[2J\\x1b[31msoftmax\")")
+
+    def test_layer_name_that_is_not_utf8(self):
+        with h5py.File(self.path, "a") as f:
+            f.move(LAYER, b"layers/blocks.\xff")
+        self.refused("the layer name \"blocks.\\xff\" under /layers is not usable: byte 0xff at "
+                     "offset 7 is not valid UTF-8")
+
+    def test_paradigm_names_from_arguments(self):
+        proc = run("analyze", self.path, "--quiet", "--paradigms", b"\xff:norm=softmax",
+                   "-o", self.out)
+        self.assertEqual(proc.returncode, 2, proc.err)
+        self.assertIn("the name is not usable text: byte 0xff at offset 0", proc.err)
+        proc = run("analyze", self.path, "--quiet", "--paradigms", b"softmax,\x1b[31m",
+                   "-o", self.out)
+        self.assertEqual(proc.returncode, 2, proc.err)
+        self.assertIn("unknown paradigm '\\x1b[31m'", proc.err)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_output_path_that_is_not_utf8_still_gives_a_valid_report(self):
+        out = os.path.join(os.fsencode(self.dir), b"report-\xff.json")
+        proc = run("analyze", self.path, "--quiet", "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.err)
+        with open(out, "rb") as f:
+            report = json.load(f)
+        self.assertIn("\ufffd", report["tool"]["command"])
+
+
+class FuzzRegressions(unittest.TestCase):
+    """Every file the fuzz target found (tests/fuzz/regressions, crashes and hangs inside libhdf5
+    when opened in-process) ends in exit 3 with a message within seconds through the CLI."""
+
+    @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
+    def test_every_fuzz_finding_is_an_input_error(self):
+        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "regressions")
+        files = sorted(f for f in os.listdir(folder) if f.endswith(".h5"))
+        self.assertGreater(len(files), 0)
+        for name in files:
+            path = os.path.join(folder, name)
+            proc = run("inspect", path, env={"ATTNLENS_OPEN_TIMEOUT": str(TIMEOUT_S)})
+            self.assertEqual(proc.returncode, 3, f"{name}: {proc.err}")
+            self.assertTrue(proc.err.startswith(f"attnlens-cli: error: {path}: "), proc.err)
+            self.assertLess(proc.seconds, TIMEOUT_S + 5, name)
+
+
+if __name__ == "__main__":
+    unittest.main()
