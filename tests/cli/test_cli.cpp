@@ -507,6 +507,15 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
     const json j = readJson(path("out.json"));
     EXPECT_EQ(j["non_finite"].size(), 2u);
     EXPECT_EQ(j["results"].size(), 2u * 2u * 8u);  // images x heads x presets: nothing dropped
+    // A head whose every query is flagged has no k x k baselines: null, which the schema allows.
+    bool nullBaseline = false;
+    for (const auto& rec : j["results"])
+        for (const auto& l : rec["local"]) nullBaseline |= l["uniform_baseline"].is_null();
+    EXPECT_TRUE(nullBaseline);
+    const std::string cmd = "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+                            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+                            path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
 // ---- The local branch (resources/format.md 1a) ---------------------------------------------------------
