@@ -45,8 +45,7 @@ constexpr Index kGramBlockRows = 512;
 
 void checkOptions(const ConfusionOptions& o) {
     if (!(std::isfinite(o.tau) && o.tau > 0))
-        throwUsage("confusion: tau must be a finite number > 0 (got " + std::to_string(o.tau) +
-                   ")");
+        throwUsage("confusion: tau must be a finite number > 0 (got " + std::to_string(o.tau) + ")");
     if (!(std::isfinite(o.queryRelTolerance) && o.queryRelTolerance >= 0))
         throwUsage("confusion: the relative query tolerance must be a finite number >= 0 (got " +
                    std::to_string(o.queryRelTolerance) + ")");
@@ -66,8 +65,8 @@ bool usable(std::span<const RowStatus> status, Index i) {
 }
 
 // Counts close pairs among the rows of x (row p of x stands for token index[p]).
-void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& q, double tau,
-                double qtol, ConfusionResult& result) {
+void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& q, double tau, double qtol,
+                ConfusionResult& result) {
     const Index n = x.rows(), k = x.cols();
     const double tau2 = tau * tau, qtol2 = qtol * qtol;
     Vector norms2(n);
@@ -123,20 +122,17 @@ void checkConfusionInputs(const AttentionHead& head, const Matrix& q, const Conf
     checkOptions(options);
     const Index n = head.tokens();
     if (q.rows() != n)
-        throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for a head of " +
-                   std::to_string(n) + " tokens");
+        throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for a head of " + std::to_string(n) +
+                   " tokens");
     if (!status.empty() && Index(status.size()) != n)
-        throwInput("confusion: " + std::to_string(status.size()) + " row statuses for " +
-                   std::to_string(n) + " rows");
+        throwInput("confusion: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) + " rows");
     if (fullMatrix && (fullMatrix->rows() != n || fullMatrix->cols() != n))
-        throwInput("confusion: the attention matrix is " + std::to_string(fullMatrix->rows()) +
-                   " x " + std::to_string(fullMatrix->cols()) + " for a head of " +
-                   std::to_string(n) + " tokens");
+        throwInput("confusion: the attention matrix is " + std::to_string(fullMatrix->rows()) + " x " +
+                   std::to_string(fullMatrix->cols()) + " for a head of " + std::to_string(n) + " tokens");
 }
 
-ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q,
-                                 const ConfusionOptions& options, std::span<const RowStatus> status,
-                                 const linalg::LowRankFactors& factors) {
+ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                                 std::span<const RowStatus> status, const linalg::LowRankFactors& factors) {
     checkConfusionInputs(head, q, options, nullptr, status);
     const Index n = head.tokens();
     ConfusionResult result;
@@ -161,13 +157,11 @@ ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q,
 
 }  // namespace detail
 
-ConfusionResult confusion(const AttentionHead& head, const Matrix& q,
-                          const ConfusionOptions& options, const Matrix* fullMatrix,
-                          std::span<const RowStatus> status) {
+ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                          const Matrix* fullMatrix, std::span<const RowStatus> status) {
     detail::checkConfusionInputs(head, q, options, fullMatrix, status);
     const Index n = head.tokens();
-    if (head.hasLowRankForm())
-        return detail::lowRankConfusion(head, q, options, status, linalg::lowRankFactors(head));
+    if (head.hasLowRankForm()) return detail::lowRankConfusion(head, q, options, status, linalg::lowRankFactors(head));
 
     ConfusionResult result;
     result.tau = options.tau;
@@ -194,14 +188,13 @@ ConfusionResult confusion(const AttentionHead& head, const Matrix& q,
     return result;
 }
 
-ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q,
-                                    const ConfusionOptions& options,
+ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,
                                     std::span<const RowStatus> status) {
     checkOptions(options);
     const Index n = a.rows();
     if (q.rows() != n)
-        throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for " +
-                   std::to_string(n) + " attention rows");
+        throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for " + std::to_string(n) +
+                   " attention rows");
     ConfusionResult result;
     result.tau = options.tau;
     result.queryTolerance = queryTolerance(q, options);

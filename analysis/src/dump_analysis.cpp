@@ -69,8 +69,7 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
                            "' is neither an index nor a range A-B of non-negative integers");
             lo = parseInt(item.substr(0, dash), optionName, text, count);
             hi = parseInt(item.substr(dash + 1), optionName, text, count);
-            if (hi < lo)
-                throwUsage(std::string(optionName) + ": range '" + printableText(item) + "' is empty");
+            if (hi < lo) throwUsage(std::string(optionName) + ": range '" + printableText(item) + "' is empty");
         }
         if (hi >= count)
             throwUsage(std::string(optionName) + ": " + std::to_string(hi) + " is out of range (valid: 0-" +
@@ -97,21 +96,24 @@ std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info) {
                 byName = true;
             }
         if (byName) continue;
-        if (!item.empty() && std::all_of(item.begin(), item.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '-'; })) {
+        if (!item.empty() && std::all_of(item.begin(), item.end(), [](char c) {
+                return std::isdigit(static_cast<unsigned char>(c)) || c == '-';
+            })) {
             for (int v : parseIndexList(item, int(info.layers.size()), "--layers")) out.push_back(v);
             continue;
         }
         std::string known;
         for (const auto& l : info.layers) known += (known.empty() ? "" : ", ") + l.name;
-        throwUsage("--layers: no layer named '" + printableText(item) + "' (layers: " + printableText(known, 2000) + ")");
+        throwUsage("--layers: no layer named '" + printableText(item) + "' (layers: " + printableText(known, 2000) +
+                   ")");
     }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
 }
 
-AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request,
-                           const ProgressFn& progress, const RecordSink* sink) {
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
+                           const RecordSink* sink) {
     const auto start = std::chrono::steady_clock::now();
     retainFreedMemory();
     const DumpInfo& info = reader.info();
@@ -129,12 +131,13 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         if (l < 0 || l >= int(info.layers.size())) throwUsage("layer position " + std::to_string(l) + " out of range");
     for (int b : req.images)
         if (b < 0 || b >= info.images)
-            throwUsage("image " + std::to_string(b) + " out of range (the dump has " + std::to_string(info.images) + ")");
+            throwUsage("image " + std::to_string(b) + " out of range (the dump has " + std::to_string(info.images) +
+                       ")");
     for (int h : req.heads)
         for (int l : req.layers)
             if (h < 0 || h >= info.layers[l].heads)
-                throwUsage("head " + std::to_string(h) + " out of range for layer '" + info.layers[l].name +
-                           "' (" + std::to_string(info.layers[l].heads) + " heads)");
+                throwUsage("head " + std::to_string(h) + " out of range for layer '" + info.layers[l].name + "' (" +
+                           std::to_string(info.layers[l].heads) + " heads)");
 
     const LocalBranchOptions& branchOptions = req.options.localBranch;
     for (int l : req.layers) {
@@ -143,7 +146,8 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         for (int c : branchOptions.channels)
             if (c < 0 || c >= layer.valueDim)
                 throwUsage("--local-channels: channel " + std::to_string(c) + " is out of range for layer '" +
-                           layer.name + "' (its v has " + std::to_string(layer.valueDim) + " channels, numbered from 0)");
+                           layer.name + "' (its v has " + std::to_string(layer.valueDim) +
+                           " channels, numbered from 0)");
     }
     // Which paradigms a layer's branch is analysed under (LocalBranchOptions::allParadigms).
     auto branchApplies = [&](const LayerInfo& layer, int paradigm) {
@@ -237,10 +241,10 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                         rec.paradigm = p;
                         std::optional<LocalBranchHead> branch;
                         if (branchWeights && branchApplies(layer, p))
-                            branch = LocalBranchHead{&*branchWeights, layer.localBranch->channelMap, h,
-                                                     layer.valueDim, layer.localBranch->kind};
-                        rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options,
-                                                branch ? &*branch : nullptr);
+                            branch = LocalBranchHead{&*branchWeights, layer.localBranch->channelMap, h, layer.valueDim,
+                                                     layer.localBranch->kind};
+                        rec.stats =
+                            analyzeHead(head, heads[h].q, layer.layout, req.options, branch ? &*branch : nullptr);
                         taskRecords[t].push_back(std::move(rec));
                         std::lock_guard lock(progressMutex);
                         ++done;

@@ -13,13 +13,11 @@
 namespace attnlens {
 namespace {
 
-constexpr std::array<std::string_view, 5> kStatNames{"rank", "local", "entropy", "confusion",
-                                                     "magnitude"};
+constexpr std::array<std::string_view, 5> kStatNames{"rank", "local", "entropy", "confusion", "magnitude"};
 
 std::string knownStatNames() {
     std::string s;
-    for (std::size_t i = 0; i < kStatNames.size(); ++i)
-        s += (i ? ", " : "") + std::string(kStatNames[i]);
+    for (std::size_t i = 0; i < kStatNames.size(); ++i) s += (i ? ", " : "") + std::string(kStatNames[i]);
     return s;
 }
 
@@ -55,8 +53,7 @@ StatSelection StatSelection::parse(std::string_view list) {
         else if (name == "magnitude")
             s.magnitude = true;
         else
-            throwUsage("unknown statistic '" + printableText(name) + "' (known: " + knownStatNames() +
-                       ")");
+            throwUsage("unknown statistic '" + printableText(name) + "' (known: " + knownStatNames() + ")");
     }
     if (!any) throwUsage("no statistic selected (known: " + knownStatNames() + ", or all)");
     return s;
@@ -82,17 +79,15 @@ nlohmann::json AnalysisOptions::toJson() const {
     if (spectrum.relativeTolerance)
         rank["relative_tolerance"] = *spectrum.relativeTolerance;
     else
-        rank["relative_tolerance"] =
-            "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
+        rank["relative_tolerance"] = "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
     rank["float32_resolution"] = 1.0 / 8388608.0;
     rank["spatial_only"] = spectrum.spatialOnly;
     rank["spatial_only_rule"] = "prefix rows and columns removed when true";
     rank["flagged_rows"] = "rows with a non-Ok status are left out of the matrix";
-    rank["methods"] = {
-        {"linear_family",
-         "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
-         "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
-        {"softmax", "dense SVD (LAPACK dgesdd, values only)"}};
+    rank["methods"] = {{"linear_family",
+                        "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
+                        "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
+                       {"softmax", "dense SVD (LAPACK dgesdd, values only)"}};
     j["rank"] = rank;
 
     json local;
@@ -101,8 +96,7 @@ nlohmann::json AnalysisOptions::toJson() const {
         "for a spatial query at (y, x): sum of its weights on spatial keys with |dy|, |dx| <= "
         "(k-1)/2, clipped at the grid border, the query itself included; signed weights as they "
         "are; mean over spatial queries whose row status is ok";
-    local["uniform_baseline"] =
-        "mean over the same queries of |window| / N, N = all tokens incl. prefix";
+    local["uniform_baseline"] = "mean over the same queries of |window| / N, N = all tokens incl. prefix";
     local["paper_baseline"] = "k^2 / N";
     local["per_query_maps"] = perQueryMaps;
     j["local"] = local;
@@ -157,18 +151,17 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
                            const AnalysisOptions& options, const LocalBranchHead* branch) {
     const Index n = head.tokens();
     if (layout.tokens() != n)
-        throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) +
-                   " + grid " + std::to_string(layout.gridH) + " x " +
-                   std::to_string(layout.gridW) + " = " + std::to_string(layout.tokens()) +
-                   " tokens) does not match the head's " + std::to_string(n) + " tokens");
+        throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) + " + grid " +
+                   std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + " = " +
+                   std::to_string(layout.tokens()) + " tokens) does not match the head's " + std::to_string(n) +
+                   " tokens");
     const StatSelection& sel = options.stats;
     HeadStatistics stats;
     stats.tokens = n;
 
     const bool lowRank = head.hasLowRankForm();
     const bool withBranch = branch && (sel.rank || sel.local);
-    const bool needMatrix =
-        sel.local || sel.entropy || withBranch || (!lowRank && (sel.confusion || sel.rank));
+    const bool needMatrix = sel.local || sel.entropy || withBranch || (!lowRank && (sel.confusion || sel.rank));
     Matrix a, raw;
     std::vector<double> dotSums;
     std::vector<RowStatus> status;
@@ -194,8 +187,8 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
             head.rows(begin, count, block, status.data() + begin);
         }
     }
-    stats.flaggedRows = Index(std::count_if(status.begin(), status.end(),
-                                            [](RowStatus s) { return s != RowStatus::Ok; }));
+    stats.flaggedRows =
+        Index(std::count_if(status.begin(), status.end(), [](RowStatus s) { return s != RowStatus::Ok; }));
     const Matrix* full = needMatrix ? &a : nullptr;
 
     // The low-rank spectrum and confusion count share one factorisation and one QR.
@@ -218,7 +211,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     if (withBranch)
         stats.localBranch = analyzeLocalBranch(a, status, layout, *branch, options.localBranch, options.spectrum,
                                                options.localK, sel.rank, sel.local);
-    if (sel.entropy) stats.focus = focus(a, status);
+    if (sel.entropy) stats.entropy = entropyStatistics(a, status);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);

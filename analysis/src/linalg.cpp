@@ -21,12 +21,11 @@ std::vector<double> singularValuesLapack(const Matrix& a) {
     if (count == 0) return s;
     // dgesdd overwrites its input. Row-major rows x cols is column-major cols x rows (= a^T).
     Matrix work = a;
-    const lapack_int info =
-        LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), work.data(),
-                       lapack_int(cols), s.data(), nullptr, 1, nullptr, 1);
+    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), work.data(),
+                                           lapack_int(cols), s.data(), nullptr, 1, nullptr, 1);
     if (info != 0)
-        throwInput("dense SVD (LAPACK dgesdd) of a " + std::to_string(rows) + " x " +
-                   std::to_string(cols) + " matrix failed (info = " + std::to_string(info) +
+        throwInput("dense SVD (LAPACK dgesdd) of a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                   " matrix failed (info = " + std::to_string(info) +
                    (info < 0 ? ": invalid argument or NaN in the input)" : ": did not converge)"));
     return s;  // LAPACK returns them in descending order
 }
@@ -37,8 +36,8 @@ double singularValuesLapackWorkspaceBytes(Index rows, Index cols) {
     // The same call as above (a^T, column-major), as a workspace query: lwork = -1, nothing read.
     double optimal = 0;
     const lapack_int info =
-        LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), nullptr,
-                            lapack_int(cols), nullptr, nullptr, 1, nullptr, 1, &optimal, -1, nullptr);
+        LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), nullptr, lapack_int(cols),
+                            nullptr, nullptr, 1, nullptr, 1, &optimal, -1, nullptr);
     // The documented minimum for jobz = 'N' should the query fail: 3 mn + max(mx, 7 mn).
     const double mn = double(count), mx = double(std::max(rows, cols));
     const double lwork = info == 0 && optimal > 0 ? optimal : 3 * mn + std::max(mx, 7 * mn);
@@ -59,43 +58,40 @@ Matrix gramRows(const Matrix& a) {
         g.setZero();
         return g;
     }
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a.data(),
-                blasint(k), 0.0, g.data(), blasint(n));
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a.data(), blasint(k), 0.0,
+                g.data(), blasint(n));
     for (Index i = 1; i < n; ++i)
         for (Index j = 0; j < i; ++j) g(i, j) = g(j, i);
     return g;
 }
 
-void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta,
-          Matrix& c) {
+void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta, Matrix& c) {
     const Index m = transA ? a.cols() : a.rows();
     const Index k = transA ? a.rows() : a.cols();
     const Index kb = transB ? b.cols() : b.rows();
     const Index n = transB ? b.rows() : b.cols();
     if (k != kb || c.rows() != m || c.cols() != n)
-        throwUsage("linalg::gemm: shapes do not agree (" + std::to_string(m) + " x " +
-                   std::to_string(k) + " times " + std::to_string(kb) + " x " + std::to_string(n) +
-                   " into " + std::to_string(c.rows()) + " x " + std::to_string(c.cols()) + ")");
+        throwUsage("linalg::gemm: shapes do not agree (" + std::to_string(m) + " x " + std::to_string(k) + " times " +
+                   std::to_string(kb) + " x " + std::to_string(n) + " into " + std::to_string(c.rows()) + " x " +
+                   std::to_string(c.cols()) + ")");
     if (m == 0 || n == 0) return;
     if (k == 0) {
         c *= beta;
         return;
     }
-    gemm(transA, transB, m, n, k, alpha, a.data(), a.cols(), b.data(), b.cols(), beta, c.data(),
-         c.cols());
+    gemm(transA, transB, m, n, k, alpha, a.data(), a.cols(), b.data(), b.cols(), beta, c.data(), c.cols());
 }
 
-void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a,
-          Index lda, const double* b, Index ldb, double beta, double* c, Index ldc) {
-    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, blasint(m), blasint(n), blasint(k), alpha, a,
-                blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
+void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a, Index lda,
+          const double* b, Index ldb, double beta, double* c, Index ldc) {
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, blasint(m),
+                blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
 void syrkUpper(Index n, Index k, const double* a, Index lda, double* c, Index ldc) {
     if (n == 0) return;
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a, blasint(lda),
-                0.0, c, blasint(ldc));
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a, blasint(lda), 0.0, c,
+                blasint(ldc));
 }
 
 Matrix thinQrR(const Matrix& x) {
@@ -108,11 +104,11 @@ Matrix thinQrR(const Matrix& x) {
     // either way, so the copy's cost (one pass) is what buys the contiguous access.
     Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor> work = x;
     std::vector<double> tau(static_cast<std::size_t>(r));
-    const lapack_int info = LAPACKE_dgeqrf(LAPACK_COL_MAJOR, lapack_int(rows), lapack_int(cols),
-                                           work.data(), lapack_int(rows), tau.data());
+    const lapack_int info =
+        LAPACKE_dgeqrf(LAPACK_COL_MAJOR, lapack_int(rows), lapack_int(cols), work.data(), lapack_int(rows), tau.data());
     if (info != 0)
-        throwInput("LAPACK dgeqrf failed (info " + std::to_string(info) + ") on a " +
-                   std::to_string(rows) + " x " + std::to_string(cols) + " factor");
+        throwInput("LAPACK dgeqrf failed (info " + std::to_string(info) + ") on a " + std::to_string(rows) + " x " +
+                   std::to_string(cols) + " factor");
     Matrix upper = work.topRows(r).triangularView<Eigen::Upper>();
     return upper;
 }

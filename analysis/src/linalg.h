@@ -27,13 +27,12 @@ std::vector<double> singularValuesEigen(const Matrix& a);
 // G = a a^T (rows x rows), both triangles filled: cblas_dsyrk on the upper triangle, then mirrored.
 Matrix gramRows(const Matrix& a);
 // c = alpha * op(a) * op(b) + beta * c via cblas_dgemm; c must already have the result's shape.
-void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta,
-          Matrix& c);
+void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta, Matrix& c);
 
 // The same on raw row-major buffers (m x k times k x n after the optional transposes), for blocks
 // of rows, which are contiguous with leading dimension = the full matrix's column count.
-void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a,
-          Index lda, const double* b, Index ldb, double beta, double* c, Index ldc);
+void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a, Index lda,
+          const double* b, Index ldb, double beta, double* c, Index ldc);
 
 // The upper triangle of c = a a^T for row-major a (n x k, leading dimension lda) into c (leading
 // dimension ldc) by cblas_dsyrk; the strict lower triangle of c is left as it was.

@@ -29,8 +29,8 @@ namespace attnlens {
 namespace {
 
 struct RowFacts {
-    std::vector<unsigned char> usable;  // grid row-major: A's row ok and finite
-    std::vector<double> l1;             // grid row-major: |A row|_1
+    std::vector<unsigned char> usable;          // grid row-major: A's row ok and finite
+    std::vector<double> l1;                     // grid row-major: |A row|_1
     std::vector<std::vector<double>> windowL1;  // per k, grid row-major: |A row|_1 inside the k x k window
 };
 
@@ -154,8 +154,8 @@ SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const 
 
 LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
                                      const LocalBranchHead& branch, const LocalBranchOptions& options,
-                                     const SpectrumOptions& spectrumOptions, std::span<const int> localK,
-                                     bool withRank, bool withLocal) {
+                                     const SpectrumOptions& spectrumOptions, std::span<const int> localK, bool withRank,
+                                     bool withLocal) {
     const Index n = layout.tokens();
     if (a.rows() != n || a.cols() != n)
         throwInput("local branch: the attention matrix is " + std::to_string(a.rows()) + " x " +
@@ -173,8 +173,7 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
         const int wc = localWeightChannel(branch.channelMap, branch.head, c, branch.valueDim);
         if (wc < 0 || wc >= w.channels)
             throwInput("local branch: weight channel " + std::to_string(wc) + " of head " +
-                       std::to_string(branch.head) + " is missing (the branch has " + std::to_string(w.channels) +
-                       ")");
+                       std::to_string(branch.head) + " is missing (the branch has " + std::to_string(w.channels) + ")");
         weightChannels.push_back(wc);
     }
 
@@ -202,8 +201,8 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
         result.channels.push_back(std::move(ch));
     }
     const LocalBranchWeights meanWeights = w.meanOver(weightChannels);
-    result.mean = analyseChannel(a, layout, meanWeights.kernel(0), facts, massWithout, spectrumOptions, withRank,
-                                 true, scratch);
+    result.mean =
+        analyseChannel(a, layout, meanWeights.kernel(0), facts, massWithout, spectrumOptions, withRank, true, scratch);
     if (withRank && !result.channels.empty()) {
         std::vector<int> ranks;
         for (const auto& ch : result.channels) ranks.push_back(ch.spectrum->rank);
@@ -239,10 +238,10 @@ nlohmann::json LocalBranchOptions::toJson() const {
     j["local_abs_fraction"] =
         "mean over grid queries whose A row is ok of sum_{j in k x k window} |E_ij| / sum_j |E_ij| (the share of "
         "the row's absolute weight that is local; the same for A without the branch)";
-    j["branch_share"] =
-        "mean over grid queries whose A row is ok of |M_c row|_1 / (|A row|_1 + |M_c row|_1)";
-    j["mean_channel"] = "E_mean = A + M_mean, M_mean = mean of the analysed channels' M_c (their kernels "
-                        "averaged), analysed like one channel";
+    j["branch_share"] = "mean over grid queries whose A row is ok of |M_c row|_1 / (|A row|_1 + |M_c row|_1)";
+    j["mean_channel"] =
+        "E_mean = A + M_mean, M_mean = mean of the analysed channels' M_c (their kernels "
+        "averaged), analysed like one channel";
     return j;
 }
 

@@ -20,27 +20,25 @@
 
 namespace attnlens {
 
-std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
-                                       const TokenLayout& layout, std::span<const int> ks) {
+std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+                                       std::span<const int> ks) {
     const Index n = layout.tokens();
     if (a.rows() != n || a.cols() != n)
         throwInput("local mass: the attention matrix is " + std::to_string(a.rows()) + " x " +
-                   std::to_string(a.cols()) + " but the token layout (prefix " +
-                   std::to_string(layout.prefix) + " + grid " + std::to_string(layout.gridH) +
-                   " x " + std::to_string(layout.gridW) + ") has " + std::to_string(n) + " tokens");
+                   std::to_string(a.cols()) + " but the token layout (prefix " + std::to_string(layout.prefix) +
+                   " + grid " + std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + ") has " +
+                   std::to_string(n) + " tokens");
     if (!status.empty() && Index(status.size()) != n)
-        throwInput("local mass: " + std::to_string(status.size()) + " row statuses for " +
-                   std::to_string(n) + " rows");
+        throwInput("local mass: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) + " rows");
     for (int k : ks)
         if (k < 1 || k % 2 == 0)
-            throwUsage("local mass: window size k must be an odd integer >= 1 (got " +
-                       std::to_string(k) + ")");
+            throwUsage("local mass: window size k must be an odd integer >= 1 (got " + std::to_string(k) + ")");
 
     // A non-finite row counts as flagged even when no status was passed (direct callers).
     std::vector<unsigned char> rowUsable(std::size_t(n), 0);
     for (Index i = 0; i < n; ++i)
-        rowUsable[std::size_t(i)] = (status.empty() || status[std::size_t(i)] == RowStatus::Ok) &&
-                                    std::isfinite(a.row(i).sum());
+        rowUsable[std::size_t(i)] =
+            (status.empty() || status[std::size_t(i)] == RowStatus::Ok) && std::isfinite(a.row(i).sum());
 
     const int h = layout.gridH, w = layout.gridW;
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -60,8 +58,7 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
                 if (!rowUsable[std::size_t(i)]) continue;
                 const int x0 = std::max(0, x - half), x1 = std::min(w - 1, x + half);
                 double mass = 0;
-                for (int yy = y0; yy <= y1; ++yy)
-                    mass += a.row(i).segment(layout.token(yy, x0), x1 - x0 + 1).sum();
+                for (int yy = y0; yy <= y1; ++yy) mass += a.row(i).segment(layout.token(yy, x0), x1 - x0 + 1).sum();
                 r.perQuery[std::size_t(y) * std::size_t(w) + std::size_t(x)] = mass;
                 massSum += mass;
                 windowSum += double(y1 - y0 + 1) * double(x1 - x0 + 1);

@@ -6,7 +6,7 @@
 //   scaled row   AttentionHead::scaledRows: softmax scales the (transformed) query, kernel
 //                paradigms scale phi(q_i), i.e. the vector that enters the normalisation;
 //   max weight   max_j A_ij(a);
-//   entropy      of max(A_i(a), 0) renormalised, nats (as in focus());
+//   entropy      of max(A_i(a), 0) renormalised, nats (as in entropyStatistics());
 //   top-k mass   sum of the k largest weights (k = topK = 9), signed as they are;
 //   ratio        A_im(a) / A_in(a), m = argmax_j A_ij(1) (first on ties), n = the key holding the
 //                lower median weight of the row at a = 1 (element (N-1)/2 of the ascending sorted
@@ -41,13 +41,11 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void checkOptions(const MagnitudeOptions& o) {
-    if (o.points < 1)
-        throwUsage("magnitude scaling: points must be >= 1 (got " + std::to_string(o.points) + ")");
+    if (o.points < 1) throwUsage("magnitude scaling: points must be >= 1 (got " + std::to_string(o.points) + ")");
     if (!std::isfinite(o.log2Min) || !std::isfinite(o.log2Max) || o.log2Max < o.log2Min)
-        throwUsage("magnitude scaling: need finite log2 bounds with min <= max (got " +
-                   std::to_string(o.log2Min) + " .. " + std::to_string(o.log2Max) + ")");
-    if (o.topK < 1)
-        throwUsage("magnitude scaling: topK must be >= 1 (got " + std::to_string(o.topK) + ")");
+        throwUsage("magnitude scaling: need finite log2 bounds with min <= max (got " + std::to_string(o.log2Min) +
+                   " .. " + std::to_string(o.log2Max) + ")");
+    if (o.topK < 1) throwUsage("magnitude scaling: topK must be >= 1 (got " + std::to_string(o.topK) + ")");
 }
 
 // Everything measured for one query at every factor, from its raw row (rawRows, a GEMM per block of queries) and
@@ -63,8 +61,7 @@ void checkOptions(const MagnitudeOptions& o) {
 // the same numbers in the tests.
 class QueryScaler {
 public:
-    QueryScaler(const AttentionHead& head, const MagnitudeOptions& options,
-                const detail::RawRows& precomputed = {})
+    QueryScaler(const AttentionHead& head, const MagnitudeOptions& options, const detail::RawRows& precomputed = {})
         : head_(head), precomputed_(precomputed), topK_(options.topK), factors_(options.factors()) {
         const Index n = head.tokens();
         raw_.resize(n);
@@ -105,8 +102,8 @@ public:
 
     // Fills the per-factor values of query i; returns false when a row (any factor or a = 1) is
     // flagged, in which case the flagged factors hold NaN.
-    bool measure(Index i, double* maxWeight, double* entropy, double* topMass, double* ratio,
-                 Index* topKey, Index* medianKey) {
+    bool measure(Index i, double* maxWeight, double* entropy, double* topMass, double* ratio, Index* topKey,
+                 Index* medianKey) {
         const std::size_t f = factors_.size();
         if (i < blockBegin_ || i >= blockBegin_ + blockCount_) load(i, 1);
         // Precomputed raw rows are read where they are; otherwise from the block's GEMM.
@@ -114,8 +111,8 @@ public:
             raw_ = precomputed_.rows->row(i);
         else
             raw_ = block_.row(i - blockBegin_);
-        const double dotSum = precomputed_.rows ? precomputed_.dotSums[std::size_t(i)]
-                                                : dotSums_[std::size_t(i - blockBegin_)];
+        const double dotSum =
+            precomputed_.rows ? precomputed_.dotSums[std::size_t(i)] : dotSums_[std::size_t(i - blockBegin_)];
         *topKey = *medianKey = -1;
         auto flag = [&](std::size_t k) { maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = kNaN; };
         if (!raw_.allFinite() || !std::isfinite(dotSum)) {
@@ -133,10 +130,9 @@ public:
         }
         std::fill(entropyPending_.begin(), entropyPending_.end(), false);
         for (std::size_t k = 0; k < f; ++k) {
-            const bool ok = softmax_ ? factorSoftmax(k, *topKey, &maxWeight[k], &entropy[k],
-                                                     &topMass[k], &ratio[k])
-                                     : factorAffine(dotSum, k, *topKey, *medianKey,
-                                                    &maxWeight[k], &entropy[k], &topMass[k], &ratio[k]);
+            const bool ok = softmax_ ? factorSoftmax(k, *topKey, &maxWeight[k], &entropy[k], &topMass[k], &ratio[k])
+                                     : factorAffine(dotSum, k, *topKey, *medianKey, &maxWeight[k], &entropy[k],
+                                                    &topMass[k], &ratio[k]);
             if (!ok) {
                 flag(k);
                 entropyPending_[k] = false;
@@ -149,9 +145,8 @@ public:
             detail::logs(positiveMass_.data(), f, logSums_.data());
             for (std::size_t k = 0; k < f; ++k)
                 if (entropyPending_[k])
-                    entropy[k] = positiveMass_[k] > 0
-                                     ? std::max(0.0, logSums_[k] - plogp_[k] / positiveMass_[k])
-                                     : kNaN;
+                    entropy[k] =
+                        positiveMass_[k] > 0 ? std::max(0.0, logSums_[k] - plogp_[k] / positiveMass_[k]) : kNaN;
         }
         return allOk;
     }
@@ -179,8 +174,8 @@ private:
             }
             if (atMost <= mid + 1) rawUpperMedian_ = above;
         }
-        const detail::RowTail top = detail::largestValues(row, std::size_t(k_), scratch_.data(),
-                                                          scratch2_.data(), softmax_ ? &topValues_ : nullptr);
+        const detail::RowTail top = detail::largestValues(row, std::size_t(k_), scratch_.data(), scratch2_.data(),
+                                                          softmax_ ? &topValues_ : nullptr);
         rawMax_ = top.extreme;
         rawTopSum_ = top.sum;
         bottomKnown_ = false;  // only rows with alpha < 0 need it: see bottom()
@@ -238,14 +233,15 @@ private:
             double* e = expRows_.row(f).data();
             if (squareStep_ > 0 && f >= squareStep_) {
                 const double* prev = expRows_.row(f - squareStep_).data();
-                sumsOfRow(n, s, e, [prev](Index j) { return prev[j] * prev[j]; }, &expSums_[std::size_t(f)],
-                          &weightedSums_[std::size_t(f)]);
+                sumsOfRow(
+                    n, s, e, [prev](Index j) { return prev[j] * prev[j]; }, &expSums_[std::size_t(f)],
+                    &weightedSums_[std::size_t(f)]);
                 topExpRows_.col(f) = topExpRows_.col(f - squareStep_).array().square();
             } else {
                 const double a = factors_[std::size_t(f)];
                 vecmath::expAffine(s, std::size_t(n), a, 0.0, e);
-                sumsOfRow(n, s, e, [e](Index j) { return e[j]; }, &expSums_[std::size_t(f)],
-                          &weightedSums_[std::size_t(f)]);
+                sumsOfRow(
+                    n, s, e, [e](Index j) { return e[j]; }, &expSums_[std::size_t(f)], &weightedSums_[std::size_t(f)]);
                 topExpRows_.col(f) = (topShifted_.col(0).array() * a).exp();
             }
         }
@@ -301,8 +297,7 @@ private:
         return true;
     }
 
-    bool factorSoftmax(std::size_t f, Index m, double* maxWeight, double* entropy, double* topMass,
-                       double* ratio) {
+    bool factorSoftmax(std::size_t f, Index m, double* maxWeight, double* entropy, double* topMass, double* ratio) {
         // e_j <= 1 and e at the largest logit is exactly 1, so Z >= 1: no overflow, no zero.
         const double a = factors_[f];
         const double z = expSums_[f];
@@ -315,8 +310,8 @@ private:
         return std::isfinite(*maxWeight) && std::isfinite(*entropy);
     }
 
-    bool factorAffine(double dotSum, std::size_t f, Index m, Index med, double* maxWeight,
-                      double* entropy, double* topMass, double* ratio) {
+    bool factorAffine(double dotSum, std::size_t f, Index m, Index med, double* maxWeight, double* entropy,
+                      double* topMass, double* ratio) {
         const AttentionHead::Affine c = head_.affineCoefficients(dotSum, factors_[f]);
         if (c.status != RowStatus::Ok) return false;
         const double kd = double(k_);
@@ -363,7 +358,7 @@ private:
     RowVector raw_, work_;
     std::vector<double> scratch_, scratch2_;
     std::vector<double> expSums_, weightedSums_;  // z_f and w_f of expRowsSoftmax
-    std::vector<double> topValues_;  // the k largest raw values of the current query
+    std::vector<double> topValues_;               // the k largest raw values of the current query
     double rawTopSum_ = 0, rawMax_ = 0;
     detail::RowTail bottom_;  // the k smallest raw values' sum and the minimum, when bottomKnown_
     bool bottomKnown_ = false;
@@ -398,16 +393,15 @@ std::vector<double> MagnitudeOptions::factors() const {
     return a;
 }
 
-MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query,
-                              const MagnitudeOptions& options) {
+MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const MagnitudeOptions& options) {
     if (query < 0 || query >= head.tokens())
-        throwUsage("magnitude scaling: query " + std::to_string(query) +
-                   " is out of range (the head has " + std::to_string(head.tokens()) + " tokens)");
+        throwUsage("magnitude scaling: query " + std::to_string(query) + " is out of range (the head has " +
+                   std::to_string(head.tokens()) + " tokens)");
     QueryScaler scaler(head, options);
     MagnitudeCurve c = emptyCurve(scaler.factors());
     c.query = query;
-    const bool ok = scaler.measure(query, c.maxWeight.data(), c.entropy.data(), c.topMass.data(),
-                                   c.ratio.data(), &c.topKey, &c.medianKey);
+    const bool ok = scaler.measure(query, c.maxWeight.data(), c.entropy.data(), c.topMass.data(), c.ratio.data(),
+                                   &c.topKey, &c.medianKey);
     c.queriesAveraged = ok ? 1 : 0;
     return c;
 }
@@ -450,8 +444,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
             p.ratioCount.assign(f, 0);
             scaler.load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
             for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-                if (!scaler.measure(i, maxWeight.data(), entropy.data(), topMass.data(),
-                                    ratio.data(), &topKey, &medianKey))
+                if (!scaler.measure(i, maxWeight.data(), entropy.data(), topMass.data(), ratio.data(), &topKey,
+                                    &medianKey))
                     continue;
                 ++p.queries;
                 detail::logs(ratio.data(), f, logRatio.data());
@@ -473,8 +467,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
         }
     };
     const double cost = double(n) * double(n) * double(f);
-    const unsigned hardware = options.threads > 0 ? unsigned(options.threads)
-                                                  : std::max(1u, std::thread::hardware_concurrency());
+    const unsigned hardware =
+        options.threads > 0 ? unsigned(options.threads) : std::max(1u, std::thread::hardware_concurrency());
     const unsigned threads = cost < 4e6 ? 1u : unsigned(std::min<Index>(Index(hardware), chunks));
     if (threads <= 1) {
         work();

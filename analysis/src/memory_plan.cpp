@@ -97,8 +97,10 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
         const bool lowRank = p.usesKernel();
         const bool dense = stats.local || stats.entropy || (!lowRank && (stats.confusion || stats.rank));
         double c = dense ? 1 : 0;
-        if (!lowRank && stats.rank) c += 2;
-        else if (!lowRank && stats.confusion) c += 1;  // rows copied when some are flagged
+        if (!lowRank && stats.rank)
+            c += 2;
+        else if (!lowRank && stats.confusion)
+            c += 1;  // rows copied when some are flagged
         if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
         if (!lowRank && stats.rank) denseSvd = true;
         // The branch's E_c, its finite-row copy and dgesdd's copy beside A.
@@ -245,8 +247,9 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     auto fits = [&](int workers, Cost extra) {
         const double data = double(workers) * plan.perWorkerBytes + extra.resident;
         if (resident > 0 && data > resident) return false;
-        if (address > 0 && data + double(workers - 1) * worker.address + kBlasBufferBytes + kAddressSlackBytes +
-                                   extra.address > address)
+        if (address > 0 &&
+            data + double(workers - 1) * worker.address + kBlasBufferBytes + kAddressSlackBytes + extra.address >
+                address)
             return false;
         return true;
     };
@@ -295,7 +298,9 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
         return plan;
     }
     const Cost pool = blasThread(double(largestN));
-    auto blasCost = [&](int threads) { return Cost{double(threads - 1) * pool.resident, double(threads - 1) * pool.address}; };
+    auto blasCost = [&](int threads) {
+        return Cost{double(threads - 1) * pool.resident, double(threads - 1) * pool.address};
+    };
     int blas = 1;
     while (blas < blasWanted && fits(running, blasCost(blas + 1))) ++blas;
     // Two or more helpers are all new threads (the worker waits for them); one runs in the worker.

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -14,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -175,8 +175,8 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
         }
         j["local"] = a;
     }
-    if (s.focus) {
-        const auto& f = *s.focus;
+    if (s.entropy) {
+        const auto& f = *s.entropy;
         j["entropy"] = {{"mean_entropy", finiteOrNull(f.meanEntropy)},
                         {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
                         {"max_weight", finiteOrNull(f.meanMaxWeight)},
@@ -346,7 +346,8 @@ struct Aggregate {
                 mx.push_back(magMax[i].value());
                 en.push_back(magEntropy[i].value());
                 tp.push_back(magTop[i].value());
-                ra.push_back(magLogRatio[i].n ? json(std::exp(magLogRatio[i].sum / double(magLogRatio[i].n))) : json(nullptr));
+                ra.push_back(magLogRatio[i].n ? json(std::exp(magLogRatio[i].sum / double(magLogRatio[i].n)))
+                                              : json(nullptr));
             }
             m["max_weight"] = mx;
             m["entropy"] = en;
@@ -412,8 +413,10 @@ public:
     void numberArray(const json& v, const std::string& where, bool nullable = true) const {
         if (!v.is_array()) fail(where, "must be an array of numbers, got " + shown(v));
         for (std::size_t i = 0; i < v.size(); ++i) {
-            if (nullable) numberOrNull(v[i], where + "[" + std::to_string(i) + "]");
-            else number(v[i], where + "[" + std::to_string(i) + "]");
+            if (nullable)
+                numberOrNull(v[i], where + "[" + std::to_string(i) + "]");
+            else
+                number(v[i], where + "[" + std::to_string(i) + "]");
         }
     }
     const std::string& string(const json& v, const std::string& where) const {
@@ -433,8 +436,10 @@ public:
     void numbers(const json& o, const std::string& where, std::initializer_list<const char*> keys,
                  bool nullable = true) const {
         for (const char* k : keys) {
-            if (nullable) numberOrNull(field(o, k, where), where + "." + k);
-            else number(field(o, k, where), where + "." + k);
+            if (nullable)
+                numberOrNull(field(o, k, where), where + "." + k);
+            else
+                number(field(o, k, where), where + "." + k);
         }
     }
 
@@ -486,8 +491,8 @@ public:
         if (r.contains("entropy")) {
             const json& e = object(r["entropy"], w + ".entropy");
             numbers(e, w + ".entropy",
-                    {"mean_entropy", "normalised_entropy", "max_weight", "negative_row_fraction",
-                     "negative_mass_total", "negative_mass_per_row"});
+                    {"mean_entropy", "normalised_entropy", "max_weight", "negative_row_fraction", "negative_mass_total",
+                     "negative_mass_per_row"});
             integer(field(e, "rows", w + ".entropy"), w + ".entropy.rows", 0);
             integer(field(e, "flagged_rows", w + ".entropy"), w + ".entropy.flagged_rows", 0);
         }
@@ -600,8 +605,8 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
     std::set<std::int64_t> images;
     const json& selectedImages = check.array(check.field(selection, "images", "selection"), "selection.images");
     for (std::size_t i = 0; i < selectedImages.size(); ++i)
-        images.insert(check.integer(selectedImages[i], "selection.images[" + std::to_string(i) + "]", 0,
-                                    dump.images - 1));
+        images.insert(
+            check.integer(selectedImages[i], "selection.images[" + std::to_string(i) + "]", 0, dump.images - 1));
     std::set<std::string> layers;
     const json& selectedLayers = check.array(check.field(selection, "layers", "selection"), "selection.layers");
     for (std::size_t i = 0; i < selectedLayers.size(); ++i) {
@@ -614,7 +619,8 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
     std::optional<std::set<std::int64_t>> heads;  // nothing: "all"
     const json& selectedHeads = check.field(selection, "heads", "selection");
     if (!(selectedHeads.is_string() && selectedHeads.get<std::string>() == "all")) {
-        if (!selectedHeads.is_array()) check.fail("selection.heads", "must be \"all\" or an array, got " + shown(selectedHeads));
+        if (!selectedHeads.is_array())
+            check.fail("selection.heads", "must be \"all\" or an array, got " + shown(selectedHeads));
         heads.emplace();
         for (std::size_t i = 0; i < selectedHeads.size(); ++i)
             heads->insert(check.integer(selectedHeads[i], "selection.heads[" + std::to_string(i) + "]", 0));
@@ -626,7 +632,8 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
     for (std::size_t i = 0; i < paradigmList.size(); ++i) {
         const std::string where = "paradigms[" + std::to_string(i) + "]";
         const std::string& p = check.string(check.field(paradigmList[i], "name", where), where + ".name");
-        if (!paradigms.insert(p).second) check.fail(where, "the paradigm name " + shown(paradigmList[i]["name"]) + " is used twice");
+        if (!paradigms.insert(p).second)
+            check.fail(where, "the paradigm name " + shown(paradigmList[i]["name"]) + " is used twice");
     }
 
     const json& results = check.array(check.field(r, "results", "report"), "results");
@@ -639,8 +646,10 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
         const std::string& layer = check.string(check.field(record, "layer", where), where + ".layer");
         key.layerPosition = dump.layerPosition(layer);
         if (key.layerPosition < 0)
-            check.fail(where + ".layer", "layer " + shown(record["layer"]) + " is not a layer of the dump (input.dump.layers)");
-        const std::int64_t position = check.integer(check.field(record, "layer_position", where), where + ".layer_position", 0);
+            check.fail(where + ".layer",
+                       "layer " + shown(record["layer"]) + " is not a layer of the dump (input.dump.layers)");
+        const std::int64_t position =
+            check.integer(check.field(record, "layer_position", where), where + ".layer_position", 0);
         if (position != key.layerPosition)
             check.fail(where + ".layer_position", std::to_string(position) + " is not the position " +
                                                       std::to_string(key.layerPosition) + " of layer " +
@@ -649,7 +658,8 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
                                  dump.layerHeads[std::size_t(key.layerPosition)] - 1);
         key.paradigm = check.string(check.field(record, "paradigm", where), where + ".paradigm");
         if (!paradigms.count(key.paradigm))
-            check.fail(where + ".paradigm", "paradigm " + shown(record["paradigm"]) + " is not one of the report's paradigms");
+            check.fail(where + ".paradigm",
+                       "paradigm " + shown(record["paradigm"]) + " is not one of the report's paradigms");
         where += " " + describeKey(key, layer);
         if (!images.count(key.image)) check.fail(where, "the image is not in the report's selection.images");
         if (!layers.count(layer)) check.fail(where, "the layer is not in the report's selection.layers");
@@ -661,7 +671,8 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
 
     if (r.contains("non_finite")) {
         const json& nonFinite = check.array(r["non_finite"], "non_finite");
-        for (std::size_t i = 0; i < nonFinite.size(); ++i) check.object(nonFinite[i], "non_finite[" + std::to_string(i) + "]");
+        for (std::size_t i = 0; i < nonFinite.size(); ++i)
+            check.object(nonFinite[i], "non_finite[" + std::to_string(i) + "]");
     }
     if (r.contains("timing")) {
         const json& timing = check.object(r["timing"], "timing");
@@ -807,8 +818,9 @@ nlohmann::json ReportSummary::toJson() const {
         }
         out.push_back(e);
     }
-    return {{"per_paradigm", out},
-            {"note", "means over (image, layer, head) records; confusion counts summed over layers and heads per image"}};
+    return {
+        {"per_paradigm", out},
+        {"note", "means over (image, layer, head) records; confusion counts summed over layers and heads per image"}};
 }
 
 nlohmann::json summarize(const nlohmann::json& report) {
@@ -823,13 +835,15 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
                             const ToolInfo& tool) {
     if (reports.empty()) throwUsage("merge: no input reports");
     auto fail = [&](std::size_t i, const std::string& what) {
-        throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) + ")");
+        throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) +
+                   ")");
     };
     std::vector<MergeInput> inputs;
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const auto& r = reports[i];
         if (!r.is_object() || !r.contains("schema") || r["schema"] != "attnlens.analysis")
-            throwInput("merge: " + printableText(names[i]) + " is not an attnlens analysis report (no \"schema\": \"attnlens.analysis\")");
+            throwInput("merge: " + printableText(names[i]) +
+                       " is not an attnlens analysis report (no \"schema\": \"attnlens.analysis\")");
         if (!r.contains("schema_version") || r["schema_version"] != 1)
             throwInput("merge: " + printableText(names[i]) + ": schema_version " +
                        printableText(r.value("schema_version", json(nullptr)).dump(), 80) + " is not supported (1)");
@@ -852,7 +866,7 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         const json& in0 = first["input"];
         const auto hashOf = [](const json& input) {
             return input.contains("sha256") && input["sha256"].is_string() ? input["sha256"].get<std::string>()
-                                                                         : std::string();
+                                                                           : std::string();
         };
         if (!hashOf(in).empty() && !hashOf(in0).empty()) {
             if (hashOf(in) != hashOf(in0) || in.value("size_bytes", json()) != in0.value("size_bytes", json()))
@@ -864,9 +878,9 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
                    in.value("dump", json()) != in0.value("dump", json())) {
             // Reports made with --no-hash: two different dumps of equal size must not merge, so
             // the same input path, size and dump description are asked for instead.
-            throwInput("merge: " + printableText(names[i]) + ": input " + printableText(in.value("path", json()).dump()) +
-                       " is not the input " + printableText(in0.value("path", json()).dump()) + " of " +
-                       printableText(names[0]) +
+            throwInput("merge: " + printableText(names[i]) + ": input " +
+                       printableText(in.value("path", json()).dump()) + " is not the input " +
+                       printableText(in0.value("path", json()).dump()) + " of " + printableText(names[0]) +
                        " (or it changed between the runs), and without SHA-256 (analyze --no-hash) nothing "
                        "shows that they are the same dump");
         }
@@ -897,7 +911,8 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
             for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
         if (r.contains("timing") && r["timing"].contains("seconds") && r["timing"]["seconds"].is_number())
             seconds += r["timing"]["seconds"].get<double>();
-        sources.push_back({{"file", names[i]}, {"images", r["selection"]["images"]}, {"created_utc", r.value("created_utc", "")}});
+        sources.push_back(
+            {{"file", names[i]}, {"images", r["selection"]["images"]}, {"created_utc", r.value("created_utc", "")}});
     }
     std::vector<int> sorted(seenImages.begin(), seenImages.end());
     merged["selection"]["images"] = sorted;
@@ -924,7 +939,8 @@ std::string reportText(const nlohmann::json& report) {
     std::vector<std::string> lines(results ? results->size() : 0);
     if (results)
         forEachChunk(lines.size(), [&](std::size_t begin, std::size_t end) {
-            for (std::size_t i = begin; i < end; ++i) lines[i] = (*results)[i].dump(-1, ' ', false, kReplaceInvalidUtf8);
+            for (std::size_t i = begin; i < end; ++i)
+                lines[i] = (*results)[i].dump(-1, ' ', false, kReplaceInvalidUtf8);
         });
     std::size_t total = 4096;
     for (const auto& l : lines) total += l.size() + 4;
@@ -1022,9 +1038,8 @@ std::string formatSummary(const nlohmann::json& report) {
             col(l["layer"].get<std::string>(), 24);
             col(fmt(b.value("rank_without_mean", json()), 1), 8);
             col(fmt(b.value("rank_median_mean", json()), 1), 10);
-            col(b.value("rank_min", json()).is_number()
-                    ? b["rank_min"].dump() + "-" + b["rank_max"].dump()
-                    : std::string("-"),
+            col(b.value("rank_min", json()).is_number() ? b["rank_min"].dump() + "-" + b["rank_max"].dump()
+                                                        : std::string("-"),
                 12);
             const json l3 = b["local"].contains("3") ? b["local"]["3"] : json::object();
             col(fmt(l3.value("without", json())), 8);

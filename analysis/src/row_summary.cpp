@@ -25,9 +25,7 @@ struct TopK {
     static constexpr int kMax = 64;
     double top[kMax];
     int k = 0, filled = 0;
-    double threshold() const {
-        return filled < k ? -std::numeric_limits<double>::infinity() : top[k - 1];
-    }
+    double threshold() const { return filled < k ? -std::numeric_limits<double>::infinity() : top[k - 1]; }
     void push(double v) {
         int j;
         if (filled < k) {
@@ -60,8 +58,8 @@ struct MulAdd {
 };
 
 template <class Value>
-void scalarPass(const double* x, std::size_t begin, std::size_t n, double& mass, double& plogp,
-                double& negative, double& maxWeight, Value value) {
+void scalarPass(const double* x, std::size_t begin, std::size_t n, double& mass, double& plogp, double& negative,
+                double& maxWeight, Value value) {
     for (std::size_t j = begin; j < n; ++j) {
         const double a = value(x[j]);
         const double p = std::fmax(a, 0.0);
@@ -87,9 +85,8 @@ double largeTopK(std::span<const double> row, int topK) {
 constexpr long long kLogShift = 0x00095f619980c433LL;  // bits(1.0) - bits(sqrt(1/2))
 constexpr long long kExpMagic = 0x4330000000000000LL;  // bits(2^52)
 constexpr double kMagicPlusBias = 4503599627370496.0 + 1023.0;
-constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01,
-                 kLg3 = 2.857142874366239149e-01, kLg4 = 2.222219843214978396e-01,
-                 kLg5 = 1.818357216161805012e-01, kLg6 = 1.531383769920937332e-01,
+constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01, kLg3 = 2.857142874366239149e-01,
+                 kLg4 = 2.222219843214978396e-01, kLg5 = 1.818357216161805012e-01, kLg6 = 1.531383769920937332e-01,
                  kLg7 = 1.479819860511658591e-01;
 constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
 
@@ -99,30 +96,23 @@ constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.908214929270587
 inline __m128d logSse2(__m128d x) {
     const __m128i b = _mm_castpd_si128(x);
     const __m128i kb = _mm_srli_epi64(_mm_add_epi64(b, _mm_set1_epi64x(kLogShift)), 52);
-    const __m128d k = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(kb, _mm_set1_epi64x(kExpMagic))),
-                                 _mm_set1_pd(kMagicPlusBias));
-    const __m128i zb =
-        _mm_sub_epi64(b, _mm_slli_epi64(_mm_sub_epi64(kb, _mm_set1_epi64x(1023)), 52));
+    const __m128d k =
+        _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(kb, _mm_set1_epi64x(kExpMagic))), _mm_set1_pd(kMagicPlusBias));
+    const __m128i zb = _mm_sub_epi64(b, _mm_slli_epi64(_mm_sub_epi64(kb, _mm_set1_epi64x(1023)), 52));
     const __m128d f = _mm_sub_pd(_mm_castsi128_pd(zb), _mm_set1_pd(1.0));
     const __m128d s = _mm_div_pd(f, _mm_add_pd(_mm_set1_pd(2.0), f));
     const __m128d z = _mm_mul_pd(s, s), w = _mm_mul_pd(z, z);
-    auto madd = [](__m128d a, __m128d m, double c) {
-        return _mm_add_pd(_mm_set1_pd(c), _mm_mul_pd(a, m));
-    };
+    auto madd = [](__m128d a, __m128d m, double c) { return _mm_add_pd(_mm_set1_pd(c), _mm_mul_pd(a, m)); };
     const __m128d t1 = _mm_mul_pd(w, madd(w, madd(w, _mm_set1_pd(kLg6), kLg4), kLg2));
-    const __m128d t2 =
-        _mm_mul_pd(z, madd(w, madd(w, madd(w, _mm_set1_pd(kLg7), kLg5), kLg3), kLg1));
+    const __m128d t2 = _mm_mul_pd(z, madd(w, madd(w, madd(w, _mm_set1_pd(kLg7), kLg5), kLg3), kLg1));
     const __m128d r = _mm_add_pd(t2, t1);
     const __m128d hfsq = _mm_mul_pd(_mm_set1_pd(0.5), _mm_mul_pd(f, f));
-    const __m128d inner =
-        _mm_add_pd(_mm_mul_pd(s, _mm_add_pd(hfsq, r)), _mm_mul_pd(k, _mm_set1_pd(kLn2Lo)));
+    const __m128d inner = _mm_add_pd(_mm_mul_pd(s, _mm_add_pd(hfsq, r)), _mm_mul_pd(k, _mm_set1_pd(kLn2Lo)));
     return _mm_sub_pd(_mm_mul_pd(k, _mm_set1_pd(kLn2Hi)), _mm_sub_pd(_mm_sub_pd(hfsq, inner), f));
 }
 
 inline double hsum(__m128d v) { return _mm_cvtsd_f64(v) + _mm_cvtsd_f64(_mm_unpackhi_pd(v, v)); }
-inline double hmax(__m128d v) {
-    return std::fmax(_mm_cvtsd_f64(v), _mm_cvtsd_f64(_mm_unpackhi_pd(v, v)));
-}
+inline double hmax(__m128d v) { return std::fmax(_mm_cvtsd_f64(v), _mm_cvtsd_f64(_mm_unpackhi_pd(v, v))); }
 
 template <bool Affine>
 void passSse2(const double* x, std::size_t n, RowSummary& s, double alpha = 1, double beta = 0) {
@@ -175,23 +165,18 @@ ATTNLENS_AVX2 inline __m256d madd256(__m256d a, __m256d m, double c) {
 ATTNLENS_AVX2 inline __m256d logAvx2(__m256d x) {
     const __m256i b = _mm256_castpd_si256(x);
     const __m256i kb = _mm256_srli_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(kLogShift)), 52);
-    const __m256d k =
-        _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(kb, _mm256_set1_epi64x(kExpMagic))),
-                      _mm256_set1_pd(kMagicPlusBias));
-    const __m256i zb =
-        _mm256_sub_epi64(b, _mm256_slli_epi64(_mm256_sub_epi64(kb, _mm256_set1_epi64x(1023)), 52));
+    const __m256d k = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(kb, _mm256_set1_epi64x(kExpMagic))),
+                                    _mm256_set1_pd(kMagicPlusBias));
+    const __m256i zb = _mm256_sub_epi64(b, _mm256_slli_epi64(_mm256_sub_epi64(kb, _mm256_set1_epi64x(1023)), 52));
     const __m256d f = _mm256_sub_pd(_mm256_castsi256_pd(zb), _mm256_set1_pd(1.0));
     const __m256d s = _mm256_div_pd(f, _mm256_add_pd(_mm256_set1_pd(2.0), f));
     const __m256d z = _mm256_mul_pd(s, s), w = _mm256_mul_pd(z, z);
     const __m256d t1 = _mm256_mul_pd(w, madd256(w, madd256(w, _mm256_set1_pd(kLg6), kLg4), kLg2));
-    const __m256d t2 = _mm256_mul_pd(
-        z, madd256(w, madd256(w, madd256(w, _mm256_set1_pd(kLg7), kLg5), kLg3), kLg1));
+    const __m256d t2 = _mm256_mul_pd(z, madd256(w, madd256(w, madd256(w, _mm256_set1_pd(kLg7), kLg5), kLg3), kLg1));
     const __m256d r = _mm256_add_pd(t2, t1);
     const __m256d hfsq = _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_mul_pd(f, f));
-    const __m256d inner =
-        _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, r), _mm256_mul_pd(k, _mm256_set1_pd(kLn2Lo)));
-    return _mm256_sub_pd(_mm256_mul_pd(k, _mm256_set1_pd(kLn2Hi)),
-                         _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
+    const __m256d inner = _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, r), _mm256_mul_pd(k, _mm256_set1_pd(kLn2Lo)));
+    return _mm256_sub_pd(_mm256_mul_pd(k, _mm256_set1_pd(kLn2Hi)), _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f));
 }
 
 ATTNLENS_AVX2 double hsum256(__m256d v) {
@@ -234,15 +219,13 @@ ATTNLENS_AVX2 inline __m256d weights(__m256d x, __m256d alpha, __m256d beta) {
 }
 
 template <bool Affine>
-ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s, double alpha = 1,
-                            double beta = 0) {
+ATTNLENS_AVX2 void passAvx2(const double* x, std::size_t n, RowSummary& s, double alpha = 1, double beta = 0) {
     const __m256d va = _mm256_set1_pd(alpha), vb = _mm256_set1_pd(beta);
     const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
     Accumulators acc[4] = {newAccumulators(), newAccumulators(), newAccumulators(), newAccumulators()};
     std::size_t j = 0;
     for (; j + 16 <= n; j += 16)
-        for (int v = 0; v < 4; ++v)
-            accumulate(acc[v], weights<Affine>(_mm256_loadu_pd(x + j + 4 * v), va, vb), all);
+        for (int v = 0; v < 4; ++v) accumulate(acc[v], weights<Affine>(_mm256_loadu_pd(x + j + 4 * v), va, vb), all);
     for (int v = 0; j + 4 <= n; j += 4, v = (v + 1) % 4)
         accumulate(acc[v], weights<Affine>(_mm256_loadu_pd(x + j), va, vb), all);
     if (j < n) {
@@ -271,8 +254,7 @@ ATTNLENS_AVX2 double topKAvx2(const double* x, std::size_t n, int k) {
     for (; j < std::size_t(k); ++j) t.push(x[j]);
     for (; j + 4 <= n; j += 4) {
         const __m256d a = _mm256_loadu_pd(x + j);
-        if (_mm256_movemask_pd(_mm256_cmp_pd(a, _mm256_set1_pd(t.threshold()), _CMP_GT_OQ)) == 0)
-            continue;
+        if (_mm256_movemask_pd(_mm256_cmp_pd(a, _mm256_set1_pd(t.threshold()), _CMP_GT_OQ)) == 0) continue;
         for (std::size_t m = 0; m < 4; ++m) t.push(x[j + m]);
     }
     for (; j < n; ++j) t.push(x[j]);
@@ -292,8 +274,7 @@ std::vector<RowKernel> detectKernels() {
     std::vector<RowKernel> k{RowKernel::Scalar};
 #ifdef ATTNLENS_ROW_SIMD
     k.push_back(RowKernel::Sse2);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        k.push_back(RowKernel::Avx2);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k.push_back(RowKernel::Avx2);
 #endif
     return k;
 }
@@ -324,8 +305,7 @@ RowSummary summariseRow(std::span<const double> row, int topK) {
 
 RowSummary summariseRow(std::span<const double> row, int topK, RowKernel kernel) {
     const auto& available = availableRowKernels();
-    if (std::find(available.begin(), available.end(), kernel) == available.end())
-        kernel = RowKernel::Scalar;
+    if (std::find(available.begin(), available.end(), kernel) == available.end()) kernel = RowKernel::Scalar;
     RowSummary s;
     const double* x = row.data();
     const std::size_t n = row.size();
@@ -366,8 +346,7 @@ RowSummary summariseAffineRow(std::span<const double> x, double alpha, double be
 
 RowSummary summariseAffineRow(std::span<const double> x, double alpha, double beta, RowKernel kernel) {
     const auto& available = availableRowKernels();
-    if (std::find(available.begin(), available.end(), kernel) == available.end())
-        kernel = RowKernel::Scalar;
+    if (std::find(available.begin(), available.end(), kernel) == available.end()) kernel = RowKernel::Scalar;
     RowSummary s;
     switch (kernel) {
 #ifdef ATTNLENS_ROW_SIMD
@@ -394,8 +373,8 @@ namespace {
 // and the counter that does not advance lets a later value overwrite the copy, so there is no
 // branch and, unlike an in-place branch-free partition, no store-to-load dependency.
 // Values src[begin, n) into the open slots [lo, hi) of dst; returns the final lo.
-inline std::size_t partitionRest(const double* src, std::size_t begin, std::size_t n, double pivot,
-                                 double* dst, std::size_t lo, std::size_t hi) {
+inline std::size_t partitionRest(const double* src, std::size_t begin, std::size_t n, double pivot, double* dst,
+                                 std::size_t lo, std::size_t hi) {
     for (std::size_t i = begin; i < n; ++i) {
         const double v = src[i];
         const bool less = v < pivot;
@@ -440,10 +419,8 @@ ATTNLENS_AVX2 std::size_t partitionAvx2(const double* src, std::size_t n, double
     for (; i + 8 <= n; i += 4) {
         const __m256d v = _mm256_loadu_pd(src + i);
         const int mask = _mm256_movemask_pd(_mm256_cmp_pd(v, p, _CMP_LT_OQ));
-        const __m256i perm =
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(kPartitionTable.perm[mask]));
-        const __m256d packed =
-            _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(v), perm));
+        const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPartitionTable.perm[mask]));
+        const __m256d packed = _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(v), perm));
         const int below = __builtin_popcount(unsigned(mask));
         _mm256_storeu_pd(dst + lo, packed);
         _mm256_storeu_pd(dst + hi - 4, packed);
@@ -459,8 +436,7 @@ using PartitionFn = std::size_t (*)(const double*, std::size_t, double, double*)
 PartitionFn partitionFor(RowKernel kernel) {
 #ifdef ATTNLENS_ROW_SIMD
     const auto& available = availableRowKernels();
-    if (kernel == RowKernel::Avx2 &&
-        std::find(available.begin(), available.end(), kernel) != available.end())
+    if (kernel == RowKernel::Avx2 && std::find(available.begin(), available.end(), kernel) != available.end())
         return partitionAvx2;
 #endif
     (void)kernel;
@@ -522,8 +498,7 @@ double selectRank(std::span<const double> x, std::size_t k, double* a, double* b
     return dst[k];
 }
 
-RowTail largestValues(std::span<const double> x, std::size_t k, double* a, double* b,
-                      std::vector<double>* values) {
+RowTail largestValues(std::span<const double> x, std::size_t k, double* a, double* b, std::vector<double>* values) {
     const std::size_t n = x.size();
     k = std::clamp<std::size_t>(k, 1, n);
     // The values above the k-th largest t, and t as often as needed to make k; branch-free.
@@ -566,8 +541,8 @@ ATTNLENS_AVX2 void logsAvx2(const double* x, std::size_t n, double* out) {
     std::size_t j = 0;
     for (; j + 4 <= n; j += 4) {
         const __m256d v = _mm256_loadu_pd(x + j);
-        const int bad = _mm256_movemask_pd(
-            _mm256_or_pd(_mm256_cmp_pd(v, lo, _CMP_NGE_UQ), _mm256_cmp_pd(v, hi, _CMP_NLE_UQ)));
+        const int bad =
+            _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(v, lo, _CMP_NGE_UQ), _mm256_cmp_pd(v, hi, _CMP_NLE_UQ)));
         alignas(32) double in[4];
         _mm256_store_pd(in, v);  // out may be x
         _mm256_storeu_pd(out + j, logAvx2(v));

@@ -1,6 +1,6 @@
 #pragma once
 // One pass over an attention row for the statistics that need every weight: positive mass, the
-// entropy sum, the maximum, the negative mass and the top-k mass. Shared by focus() and the
+// entropy sum, the maximum, the negative mass and the top-k mass. Shared by entropyStatistics() and the
 // magnitude curves, which together look at up to 14 N^2 weights per head (N = 3136: 140 million),
 // so this loop is the analyses' hot spot. The logarithm is the cost: a libm call per weight takes
 // 5-10 ns on the project's machines, so the pass evaluates log with SIMD (fdlibm's polynomial,

@@ -10,12 +10,11 @@
 namespace attnlens::detail {
 
 // factors.rightR may be empty when options.spatialOnly (the spatial rows need their own QR).
-SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout,
-                               const SpectrumOptions& options, const linalg::LowRankFactors& factors);
+SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+                               const linalg::LowRankFactors& factors);
 
-ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q,
-                                 const ConfusionOptions& options, std::span<const RowStatus> status,
-                                 const linalg::LowRankFactors& factors);
+ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                                 std::span<const RowStatus> status, const linalg::LowRankFactors& factors);
 
 // meanMagnitudeCurve on the head's raw rows computed beforehand (AttentionHead::rawRows of all N
 // rows, N x N, and their dotSums) instead of one GEMM per block of queries.
@@ -23,8 +22,7 @@ struct RawRows {
     const Matrix* rows = nullptr;
     const double* dotSums = nullptr;
 };
-MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options,
-                                  const RawRows& raw);
+MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options, const RawRows& raw);
 
 // Checks shared by the public functions and the shared-factor paths; Error(Input) naming the
 // mismatch.

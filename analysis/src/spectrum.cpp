@@ -33,10 +33,8 @@ constexpr double kFloat32Resolution = 1.0 / 8388608.0;  // 2^-23
 double defaultRelativeTolerance(Index size) { return double(size) * kFloat32Resolution; }
 
 // Rank and effective rank from singular values of a matrix with `size` columns.
-SpectrumResult summarise(std::vector<double> values, Index size, const SpectrumOptions& options,
-                         std::string method) {
-    if (options.relativeTolerance &&
-        !(std::isfinite(*options.relativeTolerance) && *options.relativeTolerance >= 0))
+SpectrumResult summarise(std::vector<double> values, Index size, const SpectrumOptions& options, std::string method) {
+    if (options.relativeTolerance && !(std::isfinite(*options.relativeTolerance) && *options.relativeTolerance >= 0))
         throwUsage("spectrum: the relative rank tolerance must be a finite number >= 0 (got " +
                    std::to_string(*options.relativeTolerance) + ")");
     SpectrumResult r;
@@ -89,8 +87,7 @@ SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
     // spatialOnly is the caller's business here: it passes the sub-matrix it wants analysed.
     Index excluded = 0;
     const Matrix block = finiteBlock(a, 0, &excluded);
-    return summarise(linalg::singularValuesLapack(block), a.cols(), options,
-                     withExcluded(kDenseMethod, excluded));
+    return summarise(linalg::singularValuesLapack(block), a.cols(), options, withExcluded(kDenseMethod, excluded));
 }
 
 namespace detail {
@@ -98,14 +95,13 @@ namespace detail {
 void checkSpectrumInputs(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options) {
     const Index n = head.tokens();
     if (options.spatialOnly && layout.tokens() != n)
-        throwInput("spectrum: the token layout has " + std::to_string(layout.tokens()) +
-                   " tokens (prefix " + std::to_string(layout.prefix) + " + grid " +
-                   std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) +
-                   ") but the head has " + std::to_string(n));
+        throwInput("spectrum: the token layout has " + std::to_string(layout.tokens()) + " tokens (prefix " +
+                   std::to_string(layout.prefix) + " + grid " + std::to_string(layout.gridH) + " x " +
+                   std::to_string(layout.gridW) + ") but the head has " + std::to_string(n));
 }
 
-SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout,
-                               const SpectrumOptions& options, const linalg::LowRankFactors& factors) {
+SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+                               const linalg::LowRankFactors& factors) {
     checkSpectrumInputs(head, layout, options);
     const Index n = head.tokens();
     const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
@@ -121,9 +117,8 @@ SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& lay
     // and there is nothing to factorise (LAPACK would reject the NaN).
     std::vector<double> values;
     if (!keep.empty() && size > 0) {
-        const Matrix rightR = begin == 0 && factors.rightR.size() > 0
-                                  ? factors.rightR
-                                  : linalg::thinQrR(f.r.bottomRows(size));
+        const Matrix rightR =
+            begin == 0 && factors.rightR.size() > 0 ? factors.rightR : linalg::thinQrR(f.r.bottomRows(size));
         const Matrix leftR = linalg::thinQrR(l);
         values = linalg::singularValuesLapack(leftR * rightR.transpose());
     }
@@ -132,8 +127,8 @@ SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& lay
 
 }  // namespace detail
 
-SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
-                        const SpectrumOptions& options, const Matrix* fullMatrix) {
+SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+                        const Matrix* fullMatrix) {
     detail::checkSpectrumInputs(head, layout, options);
     const Index n = head.tokens();
     const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
@@ -143,14 +138,12 @@ SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
         if (fullMatrix) {
             Index excluded = 0;
             const Matrix block = finiteBlock(*fullMatrix, begin, &excluded);
-            return summarise(linalg::singularValuesLapack(block), size, options,
-                             withExcluded(kDenseMethod, excluded));
+            return summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded));
         }
         const Matrix a = head.matrix();
         Index excluded = 0;
         const Matrix block = finiteBlock(a, begin, &excluded);
-        return summarise(linalg::singularValuesLapack(block), size, options,
-                         withExcluded(kDenseMethod, excluded));
+        return summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded));
     }
     linalg::LowRankFactors factors;
     factors.f = linalg::factorise(head);  // rightR is left to lowRankSpectrum: it knows which rows

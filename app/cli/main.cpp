@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <future>
-#include <cmath>
-#include <filesystem>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -64,9 +64,7 @@ void installInterruptHandlers() {
 // The input being read, for the crash handler's message (written before reading starts).
 char gInputPath[4096] = "the input file";
 
-void setInputPath(const std::string& path) {
-    std::snprintf(gInputPath, sizeof gInputPath, "%s", path.c_str());
-}
+void setInputPath(const std::string& path) { std::snprintf(gInputPath, sizeof gInputPath, "%s", path.c_str()); }
 
 // Every dump the CLI reads is opened here: first in a child process (open_check.h: HDF5 can
 // crash or stall on damaged metadata), then in-process under the fault guard below.
@@ -94,8 +92,7 @@ extern "C" void onFault(int signal) {
     if (!attnlens::insideHdf5()) return;
     writeStderr("attnlens-cli: error: ");
     writeStderr(gInputPath);
-    writeStderr(signal == SIGBUS ? ": the HDF5 library crashed (SIGBUS)"
-                                 : ": the HDF5 library crashed (SIGSEGV)");
+    writeStderr(signal == SIGBUS ? ": the HDF5 library crashed (SIGBUS)" : ": the HDF5 library crashed (SIGSEGV)");
     writeStderr(" reading this file: its HDF5 metadata is damaged\n");
     ::_exit(3);
 }
@@ -303,8 +300,8 @@ public:
         if (tty_) {
             const int width = 30, filled = int(width * p.done / p.total);
             std::fprintf(stderr, "\r[%s%s] %3d%% %lld/%lld %-40.40s", std::string(filled, '#').c_str(),
-                         std::string(width - filled, '.').c_str(), percent, (long long)p.done,
-                         (long long)p.total, p.current.c_str());
+                         std::string(width - filled, '.').c_str(), percent, (long long)p.done, (long long)p.total,
+                         p.current.c_str());
             if (p.done == p.total) std::fputc('\n', stderr);
         } else if (percent >= lastPercent_ + 10 || p.done == p.total) {
             lastPercent_ = percent;
@@ -332,8 +329,8 @@ void checkOutputWritable(const std::string& output, const std::vector<std::strin
     std::string probe = (dir / ("." + target.filename().string() + ".probe-XXXXXX")).string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
-        throwOutput("cannot write " + quoteText(output) + ": cannot create files in " + quoteText(dir.string()) +
-                    ": " + std::strerror(errno));
+        throwOutput("cannot write " + quoteText(output) + ": cannot create files in " + quoteText(dir.string()) + ": " +
+                    std::strerror(errno));
     ::close(fd);
     ::unlink(probe.c_str());
 }
@@ -357,10 +354,11 @@ int cmdInspect(int argc, char** argv) {
     std::printf("grid          %d x %d, prefix tokens %d, N = %lld\n", info.layout.gridH, info.layout.gridW,
                 info.layout.prefix, (long long)info.layout.tokens());
     std::printf("images (B)    %d%s%s\n", info.images,
-                info.imageInfo.present ? (", /images " + std::to_string(info.imageInfo.height) + "x" +
-                                          std::to_string(info.imageInfo.width) + "x" +
-                                          std::to_string(info.imageInfo.channels)).c_str()
-                                       : ", no /images",
+                info.imageInfo.present
+                    ? (", /images " + std::to_string(info.imageInfo.height) + "x" +
+                       std::to_string(info.imageInfo.width) + "x" + std::to_string(info.imageInfo.channels))
+                          .c_str()
+                    : ", no /images",
                 info.hasLabels ? ", /labels" : ", no /labels");
     std::printf("layers        %zu\n\n", info.layers.size());
     std::printf("%-4s %-24s %5s %6s %5s %5s %-9s %-9s %-10s %-9s %-8s %s\n", "pos", "name", "heads", "N", "d", "dv",
@@ -376,8 +374,8 @@ int cmdInspect(int argc, char** argv) {
                     l.vType ? toString(*l.vType) : "absent", l.attention.empty() ? "-" : l.attention.c_str(), scale,
                     grid.c_str(), l.kernelApplied ? "yes" : "no");
     }
-    const bool defaultScale = std::any_of(info.layers.begin(), info.layers.end(),
-                                          [](const LayerInfo& l) { return !l.scaleFromFile; });
+    const bool defaultScale =
+        std::any_of(info.layers.begin(), info.layers.end(), [](const LayerInfo& l) { return !l.scaleFromFile; });
     bool anyBranch = false;
     for (std::size_t i = 0; i < info.layers.size(); ++i) {
         const auto& b = info.layers[i].localBranch;
@@ -430,10 +428,14 @@ AnalysisOptions parseAnalysisOptions(const Args& a) {
     }
     o.perQueryMaps = a.flag("--per-query-maps");
     if (auto s = a.get("--local-branch")) {
-        if (*s == "own") o.localBranch.allParadigms = false;
-        else if (*s == "all") o.localBranch.allParadigms = true;
-        else if (*s == "off") o.localBranch.enabled = false;
-        else throwUsage("--local-branch: expected own, all or off, got " + quoteText(*s));
+        if (*s == "own")
+            o.localBranch.allParadigms = false;
+        else if (*s == "all")
+            o.localBranch.allParadigms = true;
+        else if (*s == "off")
+            o.localBranch.enabled = false;
+        else
+            throwUsage("--local-branch: expected own, all or off, got " + quoteText(*s));
     }
     return o;
 }
@@ -447,14 +449,16 @@ void parseLocalBranchChannels(const Args& a, const DumpInfo& info, LocalBranchOp
     for (const char* option : {"--local-channels", "--local-spectra"}) {
         if (!a.get(option)) continue;
         if (!o.enabled) throwUsage(std::string(option) + " has no effect with --local-branch off");
-        if (channels == 0)
-            throwUsage(std::string(option) + ": " + info.path + " has no layer with a local branch");
+        if (channels == 0) throwUsage(std::string(option) + ": " + info.path + " has no layer with a local branch");
     }
     if (auto s = a.get("--local-channels")) o.channels = parseIndexList(*s, channels, "--local-channels");
     if (auto s = a.get("--local-spectra")) {
-        if (*s == "all") o.spectrumChannels.reset();
-        else if (*s == "none") o.spectrumChannels = std::vector<int>{};
-        else o.spectrumChannels = parseIndexList(*s, channels, "--local-spectra");
+        if (*s == "all")
+            o.spectrumChannels.reset();
+        else if (*s == "none")
+            o.spectrumChannels = std::vector<int>{};
+        else
+            o.spectrumChannels = parseIndexList(*s, channels, "--local-spectra");
     }
 }
 
@@ -469,12 +473,16 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
         for (std::size_t i = 0; i < j["paradigms"].size(); ++i) {
             const json& p = j["paradigms"][i];
             try {
-                if (p.is_string()) out.push_back(Paradigm::parse(p.get<std::string>()));
-                else out.push_back(Paradigm::fromJson(p));
+                if (p.is_string())
+                    out.push_back(Paradigm::parse(p.get<std::string>()));
+                else
+                    out.push_back(Paradigm::fromJson(p));
             } catch (const Error& e) {  // the file and the entry, then what is wrong with it
-                throw Error(e.kind(), "--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
+                throw Error(e.kind(),
+                            "--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
             } catch (const json::exception& e) {
-                throwUsage("--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + jsonErrorText(e));
+                throwUsage("--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) +
+                           "]: " + jsonErrorText(e));
             }
         }
     }
@@ -485,11 +493,11 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
 }
 
 int cmdAnalyze(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2,
-                       {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
-                        "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch",
-                        "--local-channels", "--local-spectra"},
-                       {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet"}, "analyze");
+    Args a = parseArgs(
+        argc, argv, 2,
+        {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats", "--threads",
+         "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch", "--local-channels", "--local-spectra"},
+        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet"}, "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
@@ -540,7 +548,8 @@ int cmdAnalyze(int argc, char** argv) {
     sink.write = [&](std::vector<HeadRecord>&& records) { stream->write(std::move(records)); };
     AnalysisReport report;
     try {
-        report = analyzeDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); }, &sink);
+        report = analyzeDump(
+            *reader, req, [&](const AnalysisProgress& p) { return bar(p); }, &sink);
     } catch (...) {
         stopHash = true;
         if (hash.valid()) hash.wait();
@@ -549,7 +558,8 @@ int cmdAnalyze(int argc, char** argv) {
     if (hash.valid()) report.sha256 = hash.get();
     const json j = stream->finish(report);
 
-    for (const auto& nf : j["non_finite"]) std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
+    for (const auto& nf : j["non_finite"])
+        std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
     std::cout << formatSummary(j);
     std::printf("%lld records, %.2f s on %d threads\n", (long long)stream->records(), report.seconds,
                 report.request.threads);
@@ -605,7 +615,8 @@ int cmdAttention(int argc, char** argv) {
     }
 
     HeadActivations act = reader->readHead(image, layers[0], head, values);
-    for (const auto& nf : act.nonFinite) std::fprintf(stderr, "warning: non-finite value: %s\n", nf.describe(info).c_str());
+    for (const auto& nf : act.nonFinite)
+        std::fprintf(stderr, "warning: non-finite value: %s\n", nf.describe(info).c_str());
     AttentionHead attention(paradigm, {&act.q, &act.k, layer.scale, layer.kernelApplied});
     std::vector<RowStatus> status;
     const Matrix m = attention.matrix(&status);
@@ -684,10 +695,14 @@ int cmdSynth(int argc, char** argv) {
         o.gridW = toInt(s->substr(x + 1), "--grid", 1, 4096);
     }
     if (auto s = a.get("--dtype")) {
-        if (*s == "float16") o.dtype = DType::Float16;
-        else if (*s == "float32") o.dtype = DType::Float32;
-        else if (*s == "float64") o.dtype = DType::Float64;
-        else throwUsage("--dtype: unknown dtype " + quoteText(*s) + " (known: float16, float32, float64)");
+        if (*s == "float16")
+            o.dtype = DType::Float16;
+        else if (*s == "float32")
+            o.dtype = DType::Float32;
+        else if (*s == "float64")
+            o.dtype = DType::Float64;
+        else
+            throwUsage("--dtype: unknown dtype " + quoteText(*s) + " (known: float16, float32, float64)");
     }
     o.withValues = !a.flag("--no-values");
     o.withImages = !a.flag("--no-images");
@@ -762,10 +777,14 @@ int runCli(int argc, char** argv) {
     } catch (const Error& e) {
         std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
         switch (e.kind()) {
-            case ErrorKind::Usage: return kExitUsage;
-            case ErrorKind::Input: return kExitInput;
-            case ErrorKind::Output: return kExitOutput;
-            case ErrorKind::Cancelled: return kExitCancelled;
+            case ErrorKind::Usage:
+                return kExitUsage;
+            case ErrorKind::Input:
+                return kExitInput;
+            case ErrorKind::Output:
+                return kExitOutput;
+            case ErrorKind::Cancelled:
+                return kExitCancelled;
         }
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "attnlens-cli: error: out of memory\n");

@@ -27,9 +27,7 @@ QCPColorGradient fromPreset(QCPColorGradient::GradientPreset preset, const QColo
 
 }  // namespace
 
-QStringList sequentialMapNames() {
-    return {"viridis", "magma", "grayscale", "hot", "thermal", "jet"};
-}
+QStringList sequentialMapNames() { return {"viridis", "magma", "grayscale", "hot", "thermal", "jet"}; }
 QStringList divergingMapNames() { return {"blue-white-red", "purple-white-green", "cold-hot"}; }
 
 QCPColorGradient sequentialGradient(const QString& name, const QColor& nan) {

@@ -230,7 +230,8 @@ void CompareView::rebuild() {
             const Paradigm& para = ps[std::size_t(p.paradigm)];
             const RowData& r = session_->shownRow(p.paradigm);
             diverging = sharedRange_ ? anySigned : (para.signedWeights() || r.minFinite < 0 || r.withBranch);
-            range = sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.minFinite, r.maxFinite, diverging);
+            range =
+                sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.minFinite, r.maxFinite, diverging);
             title = QString::fromStdString(para.name);
             if (r.withBranch) title += QStringLiteral(" + M_c");
             for (int i = 0; i < l.prefix; ++i)
@@ -252,7 +253,7 @@ void CompareView::rebuild() {
             diverging = true;
             range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
             title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
-                                                 QString::fromStdString(ps[std::size_t(diffB_)].name));
+                                                  QString::fromStdString(ps[std::size_t(diffB_)].name));
             for (int i = 0; i < l.prefix; ++i)
                 title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(diff[i]));
         }
@@ -278,14 +279,19 @@ void CompareView::rebuild() {
         }
     }
     const QString what = branch ? QStringLiteral("E_c[q, k]") : QStringLiteral("A[q, k]");
-    QString note = sharedRange_ ? QStringLiteral("colour: %1, one range for all paradigm panels · query framed · "
-                                                 "prefix-token weights in the titles").arg(what)
-                                : QStringLiteral("colour: %1, own range per panel (signed: diverging, white = 0) · "
-                                                 "query framed · prefix-token weights in the titles").arg(what);
+    QString note = sharedRange_ ? QStringLiteral(
+                                      "colour: %1, one range for all paradigm panels · query framed · "
+                                      "prefix-token weights in the titles")
+                                      .arg(what)
+                                : QStringLiteral(
+                                      "colour: %1, own range per panel (signed: diverging, white = 0) · "
+                                      "query framed · prefix-token weights in the titles")
+                                      .arg(what);
     const QString branchError = session_->localBranchError();
     if (branch)
         note = QStringLiteral("with local branch (%1): every panel is E_c = A + M_c of its paradigm\n")
-                   .arg(branch->describe()) + note;
+                   .arg(branch->describe()) +
+               note;
     else if (!branchError.isEmpty())
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())

@@ -20,7 +20,7 @@ public:
     bool fitAspect() override;
 
     struct Panel {
-        int paradigm = -1;        // -1 for the difference panel
+        int paradigm = -1;  // -1 for the difference panel
         QCPTextElement* title = nullptr;
         QCPAxisRect* rect = nullptr;
         QCPColorMap* map = nullptr;
@@ -49,7 +49,7 @@ private:
     QCPTextElement* header_ = nullptr;
     QCPTextElement* note_ = nullptr;
     QCPColorScale* shared_ = nullptr;
-    std::vector<int> builtFor_;   // paradigms (and -1 for the difference) of the built layout
+    std::vector<int> builtFor_;  // paradigms (and -1 for the difference) of the built layout
     TokenLayout builtLayout_{-1, -1, -1};
     bool builtShared_ = false;
     bool sharedRange_ = false;

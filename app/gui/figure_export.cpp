@@ -25,9 +25,12 @@ FigureFormat figureFormatFromPath(const QString& path) {
 
 QString figureExtension(FigureFormat f) {
     switch (f) {
-        case FigureFormat::Png: return QStringLiteral("png");
-        case FigureFormat::Svg: return QStringLiteral("svg");
-        case FigureFormat::Pdf: return QStringLiteral("pdf");
+        case FigureFormat::Png:
+            return QStringLiteral("png");
+        case FigureFormat::Svg:
+            return QStringLiteral("svg");
+        case FigureFormat::Pdf:
+            return QStringLiteral("pdf");
     }
     return {};
 }
@@ -79,8 +82,8 @@ QByteArray renderFigure(PlotView& view, FigureFormat format, const FigureOptions
             pdf.setTitle(title);
             const int dpi = plot->logicalDpiX();
             pdf.setResolution(dpi);
-            pdf.setPageSize(QPageSize(QSizeF(w * 72.0 / dpi, h * 72.0 / dpi), QPageSize::Point, QString(),
-                                      QPageSize::ExactMatch));
+            pdf.setPageSize(
+                QPageSize(QSizeF(w * 72.0 / dpi, h * 72.0 / dpi), QPageSize::Point, QString(), QPageSize::ExactMatch));
             pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
             QCPPainter painter;
             if (!painter.begin(&pdf)) throwOutput("could not start the PDF painter");
@@ -108,8 +111,7 @@ void writeAtomically(const QString& path, const QByteArray& bytes) {
         file.cancelWriting();
         throwOutput("cannot write \"" + path.toStdString() + "\": " + why);
     }
-    if (!file.commit())
-        throwOutput("cannot write \"" + path.toStdString() + "\": " + file.errorString().toStdString());
+    if (!file.commit()) throwOutput("cannot write \"" + path.toStdString() + "\": " + file.errorString().toStdString());
 }
 
 void exportFigure(PlotView& view, const QString& path, const FigureOptions& options) {

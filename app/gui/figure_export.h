@@ -16,8 +16,8 @@ FigureFormat figureFormatFromPath(const QString& path);
 QString figureExtension(FigureFormat f);
 
 struct FigureOptions {
-    QSize size;        // logical pixels of the canvas; empty = the view's current plot size
-    int dpi = 96;      // PNG only: 96 = one image pixel per logical pixel, 192 = twice as many
+    QSize size;    // logical pixels of the canvas; empty = the view's current plot size
+    int dpi = 96;  // PNG only: 96 = one image pixel per logical pixel, 192 = twice as many
 };
 
 // Brings the view up to date, lays it out for the size and draws it. Error(Output) on failure.

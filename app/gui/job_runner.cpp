@@ -48,10 +48,8 @@ void JobRunner::cancelAll() {
     for (const auto& s : names) cancel(s);
 }
 
-quint64 JobRunner::submitErased(const QString& slot, const QString& label,
-                                std::function<void(const JobContext&)> work,
-                                std::function<void()> deliver,
-                                std::function<void(const QString&)> onError) {
+quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::function<void(const JobContext&)> work,
+                                std::function<void()> deliver, std::function<void(const QString&)> onError) {
     if (auto it = running_.find(slot); it != running_.end()) it->second.cancel->store(true);
     const quint64 id = nextId_++;
     latest_[slot] = id;
@@ -89,8 +87,7 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label,
         QMetaObject::invokeMethod(
             self.data(),
             [self, slot, id, label, done, total, what]() {
-                if (self && self->latestId(slot) == id)
-                    Q_EMIT self->progressChanged(label, done, total, what);
+                if (self && self->latestId(slot) == id) Q_EMIT self->progressChanged(label, done, total, what);
             },
             Qt::QueuedConnection);
     };
@@ -126,8 +123,8 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label,
 }
 
 void JobRunner::finish(const QString& slot, quint64 id, bool ok, bool cancelled, const QString& error,
-                       const std::function<void()>& deliver,
-                       const std::function<void(const QString&)>& onError, const QString& label) {
+                       const std::function<void()>& deliver, const std::function<void(const QString&)>& onError,
+                       const QString& label) {
     const bool current = latestId(slot) == id;
     if (current) {
         running_.erase(slot);

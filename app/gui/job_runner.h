@@ -11,8 +11,8 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 
 namespace attnlens::gui {
 
@@ -79,9 +79,8 @@ private:
         QString label;
         std::shared_ptr<std::atomic<bool>> cancel;
     };
-    quint64 submitErased(const QString& slot, const QString& label,
-                         std::function<void(const JobContext&)> work, std::function<void()> deliver,
-                         std::function<void(const QString&)> onError);
+    quint64 submitErased(const QString& slot, const QString& label, std::function<void(const JobContext&)> work,
+                         std::function<void()> deliver, std::function<void(const QString&)> onError);
     void finish(const QString& slot, quint64 id, bool ok, bool cancelled, const QString& error,
                 const std::function<void()>& deliver, const std::function<void(const QString&)>& onError,
                 const QString& label);
@@ -89,8 +88,8 @@ private:
     QThreadPool pool_;
     bool synchronous_ = false;
     quint64 nextId_ = 1;
-    std::map<QString, Running> running_;   // slot -> its live job
-    std::map<QString, quint64> latest_;    // slot -> id of the latest submission
+    std::map<QString, Running> running_;  // slot -> its live job
+    std::map<QString, quint64> latest_;   // slot -> id of the latest submission
     int delivered_ = 0, dropped_ = 0;
 };
 

@@ -3,9 +3,9 @@
 #include <QCommandLineParser>
 #include <QTextStream>
 #include <QTimer>
-#include <functional>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "attnlens/open_check.h"
 #include "job_runner.h"
@@ -41,14 +41,20 @@ int main(int argc, char** argv) {
     const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("view to show first (tokenmap, compare, ...)"),
                                   QStringLiteral("V"));
     const QCommandLineOption image(QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I"));
-    const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"), QStringLiteral("L"));
-    const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("query token as y,x"), QStringLiteral("Y,X"));
-    const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"), QStringLiteral("P"));
-    const QCommandLineOption opacity(QStringLiteral("opacity"), QStringLiteral("input image opacity 0..100"), QStringLiteral("PCT"));
-    const QCommandLineOption screenshot(QStringLiteral("screenshot"),
-                                        QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
-                                        QStringLiteral("PNG"));
-    const QCommandLineOption windowSize(QStringLiteral("window-size"), QStringLiteral("window size WxH"), QStringLiteral("WxH"));
+    const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"),
+                                   QStringLiteral("L"));
+    const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("query token as y,x"),
+                                   QStringLiteral("Y,X"));
+    const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
+                                      QStringLiteral("P"));
+    const QCommandLineOption opacity(QStringLiteral("opacity"), QStringLiteral("input image opacity 0..100"),
+                                     QStringLiteral("PCT"));
+    const QCommandLineOption screenshot(
+        QStringLiteral("screenshot"),
+        QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
+        QStringLiteral("PNG"));
+    const QCommandLineOption windowSize(QStringLiteral("window-size"), QStringLiteral("window size WxH"),
+                                        QStringLiteral("WxH"));
     const QCommandLineOption localBranch(QStringLiteral("local-branch"),
                                          QStringLiteral("show the local branch (E_c = A + M_c) where layers have one"));
     const QCommandLineOption channel(QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
@@ -78,8 +84,8 @@ int main(int argc, char** argv) {
     }
     if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parser.value(opacity).toInt());
     if (parser.isSet(channel))
-        session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean") ? -1
-                                                                                               : parser.value(channel).toInt());
+        session->setLocalChannel(
+            parser.value(channel).trimmed().toLower() == QStringLiteral("mean") ? -1 : parser.value(channel).toInt());
     if (parser.isSet(localBranch)) session->setLocalBranch(true);
     if (parser.isSet(view)) window.showView(parser.value(view));
 

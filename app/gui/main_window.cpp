@@ -302,15 +302,20 @@ void MainWindow::createMenus() {
         a->setShortcut(key);
         return a;
     };
-    add(QStringLiteral("Next layer"), QKeySequence(Qt::Key_PageDown), [this]() { session_->setLayer(session_->selection().layer + 1); });
-    add(QStringLiteral("Previous layer"), QKeySequence(Qt::Key_PageUp), [this]() { session_->setLayer(session_->selection().layer - 1); });
-    add(QStringLiteral("Next head"), QKeySequence(Qt::Key_BracketRight), [this]() { session_->setHead(session_->selection().head + 1); });
-    add(QStringLiteral("Previous head"), QKeySequence(Qt::Key_BracketLeft), [this]() { session_->setHead(session_->selection().head - 1); });
-    add(QStringLiteral("Next image"), QKeySequence(Qt::Key_Period), [this]() { session_->setImage(session_->selection().image + 1); });
-    add(QStringLiteral("Previous image"), QKeySequence(Qt::Key_Comma), [this]() { session_->setImage(session_->selection().image - 1); });
-    add(QStringLiteral("Next paradigm"), QKeySequence(Qt::Key_P), [this]() {
-        session_->setParadigm((session_->selection().paradigm + 1) % int(session_->paradigms().size()));
-    });
+    add(QStringLiteral("Next layer"), QKeySequence(Qt::Key_PageDown),
+        [this]() { session_->setLayer(session_->selection().layer + 1); });
+    add(QStringLiteral("Previous layer"), QKeySequence(Qt::Key_PageUp),
+        [this]() { session_->setLayer(session_->selection().layer - 1); });
+    add(QStringLiteral("Next head"), QKeySequence(Qt::Key_BracketRight),
+        [this]() { session_->setHead(session_->selection().head + 1); });
+    add(QStringLiteral("Previous head"), QKeySequence(Qt::Key_BracketLeft),
+        [this]() { session_->setHead(session_->selection().head - 1); });
+    add(QStringLiteral("Next image"), QKeySequence(Qt::Key_Period),
+        [this]() { session_->setImage(session_->selection().image + 1); });
+    add(QStringLiteral("Previous image"), QKeySequence(Qt::Key_Comma),
+        [this]() { session_->setImage(session_->selection().image - 1); });
+    add(QStringLiteral("Next paradigm"), QKeySequence(Qt::Key_P),
+        [this]() { session_->setParadigm((session_->selection().paradigm + 1) % int(session_->paradigms().size())); });
     add(QStringLiteral("Previous paradigm"), QKeySequence(Qt::SHIFT | Qt::Key_P), [this]() {
         const int n = int(session_->paradigms().size());
         session_->setParadigm((session_->selection().paradigm + n - 1) % n);
@@ -330,8 +335,10 @@ void MainWindow::createMenus() {
     nav->addSeparator();
     const char* tabNames[] = {"Token map", "Compare paradigms", "Matrix", "Statistics"};
     for (int i = 0; i < 4; ++i)
-        add(QString::fromUtf8(tabNames[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)), [this, i]() { tabs_->setCurrentIndex(i); });
-    QAction* esc = add(QStringLiteral("Cancel running analyses"), QKeySequence(Qt::Key_Escape), [this]() { cancel_->click(); });
+        add(QString::fromUtf8(tabNames[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)),
+            [this, i]() { tabs_->setCurrentIndex(i); });
+    QAction* esc =
+        add(QStringLiteral("Cancel running analyses"), QKeySequence(Qt::Key_Escape), [this]() { cancel_->click(); });
     Q_UNUSED(esc);
 
     QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
@@ -339,7 +346,8 @@ void MainWindow::createMenus() {
     view->addAction(issuesDock_->toggleViewAction());
 
     QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
-    help->addAction(QStringLiteral("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)->setShortcut(QKeySequence::HelpContents);
+    help->addAction(QStringLiteral("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)
+        ->setShortcut(QKeySequence::HelpContents);
     help->addAction(QStringLiteral("&About AttnLens"), this, &MainWindow::showAbout);
 }
 
@@ -352,7 +360,8 @@ bool MainWindow::openFile(const QString& path) {
         showError(QStringLiteral("Cannot open dump"), QString::fromStdString(e.what()));
         return false;
     } catch (const std::exception& e) {
-        showError(QStringLiteral("Cannot open dump"), QStringLiteral("%1: %2").arg(path, QString::fromStdString(e.what())));
+        showError(QStringLiteral("Cannot open dump"),
+                  QStringLiteral("%1: %2").arg(path, QString::fromStdString(e.what())));
         return false;
     }
     lastError_.clear();
@@ -365,7 +374,8 @@ bool MainWindow::openExample() {
     QString error;
     const QString path = findOrCreateExampleDump(&error);
     if (path.isEmpty()) {
-        showError(QStringLiteral("No example dump"), QStringLiteral("Could not find or create the example dump: %1").arg(error));
+        showError(QStringLiteral("No example dump"),
+                  QStringLiteral("Could not find or create the example dump: %1").arg(error));
         return false;
     }
     return openFile(path);
@@ -389,9 +399,7 @@ void MainWindow::showError(const QString& title, const QString& text) {
     box->show();
 }
 
-QStringList MainWindow::recentFiles() const {
-    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
-}
+QStringList MainWindow::recentFiles() const { return QSettings().value(QStringLiteral("recentFiles")).toStringList(); }
 
 void MainWindow::addRecentFile(const QString& path) {
     QSettings settings;
@@ -536,17 +544,22 @@ void MainWindow::syncBranchWidgets() {
     }
     if (layerHas) {
         const LocalBranchInfo& b = *layer.localBranch;
-        branchChannel_->setItemData(0, QStringLiteral("A + M_mean: the mean kernel over the head's %1 V channels "
-                                                      "(the mean of their E_c)").arg(dv), Qt::ToolTipRole);
+        branchChannel_->setItemData(0,
+                                    QStringLiteral("A + M_mean: the mean kernel over the head's %1 V channels "
+                                                   "(the mean of their E_c)")
+                                        .arg(dv),
+                                    Qt::ToolTipRole);
         for (int c = 0; c < dv; ++c)
-            branchChannel_->setItemData(c + 1, QStringLiteral("V channel %1 of head %2: weight channel %3 (%4)")
-                                                   .arg(c)
-                                                   .arg(sel.head)
-                                                   .arg(b.weightChannel(sel.head, c, dv))
-                                                   .arg(QString::fromUtf8(toString(b.channelMap))),
+            branchChannel_->setItemData(c + 1,
+                                        QStringLiteral("V channel %1 of head %2: weight channel %3 (%4)")
+                                            .arg(c)
+                                            .arg(sel.head)
+                                            .arg(b.weightChannel(sel.head, c, dv))
+                                            .arg(QString::fromUtf8(toString(b.channelMap))),
                                         Qt::ToolTipRole);
-        branchChannel_->setToolTip(QStringLiteral("Which channel's equivalent matrix E_c = A + M_c the views show "
-                                                  "(Shift+B: next)"));
+        branchChannel_->setToolTip(
+            QStringLiteral("Which channel's equivalent matrix E_c = A + M_c the views show "
+                           "(Shift+B: next)"));
     } else {
         branchChannel_->setToolTip(branch_->toolTip());
     }
@@ -570,10 +583,11 @@ void MainWindow::syncBranchWidgets() {
                 const QString k = QString::fromStdString(l.localBranch->kind);
                 if (!kinds.contains(k)) kinds << k;
             }
-        branchLabel_->setToolTip(QStringLiteral("local branch (%1) in %2 of %3 layers; B: on / off, Shift+B: next channel")
-                                     .arg(kinds.join(QStringLiteral(", ")))
-                                     .arg(withBranch)
-                                     .arg(session_->info().layers.size()));
+        branchLabel_->setToolTip(
+            QStringLiteral("local branch (%1) in %2 of %3 layers; B: on / off, Shift+B: next channel")
+                .arg(kinds.join(QStringLiteral(", ")))
+                .arg(withBranch)
+                .arg(session_->info().layers.size()));
     }
     syncing_ = false;
 }
@@ -604,7 +618,8 @@ void MainWindow::updateStatusFile() {
                              .arg(info.model.empty() ? QString() : QStringLiteral(" · ") + elidedModel));
     shapeLabel_->setToolTip(QString::fromStdString(info.model));
     // Dumps with a local branch somewhere have the branch label beside this one instead.
-    if (!session_->dumpHasLocalBranch()) shapeLabel_->setText(shapeLabel_->text() + QStringLiteral(" · no local branch"));
+    if (!session_->dumpHasLocalBranch())
+        shapeLabel_->setText(shapeLabel_->text() + QStringLiteral(" · no local branch"));
 }
 
 void MainWindow::addIssue(const Issue& issue) {
@@ -702,7 +717,9 @@ void MainWindow::tryFinishExportAll() {
         Q_EMIT exportFinished(written, QString::fromStdString(e.what()));
         return;
     }
-    statusBar()->showMessage(QStringLiteral("wrote %1 figures (%2-*.%3)").arg(written.size()).arg(stem, figureExtension(pendingAll_.format)), 8000);
+    statusBar()->showMessage(
+        QStringLiteral("wrote %1 figures (%2-*.%3)").arg(written.size()).arg(stem, figureExtension(pendingAll_.format)),
+        8000);
     Q_EMIT exportFinished(written, QString());
 }
 
@@ -756,7 +773,8 @@ void MainWindow::exportFigureDialog() {
     QDialog dialog(this);
     dialog.setWindowTitle(QStringLiteral("Export figure"));
     auto* form = new QFormLayout(&dialog);
-    auto* current = new QRadioButton(QStringLiteral("Current view (%1)").arg(currentView() ? currentView()->viewTitle() : QString()));
+    auto* current = new QRadioButton(
+        QStringLiteral("Current view (%1)").arg(currentView() ? currentView()->viewTitle() : QString()));
     auto* all = new QRadioButton(QStringLiteral("All views of the current selection (one file each: NAME-view.ext)"));
     current->setChecked(true);
     auto* format = new QComboBox;
@@ -765,7 +783,10 @@ void MainWindow::exportFigureDialog() {
     dpi->setRange(48, 1200);
     dpi->setValue(QSettings().value(QStringLiteral("export/dpi"), 192).toInt());
     dpi->setSuffix(QStringLiteral(" dpi"));
-    auto* path = new QLineEdit(QSettings().value(QStringLiteral("export/path"), QDir::home().filePath(QStringLiteral("attnlens-figure.png"))).toString());
+    auto* path = new QLineEdit(
+        QSettings()
+            .value(QStringLiteral("export/path"), QDir::home().filePath(QStringLiteral("attnlens-figure.png")))
+            .toString());
     auto* browse = new QPushButton(QStringLiteral("Browse…"));
     auto* row = new QHBoxLayout;
     row->addWidget(path, 1);
@@ -784,7 +805,8 @@ void MainWindow::exportFigureDialog() {
     };
     format->setCurrentText(QFileInfo(path->text()).suffix().toUpper());
     connect(format, &QComboBox::currentTextChanged, &dialog, fixExtension);
-    connect(format, &QComboBox::currentTextChanged, &dialog, [dpi, format]() { dpi->setEnabled(format->currentText() == QStringLiteral("PNG")); });
+    connect(format, &QComboBox::currentTextChanged, &dialog,
+            [dpi, format]() { dpi->setEnabled(format->currentText() == QStringLiteral("PNG")); });
     connect(browse, &QPushButton::clicked, &dialog, [&]() {
         const QString p = QFileDialog::getSaveFileName(&dialog, QStringLiteral("Export figure"), path->text(),
                                                        QStringLiteral("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
@@ -810,8 +832,12 @@ void MainWindow::exportFigureDialog() {
 
 void MainWindow::exportStatisticsDialog(bool wholeDump) {
     const QString path = QFileDialog::getSaveFileName(
-        this, wholeDump ? QStringLiteral("Export statistics of the whole dump") : QStringLiteral("Export statistics of the selection"),
-        QSettings().value(QStringLiteral("export/jsonPath"), QDir::home().filePath(QStringLiteral("attnlens-analysis.json"))).toString(),
+        this,
+        wholeDump ? QStringLiteral("Export statistics of the whole dump")
+                  : QStringLiteral("Export statistics of the selection"),
+        QSettings()
+            .value(QStringLiteral("export/jsonPath"), QDir::home().filePath(QStringLiteral("attnlens-analysis.json")))
+            .toString(),
         QStringLiteral("JSON (*.json)"));
     if (path.isEmpty()) return;
     QSettings().setValue(QStringLiteral("export/jsonPath"), path);
@@ -829,9 +855,11 @@ void MainWindow::preferencesDialog() {
 void MainWindow::showShortcuts() {
     QString html = QStringLiteral("<table cellspacing='6'>");
     for (const auto& s : kShortcuts)
-        html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(QString::fromUtf8(s.keys).toHtmlEscaped(), QString::fromUtf8(s.what).toHtmlEscaped());
+        html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
+                    .arg(QString::fromUtf8(s.keys).toHtmlEscaped(), QString::fromUtf8(s.what).toHtmlEscaped());
     html += QStringLiteral("</table>");
-    auto* box = new QMessageBox(QMessageBox::Information, QStringLiteral("Keyboard shortcuts"), html, QMessageBox::Ok, this);
+    auto* box =
+        new QMessageBox(QMessageBox::Information, QStringLiteral("Keyboard shortcuts"), html, QMessageBox::Ok, this);
     box->setTextFormat(Qt::RichText);
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->setModal(false);
@@ -839,11 +867,13 @@ void MainWindow::showShortcuts() {
 }
 
 void MainWindow::showAbout() {
-    QMessageBox::about(this, QStringLiteral("About AttnLens"),
-                       QStringLiteral("<b>AttnLens %1</b><br>Attention of vision transformers under softmax and linear "
-                                      "paradigms: token maps, comparisons, spectra, locality, injectivity and magnitude "
-                                      "statistics (FLatten, InLine, MALA).<br>Plots: QCustomPlot %2, Qt %3.")
-                           .arg(QStringLiteral(ATTNLENS_VERSION), QStringLiteral(QCUSTOMPLOT_VERSION_STR), QString::fromLatin1(qVersion())));
+    QMessageBox::about(
+        this, QStringLiteral("About AttnLens"),
+        QStringLiteral("<b>AttnLens %1</b><br>Attention of vision transformers under softmax and linear "
+                       "paradigms: token maps, comparisons, spectra, locality, injectivity and magnitude "
+                       "statistics (FLatten, InLine, MALA).<br>Plots: QCustomPlot %2, Qt %3.")
+            .arg(QStringLiteral(ATTNLENS_VERSION), QStringLiteral(QCUSTOMPLOT_VERSION_STR),
+                 QString::fromLatin1(qVersion())));
 }
 
 }  // namespace attnlens::gui

@@ -5,8 +5,8 @@
 #include <QLabel>
 #include <cmath>
 
-#include "color_maps.h"
 #include "attnlens/error.h"
+#include "color_maps.h"
 #include "session.h"
 
 namespace attnlens::gui {
@@ -45,9 +45,7 @@ MatrixImage buildMatrixImage(const Eigen::Ref<const Eigen::Matrix<double, -1, -1
     } else if (logScale) {
         const double t = maxAbs > 0 ? maxAbs * 1e-4 : 1.0;
         m.floor = t;
-        f = [t](double v) {
-            return std::isfinite(v) ? std::copysign(std::log10(1.0 + std::abs(v) / t), v) : v;
-        };
+        f = [t](double v) { return std::isfinite(v) ? std::copysign(std::log10(1.0 + std::abs(v) / t), v) : v; };
         m.transform = QStringLiteral("symlog");
     }
     double tlo = INFINITY, thi = -INFINITY;
@@ -232,7 +230,10 @@ void MatrixView::rebuild() {
         const long long n = head->tokens();
         const TokenLayout lay = session_->layout();
         session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
-            slot, QStringLiteral("%1 matrix %2 x %2").arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention")).arg(n),
+            slot,
+            QStringLiteral("%1 matrix %2 x %2")
+                .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
+                .arg(n),
             [head, signedP, logScale, branch, lay](const JobContext& ctx) {
                 ctx.progress(0, 2, QStringLiteral("computing A"));
                 Matrix a = head->matrix();

@@ -20,7 +20,7 @@ struct MatrixImage {
     QString transform;  // "linear", "log10 A" or "symlog"
     long long tokens = 0;
     long long flaggedRows = 0;
-    double floor = 0;   // log: weights below this are drawn at the lowest colour
+    double floor = 0;  // log: weights below this are drawn at the lowest colour
 };
 // Builds the display data; exposed for tests. logScale: non-negative matrices use log10(max(A,
 // floor)) with floor = 1e-6 max A; signed ones use sign(A) log10(1 + |A|/t), t = 1e-4 max|A|.

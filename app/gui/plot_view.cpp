@@ -187,8 +187,8 @@ bool alignVertically(QCPLayoutElement* element, const QMargins& to) {
 
 bool alignHorizontally(QCPLayoutElement* element, const QMargins& to) {
     const QMargins now = element->margins();
-    const bool changed = element->autoMargins() != (QCP::msTop | QCP::msBottom) || now.left() != to.left() ||
-                         now.right() != to.right();
+    const bool changed =
+        element->autoMargins() != (QCP::msTop | QCP::msBottom) || now.left() != to.left() || now.right() != to.right();
     element->setAutoMargins(QCP::msTop | QCP::msBottom);
     element->setMargins(QMargins(to.left(), now.top(), to.right(), now.bottom()));
     return changed;
@@ -197,7 +197,8 @@ bool alignHorizontally(QCPLayoutElement* element, const QMargins& to) {
 QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int gridW) {
     auto* frame = new QCPItemRect(plot);
     frame->setClipAxisRect(rect);
-    for (auto* pos : {frame->topLeft, frame->bottomRight}) pos->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    for (auto* pos : {frame->topLeft, frame->bottomRight})
+        pos->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
     frame->topLeft->setCoords(-0.5, -0.5);
     frame->bottomRight->setCoords(gridW - 0.5, gridH - 0.5);
     frame->setPen(QPen(QColor(90, 90, 90), 0.8));
@@ -212,7 +213,8 @@ void CellMarker::create(QCustomPlot* plot, QCPAxisRect* rect) {
     for (QCPItemRect* r : {outer, inner}) {
         r->setClipAxisRect(rect);
         r->setClipToAxisRect(true);
-        for (auto* pos : {r->topLeft, r->bottomRight}) pos->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        for (auto* pos : {r->topLeft, r->bottomRight})
+            pos->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
         r->setBrush(Qt::NoBrush);
         r->setSelectable(false);
     }
@@ -235,10 +237,9 @@ void CellMarker::setVisible(bool on) {
 
 QColor paradigmColor(int i) {
     // Tableau 10, then darker variants.
-    static const QColor palette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44),
-                                     QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75),
-                                     QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34),
-                                     QColor(23, 190, 207)};
+    static const QColor palette[] = {
+        QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),   QColor(214, 39, 40),  QColor(148, 103, 189),
+        QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34), QColor(23, 190, 207)};
     const int n = int(std::size(palette));
     const QColor c = palette[((i % n) + n) % n];
     return i >= n ? c.darker(140) : c;

@@ -93,9 +93,9 @@ Preferences Preferences::load(QSettings& s, QStringList* problems) {
 void Preferences::save(QSettings& s) const {
     s.beginGroup(QStringLiteral("preferences"));
     s.setValue(QStringLiteral("paradigms"), paradigmSpecs);
-    s.setValue(QStringLiteral("rankRelativeTolerance"),
-               analysis.spectrum.relativeTolerance ? QVariant(*analysis.spectrum.relativeTolerance)
-                                                   : QVariant(QString()));
+    s.setValue(QStringLiteral("rankRelativeTolerance"), analysis.spectrum.relativeTolerance
+                                                            ? QVariant(*analysis.spectrum.relativeTolerance)
+                                                            : QVariant(QString()));
     s.setValue(QStringLiteral("spectrumSpatialOnly"), analysis.spectrum.spatialOnly);
     s.setValue(QStringLiteral("localK"), formatKList(analysis.localK));
     s.setValue(QStringLiteral("tau"), analysis.confusion.tau);

@@ -46,7 +46,8 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     pl->addWidget(new QLabel(QStringLiteral(
         "One definition per line, in the form of attnlens-cli --paradigms: NAME:key=value,...\n"
         "keys: norm (softmax|divide|subtract|magnitude), kernel, transform, p, shift, slope, eps, c, scale, seed.\n"
-        "A preset's name replaces that preset (e.g. focused:norm=divide,kernel=focused,p=2); lines starting with # are ignored.")));
+        "A preset's name replaces that preset (e.g. focused:norm=divide,kernel=focused,p=2); lines starting with # are "
+        "ignored.")));
     specs_ = new QPlainTextEdit;
     specs_->setObjectName(QStringLiteral("paradigmSpecs"));
     specs_->setPlainText(prefs.paradigmSpecs.join('\n'));
@@ -66,10 +67,12 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     auto* aw = new QWidget;
     auto* form = new QFormLayout(aw);
     const AnalysisOptions& a = prefs.analysis;
-    rankTol_ = new QLineEdit(a.spectrum.relativeTolerance ? QString::number(*a.spectrum.relativeTolerance, 'g', 6) : QString());
+    rankTol_ = new QLineEdit(a.spectrum.relativeTolerance ? QString::number(*a.spectrum.relativeTolerance, 'g', 6)
+                                                          : QString());
     rankTol_->setPlaceholderText(QStringLiteral("default: N · 2^-23 (float32 resolution)"));
     form->addRow(QStringLiteral("Rank tolerance (relative to σ_max)"), rankTol_);
-    spatialOnly_ = new QCheckBox(QStringLiteral("Spectra of the spatial sub-matrix only (prefix rows/columns removed)"));
+    spatialOnly_ =
+        new QCheckBox(QStringLiteral("Spectra of the spatial sub-matrix only (prefix rows/columns removed)"));
     spatialOnly_->setChecked(a.spectrum.spatialOnly);
     form->addRow(QString(), spatialOnly_);
     kList_ = new QLineEdit(formatKList(a.localK));
@@ -120,7 +123,8 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     error_ = new QLabel;
     error_->setStyleSheet(QStringLiteral("color: #b00000"));
     error_->setWordWrap(true);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel | QDialogButtonBox::RestoreDefaults);
+    auto* buttons =
+        new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel | QDialogButtonBox::RestoreDefaults);
     connect(buttons, &QDialogButtonBox::accepted, this, &PreferencesDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     connect(buttons->button(QDialogButtonBox::RestoreDefaults), &QPushButton::clicked, this, [this]() {
@@ -156,7 +160,8 @@ void PreferencesDialog::refreshParadigmList() {
         lines << QStringLiteral("<b>%1</b>: <code>%2</code>")
                      .arg(QString::fromStdString(para.name).toHtmlEscaped(),
                           QString::fromStdString(para.toJson().dump()).toHtmlEscaped());
-    for (const QString& prob : problems) lines << QStringLiteral("<span style='color:#b00000'>%1</span>").arg(prob.toHtmlEscaped());
+    for (const QString& prob : problems)
+        lines << QStringLiteral("<span style='color:#b00000'>%1</span>").arg(prob.toHtmlEscaped());
     paradigmList_->setText(lines.join(QStringLiteral("<br>")));
 }
 

@@ -17,10 +17,14 @@ namespace {
 
 int exitCode(ErrorKind k) {
     switch (k) {
-        case ErrorKind::Usage: return 2;
-        case ErrorKind::Input: return 3;
-        case ErrorKind::Output: return 4;
-        case ErrorKind::Cancelled: return 5;
+        case ErrorKind::Usage:
+            return 2;
+        case ErrorKind::Input:
+            return 3;
+        case ErrorKind::Output:
+            return 4;
+        case ErrorKind::Cancelled:
+            return 5;
     }
     return 1;
 }
@@ -99,16 +103,16 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              layer = opt({"layer"}, "L", "0"), head = opt({"head"}, "H", "0"),
                              query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P", "softmax"),
                              paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
-                             size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"),
-                             log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
-                             scope = opt({"scope"}, "S"), k = opt({"k"}, "K", "3"),
-                             opacity = opt({"opacity"}, "PCT", "0"), output = opt({"o", "output"}, "OUT"),
-                             localBranch = opt({"local-branch"}), channel = opt({"channel"}, "C"),
-                             help = opt({"h", "help"});
-    p.addOptions({view, image, layer, head, query, paradigm, paradigms, define, size, dpi, log, shared, diff, scope, k,
-                  opacity, localBranch, channel, output, help});
+                             size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"), log = opt({"log"}),
+                             shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"), scope = opt({"scope"}, "S"),
+                             k = opt({"k"}, "K", "3"), opacity = opt({"opacity"}, "PCT", "0"),
+                             output = opt({"o", "output"}, "OUT"), localBranch = opt({"local-branch"}),
+                             channel = opt({"channel"}, "C"), help = opt({"h", "help"});
+    p.addOptions({view, image,  layer, head,  query, paradigm, paradigms,   define,  size,   dpi,
+                  log,  shared, diff,  scope, k,     opacity,  localBranch, channel, output, help});
     try {
-        if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args)) throwUsage("render: " + p.errorText().toStdString());
+        if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
+            throwUsage("render: " + p.errorText().toStdString());
         if (p.isSet(help)) {
             out << renderUsage();
             return 0;
@@ -169,7 +173,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         session.setParadigm(paradigmByName(session, p.value(paradigm)));
         if (p.isSet(paradigms)) {
             std::vector<int> shown;
-            for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts)) shown.push_back(paradigmByName(session, n));
+            for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts))
+                shown.push_back(paradigmByName(session, n));
             session.setShown(shown);
         }
         if (p.isSet(channel) && !p.isSet(localBranch)) throwUsage("--channel: only with --local-branch");
@@ -190,7 +195,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             if (const QString e = session.localBranchError(); !e.isEmpty()) throwInput(e.toStdString());
         }
         const QString sc = p.value(scope);
-        if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all")) throwUsage("--scope: 'image' or 'all'");
+        if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
+            throwUsage("--scope: 'image' or 'all'");
         const StatsScope statsScope = sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage;
         if (p.isSet(scope)) session.setStatsScope(statsScope);
 

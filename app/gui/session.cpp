@@ -243,8 +243,7 @@ void Session::setParadigm(int paradigm) {
 void Session::setShown(std::vector<int> shown) {
     std::vector<int> valid;
     for (int i : shown)
-        if (i >= 0 && i < int(paradigms_.size()) &&
-            std::find(valid.begin(), valid.end(), i) == valid.end())
+        if (i >= 0 && i < int(paradigms_.size()) && std::find(valid.begin(), valid.end(), i) == valid.end())
             valid.push_back(i);
     if (valid == sel_.shown) return;
     sel_.shown = std::move(valid);
@@ -311,9 +310,7 @@ QString Session::headError(const HeadKey& key) {
     return {};
 }
 
-std::string Session::paradigmKey(int paradigm) const {
-    return paradigms_.at(std::size_t(paradigm)).toJson().dump();
-}
+std::string Session::paradigmKey(int paradigm) const { return paradigms_.at(std::size_t(paradigm)).toJson().dump(); }
 
 std::shared_ptr<const AttentionHead> Session::head(const HeadKey& key, int paradigm) {
     auto acts = activations(key);
@@ -339,9 +336,7 @@ std::shared_ptr<const AttentionHead> Session::head(const HeadKey& key, int parad
     return h;
 }
 
-std::shared_ptr<const AttentionHead> Session::currentHead(int paradigm) {
-    return head(currentKey(), paradigm);
-}
+std::shared_ptr<const AttentionHead> Session::currentHead(int paradigm) { return head(currentKey(), paradigm); }
 
 namespace {
 
@@ -471,7 +466,8 @@ std::shared_ptr<const BranchKernel> Session::localBranch() {
     BranchEntry& entry = branchWeights_[{sel_.image, sel_.layer}];
     if (!entry.weights && entry.error.isEmpty()) {
         try {
-            entry.weights = std::make_shared<const LocalBranchWeights>(reader_->readLocalBranch(sel_.image, sel_.layer));
+            entry.weights =
+                std::make_shared<const LocalBranchWeights>(reader_->readLocalBranch(sel_.image, sel_.layer));
         } catch (const std::exception& e) {
             entry.error = QString::fromStdString(e.what());
             if (entry.error.isEmpty()) entry.error = QStringLiteral("reading the weights failed");
@@ -550,8 +546,8 @@ QImage Session::inputImage(int image) {
 // ---- Background analyses ------------------------------------------------------------------------
 
 std::string Session::spectrumKey(const HeadKey& key, int paradigm) const {
-    return std::to_string(key.image) + '/' + std::to_string(key.layer) + '/' + std::to_string(key.head) +
-           '/' + paradigmKey(paradigm) + '/' + prefs_.analysis.toJson()["spectrum"].dump();
+    return std::to_string(key.image) + '/' + std::to_string(key.layer) + '/' + std::to_string(key.head) + '/' +
+           paradigmKey(paradigm) + '/' + prefs_.analysis.toJson()["spectrum"].dump();
 }
 
 const SpectrumResult* Session::spectrum(int paradigm, bool request) {
@@ -580,8 +576,9 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
             QStringLiteral("spectrum of %1").arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
         const TokenLayout lay = layout();
         const SpectrumOptions opts = prefs_.analysis.spectrum;
-        submitSpectrum(slot, key, p, label, spectra_,
-                       [lay, opts](const AttentionHead& h, const JobContext&) { return attnlens::spectrum(h, lay, opts); });
+        submitSpectrum(slot, key, p, label, spectra_, [lay, opts](const AttentionHead& h, const JobContext&) {
+            return attnlens::spectrum(h, lay, opts);
+        });
     }
 }
 
@@ -721,8 +718,8 @@ void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& reque
     jobs_.submit<std::shared_ptr<const AnalysisReport>>(
         slot, label,
         [reader, request, hash](const JobContext& ctx) {
-            auto report = std::make_shared<AnalysisReport>(analyzeDump(
-                *reader, request, [&ctx](const AnalysisProgress& p) {
+            auto report =
+                std::make_shared<AnalysisReport>(analyzeDump(*reader, request, [&ctx](const AnalysisProgress& p) {
                     ctx.progress(p.done, p.total, QString::fromStdString(p.current));
                     return !ctx.cancelled();
                 }));

@@ -27,11 +27,11 @@ namespace attnlens::gui {
 
 struct Selection {
     int image = 0;
-    int layer = 0;   // position in DumpInfo::layers
+    int layer = 0;  // position in DumpInfo::layers
     int head = 0;
-    Index query = 0; // token index (prefix tokens first)
-    int paradigm = 0;            // index into Session::paradigms(): token map and matrix view
-    std::vector<int> shown;      // indices into Session::paradigms(): comparison and statistics
+    Index query = 0;         // token index (prefix tokens first)
+    int paradigm = 0;        // index into Session::paradigms(): token map and matrix view
+    std::vector<int> shown;  // indices into Session::paradigms(): comparison and statistics
     // The local branch (resources/format.md 1a): the views show E_c = A + M_c instead of A when
     // this is on and the selected layer has a branch. localChannel: V channel of the selected head
     // whose kernel is added, -1 for the mean over the head's d_v channels (A + M_mean).
@@ -137,8 +137,8 @@ public:
     // ---- Local branch ---------------------------------------------------------------------------
     void setLocalBranch(bool on);
     void setLocalChannel(int channel);  // -1: mean over the head's V channels
-    bool dumpHasLocalBranch() const;     // any layer
-    bool layerHasLocalBranch() const;    // the selected layer
+    bool dumpHasLocalBranch() const;    // any layer
+    bool layerHasLocalBranch() const;   // the selected layer
     // The kernel the views add now: nullptr when the toggle is off, the selected layer has no
     // branch, or its weights could not be read (localBranchError() then says why). Weights are
     // read on the GUI thread (C x kh x kw values per image) and cached.
@@ -188,9 +188,9 @@ public:
 
 Q_SIGNALS:
     void dumpChanged();
-    void selectionChanged();   // image, layer, head or paradigm (rows change)
-    void queryChanged();       // only the query token
-    void paradigmsChanged();   // the list or the shown set or the preferences
+    void selectionChanged();  // image, layer, head or paradigm (rows change)
+    void queryChanged();      // only the query token
+    void paradigmsChanged();  // the list or the shown set or the preferences
     void spectraChanged();
     void layerReportChanged();
     void issueFound(const attnlens::gui::Issue& issue);
@@ -223,7 +223,7 @@ private:
 
     std::map<HeadKey, HeadEntry> heads_;
     quint64 useClock_ = 0;
-    std::map<int, RowData> rows_;  // paradigm -> row of the current query
+    std::map<int, RowData> rows_;        // paradigm -> row of the current query
     std::map<int, RowData> branchRows_;  // paradigm -> row of E_c of the current query
     struct BranchEntry {
         std::shared_ptr<const LocalBranchWeights> weights;  // nullptr when reading failed
@@ -244,8 +244,8 @@ private:
     std::map<std::string, std::shared_ptr<const AnalysisReport>> reports_;
     std::map<QString, std::string> pendingReportKeys_;  // job slot -> report key on its way
     std::set<QString> reportedIssues_;
-    std::map<HeadKey, QString> readErrors_;           // heads whose activations could not be read
-    std::map<std::string, QString> reportErrors_;     // report key -> why its job failed
+    std::map<HeadKey, QString> readErrors_;        // heads whose activations could not be read
+    std::map<std::string, QString> reportErrors_;  // report key -> why its job failed
     int activationReads_ = 0, headBuilds_ = 0;
 };
 

@@ -204,7 +204,8 @@ std::vector<int> confusionHistogram(const std::vector<long long>& perImage, int 
 // ---- spectrum -----------------------------------------------------------------------------------
 
 SpectrumView::SpectrumView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    help_ = new QLabel(QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"), this);
+    help_ = new QLabel(
+        QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"), this);
     toolbar()->addWidget(help_);
     toolbar()->addStretch(1);
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
@@ -242,11 +243,14 @@ void SpectrumView::rebuild() {
     QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
     setLogAxis(rect->axis(QCPAxis::atLeft));
     rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("index k (descending order)"));
-    help_->setText(branch ? QStringLiteral("Singular values of A (thin) and of E_c = A + M_c (thick) of the selected head, "
-                                           "per shown paradigm")
-                          : QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"));
-    rect->axis(QCPAxis::atLeft)->setLabel(branch ? QStringLiteral("singular value σ_k of A, of E_c = A + M_c")
-                                                 : QStringLiteral("singular value σ_k of A (dimensionless)"));
+    help_->setText(
+        branch
+            ? QStringLiteral("Singular values of A (thin) and of E_c = A + M_c (thick) of the selected head, "
+                             "per shown paradigm")
+            : QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"));
+    rect->axis(QCPAxis::atLeft)
+        ->setLabel(branch ? QStringLiteral("singular value σ_k of A, of E_c = A + M_c")
+                          : QStringLiteral("singular value σ_k of A (dimensionless)"));
     session_->requestSpectra(sel.shown);
     if (branch) session_->requestBranchSpectra(sel.shown);
     std::vector<double> all;
@@ -276,7 +280,8 @@ void SpectrumView::rebuild() {
         if (s.tolerance > 0) {
             auto* line = new QCPItemStraightLine(plot_);
             line->setClipAxisRect(rect);
-            for (auto* pt : {line->point1, line->point2}) pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+            for (auto* pt : {line->point1, line->point2})
+                pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
             line->point1->setCoords(0, s.tolerance);
             line->point2->setCoords(1, s.tolerance);
             line->setPen(QPen(c, 1.0, thresholdStyle));
@@ -342,9 +347,8 @@ LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optiona
     scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
     toolbar()->addWidget(new QLabel(QStringLiteral("Over:"), this));
     toolbar()->addWidget(scope_);
-    connect(scope_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage);
-    });
+    connect(scope_, &QComboBox::currentIndexChanged, this,
+            [this](int i) { setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage); });
     connect(session, &Session::layerReportChanged, this, [this]() {
         QSignalBlocker block(scope_);
         scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
@@ -378,9 +382,11 @@ std::shared_ptr<const AnalysisReport> LayerReportView::report(QString* status) {
     const QString error = r ? QString() : session_->layerReportError(scope());
     waiting_ = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
     if (status)
-        *status = waiting_           ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
-                  : !error.isEmpty() ? QStringLiteral("FAILED\n") + wrapText(error, 70)
-                                     : QString();
+        *status =
+            waiting_
+                ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
+            : !error.isEmpty() ? QStringLiteral("FAILED\n") + wrapText(error, 70)
+                               : QString();
     return r;
 }
 
@@ -388,7 +394,8 @@ std::vector<int> LayerReportView::familyStarts(const AnalysisReport& r) const {
     std::vector<int> starts;
     const auto& layers = r.request.layers;
     for (std::size_t i = 1; i < layers.size(); ++i)
-        if (layerFamily(r.dump.layers[std::size_t(layers[i])].name) != layerFamily(r.dump.layers[std::size_t(layers[i - 1])].name))
+        if (layerFamily(r.dump.layers[std::size_t(layers[i])].name) !=
+            layerFamily(r.dump.layers[std::size_t(layers[i - 1])].name))
             starts.push_back(int(i));
     return starts;
 }
@@ -397,7 +404,8 @@ void LayerReportView::addFamilySeparators(QCPAxisRect* rect, const std::vector<i
     for (int i : starts) {
         auto* line = new QCPItemStraightLine(plot_);
         line->setClipAxisRect(rect);
-        for (auto* pt : {line->point1, line->point2}) pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        for (auto* pt : {line->point1, line->point2})
+            pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
         line->point1->setCoords(i - 0.5, 0);
         line->point2->setCoords(i - 0.5, 1);
         line->setPen(QPen(QColor(150, 150, 150), 1.0, Qt::DashDotLine));
@@ -455,9 +463,12 @@ void LocalMassView::rebuild() {
     auto* title = resetWithTitle(plot_, QString());
     QCPAxisRect* rect = addRect(plot_, 1, 0);
     QCPLegend* legend = addSideLegend(plot_, 1, 1);
-    rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
+    rect->axis(QCPAxis::atLeft)
+        ->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
     if (!r) {
-        title->setText(QStringLiteral("Local %1 x %1 mass per layer — %2").arg(k).arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        title->setText(QStringLiteral("Local %1 x %1 mass per layer — %2")
+                           .arg(k)
+                           .arg(status.isEmpty() ? QStringLiteral("no data") : status));
         return;
     }
     setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
@@ -471,25 +482,31 @@ void LocalMassView::rebuild() {
         return double(NAN);
     };
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
-        const auto mean = perLayerMean(*r, p, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::mean); });
+        const auto mean =
+            perLayerMean(*r, p, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::mean); });
         all.insert(all.end(), mean.begin(), mean.end());
         const int sp = sessionParadigm(*r, p);
         layerSeries(mean, starts, x, y);
-        addLine(rect, x, y, paradigmColor(sp),
-                QString::fromStdString(r->paradigms[std::size_t(p)].name), legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        addLine(rect, x, y, paradigmColor(sp), QString::fromStdString(r->paradigms[std::size_t(p)].name), legend,
+                Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
     if (!r->paradigms.empty()) {
-        const auto uniform = perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::uniformBaseline); });
-        const auto paper = perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::paperBaseline); });
+        const auto uniform =
+            perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::uniformBaseline); });
+        const auto paper =
+            perLayerMean(*r, 0, [&](const HeadStatistics& s) { return localOf(s, &LocalMassResult::paperBaseline); });
         all.insert(all.end(), uniform.begin(), uniform.end());
         layerSeries(uniform, starts, x, y);
-        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention (border-clipped windows)"), legend, Qt::DashLine);
+        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention (border-clipped windows)"), legend,
+                Qt::DashLine);
         layerSeries(paper, starts, x, y);
         addLine(rect, x, y, Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
     }
     all.push_back(0);
     fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
-    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2").arg(k).arg(scopeDescription()));
+    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2")
+                       .arg(k)
+                       .arg(scopeDescription()));
 }
 
 // A histogram over images needs the images: this view runs over the whole dump unless told otherwise.
@@ -506,11 +523,13 @@ void ConfusionView::rebuild() {
     auto* title = resetWithTitle(plot_, QString());
     QCPAxisRect* rect = addRect(plot_, 1, 0);
     QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
-    rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("confused query pairs per image (summed over layers and heads)"));
+    rect->axis(QCPAxis::atBottom)
+        ->setLabel(QStringLiteral("confused query pairs per image (summed over layers and heads)"));
     rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("number of images"));
     const double tau = session_->preferences().analysis.confusion.tau;
     if (!r) {
-        title->setText(QStringLiteral("Injectivity confusion — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        title->setText(
+            QStringLiteral("Injectivity confusion — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
         return;
     }
     const int np = int(r->paradigms.size());
@@ -559,8 +578,9 @@ void ConfusionView::rebuild() {
     rect->axis(QCPAxis::atLeft)->setTicker(yt);
     rect->axis(QCPAxis::atLeft)->setSubTicks(false);
     rect->axis(QCPAxis::atLeft)->setRange(0, top * 1.15 + 0.5);
-    title->setText(QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
-                       .arg(formatWeight(tau), scopeDescription()));
+    title->setText(
+        QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
+            .arg(formatWeight(tau), scopeDescription()));
 }
 
 bool ConfusionView::fitAspect() {
@@ -568,7 +588,8 @@ bool ConfusionView::fitAspect() {
     if (!binAxis_ || bins_ <= 0 || binAxis_->axisRect()->width() < 20) return false;
     const QFontMetrics fm(binAxis_->tickLabelFont());
     int widest = 0;
-    for (int b = 0; b < bins_; ++b) widest = std::max(widest, fm.horizontalAdvance(QString::fromStdString(confusionBinLabel(b))));
+    for (int b = 0; b < bins_; ++b)
+        widest = std::max(widest, fm.horizontalAdvance(QString::fromStdString(confusionBinLabel(b))));
     const bool tilt = (widest + 10) * bins_ > binAxis_->axisRect()->width();
     if (tilt == tiltLabels_ && qFuzzyCompare(binAxis_->tickLabelRotation() + 1, (tilt ? 40.0 : 0.0) + 1)) return false;
     tiltLabels_ = tilt;
@@ -595,7 +616,8 @@ void LayerStatsView::rebuild() {
     neg->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("negative mass per row"));
     frac->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("rows with A<0 (fraction)"));
     if (!r) {
-        title->setText(QStringLiteral("Entropy and negative mass per layer — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        title->setText(QStringLiteral("Entropy and negative mass per layer — %1")
+                           .arg(status.isEmpty() ? QStringLiteral("no data") : status));
         return;
     }
     QCPLegend* legend = addSideLegend(plot_, 1, 1);
@@ -607,11 +629,13 @@ void LayerStatsView::rebuild() {
         const QColor c = paradigmColor(sessionParadigm(*r, p));
         const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
         auto get = [&](auto member) {
-            return perLayerMean(*r, p, [member](const HeadStatistics& s) { return s.focus ? double((*s.focus).*member) : double(NAN); });
+            return perLayerMean(*r, p, [member](const HeadStatistics& s) {
+                return s.entropy ? double((*s.entropy).*member) : double(NAN);
+            });
         };
-        const auto e = get(&FocusResult::meanNormalisedEntropy);
-        const auto n = get(&FocusResult::meanNegativeMass);
-        const auto f = get(&FocusResult::negativeRowFraction);
+        const auto e = get(&EntropyResult::meanNormalisedEntropy);
+        const auto n = get(&EntropyResult::meanNegativeMass);
+        const auto f = get(&EntropyResult::negativeRowFraction);
         allE.insert(allE.end(), e.begin(), e.end());
         allN.insert(allN.end(), n.begin(), n.end());
         allF.insert(allF.end(), f.begin(), f.end());
@@ -635,8 +659,9 @@ void LayerStatsView::rebuild() {
         rect->axis(QCPAxis::atBottom)->setTickLabels(false);
         rect->axis(QCPAxis::atBottom)->setLabel(QString());
     }
-    title->setText(QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
-                       .arg(scopeDescription()));
+    title->setText(
+        QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
+            .arg(scopeDescription()));
 }
 
 bool LayerStatsView::fitAspect() {
@@ -668,23 +693,24 @@ bool LayerStatsView::fitAspect() {
 // ---- magnitude scaling ------------------------------------------------------------------------------
 
 MagnitudeView::MagnitudeView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    focus_ = new QComboBox(this);
-    focus_->setObjectName(QStringLiteral("magnitudeParadigm"));
+    magnitudeParadigm_ = new QComboBox(this);
+    magnitudeParadigm_->setObjectName(QStringLiteral("magnitudeParadigm"));
     toolbar()->addWidget(new QLabel(QStringLiteral("Distribution of:"), this));
-    toolbar()->addWidget(focus_);
+    toolbar()->addWidget(magnitudeParadigm_);
     toolbar()->addStretch(1);
     auto sync = [this]() {
-        QSignalBlocker block(focus_);
-        const int keep = focus_->currentData().isValid() ? focus_->currentData().toInt() : -1;
-        focus_->clear();
-        focus_->addItem(QStringLiteral("the selected paradigm"), -1);
+        QSignalBlocker block(magnitudeParadigm_);
+        const int keep = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
+        magnitudeParadigm_->clear();
+        magnitudeParadigm_->addItem(QStringLiteral("the selected paradigm"), -1);
         const auto& ps = session_->paradigms();
-        for (std::size_t i = 0; i < ps.size(); ++i) focus_->addItem(QString::fromStdString(ps[i].name), int(i));
-        const int idx = focus_->findData(keep);
-        focus_->setCurrentIndex(idx >= 0 ? idx : 0);
+        for (std::size_t i = 0; i < ps.size(); ++i)
+            magnitudeParadigm_->addItem(QString::fromStdString(ps[i].name), int(i));
+        const int idx = magnitudeParadigm_->findData(keep);
+        magnitudeParadigm_->setCurrentIndex(idx >= 0 ? idx : 0);
     };
     sync();
-    connect(focus_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
+    connect(magnitudeParadigm_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
     connect(session, &Session::paradigmsChanged, this, sync);
     connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
@@ -709,10 +735,10 @@ void MagnitudeView::rebuild() {
     QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
 
     // (a) the row at several factors, keys in the order of their weight at a = 1.
-    int focus = focus_->currentData().isValid() ? focus_->currentData().toInt() : -1;
-    if (focus < 0) focus = sel.paradigm;
-    auto fh = session_->currentHead(focus);
-    const RowData& base = session_->row(focus);
+    int shown = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
+    if (shown < 0) shown = sel.paradigm;
+    auto fh = session_->currentHead(shown);
+    const RowData& base = session_->row(shown);
     std::vector<Index> order(std::size_t(base.values.size()));
     std::iota(order.begin(), order.end(), Index(0));
     std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
@@ -741,13 +767,15 @@ void MagnitudeView::rebuild() {
             y << scaled(Index(f), order[std::size_t(r)]);
             distValues.push_back(y.back());
         }
-        const QColor c = QColor::fromRgb(fg.color(double(f), QCPRange(0, double(std::max<std::size_t>(1, factors.size() - 1)))));
+        const QColor c =
+            QColor::fromRgb(fg.color(double(f), QCPRange(0, double(std::max<std::size_t>(1, factors.size() - 1)))));
         addLine(dist, x, y, c, QStringLiteral("a = %1").arg(factors[f]), distLegend);
     }
     fitValueRange(dist->axis(QCPAxis::atLeft), distValues, false);
     dist->axis(QCPAxis::atBottom)->setRange(0.5, shownKeys + 0.5);
     dist->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key rank at a = 1 (top %1 keys)").arg(shownKeys));
-    dist->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A[q, key] of %1").arg(QString::fromStdString(fh->paradigm().name)));
+    dist->axis(QCPAxis::atLeft)
+        ->setLabel(QStringLiteral("A[q, key] of %1").arg(QString::fromStdString(fh->paradigm().name)));
 
     // (b-d) curves per shown paradigm.
     QCPLegend* legend = addSideLegend(plot_, 1, 1);
@@ -764,8 +792,10 @@ void MagnitudeView::rebuild() {
         const QColor col = paradigmColor(p);
         const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
         const QVector<double> x(c.factors.begin(), c.factors.end());
-        addLine(maxw, x, QVector<double>(c.maxWeight.begin(), c.maxWeight.end()), col, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
-        addLine(ent, x, QVector<double>(c.entropy.begin(), c.entropy.end()), col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        addLine(maxw, x, QVector<double>(c.maxWeight.begin(), c.maxWeight.end()), col, name, legend, Qt::SolidLine,
+                QCPScatterStyle::ssDisc);
+        addLine(ent, x, QVector<double>(c.entropy.begin(), c.entropy.end()), col, name, nullptr, Qt::SolidLine,
+                QCPScatterStyle::ssDisc);
         // A log axis cannot show a non-positive ratio (signed rows): those points are gaps, and
         // the paradigms concerned are named in the axis label.
         QVector<double> r;
@@ -790,8 +820,9 @@ void MagnitudeView::rebuild() {
     // because their ratio is <= 0 somewhere (no place on a log axis) goes under the x axis.
     ratio->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A_qm / A_qn (top / median key)"));
     if (!nonPositive.isEmpty())
-        ratio->axis(QCPAxis::atBottom)->setLabel(
-            QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1").arg(nonPositive.join(", ")));
+        ratio->axis(QCPAxis::atBottom)
+            ->setLabel(QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1")
+                           .arg(nonPositive.join(", ")));
     title->setText(QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
                        .arg(tokenName(session_->layout(), sel.query))
                        .arg(sel.query)

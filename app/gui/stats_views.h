@@ -120,7 +120,7 @@ protected:
     void rebuild() override;
 
 private:
-    std::vector<QCPAxisRect*> rects_;        // entropy, negative mass, negative-row fraction
+    std::vector<QCPAxisRect*> rects_;         // entropy, negative mass, negative-row fraction
     std::array<double, 3> stretch_{1, 1, 1};  // row stretch factors that equalise their heights
 };
 
@@ -135,7 +135,7 @@ protected:
     void rebuild() override;
 
 private:
-    QComboBox* focus_ = nullptr;  // paradigm whose distribution is drawn (-1: the selected one)
+    QComboBox* magnitudeParadigm_ = nullptr;  // paradigm whose distribution is drawn (-1: the selected one)
 };
 
 }  // namespace attnlens::gui

@@ -16,9 +16,7 @@ double prefixCellWidth(const TokenLayout& l) {
     return std::max(1.0, std::min(double(l.gridW) / std::max(1, l.prefix), l.gridW / 4.0));
 }
 
-QColor labelColorOn(const QColor& background) {
-    return background.lightnessF() > 0.55 ? Qt::black : Qt::white;
-}
+QColor labelColorOn(const QColor& background) { return background.lightnessF() > 0.55 ? Qt::black : Qt::white; }
 
 }  // namespace
 
@@ -197,7 +195,7 @@ void TokenMapView::rebuild() {
     const bool diverging = paradigm.signedWeights() || row.minFinite < 0 || branch != nullptr;
     const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
     QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
-                                                : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+                                          : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
     map_->setGradient(gradient);
     map_->setDataRange(QCPRange(range.lower, range.upper));
     scale_->setGradient(gradient);
@@ -218,8 +216,8 @@ void TokenMapView::rebuild() {
     for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
         const double v = row.values[i];
         prefixValues_[std::size_t(i)] = v;
-        const QColor c = std::isfinite(v) ? QColor::fromRgba(gradient.color(v, QCPRange(range.lower, range.upper)))
-                                          : prefs.nanColor;
+        const QColor c =
+            std::isfinite(v) ? QColor::fromRgba(gradient.color(v, QCPRange(range.lower, range.upper))) : prefs.nanColor;
         prefixCells_[std::size_t(i)]->setBrush(c);
         prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  %2").arg(prefixName(i, l.prefix), formatWeight(v)));
         prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
@@ -238,8 +236,7 @@ void TokenMapView::rebuild() {
 
     const LayerInfo& layer = session_->layerInfo();
     title_->setText(QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
-                        .arg(QString::fromStdString(paradigm.name) +
-                                 (branch ? QStringLiteral(" + M_c") : QString()),
+                        .arg(QString::fromStdString(paradigm.name) + (branch ? QStringLiteral(" + M_c") : QString()),
                              tokenName(l, sel.query))
                         .arg(sel.query)
                         .arg(sel.image)

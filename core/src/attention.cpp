@@ -56,8 +56,10 @@ void affineParameters(Index d, std::uint64_t seed, std::uint64_t stream, Matrix&
 void normaliseRowsInPlace(Matrix& x) {
     for (Index i = 0; i < x.rows(); ++i) {
         const double norm = x.row(i).norm();
-        if (norm > 0 && std::isfinite(norm)) x.row(i) /= norm;
-        else x.row(i).setConstant(kNaN);  // direction undefined: flagged downstream, never zeroed
+        if (norm > 0 && std::isfinite(norm))
+            x.row(i) /= norm;
+        else
+            x.row(i).setConstant(kNaN);  // direction undefined: flagged downstream, never zeroed
     }
 }
 
@@ -65,17 +67,22 @@ void normaliseRowsInPlace(Matrix& x) {
 
 const char* toString(RowStatus s) {
     switch (s) {
-        case RowStatus::Ok: return "ok";
-        case RowStatus::NonFinite: return "non_finite";
-        case RowStatus::ZeroDenominator: return "zero_denominator";
+        case RowStatus::Ok:
+            return "ok";
+        case RowStatus::NonFinite:
+            return "non_finite";
+        case RowStatus::ZeroDenominator:
+            return "zero_denominator";
     }
     return "?";
 }
 
 Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
     switch (kernel) {
-        case Kernel::Identity: return x;
-        case Kernel::Relu: return x.cwiseMax(0.0);
+        case Kernel::Identity:
+            return x;
+        case Kernel::Relu:
+            return x.cwiseMax(0.0);
         case Kernel::Elu1: {
             // exp of every entry with the SIMD kernel (the positive ones are then replaced).
             Matrix e(x.rows(), x.cols());
@@ -96,20 +103,22 @@ Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
         }
         case Kernel::Focused: {
             // FLatten Eq. 6: f_p(x) = ||x|| / ||x^p|| * x^p on x = ReLU(x) + shift.
-            Matrix base = (x.cwiseMax(0.0).array() + p.focusShift).matrix();
+            Matrix base = (x.cwiseMax(0.0).array() + p.focusingShift).matrix();
             // p = 2 and 3 by multiplication, as PyTorch's pow computes them (FLatten's reference
             // code); other p by std::pow.
             Matrix powered;
-            if (p.focusP == 3.0)
+            if (p.focusingPower == 3.0)
                 powered = base.array().cube().matrix();
-            else if (p.focusP == 2.0)
+            else if (p.focusingPower == 2.0)
                 powered = base.array().square().matrix();
             else
-                powered = base.array().pow(p.focusP).matrix();
+                powered = base.array().pow(p.focusingPower).matrix();
             for (Index i = 0; i < x.rows(); ++i) {
                 const double nb = base.row(i).norm(), np = powered.row(i).norm();
-                if (nb == 0) powered.row(i).setZero();  // f_p(0) = 0, the continuous limit
-                else powered.row(i) *= nb / np;
+                if (nb == 0)
+                    powered.row(i).setZero();  // f_p(0) = 0, the continuous limit
+                else
+                    powered.row(i) *= nb / np;
             }
             return powered;
         }
@@ -119,7 +128,8 @@ Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
 
 Matrix applyQueryTransform(QueryTransform t, const Paradigm& p, const Matrix& q) {
     switch (t) {
-        case QueryTransform::None: return q;
+        case QueryTransform::None:
+            return q;
         case QueryTransform::L2: {
             Matrix y = q;
             normaliseRowsInPlace(y);
@@ -171,8 +181,7 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
 
 // raw holds the dot products of query i (softmax: s * q_i.k_j; kernels: phi(q_i).phi(k_j)); dotSum
 // is phi(q_i).sum_m phi(k_m). The factor a multiplies the vector entering the normalisation.
-static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector> row, double dotSum,
-                              double a) {
+static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector> row, double dotSum, double a) {
     const double n = double(row.size());
     auto fail = [&](RowStatus s) {
         row.setConstant(kNaN);
@@ -264,16 +273,15 @@ static void gemmABt(const Eigen::Ref<const Matrix>& a, const Eigen::Ref<const Ma
         out.setZero();
         return;
     }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(a.rows()), blasint(b.rows()),
-                blasint(a.cols()), alpha, a.data(), blasint(a.outerStride()), b.data(),
-                blasint(b.outerStride()), 0.0, out.data(), blasint(out.outerStride()));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(a.rows()), blasint(b.rows()), blasint(a.cols()), alpha,
+                a.data(), blasint(a.outerStride()), b.data(), blasint(b.outerStride()), 0.0, out.data(),
+                blasint(out.outerStride()));
 }
 
 void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const {
     if (paradigm_.usesKernel()) {
         gemmABt(phiQ_.middleRows(begin, count), phiK_, 1.0, out);
-        Eigen::Map<Vector>(dotSums, count).noalias() =
-            phiQ_.middleRows(begin, count) * phiKSum_.transpose();
+        Eigen::Map<Vector>(dotSums, count).noalias() = phiQ_.middleRows(begin, count) * phiKSum_.transpose();
         return;
     }
     gemmABt(tq_.middleRows(begin, count), *k_, scale_, out);
@@ -342,7 +350,8 @@ LowRankForm AttentionHead::lowRankForm() const {
                 f.rowScale(i) = z + paradigm_.eps == 0 ? kNaN : c_ * (1.0 + 1.0 / (z + paradigm_.eps));
                 f.rowOffset(i) = -z / n;
                 break;
-            case Normalisation::Softmax: break;
+            case Normalisation::Softmax:
+                break;
         }
     }
     f.hasOffset = paradigm_.signedWeights();
@@ -364,9 +373,9 @@ Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) co
         o.noalias() = f.rowScale.asDiagonal() * (phiQ_ * kv);
         if (f.hasOffset) o.noalias() += f.rowOffset * v.colwise().sum();
         for (Index i = 0; i < n_; ++i) {
-            if (!std::isfinite(f.rowScale(i)) &&
-                (paradigm_.normalisation == Normalisation::Divide ? phiQ_.row(i).dot(phiKSum_) + double(n_) * paradigm_.eps == 0
-                                                                  : c_ * phiQ_.row(i).dot(phiKSum_) + paradigm_.eps == 0)) {
+            if (!std::isfinite(f.rowScale(i)) && (paradigm_.normalisation == Normalisation::Divide
+                                                      ? phiQ_.row(i).dot(phiKSum_) + double(n_) * paradigm_.eps == 0
+                                                      : c_ * phiQ_.row(i).dot(phiKSum_) + paradigm_.eps == 0)) {
                 s[i] = RowStatus::ZeroDenominator;
                 o.row(i).setConstant(kNaN);
             } else if (!o.row(i).allFinite()) {

@@ -105,15 +105,13 @@ std::size_t bytesOf(DType type) {
 }
 
 // Converts `count` stored values starting at element `offset` of `raw` to double.
-void toDouble(const unsigned char* raw, DType type, std::size_t offset, std::size_t count,
-              double* out) {
+void toDouble(const unsigned char* raw, DType type, std::size_t offset, std::size_t count, double* out) {
     switch (type) {
         case DType::Float16: {
             // All 65536 halves, decoded once (512 KiB): a lookup beats the branchy decoder ~2x.
             static const std::vector<double> table = [] {
                 std::vector<double> t(1u << 16);
-                for (std::uint32_t h = 0; h < t.size(); ++h)
-                    t[h] = float16::toDouble(std::uint16_t(h));
+                for (std::uint32_t h = 0; h < t.size(); ++h) t[h] = float16::toDouble(std::uint16_t(h));
                 return t;
             }();
             const unsigned char* p = raw + offset * 2;
@@ -139,8 +137,7 @@ void toDouble(const unsigned char* raw, DType type, std::size_t offset, std::siz
     }
 }
 
-void collectNonFinite(const Matrix& m, char tensor, int image, int layer, int head,
-                      std::vector<NonFiniteValue>& out) {
+void collectNonFinite(const Matrix& m, char tensor, int image, int layer, int head, std::vector<NonFiniteValue>& out) {
     for (Index row = 0; row < m.rows(); ++row) {
         if (!m.row(row).allFinite()) out.push_back({image, layer, head, row, tensor});
     }
@@ -195,9 +192,8 @@ std::string NonFiniteValue::describe(const DumpInfo& info) const {
     const std::string layerName = layer >= 0 && std::size_t(layer) < info.layers.size()
                                       ? info.layers[std::size_t(layer)].name
                                       : "#" + std::to_string(layer);
-    return "image " + std::to_string(image) + ", layer " + layerName + ", head " +
-           std::to_string(head) + ", token " + std::to_string(token) + " of " +
-           std::string(1, tensor);
+    return "image " + std::to_string(image) + ", layer " + layerName + ", head " + std::to_string(head) + ", token " +
+           std::to_string(token) + " of " + std::string(1, tensor);
 }
 
 nlohmann::json DumpInfo::toJson() const {
@@ -219,14 +215,17 @@ nlohmann::json DumpInfo::toJson() const {
             {"grid", {l.layout.gridH, l.layout.gridW}},
             {"prefix_tokens", l.layout.prefix},
             {"kernel_applied", l.kernelApplied},
-            {"local_branch", l.localBranch ? nlohmann::json{
-                {"kind", l.localBranch->kind},
-                {"channels", toString(l.localBranch->channelMap)},
-                {"weight_channels", l.localBranch->channels},
-                {"kernel", {l.localBranch->kernelH, l.localBranch->kernelW}},
-                {"per_image", l.localBranch->perImage},
-                {"bias", l.localBranch->hasBias ? (l.localBranch->biasPerImage ? "per_image" : "shared") : "none"},
-                {"dtype", toString(l.localBranch->weightType)}} : nlohmann::json(nullptr)},
+            {"local_branch", l.localBranch
+                                 ? nlohmann::json{{"kind", l.localBranch->kind},
+                                                  {"channels", toString(l.localBranch->channelMap)},
+                                                  {"weight_channels", l.localBranch->channels},
+                                                  {"kernel", {l.localBranch->kernelH, l.localBranch->kernelW}},
+                                                  {"per_image", l.localBranch->perImage},
+                                                  {"bias", l.localBranch->hasBias
+                                                               ? (l.localBranch->biasPerImage ? "per_image" : "shared")
+                                                               : "none"},
+                                                  {"dtype", toString(l.localBranch->weightType)}}
+                                 : nlohmann::json(nullptr)},
         });
     }
     return {
@@ -290,10 +289,10 @@ struct DumpReader::Impl {
             h5::Handle fileSpace(H5Dget_space(tensor.dataset.get()));
             h5::Handle memorySpace(H5Screate_simple(int(extent.size()), extent.data(), nullptr));
             if (!fileSpace.valid() || !memorySpace.valid() ||
-                H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr,
-                                    extent.data(), nullptr) < 0 ||
-                H5Dread(tensor.dataset.get(), memoryType(tensor.type), memorySpace.get(),
-                        fileSpace.get(), H5P_DEFAULT, buffer.data()) < 0) {
+                H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) <
+                    0 ||
+                H5Dread(tensor.dataset.get(), memoryType(tensor.type), memorySpace.get(), fileSpace.get(), H5P_DEFAULT,
+                        buffer.data()) < 0) {
                 throwInput(path + ": reading " + tensor.path + " (" + what +
                            ") failed: the file is truncated or corrupt" + h5::errorSuffix());
             }
@@ -308,8 +307,8 @@ struct DumpReader::Impl {
         const int channel = firstNonFiniteChannel(values, perChannel);
         if (channel < 0) return;
         const auto begin = values.begin() + std::ptrdiff_t(std::size_t(channel) * perChannel);
-        const double bad = *std::find_if(begin, begin + std::ptrdiff_t(perChannel),
-                                         [](double x) { return !std::isfinite(x); });
+        const double bad =
+            *std::find_if(begin, begin + std::ptrdiff_t(perChannel), [](double x) { return !std::isfinite(x); });
         std::ostringstream value;
         value << bad;
         throwInput(path + ": " + tensor.path + (image >= 0 ? " (image " + std::to_string(image) + ")" : "") +
@@ -319,8 +318,8 @@ struct DumpReader::Impl {
 
     // Reads the hyperslab [image, headBegin:headBegin+headCount, :, :] of one tensor in its stored
     // type into the calling thread's scratch buffer. Only the HDF5 part holds the lock.
-    const unsigned char* readSlab(const Tensor& tensor, int image, int headBegin, int headCount,
-                                  Index tokens, Index dim, const std::string& what) const {
+    const unsigned char* readSlab(const Tensor& tensor, int image, int headBegin, int headCount, Index tokens,
+                                  Index dim, const std::string& what) const {
         const std::size_t count = std::size_t(headCount) * std::size_t(tokens) * std::size_t(dim);
         std::vector<unsigned char>& buffer = scratchBuffer();
         buffer.resize(count * bytesOf(tensor.type));
@@ -332,12 +331,11 @@ struct DumpReader::Impl {
         // selection element by element (~20x slower).
         h5::Handle memorySpace(H5Screate_simple(4, extent, nullptr));
         if (!fileSpace.valid() || !memorySpace.valid() ||
-            H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr) <
-                0 ||
-            H5Dread(tensor.dataset.get(), memoryType(tensor.type), memorySpace.get(),
-                    fileSpace.get(), H5P_DEFAULT, buffer.data()) < 0) {
-            throwInput(path + ": reading " + tensor.path + " (" + what +
-                       ") failed: the file is truncated or corrupt" + h5::errorSuffix());
+            H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr) < 0 ||
+            H5Dread(tensor.dataset.get(), memoryType(tensor.type), memorySpace.get(), fileSpace.get(), H5P_DEFAULT,
+                    buffer.data()) < 0) {
+            throwInput(path + ": reading " + tensor.path + " (" + what + ") failed: the file is truncated or corrupt" +
+                       h5::errorSuffix());
         }
         return buffer.data();
     }
@@ -359,17 +357,13 @@ public:
 
     [[noreturn]] void fail(const std::string& message) const { throwInput(path_ + ": " + message); }
 
-    TokenLayout readLayout(hid_t object, const std::string& where, const TokenLayout& fallback,
-                           bool gridRequired, std::string* gridSource,
-                           std::string* prefixSource) const {
+    TokenLayout readLayout(hid_t object, const std::string& where, const TokenLayout& fallback, bool gridRequired,
+                           std::string* gridSource, std::string* prefixSource) const {
         TokenLayout layout = fallback;
         if (h5::hasAttribute(object, "grid", where)) {
-            const std::vector<std::int64_t> grid =
-                h5::readIntegerArrayAttribute(object, "grid", where);
-            if (grid.size() != 2 || grid[0] <= 0 || grid[1] <= 0 || grid[0] > INT_MAX ||
-                grid[1] > INT_MAX) {
-                throwInput(where + " attribute 'grid' must be two positive integers [H, W], got " +
-                           joinInts(grid));
+            const std::vector<std::int64_t> grid = h5::readIntegerArrayAttribute(object, "grid", where);
+            if (grid.size() != 2 || grid[0] <= 0 || grid[1] <= 0 || grid[0] > INT_MAX || grid[1] > INT_MAX) {
+                throwInput(where + " attribute 'grid' must be two positive integers [H, W], got " + joinInts(grid));
             }
             layout.gridH = int(grid[0]);
             layout.gridW = int(grid[1]);
@@ -380,8 +374,7 @@ public:
         if (h5::hasAttribute(object, "prefix_tokens", where)) {
             const std::int64_t prefix = h5::readIntegerAttribute(object, "prefix_tokens", where);
             if (prefix < 0 || prefix > INT_MAX) {
-                throwInput(where + " attribute 'prefix_tokens' must be an integer >= 0, got " +
-                           std::to_string(prefix));
+                throwInput(where + " attribute 'prefix_tokens' must be an integer >= 0, got " + std::to_string(prefix));
             }
             layout.prefix = int(prefix);
             if (prefixSource) *prefixSource = "the layer";
@@ -422,7 +415,8 @@ public:
         }
         const H5D_layout_t layout = H5Pget_layout(properties.get());
         if (layout == H5D_VIRTUAL) {
-            fail(datasetPath + " is a virtual dataset that maps data from other files; AttnLens reads only data "
+            fail(datasetPath +
+                 " is a virtual dataset that maps data from other files; AttnLens reads only data "
                  "stored in the dump itself (h5repack copies it in)");
         }
         if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT) {
@@ -434,8 +428,7 @@ public:
             size_t values = 0;
             char name[128] = {};
             const H5Z_filter_t filter =
-                H5Pget_filter2(properties.get(), unsigned(i), &flags, &values, nullptr, sizeof name,
-                               name, &config);
+                H5Pget_filter2(properties.get(), unsigned(i), &flags, &values, nullptr, sizeof name, name, &config);
             // Optional filters too (h5py adds lzf as optional): chunks it did compress are
             // unreadable without it.
             if (filter < 0 || H5Zfilter_avail(filter) > 0) continue;
@@ -460,7 +453,8 @@ public:
                          formatGiB(bytes) + " uncompressed), more than the limit of " +
                          formatGiB(kMaxFilteredChunkBytes) +
                          ": every read would decompress a whole chunk; store one image per chunk, e.g. "
-                         "h5repack -l " + datasetPath + ":CHUNK=" + dims + " IN.h5 OUT.h5");
+                         "h5repack -l " +
+                         datasetPath + ":CHUNK=" + dims + " IN.h5 OUT.h5");
                 }
             }
         }
@@ -469,25 +463,23 @@ public:
     std::vector<hsize_t> rank4Dims(const Tensor& tensor) const {
         const std::vector<hsize_t> dims = h5::datasetDims(tensor.dataset.get());
         if (dims.size() != 4) {
-            fail(tensor.path + " has rank " + std::to_string(dims.size()) + " (shape " +
-                 h5::describeDims(dims) + "); expected rank 4 [B, heads, N, d]");
+            fail(tensor.path + " has rank " + std::to_string(dims.size()) + " (shape " + h5::describeDims(dims) +
+                 "); expected rank 4 [B, heads, N, d]");
         }
         static const char* const names[4] = {"B (images)", "heads", "N (tokens)", "d"};
         for (std::size_t i = 0; i < 4; ++i) {
             if (dims[i] == 0) {
-                fail(tensor.path + " has shape " + h5::describeDims(dims) + ": " + names[i] +
-                     " must be at least 1");
+                fail(tensor.path + " has shape " + h5::describeDims(dims) + ": " + names[i] + " must be at least 1");
             }
             if (dims[i] > hsize_t(INT_MAX)) {
-                fail(tensor.path + " has shape " + h5::describeDims(dims) + ": " + names[i] +
-                     " is larger than " + std::to_string(INT_MAX));
+                fail(tensor.path + " has shape " + h5::describeDims(dims) + ": " + names[i] + " is larger than " +
+                     std::to_string(INT_MAX));
             }
         }
         return dims;
     }
 
-    LayerCandidate layer(hid_t layersGroup, const std::string& name,
-                         const TokenLayout& root) const {
+    LayerCandidate layer(hid_t layersGroup, const std::string& name, const TokenLayout& root) const {
         LayerCandidate candidate;
         LayerInfo& info = candidate.info;
         info.name = name;
@@ -497,8 +489,7 @@ public:
         h5::Handle group(H5Oopen(layersGroup, name.c_str(), H5P_DEFAULT));
         if (!group.valid()) fail(layerPath + " cannot be opened" + h5::errorSuffix());
         if (H5Iget_type(group.get()) != H5I_GROUP) {
-            fail(layerPath +
-                 " is not a group (each layer is a group holding q, k and optionally v)");
+            fail(layerPath + " is not a group (each layer is a group holding q, k and optionally v)");
         }
         for (const char* required : {"q", "k"}) {
             if (!h5::linkExists(group.get(), required, where)) {
@@ -510,8 +501,8 @@ public:
         const std::vector<hsize_t> q = rank4Dims(candidate.handles.q);
         const std::vector<hsize_t> k = rank4Dims(candidate.handles.k);
         if (q != k) {
-            fail(layerPath + ": q has shape " + h5::describeDims(q) + " but k has shape " +
-                 h5::describeDims(k) + "; q and k must have the same shape");
+            fail(layerPath + ": q has shape " + h5::describeDims(q) + " but k has shape " + h5::describeDims(k) +
+                 "; q and k must have the same shape");
         }
         info.batch = int(q[0]);
         info.heads = int(q[1]);
@@ -527,38 +518,36 @@ public:
             candidate.handles.v = openTensor(group.get(), layerPath, "v");
             const std::vector<hsize_t> v = rank4Dims(candidate.handles.v);
             if (v[0] != q[0] || v[1] != q[1] || v[2] != q[2]) {
-                fail(layerPath + ": v has shape " + h5::describeDims(v) + " but q has shape " +
-                     h5::describeDims(q) + "; v must have the same B, heads and N as q");
+                fail(layerPath + ": v has shape " + h5::describeDims(v) + " but q has shape " + h5::describeDims(q) +
+                     "; v must have the same B, heads and N as q");
             }
             info.valueDim = int(v[3]);
             info.vType = candidate.handles.v.type;
         }
 
-        const double readBytes = double(info.heads) * double(info.tokens) *
-                                 (2.0 * double(info.dim) + double(info.valueDim)) * 8.0;
+        const double readBytes =
+            double(info.heads) * double(info.tokens) * (2.0 * double(info.dim) + double(info.valueDim)) * 8.0;
         if (readBytes > kMaxLayerReadBytes) {
-            fail(layerPath + ": reading one (image, layer) would need " + formatGiB(readBytes) +
-                 " as double (heads " + std::to_string(info.heads) + " x N " +
-                 std::to_string(info.tokens) + " x (2 x d " + std::to_string(info.dim) + " + v d " +
-                 std::to_string(info.valueDim) + ") x 8 bytes), more than the limit of " +
-                 formatGiB(kMaxLayerReadBytes) + "; the declared sizes are not plausible");
+            fail(layerPath + ": reading one (image, layer) would need " + formatGiB(readBytes) + " as double (heads " +
+                 std::to_string(info.heads) + " x N " + std::to_string(info.tokens) + " x (2 x d " +
+                 std::to_string(info.dim) + " + v d " + std::to_string(info.valueDim) +
+                 ") x 8 bytes), more than the limit of " + formatGiB(kMaxLayerReadBytes) +
+                 "; the declared sizes are not plausible");
         }
 
         std::string gridSource = "the root", prefixSource = "the root";
         info.layout = readLayout(group.get(), where, root, false, &gridSource, &prefixSource);
         if (Index(info.tokens) != info.layout.tokens()) {
-            fail(layerPath + ": N = " + std::to_string(info.tokens) +
-                 " tokens but prefix_tokens + H*W = " + std::to_string(info.layout.prefix) + " + " +
-                 std::to_string(info.layout.gridH) + "*" + std::to_string(info.layout.gridW) +
-                 " = " + std::to_string(info.layout.tokens()) + " (grid from " + gridSource +
-                 ", prefix_tokens from " + prefixSource + ")");
+            fail(layerPath + ": N = " + std::to_string(info.tokens) + " tokens but prefix_tokens + H*W = " +
+                 std::to_string(info.layout.prefix) + " + " + std::to_string(info.layout.gridH) + "*" +
+                 std::to_string(info.layout.gridW) + " = " + std::to_string(info.layout.tokens()) + " (grid from " +
+                 gridSource + ", prefix_tokens from " + prefixSource + ")");
         }
 
         if (h5::hasAttribute(group.get(), "index", where)) {
             candidate.index = h5::readIntegerAttribute(group.get(), "index", where);
             if (*candidate.index < INT_MIN || *candidate.index > INT_MAX) {
-                throwInput(where + " attribute 'index' is out of range: " +
-                           std::to_string(*candidate.index));
+                throwInput(where + " attribute 'index' is out of range: " + std::to_string(*candidate.index));
             }
         }
         if (h5::hasAttribute(group.get(), "attention", where)) {
@@ -570,8 +559,7 @@ public:
             if (!(scale > 0) || !std::isfinite(scale)) {
                 std::ostringstream value;
                 value << scale;
-                throwInput(where + " attribute 'scale' must be a positive finite number, got " +
-                           value.str());
+                throwInput(where + " attribute 'scale' must be a positive finite number, got " + value.str());
             }
             info.scale = scale;
             info.scaleFromFile = true;
@@ -579,8 +567,7 @@ public:
         if (h5::hasAttribute(group.get(), "kernel_applied", where)) {
             info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
         }
-        if (h5::linkExists(group.get(), "local_branch", where))
-            localBranch(group.get(), layerPath, candidate);
+        if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
         return candidate;
     }
 
@@ -596,7 +583,8 @@ public:
         LocalBranchInfo branch;
         for (const char* required : {"kind", "channels"})
             if (!h5::hasAttribute(group.get(), required, where))
-                fail(branchPath + " attribute '" + required + "' is missing (kind: dwc, inline_residual, lepe or "
+                fail(branchPath + " attribute '" + required +
+                     "' is missing (kind: dwc, inline_residual, lepe or "
                      "other text; channels: per_head or all)");
         branch.kind = h5::readStringAttribute(group.get(), "kind", where);
         const std::string channels = h5::readStringAttribute(group.get(), "channels", where);
@@ -607,8 +595,7 @@ public:
         else
             fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
         if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
-        if (!h5::linkExists(group.get(), "weight", where))
-            fail(branchPath + ": dataset 'weight' is missing");
+        if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
 
         Tensor weight = openBranchTensor(group.get(), branchPath, "weight");
         const std::vector<hsize_t> w = h5::datasetDims(weight.dataset.get());
@@ -617,8 +604,8 @@ public:
         branch.perImage = w.size() == 4;
         const std::size_t o = branch.perImage ? 1 : 0;
         if (branch.perImage && w[0] != hsize_t(info.batch))
-            fail(weight.path + " has shape " + h5::describeDims(w) + ": per-image weights [B, C, kh, kw] need B = " +
-                 std::to_string(info.batch) + " (the layer's images)");
+            fail(weight.path + " has shape " + h5::describeDims(w) +
+                 ": per-image weights [B, C, kh, kw] need B = " + std::to_string(info.batch) + " (the layer's images)");
         const hsize_t kh = w[o + 1], kw = w[o + 2];
         if (kh == 0 || kw == 0 || kh % 2 == 0 || kw % 2 == 0)
             fail(weight.path + " has shape " + h5::describeDims(w) +
@@ -633,8 +620,8 @@ public:
                  "\" needs C = " +
                  (branch.channelMap == LocalChannelMap::PerHead
                       ? "d_v = " + std::to_string(info.valueDim)
-                      : "heads x d_v = " + std::to_string(info.heads) + " x " + std::to_string(info.valueDim) +
-                            " = " + std::to_string(expected)));
+                      : "heads x d_v = " + std::to_string(info.heads) + " x " + std::to_string(info.valueDim) + " = " +
+                            std::to_string(expected)));
         branch.channels = int(expected);
         branch.kernelH = int(kh);
         branch.kernelW = int(kw);
@@ -715,8 +702,7 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         std::string lower = detail;
         std::transform(lower.begin(), lower.end(), lower.begin(),
                        [](unsigned char c) { return char(std::tolower(c)); });
-        if (lower.find("unable to lock") != std::string::npos &&
-            lower.find("file") != std::string::npos) {
+        if (lower.find("unable to lock") != std::string::npos && lower.find("file") != std::string::npos) {
             throwInput(path + ": cannot open: the file is locked by another program" + suffix);
         }
         throwInput(path + ": HDF5 cannot open the file: it is truncated or corrupt" + suffix);
@@ -727,40 +713,36 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
     const std::string rootWhere = path + ": root";
     h5::Handle root(H5Gopen2(impl.file.get(), "/", H5P_DEFAULT));
     if (!root.valid()) {
-        throwInput(path + ": the root group cannot be read: the file is truncated or corrupt" +
-                   h5::errorSuffix());
+        throwInput(path + ": the root group cannot be read: the file is truncated or corrupt" + h5::errorSuffix());
     }
-        if (!h5::hasAttribute(root.get(), "format", rootWhere)) {
+    if (!h5::hasAttribute(root.get(), "format", rootWhere)) {
         throwInput(path + ": not an AttnLens dump: the root attribute 'format' is missing");
     }
     const std::string format = h5::readStringAttribute(root.get(), "format", rootWhere);
     if (format != kFormatName) {
-        throwInput(path + ": not an AttnLens dump: the root attribute 'format' is \"" + format +
-                   "\", expected \"" + kFormatName + "\"");
+        throwInput(path + ": not an AttnLens dump: the root attribute 'format' is \"" + format + "\", expected \"" +
+                   kFormatName + "\"");
     }
     if (!h5::hasAttribute(root.get(), "format_version", rootWhere)) {
         throwInput(path + ": the root attribute 'format_version' is missing");
     }
     const std::int64_t version = h5::readIntegerAttribute(root.get(), "format_version", rootWhere);
     if (version > kSupportedVersion) {
-        throwInput(path + ": format_version " + std::to_string(version) +
-                   " is newer than this AttnLens supports (" + std::to_string(kSupportedVersion) +
-                   ")");
+        throwInput(path + ": format_version " + std::to_string(version) + " is newer than this AttnLens supports (" +
+                   std::to_string(kSupportedVersion) + ")");
     }
     if (version < 1) {
-        throwInput(path + ": format_version " + std::to_string(version) +
-                   " is not valid (expected " + std::to_string(kSupportedVersion) + ")");
+        throwInput(path + ": format_version " + std::to_string(version) + " is not valid (expected " +
+                   std::to_string(kSupportedVersion) + ")");
     }
     info.formatVersion = int(version);
     if (h5::hasAttribute(root.get(), "model", rootWhere)) {
         info.model = h5::readStringAttribute(root.get(), "model", rootWhere);
     }
-    info.layout =
-        validator.readLayout(root.get(), rootWhere, TokenLayout{}, true, nullptr, nullptr);
+    info.layout = validator.readLayout(root.get(), rootWhere, TokenLayout{}, true, nullptr, nullptr);
 
     if (!h5::linkExists(impl.file.get(), "layers", rootWhere)) {
-        throwInput(path +
-                   ": the group /layers is missing (it holds one group per attention layer)");
+        throwInput(path + ": the group /layers is missing (it holds one group per attention layer)");
     }
     h5::Handle layersGroup(H5Oopen(impl.file.get(), "layers", H5P_DEFAULT));
     if (!layersGroup.valid() || H5Iget_type(layersGroup.get()) != H5I_GROUP) {
@@ -774,12 +756,12 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
 
     std::vector<LayerCandidate> candidates;
     for (hsize_t i = 0; i < groupInfo.nlinks; ++i) {
-        const ssize_t length = H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME,
-                                                  H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+        const ssize_t length =
+            H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
         if (length < 0) throwInput(path + ": /layers cannot be listed" + h5::errorSuffix());
         std::string name(std::size_t(length) + 1, '\0');
-        H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                           name.size(), H5P_DEFAULT);
+        H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
+                           H5P_DEFAULT);
         name.resize(std::size_t(length));
         if (const auto problem = textProblem(name)) {
             throwInput(path + ": the layer name \"" + printableText(name, 80) +
@@ -789,22 +771,20 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
     }
 
     // Layers with an index come first, by index; ties and layers without one by natural name order.
-    std::sort(candidates.begin(), candidates.end(),
-              [](const LayerCandidate& a, const LayerCandidate& b) {
-                  if (a.index.has_value() != b.index.has_value()) return a.index.has_value();
-                  if (a.index && *a.index != *b.index) return *a.index < *b.index;
-                  const int c = naturalCompare(a.info.name, b.info.name);
-                  return c != 0 ? c < 0 : a.info.name < b.info.name;
-              });
+    std::sort(candidates.begin(), candidates.end(), [](const LayerCandidate& a, const LayerCandidate& b) {
+        if (a.index.has_value() != b.index.has_value()) return a.index.has_value();
+        if (a.index && *a.index != *b.index) return *a.index < *b.index;
+        const int c = naturalCompare(a.info.name, b.info.name);
+        return c != 0 ? c < 0 : a.info.name < b.info.name;
+    });
     const std::string firstName = candidates.front().info.name;
     const int firstBatch = candidates.front().info.batch;
     for (std::size_t position = 0; position < candidates.size(); ++position) {
         LayerCandidate& c = candidates[position];
         c.info.index = c.index ? int(*c.index) : int(position);
         if (c.info.batch != firstBatch) {
-            throwInput(path + ": /layers/" + c.info.name +
-                       " has B = " + std::to_string(c.info.batch) + " images but /layers/" +
-                       firstName + " has B = " + std::to_string(firstBatch) +
+            throwInput(path + ": /layers/" + c.info.name + " has B = " + std::to_string(c.info.batch) +
+                       " images but /layers/" + firstName + " has B = " + std::to_string(firstBatch) +
                        "; every layer must hold the same images");
         }
         info.layers.push_back(std::move(c.info));
@@ -841,13 +821,11 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         h5::Handle type(H5Dget_type(impl.images.get()));
         if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) != 1 ||
             H5Tget_sign(type.get()) != H5T_SGN_NONE) {
-            throwInput(path + ": /images has dtype " + h5::describeType(type.get()) +
-                       "; expected uint8");
+            throwInput(path + ": /images has dtype " + h5::describeType(type.get()) + "; expected uint8");
         }
         const std::vector<hsize_t> dims = h5::datasetDims(impl.images.get());
-        const bool shapeOk = (dims.size() == 3 || (dims.size() == 4 && dims[3] == 3)) &&
-                             dims[1] > 0 && dims[2] > 0 && dims[1] <= hsize_t(INT_MAX) &&
-                             dims[2] <= hsize_t(INT_MAX);
+        const bool shapeOk = (dims.size() == 3 || (dims.size() == 4 && dims[3] == 3)) && dims[1] > 0 && dims[2] > 0 &&
+                             dims[1] <= hsize_t(INT_MAX) && dims[2] <= hsize_t(INT_MAX);
         if (!shapeOk) {
             throwInput(path + ": /images has shape " + h5::describeDims(dims) +
                        "; expected [B, h, w] or [B, h, w, 3] with h, w >= 1");
@@ -861,12 +839,10 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         info.imageInfo.height = int(dims[1]);
         info.imageInfo.width = int(dims[2]);
         info.imageInfo.channels = dims.size() == 4 ? 3 : 1;
-        const double imageBytes =
-            double(dims[1]) * double(dims[2]) * double(info.imageInfo.channels);
+        const double imageBytes = double(dims[1]) * double(dims[2]) * double(info.imageInfo.channels);
         if (imageBytes > kMaxImageBytes) {
             throwInput(path + ": /images has shape " + h5::describeDims(dims) + ": one image is " +
-                       formatGiB(imageBytes) + ", more than the limit of " +
-                       formatGiB(kMaxImageBytes));
+                       formatGiB(imageBytes) + ", more than the limit of " + formatGiB(kMaxImageBytes));
         }
     }
 
@@ -877,13 +853,12 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
         }
         h5::Handle type(H5Dget_type(impl.labels.get()));
         if (H5Tget_class(type.get()) != H5T_INTEGER) {
-            throwInput(path + ": /labels has dtype " + h5::describeType(type.get()) +
-                       "; expected an integer type");
+            throwInput(path + ": /labels has dtype " + h5::describeType(type.get()) + "; expected an integer type");
         }
         const std::vector<hsize_t> dims = h5::datasetDims(impl.labels.get());
         if (dims.size() != 1 || dims[0] != hsize_t(info.images)) {
-            throwInput(path + ": /labels has shape " + h5::describeDims(dims) +
-                       "; expected [B] = [" + std::to_string(info.images) + "]");
+            throwInput(path + ": /labels has shape " + h5::describeDims(dims) + "; expected [B] = [" +
+                       std::to_string(info.images) + "]");
         }
         validator.requireFilters(impl.labels.get(), "/labels");
         info.hasLabels = true;
@@ -893,11 +868,10 @@ std::unique_ptr<DumpReader> DumpReader::open(const std::string& path) {
 
 namespace {
 
-void checkRange(const std::string& path, const char* what, int value, int count,
-                const std::string& owner) {
+void checkRange(const std::string& path, const char* what, int value, int count, const std::string& owner) {
     if (value < 0 || value >= count) {
-        throwUsage(path + ": " + what + " " + std::to_string(value) + " is out of range (" + owner +
-                   " has " + std::to_string(count) + ", numbered from 0)");
+        throwUsage(path + ": " + what + " " + std::to_string(value) + " is out of range (" + owner + " has " +
+                   std::to_string(count) + ", numbered from 0)");
     }
 }
 
@@ -978,8 +952,7 @@ ImageData DumpReader::readImage(int image) const {
     result.height = info_.imageInfo.height;
     result.width = info_.imageInfo.width;
     result.channels = info_.imageInfo.channels;
-    result.pixels.resize(std::size_t(result.height) * std::size_t(result.width) *
-                         std::size_t(result.channels));
+    result.pixels.resize(std::size_t(result.height) * std::size_t(result.width) * std::size_t(result.channels));
     h5::Lock lock;
     h5::Handle fileSpace(H5Dget_space(impl_->images.get()));
     const hsize_t start[4] = {hsize_t(image), 0, 0, 0};
@@ -988,8 +961,8 @@ ImageData DumpReader::readImage(int image) const {
     h5::Handle memorySpace(H5Screate_simple(rank, extent, nullptr));
     if (!fileSpace.valid() || !memorySpace.valid() ||
         H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr) < 0 ||
-        H5Dread(impl_->images.get(), H5T_NATIVE_UINT8, memorySpace.get(), fileSpace.get(),
-                H5P_DEFAULT, result.pixels.data()) < 0) {
+        H5Dread(impl_->images.get(), H5T_NATIVE_UINT8, memorySpace.get(), fileSpace.get(), H5P_DEFAULT,
+                result.pixels.data()) < 0) {
         throwInput(info_.path + ": reading /images (image " + std::to_string(image) +
                    ") failed: the file is truncated or corrupt" + h5::errorSuffix());
     }
@@ -1006,8 +979,7 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
     h5::Handle memorySpace(H5Screate_simple(1, &one, nullptr));
     if (!fileSpace.valid() || !memorySpace.valid() ||
         H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, &start, nullptr, &one, nullptr) < 0 ||
-        H5Dread(impl_->labels.get(), H5T_NATIVE_INT64, memorySpace.get(), fileSpace.get(),
-                H5P_DEFAULT, &value) < 0) {
+        H5Dread(impl_->labels.get(), H5T_NATIVE_INT64, memorySpace.get(), fileSpace.get(), H5P_DEFAULT, &value) < 0) {
         throwInput(info_.path + ": reading /labels (image " + std::to_string(image) +
                    ") failed: the file is truncated or corrupt" + h5::errorSuffix());
     }

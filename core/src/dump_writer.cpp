@@ -189,8 +189,7 @@ int compare(const H5FD_t* a, const H5FD_t* b) {
 herr_t query(const H5FD_t*, unsigned long* flags) {
     if (flags)
         *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA | H5FD_FEAT_DATA_SIEVE |
-                 H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_POSIX_COMPAT_HANDLE |
-                 H5FD_FEAT_DEFAULT_VFD_COMPATIBLE;
+                 H5FD_FEAT_AGGREGATE_SMALLDATA | H5FD_FEAT_POSIX_COMPAT_HANDLE | H5FD_FEAT_DEFAULT_VFD_COMPATIBLE;
     return 0;
 }
 
@@ -275,24 +274,33 @@ hid_t driver() {
         kMaxAddress,                // maxaddr
         H5F_CLOSE_WEAK,             // fc_degree
         terminate,
-        nullptr, nullptr, nullptr,  // sb_size, sb_encode, sb_decode: no driver info block
-        0, nullptr, nullptr, nullptr,  // fapl
-        0, nullptr, nullptr,           // dxpl
+        nullptr,
+        nullptr,
+        nullptr,  // sb_size, sb_encode, sb_decode: no driver info block
+        0,
+        nullptr,
+        nullptr,
+        nullptr,  // fapl
+        0,
+        nullptr,
+        nullptr,  // dxpl
         open,
         close,
         compare,
         query,
-        nullptr,                    // get_type_map
-        nullptr, nullptr,           // alloc, free
+        nullptr,  // get_type_map
+        nullptr,
+        nullptr,  // alloc, free
         getEoa,
         setEoa,
         getEof,
         getHandle,
         read,
         write,
-        nullptr,                    // flush: nothing buffered here
+        nullptr,  // flush: nothing buffered here
         truncate,
-        nullptr, nullptr,           // lock, unlock
+        nullptr,
+        nullptr,  // lock, unlock
         H5FD_FLMAP_DICHOTOMY,
     };
     gDriver = H5FDregister(&cls);
@@ -336,8 +344,7 @@ struct DumpWriter::Impl {
         for (const std::string& part : splitPath(path)) {
             prefix += "/" + part;
             if (H5Lexists(file.get(), prefix.c_str(), H5P_DEFAULT) > 0) continue;
-            h5::Handle created(
-                H5Gcreate2(file.get(), prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+            h5::Handle created(H5Gcreate2(file.get(), prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
             if (!created.valid()) {
                 fail(where(prefix) + ": cannot create the group");
             }
@@ -350,23 +357,21 @@ struct DumpWriter::Impl {
     }
 
     // Writes (or replaces) one attribute. Lock held.
-    void attribute(const std::string& groupPath, const std::string& name, hid_t fileType,
-                   hid_t memoryType, const std::vector<hsize_t>& dims, const void* data) {
+    void attribute(const std::string& groupPath, const std::string& name, hid_t fileType, hid_t memoryType,
+                   const std::vector<hsize_t>& dims, const void* data) {
         requireOpen();
         h5::Handle object = group(groupPath);
         if (H5Aexists(object.get(), name.c_str()) > 0) H5Adelete(object.get(), name.c_str());
         h5::Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
                                       : H5Screate_simple(int(dims.size()), dims.data(), nullptr));
-        h5::Handle attr(H5Acreate2(object.get(), name.c_str(), fileType, space.get(), H5P_DEFAULT,
-                                   H5P_DEFAULT));
+        h5::Handle attr(H5Acreate2(object.get(), name.c_str(), fileType, space.get(), H5P_DEFAULT, H5P_DEFAULT));
         if (!space.valid() || !attr.valid() || H5Awrite(attr.get(), memoryType, data) < 0) {
             fail(where(normalised(groupPath)) + ": cannot write the attribute '" + name + "'");
         }
         checkWrites();
     }
 
-    void stringAttribute(const std::string& groupPath, const std::string& name,
-                         const std::string& value) {
+    void stringAttribute(const std::string& groupPath, const std::string& name, const std::string& value) {
         h5::Lock lock;
         h5::Handle type(H5Tcopy(H5T_C_S1));
         if (fixedLengthStrings) {
@@ -383,8 +388,7 @@ struct DumpWriter::Impl {
     }
 
     // Creates the dataset (replacing an existing one); lock held.
-    h5::Handle dataset(const std::string& path, const std::vector<std::uint64_t>& shape,
-                       hid_t fileType) {
+    h5::Handle dataset(const std::string& path, const std::vector<std::uint64_t>& shape, hid_t fileType) {
         requireOpen();
         h5::Handle parent = group(parentOf(path));
         const std::string name = baseName(path);
@@ -397,8 +401,8 @@ struct DumpWriter::Impl {
         h5::Handle properties(H5Pcreate(H5P_DATASET_CREATE));
         const std::vector<hsize_t> chunk = chunkDims(shape, H5Tget_size(fileType));
         if (!chunk.empty()) H5Pset_chunk(properties.get(), int(chunk.size()), chunk.data());
-        h5::Handle created(H5Dcreate2(parent.get(), name.c_str(), fileType, space.get(),
-                                      H5P_DEFAULT, properties.get(), H5P_DEFAULT));
+        h5::Handle created(
+            H5Dcreate2(parent.get(), name.c_str(), fileType, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT));
         if (!space.valid() || !created.valid()) {
             fail(where(normalised(path)) + ": cannot create the dataset of shape " + h5::describeDims(dims));
         }
@@ -406,17 +410,16 @@ struct DumpWriter::Impl {
         return created;
     }
 
-    void writeDataset(const std::string& path, const std::vector<std::uint64_t>& shape,
-                      std::size_t valueCount, hid_t fileType, hid_t memoryType, const void* data) {
+    void writeDataset(const std::string& path, const std::vector<std::uint64_t>& shape, std::size_t valueCount,
+                      hid_t fileType, hid_t memoryType, const void* data) {
         if (valueCount != elementCount(shape)) {
             throwUsage(where(normalised(path)) + ": shape " +
-                       h5::describeDims(std::vector<hsize_t>(shape.begin(), shape.end())) +
-                       " has " + std::to_string(elementCount(shape)) + " elements but " +
-                       std::to_string(valueCount) + " values were given");
+                       h5::describeDims(std::vector<hsize_t>(shape.begin(), shape.end())) + " has " +
+                       std::to_string(elementCount(shape)) + " elements but " + std::to_string(valueCount) +
+                       " values were given");
         }
         h5::Handle created = dataset(path, shape, fileType);
-        if (valueCount > 0 &&
-            H5Dwrite(created.get(), memoryType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+        if (valueCount > 0 && H5Dwrite(created.get(), memoryType, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
             fail(where(normalised(path)) + ": writing the dataset failed");
         }
         // Closing writes the chunk cache: a full disk shows here at the latest.
@@ -476,26 +479,21 @@ void DumpWriter::setFixedLengthStrings(bool fixed) { impl_->fixedLengthStrings =
 void DumpWriter::setRootAttribute(const std::string& name, const std::string& value) {
     setGroupAttribute("/", name, value);
 }
-void DumpWriter::setRootAttribute(const std::string& name, std::int64_t value) {
-    setGroupAttribute("/", name, value);
-}
+void DumpWriter::setRootAttribute(const std::string& name, std::int64_t value) { setGroupAttribute("/", name, value); }
 void DumpWriter::setRootAttribute(const std::string& name, const std::vector<std::int64_t>& value) {
     setGroupAttribute("/", name, value);
 }
 
-void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name,
-                                   const std::string& value) {
+void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name, const std::string& value) {
     impl_->stringAttribute(group, name, value);
 }
 
-void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name,
-                                   std::int64_t value) {
+void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name, std::int64_t value) {
     h5::Lock lock;
     impl_->attribute(group, name, H5T_STD_I64LE, H5T_NATIVE_INT64, {}, &value);
 }
 
-void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name,
-                                   double value) {
+void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name, double value) {
     h5::Lock lock;
     impl_->attribute(group, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {}, &value);
 }
@@ -503,12 +501,10 @@ void DumpWriter::setGroupAttribute(const std::string& group, const std::string& 
 void DumpWriter::setGroupAttribute(const std::string& group, const std::string& name,
                                    const std::vector<std::int64_t>& value) {
     h5::Lock lock;
-    impl_->attribute(group, name, H5T_STD_I64LE, H5T_NATIVE_INT64, {hsize_t(value.size())},
-                     value.data());
+    impl_->attribute(group, name, H5T_STD_I64LE, H5T_NATIVE_INT64, {hsize_t(value.size())}, value.data());
 }
 
-void DumpWriter::setGroupBoolAttribute(const std::string& group, const std::string& name,
-                                       bool value) {
+void DumpWriter::setGroupBoolAttribute(const std::string& group, const std::string& name, bool value) {
     h5::Lock lock;
     h5::Handle type(H5Tenum_create(H5T_NATIVE_INT8));
     const std::int8_t falseValue = 0, trueValue = 1;
@@ -529,8 +525,7 @@ void DumpWriter::writeFloatDataset(const std::string& path, const std::vector<st
         if (!fileType.valid() || !memoryType.valid()) {
             throwOutput(impl_->where(path) + ": HDF5 could not build the float16 type");
         }
-        impl_->writeDataset(path, shape, data.size(), fileType.get(), memoryType.get(),
-                            halves.data());
+        impl_->writeDataset(path, shape, data.size(), fileType.get(), memoryType.get(), halves.data());
         return;
     }
     h5::Lock lock;
@@ -538,8 +533,7 @@ void DumpWriter::writeFloatDataset(const std::string& path, const std::vector<st
     impl_->writeDataset(path, shape, data.size(), fileType, H5T_NATIVE_FLOAT, data.data());
 }
 
-void DumpWriter::declareFloatDataset(const std::string& path,
-                                     const std::vector<std::uint64_t>& shape, DType storedAs) {
+void DumpWriter::declareFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape, DType storedAs) {
     h5::Lock lock;
     h5::Handle half;
     hid_t fileType = H5T_IEEE_F32LE;
@@ -577,8 +571,7 @@ void DumpWriter::commit() {
         const bool closed = impl_->file.close();
         impl_->checkWrites();  // the destructor removes the temporary file
         if (!closed) {
-            throwOutput(impl_->finalPath + ": closing " + impl_->tempPath + " failed" +
-                        h5::errorSuffix());
+            throwOutput(impl_->finalPath + ": closing " + impl_->tempPath + " failed" + h5::errorSuffix());
         }
     }
     std::error_code ec;

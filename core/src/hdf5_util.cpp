@@ -65,8 +65,7 @@ herr_t innermostError(unsigned /*n*/, const H5E_error2_t* error, void* clientDat
     return 0;
 }
 
-[[noreturn]] void attributeError(const std::string& where, const char* name,
-                                 const std::string& what) {
+[[noreturn]] void attributeError(const std::string& where, const char* name, const std::string& what) {
     throwInput(where + " attribute '" + name + "' " + what);
 }
 
@@ -106,26 +105,21 @@ void requireStoredSize(const OpenAttribute& attribute, const char* name, const s
     if (double(stored) != expected) {
         attributeError(where, name,
                        "is damaged: it stores " + std::to_string(stored) + " bytes but " +
-                           std::to_string(attribute.points) + " value(s) of " +
-                           std::to_string(typeSize) + " bytes need " +
-                           std::to_string(std::uint64_t(expected)));
+                           std::to_string(attribute.points) + " value(s) of " + std::to_string(typeSize) +
+                           " bytes need " + std::to_string(std::uint64_t(expected)));
     }
 }
 
 std::string checkedText(std::string text, const char* name, const std::string& where) {
     if (const auto problem = textProblem(text)) {
-        attributeError(where, name,
-                       "is not usable text: " + *problem + " (\"" + printableText(text, 80) + "\")");
+        attributeError(where, name, "is not usable text: " + *problem + " (\"" + printableText(text, 80) + "\")");
     }
     return text;
 }
 
-void requireSingleValue(const OpenAttribute& attribute, const char* name,
-                        const std::string& where) {
+void requireSingleValue(const OpenAttribute& attribute, const char* name, const std::string& where) {
     if (attribute.points != 1) {
-        attributeError(
-            where, name,
-            "must be a single value, got " + std::to_string(attribute.points) + " values");
+        attributeError(where, name, "must be a single value, got " + std::to_string(attribute.points) + " values");
     }
 }
 
@@ -201,8 +195,8 @@ bool pathExists(hid_t location, const std::string& path) {
 
 Handle makeHalfType(bool nativeOrder) {
     Handle type(H5Tcopy(nativeOrder ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE));
-    if (!type.valid() || H5Tset_fields(type.get(), 15, 10, 5, 0, 10) < 0 ||
-        H5Tset_size(type.get(), 2) < 0 || H5Tset_ebias(type.get(), 15) < 0) {
+    if (!type.valid() || H5Tset_fields(type.get(), 15, 10, 5, 0, 10) < 0 || H5Tset_size(type.get(), 2) < 0 ||
+        H5Tset_ebias(type.get(), 15) < 0) {
         return Handle();
     }
     return type;
@@ -212,26 +206,23 @@ bool isIeeeHalf(hid_t type) {
     if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 2) return false;
     size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
     if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
-    return spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 &&
-           H5Tget_ebias(type) == 15 && H5Tget_norm(type) == H5T_NORM_IMPLIED &&
-           H5Tget_precision(type) == 16 && H5Tget_offset(type) == 0;
+    return spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 && H5Tget_ebias(type) == 15 &&
+           H5Tget_norm(type) == H5T_NORM_IMPLIED && H5Tget_precision(type) == 16 && H5Tget_offset(type) == 0;
 }
 
 std::string describeType(hid_t type) {
     const std::size_t bits = H5Tget_size(type) * 8;
     switch (H5Tget_class(type)) {
         case H5T_INTEGER:
-            return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") +
-                   std::to_string(bits);
+            return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
         case H5T_FLOAT: {
             if (!isIeeeFloat(type)) {
                 size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
                 H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
-                return std::to_string(bits) + "-bit float with a non-IEEE layout (" +
-                       std::to_string(esize) + " exponent bits at " + std::to_string(epos) +
-                       ", exponent bias " + std::to_string(H5Tget_ebias(type)) + ", " +
-                       std::to_string(msize) + " mantissa bits at " + std::to_string(mpos) +
-                       ", precision " + std::to_string(H5Tget_precision(type)) + ", offset " +
+                return std::to_string(bits) + "-bit float with a non-IEEE layout (" + std::to_string(esize) +
+                       " exponent bits at " + std::to_string(epos) + ", exponent bias " +
+                       std::to_string(H5Tget_ebias(type)) + ", " + std::to_string(msize) + " mantissa bits at " +
+                       std::to_string(mpos) + ", precision " + std::to_string(H5Tget_precision(type)) + ", offset " +
                        std::to_string(H5Tget_offset(type)) + ")";
             }
             return "float" + std::to_string(bits);
@@ -297,13 +288,11 @@ bool linkExists(hid_t location, const char* name, const std::string& where) {
     if (exists == 0) return false;
     H5L_info_t info;
     if (H5Lget_info(location, name, &info, H5P_DEFAULT) < 0) {
-        throwInput(where + ": the link '" + name + "' cannot be read: the group's metadata is damaged" +
-                   errorSuffix());
+        throwInput(where + ": the link '" + name + "' cannot be read: the group's metadata is damaged" + errorSuffix());
     }
     if (info.type != H5L_TYPE_HARD && info.type != H5L_TYPE_SOFT) {
         throwInput(where + ": '" + name + "' is " +
-                   (info.type == H5L_TYPE_EXTERNAL ? "an external link into another file"
-                                                   : "a user-defined link") +
+                   (info.type == H5L_TYPE_EXTERNAL ? "an external link into another file" : "a user-defined link") +
                    "; AttnLens reads only data stored in the dump itself");
     }
     return true;
@@ -324,12 +313,10 @@ bool isIeeeFloat(hid_t type) {
         H5T_pad_t lsb = H5T_PAD_ERROR, msb = H5T_PAD_ERROR;
         if (H5Tget_pad(type, &lsb, &msb) < 0) return false;
         const H5T_order_t order = H5Tget_order(type);
-        return spos == l.spos && epos == l.epos && esize == l.esize && mpos == 0 &&
-               msize == l.msize && H5Tget_ebias(type) == l.ebias &&
-               H5Tget_norm(type) == H5T_NORM_IMPLIED && H5Tget_precision(type) == 8 * l.size &&
-               H5Tget_offset(type) == 0 && H5Tget_inpad(type) == H5T_PAD_ZERO &&
-               lsb == H5T_PAD_ZERO && msb == H5T_PAD_ZERO &&
-               (order == H5T_ORDER_LE || order == H5T_ORDER_BE);
+        return spos == l.spos && epos == l.epos && esize == l.esize && mpos == 0 && msize == l.msize &&
+               H5Tget_ebias(type) == l.ebias && H5Tget_norm(type) == H5T_NORM_IMPLIED &&
+               H5Tget_precision(type) == 8 * l.size && H5Tget_offset(type) == 0 && H5Tget_inpad(type) == H5T_PAD_ZERO &&
+               lsb == H5T_PAD_ZERO && msb == H5T_PAD_ZERO && (order == H5T_ORDER_LE || order == H5T_ORDER_BE);
     }
     return false;
 }
@@ -359,9 +346,9 @@ std::string readStringAttribute(hid_t object, const char* name, const std::strin
         // the desktop program open each new dump in a child process first (open_check.h).
         const hsize_t stored = H5Aget_storage_size(attribute.attribute.get());
         if (stored > 64) {
-            attributeError(where, name,
-                           "is damaged: a variable-length string stores " +
-                               std::to_string(stored) + " bytes for its reference");
+            attributeError(
+                where, name,
+                "is damaged: a variable-length string stores " + std::to_string(stored) + " bytes for its reference");
         }
         Handle memoryType(H5Tcopy(H5T_C_S1));
         H5Tset_size(memoryType.get(), H5T_VARIABLE);
@@ -372,8 +359,7 @@ std::string readStringAttribute(hid_t object, const char* name, const std::strin
         Handle space(H5Aget_space(attribute.attribute.get()));
         H5Dvlen_reclaim(memoryType.get(), space.get(), H5P_DEFAULT, &value);
         if (result.size() > kMaxAttributeStringBytes) {
-            attributeError(where, name,
-                           "is longer than " + std::to_string(kMaxAttributeStringBytes) + " bytes");
+            attributeError(where, name, "is longer than " + std::to_string(kMaxAttributeStringBytes) + " bytes");
         }
         return checkedText(std::move(result), name, where);
     }
@@ -398,8 +384,7 @@ std::string readStringAttribute(hid_t object, const char* name, const std::strin
 std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::string& where) {
     OpenAttribute attribute = openAttribute(object, name, where);
     if (H5Tget_class(attribute.type.get()) != H5T_INTEGER) {
-        attributeError(where, name,
-                       "must be an integer, got " + describeType(attribute.type.get()));
+        attributeError(where, name, "must be an integer, got " + describeType(attribute.type.get()));
     }
     requireSingleValue(attribute, name, where);
     requireStoredSize(attribute, name, where);
@@ -408,16 +393,15 @@ std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::str
     return value;
 }
 
-std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* name,
-                                                    const std::string& where) {
+std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* name, const std::string& where) {
     OpenAttribute attribute = openAttribute(object, name, where);
     if (H5Tget_class(attribute.type.get()) != H5T_INTEGER) {
         attributeError(where, name, "must be integers, got " + describeType(attribute.type.get()));
     }
     if (attributeDims(attribute.attribute.get()).size() > 1) {
-        attributeError(where, name,
-                       "must be a one-dimensional array, got shape " +
-                           describeDims(attributeDims(attribute.attribute.get())));
+        attributeError(
+            where, name,
+            "must be a one-dimensional array, got shape " + describeDims(attributeDims(attribute.attribute.get())));
     }
     if (attribute.points > hssize_t(kMaxAttributeArrayValues)) {
         attributeError(where, name,
@@ -438,8 +422,7 @@ double readNumberAttribute(hid_t object, const char* name, const std::string& wh
     }
     if (typeClass == H5T_FLOAT && !isIeeeFloat(attribute.type.get())) {
         attributeError(where, name,
-                       "must be an IEEE float16, float32 or float64 number, got " +
-                           describeType(attribute.type.get()));
+                       "must be an IEEE float16, float32 or float64 number, got " + describeType(attribute.type.get()));
     }
     requireSingleValue(attribute, name, where);
     requireStoredSize(attribute, name, where);
@@ -471,9 +454,8 @@ bool readBoolAttribute(hid_t object, const char* name, const std::string& where)
         readOrThrow(attribute, memoryType.get(), bytes, name, where);
         value = rawInteger(bytes, size, H5Tget_sign(base.get()) != H5T_SGN_NONE);
     } else {
-        attributeError(
-            where, name,
-            "must be a boolean (integer 0/1 or enum), got " + describeType(attribute.type.get()));
+        attributeError(where, name,
+                       "must be a boolean (integer 0/1 or enum), got " + describeType(attribute.type.get()));
     }
     if (value != 0 && value != 1) {
         attributeError(where, name, "must be a boolean (0 or 1), got " + std::to_string(value));

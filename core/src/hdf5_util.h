@@ -108,8 +108,7 @@ constexpr std::size_t kMaxAttributeArrayValues = 64;
 // Integer class only; scalar or one element.
 std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::string& where);
 // One-dimensional integer array (or a scalar, returned as one element).
-std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* name,
-                                                    const std::string& where);
+std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* name, const std::string& where);
 // Integer or float class; scalar or one element.
 double readNumberAttribute(hid_t object, const char* name, const std::string& where);
 // An integer 0/1 or an enum whose value is 0/1 (h5py stores numpy bools as enum {FALSE, TRUE}).

@@ -6,9 +6,7 @@
 
 namespace attnlens {
 
-const char* toString(LocalChannelMap m) {
-    return m == LocalChannelMap::PerHead ? "per_head" : "all";
-}
+const char* toString(LocalChannelMap m) { return m == LocalChannelMap::PerHead ? "per_head" : "all"; }
 
 LocalBranchWeights LocalBranchWeights::meanOver(std::span<const int> weightChannels) const {
     LocalBranchWeights mean;
@@ -43,8 +41,7 @@ void forEachTap(const LocalKernel& kernel, const TokenLayout& layout, int y, int
 
 }  // namespace
 
-void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel,
-                       const TokenLayout& layout) {
+void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel, const TokenLayout& layout) {
     if (!layout.isSpatial(query)) return;
     forEachTap(kernel, layout, layout.row(query), layout.col(query),
                [&](Index key, double w, int, int) { row[key] += w; });

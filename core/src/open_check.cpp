@@ -55,13 +55,20 @@ void writeAll(int fd, const std::string& text) {
 
 std::string signalName(int signal) {
     switch (signal) {
-        case SIGSEGV: return "SIGSEGV";
-        case SIGBUS: return "SIGBUS";
-        case SIGABRT: return "SIGABRT";
-        case SIGFPE: return "SIGFPE";
-        case SIGILL: return "SIGILL";
-        case SIGKILL: return "SIGKILL";
-        default: return "signal " + std::to_string(signal);
+        case SIGSEGV:
+            return "SIGSEGV";
+        case SIGBUS:
+            return "SIGBUS";
+        case SIGABRT:
+            return "SIGABRT";
+        case SIGFPE:
+            return "SIGFPE";
+        case SIGILL:
+            return "SIGILL";
+        case SIGKILL:
+            return "SIGKILL";
+        default:
+            return "signal " + std::to_string(signal);
     }
 }
 
@@ -88,10 +95,11 @@ OpenCheckOptions openCheckOptionsFromEnvironment() {
         char* end = nullptr;
         errno = 0;
         const double seconds = std::strtod(text, &end);
-        if (end == text || *end != '\0' || errno != 0 || !std::isfinite(seconds) || seconds < 0 ||
-            seconds > 86400) {
-            throwUsage("ATTNLENS_OPEN_TIMEOUT must be a number of seconds from 0 (no child-process "
-                       "check) to 86400, got '" + printableText(text, 40) + "'");
+        if (end == text || *end != '\0' || errno != 0 || !std::isfinite(seconds) || seconds < 0 || seconds > 86400) {
+            throwUsage(
+                "ATTNLENS_OPEN_TIMEOUT must be a number of seconds from 0 (no child-process "
+                "check) to 86400, got '" +
+                printableText(text, 40) + "'");
         }
         options.timeoutSeconds = seconds;
     }
@@ -178,8 +186,7 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
     if (timedOut) {
         if (!started) return result;  // the program itself did not start in time: open in-process
         result.outcome = OpenCheckOutcome::TimedOut;
-        result.message = path + ": opening the file did not finish within " +
-                         formatSeconds(options.timeoutSeconds) +
+        result.message = path + ": opening the file did not finish within " + formatSeconds(options.timeoutSeconds) +
                          " s: HDF5 is stuck on damaged metadata (on a very slow disk, raise "
                          "ATTNLENS_OPEN_TIMEOUT, in seconds)";
         return result;
@@ -205,12 +212,15 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
         result.message = path + ": the HDF5 library crashed (" + signalName(signal) +
                          ") reading this file: its HDF5 metadata is damaged";
         if (signal == SIGKILL) {
-            result.message = path + ": opening the file was killed (SIGKILL, e.g. for memory) "
-                                    "while reading its HDF5 metadata: it is probably damaged";
+            result.message = path +
+                             ": opening the file was killed (SIGKILL, e.g. for memory) "
+                             "while reading its HDF5 metadata: it is probably damaged";
         }
     } else {
-        result.message = path + ": reading this file ended the checking process without a result "
-                                "(exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+        result.message = path +
+                         ": reading this file ended the checking process without a result "
+                         "(exit status " +
+                         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                          "): its HDF5 metadata is probably damaged";
     }
     return result;

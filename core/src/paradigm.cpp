@@ -33,11 +33,11 @@ struct NameTable {
 };
 
 constexpr NameTable<Kernel, 6> kKernelNames{{{{Kernel::Identity, "identity"},
-                                               {Kernel::Relu, "relu"},
-                                               {Kernel::Elu1, "elu1"},
-                                               {Kernel::LeakyRelu, "leaky_relu"},
-                                               {Kernel::ReluAffine, "relu_affine"},
-                                               {Kernel::Focused, "focused"}}}};
+                                              {Kernel::Relu, "relu"},
+                                              {Kernel::Elu1, "elu1"},
+                                              {Kernel::LeakyRelu, "leaky_relu"},
+                                              {Kernel::ReluAffine, "relu_affine"},
+                                              {Kernel::Focused, "focused"}}}};
 constexpr NameTable<Normalisation, 4> kNormNames{{{{Normalisation::Softmax, "softmax"},
                                                    {Normalisation::Divide, "divide"},
                                                    {Normalisation::Subtract, "subtract"},
@@ -81,15 +81,13 @@ std::vector<Paradigm> makePresets() {
 }
 
 void validate(const Paradigm& p, std::string_view context) {
-    auto fail = [&](const std::string& what) {
-        throwUsage("paradigm '" + printableText(context) + "': " + what);
-    };
+    auto fail = [&](const std::string& what) { throwUsage("paradigm '" + printableText(context) + "': " + what); };
     if (p.name.empty()) fail("empty name");
     // The name becomes a JSON key and a terminal line: UTF-8 without control characters.
     if (const auto problem = textProblem(p.name)) fail("the name is not usable text: " + *problem);
     if (!(p.eps >= 0)) fail("eps must be >= 0");
-    if (!(p.focusP > 0)) fail("p must be > 0");
-    if (!(p.focusShift >= 0)) fail("shift must be >= 0");
+    if (!(p.focusingPower > 0)) fail("p must be > 0");
+    if (!(p.focusingShift >= 0)) fail("shift must be >= 0");
     if (p.c && !(*p.c > 0)) fail("c must be > 0");
     if (p.softmaxScale && !(*p.softmaxScale > 0)) fail("scale must be > 0");
     if (p.normalisation == Normalisation::Softmax && p.kernel != Kernel::Identity)
@@ -111,12 +109,18 @@ nlohmann::json Paradigm::toJson() const {
     j["normalisation"] = toString(normalisation);
     j["kernel"] = toString(kernel);
     j["transform"] = toString(transform);
-    j["focus_p"] = focusP;
-    j["focus_shift"] = focusShift;
+    j["focus_p"] = focusingPower;
+    j["focus_shift"] = focusingShift;
     j["leaky_slope"] = leakySlope;
     j["eps"] = eps;
-    if (c) j["c"] = *c; else j["c"] = kDefaultCRule;
-    if (softmaxScale) j["softmax_scale"] = *softmaxScale; else j["softmax_scale"] = kDefaultScaleRule;
+    if (c)
+        j["c"] = *c;
+    else
+        j["c"] = kDefaultCRule;
+    if (softmaxScale)
+        j["softmax_scale"] = *softmaxScale;
+    else
+        j["softmax_scale"] = kDefaultScaleRule;
     j["seed"] = seed;
     return j;
 }
@@ -128,23 +132,33 @@ Paradigm Paradigm::fromJson(const nlohmann::json& j) {
     try {
         for (const auto& [key, value] : j.items()) {
             currentKey = key;
-            if (key == "name") p.name = value.get<std::string>();
-            else if (key == "normalisation") p.normalisation = parseNormalisation(value.get<std::string>());
-            else if (key == "kernel") p.kernel = parseKernel(value.get<std::string>());
-            else if (key == "transform") p.transform = parseQueryTransform(value.get<std::string>());
-            else if (key == "focus_p") p.focusP = value.get<double>();
-            else if (key == "focus_shift") p.focusShift = value.get<double>();
-            else if (key == "leaky_slope") p.leakySlope = value.get<double>();
-            else if (key == "eps") p.eps = value.get<double>();
+            if (key == "name")
+                p.name = value.get<std::string>();
+            else if (key == "normalisation")
+                p.normalisation = parseNormalisation(value.get<std::string>());
+            else if (key == "kernel")
+                p.kernel = parseKernel(value.get<std::string>());
+            else if (key == "transform")
+                p.transform = parseQueryTransform(value.get<std::string>());
+            else if (key == "focus_p")
+                p.focusingPower = value.get<double>();
+            else if (key == "focus_shift")
+                p.focusingShift = value.get<double>();
+            else if (key == "leaky_slope")
+                p.leakySlope = value.get<double>();
+            else if (key == "eps")
+                p.eps = value.get<double>();
             else if (key == "c") {
-                if (value.is_number()) p.c = value.get<double>();
+                if (value.is_number())
+                    p.c = value.get<double>();
                 else if (!(value.is_string() && value.get<std::string>() == kDefaultCRule))
                     throwUsage("paradigm JSON: c must be a number or \"" + std::string(kDefaultCRule) + "\"");
             } else if (key == "softmax_scale") {
-                if (value.is_number()) p.softmaxScale = value.get<double>();
+                if (value.is_number())
+                    p.softmaxScale = value.get<double>();
                 else if (!(value.is_string() && value.get<std::string>() == kDefaultScaleRule))
-                    throwUsage("paradigm JSON: softmax_scale must be a number or \"" +
-                               std::string(kDefaultScaleRule) + "\"");
+                    throwUsage("paradigm JSON: softmax_scale must be a number or \"" + std::string(kDefaultScaleRule) +
+                               "\"");
             } else if (key == "seed") {
                 // Integers that a double holds exactly, as on the command line; a negative or
                 // fractional seed would otherwise wrap or truncate silently.
@@ -153,10 +167,11 @@ Paradigm Paradigm::fromJson(const nlohmann::json& j) {
                                       (value.is_number_float() && value.get<double>() >= 0 &&
                                        value.get<double>() == std::floor(value.get<double>()));
                 if (!integral || value.get<double>() > kMaxSeed)
-                    throwUsage("paradigm JSON: seed must be an integer from 0 to 2^53, got " + printableText(value.dump()));
+                    throwUsage("paradigm JSON: seed must be an integer from 0 to 2^53, got " +
+                               printableText(value.dump()));
                 p.seed = value.is_number_float() ? std::uint64_t(value.get<double>()) : value.get<std::uint64_t>();
-            }
-            else throwUsage("paradigm JSON: unknown key '" + printableText(key) + "'");
+            } else
+                throwUsage("paradigm JSON: unknown key '" + printableText(key) + "'");
         }
     } catch (const nlohmann::json::exception& e) {  // "type must be number, but is string"
         throwUsage("paradigm JSON: key '" + printableText(currentKey) + "': " + jsonErrorText(e));
@@ -195,14 +210,22 @@ Paradigm Paradigm::parse(std::string_view spec) {
         if (key == "norm" || key == "normalisation") {
             p.normalisation = parseNormalisation(value);
             normGiven = true;
-        } else if (key == "kernel") p.kernel = parseKernel(value);
-        else if (key == "transform") p.transform = parseQueryTransform(value);
-        else if (key == "p") p.focusP = parseNumber(value, key, spec);
-        else if (key == "shift") p.focusShift = parseNumber(value, key, spec);
-        else if (key == "slope") p.leakySlope = parseNumber(value, key, spec);
-        else if (key == "eps") p.eps = parseNumber(value, key, spec);
-        else if (key == "c") p.c = parseNumber(value, key, spec);
-        else if (key == "scale") p.softmaxScale = parseNumber(value, key, spec);
+        } else if (key == "kernel")
+            p.kernel = parseKernel(value);
+        else if (key == "transform")
+            p.transform = parseQueryTransform(value);
+        else if (key == "p")
+            p.focusingPower = parseNumber(value, key, spec);
+        else if (key == "shift")
+            p.focusingShift = parseNumber(value, key, spec);
+        else if (key == "slope")
+            p.leakySlope = parseNumber(value, key, spec);
+        else if (key == "eps")
+            p.eps = parseNumber(value, key, spec);
+        else if (key == "c")
+            p.c = parseNumber(value, key, spec);
+        else if (key == "scale")
+            p.softmaxScale = parseNumber(value, key, spec);
         else if (key == "seed") {
             const double s = parseNumber(value, key, spec);
             if (s < 0 || s != std::floor(s) || s > kMaxSeed)
@@ -213,7 +236,8 @@ Paradigm Paradigm::parse(std::string_view spec) {
                        "' (known: norm, kernel, transform, p, shift, slope, eps, c, scale, seed)");
     }
     if (!normGiven)
-        throwUsage("paradigm '" + printableText(spec) + "': a custom paradigm needs norm=softmax|divide|subtract|magnitude");
+        throwUsage("paradigm '" + printableText(spec) +
+                   "': a custom paradigm needs norm=softmax|divide|subtract|magnitude");
     validate(p, spec);
     return p;
 }

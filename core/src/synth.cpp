@@ -18,8 +18,8 @@
 #include <random>
 
 #include "attnlens/error.h"
-#include "attnlens/text.h"
 #include "attnlens/synth.h"
+#include "attnlens/text.h"
 
 namespace attnlens {
 
@@ -64,8 +64,8 @@ private:
 
 void requireRange(const char* name, long long value, long long low, long long high) {
     if (value < low || value > high) {
-        throwUsage("synth: " + std::string(name) + " must be between " + std::to_string(low) +
-                   " and " + std::to_string(high) + ", got " + std::to_string(value));
+        throwUsage("synth: " + std::string(name) + " must be between " + std::to_string(low) + " and " +
+                   std::to_string(high) + ", got " + std::to_string(value));
     }
 }
 
@@ -134,9 +134,8 @@ SynthImage makeImage(Rng& rng, const SynthOptions& o) {
             image.content(t, 0) = 2.0 * (at(y, x) - 0.5);
             image.content(t, 1) = 2.0 * (at(y, x + 1) - at(y, x - 1));
             image.content(t, 2) = 2.0 * (at(y + 1, x) - at(y - 1, x));
-            const double wave =
-                std::sin(2.0 * std::numbers::pi * cyclesY * (y + 0.5) / gh + phaseY) *
-                std::cos(2.0 * std::numbers::pi * cyclesX * (x + 0.5) / gw + phaseX);
+            const double wave = std::sin(2.0 * std::numbers::pi * cyclesY * (y + 0.5) / gh + phaseY) *
+                                std::cos(2.0 * std::numbers::pi * cyclesX * (x + 0.5) / gw + phaseX);
             image.magnitude[std::size_t(t)] = 0.5 + 1.5 * (0.5 + 0.5 * wave);
         }
     }
@@ -155,7 +154,8 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     requireRange("images", o.images, 1, 1000000);
     if (!o.localBranch.empty() && o.localBranch != "dwc" && o.localBranch != "lepe" &&
         o.localBranch != "inline_residual")
-        throwUsage("synth: --local-branch must be dwc, lepe or inline_residual, got '" + printableText(o.localBranch) + "'");
+        throwUsage("synth: --local-branch must be dwc, lepe or inline_residual, got '" + printableText(o.localBranch) +
+                   "'");
     if (!o.localBranch.empty() && !o.withValues)
         throwUsage("synth: --local-branch needs values (the branch acts on V); drop --no-values");
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;
@@ -166,9 +166,8 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     const double valuesPerTensor = double(o.images) * o.heads * double(tokens) * o.dim;
     if (valuesPerTensor > double(kMaxValuesPerTensor)) {
         throwUsage("synth: images x heads x tokens x dim = " + std::to_string(o.images) + " x " +
-                   std::to_string(o.heads) + " x " + std::to_string(tokens) + " x " +
-                   std::to_string(o.dim) + " values per tensor, more than the limit of " +
-                   std::to_string(kMaxValuesPerTensor));
+                   std::to_string(o.heads) + " x " + std::to_string(tokens) + " x " + std::to_string(o.dim) +
+                   " values per tensor, more than the limit of " + std::to_string(kMaxValuesPerTensor));
     }
 
     const Index n = Index(tokens), d = o.dim, spatial = Index(o.gridH) * o.gridW;
@@ -204,8 +203,8 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     writer.setRootAttribute("prefix_tokens", std::int64_t(o.prefix));
 
     const double scale = 1.0 / std::sqrt(double(d));
-    const std::vector<std::uint64_t> shape = {std::uint64_t(o.images), std::uint64_t(o.heads),
-                                              tokens, std::uint64_t(d)};
+    const std::vector<std::uint64_t> shape = {std::uint64_t(o.images), std::uint64_t(o.heads), tokens,
+                                              std::uint64_t(d)};
     const std::size_t count = std::size_t(valuesPerTensor);
     for (int l = 0; l < o.layers; ++l) {
         const double gamma = 0.5 + double(l) / std::max(1, o.layers - 1);
@@ -217,15 +216,12 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                 weights.segment(4 * f, 4).setConstant(0.5 + rng.uniform());
             }
             const Matrix mixQ = randomMix(rng, d, features);
-            const Matrix mixK = mixQ + rng.normalMatrix(d, features) *
-                                           (kKeyPerturbation / std::sqrt(double(features)));
+            const Matrix mixK = mixQ + rng.normalMatrix(d, features) * (kKeyPerturbation / std::sqrt(double(features)));
             // scale * amp^2 * |w . p|^2 = kSelfLogit, with |w . p|^2 = 2 sum_f w_f^2.
             const double selfNorm = 0.5 * weights.squaredNorm();
             const double amplitude = std::sqrt(kSelfLogit / (scale * selfNorm));
-            const Matrix prefixQ =
-                rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
-            const Matrix prefixK =
-                rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
+            const Matrix prefixQ = rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
+            const Matrix prefixK = rng.normalMatrix(o.prefix, d) * (amplitude * std::sqrt(selfNorm / d));
             const Matrix weighted = positional * weights.asDiagonal();
             const Matrix baseQ = weighted * mixQ.transpose() * amplitude;  // spatial x d
             const Matrix baseK = weighted * mixK.transpose() * amplitude;
@@ -246,16 +242,13 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                     const Index s = t - o.prefix;
                     const double m = image.magnitude[std::size_t(s)];
                     for (Index j = 0; j < d; ++j) {
-                        qRow[j] = float(
-                            m * (baseQ(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
-                        kRow[j] = float(
-                            m * (baseK(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
+                        qRow[j] = float(m * (baseQ(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
+                        kRow[j] = float(m * (baseK(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
                     }
                 }
                 if (o.withValues) {
                     float* vData = v.data() + offset;
-                    for (std::size_t i = 0; i < std::size_t(n * d); ++i)
-                        vData[i] = float(rng.normal());
+                    for (std::size_t i = 0; i < std::size_t(n * d); ++i) vData[i] = float(rng.normal());
                 }
             }
         }
@@ -302,9 +295,7 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
             labels.push_back(image.label);
         }
         writer.writeUInt8Dataset(
-            "/images",
-            {std::uint64_t(o.images), std::uint64_t(2 * o.gridH), std::uint64_t(2 * o.gridW)},
-            pixels);
+            "/images", {std::uint64_t(o.images), std::uint64_t(2 * o.gridH), std::uint64_t(2 * o.gridW)}, pixels);
         writer.writeInt64Dataset("/labels", {std::uint64_t(o.images)}, labels);
     }
     writer.commit();

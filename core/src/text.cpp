@@ -61,8 +61,7 @@ std::optional<std::string> textProblem(std::string_view text) {
         }
         if (isControl(c)) {
             char buffer[96];
-            std::snprintf(buffer, sizeof buffer, "control character U+%04X at offset %zu",
-                          unsigned(c), i);
+            std::snprintf(buffer, sizeof buffer, "control character U+%04X at offset %zu", unsigned(c), i);
             return std::string(buffer);
         }
         i += length;

@@ -29,20 +29,9 @@ ATTNLENS_AVX2 inline __m256d expAvx2(__m256d t) {
     const __m256d k = _mm256_sub_pd(kShifted, shifter);
     __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Hi), t);
     r = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Lo), r);
-    constexpr double c[14] = {1.0,
-                              1.0,
-                              1.0 / 2,
-                              1.0 / 6,
-                              1.0 / 24,
-                              1.0 / 120,
-                              1.0 / 720,
-                              1.0 / 5040,
-                              1.0 / 40320,
-                              1.0 / 362880,
-                              1.0 / 3628800,
-                              1.0 / 39916800,
-                              1.0 / 479001600,
-                              1.0 / 6227020800};
+    constexpr double c[14] = {
+        1.0,        1.0,         1.0 / 2,      1.0 / 6,       1.0 / 24,       1.0 / 120,       1.0 / 720,
+        1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800};
     __m256d p = _mm256_set1_pd(c[13]);
     for (int i = 12; i >= 0; --i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[i]));
     // The low bits of kShifted hold k as a two's-complement integer.
@@ -60,11 +49,10 @@ ATTNLENS_AVX2 double expAffineAvx2(const double* x, std::size_t n, double a, dou
         const __m256d t1 = _mm256_fmadd_pd(va, _mm256_loadu_pd(x + j + 4), vs);
         __m256d e0 = expAvx2(t0), e1 = expAvx2(t1);
         // Arguments outside [-708, 709] or NaN: libm, lane by lane (rare in softmax rows).
-        const int bad = _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(t0, lo, _CMP_NGE_UQ),
-                                                        _mm256_cmp_pd(t0, hi, _CMP_NLE_UQ))) |
-                        (_mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(t1, lo, _CMP_NGE_UQ),
-                                                         _mm256_cmp_pd(t1, hi, _CMP_NLE_UQ)))
-                         << 4);
+        const int bad =
+            _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(t0, lo, _CMP_NGE_UQ), _mm256_cmp_pd(t0, hi, _CMP_NLE_UQ))) |
+            (_mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(t1, lo, _CMP_NGE_UQ), _mm256_cmp_pd(t1, hi, _CMP_NLE_UQ)))
+             << 4);
         if (bad) {
             alignas(32) double t[8], e[8];
             _mm256_store_pd(t, t0);

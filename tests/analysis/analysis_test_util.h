@@ -32,8 +32,7 @@ struct OwnedHead {
     const AttentionHead* operator->() const { return head.get(); }
 };
 
-inline std::unique_ptr<OwnedHead> makeHead(const Paradigm& p, Matrix q, Matrix k,
-                                           double layerScale = 0.0) {
+inline std::unique_ptr<OwnedHead> makeHead(const Paradigm& p, Matrix q, Matrix k, double layerScale = 0.0) {
     return std::make_unique<OwnedHead>(p, std::move(q), std::move(k), layerScale);
 }
 
@@ -55,8 +54,7 @@ inline Matrix randomUniform(Index rows, Index cols, std::uint64_t seed, double l
     return m;
 }
 
-inline Paradigm customParadigm(std::string name, Normalisation n, Kernel k,
-                               QueryTransform t = QueryTransform::None) {
+inline Paradigm customParadigm(std::string name, Normalisation n, Kernel k, QueryTransform t = QueryTransform::None) {
     Paradigm p;
     p.name = std::move(name);
     p.normalisation = n;
@@ -70,8 +68,7 @@ inline std::vector<std::string> lowRankPresetNames() {
     return {"linear_relu", "linear_elu", "focused", "inline", "inline_relu", "mala"};
 }
 inline std::vector<std::string> allPresetNames() {
-    return {"softmax", "linear_relu", "linear_elu", "focused",
-            "inline",  "inline_relu", "mala",       "softmax_l2"};
+    return {"softmax", "linear_relu", "linear_elu", "focused", "inline", "inline_relu", "mala", "softmax_l2"};
 }
 
 }  // namespace attnlens::testing

@@ -108,14 +108,12 @@ TEST(Confusion, MatchesBruteForceOnRandomHeadsOfEveryParadigm) {
         // A larger tau catches more pairs, in both paths alike.
         ConfusionOptions wide;
         wide.tau = 5e-2;
-        EXPECT_EQ(confusion(**h, q, wide).confusedPairs,
-                  confusionBruteForce(a, q, wide, status).confusedPairs);
+        EXPECT_EQ(confusion(**h, q, wide).confusedPairs, confusionBruteForce(a, q, wide, status).confusedPairs);
     }
 }
 
 // Row distance of queries 0 and 1 when Q_1 = Q_0 + delta * v.
-double pairDistance(const Paradigm& p, Matrix q, const Matrix& k, const RowVector& v,
-                    double delta) {
+double pairDistance(const Paradigm& p, Matrix q, const Matrix& k, const RowVector& v, double delta) {
     q.row(1) = q.row(0) + delta * v;
     auto h = makeHead(p, q, k);
     RowVector a0((**h).tokens()), a1((**h).tokens());
@@ -126,8 +124,8 @@ double pairDistance(const Paradigm& p, Matrix q, const Matrix& k, const RowVecto
 
 // Smallest delta found by bisection whose row distance reaches `target` (hi), and the largest
 // below it (lo).
-std::pair<double, double> bisect(const Paradigm& p, const Matrix& q, const Matrix& k,
-                                 const RowVector& v, double target) {
+std::pair<double, double> bisect(const Paradigm& p, const Matrix& q, const Matrix& k, const RowVector& v,
+                                 double target) {
     double lo = 0, hi = 1e-3;
     for (int i = 0; i < 60 && pairDistance(p, q, k, v, hi) < target; ++i) hi *= 2;
     EXPECT_GE(pairDistance(p, q, k, v, hi), target) << "no bracket for the bisection";
@@ -247,8 +245,7 @@ TEST(Confusion, BadArgumentsAreReported) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Input);
-        EXPECT_NE(std::string(e.what()).find("4 query vectors for a head of 5 tokens"),
-                  std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("4 query vectors for a head of 5 tokens"), std::string::npos);
     }
     ConfusionOptions bad;
     bad.tau = 0;

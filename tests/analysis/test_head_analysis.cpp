@@ -22,8 +22,7 @@ TEST(StatSelection, ParsesSubsetsAndAll) {
     EXPECT_EQ(s.names(), (std::vector<std::string>{"rank", "local"}));
     EXPECT_EQ(StatSelection::parse("all").names(),
               (std::vector<std::string>{"rank", "local", "entropy", "confusion", "magnitude"}));
-    EXPECT_EQ(StatSelection::parse("magnitude,entropy").names(),
-              (std::vector<std::string>{"entropy", "magnitude"}));
+    EXPECT_EQ(StatSelection::parse("magnitude,entropy").names(), (std::vector<std::string>{"entropy", "magnitude"}));
 }
 
 TEST(StatSelection, UnknownNameIsAUsageError) {
@@ -32,8 +31,7 @@ TEST(StatSelection, UnknownNameIsAUsageError) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Usage);
-        EXPECT_STREQ(e.what(),
-                     "unknown statistic 'foo' (known: rank, local, entropy, confusion, magnitude)");
+        EXPECT_STREQ(e.what(), "unknown statistic 'foo' (known: rank, local, entropy, confusion, magnitude)");
     }
     EXPECT_THROW(StatSelection::parse(""), Error);
     EXPECT_THROW(StatSelection::parse(" , "), Error);
@@ -76,7 +74,7 @@ TEST(AnalyzeHead, EqualsTheIndividualAnalyses) {
         const Matrix a = (**h).matrix(&status);
         EXPECT_EQ(s.tokens, n);
         EXPECT_EQ(s.flaggedRows, 0);
-        ASSERT_TRUE(s.spectrum && s.focus && s.confusion && s.magnitude);
+        ASSERT_TRUE(s.spectrum && s.entropy && s.confusion && s.magnitude);
         EXPECT_EQ(s.spectrum->rank, spectrum(**h, layout, {}).rank);
         ASSERT_EQ(s.local.size(), 3u);
         const auto local = localMass(a, status, layout, o.localK);
@@ -84,7 +82,7 @@ TEST(AnalyzeHead, EqualsTheIndividualAnalyses) {
             EXPECT_DOUBLE_EQ(s.local[i].mean, local[i].mean);
             EXPECT_EQ(s.local[i].perQuery.size(), 30u);
         }
-        EXPECT_DOUBLE_EQ(s.focus->meanEntropy, focus(a, status).meanEntropy);
+        EXPECT_DOUBLE_EQ(s.entropy->meanEntropy, entropyStatistics(a, status).meanEntropy);
         EXPECT_EQ(s.confusion->confusedPairs, confusionBruteForce(a, q, {}, status).confusedPairs);
         EXPECT_EQ(s.magnitude->maxWeight, meanMagnitudeCurve(**h, {}).maxWeight);
     }
@@ -98,7 +96,7 @@ TEST(AnalyzeHead, RunsOnlyTheSelectedStatistics) {
     o.stats = StatSelection::parse("local");
     const HeadStatistics s = analyzeHead(**h, q, layout, o);
     EXPECT_FALSE(s.spectrum);
-    EXPECT_FALSE(s.focus);
+    EXPECT_FALSE(s.entropy);
     EXPECT_FALSE(s.confusion);
     EXPECT_FALSE(s.magnitude);
     ASSERT_EQ(s.local.size(), 3u);
@@ -119,8 +117,8 @@ TEST(AnalyzeHead, CountsFlaggedRowsWithOrWithoutTheFullMatrix) {
         o.stats = StatSelection::parse(stats);
         const HeadStatistics s = analyzeHead(**h, q, layout, o);
         EXPECT_EQ(s.flaggedRows, 2);
-        if (s.focus) {
-            EXPECT_EQ(s.focus->flaggedRows, 2);
+        if (s.entropy) {
+            EXPECT_EQ(s.entropy->flaggedRows, 2);
         }
         if (s.magnitude) {
             EXPECT_EQ(s.magnitude->queriesAveraged, 10);
@@ -139,8 +137,7 @@ TEST(AnalyzeHead, LayoutMismatchIsAnInputError) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Input);
-        EXPECT_NE(std::string(e.what()).find("does not match the head's 9 tokens"),
-                  std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("does not match the head's 9 tokens"), std::string::npos);
     }
 }
 

@@ -59,14 +59,12 @@ TEST(Linalg, ThinQrFactorKeepsTheGramMatrix) {
 TEST(Linalg, FactorisationReproducesTheMatrix) {
     const Index n = 15;
     for (const auto& name : testing::lowRankPresetNames()) {
-        auto h =
-            testing::makeHead(presetParadigm(name), randomNormal(n, 3, 4), randomNormal(n, 3, 5));
+        auto h = testing::makeHead(presetParadigm(name), randomNormal(n, 3, 4), randomNormal(n, 3, 5));
         const linalg::FactorisedAttention f = linalg::factorise(**h);
         EXPECT_LT((f.l * f.r.transpose() - (**h).matrix()).cwiseAbs().maxCoeff(), 1e-14) << name;
         for (unsigned char ok : f.okRow) EXPECT_EQ(ok, 1);
     }
-    auto soft =
-        testing::makeHead(presetParadigm("softmax"), randomNormal(4, 2, 1), randomNormal(4, 2, 2));
+    auto soft = testing::makeHead(presetParadigm("softmax"), randomNormal(4, 2, 1), randomNormal(4, 2, 2));
     EXPECT_THROW(linalg::factorise(**soft), Error);
 }
 

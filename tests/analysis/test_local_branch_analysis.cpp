@@ -47,8 +47,8 @@ TEST(LocalBranchAnalysis, UniformAttentionPlusIdentityKernel) {
         w.channels = 2;
         w.kernelH = w.kernelW = 3;
         w.weights.assign(18, 0.0);
-        w.weights[4] = 1.0;       // channel 0: identity
-        w.weights[9 + 4] = 1.0;   // channel 1: identity too
+        w.weights[4] = 1.0;      // channel 0: identity
+        w.weights[9 + 4] = 1.0;  // channel 1: identity too
         const LocalBranchHead branch{&w, LocalChannelMap::PerHead, 0, 2, "dwc"};
         const std::vector<int> ks{3};
         const LocalBranchResult r =

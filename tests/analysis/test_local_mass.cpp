@@ -47,9 +47,7 @@ TEST(LocalMass, BorderWindowsAreClipped) {
     const Matrix a = Matrix::Constant(n, n, 1.0);  // mass = number of cells in the window
     const int ks[] = {3, 5};
     const auto r = localMass(a, {}, layout, ks);
-    auto at = [&](int which, int y, int x) {
-        return r[std::size_t(which)].perQuery[std::size_t(y * 5 + x)];
-    };
+    auto at = [&](int which, int y, int x) { return r[std::size_t(which)].perQuery[std::size_t(y * 5 + x)]; };
     EXPECT_EQ(at(0, 0, 0), 4.0);   // corner of 3 x 3
     EXPECT_EQ(at(0, 0, 2), 6.0);   // top edge
     EXPECT_EQ(at(0, 1, 1), 9.0);   // interior

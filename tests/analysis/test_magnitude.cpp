@@ -21,8 +21,7 @@ using testing::randomUniform;
 TEST(Magnitude, DefaultGridIsPowersOfTwoFromQuarterToSixteen) {
     const std::vector<double> f = MagnitudeOptions{}.factors();
     ASSERT_EQ(f.size(), 13u);
-    for (std::size_t i = 0; i < f.size(); ++i)
-        EXPECT_DOUBLE_EQ(f[i], std::exp2(-2.0 + 0.5 * double(i)));
+    for (std::size_t i = 0; i < f.size(); ++i) EXPECT_DOUBLE_EQ(f[i], std::exp2(-2.0 + 0.5 * double(i)));
     EXPECT_EQ(f[4], 1.0);  // exactly, so a = 1 is read from the grid
     MagnitudeOptions one;
     one.points = 1;
@@ -88,8 +87,7 @@ TEST(Magnitude, UnitFactorIsEvaluatedWhenNotOnTheGrid) {
     ASSERT_EQ(c.factors, (std::vector<double>{2.0, 4.0, 8.0}));
     EXPECT_EQ(c.topKey, 2);
     EXPECT_EQ(c.medianKey, 0);
-    for (std::size_t f = 0; f < 3; ++f)
-        EXPECT_NEAR(std::log(c.ratio[f]), 1.5 * c.factors[f], 1e-12);
+    for (std::size_t f = 0; f < 3; ++f) EXPECT_NEAR(std::log(c.ratio[f]), 1.5 * c.factors[f], 1e-12);
 }
 
 void expectConstantInA(const MagnitudeCurve& c, const std::string& what) {
@@ -182,48 +180,48 @@ void checkClosedFormsAgainstRows(Index n, Index distinctKeys) {
         auto h = makeHead(p, randomNormal(n, 5, seed), keys);
         seed += 2;
         for (int topK : {4, 20, int(n) / 2 + 1, int(n) + 70})  // one half, across the median, > N
-        for (Index query : {Index(0), Index(11), n - 1}) {
-            SCOPED_TRACE(topK);
-            MagnitudeOptions o;
-            o.topK = topK;
-            const MagnitudeCurve c = magnitudeCurve(**h, query, o);
-            Matrix rows(13, n);
-            std::vector<RowStatus> status(13);
-            (**h).scaledRows(query, c.factors, rows, status.data());
-            if (status[4] == RowStatus::Ok) {  // a = 1: the keys by their definition
-                ASSERT_EQ(c.factors[4], 1.0);
-                std::vector<double> unit(rows.row(4).data(), rows.row(4).data() + n);
-                EXPECT_EQ(c.topKey, Index(std::max_element(unit.begin(), unit.end()) - unit.begin()));
-                std::vector<double> sorted = unit;
-                std::sort(sorted.begin(), sorted.end());
-                const double median = sorted[std::size_t(n - 1) / 2];
-                EXPECT_NEAR(unit[std::size_t(c.medianKey)], median, 1e-15 * std::abs(median));
-            }
-            for (std::size_t f = 0; f < 13; ++f) {
-                SCOPED_TRACE(c.factors[f]);
-                if (status[f] != RowStatus::Ok) {
-                    EXPECT_TRUE(std::isnan(c.maxWeight[f]));
-                    continue;
+            for (Index query : {Index(0), Index(11), n - 1}) {
+                SCOPED_TRACE(topK);
+                MagnitudeOptions o;
+                o.topK = topK;
+                const MagnitudeCurve c = magnitudeCurve(**h, query, o);
+                Matrix rows(13, n);
+                std::vector<RowStatus> status(13);
+                (**h).scaledRows(query, c.factors, rows, status.data());
+                if (status[4] == RowStatus::Ok) {  // a = 1: the keys by their definition
+                    ASSERT_EQ(c.factors[4], 1.0);
+                    std::vector<double> unit(rows.row(4).data(), rows.row(4).data() + n);
+                    EXPECT_EQ(c.topKey, Index(std::max_element(unit.begin(), unit.end()) - unit.begin()));
+                    std::vector<double> sorted = unit;
+                    std::sort(sorted.begin(), sorted.end());
+                    const double median = sorted[std::size_t(n - 1) / 2];
+                    EXPECT_NEAR(unit[std::size_t(c.medianKey)], median, 1e-15 * std::abs(median));
                 }
-                std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
-                const double tol = 1e-12 * std::max(1.0, rows.row(Index(f)).cwiseAbs().maxCoeff());
-                // 0 / 0 when the row is all zero (relu kernel, phi(q) orthogonal to every key).
-                const double ratio = r[std::size_t(c.topKey)] / r[std::size_t(c.medianKey)];
-                if (std::isnan(ratio))
-                    EXPECT_TRUE(std::isnan(c.ratio[f]));
-                else
-                    EXPECT_NEAR(c.ratio[f], ratio, 1e-10 * std::abs(c.ratio[f]));
-                std::sort(r.begin(), r.end(), std::greater<>());
-                const std::size_t k = std::min<std::size_t>(std::size_t(topK), r.size());
-                EXPECT_NEAR(c.topMass[f], std::accumulate(r.begin(), r.begin() + k, 0.0), double(k) * tol);
-                EXPECT_NEAR(c.maxWeight[f], r[0], tol);
-                const double entropy = rowEntropy(r);  // NaN: no positive weight
-                if (std::isnan(entropy))
-                    EXPECT_TRUE(std::isnan(c.entropy[f]));
-                else
-                    EXPECT_NEAR(c.entropy[f], entropy, 1e-11);
+                for (std::size_t f = 0; f < 13; ++f) {
+                    SCOPED_TRACE(c.factors[f]);
+                    if (status[f] != RowStatus::Ok) {
+                        EXPECT_TRUE(std::isnan(c.maxWeight[f]));
+                        continue;
+                    }
+                    std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
+                    const double tol = 1e-12 * std::max(1.0, rows.row(Index(f)).cwiseAbs().maxCoeff());
+                    // 0 / 0 when the row is all zero (relu kernel, phi(q) orthogonal to every key).
+                    const double ratio = r[std::size_t(c.topKey)] / r[std::size_t(c.medianKey)];
+                    if (std::isnan(ratio))
+                        EXPECT_TRUE(std::isnan(c.ratio[f]));
+                    else
+                        EXPECT_NEAR(c.ratio[f], ratio, 1e-10 * std::abs(c.ratio[f]));
+                    std::sort(r.begin(), r.end(), std::greater<>());
+                    const std::size_t k = std::min<std::size_t>(std::size_t(topK), r.size());
+                    EXPECT_NEAR(c.topMass[f], std::accumulate(r.begin(), r.begin() + k, 0.0), double(k) * tol);
+                    EXPECT_NEAR(c.maxWeight[f], r[0], tol);
+                    const double entropy = rowEntropy(r);  // NaN: no positive weight
+                    if (std::isnan(entropy))
+                        EXPECT_TRUE(std::isnan(c.entropy[f]));
+                    else
+                        EXPECT_NEAR(c.entropy[f], entropy, 1e-11);
+                }
             }
-        }
     }
 }
 
@@ -245,8 +243,7 @@ TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
     std::uint64_t seed = 60;
     for (const auto& name : testing::allPresetNames()) {
         SCOPED_TRACE(name);
-        auto h =
-            makeHead(presetParadigm(name), randomNormal(n, 4, seed), randomNormal(n, 4, seed + 1));
+        auto h = makeHead(presetParadigm(name), randomNormal(n, 4, seed), randomNormal(n, 4, seed + 1));
         seed += 2;
         const MagnitudeCurve mean = meanMagnitudeCurve(**h, {});
         EXPECT_EQ(mean.query, -1);

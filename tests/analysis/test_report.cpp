@@ -28,8 +28,10 @@ TEST(ReportText, ParsesBackToTheSameJsonWithOneRecordPerLine) {
         j["input"] = {{"path", "a \"quoted\"\nname.h5"}, {"dump", {{"grid", {14, 14}}}}};
         j["results"] = json::array();
         for (std::size_t i = 0; i < count; ++i)
-            j["results"].push_back({{"image", i}, {"rank", {{"singular_values", {1.5, 0.25, 1e-300}}}},
-                                    {"paradigm", "mala"}, {"note", "line\nbreak"}});
+            j["results"].push_back({{"image", i},
+                                    {"rank", {{"singular_values", {1.5, 0.25, 1e-300}}}},
+                                    {"paradigm", "mala"},
+                                    {"note", "line\nbreak"}});
         j["timing"] = {{"seconds", 1.25}};
         const std::string text = reportText(j);
         EXPECT_EQ(json::parse(text), j);

@@ -1,4 +1,4 @@
-// The row-summary kernel behind focus() and the magnitude curves: every SIMD variant the machine
+// The row-summary kernel behind entropyStatistics() and the magnitude curves: every SIMD variant the machine
 // can run against a long-double reference with libm's log.
 #include <gtest/gtest.h>
 
@@ -88,15 +88,10 @@ TEST(RowSummary, LogarithmIsAccurateOverTheWholeRange) {
         SCOPED_TRACE(toString(kernel));
         double worst = 0;
         for (int i = 0; i < 20000; ++i) {
-            const double x = i < 8 ? std::vector<double>{DBL_MIN,
-                                                         0.5,
-                                                         0.7071067811865476,
-                                                         1.0,
-                                                         1.4142135623730951,
-                                                         2.0,
-                                                         1e300,
-                                                         DBL_MAX}[i]
-                                   : std::exp(t(rng));
+            const double x =
+                i < 8 ? std::vector<double>{DBL_MIN, 0.5,    0.7071067811865476, 1.0, 1.4142135623730951, 2.0,
+                                            1e300,   DBL_MAX}[i]
+                      : std::exp(t(rng));
             const std::vector<double> row(8, x);
             const double expected = 8.0 * x * std::log(x);
             const double got = summariseRow(row, 0, kernel).plogp;
@@ -135,8 +130,7 @@ TEST(RowSummary, AffinePassMatchesTheMaterialisedRow) {
                 SCOPED_TRACE("n = " + std::to_string(n) + ", alpha = " + std::to_string(alpha));
                 EXPECT_NEAR(fused.positiveMass, direct.positiveMass, 2 * rel * double(r.mass) + 1e-300);
                 EXPECT_NEAR(fused.plogp, direct.plogp, 4 * rel * double(r.plogpAbs) + 1e-300);
-                EXPECT_NEAR(fused.negativeMass, direct.negativeMass,
-                            2 * rel * std::abs(double(r.negative)) + 1e-300);
+                EXPECT_NEAR(fused.negativeMass, direct.negativeMass, 2 * rel * std::abs(double(r.negative)) + 1e-300);
                 EXPECT_NEAR(fused.maxWeight, direct.maxWeight, 2.3e-16 * std::abs(direct.maxWeight));
             }
         }
@@ -198,8 +192,7 @@ TEST(RowSelection, EveryRankMatchesSorting) {
             std::vector<double> sorted = row, a(n), b(n);
             std::sort(sorted.begin(), sorted.end());
             for (std::size_t k = 0; k < n; k += std::max<std::size_t>(1, n / 37)) {
-                ASSERT_EQ(selectRank(row, k, a.data(), b.data(), kernel), sorted[k])
-                    << "n = " << n << ", k = " << k;
+                ASSERT_EQ(selectRank(row, k, a.data(), b.data(), kernel), sorted[k]) << "n = " << n << ", k = " << k;
             }
             ASSERT_EQ(selectRank(row, n - 1, a.data(), b.data(), kernel), sorted[n - 1]);
         }

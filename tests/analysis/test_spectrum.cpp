@@ -17,8 +17,7 @@ using testing::randomNormal;
 using testing::randomUniform;
 
 // Same rank, leading values to 1e-9 relative, all values above the tolerance to 1e-9 sigma_max.
-void expectSameSpectrum(const SpectrumResult& lowRank, const SpectrumResult& dense,
-                        const std::string& what) {
+void expectSameSpectrum(const SpectrumResult& lowRank, const SpectrumResult& dense, const std::string& what) {
     SCOPED_TRACE(what);
     ASSERT_FALSE(dense.singularValues.empty());
     EXPECT_EQ(lowRank.rank, dense.rank);
@@ -42,8 +41,7 @@ TEST(Spectrum, LowRankPathMatchesDenseSvdOnRandomHeads) {
     const Index n = layout.tokens(), d = 6;
     std::uint64_t seed = 11;
     for (const auto& name : testing::lowRankPresetNames()) {
-        auto h =
-            makeHead(presetParadigm(name), randomNormal(n, d, seed), randomNormal(n, d, seed + 1));
+        auto h = makeHead(presetParadigm(name), randomNormal(n, d, seed), randomNormal(n, d, seed + 1));
         seed += 2;
         ASSERT_TRUE((**h).hasLowRankForm());
         const SpectrumResult lowRank = spectrum(**h, layout, {});
@@ -151,8 +149,7 @@ TEST(Spectrum, InvariantUnderTokenPermutation) {
 
 TEST(Spectrum, RelativeToleranceOptionCountsValuesAboveIt) {
     const Index n = 30;
-    auto h =
-        makeHead(presetParadigm("softmax"), randomNormal(n, 8, 21, 2.0), randomNormal(n, 8, 22));
+    auto h = makeHead(presetParadigm("softmax"), randomNormal(n, 8, 21, 2.0), randomNormal(n, 8, 22));
     SpectrumOptions opt;
     opt.relativeTolerance = 0.1;
     const SpectrumResult s = spectrum(**h, TokenLayout{5, 6, 0}, opt);

@@ -26,12 +26,12 @@
 #include <memory>
 
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/open_check.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/open_check.h"
 #include "attnlens/synth.h"
 #include "compare_view.h"
 #include "example_dump.h"
@@ -159,7 +159,8 @@ Matrix coreBranchMatrix(const QString& path, int image, int layer, int head, int
     auto reader = DumpReader::open(path.toStdString());
     const LayerInfo& l = reader->info().layers[std::size_t(layer)];
     const LocalBranchWeights w = reader->readLocalBranch(image, layer);
-    if (channel >= 0) return localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, channel, l.valueDim)), l.layout);
+    if (channel >= 0)
+        return localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, channel, l.valueDim)), l.layout);
     Matrix sum = Matrix::Zero(l.tokens, l.tokens);
     for (int c = 0; c < l.valueDim; ++c)
         sum += localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, c, l.valueDim)), l.layout);
@@ -333,8 +334,9 @@ void AppTests::opensBundledExample() {
     QCOMPARE(w.tokenMapView()->colorMap()->data()->valueSize(), l.gridH);
     QString why;
     const Selection& s = w.session()->selection();
-    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), l, coreRow(path, s.image, s.layer, s.head, "softmax", s.query), &why),
-             qPrintable(why));
+    QVERIFY2(
+        mapShowsRow(w.tokenMapView()->colorMap(), l, coreRow(path, s.image, s.layer, s.head, "softmax", s.query), &why),
+        qPrintable(why));
     w.session()->jobs().waitForIdle();
 }
 
@@ -358,8 +360,9 @@ void AppTests::exampleClickSwitchAndStatusBar() {
     // Status bar: file, B, N, d, grid.
     const QString shape = w.findChild<QLabel*>("shape")->text();
     const LayerInfo& l0 = info.layers.front();
-    for (const QString& part : {QString("B=%1").arg(info.images), QString("N=%1").arg(l0.tokens), QString("d=%1").arg(l0.dim),
-                                QString("%1x%2").arg(l0.layout.gridH).arg(l0.layout.gridW)})
+    for (const QString& part :
+         {QString("B=%1").arg(info.images), QString("N=%1").arg(l0.tokens), QString("d=%1").arg(l0.dim),
+          QString("%1x%2").arg(l0.layout.gridH).arg(l0.layout.gridW)})
         QVERIFY2(shape.contains(part), qPrintable(shape + " lacks " + part));
     QCOMPARE(w.findChild<QLabel*>("file")->text(), QFileInfo(path).fileName());
 
@@ -380,10 +383,12 @@ void AppTests::exampleClickSwitchAndStatusBar() {
     QVERIFY2(mapShowsRow(v->colorMap(), l, coreRow(path, 0, 0, 0, "mala", q), &why), qPrintable(why));
     QTest::keyClick(&w, Qt::Key_PageDown);
     QCOMPARE(s->selection().layer, 1);
-    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 0, "mala", s->selection().query), &why), qPrintable(why));
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 0, "mala", s->selection().query), &why),
+             qPrintable(why));
     QTest::keyClick(&w, Qt::Key_BracketRight);
     QCOMPARE(s->selection().head, 1);
-    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 1, "mala", s->selection().query), &why), qPrintable(why));
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 1, "mala", s->selection().query), &why),
+             qPrintable(why));
     // Signed paradigm: diverging range centred on zero that contains every weight.
     const RowVector mala = coreRow(path, 0, 1, 1, "mala", s->selection().query);
     QCOMPARE(v->colorMap()->dataRange().lower, -v->colorMap()->dataRange().upper);
@@ -444,7 +449,8 @@ void AppTests::clickOnClsCellSelectsCls() {
     QTest::mouseClick(v->plot(), Qt::LeftButton, {}, centre.toPoint());
     QCOMPARE(w.session()->selection().query, Index(0));
     QString why;
-    QVERIFY2(mapShowsRow(v->colorMap(), w.session()->layout(), coreRow(small_, 0, 0, 0, "softmax", 0), &why), qPrintable(why));
+    QVERIFY2(mapShowsRow(v->colorMap(), w.session()->layout(), coreRow(small_, 0, 0, 0, "softmax", 0), &why),
+             qPrintable(why));
     QVERIFY(v->titleText().contains("CLS"));
 }
 
@@ -498,7 +504,8 @@ void AppTests::switchingParadigmLayerHeadImageUpdatesMap() {
     QCOMPARE(s->selection().layer, 0);
     QTest::keyClick(&w, Qt::Key_P);  // next paradigm after inline
     QCOMPARE(s->paradigms()[std::size_t(s->selection().paradigm)].name, std::string("inline_relu"));
-    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 1, 0, 1, "inline_relu", q), &why), qPrintable(why));
+    QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(small_, 1, 0, 1, "inline_relu", q), &why),
+             qPrintable(why));
 
     // The selection widgets follow the keyboard.
     QCOMPARE(w.findChild<QComboBox*>("layer")->currentIndex(), 0);
@@ -552,7 +559,8 @@ void AppTests::compareViewShowsEveryParadigmAndDifference() {
     QString why;
     for (const auto& p : c->panels()) {
         const std::string name = s->paradigms()[std::size_t(p.paradigm)].name;
-        QVERIFY2(mapShowsRow(p.map, s->layout(), coreRow(small_, 0, 0, 0, name, q), &why), qPrintable(QString::fromStdString(name) + ": " + why));
+        QVERIFY2(mapShowsRow(p.map, s->layout(), coreRow(small_, 0, 0, 0, name, q), &why),
+                 qPrintable(QString::fromStdString(name) + ": " + why));
         QVERIFY(p.title->text().startsWith(QString::fromStdString(name)));
     }
     c->setDifference(s->paradigmIndex("softmax"), s->paradigmIndex("inline"));
@@ -614,9 +622,11 @@ void AppTests::matrixViewShowsMatrixRowAndRank() {
     const Matrix a = h.matrix();
     for (Index i = 0; i < a.rows(); ++i)
         for (Index j = 0; j < a.cols(); ++j)
-            QVERIFY2(sameValue(m->colorMap()->data()->cell(int(j), int(i)), a(i, j)), qPrintable(QString("A[%1,%2]").arg(i).arg(j)));
+            QVERIFY2(sameValue(m->colorMap()->data()->cell(int(j), int(i)), a(i, j)),
+                     qPrintable(QString("A[%1,%2]").arg(i).arg(j)));
     const SpectrumResult spec = spectrum(h, l.layout, SpectrumOptions{});
-    QVERIFY2(m->titleText().contains(QString("numerical rank %1 / %2").arg(spec.rank).arg(spec.size)), qPrintable(m->titleText()));
+    QVERIFY2(m->titleText().contains(QString("numerical rank %1 / %2").arg(spec.rank).arg(spec.size)),
+             qPrintable(m->titleText()));
     const Index q = s->selection().query;
     QCOMPARE(m->rowHighlight()->topLeft->coords().y(), q - 0.5);
     QCOMPARE(m->rowHighlight()->bottomRight->coords().y(), q + 0.5);
@@ -718,7 +728,8 @@ void AppTests::statisticsViewsMatchAnalyzeDump() {
     spec->refreshNow();
     const HeadActivations acts = reader->readHead(0, 0, 0);
     HeadInputs in{&acts.q, &acts.k, reader->info().layers[0].scale, false};
-    const SpectrumResult sr = spectrum(AttentionHead(presetParadigm("softmax"), in), reader->info().layers[0].layout, {});
+    const SpectrumResult sr =
+        spectrum(AttentionHead(presetParadigm("softmax"), in), reader->info().layers[0].layout, {});
     QCPGraph* g0 = spec->plot()->graph(0);
     QCOMPARE(g0->dataCount(), int(sr.singularValues.size()));
     QVERIFY(sameValue(g0->data()->at(0)->value, sr.singularValues[0]));
@@ -748,8 +759,7 @@ void AppTests::confusionHistogramIsOverAllImages() {
         const int p = series++;
         QCOMPARE(barsTotal(bars), 3.0);
         const std::vector<int> hist = confusionHistogram(confusionPerImage(report, p), 4);
-        for (std::size_t b = 0; b < hist.size(); ++b)
-            QCOMPARE(bars->data()->at(int(b))->value, double(hist[b]));
+        for (std::size_t b = 0; b < hist.size(); ++b) QCOMPARE(bars->data()->at(int(b))->value, double(hist[b]));
     }
     QCOMPARE(series, 8);
     // The local mass view (following the session) still uses the selected image.
@@ -794,8 +804,10 @@ void AppTests::colourBarsSitNextToTheirMaps() {
     // The map is centred with its colour bar, not alone with the bar pushed to the far edge.
     const int gap = v->colorScale()->outerRect().left() - v->gridRect()->rect().right();
     QVERIFY2(gap >= 0 && gap < 30, qPrintable(QString("gap %1 px").arg(gap)));
-    const int leftSpace = v->gridRect()->rect().left(), rightSpace = v->plot()->width() - v->colorScale()->rect().right();
-    QVERIFY2(std::abs(leftSpace - rightSpace) < 120, qPrintable(QString("left %1, right %2").arg(leftSpace).arg(rightSpace)));
+    const int leftSpace = v->gridRect()->rect().left(),
+              rightSpace = v->plot()->width() - v->colorScale()->rect().right();
+    QVERIFY2(std::abs(leftSpace - rightSpace) < 120,
+             qPrintable(QString("left %1, right %2").arg(leftSpace).arg(rightSpace)));
     w.showView("compare");
     CompareView* c = w.compareView();
     layoutNow(c);
@@ -904,9 +916,10 @@ void AppTests::exportStatisticsJsonValidAgainstSchema() {
         const QString schema = QStringLiteral(ATTNLENS_SOURCE_DIR "/resources/analysis.schema.json");
         QVERIFY(QFile::exists(schema));
         QProcess py;
-        py.start("/usr/bin/python3",
-                 {"-c", "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
-                  path, schema});
+        py.start("/usr/bin/python3", {"-c",
+                                      "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), "
+                                      "json.load(open(sys.argv[2])))",
+                                      path, schema});
         QVERIFY2(py.waitForStarted(10000), "cannot run /usr/bin/python3 to validate against the schema");
         QVERIFY(py.waitForFinished(60000));
         QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAllStandardError().constData());
@@ -1019,7 +1032,7 @@ void AppTests::preferencesRoundTripAndApply() {
 
     Session s(q);
     QCOMPARE(int(s.paradigms().size()), 9);
-    QCOMPARE(s.paradigms()[std::size_t(s.paradigmIndex("focused"))].focusP, 2.0);
+    QCOMPARE(s.paradigms()[std::size_t(s.paradigmIndex("focused"))].focusingPower, 2.0);
     QCOMPARE(*s.paradigms()[std::size_t(s.paradigmIndex("relu_c1"))].c, 1.0);
     s.open(small_);
     s.setParadigm(s.paradigmIndex("relu_c1"));
@@ -1077,7 +1090,8 @@ void AppTests::renderMatchesWindowExport() {
     QVERIFY2(w.exportCurrentFigure(fromWindow, o, &error), qPrintable(error));
     QString out, err;
     QTextStream os(&out), es(&err);
-    const int rc = runRender({small_, "--view", "compare", "--layer", "1", "--query", "3,2", "--size", "900x700", "-o", fromRender}, os, es);
+    const int rc = runRender(
+        {small_, "--view", "compare", "--layer", "1", "--query", "3,2", "--size", "900x700", "-o", fromRender}, os, es);
     QVERIFY2(rc == 0, qPrintable(err));
     const QImage a(fromWindow), b(fromRender);
     QCOMPARE(a.size(), b.size());
@@ -1154,7 +1168,7 @@ void AppTests::localBranchTokenMapIsAPlusMc() {
     const Matrix m3 = coreBranchMatrix(dwc_, 0, 0, 1, 3);
     RowVector e = a + m3.row(q);
     QVERIFY2(mapShowsRow(v->colorMap(), l, e, &why), qPrintable(why));
-    QVERIFY(sameValue(v->prefixValue(0), a[0]));  // prefix columns of M_c are zero
+    QVERIFY(sameValue(v->prefixValue(0), a[0]));      // prefix columns of M_c are zero
     QVERIFY((m3.row(q).array() != 0).count() == 25);  // 5 x 5 taps, all inside the grid at (2, 3)
     // Signed: diverging range centred on zero.
     QCOMPARE(v->colorMap()->dataRange().lower, -v->colorMap()->dataRange().upper);
@@ -1171,7 +1185,8 @@ void AppTests::localBranchTokenMapIsAPlusMc() {
     for (const auto& p : c->panels()) {
         const std::string name = s->paradigms()[std::size_t(p.paradigm)].name;
         const RowVector want = coreRow(dwc_, 0, 0, 1, name, q) + m3.row(q);
-        QVERIFY2(mapShowsRow(p.map, l, want, &why), qPrintable(QString::fromStdString(name) + ": " + why + " title " + p.title->text()));
+        QVERIFY2(mapShowsRow(p.map, l, want, &why),
+                 qPrintable(QString::fromStdString(name) + ": " + why + " title " + p.title->text()));
         QVERIFY(p.title->text().contains("+ M_c"));
     }
 
@@ -1221,13 +1236,16 @@ void AppTests::localBranchRaisesRankInMatrixAndSpectrum() {
     const Matrix e = a + coreBranchMatrix(dwc_, 0, 0, 0, 2);
     for (Index i = 0; i < e.rows(); ++i)
         for (Index j = 0; j < e.cols(); ++j)
-            QVERIFY2(sameValue(m->colorMap()->data()->cell(int(j), int(i)), e(i, j)), qPrintable(QString("E[%1,%2]").arg(i).arg(j)));
+            QVERIFY2(sameValue(m->colorMap()->data()->cell(int(j), int(i)), e(i, j)),
+                     qPrintable(QString("E[%1,%2]").arg(i).arg(j)));
     const SpectrumResult sa = spectrum(h, l.layout, SpectrumOptions{});
     const SpectrumResult se = matrixSpectrum(e, l.layout, SpectrumOptions{});
     QVERIFY2(sa.rank <= l.dim + 1, qPrintable(QString::number(sa.rank)));
     QVERIFY2(se.rank > sa.rank + 10, qPrintable(QString("%1 vs %2").arg(se.rank).arg(sa.rank)));
     const QString want = QString("numerical rank %1 / %2 with local branch (dwc, channel 2); %3 without")
-                             .arg(se.rank).arg(se.size).arg(sa.rank);
+                             .arg(se.rank)
+                             .arg(se.size)
+                             .arg(sa.rank);
     QVERIFY2(m->titleText().contains(want), qPrintable(m->titleText() + " | want: " + want));
     QVERIFY(m->titleText().contains("+ local branch"));
     QCOMPARE(m->colorMap()->dataRange().lower, -m->colorMap()->dataRange().upper);  // signed
@@ -1245,7 +1263,8 @@ void AppTests::localBranchRaisesRankInMatrixAndSpectrum() {
     QVERIFY2(joined.contains("softmax A+M_c: rank"), qPrintable(joined));
     QVERIFY(joined.contains("rank threshold of A") && joined.contains("rank threshold of A + M_c"));
     int thresholds = 0;
-    for (int i = 0; i < sv->plot()->itemCount(); ++i) thresholds += qobject_cast<QCPItemStraightLine*>(sv->plot()->item(i)) != nullptr;
+    for (int i = 0; i < sv->plot()->itemCount(); ++i)
+        thresholds += qobject_cast<QCPItemStraightLine*>(sv->plot()->item(i)) != nullptr;
     QCOMPARE(thresholds, 4);  // two paradigms x (A, E_c)
     // The singular values drawn are the core's.
     for (int i = 0; i < sv->plot()->graphCount(); ++i) {
@@ -1326,7 +1345,8 @@ void AppTests::localBranchNanWeightShowsInlineError() {
     QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(mixed_, 1, 0, 0, "softmax", s->selection().query), &why),
              qPrintable(why));
     QVERIFY(!v->titleText().contains("+ M_c"));
-    QVERIFY2(v->noteText().contains("local branch NOT added") && v->noteText().contains("mixed.h5:") && v->noteText().contains("/layers/blocks.0/local_branch/weight"),
+    QVERIFY2(v->noteText().contains("local branch NOT added") && v->noteText().contains("mixed.h5:") &&
+                 v->noteText().contains("/layers/blocks.0/local_branch/weight"),
              qPrintable(v->noteText()));
     bool listed = false;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
@@ -1386,12 +1406,13 @@ void AppTests::localBranchPersistsAndRenders() {
     QVERIFY2(w.exportCurrentFigure(fromWindow, o, &error), qPrintable(error));
     QString out, err;
     QTextStream os(&out), es(&err);
-    int rc = runRender({dwc_, "--view", "tokenmap", "--local-branch", "--channel", "1", "--query", "3,2", "--size", "800x600",
-                        "-o", fromRender},
+    int rc = runRender({dwc_, "--view", "tokenmap", "--local-branch", "--channel", "1", "--query", "3,2", "--size",
+                        "800x600", "-o", fromRender},
                        os, es);
     QVERIFY2(rc == 0, qPrintable(err));
     QVERIFY2(QImage(fromWindow) == QImage(fromRender), "render --local-branch and window export differ");
-    rc = runRender({dwc_, "--view", "matrix", "--local-branch", "--channel", "mean", "-o", dir_.filePath("m.png")}, os, es);
+    rc = runRender({dwc_, "--view", "matrix", "--local-branch", "--channel", "mean", "-o", dir_.filePath("m.png")}, os,
+                   es);
     QVERIFY2(rc == 0, qPrintable(err));
     QCOMPARE(runRender({dwc_, "--channel", "1", "-o", dir_.filePath("x.png")}, os, es), 2);
     QCOMPARE(runRender({dwc_, "--local-branch", "--channel", "4", "-o", dir_.filePath("x.png")}, os, es), 2);
@@ -1472,7 +1493,12 @@ with open(path, "r+b") as fh:
                     waitIdle(s);
                     v->refreshNow();
                     const QString text = texts(v);
-                    const QString where = QStringLiteral("%1, image %2, layer %3, head %4:\n%5").arg(id).arg(image).arg(layer).arg(head).arg(text);
+                    const QString where = QStringLiteral("%1, image %2, layer %3, head %4:\n%5")
+                                              .arg(id)
+                                              .arg(image)
+                                              .arg(layer)
+                                              .arg(head)
+                                              .arg(text);
                     if (!headViews.contains(id)) continue;  // whole-dump statistics: no exception is enough
                     if (damaged) {
                         QVERIFY2(text.contains("layer 2 cannot be read") && text.contains("/layers/2/k") &&
@@ -1499,7 +1525,8 @@ with open(path, "r+b") as fh:
     w.showView("tokenmap");
     w.tokenMapView()->refreshNow();
     QString why;
-    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(), coreRow(path, 0, 3, s->selection().head, "softmax", s->selection().query), &why),
+    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(),
+                         coreRow(path, 0, 3, s->selection().head, "softmax", s->selection().query), &why),
              qPrintable(why));
     bool listed = false;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)

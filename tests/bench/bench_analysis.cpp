@@ -49,8 +49,8 @@ struct Data {
     std::map<std::string, std::unique_ptr<AttentionHead>> heads;
     Data() {
         for (const auto& p : presetParadigms())
-            heads[p.name] = std::make_unique<AttentionHead>(
-                p, HeadInputs{&q, &k, 1.0 / std::sqrt(double(kDim)), false});
+            heads[p.name] =
+                std::make_unique<AttentionHead>(p, HeadInputs{&q, &k, 1.0 / std::sqrt(double(kDim)), false});
     }
     static Data& get() {
         static Data d;
@@ -110,8 +110,7 @@ void BM_SoftmaxSpectrumLapack(benchmark::State& state) {
         state.counters["rank"] = s.rank;
     }
     const double n = double(a.rows());
-    state.counters["FLOP/s"] = benchmark::Counter(8.0 / 3.0 * n * n * n,
-                                                  benchmark::Counter::kIsIterationInvariantRate,
+    state.counters["FLOP/s"] = benchmark::Counter(8.0 / 3.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
                                                   benchmark::Counter::kIs1000);
 }
 
@@ -127,9 +126,9 @@ void BM_LowRankSpectrum(benchmark::State& state, std::string preset) {
     }
     state.counters["rank"] = s.rank;
     const double m = double(head.tokens()), c = double(head.lowRankForm().phiQ.cols() + 1);
-    state.counters["FLOP/s"] = benchmark::Counter(2.0 * (2.0 * m * c * c - 2.0 / 3.0 * c * c * c),
-                                                  benchmark::Counter::kIsIterationInvariantRate,
-                                                  benchmark::Counter::kIs1000);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(2.0 * (2.0 * m * c * c - 2.0 / 3.0 * c * c * c),
+                           benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
     state.SetLabel(preset);
 }
 
@@ -167,13 +166,12 @@ void BM_GramDsyrk(benchmark::State& state) {
     const Index n = a.rows();
     Matrix g(n, n);
     for (auto _ : state) {
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(n), 1.0, a.data(),
-                    blasint(n), 0.0, g.data(), blasint(n));
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(n), 1.0, a.data(), blasint(n), 0.0,
+                    g.data(), blasint(n));
         benchmark::DoNotOptimize(g.data());
     }
-    state.counters["FLOP/s"] = benchmark::Counter(double(n) * double(n) * double(n),
-                                                  benchmark::Counter::kIsIterationInvariantRate,
-                                                  benchmark::Counter::kIs1000);
+    state.counters["FLOP/s"] = benchmark::Counter(
+        double(n) * double(n) * double(n), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // The way confusion() forms it: blocks of 512 rows; each block's diagonal part by cblas_dsyrk
@@ -191,18 +189,17 @@ void BM_GramBlocked(benchmark::State& state) {
     for (auto _ : state) {
         for (Index b0 = 0; b0 < n; b0 += block) {
             const Index count = std::min(block, n - b0), width = n - b0;
-            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(count), blasint(n), 1.0,
-                        a.data() + b0 * n, blasint(n), 0.0, g.data(), blasint(width));
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(count), blasint(n), 1.0, a.data() + b0 * n,
+                        blasint(n), 0.0, g.data(), blasint(width));
             if (width > count)
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(count),
-                            blasint(width - count), blasint(n), 1.0, a.data() + b0 * n, blasint(n),
-                            a.data() + (b0 + count) * n, blasint(n), 0.0, g.data() + count,
-                            blasint(width));
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(count), blasint(width - count), blasint(n),
+                            1.0, a.data() + b0 * n, blasint(n), a.data() + (b0 + count) * n, blasint(n), 0.0,
+                            g.data() + count, blasint(width));
         }
         benchmark::DoNotOptimize(g.data());
     }
-    state.counters["FLOP/s"] = benchmark::Counter(
-        flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // Reference: a plain OpenBLAS dgemm C = A B of the same size (2 N^3 flops).
@@ -212,13 +209,13 @@ void BM_PlainDgemm(benchmark::State& state) {
     const Matrix b = a.transpose();
     Matrix c(n, n);
     for (auto _ : state) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(n), blasint(n), blasint(n),
-                    1.0, a.data(), blasint(n), b.data(), blasint(n), 0.0, c.data(), blasint(n));
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasint(n), blasint(n), blasint(n), 1.0, a.data(),
+                    blasint(n), b.data(), blasint(n), 0.0, c.data(), blasint(n));
         benchmark::DoNotOptimize(c.data());
     }
-    state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n),
-                                                  benchmark::Counter::kIsIterationInvariantRate,
-                                                  benchmark::Counter::kIs1000);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(2.0 * double(n) * double(n) * double(n), benchmark::Counter::kIsIterationInvariantRate,
+                           benchmark::Counter::kIs1000);
 }
 
 void BM_ConfusionDense(benchmark::State& state) {
@@ -236,22 +233,20 @@ void BM_ConfusionDense(benchmark::State& state) {
 // busy machine says more than the wall time.
 void registerAll() {
     for (const char* p : kLowRank)
-        benchmark::RegisterBenchmark((std::string("BM_AllStatistics/") + p).c_str(),
-                                     BM_AllStatistics, p)
+        benchmark::RegisterBenchmark((std::string("BM_AllStatistics/") + p).c_str(), BM_AllStatistics, p)
             ->Unit(benchmark::kMillisecond)
             ->MeasureProcessCPUTime()
             ->UseRealTime()
             ->MinTime(1.0);
-    benchmark::RegisterBenchmark("BM_AllStatistics/softmax", BM_AllStatistics,
-                                 std::string("softmax"))
+    benchmark::RegisterBenchmark("BM_AllStatistics/softmax", BM_AllStatistics, std::string("softmax"))
         ->Unit(benchmark::kMillisecond)
         ->MeasureProcessCPUTime()
         ->UseRealTime()
         ->Iterations(1);
     for (const char* p : {"inline", "mala", "linear_relu"})
         for (const char* s : {"rank", "local", "entropy", "confusion", "magnitude"})
-            benchmark::RegisterBenchmark((std::string("BM_OneStatistic/") + p + "/" + s).c_str(),
-                                         BM_OneStatistic, std::string(p), std::string(s))
+            benchmark::RegisterBenchmark((std::string("BM_OneStatistic/") + p + "/" + s).c_str(), BM_OneStatistic,
+                                         std::string(p), std::string(s))
                 ->Unit(benchmark::kMillisecond)
                 ->MeasureProcessCPUTime()
                 ->UseRealTime();
@@ -259,8 +254,7 @@ void registerAll() {
         ->Unit(benchmark::kMillisecond)
         ->MeasureProcessCPUTime()
         ->UseRealTime();
-    benchmark::RegisterBenchmark("BM_MeanMagnitudeCurve/mala", BM_MeanMagnitudeCurve,
-                                 std::string("mala"))
+    benchmark::RegisterBenchmark("BM_MeanMagnitudeCurve/mala", BM_MeanMagnitudeCurve, std::string("mala"))
         ->Unit(benchmark::kMillisecond)
         ->MeasureProcessCPUTime()
         ->UseRealTime();
@@ -275,8 +269,8 @@ void registerAll() {
         ->UseRealTime()
         ->Iterations(2);
     for (const char* p : {"linear_relu", "mala"})
-        benchmark::RegisterBenchmark((std::string("BM_LowRankSpectrum/") + p).c_str(),
-                                     BM_LowRankSpectrum, std::string(p))
+        benchmark::RegisterBenchmark((std::string("BM_LowRankSpectrum/") + p).c_str(), BM_LowRankSpectrum,
+                                     std::string(p))
             ->Unit(benchmark::kMillisecond)
             ->MeasureProcessCPUTime()
             ->UseRealTime();

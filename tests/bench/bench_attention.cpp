@@ -22,7 +22,8 @@ Matrix structured(int side, int d, unsigned seed) {
         for (int x = 0; x < side; ++x)
             for (int c = 0; c < d; ++c) {
                 const double f = 0.2 * (1 + c / 4);
-                m(y * side + x, c) = ((c % 2) ? std::sin(f * (c % 4 < 2 ? y : x)) : std::cos(f * (c % 4 < 2 ? y : x))) + noise(gen);
+                m(y * side + x, c) =
+                    ((c % 2) ? std::sin(f * (c % 4 < 2 ? y : x)) : std::cos(f * (c % 4 < 2 ? y : x))) + noise(gen);
             }
     return m;
 }
@@ -31,7 +32,8 @@ struct Fixture {
     Matrix q, k;
     std::vector<AttentionHead> heads;
     explicit Fixture(int side, int d) : q(structured(side, d, 1)), k(structured(side, d, 2)) {
-        for (const auto& p : presetParadigms()) heads.emplace_back(p, HeadInputs{&q, &k, 1.0 / std::sqrt(double(d)), false});
+        for (const auto& p : presetParadigms())
+            heads.emplace_back(p, HeadInputs{&q, &k, 1.0 / std::sqrt(double(d)), false});
     }
 };
 

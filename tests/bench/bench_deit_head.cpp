@@ -9,13 +9,13 @@
 #include <memory>
 #include <string>
 
+#include "../../analysis/src/row_summary.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
 #include "attnlens/paradigm.h"
 #include "attnlens/synth.h"
-#include "../../analysis/src/row_summary.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -30,8 +30,7 @@ struct Data {
     Data() {
         openblas_set_num_threads(1);  // as analyzeDump does at this size
         retainFreedMemory();          // likewise
-        const auto path =
-            (std::filesystem::temp_directory_path() / "attnlens-bench-deit-head.h5").string();
+        const auto path = (std::filesystem::temp_directory_path() / "attnlens-bench-deit-head.h5").string();
         SynthOptions o;
         o.layers = 1;
         o.heads = 1;
@@ -45,8 +44,8 @@ struct Data {
         reader.reset();
         std::filesystem::remove(path);
         for (const auto& p : presetParadigms())
-            heads.push_back(std::make_unique<AttentionHead>(
-                p, HeadInputs{&act.q, &act.k, layer.scale, layer.kernelApplied}));
+            heads.push_back(
+                std::make_unique<AttentionHead>(p, HeadInputs{&act.q, &act.k, layer.scale, layer.kernelApplied}));
     }
     static Data& get() {
         static Data d;
@@ -116,16 +115,14 @@ void registerAll() {
     for (const char* s : {"all", "rank", "local", "entropy", "confusion", "magnitude"})
         for (int p = 0; p < presets; ++p)
             benchmark::RegisterBenchmark(
-                ("BM_DeitHead/" + std::string(s) + "/" + presetParadigms()[std::size_t(p)].name).c_str(),
-                BM_DeitHead, p, std::string(s))
+                ("BM_DeitHead/" + std::string(s) + "/" + presetParadigms()[std::size_t(p)].name).c_str(), BM_DeitHead,
+                p, std::string(s))
                 ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark("BM_DeitPrepareAllPresets", BM_DeitPrepareAllPresets)
-        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_DeitPrepareAllPresets", BM_DeitPrepareAllPresets)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("BM_DeitRowMedianAndTop", BM_DeitRowMedianAndTop)
         ->DenseRange(0, presets - 1)
         ->Unit(benchmark::kNanosecond);
-    benchmark::RegisterBenchmark("BM_DeitAffineRowSummary", BM_DeitAffineRowSummary)
-        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark("BM_DeitAffineRowSummary", BM_DeitAffineRowSummary)->Unit(benchmark::kNanosecond);
 }
 
 }  // namespace

@@ -53,15 +53,16 @@ class CliTest : public ::testing::Test {
 protected:
     void SetUp() override {
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() / ("attnlens-cli-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
+        dir_ = fs::temp_directory_path() /
+               ("attnlens-cli-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
         fs::remove_all(dir_);
         fs::create_directories(dir_);
     }
     void TearDown() override { fs::remove_all(dir_); }
 
     RunResult run(const std::string& args, const std::string& prefix = "") const {
-        const std::string cmd = prefix + std::string(ATTNLENS_CLI_PATH) + " " + args + " >" + (dir_ / "stdout").string() +
-                                " 2>" + (dir_ / "stderr").string() + " </dev/null";
+        const std::string cmd = prefix + std::string(ATTNLENS_CLI_PATH) + " " + args + " >" +
+                                (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string() + " </dev/null";
         const int status = std::system(cmd.c_str());
         RunResult r;
         r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -71,13 +72,16 @@ protected:
     }
     std::string path(const std::string& name) const { return (dir_ / name).string(); }
     std::string synth(const std::string& name, const std::string& extra = "") const {
-        const RunResult r = run("synth -o " + path(name) + " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 3 " + extra);
+        const RunResult r =
+            run("synth -o " + path(name) + " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 3 " + extra);
         EXPECT_EQ(r.code, 0) << r.err;
         return path(name);
     }
     static json readJson(const std::string& p) { return json::parse(readFile(p)); }
     // Runs under `ulimit -v kib` (a deterministic memory limit, whatever the machine has).
-    RunResult runLimited(long kib, const std::string& args) const { return run(args, "ulimit -v " + std::to_string(kib) + " && "); }
+    RunResult runLimited(long kib, const std::string& args) const {
+        return run(args, "ulimit -v " + std::to_string(kib) + " && ");
+    }
 
     fs::path dir_;
 };
@@ -204,13 +208,18 @@ TEST_F(CliTest, AnalyzeWritesCompleteReport) {
 
 TEST_F(CliTest, ReportValidatesAgainstSchema) {
     const std::string in = synth("a.h5");
-    ASSERT_EQ(run("analyze " + in + " --per-query-maps --paradigms softmax,mala,relu_c1:norm=subtract,kernel=relu,c=1 -o " + path("out.json")).code, 0);
+    ASSERT_EQ(
+        run("analyze " + in + " --per-query-maps --paradigms softmax,mala,relu_c1:norm=subtract,kernel=relu,c=1 -o " +
+            path("out.json"))
+            .code,
+        0);
     const json j = readJson(path("out.json"));
     EXPECT_EQ(j["paradigms"][2]["c"], 1.0);
     EXPECT_EQ(j["results"][0]["local"][0]["per_query"].size(), 30u);
-    const std::string cmd = "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-                            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-                            path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+    const std::string cmd =
+        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
@@ -254,7 +263,8 @@ TEST_F(CliTest, MergeOfShardsEqualsOneRun) {
 
 TEST_F(CliTest, AttentionCommandWritesRowsThatSumToOne) {
     const std::string in = synth("a.h5");
-    const RunResult r = run("attention " + in + " --image 1 --layer 1 --head 0 --paradigm mala --values -o " + path("att.json"));
+    const RunResult r =
+        run("attention " + in + " --image 1 --layer 1 --head 0 --paradigm mala --values -o " + path("att.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     const json j = readJson(path("att.json"));
     ASSERT_EQ(j["attention"].size(), 31u);
@@ -376,7 +386,9 @@ TEST_F(CliTest, DeclaredSizesTooLargeForMemoryAreRefusedBeforeAllocating) {
     if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
     // N = 10001: a dense N x N double matrix is 0.75 GiB and softmax's rank needs three of them.
     const std::string in = path("big.h5");
-    ASSERT_EQ(run("synth -o " + in + " --layers 1 --heads 1 --grid 100x100 --prefix 1 --dim 4 --images 1 --no-images").code, 0);
+    ASSERT_EQ(
+        run("synth -o " + in + " --layers 1 --heads 1 --grid 100x100 --prefix 1 --dim 4 --images 1 --no-images").code,
+        0);
     const long kib = 1500000;  // 1.43 GiB of address space
     RunResult r = runLimited(kib, "analyze " + in + " -o " + path("out.json"));
     EXPECT_EQ(r.code, 3) << r.err;
@@ -453,11 +465,13 @@ TEST_F(CliTest, HdfCrashOnDamagedMetadataIsAnInputError) {
     if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer reports HDF5's overread itself";
     const std::string in = synth("a.h5");
     damageFormatString(in);
-    for (const std::string& command : std::vector<std::string>{"inspect " + in, "analyze " + in + " -o " + path("out.json")}) {
+    for (const std::string& command :
+         std::vector<std::string>{"inspect " + in, "analyze " + in + " -o " + path("out.json")}) {
         const RunResult r = run(command);
         EXPECT_EQ(r.code, 3) << command << "\n" << r.err;
-        EXPECT_THAT(r.err, HasSubstr("attnlens-cli: error: " + in +
-                                     ": the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 metadata is damaged"));
+        EXPECT_THAT(r.err,
+                    HasSubstr("attnlens-cli: error: " + in +
+                              ": the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 metadata is damaged"));
         EXPECT_FALSE(fs::exists(path("out.json")));
     }
 }
@@ -466,9 +480,9 @@ TEST_F(CliTest, TerminationSignalCancelsCleanly) {
     // A batch scheduler's time limit sends SIGTERM: exit 5, no output, no temporary file.
     const std::string in = path("mid.h5");
     ASSERT_EQ(run("synth -o " + in + " --layers 4 --heads 3 --grid 24x24 --prefix 1 --dim 32 --images 8").code, 0);
-    const std::string script = std::string(ATTNLENS_CLI_PATH) + " analyze " + in + " --threads 1 -o " + path("out.json") +
-                               " >/dev/null 2>" + path("err") + " & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo $? >" +
-                               path("rc");
+    const std::string script = std::string(ATTNLENS_CLI_PATH) + " analyze " + in + " --threads 1 -o " +
+                               path("out.json") + " >/dev/null 2>" + path("err") +
+                               " & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo $? >" + path("rc");
     ASSERT_EQ(std::system(("sh -c '" + script + "'").c_str()), 0);
     EXPECT_EQ(readFile(path("rc")), "5\n") << readFile(path("err"));
     EXPECT_THAT(readFile(path("err")), HasSubstr("analysis cancelled"));
@@ -512,9 +526,10 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
     for (const auto& rec : j["results"])
         for (const auto& l : rec["local"]) nullBaseline |= l["uniform_baseline"].is_null();
     EXPECT_TRUE(nullBaseline);
-    const std::string cmd = "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-                            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-                            path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+    const std::string cmd =
+        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
@@ -534,9 +549,10 @@ TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
         const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
                                   "/tests/cli/local_branch_check.py " + in + " " + path(kind + ".json");
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
-        const std::string schema = "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-                                   "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-                                   path(kind + ".json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+        const std::string schema =
+            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+            path(kind + ".json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
         EXPECT_EQ(std::system(schema.c_str()), 0);
     }
 }
@@ -555,7 +571,9 @@ TEST_F(CliTest, LocalBranchOptions) {
     ASSERT_EQ(run(base + "--local-branch off -o " + path("off.json")).code, 0);
     EXPECT_FALSE(readJson(path("off.json"))["results"][0].contains("local_branch"));
     ASSERT_EQ(run("analyze " + in + " --paradigms linear_relu,softmax --stats rank --quiet --local-branch all -o " +
-                  path("all.json")).code, 0);
+                  path("all.json"))
+                  .code,
+              0);
     for (const auto& rec : readJson(path("all.json"))["results"]) EXPECT_TRUE(rec.contains("local_branch"));
 
     RunResult r = run(base + "--local-branch sometimes");
@@ -575,8 +593,12 @@ TEST_F(CliTest, LocalBranchOptions) {
 
 TEST_F(CliTest, AttentionWithLocalBranch) {
     const std::string in = synth("d.h5", "--local-branch dwc");
-    ASSERT_EQ(run("attention " + in + " --image 1 --layer 1 --head 1 --paradigm linear_relu --values --local-branch "
-                  "--channel 2 -o " + path("att.json")).code, 0);
+    ASSERT_EQ(run("attention " + in +
+                  " --image 1 --layer 1 --head 1 --paradigm linear_relu --values --local-branch "
+                  "--channel 2 -o " +
+                  path("att.json"))
+                  .code,
+              0);
     const json j = readJson(path("att.json"));
     EXPECT_EQ(j["local_branch"]["kind"], "dwc");
     EXPECT_EQ(j["weight_channel"], 2);
@@ -594,10 +616,11 @@ TEST_F(CliTest, AttentionWithLocalBranch) {
     EXPECT_LT(worst, 1e-15);  // one rounding of the sum
     // Channel 2 of the output: A V + M_c V + bias on grid tokens; the CLS token gets nothing.
     EXPECT_EQ(outBranch[0][2].get<double>(), out[0][2].get<double>());
-    for (std::size_t i = 1; i < n; ++i) worstOut = std::max(worstOut, std::abs(outBranch[i][2].get<double>() - out[i][2].get<double>()));
+    for (std::size_t i = 1; i < n; ++i)
+        worstOut = std::max(worstOut, std::abs(outBranch[i][2].get<double>() - out[i][2].get<double>()));
     EXPECT_GT(worstOut, 0.0);
-    RunResult r = run("attention " + synth("p.h5") + " --image 0 --layer 0 --head 0 --paradigm softmax --local-branch -o " +
-                      path("x.json"));
+    RunResult r = run("attention " + synth("p.h5") +
+                      " --image 0 --layer 0 --head 0 --paradigm softmax --local-branch -o " + path("x.json"));
     EXPECT_EQ(r.code, 3);
     EXPECT_THAT(r.err, HasSubstr("has no local branch"));
     r = run("attention " + in + " --image 0 --layer 0 --head 0 --paradigm softmax --channel 1 -o " + path("x.json"));
@@ -621,7 +644,8 @@ TEST_F(CliTest, WritingOntoAFullDiskIsAnOutputErrorAndLeavesNoFile) {
     // A file size limit (ulimit -f, 512-byte blocks in sh) makes write() fail with EFBIG like a full
     // disk. HDF5 1.10 used to crash in its exit handler after the failed close (rc 139).
     const std::string out = path("out.h5");
-    const std::string synthArgs = "synth -o " + out + " --layers 3 --heads 2 --grid 14x14 --dim 16 --images 20 --local-branch dwc";
+    const std::string synthArgs =
+        "synth -o " + out + " --layers 3 --heads 2 --grid 14x14 --dim 16 --images 20 --local-branch dwc";
     ASSERT_EQ(run(synthArgs).code, 0);  // without a limit: written and valid
     EXPECT_EQ(run("inspect " + out).code, 0);
     const long size = long(fs::file_size(out));
@@ -638,7 +662,8 @@ TEST_F(CliTest, WritingOntoAFullDiskIsAnOutputErrorAndLeavesNoFile) {
     }
     ASSERT_EQ(run(synthArgs).code, 0);
     // JSON outputs under the same limit.
-    RunResult r = run("analyze " + out + " --stats rank --paradigms softmax --quiet -o " + path("a.json"), "ulimit -f 8 && ");
+    RunResult r =
+        run("analyze " + out + " --stats rank --paradigms softmax --quiet -o " + path("a.json"), "ulimit -f 8 && ");
     EXPECT_EQ(r.code, 4) << r.err;
     EXPECT_THAT(r.err, HasSubstr("cannot write '" + path("a.json") + "': File too large"));
     EXPECT_FALSE(fs::exists(path("a.json")));
@@ -647,8 +672,10 @@ TEST_F(CliTest, WritingOntoAFullDiskIsAnOutputErrorAndLeavesNoFile) {
 
 TEST_F(CliTest, OutputsThatAreLinksOrDevicesAreRefusedBeforeAnyWork) {
     const std::string in = synth("a.h5");
-    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --images 0 --quiet -o " + path("r0.json")).code, 0);
-    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --images 1 --quiet -o " + path("r1.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --images 0 --quiet -o " + path("r0.json")).code,
+              0);
+    ASSERT_EQ(run("analyze " + in + " --stats rank --paradigms softmax --images 1 --quiet -o " + path("r1.json")).code,
+              0);
     std::ofstream(path("target")) << "keep";
     fs::create_symlink(path("target"), path("link"));
     ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
@@ -662,7 +689,8 @@ TEST_F(CliTest, OutputsThatAreLinksOrDevicesAreRefusedBeforeAnyWork) {
         RunResult r = run(command + path("link"));
         EXPECT_EQ(r.code, 4) << command << r.err;
         EXPECT_THAT(r.err, HasSubstr("refusing to write '" + path("link") + "': it is a symbolic link (to '" +
-                                     path("target") + "')")) << command;
+                                     path("target") + "')"))
+            << command;
         EXPECT_EQ(r.out, "") << command;  // refused before any work: no summary, nothing merged
         EXPECT_TRUE(fs::is_symlink(path("link")));
         EXPECT_EQ(readFile(path("target")), "keep");
@@ -695,10 +723,13 @@ TEST_F(CliTest, DirectoriesAndOutOfRangeNumbersAreRefusedWithTheirName) {
 
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"synth -o " + path("s.h5") + " --seed 1e30", "--seed: '1e30' is not an integer (allowed: [0, 2147483647])"},
-        {"synth -o " + path("s.h5") + " --seed 18446744073709551616", "--seed: 18446744073709551616 is out of range [0, 2147483647]"},
+        {"synth -o " + path("s.h5") + " --seed 18446744073709551616",
+         "--seed: 18446744073709551616 is out of range [0, 2147483647]"},
         {"synth -o " + path("s.h5") + " --seed -5", "--seed: -5 is out of range [0, 2147483647]"},
-        {"analyze " + in + " --threads 18446744073709551616", "--threads: 18446744073709551616 is out of range [1, 256]"},
-        {"analyze " + in + " --images 99999999999999999999", "--images: 99999999999999999999 is out of range (valid: 0-2)"},
+        {"analyze " + in + " --threads 18446744073709551616",
+         "--threads: 18446744073709551616 is out of range [1, 256]"},
+        {"analyze " + in + " --images 99999999999999999999",
+         "--images: 99999999999999999999 is out of range (valid: 0-2)"},
         {"analyze " + in + " --paradigms x:norm=divide,seed=1e30", "seed must be an integer from 0 to 2^53"},
     };
     for (const auto& [command, message] : cases) {
@@ -709,13 +740,16 @@ TEST_F(CliTest, DirectoriesAndOutOfRangeNumbersAreRefusedWithTheirName) {
     EXPECT_FALSE(fs::exists(path("s.h5")));
     // The same in a --config file: the file, the entry and the key are named.
     for (const std::string seed : {"-5", "1e30", "18446744073709551616", "1.5", "\"7\""}) {
-        std::ofstream(path("c.json")) << R"({"paradigms": [{"name": "x", "normalisation": "divide", "seed": )" << seed << "}]}";
+        std::ofstream(path("c.json")) << R"({"paradigms": [{"name": "x", "normalisation": "divide", "seed": )" << seed
+                                      << "}]}";
         r = run("analyze " + in + " --quiet --config " + path("c.json"));
         EXPECT_EQ(r.code, 2) << seed << "\n" << r.err;
-        EXPECT_THAT(r.err, HasSubstr("--config: '" + path("c.json") + "': paradigms[0]: paradigm JSON: seed must be an integer from 0 to 2^53"))
+        EXPECT_THAT(r.err, HasSubstr("--config: '" + path("c.json") +
+                                     "': paradigms[0]: paradigm JSON: seed must be an integer from 0 to 2^53"))
             << seed;
     }
-    std::ofstream(path("c.json")) << R"({"paradigms": ["softmax", {"name": "x", "normalisation": "divide", "eps": "NaN"}]})";
+    std::ofstream(path("c.json"))
+        << R"({"paradigms": ["softmax", {"name": "x", "normalisation": "divide", "eps": "NaN"}]})";
     r = run("analyze " + in + " --quiet --config " + path("c.json"));
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_THAT(r.err, HasSubstr("paradigms[1]: paradigm JSON: key 'eps': type must be number, but is string"));
@@ -736,7 +770,8 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
         {[](json& j) { j["results"][0]["image"] = -1; }, "results[0].image: must be an integer from 0 to 2, got -1"},
         {[](json& j) { j["results"][0]["image"] = 3; }, "results[0].image: must be an integer from 0 to 2, got 3"},
         {[](json& j) { j["results"][0]["image"] = 2; },
-         "results[0] (image 2, layer blocks.0, head 0, paradigm softmax): the image is not in the report's selection.images"},
+         "results[0] (image 2, layer blocks.0, head 0, paradigm softmax): the image is not in the report's "
+         "selection.images"},
         {[](json& j) { j["results"][0]["layer"] = "blocks.9"; },
          "results[0].layer: layer \"blocks.9\" is not a layer of the dump (input.dump.layers)"},
         {[](json& j) { j["results"][0]["layer_position"] = 1; },
@@ -750,9 +785,13 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
          first + ".entropy.max_weight: must be a number or null, got \"NaN\""},
         {[](json& j) { j["results"][0]["confusion"]["confused_pairs"] = -3; },
          first + ".confusion.confused_pairs: must be an integer >= 0, got -3"},
-        {[](json& j) { j["results"][0]["magnitude"]["ratio"].erase(0); }, first + ".magnitude.ratio: has 12 values for 13 factors"},
+        {[](json& j) { j["results"][0]["magnitude"]["ratio"].erase(0); },
+         first + ".magnitude.ratio: has 12 values for 13 factors"},
         {[](json& j) { j["results"][0].erase("flagged_rows"); }, first + ": the field \"flagged_rows\" is missing"},
-        {[](json& j) { j["selection"]["images"] = json({1, -1}); }, "selection.images[1]: must be an integer from 0 to 2, got -1"},
+        {[](json& j) {
+             j["selection"]["images"] = json({1, -1});
+         },
+         "selection.images[1]: must be an integer from 0 to 2, got -1"},
         {[](json& j) { j["input"].erase("dump"); }, "input: the field \"dump\" is missing"},
         {[](json& j) { j["timing"]["seconds"] = "soon"; }, "timing.seconds: must be a number or null, got \"soon\""},
         {[](json& j) { j["schema_version"] = "one"; }, "schema_version \"one\" is not supported (1)"},

@@ -23,11 +23,17 @@ Matrix randomMatrix(Index rows, Index cols, unsigned seed, double scale = 1.0) {
 
 double phi(Kernel k, double x) {
     switch (k) {
-        case Kernel::Identity: return x;
-        case Kernel::Relu: return x > 0 ? x : 0;
-        case Kernel::Elu1: return x > 0 ? x + 1 : std::exp(x);
-        case Kernel::LeakyRelu: return x > 0 ? x : 0.01 * x;
-        default: ADD_FAILURE() << "no scalar form"; return 0;
+        case Kernel::Identity:
+            return x;
+        case Kernel::Relu:
+            return x > 0 ? x : 0;
+        case Kernel::Elu1:
+            return x > 0 ? x + 1 : std::exp(x);
+        case Kernel::LeakyRelu:
+            return x > 0 ? x : 0.01 * x;
+        default:
+            ADD_FAILURE() << "no scalar form";
+            return 0;
     }
 }
 
@@ -60,12 +66,17 @@ Matrix naiveAttention(const Paradigm& p, const Matrix& q, const Matrix& k, doubl
         }
         for (Index j = 0; j < n; ++j) {
             switch (p.normalisation) {
-                case Normalisation::Divide: a(i, j) = dots[j] / (z + double(n) * p.eps); break;
-                case Normalisation::Subtract: a(i, j) = c * dots[j] - c * z / double(n) + 1.0 / double(n); break;
+                case Normalisation::Divide:
+                    a(i, j) = dots[j] / (z + double(n) * p.eps);
+                    break;
+                case Normalisation::Subtract:
+                    a(i, j) = c * dots[j] - c * z / double(n) + 1.0 / double(n);
+                    break;
                 case Normalisation::Magnitude:
                     a(i, j) = c * dots[j] * (1 + 1 / (c * z + p.eps)) - c * z / double(n);
                     break;
-                default: break;
+                default:
+                    break;
             }
         }
     }
@@ -123,8 +134,8 @@ TEST_P(PresetTest, MatchesNaiveFormulaAndAllAccessPathsAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPresets, PresetTest,
-                         ::testing::Values("softmax", "linear_relu", "linear_elu", "focused", "inline",
-                                           "inline_relu", "mala", "softmax_l2"));
+                         ::testing::Values("softmax", "linear_relu", "linear_elu", "focused", "inline", "inline_relu",
+                                           "mala", "softmax_l2"));
 
 TEST(Attention, SignedParadigmsKeepNegativeWeights) {
     // Identity kernel with anti-aligned keys makes D negative for some pairs: InLine keeps the sign.
@@ -237,8 +248,10 @@ TEST(Paradigm, ParseJsonRoundTripAndErrors) {
     EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,kernel=gelu"); }),
                 ::testing::HasSubstr("unknown kernel 'gelu' (known: identity, relu"));
     EXPECT_THAT(message([] { Paradigm::parse("x:kernel=relu"); }), ::testing::HasSubstr("needs norm="));
-    EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,p=abc"); }), ::testing::HasSubstr("p='abc' is not a finite number"));
-    EXPECT_THAT(message([] { Paradigm::parse("x:norm=softmax,kernel=relu"); }), ::testing::HasSubstr("softmax takes no kernel"));
+    EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,p=abc"); }),
+                ::testing::HasSubstr("p='abc' is not a finite number"));
+    EXPECT_THAT(message([] { Paradigm::parse("x:norm=softmax,kernel=relu"); }),
+                ::testing::HasSubstr("softmax takes no kernel"));
 }
 
 TEST(Attention, AffineCoefficientsReproduceScaledRows) {

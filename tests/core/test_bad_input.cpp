@@ -54,8 +54,7 @@ void writeSpec(const std::string& path, const Spec& spec) {
         if (spec.q) w.writeFloatDataset("/layers/blocks.0/q", *spec.q, ramp(*spec.q), spec.dtype);
         if (spec.k) w.writeFloatDataset("/layers/blocks.0/k", *spec.k, ramp(*spec.k), spec.dtype);
         if (spec.v) w.writeFloatDataset("/layers/blocks.0/v", *spec.v, ramp(*spec.v), spec.dtype);
-        if (!spec.q && !spec.k && !spec.v)
-            w.setGroupAttribute("/layers/blocks.0", "index", std::int64_t(0));
+        if (!spec.q && !spec.k && !spec.v) w.setGroupAttribute("/layers/blocks.0", "index", std::int64_t(0));
     }
     if (spec.extra) spec.extra(w);
     w.commit();
@@ -117,8 +116,7 @@ TEST_F(BadInput, TruncatedFile) {
     writeSpec(path(), spec);
     const auto size = std::filesystem::file_size(path());
     std::filesystem::resize_file(path(), size / 2);
-    EXPECT_CONTAINS(openError(),
-                    path() + ": HDF5 cannot open the file: it is truncated or corrupt");
+    EXPECT_CONTAINS(openError(), path() + ": HDF5 cannot open the file: it is truncated or corrupt");
 }
 
 TEST_F(BadInput, FileTruncatedAfterOpenFailsOnRead) {
@@ -138,31 +136,26 @@ TEST_F(BadInput, FileTruncatedAfterOpenFailsOnRead) {
 TEST_F(BadInput, NoFormatAttribute) {
     Spec spec;
     spec.writeFormat = false;
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": not an AttnLens dump: the root attribute 'format' is missing");
+    EXPECT_CONTAINS(openError(spec), path() + ": not an AttnLens dump: the root attribute 'format' is missing");
 }
 
 TEST_F(BadInput, WrongFormatName) {
     Spec spec;
     spec.format = "something.else";
-    EXPECT_CONTAINS(
-        openError(spec),
-        "the root attribute 'format' is \"something.else\", expected \"attnlens.dump\"");
+    EXPECT_CONTAINS(openError(spec), "the root attribute 'format' is \"something.else\", expected \"attnlens.dump\"");
 }
 
 TEST_F(BadInput, FormatAttributeNotAString) {
     Spec spec;
     spec.writeFormat = false;
     spec.extra = [](DumpWriter& w) { w.setRootAttribute("format", std::int64_t(7)); };
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": root attribute 'format' must be a string, got int64");
+    EXPECT_CONTAINS(openError(spec), path() + ": root attribute 'format' must be a string, got int64");
 }
 
 TEST_F(BadInput, FormatVersionTooNew) {
     Spec spec;
     spec.version = 2;
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": format_version 2 is newer than this AttnLens supports (1)");
+    EXPECT_CONTAINS(openError(spec), path() + ": format_version 2 is newer than this AttnLens supports (1)");
 }
 
 TEST_F(BadInput, FormatVersionMissing) {
@@ -181,36 +174,31 @@ TEST_F(BadInput, FormatVersionAsFloat) {
     Spec spec;
     spec.version.reset();
     spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/", "format_version", 1.0); };
-    EXPECT_CONTAINS(openError(spec),
-                    "root attribute 'format_version' must be an integer, got float64");
+    EXPECT_CONTAINS(openError(spec), "root attribute 'format_version' must be an integer, got float64");
 }
 
 TEST_F(BadInput, GridMissing) {
     Spec spec;
     spec.grid.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": root attribute 'grid' is missing (the spatial token grid [H, W])");
+    EXPECT_CONTAINS(openError(spec), path() + ": root attribute 'grid' is missing (the spatial token grid [H, W])");
 }
 
 TEST_F(BadInput, GridNotPositive) {
     Spec spec;
     spec.grid = std::vector<std::int64_t>{0, 2};
-    EXPECT_CONTAINS(openError(spec),
-                    "root attribute 'grid' must be two positive integers [H, W], got [0, 2]");
+    EXPECT_CONTAINS(openError(spec), "root attribute 'grid' must be two positive integers [H, W], got [0, 2]");
 }
 
 TEST_F(BadInput, GridWrongLength) {
     Spec spec;
     spec.grid = std::vector<std::int64_t>{4};
-    EXPECT_CONTAINS(openError(spec),
-                    "root attribute 'grid' must be two positive integers [H, W], got [4]");
+    EXPECT_CONTAINS(openError(spec), "root attribute 'grid' must be two positive integers [H, W], got [4]");
 }
 
 TEST_F(BadInput, NegativePrefixTokens) {
     Spec spec;
     spec.prefix = -1;
-    EXPECT_CONTAINS(openError(spec),
-                    "root attribute 'prefix_tokens' must be an integer >= 0, got -1");
+    EXPECT_CONTAINS(openError(spec), "root attribute 'prefix_tokens' must be an integer >= 0, got -1");
 }
 
 TEST_F(BadInput, NoLayersGroup) {
@@ -228,24 +216,20 @@ TEST_F(BadInput, EmptyLayersGroup) {
 
 TEST_F(BadInput, LayerThatIsNotAGroup) {
     Spec spec;
-    spec.extra = [](DumpWriter& w) {
-        w.writeFloatDataset("/layers/stray", {2}, {1.0f, 2.0f}, DType::Float32);
-    };
+    spec.extra = [](DumpWriter& w) { w.writeFloatDataset("/layers/stray", {2}, {1.0f, 2.0f}, DType::Float32); };
     EXPECT_CONTAINS(openError(spec), "/layers/stray is not a group");
 }
 
 TEST_F(BadInput, MissingQ) {
     Spec spec;
     spec.q.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": /layers/blocks.0: dataset 'q' is missing (q and k are required)");
+    EXPECT_CONTAINS(openError(spec), path() + ": /layers/blocks.0: dataset 'q' is missing (q and k are required)");
 }
 
 TEST_F(BadInput, MissingK) {
     Spec spec;
     spec.k.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    path() + ": /layers/blocks.0: dataset 'k' is missing (q and k are required)");
+    EXPECT_CONTAINS(openError(spec), path() + ": /layers/blocks.0: dataset 'k' is missing (q and k are required)");
 }
 
 TEST_F(BadInput, QueryRankNotFour) {
@@ -265,10 +249,9 @@ TEST_F(BadInput, ValueRankNotFour) {
 TEST_F(BadInput, QueryKeyShapeMismatch) {
     Spec spec;
     spec.k = Shape{2, 2, 5, 3};
-    EXPECT_CONTAINS(openError(spec),
-                    path() +
-                        ": /layers/blocks.0: q has shape [2, 2, 5, 4] but k has shape "
-                        "[2, 2, 5, 3]; q and k must have the same shape");
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0: q has shape [2, 2, 5, 4] but k has shape "
+                                         "[2, 2, 5, 3]; q and k must have the same shape");
 }
 
 TEST_F(BadInput, QueryKeyDtypeMismatch) {
@@ -285,19 +268,17 @@ TEST_F(BadInput, QueryKeyDtypeMismatch) {
 TEST_F(BadInput, ValueShapeMismatch) {
     Spec spec;
     spec.v = Shape{2, 3, 5, 3};
-    EXPECT_CONTAINS(openError(spec),
-                    path() +
-                        ": /layers/blocks.0: v has shape [2, 3, 5, 3] but q has shape "
-                        "[2, 2, 5, 4]; v must have the same B, heads and N as q");
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0: v has shape [2, 3, 5, 3] but q has shape "
+                                         "[2, 2, 5, 4]; v must have the same B, heads and N as q");
 }
 
 TEST_F(BadInput, TokenCountDoesNotMatchGrid) {
     Spec spec;
     spec.grid = std::vector<std::int64_t>{2, 3};
-    EXPECT_CONTAINS(openError(spec),
-                    path() +
-                        ": /layers/blocks.0: N = 5 tokens but prefix_tokens + H*W = "
-                        "1 + 2*3 = 7 (grid from the root, prefix_tokens from the root)");
+    EXPECT_CONTAINS(openError(spec), path() +
+                                         ": /layers/blocks.0: N = 5 tokens but prefix_tokens + H*W = "
+                                         "1 + 2*3 = 7 (grid from the root, prefix_tokens from the root)");
 }
 
 TEST_F(BadInput, TokenCountDoesNotMatchLayerOverride) {
@@ -314,40 +295,34 @@ TEST_F(BadInput, ZeroHeads) {
     Spec spec;
     spec.q = spec.k = Shape{2, 0, 5, 4};
     spec.v.reset();
-    EXPECT_CONTAINS(
-        openError(spec),
-        path() + ": /layers/blocks.0/q has shape [2, 0, 5, 4]: heads must be at least 1");
+    EXPECT_CONTAINS(openError(spec), path() + ": /layers/blocks.0/q has shape [2, 0, 5, 4]: heads must be at least 1");
 }
 
 TEST_F(BadInput, ZeroTokens) {
     Spec spec;
     spec.q = spec.k = Shape{2, 2, 0, 4};
     spec.v.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    "/layers/blocks.0/q has shape [2, 2, 0, 4]: N (tokens) must be at least 1");
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0/q has shape [2, 2, 0, 4]: N (tokens) must be at least 1");
 }
 
 TEST_F(BadInput, ZeroDim) {
     Spec spec;
     spec.q = spec.k = Shape{2, 2, 5, 0};
     spec.v.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    "/layers/blocks.0/q has shape [2, 2, 5, 0]: d must be at least 1");
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0/q has shape [2, 2, 5, 0]: d must be at least 1");
 }
 
 TEST_F(BadInput, ZeroValueDim) {
     Spec spec;
     spec.v = Shape{2, 2, 5, 0};
-    EXPECT_CONTAINS(openError(spec),
-                    "/layers/blocks.0/v has shape [2, 2, 5, 0]: d must be at least 1");
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0/v has shape [2, 2, 5, 0]: d must be at least 1");
 }
 
 TEST_F(BadInput, ZeroImages) {
     Spec spec;
     spec.q = spec.k = Shape{0, 2, 5, 4};
     spec.v.reset();
-    EXPECT_CONTAINS(openError(spec),
-                    "/layers/blocks.0/q has shape [0, 2, 5, 4]: B (images) must be at least 1");
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0/q has shape [0, 2, 5, 4]: B (images) must be at least 1");
 }
 
 TEST_F(BadInput, IntegerDtype) {
@@ -420,9 +395,7 @@ TEST_F(BadInput, InfiniteScale) {
 
 TEST_F(BadInput, KernelAppliedNotBoolean) {
     Spec spec;
-    spec.extra = [](DumpWriter& w) {
-        w.setGroupAttribute("/layers/blocks.0", "kernel_applied", std::int64_t(2));
-    };
+    spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/layers/blocks.0", "kernel_applied", std::int64_t(2)); };
     EXPECT_CONTAINS(openError(spec),
                     "/layers/blocks.0 attribute 'kernel_applied' must be a boolean "
                     "(0 or 1), got 2");
@@ -438,17 +411,13 @@ TEST_F(BadInput, ImagesWithWrongDtype) {
 
 TEST_F(BadInput, ImagesWithWrongCount) {
     Spec spec;
-    spec.extra = [](DumpWriter& w) {
-        w.writeUInt8Dataset("/images", {3, 2, 2}, std::vector<std::uint8_t>(12, 7));
-    };
+    spec.extra = [](DumpWriter& w) { w.writeUInt8Dataset("/images", {3, 2, 2}, std::vector<std::uint8_t>(12, 7)); };
     EXPECT_CONTAINS(openError(spec), path() + ": /images holds 3 images but the layers have B = 2");
 }
 
 TEST_F(BadInput, ImagesWithFourChannels) {
     Spec spec;
-    spec.extra = [](DumpWriter& w) {
-        w.writeUInt8Dataset("/images", {2, 2, 2, 4}, std::vector<std::uint8_t>(32, 7));
-    };
+    spec.extra = [](DumpWriter& w) { w.writeUInt8Dataset("/images", {2, 2, 2, 4}, std::vector<std::uint8_t>(32, 7)); };
     EXPECT_CONTAINS(openError(spec),
                     "/images has shape [2, 2, 2, 4]; expected [B, h, w] or "
                     "[B, h, w, 3]");
@@ -456,17 +425,13 @@ TEST_F(BadInput, ImagesWithFourChannels) {
 
 TEST_F(BadInput, LabelsWithWrongShape) {
     Spec spec;
-    spec.extra = [](DumpWriter& w) {
-        w.writeInt64Dataset("/labels", {3}, std::vector<std::int64_t>{1, 2, 3});
-    };
+    spec.extra = [](DumpWriter& w) { w.writeInt64Dataset("/labels", {3}, std::vector<std::int64_t>{1, 2, 3}); };
     EXPECT_CONTAINS(openError(spec), path() + ": /labels has shape [3]; expected [B] = [2]");
 }
 
 TEST_F(BadInput, LabelsNotIntegers) {
     Spec spec;
-    spec.extra = [](DumpWriter& w) {
-        w.writeFloatDataset("/labels", {2}, {1.0f, 2.0f}, DType::Float32);
-    };
+    spec.extra = [](DumpWriter& w) { w.writeFloatDataset("/labels", {2}, {1.0f, 2.0f}, DType::Float32); };
     EXPECT_CONTAINS(openError(spec), "/labels has dtype float32; expected an integer type");
 }
 
@@ -498,12 +463,10 @@ TEST_F(BadInput, NonFiniteValuesAreReportedNotReplaced) {
     const HeadActivations head = reader->readHead(1, 0, 1, true);
     ASSERT_EQ(head.nonFinite.size(), 3u);
     std::vector<std::string> described;
-    for (const NonFiniteValue& value : head.nonFinite)
-        described.push_back(value.describe(reader->info()));
-    EXPECT_THAT(described,
-                ::testing::UnorderedElementsAre("image 1, layer blocks.0, head 1, token 0 of q",
-                                                "image 1, layer blocks.0, head 1, token 3 of k",
-                                                "image 1, layer blocks.0, head 1, token 4 of v"));
+    for (const NonFiniteValue& value : head.nonFinite) described.push_back(value.describe(reader->info()));
+    EXPECT_THAT(described, ::testing::UnorderedElementsAre("image 1, layer blocks.0, head 1, token 0 of q",
+                                                           "image 1, layer blocks.0, head 1, token 3 of k",
+                                                           "image 1, layer blocks.0, head 1, token 4 of v"));
     EXPECT_TRUE(std::isnan(head.k(3, 0)));
     EXPECT_EQ(head.k(3, 2), -std::numeric_limits<double>::infinity());
     EXPECT_EQ(head.q(0, 3), std::numeric_limits<double>::infinity());
@@ -516,8 +479,7 @@ TEST_F(BadInput, NonFiniteValuesAreReportedNotReplaced) {
     EXPECT_TRUE(clean.nonFinite.empty());
     const auto other = reader->readHead(0, 0, 0);
     ASSERT_EQ(other.nonFinite.size(), 1u);
-    EXPECT_EQ(other.nonFinite[0].describe(reader->info()),
-              "image 0, layer blocks.0, head 0, token 2 of q");
+    EXPECT_EQ(other.nonFinite[0].describe(reader->info()), "image 0, layer blocks.0, head 0, token 2 of q");
 }
 
 TEST_F(BadInput, IndicesOutOfRangeAreUsageErrors) {
@@ -569,8 +531,7 @@ TEST_F(BadInput, Hdf5StaysQuietInNewThreads) {
 
 TEST_F(BadInput, WriterIntoMissingDirectoryIsAnOutputError) {
     const std::string target = dir_.file("no/such/dir/out.h5");
-    EXPECT_CONTAINS(test::errorMessage([&] { DumpWriter w(target); }, ErrorKind::Output),
-                    "does not exist");
+    EXPECT_CONTAINS(test::errorMessage([&] { DumpWriter w(target); }, ErrorKind::Output), "does not exist");
 }
 
 TEST_F(BadInput, WriterOntoADirectoryIsAnOutputErrorAndLeavesNothing) {

@@ -115,8 +115,7 @@ std::vector<float> coded(const Shape& s, float sign) {
     return values;
 }
 
-void writeLayer(DumpWriter& w, const std::string& name, const Shape& qk, std::uint64_t valueDim,
-                DType dtype) {
+void writeLayer(DumpWriter& w, const std::string& name, const Shape& qk, std::uint64_t valueDim, DType dtype) {
     w.writeFloatDataset("/layers/" + name + "/q", qk, coded(qk, 1.0f), dtype);
     w.writeFloatDataset("/layers/" + name + "/k", qk, coded(qk, -1.0f), dtype);
     if (valueDim > 0) {
@@ -130,8 +129,8 @@ void writeLayer(DumpWriter& w, const std::string& name, const Shape& qk, std::ui
 void expectCoded(const Matrix& m, int image, int head, float sign, float offset) {
     for (Index t = 0; t < m.rows(); ++t) {
         for (Index j = 0; j < m.cols(); ++j) {
-            ASSERT_EQ(m(t, j), double(sign * code(std::uint64_t(image), std::uint64_t(head),
-                                                  std::uint64_t(t), std::uint64_t(j)) +
+            ASSERT_EQ(m(t, j), double(sign * code(std::uint64_t(image), std::uint64_t(head), std::uint64_t(t),
+                                                  std::uint64_t(j)) +
                                       offset))
                 << "image " << image << " head " << head << " token " << t << " col " << j;
         }
@@ -182,25 +181,15 @@ TEST_P(RoundTrip, EveryHeadReadsBackWhatWasWritten) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, RoundTrip,
-                         ::testing::Values(DType::Float16, DType::Float32, DType::Float64),
+INSTANTIATE_TEST_SUITE_P(AllDtypes, RoundTrip, ::testing::Values(DType::Float16, DType::Float32, DType::Float64),
                          [](const auto& info) { return std::string(toString(info.param)); });
 
 TEST(DumpReader, Float16KnownValuesReadBackRoundedToNearestEven) {
     test::TempDir dir;
     const std::string path = dir.file("half.h5");
-    const std::vector<float> written = {1.0f / 3.0f,
-                                        65519.0f,
-                                        65520.0f,
-                                        1e-8f,
-                                        std::ldexp(1.0f, -24),
-                                        std::ldexp(1.5f, -24),
-                                        -2.5f,
-                                        0.1f,
-                                        2049.0f,
-                                        2051.0f,
-                                        -0.0f,
-                                        3e-5f};
+    const std::vector<float> written = {
+        1.0f / 3.0f, 65519.0f, 65520.0f, 1e-8f, std::ldexp(1.0f, -24), std::ldexp(1.5f, -24), -2.5f, 0.1f,
+        2049.0f,     2051.0f,  -0.0f,    3e-5f};
     // Worked out by hand from the binary16 layout (and the same as numpy's float16 cast).
     const std::vector<double> expected = {0.333251953125,
                                           65504.0,
@@ -319,8 +308,8 @@ TEST(DumpReader, LayersWithoutIndexFollowNaturalNameOrder) {
         w.commit();
     }
     auto reader = DumpReader::open(path);
-    EXPECT_EQ(layerNames(reader->info()), (std::vector<std::string>{"attn", "blocks.1", "blocks.2",
-                                                                    "blocks.02b", "blocks.10"}));
+    EXPECT_EQ(layerNames(reader->info()),
+              (std::vector<std::string>{"attn", "blocks.1", "blocks.2", "blocks.02b", "blocks.10"}));
     for (std::size_t i = 0; i < reader->info().layers.size(); ++i) {
         EXPECT_EQ(reader->info().layers[i].index, int(i));
     }
@@ -332,8 +321,7 @@ TEST(DumpReader, IndexAttributeOrdersLayers) {
     {
         DumpWriter w(path);
         writeRoot(w, 1, 2, 0);
-        const std::vector<std::pair<std::string, std::int64_t>> layers = {
-            {"a", 20}, {"b", 0}, {"c", 7}};
+        const std::vector<std::pair<std::string, std::int64_t>> layers = {{"a", 20}, {"b", 0}, {"c", 7}};
         for (const auto& [name, index] : layers) {
             writeLayer(w, name, {1, 1, 2, 2}, 0, DType::Float32);
             w.setGroupAttribute("/layers/" + name, "index", index);
@@ -575,8 +563,7 @@ TEST(DumpReader, ConcurrentReadsMatchASerialRead) {
         for (int l = 0; l < 3; ++l)
             for (int h = 0; h < 4; ++h) keys.push_back({b, l, h});
     std::vector<HeadActivations> serial;
-    for (const Key& key : keys)
-        serial.push_back(reader->readHead(key.image, key.layer, key.head, true));
+    for (const Key& key : keys) serial.push_back(reader->readHead(key.image, key.layer, key.head, true));
 
     std::atomic<int> mismatches{0}, reads{0};
     auto work = [&](bool reversed, bool byLayer) {
@@ -590,8 +577,7 @@ TEST(DumpReader, ConcurrentReadsMatchASerialRead) {
                 } else {
                     got = reader->readHead(key.image, key.layer, key.head, true);
                 }
-                if (got.q != serial[i].q || got.k != serial[i].k || got.v != serial[i].v)
-                    ++mismatches;
+                if (got.q != serial[i].q || got.k != serial[i].k || got.v != serial[i].v) ++mismatches;
                 ++reads;
             }
         }
@@ -678,9 +664,7 @@ TEST(DumpWriter, ShapeAndDataSizeMustAgree) {
             w.writeFloatDataset("/x", {2, 3}, std::vector<float>(5), DType::Float32);
         },
         ErrorKind::Usage);
-    EXPECT_NE(message.find("/x: shape [2, 3] has 6 elements but 5 values were given"),
-              std::string::npos)
-        << message;
+    EXPECT_NE(message.find("/x: shape [2, 3] has 6 elements but 5 values were given"), std::string::npos) << message;
 }
 
 }  // namespace

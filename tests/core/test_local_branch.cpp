@@ -104,8 +104,8 @@ TEST(LocalBranchMatrix, NothingWrapsAroundAGridRow) {
                 for (int kx = 0; kx < 14; ++kx) {
                     const Index j = layout.token(ky, kx);
                     const bool neighbour = std::abs(ky - y) <= 2 && std::abs(kx - x) <= 2;
-                    EXPECT_EQ(m(i, j), neighbour ? 1.0 : 0.0) << "query (" << y << ", " << x << ") key (" << ky
-                                                              << ", " << kx << ")";
+                    EXPECT_EQ(m(i, j), neighbour ? 1.0 : 0.0)
+                        << "query (" << y << ", " << x << ") key (" << ky << ", " << kx << ")";
                     entries += m(i, j) != 0.0;
                     // The flat band rule: |j - i - 14 dy| <= 2 for some |dy| <= 2 on the flattened index.
                     bool band = false;
@@ -176,7 +176,7 @@ struct BranchSpec {
     bool writeV = true;
     std::optional<Shape> weight = Shape{3, 5, 5};
     std::optional<Shape> bias = Shape{3};
-    float poison = 0.0f;           // non-zero: written into weight element poisonAt
+    float poison = 0.0f;  // non-zero: written into weight element poisonAt
     std::size_t poisonAt = 0;
     bool branchAsDataset = false;  // local_branch is a dataset, not a group
 };

@@ -14,9 +14,7 @@ namespace {
 
 std::string hashOf(const std::string& text) { return sha256Hex(text.data(), text.size()); }
 
-TEST(Sha256, EmptyInput) {
-    EXPECT_EQ(hashOf(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-}
+TEST(Sha256, EmptyInput) { EXPECT_EQ(hashOf(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"); }
 
 TEST(Sha256, OneBlockMessageAbc) {
     EXPECT_EQ(hashOf("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -28,15 +26,13 @@ TEST(Sha256, TwoBlockMessage448Bits) {
 }
 
 TEST(Sha256, Message896Bits) {
-    EXPECT_EQ(
-        hashOf("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopq"
-               "klmnopqrlmnopqrsmnopqrstnopqrstu"),
-        "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    EXPECT_EQ(hashOf("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopq"
+                     "klmnopqrlmnopqrsmnopqrstnopqrstu"),
+              "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
 
 TEST(Sha256, MillionTimesA) {
-    EXPECT_EQ(hashOf(std::string(1000000, 'a')),
-              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    EXPECT_EQ(hashOf(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST(Sha256, FileOfMillionTimesAMatchesVector) {

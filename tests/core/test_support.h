@@ -16,8 +16,7 @@ namespace attnlens::test {
 class TempDir {
 public:
     TempDir() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "attnlens-test-XXXXXX").string();
+        std::string pattern = (std::filesystem::temp_directory_path() / "attnlens-test-XXXXXX").string();
         if (::mkdtemp(pattern.data()) == nullptr) {
             throw std::runtime_error("mkdtemp failed for " + pattern);
         }
@@ -40,8 +39,7 @@ private:
 
 // Runs `call` and returns the message of the attnlens::Error it throws; fails the test when it
 // throws nothing, something else, or an Error of another kind.
-inline std::string errorMessage(const std::function<void()>& call,
-                                ErrorKind expected = ErrorKind::Input) {
+inline std::string errorMessage(const std::function<void()>& call, ErrorKind expected = ErrorKind::Input) {
     try {
         call();
     } catch (const Error& e) {

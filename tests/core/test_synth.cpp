@@ -120,8 +120,7 @@ TEST(Synth, SoftmaxAttentionIsLocal) {
             double mass = 0;
             int window = 0;
             for (Index j = grid.prefix; j < grid.tokens(); ++j) {
-                if (std::abs(grid.row(i) - grid.row(j)) <= 1 &&
-                    std::abs(grid.col(i) - grid.col(j)) <= 1) {
+                if (std::abs(grid.row(i) - grid.row(j)) <= 1 && std::abs(grid.col(i) - grid.col(j)) <= 1) {
                     mass += weights(j);
                     ++window;
                 }
@@ -182,19 +181,13 @@ struct BadOption {
 
 TEST(Synth, InvalidOptionsAreUsageErrors) {
     const BadOption cases[] = {
-        {"layers", [](SynthOptions& o) { o.layers = 0; },
-         "synth: layers must be between 1 and 1024, got 0"},
-        {"heads", [](SynthOptions& o) { o.heads = -2; },
-         "synth: heads must be between 1 and 1024, got -2"},
-        {"gridH", [](SynthOptions& o) { o.gridH = 0; },
-         "synth: grid height must be between 1 and 4096, got 0"},
-        {"gridW", [](SynthOptions& o) { o.gridW = 5000; },
-         "synth: grid width must be between 1 and 4096, got 5000"},
-        {"prefix", [](SynthOptions& o) { o.prefix = -1; },
-         "synth: prefix tokens must be between 0 and 1024, got -1"},
+        {"layers", [](SynthOptions& o) { o.layers = 0; }, "synth: layers must be between 1 and 1024, got 0"},
+        {"heads", [](SynthOptions& o) { o.heads = -2; }, "synth: heads must be between 1 and 1024, got -2"},
+        {"gridH", [](SynthOptions& o) { o.gridH = 0; }, "synth: grid height must be between 1 and 4096, got 0"},
+        {"gridW", [](SynthOptions& o) { o.gridW = 5000; }, "synth: grid width must be between 1 and 4096, got 5000"},
+        {"prefix", [](SynthOptions& o) { o.prefix = -1; }, "synth: prefix tokens must be between 0 and 1024, got -1"},
         {"dim", [](SynthOptions& o) { o.dim = 0; }, "synth: dim must be between 1 and 4096, got 0"},
-        {"images", [](SynthOptions& o) { o.images = 0; },
-         "synth: images must be between 1 and 1000000, got 0"},
+        {"images", [](SynthOptions& o) { o.images = 0; }, "synth: images must be between 1 and 1000000, got 0"},
         {"tokens", [](SynthOptions& o) { o.gridH = o.gridW = 2000; },
          "synth: prefix + grid height x width = 4000001 tokens, more than the limit of 1048576"},
         {"size",
@@ -209,8 +202,7 @@ TEST(Synth, InvalidOptionsAreUsageErrors) {
         SynthOptions o = smallOptions();
         c.apply(o);
         const std::string path = dir.file(std::string(c.name) + ".h5");
-        const std::string message =
-            test::errorMessage([&] { writeSynthDump(path, o); }, ErrorKind::Usage);
+        const std::string message = test::errorMessage([&] { writeSynthDump(path, o); }, ErrorKind::Usage);
         EXPECT_NE(message.find(c.message), std::string::npos) << c.name << ": " << message;
         EXPECT_FALSE(std::filesystem::exists(path)) << c.name;
     }

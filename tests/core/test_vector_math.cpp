@@ -41,8 +41,8 @@ TEST(ExpAffine, WithinOneUlpOverTheWholeFastRange) {
 }
 
 TEST(ExpAffine, ArgumentsOutsideTheFastRangeMatchLibm) {
-    const std::vector<double> t{-708.5, -720.0, -745.0, -745.2, -800.0, -1e308, 709.5, 710.0,
-                                1e308, -INFINITY, INFINITY};
+    const std::vector<double> t{-708.5, -720.0, -745.0, -745.2,    -800.0,  -1e308,
+                                709.5,  710.0,  1e308,  -INFINITY, INFINITY};
     for (std::size_t offset = 0; offset < 8; ++offset) {  // in the vector loop and in the tail
         std::vector<double> x(offset, 0.25);
         x.insert(x.end(), t.begin(), t.end());

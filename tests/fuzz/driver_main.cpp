@@ -112,10 +112,38 @@ struct Rng {
 };
 
 void mutateOnce(std::vector<std::uint8_t>& b, Rng& rng) {
-    static const std::uint64_t interesting[] = {0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255, 256, 1023,
-                                                1024, 4095, 4096, 32767, 32768, 65535, 65536, 0x7fffffffull,
-                                                0x80000000ull, 0xffffffffull, 0x7fffffffffffffffull,
-                                                0x8000000000000000ull, ~0ull, ~0ull - 1};
+    static const std::uint64_t interesting[] = {0,
+                                                1,
+                                                2,
+                                                3,
+                                                4,
+                                                7,
+                                                8,
+                                                15,
+                                                16,
+                                                31,
+                                                32,
+                                                63,
+                                                64,
+                                                127,
+                                                128,
+                                                255,
+                                                256,
+                                                1023,
+                                                1024,
+                                                4095,
+                                                4096,
+                                                32767,
+                                                32768,
+                                                65535,
+                                                65536,
+                                                0x7fffffffull,
+                                                0x80000000ull,
+                                                0xffffffffull,
+                                                0x7fffffffffffffffull,
+                                                0x8000000000000000ull,
+                                                ~0ull,
+                                                ~0ull - 1};
     const std::size_t n = b.size();
     switch (rng.below(11)) {
         case 0:  // flip one bit
@@ -253,8 +281,9 @@ void onFatalSignal(int sig, siginfo_t*, void* context) {
     if (pc) frames.push_back(pc);
     for (int k = (from >= 0 ? from + 1 : 2); k < n; ++k) frames.push_back(raw[k]);
 
-    const int cause = sig == SIGUSR1 ? kHang : sig == SIGUSR2 ? kMemory
-                                             : (sh->cause.load() == kInProcess ? kInProcess : kSignal);
+    const int cause = sig == SIGUSR1   ? kHang
+                      : sig == SIGUSR2 ? kMemory
+                                       : (sh->cause.load() == kInProcess ? kInProcess : kSignal);
     sh->signal = sig;
     sh->lockHeld = attnlens::insideHdf5() ? 1 : 0;
     copyText(sh->stage, sizeof sh->stage, attnlens::fuzz::currentStage);
@@ -271,8 +300,10 @@ void onFatalSignal(int sig, siginfo_t*, void* context) {
     sh->cause.store(cause);
     char line[1200];
     std::snprintf(line, sizeof line, "\n==ATTNLENS-FUZZ== %s (signal %d) in input %llu during '%s', HDF5 lock %s\n",
-                  cause == kHang ? "HANG" : cause == kMemory ? "MEMORY LIMIT" : "CRASH", sig,
-                  (unsigned long long)sh->current.load(), sh->stage, sh->lockHeld ? "held" : "not held");
+                  cause == kHang     ? "HANG"
+                  : cause == kMemory ? "MEMORY LIMIT"
+                                     : "CRASH",
+                  sig, (unsigned long long)sh->current.load(), sh->stage, sh->lockHeld ? "held" : "not held");
     writeStr(line);
     for (std::size_t k = 0; k < frames.size(); ++k) {
         Dl_info info{};
@@ -280,7 +311,8 @@ void onFatalSignal(int sig, siginfo_t*, void* context) {
         const char* module = ok && info.dli_fname ? info.dli_fname : "?";
         const char* symbol = ok && info.dli_sname ? info.dli_sname : "?";
         int status = 0;
-        char* demangled = ok && info.dli_sname ? abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status) : nullptr;
+        char* demangled =
+            ok && info.dli_sname ? abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status) : nullptr;
         const std::uintptr_t off = ok ? std::uintptr_t(frames[k]) - std::uintptr_t(info.dli_fbase) : 0;
         std::snprintf(line, sizeof line, "    #%zu %p in %s (%s+0x%lx)\n", k, frames[k], demangled ? demangled : symbol,
                       module, (unsigned long)off);
@@ -299,11 +331,14 @@ void childMain(std::uint64_t start, std::uint64_t total, bool replay) {
     sa.sa_sigaction = onFatalSignal;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGUSR1, SIGUSR2}) sigaction(s, &sa, nullptr);
+    for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGUSR1, SIGUSR2})
+        sigaction(s, &sa, nullptr);
     // Bounds the address space by the memory limit: an allocation that a damaged size asks for
     // fails (libhdf5 then reports an error) instead of being filled by M_PERTURB or taking the machine.
     const rlim_t limit = rlim_t(std::max<std::uint64_t>(options.rssLimitMb, 1024)) << 20;
-    struct rlimit rl {limit, limit};
+    struct rlimit rl {
+        limit, limit
+    };
     setrlimit(RLIMIT_AS, &rl);
     attnlens::fuzz::onInProcessFinding = [](char c) {
         shared->inProcessClass = c;
@@ -320,7 +355,8 @@ void childMain(std::uint64_t start, std::uint64_t total, bool replay) {
         if (replay)
             std::fprintf(stderr, "replay %s: %s\n", inputName(i).c_str(),
                          after.errors > before.errors ? "refused (attnlens::Error)"
-                         : after.valid > before.valid ? "valid, reads done" : "?");
+                         : after.valid > before.valid ? "valid, reads done"
+                                                      : "?");
         shared->stats = after;
         shared->next.store(i + 1);
     }
@@ -395,15 +431,24 @@ bool parseFlag(const std::string& a) {
         const std::size_t len = std::strlen(name);
         return a.compare(0, len, name) == 0 && a.size() > len && a[len] == '=' ? a.c_str() + len + 1 : nullptr;
     };
-    if (auto v = value("-runs")) options.runs = std::strtoull(v, nullptr, 10);
-    else if (auto v2 = value("-seed")) options.seed = std::strtoull(v2, nullptr, 10);
-    else if (auto v3 = value("-max_total_time")) options.maxTotalTime = std::atof(v3);
-    else if (auto v4 = value("-timeout")) options.timeout = std::atof(v4);
-    else if (auto v5 = value("-rss_limit_mb")) options.rssLimitMb = std::strtoull(v5, nullptr, 10);
-    else if (auto v6 = value("-max_len")) options.maxLen = std::strtoull(v6, nullptr, 10);
-    else if (auto v7 = value("-artifact_prefix")) options.artifactPrefix = v7;
-    else if (auto v8 = value("-fail_on_hdf5")) options.failOnHdf5 = std::atoi(v8) != 0;
-    else return false;
+    if (auto v = value("-runs"))
+        options.runs = std::strtoull(v, nullptr, 10);
+    else if (auto v2 = value("-seed"))
+        options.seed = std::strtoull(v2, nullptr, 10);
+    else if (auto v3 = value("-max_total_time"))
+        options.maxTotalTime = std::atof(v3);
+    else if (auto v4 = value("-timeout"))
+        options.timeout = std::atof(v4);
+    else if (auto v5 = value("-rss_limit_mb"))
+        options.rssLimitMb = std::strtoull(v5, nullptr, 10);
+    else if (auto v6 = value("-max_len"))
+        options.maxLen = std::strtoull(v6, nullptr, 10);
+    else if (auto v7 = value("-artifact_prefix"))
+        options.artifactPrefix = v7;
+    else if (auto v8 = value("-fail_on_hdf5"))
+        options.failOnHdf5 = std::atoi(v8) != 0;
+    else
+        return false;
     return true;
 }
 
@@ -423,10 +468,11 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "-h" || a == "-help" || a == "--help") {
-            std::printf("usage: %s [-runs=N] [-seed=S] [-max_total_time=SEC] [-timeout=SEC] [-rss_limit_mb=MB]\n"
-                        "          [-max_len=BYTES] [-artifact_prefix=PATH] [-fail_on_hdf5=0|1] FILE|DIR ...\n"
-                        "(the standalone engine of tests/fuzz; see the comment at the top of driver_main.cpp)\n",
-                        argv[0]);
+            std::printf(
+                "usage: %s [-runs=N] [-seed=S] [-max_total_time=SEC] [-timeout=SEC] [-rss_limit_mb=MB]\n"
+                "          [-max_len=BYTES] [-artifact_prefix=PATH] [-fail_on_hdf5=0|1] FILE|DIR ...\n"
+                "(the standalone engine of tests/fuzz; see the comment at the top of driver_main.cpp)\n",
+                argv[0]);
             return 0;
         }
         if (a.size() > 1 && a[0] == '-' && a.find('=') != std::string::npos) {
@@ -451,8 +497,8 @@ int main(int argc, char** argv) {
     if (replay && !std::getenv("ATTNLENS_FUZZ_VERBOSE")) setenv("ATTNLENS_FUZZ_VERBOSE", "1", 1);
 
     const char* tmpdir = std::getenv("TMPDIR");
-    const std::string tmp = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/attnlens-fuzz-driver-" +
-                            std::to_string(getpid()) + ".h5";
+    const std::string tmp =
+        std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/attnlens-fuzz-driver-" + std::to_string(getpid()) + ".h5";
     setenv("ATTNLENS_FUZZ_TMPFILE", tmp.c_str(), 1);  // one file for every child; removed below
 
     void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -463,11 +509,13 @@ int main(int argc, char** argv) {
     shared = new (page) Shared();
 
     const std::uint64_t total = seeds.size() + options.runs;
-    std::fprintf(stderr, "==ATTNLENS-FUZZ== standalone driver: %zu seed file(s), %llu mutated input(s), seed %llu, "
-                         "timeout %g s, rss limit %llu MB%s\n",
-                 seeds.size(), (unsigned long long)options.runs, (unsigned long long)options.seed, options.timeout,
-                 (unsigned long long)options.rssLimitMb,
-                 options.maxTotalTime > 0 ? (", at most " + std::to_string(int(options.maxTotalTime)) + " s").c_str() : "");
+    std::fprintf(
+        stderr,
+        "==ATTNLENS-FUZZ== standalone driver: %zu seed file(s), %llu mutated input(s), seed %llu, "
+        "timeout %g s, rss limit %llu MB%s\n",
+        seeds.size(), (unsigned long long)options.runs, (unsigned long long)options.seed, options.timeout,
+        (unsigned long long)options.rssLimitMb,
+        options.maxTotalTime > 0 ? (", at most " + std::to_string(int(options.maxTotalTime)) + " s").c_str() : "");
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
     Stats totals;
@@ -552,11 +600,16 @@ int main(int argc, char** argv) {
         } else {
             const bool inHdf5 = module.find("libhdf5") != std::string::npos || (module.empty() && shared->lockHeld);
             cls = inHdf5 ? 'b' : 'a';
-            if (cause == kHang) what = "hang (no progress for " + std::to_string(int(options.timeout)) + " s)";
-            else if (cause == kMemory) what = "memory above " + std::to_string(options.rssLimitMb) + " MB";
-            else if (cause == kSignal) what = std::string("signal ") + strsignal(shared->signal);
-            else if (WIFSIGNALED(status)) what = std::string("killed by signal ") + strsignal(WTERMSIG(status));
-            else what = "exit status " + std::to_string(WEXITSTATUS(status));
+            if (cause == kHang)
+                what = "hang (no progress for " + std::to_string(int(options.timeout)) + " s)";
+            else if (cause == kMemory)
+                what = "memory above " + std::to_string(options.rssLimitMb) + " MB";
+            else if (cause == kSignal)
+                what = std::string("signal ") + strsignal(shared->signal);
+            else if (WIFSIGNALED(status))
+                what = std::string("killed by signal ") + strsignal(WTERMSIG(status));
+            else
+                what = "exit status " + std::to_string(WEXITSTATUS(status));
         }
         const std::string base = module.substr(module.rfind('/') == std::string::npos ? 0 : module.rfind('/') + 1);
         const std::string signature = std::string(1, cls) + " " + what + " in " + (symbol.empty() ? "?" : symbol) +
@@ -564,8 +617,14 @@ int main(int argc, char** argv) {
         auto [it, fresh] = findings.try_emplace(signature);
         Finding& f = it->second;
         ++f.count;
-        const std::string artifact = options.artifactPrefix + (cls == 'b' ? "hdf5-" : cls == 'c' ? "exception-" : "crash-") +
-                                     (cause == kHang ? "timeout-" : cause == kMemory ? "oom-" : "") + hexHash(bytes);
+        const std::string artifact = options.artifactPrefix +
+                                     (cls == 'b'   ? "hdf5-"
+                                      : cls == 'c' ? "exception-"
+                                                   : "crash-") +
+                                     (cause == kHang     ? "timeout-"
+                                      : cause == kMemory ? "oom-"
+                                                         : "") +
+                                     hexHash(bytes);
         if (fresh) {
             f.cls = cls;
             f.signature = signature;
@@ -588,15 +647,18 @@ int main(int argc, char** argv) {
     for (const auto& [sig, f] : findings) (f.cls == 'b' ? inHdf5 : f.cls == 'c' ? exceptions : ours) += f.count;
     const std::uint64_t mutated = totals.runs > seeds.size() ? totals.runs - seeds.size() : 0;
     std::fprintf(stderr,
-                 "==ATTNLENS-FUZZ== done: %llu inputs (%zu seeds, %llu mutated) in %.1f s, %.0f exec/s, %llu child process(es)%s\n"
-                 "==ATTNLENS-FUZZ== outcomes: opened %llu, all reads ok %llu, attnlens::Error %llu, reads %llu (skipped over the cap: %llu)\n"
-                 "==ATTNLENS-FUZZ== findings: (a) our code %llu, (b) inside libhdf5 %llu, (c) non-Error exceptions %llu; distinct %zu\n",
-                 (unsigned long long)totals.runs, std::min<std::size_t>(seeds.size(), totals.runs), (unsigned long long)mutated,
-                 seconds, seconds > 0 ? double(totals.runs) / seconds : 0.0, (unsigned long long)children,
-                 outOfTime ? " (stopped by -max_total_time)" : "", (unsigned long long)totals.opened,
-                 (unsigned long long)totals.valid, (unsigned long long)totals.errors, (unsigned long long)totals.reads,
-                 (unsigned long long)totals.skippedReads, (unsigned long long)ours, (unsigned long long)inHdf5,
-                 (unsigned long long)exceptions, findings.size());
+                 "==ATTNLENS-FUZZ== done: %llu inputs (%zu seeds, %llu mutated) in %.1f s, %.0f exec/s, %llu child "
+                 "process(es)%s\n"
+                 "==ATTNLENS-FUZZ== outcomes: opened %llu, all reads ok %llu, attnlens::Error %llu, reads %llu "
+                 "(skipped over the cap: %llu)\n"
+                 "==ATTNLENS-FUZZ== findings: (a) our code %llu, (b) inside libhdf5 %llu, (c) non-Error exceptions "
+                 "%llu; distinct %zu\n",
+                 (unsigned long long)totals.runs, std::min<std::size_t>(seeds.size(), totals.runs),
+                 (unsigned long long)mutated, seconds, seconds > 0 ? double(totals.runs) / seconds : 0.0,
+                 (unsigned long long)children, outOfTime ? " (stopped by -max_total_time)" : "",
+                 (unsigned long long)totals.opened, (unsigned long long)totals.valid, (unsigned long long)totals.errors,
+                 (unsigned long long)totals.reads, (unsigned long long)totals.skippedReads, (unsigned long long)ours,
+                 (unsigned long long)inHdf5, (unsigned long long)exceptions, findings.size());
     for (const auto& s : order) {
         const Finding& f = findings[s];
         std::fprintf(stderr, "==ATTNLENS-FUZZ==   %llu x %s  [first: %s]\n", (unsigned long long)f.count, s.c_str(),

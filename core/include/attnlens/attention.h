@@ -23,18 +23,18 @@ enum class RowStatus : std::uint8_t {
 const char* toString(RowStatus s);
 
 struct HeadInputs {
-    const Matrix* q = nullptr;  // N x d
-    const Matrix* k = nullptr;  // N x d
-    double layerScale = 0.0;    // the layer's softmax scale (1/sqrt(d) by default)
-    bool kernelApplied = false; // the dump's q/k already went through the model's feature map
+    const Matrix* q = nullptr;   // N x d
+    const Matrix* k = nullptr;   // N x d
+    double layerScale = 0.0;     // the layer's softmax scale (1/sqrt(d) by default)
+    bool kernelApplied = false;  // the dump's q/k already went through the model's feature map
 };
 
 // A = diag(rowScale) * phiQ * phiK^T + rowOffset * 1^T
 struct LowRankForm {
-    Vector rowScale;  // N
-    Matrix phiQ;      // N x r
-    Matrix phiK;      // N x r
-    Vector rowOffset; // N
+    Vector rowScale;   // N
+    Matrix phiQ;       // N x r
+    Matrix phiK;       // N x r
+    Vector rowOffset;  // N
     bool hasOffset = false;
 };
 
@@ -100,7 +100,7 @@ private:
     double scale_ = 1.0;
     double c_ = 1.0;
     const Matrix* k_ = nullptr;
-    Matrix tq_;       // transformed queries (softmax uses them directly)
+    Matrix tq_;  // transformed queries (softmax uses them directly)
     Matrix phiQ_, phiK_;
     RowVector phiKSum_;
     std::vector<std::uint8_t> badKey_;  // keys with non-finite entries

@@ -27,11 +27,11 @@ const char* toString(DType t);
 
 // The layer's optional local branch (resources/format.md, section 1a), from metadata only.
 struct LocalBranchInfo {
-    std::string kind;           // "dwc", "inline_residual", "lepe" or other text
+    std::string kind;  // "dwc", "inline_residual", "lepe" or other text
     LocalChannelMap channelMap = LocalChannelMap::PerHead;
-    int channels = 0;           // C
+    int channels = 0;  // C
     int kernelH = 0, kernelW = 0;
-    bool perImage = false;      // weight [B, C, kh, kw]
+    bool perImage = false;  // weight [B, C, kh, kw]
     bool hasBias = false;
     bool biasPerImage = false;  // bias [B, C]
     DType weightType = DType::Float32;
@@ -41,19 +41,19 @@ struct LocalBranchInfo {
 };
 
 struct LayerInfo {
-    std::string name;        // group name under /layers
-    int index = 0;           // the `index` attribute, or the natural-sort position when absent
-    int batch = 0;           // B
+    std::string name;  // group name under /layers
+    int index = 0;     // the `index` attribute, or the natural-sort position when absent
+    int batch = 0;     // B
     int heads = 0;
-    int tokens = 0;          // N
-    int dim = 0;             // d of q and k
-    int valueDim = 0;        // d of v, 0 when v is absent
+    int tokens = 0;    // N
+    int dim = 0;       // d of q and k
+    int valueDim = 0;  // d of v, 0 when v is absent
     DType qkType = DType::Float32;
     std::optional<DType> vType;
-    std::string attention;   // the paradigm the model used ("" when not recorded)
-    double scale = 0.0;      // softmax logit scale (attribute or 1/sqrt(d))
+    std::string attention;  // the paradigm the model used ("" when not recorded)
+    double scale = 0.0;     // softmax logit scale (attribute or 1/sqrt(d))
     bool scaleFromFile = false;
-    TokenLayout layout;      // root grid/prefix, or the layer's override
+    TokenLayout layout;  // root grid/prefix, or the layer's override
     bool kernelApplied = false;
     std::optional<LocalBranchInfo> localBranch;
 
@@ -70,8 +70,8 @@ struct DumpInfo {
     std::uint64_t fileSize = 0;
     int formatVersion = 1;
     std::string model;
-    TokenLayout layout;       // root grid and prefix
-    int images = 0;           // B (the same for every layer)
+    TokenLayout layout;             // root grid and prefix
+    int images = 0;                 // B (the same for every layer)
     std::vector<LayerInfo> layers;  // in order (index attribute, then natural sort of names)
     ImageInfo imageInfo;
     bool hasLabels = false;
@@ -83,15 +83,15 @@ struct DumpInfo {
 // A non-finite value found while reading; reported, never silently replaced.
 struct NonFiniteValue {
     int image = 0;
-    int layer = 0;   // position in DumpInfo::layers
+    int layer = 0;  // position in DumpInfo::layers
     int head = 0;
     Index token = 0;
-    char tensor = 'q';  // 'q', 'k' or 'v'
+    char tensor = 'q';                                 // 'q', 'k' or 'v'
     std::string describe(const DumpInfo& info) const;  // "image 3, layer blocks.2, head 1, token 17 of k"
 };
 
 struct HeadActivations {
-    Matrix q, k, v;  // N x d; v is empty when the layer has none or it was not requested
+    Matrix q, k, v;                         // N x d; v is empty when the layer has none or it was not requested
     std::vector<NonFiniteValue> nonFinite;  // at most one entry per (tensor, token)
 };
 
@@ -119,7 +119,7 @@ public:
     // Error(Usage) when the layer has no branch; Error(Input) on a failed read or non-finite weights.
     LocalBranchWeights readLocalBranch(int image, int layer) const;
 
-    ImageData readImage(int image) const;          // Error(Input) when the dump has no images
+    ImageData readImage(int image) const;  // Error(Input) when the dump has no images
     std::optional<std::int64_t> label(int image) const;
 
 private:
@@ -161,8 +161,7 @@ public:
                            const std::vector<std::int32_t>& data);
     // Creates a float dataset without writing data (chunks stay unallocated, reads give 0), so a
     // file can declare huge sizes while staying small: for tests of the reader's size checks.
-    void declareFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape,
-                             DType storedAs);
+    void declareFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape, DType storedAs);
     // A boolean stored as h5py stores numpy bools: an int8 enum {FALSE = 0, TRUE = 1}.
     void setGroupBoolAttribute(const std::string& group, const std::string& name, bool value);
     // String attributes are variable-length UTF-8 (as h5py writes str); after

@@ -60,8 +60,7 @@ Matrix localBranchMatrix(const LocalKernel& kernel, const TokenLayout& layout);
 // a += M_c, touching only the kh * kw entries of each grid row (a is N x N).
 void addLocalBranch(Eigen::Ref<Matrix> a, const LocalKernel& kernel, const TokenLayout& layout);
 // row += row `query` of M_c (row has N entries); prefix queries get nothing.
-void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel,
-                       const TokenLayout& layout);
+void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel, const TokenLayout& layout);
 // M_c v + bias on grid tokens (v has N entries): the branch's output for one channel, computed as
 // the convolution itself (not through the matrix).
 Vector applyLocalBranch(const LocalKernel& kernel, const TokenLayout& layout, const Eigen::Ref<const Vector>& v);

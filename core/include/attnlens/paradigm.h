@@ -48,13 +48,13 @@ struct Paradigm {
     Normalisation normalisation = Normalisation::Softmax;
     Kernel kernel = Kernel::Identity;
     QueryTransform transform = QueryTransform::None;
-    double focusP = 3.0;          // Focused kernel power p
-    double focusShift = 1e-6;     // Focused kernel: ReLU(x) + shift before f_p
-    double leakySlope = 0.01;     // LeakyRelu
-    double eps = 1e-6;            // Divide: N*eps in the denominator; Magnitude: z_i + eps
-    std::optional<double> c;      // Subtract/Magnitude scale of D; unset = 1/(sqrt(d) N) (released code)
+    double focusingPower = 3.0;          // Focused kernel power p
+    double focusingShift = 1e-6;         // Focused kernel: ReLU(x) + shift before f_p
+    double leakySlope = 0.01;            // LeakyRelu
+    double eps = 1e-6;                   // Divide: N*eps in the denominator; Magnitude: z_i + eps
+    std::optional<double> c;             // Subtract/Magnitude scale of D; unset = 1/(sqrt(d) N) (released code)
     std::optional<double> softmaxScale;  // Softmax logit scale; unset = the layer's `scale`
-    std::uint64_t seed = 0;       // ReluAffine kernel and ConfuseAffine transform
+    std::uint64_t seed = 0;              // ReluAffine kernel and ConfuseAffine transform
 
     bool usesKernel() const { return normalisation != Normalisation::Softmax; }
     bool signedWeights() const {

@@ -19,7 +19,7 @@ struct AnalyzeRequest {
     std::vector<int> heads;           // empty = all heads of each layer
     std::vector<int> images;          // empty = all images
     AnalysisOptions options;
-    int threads = 0;                  // 0 = std::thread::hardware_concurrency()
+    int threads = 0;  // 0 = std::thread::hardware_concurrency()
 };
 
 struct HeadRecord {
@@ -30,21 +30,21 @@ struct HeadRecord {
 
 struct AnalysisReport {
     DumpInfo dump;
-    std::string sha256;                 // of the input file ("" when not computed)
+    std::string sha256;  // of the input file ("" when not computed)
     std::vector<Paradigm> paradigms;
-    AnalyzeRequest request;             // with defaults filled in (all lists explicit)
-    std::vector<HeadRecord> records;    // sorted by image, layer, head, paradigm
+    AnalyzeRequest request;           // with defaults filled in (all lists explicit)
+    std::vector<HeadRecord> records;  // sorted by image, layer, head, paradigm
     std::vector<NonFiniteValue> nonFinite;
     double seconds = 0;
-    std::vector<std::string> notes;     // e.g. fewer threads than asked, to fit in memory (not exported)
+    std::vector<std::string> notes;  // e.g. fewer threads than asked, to fit in memory (not exported)
 };
 
 // Reported after every (image, layer, head, paradigm) analysed, so that a cancel is noticed within
 // one head's statistics (seconds at N = 3136), not after a whole layer.
 struct AnalysisProgress {
-    std::int64_t done = 0;   // (image, layer, head, paradigm) steps finished
+    std::int64_t done = 0;  // (image, layer, head, paradigm) steps finished
     std::int64_t total = 0;
-    std::string current;     // "image 3, layer blocks.2, head 1, mala"
+    std::string current;  // "image 3, layer blocks.2, head 1, mala"
 };
 using ProgressFn = std::function<bool(const AnalysisProgress&)>;
 
@@ -109,7 +109,7 @@ struct RecordSink {
     std::function<void(std::vector<HeadRecord>&& records)> write;
 };
 
-AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request,
-                           const ProgressFn& progress = {}, const RecordSink* sink = nullptr);
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress = {},
+                           const RecordSink* sink = nullptr);
 
 }  // namespace attnlens

@@ -53,8 +53,8 @@ nlohmann::json summarize(const nlohmann::json& report);
 // Combines reports of disjoint image sets of one dump (same SHA-256, layers, heads, paradigms and
 // options; reports without a SHA-256, from analyze --no-hash, need the same input path, size and
 // dump description instead). Error(Input) naming the file and the mismatch otherwise.
-nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports,
-                            const std::vector<std::string>& names, const ToolInfo& tool);
+nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                            const ToolInfo& tool);
 // The text of a report file: top-level fields indented by one space, and the "results" array with
 // one record per line, so that a file of thousands of records stays greppable (one line per
 // (image, layer, head, paradigm)) and is written fast. Records are serialised on all cores.

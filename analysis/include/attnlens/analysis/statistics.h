@@ -21,58 +21,58 @@ struct SpectrumOptions {
 };
 struct SpectrumResult {
     std::vector<double> singularValues;  // descending
-    Index size = 0;             // side of the (sub)matrix analysed
+    Index size = 0;                      // side of the (sub)matrix analysed
     double relativeTolerance = 0;
-    double tolerance = 0;       // absolute: relativeTolerance * sigma_max
-    int rank = 0;               // #{sigma > tolerance}
-    double effectiveRank = 0;   // exp(H(sigma / sum sigma))
-    std::string method;         // "low-rank QR" or "dense SVD (LAPACK dgesdd)"
+    double tolerance = 0;      // absolute: relativeTolerance * sigma_max
+    int rank = 0;              // #{sigma > tolerance}
+    double effectiveRank = 0;  // exp(H(sigma / sum sigma))
+    std::string method;        // "low-rank QR" or "dense SVD (LAPACK dgesdd)"
 };
 // Linear family: from the factorised form in O(N r^2). Softmax: dense SVD of the matrix.
-SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout,
-                        const SpectrumOptions& options, const Matrix* fullMatrix = nullptr);
+SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+                        const Matrix* fullMatrix = nullptr);
 // Reference path: dense SVD of any matrix (used by tests to check the factorised path).
 SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options);
 
 // ---- Local k x k mass (InLine Sec. 4.2, Fig. 3) ---------------------------------------------------
 struct LocalMassResult {
     int k = 3;
-    double mean = 0;             // mean over spatial queries with finite rows
-    double uniformBaseline = 0;  // mean_i |window_i| / N (border-clipped windows)
-    double paperBaseline = 0;    // k^2 / N
+    double mean = 0;               // mean over spatial queries with finite rows
+    double uniformBaseline = 0;    // mean_i |window_i| / N (border-clipped windows)
+    double paperBaseline = 0;      // k^2 / N
     std::vector<double> perQuery;  // gridH*gridW, row-major; NaN for flagged rows
-    Index queries = 0;           // spatial queries averaged
+    Index queries = 0;             // spatial queries averaged
 };
 // a: the full N x N matrix; status: per-row status (may be empty = all Ok).
-std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
-                                       const TokenLayout& layout, std::span<const int> ks);
+std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+                                       std::span<const int> ks);
 
-// ---- Entropy and focus ------------------------------------------------------------------------------
-struct FocusResult {
+// ---- Entropy, maximum weight and negative mass of rows -------------------------------------------
+struct EntropyResult {
     double meanEntropy = 0;            // nats, on max(A,0) renormalised per row
     double meanNormalisedEntropy = 0;  // divided by log N
     double meanMaxWeight = 0;
-    double negativeRowFraction = 0;    // rows with any A_ij < 0
-    double totalNegativeMass = 0;      // sum over rows of sum_j min(A_ij, 0)   (<= 0)
-    double meanNegativeMass = 0;       // totalNegativeMass / rows
-    Index rows = 0;                    // finite rows used
-    Index flaggedRows = 0;             // rows with status != Ok
+    double negativeRowFraction = 0;  // rows with any A_ij < 0
+    double totalNegativeMass = 0;    // sum over rows of sum_j min(A_ij, 0)   (<= 0)
+    double meanNegativeMass = 0;     // totalNegativeMass / rows
+    Index rows = 0;                  // finite rows used
+    Index flaggedRows = 0;           // rows with status != Ok
 };
-FocusResult focus(const Matrix& a, std::span<const RowStatus> status);
+EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> status);
 // Entropy (nats) of max(row,0) renormalised; NaN when the positive mass is zero.
 double rowEntropy(std::span<const double> row);
 
 // ---- Injectivity confusion (InLine Sec. 4.1, Fig. 2) ----------------------------------------------
 struct ConfusionOptions {
-    double tau = 1e-3;               // ||A_p - A_q||_2 < tau
-    double queryRelTolerance = 1e-6; // queries differ when ||Q_p - Q_q|| > 1e-6 (1 + max_i ||Q_i||)
+    double tau = 1e-3;                // ||A_p - A_q||_2 < tau
+    double queryRelTolerance = 1e-6;  // queries differ when ||Q_p - Q_q|| > 1e-6 (1 + max_i ||Q_i||)
 };
 struct ConfusionResult {
-    std::int64_t confusedPairs = 0;  // unordered pairs with distinct queries and rows closer than tau
+    std::int64_t confusedPairs = 0;        // unordered pairs with distinct queries and rows closer than tau
     std::int64_t identicalQueryPairs = 0;  // pairs skipped because the queries are the same
     double tau = 0;
-    double queryTolerance = 0;       // the absolute query-distance threshold used
-    std::string method;              // "low-rank Gram" or "dense Gram (GEMM)"
+    double queryTolerance = 0;  // the absolute query-distance threshold used
+    std::string method;         // "low-rank Gram" or "dense Gram (GEMM)"
 };
 // q: the head's queries as stored in the dump (before any query transform).
 ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
@@ -89,7 +89,7 @@ struct MagnitudeOptions {
     double log2Min = -2;  // factors a = 2^t, t on a uniform grid
     double log2Max = 4;
     int points = 13;
-    int topK = 9;         // top-k mass
+    int topK = 9;  // top-k mass
     // Threads of the mean curve of a big head (0: one per processor); analyzeDump sets it from
     // its memory plan (each costs a QueryScaler, a thread stack, a malloc arena and a BLAS buffer).
     // Not part of the definition: the curve does not depend on it.
@@ -99,9 +99,9 @@ struct MagnitudeOptions {
 struct MagnitudeCurve {
     std::vector<double> factors;
     std::vector<double> maxWeight, entropy, topMass, ratio;  // one per factor
-    Index query = -1;    // -1 for the mean curve over queries
-    Index topKey = -1;   // m: argmax of the row at a = 1
-    Index medianKey = -1;// n: the key with the median weight at a = 1 (lower median)
+    Index query = -1;                                        // -1 for the mean curve over queries
+    Index topKey = -1;                                       // m: argmax of the row at a = 1
+    Index medianKey = -1;  // n: the key with the median weight at a = 1 (lower median)
     Index queriesAveraged = 0;
     // Mean curve: (query, factor) ratios left out of the log-mean because they were <= 0 or not
     // finite (signed rows, or a zero median weight); 0 for a single query's curve.
@@ -113,8 +113,8 @@ MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOpti
 
 // ---- Local branch: equivalent matrices E_c = A + M_c (FLatten Eq. 10-12, InLine Eq. 6) -------------
 struct LocalBranchOptions {
-    bool enabled = true;              // false: every layer's branch is treated as absent
-    std::vector<int> channels;        // V channels within a head; empty = all d_v
+    bool enabled = true;        // false: every layer's branch is treated as absent
+    std::vector<int> channels;  // V channels within a head; empty = all d_v
     // Channels whose singular values are kept in the results; unset = every analysed channel.
     std::optional<std::vector<int>> spectrumChannels;
     // false: a layer's branch is analysed under the paradigm named by its `attention` attribute
@@ -131,12 +131,12 @@ struct LocalBranchHead {
     std::string kind;
 };
 struct LocalBranchChannel {
-    int channel = -1;        // V channel within the head; -1 for the mean over the analysed channels
-    int weightChannel = -1;  // the branch's weight channel (-1 for the mean)
+    int channel = -1;                        // V channel within the head; -1 for the mean over the analysed channels
+    int weightChannel = -1;                  // the branch's weight channel (-1 for the mean)
     std::optional<SpectrumResult> spectrum;  // rank of E_c (singularValues empty unless kept)
     std::vector<double> localMass;           // mean k x k mass of E_c, one per AnalysisOptions::localK
     std::vector<double> localAbsFraction;    // mean share of |E_c row|_1 inside the k x k window, per k
-    double branchShare = 0;  // mean over ok grid rows of |M_c row|_1 / (|A row|_1 + |M_c row|_1)
+    double branchShare = 0;                  // mean over ok grid rows of |M_c row|_1 / (|A row|_1 + |M_c row|_1)
 };
 struct LocalBranchResult {
     std::string kind;
@@ -146,15 +146,15 @@ struct LocalBranchResult {
     // values for an even count), max.
     int rankMin = 0, rankMax = 0;
     double rankMedian = 0;
-    std::vector<double> localMassWithout;      // A's mean k x k mass (the same as HeadStatistics::local)
+    std::vector<double> localMassWithout;         // A's mean k x k mass (the same as HeadStatistics::local)
     std::vector<double> localAbsFractionWithout;  // A's mean share of |A row|_1 inside the window
 };
 // a: the head's N x N matrix A (rows flagged in status are left out as for A's own statistics).
 // Rank uses the same tolerance rule as A's (SpectrumOptions); local mass the same windows.
 LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
                                      const LocalBranchHead& branch, const LocalBranchOptions& options,
-                                     const SpectrumOptions& spectrumOptions, std::span<const int> localK,
-                                     bool withRank, bool withLocal);
+                                     const SpectrumOptions& spectrumOptions, std::span<const int> localK, bool withRank,
+                                     bool withLocal);
 // Spectrum of any N x N matrix on a layout by dense SVD, with A's rules: spatialOnly drops the
 // prefix rows and columns, rows holding non-finite values are left out.
 SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options);
@@ -173,7 +173,7 @@ struct AnalysisOptions {
     ConfusionOptions confusion;
     MagnitudeOptions magnitude;
     LocalBranchOptions localBranch;
-    bool perQueryMaps = false;  // keep LocalMassResult::perQuery in results
+    bool perQueryMaps = false;      // keep LocalMassResult::perQuery in results
     nlohmann::json toJson() const;  // every definition and tolerance, for exports
 };
 struct HeadStatistics {
@@ -181,9 +181,9 @@ struct HeadStatistics {
     Index flaggedRows = 0;  // rows with status != Ok
     std::optional<SpectrumResult> spectrum;
     std::vector<LocalMassResult> local;
-    std::optional<FocusResult> focus;
+    std::optional<EntropyResult> entropy;
     std::optional<ConfusionResult> confusion;
-    std::optional<MagnitudeCurve> magnitude;  // mean curve over queries
+    std::optional<MagnitudeCurve> magnitude;       // mean curve over queries
     std::optional<LocalBranchResult> localBranch;  // when the head was analysed with its branch
 };
 // When the dense matrix is built anyway (local mass, entropy) and the magnitude curves are

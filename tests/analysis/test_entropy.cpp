@@ -1,4 +1,4 @@
-// Entropy and focus: uniform and one-hot closed forms, a hand-built signed row, flagged rows, and a
+// Entropy statistics: uniform and one-hot closed forms, a hand-built signed row, flagged rows, and a
 // naive second computation on random heads of every paradigm.
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@ namespace {
 using testing::makeHead;
 using testing::randomNormal;
 
-TEST(Focus, UniformAttentionHasEntropyLogN) {
+TEST(Entropy, UniformAttentionHasEntropyLogN) {
     const Index n = 37;
-    const FocusResult f = focus(Matrix::Constant(n, n, 1.0 / double(n)), {});
+    const EntropyResult f = entropyStatistics(Matrix::Constant(n, n, 1.0 / double(n)), {});
     EXPECT_NEAR(f.meanEntropy, std::log(double(n)), 1e-12);
     EXPECT_NEAR(f.meanNormalisedEntropy, 1.0, 1e-12);
     EXPECT_NEAR(f.meanMaxWeight, 1.0 / double(n), 1e-15);
@@ -26,18 +26,18 @@ TEST(Focus, UniformAttentionHasEntropyLogN) {
     EXPECT_EQ(f.flaggedRows, 0);
 }
 
-TEST(Focus, OneHotRowsHaveZeroEntropy) {
-    const FocusResult f = focus(Matrix::Identity(9, 9), {});
+TEST(Entropy, OneHotRowsHaveZeroEntropy) {
+    const EntropyResult f = entropyStatistics(Matrix::Identity(9, 9), {});
     EXPECT_NEAR(f.meanEntropy, 0.0, 1e-15);
     EXPECT_NEAR(f.meanNormalisedEntropy, 0.0, 1e-15);
     EXPECT_EQ(f.meanMaxWeight, 1.0);
 }
 
-TEST(Focus, HandBuiltNegativeRow) {
+TEST(Entropy, HandBuiltNegativeRow) {
     Matrix a(2, 3);
     a << 0.5, 0.7, -0.2,  // signed row: entropy of (0.5, 0.7) / 1.2
         0.2, 0.3, 0.5;
-    const FocusResult f = focus(a, {});
+    const EntropyResult f = entropyStatistics(a, {});
     const double p1 = 0.5 / 1.2, p2 = 0.7 / 1.2;
     const double h1 = -(p1 * std::log(p1) + p2 * std::log(p2));
     const double h2 = -(0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5));
@@ -50,36 +50,35 @@ TEST(Focus, HandBuiltNegativeRow) {
     EXPECT_NEAR(rowEntropy(std::vector<double>{0.5, 0.7, -0.2}), h1, 1e-15);
 }
 
-TEST(Focus, FlaggedRowsAreExcludedAndCounted) {
+TEST(Entropy, FlaggedRowsAreExcludedAndCounted) {
     Matrix a(3, 2);
     a << 0.5, 0.5, std::numeric_limits<double>::quiet_NaN(), 0.0, 1.0, 0.0;
     const std::vector<RowStatus> status{RowStatus::Ok, RowStatus::NonFinite, RowStatus::Ok};
-    const FocusResult f = focus(a, status);
+    const EntropyResult f = entropyStatistics(a, status);
     EXPECT_EQ(f.rows, 2);
     EXPECT_EQ(f.flaggedRows, 1);
     EXPECT_NEAR(f.meanEntropy, std::log(2.0) / 2, 1e-15);
     EXPECT_NEAR(f.meanMaxWeight, 0.75, 1e-15);
     // Without statuses the NaN row is still recognised and counted.
-    const FocusResult g = focus(a, {});
+    const EntropyResult g = entropyStatistics(a, {});
     EXPECT_EQ(g.flaggedRows, 1);
     EXPECT_NEAR(g.meanEntropy, f.meanEntropy, 1e-15);
 }
 
-TEST(Focus, RowWithoutPositiveMassHasNoEntropy) {
+TEST(Entropy, RowWithoutPositiveMassHasNoEntropy) {
     EXPECT_TRUE(std::isnan(rowEntropy(std::vector<double>{-0.5, 0.0, -1.0})));
     EXPECT_TRUE(std::isnan(rowEntropy(std::vector<double>{0.5, std::nan("")})));
 }
 
-TEST(Focus, MatchesNaiveComputationOnEveryParadigm) {
+TEST(Entropy, MatchesNaiveComputationOnEveryParadigm) {
     const Index n = 40;
     std::uint64_t seed = 5;
     for (const auto& name : testing::allPresetNames()) {
-        auto h =
-            makeHead(presetParadigm(name), randomNormal(n, 6, seed), randomNormal(n, 6, seed + 1));
+        auto h = makeHead(presetParadigm(name), randomNormal(n, 6, seed), randomNormal(n, 6, seed + 1));
         seed += 2;
         std::vector<RowStatus> status;
         const Matrix a = (**h).matrix(&status);
-        const FocusResult f = focus(a, status);
+        const EntropyResult f = entropyStatistics(a, status);
         double hSum = 0, maxSum = 0, neg = 0;
         Index negRows = 0, entropyRows = 0;
         for (Index i = 0; i < n; ++i) {
@@ -117,7 +116,7 @@ TEST(Focus, MatchesNaiveComputationOnEveryParadigm) {
     }
 }
 
-TEST(Focus, EntropyIsInvariantUnderPermutationAndScale) {
+TEST(Entropy, EntropyIsInvariantUnderPermutationAndScale) {
     const Matrix r = testing::randomUniform(1, 50, 3, -0.2, 1.0);
     std::vector<double> row(r.data(), r.data() + 50);
     const double h = rowEntropy(row);

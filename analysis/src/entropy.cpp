@@ -1,5 +1,5 @@
-// Entropy and focus of attention rows (MALA Sec. 3.2 and Fig. 4 on spiky vs smooth attention; the
-// negative-weight counts test MALA's claim that negative scores do not occur in practice).
+// Entropy, maximum weight and negative mass of attention rows (MALA Sec. 3.2 and Fig. 4 on spiky vs smooth attention;
+// the negative-weight counts test MALA's claim that negative scores do not occur in practice).
 //
 // Definitions, for a row a (N weights) with status Ok:
 //   entropy        H = -sum_j p_j log p_j (nats), p = max(a, 0) / sum_j max(a_j, 0): the positive
@@ -29,20 +29,19 @@ double rowEntropy(std::span<const double> row) {
     return detail::entropyFromSummary(detail::summariseRow(row, 0));
 }
 
-FocusResult focus(const Matrix& a, std::span<const RowStatus> status) {
+EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> status) {
     const Index n = a.rows();
     if (!status.empty() && Index(status.size()) != n)
-        throwInput("focus: " + std::to_string(status.size()) + " row statuses for " +
-                   std::to_string(n) + " rows");
+        throwInput("entropyStatistics: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) +
+                   " rows");
     const double logN = a.cols() > 1 ? std::log(double(a.cols())) : 0.0;
-    FocusResult r;
+    EntropyResult r;
     double entropySum = 0, maxSum = 0;
     Index entropyRows = 0, negativeRows = 0;
     for (Index i = 0; i < n; ++i) {
         const auto row = a.row(i);
         // A non-finite row counts as flagged even when no status was passed (direct callers).
-        if ((!status.empty() && status[std::size_t(i)] != RowStatus::Ok) ||
-            !std::isfinite(row.sum())) {
+        if ((!status.empty() && status[std::size_t(i)] != RowStatus::Ok) || !std::isfinite(row.sum())) {
             ++r.flaggedRows;
             continue;
         }
