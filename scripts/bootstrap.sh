@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's two commands:
 #   scripts/bootstrap.sh run    install what is missing, build, run the main job on the bundled example
-#   scripts/bootstrap.sh test   install what is missing, build, run the whole test suite
+#   scripts/bootstrap.sh test   install what is missing, check formatting, build and run the whole test
+#                               suite (dev preset), then again under ASan + UBSan (asan preset)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -22,9 +23,16 @@ case "$mode" in
     fi
     ;;
   test)
+    # Formatting first (seconds), then the dev preset (warnings are errors; unit, CLI, GUI,
+    # exporter, reliability and fuzz-corpus tests), then the same suite under AddressSanitizer and
+    # UndefinedBehaviorSanitizer.
+    bash scripts/check-format.sh
     cmake --preset dev
     cmake --build --preset dev
     ctest --preset dev
+    cmake --preset asan
+    cmake --build --preset asan
+    ctest --preset asan
     ;;
   asan)
     cmake --preset asan

@@ -43,14 +43,6 @@ constexpr double kGramMarginRel = 1e-8;
 constexpr double kGramMarginAbs = 1e-300;
 constexpr Index kGramBlockRows = 512;
 
-void checkOptions(const ConfusionOptions& o) {
-    if (!(std::isfinite(o.tau) && o.tau > 0))
-        throwUsage("confusion: tau must be a finite number > 0 (got " + std::to_string(o.tau) + ")");
-    if (!(std::isfinite(o.queryRelTolerance) && o.queryRelTolerance >= 0))
-        throwUsage("confusion: the relative query tolerance must be a finite number >= 0 (got " +
-                   std::to_string(o.queryRelTolerance) + ")");
-}
-
 double queryTolerance(const Matrix& q, const ConfusionOptions& o) {
     double maxNorm = 0;
     for (Index i = 0; i < q.rows(); ++i) {
@@ -119,7 +111,7 @@ namespace detail {
 
 void checkConfusionInputs(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
                           const Matrix* fullMatrix, std::span<const RowStatus> status) {
-    checkOptions(options);
+    validate(options);
     const Index n = head.tokens();
     if (q.rows() != n)
         throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for a head of " + std::to_string(n) +
@@ -190,7 +182,7 @@ ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const Conf
 
 ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,
                                     std::span<const RowStatus> status) {
-    checkOptions(options);
+    validate(options);
     const Index n = a.rows();
     if (q.rows() != n)
         throwInput("confusion: " + std::to_string(q.rows()) + " query vectors for " + std::to_string(n) +

@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
-#include <exception>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -16,25 +13,9 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/error.h"
-#include "attnlens/text.h"
+#include "parallel.h"
 
 namespace attnlens {
-namespace {
-
-int parseInt(std::string_view text, std::string_view optionName, std::string_view whole, int count) {
-    int value = 0;
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    const bool digits = !text.empty() && ptr == text.data() + text.size() && text[0] != '-';
-    if (digits && ec == std::errc::result_out_of_range)  // more than int holds: never wrapped
-        throwUsage(std::string(optionName) + ": " + printableText(text) + " is out of range (valid: 0-" +
-                   std::to_string(count - 1) + ")");
-    if (!digits || ec != std::errc())
-        throwUsage(std::string(optionName) + ": '" + printableText(text) + "' in '" + printableText(whole) +
-                   "' is not a non-negative integer");
-    return value;
-}
-
-}  // namespace
 
 void retainFreedMemory() {
 #if defined(__GLIBC__)
@@ -51,71 +32,11 @@ void retainFreedMemory() {
 #endif
 }
 
-std::vector<int> parseIndexList(std::string_view text, int count, std::string_view optionName) {
-    std::vector<int> out;
-    std::string_view rest = text;
-    if (rest.empty()) throwUsage(std::string(optionName) + ": empty list");
-    while (!rest.empty()) {
-        const auto comma = rest.find(',');
-        const std::string_view item = rest.substr(0, comma);
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-        const auto dash = item.find('-');
-        int lo = 0, hi = 0;
-        if (dash == std::string_view::npos) {
-            lo = hi = parseInt(item, optionName, text, count);
-        } else {
-            if (dash == 0 || dash + 1 == item.size())
-                throwUsage(std::string(optionName) + ": '" + printableText(item) + "' in '" + printableText(text) +
-                           "' is neither an index nor a range A-B of non-negative integers");
-            lo = parseInt(item.substr(0, dash), optionName, text, count);
-            hi = parseInt(item.substr(dash + 1), optionName, text, count);
-            if (hi < lo) throwUsage(std::string(optionName) + ": range '" + printableText(item) + "' is empty");
-        }
-        if (hi >= count)
-            throwUsage(std::string(optionName) + ": " + std::to_string(hi) + " is out of range (valid: 0-" +
-                       std::to_string(count - 1) + ")");
-        for (int v = lo; v <= hi; ++v) out.push_back(v);
-    }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
-std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info) {
-    std::vector<int> out;
-    std::string_view rest = text;
-    if (rest.empty()) throwUsage("--layers: empty list");
-    while (!rest.empty()) {
-        const auto comma = rest.find(',');
-        const std::string_view item = rest.substr(0, comma);
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-        bool byName = false;
-        for (std::size_t i = 0; i < info.layers.size(); ++i)
-            if (info.layers[i].name == item) {
-                out.push_back(int(i));
-                byName = true;
-            }
-        if (byName) continue;
-        if (!item.empty() && std::all_of(item.begin(), item.end(), [](char c) {
-                return std::isdigit(static_cast<unsigned char>(c)) || c == '-';
-            })) {
-            for (int v : parseIndexList(item, int(info.layers.size()), "--layers")) out.push_back(v);
-            continue;
-        }
-        std::string known;
-        for (const auto& l : info.layers) known += (known.empty() ? "" : ", ") + l.name;
-        throwUsage("--layers: no layer named '" + printableText(item) + "' (layers: " + printableText(known, 2000) +
-                   ")");
-    }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
                            const RecordSink* sink) {
     const auto start = std::chrono::steady_clock::now();
     retainFreedMemory();
+    validate(request.options);
     const DumpInfo& info = reader.info();
     AnalysisReport report;
     report.dump = info;
@@ -178,19 +99,20 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     // Declared sizes too large for this machine are refused before anything is allocated.
     const MemoryPlan memory = planMemory(info, req, memoryBudget());
     if (!memory.note.empty()) report.notes.push_back(memory.note);
-    int threads = std::max(1, std::min<int>(memory.threads, int(tasks.size())));
+    const int threads = std::max(1, std::min<int>(memory.threads, int(tasks.size())));
     req.threads = threads;
     // BLAS threads only for big heads analysed one at a time, and only as many as fit (planMemory
     // says why); the count before is restored when the analysis ends.
     const ScopedBlasThreads blasThreads(memory.blasThreads);
+    // The workers' thread budget is `threads`; each passes its share of the processors down to its
+    // heads' magnitude curves, so that nested threads never add up to more than the processors.
     req.options.magnitude.threads = memory.magnitudeThreads;
 
-    std::atomic<std::size_t> next{0};
+    // Set on a failure or a cancel: the workers leave the task they are in and start no other.
     std::atomic<bool> stop{false};
     std::atomic<bool> cancelled{false};
     std::mutex progressMutex;
     std::int64_t done = 0;
-    std::exception_ptr failure;
 
     // Streaming: finished tasks wait in taskRecords until every earlier task has been written; a
     // worker does not start a task more than `window` tasks after the oldest unwritten one, so at
@@ -211,83 +133,69 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         sinkProgress.notify_all();
     };
 
-    auto worker = [&] {
-        for (;;) {
+    auto runTask = [&](std::size_t t) {
+        if (stop.load()) return;
+        const Task task = tasks[t];
+        if (sink) {
+            std::unique_lock lock(sinkMutex);
+            sinkProgress.wait(lock, [&] { return stop.load() || t < written + window; });
             if (stop.load()) return;
-            const std::size_t t = next.fetch_add(1);
-            if (t >= tasks.size()) return;
-            const Task task = tasks[t];
-            if (sink) {
-                std::unique_lock lock(sinkMutex);
-                sinkProgress.wait(lock, [&] { return stop.load() || t < written + window; });
-                if (stop.load()) return;
-            }
-            try {
-                const LayerInfo& layer = info.layers[task.layer];
-                std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
-                std::optional<LocalBranchWeights> branchWeights;
-                if (branchOptions.enabled && layer.localBranch)
-                    branchWeights = reader.readLocalBranch(task.image, task.layer);
-                for (int h : headsOf(task.layer)) {
-                    for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
-                    HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
-                    for (int p = 0; p < int(report.paradigms.size()); ++p) {
-                        if (stop.load()) return;
-                        AttentionHead head(report.paradigms[p], in);
-                        HeadRecord rec;
-                        rec.image = task.image;
-                        rec.layer = task.layer;
-                        rec.head = h;
-                        rec.paradigm = p;
-                        std::optional<LocalBranchHead> branch;
-                        if (branchWeights && branchApplies(layer, p))
-                            branch = LocalBranchHead{&*branchWeights, layer.localBranch->channelMap, h, layer.valueDim,
-                                                     layer.localBranch->kind};
-                        rec.stats =
-                            analyzeHead(head, heads[h].q, layer.layout, req.options, branch ? &*branch : nullptr);
-                        taskRecords[t].push_back(std::move(rec));
-                        std::lock_guard lock(progressMutex);
-                        ++done;
-                        if (progress) {
-                            AnalysisProgress pr{done, totalSteps,
-                                                "image " + std::to_string(task.image) + ", layer " + layer.name +
-                                                    ", head " + std::to_string(h) + ", " + report.paradigms[p].name};
-                            if (!progress(pr)) {
-                                cancelled = true;
-                                stop = true;
-                                if (sink) {
-                                    std::lock_guard wake(sinkMutex);
-                                    sinkProgress.notify_all();
-                                }
+        }
+        try {
+            const LayerInfo& layer = info.layers[task.layer];
+            std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
+            std::optional<LocalBranchWeights> branchWeights;
+            if (branchOptions.enabled && layer.localBranch)
+                branchWeights = reader.readLocalBranch(task.image, task.layer);
+            for (int h : headsOf(task.layer)) {
+                for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
+                HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
+                for (int p = 0; p < int(report.paradigms.size()); ++p) {
+                    if (stop.load()) return;
+                    AttentionHead head(report.paradigms[p], in);
+                    HeadRecord rec;
+                    rec.image = task.image;
+                    rec.layer = task.layer;
+                    rec.head = h;
+                    rec.paradigm = p;
+                    std::optional<LocalBranchHead> branch;
+                    if (branchWeights && branchApplies(layer, p))
+                        branch = LocalBranchHead{&*branchWeights, layer.localBranch->channelMap, h, layer.valueDim,
+                                                 layer.localBranch->kind};
+                    rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options, branch ? &*branch : nullptr);
+                    taskRecords[t].push_back(std::move(rec));
+                    std::lock_guard lock(progressMutex);
+                    ++done;
+                    if (progress) {
+                        AnalysisProgress pr{done, totalSteps,
+                                            "image " + std::to_string(task.image) + ", layer " + layer.name +
+                                                ", head " + std::to_string(h) + ", " + report.paradigms[p].name};
+                        if (!progress(pr)) {
+                            cancelled = true;
+                            stop = true;
+                            if (sink) {
+                                std::lock_guard wake(sinkMutex);
+                                sinkProgress.notify_all();
                             }
                         }
                     }
                 }
-                if (sink) emitFinished(t);
-            } catch (...) {
-                {
-                    std::lock_guard lock(progressMutex);
-                    if (!failure) failure = std::current_exception();
-                    stop = true;
-                }
-                if (sink) {
-                    std::lock_guard lock(sinkMutex);
-                    sinkProgress.notify_all();
-                }
-                return;
             }
+            if (sink) emitFinished(t);
+        } catch (...) {
+            stop = true;
+            if (sink) {
+                std::lock_guard lock(sinkMutex);
+                sinkProgress.notify_all();
+            }
+            throw;  // parallelFor rethrows the first failure once every worker has ended
         }
     };
 
     if (progress && !progress(AnalysisProgress{0, totalSteps, "starting"}))
         throw Error(ErrorKind::Cancelled, "analysis cancelled");
     if (sink && sink->begin) sink->begin(report);
-    std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-    worker();
-    for (auto& th : pool) th.join();
-
-    if (failure) std::rethrow_exception(failure);
+    detail::parallelFor(tasks.size(), threads, runTask);
     if (cancelled) throw Error(ErrorKind::Cancelled, "analysis cancelled");
 
     for (std::size_t t = 0; t < tasks.size(); ++t) {

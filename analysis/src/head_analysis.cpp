@@ -147,8 +147,24 @@ nlohmann::json AnalysisOptions::toJson() const {
     return j;
 }
 
+DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bool withBranch) {
+    DenseNeeds needs;
+    needs.branch = withBranch && (stats.rank || stats.local);
+    // Kernel paradigms get rank and confusion from the low-rank factors, without A.
+    needs.matrix = stats.local || stats.entropy || needs.branch || (!lowRank && (stats.confusion || stats.rank));
+    needs.sharedRawRows = needs.matrix && stats.magnitude && tokens <= kSharedRawRowsMaxTokens;
+    needs.denseSvd = (!lowRank && stats.rank) || (needs.branch && stats.rank);
+    if (!lowRank && stats.rank)
+        needs.copies = 2;
+    else if (!lowRank && stats.confusion)
+        needs.copies = 1;
+    if (needs.branch) needs.copies += 3;
+    return needs;
+}
+
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
                            const AnalysisOptions& options, const LocalBranchHead* branch) {
+    validate(options);
     const Index n = head.tokens();
     if (layout.tokens() != n)
         throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) + " + grid " +
@@ -160,13 +176,11 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     stats.tokens = n;
 
     const bool lowRank = head.hasLowRankForm();
-    const bool withBranch = branch && (sel.rank || sel.local);
-    const bool needMatrix = sel.local || sel.entropy || withBranch || (!lowRank && (sel.confusion || sel.rank));
+    const DenseNeeds needs = denseNeeds(sel, lowRank, n, branch != nullptr);
     Matrix a, raw;
     std::vector<double> dotSums;
     std::vector<RowStatus> status;
-    const bool shareRaw = needMatrix && sel.magnitude && n <= kSharedRawRowsMaxTokens;
-    if (shareRaw) {
+    if (needs.sharedRawRows) {
         // One GEMM for both the matrix and the magnitude curves (which start from raw rows).
         raw.resize(n, n);
         dotSums.resize(std::size_t(n));
@@ -174,7 +188,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
         a = raw;
         status.resize(std::size_t(n));
         for (Index i = 0; i < n; ++i) status[std::size_t(i)] = head.normaliseRawRow(a.row(i), dotSums[std::size_t(i)]);
-    } else if (needMatrix) {
+    } else if (needs.matrix) {
         a = head.matrix(&status);
     } else {
         // Row statuses without the N x N matrix: blocks of rows, O(block * N) memory.
@@ -189,7 +203,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     }
     stats.flaggedRows =
         Index(std::count_if(status.begin(), status.end(), [](RowStatus s) { return s != RowStatus::Ok; }));
-    const Matrix* full = needMatrix ? &a : nullptr;
+    const Matrix* full = needs.matrix ? &a : nullptr;
 
     // The low-rank spectrum and confusion count share one factorisation and one QR.
     std::optional<linalg::LowRankFactors> factors;
@@ -208,7 +222,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
-    if (withBranch)
+    if (needs.branch)
         stats.localBranch = analyzeLocalBranch(a, status, layout, *branch, options.localBranch, options.spectrum,
                                                options.localK, sel.rank, sel.local);
     if (sel.entropy) stats.entropy = entropyStatistics(a, status);
@@ -216,8 +230,9 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);
     if (sel.magnitude)
-        stats.magnitude = shareRaw ? detail::meanMagnitudeCurve(head, options.magnitude, {&raw, dotSums.data()})
-                                   : meanMagnitudeCurve(head, options.magnitude);
+        stats.magnitude = needs.sharedRawRows
+                              ? detail::meanMagnitudeCurve(head, options.magnitude, {&raw, dotSums.data()})
+                              : meanMagnitudeCurve(head, options.magnitude);
     return stats;
 }
 

@@ -7,7 +7,6 @@
 #include <string>
 
 #include <Eigen/QR>
-#include <Eigen/SVD>
 
 #include "attnlens/attention.h"
 #include "attnlens/error.h"
@@ -42,27 +41,6 @@ double singularValuesLapackWorkspaceBytes(Index rows, Index cols) {
     const double mn = double(count), mx = double(std::max(rows, cols));
     const double lwork = info == 0 && optimal > 0 ? optimal : 3 * mn + std::max(mx, 7 * mn);
     return lwork * 8.0 + 8.0 * mn * double(sizeof(lapack_int));
-}
-
-std::vector<double> singularValuesEigen(const Matrix& a) {
-    Eigen::BDCSVD<Matrix> svd(a);  // no ComputeThin*/Full* flags: values only
-    const Vector& v = svd.singularValues();
-    return std::vector<double>(v.data(), v.data() + v.size());
-}
-
-Matrix gramRows(const Matrix& a) {
-    const Index n = a.rows(), k = a.cols();
-    Matrix g(n, n);
-    if (n == 0) return g;
-    if (k == 0) {
-        g.setZero();
-        return g;
-    }
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a.data(), blasint(k), 0.0,
-                g.data(), blasint(n));
-    for (Index i = 1; i < n; ++i)
-        for (Index j = 0; j < i; ++j) g(i, j) = g(j, i);
-    return g;
 }
 
 void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta, Matrix& c) {

@@ -21,11 +21,6 @@ std::vector<double> singularValuesLapack(const Matrix& a);
 // it that dgesdd overwrites: LAPACKE's work array (lwork doubles, from dgesdd's own workspace
 // query for jobz = 'N') and its iwork array (8 min(rows, cols) integers).
 double singularValuesLapackWorkspaceBytes(Index rows, Index cols);
-// The same with Eigen's BDCSVD (kept for the benchmark that compares the two routes).
-std::vector<double> singularValuesEigen(const Matrix& a);
-
-// G = a a^T (rows x rows), both triangles filled: cblas_dsyrk on the upper triangle, then mirrored.
-Matrix gramRows(const Matrix& a);
 // c = alpha * op(a) * op(b) + beta * c via cblas_dgemm; c must already have the result's shape.
 void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix& b, double beta, Matrix& c);
 

@@ -30,9 +30,7 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
                    std::to_string(n) + " tokens");
     if (!status.empty() && Index(status.size()) != n)
         throwInput("local mass: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) + " rows");
-    for (int k : ks)
-        if (k < 1 || k % 2 == 0)
-            throwUsage("local mass: window size k must be an odd integer >= 1 (got " + std::to_string(k) + ")");
+    validateLocalK(ks);
 
     // A non-finite row counts as flagged even when no status was passed (direct callers).
     std::vector<unsigned char> rowUsable(std::size_t(n), 0);

@@ -20,18 +20,16 @@
 // The papers' laws (tested): softmax ratio(a) = ratio(1)^a (Eq. 5-6); divide: ratio and row shape
 // independent of a (Eq. 7); magnitude (MALA, eps = 0): Eq. 12.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
 #include "attnlens/vector_math.h"
+#include "parallel.h"
 #include "row_summary.h"
 #include "shared_work.h"
 
@@ -39,14 +37,6 @@ namespace attnlens {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-void checkOptions(const MagnitudeOptions& o) {
-    if (o.points < 1) throwUsage("magnitude scaling: points must be >= 1 (got " + std::to_string(o.points) + ")");
-    if (!std::isfinite(o.log2Min) || !std::isfinite(o.log2Max) || o.log2Max < o.log2Min)
-        throwUsage("magnitude scaling: need finite log2 bounds with min <= max (got " + std::to_string(o.log2Min) +
-                   " .. " + std::to_string(o.log2Max) + ")");
-    if (o.topK < 1) throwUsage("magnitude scaling: topK must be >= 1 (got " + std::to_string(o.topK) + ")");
-}
 
 // Everything measured for one query at every factor, from its raw row (rawRows, a GEMM per block of queries) and
 // the closed forms of the scaled row, so that no factor needs a normalised copy of the row:
@@ -383,11 +373,11 @@ MagnitudeCurve emptyCurve(const std::vector<double>& factors) {
 }  // namespace
 
 std::vector<double> MagnitudeOptions::factors() const {
-    checkOptions(*this);
+    validate(*this);  // at least two points
     std::vector<double> a(static_cast<std::size_t>(points));
     for (int i = 0; i < points; ++i) {
         // Integer steps keep grid points that are whole numbers (such as t = 0) exact.
-        const double t = points == 1 ? log2Min : log2Min + (log2Max - log2Min) * i / (points - 1);
+        const double t = log2Min + (log2Max - log2Min) * i / (points - 1);
         a[std::size_t(i)] = std::exp2(t);
     }
     return a;
@@ -406,6 +396,10 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const Magn
     return c;
 }
 
+bool detail::meanMagnitudeCurveIsParallel(Index tokens, int points) {
+    return double(tokens) * double(tokens) * double(points) >= 4e6;
+}
+
 MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options) {
     return detail::meanMagnitudeCurve(head, options, {});
 }
@@ -419,8 +413,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
     const Index n = head.tokens();
 
     // Queries are processed in fixed chunks whose partial sums are added in chunk order, so the
-    // result does not depend on how many threads ran. Threads only for big heads: at N = 197 the
-    // whole curve costs about a millisecond and a dump run already keeps every core busy.
+    // result does not depend on how many threads ran (meanMagnitudeCurveIsParallel: only for big
+    // heads).
     constexpr Index kChunk = QueryScaler::kBlock;
     const Index chunks = (n + kChunk - 1) / kChunk;
     struct Partial {
@@ -429,65 +423,51 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
         Index queries = 0, skipped = 0;
     };
     std::vector<Partial> partials(static_cast<std::size_t>(chunks));
-    std::atomic<Index> nextChunk{0};
-    auto work = [&]() {
-        QueryScaler scaler(head, options, raw);
-        std::vector<double> maxWeight(f), entropy(f), topMass(f), ratio(f), logRatio(f);
+    // Each thread's scaler and row buffers.
+    struct Scratch {
+        QueryScaler scaler;
+        std::vector<double> maxWeight, entropy, topMass, ratio, logRatio;
         Index topKey = -1, medianKey = -1;
-        for (Index c = nextChunk++; c < chunks; c = nextChunk++) {
-            Partial& p = partials[std::size_t(c)];
-            p.sumMax.assign(f, 0.0);
-            p.sumEntropy.assign(f, 0.0);
-            p.sumTop.assign(f, 0.0);
-            p.sumLogRatio.assign(f, 0.0);
-            p.entropyCount.assign(f, 0);
-            p.ratioCount.assign(f, 0);
-            scaler.load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
-            for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-                if (!scaler.measure(i, maxWeight.data(), entropy.data(), topMass.data(), ratio.data(), &topKey,
-                                    &medianKey))
-                    continue;
-                ++p.queries;
-                detail::logs(ratio.data(), f, logRatio.data());
-                for (std::size_t k = 0; k < f; ++k) {
-                    p.sumMax[k] += maxWeight[k];
-                    p.sumTop[k] += topMass[k];
-                    if (std::isfinite(entropy[k])) {  // NaN only for a row without positive weight
-                        p.sumEntropy[k] += entropy[k];
-                        ++p.entropyCount[k];
-                    }
-                    if (std::isfinite(ratio[k]) && ratio[k] > 0) {
-                        p.sumLogRatio[k] += logRatio[k];
-                        ++p.ratioCount[k];
-                    } else {
-                        ++p.skipped;
-                    }
+    };
+    auto makeScratch = [&] {
+        return Scratch{QueryScaler(head, options, raw), std::vector<double>(f), std::vector<double>(f),
+                       std::vector<double>(f),          std::vector<double>(f), std::vector<double>(f)};
+    };
+    auto measureChunk = [&](Scratch& s, std::size_t chunk) {
+        const Index c = Index(chunk);
+        Partial& p = partials[chunk];
+        p.sumMax.assign(f, 0.0);
+        p.sumEntropy.assign(f, 0.0);
+        p.sumTop.assign(f, 0.0);
+        p.sumLogRatio.assign(f, 0.0);
+        p.entropyCount.assign(f, 0);
+        p.ratioCount.assign(f, 0);
+        s.scaler.load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
+        for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+            if (!s.scaler.measure(i, s.maxWeight.data(), s.entropy.data(), s.topMass.data(), s.ratio.data(), &s.topKey,
+                                  &s.medianKey))
+                continue;
+            ++p.queries;
+            detail::logs(s.ratio.data(), f, s.logRatio.data());
+            for (std::size_t k = 0; k < f; ++k) {
+                p.sumMax[k] += s.maxWeight[k];
+                p.sumTop[k] += s.topMass[k];
+                if (std::isfinite(s.entropy[k])) {  // NaN only for a row without positive weight
+                    p.sumEntropy[k] += s.entropy[k];
+                    ++p.entropyCount[k];
+                }
+                if (std::isfinite(s.ratio[k]) && s.ratio[k] > 0) {
+                    p.sumLogRatio[k] += s.logRatio[k];
+                    ++p.ratioCount[k];
+                } else {
+                    ++p.skipped;
                 }
             }
         }
     };
-    const double cost = double(n) * double(n) * double(f);
-    const unsigned hardware =
-        options.threads > 0 ? unsigned(options.threads) : std::max(1u, std::thread::hardware_concurrency());
-    const unsigned threads = cost < 4e6 ? 1u : unsigned(std::min<Index>(Index(hardware), chunks));
-    if (threads <= 1) {
-        work();
-    } else {
-        std::vector<std::thread> pool;
-        std::vector<std::exception_ptr> errors(threads);
-        for (unsigned t = 0; t < threads; ++t)
-            pool.emplace_back([&, t]() {
-                try {
-                    work();
-                } catch (...) {
-                    errors[t] = std::current_exception();
-                    nextChunk = chunks;  // stop the others early
-                }
-            });
-        for (auto& th : pool) th.join();
-        for (auto& e : errors)
-            if (e) std::rethrow_exception(e);
-    }
+    const int budget = options.threads > 0 ? options.threads : detail::processorCount();
+    detail::parallelFor(std::size_t(chunks), meanMagnitudeCurveIsParallel(n, options.points) ? budget : 1, makeScratch,
+                        measureChunk);
 
     MagnitudeCurve c = emptyCurve(factors);
     std::vector<double> sumMax(f, 0.0), sumEntropy(f, 0.0), sumTop(f, 0.0), sumLogRatio(f, 0.0);

@@ -14,20 +14,16 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/error.h"
+#include "attnlens/text.h"
 #include "linalg.h"
+#include "parallel.h"
+#include "shared_work.h"
 
 namespace attnlens {
-
-std::string formatGiB(double bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3g GiB", bytes / double(1ull << 30));
-    return text;
-}
 
 namespace {
 
@@ -84,9 +80,6 @@ Cost blasThread(double n) { return {threadResidentBytes(n), threadStackBytes() +
 // factor, and five rows of scratch.
 double magnitudeScalerBytes(double n, int points) { return (64.0 + double(std::max(points, 1)) + 5.0) * n * 8.0; }
 
-// A magnitude curve uses threads when N^2 * points >= 4e6 (magnitude.cpp).
-bool magnitudeUsesThreads(double n, int points) { return n * n * double(points) >= 4e6; }
-
 double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms,
                            const AnalysisOptions& options, bool localBranch) {
     const StatSelection& stats = options.stats;
@@ -94,28 +87,16 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
     double copies = 0;
     bool denseSvd = false;
     for (const Paradigm& p : paradigms) {
-        const bool lowRank = p.usesKernel();
-        const bool dense = stats.local || stats.entropy || (!lowRank && (stats.confusion || stats.rank));
-        double c = dense ? 1 : 0;
-        if (!lowRank && stats.rank)
-            c += 2;
-        else if (!lowRank && stats.confusion)
-            c += 1;  // rows copied when some are flagged
-        if (dense && stats.magnitude && layer.tokens <= kSharedRawRowsMaxTokens) c += 1;  // raw rows kept
-        if (!lowRank && stats.rank) denseSvd = true;
-        // The branch's E_c, its finite-row copy and dgesdd's copy beside A.
-        if (localBranch && layer.localBranch && (stats.rank || stats.local)) {
-            c = std::max(c, 1.0) + 3;
-            if (stats.rank) denseSvd = true;
-        }
-        copies = std::max(copies, c);
+        const DenseNeeds needs = denseNeeds(stats, p.usesKernel(), layer.tokens, localBranch && layer.localBranch);
+        copies = std::max(copies, double(needs.matricesAtOnce()));
+        denseSvd = denseSvd || needs.denseSvd;
     }
     // Every term, in bytes (README "Memory"):
     //   read        heads * N * 2d * (8 + 8): q and k of every head as doubles, and HDF5's slab of
     //               each before conversion (at most 8 bytes a value)
     //   head        8 * N * (d + 1) * 8: one head's scaled queries and kernel features (q~, phi(q),
     //               phi(k)), the low-rank factors L, R and the copies their QR factorisations take
-    //   N x N       copies * N^2 * 8: the matrices the statistics hold at once (above)
+    //   N x N       copies * N^2 * 8: the matrices the statistics hold at once (denseNeeds)
     //   dgesdd      LAPACK's work and iwork arrays for a values-only SVD of N x N, from dgesdd's
     //               own workspace query (its input copy is one of the N x N copies)
     //   row blocks  256 * N * 8: row statuses without the matrix; confusion's Gram blocks add
@@ -228,14 +209,14 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
         const LayerInfo& layer = info.layers[std::size_t(l)];
         const double bytes = residentWorkerBytes(layer, paradigms, options, options.localBranch.enabled);
         largestN = std::max<Index>(largestN, layer.tokens);
-        if (options.stats.magnitude && magnitudeUsesThreads(double(layer.tokens), options.magnitude.points))
+        if (options.stats.magnitude && detail::meanMagnitudeCurveIsParallel(layer.tokens, options.magnitude.points))
             helpersRun = true;
         if (bytes > plan.perWorkerBytes) {
             plan.perWorkerBytes = bytes;
             largest = &layer;
         }
     }
-    const int processors = int(std::max(1u, std::thread::hardware_concurrency()));
+    const int processors = detail::processorCount();
     plan.threads = request.threads > 0 ? request.threads : processors;
     const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
     const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
@@ -290,7 +271,8 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     // the run went into OpenBLAS threads spinning in sched_yield), so they are kept only for big
     // heads analysed one at a time.
     const int blasWanted = running > 1 || largestN < 1024 ? 1 : std::max(1, defaultBlasThreads());
-    // A big head's magnitude curve shares the processors its worker's pool leaves.
+    // A big head's magnitude curve runs on the worker's share of the processors (its thread
+    // budget, parallel.h), so workers and their curves together never exceed them.
     const int helpersWanted = std::max(1, processors / running);
     if (!largest) {
         plan.blasThreads = blasWanted;
@@ -303,15 +285,14 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     };
     int blas = 1;
     while (blas < blasWanted && fits(running, blasCost(blas + 1))) ++blas;
-    // Two or more helpers are all new threads (the worker waits for them); one runs in the worker.
-    // Each has a stack and an arena; one of them reuses the waiting worker's BLAS buffer.
+    // A curve on T threads runs on its worker and T - 1 new threads, each with its own scaler,
+    // stack, arena and BLAS buffer (the worker's are counted in its per-worker bytes).
     const double scaler = magnitudeScalerBytes(double(largestN), options.magnitude.points);
     auto helperCost = [&](int threads) {
         const Cost base = blasCost(blas);
         if (threads < 2 || !helpersRun) return base;
-        const double count = double(running) * double(threads);
-        return Cost{base.resident + count * (scaler + worker.resident),
-                    base.address + count * worker.address - double(running) * kBlasBufferBytes};
+        const double count = double(running) * double(threads - 1);
+        return Cost{base.resident + count * (scaler + worker.resident), base.address + count * worker.address};
     };
     int helpers = 1;
     while (helpers < helpersWanted && fits(running, helperCost(helpers + 1))) ++helpers;

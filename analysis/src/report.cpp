@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -18,44 +18,17 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <tuple>
 
 #include "attnlens/error.h"
 #include "attnlens/output_path.h"
 #include "attnlens/text.h"
+#include "parallel.h"
 
 namespace attnlens {
 namespace {
 
 using nlohmann::json;
-
-// Runs f(begin, end) over chunks of [0, count) on the machine's cores (the calling thread takes
-// part). Each index is handled by exactly one call; the first exception is rethrown.
-template <class F>
-void forEachChunk(std::size_t count, F f) {
-    const std::size_t threads =
-        std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), (count + 255) / 256);
-    if (threads <= 1) {
-        f(std::size_t(0), count);
-        return;
-    }
-    std::vector<std::exception_ptr> errors(threads);
-    std::vector<std::thread> pool;
-    const std::size_t step = (count + threads - 1) / threads;
-    auto run = [&](std::size_t t) {
-        try {
-            f(std::min(count, t * step), std::min(count, (t + 1) * step));
-        } catch (...) {
-            errors[t] = std::current_exception();
-        }
-    };
-    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(run, t);
-    run(0);
-    for (auto& th : pool) th.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-}
 
 json finiteOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
@@ -72,6 +45,18 @@ std::string utcNow() {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
+}
+
+// Mean branch share over the analysed channels with a finite share (NaN for none).
+double meanBranchShare(const LocalBranchResult& b) {
+    double sum = 0;
+    std::size_t count = 0;
+    for (const auto& c : b.channels)
+        if (std::isfinite(c.branchShare)) {
+            sum += c.branchShare;
+            ++count;
+        }
+    return count ? sum / double(count) : std::numeric_limits<double>::quiet_NaN();
 }
 
 json branchChannelJson(const LocalBranchChannel& c, const std::vector<int>& ks) {
@@ -132,14 +117,7 @@ json localBranchJson(const LocalBranchResult& b, const HeadStatistics& s, const 
         }
         j["local"] = l;
     }
-    double shareSum = 0;
-    std::size_t shareCount = 0;
-    for (const auto& c : b.channels)
-        if (std::isfinite(c.branchShare)) {
-            shareSum += c.branchShare;
-            ++shareCount;
-        }
-    j["branch_share"] = {{"mean_over_channels", shareCount ? json(shareSum / double(shareCount)) : json(nullptr)},
+    j["branch_share"] = {{"mean_over_channels", finiteOrNull(meanBranchShare(b))},
                          {"mean_channel", b.mean ? finiteOrNull(b.mean->branchShare) : json(nullptr)}};
     json channels = json::array();
     for (const auto& c : b.channels) channels.push_back(branchChannelJson(c, ks));
@@ -207,22 +185,22 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
     return j;
 }
 
-// Mean of the finite values pushed.
+// Mean of the finite values pushed (NaN, and null in JSON, where there are none).
 struct Mean {
     double sum = 0;
     std::int64_t n = 0;
-    void add(const json& v) {
-        if (v.is_number()) {
-            const double x = v.get<double>();
-            if (std::isfinite(x)) {
-                sum += x;
-                ++n;
-            }
+    void add(double x) {
+        if (std::isfinite(x)) {
+            sum += x;
+            ++n;
         }
     }
+    double mean() const { return n ? sum / double(n) : std::numeric_limits<double>::quiet_NaN(); }
     json value() const { return n ? json(sum / double(n)) : json(nullptr); }
 };
 
+// The means and totals of a set of records (one paradigm, or one paradigm and layer), from the
+// statistics as analyzeHead made them. Non-finite values (null in a report) are left out of means.
 struct Aggregate {
     std::int64_t records = 0;
     Mean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
@@ -230,76 +208,106 @@ struct Aggregate {
     std::int64_t confused = 0, flagged = 0;
     bool hasConfusion = false;
     std::vector<Mean> magMax, magEntropy, magTop, magLogRatio;
-    json factors;
+    std::vector<double> factors;
     // Local branch (records that carry one).
     std::int64_t branchRecords = 0;
     Mean branchRankWithout, branchRankMedian, branchRankMeanChannel, branchShare;
     int branchRankMin = INT_MAX, branchRankMax = INT_MIN;
     std::map<int, Mean> branchLocalWithout, branchLocalWith, branchAbsWithout, branchAbsWith;
 
-    void add(const json& r) {
+    void add(const HeadStatistics& s) {
+        constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         ++records;
-        if (r.contains("local_branch")) {
-            const json& b = r["local_branch"];
+        if (s.localBranch) {
+            const LocalBranchResult& b = *s.localBranch;
             ++branchRecords;
-            if (b.contains("rank")) {
-                branchRankWithout.add(b["rank"]["without"]);
-                branchRankMedian.add(b["rank"]["median"]);
-                branchRankMeanChannel.add(b["rank"]["mean_channel"]);
-                branchRankMin = std::min(branchRankMin, b["rank"]["min"].get<int>());
-                branchRankMax = std::max(branchRankMax, b["rank"]["max"].get<int>());
+            if (b.mean && b.mean->spectrum) {
+                branchRankWithout.add(s.spectrum ? double(s.spectrum->rank) : kNone);
+                branchRankMedian.add(b.rankMedian);
+                branchRankMeanChannel.add(double(b.mean->spectrum->rank));
+                branchRankMin = std::min(branchRankMin, b.rankMin);
+                branchRankMax = std::max(branchRankMax, b.rankMax);
             }
-            if (b.contains("local"))
-                for (const auto& l : b["local"]) {
-                    branchLocalWithout[l["k"].get<int>()].add(l["without"]);
-                    branchLocalWith[l["k"].get<int>()].add(l["with"]);
-                    branchAbsWithout[l["k"].get<int>()].add(l["abs_fraction_without"]);
-                    branchAbsWith[l["k"].get<int>()].add(l["abs_fraction_with"]);
-                }
-            branchShare.add(b["branch_share"]["mean_over_channels"]);
-        }
-        flagged += r.value("flagged_rows", std::int64_t(0));
-        if (r.contains("rank")) {
-            rank.add(r["rank"]["rank"]);
-            effectiveRank.add(r["rank"]["effective_rank"]);
-        }
-        if (r.contains("local"))
-            for (const auto& l : r["local"]) {
-                const int k = l["k"].get<int>();
-                local[k].add(l["mean"]);
-                localUniform[k].add(l["uniform_baseline"]);
-                localPaper[k].add(l["paper_baseline"]);
+            // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
+            for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
+                const int k = s.local[i].k;
+                branchLocalWithout[k].add(b.localMassWithout[i]);
+                branchLocalWith[k].add(b.mean ? b.mean->localMass[i] : kNone);
+                branchAbsWithout[k].add(b.localAbsFractionWithout[i]);
+                branchAbsWith[k].add(b.mean ? b.mean->localAbsFraction[i] : kNone);
             }
-        if (r.contains("entropy")) {
-            const auto& e = r["entropy"];
-            entropy.add(e["mean_entropy"]);
-            normalisedEntropy.add(e["normalised_entropy"]);
-            maxWeight.add(e["max_weight"]);
-            negativeRows.add(e["negative_row_fraction"]);
-            negativeMass.add(e["negative_mass_per_row"]);
+            branchShare.add(meanBranchShare(b));
         }
-        if (r.contains("confusion")) {
+        flagged += s.flaggedRows;
+        if (s.spectrum) {
+            rank.add(double(s.spectrum->rank));
+            effectiveRank.add(s.spectrum->effectiveRank);
+        }
+        for (const LocalMassResult& l : s.local) {
+            local[l.k].add(l.mean);
+            localUniform[l.k].add(l.uniformBaseline);
+            localPaper[l.k].add(l.paperBaseline);
+        }
+        if (s.entropy) {
+            const EntropyResult& e = *s.entropy;
+            entropy.add(e.meanEntropy);
+            normalisedEntropy.add(e.meanNormalisedEntropy);
+            maxWeight.add(e.meanMaxWeight);
+            negativeRows.add(e.negativeRowFraction);
+            negativeMass.add(e.meanNegativeMass);
+        }
+        if (s.confusion) {
             hasConfusion = true;
-            confused += r["confusion"]["confused_pairs"].get<std::int64_t>();
+            confused += s.confusion->confusedPairs;
         }
-        if (r.contains("magnitude")) {
-            const auto& m = r["magnitude"];
-            const std::size_t points = m["factors"].size();
+        if (s.magnitude) {
+            const MagnitudeCurve& m = *s.magnitude;
+            const std::size_t points = m.factors.size();
             if (magMax.empty()) {
                 magMax.resize(points);
                 magEntropy.resize(points);
                 magTop.resize(points);
                 magLogRatio.resize(points);
-                factors = m["factors"];
+                factors = m.factors;
             }
             for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
-                magMax[i].add(m["max_weight"][i]);
-                magEntropy[i].add(m["entropy"][i]);
-                magTop[i].add(m["top_mass"][i]);
-                const json& ratio = m["ratio"][i];
-                if (ratio.is_number() && ratio.get<double>() > 0) magLogRatio[i].add(std::log(ratio.get<double>()));
+                magMax[i].add(m.maxWeight[i]);
+                magEntropy[i].add(m.entropy[i]);
+                magTop[i].add(m.topMass[i]);
+                if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
             }
         }
+    }
+
+    double mean(ReportSummary::Statistic statistic, int k) const {
+        using S = ReportSummary::Statistic;
+        auto ofK = [k](const std::map<int, Mean>& perK) {
+            const auto it = perK.find(k);
+            return it == perK.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean();
+        };
+        switch (statistic) {
+            case S::Rank:
+                return rank.mean();
+            case S::EffectiveRank:
+                return effectiveRank.mean();
+            case S::LocalMass:
+                return ofK(local);
+            case S::LocalUniformBaseline:
+                return ofK(localUniform);
+            case S::LocalPaperBaseline:
+                return ofK(localPaper);
+            case S::Entropy:
+                return entropy.mean();
+            case S::NormalisedEntropy:
+                return normalisedEntropy.mean();
+            case S::MaxWeight:
+                return maxWeight.mean();
+            case S::NegativeRowFraction:
+                return negativeRows.mean();
+            case S::NegativeMassPerRow:
+                return negativeMass.mean();
+        }
+        return std::numeric_limits<double>::quiet_NaN();
     }
 
     json toJson() const {
@@ -742,7 +750,8 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
     const json outcome = reportOutcomeJson(report);
     for (const auto& [key, value] : outcome.items()) j[key] = value;
     std::vector<json> entries(report.records.size());
-    forEachChunk(entries.size(), [&](std::size_t begin, std::size_t end) {
+    // Records are independent: built in parallel chunks of 256, each into its own entry.
+    detail::parallelForChunks(entries.size(), 256, detail::processorCount(), [&](std::size_t begin, std::size_t end) {
         for (std::size_t i = begin; i < end; ++i) entries[i] = recordJson(report, report.records[i]);
     });
     j["results"] = json::array();
@@ -751,66 +760,213 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
     return j;
 }
 
-struct ReportSummary::State {
-    std::vector<std::string> order;
-    std::map<std::string, Aggregate> overall;
-    std::map<std::string, std::map<int, Aggregate>> perLayer;
-    std::map<std::string, std::map<int, std::string>> layerNames;
-    std::map<std::string, std::map<int, std::int64_t>> perImage;
-    bool anyConfusion = false;
-};
+namespace {
 
-ReportSummary::ReportSummary(std::vector<std::string> paradigmOrder) : state_(std::make_unique<State>()) {
-    state_->order = std::move(paradigmOrder);
+double numberOrNaN(const json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
+
+std::vector<double> numbersOrNaN(const json& v) {
+    std::vector<double> out;
+    out.reserve(v.size());
+    for (const json& x : v) out.push_back(numberOrNaN(x));
+    return out;
 }
 
-ReportSummary::ReportSummary(const std::vector<Paradigm>& paradigms) : state_(std::make_unique<State>()) {
-    for (const auto& p : paradigms) state_->order.push_back(p.name);
+// A spectrum as statsJson/branchChannelJson write it ("relative_tolerance" only for A's own).
+SpectrumResult spectrumFromJson(const json& j) {
+    SpectrumResult s;
+    s.rank = j.at("rank").get<int>();
+    s.effectiveRank = numberOrNaN(j.value("effective_rank", json()));
+    s.size = j.value("size", Index(0));
+    s.relativeTolerance = numberOrNaN(j.value("relative_tolerance", json()));
+    s.tolerance = numberOrNaN(j.value("tolerance", json()));
+    s.method = j.value("method", std::string());
+    if (j.contains("singular_values")) s.singularValues = numbersOrNaN(j["singular_values"]);
+    return s;
+}
+
+LocalBranchChannel branchChannelFromJson(const json& j) {
+    LocalBranchChannel c;
+    c.channel = j.value("channel", -1);
+    c.weightChannel = j.value("weight_channel", -1);
+    if (j.contains("rank")) c.spectrum = spectrumFromJson(j);
+    if (j.contains("local"))
+        for (const json& l : j["local"]) {
+            c.localMass.push_back(numberOrNaN(l.at("mean")));
+            c.localAbsFraction.push_back(numberOrNaN(l.at("abs_fraction")));
+        }
+    c.branchShare = numberOrNaN(j.at("branch_share"));
+    return c;
+}
+
+LocalBranchResult localBranchFromJson(const json& j) {
+    LocalBranchResult b;
+    b.kind = j.at("kind").get<std::string>();
+    for (const json& c : j.at("channels")) b.channels.push_back(branchChannelFromJson(c));
+    if (j.contains("mean_channel")) b.mean = branchChannelFromJson(j["mean_channel"]);
+    if (j.contains("rank")) {
+        b.rankMin = j["rank"].at("min").get<int>();
+        b.rankMax = j["rank"].at("max").get<int>();
+        b.rankMedian = numberOrNaN(j["rank"].at("median"));
+    }
+    if (j.contains("local"))
+        for (const json& l : j["local"]) {
+            b.localMassWithout.push_back(numberOrNaN(l.at("without")));
+            b.localAbsFractionWithout.push_back(numberOrNaN(l.at("abs_fraction_without")));
+        }
+    return b;
+}
+
+}  // namespace
+
+HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string>& paradigms) {
+    HeadRecord record;
+    record.image = r.at("image").get<int>();
+    record.layer = r.at("layer_position").get<int>();
+    record.head = r.at("head").get<int>();
+    const auto named = std::find(paradigms.begin(), paradigms.end(), r.at("paradigm").get<std::string>());
+    record.paradigm = named == paradigms.end() ? -1 : int(named - paradigms.begin());
+    HeadStatistics& s = record.stats;
+    s.tokens = r.value("tokens", Index(0));
+    s.flaggedRows = r.value("flagged_rows", Index(0));
+    if (r.contains("rank")) s.spectrum = spectrumFromJson(r["rank"]);
+    if (r.contains("local"))
+        for (const json& l : r["local"]) {
+            LocalMassResult m;
+            m.k = l.at("k").get<int>();
+            m.mean = numberOrNaN(l.at("mean"));
+            m.uniformBaseline = numberOrNaN(l.at("uniform_baseline"));
+            m.paperBaseline = numberOrNaN(l.at("paper_baseline"));
+            m.queries = l.value("queries", Index(0));
+            if (l.contains("per_query")) m.perQuery = numbersOrNaN(l["per_query"]);
+            s.local.push_back(std::move(m));
+        }
+    if (r.contains("entropy")) {
+        const json& e = r["entropy"];
+        EntropyResult f;
+        f.meanEntropy = numberOrNaN(e.at("mean_entropy"));
+        f.meanNormalisedEntropy = numberOrNaN(e.at("normalised_entropy"));
+        f.meanMaxWeight = numberOrNaN(e.at("max_weight"));
+        f.negativeRowFraction = numberOrNaN(e.at("negative_row_fraction"));
+        f.totalNegativeMass = numberOrNaN(e.value("negative_mass_total", json()));
+        f.meanNegativeMass = numberOrNaN(e.at("negative_mass_per_row"));
+        f.rows = e.value("rows", Index(0));
+        f.flaggedRows = e.value("flagged_rows", Index(0));
+        s.entropy = f;
+    }
+    if (r.contains("confusion")) {
+        const json& c = r["confusion"];
+        ConfusionResult f;
+        f.confusedPairs = c.at("confused_pairs").get<std::int64_t>();
+        f.identicalQueryPairs = c.value("identical_query_pairs", std::int64_t(0));
+        f.tau = numberOrNaN(c.value("tau", json()));
+        f.queryTolerance = numberOrNaN(c.value("query_tolerance", json()));
+        f.method = c.value("method", std::string());
+        s.confusion = f;
+    }
+    if (r.contains("magnitude")) {
+        const json& m = r["magnitude"];
+        MagnitudeCurve c;
+        c.factors = numbersOrNaN(m.at("factors"));
+        c.maxWeight = numbersOrNaN(m.at("max_weight"));
+        c.entropy = numbersOrNaN(m.at("entropy"));
+        c.topMass = numbersOrNaN(m.at("top_mass"));
+        c.ratio = numbersOrNaN(m.at("ratio"));
+        c.queriesAveraged = m.value("queries_averaged", Index(0));
+        s.magnitude = std::move(c);
+    }
+    if (r.contains("local_branch")) s.localBranch = localBranchFromJson(r["local_branch"]);
+    return record;
+}
+
+struct ReportSummary::State {
+    std::vector<std::string> order;
+    // Indexed by the paradigm's position in `order`.
+    std::vector<Aggregate> overall;
+    std::vector<std::map<int, Aggregate>> perLayer;  // layer position ->
+    std::vector<std::map<int, std::int64_t>> perImage;
+    std::map<int, std::string> layerNames;
+    bool anyConfusion = false;
+
+    explicit State(std::vector<std::string> paradigms)
+        : order(std::move(paradigms)), overall(order.size()), perLayer(order.size()), perImage(order.size()) {}
+};
+
+ReportSummary::ReportSummary(std::vector<std::string> paradigmOrder)
+    : state_(std::make_unique<State>(std::move(paradigmOrder))) {}
+
+ReportSummary::ReportSummary(const std::vector<Paradigm>& paradigms)
+    : ReportSummary([&] {
+          std::vector<std::string> order;
+          for (const auto& p : paradigms) order.push_back(p.name);
+          return order;
+      }()) {}
+
+ReportSummary::ReportSummary(const AnalysisReport& report) : ReportSummary(report.paradigms) {
+    for (const HeadRecord& r : report.records) add(r, report.dump.layers[std::size_t(r.layer)].name);
 }
 
 ReportSummary::~ReportSummary() = default;
 ReportSummary::ReportSummary(ReportSummary&&) noexcept = default;
 ReportSummary& ReportSummary::operator=(ReportSummary&&) noexcept = default;
 
-void ReportSummary::add(const nlohmann::json& r) {
+void ReportSummary::add(const HeadRecord& r, const std::string& layerName) {
     State& s = *state_;
-    const std::string p = r.at("paradigm").get<std::string>();
-    s.overall[p].add(r);
-    const int lp = r.at("layer_position").get<int>();
-    s.perLayer[p][lp].add(r);
-    s.layerNames[p][lp] = r.at("layer").get<std::string>();
-    if (r.contains("confusion")) {
+    if (r.paradigm < 0 || std::size_t(r.paradigm) >= s.order.size()) return;  // not summarised
+    const auto p = std::size_t(r.paradigm);
+    s.overall[p].add(r.stats);
+    s.perLayer[p][r.layer].add(r.stats);
+    s.layerNames[r.layer] = layerName;
+    std::int64_t& confused = s.perImage[p][r.image];
+    if (r.stats.confusion) {
         s.anyConfusion = true;
-        s.perImage[p][r.at("image").get<int>()] += r["confusion"]["confused_pairs"].get<std::int64_t>();
-    } else {
-        s.perImage[p][r.at("image").get<int>()] += 0;
+        confused += r.stats.confusion->confusedPairs;
     }
 }
 
+void ReportSummary::add(const nlohmann::json& record) {
+    add(recordFromJson(record, state_->order), record.at("layer").get<std::string>());
+}
+
+double ReportSummary::layerMean(int paradigm, int layerPosition, Statistic statistic, int k) const {
+    const auto& layers = state_->perLayer.at(std::size_t(paradigm));
+    const auto it = layers.find(layerPosition);
+    return it == layers.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+}
+
+std::map<int, std::int64_t> ReportSummary::confusionPerImage(int paradigm) const {
+    return state_->perImage.at(std::size_t(paradigm));
+}
+
+std::vector<std::int64_t> ReportSummary::confusionHistogram(int paradigm, int minBins) const {
+    std::vector<std::int64_t> bins(std::size_t(std::max(0, minBins)), 0);
+    for (const auto& [image, count] : state_->perImage.at(std::size_t(paradigm))) {
+        const auto bin = std::size_t(confusionBin(count));
+        if (bins.size() <= bin) bins.resize(bin + 1, 0);
+        ++bins[bin];
+    }
+    return bins;
+}
+
 nlohmann::json ReportSummary::toJson() const {
-    State s = State(*state_);  // operator[] below inserts; leave the running state as it is
+    const State& s = *state_;
     json out = json::array();
-    for (const auto& name : s.order) {
-        json e = s.overall[name].toJson();
-        e["paradigm"] = name;
+    for (std::size_t p = 0; p < s.order.size(); ++p) {
+        json e = s.overall[p].toJson();
+        e["paradigm"] = s.order[p];
         json layers = json::array();
-        for (const auto& [lp, agg] : s.perLayer[name]) {
+        for (const auto& [lp, agg] : s.perLayer[p]) {
             json le = agg.toJson();
             le.erase("magnitude_mean");
-            le["layer"] = s.layerNames[name][lp];
+            le["layer"] = s.layerNames.at(lp);
             le["layer_position"] = lp;
             layers.push_back(le);
         }
         e["layers"] = layers;
         if (s.anyConfusion) {
             json perImg = json::array();
-            std::vector<std::int64_t> hist;
-            for (const auto& [img, count] : s.perImage[name]) {
+            for (const auto& [img, count] : s.perImage[p])
                 perImg.push_back({{"image", img}, {"confused_pairs", count}});
-                const int bin = confusionBin(count);
-                if (int(hist.size()) <= bin) hist.resize(bin + 1, 0);
-                ++hist[bin];
-            }
+            const std::vector<std::int64_t> hist = confusionHistogram(int(p), 0);
             json labels = json::array();
             for (int b = 0; b < int(hist.size()); ++b) labels.push_back(confusionBinLabel(b));
             e["confusion_per_image"] = perImg;
@@ -938,7 +1094,7 @@ std::string reportText(const nlohmann::json& report) {
     const json* results = report.contains("results") && report["results"].is_array() ? &report["results"] : nullptr;
     std::vector<std::string> lines(results ? results->size() : 0);
     if (results)
-        forEachChunk(lines.size(), [&](std::size_t begin, std::size_t end) {
+        detail::parallelForChunks(lines.size(), 256, detail::processorCount(), [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i)
                 lines[i] = (*results)[i].dump(-1, ' ', false, kReplaceInvalidUtf8);
         });

@@ -109,7 +109,7 @@ void ReportStream::write(std::vector<HeadRecord>&& records) {
     std::string lines;
     for (const HeadRecord& r : records) {
         const json record = recordJson(*report_, r);
-        summary_.add(record);
+        summary_.add(r, report_->dump.layers[std::size_t(r.layer)].name);
         if (file_) {
             lines += records_ == 0 ? "\n  " : ",\n  ";
             lines += record.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -23,6 +23,10 @@ struct RawRows {
     const double* dotSums = nullptr;
 };
 MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options, const RawRows& raw);
+// Whether meanMagnitudeCurve splits its queries over threads (MagnitudeOptions::threads): only
+// for heads whose curve costs N^2 points >= 4e6; at N = 197 the whole curve takes about a
+// millisecond and a dump run already keeps every core busy. planMemory counts those threads.
+bool meanMagnitudeCurveIsParallel(Index tokens, int points);
 
 // Checks shared by the public functions and the shared-factor paths; Error(Input) naming the
 // mismatch.

@@ -34,9 +34,7 @@ double defaultRelativeTolerance(Index size) { return double(size) * kFloat32Reso
 
 // Rank and effective rank from singular values of a matrix with `size` columns.
 SpectrumResult summarise(std::vector<double> values, Index size, const SpectrumOptions& options, std::string method) {
-    if (options.relativeTolerance && !(std::isfinite(*options.relativeTolerance) && *options.relativeTolerance >= 0))
-        throwUsage("spectrum: the relative rank tolerance must be a finite number >= 0 (got " +
-                   std::to_string(*options.relativeTolerance) + ")");
+    validate(options);
     SpectrumResult r;
     r.singularValues = std::move(values);
     r.size = size;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -28,6 +27,7 @@
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "attnlens/json_message.h"
+#include "attnlens/list_parser.h"
 #include "attnlens/open_check.h"
 #include "attnlens/output_path.h"
 #include "attnlens/sha256.h"
@@ -39,12 +39,8 @@ using nlohmann::json;
 
 namespace {
 
-// Exit codes (documented in README "Command line").
+// Exit codes (documented in README "Command line"); an Error's kind gives its code (exitCodeFor).
 constexpr int kExitOk = 0;
-constexpr int kExitUsage = 2;
-constexpr int kExitInput = 3;
-constexpr int kExitOutput = 4;
-constexpr int kExitCancelled = 5;
 constexpr int kExitInternal = 70;
 
 std::atomic<bool> gInterrupted{false};
@@ -112,21 +108,14 @@ void installFaultHandlers() {
     sigaction(SIGBUS, &action, nullptr);
 }
 
-// Text from outside (an argument, a file name, what a JSON parser quotes from a file) for a
-// message: control characters and invalid UTF-8 escaped, and cut after 200 bytes with "... (N
-// bytes)", so that a huge argument or file field is never echoed whole (text.h). Every message that
-// quotes such text goes through here.
-std::string printable(const std::string& text) { return printableText(text); }
-std::string quoteText(const std::string& text) { return "'" + printableText(text) + "'"; }
-
 // "is not valid JSON: ..." with a hint when the file is an HDF5 dump.
 std::string jsonParseProblem(const std::string& file, const json::exception& e) {
     std::ifstream in(file, std::ios::binary);
     char magic[8] = {};
     in.read(magic, sizeof magic);
     if (in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0)
-        return quoteText(file) + " is an HDF5 file, not a JSON report";
-    return quoteText(file) + " is not valid JSON: " + jsonErrorText(e);
+        return quotedText(file) + " is an HDF5 file, not a JSON report";
+    return quotedText(file) + " is not valid JSON: " + jsonErrorText(e);
 }
 
 // The JSON text of `file` (a --config file, a report to merge), parsed. Error(Input) naming the
@@ -134,15 +123,15 @@ std::string jsonParseProblem(const std::string& file, const json::exception& e) 
 json readJsonFile(const std::string& file, const std::string& context) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (fs::is_directory(file, ec)) throwInput(context + ": " + quoteText(file) + " is a directory, not a JSON file");
+    if (fs::is_directory(file, ec)) throwInput(context + ": " + quotedText(file) + " is a directory, not a JSON file");
     std::ifstream in(file, std::ios::binary);
-    if (!in) throwInput(context + ": cannot open " + quoteText(file) + ": " + std::strerror(errno));
+    if (!in) throwInput(context + ": cannot open " + quotedText(file) + ": " + std::strerror(errno));
     try {
         return json::parse(in);
     } catch (const json::exception& e) {
         throwInput(context + ": " + jsonParseProblem(file, e));
     } catch (const std::exception& e) {  // the stream's own read error (std::ios_base::failure)
-        throwInput(context + ": cannot read " + quoteText(file) + ": " + printable(e.what()));
+        throwInput(context + ": cannot read " + quotedText(file) + ": " + printableText(e.what()));
     }
 }
 
@@ -221,51 +210,23 @@ Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>&
                 hasValue = true;
             }
             if (std::find(flagOptions.begin(), flagOptions.end(), key) != flagOptions.end()) {
-                if (hasValue) throwUsage(command + ": option " + printable(key) + " takes no value");
+                if (hasValue) throwUsage(command + ": option " + printableText(key) + " takes no value");
                 a.flags.push_back(key);
                 continue;
             }
             if (std::find(valueOptions.begin(), valueOptions.end(), key) == valueOptions.end())
-                throwUsage(command + ": unknown option " + quoteText(key) + " (see attnlens-cli --help)");
+                throwUsage(command + ": unknown option " + quotedText(key) + " (see attnlens-cli --help)");
             if (!hasValue) {
-                if (i + 1 >= argc) throwUsage(command + ": option " + printable(key) + " needs a value");
+                if (i + 1 >= argc) throwUsage(command + ": option " + printableText(key) + " needs a value");
                 value = argv[++i];
             }
-            if (a.options.count(key)) throwUsage(command + ": option " + printable(key) + " given twice");
+            if (a.options.count(key)) throwUsage(command + ": option " + printableText(key) + " given twice");
             a.options[key] = value;
         } else {
             a.positional.push_back(s);
         }
     }
     return a;
-}
-
-int toInt(const std::string& s, const std::string& option, int min, int max) {
-    // Decimal digits with an optional sign; values beyond long long (2^64, 99999999999999999999)
-    // are out of range like any other, never wrapped or clamped.
-    const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
-    const char* first = s.data() + (s.size() > 1 && s[0] == '+' && s[1] != '-' ? 1 : 0);
-    const char* last = s.data() + s.size();
-    long long v = 0;
-    const auto [end, ec] = std::from_chars(first, last, v);
-    const bool digits = first != last && end == last;
-    if (digits && ec == std::errc::result_out_of_range)
-        throwUsage(option + ": " + printable(s) + " is out of range " + range);
-    if (!digits || ec != std::errc())
-        throwUsage(option + ": " + quoteText(s) + " is not an integer (allowed: " + range + ")");
-    if (v < min || v > max) throwUsage(option + ": " + printable(s) + " is out of range " + range);
-    return int(v);
-}
-
-double toDouble(const std::string& s, const std::string& option) {
-    try {
-        std::size_t used = 0;
-        const double v = std::stod(s, &used);
-        if (used != s.size() || !std::isfinite(v)) throw std::invalid_argument("bad");
-        return v;
-    } catch (const std::logic_error&) {
-        throwUsage(option + ": " + quoteText(s) + " is not a finite number");
-    }
 }
 
 std::vector<std::string> splitParadigmList(const std::string& text) {
@@ -275,7 +236,7 @@ std::vector<std::string> splitParadigmList(const std::string& text) {
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
-        if (item.empty()) throwUsage("--paradigms: empty item in " + quoteText(text));
+        if (item.empty()) throwUsage("--paradigms: empty item in " + quotedText(text));
         if (item.find('=') != std::string::npos && item.find(':') == std::string::npos && !out.empty())
             out.back() += "," + item;
         else
@@ -329,16 +290,12 @@ void checkOutputWritable(const std::string& output, const std::vector<std::strin
     std::string probe = (dir / ("." + target.filename().string() + ".probe-XXXXXX")).string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
-        throwOutput("cannot write " + quoteText(output) + ": cannot create files in " + quoteText(dir.string()) + ": " +
-                    std::strerror(errno));
+        throwOutput("cannot write " + quotedText(output) + ": cannot create files in " + quotedText(dir.string()) +
+                    ": " + std::strerror(errno));
     ::close(fd);
     ::unlink(probe.c_str());
 }
 
-// Bytes one worker needs at most for one (image, layer) task: the layer's q and k as double (and
-// the raw read buffer), plus the dense N x N matrices that some statistics build per head (see
-// analysis/src/head_analysis.cpp): the attention matrix for local mass and entropy and, for the
-// softmax family, rank and confusion; the dense SVD adds two copies (finite block, LAPACK work).
 int cmdInspect(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
@@ -394,37 +351,18 @@ int cmdInspect(int argc, char** argv) {
 AnalysisOptions parseAnalysisOptions(const Args& a) {
     AnalysisOptions o;
     if (auto s = a.get("--stats")) o.stats = StatSelection::parse(*s);
-    if (auto s = a.get("--rank-tol")) {
-        const double t = toDouble(*s, "--rank-tol");
-        if (!(t > 0 && t < 1)) throwUsage("--rank-tol: must be in (0, 1), got " + *s);
-        o.spectrum.relativeTolerance = t;
-    }
+    if (auto s = a.get("--rank-tol")) o.spectrum.relativeTolerance = parseNumber(*s, "--rank-tol");
     o.spectrum.spatialOnly = a.flag("--spatial-only");
-    if (auto s = a.get("--local-k")) {
-        o.localK.clear();
-        std::stringstream ss(*s);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-            const int k = toInt(item, "--local-k", 1, 99);
-            if (k % 2 == 0) throwUsage("--local-k: window sizes must be odd, got " + item);
-            o.localK.push_back(k);
-        }
-        if (o.localK.empty()) throwUsage("--local-k: empty list");
-    }
-    if (auto s = a.get("--tau")) {
-        o.confusion.tau = toDouble(*s, "--tau");
-        if (!(o.confusion.tau > 0)) throwUsage("--tau: must be > 0, got " + *s);
-    }
+    if (auto s = a.get("--local-k")) o.localK = parseIntList(*s, kMinLocalK, kMaxLocalK, "--local-k");
+    if (auto s = a.get("--tau")) o.confusion.tau = parseNumber(*s, "--tau");
     if (auto s = a.get("--magnitude")) {
         std::stringstream ss(*s);
         std::string lo, hi, n;
         if (!std::getline(ss, lo, ':') || !std::getline(ss, hi, ':') || !std::getline(ss, n))
-            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got " + quoteText(*s));
-        o.magnitude.log2Min = toDouble(lo, "--magnitude");
-        o.magnitude.log2Max = toDouble(hi, "--magnitude");
-        o.magnitude.points = toInt(n, "--magnitude", 2, 1000);
-        if (!(o.magnitude.log2Max > o.magnitude.log2Min) || o.magnitude.log2Max > 60 || o.magnitude.log2Min < -60)
-            throwUsage("--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got " + quoteText(*s));
+            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got " + quotedText(*s));
+        o.magnitude.log2Min = parseNumber(lo, "--magnitude");
+        o.magnitude.log2Max = parseNumber(hi, "--magnitude");
+        o.magnitude.points = parseInt(n, MagnitudeOptions::kMinPoints, MagnitudeOptions::kMaxPoints, "--magnitude");
     }
     o.perQueryMaps = a.flag("--per-query-maps");
     if (auto s = a.get("--local-branch")) {
@@ -435,8 +373,9 @@ AnalysisOptions parseAnalysisOptions(const Args& a) {
         else if (*s == "off")
             o.localBranch.enabled = false;
         else
-            throwUsage("--local-branch: expected own, all or off, got " + quoteText(*s));
+            throwUsage("--local-branch: expected own, all or off, got " + quotedText(*s));
     }
+    validate(o);
     return o;
 }
 
@@ -469,7 +408,7 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
     if (auto cfg = a.get("--config")) {
         const json j = readJsonFile(*cfg, "--config");
         if (!j.is_object() || !j.contains("paradigms") || !j["paradigms"].is_array())
-            throwInput("--config: " + quoteText(*cfg) + " needs {\"paradigms\": [...]}");
+            throwInput("--config: " + quotedText(*cfg) + " needs {\"paradigms\": [...]}");
         for (std::size_t i = 0; i < j["paradigms"].size(); ++i) {
             const json& p = j["paradigms"][i];
             try {
@@ -479,16 +418,16 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
                     out.push_back(Paradigm::fromJson(p));
             } catch (const Error& e) {  // the file and the entry, then what is wrong with it
                 throw Error(e.kind(),
-                            "--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
+                            "--config: " + quotedText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
             } catch (const json::exception& e) {
-                throwUsage("--config: " + quoteText(*cfg) + ": paradigms[" + std::to_string(i) +
+                throwUsage("--config: " + quotedText(*cfg) + ": paradigms[" + std::to_string(i) +
                            "]: " + jsonErrorText(e));
             }
         }
     }
     for (std::size_t i = 0; i < out.size(); ++i)
         for (std::size_t k = 0; k < i; ++k)
-            if (out[i].name == out[k].name) throwUsage("paradigm name " + quoteText(out[i].name) + " is used twice");
+            if (out[i].name == out[k].name) throwUsage("paradigm name " + quotedText(out[i].name) + " is used twice");
     return out;
 }
 
@@ -506,11 +445,11 @@ int cmdAnalyze(int argc, char** argv) {
     AnalyzeRequest req;
     req.options = parseAnalysisOptions(a);
     req.paradigms = parseParadigms(a);
-    if (auto t = a.get("--threads")) req.threads = toInt(*t, "--threads", 1, 256);
+    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
 
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
-    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info);
+    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
     parseLocalBranchChannels(a, info, req.options.localBranch);
     if (auto s = a.get("--heads")) {
@@ -579,19 +518,11 @@ int cmdAttention(int argc, char** argv) {
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
-    if (images.size() != 1) throwUsage("--image: name one image, got " + quoteText(*a.get("--image")));
+    if (images.size() != 1) throwUsage("--image: name one image, got " + quotedText(*a.get("--image")));
     const int image = images.front();
-    std::vector<int> layers;
-    try {
-        layers = parseLayerList(*a.get("--layer"), info);
-    } catch (const Error& e) {
-        std::string message = e.what();
-        if (message.rfind("--layers", 0) == 0) message.replace(0, 8, "--layer");
-        throw Error(e.kind(), message);
-    }
-    if (layers.size() != 1) throwUsage("--layer: name one layer, got " + quoteText(*a.get("--layer")));
-    const LayerInfo& layer = info.layers[layers[0]];
-    const int head = toInt(*a.get("--head"), "--head", 0, layer.heads - 1);
+    const int layerIndex = parseLayer(*a.get("--layer"), info, "--layer");
+    const LayerInfo& layer = info.layers[std::size_t(layerIndex)];
+    const int head = parseInt(*a.get("--head"), 0, layer.heads - 1, "--head");
     const bool values = a.flag("--values");
     if (values && !layer.hasValues()) throwInput("attention: layer '" + layer.name + "' has no v dataset");
     const bool withBranch = a.flag("--local-branch");
@@ -600,7 +531,7 @@ int cmdAttention(int argc, char** argv) {
     std::optional<int> channel;
     if (auto c = a.get("--channel")) {
         if (!withBranch) throwUsage("attention: --channel needs --local-branch");
-        channel = toInt(*c, "--channel", 0, layer.valueDim - 1);
+        channel = parseInt(*c, 0, layer.valueDim - 1, "--channel");
     }
     checkOutputWritable(*output, {a.positional[0]});
     {
@@ -614,7 +545,7 @@ int cmdAttention(int argc, char** argv) {
                        formatGiB(budget) + " this process may use");
     }
 
-    HeadActivations act = reader->readHead(image, layers[0], head, values);
+    HeadActivations act = reader->readHead(image, layerIndex, head, values);
     for (const auto& nf : act.nonFinite)
         std::fprintf(stderr, "warning: non-finite value: %s\n", nf.describe(info).c_str());
     AttentionHead attention(paradigm, {&act.q, &act.k, layer.scale, layer.kernelApplied});
@@ -647,8 +578,8 @@ int cmdAttention(int argc, char** argv) {
         // O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens), the layer's output before the
         // projection (resources/format.md 1a); M_c as the convolution itself, not as a matrix.
         const LocalBranchInfo& branch = *layer.localBranch;
-        const LocalBranchWeights weights = reader->readLocalBranch(image, layers[0]);
-        j["local_branch"] = info.toJson()["layers"][std::size_t(layers[0])]["local_branch"];
+        const LocalBranchWeights weights = reader->readLocalBranch(image, layerIndex);
+        j["local_branch"] = info.toJson()["layers"][std::size_t(layerIndex)]["local_branch"];
         if (values) {
             Matrix out = attention.output(act.v);
             for (Index c = 0; c < out.cols(); ++c) {
@@ -677,22 +608,22 @@ int cmdSynth(int argc, char** argv) {
                        {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
                         "--seed", "--model", "--local-branch"},
                        {"--no-values", "--no-images"}, "synth");
-    if (!a.positional.empty()) throwUsage("synth: unexpected argument " + quoteText(a.positional[0]));
+    if (!a.positional.empty()) throwUsage("synth: unexpected argument " + quotedText(a.positional[0]));
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("synth: -o FILE is required");
     SynthOptions o;
-    if (auto s = a.get("--layers")) o.layers = toInt(*s, "--layers", 1, 1000);
-    if (auto s = a.get("--heads")) o.heads = toInt(*s, "--heads", 1, 1024);
-    if (auto s = a.get("--prefix")) o.prefix = toInt(*s, "--prefix", 0, 1024);
-    if (auto s = a.get("--dim")) o.dim = toInt(*s, "--dim", 1, 4096);
-    if (auto s = a.get("--images")) o.images = toInt(*s, "--images", 1, 100000);
-    if (auto s = a.get("--seed")) o.seed = std::uint64_t(toInt(*s, "--seed", 0, 2147483647));
+    if (auto s = a.get("--layers")) o.layers = parseInt(*s, 1, 1000, "--layers");
+    if (auto s = a.get("--heads")) o.heads = parseInt(*s, 1, 1024, "--heads");
+    if (auto s = a.get("--prefix")) o.prefix = parseInt(*s, 0, 1024, "--prefix");
+    if (auto s = a.get("--dim")) o.dim = parseInt(*s, 1, 4096, "--dim");
+    if (auto s = a.get("--images")) o.images = parseInt(*s, 1, 100000, "--images");
+    if (auto s = a.get("--seed")) o.seed = std::uint64_t(parseInt(*s, 0, 2147483647, "--seed"));
     if (auto s = a.get("--model")) o.model = *s;
     if (auto s = a.get("--grid")) {
         const auto x = s->find('x');
-        if (x == std::string::npos) throwUsage("--grid: expected HxW, e.g. 14x14, got " + quoteText(*s));
-        o.gridH = toInt(s->substr(0, x), "--grid", 1, 4096);
-        o.gridW = toInt(s->substr(x + 1), "--grid", 1, 4096);
+        if (x == std::string::npos) throwUsage("--grid: expected HxW, e.g. 14x14, got " + quotedText(*s));
+        o.gridH = parseInt(s->substr(0, x), 1, 4096, "--grid");
+        o.gridW = parseInt(s->substr(x + 1), 1, 4096, "--grid");
     }
     if (auto s = a.get("--dtype")) {
         if (*s == "float16")
@@ -702,7 +633,7 @@ int cmdSynth(int argc, char** argv) {
         else if (*s == "float64")
             o.dtype = DType::Float64;
         else
-            throwUsage("--dtype: unknown dtype " + quoteText(*s) + " (known: float16, float32, float64)");
+            throwUsage("--dtype: unknown dtype " + quotedText(*s) + " (known: float16, float32, float64)");
     }
     o.withValues = !a.flag("--no-values");
     o.withImages = !a.flag("--no-images");
@@ -750,7 +681,7 @@ int runCli(int argc, char** argv) {
     attnlens::useOneMallocArenaUnderAddressLimit();
     if (argc < 2) {
         std::fputs(kHelp, stderr);
-        return kExitUsage;
+        return exitCodeFor(ErrorKind::Usage);
     }
     const std::string command = argv[1];
     installFaultHandlers();
@@ -773,19 +704,10 @@ int runCli(int argc, char** argv) {
         if (command == "attention") return cmdAttention(argc, argv);
         if (command == "synth") return cmdSynth(argc, argv);
         if (command == "merge") return cmdMerge(argc, argv);
-        throwUsage("unknown command " + quoteText(command) + " (commands: inspect, analyze, attention, synth, merge)");
+        throwUsage("unknown command " + quotedText(command) + " (commands: inspect, analyze, attention, synth, merge)");
     } catch (const Error& e) {
         std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
-        switch (e.kind()) {
-            case ErrorKind::Usage:
-                return kExitUsage;
-            case ErrorKind::Input:
-                return kExitInput;
-            case ErrorKind::Output:
-                return kExitOutput;
-            case ErrorKind::Cancelled:
-                return kExitCancelled;
-        }
+        return exitCodeFor(e.kind());
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "attnlens-cli: error: out of memory\n");
         return kExitInternal;
@@ -814,7 +736,7 @@ int main(int argc, char** argv) {
     }
     if (stdoutClosed) {
         std::fputs("attnlens-cli: error: cannot write to standard output: it is closed\n", stderr);
-        return kExitOutput;
+        return exitCodeFor(ErrorKind::Output);
     }
     int code = runCli(argc, argv);
     std::cout.flush();
@@ -824,7 +746,7 @@ int main(int argc, char** argv) {
     if (!flushed || std::ferror(stdout) || std::cout.fail()) {
         std::fprintf(stderr, "attnlens-cli: error: cannot write to standard output: %s\n",
                      error != 0 ? std::strerror(error) : "a write to it failed");
-        if (code == kExitOk) code = kExitOutput;
+        if (code == kExitOk) code = exitCodeFor(ErrorKind::Output);
     }
     return code;
 }

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 
+#include "attnlens/error.h"
+#include "attnlens/list_parser.h"
 #include "attnlens/open_check.h"
 #include "job_runner.h"
 #include "main_window.h"
@@ -62,30 +65,48 @@ int main(int argc, char** argv) {
     parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize});
     parser.process(app);
 
+    // Numbers and indices are read by the parser of attnlens-cli and `attnlens render`
+    // (list_parser.h): a bad value ends the program with the same message and exit code.
+    using attnlens::parseInt;
+    auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
     attnlens::gui::MainWindow window;
-    if (parser.isSet(windowSize)) {
-        const QStringList wh = parser.value(windowSize).split('x');
-        if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
-    }
-    window.show();
-    const QStringList files = parser.positionalArguments();
-    if (!files.isEmpty()) {
-        window.openFile(files.front());
-    } else {
-        window.openExample();
-    }
     attnlens::gui::Session* session = window.session();
-    if (parser.isSet(image)) session->setImage(parser.value(image).toInt());
-    if (parser.isSet(layer)) session->setLayer(parser.value(layer).toInt());
-    if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(parser.value(paradigm).toStdString()));
-    if (parser.isSet(query) && session->isOpen()) {
-        const QStringList yx = parser.value(query).split(',');
-        if (yx.size() == 2) session->setQuery(session->layout().token(yx[0].toInt(), yx[1].toInt()));
+    try {
+        if (parser.isSet(windowSize)) {
+            const QStringList wh = parser.value(windowSize).split('x');
+            if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
+            window.resize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
+                          parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
+        }
+        window.show();
+        const QStringList files = parser.positionalArguments();
+        if (!files.isEmpty()) {
+            window.openFile(files.front());
+        } else {
+            window.openExample();
+        }
+        if (session->isOpen()) {
+            const attnlens::DumpInfo& info = session->info();
+            if (parser.isSet(image)) session->setImage(parseInt(text(image), 0, info.images - 1, "--image"));
+            if (parser.isSet(layer)) session->setLayer(attnlens::parseLayer(text(layer), info, "--layer"));
+            if (parser.isSet(query)) {
+                const QStringList yx = parser.value(query).split(',');
+                if (yx.size() != 2) attnlens::throwUsage("--query: expected Y,X, e.g. 7,7");
+                const attnlens::TokenLayout& l = session->layout();
+                session->setQuery(l.token(parseInt(yx[0].toStdString(), 0, l.gridH - 1, "--query y"),
+                                          parseInt(yx[1].toStdString(), 0, l.gridW - 1, "--query x")));
+            }
+        }
+        if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(text(paradigm)));
+        if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(opacity), 0, 100, "--opacity"));
+        if (parser.isSet(channel))
+            session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean")
+                                         ? -1
+                                         : parseInt(text(channel), 0, std::numeric_limits<int>::max(), "--channel"));
+    } catch (const attnlens::Error& e) {
+        QTextStream(stderr) << "attnlens: error: " << e.what() << "\n";
+        return attnlens::exitCodeFor(e.kind());
     }
-    if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parser.value(opacity).toInt());
-    if (parser.isSet(channel))
-        session->setLocalChannel(
-            parser.value(channel).trimmed().toLower() == QStringLiteral("mean") ? -1 : parser.value(channel).toInt());
     if (parser.isSet(localBranch)) session->setLocalBranch(true);
     if (parser.isSet(view)) window.showView(parser.value(view));
 

@@ -6,7 +6,6 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDialog>
-#include <QDialogButtonBox>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -15,14 +14,11 @@
 #include <QFormLayout>
 #include <QHeaderView>
 #include <QLabel>
-#include <QLineEdit>
 #include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
-#include <QPushButton>
-#include <QRadioButton>
 #include <QSettings>
 #include <QShortcut>
 #include <QSpinBox>
@@ -36,6 +32,7 @@
 #include "attnlens/error.h"
 #include "compare_view.h"
 #include "example_dump.h"
+#include "export_dialog.h"
 #include "matrix_view.h"
 #include "preferences_dialog.h"
 #include "session.h"
@@ -85,7 +82,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     createStatusBar();
     createMenus();
     connect(session_, &Session::issueFound, this, &MainWindow::addIssue);
-    for (const QString& p : problems) addIssue(Issue{QStringLiteral("preferences"), p});
+    for (const QString& p : problems) addIssue(Issue{IssueKind::Preferences, p});
     connect(session_, &Session::dumpChanged, this, [this]() {
         syncSelectionWidgets();
         updateStatusFile();
@@ -263,11 +260,10 @@ void MainWindow::createStatusBar() {
                 progress_->setToolTip(what);
             });
     connect(&jobs, &JobRunner::jobFinished, this, [this]() {
-        if (pendingAll_.active) tryFinishExportAll();
+        if (exportAll_.active()) tryFinishExportAll();
     });
     connect(cancel_, &QToolButton::clicked, this, [this]() {
-        const bool exporting = pendingAll_.active;
-        pendingAll_.active = false;
+        const bool exporting = exportAll_.cancel();
         session_->jobs().cancelAll();
         if (exporting) Q_EMIT exportFinished({}, QStringLiteral("export cancelled"));
         statusBar()->showMessage(QStringLiteral("cancelled"), 3000);
@@ -390,7 +386,7 @@ void MainWindow::openDialog() {
 
 void MainWindow::showError(const QString& title, const QString& text) {
     lastError_ = text;
-    addIssue(Issue{QStringLiteral("error"), text});
+    addIssue(Issue{IssueKind::Error, text});
     // Non-modal: the window stays usable and tests are not blocked.
     auto* box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
     box->setObjectName(QStringLiteral("errorBox"));
@@ -623,7 +619,7 @@ void MainWindow::updateStatusFile() {
 }
 
 void MainWindow::addIssue(const Issue& issue) {
-    auto* item = new QTreeWidgetItem(issues_, {issue.kind, issue.text});
+    auto* item = new QTreeWidgetItem(issues_, {issueKindText(issue.kind), issue.text});
     item->setToolTip(1, issue.text);
     issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(issues_->topLevelItemCount()));
     if (issuesDock_->isHidden()) issuesDock_->show();
@@ -672,55 +668,24 @@ bool MainWindow::exportCurrentFigure(const QString& path, const FigureOptions& o
 
 void MainWindow::exportAllFigures(const QString& basePath, const FigureOptions& options) {
     try {
-        pendingAll_.format = figureFormatFromPath(basePath);
+        exportAll_.start(basePath, options, views_, currentView());
     } catch (const Error& e) {
         showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
         Q_EMIT exportFinished({}, QString::fromStdString(e.what()));
         return;
     }
-    pendingAll_.active = true;
-    pendingAll_.basePath = basePath;
-    pendingAll_.options = options;
-    // Every view at the size of the one on screen, so the files look like the window.
-    if (pendingAll_.options.size.isEmpty() && currentView()) pendingAll_.options.size = currentView()->plot()->size();
-    for (PlotView* v : views_) v->refreshNow();  // starts the analyses they need
     statusBar()->showMessage(QStringLiteral("exporting all views: waiting for analyses…"));
     tryFinishExportAll();
 }
 
 void MainWindow::tryFinishExportAll() {
-    if (!pendingAll_.active) return;
-    bool waiting = false;
-    for (PlotView* v : views_) {
-        v->refreshNow();
-        waiting |= v->waitingForResults();
-    }
-    if (waiting && session_->jobs().busy()) return;  // jobFinished calls again
-    pendingAll_.active = false;
-    if (waiting) {
-        const QString why = QStringLiteral("export of all views stopped: an analysis failed or was cancelled");
-        showError(QStringLiteral("Export failed"), why);
-        Q_EMIT exportFinished({}, why);
-        return;
-    }
-    QStringList written;
-    const QFileInfo base(pendingAll_.basePath);
-    const QString stem = base.dir().filePath(base.completeBaseName());
-    try {
-        for (PlotView* v : views_) {
-            const QString path = QStringLiteral("%1-%2.%3").arg(stem, v->viewId(), figureExtension(pendingAll_.format));
-            writeAtomically(path, renderFigure(*v, pendingAll_.format, pendingAll_.options));
-            written << path;
-        }
-    } catch (const Error& e) {
-        showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
-        Q_EMIT exportFinished(written, QString::fromStdString(e.what()));
-        return;
-    }
-    statusBar()->showMessage(
-        QStringLiteral("wrote %1 figures (%2-*.%3)").arg(written.size()).arg(stem, figureExtension(pendingAll_.format)),
-        8000);
-    Q_EMIT exportFinished(written, QString());
+    const auto outcome = exportAll_.tryFinish(views_, session_->jobs().busy());
+    if (!outcome) return;
+    if (outcome->error.isEmpty())
+        statusBar()->showMessage(outcome->message, 8000);
+    else
+        showError(QStringLiteral("Export failed"), outcome->error);
+    Q_EMIT exportFinished(outcome->written, outcome->error);
 }
 
 void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
@@ -770,64 +735,12 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
 }
 
 void MainWindow::exportFigureDialog() {
-    QDialog dialog(this);
-    dialog.setWindowTitle(QStringLiteral("Export figure"));
-    auto* form = new QFormLayout(&dialog);
-    auto* current = new QRadioButton(
-        QStringLiteral("Current view (%1)").arg(currentView() ? currentView()->viewTitle() : QString()));
-    auto* all = new QRadioButton(QStringLiteral("All views of the current selection (one file each: NAME-view.ext)"));
-    current->setChecked(true);
-    auto* format = new QComboBox;
-    format->addItems({QStringLiteral("PNG"), QStringLiteral("SVG"), QStringLiteral("PDF")});
-    auto* dpi = new QSpinBox;
-    dpi->setRange(48, 1200);
-    dpi->setValue(QSettings().value(QStringLiteral("export/dpi"), 192).toInt());
-    dpi->setSuffix(QStringLiteral(" dpi"));
-    auto* path = new QLineEdit(
-        QSettings()
-            .value(QStringLiteral("export/path"), QDir::home().filePath(QStringLiteral("attnlens-figure.png")))
-            .toString());
-    auto* browse = new QPushButton(QStringLiteral("Browse…"));
-    auto* row = new QHBoxLayout;
-    row->addWidget(path, 1);
-    row->addWidget(browse);
-    form->addRow(current);
-    form->addRow(all);
-    form->addRow(QStringLiteral("Format"), format);
-    form->addRow(QStringLiteral("PNG resolution"), dpi);
-    form->addRow(QStringLiteral("File"), row);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-    form->addRow(buttons);
-    auto fixExtension = [path, format]() {
-        QFileInfo fi(path->text());
-        const QString ext = format->currentText().toLower();
-        path->setText(fi.dir().filePath(fi.completeBaseName() + '.' + ext));
-    };
-    format->setCurrentText(QFileInfo(path->text()).suffix().toUpper());
-    connect(format, &QComboBox::currentTextChanged, &dialog, fixExtension);
-    connect(format, &QComboBox::currentTextChanged, &dialog,
-            [dpi, format]() { dpi->setEnabled(format->currentText() == QStringLiteral("PNG")); });
-    connect(browse, &QPushButton::clicked, &dialog, [&]() {
-        const QString p = QFileDialog::getSaveFileName(&dialog, QStringLiteral("Export figure"), path->text(),
-                                                       QStringLiteral("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
-        if (!p.isEmpty()) {
-            path->setText(p);
-            const QString ext = QFileInfo(p).suffix().toUpper();
-            if (format->findText(ext) >= 0) format->setCurrentText(ext);
-        }
-    });
-    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
-    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    ExportFigureDialog dialog(currentView() ? currentView()->viewTitle() : QString(), this);
     if (dialog.exec() != QDialog::Accepted) return;
-    fixExtension();
-    QSettings().setValue(QStringLiteral("export/dpi"), dpi->value());
-    QSettings().setValue(QStringLiteral("export/path"), path->text());
-    FigureOptions options;
-    options.dpi = dpi->value();
-    if (all->isChecked())
-        exportAllFigures(path->text(), options);
+    if (dialog.allViews())
+        exportAllFigures(dialog.path(), dialog.options());
     else
-        exportCurrentFigure(path->text(), options);
+        exportCurrentFigure(dialog.path(), dialog.options());
 }
 
 void MainWindow::exportStatisticsDialog(bool wholeDump) {

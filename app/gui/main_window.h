@@ -5,6 +5,7 @@
 #include <QStringList>
 #include <vector>
 
+#include "export_all.h"
 #include "figure_export.h"
 #include "preferences.h"
 
@@ -120,12 +121,7 @@ private:
     QString lastError_;
     bool syncing_ = false;
 
-    struct PendingExportAll {
-        bool active = false;
-        QString basePath;
-        FigureOptions options;
-        FigureFormat format = FigureFormat::Png;
-    } pendingAll_;
+    ExportAllFigures exportAll_;
 };
 
 }  // namespace attnlens::gui

@@ -1,8 +1,12 @@
 #include "preferences.h"
 
 #include <QStringList>
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
 
 #include "attnlens/error.h"
+#include "attnlens/list_parser.h"
 
 namespace attnlens::gui {
 
@@ -29,21 +33,6 @@ std::vector<Paradigm> Preferences::paradigms(QStringList* problems) const {
     return result;
 }
 
-std::vector<int> parseKList(const QString& text, QString* error) {
-    std::vector<int> ks;
-    for (const QString& part : text.split(',', Qt::SkipEmptyParts)) {
-        bool ok = false;
-        const int k = part.trimmed().toInt(&ok);
-        if (!ok || k < 1 || k % 2 == 0) {
-            if (error) *error = QStringLiteral("k list: \"%1\" is not an odd positive integer").arg(part.trimmed());
-            return {};
-        }
-        ks.push_back(k);
-    }
-    if (ks.empty() && error) *error = QStringLiteral("k list is empty");
-    return ks;
-}
-
 QString formatKList(const std::vector<int>& ks) {
     QStringList parts;
     for (int k : ks) parts << QString::number(k);
@@ -54,31 +43,43 @@ Preferences Preferences::load(QSettings& s, QStringList* problems) {
     Preferences p;
     s.beginGroup(QStringLiteral("preferences"));
     p.paradigmSpecs = s.value(QStringLiteral("paradigms"), p.paradigmSpecs).toStringList();
-    const QVariant relTol = s.value(QStringLiteral("rankRelativeTolerance"));
-    if (relTol.isValid() && !relTol.toString().isEmpty()) {
-        bool ok = false;
-        const double v = relTol.toDouble(&ok);
-        if (ok && v > 0) p.analysis.spectrum.relativeTolerance = v;
-    }
+    // Each stored analysis option is read by the parsers and checked by the rule of attnlens-cli
+    // (list_parser.h, validate); one that fails is reported and its default kept.
+    const auto stored = [&s](const char* key) { return s.value(QLatin1String(key)).toString().toStdString(); };
+    const auto loadOption = [&](std::initializer_list<const char*> keys,
+                                const std::function<void(AnalysisOptions&)>& read) {
+        if (std::none_of(keys.begin(), keys.end(), [&s](const char* key) { return s.contains(QLatin1String(key)); }))
+            return;
+        AnalysisOptions candidate = p.analysis;
+        try {
+            read(candidate);
+            validate(candidate);
+            p.analysis = candidate;
+        } catch (const Error& e) {
+            if (problems) problems->push_back(QStringLiteral("%1 (the default is kept)").arg(e.what()));
+        }
+    };
+    loadOption({"rankRelativeTolerance"}, [&](AnalysisOptions& o) {
+        if (const std::string text = stored("rankRelativeTolerance"); !text.empty())
+            o.spectrum.relativeTolerance = parseNumber(text, "--rank-tol");
+    });
     p.analysis.spectrum.spatialOnly = s.value(QStringLiteral("spectrumSpatialOnly"), false).toBool();
-    QString kError;
-    const auto ks = parseKList(s.value(QStringLiteral("localK"), QStringLiteral("3,5,7")).toString(), &kError);
-    if (!ks.empty()) {
-        p.analysis.localK = ks;
-    } else if (problems) {
-        problems->push_back(kError);
-    }
-    p.analysis.confusion.tau = s.value(QStringLiteral("tau"), p.analysis.confusion.tau).toDouble();
-    if (!(p.analysis.confusion.tau > 0)) p.analysis.confusion.tau = 1e-3;
-    p.analysis.confusion.queryRelTolerance =
-        s.value(QStringLiteral("queryRelTolerance"), p.analysis.confusion.queryRelTolerance).toDouble();
-    p.analysis.magnitude.log2Min = s.value(QStringLiteral("magnitudeLog2Min"), p.analysis.magnitude.log2Min).toDouble();
-    p.analysis.magnitude.log2Max = s.value(QStringLiteral("magnitudeLog2Max"), p.analysis.magnitude.log2Max).toDouble();
-    p.analysis.magnitude.points = s.value(QStringLiteral("magnitudePoints"), p.analysis.magnitude.points).toInt();
-    if (p.analysis.magnitude.points < 2 || p.analysis.magnitude.log2Max <= p.analysis.magnitude.log2Min) {
-        p.analysis.magnitude = MagnitudeOptions{};
-        if (problems) problems->push_back(QStringLiteral("magnitude grid reset to the default 2^-2..2^4, 13 points"));
-    }
+    loadOption({"localK"}, [&](AnalysisOptions& o) {
+        o.localK = parseIntList(stored("localK"), kMinLocalK, kMaxLocalK, "--local-k");
+    });
+    loadOption({"tau"}, [&](AnalysisOptions& o) { o.confusion.tau = parseNumber(stored("tau"), "--tau"); });
+    loadOption({"queryRelTolerance"}, [&](AnalysisOptions& o) {
+        o.confusion.queryRelTolerance = parseNumber(stored("queryRelTolerance"), "distinct-query tolerance");
+    });
+    loadOption({"magnitudeLog2Min", "magnitudeLog2Max", "magnitudePoints"}, [&](AnalysisOptions& o) {
+        if (s.contains(QStringLiteral("magnitudeLog2Min")))
+            o.magnitude.log2Min = parseNumber(stored("magnitudeLog2Min"), "--magnitude");
+        if (s.contains(QStringLiteral("magnitudeLog2Max")))
+            o.magnitude.log2Max = parseNumber(stored("magnitudeLog2Max"), "--magnitude");
+        if (s.contains(QStringLiteral("magnitudePoints")))
+            o.magnitude.points = parseInt(stored("magnitudePoints"), MagnitudeOptions::kMinPoints,
+                                          MagnitudeOptions::kMaxPoints, "--magnitude");
+    });
     p.sequentialMap = s.value(QStringLiteral("sequentialMap"), p.sequentialMap).toString();
     p.divergingMap = s.value(QStringLiteral("divergingMap"), p.divergingMap).toString();
     p.nanColor = s.value(QStringLiteral("nanColor"), p.nanColor).value<QColor>();

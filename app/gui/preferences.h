@@ -36,8 +36,7 @@ struct Preferences {
     void save(QSettings& settings) const;
 };
 
-// "3,5,7" <-> {3, 5, 7}; odd positive integers only (the window is centred on the query).
-std::vector<int> parseKList(const QString& text, QString* error);
+// {3, 5, 7} -> "3,5,7", the form parseIntList reads back (the k list of the local mass).
 QString formatKList(const std::vector<int>& ks);
 
 }  // namespace attnlens::gui

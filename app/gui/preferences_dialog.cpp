@@ -14,19 +14,16 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QVBoxLayout>
+#include <utility>
 
+#include "attnlens/error.h"
+#include "attnlens/list_parser.h"
 #include "color_maps.h"
 
 namespace attnlens::gui {
 namespace {
 
-bool parsePositive(const QString& text, double* out) {
-    bool ok = false;
-    const double v = text.trimmed().toDouble(&ok);
-    if (!ok || !(v > 0)) return false;
-    *out = v;
-    return true;
-}
+std::string fieldText(const QLineEdit* field) { return field->text().trimmed().toStdString(); }
 
 void setSwatch(QPushButton* b, const QColor& c) {
     b->setText(c.name());
@@ -69,6 +66,7 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     const AnalysisOptions& a = prefs.analysis;
     rankTol_ = new QLineEdit(a.spectrum.relativeTolerance ? QString::number(*a.spectrum.relativeTolerance, 'g', 6)
                                                           : QString());
+    rankTol_->setObjectName(QStringLiteral("rankTolerance"));
     rankTol_->setPlaceholderText(QStringLiteral("default: N · 2^-23 (float32 resolution)"));
     form->addRow(QStringLiteral("Rank tolerance (relative to σ_max)"), rankTol_);
     spatialOnly_ =
@@ -76,25 +74,36 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     spatialOnly_->setChecked(a.spectrum.spatialOnly);
     form->addRow(QString(), spatialOnly_);
     kList_ = new QLineEdit(formatKList(a.localK));
+    kList_->setObjectName(QStringLiteral("localK"));
     form->addRow(QStringLiteral("Local window sizes k (odd)"), kList_);
     tau_ = new QLineEdit(QString::number(a.confusion.tau, 'g', 6));
+    tau_->setObjectName(QStringLiteral("tau"));
     form->addRow(QStringLiteral("Confusion τ (‖A_p − A_q‖₂ < τ)"), tau_);
     queryTol_ = new QLineEdit(QString::number(a.confusion.queryRelTolerance, 'g', 6));
+    queryTol_->setObjectName(QStringLiteral("queryTolerance"));
     form->addRow(QStringLiteral("Distinct-query tolerance (relative)"), queryTol_);
     log2Min_ = new QDoubleSpinBox;
     log2Max_ = new QDoubleSpinBox;
     for (auto* s : {log2Min_, log2Max_}) {
-        s->setRange(-20, 20);
+        s->setRange(-MagnitudeOptions::kLog2Limit, MagnitudeOptions::kLog2Limit);
         s->setDecimals(2);
     }
     log2Min_->setValue(a.magnitude.log2Min);
     log2Max_->setValue(a.magnitude.log2Max);
     points_ = new QSpinBox;
-    points_->setRange(2, 200);
+    points_->setRange(MagnitudeOptions::kMinPoints, MagnitudeOptions::kMaxPoints);
     points_->setValue(a.magnitude.points);
     form->addRow(QStringLiteral("Magnitude factors: log2 a from"), log2Min_);
     form->addRow(QStringLiteral("to"), log2Max_);
     form->addRow(QStringLiteral("points"), points_);
+    // Messages name a field by its attnlens-cli option (validate), so each field says which one it is.
+    for (const auto& [field, option] : {std::pair<QWidget*, const char*>{rankTol_, "--rank-tol"},
+                                        {kList_, "--local-k"},
+                                        {tau_, "--tau"},
+                                        {log2Min_, "--magnitude"},
+                                        {log2Max_, "--magnitude"},
+                                        {points_, "--magnitude"}})
+        field->setToolTip(QStringLiteral("attnlens-cli %1").arg(QLatin1String(option)));
     tabs->addTab(aw, QStringLiteral("Analysis"));
 
     // Colours
@@ -176,39 +185,26 @@ bool PreferencesDialog::collect(Preferences* out, QString* error) const {
         *error = problems.join('\n');
         return false;
     }
-    if (rankTol_->text().trimmed().isEmpty()) {
-        p.analysis.spectrum.relativeTolerance.reset();
-    } else {
-        double v = 0;
-        if (!parsePositive(rankTol_->text(), &v)) {
-            *error = QStringLiteral("rank tolerance: \"%1\" is not a positive number").arg(rankTol_->text());
-            return false;
-        }
-        p.analysis.spectrum.relativeTolerance = v;
-    }
-    p.analysis.spectrum.spatialOnly = spatialOnly_->isChecked();
-    QString kError;
-    const auto ks = parseKList(kList_->text(), &kError);
-    if (ks.empty()) {
-        *error = kError;
+    // The fields are read by the parsers and checked by the rule of attnlens-cli (list_parser.h,
+    // validate), whose messages name the option as the command line does.
+    try {
+        AnalysisOptions& a = p.analysis;
+        if (const std::string tol = fieldText(rankTol_); tol.empty())
+            a.spectrum.relativeTolerance.reset();
+        else
+            a.spectrum.relativeTolerance = parseNumber(tol, "--rank-tol");
+        a.spectrum.spatialOnly = spatialOnly_->isChecked();
+        a.localK = parseIntList(fieldText(kList_), kMinLocalK, kMaxLocalK, "--local-k");
+        a.confusion.tau = parseNumber(fieldText(tau_), "--tau");
+        a.confusion.queryRelTolerance = parseNumber(fieldText(queryTol_), "distinct-query tolerance");
+        a.magnitude.log2Min = log2Min_->value();
+        a.magnitude.log2Max = log2Max_->value();
+        a.magnitude.points = points_->value();
+        validate(a);
+    } catch (const Error& e) {
+        *error = QString::fromStdString(e.what());
         return false;
     }
-    p.analysis.localK = ks;
-    if (!parsePositive(tau_->text(), &p.analysis.confusion.tau)) {
-        *error = QStringLiteral("τ: \"%1\" is not a positive number").arg(tau_->text());
-        return false;
-    }
-    if (!parsePositive(queryTol_->text(), &p.analysis.confusion.queryRelTolerance)) {
-        *error = QStringLiteral("query tolerance: \"%1\" is not a positive number").arg(queryTol_->text());
-        return false;
-    }
-    if (log2Max_->value() <= log2Min_->value()) {
-        *error = QStringLiteral("magnitude factors: the upper log2 a must exceed the lower");
-        return false;
-    }
-    p.analysis.magnitude.log2Min = log2Min_->value();
-    p.analysis.magnitude.log2Max = log2Max_->value();
-    p.analysis.magnitude.points = points_->value();
     p.sequentialMap = sequential_->currentText();
     p.divergingMap = diverging_->currentText();
     p.nanColor = nanColor_;

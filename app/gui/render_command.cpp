@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "attnlens/error.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/text.h"
 #include "compare_view.h"
 #include "figure_export.h"
 #include "matrix_view.h"
@@ -15,30 +17,9 @@
 namespace attnlens::gui {
 namespace {
 
-int exitCode(ErrorKind k) {
-    switch (k) {
-        case ErrorKind::Usage:
-            return 2;
-        case ErrorKind::Input:
-            return 3;
-        case ErrorKind::Output:
-            return 4;
-        case ErrorKind::Cancelled:
-            return 5;
-    }
-    return 1;
-}
-
-int toInt(const QString& text, const char* option) {
-    bool ok = false;
-    const int v = text.toInt(&ok);
-    if (!ok) throwUsage(std::string(option) + ": \"" + text.toStdString() + "\" is not an integer");
-    return v;
-}
-
-void checkRange(int v, int count, const char* option) {
-    if (v < 0 || v >= count)
-        throwUsage(std::string(option) + ": " + std::to_string(v) + " is out of range 0.." + std::to_string(count - 1));
+// An integer option in [min, max], by the parser of attnlens-cli (list_parser.h).
+int intOption(const QString& text, int min, int max, const char* option) {
+    return parseInt(text.toStdString(), min, max, option);
 }
 
 std::unique_ptr<PlotView> makeView(const QString& id, Session* s) {
@@ -123,9 +104,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         figureFormatFromPath(outPath);  // usage error before any work
         const QStringList wh = p.value(size).toLower().split('x');
         if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
-        const QSize canvas(toInt(wh[0], "--size"), toInt(wh[1], "--size"));
-        if (canvas.width() < 100 || canvas.height() < 100 || canvas.width() > 20000 || canvas.height() > 20000)
-            throwUsage("--size: each side must be between 100 and 20000 pixels");
+        const QSize canvas(intOption(wh[0], 100, 20000, "--size"), intOption(wh[1], 100, 20000, "--size"));
 
         Preferences prefs;
         prefs.paradigmSpecs = p.values(define);
@@ -138,20 +117,9 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         session.open(p.positionalArguments().front());
         const DumpInfo& info = session.info();
 
-        const int img = toInt(p.value(image), "--image");
-        checkRange(img, info.images, "--image");
-        int lay = -1;
-        for (std::size_t i = 0; i < info.layers.size(); ++i)
-            if (QString::fromStdString(info.layers[i].name) == p.value(layer)) lay = int(i);
-        if (lay < 0) {
-            lay = toInt(p.value(layer), "--layer");
-            checkRange(lay, int(info.layers.size()), "--layer");
-        }
-        session.setImage(img);
-        session.setLayer(lay);
-        const int hd = toInt(p.value(head), "--head");
-        checkRange(hd, session.layerInfo().heads, "--head");
-        session.setHead(hd);
+        session.setImage(intOption(p.value(image), 0, info.images - 1, "--image"));
+        session.setLayer(parseLayer(p.value(layer).toStdString(), info, "--layer"));
+        session.setHead(intOption(p.value(head), 0, session.layerInfo().heads - 1, "--head"));
         if (p.isSet(query)) {
             const QString q = p.value(query).trimmed().toLower();
             const TokenLayout& l = session.layout();
@@ -160,14 +128,12 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                 session.setQuery(0);
             } else if (q.contains(',')) {
                 const QStringList yx = q.split(',');
-                const int y = toInt(yx.value(0), "--query"), x = toInt(yx.value(1), "--query");
-                checkRange(y, l.gridH, "--query y");
-                checkRange(x, l.gridW, "--query x");
-                session.setQuery(l.token(y, x));
+                if (yx.size() != 2)
+                    throwUsage("--query: expected a token, y,x or cls, got " + quotedText(q.toStdString()));
+                session.setQuery(l.token(intOption(yx[0], 0, l.gridH - 1, "--query y"),
+                                         intOption(yx[1], 0, l.gridW - 1, "--query x")));
             } else {
-                const int t = toInt(q, "--query");
-                checkRange(t, int(l.tokens()), "--query");
-                session.setQuery(t);
+                session.setQuery(intOption(q, 0, int(l.tokens()) - 1, "--query"));
             }
         }
         session.setParadigm(paradigmByName(session, p.value(paradigm)));
@@ -185,10 +151,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                            (session.dumpHasLocalBranch() ? "" : " (no layer of this dump has one)"));
             int ch = -1;
             const QString c = p.value(channel).trimmed().toLower();
-            if (p.isSet(channel) && c != QStringLiteral("mean")) {
-                ch = toInt(c, "--channel");
-                checkRange(ch, session.layerInfo().valueDim, "--channel");
-            }
+            if (p.isSet(channel) && c != QStringLiteral("mean"))
+                ch = intOption(c, 0, session.layerInfo().valueDim - 1, "--channel");
             session.setLocalChannel(ch);
             session.setLocalBranch(true);
             // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
@@ -202,7 +166,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
 
         std::unique_ptr<PlotView> v = makeView(p.value(view), &session);
         v->resize(canvas);
-        if (auto* t = dynamic_cast<TokenMapView*>(v.get())) t->setImageOpacity(toInt(p.value(opacity), "--opacity"));
+        if (auto* t = dynamic_cast<TokenMapView*>(v.get()))
+            t->setImageOpacity(intOption(p.value(opacity), 0, 100, "--opacity"));
         if (auto* m = dynamic_cast<MatrixView*>(v.get())) m->setLogScale(p.isSet(log));
         if (auto* c = dynamic_cast<CompareView*>(v.get())) {
             c->setSharedRange(p.isSet(shared));
@@ -212,17 +177,18 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                 c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
             }
         }
-        if (auto* l = dynamic_cast<LocalMassView*>(v.get())) l->setK(toInt(p.value(k), "--k"));
+        if (auto* l = dynamic_cast<LocalMassView*>(v.get()))
+            l->setK(intOption(p.value(k), kMinLocalK, kMaxLocalK, "--k"));
         if (auto* r = dynamic_cast<LayerReportView*>(v.get()); r && p.isSet(scope)) r->setScope(statsScope);
         FigureOptions fo;
         fo.size = canvas;
-        fo.dpi = toInt(p.value(dpi), "--dpi");
+        fo.dpi = intOption(p.value(dpi), 24, 1200, "--dpi");
         exportFigure(*v, outPath, fo);
         out << "wrote " << outPath << "\n";
         return 0;
     } catch (const Error& e) {
         err << "attnlens render: " << e.what() << "\n";
-        return exitCode(e.kind());
+        return exitCodeFor(e.kind());
     } catch (const std::exception& e) {
         err << "attnlens render: " << e.what() << "\n";
         return 1;

@@ -113,7 +113,6 @@ void Session::open(const QString& path) {
     reports_.clear();
     reportedIssues_.clear();
     readErrors_.clear();
-    reportErrors_.clear();
 
     sel_.image = 0;
     sel_.layer = 0;
@@ -135,7 +134,7 @@ void Session::setPreferences(const Preferences& prefs) {
     QStringList problems;
     prefs_ = prefs;
     paradigms_ = prefs.paradigms(&problems);
-    for (const QString& p : problems) reportIssue(QStringLiteral("preferences"), p);
+    for (const QString& p : problems) reportIssue(IssueKind::Preferences, p);
 
     if (shownNames.empty()) {
         for (std::size_t i = 0; i < presetParadigms().size() && i < paradigms_.size(); ++i)
@@ -152,7 +151,6 @@ void Session::setPreferences(const Preferences& prefs) {
     spectra_.clear();
     branchSpectra_.clear();
     reports_.clear();
-    reportErrors_.clear();
     jobs_.cancelAll();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
@@ -250,8 +248,32 @@ void Session::setShown(std::vector<int> shown) {
     Q_EMIT paradigmsChanged();
 }
 
-void Session::reportIssue(const QString& kind, const QString& text) {
-    if (!reportedIssues_.insert(kind + '\x1f' + text).second) return;
+QString issueKindText(IssueKind kind) {
+    switch (kind) {
+        case IssueKind::Preferences:
+            return QStringLiteral("preferences");
+        case IssueKind::UnreadableData:
+            return QStringLiteral("unreadable data");
+        case IssueKind::NonFiniteInput:
+            return QStringLiteral("non-finite input");
+        case IssueKind::FlaggedRow:
+            return QStringLiteral("flagged row");
+        case IssueKind::LocalBranch:
+            return QStringLiteral("local branch");
+        case IssueKind::Image:
+            return QStringLiteral("image");
+        case IssueKind::JobFailed:
+            return QStringLiteral("job failed");
+        case IssueKind::Memory:
+            return QStringLiteral("memory");
+        case IssueKind::Error:
+            return QStringLiteral("error");
+    }
+    return QString();
+}
+
+void Session::reportIssue(IssueKind kind, const QString& text) {
+    if (!reportedIssues_.insert(issueKindText(kind) + '\x1f' + text).second) return;
     Q_EMIT issueFound(Issue{kind, text});
 }
 
@@ -284,12 +306,12 @@ std::shared_ptr<const HeadActivations> Session::activations(const HeadKey& key) 
         if (why.isEmpty()) why = QStringLiteral("reading the activations failed");
         const QString message = QStringLiteral("layer %1 cannot be read: %2").arg(layerName, why);
         readErrors_[key] = message;
-        reportIssue(QStringLiteral("unreadable data"), message);
+        reportIssue(IssueKind::UnreadableData, message);
         throwInput(message.toStdString());
     }
     ++activationReads_;
     for (const auto& bad : acts->nonFinite)
-        reportIssue(QStringLiteral("non-finite input"), QString::fromStdString(bad.describe(info())));
+        reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(info())));
     HeadEntry entry;
     entry.activations = acts;
     entry.lastUse = ++useClock_;
@@ -386,7 +408,7 @@ const RowData& Session::row(int paradigm) {
     summariseRow(r);
     if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0) {
         const auto& name = paradigms_[std::size_t(paradigm)].name;
-        reportIssue(QStringLiteral("flagged row"),
+        reportIssue(IssueKind::FlaggedRow,
                     QStringLiteral("%1: row of token %2 %3 (image %4, layer %5, head %6): %7, %8 "
                                    "non-finite weights")
                         .arg(QString::fromStdString(name))
@@ -471,7 +493,7 @@ std::shared_ptr<const BranchKernel> Session::localBranch() {
         } catch (const std::exception& e) {
             entry.error = QString::fromStdString(e.what());
             if (entry.error.isEmpty()) entry.error = QStringLiteral("reading the weights failed");
-            reportIssue(QStringLiteral("local branch"), entry.error);
+            reportIssue(IssueKind::LocalBranch, entry.error);
         }
     }
     branchKernelKey_ = key;
@@ -521,7 +543,7 @@ QString Session::imageLabel(int image) {
     try {
         if (auto l = reader_->label(image)) return QStringLiteral("label %1").arg(*l);
     } catch (const std::exception& e) {
-        reportIssue(QStringLiteral("unreadable data"), shortError(QString::fromStdString(e.what()), path_));
+        reportIssue(IssueKind::UnreadableData, shortError(QString::fromStdString(e.what()), path_));
     }
     return {};
 }
@@ -536,7 +558,7 @@ QImage Session::inputImage(int image) {
         QImage view(d.pixels.data(), d.width, d.height, d.width * d.channels, fmt);
         result = view.copy();
     } catch (const std::exception& e) {
-        reportIssue(QStringLiteral("image"), QString::fromStdString(e.what()));
+        reportIssue(IssueKind::Image, QString::fromStdString(e.what()));
     }
     if (images_.size() >= kImageCacheEntries) images_.erase(images_.begin());
     images_[image] = result;
@@ -553,25 +575,22 @@ std::string Session::spectrumKey(const HeadKey& key, int paradigm) const {
 const SpectrumResult* Session::spectrum(int paradigm, bool request) {
     if (!isOpen()) return nullptr;
     const std::string key = spectrumKey(currentKey(), paradigm);
-    if (auto it = spectra_.find(key); it != spectra_.end()) return &it->second;
+    if (const SpectrumResult* s = spectra_.find(key)) return s;
     if (!request) return nullptr;
     requestSpectra({paradigm});
     // Synchronous runners (headless rendering) have delivered already.
-    if (auto it = spectra_.find(key); it != spectra_.end()) return &it->second;
-    return nullptr;
+    return spectra_.find(key);
 }
 
 void Session::requestSpectra(const std::vector<int>& paradigms) {
     if (!isOpen()) return;
     for (int p : paradigms) {
         const std::string key = spectrumKey(currentKey(), p);
-        if (spectra_.count(key)) continue;
+        if (spectra_.contains(key)) continue;
         // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
         // and the fast low-rank spectra never wait behind a dense softmax SVD.
         const QString slot = QStringLiteral("spectrum/%1").arg(p);
-        if (auto it = spectraPending_.find(slot);
-            it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
-            continue;
+        if (spectra_.computing(jobs_, slot, key)) continue;
         const QString label =
             QStringLiteral("spectrum of %1").arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
         const TokenLayout lay = layout();
@@ -583,7 +602,7 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
 }
 
 void Session::submitSpectrum(const QString& slot, const std::string& key, int paradigm, const QString& label,
-                             std::map<std::string, SpectrumResult>& store,
+                             JobResultCache<SpectrumResult>& cache,
                              std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
     if (!currentHeadError().isEmpty()) {
         jobs_.cancel(slot);  // an older head's spectrum must not land for this selection
@@ -593,17 +612,17 @@ void Session::submitSpectrum(const QString& slot, const std::string& key, int pa
     try {
         h = currentHead(paradigm);
     } catch (const std::exception& e) {
-        reportIssue(QStringLiteral("job failed"), QString::fromStdString(e.what()));
+        reportIssue(IssueKind::JobFailed, QString::fromStdString(e.what()));
         return;
     }
-    spectraPending_[slot] = key;
+    cache.submitted(slot, key);
     jobs_.submit<SpectrumResult>(
         slot, label, [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
-        [this, key, &store](SpectrumResult& r) {
-            store[key] = std::move(r);
+        [this, key, &cache](SpectrumResult& r) {
+            cache.store(key, std::move(r));
             Q_EMIT spectraChanged();
         },
-        [this, label](const QString& error) { reportIssue(QStringLiteral("job failed"), label + ": " + error); });
+        [this, label](const QString& error) { reportIssue(IssueKind::JobFailed, label + ": " + error); });
 }
 
 std::string Session::branchSpectrumKey(int paradigm, const BranchKernel& kernel) const {
@@ -614,11 +633,10 @@ const SpectrumResult* Session::branchSpectrum(int paradigm, bool request) {
     auto kernel = localBranch();
     if (!kernel) return nullptr;
     const std::string key = branchSpectrumKey(paradigm, *kernel);
-    if (auto it = branchSpectra_.find(key); it != branchSpectra_.end()) return &it->second;
+    if (const SpectrumResult* s = branchSpectra_.find(key)) return s;
     if (!request) return nullptr;
     requestBranchSpectra({paradigm});
-    if (auto it = branchSpectra_.find(key); it != branchSpectra_.end()) return &it->second;
-    return nullptr;
+    return branchSpectra_.find(key);
 }
 
 void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
@@ -626,13 +644,11 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
     if (!kernel) return;
     for (int p : paradigms) {
         const std::string key = branchSpectrumKey(p, *kernel);
-        if (branchSpectra_.count(key)) continue;
+        if (branchSpectra_.contains(key)) continue;
         // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
         // newer selection (channel, head, ...) supersedes the older E_c job.
         const QString slot = QStringLiteral("branch spectrum/%1").arg(p);
-        if (auto it = spectraPending_.find(slot);
-            it != spectraPending_.end() && it->second == key && jobs_.isRunning(slot))
-            continue;
+        if (branchSpectra_.computing(jobs_, slot, key)) continue;
         const QString label = QStringLiteral("spectrum of %1 + local branch")
                                   .arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
         const TokenLayout lay = layout();
@@ -662,13 +678,13 @@ void Session::setStatsScope(StatsScope scope) {
 std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, bool request) {
     if (!isOpen() || sel_.shown.empty()) return nullptr;
     const std::string key = reportKey(scope);
-    if (auto it = reports_.find(key); it != reports_.end()) return it->second;
-    if (!request || reportErrors_.count(key)) return nullptr;
+    if (const auto* r = reports_.find(key)) return *r;
+    if (!request || reports_.failed(key)) return nullptr;
     // One slot per scope: views over the selected image and over all images (the confusion
     // histogram) can both be on their way without superseding each other.
     const QString slot = scope == StatsScope::AllImages ? QStringLiteral("layer statistics/all")
                                                         : QStringLiteral("layer statistics/image");
-    if (jobs_.isRunning(slot) && pendingReportKeys_[slot] == key) return nullptr;
+    if (reports_.computing(jobs_, slot, key)) return nullptr;
 
     AnalyzeRequest req;
     for (int p : sel_.shown) req.paradigms.push_back(paradigms_[std::size_t(p)]);
@@ -677,32 +693,30 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     req.options.stats = StatSelection::parse("local,entropy,confusion");
     // The per-layer views show A's statistics only; exports keep the branch (as the CLI does).
     req.options.localBranch.enabled = false;
-    pendingReportKeys_[slot] = key;
+    reports_.submitted(slot, key);
     const QString label = scope == StatsScope::AllImages
                               ? QStringLiteral("per-layer statistics, all images")
                               : QStringLiteral("per-layer statistics, image %1").arg(sel_.image);
     runAnalysisInSlot(
         slot, req, label,
         [this, key](std::shared_ptr<const AnalysisReport> r) {
-            reports_[key] = std::move(r);
-            reportErrors_.erase(key);
+            reports_.store(key, std::move(r));
             Q_EMIT layerReportChanged();
         },
         [this, key](const QString& error) {
             // Kept so that the views say why instead of "computing…" and do not resubmit forever.
-            reportErrors_[key] = shortError(error, path_);
+            reports_.fail(key, shortError(error, path_));
             Q_EMIT layerReportChanged();
         },
         /*hash=*/false);
     // Synchronous runners (headless rendering) have delivered already.
-    if (auto it = reports_.find(key); it != reports_.end()) return it->second;
-    return nullptr;
+    const auto* r = reports_.find(key);
+    return r ? *r : nullptr;
 }
 
 QString Session::layerReportError(StatsScope scope) const {
     if (!isOpen()) return {};
-    auto it = reportErrors_.find(reportKey(scope));
-    return it == reportErrors_.end() ? QString() : it->second;
+    return reports_.error(reportKey(scope));
 }
 
 void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,
@@ -729,12 +743,12 @@ void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& reque
         },
         [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
             for (const auto& bad : r->nonFinite)
-                reportIssue(QStringLiteral("non-finite input"), QString::fromStdString(bad.describe(r->dump)));
-            for (const auto& note : r->notes) reportIssue(QStringLiteral("memory"), QString::fromStdString(note));
+                reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(r->dump)));
+            for (const auto& note : r->notes) reportIssue(IssueKind::Memory, QString::fromStdString(note));
             if (onDone) onDone(r);
         },
         [this, label, onError](const QString& e) {
-            reportIssue(QStringLiteral("job failed"), label + ": " + e);
+            reportIssue(IssueKind::JobFailed, label + ": " + e);
             if (onError) onError(e);
         });
 }

@@ -20,6 +20,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
+#include "job_result_cache.h"
 #include "job_runner.h"
 #include "preferences.h"
 
@@ -73,8 +74,23 @@ struct RowData {
 };
 
 // A problem found in the data, shown in the issues list (never a modal box).
+// What an entry of the issues list is about.
+enum class IssueKind {
+    Preferences,     // a stored preference was out of range and reset
+    UnreadableData,  // a damaged chunk or attribute of the dump
+    NonFiniteInput,  // NaN or Inf in Q or K
+    FlaggedRow,      // a row of the matrix with no valid value
+    LocalBranch,     // the layer's local branch cannot be used
+    Image,           // the input image cannot be shown
+    JobFailed,       // a background analysis failed
+    Memory,          // an analysis ran with fewer threads to fit in memory
+    Error,           // opening or exporting failed
+};
+// The text of the kind column ("non-finite input").
+QString issueKindText(IssueKind kind);
+
 struct Issue {
-    QString kind;  // "non-finite input", "flagged row", "job failed", "preferences"
+    IssueKind kind;
     QString text;
 };
 
@@ -207,7 +223,7 @@ private:
     std::string branchSpectrumKey(int paradigm, const BranchKernel& kernel) const;
     void clampLocalChannel();
     void selectionTouched(bool rowsOnly);
-    void reportIssue(const QString& kind, const QString& text);
+    void reportIssue(IssueKind kind, const QString& text);
     void trimCache();
     void runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,
                            std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
@@ -236,16 +252,13 @@ private:
     // One spectrum job of `paradigm` for the current head in `slot`, its result stored under key
     // (A's spectra and E_c's alike); heads that cannot be read cancel the slot's older job.
     void submitSpectrum(const QString& slot, const std::string& key, int paradigm, const QString& label,
-                        std::map<std::string, SpectrumResult>& store,
+                        JobResultCache<SpectrumResult>& cache,
                         std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute);
-    std::map<std::string, SpectrumResult> spectra_;
-    std::map<QString, std::string> spectraPending_;  // job slot -> spectrum key
-    std::map<std::string, SpectrumResult> branchSpectra_;
-    std::map<std::string, std::shared_ptr<const AnalysisReport>> reports_;
-    std::map<QString, std::string> pendingReportKeys_;  // job slot -> report key on its way
+    JobResultCache<SpectrumResult> spectra_;                         // A's, by spectrumKey
+    JobResultCache<SpectrumResult> branchSpectra_;                   // E_c's, by branchSpectrumKey
+    JobResultCache<std::shared_ptr<const AnalysisReport>> reports_;  // by reportKey
     std::set<QString> reportedIssues_;
-    std::map<HeadKey, QString> readErrors_;        // heads whose activations could not be read
-    std::map<std::string, QString> reportErrors_;  // report key -> why its job failed
+    std::map<HeadKey, QString> readErrors_;  // heads whose activations could not be read
     int activationReads_ = 0, headBuilds_ = 0;
 };
 

@@ -322,6 +322,17 @@ struct DumpWriter::Impl {
 
     std::string where(const std::string& object) const { return finalPath + ": " + object; }
 
+    // The file type a float tensor stored as `storedAs` gets (little-endian IEEE); `half` keeps
+    // the float16 type alive while it is used. Caller holds the HDF5 lock.
+    hid_t storedFloatType(const std::string& path, DType storedAs, h5::Handle& half) const {
+        if (storedAs == DType::Float16) {
+            half = h5::makeHalfType(false);
+            if (!half.valid()) throwOutput(where(path) + ": HDF5 could not build the float16 type");
+            return half.get();
+        }
+        return storedAs == DType::Float64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+    }
+
     // Error(Output) for the first failed write, if there was one (see `recording` above).
     void checkWrites() const {
         if (failure.error == 0) return;
@@ -516,34 +527,27 @@ void DumpWriter::setGroupBoolAttribute(const std::string& group, const std::stri
 
 void DumpWriter::writeFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape,
                                    const std::vector<float>& data, DType storedAs) {
+    std::vector<std::uint16_t> halves;
     if (storedAs == DType::Float16) {
-        std::vector<std::uint16_t> halves(data.size());
+        halves.resize(data.size());
         for (std::size_t i = 0; i < data.size(); ++i) halves[i] = float16::fromFloat(data[i]);
-        h5::Lock lock;
-        h5::Handle fileType = h5::makeHalfType(false);
-        h5::Handle memoryType = h5::makeHalfType(true);
-        if (!fileType.valid() || !memoryType.valid()) {
-            throwOutput(impl_->where(path) + ": HDF5 could not build the float16 type");
-        }
-        impl_->writeDataset(path, shape, data.size(), fileType.get(), memoryType.get(), halves.data());
-        return;
     }
     h5::Lock lock;
-    const hid_t fileType = storedAs == DType::Float32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+    h5::Handle half;
+    const hid_t fileType = impl_->storedFloatType(path, storedAs, half);
+    if (storedAs == DType::Float16) {
+        h5::Handle memoryType = h5::makeHalfType(true);
+        if (!memoryType.valid()) throwOutput(impl_->where(path) + ": HDF5 could not build the float16 type");
+        impl_->writeDataset(path, shape, data.size(), fileType, memoryType.get(), halves.data());
+        return;
+    }
     impl_->writeDataset(path, shape, data.size(), fileType, H5T_NATIVE_FLOAT, data.data());
 }
 
 void DumpWriter::declareFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape, DType storedAs) {
     h5::Lock lock;
     h5::Handle half;
-    hid_t fileType = H5T_IEEE_F32LE;
-    if (storedAs == DType::Float16) {
-        half = h5::makeHalfType(false);
-        fileType = half.get();
-    } else if (storedAs == DType::Float64) {
-        fileType = H5T_IEEE_F64LE;
-    }
-    impl_->dataset(path, shape, fileType);
+    impl_->dataset(path, shape, impl_->storedFloatType(path, storedAs, half));
 }
 
 void DumpWriter::writeUInt8Dataset(const std::string& path, const std::vector<std::uint64_t>& shape,

@@ -1,6 +1,7 @@
 #include "hdf5_util.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <sstream>
 
@@ -21,7 +22,8 @@ namespace {
 thread_local int tlsLockDepth = 0;
 }  // namespace
 
-Lock::Lock() : lock_(hdf5Mutex()) {
+Lock::Lock() {
+    if (tlsLockDepth == 0) lock_ = std::unique_lock<std::mutex>(hdf5Mutex());
     ++tlsLockDepth;
     thread_local bool silenced = false;
     if (!silenced) {
@@ -33,6 +35,12 @@ Lock::Lock() : lock_(hdf5Mutex()) {
 Lock::~Lock() { --tlsLockDepth; }
 
 bool lockHeldByThisThread() noexcept { return tlsLockDepth > 0; }
+
+}  // namespace h5
+
+bool insideHdf5() noexcept { return h5::lockHeldByThisThread(); }
+
+namespace h5 {
 
 namespace {
 
@@ -178,21 +186,6 @@ std::string errorSuffix() {
     return detail.empty() ? std::string() : " (HDF5: " + detail + ")";
 }
 
-bool pathExists(hid_t location, const std::string& path) {
-    std::string prefix;
-    std::size_t start = 0;
-    while (start < path.size()) {
-        std::size_t end = path.find('/', start);
-        if (end == std::string::npos) end = path.size();
-        if (end > start) {
-            prefix += "/" + path.substr(start, end - start);
-            if (H5Lexists(location, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
-        }
-        start = end + 1;
-    }
-    return true;
-}
-
 Handle makeHalfType(bool nativeOrder) {
     Handle type(H5Tcopy(nativeOrder ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE));
     if (!type.valid() || H5Tset_fields(type.get(), 15, 10, 5, 0, 10) < 0 || H5Tset_size(type.get(), 2) < 0 ||
@@ -271,12 +264,54 @@ std::vector<hsize_t> attributeDims(hid_t attribute) {
     return spaceDims(space.get());
 }
 
-std::string describeDims(const std::vector<hsize_t>& dims) {
+namespace {
+template <class Integer>
+std::string describeList(std::span<const Integer> values) {
     std::ostringstream out;
     out << '[';
-    for (std::size_t i = 0; i < dims.size(); ++i) out << (i ? ", " : "") << dims[i];
+    for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
     out << ']';
     return out.str();
+}
+}  // namespace
+
+std::string describeDims(std::span<const hsize_t> dims) { return describeList(dims); }
+
+std::string describeDims(std::span<const std::int64_t> values) { return describeList(values); }
+
+void readHyperslab(hid_t dataset, hid_t memoryType, std::span<const hsize_t> start, std::span<const hsize_t> extent,
+                   std::span<unsigned char> buffer, const ReadTarget& target) {
+    assert(start.size() == extent.size());
+    const auto failure = [&](const std::string& reason) {
+        throwInput(target.file + ": reading " + target.dataset + " (" + target.what + ") failed: " + reason);
+    };
+    const auto truncatedOrCorrupt = [&] { failure("the file is truncated or corrupt" + errorSuffix()); };
+
+    Handle fileSpace(H5Dget_space(dataset));
+    Handle fileType(H5Dget_type(dataset));
+    if (!fileSpace.valid() || !fileType.valid()) truncatedOrCorrupt();
+    if (H5Tget_class(fileType.get()) != H5Tget_class(memoryType)) {
+        failure("its dtype " + describeType(fileType.get()) + " cannot be read as " + describeType(memoryType));
+    }
+    const std::vector<hsize_t> dims = spaceDims(fileSpace.get());
+    bool inside = dims.size() == extent.size();
+    for (std::size_t i = 0; inside && i < dims.size(); ++i) {
+        inside = start[i] <= dims[i] && extent[i] <= dims[i] - start[i];
+    }
+    if (!inside) {
+        failure("the block at " + describeDims(start) + " of shape " + describeDims(extent) +
+                " lies outside its shape " + describeDims(dims));
+    }
+    [[maybe_unused]] std::size_t elements = 1;
+    for (hsize_t e : extent) elements *= std::size_t(e);
+    assert(buffer.size() == elements * H5Tget_size(memoryType));
+
+    Handle memorySpace(H5Screate_simple(int(extent.size()), extent.data(), nullptr));
+    if (!memorySpace.valid() ||
+        H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) < 0 ||
+        H5Dread(dataset, memoryType, memorySpace.get(), fileSpace.get(), H5P_DEFAULT, buffer.data()) < 0) {
+        truncatedOrCorrupt();
+    }
 }
 
 bool linkExists(hid_t location, const char* name, const std::string& where) {

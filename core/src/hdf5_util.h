@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,7 +18,9 @@ namespace attnlens::h5 {
 
 // Holds hdf5Mutex(). Also switches off HDF5's automatic error printing for the calling thread:
 // in a thread-safe HDF5 build the error-stack settings are per thread, so doing it once per
-// process is not enough for worker threads.
+// process is not enough for worker threads. Re-entrant on one thread: a Lock taken while the
+// thread already holds one (DumpReader::open reads the shared branch weights) leaves the mutex
+// to the outer Lock.
 class Lock {
 public:
     Lock();
@@ -65,9 +68,6 @@ std::string lastErrorDetail();
 // " (HDF5: <detail>)" or "" when there is none.
 std::string errorSuffix();
 
-// True when every component of `path` (absolute, "/a/b/c") exists as a link.
-bool pathExists(hid_t location, const std::string& path);
-
 // Whether `location` has a link `name`, for the reader: an HDF5 error while looking (damaged group
 // metadata) is an input error naming `where`, never an absence; a link that leaves the file
 // (external or user-defined) is refused, so a dump cannot make AttnLens read another file.
@@ -88,8 +88,25 @@ std::string describeType(hid_t type);
 // Dimensions of a dataset's or attribute's dataspace; empty for scalar and null dataspaces.
 std::vector<hsize_t> datasetDims(hid_t dataset);
 std::vector<hsize_t> attributeDims(hid_t attribute);
-// "[2, 3, 197, 64]"
-std::string describeDims(const std::vector<hsize_t>& dims);
+// "[2, 3, 197, 64]": a dataspace's dimensions, a block of one, or integer attribute values (grid).
+std::string describeDims(std::span<const hsize_t> dims);
+std::string describeDims(std::span<const std::int64_t> values);
+
+// Names a hyperslab read in messages: "<file>: reading <dataset> (<what>) failed: ...".
+struct ReadTarget {
+    const std::string& file;     // the dump's path
+    const std::string& dataset;  // "/layers/blocks.0/q", "/images"
+    const std::string& what;     // "image 3, head 1", "all channels"
+};
+
+// Reads the block [start, start + extent) of `dataset` into `buffer`, converted to `memoryType`.
+// `buffer` is the caller's (reused) storage for exactly the block: the product of `extent` times
+// the memory type's size. The dataset's rank and type class must match the read and the block must
+// lie inside its shape; those and every HDF5 failure are Error(Input) naming `target`. The memory
+// space has the block's shape: with a flat one HDF5 1.10 walks the selection element by element
+// (~20x slower).
+void readHyperslab(hid_t dataset, hid_t memoryType, std::span<const hsize_t> start, std::span<const hsize_t> extent,
+                   std::span<unsigned char> buffer, const ReadTarget& target);
 
 // Attribute readers. `where` names the object for messages ("file.h5: /layers/blocks.0" or
 // "file.h5: root"); on a wrong type or shape they throw Error(Input)

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -135,14 +136,34 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
 
     // One BLAS thread: opening needs none, and each idle OpenBLAS thread reserves address space.
     std::vector<std::string> environment;
+    std::string asanOptions;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
         if (std::strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) == 0 || std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0)
             continue;
+        if (kSanitized && std::strncmp(*e, "ASAN_OPTIONS=", 13) == 0) {
+            asanOptions = *e + 13;
+            continue;
+        }
         environment.emplace_back(*e);
     }
     environment.emplace_back("OPENBLAS_NUM_THREADS=1");
     environment.emplace_back("OMP_NUM_THREADS=1");
     environment.emplace_back("ATTNLENS_OPEN_CHECK_MEMORY=" + std::to_string(options.memoryLimitBytes));
+    if (kSanitized) {
+        // AddressSanitizer reserves terabytes of address space, so the child cannot run under
+        // RLIMIT_AS: its allocator enforces the same limit instead (an allocation beyond it fails,
+        // as under the limit). And the child must meet damaged metadata as the unsanitized program
+        // does: HDF5's out-of-bounds memcpy (uninstrumented library, checked only by ASan's
+        // memcpy replacement) runs and the child dies of the signal, instead of exiting 1 from
+        // ASan's report. Later options win over the user's.
+        const std::size_t limitMiB = std::max<std::size_t>(1, options.memoryLimitBytes >> 20);
+        asanOptions += (asanOptions.empty() ? "" : ":") +
+                       std::string("replace_intrin=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0") +
+                       (options.memoryLimitBytes > 0
+                            ? ":allocator_may_return_null=1:max_allocation_size_mb=" + std::to_string(limitMiB)
+                            : std::string());
+        environment.emplace_back("ASAN_OPTIONS=" + asanOptions);
+    }
     std::vector<char*> envp;
     for (auto& e : environment) envp.push_back(e.data());
     envp.push_back(nullptr);

@@ -88,4 +88,12 @@ std::string printableText(std::string_view text, std::size_t maxBytes) {
     return out;
 }
 
+std::string quotedText(std::string_view text) { return "'" + printableText(text) + "'"; }
+
+std::string formatGiB(double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g GiB", bytes / double(1ull << 30));
+    return text;
+}
+
 }  // namespace attnlens

@@ -12,11 +12,19 @@ namespace {
 
 using testing::randomNormal;
 
+// The independent second computation of singular values: Eigen's BDCSVD, values only (no
+// ComputeThin*/Full* flags).
+std::vector<double> singularValuesEigen(const Matrix& a) {
+    Eigen::BDCSVD<Matrix> svd(a);
+    const Vector& v = svd.singularValues();
+    return std::vector<double>(v.data(), v.data() + v.size());
+}
+
 TEST(Linalg, LapackSingularValuesMatchEigenForWideTallAndSquare) {
     for (auto [rows, cols] : {std::pair<Index, Index>{7, 7}, {5, 9}, {12, 4}}) {
         const Matrix a = randomNormal(rows, cols, std::uint64_t(rows * 100 + cols));
         const std::vector<double> lapack = linalg::singularValuesLapack(a);
-        const std::vector<double> eigen = linalg::singularValuesEigen(a);
+        const std::vector<double> eigen = singularValuesEigen(a);
         ASSERT_EQ(lapack.size(), std::size_t(std::min(rows, cols)));
         ASSERT_EQ(eigen.size(), lapack.size());
         for (std::size_t i = 0; i < lapack.size(); ++i) EXPECT_NEAR(lapack[i], eigen[i], 1e-12);
@@ -30,10 +38,14 @@ TEST(Linalg, LapackFailureIsAnError) {
     EXPECT_THROW(linalg::singularValuesLapack(a), Error);
 }
 
-TEST(Linalg, GramAndGemmMatchEigenProducts) {
+TEST(Linalg, SyrkAndGemmMatchEigenProducts) {
     const Matrix a = randomNormal(9, 5, 1), b = randomNormal(5, 6, 2), bt = randomNormal(6, 5, 3);
-    const Matrix g = linalg::gramRows(a);
-    EXPECT_LT((g - a * a.transpose()).cwiseAbs().maxCoeff(), 1e-13);
+    // The upper triangle of a a^T; the strict lower triangle is left as it was.
+    Matrix g = Matrix::Constant(9, 9, -7.0);
+    linalg::syrkUpper(9, 5, a.data(), 5, g.data(), 9);
+    const Matrix gram = a * a.transpose();
+    for (Index i = 0; i < 9; ++i)
+        for (Index j = 0; j < 9; ++j) EXPECT_NEAR(g(i, j), j >= i ? gram(i, j) : -7.0, 1e-13) << i << ", " << j;
     Matrix c = Matrix::Ones(9, 6);
     linalg::gemm(false, false, 2.0, a, b, 0.5, c);
     EXPECT_LT((c - (2.0 * a * b + 0.5 * Matrix::Ones(9, 6))).cwiseAbs().maxCoeff(), 1e-13);

@@ -119,9 +119,10 @@ TEST(LocalBranchAnalysis, AgreesWithTheDenseEquivalentMatrix) {
             EXPECT_NEAR(ch.spectrum->effectiveRank, dense.effectiveRank, 1e-10);
             ranks.push_back(dense.rank);
             EXPECT_EQ(ch.spectrum->singularValues.empty(), ch.channel != 2);
-            if (ch.channel == 2)
+            if (ch.channel == 2) {
                 for (std::size_t s = 0; s < dense.singularValues.size(); ++s)
                     EXPECT_NEAR(ch.spectrum->singularValues[s], dense.singularValues[s], 1e-12);
+            }
             const auto masses = localMass(e, status, layout, ks);
             const auto absMasses = localMass(e.cwiseAbs(), status, layout, ks);
             for (std::size_t k = 0; k < ks.size(); ++k) {

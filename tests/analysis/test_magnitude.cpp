@@ -23,11 +23,11 @@ TEST(Magnitude, DefaultGridIsPowersOfTwoFromQuarterToSixteen) {
     ASSERT_EQ(f.size(), 13u);
     for (std::size_t i = 0; i < f.size(); ++i) EXPECT_DOUBLE_EQ(f[i], std::exp2(-2.0 + 0.5 * double(i)));
     EXPECT_EQ(f[4], 1.0);  // exactly, so a = 1 is read from the grid
-    MagnitudeOptions one;
-    one.points = 1;
-    EXPECT_EQ(one.factors(), std::vector<double>{0.25});
-    MagnitudeOptions bad;
-    bad.points = 0;
+    MagnitudeOptions two;
+    two.points = 2;
+    EXPECT_EQ(two.factors(), (std::vector<double>{0.25, 16.0}));
+    MagnitudeOptions bad;  // a curve needs two points (validate, as attnlens-cli --magnitude)
+    bad.points = 1;
     EXPECT_THROW(bad.factors(), Error);
     bad = {};
     bad.log2Max = -3;
@@ -304,6 +304,26 @@ TEST(Magnitude, MeanCurveOfALargeHeadMatchesQueryCurves) {
     EXPECT_EQ(again.maxWeight, mean.maxWeight);
     EXPECT_EQ(again.entropy, mean.entropy);
     EXPECT_EQ(again.ratio, mean.ratio);
+}
+
+TEST(Magnitude, MeanCurveIsTheSameOnAnyNumberOfThreads) {
+    // Per-chunk sums added in chunk order: bit for bit the same whatever the thread budget.
+    const Index n = 640;
+    auto h = makeHead(presetParadigm("softmax"), randomNormal(n, 8, 92), randomNormal(n, 8, 93));
+    MagnitudeOptions options;
+    options.threads = 1;
+    const MagnitudeCurve one = meanMagnitudeCurve(**h, options);
+    for (int threads : {2, 3, 16}) {
+        SCOPED_TRACE(threads);
+        options.threads = threads;
+        const MagnitudeCurve c = meanMagnitudeCurve(**h, options);
+        EXPECT_EQ(c.maxWeight, one.maxWeight);
+        EXPECT_EQ(c.entropy, one.entropy);
+        EXPECT_EQ(c.topMass, one.topMass);
+        EXPECT_EQ(c.ratio, one.ratio);
+        EXPECT_EQ(c.queriesAveraged, one.queriesAveraged);
+        EXPECT_EQ(c.skippedRatios, one.skippedRatios);
+    }
 }
 
 TEST(Magnitude, NonPositiveRatiosAreSkippedAndCounted) {

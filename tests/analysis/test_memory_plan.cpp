@@ -2,7 +2,9 @@
 // OpenBLAS buffer count there; with a resident budget only the pages the threads touch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
@@ -85,6 +87,22 @@ TEST(PlanMemory, AddressSpaceBudgetCountsEveryThreadsMappings) {
     DumpInfo small = oneBigHead();
     small.layers[0].tokens = 197;
     EXPECT_EQ(planMemory(small, request, 0).blasThreads, 1);
+}
+
+TEST(PlanMemory, WorkersAndTheirMagnitudeCurvesShareTheProcessors) {
+    // Nested threads never multiply: each worker passes its share of the processors to its curves.
+    const DumpInfo info = oneBigHead(8);
+    const int processors = int(std::max(1u, std::thread::hardware_concurrency()));
+    AnalyzeRequest request;
+    for (int threads : {1, 2, 3, processors, 2 * processors}) {
+        SCOPED_TRACE(threads);
+        request.threads = threads;
+        const MemoryPlan plan = planMemory(info, request, 0);
+        EXPECT_EQ(plan.threads, threads);
+        const int running = std::min(threads, 8);
+        EXPECT_EQ(plan.magnitudeThreads, std::max(1, processors / running));
+        EXPECT_LE(running * plan.magnitudeThreads, std::max(processors, running));
+    }
 }
 
 }  // namespace

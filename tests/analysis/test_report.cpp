@@ -2,11 +2,17 @@
 // per line (also for thousands of records, which are serialised in parallel chunks).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 
+#include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/synth.h"
+#include "core/test_support.h"
 
 namespace attnlens {
 namespace {
@@ -99,6 +105,95 @@ TEST(MergeReports, WithoutHashesTheInputPathSizeAndDumpMustAgree) {
         FAIL() << "merged";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("a different input dump (sha256 cd34)"), std::string::npos) << e.what();
+    }
+}
+
+// ---- The summary: one aggregation for report JSON and for records --------------------------------
+
+// A small whole-dump analysis with every statistic, the local branch and a flagged-free dump.
+AnalysisReport analyzeSmallDump(const test::TempDir& dir) {
+    SynthOptions o;
+    o.layers = 2;
+    o.heads = 2;
+    o.gridH = 4;
+    o.gridW = 4;
+    o.dim = 6;
+    o.images = 3;
+    o.localBranch = "lepe";
+    const std::string path = dir.file("summary.h5");
+    writeSynthDump(path, o);
+    auto reader = DumpReader::open(path);
+    AnalyzeRequest req;
+    req.paradigms = {presetParadigm("softmax"), presetParadigm("mala"), presetParadigm("linear_relu")};
+    req.options.stats = StatSelection::parse("rank,local,entropy,confusion,magnitude");
+    req.options.localBranch.allParadigms = true;
+    return analyzeDump(*reader, req);
+}
+
+TEST(ReportSummary, RecordsAndTheirJsonGiveTheSameSummary) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeSmallDump(dir);
+    ASSERT_FALSE(report.records.empty());
+    ASSERT_TRUE(report.records.front().stats.localBranch.has_value());
+    const json j = reportToJson(report, {});
+    // The JSON path (analyze's report, merge) and the struct path (the desktop program).
+    const json fromRecords = ReportSummary(report).toJson();
+    EXPECT_EQ(fromRecords, j["summary"]);
+    EXPECT_EQ(fromRecords, summarize(json::parse(reportText(j))));
+    EXPECT_TRUE(fromRecords["per_paradigm"][0].contains("local_branch"));
+    EXPECT_TRUE(fromRecords["per_paradigm"][0].contains("magnitude_mean"));
+    EXPECT_TRUE(fromRecords["per_paradigm"][0].contains("confusion_histogram"));
+}
+
+TEST(ReportSummary, RecordFromJsonReadsBackWhatRecordJsonWrote) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeSmallDump(dir);
+    std::vector<std::string> names;
+    for (const auto& p : report.paradigms) names.push_back(p.name);
+    for (const HeadRecord& r : report.records) {
+        const json written = json::parse(recordJson(report, r).dump());
+        const HeadRecord back = recordFromJson(written, names);
+        EXPECT_EQ(back.image, r.image);
+        EXPECT_EQ(back.layer, r.layer);
+        EXPECT_EQ(back.head, r.head);
+        EXPECT_EQ(back.paradigm, r.paradigm);
+        EXPECT_EQ(recordJson(report, back), written);
+    }
+    EXPECT_EQ(recordFromJson(recordJson(report, report.records[0]), {"other"}).paradigm, -1);
+}
+
+TEST(ReportSummary, TypedReadsAgreeWithTheRecords) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeSmallDump(dir);
+    const ReportSummary summary(report);
+    using Statistic = ReportSummary::Statistic;
+    for (int p = 0; p < int(report.paradigms.size()); ++p) {
+        std::map<int, std::int64_t> perImage;
+        for (int layer : report.request.layers) {
+            double local = 0, entropy = 0;
+            int n = 0;
+            for (const HeadRecord& r : report.records)
+                if (r.paradigm == p && r.layer == layer) {
+                    local += r.stats.local.front().mean;
+                    entropy += r.stats.entropy->meanNormalisedEntropy;
+                    ++n;
+                }
+            ASSERT_GT(n, 0);
+            EXPECT_DOUBLE_EQ(summary.layerMean(p, layer, Statistic::LocalMass, report.request.options.localK.front()),
+                             local / n);
+            EXPECT_DOUBLE_EQ(summary.layerMean(p, layer, Statistic::NormalisedEntropy), entropy / n);
+        }
+        EXPECT_TRUE(std::isnan(summary.layerMean(p, 99, Statistic::Rank)));
+        EXPECT_TRUE(std::isnan(summary.layerMean(p, 0, Statistic::LocalMass, 2)));  // k not analysed
+        for (const HeadRecord& r : report.records)
+            if (r.paradigm == p) perImage[r.image] += r.stats.confusion->confusedPairs;
+        EXPECT_EQ(summary.confusionPerImage(p), perImage);
+        const std::vector<std::int64_t> hist = summary.confusionHistogram(p, 4);
+        ASSERT_GE(hist.size(), 4u);
+        std::int64_t images = 0;
+        for (std::size_t b = 0; b < hist.size(); ++b) images += hist[b];
+        EXPECT_EQ(images, std::int64_t(report.request.images.size()));
+        for (const auto& [image, count] : perImage) EXPECT_GE(hist[std::size_t(confusionBin(count))], 1);
     }
 }
 

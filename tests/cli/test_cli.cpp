@@ -42,6 +42,20 @@ struct RunResult {
     std::string out, err;
 };
 
+// A dump of one layer "blocks.0" with q and k of shape [2, 2, 5, 4] (B 2, 2 heads, N = 5 on a 2 x 2
+// grid with one prefix token, d 4), for tests that put non-finite values into them.
+void writeOneLayerDump(const std::string& path, const std::vector<float>& q, const std::vector<float>& k) {
+    const std::vector<std::uint64_t> shape{2, 2, 5, 4};
+    attnlens::DumpWriter w(path);
+    w.setRootAttribute("format", std::string("attnlens.dump"));
+    w.setRootAttribute("format_version", std::int64_t(1));
+    w.setRootAttribute("grid", std::vector<std::int64_t>{2, 2});
+    w.setRootAttribute("prefix_tokens", std::int64_t(1));
+    w.writeFloatDataset("/layers/blocks.0/q", shape, q, attnlens::DType::Float32);
+    w.writeFloatDataset("/layers/blocks.0/k", shape, k, attnlens::DType::Float32);
+    w.commit();
+}
+
 std::string readFile(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::stringstream s;
@@ -290,6 +304,12 @@ TEST_F(CliTest, BadOptionValuesNameTheOptionAndExitTwo) {
         {"--images -1", "--images: '-1' in '-1' is neither an index nor a range A-B of non-negative integers"},
         {"--images 0,1-", "--images: '1-' in '0,1-' is neither an index nor a range A-B"},
         {"--heads x", "--heads: 'x' in 'x' is not a non-negative integer"},
+        // The rules of validate() (analysis options), the same in the GUI's preferences.
+        {"--rank-tol 2", "--rank-tol: must be in (0, 1), got 2"},
+        {"--rank-tol 1e-3x", "--rank-tol: '1e-3x' is not a finite number"},
+        {"--magnitude 4:4:13", "--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '4:4:13'"},
+        {"--magnitude -2:4:1", "--magnitude: 1 is out of range [2, 1000]"},
+        {"--local-k 3,", "--local-k: empty item in '3,'"},
     };
     for (const auto& [option, message] : cases) {
         const RunResult r = run("analyze " + in + " " + option + " -o " + path("o.json"));
@@ -496,7 +516,6 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
     // is still written, the affected rows are flagged (issue 2, section 6).
     const std::string in = path("nan.h5");
     {
-        const std::vector<std::uint64_t> shape{2, 2, 5, 4};
         std::vector<float> q(2 * 2 * 5 * 4), k(q.size());
         for (std::size_t i = 0; i < q.size(); ++i) {
             q[i] = float((i * 37) % 11) * 0.3f - 1.5f;
@@ -505,14 +524,7 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
         auto at = [](int b, int h, int n, int d) { return std::size_t(((b * 2 + h) * 5 + n) * 4 + d); };
         q[at(1, 0, 3, 2)] = std::numeric_limits<float>::infinity();
         k[at(0, 1, 4, 0)] = std::numeric_limits<float>::quiet_NaN();
-        attnlens::DumpWriter w(in);
-        w.setRootAttribute("format", std::string("attnlens.dump"));
-        w.setRootAttribute("format_version", std::int64_t(1));
-        w.setRootAttribute("grid", std::vector<std::int64_t>{2, 2});
-        w.setRootAttribute("prefix_tokens", std::int64_t(1));
-        w.writeFloatDataset("/layers/blocks.0/q", shape, q, attnlens::DType::Float32);
-        w.writeFloatDataset("/layers/blocks.0/k", shape, k, attnlens::DType::Float32);
-        w.commit();
+        writeOneLayerDump(in, q, k);
     }
     const RunResult r = run("analyze " + in + " --quiet -o " + path("out.json"));
     ASSERT_EQ(r.code, 0) << r.err;
@@ -574,7 +586,8 @@ TEST_F(CliTest, LocalBranchOptions) {
                   path("all.json"))
                   .code,
               0);
-    for (const auto& rec : readJson(path("all.json"))["results"]) EXPECT_TRUE(rec.contains("local_branch"));
+    const json all = readJson(path("all.json"));  // named: a range-for over a temporary's member dangles
+    for (const auto& rec : all["results"]) EXPECT_TRUE(rec.contains("local_branch"));
 
     RunResult r = run(base + "--local-branch sometimes");
     EXPECT_EQ(r.code, 2);
@@ -813,19 +826,11 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
     // What analyze writes for flagged rows (nulls where values are not finite) still merges.
     const std::string nan = path("nan.h5");
     {
-        const std::vector<std::uint64_t> shape{2, 2, 5, 4};
         std::vector<float> q(2 * 2 * 5 * 4, 0.0f), k(q.size());
         for (std::size_t i = 0; i < q.size(); ++i) k[i] = float((i * 53) % 13) * 0.25f - 1.4f;
         for (std::size_t i = q.size() / 2; i < q.size(); ++i) q[i] = float((i * 37) % 11) * 0.3f - 1.5f;
         k[3] = std::numeric_limits<float>::quiet_NaN();
-        attnlens::DumpWriter w(nan);
-        w.setRootAttribute("format", std::string("attnlens.dump"));
-        w.setRootAttribute("format_version", std::int64_t(1));
-        w.setRootAttribute("grid", std::vector<std::int64_t>{2, 2});
-        w.setRootAttribute("prefix_tokens", std::int64_t(1));
-        w.writeFloatDataset("/layers/blocks.0/q", shape, q, attnlens::DType::Float32);
-        w.writeFloatDataset("/layers/blocks.0/k", shape, k, attnlens::DType::Float32);
-        w.commit();
+        writeOneLayerDump(nan, q, k);
     }
     ASSERT_EQ(run("analyze " + nan + " --quiet --per-query-maps --images 0 -o " + path("n0.json")).code, 0);
     ASSERT_EQ(run("analyze " + nan + " --quiet --per-query-maps --images 1 -o " + path("n1.json")).code, 0);

@@ -1,6 +1,7 @@
 #pragma once
-// Typed errors shared by the libraries, the CLI and the GUI. The kind decides the CLI's exit code;
-// the message is what the user sees, so it names what is wrong and where (file, dataset, index).
+// Typed errors shared by the libraries, the CLI and the GUI. The kind decides the exit code of
+// attnlens-cli and `attnlens render` (exitCodeFor); the message is what the user sees, so it names
+// what is wrong and where (file, dataset, index).
 #include <stdexcept>
 #include <string>
 
@@ -21,6 +22,22 @@ public:
 private:
     ErrorKind kind_;
 };
+
+// The exit code of attnlens-cli and `attnlens render` for an error of this kind (README "Command
+// line"; 0 is success, 70 attnlens-cli's internal error).
+constexpr int exitCodeFor(ErrorKind kind) noexcept {
+    switch (kind) {
+        case ErrorKind::Usage:
+            return 2;
+        case ErrorKind::Input:
+            return 3;
+        case ErrorKind::Output:
+            return 4;
+        case ErrorKind::Cancelled:
+            return 5;
+    }
+    return 70;
+}
 
 [[noreturn]] inline void throwUsage(const std::string& m) { throw Error(ErrorKind::Usage, m); }
 [[noreturn]] inline void throwInput(const std::string& m) { throw Error(ErrorKind::Input, m); }

@@ -16,5 +16,10 @@ std::optional<std::string> textProblem(std::string_view text);
 // `text` for a message: control characters and bytes that are not UTF-8 become \xNN, and text
 // longer than `maxBytes` is cut (at a character boundary) with "... (N bytes)" appended.
 std::string printableText(std::string_view text, std::size_t maxBytes = 200);
+// printableText in single quotes, the form messages quote an argument or a name in: "'abc'".
+std::string quotedText(std::string_view text);
+
+// A byte count for a message, in GiB with three significant digits: "1.5 GiB", "0.000977 GiB".
+std::string formatGiB(double bytes);
 
 }  // namespace attnlens

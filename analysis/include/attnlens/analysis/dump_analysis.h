@@ -67,7 +67,6 @@ double memoryBudgetBytes();
 // localBranch: the request analyses local branches (LocalBranchOptions::enabled).
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch = true);
-std::string formatGiB(double bytes);  // "1.5 GiB"
 // Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in the
 // budget (0: unknown, no check); otherwise the number of workers that fit (at most the
 // request's), with a note when that is fewer than asked, and the BLAS threads and magnitude-curve
@@ -84,11 +83,6 @@ struct MemoryPlan {
 };
 MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& budget);
 MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, double budgetBytes);
-
-// Parses "0-3,7,9" (inclusive ranges) against a count; Error(Usage) naming the option on bad input.
-std::vector<int> parseIndexList(std::string_view text, int count, std::string_view optionName);
-// Layer selection by names or positions ("blocks.0,blocks.3" or "0-3").
-std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info);
 
 // Tunes glibc's allocator (once per process) so that freed matrices stay in the heap instead of
 // going back to the kernel and being faulted in again; analyzeDump calls it. No-op elsewhere.

@@ -29,18 +29,50 @@ nlohmann::json reportProvenanceJson(const AnalysisReport& report, const ToolInfo
 nlohmann::json recordJson(const AnalysisReport& report, const HeadRecord& record);
 nlohmann::json reportOutcomeJson(const AnalysisReport& report);
 
-// The summary tables, accumulated one "results" entry at a time: per paradigm and per
-// (paradigm, layer) means, confusion counts per image and their histogram. Holds one aggregate
-// per (paradigm, layer) and one count per (paradigm, image), never the records.
+// One "results" entry of a report as the record analyze made it from (the inverse of recordJson:
+// null read as NaN, values recordJson derives from others left to be derived again). `paradigms`
+// are the report's paradigm names; a name not among them gives paradigm -1.
+HeadRecord recordFromJson(const nlohmann::json& record, const std::vector<std::string>& paradigms);
+
+// The summary tables, accumulated one record at a time: per paradigm and per (paradigm, layer)
+// means, confusion counts per image and their histogram. Holds one aggregate per (paradigm, layer)
+// and one count per (paradigm, image), never the records. The one aggregation of records: the
+// report's "summary" (analyze, merge) and the desktop program's per-layer and confusion plots.
 class ReportSummary {
 public:
     explicit ReportSummary(const std::vector<Paradigm>& paradigms);
     explicit ReportSummary(std::vector<std::string> paradigmOrder);
+    // Over every record of the report.
+    explicit ReportSummary(const AnalysisReport& report);
     ~ReportSummary();
     ReportSummary(ReportSummary&&) noexcept;
     ReportSummary& operator=(ReportSummary&&) noexcept;
+    // record.paradigm indexes the paradigm order; records of other paradigms are left out.
+    void add(const HeadRecord& record, const std::string& layerName);
+    // A "results" entry of a report (recordFromJson).
     void add(const nlohmann::json& record);
     nlohmann::json toJson() const;
+
+    // The per-record statistics that are averaged.
+    enum class Statistic {
+        Rank,
+        EffectiveRank,
+        LocalMass,  // the k x k statistics take k
+        LocalUniformBaseline,
+        LocalPaperBaseline,
+        Entropy,
+        NormalisedEntropy,
+        MaxWeight,
+        NegativeRowFraction,
+        NegativeMassPerRow,
+    };
+    // Mean over the records of (paradigm, layer position), finite values only; NaN where there is
+    // nothing to average.
+    double layerMean(int paradigm, int layerPosition, Statistic statistic, int k = 0) const;
+    // Confused pairs per image (summed over layers and heads), for every image with a record.
+    std::map<int, std::int64_t> confusionPerImage(int paradigm) const;
+    // Number of images per bin of confusionPerImage (confusionBin), at least `minBins` bins.
+    std::vector<std::int64_t> confusionHistogram(int paradigm, int minBins = 1) const;
 
 private:
     struct State;

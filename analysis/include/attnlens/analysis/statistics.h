@@ -43,6 +43,8 @@ struct LocalMassResult {
     std::vector<double> perQuery;  // gridH*gridW, row-major; NaN for flagged rows
     Index queries = 0;             // spatial queries averaged
 };
+// Window sizes k: odd (the window is centred on the query), in [kMinLocalK, kMaxLocalK].
+inline constexpr int kMinLocalK = 1, kMaxLocalK = 99;
 // a: the full N x N matrix; status: per-row status (may be empty = all Ok).
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
                                        std::span<const int> ks);
@@ -90,6 +92,9 @@ struct MagnitudeOptions {
     double log2Max = 4;
     int points = 13;
     int topK = 9;  // top-k mass
+    // The grid's limits (validate): at least two points, factors between 2^-60 and 2^60.
+    static constexpr int kMinPoints = 2, kMaxPoints = 1000;
+    static constexpr double kLog2Limit = 60;
     // Threads of the mean curve of a big head (0: one per processor); analyzeDump sets it from
     // its memory plan (each costs a QueryScaler, a thread stack, a malloc arena and a BLAS buffer).
     // Not part of the definition: the curve does not depend on it.
@@ -176,6 +181,16 @@ struct AnalysisOptions {
     bool perQueryMaps = false;      // keep LocalMassResult::perQuery in results
     nlohmann::json toJson() const;  // every definition and tolerance, for exports
 };
+// The one rule for analysis options, checked by attnlens-cli, the GUI's preferences (loading and
+// the dialog) and the library (analyzeDump, analyzeHead, and each statistic for its own part):
+// Error(Usage) naming the option as attnlens-cli spells it and the value, e.g. "--rank-tol: must
+// be in (0, 1), got 2" (analysis_options.cpp). The local-branch options depend on the dump and are
+// checked by analyzeDump.
+void validate(const AnalysisOptions& options);
+void validate(const SpectrumOptions& options);
+void validate(const ConfusionOptions& options);
+void validate(const MagnitudeOptions& options);
+void validateLocalK(std::span<const int> ks);
 struct HeadStatistics {
     Index tokens = 0;
     Index flaggedRows = 0;  // rows with status != Ok
@@ -190,6 +205,24 @@ struct HeadStatistics {
 // selected, analyzeHead keeps the raw rows of the one GEMM for both, for heads up to this many
 // tokens (one more N x N matrix: 32 MiB at the limit).
 constexpr Index kSharedRawRowsMaxTokens = 2048;
+// The N x N matrices analyzeHead builds for one head: decided here once, for analyzeHead and for
+// the memory plan that counts them (planMemory, workerBytes).
+struct DenseNeeds {
+    bool branch = false;         // the local branch is analysed beside A (rank or local mass selected)
+    bool matrix = false;         // A itself: local mass, entropy, the branch, softmax rank and confusion
+    bool sharedRawRows = false;  // A's raw rows kept for the magnitude curves (kSharedRawRowsMaxTokens)
+    bool denseSvd = false;       // a dense SVD of an N x N matrix (softmax rank, the branch's rank)
+    // N x N copies the statistics make beside A: softmax rank 2 (A's finite rows, dgesdd's input),
+    // else softmax confusion 1 (its finite rows, when some are flagged); the branch 3 more (E_c,
+    // its finite rows, dgesdd's input).
+    int copies = 0;
+    // The most N x N matrices held at once (an estimate from above: copies are counted as if alive
+    // together).
+    int matricesAtOnce() const { return int(matrix) + int(sharedRawRows) + copies; }
+};
+// lowRank: the paradigm has a factorised form (Paradigm::usesKernel); withBranch: the head has a
+// local branch to analyse (LocalBranchHead given).
+DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bool withBranch);
 // branch: the head's local branch, analysed beside A (rank and local mass as selected in
 // options.stats); nullptr for none.
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,

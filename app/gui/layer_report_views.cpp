@@ -1,0 +1,401 @@
+#include "layer_report_views.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QRegularExpression>
+#include <algorithm>
+#include <cmath>
+
+#include "attnlens/analysis/report.h"
+#include "attnlens/analysis/statistics.h"
+#include "plot_helpers.h"
+#include "session.h"
+
+namespace attnlens::gui {
+namespace {
+
+QString scopeText(Session* s, StatsScope scope) {
+    return scope == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
+                                          : QStringLiteral("image %1").arg(s->selection().image);
+}
+
+// Layers whose names differ other than in their digits belong to different models or stages
+// (softmax.block3 | mala.block0): lines are not drawn across such a boundary.
+QString layerFamily(const std::string& name) {
+    QString f = QString::fromStdString(name);
+    f.remove(QRegularExpression(QStringLiteral("[0-9]+")));
+    return f;
+}
+
+// Per-layer values as graph data, with a NaN point (a gap in the line) between families.
+void layerSeries(const std::vector<double>& values, const std::vector<int>& familyStarts, QVector<double>& x,
+                 QVector<double>& y) {
+    x.clear();
+    y.clear();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (std::find(familyStarts.begin(), familyStarts.end(), int(i)) != familyStarts.end()) {
+            x << double(i) - 0.5;
+            y << qQNaN();
+        }
+        x << double(i);
+        y << values[i];
+    }
+}
+
+// A statistic's mean per layer of the report's summary, in report.request.layers order.
+std::vector<double> layerMeans(const ReportSummary& summary, const AnalysisReport& report, int paradigm,
+                               ReportSummary::Statistic statistic, int k = 0) {
+    std::vector<double> means;
+    for (int layer : report.request.layers) means.push_back(summary.layerMean(paradigm, layer, statistic, k));
+    return means;
+}
+
+}  // namespace
+
+// ---- per-layer reports --------------------------------------------------------------------------
+
+LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optional<StatsScope> ownScope)
+    : PlotView(session, parent), ownScope_(ownScope) {
+    scope_ = new QComboBox(this);
+    scope_->setObjectName(QStringLiteral("statsScope"));
+    scope_->addItems({QStringLiteral("Selected image"), QStringLiteral("All images (whole dump)")});
+    scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
+    toolbar()->addWidget(new QLabel(QStringLiteral("Over:"), this));
+    toolbar()->addWidget(scope_);
+    connect(scope_, &QComboBox::currentIndexChanged, this,
+            [this](int i) { setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage); });
+    connect(session, &Session::layerReportChanged, this, [this]() {
+        QSignalBlocker block(scope_);
+        scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
+        invalidate();
+    });
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, [this]() {
+        if (scope() == StatsScope::CurrentImage) invalidate();
+    });
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+}
+
+StatsScope LayerReportView::scope() const { return ownScope_ ? *ownScope_ : session_->statsScope(); }
+
+void LayerReportView::setScope(StatsScope scope) {
+    if (!ownScope_) {
+        session_->setStatsScope(scope);  // every view that follows the session updates
+        return;
+    }
+    if (*ownScope_ == scope) return;
+    ownScope_ = scope;
+    QSignalBlocker block(scope_);
+    scope_->setCurrentIndex(scope == StatsScope::AllImages ? 1 : 0);
+    invalidate();
+}
+
+QString LayerReportView::scopeDescription() const { return scopeText(session_, scope()); }
+
+std::shared_ptr<const AnalysisReport> LayerReportView::report(QString* status) {
+    auto r = session_->layerReport(scope());
+    const QString error = r ? QString() : session_->layerReportError(scope());
+    waiting_ = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
+    if (status)
+        *status =
+            waiting_
+                ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
+            : !error.isEmpty() ? QStringLiteral("FAILED\n") + wrapText(error, 70)
+                               : QString();
+    return r;
+}
+
+std::vector<int> LayerReportView::familyStarts(const AnalysisReport& r) const {
+    std::vector<int> starts;
+    const auto& layers = r.request.layers;
+    for (std::size_t i = 1; i < layers.size(); ++i)
+        if (layerFamily(r.dump.layers[std::size_t(layers[i])].name) !=
+            layerFamily(r.dump.layers[std::size_t(layers[i - 1])].name))
+            starts.push_back(int(i));
+    return starts;
+}
+
+void LayerReportView::addFamilySeparators(QCPAxisRect* rect, const std::vector<int>& starts) {
+    for (int i : starts) {
+        auto* line = new QCPItemStraightLine(plot_);
+        line->setClipAxisRect(rect);
+        for (auto* pt : {line->point1, line->point2})
+            pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        line->point1->setCoords(i - 0.5, 0);
+        line->point2->setCoords(i - 0.5, 1);
+        line->setPen(QPen(QColor(150, 150, 150), 1.0, Qt::DashDotLine));
+        line->setSelectable(false);
+    }
+}
+
+int LayerReportView::sessionParadigm(const AnalysisReport& r, int reportParadigm) const {
+    const int i = session_->paradigmIndex(r.paradigms[std::size_t(reportParadigm)].name);
+    return i >= 0 ? i : reportParadigm;
+}
+
+void LayerReportView::setupLayerAxis(QCPAxis* axis, const AnalysisReport& r) {
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    const auto& layers = r.request.layers;
+    const int step = std::max<int>(1, int(layers.size()) / 24 + 1);
+    for (std::size_t i = 0; i < layers.size(); i += std::size_t(step))
+        ticker->addTick(double(i), QString::fromStdString(r.dump.layers[std::size_t(layers[i])].name));
+    axis->setTicker(ticker);
+    axis->setTickLabelRotation(layers.size() > 8 ? 40 : 0);
+    axis->setRange(-0.5, double(layers.size()) - 0.5);
+    axis->setLabel(QStringLiteral("layer"));
+}
+
+LocalMassView::LocalMassView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    k_ = new QComboBox(this);
+    k_->setObjectName(QStringLiteral("localK"));
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(new QLabel(QStringLiteral("Window k:"), this));
+    toolbar()->addWidget(k_);
+    toolbar()->addStretch(1);
+    connect(k_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, &LocalMassView::syncK);
+    syncK();
+}
+
+void LocalMassView::syncK() {
+    const int keep = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
+    QSignalBlocker block(k_);
+    k_->clear();
+    for (int k : session_->preferences().analysis.localK) k_->addItem(QStringLiteral("%1 x %1").arg(k), k);
+    const int i = k_->findData(keep);
+    k_->setCurrentIndex(i >= 0 ? i : 0);
+}
+
+void LocalMassView::setK(int k) {
+    const int i = k_->findData(k);
+    if (i >= 0) k_->setCurrentIndex(i);
+}
+
+void LocalMassView::rebuild() {
+    QString status;
+    auto r = report(&status);
+    const int k = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* rect = addRect(plot_, 1, 0);
+    QCPLegend* legend = addSideLegend(plot_, 1, 1);
+    rect->axis(QCPAxis::atLeft)
+        ->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
+    if (!r) {
+        title->setText(QStringLiteral("Local %1 x %1 mass per layer — %2")
+                           .arg(k)
+                           .arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        return;
+    }
+    setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
+    const std::vector<int> starts = familyStarts(*r);
+    addFamilySeparators(rect, starts);
+    std::vector<double> all;
+    QVector<double> x, y;
+    const ReportSummary summary(*r);
+    using Statistic = ReportSummary::Statistic;
+    for (int p = 0; p < int(r->paradigms.size()); ++p) {
+        const auto mean = layerMeans(summary, *r, p, Statistic::LocalMass, k);
+        all.insert(all.end(), mean.begin(), mean.end());
+        const int sp = sessionParadigm(*r, p);
+        layerSeries(mean, starts, x, y);
+        addLine(rect, x, y, paradigmColor(sp), QString::fromStdString(r->paradigms[std::size_t(p)].name), legend,
+                Qt::SolidLine, QCPScatterStyle::ssDisc);
+    }
+    if (!r->paradigms.empty()) {
+        const auto uniform = layerMeans(summary, *r, 0, Statistic::LocalUniformBaseline, k);
+        const auto paper = layerMeans(summary, *r, 0, Statistic::LocalPaperBaseline, k);
+        all.insert(all.end(), uniform.begin(), uniform.end());
+        layerSeries(uniform, starts, x, y);
+        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention (border-clipped windows)"), legend,
+                Qt::DashLine);
+        layerSeries(paper, starts, x, y);
+        addLine(rect, x, y, Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
+    }
+    all.push_back(0);
+    fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
+    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2")
+                       .arg(k)
+                       .arg(scopeDescription()));
+}
+
+// A histogram over images needs the images: this view runs over the whole dump unless told otherwise.
+ConfusionView::ConfusionView(Session* session, QWidget* parent)
+    : LayerReportView(session, parent, StatsScope::AllImages) {
+    toolbar()->addStretch(1);
+}
+
+void ConfusionView::rebuild() {
+    QString status;
+    auto r = report(&status);
+    binAxis_ = nullptr;
+    bins_ = 0;
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* rect = addRect(plot_, 1, 0);
+    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    rect->axis(QCPAxis::atBottom)
+        ->setLabel(QStringLiteral("confused query pairs per image (summed over layers and heads)"));
+    rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("number of images"));
+    const double tau = session_->preferences().analysis.confusion.tau;
+    if (!r) {
+        title->setText(
+            QStringLiteral("Injectivity confusion — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        return;
+    }
+    const int np = int(r->paradigms.size());
+    const ReportSummary summary(*r);
+    std::vector<std::vector<std::int64_t>> hist;
+    int bins = 1;
+    for (int p = 0; p < np; ++p) {
+        hist.push_back(summary.confusionHistogram(p, 4));
+        bins = std::max(bins, int(hist.back().size()));
+    }
+    auto* group = new QCPBarsGroup(plot_);
+    group->setSpacingType(QCPBarsGroup::stAbsolute);
+    group->setSpacing(1);
+    const double width = 0.8 / std::max(1, np);
+    std::int64_t top = 1;
+    for (int p = 0; p < np; ++p) {
+        auto* bars = new QCPBars(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        QVector<double> x, y;
+        for (int b = 0; b < bins; ++b) {
+            x << b;
+            const std::int64_t v = b < int(hist[std::size_t(p)].size()) ? hist[std::size_t(p)][std::size_t(b)] : 0;
+            y << double(v);
+            top = std::max(top, v);
+        }
+        bars->setData(x, y, true);
+        bars->setWidth(width);
+        bars->setBarsGroup(group);
+        const QColor c = paradigmColor(sessionParadigm(*r, p));
+        bars->setPen(QPen(c.darker(130)));
+        bars->setBrush(c);
+        bars->setName(QString::fromStdString(r->paradigms[std::size_t(p)].name));
+        bars->addToLegend(legend);
+    }
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    for (int b = 0; b < bins; ++b) ticker->addTick(b, QString::fromStdString(confusionBinLabel(b)));
+    QCPAxis* xAxis = rect->axis(QCPAxis::atBottom);
+    xAxis->setTicker(ticker);
+    xAxis->setRange(-0.6, bins - 0.4);
+    xAxis->grid()->setVisible(false);
+    xAxis->setSubTicks(false);
+    binAxis_ = xAxis;
+    bins_ = bins;
+    xAxis->setTickLabelRotation(tiltLabels_ ? 40 : 0);
+    QSharedPointer<QCPAxisTickerFixed> yt(new QCPAxisTickerFixed);
+    yt->setTickStep(1);
+    yt->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    rect->axis(QCPAxis::atLeft)->setTicker(yt);
+    rect->axis(QCPAxis::atLeft)->setSubTicks(false);
+    rect->axis(QCPAxis::atLeft)->setRange(0, double(top) * 1.15 + 0.5);
+    title->setText(
+        QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
+            .arg(formatWeight(tau), scopeDescription()));
+}
+
+bool ConfusionView::fitAspect() {
+    // Wide bin labels ("16384-32767") collide when there are many bins: tilt them then.
+    if (!binAxis_ || bins_ <= 0 || binAxis_->axisRect()->width() < 20) return false;
+    const QFontMetrics fm(binAxis_->tickLabelFont());
+    int widest = 0;
+    for (int b = 0; b < bins_; ++b)
+        widest = std::max(widest, fm.horizontalAdvance(QString::fromStdString(confusionBinLabel(b))));
+    const bool tilt = (widest + 10) * bins_ > binAxis_->axisRect()->width();
+    if (tilt == tiltLabels_ && qFuzzyCompare(binAxis_->tickLabelRotation() + 1, (tilt ? 40.0 : 0.0) + 1)) return false;
+    tiltLabels_ = tilt;
+    binAxis_->setTickLabelRotation(tilt ? 40 : 0);
+    return true;
+}
+
+LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    toolbar()->addStretch(1);
+}
+
+void LayerStatsView::rebuild() {
+    QString status;
+    auto r = report(&status);
+    auto* title = resetWithTitle(plot_, QString());
+    QCPAxisRect* ent = addRect(plot_, 1, 0);
+    QCPAxisRect* neg = addRect(plot_, 2, 0);
+    QCPAxisRect* frac = addRect(plot_, 3, 0);
+    rects_ = {ent, neg, frac};
+    for (int i = 0; i < 3; ++i) plot_->plotLayout()->setRowStretchFactor(i + 1, stretch_[std::size_t(i)]);
+    auto* group = new QCPMarginGroup(plot_);
+    for (auto* rect : {ent, neg, frac}) rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
+    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy / log N"));
+    neg->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("negative mass per row"));
+    frac->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("rows with A<0 (fraction)"));
+    if (!r) {
+        title->setText(QStringLiteral("Entropy and negative mass per layer — %1")
+                           .arg(status.isEmpty() ? QStringLiteral("no data") : status));
+        return;
+    }
+    QCPLegend* legend = addSideLegend(plot_, 1, 1);
+    const std::vector<int> starts = familyStarts(*r);
+    for (auto* rect : {ent, neg, frac}) addFamilySeparators(rect, starts);
+    QVector<double> x, y;
+    std::vector<double> allE, allN, allF;
+    const ReportSummary summary(*r);
+    using Statistic = ReportSummary::Statistic;
+    for (int p = 0; p < int(r->paradigms.size()); ++p) {
+        const QColor c = paradigmColor(sessionParadigm(*r, p));
+        const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
+        const auto e = layerMeans(summary, *r, p, Statistic::NormalisedEntropy);
+        const auto n = layerMeans(summary, *r, p, Statistic::NegativeMassPerRow);
+        const auto f = layerMeans(summary, *r, p, Statistic::NegativeRowFraction);
+        allE.insert(allE.end(), e.begin(), e.end());
+        allN.insert(allN.end(), n.begin(), n.end());
+        allF.insert(allF.end(), f.begin(), f.end());
+        layerSeries(e, starts, x, y);
+        addLine(ent, x, y, c, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        layerSeries(n, starts, x, y);
+        addLine(neg, x, y, c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        layerSeries(f, starts, x, y);
+        addLine(frac, x, y, c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+    }
+    allE.push_back(0);
+    allE.push_back(1);
+    allN.push_back(0);
+    allF.push_back(0);
+    allF.push_back(1);
+    fitValueRange(ent->axis(QCPAxis::atLeft), allE, false);
+    fitValueRange(neg->axis(QCPAxis::atLeft), allN, false);
+    fitValueRange(frac->axis(QCPAxis::atLeft), allF, false);
+    for (auto* rect : {ent, neg, frac}) setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
+    for (auto* rect : {ent, neg}) {
+        rect->axis(QCPAxis::atBottom)->setTickLabels(false);
+        rect->axis(QCPAxis::atBottom)->setLabel(QString());
+    }
+    title->setText(
+        QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
+            .arg(scopeDescription()));
+}
+
+bool LayerStatsView::fitAspect() {
+    // The bottom plot carries the (possibly tilted) layer names: give it the extra height so that
+    // the three plots get the same data height.
+    if (rects_.size() != 3) return false;
+    std::array<int, 3> outer{}, inner{};
+    for (std::size_t i = 0; i < 3; ++i) {
+        outer[i] = rects_[i]->outerRect().height();
+        inner[i] = rects_[i]->rect().height();
+        if (outer[i] < 10 || inner[i] < 4) return false;
+    }
+    const int total = outer[0] + outer[1] + outer[2];
+    const int margins = total - (inner[0] + inner[1] + inner[2]);
+    const double each = double(total - margins) / 3;
+    if (each < 10) return false;
+    bool changed = false;
+    for (std::size_t i = 0; i < 3; ++i) {
+        const double want = (each + (outer[i] - inner[i])) / total * 3;  // mean factor 1
+        if (std::abs(want - stretch_[i]) > 0.01) {
+            stretch_[i] = want;
+            changed = true;
+        }
+        plot_->plotLayout()->setRowStretchFactor(int(i) + 1, stretch_[i]);
+    }
+    return changed;
+}
+
+}  // namespace attnlens::gui

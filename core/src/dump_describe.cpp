@@ -1,0 +1,82 @@
+// The description of a dump: dtype names, non-finite value locations and DumpInfo as JSON (for
+// `inspect --json` and the provenance of every export and report).
+#include <string>
+
+#include "attnlens/dump.h"
+#include "dump_reader_impl.h"
+
+namespace attnlens {
+
+const char* toString(DType t) {
+    switch (t) {
+        case DType::Float16:
+            return "float16";
+        case DType::Float32:
+            return "float32";
+        case DType::Float64:
+            return "float64";
+    }
+    return "unknown";
+}
+
+std::string NonFiniteValue::describe(const DumpInfo& info) const {
+    const std::string layerName = layer >= 0 && std::size_t(layer) < info.layers.size()
+                                      ? info.layers[std::size_t(layer)].name
+                                      : "#" + std::to_string(layer);
+    return "image " + std::to_string(image) + ", layer " + layerName + ", head " + std::to_string(head) + ", token " +
+           std::to_string(token) + " of " + std::string(1, tensor);
+}
+
+nlohmann::json DumpInfo::toJson() const {
+    nlohmann::json layersJson = nlohmann::json::array();
+    for (const LayerInfo& l : layers) {
+        layersJson.push_back({
+            {"name", l.name},
+            {"index", l.index},
+            {"batch", l.batch},
+            {"heads", l.heads},
+            {"tokens", l.tokens},
+            {"dim", l.dim},
+            {"value_dim", l.valueDim},
+            {"qk_dtype", toString(l.qkType)},
+            {"v_dtype", l.vType ? nlohmann::json(toString(*l.vType)) : nlohmann::json(nullptr)},
+            {"attention", l.attention},
+            {"scale", l.scale},
+            {"scale_from_file", l.scaleFromFile},
+            {"grid", {l.layout.gridH, l.layout.gridW}},
+            {"prefix_tokens", l.layout.prefix},
+            {"kernel_applied", l.kernelApplied},
+            {"local_branch", l.localBranch
+                                 ? nlohmann::json{{"kind", l.localBranch->kind},
+                                                  {"channels", toString(l.localBranch->channelMap)},
+                                                  {"weight_channels", l.localBranch->channels},
+                                                  {"kernel", {l.localBranch->kernelH, l.localBranch->kernelW}},
+                                                  {"per_image", l.localBranch->perImage},
+                                                  {"bias", l.localBranch->hasBias
+                                                               ? (l.localBranch->biasPerImage ? "per_image" : "shared")
+                                                               : "none"},
+                                                  {"dtype", toString(l.localBranch->weightType)}}
+                                 : nlohmann::json(nullptr)},
+        });
+    }
+    return {
+        {"path", path},
+        {"file_size", fileSize},
+        {"format", kDumpFormatName},
+        {"format_version", formatVersion},
+        {"model", model},
+        {"grid", {layout.gridH, layout.gridW}},
+        {"prefix_tokens", layout.prefix},
+        {"tokens", layout.tokens()},
+        {"images", images},
+        {"layers", layersJson},
+        {"image_data",
+         {{"present", imageInfo.present},
+          {"height", imageInfo.height},
+          {"width", imageInfo.width},
+          {"channels", imageInfo.channels}}},
+        {"labels", hasLabels},
+    };
+}
+
+}  // namespace attnlens

@@ -1,0 +1,613 @@
+// Validation of a dump on open: the file, the root attributes, every layer's datasets and
+// attributes, the local branches (shapes, and the values of weights shared by all images), /images
+// and /labels. Every message is documented in resources/format.md. Apart from the shared branch
+// weights (model parameters of a few kilobytes) only metadata is read, so opening a 100 GB dump
+// costs a few metadata reads.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/text.h"
+#include "dump_reader_impl.h"
+#include "hdf5_util.h"
+
+namespace attnlens {
+
+namespace {
+
+// One (image, layer) read in double (q, k and v, all heads) must stay below this: larger declared
+// sizes are rejected on open, before anything is allocated.
+constexpr double kMaxLayerReadBytes = 8.0 * double(1ull << 30);
+// The same bound for one image of /images.
+constexpr double kMaxImageBytes = 1.0 * double(1ull << 30);
+// A compressed chunk is decompressed whole by every read that touches it, so chunks larger than
+// this (uncompressed) are refused on open: a dataset chunked over many images would otherwise cost
+// a gigabyte of memory and seconds per (image, head) read.
+constexpr double kMaxFilteredChunkBytes = 256.0 * double(1u << 20);
+
+// Natural order: digit runs compare as numbers, so "blocks.2" < "blocks.10".
+int naturalCompare(const std::string& a, const std::string& b) {
+    auto isDigit = [](char c) { return c >= '0' && c <= '9'; };
+    std::size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+        if (isDigit(a[i]) && isDigit(b[j])) {
+            std::size_t iEnd = i, jEnd = j;
+            while (iEnd < a.size() && isDigit(a[iEnd])) ++iEnd;
+            while (jEnd < b.size() && isDigit(b[jEnd])) ++jEnd;
+            std::size_t iStart = i, jStart = j;
+            while (iStart + 1 < iEnd && a[iStart] == '0') ++iStart;
+            while (jStart + 1 < jEnd && b[jStart] == '0') ++jStart;
+            const std::size_t iLength = iEnd - iStart, jLength = jEnd - jStart;
+            if (iLength != jLength) return iLength < jLength ? -1 : 1;
+            const int c = a.compare(iStart, iLength, b, jStart, jLength);
+            if (c != 0) return c < 0 ? -1 : 1;
+            i = iEnd;
+            j = jEnd;
+        } else {
+            if (a[i] != b[j]) return (unsigned char)a[i] < (unsigned char)b[j] ? -1 : 1;
+            ++i;
+            ++j;
+        }
+    }
+    if (i < a.size()) return 1;
+    if (j < b.size()) return -1;
+    return 0;
+}
+
+std::optional<DType> floatDType(hid_t type) {
+    if (H5Tget_class(type) != H5T_FLOAT) return std::nullopt;
+    switch (H5Tget_size(type)) {
+        case 2:
+            return h5::isIeeeHalf(type) ? std::optional(DType::Float16) : std::nullopt;
+        case 4:
+            return h5::isIeeeFloat(type) ? std::optional(DType::Float32) : std::nullopt;
+        case 8:
+            return h5::isIeeeFloat(type) ? std::optional(DType::Float64) : std::nullopt;
+        default:
+            return std::nullopt;
+    }
+}
+
+// One channel of a branch's weights or bias with a non-finite value, or -1.
+int firstNonFiniteChannel(const std::vector<double>& values, std::size_t perChannel) {
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i])) return int(i / perChannel);
+    return -1;
+}
+
+struct LayerCandidate {
+    LayerInfo info;
+    std::optional<std::int64_t> index;
+    LayerHandles handles;
+};
+
+class Validator {
+public:
+    explicit Validator(std::string path) : path_(std::move(path)), rootWhere_(path_ + ": root") {}
+
+    // The file exists and can be read; returns its size in bytes (0 when the file system cannot tell).
+    std::uint64_t readableFileSize() const {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        const fs::file_status status = fs::status(path_, ec);
+        if (!fs::exists(status)) fail("no such file");
+        if (fs::is_directory(status)) fail("is a directory, not a dump file");
+        {
+            std::ifstream probe(path_, std::ios::binary);
+            if (!probe) fail(std::string("cannot be read (") + std::strerror(errno) + ")");
+        }
+        const std::uintmax_t size = fs::file_size(path_, ec);
+        return ec ? 0 : std::uint64_t(size);
+    }
+
+    h5::Handle openFile() const {
+        const htri_t isHdf5 = H5Fis_hdf5(path_.c_str());
+        if (isHdf5 == 0) fail("not an HDF5 file");
+        if (isHdf5 < 0) fail("cannot be read as HDF5" + h5::errorSuffix());
+
+        h5::Handle access(H5Pcreate(H5P_FILE_ACCESS));
+#if H5_VERSION_GE(1, 10, 7)
+        // Read-only use: go on where the file system does not support locks (some cluster mounts).
+        H5Pset_file_locking(access.get(), true, true);
+#endif
+        h5::Handle file(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, access.get()));
+        if (!file.valid()) {
+            const std::string suffix = h5::errorSuffix();
+            std::string lower = suffix;
+            std::transform(lower.begin(), lower.end(), lower.begin(),
+                           [](unsigned char c) { return char(std::tolower(c)); });
+            if (lower.find("unable to lock") != std::string::npos && lower.find("file") != std::string::npos) {
+                fail("cannot open: the file is locked by another program" + suffix);
+            }
+            fail("HDF5 cannot open the file: it is truncated or corrupt" + suffix);
+        }
+        return file;
+    }
+
+    // The root attributes: format, format_version, model and the token layout.
+    void root(hid_t file, DumpInfo& info) const {
+        h5::Handle root(H5Gopen2(file, "/", H5P_DEFAULT));
+        if (!root.valid()) fail("the root group cannot be read: the file is truncated or corrupt" + h5::errorSuffix());
+        if (!h5::hasAttribute(root.get(), "format", rootWhere_)) {
+            fail("not an AttnLens dump: the root attribute 'format' is missing");
+        }
+        const std::string format = h5::readStringAttribute(root.get(), "format", rootWhere_);
+        if (format != kDumpFormatName) {
+            fail("not an AttnLens dump: the root attribute 'format' is \"" + format + "\", expected \"" +
+                 kDumpFormatName + "\"");
+        }
+        if (!h5::hasAttribute(root.get(), "format_version", rootWhere_)) {
+            fail("the root attribute 'format_version' is missing");
+        }
+        const std::int64_t version = h5::readIntegerAttribute(root.get(), "format_version", rootWhere_);
+        if (version > kSupportedFormatVersion) {
+            fail("format_version " + std::to_string(version) + " is newer than this AttnLens supports (" +
+                 std::to_string(kSupportedFormatVersion) + ")");
+        }
+        if (version < 1) {
+            fail("format_version " + std::to_string(version) + " is not valid (expected " +
+                 std::to_string(kSupportedFormatVersion) + ")");
+        }
+        info.formatVersion = int(version);
+        if (h5::hasAttribute(root.get(), "model", rootWhere_)) {
+            info.model = h5::readStringAttribute(root.get(), "model", rootWhere_);
+        }
+        info.layout = readLayout(root.get(), rootWhere_, TokenLayout{}, true, nullptr, nullptr);
+    }
+
+    // Every group under /layers, validated, in DumpInfo::layers order (layers with an index first,
+    // by index; ties and layers without one by natural name order) with their index set.
+    std::vector<LayerCandidate> layers(hid_t file, const TokenLayout& rootLayout) const {
+        if (!h5::linkExists(file, "layers", rootWhere_)) {
+            fail("the group /layers is missing (it holds one group per attention layer)");
+        }
+        h5::Handle layersGroup(H5Oopen(file, "layers", H5P_DEFAULT));
+        if (!layersGroup.valid() || H5Iget_type(layersGroup.get()) != H5I_GROUP) {
+            fail("/layers is not a group" + h5::errorSuffix());
+        }
+        H5G_info_t groupInfo;
+        if (H5Gget_info(layersGroup.get(), &groupInfo) < 0) fail("/layers cannot be listed" + h5::errorSuffix());
+        if (groupInfo.nlinks == 0) fail("/layers has no layer groups");
+
+        std::vector<LayerCandidate> candidates;
+        for (hsize_t i = 0; i < groupInfo.nlinks; ++i) {
+            const ssize_t length =
+                H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+            if (length < 0) fail("/layers cannot be listed" + h5::errorSuffix());
+            std::string name(std::size_t(length) + 1, '\0');
+            H5Lget_name_by_idx(layersGroup.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
+                               H5P_DEFAULT);
+            name.resize(std::size_t(length));
+            if (const auto problem = textProblem(name)) {
+                fail("the layer name \"" + printableText(name, 80) + "\" under /layers is not usable: " + *problem);
+            }
+            candidates.push_back(layer(layersGroup.get(), name, rootLayout));
+        }
+
+        std::sort(candidates.begin(), candidates.end(), [](const LayerCandidate& a, const LayerCandidate& b) {
+            if (a.index.has_value() != b.index.has_value()) return a.index.has_value();
+            if (a.index && *a.index != *b.index) return *a.index < *b.index;
+            const int c = naturalCompare(a.info.name, b.info.name);
+            return c != 0 ? c < 0 : a.info.name < b.info.name;
+        });
+        const LayerInfo& first = candidates.front().info;
+        for (std::size_t position = 0; position < candidates.size(); ++position) {
+            LayerCandidate& c = candidates[position];
+            c.info.index = c.index ? int(*c.index) : int(position);
+            if (c.info.batch != first.batch) {
+                fail(layerGroupPath(c.info.name) + " has B = " + std::to_string(c.info.batch) + " images but " +
+                     layerGroupPath(first.name) + " has B = " + std::to_string(first.batch) +
+                     "; every layer must hold the same images");
+            }
+        }
+        return candidates;
+    }
+
+    // /images when the dump has it (invalid otherwise), checked against the layers' B = `images`;
+    // fills `imageInfo`.
+    h5::Handle images(hid_t file, int images, ImageInfo& imageInfo) const {
+        if (!h5::linkExists(file, "images", rootWhere_)) return {};
+        h5::Handle dataset(H5Dopen2(file, "images", H5P_DEFAULT));
+        if (!dataset.valid()) fail("/images cannot be opened as a dataset" + h5::errorSuffix());
+        h5::Handle type(H5Dget_type(dataset.get()));
+        if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) != 1 ||
+            H5Tget_sign(type.get()) != H5T_SGN_NONE) {
+            fail("/images has dtype " + h5::describeType(type.get()) + "; expected uint8");
+        }
+        const std::vector<hsize_t> dims = h5::datasetDims(dataset.get());
+        const bool shapeOk = (dims.size() == 3 || (dims.size() == 4 && dims[3] == 3)) && dims[1] > 0 && dims[2] > 0 &&
+                             dims[1] <= hsize_t(INT_MAX) && dims[2] <= hsize_t(INT_MAX);
+        if (!shapeOk) {
+            fail("/images has shape " + h5::describeDims(dims) + "; expected [B, h, w] or [B, h, w, 3] with h, w >= 1");
+        }
+        if (dims[0] != hsize_t(images)) {
+            fail("/images holds " + std::to_string(dims[0]) +
+                 " images but the layers have B = " + std::to_string(images));
+        }
+        requireFilters(dataset.get(), "/images");
+        imageInfo.present = true;
+        imageInfo.height = int(dims[1]);
+        imageInfo.width = int(dims[2]);
+        imageInfo.channels = dims.size() == 4 ? 3 : 1;
+        const double imageBytes = double(dims[1]) * double(dims[2]) * double(imageInfo.channels);
+        if (imageBytes > kMaxImageBytes) {
+            fail("/images has shape " + h5::describeDims(dims) + ": one image is " + formatGiB(imageBytes) +
+                 ", more than the limit of " + formatGiB(kMaxImageBytes));
+        }
+        return dataset;
+    }
+
+    // /labels when the dump has it (invalid otherwise), checked against the layers' B = `images`.
+    h5::Handle labels(hid_t file, int images) const {
+        if (!h5::linkExists(file, "labels", rootWhere_)) return {};
+        h5::Handle dataset(H5Dopen2(file, "labels", H5P_DEFAULT));
+        if (!dataset.valid()) fail("/labels cannot be opened as a dataset" + h5::errorSuffix());
+        h5::Handle type(H5Dget_type(dataset.get()));
+        if (H5Tget_class(type.get()) != H5T_INTEGER) {
+            fail("/labels has dtype " + h5::describeType(type.get()) + "; expected an integer type");
+        }
+        const std::vector<hsize_t> dims = h5::datasetDims(dataset.get());
+        if (dims.size() != 1 || dims[0] != hsize_t(images)) {
+            fail("/labels has shape " + h5::describeDims(dims) + "; expected [B] = [" + std::to_string(images) + "]");
+        }
+        requireFilters(dataset.get(), "/labels");
+        return dataset;
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& message) const { throwInput(path_ + ": " + message); }
+
+    static constexpr const char* kQkvRule = "q, k and v";
+    static constexpr const char* kBranchRule = "the local branch's weight and bias";
+
+    TokenLayout readLayout(hid_t object, const std::string& where, const TokenLayout& fallback, bool gridRequired,
+                           std::string* gridSource, std::string* prefixSource) const {
+        TokenLayout layout = fallback;
+        if (h5::hasAttribute(object, "grid", where)) {
+            const std::vector<std::int64_t> grid = h5::readIntegerArrayAttribute(object, "grid", where);
+            if (grid.size() != 2 || grid[0] <= 0 || grid[1] <= 0 || grid[0] > INT_MAX || grid[1] > INT_MAX) {
+                throwInput(where + " attribute 'grid' must be two positive integers [H, W], got " +
+                           h5::describeDims(grid));
+            }
+            layout.gridH = int(grid[0]);
+            layout.gridW = int(grid[1]);
+            if (gridSource) *gridSource = "the layer";
+        } else if (gridRequired) {
+            throwInput(where + " attribute 'grid' is missing (the spatial token grid [H, W])");
+        }
+        if (h5::hasAttribute(object, "prefix_tokens", where)) {
+            const std::int64_t prefix = h5::readIntegerAttribute(object, "prefix_tokens", where);
+            if (prefix < 0 || prefix > INT_MAX) {
+                throwInput(where + " attribute 'prefix_tokens' must be an integer >= 0, got " + std::to_string(prefix));
+            }
+            layout.prefix = int(prefix);
+            if (prefixSource) *prefixSource = "the layer";
+        }
+        return layout;
+    }
+
+    // A float dataset `name` of the group at `groupPath`; `rule` names the datasets whose dtype is
+    // checked in the message ("q, k and v").
+    FloatDataset openFloatDataset(hid_t group, const std::string& groupPath, const char* name, const char* rule) const {
+        FloatDataset tensor;
+        tensor.path = groupPath + "/" + name;
+        tensor.dataset = h5::Handle(H5Dopen2(group, name, H5P_DEFAULT));
+        if (!tensor.dataset.valid()) fail(tensor.path + " cannot be opened as a dataset" + h5::errorSuffix());
+        h5::Handle type(H5Dget_type(tensor.dataset.get()));
+        const std::optional<DType> dtype = floatDType(type.get());
+        if (!dtype) {
+            fail(tensor.path + " has dtype " + h5::describeType(type.get()) + "; " + rule +
+                 " must be float16, float32 or float64");
+        }
+        tensor.type = *dtype;
+        requireFilters(tensor.dataset.get(), tensor.path);
+        return tensor;
+    }
+
+    // A dataset compressed with a filter this HDF5 library lacks (e.g. h5py's built-in lzf) would
+    // only fail on the first read; say so on open instead.
+    void requireFilters(hid_t dataset, const std::string& datasetPath) const {
+        h5::Handle properties(H5Dget_create_plist(dataset));
+        if (!properties.valid()) fail(datasetPath + " has damaged storage properties" + h5::errorSuffix());
+        // Raw data must live in the dump: external files and virtual datasets would let a crafted
+        // dump make AttnLens read (and export) any file on the machine.
+        const int external = H5Pget_external_count(properties.get());
+        if (external != 0) {
+            fail(datasetPath + " keeps its data in " +
+                 (external > 0 ? std::to_string(external) + " external file(s)" : "damaged external-file settings") +
+                 "; AttnLens reads only data stored in the dump itself (h5repack copies it in)");
+        }
+        const H5D_layout_t layout = H5Pget_layout(properties.get());
+        if (layout == H5D_VIRTUAL) {
+            fail(datasetPath +
+                 " is a virtual dataset that maps data from other files; AttnLens reads only data "
+                 "stored in the dump itself (h5repack copies it in)");
+        }
+        if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT) {
+            fail(datasetPath + " has a damaged storage layout" + h5::errorSuffix());
+        }
+        const int filters = properties.valid() ? H5Pget_nfilters(properties.get()) : 0;
+        for (int i = 0; i < filters; ++i) {
+            unsigned flags = 0, config = 0;
+            size_t values = 0;
+            char name[128] = {};
+            const H5Z_filter_t filter =
+                H5Pget_filter2(properties.get(), unsigned(i), &flags, &values, nullptr, sizeof name, name, &config);
+            // Optional filters too (h5py adds lzf as optional): chunks it did compress are
+            // unreadable without it.
+            if (filter < 0 || H5Zfilter_avail(filter) > 0) continue;
+            fail(datasetPath + " is compressed with HDF5 filter " + std::to_string(filter) +
+                 (name[0] ? " (" + std::string(name) + ")" : std::string()) +
+                 ", which this HDF5 library does not provide; store it uncompressed or with gzip");
+        }
+        if (filters > 0 && H5Pget_layout(properties.get()) == H5D_CHUNKED) {
+            const int rank = H5Pget_chunk(properties.get(), 0, nullptr);
+            std::vector<hsize_t> chunk(std::size_t(std::max(rank, 0)));
+            h5::Handle type(H5Dget_type(dataset));
+            if (rank > 0 && type.valid() && H5Pget_chunk(properties.get(), rank, chunk.data()) == rank) {
+                double bytes = double(H5Tget_size(type.get()));
+                for (hsize_t c : chunk) bytes *= double(c);
+                if (bytes > kMaxFilteredChunkBytes) {
+                    std::vector<hsize_t> suggested = h5::datasetDims(dataset);
+                    if (!suggested.empty()) suggested[0] = 1;
+                    std::string dims;
+                    for (std::size_t i = 0; i < suggested.size(); ++i)
+                        dims += (i ? "x" : "") + std::to_string(suggested[i]);
+                    fail(datasetPath + " is compressed in chunks of " + h5::describeDims(chunk) + " (" +
+                         formatGiB(bytes) + " uncompressed), more than the limit of " +
+                         formatGiB(kMaxFilteredChunkBytes) +
+                         ": every read would decompress a whole chunk; store one image per chunk, e.g. "
+                         "h5repack -l " +
+                         datasetPath + ":CHUNK=" + dims + " IN.h5 OUT.h5");
+                }
+            }
+        }
+    }
+
+    std::vector<hsize_t> rank4Dims(const FloatDataset& tensor) const {
+        const std::vector<hsize_t> dims = h5::datasetDims(tensor.dataset.get());
+        if (dims.size() != 4) {
+            fail(tensor.path + " has rank " + std::to_string(dims.size()) + " (shape " + h5::describeDims(dims) +
+                 "); expected rank 4 [B, heads, N, d]");
+        }
+        static const char* const names[4] = {"B (images)", "heads", "N (tokens)", "d"};
+        for (std::size_t i = 0; i < 4; ++i) {
+            if (dims[i] == 0) {
+                fail(tensor.path + " has shape " + h5::describeDims(dims) + ": " + names[i] + " must be at least 1");
+            }
+            if (dims[i] > hsize_t(INT_MAX)) {
+                fail(tensor.path + " has shape " + h5::describeDims(dims) + ": " + names[i] + " is larger than " +
+                     std::to_string(INT_MAX));
+            }
+        }
+        return dims;
+    }
+
+    LayerCandidate layer(hid_t layersGroup, const std::string& name, const TokenLayout& root) const {
+        LayerCandidate candidate;
+        LayerInfo& info = candidate.info;
+        info.name = name;
+        const std::string layerPath = layerGroupPath(name);
+        const std::string where = path_ + ": " + layerPath;
+
+        h5::Handle group(H5Oopen(layersGroup, name.c_str(), H5P_DEFAULT));
+        if (!group.valid()) fail(layerPath + " cannot be opened" + h5::errorSuffix());
+        if (H5Iget_type(group.get()) != H5I_GROUP) {
+            fail(layerPath + " is not a group (each layer is a group holding q, k and optionally v)");
+        }
+        for (const char* required : {"q", "k"}) {
+            if (!h5::linkExists(group.get(), required, where)) {
+                fail(layerPath + ": dataset '" + required + "' is missing (q and k are required)");
+            }
+        }
+        candidate.handles.q = openFloatDataset(group.get(), layerPath, "q", kQkvRule);
+        candidate.handles.k = openFloatDataset(group.get(), layerPath, "k", kQkvRule);
+        const std::vector<hsize_t> q = rank4Dims(candidate.handles.q);
+        const std::vector<hsize_t> k = rank4Dims(candidate.handles.k);
+        if (q != k) {
+            fail(layerPath + ": q has shape " + h5::describeDims(q) + " but k has shape " + h5::describeDims(k) +
+                 "; q and k must have the same shape");
+        }
+        info.batch = int(q[0]);
+        info.heads = int(q[1]);
+        info.tokens = int(q[2]);
+        info.dim = int(q[3]);
+        info.qkType = candidate.handles.q.type;
+        if (candidate.handles.k.type != candidate.handles.q.type) {
+            fail(layerPath + ": q is " + toString(candidate.handles.q.type) + " but k is " +
+                 toString(candidate.handles.k.type) + "; q and k must have the same dtype");
+        }
+
+        if (h5::linkExists(group.get(), "v", where)) {
+            candidate.handles.v = openFloatDataset(group.get(), layerPath, "v", kQkvRule);
+            const std::vector<hsize_t> v = rank4Dims(candidate.handles.v);
+            if (v[0] != q[0] || v[1] != q[1] || v[2] != q[2]) {
+                fail(layerPath + ": v has shape " + h5::describeDims(v) + " but q has shape " + h5::describeDims(q) +
+                     "; v must have the same B, heads and N as q");
+            }
+            info.valueDim = int(v[3]);
+            info.vType = candidate.handles.v.type;
+        }
+
+        const double readBytes =
+            double(info.heads) * double(info.tokens) * (2.0 * double(info.dim) + double(info.valueDim)) * 8.0;
+        if (readBytes > kMaxLayerReadBytes) {
+            fail(layerPath + ": reading one (image, layer) would need " + formatGiB(readBytes) + " as double (heads " +
+                 std::to_string(info.heads) + " x N " + std::to_string(info.tokens) + " x (2 x d " +
+                 std::to_string(info.dim) + " + v d " + std::to_string(info.valueDim) +
+                 ") x 8 bytes), more than the limit of " + formatGiB(kMaxLayerReadBytes) +
+                 "; the declared sizes are not plausible");
+        }
+
+        std::string gridSource = "the root", prefixSource = "the root";
+        info.layout = readLayout(group.get(), where, root, false, &gridSource, &prefixSource);
+        if (Index(info.tokens) != info.layout.tokens()) {
+            fail(layerPath + ": N = " + std::to_string(info.tokens) + " tokens but prefix_tokens + H*W = " +
+                 std::to_string(info.layout.prefix) + " + " + std::to_string(info.layout.gridH) + "*" +
+                 std::to_string(info.layout.gridW) + " = " + std::to_string(info.layout.tokens()) + " (grid from " +
+                 gridSource + ", prefix_tokens from " + prefixSource + ")");
+        }
+
+        if (h5::hasAttribute(group.get(), "index", where)) {
+            candidate.index = h5::readIntegerAttribute(group.get(), "index", where);
+            if (*candidate.index < INT_MIN || *candidate.index > INT_MAX) {
+                throwInput(where + " attribute 'index' is out of range: " + std::to_string(*candidate.index));
+            }
+        }
+        if (h5::hasAttribute(group.get(), "attention", where)) {
+            info.attention = h5::readStringAttribute(group.get(), "attention", where);
+        }
+        info.scale = 1.0 / std::sqrt(double(info.dim));
+        if (h5::hasAttribute(group.get(), "scale", where)) {
+            const double scale = h5::readNumberAttribute(group.get(), "scale", where);
+            if (!(scale > 0) || !std::isfinite(scale)) {
+                std::ostringstream value;
+                value << scale;
+                throwInput(where + " attribute 'scale' must be a positive finite number, got " + value.str());
+            }
+            info.scale = scale;
+            info.scaleFromFile = true;
+        }
+        if (h5::hasAttribute(group.get(), "kernel_applied", where)) {
+            info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
+        }
+        if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
+        return candidate;
+    }
+
+    // resources/format.md, section 1a. Shapes and attributes only; the weights are read by open().
+    void localBranch(hid_t layerGroup, const std::string& layerPath, LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        const std::string branchPath = layerPath + "/local_branch";
+        const std::string where = path_ + ": " + branchPath;
+        h5::Handle group(H5Oopen(layerGroup, "local_branch", H5P_DEFAULT));
+        if (!group.valid()) fail(branchPath + " cannot be opened" + h5::errorSuffix());
+        if (H5Iget_type(group.get()) != H5I_GROUP)
+            fail(branchPath + " is not a group (the local branch is a group holding weight and optionally bias)");
+        LocalBranchInfo branch;
+        for (const char* required : {"kind", "channels"})
+            if (!h5::hasAttribute(group.get(), required, where))
+                fail(branchPath + " attribute '" + required +
+                     "' is missing (kind: dwc, inline_residual, lepe or "
+                     "other text; channels: per_head or all)");
+        branch.kind = h5::readStringAttribute(group.get(), "kind", where);
+        const std::string channels = h5::readStringAttribute(group.get(), "channels", where);
+        if (channels == "per_head")
+            branch.channelMap = LocalChannelMap::PerHead;
+        else if (channels == "all")
+            branch.channelMap = LocalChannelMap::All;
+        else
+            fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
+        if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
+        if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
+
+        FloatDataset weight = openFloatDataset(group.get(), branchPath, "weight", kBranchRule);
+        const std::vector<hsize_t> w = h5::datasetDims(weight.dataset.get());
+        if (w.size() != 3 && w.size() != 4)
+            fail(weight.path + " has shape " + h5::describeDims(w) + "; expected [C, kh, kw] or [B, C, kh, kw]");
+        branch.perImage = w.size() == 4;
+        const std::size_t o = branch.perImage ? 1 : 0;
+        if (branch.perImage && w[0] != hsize_t(info.batch))
+            fail(weight.path + " has shape " + h5::describeDims(w) +
+                 ": per-image weights [B, C, kh, kw] need B = " + std::to_string(info.batch) + " (the layer's images)");
+        const hsize_t kh = w[o + 1], kw = w[o + 2];
+        if (kh == 0 || kw == 0 || kh % 2 == 0 || kw % 2 == 0)
+            fail(weight.path + " has shape " + h5::describeDims(w) +
+                 ": kernel sizes must be odd (PyTorch's 'same' padding (k-1)/2 is symmetric only for odd k)");
+        if (kh > 255 || kw > 255)
+            fail(weight.path + " has shape " + h5::describeDims(w) + ": kernel sizes above 255 are not plausible");
+        const hsize_t expected = branch.channelMap == LocalChannelMap::PerHead
+                                     ? hsize_t(info.valueDim)
+                                     : hsize_t(info.heads) * hsize_t(info.valueDim);
+        if (w[o] != expected)
+            fail(weight.path + " has C = " + std::to_string(w[o]) + " channels but channels = \"" + channels +
+                 "\" needs C = " +
+                 (branch.channelMap == LocalChannelMap::PerHead
+                      ? "d_v = " + std::to_string(info.valueDim)
+                      : "heads x d_v = " + std::to_string(info.heads) + " x " + std::to_string(info.valueDim) + " = " +
+                            std::to_string(expected)));
+        branch.channels = int(expected);
+        branch.kernelH = int(kh);
+        branch.kernelW = int(kw);
+        branch.weightType = weight.type;
+        candidate.handles.branchWeight = std::move(weight);
+
+        if (h5::linkExists(group.get(), "bias", where)) {
+            FloatDataset bias = openFloatDataset(group.get(), branchPath, "bias", kBranchRule);
+            const std::vector<hsize_t> b = h5::datasetDims(bias.dataset.get());
+            const bool shared = b.size() == 1 && b[0] == expected;
+            const bool perImage = b.size() == 2 && b[0] == hsize_t(info.batch) && b[1] == expected;
+            if (!shared && !perImage)
+                fail(bias.path + " has shape " + h5::describeDims(b) + "; expected [C] = [" + std::to_string(expected) +
+                     "] or [B, C] = [" + std::to_string(info.batch) + ", " + std::to_string(expected) + "]");
+            branch.hasBias = true;
+            branch.biasPerImage = perImage;
+            candidate.handles.branchBias = std::move(bias);
+        }
+        info.localBranch = branch;
+    }
+
+    std::string path_;
+    std::string rootWhere_;  // "file.h5: root", for attribute messages
+};
+
+}  // namespace
+
+void requireFiniteBranchValues(const std::string& file, const FloatDataset& tensor, const std::vector<double>& values,
+                               std::size_t perChannel, int image) {
+    const int channel = firstNonFiniteChannel(values, perChannel);
+    if (channel < 0) return;
+    const auto begin = values.begin() + std::ptrdiff_t(std::size_t(channel) * perChannel);
+    const double bad =
+        *std::find_if(begin, begin + std::ptrdiff_t(perChannel), [](double x) { return !std::isfinite(x); });
+    std::ostringstream value;
+    value << bad;
+    throwInput(file + ": " + tensor.path + (image >= 0 ? " (image " + std::to_string(image) + ")" : "") + ": channel " +
+               std::to_string(channel) + " holds a non-finite value (" + value.str() +
+               "); the branch's weights must be finite");
+}
+
+void DumpReader::Impl::open(const std::string& dumpPath, DumpInfo& info) {
+    path = dumpPath;
+    info.path = dumpPath;
+    const Validator validator(dumpPath);
+    info.fileSize = validator.readableFileSize();
+
+    h5::Lock lock;
+    file = validator.openFile();
+    halfMemoryType = h5::makeHalfType(true);
+    if (!halfMemoryType.valid()) throwInput(path + ": HDF5 could not build the float16 type");
+    validator.root(file.get(), info);
+    for (LayerCandidate& candidate : validator.layers(file.get(), info.layout)) {
+        info.layers.push_back(std::move(candidate.info));
+        layers.push_back(std::move(candidate.handles));
+    }
+    info.images = info.layers.front().batch;
+
+    // Shared local-branch weights and biases are model parameters of a few kilobytes: read and
+    // check them now, so that a NaN kernel is an open error and later reads cost nothing.
+    for (std::size_t l = 0; l < info.layers.size(); ++l) {
+        const std::optional<LocalBranchInfo>& branch = info.layers[l].localBranch;
+        if (!branch) continue;
+        LocalBranchWeights& shared = layers[l].sharedBranch;
+        shared.channels = branch->channels;
+        shared.kernelH = branch->kernelH;
+        shared.kernelW = branch->kernelW;
+        readBranchParts(layers[l], *branch, -1, shared);
+    }
+
+    images = validator.images(file.get(), info.images, info.imageInfo);
+    labels = validator.labels(file.get(), info.images);
+    info.hasLabels = labels.valid();
+}
+
+}  // namespace attnlens

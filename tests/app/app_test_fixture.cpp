@@ -1,0 +1,193 @@
+// The shared fixture of the GUI test suites: test dumps, the window under test, comparisons with
+// the core, the common main().
+#include "app_test_fixture.h"
+
+#include <QApplication>
+#include <QFile>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "attnlens/dump.h"
+#include "attnlens/synth.h"
+
+namespace attnlens::gui::test {
+
+namespace {
+
+// A dump with a local branch in its first layer only (resources/format.md 1a): 2 images, 2 heads,
+// grid 4 x 4 + CLS, d = d_v = 4; layer "blocks.0" has per-image 3 x 3 weights over all 8 channels
+// (InLine's layout), with a NaN in image 1's channel 5 when nanInImage1; "blocks.1" has none.
+void writeMixedBranchDump(const QString& path, bool nanInImage1) {
+    const int b = 2, heads = 2, h = 4, w = 4, n = 1 + h * w, d = 4, c = heads * d, k = 3;
+    DumpWriter writer(path.toStdString());
+    writer.setRootAttribute("format", std::string("attnlens.dump"));
+    writer.setRootAttribute("format_version", std::int64_t(1));
+    writer.setRootAttribute("grid", std::vector<std::int64_t>{h, w});
+    writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+    const std::vector<std::uint64_t> shape{std::uint64_t(b), std::uint64_t(heads), std::uint64_t(n), std::uint64_t(d)};
+    for (int l = 0; l < 2; ++l) {
+        const std::string group = "/layers/blocks." + std::to_string(l);
+        std::vector<float> q(std::size_t(b * heads * n * d)), kk(q.size()), v(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) {
+            q[i] = float(std::sin(0.37 * double(i) + l));
+            kk[i] = float(std::cos(0.23 * double(i) - 0.5 * l));
+            v[i] = float(std::sin(0.11 * double(i) + 1.0));
+        }
+        writer.writeFloatDataset(group + "/q", shape, q, DType::Float32);
+        writer.writeFloatDataset(group + "/k", shape, kk, DType::Float32);
+        writer.writeFloatDataset(group + "/v", shape, v, DType::Float32);
+        writer.setGroupAttribute(group, "index", std::int64_t(l));
+        if (l == 0) {
+            std::vector<float> weight(std::size_t(b * c * k * k));
+            for (std::size_t i = 0; i < weight.size(); ++i) weight[i] = float(0.3 * std::cos(0.7 * double(i)));
+            if (nanInImage1) weight[std::size_t((1 * c + 5) * k * k + 4)] = NAN;
+            writer.setGroupAttribute(group + "/local_branch", "kind", std::string("inline_residual"));
+            writer.setGroupAttribute(group + "/local_branch", "channels", std::string("all"));
+            writer.writeFloatDataset(group + "/local_branch/weight",
+                                     {std::uint64_t(b), std::uint64_t(c), std::uint64_t(k), std::uint64_t(k)}, weight,
+                                     DType::Float32);
+        }
+    }
+    writer.commit();
+}
+
+}  // namespace
+
+RowVector coreRow(const QString& path, int image, int layer, int head, const std::string& paradigm, Index query,
+                  RowStatus* status) {
+    auto reader = DumpReader::open(path.toStdString());
+    const HeadActivations acts = reader->readHead(image, layer, head);
+    const LayerInfo& l = reader->info().layers[std::size_t(layer)];
+    HeadInputs in{&acts.q, &acts.k, l.scale, l.kernelApplied};
+    AttentionHead h(presetParadigm(paradigm), in);
+    RowVector r(h.tokens());
+    const RowStatus s = h.row(query, r);
+    if (status) *status = s;
+    return r;
+}
+
+bool sameValue(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+    return std::abs(a - b) <= 1e-12 * (1 + std::abs(b));
+}
+
+bool mapShowsRow(QCPColorMap* map, const TokenLayout& l, const RowVector& row, QString* why) {
+    for (int y = 0; y < l.gridH; ++y)
+        for (int x = 0; x < l.gridW; ++x) {
+            const double shown = map->data()->cell(x, y), want = row[l.token(y, x)];
+            if (!sameValue(shown, want)) {
+                *why = QStringLiteral("cell (y %1, x %2): shown %3, core %4").arg(y).arg(x).arg(shown).arg(want);
+                return false;
+            }
+        }
+    return true;
+}
+
+QPoint pixelOf(QCPAxisRect* rect, double x, double y) {
+    return QPoint(qRound(rect->axis(QCPAxis::atBottom)->coordToPixel(x)),
+                  qRound(rect->axis(QCPAxis::atLeft)->coordToPixel(y)));
+}
+
+MainWindow& AppTestFixture::openWindow(const QString& path) {
+    window_ = std::make_unique<MainWindow>();
+    window_->resize(1280, 860);
+    window_->show();
+    if (!QTest::qWaitForWindowExposed(window_.get())) qWarning("window not exposed");
+    if (!window_->openFile(path)) qWarning("open failed: %s", qPrintable(window_->lastError()));
+    return *window_;
+}
+
+void AppTestFixture::layoutNow(PlotView* v) {
+    v->refreshNow();
+    v->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    v->plot()->replot(QCustomPlot::rpImmediateRefresh);  // after the square-cell fix
+}
+
+void AppTestFixture::initTestCase() {
+    QVERIFY(dir_.isValid());
+    // For looking at the test dumps in the program: ATTNLENS_KEEP_TEST_DUMPS=1 keeps the directory.
+    if (qEnvironmentVariableIsSet("ATTNLENS_KEEP_TEST_DUMPS")) {
+        dir_.setAutoRemove(false);
+        qInfo("test dumps kept in %s", qPrintable(dir_.path()));
+    }
+    small_ = dir_.filePath("small.h5");
+    SynthOptions o;
+    o.layers = 3;
+    o.heads = 2;
+    o.gridH = 6;
+    o.gridW = 7;
+    o.prefix = 1;
+    o.dim = 8;
+    o.images = 3;
+    writeSynthDump(small_.toStdString(), o);
+
+    // FLatten's DWC on a 6 x 6 grid with d = 4: linear attention has rank <= d + 1, E_c nearly full.
+    dwc_ = dir_.filePath("dwc.h5");
+    SynthOptions od;
+    od.layers = 2;
+    od.heads = 2;
+    od.gridH = od.gridW = 6;
+    od.prefix = 1;
+    od.dim = 4;
+    od.images = 2;
+    od.localBranch = "dwc";
+    writeSynthDump(dwc_.toStdString(), od);
+    mixed_ = dir_.filePath("mixed.h5");
+    writeMixedBranchDump(mixed_, true);
+
+    // A dump whose layer 0, head 0, image 0 has a NaN in the query of token 3.
+    nanDump_ = dir_.filePath("nan.h5");
+    {
+        const int n = 1 + 3 * 3, d = 4;
+        DumpWriter w(nanDump_.toStdString());
+        w.setRootAttribute("format", std::string("attnlens.dump"));
+        w.setRootAttribute("format_version", std::int64_t(1));
+        w.setRootAttribute("grid", std::vector<std::int64_t>{3, 3});
+        w.setRootAttribute("prefix_tokens", std::int64_t(1));
+        std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
+        for (int i = 0; i < n * d; ++i) {
+            q[std::size_t(i)] = float(std::sin(0.7 * i));
+            k[std::size_t(i)] = float(std::cos(0.3 * i));
+        }
+        q[std::size_t(3 * d + 1)] = NAN;
+        w.writeFloatDataset("/layers/l0/q", {1, 1, std::uint64_t(n), std::uint64_t(d)}, q, DType::Float32);
+        w.writeFloatDataset("/layers/l0/k", {1, 1, std::uint64_t(n), std::uint64_t(d)}, k, DType::Float32);
+        w.commit();
+    }
+
+    broken_ = dir_.filePath("broken.h5");
+    QFile b(broken_);
+    QVERIFY(b.open(QIODevice::WriteOnly));
+    b.write("this is not an HDF5 file\n");
+    b.close();
+
+    truncated_ = dir_.filePath("truncated.h5");
+    QFile full(small_);
+    QVERIFY(full.open(QIODevice::ReadOnly));
+    const QByteArray head = full.read(full.size() / 3);
+    QFile t(truncated_);
+    QVERIFY(t.open(QIODevice::WriteOnly));
+    t.write(head);
+}
+
+void AppTestFixture::cleanup() {
+    if (window_) {
+        window_->session()->jobs().cancelAll();
+        window_->session()->jobs().waitForIdle();
+    }
+    window_.reset();
+}
+
+int runAppTests(int argc, char** argv, const std::function<std::unique_ptr<QObject>()>& makeTests) {
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    QTemporaryDir config;
+    qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName("AttnLensTests");
+    QApplication::setApplicationName("attnlens-tests");
+    const std::unique_ptr<QObject> tests = makeTests();
+    return QTest::qExec(tests.get(), argc, argv);
+}
+
+}  // namespace attnlens::gui::test

@@ -1,0 +1,65 @@
+// Shared fixture of the QtTest suites that drive the real AttnLens window on the offscreen platform
+// (one executable per topic, see CMakeLists.txt): the test dumps every suite opens, the window under
+// test, the comparisons with the core's numbers, and the common main().
+#pragma once
+
+#include <QObject>
+#include <QPoint>
+#include <QString>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "attnlens/attention.h"
+#include "attnlens/open_check.h"
+#include "main_window.h"
+#include "plot_view.h"
+#include "session.h"
+
+namespace attnlens::gui::test {
+
+// The core's row, computed without any GUI code: a second reader, a fresh AttentionHead.
+RowVector coreRow(const QString& path, int image, int layer, int head, const std::string& paradigm, Index query,
+                  RowStatus* status = nullptr);
+
+// Equal up to rounding (1e-12 relative); NaN equals only NaN.
+bool sameValue(double a, double b);
+
+// Every spatial cell of a colour map equals the row's weight for that token.
+bool mapShowsRow(QCPColorMap* map, const TokenLayout& l, const RowVector& row, QString* why);
+
+// The widget pixel of plot coordinates (x, y) in an axis rect.
+QPoint pixelOf(QCPAxisRect* rect, double x, double y);
+
+// Base of every GUI test class: initTestCase writes the test dumps into a temporary directory
+// (ATTNLENS_KEEP_TEST_DUMPS=1 keeps it), cleanup stops the window's jobs and closes it.
+class AppTestFixture : public QObject {
+    Q_OBJECT
+protected:
+    QTemporaryDir dir_;
+    QString small_, nanDump_, broken_, truncated_, dwc_, mixed_;
+    std::unique_ptr<MainWindow> window_;
+
+    MainWindow& openWindow(const QString& path);
+    // Lays the shown plot out now so that pixel <-> coordinate conversions are current.
+    static void layoutNow(PlotView* v);
+    void waitIdle(Session* s) { QTRY_VERIFY_WITH_TIMEOUT(!s->jobs().busy(), 60000); }
+
+private Q_SLOTS:
+    void initTestCase();
+    void cleanup();
+};
+
+// Each suite's main() after attnlens::runOpenCheckChildIfRequested (Session::open checks each dump
+// in a child process started from the test executable): offscreen unless told otherwise, settings in
+// a private directory, then QTest::qExec of the test class.
+int runAppTests(int argc, char** argv, const std::function<std::unique_ptr<QObject>()>& makeTests);
+
+template <class Tests>
+int runAppTests(int argc, char** argv) {
+    return runAppTests(argc, argv, [] { return std::make_unique<Tests>(); });
+}
+
+}  // namespace attnlens::gui::test

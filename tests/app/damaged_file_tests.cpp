@@ -1,0 +1,271 @@
+// GUI tests with bad input on the real window (fixture: app_test_fixture.h): unreadable, truncated
+// and missing files, NaN rows, a damaged chunk in every view, metadata that crashes or stalls HDF5.
+#include "app_test_fixture.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QImage>
+#include <QMessageBox>
+#include <QProcess>
+#include <QTreeWidget>
+#include <cmath>
+#include <utility>
+
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "matrix_view.h"
+#include "token_map_view.h"
+
+using namespace attnlens;
+using namespace attnlens::gui;
+using namespace attnlens::gui::test;
+
+class DamagedFileTests : public AppTestFixture {
+    Q_OBJECT
+private Q_SLOTS:
+    void brokenFileKeepsPreviousDump();
+    void nanRowIsDrawnAndListed();
+    void damagedChunkShowsInlineErrorInEveryView();
+    void damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump();
+};
+
+void DamagedFileTests::brokenFileKeepsPreviousDump() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setQuery(5);
+    const QString titleBefore = w.tokenMapView()->titleText();
+    for (const QString& bad : {broken_, truncated_, dir_.filePath("missing.h5")}) {
+        std::string coreMessage;
+        try {
+            DumpReader::open(bad.toStdString());
+        } catch (const Error& e) {
+            coreMessage = e.what();
+        }
+        QVERIFY(!coreMessage.empty());
+        QVERIFY(!w.openFile(bad));
+        QCOMPARE(w.lastError(), QString::fromStdString(coreMessage));
+        QMessageBox* box = nullptr;
+        QTRY_VERIFY((box = w.findChild<QMessageBox*>("errorBox")) != nullptr);
+        QVERIFY(box->text().contains(QString::fromStdString(coreMessage)));
+        QVERIFY(!box->isModal());
+        box->close();
+        QTRY_VERIFY(w.findChild<QMessageBox*>("errorBox") == nullptr);
+        QCOMPARE(s->path(), small_);
+        QVERIFY(s->isOpen());
+        QCOMPARE(s->selection().query, Index(5));
+        QCOMPARE(w.tokenMapView()->titleText(), titleBefore);
+    }
+    // The messages are also in the issues list.
+    QVERIFY(w.issuesList()->topLevelItemCount() >= 3);
+}
+
+void DamagedFileTests::nanRowIsDrawnAndListed() {
+    MainWindow& w = openWindow(nanDump_);
+    Session* s = w.session();
+    TokenMapView* v = w.tokenMapView();
+    s->setQuery(3);
+    const RowData& row = s->row(s->selection().paradigm);
+    QCOMPARE(row.status, RowStatus::NonFinite);
+    QVERIFY(std::isnan(v->colorMap()->data()->cell(0, 0)));
+    bool listedInput = false, listedRow = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
+        const QString kind = w.issuesList()->topLevelItem(i)->text(0), text = w.issuesList()->topLevelItem(i)->text(1);
+        listedInput |= kind == "non-finite input" && text.contains("token 3");
+        listedRow |= kind == "flagged row" && text.contains("row of token 3");
+    }
+    QVERIFY(listedInput);
+    QVERIFY(listedRow);
+    // Drawn in the NaN colour: render and look for magenta.
+    layoutNow(v);
+    const QImage img = v->plot()->toPixmap().toImage();
+    bool magenta = false;
+    for (int y = 0; y < img.height() && !magenta; y += 3)
+        for (int x = 0; x < img.width() && !magenta; x += 3) magenta = img.pixelColor(x, y) == QColor(255, 0, 255);
+    QVERIFY(magenta);
+    // ... in the grid's cells themselves (the flagged row is NaN throughout), not only in the CLS cell.
+    for (const auto& [cx, cy] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{2, 2}})
+        QCOMPARE(img.pixelColor(pixelOf(v->gridRect(), cx, cy)), QColor(255, 0, 255));
+    // Other rows are unaffected.
+    s->setQuery(4);
+    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+    QVERIFY(std::isfinite(v->colorMap()->data()->cell(0, 0)));
+    // The matrix and the statistics run on this head without crashing.
+    w.showView("matrix");
+    QTRY_VERIFY_WITH_TIMEOUT(!w.matrixView()->waitingForResults(), 30000);
+    QVERIFY(w.matrixView()->titleText().contains("flagged rows"));
+    w.showView("layers");
+    QTRY_VERIFY_WITH_TIMEOUT(!w.view("layers")->waitingForResults(), 30000);
+}
+
+// Issue 12: a gzip-compressed float32 dump whose /layers/2/k chunk of image 0 is overwritten (4 KB
+// of garbage; the CLI fails with "inflate() failed"). Walking every view over every image, layer
+// and head must never throw: the damaged heads show "layer 2 cannot be read: ..." naming the
+// dataset, every other head shows its data, and the issues list has the read error.
+void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
+    const QString path = dir_.filePath("damaged.h5");
+    const char* script = R"PY(
+import sys, h5py, numpy as np
+path = sys.argv[1]
+rng = np.random.default_rng(7)
+B, H, gh, gw, P, d = 2, 2, 6, 6, 1, 32
+n = P + gh * gw
+with h5py.File(path, "w") as f:
+    f.attrs["format"] = "attnlens.dump"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs["grid"] = np.array([gh, gw], dtype=np.int64)
+    f.attrs["prefix_tokens"] = np.int64(P)
+    for l in range(4):
+        g = f.create_group(f"layers/{l}")
+        g.attrs["index"] = np.int64(l)
+        for t in ("q", "k"):
+            g.create_dataset(t, data=rng.standard_normal((B, H, n, d)).astype(np.float32),
+                             chunks=(1, H, n, d), compression="gzip")
+with h5py.File(path, "r") as f:
+    info = f["layers/2/k"].id.get_chunk_info(0)
+with open(path, "r+b") as fh:
+    fh.seek(info.byte_offset + 16)
+    fh.write(bytes((i * 97 + 13) & 0xFF for i in range(min(4096, info.size - 32))))
+)PY";
+    QProcess py;
+    py.start("/usr/bin/python3", {"-c", QString::fromUtf8(script), path});
+    if (!py.waitForFinished(60000) || py.exitStatus() != QProcess::NormalExit) QSKIP("/usr/bin/python3 did not run");
+    if (py.exitCode() != 0) {
+        if (py.readAllStandardError().contains("No module named")) QSKIP("python3 lacks h5py or numpy");
+        QFAIL("writing the damaged dump failed");
+    }
+    // The core itself fails on the damaged chunk (what the CLI reports).
+    {
+        auto reader = DumpReader::open(path.toStdString());
+        QVERIFY_THROWS_EXCEPTION(Error, reader->readHead(0, 2, 0));
+        reader->readHead(1, 2, 0);  // image 1's chunk is intact
+    }
+
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
+    // Every text a view draws (titles, notes, subtitles).
+    auto texts = [](PlotView* v) {
+        QStringList all;
+        for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
+        return all.join('\n');
+    };
+    const QStringList headViews{"tokenmap", "compare", "matrix", "spectrum", "magnitude"};
+    const QStringList reportViews{"local", "confusion", "layers"};
+    for (int image = 0; image < 2; ++image)
+        for (int layer = 0; layer < 4; ++layer)
+            for (int head = 0; head < 2; ++head) {
+                s->setImage(image);
+                s->setLayer(layer);
+                s->setHead(head);
+                const bool damaged = image == 0 && layer == 2;
+                for (const QString& id : headViews + reportViews) {
+                    w.showView(id);
+                    PlotView* v = w.view(id);
+                    QVERIFY(v);
+                    v->refreshNow();
+                    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 30000);
+                    waitIdle(s);
+                    v->refreshNow();
+                    const QString text = texts(v);
+                    const QString where = QStringLiteral("%1, image %2, layer %3, head %4:\n%5")
+                                              .arg(id)
+                                              .arg(image)
+                                              .arg(layer)
+                                              .arg(head)
+                                              .arg(text);
+                    if (!headViews.contains(id)) continue;  // whole-dump statistics: no exception is enough
+                    if (damaged) {
+                        QVERIFY2(text.contains("layer 2 cannot be read") && text.contains("/layers/2/k") &&
+                                     text.contains("inflate() failed"),
+                                 qPrintable(where));
+                    } else {
+                        QVERIFY2(!text.contains("cannot be read"), qPrintable(where));
+                    }
+                }
+                TokenMapView* tm = w.tokenMapView();
+                tm->refreshNow();
+                QCOMPARE(tm->colorMap()->visible(), !damaged);
+                if (!damaged) {
+                    QString why;
+                    QVERIFY2(mapShowsRow(tm->colorMap(), s->layout(),
+                                         coreRow(path, image, layer, head, "softmax", s->selection().query), &why),
+                             qPrintable(why));
+                }
+            }
+    // The layer after the damaged one, on the damaged image, still shows its data.
+    s->setImage(0);
+    s->setLayer(2);
+    s->setLayer(3);
+    w.showView("tokenmap");
+    w.tokenMapView()->refreshNow();
+    QString why;
+    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(),
+                         coreRow(path, 0, 3, s->selection().head, "softmax", s->selection().query), &why),
+             qPrintable(why));
+    bool listed = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+        listed |= w.issuesList()->topLevelItem(i)->text(0) == "unreadable data" &&
+                  w.issuesList()->topLevelItem(i)->text(1).contains("/layers/2/k");
+    QVERIFY(listed);
+    // The whole-dump statistics over all images cannot be computed: they say why, not "computing…".
+    w.showView("confusion");
+    w.view("confusion")->refreshNow();
+    QVERIFY2(texts(w.view("confusion")).contains("/layers/2/k"), qPrintable(texts(w.view("confusion"))));
+}
+
+// Issue 14 item 1 / issue 12: HDF5 1.10 crashes on one damaged global heap and loops forever on
+// another. The window checks each new dump in a child process, so it keeps the open dump and says
+// what happened instead of dying or freezing.
+void DamagedFileTests::damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setQuery(3);
+    QFile source(small_);
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    const QByteArray bytes = source.readAll();
+    const qsizetype heap = bytes.indexOf("GCOL");
+    QVERIFY(heap > 0);
+    // The first heap object's 8-byte size (after signature, version, reserved, collection size,
+    // object index, reference count, reserved).
+    auto damaged = [&](const QString& name, quint64 size) {
+        QByteArray copy = bytes;
+        for (int i = 0; i < 8; ++i) copy[heap + 24 + i] = char((size >> (8 * i)) & 0xff);
+        const QString path = dir_.filePath(name);
+        QFile out(path);
+        if (!out.open(QIODevice::WriteOnly) || out.write(copy) != copy.size()) return QString();
+        return path;
+    };
+    qputenv("ATTNLENS_OPEN_TIMEOUT", "2");
+    struct Case {
+        QString path;
+        QString message;
+    };
+    const Case cases[] = {
+        {damaged("crashes.h5", 0x7fffffff0ull), "the HDF5 library crashed (SIGSEGV) reading this file"},
+        {damaged("stalls.h5", 4000), "opening the file did not finish within 2 s"},
+    };
+    for (const Case& c : cases) {
+        QVERIFY(!c.path.isEmpty());
+        QElapsedTimer timer;
+        timer.start();
+        QVERIFY(!w.openFile(c.path));
+        QVERIFY2(timer.elapsed() < 6000, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY2(w.lastError().contains(c.message), qPrintable(w.lastError()));
+        QVERIFY(w.lastError().startsWith(c.path));
+        QCOMPARE(s->path(), small_);
+        QCOMPARE(s->selection().query, Index(3));
+        if (auto* box = w.findChild<QMessageBox*>("errorBox")) box->close();
+    }
+    qunsetenv("ATTNLENS_OPEN_TIMEOUT");
+    // The dump that was open still reads.
+    s->setQuery(4);
+    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+}
+
+int main(int argc, char** argv) {
+    // Session::open checks each dump in a child process started from this executable.
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
+    return runAppTests<DamagedFileTests>(argc, argv);
+}
+
+#include "damaged_file_tests.moc"

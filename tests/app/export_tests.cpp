@@ -1,0 +1,235 @@
+// GUI tests of the exports on the real window (fixture: app_test_fixture.h): PNG/SVG/PDF of one view
+// and of all views, failures, statistics JSON against the schema, and the headless `attnlens render`
+// (in process and as the program's command line).
+#include "app_test_fixture.h"
+
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QProcess>
+#include <QSet>
+#include <QSignalSpy>
+#include <QTextStream>
+#include <QXmlStreamReader>
+#include <utility>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/dump.h"
+#include "figure_export.h"
+#include "render_command.h"
+#include "token_map_view.h"
+
+using namespace attnlens;
+using namespace attnlens::gui;
+using namespace attnlens::gui::test;
+
+namespace {
+
+int distinctColours(const QImage& image) {
+    QSet<QRgb> colours;
+    const QImage img = image.convertToFormat(QImage::Format_RGB32);
+    for (int y = 0; y < img.height(); y += 2)
+        for (int x = 0; x < img.width(); x += 2) colours.insert(img.pixel(x, y));
+    return int(colours.size());
+}
+
+}  // namespace
+
+class ExportTests : public AppTestFixture {
+    Q_OBJECT
+private Q_SLOTS:
+    void exportPngSvgPdfOfCurrentView();
+    void exportAllViews();
+    void exportFailureSaysWhyAndLeavesNoFile();
+    void exportStatisticsJsonValidAgainstSchema();
+    void renderMatchesWindowExport();
+    void renderCommandLine();
+};
+
+void ExportTests::exportPngSvgPdfOfCurrentView() {
+    MainWindow& w = openWindow(small_);
+    layoutNow(w.tokenMapView());
+    FigureOptions o;
+    o.dpi = 192;
+    const QString png = dir_.filePath("map.png"), svg = dir_.filePath("map.svg"), pdf = dir_.filePath("map.pdf");
+    QString error;
+    QVERIFY2(w.exportCurrentFigure(png, o, &error), qPrintable(error));
+    QVERIFY2(w.exportCurrentFigure(svg, o, &error), qPrintable(error));
+    QVERIFY2(w.exportCurrentFigure(pdf, o, &error), qPrintable(error));
+
+    QImage image(png);
+    QVERIFY(!image.isNull());
+    const QSize plotSize = w.tokenMapView()->plot()->size();
+    QCOMPARE(image.width(), plotSize.width() * 2);  // 192 dpi = twice the logical pixels
+    QVERIFY2(distinctColours(image) > 16, "PNG looks blank");
+    QCOMPARE(qRound(image.dotsPerMeterX() * 0.0254), 192);
+
+    QFile sf(svg);
+    QVERIFY(sf.open(QIODevice::ReadOnly));
+    QXmlStreamReader xml(&sf);
+    bool sawSvg = false, sawImage = false, sawTitle = false;
+    while (!xml.atEnd()) {
+        xml.readNext();
+        if (xml.isStartElement() && xml.name() == QLatin1String("svg")) sawSvg = true;
+        if (xml.isStartElement() && xml.name() == QLatin1String("image")) sawImage = true;  // the heatmap
+        if (xml.isCharacters() && xml.text().contains(QLatin1String("softmax"))) sawTitle = true;
+    }
+    QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+    QVERIFY(sawSvg && sawImage && sawTitle);
+
+    QFile pf(pdf);
+    QVERIFY(pf.open(QIODevice::ReadOnly));
+    const QByteArray bytes = pf.readAll();
+    QVERIFY(bytes.startsWith("%PDF-"));
+    QVERIFY(bytes.trimmed().endsWith("%%EOF"));
+    QVERIFY(bytes.size() > 2000);
+    // No temporary files are left next to the outputs.
+    QCOMPARE(QDir(dir_.path()).entryList({"map*"}).size(), 3);
+}
+
+void ExportTests::exportAllViews() {
+    MainWindow& w = openWindow(small_);
+    QSignalSpy done(&w, &MainWindow::exportFinished);
+    FigureOptions o;
+    o.size = QSize(900, 650);
+    w.exportAllFigures(dir_.filePath("all.png"), o);
+    QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), 90000);
+    const QStringList written = done.first().at(0).toStringList();
+    QCOMPARE(done.first().at(1).toString(), QString());
+    QCOMPARE(written.size(), int(w.views().size()));
+    for (const QString& f : written) {
+        QImage img(f);
+        QVERIFY2(!img.isNull(), qPrintable(f));
+        QCOMPARE(img.size(), QSize(900, 650));
+        QVERIFY2(distinctColours(img) > 8, qPrintable(f + " looks blank"));
+    }
+    QVERIFY(written.contains(dir_.filePath("all-tokenmap.png")));
+    QVERIFY(written.contains(dir_.filePath("all-confusion.png")));
+}
+
+void ExportTests::exportFailureSaysWhyAndLeavesNoFile() {
+    MainWindow& w = openWindow(small_);
+    QString error;
+    const QString bad = dir_.filePath("no-such-dir/map.png");
+    QVERIFY(!w.exportCurrentFigure(bad, {}, &error));
+    QVERIFY2(error.contains("cannot write") && error.contains("no-such-dir"), qPrintable(error));
+    QVERIFY(!QFile::exists(bad));
+    QVERIFY(!w.exportCurrentFigure(dir_.filePath("map.bmp"), {}, &error));
+    QVERIFY2(error.contains(".png, .svg or .pdf"), qPrintable(error));
+    QCOMPARE(w.lastError(), error);
+}
+
+void ExportTests::exportStatisticsJsonValidAgainstSchema() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setLayer(1);
+    s->setHead(1);
+    const QString sel = dir_.filePath("selection.json"), all = dir_.filePath("whole.json");
+    for (const auto& [path, whole] : {std::pair{sel, false}, std::pair{all, true}}) {
+        QSignalSpy done(&w, &MainWindow::exportFinished);
+        w.exportStatistics(path, whole);
+        QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), 90000);
+        QCOMPARE(done.first().at(1).toString(), QString());
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const nlohmann::json j = nlohmann::json::parse(f.readAll().toStdString());
+        for (const char* key : {"schema", "schema_version", "tool", "input", "selection", "paradigms", "options",
+                                "results", "non_finite", "timing", "summary"})
+            QVERIFY2(j.contains(key), key);
+        QCOMPARE(QString::fromStdString(j["tool"]["name"].get<std::string>()), QString("attnlens"));
+        const std::size_t records = whole ? 3u * 3u * 2u * 8u : 8u;
+        QCOMPARE(j["results"].size(), records);
+        QCOMPARE(QString::fromStdString(j["input"]["sha256"].get<std::string>()).size(), 64);
+        // Valid against the schema (python3-jsonschema is a dependency: setup-debian.sh).
+        const QString schema = QStringLiteral(ATTNLENS_SOURCE_DIR "/resources/analysis.schema.json");
+        QVERIFY(QFile::exists(schema));
+        QProcess py;
+        py.start("/usr/bin/python3", {"-c",
+                                      "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), "
+                                      "json.load(open(sys.argv[2])))",
+                                      path, schema});
+        QVERIFY2(py.waitForStarted(10000), "cannot run /usr/bin/python3 to validate against the schema");
+        QVERIFY(py.waitForFinished(60000));
+        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAllStandardError().constData());
+        // The same numbers and options as the analysis library (what attnlens-cli analyze writes).
+        auto reader = DumpReader::open(small_.toStdString());
+        AnalyzeRequest req;
+        req.paradigms = presetParadigms();
+        if (!whole) {
+            req.layers = {1};
+            req.heads = {1};
+            req.images = {0};
+        }
+        const nlohmann::json ref = reportToJson(analyzeDump(*reader, req), ToolInfo{});
+        QVERIFY(j["results"] == ref["results"]);
+        QVERIFY(j["paradigms"] == ref["paradigms"]);
+        QVERIFY(j["options"] == ref["options"]);
+        QVERIFY(j["selection"] == ref["selection"]);
+    }
+}
+
+void ExportTests::renderMatchesWindowExport() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    s->setLayer(1);
+    s->setQuery(s->layout().token(3, 2));
+    w.showView("compare");
+    FigureOptions o;
+    o.size = QSize(900, 700);
+    const QString fromWindow = dir_.filePath("window-compare.png"), fromRender = dir_.filePath("render-compare.png");
+    QString error;
+    QVERIFY2(w.exportCurrentFigure(fromWindow, o, &error), qPrintable(error));
+    QString out, err;
+    QTextStream os(&out), es(&err);
+    const int rc = runRender(
+        {small_, "--view", "compare", "--layer", "1", "--query", "3,2", "--size", "900x700", "-o", fromRender}, os, es);
+    QVERIFY2(rc == 0, qPrintable(err));
+    const QImage a(fromWindow), b(fromRender);
+    QCOMPARE(a.size(), b.size());
+    QVERIFY2(a == b, "render and window export differ");
+}
+
+void ExportTests::renderCommandLine() {
+    const QString exe = QStringLiteral(ATTNLENS_GUI_PATH);
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("QT_QPA_PLATFORM");  // render must choose offscreen by itself
+    auto run = [&](const QStringList& args, QString* err) {
+        QProcess p;
+        p.setProcessEnvironment(env);
+        p.start(exe, args);
+        if (!p.waitForFinished(120000)) return -1;
+        *err = QString::fromLocal8Bit(p.readAllStandardError());
+        return p.exitCode();
+    };
+    QString err;
+    const QString svg = dir_.filePath("cli-matrix.svg"), pdf = dir_.filePath("cli-spectrum.pdf");
+    QCOMPARE(run({"render", small_, "--view", "matrix", "--paradigm", "mala", "--log", "-o", svg}, &err), 0);
+    QFile f(svg);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QXmlStreamReader xml(&f);
+    while (!xml.atEnd()) xml.readNext();
+    QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+    QCOMPARE(run({"render", small_, "--view", "spectrum", "--paradigms", "softmax,mala", "-o", pdf}, &err), 0);
+    QFile pf(pdf);
+    QVERIFY(pf.open(QIODevice::ReadOnly));
+    QVERIFY(pf.readAll().startsWith("%PDF"));
+
+    QCOMPARE(run({"render", small_, "--view", "nonsense", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("unknown view \"nonsense\""), qPrintable(err));
+    QCOMPARE(run({"render", small_, "--paradigm", "nope", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("unknown paradigm \"nope\""), qPrintable(err));
+    QCOMPARE(run({"render", broken_, "-o", dir_.filePath("x.png")}, &err), 3);
+    QCOMPARE(run({"render", small_, "--layer", "9", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("--layer"), qPrintable(err));
+    QCOMPARE(run({"render", small_, "-o", dir_.filePath("missing-dir/x.png")}, &err), 4);
+    QVERIFY(!QFile::exists(dir_.filePath("x.png")));
+}
+
+int main(int argc, char** argv) {
+    // Session::open checks each dump in a child process started from this executable.
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
+    return runAppTests<ExportTests>(argc, argv);
+}
+
+#include "export_tests.moc"

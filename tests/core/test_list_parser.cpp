@@ -1,0 +1,124 @@
+// The one parser of numbers, integers, index lists, layer lists and integer lists (list_parser.h):
+// every message starts with the option's name as given.
+#include "attnlens/list_parser.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+
+namespace attnlens {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The Error(Usage) message of `parse`, or "" when it does not throw one.
+template <class Parse>
+std::string usageError(Parse parse) {
+    try {
+        parse();
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Usage);
+        return e.what();
+    }
+    return "";
+}
+
+DumpInfo threeLayers() {
+    DumpInfo info;
+    for (const char* name : {"blocks.0", "blocks.1", "blocks.2"}) {
+        LayerInfo layer;
+        layer.name = name;
+        info.layers.push_back(layer);
+    }
+    return info;
+}
+
+TEST(ListParser, NumberIsFiniteDecimal) {
+    EXPECT_DOUBLE_EQ(parseNumber("1e-3", "--tau"), 1e-3);
+    EXPECT_DOUBLE_EQ(parseNumber("+0.5", "--tau"), 0.5);
+    EXPECT_DOUBLE_EQ(parseNumber("-2", "--magnitude"), -2.0);
+    for (const char* bad : {"", "abc", "1x", "inf", "nan", "1e400", "+-1", "1,5"})
+        EXPECT_EQ(usageError([&] { parseNumber(bad, "--tau"); }),
+                  "--tau: '" + std::string(bad) + "' is not a finite number")
+            << bad;
+}
+
+TEST(ListParser, IntegerInRange) {
+    EXPECT_EQ(parseInt("7", 1, 256, "--threads"), 7);
+    EXPECT_EQ(parseInt("+7", 1, 256, "--threads"), 7);
+    EXPECT_EQ(parseInt("-5", -10, 10, "--x"), -5);
+    EXPECT_EQ(usageError([] { parseInt("0", 1, 256, "--threads"); }), "--threads: 0 is out of range [1, 256]");
+    EXPECT_EQ(usageError([] { parseInt("abc", 1, 256, "--threads"); }),
+              "--threads: 'abc' is not an integer (allowed: [1, 256])");
+    EXPECT_EQ(usageError([] { parseInt("", 1, 256, "--threads"); }),
+              "--threads: '' is not an integer (allowed: [1, 256])");
+    EXPECT_EQ(usageError([] { parseInt("1e3", 1, 256, "--threads"); }),
+              "--threads: '1e3' is not an integer (allowed: [1, 256])");
+    // Beyond long long: out of range, never wrapped or clamped.
+    EXPECT_EQ(usageError([] { parseInt("18446744073709551616", 1, 256, "--threads"); }),
+              "--threads: 18446744073709551616 is out of range [1, 256]");
+}
+
+TEST(ListParser, IntegerListKeepsOrderAndDuplicates) {
+    EXPECT_EQ(parseIntList("7,3,5,3", 1, 99, "--local-k"), (std::vector<int>{7, 3, 5, 3}));
+    EXPECT_EQ(parseIntList(" 3, 5 ", 1, 99, "--local-k"), (std::vector<int>{3, 5}));
+    EXPECT_EQ(usageError([] { parseIntList("", 1, 99, "--local-k"); }), "--local-k: empty list");
+    EXPECT_EQ(usageError([] { parseIntList("3,,5", 1, 99, "--local-k"); }), "--local-k: empty item in '3,,5'");
+    EXPECT_EQ(usageError([] { parseIntList("3,", 1, 99, "--local-k"); }), "--local-k: empty item in '3,'");
+    EXPECT_EQ(usageError([] { parseIntList("3,0", 1, 99, "--local-k"); }), "--local-k: 0 is out of range [1, 99]");
+    EXPECT_EQ(usageError([] { parseIntList("3,x", 1, 99, "--local-k"); }),
+              "--local-k: 'x' is not an integer (allowed: [1, 99])");
+    EXPECT_EQ(usageError([] { parseIntList("99999999999", 1, 99, "--k"); }),
+              "--k: 99999999999 is out of range [1, 99]");
+}
+
+TEST(ListParser, IndexListRangesSortedWithoutDuplicates) {
+    EXPECT_EQ(parseIndexList("0-3,7,9", 10, "--images"), (std::vector<int>{0, 1, 2, 3, 7, 9}));
+    EXPECT_EQ(parseIndexList("5,1-2,2,5", 10, "--images"), (std::vector<int>{1, 2, 5}));
+    EXPECT_EQ(parseIndexList("4-4", 5, "--heads"), (std::vector<int>{4}));
+    EXPECT_EQ(usageError([] { parseIndexList("", 3, "--images"); }), "--images: empty list");
+    EXPECT_EQ(usageError([] { parseIndexList("0,,1", 3, "--images"); }), "--images: empty item in '0,,1'");
+    EXPECT_EQ(usageError([] { parseIndexList("7", 3, "--images"); }), "--images: 7 is out of range (valid: 0-2)");
+    EXPECT_EQ(usageError([] { parseIndexList("1-3", 3, "--images"); }), "--images: 3 is out of range (valid: 0-2)");
+    EXPECT_EQ(usageError([] { parseIndexList("5-2", 9, "--images"); }), "--images: range '5-2' is empty");
+    EXPECT_EQ(usageError([] { parseIndexList("-1", 3, "--images"); }),
+              "--images: '-1' in '-1' is neither an index nor a range A-B of non-negative integers");
+    EXPECT_EQ(usageError([] { parseIndexList("0,1-", 3, "--images"); }),
+              "--images: '1-' in '0,1-' is neither an index nor a range A-B of non-negative integers");
+    EXPECT_EQ(usageError([] { parseIndexList("x", 3, "--heads"); }),
+              "--heads: 'x' in 'x' is not a non-negative integer");
+    EXPECT_EQ(usageError([] { parseIndexList("+1", 3, "--heads"); }),
+              "--heads: '+1' in '+1' is not a non-negative integer");
+    EXPECT_EQ(usageError([] { parseIndexList("99999999999999999999", 3, "--images"); }),
+              "--images: 99999999999999999999 is out of range (valid: 0-2)");
+}
+
+TEST(ListParser, LayersByNameOrPosition) {
+    const DumpInfo info = threeLayers();
+    EXPECT_EQ(parseLayerList("blocks.2,0", info, "--layers"), (std::vector<int>{0, 2}));
+    EXPECT_EQ(parseLayerList("0-1,blocks.1", info, "--layers"), (std::vector<int>{0, 1}));
+    EXPECT_EQ(usageError([&] { parseLayerList("", info, "--layers"); }), "--layers: empty list");
+    EXPECT_EQ(usageError([&] { parseLayerList("blocks.9", info, "--layers"); }),
+              "--layers: no layer named 'blocks.9' (layers: blocks.0, blocks.1, blocks.2)");
+    EXPECT_EQ(usageError([&] { parseLayerList("5", info, "--layers"); }), "--layers: 5 is out of range (valid: 0-2)");
+    // The option's own name, not "--layers", for a single layer.
+    EXPECT_EQ(parseLayer("blocks.1", info, "--layer"), 1);
+    EXPECT_EQ(parseLayer("2", info, "--layer"), 2);
+    EXPECT_EQ(usageError([&] { parseLayer("9", info, "--layer"); }), "--layer: 9 is out of range (valid: 0-2)");
+    EXPECT_EQ(usageError([&] { parseLayer("0,1", info, "--layer"); }), "--layer: name one layer, got '0,1'");
+    EXPECT_THAT(usageError([&] { parseLayer("x", info, "--layer"); }), HasSubstr("--layer: no layer named 'x'"));
+}
+
+TEST(ListParser, QuotedTextIsEscapedAndCut) {
+    const std::string message = usageError([] { parseInt("\x1b" + std::string(300, 'a'), 0, 1, "--x"); });
+    EXPECT_THAT(message, HasSubstr("... (301 bytes)"));
+    EXPECT_EQ(message.find('\x1b'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnlens
