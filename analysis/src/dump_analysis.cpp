@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <tuple>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -95,6 +97,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     std::int64_t totalSteps = 0;
     for (const Task& t : tasks) totalSteps += std::int64_t(headsOf(t.layer).size() * report.paradigms.size());
     std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
+    std::vector<std::optional<std::string>> taskSkipped(tasks.size());  // the read error of a skipped task
 
     // Declared sizes too large for this machine are refused before anything is allocated.
     const MemoryPlan memory = planMemory(info, req, memoryBudget());
@@ -133,6 +136,19 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         sinkProgress.notify_all();
     };
 
+    // Counts `steps` finished steps and asks the progress callback whether to go on.
+    auto advance = [&](std::int64_t steps, const std::string& current) {
+        std::lock_guard lock(progressMutex);
+        done += steps;
+        if (!progress || progress(AnalysisProgress{done, totalSteps, current})) return;
+        cancelled = true;
+        stop = true;
+        if (sink) {
+            std::lock_guard wake(sinkMutex);
+            sinkProgress.notify_all();
+        }
+    };
+
     auto runTask = [&](std::size_t t) {
         if (stop.load()) return;
         const Task task = tasks[t];
@@ -143,10 +159,20 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         }
         try {
             const LayerInfo& layer = info.layers[task.layer];
-            std::vector<HeadActivations> heads = reader.readLayer(task.image, task.layer, false);
+            std::vector<HeadActivations> heads;
             std::optional<LocalBranchWeights> branchWeights;
-            if (branchOptions.enabled && layer.localBranch)
-                branchWeights = reader.readLocalBranch(task.image, task.layer);
+            try {
+                heads = reader.readLayer(task.image, task.layer, false);
+                if (branchOptions.enabled && layer.localBranch)
+                    branchWeights = reader.readLocalBranch(task.image, task.layer);
+            } catch (const Error& e) {
+                if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+                taskSkipped[t] = e.what();
+                advance(std::int64_t(headsOf(task.layer).size() * report.paradigms.size()),
+                        "image " + std::to_string(task.image) + ", layer " + layer.name + ": skipped (unreadable)");
+                if (sink) emitFinished(t);
+                return;
+            }
             for (int h : headsOf(task.layer)) {
                 for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
                 HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
@@ -164,21 +190,8 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                                                  layer.localBranch->kind};
                     rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options, branch ? &*branch : nullptr);
                     taskRecords[t].push_back(std::move(rec));
-                    std::lock_guard lock(progressMutex);
-                    ++done;
-                    if (progress) {
-                        AnalysisProgress pr{done, totalSteps,
-                                            "image " + std::to_string(task.image) + ", layer " + layer.name +
-                                                ", head " + std::to_string(h) + ", " + report.paradigms[p].name};
-                        if (!progress(pr)) {
-                            cancelled = true;
-                            stop = true;
-                            if (sink) {
-                                std::lock_guard wake(sinkMutex);
-                                sinkProgress.notify_all();
-                            }
-                        }
-                    }
+                    advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " +
+                                   std::to_string(h) + ", " + report.paradigms[p].name);
                 }
             }
             if (sink) emitFinished(t);
@@ -201,7 +214,11 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     for (std::size_t t = 0; t < tasks.size(); ++t) {
         for (auto& r : taskRecords[t]) report.records.push_back(std::move(r));  // empty when streamed
         for (auto& nf : taskNonFinite[t]) report.nonFinite.push_back(nf);
+        if (taskSkipped[t]) report.skipped.push_back({tasks[t].image, tasks[t].layer, std::move(*taskSkipped[t])});
     }
+    std::sort(report.skipped.begin(), report.skipped.end(), [](const SkippedLayer& a, const SkippedLayer& b) {
+        return std::tie(a.image, a.layer) < std::tie(b.image, b.layer);
+    });
     std::sort(report.records.begin(), report.records.end(), [](const HeadRecord& a, const HeadRecord& b) {
         return std::tie(a.image, a.layer, a.head, a.paradigm) < std::tie(b.image, b.layer, b.head, b.paradigm);
     });

@@ -279,17 +279,18 @@ struct Aggregate {
         }
     }
 
-    double mean(ReportSummary::Statistic statistic, int k) const {
+    // The running mean of one statistic (nullptr: no value of window size k was added).
+    const Mean* meanOf(ReportSummary::Statistic statistic, int k) const {
         using S = ReportSummary::Statistic;
-        auto ofK = [k](const std::map<int, Mean>& perK) {
+        auto ofK = [k](const std::map<int, Mean>& perK) -> const Mean* {
             const auto it = perK.find(k);
-            return it == perK.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean();
+            return it == perK.end() ? nullptr : &it->second;
         };
         switch (statistic) {
             case S::Rank:
-                return rank.mean();
+                return &rank;
             case S::EffectiveRank:
-                return effectiveRank.mean();
+                return &effectiveRank;
             case S::LocalMass:
                 return ofK(local);
             case S::LocalUniformBaseline:
@@ -297,17 +298,21 @@ struct Aggregate {
             case S::LocalPaperBaseline:
                 return ofK(localPaper);
             case S::Entropy:
-                return entropy.mean();
+                return &entropy;
             case S::NormalisedEntropy:
-                return normalisedEntropy.mean();
+                return &normalisedEntropy;
             case S::MaxWeight:
-                return maxWeight.mean();
+                return &maxWeight;
             case S::NegativeRowFraction:
-                return negativeRows.mean();
+                return &negativeRows;
             case S::NegativeMassPerRow:
-                return negativeMass.mean();
+                return &negativeMass;
         }
-        return std::numeric_limits<double>::quiet_NaN();
+        return nullptr;
+    }
+    double mean(ReportSummary::Statistic statistic, int k) const {
+        const Mean* m = meanOf(statistic, k);
+        return m ? m->mean() : std::numeric_limits<double>::quiet_NaN();
     }
 
     json toJson() const {
@@ -595,10 +600,11 @@ std::string describeKey(const RecordKey& k, const std::string& layer) {
            std::to_string(k.head) + ", paradigm " + printableText(k.paradigm) + ")";
 }
 
-// The records of one merge input, in the order of its results array.
+// The records of one merge input, in the order of its results array, and its skipped entries.
 struct MergeInput {
     DumpDescription dump;
     std::vector<RecordKey> keys;
+    std::vector<std::pair<std::int64_t, std::int64_t>> skipped;  // (image, layer position)
 };
 
 // Checks one merge input: its selection, paradigms and every record against the schema and its
@@ -677,6 +683,34 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
         out.keys.push_back(std::move(key));
     }
 
+    // (image, layer)s analyze --skip-unreadable could not read: in the selection, without records.
+    if (r.contains("skipped")) {
+        std::set<std::pair<std::int64_t, std::int64_t>> withRecords;
+        for (const RecordKey& key : out.keys) withRecords.emplace(key.image, key.layerPosition);
+        const json& skipped = check.array(r["skipped"], "skipped");
+        for (std::size_t i = 0; i < skipped.size(); ++i) {
+            const std::string where = "skipped[" + std::to_string(i) + "]";
+            check.object(skipped[i], where);
+            const std::int64_t image =
+                check.integer(check.field(skipped[i], "image", where), where + ".image", 0, dump.images - 1);
+            const std::string& layer = check.string(check.field(skipped[i], "layer", where), where + ".layer");
+            const int position = dump.layerPosition(layer);
+            if (position < 0)
+                check.fail(where + ".layer",
+                           "layer " + shown(skipped[i]["layer"]) + " is not a layer of the dump (input.dump.layers)");
+            if (check.integer(check.field(skipped[i], "layer_position", where), where + ".layer_position", 0) !=
+                position)
+                check.fail(where + ".layer_position", "is not the position " + std::to_string(position) + " of layer " +
+                                                          shown(skipped[i]["layer"]) + " in the dump");
+            check.string(check.field(skipped[i], "message", where), where + ".message");
+            if (!images.count(image)) check.fail(where, "the image is not in the report's selection.images");
+            if (!layers.count(layer)) check.fail(where, "the layer is not in the report's selection.layers");
+            if (withRecords.count({image, position}))
+                check.fail(where, "image " + std::to_string(image) + ", layer " + printableText(layer) +
+                                      " is listed as skipped but has records");
+            out.skipped.emplace_back(image, position);
+        }
+    }
     if (r.contains("non_finite")) {
         const json& nonFinite = check.array(r["non_finite"], "non_finite");
         for (std::size_t i = 0; i < nonFinite.size(); ++i)
@@ -741,6 +775,17 @@ nlohmann::json reportOutcomeJson(const AnalysisReport& report) {
                              {"tensor", std::string(1, nf.tensor)},
                              {"message", nf.describe(report.dump)}});
     j["non_finite"] = std::move(nonFinite);
+    // Only when something was skipped (AnalyzeRequest::skipUnreadable), so that reports of runs
+    // without damage keep the fields they always had.
+    if (!report.skipped.empty()) {
+        json skipped = json::array();
+        for (const SkippedLayer& s : report.skipped)
+            skipped.push_back({{"image", s.image},
+                               {"layer", report.dump.layers[std::size_t(s.layer)].name},
+                               {"layer_position", s.layer},
+                               {"message", s.message}});
+        j["skipped"] = std::move(skipped);
+    }
     j["timing"] = {{"seconds", report.seconds}, {"threads", report.request.threads}};
     return j;
 }
@@ -883,12 +928,15 @@ struct ReportSummary::State {
     // Indexed by the paradigm's position in `order`.
     std::vector<Aggregate> overall;
     std::vector<std::map<int, Aggregate>> perLayer;  // layer position ->
-    std::vector<std::map<int, std::int64_t>> perImage;
+    // Confused pairs per image, per model (modelOfLayer of the record's layer) -> image ->; the
+    // whole dump's count of an image is the sum over the models.
+    std::vector<std::map<std::string, std::map<int, std::int64_t>>> perModelImage;
     std::map<int, std::string> layerNames;
     bool anyConfusion = false;
+    std::int64_t skipped = 0;
 
     explicit State(std::vector<std::string> paradigms)
-        : order(std::move(paradigms)), overall(order.size()), perLayer(order.size()), perImage(order.size()) {}
+        : order(std::move(paradigms)), overall(order.size()), perLayer(order.size()), perModelImage(order.size()) {}
 };
 
 ReportSummary::ReportSummary(std::vector<std::string> paradigmOrder)
@@ -916,7 +964,7 @@ void ReportSummary::add(const HeadRecord& r, const std::string& layerName) {
     s.overall[p].add(r.stats);
     s.perLayer[p][r.layer].add(r.stats);
     s.layerNames[r.layer] = layerName;
-    std::int64_t& confused = s.perImage[p][r.image];
+    std::int64_t& confused = s.perModelImage[p][modelOfLayer(layerName)][r.image];
     if (r.stats.confusion) {
         s.anyConfusion = true;
         confused += r.stats.confusion->confusedPairs;
@@ -933,13 +981,46 @@ double ReportSummary::layerMean(int paradigm, int layerPosition, Statistic stati
     return it == layers.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
 }
 
-std::map<int, std::int64_t> ReportSummary::confusionPerImage(int paradigm) const {
-    return state_->perImage.at(std::size_t(paradigm));
+void ReportSummary::addSkipped(std::int64_t imageLayers) { state_->skipped += imageLayers; }
+
+std::vector<std::string> ReportSummary::models() const {
+    std::vector<std::string> out;
+    for (const auto& [position, name] : state_->layerNames) {
+        std::string model = modelOfLayer(name);
+        if (std::find(out.begin(), out.end(), model) == out.end()) out.push_back(std::move(model));
+    }
+    return out;
 }
 
-std::vector<std::int64_t> ReportSummary::confusionHistogram(int paradigm, int minBins) const {
+double ReportSummary::modelMean(int paradigm, const std::string& model, Statistic statistic, int k) const {
+    Mean pooled;
+    for (const auto& [position, aggregate] : state_->perLayer.at(std::size_t(paradigm))) {
+        if (modelOfLayer(state_->layerNames.at(position)) != model) continue;
+        if (const Mean* m = aggregate.meanOf(statistic, k)) {
+            pooled.sum += m->sum;
+            pooled.n += m->n;
+        }
+    }
+    return pooled.mean();
+}
+
+std::map<int, std::int64_t> ReportSummary::confusionPerImage(int paradigm,
+                                                             const std::optional<std::string>& model) const {
+    const auto& perModel = state_->perModelImage.at(std::size_t(paradigm));
+    if (model) {
+        const auto it = perModel.find(*model);
+        return it == perModel.end() ? std::map<int, std::int64_t>{} : it->second;
+    }
+    std::map<int, std::int64_t> total;
+    for (const auto& [name, perImage] : perModel)
+        for (const auto& [image, count] : perImage) total[image] += count;
+    return total;
+}
+
+std::vector<std::int64_t> ReportSummary::confusionHistogram(int paradigm, int minBins,
+                                                            const std::optional<std::string>& model) const {
     std::vector<std::int64_t> bins(std::size_t(std::max(0, minBins)), 0);
-    for (const auto& [image, count] : state_->perImage.at(std::size_t(paradigm))) {
+    for (const auto& [image, count] : confusionPerImage(paradigm, model)) {
         const auto bin = std::size_t(confusionBin(count));
         if (bins.size() <= bin) bins.resize(bin + 1, 0);
         ++bins[bin];
@@ -949,6 +1030,12 @@ std::vector<std::int64_t> ReportSummary::confusionHistogram(int paradigm, int mi
 
 nlohmann::json ReportSummary::toJson() const {
     const State& s = *state_;
+    const std::vector<std::string> modelNames = models();
+    auto histogramJson = [](const std::vector<std::int64_t>& hist) {
+        json labels = json::array();
+        for (int b = 0; b < int(hist.size()); ++b) labels.push_back(confusionBinLabel(b));
+        return json{{"bins", labels}, {"images", hist}};
+    };
     json out = json::array();
     for (std::size_t p = 0; p < s.order.size(); ++p) {
         json e = s.overall[p].toJson();
@@ -964,19 +1051,33 @@ nlohmann::json ReportSummary::toJson() const {
         e["layers"] = layers;
         if (s.anyConfusion) {
             json perImg = json::array();
-            for (const auto& [img, count] : s.perImage[p])
+            for (const auto& [img, count] : confusionPerImage(int(p)))
                 perImg.push_back({{"image", img}, {"confused_pairs", count}});
-            const std::vector<std::int64_t> hist = confusionHistogram(int(p), 0);
-            json labels = json::array();
-            for (int b = 0; b < int(hist.size()); ++b) labels.push_back(confusionBinLabel(b));
             e["confusion_per_image"] = perImg;
-            e["confusion_histogram"] = {{"bins", labels}, {"images", hist}};
+            e["confusion_histogram"] = histogramJson(confusionHistogram(int(p), 0));
+            // Several models in one dump (layer names <model>.<block>): their images' counts
+            // summed over all layers mix the models, so each model gets its own histogram too.
+            if (modelNames.size() > 1) {
+                json perModel = json::array();
+                for (const std::string& model : modelNames) {
+                    json h = histogramJson(confusionHistogram(int(p), 0, model));
+                    h["model"] = model;
+                    perModel.push_back(std::move(h));
+                }
+                e["confusion_histogram_per_model"] = std::move(perModel);
+            }
         }
         out.push_back(e);
     }
-    return {
+    json summary = {
         {"per_paradigm", out},
         {"note", "means over (image, layer, head) records; confusion counts summed over layers and heads per image"}};
+    if (s.skipped > 0) {
+        summary["skipped_image_layers"] = s.skipped;
+        summary["note"] = summary["note"].get<std::string>() +
+                          "; (image, layer)s listed in \"skipped\" could not be read and have no records";
+    }
+    return summary;
 }
 
 nlohmann::json summarize(const nlohmann::json& report) {
@@ -984,6 +1085,7 @@ nlohmann::json summarize(const nlohmann::json& report) {
     for (const auto& p : report.at("paradigms")) order.push_back(p.at("name").get<std::string>());
     ReportSummary summary(std::move(order));
     for (const auto& r : report.at("results")) summary.add(r);
+    if (report.contains("skipped")) summary.addSkipped(std::int64_t(report["skipped"].size()));
     return summary.toJson();
 }
 
@@ -1013,6 +1115,7 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     json merged = first;
     merged["results"] = json::array();
     merged["non_finite"] = json::array();
+    json skipped = json::array();
     json images = json::array();
     json sources = json::array();
     double seconds = 0;
@@ -1065,6 +1168,8 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         for (const auto& res : r["results"]) merged["results"].push_back(res);
         if (r.contains("non_finite"))
             for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
+        if (r.contains("skipped"))
+            for (const auto& entry : r["skipped"]) skipped.push_back(entry);
         if (r.contains("timing") && r["timing"].contains("seconds") && r["timing"]["seconds"].is_number())
             seconds += r["timing"]["seconds"].get<double>();
         sources.push_back(
@@ -1077,6 +1182,14 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>(), a["head"].get<int>()) <
                std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>(), b["head"].get<int>());
     });
+    std::stable_sort(skipped.begin(), skipped.end(), [](const json& a, const json& b) {
+        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>()) <
+               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>());
+    });
+    if (skipped.empty())
+        merged.erase("skipped");
+    else
+        merged["skipped"] = std::move(skipped);
     merged["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
     merged["created_utc"] = utcNow();
     merged["merged_from"] = sources;
@@ -1205,6 +1318,13 @@ std::string formatSummary(const nlohmann::json& report) {
             col(fmt(b["branch_share_mean"]), 12);
             out << "\n";
         }
+    if (report.contains("skipped") && !report["skipped"].empty()) {
+        out << "\nskipped (image, layer)s, unreadable (analyze --skip-unreadable); the means above leave them out:\n";
+        for (const auto& entry : report["skipped"])
+            out << "  image " << entry.value("image", json()).dump() << ", layer "
+                << printableText(entry.value("layer", std::string())) << ": "
+                << printableText(entry.value("message", std::string()), 400) << "\n";
+    }
     return out.str();
 }
 

@@ -121,6 +121,7 @@ void ReportStream::write(std::vector<HeadRecord>&& records) {
 
 json ReportStream::finish(const AnalysisReport& report) {
     json tail = reportOutcomeJson(report);
+    summary_.addSkipped(std::int64_t(report.skipped.size()));
     tail["summary"] = summary_.toJson();
     if (file_) {
         std::string text = records_ == 0 ? "]" : "\n ]";

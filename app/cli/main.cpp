@@ -150,6 +150,8 @@ commands:
                                    transforms: none l2 confuse_relu confuse_affine
       --config FILE.json           {"paradigms": [...names or paradigm objects...]} adds to --paradigms
       --layers LIST                layer names or positions, e.g. blocks.0,blocks.3 or 0-3 (default all)
+      --model LIST                 the layers of these models only (layer names MODEL.BLOCK, see inspect);
+                                   with --layers, the layers that both select
       --heads LIST                 e.g. 0,2 or 0-1 (default all)
       --images LIST                e.g. 0-15 (default all)
       --stats LIST                 rank,local,entropy,confusion,magnitude (default all)
@@ -166,6 +168,9 @@ commands:
                                    every paradigm (all), or the branch treated as absent (off)
       --local-channels LIST        V channels within a head to analyse (default all)
       --local-spectra all|none|LIST  channels whose singular values go into the JSON (default all)
+      --skip-unreadable            an (image, layer) whose data cannot be read (a damaged chunk) is
+                                   skipped with a warning and listed in the report's "skipped"
+                                   instead of ending the run (exit 0 when the rest succeeds)
       --no-hash                    skip the input's SHA-256 (for very large dumps)
       --quiet                      no progress on stderr
   attention FILE --image B --layer L --head H --paradigm P [--values] [--local-branch [--channel C]] -o OUT.json
@@ -174,8 +179,9 @@ commands:
                                    with --channel, M_c and E_c = A + M_c of that channel
   synth -o FILE [--layers 2] [--heads 2] [--grid 14x14] [--prefix 1] [--dim 16] [--images 2]
         [--dtype float16|float32|float64] [--seed 1] [--no-values] [--no-images]
-        [--local-branch dwc|lepe|inline_residual]
-                                   writes a structured synthetic dump (with a seeded local branch)
+        [--local-branch dwc|lepe|inline_residual] [--class-names]
+                                   writes a structured synthetic dump (with a seeded local branch;
+                                   --class-names: /class_names for its labels, the disk's quadrant)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
   --help, --version
@@ -301,8 +307,17 @@ int cmdInspect(int argc, char** argv) {
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
+    const std::vector<LayerModel> models = layerModels(info);
     if (a.flag("--json")) {
-        std::cout << info.toJson().dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        json j = info.toJson();
+        json modelsJson = json::array();
+        for (const LayerModel& m : models) {
+            json layers = json::array();
+            for (int l : m.layers) layers.push_back(info.layers[std::size_t(l)].name);
+            modelsJson.push_back({{"name", m.name}, {"layers", layers}});
+        }
+        j["models"] = std::move(modelsJson);
+        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
         return kExitOk;
     }
     std::printf("file          %s (%llu bytes)\n", info.path.c_str(), (unsigned long long)info.fileSize);
@@ -317,6 +332,21 @@ int cmdInspect(int argc, char** argv) {
                           .c_str()
                     : ", no /images",
                 info.hasLabels ? ", /labels" : ", no /labels");
+    if (!info.classNames.empty()) {
+        std::string classes;
+        for (std::size_t c = 0; c < info.classNames.size(); ++c)
+            classes += (c ? ", " : "") + std::to_string(c) + " " + info.classNames[c];
+        std::printf("classes       %zu: %s\n", info.classNames.size(), classes.c_str());
+    }
+    // Layer names <model>.<block> (format.md "Models"): listed when they group the layers into
+    // several models (timm's blocks.0 ... blocks.11 are one model, "blocks").
+    if (models.size() > 1) {
+        std::string list;
+        for (const LayerModel& m : models)
+            list += (list.empty() ? "" : ", ") + (m.name.empty() ? std::string("(no model name)") : m.name) + " (" +
+                    std::to_string(m.layers.size()) + (m.layers.size() == 1 ? " layer)" : " layers)");
+        std::printf("models        %zu: %s\n", models.size(), list.c_str());
+    }
     std::printf("layers        %zu\n\n", info.layers.size());
     std::printf("%-4s %-24s %5s %6s %5s %5s %-9s %-9s %-10s %-9s %-8s %s\n", "pos", "name", "heads", "N", "d", "dv",
                 "q/k", "v", "attention", "scale", "grid", "kernel_applied");
@@ -401,6 +431,38 @@ void parseLocalBranchChannels(const Args& a, const DumpInfo& info, LocalBranchOp
     }
 }
 
+// --model NAME[,NAME...]: the positions of those models' layers (layerModels), in layer order;
+// intersected with `selected` (--layers) when that is not empty.
+std::vector<int> modelLayers(const std::string& text, const DumpInfo& info, const std::vector<int>& selected) {
+    const std::vector<LayerModel> models = layerModels(info);
+    std::string known;
+    for (const LayerModel& m : models)
+        if (!m.name.empty()) known += (known.empty() ? "" : ", ") + printableText(m.name);
+    std::vector<char> chosen(info.layers.size(), 0);
+    std::stringstream items(text);
+    std::string name;
+    while (std::getline(items, name, ',')) {
+        const auto it = std::find_if(models.begin(), models.end(),
+                                     [&](const LayerModel& m) { return !m.name.empty() && m.name == name; });
+        if (it == models.end())
+            throwUsage(
+                "--model: " + quotedText(name) + " is not a model of " + printableText(info.path) +
+                (known.empty() ? " (its layer names name no model: <model>.<block>)" : " (its models: " + known + ")"));
+        for (int l : it->layers) chosen[std::size_t(l)] = 1;
+    }
+    if (text.empty() || text.back() == ',') throwUsage("--model: empty item in " + quotedText(text));
+    std::vector<int> layers;
+    if (selected.empty()) {
+        for (std::size_t l = 0; l < chosen.size(); ++l)
+            if (chosen[l]) layers.push_back(int(l));
+    } else {
+        for (int l : selected)
+            if (chosen[std::size_t(l)]) layers.push_back(l);
+        if (layers.empty()) throwUsage("--model " + printableText(text) + " and --layers select no layer in common");
+    }
+    return layers;
+}
+
 std::vector<Paradigm> parseParadigms(const Args& a) {
     std::vector<Paradigm> out;
     if (auto s = a.get("--paradigms"))
@@ -432,11 +494,11 @@ std::vector<Paradigm> parseParadigms(const Args& a) {
 }
 
 int cmdAnalyze(int argc, char** argv) {
-    Args a = parseArgs(
-        argc, argv, 2,
-        {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats", "--threads",
-         "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch", "--local-channels", "--local-spectra"},
-        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet"}, "analyze");
+    Args a = parseArgs(argc, argv, 2,
+                       {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
+                        "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch",
+                        "--local-channels", "--local-spectra", "--model"},
+                       {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet", "--skip-unreadable"}, "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
@@ -446,10 +508,12 @@ int cmdAnalyze(int argc, char** argv) {
     req.options = parseAnalysisOptions(a);
     req.paradigms = parseParadigms(a);
     if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.skipUnreadable = a.flag("--skip-unreadable");
 
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
     if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
+    if (auto s = a.get("--model")) req.layers = modelLayers(*s, info, req.layers);
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
     parseLocalBranchChannels(a, info, req.options.localBranch);
     if (auto s = a.get("--heads")) {
@@ -499,6 +563,10 @@ int cmdAnalyze(int argc, char** argv) {
 
     for (const auto& nf : j["non_finite"])
         std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
+    for (const auto& skipped : j.value("skipped", json::array()))
+        std::fprintf(stderr, "warning: skipped image %d, layer %s: %s\n", skipped["image"].get<int>(),
+                     printableText(skipped["layer"].get<std::string>()).c_str(),
+                     printableText(skipped["message"].get<std::string>(), 1000).c_str());
     std::cout << formatSummary(j);
     std::printf("%lld records, %.2f s on %d threads\n", (long long)stream->records(), report.seconds,
                 report.request.threads);
@@ -607,7 +675,7 @@ int cmdSynth(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
                         "--seed", "--model", "--local-branch"},
-                       {"--no-values", "--no-images"}, "synth");
+                       {"--no-values", "--no-images", "--class-names"}, "synth");
     if (!a.positional.empty()) throwUsage("synth: unexpected argument " + quotedText(a.positional[0]));
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("synth: -o FILE is required");
@@ -637,6 +705,7 @@ int cmdSynth(int argc, char** argv) {
     }
     o.withValues = !a.flag("--no-values");
     o.withImages = !a.flag("--no-images");
+    o.withClassNames = a.flag("--class-names");
     if (auto s = a.get("--local-branch")) o.localBranch = *s;
     checkOutputWritable(*output, {});  // DumpWriter checks the path again when it creates the file
     writeSynthDump(*output, o);

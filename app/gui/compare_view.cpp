@@ -4,6 +4,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <algorithm>
 #include <cmath>
 
 #include "color_maps.h"
@@ -25,7 +26,17 @@ CompareView::CompareView(Session* session, QWidget* parent) : PlotView(session, 
     toolbar()->addWidget(diffA_combo_);
     toolbar()->addWidget(new QLabel(QStringLiteral("−"), this));
     toolbar()->addWidget(diffB_combo_);
+    holdRange_ = new QCheckBox(QStringLiteral("Hold colour range"), this);
+    holdRange_->setObjectName(QStringLiteral("holdColourRange"));
+    holdRange_->setToolTip(
+        QStringLiteral("Keep the current colour range (one for every paradigm panel) while changing query, head, "
+                       "layer or image"));
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(holdRange_);
     toolbar()->addStretch(1);
+    connect(holdRange_, &QCheckBox::toggled, this, [this](bool on) {
+        if (on != colourRangeHeld()) holdColourRange(on);
+    });
 
     connect(rangeMode_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (!syncing_) setSharedRange(i == 1);
@@ -92,6 +103,27 @@ void CompareView::setDifference(int a, int b) {
     }
     diffOn_->setChecked(a >= 0);
     syncing_ = false;
+    invalidate();
+}
+
+void CompareView::holdColourRange(bool on, std::optional<QCPRange> range) {
+    heldRange_.reset();
+    if (on && range) {
+        heldRange_ = *range;
+    } else if (on) {
+        // What the paradigm panels show now, as one range.
+        QCPRange span(0, 1);
+        bool first = true;
+        for (const Panel& p : panels_) {
+            if (p.paradigm < 0) continue;
+            const QCPRange r = p.map->dataRange();
+            span = first ? r : QCPRange(std::min(span.lower, r.lower), std::max(span.upper, r.upper));
+            first = false;
+        }
+        heldRange_ = span;
+    }
+    QSignalBlocker block(holdRange_);
+    holdRange_->setChecked(on);
     invalidate();
 }
 
@@ -209,7 +241,12 @@ void CompareView::rebuild() {
     const auto branch = session_->localBranch();
     // An unreadable head (damaged chunk): every panel is empty and the note says why.
     const QString readError = session_->currentHeadError();
-    for (Panel& p : panels_) p.map->setVisible(readError.isEmpty());
+    // Colour bars go with their maps: a bar beside an empty panel would read as data.
+    for (Panel& p : panels_) {
+        p.map->setVisible(readError.isEmpty());
+        if (p.scale) p.scale->setVisible(readError.isEmpty());
+    }
+    if (shared_) shared_->setVisible(readError.isEmpty());
     // Pass 1: data and per-panel extents.
     double lo = INFINITY, hi = -INFINITY;
     bool anySigned = branch != nullptr;
@@ -230,8 +267,10 @@ void CompareView::rebuild() {
             const Paradigm& para = ps[std::size_t(p.paradigm)];
             const RowData& r = session_->shownRow(p.paradigm);
             diverging = sharedRange_ ? anySigned : (para.signedWeights() || r.minFinite < 0 || r.withBranch);
+            if (heldRange_) diverging = anySigned || heldRange_->lower < 0;
             range =
                 sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.minFinite, r.maxFinite, diverging);
+            if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
             title = QString::fromStdString(para.name);
             if (r.withBranch) title += QStringLiteral(" + M_c");
             for (int i = 0; i < l.prefix; ++i)
@@ -296,6 +335,7 @@ void CompareView::rebuild() {
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
         note = QStringLiteral("A, %1\n").arg(status) + note;
+    if (heldRange_) note += QStringLiteral(" · colour range held (all paradigm panels)");
     if (!readError.isEmpty()) {
         for (Panel& p : panels_) p.marker.setVisible(false);
         note = wrapText(readError, 110);

@@ -2,6 +2,7 @@
 // View 2: the token map of the same query under every shown paradigm, in a grid (the layout of
 // FLatten Fig. 3 and MALA Fig. 4); one click updates all. Colour range shared by all panels or per
 // panel; optionally a difference map A - B between two chosen paradigms.
+#include <optional>
 #include <vector>
 
 #include "plot_view.h"
@@ -35,6 +36,14 @@ public:
     // Shows A - B (paradigm indices) as an extra panel; a < 0 hides it.
     void setDifference(int a, int b);
 
+    // Hold colour range: every paradigm panel keeps `range` (default: the range spanning what the
+    // panels show now) while the query, head, layer or image change, until released. The
+    // difference panel keeps its own range. The session file saves and restores it.
+    void holdColourRange(bool on, std::optional<QCPRange> range = std::nullopt);
+    bool colourRangeHeld() const { return heldRange_.has_value(); }
+    QCPRange heldColourRange() const { return heldRange_.value_or(QCPRange()); }
+    QCheckBox* holdColourRangeBox() const { return holdRange_; }
+
 protected:
     void rebuild() override;
 
@@ -58,6 +67,8 @@ private:
     QCheckBox* diffOn_ = nullptr;
     QComboBox* diffA_combo_ = nullptr;
     QComboBox* diffB_combo_ = nullptr;
+    QCheckBox* holdRange_ = nullptr;
+    std::optional<QCPRange> heldRange_;
     bool syncing_ = false;
 };
 

@@ -1,6 +1,8 @@
 #pragma once
-// File > Export figure: the current view or all views, PNG (with its resolution), SVG or PDF, and
-// the file; the resolution and the path are remembered (QSettings) when the dialog is accepted.
+// File > Export figure: the current view or all views, PNG (with its resolution), SVG or PDF, the
+// canvas size (as on screen, or W x H like `render --size`) and the file. The folder, format,
+// resolution and size are remembered (QSettings) when the dialog is accepted; the file name is built
+// from the selection each time, so that figures of different selections do not overwrite each other.
 #include <QDialog>
 
 #include "figure_export.h"
@@ -12,11 +14,21 @@ class QSpinBox;
 
 namespace attnlens::gui {
 
+// A figure's canvas side in logical pixels: the dialog's and `render --size`'s range.
+constexpr int kMinFigureSide = 100;
+constexpr int kMaxFigureSide = 20000;
+
+// The folder exports start in: the last one used, else the open dump's, else the home folder.
+QString lastExportFolder(const QString& dumpPath);
+void rememberExportFolder(const QString& filePath);
+
 class ExportFigureDialog : public QDialog {
     Q_OBJECT
 public:
-    // currentViewTitle: the title of the view shown ("" for none).
-    ExportFigureDialog(const QString& currentViewTitle, QWidget* parent = nullptr);
+    // currentViewTitle: the title of the view shown ("" for none). baseName: the file name without
+    // extension suggested for the selection ("attnlens-example-mala.block0-h0-q7_7-tokenmap").
+    ExportFigureDialog(const QString& currentViewTitle, const QString& baseName, const QString& dumpPath,
+                       QWidget* parent = nullptr);
     bool allViews() const;
     QString path() const;
     FigureOptions options() const;
@@ -28,6 +40,9 @@ private:
     QRadioButton* all_ = nullptr;
     QComboBox* format_ = nullptr;
     QSpinBox* dpi_ = nullptr;
+    QRadioButton* screenSize_ = nullptr;  // else width_ x height_
+    QSpinBox* width_ = nullptr;
+    QSpinBox* height_ = nullptr;
     QLineEdit* path_ = nullptr;
 };
 

@@ -39,6 +39,13 @@ public:
         errors_.erase(key);
     }
     void fail(const std::string& key, const QString& error) { errors_[key] = error; }
+    // Forgets key's failure so that the next request runs its job again (Retry).
+    void forget(const std::string& key) { errors_.erase(key); }
+    // The key whose job `slot` was last submitted for; empty when none.
+    std::string pendingKey(const QString& slot) const {
+        const auto it = pending_.find(slot);
+        return it == pending_.end() ? std::string() : it->second;
+    }
     // Forgets results and failures; jobs on their way still store theirs under their keys.
     void clear() {
         results_.clear();

@@ -36,10 +36,12 @@ void JobRunner::cancel(const QString& slot) {
     auto it = running_.find(slot);
     if (it == running_.end()) return;
     it->second.cancel->store(true);
+    const quint64 id = it->second.id;
     // The slot is free at once; the worker's late result is dropped because its id is stale.
     latest_[slot] = nextId_++;
     running_.erase(it);
     if (running_.empty()) Q_EMIT busyChanged(false);
+    Q_EMIT jobCancelled(slot, id);
 }
 
 void JobRunner::cancelAll() {

@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <algorithm>
 #include <cmath>
@@ -63,6 +64,13 @@ LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optiona
     scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
     toolbar()->addWidget(new QLabel(QStringLiteral("Over:"), this));
     toolbar()->addWidget(scope_);
+    // Shown while the report's job has failed or was cancelled (the plot says which).
+    retry_ = new QPushButton(QStringLiteral("Retry"), this);
+    retry_->setObjectName(QStringLiteral("retryStatistics"));
+    retry_->setToolTip(QStringLiteral("Compute these statistics again"));
+    retry_->setVisible(false);
+    toolbar()->addWidget(retry_);
+    connect(retry_, &QPushButton::clicked, this, [this]() { session_->retryLayerReport(scope()); });
     connect(scope_, &QComboBox::currentIndexChanged, this,
             [this](int i) { setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage); });
     connect(session, &Session::layerReportChanged, this, [this]() {
@@ -93,17 +101,53 @@ void LayerReportView::setScope(StatsScope scope) {
 
 QString LayerReportView::scopeDescription() const { return scopeText(session_, scope()); }
 
-std::shared_ptr<const AnalysisReport> LayerReportView::report(QString* status) {
+std::shared_ptr<const AnalysisReport> LayerReportView::report(const QString& what) {
+    layerAxes_.clear();
     auto r = session_->layerReport(scope());
     const QString error = r ? QString() : session_->layerReportError(scope());
+    const bool cancelled = !error.isEmpty() && session_->layerReportCancelled(scope());
     waiting_ = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
-    if (status)
-        *status =
-            waiting_
-                ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
-            : !error.isEmpty() ? QStringLiteral("FAILED\n") + wrapText(error, 70)
-                               : QString();
-    return r;
+    statusText_ =
+        r                  ? QString()
+        : cancelled        ? QStringLiteral("Cancelled")
+        : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
+        : waiting_ ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
+                   : QStringLiteral("no data");
+    retry_->setVisible(!error.isEmpty());
+    if (r) return r;
+    // The state where the plot would be, in plain words: what was stopped or why it failed.
+    resetWithTitle(plot_, QStringLiteral("%1 — %2").arg(what, scopeDescription()));
+    QString message = statusText_;
+    if (cancelled)
+        message +=
+            QStringLiteral(": the statistics over %1 were stopped. Retry computes them again.").arg(scopeDescription());
+    else if (!error.isEmpty())
+        message += QStringLiteral("\n\nRetry runs the job again.");
+    auto* state =
+        new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), cancelled || error.isEmpty() ? 11 : 10));
+    state->setObjectName(QStringLiteral("reportState"));
+    state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
+    plot_->plotLayout()->addElement(1, 0, state);
+    setWrappedText(state, message);
+    return nullptr;
+}
+
+void LayerReportView::addSkippedNote(const AnalysisReport& r) {
+    if (r.skipped.empty()) return;
+    QStringList where;
+    constexpr std::size_t kListed = 4;
+    for (std::size_t i = 0; i < r.skipped.size() && i < kListed; ++i)
+        where << QStringLiteral("image %1, layer %2")
+                     .arg(r.skipped[i].image)
+                     .arg(QString::fromStdString(r.dump.layers[std::size_t(r.skipped[i].layer)].name));
+    if (r.skipped.size() > kListed) where << QStringLiteral("%1 more").arg(r.skipped.size() - kListed);
+    auto* note = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 9));
+    note->setTextColor(QColor(180, 0, 0));
+    plot_->plotLayout()->insertRow(1);
+    plot_->plotLayout()->addElement(1, 0, note);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.01);
+    setWrappedText(note,
+                   QStringLiteral("skipped, data unreadable (see Issues): %1").arg(where.join(QStringLiteral("; "))));
 }
 
 std::vector<int> LayerReportView::familyStarts(const AnalysisReport& r) const {
@@ -135,15 +179,22 @@ int LayerReportView::sessionParadigm(const AnalysisReport& r, int reportParadigm
 }
 
 void LayerReportView::setupLayerAxis(QCPAxis* axis, const AnalysisReport& r) {
-    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-    const auto& layers = r.request.layers;
-    const int step = std::max<int>(1, int(layers.size()) / 24 + 1);
-    for (std::size_t i = 0; i < layers.size(); i += std::size_t(step))
-        ticker->addTick(double(i), QString::fromStdString(r.dump.layers[std::size_t(layers[i])].name));
-    axis->setTicker(ticker);
-    axis->setTickLabelRotation(layers.size() > 8 ? 40 : 0);
-    axis->setRange(-0.5, double(layers.size()) - 0.5);
+    layerNames_.clear();
+    for (int layer : r.request.layers) layerNames_ << QString::fromStdString(r.dump.layers[std::size_t(layer)].name);
+    axis->setRange(-0.5, double(layerNames_.size()) - 0.5);
     axis->setLabel(QStringLiteral("layer"));
+    axis->setSubTicks(false);
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    for (int i = 0; i < int(layerNames_.size()); ++i) ticker->addTick(i, layerNames_[i]);
+    axis->setTicker(ticker);
+    layerAxes_.push_back(axis);
+    fitCategoryLabels(axis, layerNames_);
+}
+
+bool LayerReportView::fitAspect() {
+    bool changed = false;
+    for (QCPAxis* axis : layerAxes_) changed |= fitCategoryLabels(axis, layerNames_);
+    return changed;
 }
 
 LocalMassView::LocalMassView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
@@ -173,20 +224,15 @@ void LocalMassView::setK(int k) {
 }
 
 void LocalMassView::rebuild() {
-    QString status;
-    auto r = report(&status);
     const int k = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
+    auto r = report(QStringLiteral("Local %1 x %1 mass per layer").arg(k));
+    if (!r) return;
     auto* title = resetWithTitle(plot_, QString());
-    QCPAxisRect* rect = addRect(plot_, 1, 0);
-    QCPLegend* legend = addSideLegend(plot_, 1, 1);
+    QCPLayoutGrid* body = addBody(plot_, 1);
+    QCPAxisRect* rect = addRect(plot_, 0, 0, body);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
     rect->axis(QCPAxis::atLeft)
         ->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
-    if (!r) {
-        title->setText(QStringLiteral("Local %1 x %1 mass per layer — %2")
-                           .arg(k)
-                           .arg(status.isEmpty() ? QStringLiteral("no data") : status));
-        return;
-    }
     setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
     const std::vector<int> starts = familyStarts(*r);
     addFamilySeparators(rect, starts);
@@ -207,16 +253,17 @@ void LocalMassView::rebuild() {
         const auto paper = layerMeans(summary, *r, 0, Statistic::LocalPaperBaseline, k);
         all.insert(all.end(), uniform.begin(), uniform.end());
         layerSeries(uniform, starts, x, y);
-        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention (border-clipped windows)"), legend,
+        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention\n(border-clipped windows)"), legend,
                 Qt::DashLine);
         layerSeries(paper, starts, x, y);
         addLine(rect, x, y, Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
     }
     all.push_back(0);
     fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
-    title->setText(QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2")
-                       .arg(k)
-                       .arg(scopeDescription()));
+    setWrappedText(title, QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2")
+                              .arg(k)
+                              .arg(scopeDescription()));
+    addSkippedNote(*r);
 }
 
 // A histogram over images needs the images: this view runs over the whole dump unless told otherwise.
@@ -226,10 +273,11 @@ ConfusionView::ConfusionView(Session* session, QWidget* parent)
 }
 
 void ConfusionView::rebuild() {
-    QString status;
-    auto r = report(&status);
     binAxis_ = nullptr;
-    bins_ = 0;
+    shownBins_.clear();
+    binNames_.clear();
+    auto r = report(QStringLiteral("Injectivity confusion"));
+    if (!r) return;
     auto* title = resetWithTitle(plot_, QString());
     QCPAxisRect* rect = addRect(plot_, 1, 0);
     QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
@@ -237,19 +285,23 @@ void ConfusionView::rebuild() {
         ->setLabel(QStringLiteral("confused query pairs per image (summed over layers and heads)"));
     rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("number of images"));
     const double tau = session_->preferences().analysis.confusion.tau;
-    if (!r) {
-        title->setText(
-            QStringLiteral("Injectivity confusion — %1").arg(status.isEmpty() ? QStringLiteral("no data") : status));
-        return;
-    }
     const int np = int(r->paradigms.size());
     const ReportSummary summary(*r);
     std::vector<std::vector<std::int64_t>> hist;
-    int bins = 1;
+    // The bins from the first to the last one that holds an image (empty ones between stay, so
+    // the spacing keeps its meaning); leading bins nobody reaches would only crowd the labels.
+    int first = -1, last = -1;
     for (int p = 0; p < np; ++p) {
         hist.push_back(summary.confusionHistogram(p, 4));
-        bins = std::max(bins, int(hist.back().size()));
+        for (int b = 0; b < int(hist.back().size()); ++b)
+            if (hist.back()[std::size_t(b)] > 0) {
+                first = first < 0 ? b : std::min(first, b);
+                last = std::max(last, b);
+            }
     }
+    if (first < 0) first = last = 0;
+    for (int b = first; b <= last; ++b) shownBins_.push_back(b);
+    const int shown = int(shownBins_.size());
     auto* group = new QCPBarsGroup(plot_);
     group->setSpacingType(QCPBarsGroup::stAbsolute);
     group->setSpacing(1);
@@ -258,9 +310,11 @@ void ConfusionView::rebuild() {
     for (int p = 0; p < np; ++p) {
         auto* bars = new QCPBars(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
         QVector<double> x, y;
-        for (int b = 0; b < bins; ++b) {
-            x << b;
-            const std::int64_t v = b < int(hist[std::size_t(p)].size()) ? hist[std::size_t(p)][std::size_t(b)] : 0;
+        const auto& h = hist[std::size_t(p)];
+        for (int i = 0; i < shown; ++i) {
+            const int b = shownBins_[std::size_t(i)];
+            x << i;
+            const std::int64_t v = b < int(h.size()) ? h[std::size_t(b)] : 0;
             y << double(v);
             top = std::max(top, v);
         }
@@ -273,38 +327,60 @@ void ConfusionView::rebuild() {
         bars->setName(QString::fromStdString(r->paradigms[std::size_t(p)].name));
         bars->addToLegend(legend);
     }
-    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-    for (int b = 0; b < bins; ++b) ticker->addTick(b, QString::fromStdString(confusionBinLabel(b)));
+    for (int b : shownBins_) binNames_ << QString::fromStdString(confusionBinLabel(b));
     QCPAxis* xAxis = rect->axis(QCPAxis::atBottom);
-    xAxis->setTicker(ticker);
-    xAxis->setRange(-0.6, bins - 0.4);
+    xAxis->setRange(-0.6, shown - 0.4);
     xAxis->grid()->setVisible(false);
     xAxis->setSubTicks(false);
     binAxis_ = xAxis;
-    bins_ = bins;
-    xAxis->setTickLabelRotation(tiltLabels_ ? 40 : 0);
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    for (int i = 0; i < shown; ++i) ticker->addTick(i, binNames_[i]);
+    xAxis->setTicker(ticker);
+    fitAspect();
     QSharedPointer<QCPAxisTickerFixed> yt(new QCPAxisTickerFixed);
     yt->setTickStep(1);
     yt->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
     rect->axis(QCPAxis::atLeft)->setTicker(yt);
     rect->axis(QCPAxis::atLeft)->setSubTicks(false);
     rect->axis(QCPAxis::atLeft)->setRange(0, double(top) * 1.15 + 0.5);
-    title->setText(
-        QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
-            .arg(formatWeight(tau), scopeDescription()));
+    setWrappedText(
+        title, QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
+                   .arg(formatWeight(tau), scopeDescription()));
+    addSkippedNote(*r);
 }
 
 bool ConfusionView::fitAspect() {
-    // Wide bin labels ("16384-32767") collide when there are many bins: tilt them then.
-    if (!binAxis_ || bins_ <= 0 || binAxis_->axisRect()->width() < 20) return false;
+    // Each bin's label centred under its group of bars: on one line when the labels fit, the
+    // range's ends on two lines when not, vertical (still centred) when even that is too wide.
+    if (!binAxis_ || binNames_.isEmpty()) return false;
+    if (binAxis_->axisRect()->width() < 20) return false;  // not laid out yet
     const QFontMetrics fm(binAxis_->tickLabelFont());
-    int widest = 0;
-    for (int b = 0; b < bins_; ++b)
-        widest = std::max(widest, fm.horizontalAdvance(QString::fromStdString(confusionBinLabel(b))));
-    const bool tilt = (widest + 10) * bins_ > binAxis_->axisRect()->width();
-    if (tilt == tiltLabels_ && qFuzzyCompare(binAxis_->tickLabelRotation() + 1, (tilt ? 40.0 : 0.0) + 1)) return false;
-    tiltLabels_ = tilt;
-    binAxis_->setTickLabelRotation(tilt ? 40 : 0);
+    const double slot = binAxis_->axisRect()->width() / binAxis_->range().size();
+    auto widest = [&](const QStringList& names) {
+        int w = 0;
+        for (const QString& n : names)
+            for (const QString& line : n.split('\n')) w = std::max(w, fm.horizontalAdvance(line));
+        return w;
+    };
+    QStringList twoLines;
+    for (const QString& n : binNames_) twoLines << QString(n).replace('-', QStringLiteral("-\n"));
+    QStringList names = binNames_;
+    double rotation = 0;
+    if (widest(binNames_) + 8 > slot) {
+        names = twoLines;
+        if (widest(twoLines) + 8 > slot) {
+            names = binNames_;
+            rotation = -90;
+        }
+    }
+    if (binAxis_->property("attnlensBinNames").toStringList() == names &&
+        qFuzzyCompare(binAxis_->tickLabelRotation() + 1000, rotation + 1000))
+        return false;
+    QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+    for (int i = 0; i < int(names.size()); ++i) ticker->addTick(i, names[i]);
+    binAxis_->setTicker(ticker);
+    binAxis_->setTickLabelRotation(rotation);
+    binAxis_->setProperty("attnlensBinNames", names);
     return true;
 }
 
@@ -313,25 +389,23 @@ LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : LayerReportV
 }
 
 void LayerStatsView::rebuild() {
-    QString status;
-    auto r = report(&status);
+    rects_.clear();
+    body_ = nullptr;
+    auto r = report(QStringLiteral("Entropy and negative mass per layer"));
+    if (!r) return;
     auto* title = resetWithTitle(plot_, QString());
-    QCPAxisRect* ent = addRect(plot_, 1, 0);
-    QCPAxisRect* neg = addRect(plot_, 2, 0);
-    QCPAxisRect* frac = addRect(plot_, 3, 0);
+    body_ = addBody(plot_, 1);
+    QCPAxisRect* ent = addRect(plot_, 0, 0, body_);
+    QCPAxisRect* neg = addRect(plot_, 1, 0, body_);
+    QCPAxisRect* frac = addRect(plot_, 2, 0, body_);
     rects_ = {ent, neg, frac};
-    for (int i = 0; i < 3; ++i) plot_->plotLayout()->setRowStretchFactor(i + 1, stretch_[std::size_t(i)]);
+    for (int i = 0; i < 3; ++i) body_->setRowStretchFactor(i, stretch_[std::size_t(i)]);
     auto* group = new QCPMarginGroup(plot_);
     for (auto* rect : {ent, neg, frac}) rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
     ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy / log N"));
     neg->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("negative mass per row"));
     frac->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("rows with A<0 (fraction)"));
-    if (!r) {
-        title->setText(QStringLiteral("Entropy and negative mass per layer — %1")
-                           .arg(status.isEmpty() ? QStringLiteral("no data") : status));
-        return;
-    }
-    QCPLegend* legend = addSideLegend(plot_, 1, 1);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, body_);
     const std::vector<int> starts = familyStarts(*r);
     for (auto* rect : {ent, neg, frac}) addFamilySeparators(rect, starts);
     QVector<double> x, y;
@@ -367,33 +441,35 @@ void LayerStatsView::rebuild() {
         rect->axis(QCPAxis::atBottom)->setTickLabels(false);
         rect->axis(QCPAxis::atBottom)->setLabel(QString());
     }
-    title->setText(
+    setWrappedText(
+        title,
         QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
             .arg(scopeDescription()));
+    addSkippedNote(*r);
 }
 
 bool LayerStatsView::fitAspect() {
     // The bottom plot carries the (possibly tilted) layer names: give it the extra height so that
     // the three plots get the same data height.
-    if (rects_.size() != 3) return false;
+    bool changed = LayerReportView::fitAspect();
+    if (rects_.size() != 3 || !body_) return changed;
     std::array<int, 3> outer{}, inner{};
     for (std::size_t i = 0; i < 3; ++i) {
         outer[i] = rects_[i]->outerRect().height();
         inner[i] = rects_[i]->rect().height();
-        if (outer[i] < 10 || inner[i] < 4) return false;
+        if (outer[i] < 10 || inner[i] < 4) return changed;
     }
     const int total = outer[0] + outer[1] + outer[2];
     const int margins = total - (inner[0] + inner[1] + inner[2]);
     const double each = double(total - margins) / 3;
-    if (each < 10) return false;
-    bool changed = false;
+    if (each < 10) return changed;
     for (std::size_t i = 0; i < 3; ++i) {
         const double want = (each + (outer[i] - inner[i])) / total * 3;  // mean factor 1
         if (std::abs(want - stretch_[i]) > 0.01) {
             stretch_[i] = want;
             changed = true;
         }
-        plot_->plotLayout()->setRowStretchFactor(int(i) + 1, stretch_[i]);
+        body_->setRowStretchFactor(int(i), stretch_[i]);
     }
     return changed;
 }

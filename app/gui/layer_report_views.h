@@ -15,6 +15,7 @@
 #include "session.h"
 
 class QComboBox;
+class QPushButton;
 
 namespace attnlens::gui {
 
@@ -27,22 +28,38 @@ public:
     bool waitingForResults() const override { return waiting_; }
     StatsScope scope() const;
     void setScope(StatsScope scope);
+    // For tests: the button shown when the report's job failed or was cancelled.
+    QPushButton* retryButton() const { return retry_; }
+    // "Cancelled", "FAILED: <why>", "computing…" or empty when the report is shown.
+    QString statusText() const { return statusText_; }
+    bool fitAspect() override;
 
 protected:
-    // Fetches the report (requesting it when missing); nullptr while it is being computed.
-    std::shared_ptr<const AnalysisReport> report(QString* status);
+    // Fetches the report (requesting it when missing); nullptr while it is being computed or when
+    // its job failed or was cancelled. Then the plot shows `what` as its title and the state
+    // (with the Retry button when there is something to retry) instead of axes.
+    std::shared_ptr<const AnalysisReport> report(const QString& what);
+    // Layer names on a bottom axis, turned as little as their spacing allows (fitAspect keeps
+    // them apart when the plot is resized).
     void setupLayerAxis(QCPAxis* axis, const AnalysisReport& r);
     int sessionParadigm(const AnalysisReport& r, int reportParadigm) const;
     QString scopeDescription() const;  // "image 3" or "all 10 images"
     // Positions (in report.request.layers) where a new family of layers starts: names that differ
     // other than in digits (softmax.block3 | mala.block0). Lines break there; a separator is drawn.
     std::vector<int> familyStarts(const AnalysisReport& r) const;
+    // Under the title, in red: the (image, layer)s the statistics skipped because their data could
+    // not be read (report.skipped), so that a gap in the numbers is never silent.
+    void addSkippedNote(const AnalysisReport& r);
     void addFamilySeparators(QCPAxisRect* rect, const std::vector<int>& starts);
     bool waiting_ = false;
     QComboBox* scope_ = nullptr;
 
 private:
     std::optional<StatsScope> ownScope_;
+    QPushButton* retry_ = nullptr;
+    QString statusText_;
+    std::vector<QCPAxis*> layerAxes_;
+    QStringList layerNames_;
 };
 
 class LocalMassView : public LayerReportView {
@@ -68,14 +85,17 @@ public:
     QString viewId() const override { return QStringLiteral("confusion"); }
     QString viewTitle() const override { return QStringLiteral("Confusion"); }
     bool fitAspect() override;
+    // For tests: the bin axis and the bins it shows (bin index of each position 0, 1, ...).
+    QCPAxis* binAxis() const { return binAxis_; }
+    const std::vector<int>& shownBins() const { return shownBins_; }
 
 protected:
     void rebuild() override;
 
 private:
     QCPAxis* binAxis_ = nullptr;
-    int bins_ = 0;
-    bool tiltLabels_ = false;
+    std::vector<int> shownBins_;
+    QStringList binNames_;
 };
 
 class LayerStatsView : public LayerReportView {
@@ -90,6 +110,7 @@ protected:
     void rebuild() override;
 
 private:
+    QCPLayoutGrid* body_ = nullptr;           // the three plots and the legend
     std::vector<QCPAxisRect*> rects_;         // entropy, negative mass, negative-row fraction
     std::array<double, 3> stretch_{1, 1, 1};  // row stretch factors that equalise their heights
 };

@@ -49,8 +49,10 @@ void MagnitudeView::rebuild() {
     const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
     if (showReadError(plot_, session_, QStringLiteral("Magnitude scaling"))) return;
     auto* title = resetWithTitle(plot_, QString());
+    // The plots and their legend side by side under a title that spans both.
+    QCPLayoutGrid* body = addBody(plot_, 1);
     auto* grid = new QCPLayoutGrid;
-    plot_->plotLayout()->addElement(1, 0, grid);
+    body->addElement(0, 0, grid);
     QCPAxisRect* dist = addRect(plot_, 0, 0, grid);
     QCPAxisRect* maxw = addRect(plot_, 0, 1, grid);
     QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
@@ -100,7 +102,7 @@ void MagnitudeView::rebuild() {
         ->setLabel(QStringLiteral("A[q, key] of %1").arg(QString::fromStdString(fh->paradigm().name)));
 
     // (b-d) curves per shown paradigm.
-    QCPLegend* legend = addSideLegend(plot_, 1, 1);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
     std::vector<double> mv, ev, rv;
     QStringList nonPositive;
     std::vector<std::pair<int, MagnitudeCurve>> curves;
@@ -145,7 +147,8 @@ void MagnitudeView::rebuild() {
         ratio->axis(QCPAxis::atBottom)
             ->setLabel(QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1")
                            .arg(nonPositive.join(", ")));
-    title->setText(QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
+    setWrappedText(title,
+                   QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
                        .arg(tokenName(session_->layout(), sel.query))
                        .arg(sel.query)
                        .arg(sel.image)

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     QCommandLineParser parser;
     parser.setApplicationDescription(
         QStringLiteral("AttnLens: attention of vision transformers under softmax and linear paradigms.\n"
-                       "Without FILE the bundled example dump is opened.\n\n") +
+                       "Without FILE or --session, the session of the last exit is restored, else the\n"
+                       "bundled example dump is opened.\n\n") +
         attnlens::gui::renderUsage());
     parser.addHelpOption();
     parser.addVersionOption();
@@ -62,7 +63,13 @@ int main(int argc, char** argv) {
                                          QStringLiteral("show the local branch (E_c = A + M_c) where layers have one"));
     const QCommandLineOption channel(QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
                                      QStringLiteral("C"));
-    parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize});
+    const QCommandLineOption sessionFile(
+        QStringLiteral("session"),
+        QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
+                       "the other options then change it"),
+        QStringLiteral("JSON"));
+    parser.addOptions(
+        {view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize, sessionFile});
     parser.process(app);
 
     // Numbers and indices are read by the parser of attnlens-cli and `attnlens render`
@@ -80,9 +87,13 @@ int main(int argc, char** argv) {
         }
         window.show();
         const QStringList files = parser.positionalArguments();
-        if (!files.isEmpty()) {
+        if (parser.isSet(sessionFile)) {
+            // A session that cannot be restored is an error for a reproducible command line.
+            if (!window.openSession(parser.value(sessionFile))) attnlens::throwInput(window.lastError().toStdString());
+            if (!files.isEmpty()) attnlens::throwUsage("give either FILE or --session, not both");
+        } else if (!files.isEmpty()) {
             window.openFile(files.front());
-        } else {
+        } else if (!window.restoreLastSession()) {
             window.openExample();
         }
         if (session->isOpen()) {

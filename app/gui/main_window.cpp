@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDialog>
+#include <QDir>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -18,10 +19,12 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPainter>
 #include <QProgressBar>
 #include <QSettings>
 #include <QShortcut>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QToolButton>
@@ -31,11 +34,14 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/error.h"
 #include "compare_view.h"
+#include "dump_pair_view.h"
+#include "elided_label.h"
 #include "example_dump.h"
 #include "export_dialog.h"
 #include "matrix_view.h"
 #include "preferences_dialog.h"
 #include "session.h"
+#include "session_file.h"
 #include "stats_views.h"
 #include "token_map_view.h"
 
@@ -51,9 +57,11 @@ struct ShortcutDoc {
 const ShortcutDoc kShortcuts[] = {
     {"Ctrl+O", "open a dump (also: drag a .h5 file onto the window)"},
     {"Ctrl+E", "export figure(s) to PNG / SVG / PDF"},
+    {"Ctrl+S / Ctrl+Shift+O", "save / open a session (dump, selection, view, colour range, window)"},
     {"Ctrl+J", "export statistics of the current selection to JSON"},
     {"Ctrl+,", "preferences"},
-    {"PgDown / PgUp", "next / previous layer"},
+    {"PgDown / PgUp", "next / previous layer of the same model (the Model box picks the model)"},
+    {"Ctrl+PgDown / Ctrl+PgUp", "next / previous layer across models"},
     {"] / [", "next / previous head"},
     {". / ,", "next / previous image"},
     {"P / Shift+P", "next / previous paradigm (token map, matrix)"},
@@ -61,7 +69,7 @@ const ShortcutDoc kShortcuts[] = {
     {"Shift+B", "next local-branch channel (mean over channels, channel 0, 1, ...)"},
     {"Arrow keys", "move the query token on the grid (when a view has focus)"},
     {"Home", "select the first prefix token (CLS) as the query"},
-    {"Ctrl+1 … Ctrl+4", "token map, comparison, matrix, statistics"},
+    {"Ctrl+1 … Ctrl+5", "token map, comparison, matrix, statistics, two dumps side by side"},
     {"Esc", "cancel running analyses"},
     {"Click", "token map / comparison: make the clicked token the query"},
     {"Ctrl+click", "matrix: make the clicked row the query"},
@@ -77,6 +85,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     QSettings settings;
     QStringList problems;
     session_ = new Session(Preferences::load(settings, &problems), this);
+    // The dump of "Compare dumps": driven by that view, with the same preferences.
+    second_ = new Session(session_->preferences(), this);
     createViews();
     createDocks();
     createStatusBar();
@@ -89,6 +99,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     connect(session_, &Session::selectionChanged, this, &MainWindow::syncSelectionWidgets);
     connect(session_, &Session::queryChanged, this, &MainWindow::syncSelectionWidgets);
+    // The value under the cursor belongs to one query of one dump: any change of either clears it
+    // (the next mouse move shows the new value), so it never describes a row no longer shown.
+    for (auto signal :
+         {&Session::dumpChanged, &Session::selectionChanged, &Session::queryChanged, &Session::paradigmsChanged})
+        connect(session_, signal, this, [this]() { hoverLabel_->clear(); });
     connect(session_, &Session::paradigmsChanged, this, &MainWindow::syncParadigmWidgets);
     syncParadigmWidgets();
     syncSelectionWidgets();
@@ -106,6 +121,7 @@ void MainWindow::createViews() {
     tabs_->setObjectName(QStringLiteral("views"));
     tokenMap_ = new TokenMapView(session_);
     compare_ = new CompareView(session_);
+    pair_ = new DumpPairView(session_, second_);
     matrix_ = new MatrixView(session_);
     statsTabs_ = new QTabWidget;
     statsTabs_->setObjectName(QStringLiteral("statistics"));
@@ -113,7 +129,8 @@ void MainWindow::createViews() {
     tabs_->addTab(compare_, compare_->viewTitle());
     tabs_->addTab(matrix_, matrix_->viewTitle());
     tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
-    views_ = {tokenMap_, compare_, matrix_};
+    tabs_->addTab(pair_, pair_->viewTitle());
+    views_ = {tokenMap_, compare_, matrix_, pair_};
     for (PlotView* v : std::initializer_list<PlotView*>{new SpectrumView(session_), new LocalMassView(session_),
                                                         new ConfusionView(session_), new MagnitudeView(session_),
                                                         new LayerStatsView(session_)}) {
@@ -146,8 +163,22 @@ void MainWindow::createDocks() {
     image_ = new QSpinBox;
     image_->setObjectName(QStringLiteral("image"));
     imageLabel_ = new QLabel;
+    model_ = new QComboBox;
+    model_->setObjectName(QStringLiteral("model"));
+    model_->setToolTip(
+        QStringLiteral("The model the selected layer belongs to (layer names <model>.<block>); "
+                       "PgUp / PgDn stay within it"));
     layer_ = new QComboBox;
     layer_->setObjectName(QStringLiteral("layer"));
+    layer_->setToolTip(QStringLiteral("Layer: name and the attention its model used (the `attention` attribute)"));
+    layerAttention_ = new QLabel;
+    layerAttention_->setObjectName(QStringLiteral("layerAttention"));
+    layerAttention_->setWordWrap(true);
+    statsModel_ = new QComboBox;
+    statsModel_->setObjectName(QStringLiteral("statsModel"));
+    statsModel_->setToolTip(
+        QStringLiteral("Which layers the per-layer statistics (local mass, confusion, "
+                       "entropy) cover: one model's, or every layer of the dump"));
     head_ = new QSpinBox;
     head_->setObjectName(QStringLiteral("head"));
     query_ = new QSpinBox;
@@ -159,7 +190,9 @@ void MainWindow::createDocks() {
     shown_->setObjectName(QStringLiteral("shownParadigms"));
     form->addRow(QStringLiteral("Image"), image_);
     form->addRow(QString(), imageLabel_);
+    form->addRow(QStringLiteral("Model"), model_);
     form->addRow(QStringLiteral("Layer"), layer_);
+    form->addRow(QString(), layerAttention_);
     form->addRow(QStringLiteral("Head"), head_);
     form->addRow(QStringLiteral("Query token"), query_);
     form->addRow(QString(), queryName_);
@@ -174,6 +207,7 @@ void MainWindow::createDocks() {
     form->addRow(QStringLiteral("Branch channel"), branchChannel_);
     form->addRow(new QLabel(QStringLiteral("Paradigms shown (comparison, statistics):")));
     form->addRow(shown_);
+    form->addRow(QStringLiteral("Statistics over"), statsModel_);
     dock->setWidget(w);
     addDockWidget(Qt::LeftDockWidgetArea, dock);
 
@@ -182,6 +216,19 @@ void MainWindow::createDocks() {
     });
     connect(layer_, &QComboBox::currentIndexChanged, this, [this](int v) {
         if (!syncing_ && v >= 0) session_->setLayer(v);
+    });
+    connect(model_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (syncing_ || i < 0) return;
+        const std::vector<int> layers = session_->modelLayers(model_->itemData(i).toString().toStdString());
+        if (!layers.empty()) session_->setLayer(layers.front());
+    });
+    connect(statsModel_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (syncing_ || i < 0) return;
+        try {
+            session_->setStatsModel(statsModel_->itemData(i).toString().toStdString());
+        } catch (const Error& e) {
+            addIssue(Issue{IssueKind::Error, QString::fromStdString(e.what())});
+        }
     });
     connect(head_, &QSpinBox::valueChanged, this, [this](int v) {
         if (!syncing_) session_->setHead(v);
@@ -219,28 +266,32 @@ void MainWindow::createDocks() {
 }
 
 void MainWindow::createStatusBar() {
-    fileLabel_ = new QLabel;
+    fileLabel_ = new ElidedLabel;
     fileLabel_->setObjectName(QStringLiteral("file"));
-    shapeLabel_ = new QLabel;
+    shapeLabel_ = new ElidedLabel;
     shapeLabel_->setObjectName(QStringLiteral("shape"));
     hoverLabel_ = new QLabel;
     hoverLabel_->setObjectName(QStringLiteral("hover"));
     hoverLabel_->setMinimumWidth(200);
-    branchLabel_ = new QLabel;
+    hoverLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    branchLabel_ = new ElidedLabel;
     branchLabel_->setObjectName(QStringLiteral("branchStatus"));
     progress_ = new QProgressBar;
     progress_->setObjectName(QStringLiteral("progress"));
-    progress_->setMaximumWidth(320);
+    progress_->setMinimumWidth(220);
+    progress_->setMaximumWidth(360);
     progress_->setTextVisible(true);
     progress_->hide();
     cancel_ = new QToolButton;
     cancel_->setObjectName(QStringLiteral("cancel"));
     cancel_->setText(QStringLiteral("Cancel"));
     cancel_->hide();
-    statusBar()->addWidget(fileLabel_);
-    statusBar()->addWidget(shapeLabel_);
-    statusBar()->addWidget(branchLabel_);
-    statusBar()->addWidget(hoverLabel_, 1);
+    // The value under the cursor comes first and keeps its width; file, shape and branch give
+    // theirs up (elided, whole in their tooltips) when the window is narrow.
+    statusBar()->addWidget(hoverLabel_, 0);
+    statusBar()->addWidget(fileLabel_, 1);
+    statusBar()->addWidget(shapeLabel_, 2);
+    statusBar()->addWidget(branchLabel_, 1);
     statusBar()->addPermanentWidget(progress_);
     statusBar()->addPermanentWidget(cancel_);
     JobRunner& jobs = session_->jobs();
@@ -256,8 +307,9 @@ void MainWindow::createStatusBar() {
                 } else {
                     progress_->setRange(0, 0);  // busy indicator until the first report
                 }
-                progress_->setFormat(label + QStringLiteral(" %p%"));
-                progress_->setToolTip(what);
+                // The percentage first: a long label is cut at the bar's end, never the number.
+                progress_->setFormat(total > 0 ? QStringLiteral("%p% · ") + label : label);
+                progress_->setToolTip(what.isEmpty() ? label : label + QStringLiteral(": ") + what);
             });
     connect(&jobs, &JobRunner::jobFinished, this, [this]() {
         if (exportAll_.active()) tryFinishExportAll();
@@ -277,6 +329,12 @@ void MainWindow::createMenus() {
     recentMenu_ = file->addMenu(QStringLiteral("Open &Recent"));
     connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
     file->addAction(QStringLiteral("Open the bundled &example"), this, &MainWindow::openExample);
+    file->addAction(QStringLiteral("Open second dump for &comparison…"), this, &MainWindow::openSecondDialog);
+    file->addSeparator();
+    file->addAction(QStringLiteral("Open &session…"), this, &MainWindow::openSessionDialog)
+        ->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+O")));
+    file->addAction(QStringLiteral("&Save session…"), this, &MainWindow::saveSessionDialog)
+        ->setShortcut(QKeySequence::Save);
     file->addSeparator();
     QAction* fig = file->addAction(QStringLiteral("&Export figure…"), this, &MainWindow::exportFigureDialog);
     fig->setShortcut(QKeySequence(QStringLiteral("Ctrl+E")));
@@ -298,9 +356,11 @@ void MainWindow::createMenus() {
         a->setShortcut(key);
         return a;
     };
-    add(QStringLiteral("Next layer"), QKeySequence(Qt::Key_PageDown),
+    add(QStringLiteral("Next layer of the model"), QKeySequence(Qt::Key_PageDown), [this]() { stepLayer(1); });
+    add(QStringLiteral("Previous layer of the model"), QKeySequence(Qt::Key_PageUp), [this]() { stepLayer(-1); });
+    add(QStringLiteral("Next layer (any model)"), QKeySequence(Qt::CTRL | Qt::Key_PageDown),
         [this]() { session_->setLayer(session_->selection().layer + 1); });
-    add(QStringLiteral("Previous layer"), QKeySequence(Qt::Key_PageUp),
+    add(QStringLiteral("Previous layer (any model)"), QKeySequence(Qt::CTRL | Qt::Key_PageUp),
         [this]() { session_->setLayer(session_->selection().layer - 1); });
     add(QStringLiteral("Next head"), QKeySequence(Qt::Key_BracketRight),
         [this]() { session_->setHead(session_->selection().head + 1); });
@@ -329,8 +389,8 @@ void MainWindow::createMenus() {
         if (session_->layout().prefix > 0) session_->setQuery(0);
     });
     nav->addSeparator();
-    const char* tabNames[] = {"Token map", "Compare paradigms", "Matrix", "Statistics"};
-    for (int i = 0; i < 4; ++i)
+    const char* tabNames[] = {"Token map", "Compare paradigms", "Matrix", "Statistics", "Compare dumps"};
+    for (int i = 0; i < 5; ++i)
         add(QString::fromUtf8(tabNames[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)),
             [this, i]() { tabs_->setCurrentIndex(i); });
     QAction* esc =
@@ -360,10 +420,61 @@ bool MainWindow::openFile(const QString& path) {
                   QStringLiteral("%1: %2").arg(path, QString::fromStdString(e.what())));
         return false;
     }
+    fileOpened(path);
+    return true;
+}
+
+void MainWindow::openFileInBackground(const QString& path) {
+    // The window stays usable while the file is checked and opened; the progress bar says so and
+    // Cancel (Esc) drops the result. A newer open supersedes an older one (same job slot).
+    statusBar()->showMessage(QStringLiteral("opening %1…").arg(QFileInfo(path).fileName()));
+    session_->jobs().submit<std::shared_ptr<const DumpReader>>(
+        QStringLiteral("open"), QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
+        [path](const JobContext&) { return Session::openReader(path); },
+        [this, path](std::shared_ptr<const DumpReader>& reader) {
+            session_->adopt(std::move(reader), path);
+            fileOpened(path);
+            statusBar()->clearMessage();
+            Q_EMIT openFinished(path, true);
+        },
+        [this, path](const QString& error) {
+            statusBar()->clearMessage();
+            showError(QStringLiteral("Cannot open dump"), error);
+            Q_EMIT openFinished(path, false);
+        });
+}
+
+bool MainWindow::openSecondFile(const QString& path) {
+    try {
+        second_->open(path);
+    } catch (const Error& e) {
+        showError(QStringLiteral("Cannot open the second dump"), QString::fromStdString(e.what()));
+        return false;
+    }
+    showView(pair_->viewId());
+    return true;
+}
+
+void MainWindow::openSecondDialog() {
+    const QString dir = session_->isOpen() ? QFileInfo(session_->path()).absolutePath() : QString();
+    const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open second dump for comparison"), dir,
+                                                      QStringLiteral("AttnLens dumps (*.h5 *.hdf5);;All files (*)"));
+    if (path.isEmpty()) return;
+    // Checked and opened on a worker like the first dump; the view shows it when it lands.
+    session_->jobs().submit<std::shared_ptr<const DumpReader>>(
+        QStringLiteral("open second"), QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
+        [path](const JobContext&) { return Session::openReader(path); },
+        [this, path](std::shared_ptr<const DumpReader>& reader) {
+            second_->adopt(std::move(reader), path);
+            showView(pair_->viewId());
+        },
+        [this](const QString& error) { showError(QStringLiteral("Cannot open the second dump"), error); });
+}
+
+void MainWindow::fileOpened(const QString& path) {
     lastError_.clear();
     addRecentFile(QFileInfo(path).absoluteFilePath());
     setWindowTitle(QStringLiteral("%1 — AttnLens").arg(QFileInfo(path).fileName()));
-    return true;
 }
 
 bool MainWindow::openExample() {
@@ -381,7 +492,7 @@ void MainWindow::openDialog() {
     const QString dir = session_->isOpen() ? QFileInfo(session_->path()).absolutePath() : QString();
     const QString path = QFileDialog::getOpenFileName(this, QStringLiteral("Open attention dump"), dir,
                                                       QStringLiteral("AttnLens dumps (*.h5 *.hdf5);;All files (*)"));
-    if (!path.isEmpty()) openFile(path);
+    if (!path.isEmpty()) openFileInBackground(path);
 }
 
 void MainWindow::showError(const QString& title, const QString& text) {
@@ -409,7 +520,7 @@ void MainWindow::addRecentFile(const QString& path) {
 void MainWindow::rebuildRecentMenu() {
     recentMenu_->clear();
     const QStringList files = recentFiles();
-    for (const QString& f : files) recentMenu_->addAction(f, this, [this, f]() { openFile(f); });
+    for (const QString& f : files) recentMenu_->addAction(f, this, [this, f]() { openFileInBackground(f); });
     if (files.isEmpty()) recentMenu_->addAction(QStringLiteral("(none)"))->setEnabled(false);
 }
 
@@ -426,12 +537,21 @@ void MainWindow::dropEvent(QDropEvent* e) {
     for (const QUrl& u : e->mimeData()->urls())
         if (u.isLocalFile()) {
             e->acceptProposedAction();
-            openFile(u.toLocalFile());
+            openFileInBackground(u.toLocalFile());
             return;
         }
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+    // The session is restored on the next start (main.cpp, when no file is given).
+    if (session_->isOpen()) {
+        try {
+            QDir().mkpath(QFileInfo(lastSessionPath()).absolutePath());
+            writeSessionFile(lastSessionPath(), sessionState());
+        } catch (const Error&) {
+            // Not being able to remember the session must not stop the program from closing.
+        }
+    }
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
@@ -464,7 +584,16 @@ void MainWindow::syncParadigmWidgets() {
         paradigm_->setItemData(int(i), tip, Qt::ToolTipRole);
         auto* item = new QListWidgetItem(name, shown_);
         item->setToolTip(tip);
-        item->setForeground(paradigmColor(int(i)));
+        // The paradigm's plot colour as a swatch: coloured text is unreadable for the light
+        // colours of the palette on a light background.
+        QPixmap swatch(12, 12);
+        swatch.fill(paradigmColor(int(i)));
+        {
+            QPainter frame(&swatch);
+            frame.setPen(QColor(60, 60, 60));
+            frame.drawRect(0, 0, 11, 11);
+        }
+        item->setIcon(QIcon(swatch));
         item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
         const auto& s = session_->selection().shown;
         item->setCheckState(std::find(s.begin(), s.end(), int(i)) != s.end() ? Qt::Checked : Qt::Unchecked);
@@ -476,18 +605,55 @@ void MainWindow::syncParadigmWidgets() {
 void MainWindow::syncSelectionWidgets() {
     syncing_ = true;
     const bool open = session_->isOpen();
-    for (QWidget* w : std::initializer_list<QWidget*>{image_, layer_, head_, query_}) w->setEnabled(open);
+    for (QWidget* w : std::initializer_list<QWidget*>{image_, layer_, head_, query_, model_, statsModel_})
+        w->setEnabled(open);
     if (open) {
         const DumpInfo& info = session_->info();
         const Selection& sel = session_->selection();
         image_->setRange(0, std::max(0, info.images - 1));
         image_->setValue(sel.image);
         if (layer_->count() != int(info.layers.size()) ||
-            (layer_->count() > 0 && layer_->itemText(0) != QString::fromStdString(info.layers[0].name))) {
+            (layer_->count() > 0 && layer_->itemData(0).toString() != QString::fromStdString(info.layers[0].name))) {
             layer_->clear();
-            for (const LayerInfo& l : info.layers) layer_->addItem(QString::fromStdString(l.name));
+            for (const LayerInfo& l : info.layers) {
+                const QString name = QString::fromStdString(l.name);
+                // The attention the model used beside the name, so the box says which is which.
+                layer_->addItem(l.attention.empty()
+                                    ? name
+                                    : QStringLiteral("%1 · %2").arg(name, QString::fromStdString(l.attention)),
+                                name);
+            }
+            model_->clear();
+            statsModel_->clear();
+            statsModel_->addItem(QStringLiteral("every layer"), QString());
+            for (const LayerModel& m : layerModels(info)) {
+                const QString name = QString::fromStdString(m.name);
+                const QString text = QStringLiteral("%1 (%2 layers)")
+                                         .arg(name.isEmpty() ? QStringLiteral("(unnamed)") : name)
+                                         .arg(m.layers.size());
+                model_->addItem(text, name);
+                if (!m.name.empty()) statsModel_->addItem(QStringLiteral("model %1").arg(text), name);
+            }
         }
         layer_->setCurrentIndex(sel.layer);
+        model_->setCurrentIndex(std::max(0, model_->findData(QString::fromStdString(session_->layerModel()))));
+        model_->setEnabled(model_->count() > 1);
+        statsModel_->setCurrentIndex(
+            std::max(0, statsModel_->findData(QString::fromStdString(session_->statsModel()))));
+        statsModel_->setEnabled(statsModel_->count() > 1);
+        const LayerInfo& li = session_->layerInfo();
+        layerAttention_->setText(
+            li.attention.empty()
+                ? QStringLiteral("the dump does not say which attention this layer's model used")
+                : QStringLiteral("model used: <b>%1</b>%2")
+                      .arg(QString::fromStdString(li.attention).toHtmlEscaped(),
+                           session_->layerParadigm() < 0 ? QStringLiteral(" (no paradigm of that name)") : QString()));
+        // The layer's own paradigm is marked in the paradigm box.
+        const int own = session_->layerParadigm();
+        for (int i = 0; i < paradigm_->count(); ++i) {
+            const QString name = QString::fromStdString(session_->paradigms()[std::size_t(i)].name);
+            paradigm_->setItemText(i, i == own ? name + QStringLiteral("  (this layer's model)") : name);
+        }
         head_->setRange(0, std::max(0, session_->layerInfo().heads - 1));
         head_->setValue(sel.head);
         query_->setRange(0, int(session_->layout().tokens() - 1));
@@ -625,6 +791,170 @@ void MainWindow::addIssue(const Issue& issue) {
     if (issuesDock_->isHidden()) issuesDock_->show();
 }
 
+// Next or previous layer within the selected layer's model; at the model's first or last layer the
+// selection stays and the status bar says so.
+void MainWindow::stepLayer(int step) {
+    if (!session_->isOpen()) return;
+    const std::string model = session_->layerModel();
+    const std::vector<int> layers = session_->modelLayers(model);
+    const auto it = std::find(layers.begin(), layers.end(), session_->selection().layer);
+    if (it == layers.end()) return;
+    const auto pos = (it - layers.begin()) + step;
+    if (pos < 0 || pos >= std::ptrdiff_t(layers.size())) {
+        statusBar()->showMessage(QStringLiteral("%1 layer of %2 (Ctrl+PgUp / Ctrl+PgDn cross models)")
+                                     .arg(step > 0 ? QStringLiteral("last") : QStringLiteral("first"),
+                                          model.empty() ? QStringLiteral("the dump")
+                                                        : QStringLiteral("model ") + QString::fromStdString(model)),
+                                 4000);
+        return;
+    }
+    session_->setLayer(layers[std::size_t(pos)]);
+}
+
+// ---- sessions -------------------------------------------------------------------------------------
+
+QString MainWindow::lastSessionPath() {
+    return QDir(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation))
+        .filePath(QStringLiteral("last-session.json"));
+}
+
+SessionState MainWindow::sessionState() const {
+    SessionState s = captureSelection(*session_);
+    if (PlotView* v = currentView()) s.view = v->viewId();
+    if (second_->isOpen()) s.secondDump = QFileInfo(second_->path()).absoluteFilePath();
+    s.imageOpacity = tokenMap_->imageOpacity();
+    if (tokenMap_->colourRangeHeld())
+        s.heldColourRange = ColourRange{tokenMap_->heldColourRange().lower, tokenMap_->heldColourRange().upper};
+    s.windowGeometry = saveGeometry();
+    s.windowState = saveState();
+    return s;
+}
+
+bool MainWindow::restoreSession(const SessionState& state, bool withWindow) {
+    try {
+        if (state.paradigmDefinitions != session_->preferences().paradigmSpecs) {
+            // The session's paradigms replace the preferences' for this run (saved with them on exit),
+            // so that names in the session mean the definitions they were saved with.
+            Preferences p = session_->preferences();
+            p.paradigmSpecs = state.paradigmDefinitions;
+            QStringList problems;
+            p.paradigms(&problems);
+            if (!problems.isEmpty()) throwInput("session paradigm definitions: " + problems.join("; ").toStdString());
+            session_->setPreferences(p);
+            second_->setPreferences(p);
+        }
+        const bool sameDump = session_->isOpen() && QFileInfo(session_->path()).absoluteFilePath() ==
+                                                        QFileInfo(state.dump).absoluteFilePath();
+        if (!sameDump && !openFile(state.dump)) return false;
+        applySelection(*session_, state);
+    } catch (const Error& e) {
+        showError(QStringLiteral("Cannot restore session"), QString::fromStdString(e.what()));
+        return false;
+    }
+    // The comparison's second dump: not restoring it is worth an issue, not a failed session.
+    if (!state.secondDump.isEmpty() && !(second_->isOpen() && second_->path() == state.secondDump)) {
+        try {
+            second_->open(state.secondDump);
+        } catch (const Error& e) {
+            addIssue(Issue{
+                IssueKind::Error,
+                QStringLiteral("the session's second dump was not opened: %1").arg(QString::fromStdString(e.what()))});
+        }
+    }
+    if (state.imageOpacity >= 0) tokenMap_->setImageOpacity(state.imageOpacity);
+    if (state.heldColourRange)
+        tokenMap_->holdColourRange(true, QCPRange(state.heldColourRange->lower, state.heldColourRange->upper));
+    else
+        tokenMap_->holdColourRange(false);
+    if (!state.view.isEmpty()) showView(state.view);
+    if (withWindow) {
+        if (!state.windowGeometry.isEmpty()) restoreGeometry(state.windowGeometry);
+        if (!state.windowState.isEmpty()) restoreState(state.windowState);
+    }
+    return true;
+}
+
+bool MainWindow::openSession(const QString& path) {
+    try {
+        return restoreSession(readSessionFile(path), true);
+    } catch (const Error& e) {
+        showError(QStringLiteral("Cannot open session"), QString::fromStdString(e.what()));
+        return false;
+    }
+}
+
+bool MainWindow::saveSession(const QString& path, QString* error) {
+    if (!session_->isOpen()) {
+        if (error) *error = QStringLiteral("no dump open");
+        return false;
+    }
+    try {
+        writeSessionFile(path, sessionState());
+    } catch (const Error& e) {
+        showError(QStringLiteral("Cannot save session"), QString::fromStdString(e.what()));
+        if (error) *error = QString::fromStdString(e.what());
+        return false;
+    }
+    statusBar()->showMessage(QStringLiteral("wrote %1").arg(path), 5000);
+    return true;
+}
+
+bool MainWindow::restoreLastSession() {
+    const QString path = lastSessionPath();
+    if (!QFileInfo(path).isFile()) return false;
+    try {
+        const SessionState state = readSessionFile(path);
+        if (!QFileInfo(state.dump).isFile()) {
+            addIssue(
+                Issue{IssueKind::Error,
+                      QStringLiteral("the last session's dump %1 no longer exists; not restored").arg(state.dump)});
+            return false;
+        }
+        return restoreSession(state, true);
+    } catch (const Error& e) {
+        addIssue(Issue{IssueKind::Error,
+                       QStringLiteral("last session not restored: %1").arg(QString::fromStdString(e.what()))});
+        return false;
+    }
+}
+
+void MainWindow::openSessionDialog() {
+    const QString path =
+        QFileDialog::getOpenFileName(this, QStringLiteral("Open session"), lastExportFolder(session_->path()),
+                                     QStringLiteral("AttnLens sessions (*.json);;All files (*)"));
+    if (!path.isEmpty()) openSession(path);
+}
+
+void MainWindow::saveSessionDialog() {
+    if (!session_->isOpen()) return;
+    const QString path = QFileDialog::getSaveFileName(
+        this, QStringLiteral("Save session"),
+        QDir(lastExportFolder(session_->path())).filePath(selectionFileName(QStringLiteral("session")) + ".json"),
+        QStringLiteral("AttnLens sessions (*.json)"));
+    if (path.isEmpty()) return;
+    rememberExportFolder(path);
+    saveSession(path);
+}
+
+// "attnlens-example-mala.block0-h0-q7_7-tokenmap": the dump, layer, head and query of the selection
+// and what is exported, as a file name (characters a file system may refuse become '_').
+QString MainWindow::selectionFileName(const QString& what) const {
+    if (!session_->isOpen()) return QStringLiteral("attnlens-") + what;
+    const Selection& sel = session_->selection();
+    const TokenLayout& l = session_->layout();
+    const QString query = l.isSpatial(sel.query) ? QStringLiteral("q%1_%2").arg(l.row(sel.query)).arg(l.col(sel.query))
+                                                 : QStringLiteral("q%1").arg(sel.query);
+    QString name = QStringLiteral("%1-img%2-%3-h%4-%5-%6")
+                       .arg(QFileInfo(session_->path()).completeBaseName())
+                       .arg(sel.image)
+                       .arg(QString::fromStdString(session_->layerInfo().name))
+                       .arg(sel.head)
+                       .arg(query, what);
+    for (QChar& c : name)
+        if (!(c.isLetterOrNumber() || c == '-' || c == '_' || c == '.')) c = '_';
+    return name;
+}
+
 // ---- views ----------------------------------------------------------------------------------------
 
 PlotView* MainWindow::view(const QString& id) const {
@@ -703,6 +1033,9 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
         req.images = {sel.image};
     }
     req.options = session_->preferences().analysis;
+    // A damaged chunk leaves its (image, layer) out of a whole-dump export, listed in the report's
+    // "skipped" (as `attnlens-cli analyze --skip-unreadable`); the selection's export fails instead.
+    req.skipUnreadable = wholeDump;
     const QString dumpPath = session_->path();
     const QString command = QStringLiteral("attnlens (GUI) export statistics %1 of %2")
                                 .arg(wholeDump ? QStringLiteral("of the whole dump")
@@ -725,7 +1058,22 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
                 Q_EMIT exportFinished({}, QString::fromStdString(e.what()));
                 return;
             }
-            statusBar()->showMessage(QStringLiteral("wrote %1").arg(path), 8000);
+            if (report->skipped.empty()) {
+                statusBar()->showMessage(QStringLiteral("wrote %1").arg(path), 8000);
+            } else {
+                // A summary box: the report is complete but lacks what could not be read.
+                auto* box = new QMessageBox(
+                    QMessageBox::Warning, QStringLiteral("Statistics exported with gaps"),
+                    QStringLiteral("wrote %1\n%2 (image, layer) could not be read and are listed in the report's "
+                                   "\"skipped\" (details in the Issues list).")
+                        .arg(path)
+                        .arg(report->skipped.size()),
+                    QMessageBox::Ok, this);
+                box->setObjectName(QStringLiteral("exportSummaryBox"));
+                box->setAttribute(Qt::WA_DeleteOnClose);
+                box->setModal(false);
+                box->show();
+            }
             Q_EMIT exportFinished({path}, QString());
         },
         [this](const QString& error) {
@@ -735,7 +1083,9 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
 }
 
 void MainWindow::exportFigureDialog() {
-    ExportFigureDialog dialog(currentView() ? currentView()->viewTitle() : QString(), this);
+    PlotView* v = currentView();
+    ExportFigureDialog dialog(v ? v->viewTitle() : QString(),
+                              selectionFileName(v ? v->viewId() : QStringLiteral("figure")), session_->path(), this);
     if (dialog.exec() != QDialog::Accepted) return;
     if (dialog.allViews())
         exportAllFigures(dialog.path(), dialog.options());
@@ -748,12 +1098,13 @@ void MainWindow::exportStatisticsDialog(bool wholeDump) {
         this,
         wholeDump ? QStringLiteral("Export statistics of the whole dump")
                   : QStringLiteral("Export statistics of the selection"),
-        QSettings()
-            .value(QStringLiteral("export/jsonPath"), QDir::home().filePath(QStringLiteral("attnlens-analysis.json")))
-            .toString(),
+        QDir(lastExportFolder(session_->path()))
+            .filePath((wholeDump ? QFileInfo(session_->path()).completeBaseName() + QStringLiteral("-statistics")
+                                 : selectionFileName(QStringLiteral("statistics"))) +
+                      QStringLiteral(".json")),
         QStringLiteral("JSON (*.json)"));
     if (path.isEmpty()) return;
-    QSettings().setValue(QStringLiteral("export/jsonPath"), path);
+    rememberExportFolder(path);
     exportStatistics(path, wholeDump);
 }
 
@@ -763,6 +1114,7 @@ void MainWindow::preferencesDialog() {
     Preferences p = dialog.preferences();
     savePreferences(p);
     session_->setPreferences(p);
+    second_->setPreferences(p);
 }
 
 void MainWindow::showShortcuts() {

@@ -8,6 +8,7 @@
 #include "export_all.h"
 #include "figure_export.h"
 #include "preferences.h"
+#include "session_file.h"
 
 class QCheckBox;
 class QComboBox;
@@ -27,6 +28,7 @@ class PlotView;
 class TokenMapView;
 class CompareView;
 class MatrixView;
+class DumpPairView;
 struct Issue;
 
 class MainWindow : public QMainWindow {
@@ -38,8 +40,28 @@ public:
     // Opens a dump. On failure shows the core's message (non-modal box and the issues list), keeps
     // the previous dump open and returns false.
     bool openFile(const QString& path);
+    // The same on a worker thread (File > Open, recent files, drops): returns at once; openFinished
+    // tells how it ended, and a failure leaves the open dump as it was.
+    void openFileInBackground(const QString& path);
+    // The second dump of "Compare dumps" (DumpPairView); false with the message shown on failure.
+    bool openSecondFile(const QString& path);
+    Session* secondSession() const { return second_; }
+    DumpPairView* dumpPairView() const { return pair_; }
     // The bundled example (see example_dump.h).
     bool openExample();
+
+    // Sessions (session_file.h): restore one (opening its dump unless already open; the window
+    // layout too when withWindow), read one from a file, write the current one to a file.
+    bool restoreSession(const SessionState& state, bool withWindow);
+    bool openSession(const QString& path);
+    bool saveSession(const QString& path, QString* error = nullptr);
+    SessionState sessionState() const;
+    // The session saved on the last exit (lastSessionPath()); false, with an issue when it cannot
+    // be used, when there is none.
+    bool restoreLastSession();
+    static QString lastSessionPath();
+    // File name (no extension) for exports of the selection: dump, image, layer, head, query, what.
+    QString selectionFileName(const QString& what) const;
 
     Session* session() const { return session_; }
     TokenMapView* tokenMapView() const { return tokenMap_; }
@@ -61,6 +83,7 @@ public:
 
 Q_SIGNALS:
     void exportFinished(const QStringList& written, const QString& error);
+    void openFinished(const QString& path, bool ok);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
@@ -83,6 +106,11 @@ private:
     void rebuildRecentMenu();
     void tryFinishExportAll();
     void openDialog();
+    void openSecondDialog();
+    void fileOpened(const QString& path);  // recent files, title
+    void openSessionDialog();
+    void saveSessionDialog();
+    void stepLayer(int step);  // within the selected layer's model
     void exportFigureDialog();
     void exportStatisticsDialog(bool wholeDump);
     void preferencesDialog();
@@ -90,15 +118,20 @@ private:
     void showAbout();
 
     Session* session_ = nullptr;
+    Session* second_ = nullptr;  // "Compare dumps"
     QTabWidget* tabs_ = nullptr;
     QTabWidget* statsTabs_ = nullptr;
     TokenMapView* tokenMap_ = nullptr;
     CompareView* compare_ = nullptr;
     MatrixView* matrix_ = nullptr;
+    DumpPairView* pair_ = nullptr;
     std::vector<PlotView*> views_;
 
     QSpinBox* image_ = nullptr;
-    QComboBox* layer_ = nullptr;
+    QComboBox* model_ = nullptr;        // the selected layer's model; choosing one jumps to its first layer
+    QComboBox* layer_ = nullptr;        // items: "name · attention", data: the layer name
+    QLabel* layerAttention_ = nullptr;  // "model used: mala"
+    QComboBox* statsModel_ = nullptr;   // the per-layer statistics' layers: every layer or one model
     QSpinBox* head_ = nullptr;
     QSpinBox* query_ = nullptr;
     QLabel* queryName_ = nullptr;

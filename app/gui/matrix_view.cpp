@@ -175,6 +175,7 @@ bool MatrixView::fitAspect() {
 void MatrixView::rebuild() {
     if (!session_->isOpen()) {
         map_->setVisible(false);
+        scale_->setVisible(false);  // no bar without its map
         highlight_->setVisible(false);
         title_->setText(QStringLiteral("no dump open"));
         subtitle_->setText(QString());
@@ -186,7 +187,7 @@ void MatrixView::rebuild() {
     // With the local branch the matrix is E_c = A + M_c (computed on the worker with A).
     const auto branch = session_->localBranch();
     const QString where = QStringLiteral("%1 — image %2, layer %3, head %4")
-                              .arg(QString::fromStdString(para.name) +
+                              .arg(session_->paradigmLabel(sel.paradigm) +
                                    (branch ? QStringLiteral(" + local branch: E_c = A + M_c") : QString()))
                               .arg(sel.image)
                               .arg(QString::fromStdString(session_->layerInfo().name))
@@ -203,6 +204,7 @@ void MatrixView::rebuild() {
         subtitle_->setText(wrapText(readError, 110));
         subtitle_->setTextColor(QColor(180, 0, 0));
         map_->setVisible(false);
+        scale_->setVisible(false);  // no bar without its map
         highlight_->setVisible(false);
         shownKey_.clear();
         return;
@@ -263,6 +265,7 @@ void MatrixView::rebuild() {
             subtitle_->setText(QStringLiteral("computing the %1 x %1 matrix…").arg(n));
             subtitle_->setTextColor(Qt::black);
             map_->setVisible(false);
+            scale_->setVisible(false);
             highlight_->setVisible(false);
             return;
         }
@@ -293,6 +296,7 @@ void MatrixView::rebuild() {
         shownKey_ = key;
     }
     map_->setVisible(true);
+    scale_->setVisible(true);
     highlight_->topLeft->setCoords(-0.5, sel.query - 0.5);
     highlight_->bottomRight->setCoords(img.tokens - 0.5, sel.query + 0.5);
     highlight_->setVisible(true);

@@ -6,16 +6,100 @@
 #include "session.h"
 
 namespace attnlens::gui {
+namespace {
+
+// The property holding a wrapped text element's unbroken text.
+constexpr const char* kFullText = "attnlensFullText";
+
+// Lines of at most `width` pixels, broken at spaces; a line that must break does so after its
+// last " — ", " · " or comma when that leaves it at least half full, so that the parts of a title
+// stay together ("Magnitude scaling (MALA Fig. 2) —" / "query ..."). A single word wider than the
+// width keeps its own line.
+QStringList breakLine(const QString& text, const QFontMetrics& fm, int width) {
+    if (fm.horizontalAdvance(text) <= width) return {text};
+    const QStringList words = text.split(' ');
+    auto preferred = [](const QString& w) {
+        return w == QStringLiteral("—") || w == QStringLiteral("·") || w.endsWith(',');
+    };
+    QStringList lines;
+    QStringList line;
+    for (const QString& word : words) {
+        line << word;
+        if (line.size() == 1 || fm.horizontalAdvance(line.join(' ')) <= width) continue;
+        line.removeLast();
+        int cut = int(line.size());  // words kept on this line
+        for (int i = int(line.size()) - 1; i > 0; --i)
+            if (preferred(line[i]) && fm.horizontalAdvance(line.mid(0, i + 1).join(' ')) >= width / 2) {
+                cut = i + 1;
+                break;
+            }
+        lines << line.mid(0, cut).join(' ');
+        line = line.mid(cut);
+        line << word;
+    }
+    if (!line.isEmpty()) lines << line.join(' ');
+    return lines;
+}
+
+// The width of the last layout: its elements' extent (after an export's toPixmap the layout's own
+// outer rect is the widget's again, while the elements keep the export's geometry).
+int layoutWidth(QCustomPlot* plot) {
+    QRect extent;
+    for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
+        if (QCPLayoutElement* e = plot->plotLayout()->elementAt(i)) extent |= e->outerRect();
+    return extent.width() > 0 ? extent.width() : plot->viewport().width();
+}
+
+void wrapTo(QCPTextElement* element, int width) {
+    const QString full = element->property(kFullText).toString();
+    const QFontMetrics fm(element->font());
+    QStringList lines;
+    for (const QString& paragraph : full.split('\n')) lines << breakLine(paragraph, fm, std::max(40, width - 12));
+    const QString text = lines.join('\n');
+    if (text != element->text()) element->setText(text);
+}
+
+}  // namespace
 
 QCPTextElement* resetWithTitle(QCustomPlot* plot, const QString& title) {
     plot->clearItems();
     plot->clearPlottables();
     plot->plotLayout()->clear();
     plot->setAutoAddPlottableToLegend(false);
-    auto* t = new QCPTextElement(plot, title, QFont(plot->font().family(), 11, QFont::Bold));
+    auto* t = new QCPTextElement(plot, QString(), QFont(plot->font().family(), 11, QFont::Bold));
     plot->plotLayout()->addElement(0, 0, t);
     plot->plotLayout()->setRowStretchFactor(0, 0.01);
+    setWrappedText(t, title);
     return t;
+}
+
+QCPLayoutGrid* addBody(QCustomPlot* plot, int row) {
+    auto* body = new QCPLayoutGrid;
+    plot->plotLayout()->addElement(row, 0, body);
+    return body;
+}
+
+void setWrappedText(QCPTextElement* element, const QString& text) {
+    element->setProperty(kFullText, text);
+    wrapTo(element, layoutWidth(element->parentPlot()));
+}
+
+bool fitWrappedTexts(QCustomPlot* plot) {
+    bool changed = false;
+    const int width = layoutWidth(plot);
+    for (int i = 0; i < plot->plotLayout()->elementCount(); ++i) {
+        auto* element = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i));
+        if (!element || !element->property(kFullText).isValid()) continue;
+        const QString before = element->text();
+        wrapTo(element, width);
+        changed |= element->text() != before;
+    }
+    return changed;
+}
+
+QString unwrappedText(const QCPTextElement* element) {
+    const QVariant full = element->property(kFullText);
+    return full.isValid() ? full.toString() : element->text();
 }
 
 bool showReadError(QCustomPlot* plot, Session* session, const QString& what) {
@@ -58,6 +142,57 @@ QCPLegend* addSideLegend(QCustomPlot* plot, int row, int col, QCPLayoutGrid* gri
     legend->setBorderPen(QPen(QColor(180, 180, 180)));
     legend->setRowSpacing(-2);
     return legend;
+}
+
+bool fitCategoryLabels(QCPAxis* axis, const QStringList& names) {
+    QCPAxisRect* rect = axis->axisRect();
+    const int n = int(names.size());
+    if (n == 0 || rect->width() < 20 || axis->range().size() <= 0) return false;
+    const QFontMetrics fm(axis->tickLabelFont());
+    const double slot = rect->width() / axis->range().size();  // pixels between neighbouring positions
+    int widest = 0;
+    for (const QString& name : names) widest = std::max(widest, fm.horizontalAdvance(name));
+    const int lineHeight = fm.height() + 2;
+    int step = 1;
+    double angle = 0;
+    if (widest + 8 > slot) {
+        // Turned labels are parallel strips slot * step * sin(angle) apart.
+        while (lineHeight > slot * step) ++step;
+        const double s = std::min(1.0, lineHeight / (slot * step));
+        angle = std::clamp(std::ceil(qRadiansToDegrees(std::asin(s)) / 5) * 5, 30.0, 90.0);
+    }
+    bool changed = false;
+    if (axis->property("attnlensLabelStep").toInt() != step || !axis->property("attnlensLabelStep").isValid() ||
+        axis->property("attnlensLabelNames").toStringList() != names) {
+        QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+        for (int i = 0; i < n; i += step) ticker->addTick(double(i), names[i]);
+        axis->setTicker(ticker);
+        axis->setProperty("attnlensLabelStep", step);
+        axis->setProperty("attnlensLabelNames", names);
+        changed = true;
+    }
+    if (!qFuzzyCompare(axis->tickLabelRotation() + 1000, -angle + 1000)) {
+        axis->setTickLabelRotation(-angle);  // negative: each label ends under its tick
+        changed = true;
+    }
+    // A turned first label reaches left of its tick: widen the rect's left margin to keep it inside
+    // the plot (only ever widened within one build, so this settles).
+    if (angle > 0) {
+        const double radians = qDegreesToRadians(angle);
+        const double reach =
+            fm.horizontalAdvance(names.front()) * std::cos(radians) + fm.height() / 2.0 * std::sin(radians) + 4;
+        const double tick = axis->coordToPixel(0) - axis->parentPlot()->viewport().left();
+        if (reach > tick) {
+            QMargins m = rect->minimumMargins();
+            const int want = rect->margins().left() + int(std::ceil(reach - tick));
+            if (want > m.left()) {
+                m.setLeft(want);
+                rect->setMinimumMargins(m);
+                changed = true;
+            }
+        }
+    }
+    return changed;
 }
 
 QCPLegend* addLegend(QCustomPlot* plot, QCPAxisRect* rect, Qt::Alignment where) {

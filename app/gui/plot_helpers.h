@@ -10,14 +10,28 @@ namespace attnlens::gui {
 
 class Session;
 
-// Clears the plot and puts `title` (bold) in its top row; returns the title element.
+// Clears the plot and puts `title` (bold) in its top row; returns the title element. The title is
+// wrapped to the plot's width (setWrappedText), so it spans the full width only when the rows below
+// it are one column: put side-by-side elements into addBody's grid.
 QCPTextElement* resetWithTitle(QCustomPlot* plot, const QString& title);
+// A grid in row `row` of the plot's layout for everything beside each other (plots, side legend),
+// so that the single-column rows above it (title, notes) get the plot's whole width.
+QCPLayoutGrid* addBody(QCustomPlot* plot, int row);
+// Sets a text element that spans the plot's width, broken into lines (at " — ", " · ", ", " or
+// spaces) that fit the width of the last layout; fitWrappedTexts re-breaks it after a resize.
+void setWrappedText(QCPTextElement* element, const QString& text);
+// Re-breaks every setWrappedText element for the current layout width; true if any changed (the
+// caller replots). PlotView calls it after each replot and before an export.
+bool fitWrappedTexts(QCustomPlot* plot);
+// The unbroken text of a setWrappedText element (its text() may hold line breaks).
+QString unwrappedText(const QCPTextElement* element);
 // The selected head cannot be read (damaged chunk): the view's title plus the reason in red where
 // the plot would be, instead of another head's data. False (nothing drawn) when the head is fine.
 bool showReadError(QCustomPlot* plot, Session* session, const QString& what);
 // An axis rect with dotted grid lines at (row, col) of `grid` (default: the plot's layout).
 QCPAxisRect* addRect(QCustomPlot* plot, int row, int col, QCPLayoutGrid* grid = nullptr);
-// A legend in its own layout cell right of the plots, where it hides no data.
+// A legend in its own layout cell right of the plots, where it hides no data; its column is at
+// least as wide as the widest entry, so no entry is cut at the legend's border.
 QCPLegend* addSideLegend(QCustomPlot* plot, int row, int col, QCPLayoutGrid* grid = nullptr);
 // A legend inside the axis rect, at `where`.
 QCPLegend* addLegend(QCustomPlot* plot, QCPAxisRect* rect, Qt::Alignment where);
@@ -26,6 +40,11 @@ void setLogAxis(QCPAxis* axis, double base = 10);
 QCPGraph* addLine(QCPAxisRect* rect, const QVector<double>& x, const QVector<double>& y, const QColor& c,
                   const QString& name, QCPLegend* legend, Qt::PenStyle style = Qt::SolidLine,
                   QCPScatterStyle::ScatterShape marker = QCPScatterStyle::ssNone);
+// Tick labels of a categorical bottom axis (one name per integer position 0..n-1): horizontal
+// when every name fits its slot, otherwise turned (ending under its tick) by the smallest angle
+// that keeps neighbours apart, vertical at most, every step-th name when even that is too dense.
+// Returns true if the rotation or the labelled positions changed (the caller replots).
+bool fitCategoryLabels(QCPAxis* axis, const QStringList& names);
 // y range covering the finite values with a margin (log: positive values only, above floorValue).
 void fitValueRange(QCPAxis* axis, const std::vector<double>& values, bool log, double floorValue = 0);
 

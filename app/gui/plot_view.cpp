@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plot_helpers.h"
+
 namespace attnlens::gui {
 
 PlotView::PlotView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
@@ -23,8 +25,10 @@ PlotView::PlotView(Session* session, QWidget* parent) : QWidget(parent), session
     layout->addWidget(plot_, 1);
     // Square heatmap cells need the layout of a finished replot; correcting the ranges then costs
     // one more queued replot, which is skipped when nothing changed.
+    // Titles are re-broken for the new width the same way.
     connect(plot_, &QCustomPlot::afterReplot, this, [this]() {
-        if (fitAspect()) plot_->replot(QCustomPlot::rpQueuedReplot);
+        const bool wrapped = fitWrappedTexts(plot_);
+        if (fitAspect() || wrapped) plot_->replot(QCustomPlot::rpQueuedReplot);
     });
 }
 
@@ -59,9 +63,10 @@ void PlotView::showEvent(QShowEvent* e) {
 void PlotView::prepareForSize(int width, int height) {
     // Two layout passes at the target size: the first computes the axis rects, the aspect fix
     // adjusts ranges, the second settles tick labels and margins for the new ranges.
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < 3; ++pass) {
         plot_->toPixmap(width, height, 1.0);
-        if (!fitAspect()) break;
+        const bool wrapped = fitWrappedTexts(plot_);
+        if (!fitAspect() && !wrapped) break;
     }
 }
 

@@ -83,7 +83,8 @@ Preferences Preferences::load(QSettings& s, QStringList* problems) {
     p.sequentialMap = s.value(QStringLiteral("sequentialMap"), p.sequentialMap).toString();
     p.divergingMap = s.value(QStringLiteral("divergingMap"), p.divergingMap).toString();
     p.nanColor = s.value(QStringLiteral("nanColor"), p.nanColor).value<QColor>();
-    p.imageOpacityPercent = std::clamp(s.value(QStringLiteral("imageOpacity"), 0).toInt(), 0, 100);
+    p.imageOpacityPercent =
+        std::clamp(s.value(QStringLiteral("imageOpacity"), Preferences{}.imageOpacityPercent).toInt(), 0, 100);
     p.localBranch = s.value(QStringLiteral("localBranch"), false).toBool();
     p.localBranchChannel = std::max(-1, s.value(QStringLiteral("localBranchChannel"), -1).toInt());
     s.endGroup();

@@ -3,14 +3,17 @@
 #include <QCommandLineParser>
 #include <QTextStream>
 #include <memory>
+#include <optional>
 
 #include "attnlens/error.h"
 #include "attnlens/list_parser.h"
 #include "attnlens/text.h"
 #include "compare_view.h"
+#include "export_dialog.h"
 #include "figure_export.h"
 #include "matrix_view.h"
 #include "session.h"
+#include "session_file.h"
 #include "stats_views.h"
 #include "token_map_view.h"
 
@@ -50,13 +53,15 @@ int paradigmByName(Session& s, const QString& name) {
 QString renderUsage() {
     return QStringLiteral(
         "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+        "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
         "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
         "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers\n"
         "  --image I         image index (default 0)\n"
         "  --layer L         layer name or position (default 0)\n"
         "  --head H          head (default 0)\n"
         "  --query Q         token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)\n"
-        "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default softmax)\n"
+        "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default: the\n"
+        "                    layer's own `attention` when it names a paradigm, else softmax)\n"
         "  --paradigms A,B   paradigms of compare and statistics (default: the eight presets)\n"
         "  --define SPEC     add or replace a paradigm, NAME:key=value,... (repeatable)\n"
         "  --size WxH        canvas in logical pixels (default 1100x800)\n"
@@ -67,10 +72,14 @@ QString renderUsage() {
         "  --scope S         statistics over the selected 'image' or 'all' images\n"
         "                    (default: all for confusion, image for local and layers)\n"
         "  --k K             local view: window size (default 3)\n"
-        "  --opacity PCT     tokenmap: input image opacity 0..100 (default 0)\n"
+        "  --opacity PCT     tokenmap: input image (grey) through the map, 0..100 (default 40,\n"
+        "                    as the desktop program; 0: no image)\n"
         "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
         "                    E_c = A + M_c (the layer must have a local_branch group)\n"
         "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
+        "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
+        "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
+        "                    options above change it\n"
         "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
 }
 
@@ -82,15 +91,17 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
     };
     const QCommandLineOption view = opt({"view"}, "V", "tokenmap"), image = opt({"image"}, "I", "0"),
                              layer = opt({"layer"}, "L", "0"), head = opt({"head"}, "H", "0"),
-                             query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P", "softmax"),
+                             query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P"),
                              paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
                              size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"), log = opt({"log"}),
                              shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"), scope = opt({"scope"}, "S"),
-                             k = opt({"k"}, "K", "3"), opacity = opt({"opacity"}, "PCT", "0"),
+                             k = opt({"k"}, "K", "3"),
+                             opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
                              output = opt({"o", "output"}, "OUT"), localBranch = opt({"local-branch"}),
-                             channel = opt({"channel"}, "C"), help = opt({"h", "help"});
-    p.addOptions({view, image,  layer, head,  query, paradigm, paradigms,   define,  size,   dpi,
-                  log,  shared, diff,  scope, k,     opacity,  localBranch, channel, output, help});
+                             channel = opt({"channel"}, "C"), help = opt({"h", "help"}),
+                             sessionFile = opt({"session"}, "JSON");
+    p.addOptions({view,   image, layer, head, query,   paradigm,    paradigms, define, size, dpi,        log,
+                  shared, diff,  scope, k,    opacity, localBranch, channel,   output, help, sessionFile});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
@@ -98,28 +109,38 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             out << renderUsage();
             return 0;
         }
-        if (p.positionalArguments().size() != 1) throwUsage("render: expected one FILE (see attnlens render --help)");
+        std::optional<SessionState> saved;
+        if (p.isSet(sessionFile)) {
+            if (!p.positionalArguments().isEmpty()) throwUsage("render: give either FILE or --session, not both");
+            saved = readSessionFile(p.value(sessionFile));
+        } else if (p.positionalArguments().size() != 1) {
+            throwUsage("render: expected one FILE (see attnlens render --help)");
+        }
         if (!p.isSet(output)) throwUsage("render: -o OUT.png|svg|pdf is required");
         const QString outPath = p.value(output);
         figureFormatFromPath(outPath);  // usage error before any work
         const QStringList wh = p.value(size).toLower().split('x');
         if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
-        const QSize canvas(intOption(wh[0], 100, 20000, "--size"), intOption(wh[1], 100, 20000, "--size"));
+        const QSize canvas(intOption(wh[0], kMinFigureSide, kMaxFigureSide, "--size"),
+                           intOption(wh[1], kMinFigureSide, kMaxFigureSide, "--size"));
 
         Preferences prefs;
-        prefs.paradigmSpecs = p.values(define);
+        if (saved) prefs.paradigmSpecs = saved->paradigmDefinitions;
+        prefs.paradigmSpecs += p.values(define);
         QStringList problems;
         prefs.paradigms(&problems);
         if (!problems.isEmpty()) throwUsage(problems.join("; ").toStdString());
 
         Session session(prefs);
         session.jobs().setSynchronous(true);
-        session.open(p.positionalArguments().front());
+        session.open(saved ? saved->dump : p.positionalArguments().front());
         const DumpInfo& info = session.info();
+        if (saved) applySelection(session, *saved);
 
-        session.setImage(intOption(p.value(image), 0, info.images - 1, "--image"));
-        session.setLayer(parseLayer(p.value(layer).toStdString(), info, "--layer"));
-        session.setHead(intOption(p.value(head), 0, session.layerInfo().heads - 1, "--head"));
+        if (!saved || p.isSet(image)) session.setImage(intOption(p.value(image), 0, info.images - 1, "--image"));
+        if (!saved || p.isSet(layer)) session.setLayer(parseLayer(p.value(layer).toStdString(), info, "--layer"));
+        if (!saved || p.isSet(head))
+            session.setHead(intOption(p.value(head), 0, session.layerInfo().heads - 1, "--head"));
         if (p.isSet(query)) {
             const QString q = p.value(query).trimmed().toLower();
             const TokenLayout& l = session.layout();
@@ -136,7 +157,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                 session.setQuery(intOption(q, 0, int(l.tokens()) - 1, "--query"));
             }
         }
-        session.setParadigm(paradigmByName(session, p.value(paradigm)));
+        if (p.isSet(paradigm)) session.setParadigm(paradigmByName(session, p.value(paradigm)));
         if (p.isSet(paradigms)) {
             std::vector<int> shown;
             for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts))
@@ -144,6 +165,10 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             session.setShown(shown);
         }
         if (p.isSet(channel) && !p.isSet(localBranch)) throwUsage("--channel: only with --local-branch");
+        if (!p.isSet(localBranch) && saved && saved->localBranch && session.layerHasLocalBranch()) {
+            // The session's branch and channel (applySelection) stand; its weights must be readable.
+            if (const QString e = session.localBranchError(); !e.isEmpty()) throwInput(e.toStdString());
+        }
         if (p.isSet(localBranch)) {
             const std::string layerName = session.layerInfo().name;
             if (!session.layerHasLocalBranch())
@@ -164,10 +189,15 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         const StatsScope statsScope = sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage;
         if (p.isSet(scope)) session.setStatsScope(statsScope);
 
-        std::unique_ptr<PlotView> v = makeView(p.value(view), &session);
+        const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(view) ? saved->view : p.value(view);
+        std::unique_ptr<PlotView> v = makeView(viewId, &session);
         v->resize(canvas);
         if (auto* t = dynamic_cast<TokenMapView*>(v.get()))
-            t->setImageOpacity(intOption(p.value(opacity), 0, 100, "--opacity"));
+            t->setImageOpacity(saved && saved->imageOpacity >= 0 && !p.isSet(opacity)
+                                   ? saved->imageOpacity
+                                   : intOption(p.value(opacity), 0, 100, "--opacity"));
+        if (auto* t = dynamic_cast<TokenMapView*>(v.get()); t && saved && saved->heldColourRange)
+            t->holdColourRange(true, QCPRange(saved->heldColourRange->lower, saved->heldColourRange->upper));
         if (auto* m = dynamic_cast<MatrixView*>(v.get())) m->setLogScale(p.isSet(log));
         if (auto* c = dynamic_cast<CompareView*>(v.get())) {
             c->setSharedRange(p.isSet(shared));

@@ -7,6 +7,7 @@
 #include "attnlens/error.h"
 #include "attnlens/open_check.h"
 #include "attnlens/sha256.h"
+#include "attnlens/text.h"
 
 namespace attnlens::gui {
 namespace {
@@ -71,9 +72,19 @@ Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
     // setPreferences calls (the dialog) leave them as the user has set them since.
     sel_.localBranch = prefs.localBranch;
     sel_.localChannel = std::max(-1, prefs.localBranchChannel);
+    // A cancelled statistics job is remembered like a failed one: the views say "cancelled" and
+    // offer Retry instead of showing "computing" forever or restarting what the user stopped.
+    connect(&jobs_, &JobRunner::jobCancelled, this, [this](const QString& slot, quint64) {
+        if (!slot.startsWith(QStringLiteral("layer statistics/"))) return;
+        const std::string key = reports_.pendingKey(slot);
+        if (key.empty() || reports_.contains(key)) return;
+        reports_.fail(key, QString::fromLatin1(kCancelledMessage));
+        Q_EMIT layerReportChanged();
+    });
 }
 
 Session::~Session() {
+    disconnect(&jobs_, nullptr, this, nullptr);  // no "cancelled" bookkeeping while going away
     jobs_.cancelAll();
     jobs_.waitForIdle();
 }
@@ -90,14 +101,20 @@ const LayerInfo& Session::layerInfo() const {
     return layers[std::size_t(sel_.layer)];
 }
 
-void Session::open(const QString& path) {
-    // Everything that can fail happens before any member changes. The child-process check first:
-    // a file that crashes or stalls HDF5 must not take the open dump and the user's work with it.
+void Session::open(const QString& path) { adopt(openReader(path), path); }
+
+std::shared_ptr<const DumpReader> Session::openReader(const QString& path) {
+    // The child-process check first: a file that crashes or stalls HDF5 must not take the open
+    // dump and the user's work with it.
     requireDumpOpensInChildProcess(path.toStdString(), openCheckOptionsFromEnvironment());
     std::shared_ptr<const DumpReader> reader(DumpReader::open(path.toStdString()));
-    const DumpInfo& info = reader->info();
-    if (info.layers.empty()) throwInput(path.toStdString() + ": the dump has no attention layers");
+    if (reader->info().layers.empty()) throwInput(path.toStdString() + ": the dump has no attention layers");
+    return reader;
+}
 
+void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& path) {
+    if (!reader) throwUsage("no dump to adopt");
+    const DumpInfo& info = reader->info();
     jobs_.cancelAll();
     reader_ = std::move(reader);
     path_ = path;
@@ -113,6 +130,7 @@ void Session::open(const QString& path) {
     reports_.clear();
     reportedIssues_.clear();
     readErrors_.clear();
+    statsModel_.clear();
 
     sel_.image = 0;
     sel_.layer = 0;
@@ -121,6 +139,10 @@ void Session::open(const QString& path) {
     // The centre of the grid is a more telling first query than CLS.
     sel_.query = l.gridH > 0 && l.gridW > 0 ? l.token(l.gridH / 2, l.gridW / 2) : 0;
     clampLocalChannel();
+    // A paradigm chosen for the previous file does not silently carry over: a new dump opens on
+    // what its first layer's model used.
+    sel_.paradigmFollowsLayer = true;
+    followLayerParadigm();
     Q_EMIT dumpChanged();
 }
 
@@ -144,14 +166,17 @@ void Session::setPreferences(const Preferences& prefs) {
     for (const auto& n : shownNames)
         if (int i = paradigmIndex(n); i >= 0) sel_.shown.push_back(i);
     sel_.paradigm = std::max(0, paradigmIndex(currentName));
+    followLayerParadigm();
 
     for (auto& [key, entry] : heads_) entry.heads.clear();
     rows_.clear();
     branchRows_.clear();
+    // Cancel first: a cancelled statistics job is remembered as failed, and the new preferences
+    // must start from a clean slate.
+    jobs_.cancelAll();
     spectra_.clear();
     branchSpectra_.clear();
     reports_.clear();
-    jobs_.cancelAll();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
 }
@@ -189,6 +214,7 @@ void Session::setLayer(int layer) {
     const TokenLayout& after = layout();
     sel_.head = std::clamp(sel_.head, 0, layerInfo().heads - 1);
     clampLocalChannel();
+    followLayerParadigm();
     if (!(before == after)) {
         // Hierarchical models: keep the query at the same relative place on the new grid.
         if (before.isSpatial(sel_.query) && after.gridH > 0 && after.gridW > 0) {
@@ -233,9 +259,39 @@ void Session::moveQuery(int dy, int dx) {
 
 void Session::setParadigm(int paradigm) {
     paradigm = std::clamp(paradigm, 0, int(paradigms_.size()) - 1);
+    if (const int own = layerParadigm(); own >= 0) sel_.paradigmFollowsLayer = paradigm == own;
     if (paradigm == sel_.paradigm) return;
     sel_.paradigm = paradigm;
     Q_EMIT selectionChanged();
+}
+
+void Session::setParadigmFollowsLayer(bool on) {
+    sel_.paradigmFollowsLayer = on;
+    const int before = sel_.paradigm;
+    followLayerParadigm();
+    if (sel_.paradigm != before) Q_EMIT selectionChanged();
+}
+
+void Session::followLayerParadigm() {
+    if (!sel_.paradigmFollowsLayer) return;
+    if (const int own = layerParadigm(); own >= 0) sel_.paradigm = own;
+}
+
+int Session::layerParadigm(int layer) const {
+    if (!isOpen()) return -1;
+    if (layer < 0) layer = sel_.layer;
+    if (layer >= int(info().layers.size())) return -1;
+    const std::string& attention = info().layers[std::size_t(layer)].attention;
+    return attention.empty() ? -1 : paradigmIndex(attention);
+}
+
+QString Session::paradigmLabel(int paradigm) const {
+    if (paradigm < 0 || paradigm >= int(paradigms_.size())) return QString();
+    const QString name = QString::fromStdString(paradigms_[std::size_t(paradigm)].name);
+    if (!isOpen()) return name;
+    const std::string& attention = layerInfo().attention;
+    if (attention.empty() || attention == paradigms_[std::size_t(paradigm)].name) return name;
+    return QStringLiteral("%1 (model: %2)").arg(name, QString::fromStdString(attention));
 }
 
 void Session::setShown(std::vector<int> shown) {
@@ -541,7 +597,13 @@ QString Session::localBranchStatus() {
 QString Session::imageLabel(int image) {
     if (!isOpen()) return {};
     try {
-        if (auto l = reader_->label(image)) return QStringLiteral("label %1").arg(*l);
+        if (auto l = reader_->label(image)) {
+            // Class names when the dump carries them (/class_names; labels are checked on open).
+            const auto& names = info().classNames;
+            if (*l >= 0 && std::size_t(*l) < names.size())
+                return QStringLiteral("label %1: %2").arg(*l).arg(QString::fromStdString(names[std::size_t(*l)]));
+            return QStringLiteral("label %1").arg(*l);
+        }
     } catch (const std::exception& e) {
         reportIssue(IssueKind::UnreadableData, shortError(QString::fromStdString(e.what()), path_));
     }
@@ -663,8 +725,39 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
     }
 }
 
+void Session::setStatsModel(const std::string& model) {
+    if (model == statsModel_) return;
+    if (!model.empty()) {
+        bool known = false;
+        std::string names;
+        for (const LayerModel& m : layerModels(info())) {
+            known = known || m.name == model;
+            if (!m.name.empty()) names += (names.empty() ? "" : ", ") + m.name;
+        }
+        if (!known)
+            throwInput("model " + quotedText(model) + " is not in the dump" +
+                       (names.empty() ? std::string(" (its layer names name no models)") : " (models: " + names + ")"));
+    }
+    statsModel_ = model;
+    Q_EMIT layerReportChanged();
+}
+
+std::string Session::layerModel(int layer) const {
+    if (!isOpen()) return {};
+    if (layer < 0) layer = sel_.layer;
+    if (layer >= int(info().layers.size())) return {};
+    return modelOfLayer(info().layers[std::size_t(layer)].name);
+}
+
+std::vector<int> Session::modelLayers(const std::string& model) const {
+    for (const LayerModel& m : layerModels(info()))
+        if (m.name == model) return m.layers;
+    return {};
+}
+
 std::string Session::reportKey(StatsScope scope) const {
     std::string k = scope == StatsScope::AllImages ? "all" : "image " + std::to_string(sel_.image);
+    k += "/model " + statsModel_;
     for (int p : sel_.shown) k += '/' + paradigmKey(p);
     return k + '/' + prefs_.analysis.toJson().dump();
 }
@@ -689,10 +782,13 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     AnalyzeRequest req;
     for (int p : sel_.shown) req.paradigms.push_back(paradigms_[std::size_t(p)]);
     if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
+    if (!statsModel_.empty()) req.layers = modelLayers(statsModel_);
     req.options = prefs_.analysis;
     req.options.stats = StatSelection::parse("local,entropy,confusion");
     // The per-layer views show A's statistics only; exports keep the branch (as the CLI does).
     req.options.localBranch.enabled = false;
+    // One unreadable chunk costs its (image, layer) only; the views and the issues list say which.
+    req.skipUnreadable = true;
     reports_.submitted(slot, key);
     const QString label = scope == StatsScope::AllImages
                               ? QStringLiteral("per-layer statistics, all images")
@@ -712,6 +808,17 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     // Synchronous runners (headless rendering) have delivered already.
     const auto* r = reports_.find(key);
     return r ? *r : nullptr;
+}
+
+bool Session::layerReportCancelled(StatsScope scope) const {
+    return layerReportError(scope) == QLatin1String(kCancelledMessage);
+}
+
+void Session::retryLayerReport(StatsScope scope) {
+    if (!isOpen()) return;
+    reports_.forget(reportKey(scope));
+    layerReport(scope, /*request=*/true);
+    Q_EMIT layerReportChanged();
 }
 
 QString Session::layerReportError(StatsScope scope) const {
@@ -745,6 +852,12 @@ void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& reque
             for (const auto& bad : r->nonFinite)
                 reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(r->dump)));
             for (const auto& note : r->notes) reportIssue(IssueKind::Memory, QString::fromStdString(note));
+            for (const SkippedLayer& skip : r->skipped)
+                reportIssue(IssueKind::UnreadableData,
+                            QStringLiteral("statistics skip image %1, layer %2: %3")
+                                .arg(skip.image)
+                                .arg(QString::fromStdString(r->dump.layers[std::size_t(skip.layer)].name),
+                                     shortError(QString::fromStdString(skip.message), path_)));
             if (onDone) onDone(r);
         },
         [this, label, onError](const QString& e) {

@@ -38,6 +38,10 @@ struct Selection {
     // whose kernel is added, -1 for the mean over the head's d_v channels (A + M_mean).
     bool localBranch = false;
     int localChannel = -1;
+    // The token map's paradigm is the selected layer's own `attention` (the one the model used)
+    // whenever the paradigm list has it: on by default and on every newly opened dump; choosing a
+    // different paradigm turns it off, choosing the layer's own turns it back on.
+    bool paradigmFollowsLayer = true;
 };
 
 // The branch kernel the views add for the current selection: one channel's kernel (or the mean
@@ -105,6 +109,11 @@ public:
     // Opens a dump. On failure throws attnlens::Error with the core's message and leaves the
     // previously open dump, selection and caches exactly as they were.
     void open(const QString& path);
+    // open() in two halves, so that the slow one (the child-process check and HDF5's open: about
+    // 50 ms, up to the check's time limit on a stalling file) can run on a worker thread: openReader
+    // on any thread (throws attnlens::Error), adopt on the GUI thread (never fails).
+    static std::shared_ptr<const DumpReader> openReader(const QString& path);
+    void adopt(std::shared_ptr<const DumpReader> reader, const QString& path);
     bool isOpen() const { return reader_ != nullptr; }
     QString path() const { return path_; }
     const DumpInfo& info() const;
@@ -122,7 +131,15 @@ public:
     void setLayer(int layer);
     void setHead(int head);
     void setQuery(Index token);
+    // The user's choice of paradigm (dock, P / Shift+P): follows the layer again exactly when the
+    // choice is the layer's own paradigm.
     void setParadigm(int paradigm);
+    void setParadigmFollowsLayer(bool on);
+    // Index into paradigms() of a layer's own `attention`, -1 when the layer records none or no
+    // paradigm has that name (layer -1: the selected one).
+    int layerParadigm(int layer = -1) const;
+    // For titles: "mala" plus, when it is not what the layer's model used, "(model: softmax)".
+    QString paradigmLabel(int paradigm) const;
     void setShown(std::vector<int> shown);
     // Moves the query on the grid (arrow keys); from a prefix token, any move enters the grid.
     void moveQuery(int dy, int dx);
@@ -191,8 +208,22 @@ public:
     // Why the last per-layer statistics job for the scope failed (empty while none failed); the
     // failed request is not repeated until the selection, preferences or dump change.
     QString layerReportError(StatsScope scope) const;
+    // Whether that error is the user's Cancel (layerReportError() is then kCancelledMessage).
+    bool layerReportCancelled(StatsScope scope) const;
+    // Runs the scope's failed or cancelled statistics job again (the views' Retry button).
+    void retryLayerReport(StatsScope scope);
+    static constexpr const char* kCancelledMessage = "cancelled";
     StatsScope statsScope() const { return scope_; }
     void setStatsScope(StatsScope scope);
+    // Dumps with several models (layer names <model>.<block>, core layerModels()): the per-layer
+    // statistics cover the layers of one model, or every layer when empty (the default). Error(Input)
+    // for a name that is not one of the dump's models.
+    void setStatsModel(const std::string& model);
+    const std::string& statsModel() const { return statsModel_; }
+    // The model of a layer (-1: the selected one), "" when the dump's layer names name none.
+    std::string layerModel(int layer = -1) const;
+    // Positions of the layers of the selected layer's model, in order (every layer when unnamed).
+    std::vector<int> modelLayers(const std::string& model) const;
     // Runs analyzeDump for an export; onDone receives the report on the GUI thread.
     void runAnalysis(const AnalyzeRequest& request, const QString& label,
                      std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
@@ -222,6 +253,7 @@ private:
     std::string reportKey(StatsScope scope) const;
     std::string branchSpectrumKey(int paradigm, const BranchKernel& kernel) const;
     void clampLocalChannel();
+    void followLayerParadigm();  // sel_.paradigm = the layer's own when following it
     void selectionTouched(bool rowsOnly);
     void reportIssue(IssueKind kind, const QString& text);
     void trimCache();
@@ -235,6 +267,7 @@ private:
     QString path_;
     Selection sel_;
     StatsScope scope_ = StatsScope::CurrentImage;
+    std::string statsModel_;
     JobRunner jobs_;
 
     std::map<HeadKey, HeadEntry> heads_;

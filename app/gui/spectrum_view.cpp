@@ -3,6 +3,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <algorithm>
+#include <cmath>
 
 #include "plot_helpers.h"
 #include "session.h"
@@ -61,30 +62,100 @@ void SpectrumView::rebuild() {
                           : QStringLiteral("singular value σ_k of A (dimensionless)"));
     session_->requestSpectra(sel.shown);
     if (branch) session_->requestBranchSpectra(sel.shown);
-    std::vector<double> all;
+    // Two passes: the value range needs every spectrum, the floor markers need the range.
+    struct Curve {
+        const SpectrumResult* s;
+        QColor color;
+        QString name;
+        double width;
+        Qt::PenStyle thresholdStyle;
+    };
+    std::vector<Curve> curves;
     int missing = 0;
+    for (int p : sel.shown) {
+        const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
+        const QColor c = paradigmColor(p);
+        if (const SpectrumResult* s = session_->spectrum(p, false))
+            curves.push_back({s, branch ? c.lighter(125) : c, branch ? name + QStringLiteral(" A") : name,
+                              branch ? 1.2 : 1.6, Qt::DashLine});
+        else
+            ++missing;
+        if (!branch) continue;
+        if (const SpectrumResult* e = session_->branchSpectrum(p, false))
+            curves.push_back({e, c.darker(125), name + QStringLiteral(" A+M_c"), 2.4, Qt::DotLine});
+        else
+            ++missing;
+    }
+    // Values at or below 1e-18 of the largest (exact zeros of a low-rank head, round-off) would
+    // squash the informative range: they sit on a floor marker row at the bottom instead.
+    double top = 0;
+    for (const Curve& c : curves)
+        for (double v : c.s->singularValues) top = std::max(top, v);
+    const double cutoff = top * 1e-18;
+    std::vector<double> all;
+    for (const Curve& c : curves) {
+        for (double v : c.s->singularValues)
+            if (v > cutoff) all.push_back(v);
+        if (c.s->tolerance > 0) all.push_back(c.s->tolerance);
+    }
+    QCPAxis* yAxis = rect->axis(QCPAxis::atLeft);
+    fitValueRange(yAxis, all, true, cutoff);
+    const double floor = yAxis->range().lower;
+    // One marker row per spectrum that has such values, the first at the floor and each next a
+    // little lower (on one row they would hide each other), with room below for whole markers.
+    auto onFloor = [cutoff](const SpectrumResult& s) {
+        long long n = std::max<long long>(0, s.size - (long long)s.singularValues.size());
+        for (double v : s.singularValues) n += !(v > cutoff);
+        return n;
+    };
+    constexpr double kRowStep = 1.4;
+    int rows = 0;
+    for (const Curve& c : curves) rows += onFloor(*c.s) > 0;
+    yAxis->setRange(floor / std::pow(kRowStep, std::max(0, rows - 1)) / 1.8, yAxis->range().upper);
     long long size = 0;
-    auto draw = [&](const SpectrumResult& s, const QColor& c, const QString& name, double width,
-                    Qt::PenStyle thresholdStyle) {
+    int row = 0;
+    QStringList floorCounts;  // "linear_relu 165": how many values of each spectrum are on the floor
+    for (const Curve& c : curves) {
+        const SpectrumResult& s = *c.s;
         size = std::max<long long>(size, s.size);
-        QVector<double> x, y;
+        const double rowY = floor / std::pow(kRowStep, row);
+        QVector<double> x, y, floorX, floorY;
         for (std::size_t k = 0; k < s.singularValues.size(); ++k) {
             const double v = s.singularValues[k];
             x << double(k + 1);
-            // Zero singular values have no place on a log axis: a gap, not a fake value.
-            y << (v > 0 ? v : qQNaN());
-            if (v > 0) all.push_back(v);
+            y << (v > cutoff ? v : qQNaN());
+            if (!(v > cutoff)) {
+                floorX << double(k + 1);
+                floorY << rowY;
+            }
+        }
+        // A spectrum listed shorter than N (a low-rank path) has zeros for the rest.
+        for (long long k = (long long)s.singularValues.size(); k < s.size; ++k) {
+            floorX << double(k + 1);
+            floorY << rowY;
         }
         // With the branch the legend has twice the entries: the rank only (N is on the x axis,
         // effective ranks are in the matrix view).
-        const QString label = branch ? QStringLiteral("%1: rank %2").arg(name).arg(s.rank)
+        const QString label = branch ? QStringLiteral("%1: rank %2").arg(c.name).arg(s.rank)
                                      : QStringLiteral("%1: rank %2/%3, eff. %4")
-                                           .arg(name)
+                                           .arg(c.name)
                                            .arg(s.rank)
                                            .arg(s.size)
                                            .arg(QString::number(s.effectiveRank, 'f', 1));
-        QCPGraph* g = addLine(rect, x, y, c, label, legend);
-        g->setPen(QPen(c, width));
+        if (!floorX.isEmpty()) floorCounts << QStringLiteral("%1 %2").arg(c.name).arg(floorX.size());
+        QCPGraph* g = addLine(rect, x, y, c.color, label, legend);
+        g->setPen(QPen(c.color, c.width));
+        if (!floorX.isEmpty()) {
+            ++row;
+            QCPGraph* zeros = addLine(rect, floorX, floorY, c.color,
+                                      QStringLiteral("%1: %2 values are 0 or below %3")
+                                          .arg(c.name)
+                                          .arg(floorX.size())
+                                          .arg(formatWeight(floor)),
+                                      nullptr, Qt::SolidLine, QCPScatterStyle::ssTriangleInverted);
+            zeros->setLineStyle(QCPGraph::lsNone);
+            zeros->setObjectName(QStringLiteral("spectrumFloor"));
+        }
         if (s.tolerance > 0) {
             auto* line = new QCPItemStraightLine(plot_);
             line->setClipAxisRect(rect);
@@ -92,23 +163,8 @@ void SpectrumView::rebuild() {
                 pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
             line->point1->setCoords(0, s.tolerance);
             line->point2->setCoords(1, s.tolerance);
-            line->setPen(QPen(c, 1.0, thresholdStyle));
-            all.push_back(s.tolerance);
+            line->setPen(QPen(c.color, 1.0, c.thresholdStyle));
         }
-    };
-    for (int p : sel.shown) {
-        const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
-        const QColor c = paradigmColor(p);
-        if (const SpectrumResult* s = session_->spectrum(p, false))
-            draw(*s, branch ? c.lighter(125) : c, branch ? name + QStringLiteral(" A") : name, branch ? 1.2 : 1.6,
-                 Qt::DashLine);
-        else
-            ++missing;
-        if (!branch) continue;
-        if (const SpectrumResult* e = session_->branchSpectrum(p, false))
-            draw(*e, c.darker(125), name + QStringLiteral(" A+M_c"), 2.4, Qt::DotLine);
-        else
-            ++missing;
     }
     if (branch) {
         // Which threshold line is which (the lines themselves are items, not legend entries).
@@ -121,16 +177,12 @@ void SpectrumView::rebuild() {
         }
     }
     waiting_ = missing > 0;
-    // The floor keeps round-off singular values (1e-30) from squashing the informative range.
-    double top = 0;
-    for (double v : all) top = std::max(top, v);
-    fitValueRange(rect->axis(QCPAxis::atLeft), all, true, top * 1e-18);
     rect->axis(QCPAxis::atBottom)->setRange(0, double(std::max<long long>(size, 2)) + 1);
     QString text = QStringLiteral("Singular value spectrum — image %1, layer %2, head %3")
                        .arg(sel.image)
                        .arg(QString::fromStdString(session_->layerInfo().name))
                        .arg(sel.head);
-    title->setText(text);
+    setWrappedText(title, text);
     QString sub;
     if (branch)
         sub = QStringLiteral("with local branch (%1): A thin, E_c = A + M_c thick").arg(branch->describe());
@@ -140,8 +192,11 @@ void SpectrumView::rebuild() {
         sub = QStringLiteral("A, %1 · dashed: rank threshold").arg(status);
     else
         sub = QStringLiteral("dashed: rank threshold");
+    if (row > 0)
+        sub += QStringLiteral(" · ▼ bottom rows, one per paradigm: σ_k that are 0 or below %1 (%2)")
+                   .arg(formatWeight(floor), floorCounts.join(QStringLiteral(", ")));
     if (missing) sub += QStringLiteral(" · computing %1 more…").arg(missing);
-    subtitle->setText(sub);
+    setWrappedText(subtitle, sub);
     subtitle->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
 }
 

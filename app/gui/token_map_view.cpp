@@ -1,5 +1,6 @@
 #include "token_map_view.h"
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSlider>
@@ -18,19 +19,50 @@ double prefixCellWidth(const TokenLayout& l) {
 
 QColor labelColorOn(const QColor& background) { return background.lightnessF() > 0.55 ? Qt::black : Qt::white; }
 
+// Why a row is flagged, for the line under the title.
+QString rowFlagReason(const RowData& row) {
+    switch (row.status) {
+        case RowStatus::NonFinite:
+            return QStringLiteral("NaN or Inf in this query's inputs or weights");
+        case RowStatus::ZeroDenominator:
+            return QStringLiteral("its normaliser is exactly 0, so no weight is defined");
+        case RowStatus::Ok:
+            break;
+    }
+    return QStringLiteral("non-finite weights");
+}
+
 }  // namespace
 
 TokenMapView::TokenMapView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    opacityLabel_ = new QLabel(QStringLiteral("Input image opacity:"), this);
+    opacityLabel_ = new QLabel(QStringLiteral("Input image (grey) through the map:"), this);
     opacity_ = new QSlider(Qt::Horizontal, this);
     opacity_->setObjectName(QStringLiteral("imageOpacity"));
     opacity_->setRange(0, 100);
     opacity_->setMaximumWidth(200);
-    opacity_->setToolTip(QStringLiteral("0%: attention only; 100%: input image only"));
+    opacity_->setToolTip(
+        QStringLiteral("0 %: the map only; 100 %: the input image only. The image is drawn in grey so "
+                       "that every colour of the map is still one of the colour bar."));
+    opacityValue_ = new QLabel(this);
+    opacityValue_->setObjectName(QStringLiteral("imageOpacityValue"));
+    // Room for "100 %", so the toolbar does not shift while dragging.
+    opacityValue_->setMinimumWidth(opacityValue_->fontMetrics().horizontalAdvance(QStringLiteral("100 %")) + 4);
+    opacityValue_->setText(QStringLiteral("%1 %").arg(opacityPercent_));
+    holdRange_ = new QCheckBox(QStringLiteral("Hold colour range"), this);
+    holdRange_->setObjectName(QStringLiteral("holdColourRange"));
+    holdRange_->setToolTip(
+        QStringLiteral("Keep the current colour range while changing query, head, layer or image, so that maps can be "
+                       "compared by colour"));
     toolbar()->addWidget(opacityLabel_);
     toolbar()->addWidget(opacity_);
+    toolbar()->addWidget(opacityValue_);
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(holdRange_);
     toolbar()->addStretch(1);
     connect(opacity_, &QSlider::valueChanged, this, [this](int v) { setImageOpacity(v); });
+    connect(holdRange_, &QCheckBox::toggled, this, [this](bool on) {
+        if (on != colourRangeHeld()) holdColourRange(on);
+    });
 
     plot_->addLayer(QStringLiteral("underlay"), plot_->layer(QStringLiteral("main")), QCustomPlot::limBelow);
     connect(plot_, &QCustomPlot::mousePress, this, &TokenMapView::onMousePress);
@@ -46,6 +78,17 @@ void TokenMapView::setImageOpacity(int percent) {
     if (opacity_->value() != percent) opacity_->setValue(percent);  // re-enters once via the signal
     if (percent == opacityPercent_) return;
     opacityPercent_ = percent;
+    opacityValue_->setText(QStringLiteral("%1 %").arg(percent));
+    invalidate();
+}
+
+void TokenMapView::holdColourRange(bool on, std::optional<QCPRange> range) {
+    if (on)
+        heldRange_ = range ? *range : map_ ? map_->dataRange() : QCPRange(0, 1);
+    else
+        heldRange_.reset();
+    QSignalBlocker block(holdRange_);
+    holdRange_->setChecked(on);
     invalidate();
 }
 
@@ -157,7 +200,10 @@ void TokenMapView::updateImage() {
         return;
     }
     if (imageShownFor_ != image) {
-        const QImage img = session_->inputImage(image);
+        // Grey under a partly transparent map: each cell is a blend of a grey and a colour of the
+        // bar, never a new hue (a colour photo under a diverging map would make colours that read
+        // as other weights).
+        const QImage img = session_->inputImage(image).convertToFormat(QImage::Format_Grayscale8);
         image_->setPixmap(QPixmap::fromImage(img));
         imageShownFor_ = img.isNull() ? -1 : image;
     }
@@ -185,6 +231,7 @@ void TokenMapView::rebuild() {
     // An unreadable head (damaged chunk): no map at all, the reason in the title and the note.
     const bool unreadable = !row.error.isEmpty();
     map_->setVisible(!unreadable);
+    scale_->setVisible(!unreadable);  // a colour bar without a map would read as data
     const auto branch = row.withBranch ? session_->localBranch() : nullptr;
     const Preferences& prefs = session_->preferences();
 
@@ -192,8 +239,10 @@ void TokenMapView::rebuild() {
     for (int y = 0; y < l.gridH; ++y)
         for (int x = 0; x < l.gridW; ++x) data->setCell(x, y, row.values[l.token(y, x)]);
 
-    const bool diverging = paradigm.signedWeights() || row.minFinite < 0 || branch != nullptr;
-    const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
+    const bool diverging =
+        paradigm.signedWeights() || row.minFinite < 0 || branch != nullptr || (heldRange_ && heldRange_->lower < 0);
+    ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
+    if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
     QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                           : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
     map_->setGradient(gradient);
@@ -236,7 +285,7 @@ void TokenMapView::rebuild() {
 
     const LayerInfo& layer = session_->layerInfo();
     title_->setText(QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
-                        .arg(QString::fromStdString(paradigm.name) + (branch ? QStringLiteral(" + M_c") : QString()),
+                        .arg(session_->paradigmLabel(sel.paradigm) + (branch ? QStringLiteral(" + M_c") : QString()),
                              tokenName(l, sel.query))
                         .arg(sel.query)
                         .arg(sel.image)
@@ -245,9 +294,17 @@ void TokenMapView::rebuild() {
     double sum = 0;
     for (Index j = 0; j < row.values.size(); ++j)
         if (std::isfinite(row.values[j])) sum += row.values[j];
-    QString note = QStringLiteral("row sum %1 · min %2 · max %3 · N = %4")
-                       .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
-                       .arg(row.values.size());
+    const bool flagged = row.status != RowStatus::Ok || row.nonFiniteEntries > 0;
+    // A flagged row's sum over its finite weights (often none: "0.0000") would read as a result.
+    QString note =
+        flagged ? QStringLiteral("ROW FLAGGED (%1): %2 of %3 weights non-finite, drawn in the NaN colour")
+                      .arg(rowFlagReason(row))
+                      .arg(row.nonFiniteEntries)
+                      .arg(row.values.size())
+                : QStringLiteral("row sum %1 · min %2 · max %3 · N = %4")
+                      .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
+                      .arg(row.values.size());
+    if (heldRange_) note += QStringLiteral(" · colour range held");
     // Whether the branch is included, and which channel (nothing for dumps without any branch).
     const QString branchError = session_->localBranchError();
     if (branch)
@@ -256,11 +313,6 @@ void TokenMapView::rebuild() {
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
         note = QStringLiteral("A, %1 · ").arg(status) + note;
-    const bool flagged = row.status != RowStatus::Ok || row.nonFiniteEntries > 0;
-    if (flagged)
-        note += QStringLiteral(" · ROW FLAGGED: %1, %2 non-finite weights drawn in the NaN colour")
-                    .arg(QString::fromUtf8(toString(row.status)))
-                    .arg(row.nonFiniteEntries);
     note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
     note_->setText(note);
     if (unreadable) {

@@ -2,10 +2,12 @@
 // View 1: the selected query's attention row on the H x W token grid, with a colour bar, the input
 // image underneath (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as
 // separate labelled cells below the grid. Clicking a cell makes it the query.
+#include <optional>
 #include <vector>
 
 #include "plot_view.h"
 
+class QCheckBox;
 class QSlider;
 class QLabel;
 
@@ -28,9 +30,19 @@ public:
     double prefixValue(int i) const { return i < int(prefixValues_.size()) ? prefixValues_[std::size_t(i)] : NAN; }
     QString titleText() const;
     QString noteText() const;  // the line under the title (row sum, local branch, flags)
+    // How much the input image (drawn in grey, so that the map's colours stay those of the colour
+    // bar) shows through the map: 0 % map only, 100 % image only.
     void setImageOpacity(int percent);
     int imageOpacity() const { return opacityPercent_; }
     bool imageShown() const { return image_ && image_->visible(); }  // the input image under the map
+    QLabel* opacityValueLabel() const { return opacityValue_; }      // "40 %"
+
+    // Hold colour range: the colour range stays `range` (default: the one shown now) while the
+    // query, head, layer or image change, until released. The session file saves and restores it.
+    void holdColourRange(bool on, std::optional<QCPRange> range = std::nullopt);
+    bool colourRangeHeld() const { return heldRange_.has_value(); }
+    QCPRange heldColourRange() const { return heldRange_.value_or(QCPRange()); }
+    QCheckBox* holdColourRangeBox() const { return holdRange_; }
 
 protected:
     void rebuild() override;
@@ -55,6 +67,9 @@ private:
     CellMarker marker_, prefixMarker_;
     QSlider* opacity_ = nullptr;
     QLabel* opacityLabel_ = nullptr;
+    QLabel* opacityValue_ = nullptr;
+    QCheckBox* holdRange_ = nullptr;
+    std::optional<QCPRange> heldRange_;
     int opacityPercent_ = 0;
     int imageShownFor_ = -1;
 };

@@ -59,7 +59,7 @@ nlohmann::json DumpInfo::toJson() const {
                                  : nlohmann::json(nullptr)},
         });
     }
-    return {
+    nlohmann::json description = {
         {"path", path},
         {"file_size", fileSize},
         {"format", kDumpFormatName},
@@ -77,6 +77,9 @@ nlohmann::json DumpInfo::toJson() const {
           {"channels", imageInfo.channels}}},
         {"labels", hasLabels},
     };
+    // Only when present, so that descriptions of dumps without class names stay as they were.
+    if (!classNames.empty()) description["class_names"] = classNames;
+    return description;
 }
 
 }  // namespace attnlens

@@ -263,6 +263,84 @@ public:
         return dataset;
     }
 
+    // /class_names when the dump has it (invalid otherwise): one name per label value, read whole
+    // (at most kMaxClassNames names of kMaxClassNameBytes); with /labels (`labels` valid) every
+    // label must name one of them.
+    std::vector<std::string> classNames(hid_t file, hid_t labels, int images) const {
+        if (!h5::linkExists(file, "class_names", rootWhere_)) return {};
+        h5::Handle dataset(H5Dopen2(file, "class_names", H5P_DEFAULT));
+        if (!dataset.valid()) fail("/class_names cannot be opened as a dataset" + h5::errorSuffix());
+        h5::Handle type(H5Dget_type(dataset.get()));
+        if (H5Tget_class(type.get()) != H5T_STRING) {
+            fail("/class_names has dtype " + h5::describeType(type.get()) +
+                 "; expected strings (variable- or fixed-length, UTF-8 or ASCII)");
+        }
+        const std::vector<hsize_t> dims = h5::datasetDims(dataset.get());
+        if (dims.size() != 1 || dims[0] < 1 || dims[0] > hsize_t(kMaxClassNames)) {
+            fail("/class_names has shape " + h5::describeDims(dims) +
+                 "; expected [C] with 1 <= C <= " + std::to_string(kMaxClassNames));
+        }
+        requireFilters(dataset.get(), "/class_names");
+        const std::size_t count = std::size_t(dims[0]);
+        std::vector<std::string> names(count);
+        const htri_t variable = H5Tis_variable_str(type.get());
+        if (variable < 0) fail("/class_names has a damaged string type" + h5::errorSuffix());
+        const std::string readFailed = "reading /class_names failed: the file is truncated or corrupt";
+        if (variable > 0) {
+            // Like variable-length string attributes, the values live in the global heap, which
+            // HDF5 1.10 trusts: the child-process open check (open_check.h) guards against crashes.
+            h5::Handle memoryType(H5Tcopy(H5T_C_S1));
+            H5Tset_size(memoryType.get(), H5T_VARIABLE);
+            H5Tset_cset(memoryType.get(), H5Tget_cset(type.get()));
+            std::vector<char*> values(count, nullptr);
+            if (H5Dread(dataset.get(), memoryType.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+                fail(readFailed + h5::errorSuffix());
+            for (std::size_t i = 0; i < count; ++i)
+                if (values[i]) names[i].assign(values[i], strnlen(values[i], kMaxClassNameBytes + 1));
+            h5::Handle space(H5Dget_space(dataset.get()));
+            H5Dvlen_reclaim(memoryType.get(), space.get(), H5P_DEFAULT, values.data());
+        } else {
+            const std::size_t width = H5Tget_size(type.get());
+            if (width > kMaxClassNameBytes) {
+                fail("/class_names holds strings of " + std::to_string(width) + " bytes, more than the limit of " +
+                     std::to_string(kMaxClassNameBytes));
+            }
+            // Strings have no byte order: the file type serves as the memory type.
+            std::vector<char> buffer(count * width);
+            if (H5Dread(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0)
+                fail(readFailed + h5::errorSuffix());
+            const bool spacePadded = H5Tget_strpad(type.get()) == H5T_STR_SPACEPAD;
+            for (std::size_t i = 0; i < count; ++i) {
+                const char* value = buffer.data() + i * width;
+                names[i].assign(value, strnlen(value, width));
+                if (spacePadded) names[i].erase(names[i].find_last_not_of(' ') + 1);
+            }
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::string where = "/class_names[" + std::to_string(i) + "]";
+            if (names[i].empty()) fail(where + " is empty; every class needs a name");
+            if (names[i].size() > kMaxClassNameBytes)
+                fail(where + " is longer than " + std::to_string(kMaxClassNameBytes) + " bytes");
+            if (const auto problem = textProblem(names[i]))
+                fail(where + " is not usable text: " + *problem + " (\"" + printableText(names[i], 80) + "\")");
+        }
+        if (labels >= 0) {
+            std::vector<std::int64_t> values(std::size_t(images), 0);
+            const hsize_t start[1] = {0}, extent[1] = {hsize_t(images)};
+            const std::string dataset = "/labels", what = "all images";
+            h5::readHyperslab(
+                labels, H5T_NATIVE_INT64, start, extent,
+                std::span(reinterpret_cast<unsigned char*>(values.data()), values.size() * sizeof(std::int64_t)),
+                {path_, dataset, what});
+            for (std::size_t b = 0; b < values.size(); ++b)
+                if (values[b] < 0 || values[b] >= std::int64_t(count))
+                    fail("/labels: image " + std::to_string(b) + " has label " + std::to_string(values[b]) +
+                         ", not one of the " + std::to_string(count) + " classes of /class_names (0 to " +
+                         std::to_string(count - 1) + ")");
+        }
+        return names;
+    }
+
 private:
     [[noreturn]] void fail(const std::string& message) const { throwInput(path_ + ": " + message); }
 
@@ -608,6 +686,7 @@ void DumpReader::Impl::open(const std::string& dumpPath, DumpInfo& info) {
     images = validator.images(file.get(), info.images, info.imageInfo);
     labels = validator.labels(file.get(), info.images);
     info.hasLabels = labels.valid();
+    info.classNames = validator.classNames(file.get(), labels.valid() ? labels.get() : H5I_INVALID_HID, info.images);
 }
 
 }  // namespace attnlens

@@ -568,6 +568,29 @@ void DumpWriter::writeInt32Dataset(const std::string& path, const std::vector<st
     impl_->writeDataset(path, shape, data.size(), H5T_STD_I32LE, H5T_NATIVE_INT32, data.data());
 }
 
+void DumpWriter::writeStringDataset(const std::string& path, const std::vector<std::string>& values) {
+    h5::Lock lock;
+    h5::Handle type(H5Tcopy(H5T_C_S1));
+    const std::vector<std::uint64_t> shape{values.size()};
+    if (impl_->fixedLengthStrings) {
+        std::size_t width = 1;
+        for (const std::string& v : values) width = std::max(width, v.size());
+        std::vector<char> packed(values.size() * width, '\0');
+        for (std::size_t i = 0; i < values.size(); ++i)
+            std::copy(values[i].begin(), values[i].end(), &packed[i * width]);
+        H5Tset_size(type.get(), width);
+        H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+        H5Tset_cset(type.get(), H5T_CSET_ASCII);
+        impl_->writeDataset(path, shape, values.size(), type.get(), type.get(), packed.data());
+        return;
+    }
+    H5Tset_size(type.get(), H5T_VARIABLE);
+    H5Tset_cset(type.get(), H5T_CSET_UTF8);
+    std::vector<const char*> pointers;
+    for (const std::string& v : values) pointers.push_back(v.c_str());
+    impl_->writeDataset(path, shape, values.size(), type.get(), type.get(), pointers.data());
+}
+
 void DumpWriter::commit() {
     impl_->requireOpen();
     {

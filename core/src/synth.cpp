@@ -107,7 +107,7 @@ SynthImage makeImage(Rng& rng, const SynthOptions& o) {
             image.pixels[std::size_t(r) * w + c] = std::uint8_t(std::clamp(value, 0.0, 255.0));
         }
     }
-    // The class is the quadrant of the disk centre.
+    // The class is the quadrant of the disk centre (synthQuadrantClassNames).
     image.label = (diskY >= h / 2.0 ? 2 : 0) + (diskX >= w / 2.0 ? 1 : 0);
 
     const int gh = o.gridH, gw = o.gridW;
@@ -156,6 +156,8 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
         o.localBranch != "inline_residual")
         throwUsage("synth: --local-branch must be dwc, lepe or inline_residual, got '" + printableText(o.localBranch) +
                    "'");
+    if (o.withClassNames && !o.withImages)
+        throwUsage("synth: --class-names names the labels, which are written with the images; drop --no-images");
     if (!o.localBranch.empty() && !o.withValues)
         throwUsage("synth: --local-branch needs values (the branch acts on V); drop --no-values");
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;
@@ -297,8 +299,11 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
         writer.writeUInt8Dataset(
             "/images", {std::uint64_t(o.images), std::uint64_t(2 * o.gridH), std::uint64_t(2 * o.gridW)}, pixels);
         writer.writeInt64Dataset("/labels", {std::uint64_t(o.images)}, labels);
+        if (o.withClassNames) writer.writeStringDataset("/class_names", synthQuadrantClassNames());
     }
     writer.commit();
 }
+
+std::vector<std::string> synthQuadrantClassNames() { return {"top-left", "top-right", "bottom-left", "bottom-right"}; }
 
 }  // namespace attnlens

@@ -7,6 +7,10 @@
         for x, y in loader:                            # streamed: one batch in memory at a time
             ex.run(x, labels=y, images=ax.to_uint8(x)) # images/labels are optional
 
+Class names (format.md, /class_names): Exporter(..., class_names=["cat", "dog"]) or
+DumpWriter(..., class_names=...) writes the names of the label values (label c is class_names[c])
+as UTF-8 variable-length strings; add_class_names(path, names) adds them to an existing dump.
+
 Layers are found automatically (see `find_layers`):
   * modules implementing the exporter protocol: `attnlens_qkv(x) -> (q, k, v)` (each
     [B, heads, N, d], x = the module's first input) and `attnlens_layer_attrs() -> dict` with
@@ -44,12 +48,14 @@ are checked before anything of the batch is written; a problem is an ExportError
 Command line (`python3 attnlens_export.py --help`):
   export   run a model given as module:factory on images from a .npy/.npz file and write a dump
   validate check a dump's structure against the format and print a summary
+  add-class-names  write /class_names into an existing dump (names, or a JSON file's "classes")
 
 Dependencies: Debian's python3-torch, python3-h5py, python3-numpy only. Nothing is downloaded.
 """
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from collections import OrderedDict
@@ -63,6 +69,8 @@ DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 LOCAL_BRANCH_CHANNELS = ("per_head", "all")
 MAX_KERNEL = 255  # format.md 1a: kernel sizes odd, 1..255
 BRANCH_META = ("kind", "channels", "channel_count", "kernel", "per_image", "bias_mode")
+MAX_CLASS_NAMES = 65536  # format.md: /class_names holds 1 to 65536 names
+MAX_CLASS_NAME_BYTES = 256  # of UTF-8 each
 
 
 class ExportError(Exception):
@@ -71,6 +79,58 @@ class ExportError(Exception):
 
 # --------------------------------------------------------------------------------------------
 # Writing
+
+
+def check_class_names(names):
+    """The names as a list of str, checked as AttnLens checks /class_names on open: 1 to
+    MAX_CLASS_NAMES names, each non-empty, at most MAX_CLASS_NAME_BYTES of UTF-8, without control
+    characters. ExportError naming the first bad one otherwise."""
+    if isinstance(names, (str, bytes)):
+        raise ExportError("class_names must be a sequence of names, not one string")
+    names = list(names)
+    if not 1 <= len(names) <= MAX_CLASS_NAMES:
+        raise ExportError(f"class_names must hold 1 to {MAX_CLASS_NAMES} names, got {len(names)}")
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise ExportError(f"class_names[{i}] must be a str, got {type(name).__name__}")
+        if not name:
+            raise ExportError(f"class_names[{i}] is empty; every class needs a name")
+        if len(name.encode("utf-8", "surrogatepass")) > MAX_CLASS_NAME_BYTES:
+            raise ExportError(f"class_names[{i}] is longer than {MAX_CLASS_NAME_BYTES} bytes")
+        bad = next((c for c in name if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0
+                    or 0xD800 <= ord(c) < 0xE000), None)
+        if bad is not None:
+            raise ExportError(f"class_names[{i}] {name!r} holds the character U+{ord(bad):04X}, "
+                              "which is a control character or not valid UTF-8")
+    return names
+
+
+def _write_class_names(h5file, names):
+    if "class_names" in h5file:
+        del h5file["class_names"]
+    h5file.create_dataset("class_names", data=names, dtype=h5py.string_dtype("utf-8"))
+
+
+def _labels_outside(labels, count):
+    """(image, label) pairs of `labels` outside [0, count)."""
+    labels = np.asarray(labels).reshape(-1)
+    bad = np.flatnonzero((labels < 0) | (labels >= count))
+    return [(int(b), int(labels[b])) for b in bad]
+
+
+def add_class_names(path, names):
+    """Write /class_names into the existing dump at `path` (replacing any), in place. The dump's
+    labels must all lie in [0, len(names)). Reproduces the bundled example's class names:
+    add-class-names resources/examples/attnlens-example.h5 --json resources/examples/attnlens-example.json"""
+    names = check_class_names(names)
+    with h5py.File(path, "r+") as f:
+        if "labels" in f:
+            bad = _labels_outside(f["labels"][()], len(names))
+            if bad:
+                image, label = bad[0]
+                raise ExportError(f"{path}: /labels: image {image} has label {label}, not one of "
+                                  f"the {len(names)} class names (0 to {len(names) - 1})")
+        _write_class_names(f, names)
 
 
 def _as_numpy(t):
@@ -94,7 +154,9 @@ class DumpWriter:
     """
 
     def __init__(self, path, grid, prefix_tokens=0, model=None, dtype="float16",
-                 compression=None):
+                 compression=None, class_names=None):
+        if class_names is not None:
+            class_names = check_class_names(class_names)
         if dtype not in DTYPES:
             raise ExportError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         grid = tuple(int(g) for g in grid)
@@ -116,6 +178,9 @@ class DumpWriter:
         self._file.attrs["grid"] = np.array(grid, dtype=np.int64)
         self._file.attrs["prefix_tokens"] = np.int64(self.prefix_tokens)
         self._layers_group = self._file.create_group("layers")
+        self._class_names = class_names
+        if class_names is not None:
+            _write_class_names(self._file, class_names)
         self._layers = OrderedDict()  # name -> {"count": images written}
         self._images = 0
         self._labels = 0
@@ -414,6 +479,10 @@ class DumpWriter:
             problems.append(f"{self._images} images but {b} per layer")
         if "labels" in self._file and self._labels != b:
             problems.append(f"{self._labels} labels but {b} images per layer")
+        if self._class_names is not None and "labels" in self._file:
+            for image, label in _labels_outside(self._file["labels"][()], len(self._class_names))[:1]:
+                problems.append(f"image {image} has label {label}, not one of the "
+                                f"{len(self._class_names)} class names")
         self._file.close()
         self._closed = True
         if problems:
@@ -588,7 +657,7 @@ class Exporter:
 
     def __init__(self, model, path=None, grid=None, prefix_tokens=0, dtype="float16",
                  model_name=None, layers=None, layer_name=None, index_start=0, writer=None,
-                 with_values=True, compression=None, with_local_branch=None):
+                 with_values=True, compression=None, with_local_branch=None, class_names=None):
         import torch  # noqa: F401  (a clear ImportError here beats one deep in a hook)
 
         if with_local_branch is None:
@@ -613,7 +682,10 @@ class Exporter:
             if path is None or grid is None:
                 raise ExportError("Exporter needs path and grid (or an open writer)")
             writer = DumpWriter(path, grid, prefix_tokens, model=model_name or
-                                type(model).__name__, dtype=dtype, compression=compression)
+                                type(model).__name__, dtype=dtype, compression=compression,
+                                class_names=class_names)
+        elif class_names is not None:
+            raise ExportError("class_names go to the writer: DumpWriter(..., class_names=...)")
         self.writer = writer
         for i, spec in enumerate(specs):
             self.writer.declare_layer(spec.name, index_start + i, **spec.attrs)
@@ -764,6 +836,25 @@ def validate(path):
                 problems.append(f"/labels must be integer [B], got {lb.dtype} {lb.shape}")
             elif batch is not None and lb.shape[0] != batch:
                 problems.append(f"/labels has {lb.shape[0]} entries, layers have {batch}")
+        summary["class_names"] = None
+        if "class_names" in f:
+            cn = f["class_names"]
+            if cn.dtype.kind not in ("O", "S") or h5py.check_string_dtype(cn.dtype) is None \
+                    or cn.ndim != 1 or not 1 <= cn.shape[0] <= MAX_CLASS_NAMES:
+                problems.append(f"/class_names must be 1 to {MAX_CLASS_NAMES} strings [C], got "
+                                f"{cn.dtype} {cn.shape}")
+            else:
+                names = [n.decode("utf-8", "replace") if isinstance(n, bytes) else n
+                         for n in cn[()]]
+                summary["class_names"] = names
+                try:
+                    check_class_names(names)
+                except ExportError as e:
+                    problems.append(f"/class_names: {e}")
+                if "labels" in f and np.issubdtype(f["labels"].dtype, np.integer):
+                    for image, label in _labels_outside(f["labels"][()], len(names))[:1]:
+                        problems.append(f"/labels: image {image} has label {label}, not one of "
+                                        f"the {len(names)} classes of /class_names")
         summary["images"] = batch
         summary["has_images"] = "images" in f
         summary["has_labels"] = "labels" in f
@@ -915,7 +1006,7 @@ def _cmd_export(args):
     std = np.asarray(args.std, dtype=np.float32).reshape(1, -1, 1, 1)
     with Exporter(model, args.output, grid=args.grid, prefix_tokens=args.prefix_tokens,
                   dtype=args.dtype, model_name=args.model_name or args.model,
-                  compression="gzip" if args.gzip else None) as ex:
+                  compression="gzip" if args.gzip else None, class_names=args.class_names) as ex:
         for start in range(0, images.shape[0], args.batch_size):
             batch = images[start:start + args.batch_size]
             x = batch.astype(np.float32) / 255.0 if uint8_input else batch.astype(np.float32)
@@ -932,10 +1023,24 @@ def _cmd_export(args):
     return 0
 
 
+def _cmd_add_class_names(args):
+    names = args.names
+    if args.json:
+        with open(args.json, encoding="utf-8") as f:
+            names = json.load(f).get("classes")
+        if names is None:
+            raise ExportError(f"{args.json} has no \"classes\" list")
+    add_class_names(args.file, names)
+    _print_summary(validate(args.file))
+    return 0
+
+
 def _print_summary(s):
     print(f"{s['path']}: model {s['model'] or '-'}, {s['images']} images, grid "
           f"{s['grid'][0]}x{s['grid'][1]}, prefix {s['prefix_tokens']}, "
           f"images {'yes' if s['has_images'] else 'no'}, labels {'yes' if s['has_labels'] else 'no'}")
+    if s.get("class_names"):
+        print(f"  classes: {', '.join(s['class_names'])}")
     for l in s["layers"]:
         b, h, n, d = l["shape"]
         print(f"  [{l['index']}] {l['name']}: heads {h}, N {n}, d {d}, {l['dtype']}, "
@@ -975,12 +1080,21 @@ def main(argv=None):
     p.add_argument("--no-images", dest="with_images", action="store_false")
     p.add_argument("--gzip", action="store_true", help="gzip-compress the datasets")
     p.add_argument("--model-name", help="root attribute `model` (default: --model)")
+    p.add_argument("--class-names", nargs="+", metavar="NAME",
+                   help="/class_names: the name of label 0, 1, ... in order")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=_cmd_export)
     v = sub.add_parser("validate", help="check a dump's structure and print a summary")
     v.add_argument("file")
     v.set_defaults(func=lambda a: (_print_summary(validate(a.file)), 0)[1])
+    c = sub.add_parser("add-class-names", help="write /class_names into an existing dump")
+    c.add_argument("file")
+    names = c.add_mutually_exclusive_group(required=True)
+    names.add_argument("--names", nargs="+", metavar="NAME", help="the name of label 0, 1, ...")
+    names.add_argument("--json", metavar="FILE",
+                       help='a JSON file whose "classes" lists the names (the example\'s sidecar)')
+    c.set_defaults(func=_cmd_add_class_names)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

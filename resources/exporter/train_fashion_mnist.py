@@ -192,7 +192,7 @@ def main(argv=None):
     results = []
     # DumpWriter writes a temporary file and renames it only when everything succeeded.
     with ax.DumpWriter(args.out, grid=(14, 14), prefix_tokens=1, dtype="float16",
-                       model="Fashion-MNIST tiny ViTs (" + ", ".join(paradigms) + "), "
+                       class_names=CLASSES, model="Fashion-MNIST tiny ViTs (" + ", ".join(paradigms) + "), "
                        f"patch 2, dim {args.embed_dim}, depth {args.depth}, "
                        f"heads {args.heads}") as writer:
         for m, paradigm in enumerate(paradigms):

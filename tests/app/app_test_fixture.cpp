@@ -181,8 +181,9 @@ void AppTestFixture::cleanup() {
 
 int runAppTests(int argc, char** argv, const std::function<std::unique_ptr<QObject>()>& makeTests) {
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    QTemporaryDir config;
+    QTemporaryDir config, data;
     qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());
+    qputenv("XDG_DATA_HOME", data.path().toLocal8Bit());  // the last session (MainWindow::lastSessionPath)
     QApplication app(argc, argv);
     QApplication::setOrganizationName("AttnLensTests");
     QApplication::setApplicationName("attnlens-tests");

@@ -7,10 +7,13 @@
 #include <QImage>
 #include <QMessageBox>
 #include <QProcess>
+#include <QSignalSpy>
 #include <QTreeWidget>
 #include <cmath>
+#include <set>
 #include <utility>
 
+#include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "matrix_view.h"
@@ -207,10 +210,40 @@ with open(path, "r+b") as fh:
         listed |= w.issuesList()->topLevelItem(i)->text(0) == "unreadable data" &&
                   w.issuesList()->topLevelItem(i)->text(1).contains("/layers/2/k");
     QVERIFY(listed);
-    // The whole-dump statistics over all images cannot be computed: they say why, not "computing…".
+    // The whole-dump statistics skip the damaged (image, layer) only: every other one has its
+    // records, and the statistics view names what was skipped.
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
+    s->layerReport(StatsScope::AllImages);
+    waitIdle(s);
+    const auto report = s->layerReport(StatsScope::AllImages, false);
+    QVERIFY2(report, qPrintable(s->layerReportError(StatsScope::AllImages)));
+    QCOMPARE(int(report->skipped.size()), 1);
+    QCOMPARE(report->skipped[0].image, 0);
+    QCOMPARE(report->skipped[0].layer, 2);
+    QVERIFY(QString::fromStdString(report->skipped[0].message).contains("/layers/2/k"));
+    std::set<std::pair<int, int>> analysed;
+    for (const HeadRecord& r : report->records) analysed.insert({r.image, r.layer});
+    QCOMPARE(int(analysed.size()), 2 * 4 - 1);
+    QVERIFY(!analysed.count({0, 2}));
+    QCOMPARE(int(report->records.size()), (2 * 4 - 1) * 2 * 2);  // heads x paradigms
     w.showView("confusion");
     w.view("confusion")->refreshNow();
-    QVERIFY2(texts(w.view("confusion")).contains("/layers/2/k"), qPrintable(texts(w.view("confusion"))));
+    const QString confusionText = texts(w.view("confusion"));
+    QVERIFY2(confusionText.contains("skipped") && confusionText.contains("image 0, layer 2"),
+             qPrintable(confusionText));
+
+    // The whole-dump JSON export completes, lists the gap and says so in a summary box.
+    const QString json = dir_.filePath("damaged-statistics.json");
+    QSignalSpy done(&w, &MainWindow::exportFinished);
+    w.exportStatistics(json, true);
+    QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, 60000);
+    QCOMPARE(done.at(0).at(1).toString(), QString());
+    QFile f(json);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto j = nlohmann::json::parse(f.readAll().toStdString());
+    QCOMPARE(int(j["skipped"].size()), 1);
+    QCOMPARE(j["skipped"][0]["image"].get<int>(), 0);
+    QTRY_VERIFY(w.findChild<QMessageBox*>("exportSummaryBox") != nullptr);
 }
 
 // Issue 14 item 1 / issue 12: HDF5 1.10 crashes on one damaged global heap and loops forever on

@@ -73,7 +73,12 @@ void StatisticsTests::cancelStopsWholeDumpStatistics() {
     s->jobs().waitForIdle();
     QTest::qWait(50);  // the worker's queued finish arrives and is dropped
     QVERIFY(s->layerReport(StatsScope::AllImages, false) == nullptr);
-    QVERIFY(w.view("local")->waitingForResults());
+    // The view no longer waits: it says the job was cancelled (and offers Retry) and does not
+    // start it again by itself.
+    QVERIFY(s->layerReportCancelled(StatsScope::AllImages));
+    w.view("local")->refreshNow();
+    QVERIFY(!w.view("local")->waitingForResults());
+    QVERIFY(!s->jobs().busy());
 }
 
 void StatisticsTests::statisticsViewsMatchAnalyzeDump() {

@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // AddressSanitizer reserves terabytes of address space (no `ulimit -v`) and reports the HDF5
 // library's own out-of-bounds reads itself: the tests that rely on either are skipped under it.
@@ -934,4 +937,122 @@ TEST_F(CliTest, AnalyzeMemoryDoesNotGrowWithTheImageCount) {
     const long few = peakKiB(path("30.h5")), many = peakKiB(path("300.h5"));
     EXPECT_GT(fs::file_size(path("out.json")), 10u << 20);  // the report itself is 13 MB
     EXPECT_LT(many - few, 8 * 1024) << "peak RSS " << few << " KiB at 30 images, " << many << " KiB at 300";
+}
+
+// Issue 12: tests/cli/write_models_dump.py's dump (models alpha and beta, a layer "stem" without a
+// model name) in `clean.h5`, and with `damage` a copy `damaged.h5` whose chunk of image 1 in
+// /layers/alpha.block1/k is overwritten. Empty when /usr/bin/python3 lacks h5py.
+class CliModelsTest : public CliTest {
+protected:
+    bool writeDumps() const {
+        const std::string command = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                                    "/tests/cli/write_models_dump.py " + path("clean.h5") + " " + path("damaged.h5") +
+                                    " 1 alpha.block1 2>" + path("python.err");
+        return std::system(command.c_str()) == 0;
+    }
+    // The report validates against resources/analysis.schema.json.
+    void expectSchemaValid(const std::string& report) const {
+        const std::string cmd =
+            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+            report + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << report;
+    }
+};
+
+TEST_F(CliModelsTest, SkipUnreadableWritesTheCompleteReportWithTheSkippedList) {
+    if (!writeDumps()) GTEST_SKIP() << "/usr/bin/python3 with h5py could not write the dump";
+    const std::string options = " --quiet --paradigms softmax,mala --threads 2 -o ";
+    RunResult r = run("analyze " + path("damaged.h5") + options + path("failed.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("reading /layers/alpha.block1/k (image 1, all heads) failed"));
+    EXPECT_FALSE(fs::exists(path("failed.json")));
+
+    r = run("analyze " + path("damaged.h5") + options + path("skipped.json") + " --skip-unreadable");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string warning = "warning: skipped image 1, layer alpha.block1: " + path("damaged.h5") +
+                                ": reading /layers/alpha.block1/k (image 1, all heads) failed";
+    EXPECT_THAT(r.err, HasSubstr(warning));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // one line per skipped (image, layer)
+    EXPECT_THAT(r.out, HasSubstr("image 1, layer alpha.block1: "));       // the summary lists it too
+    expectSchemaValid(path("skipped.json"));
+    const json report = readJson(path("skipped.json"));
+    ASSERT_EQ(report["skipped"].size(), 1u);
+    EXPECT_EQ(report["skipped"][0]["image"], 1);
+    EXPECT_EQ(report["skipped"][0]["layer"], "alpha.block1");
+    EXPECT_EQ(report["skipped"][0]["layer_position"], 1);
+    EXPECT_THAT(report["skipped"][0]["message"].get<std::string>(), HasSubstr("inflate() failed"));
+
+    // Every other record as a run over the undamaged file gives.
+    ASSERT_EQ(run("analyze " + path("clean.h5") + options + path("clean.json")).code, 0);
+    const json clean = readJson(path("clean.json"));
+    json expected = json::array();
+    for (const json& record : clean["results"])
+        if (!(record["image"] == 1 && record["layer"] == "alpha.block1")) expected.push_back(record);
+    EXPECT_EQ(expected.size() + 2 * 2, clean["results"].size());  // 2 heads x 2 paradigms skipped
+    EXPECT_TRUE(report["results"] == expected);                   // (no dump of both on failure: they are large)
+    // A clean run's report has no "skipped".
+    EXPECT_FALSE(clean.contains("skipped"));
+}
+
+TEST_F(CliModelsTest, ModelSelectsTheLayersOfTheNamedModels) {
+    if (!writeDumps()) GTEST_SKIP() << "/usr/bin/python3 with h5py could not write the dump";
+    auto selectedLayers = [&](const std::string& selection) {
+        const RunResult r = run("analyze " + path("clean.h5") + " --quiet --no-hash --paradigms softmax,mala " +
+                                selection + " -o " + path("out.json"));
+        EXPECT_EQ(r.code, 0) << r.err;
+        const json j = readJson(path("out.json"));
+        std::set<std::string> inResults;
+        for (const json& record : j["results"]) inResults.insert(record["layer"].get<std::string>());
+        const auto listed = j["selection"]["layers"].get<std::vector<std::string>>();
+        EXPECT_EQ(inResults, std::set<std::string>(listed.begin(), listed.end()));
+        return listed;
+    };
+    EXPECT_EQ(selectedLayers("--model beta"), (std::vector<std::string>{"beta.block0", "beta.block1"}));
+    EXPECT_EQ(selectedLayers("--model beta,alpha"),
+              (std::vector<std::string>{"alpha.block0", "alpha.block1", "beta.block0", "beta.block1"}));
+    EXPECT_EQ(selectedLayers("--model alpha,beta --layers 1-2"),
+              (std::vector<std::string>{"alpha.block1", "beta.block0"}));
+    // Several models: one confusion histogram per model beside the whole dump's.
+    selectedLayers("");
+    const json summary = readJson(path("out.json"))["summary"]["per_paradigm"][0];
+    ASSERT_EQ(summary["confusion_histogram_per_model"].size(), 3u);
+    EXPECT_EQ(summary["confusion_histogram_per_model"][1]["model"], "beta");
+    expectSchemaValid(path("out.json"));
+
+    RunResult r = run("analyze " + path("clean.h5") + " --model gamma");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err,
+                HasSubstr("--model: 'gamma' is not a model of " + path("clean.h5") + " (its models: alpha, beta)"));
+    r = run("analyze " + path("clean.h5") + " --model alpha --layers beta.block0");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--model alpha and --layers select no layer in common"));
+}
+
+TEST_F(CliModelsTest, InspectListsModelsAndClasses) {
+    if (!writeDumps()) GTEST_SKIP() << "/usr/bin/python3 with h5py could not write the dump";
+    RunResult r = run("inspect " + path("clean.h5"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("models        3: alpha (2 layers), beta (2 layers), (no model name) (1 layer)\n"));
+    EXPECT_THAT(r.out, Not(HasSubstr("classes")));
+    r = run("inspect " + path("clean.h5") + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json models = json::parse(r.out)["models"];
+    EXPECT_EQ(models, json::parse(R"([{"name": "alpha", "layers": ["alpha.block0", "alpha.block1"]},
+                                     {"name": "beta", "layers": ["beta.block0", "beta.block1"]},
+                                     {"name": "", "layers": ["stem"]}])"));
+
+    ASSERT_EQ(run("synth -o " + path("named.h5") + " --layers 1 --heads 1 --grid 4x4 --dim 4 --class-names").code, 0);
+    r = run("inspect " + path("named.h5"));
+    EXPECT_THAT(r.out, HasSubstr("classes       4: 0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right\n"));
+    EXPECT_THAT(r.out, Not(HasSubstr("models")));  // one model ("blocks"): nothing to tell apart
+}
+
+TEST_F(CliModelsTest, AnalyzeReportCarriesTheClassNames) {
+    ASSERT_EQ(run("synth -o " + path("named.h5") + " --layers 1 --heads 1 --grid 4x4 --dim 4 --class-names").code, 0);
+    const RunResult r = run("analyze " + path("named.h5") + " --quiet --paradigms softmax -o " + path("out.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(readJson(path("out.json"))["input"]["dump"]["class_names"],
+              json({"top-left", "top-right", "bottom-left", "bottom-right"}));
+    expectSchemaValid(path("out.json"));
 }

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,10 @@ struct ImageInfo {
     int height = 0, width = 0, channels = 0;  // channels 1 for [B,h,w], 3 for [B,h,w,3]
 };
 
+// /class_names: at most this many classes, each name at most this many bytes (format.md).
+inline constexpr int kMaxClassNames = 65536;
+inline constexpr std::size_t kMaxClassNameBytes = 256;
+
 struct DumpInfo {
     std::string path;
     std::uint64_t fileSize = 0;
@@ -75,10 +80,23 @@ struct DumpInfo {
     std::vector<LayerInfo> layers;  // in order (index attribute, then natural sort of names)
     ImageInfo imageInfo;
     bool hasLabels = false;
+    // /class_names: the name of label value c at index c; empty when the dump has none.
+    std::vector<std::string> classNames;
 
     // Everything above as JSON, for provenance in exports and for `inspect --json`.
     nlohmann::json toJson() const;
 };
+
+// Models within one dump (resources/format.md, "Models"): layer names <model>.<block> group the
+// layers, so one file can hold several models of the same images (the bundled example holds five).
+// The model of a layer is the text before the first '.', "" when the name has none.
+std::string modelOfLayer(std::string_view layerName);
+struct LayerModel {
+    std::string name;         // "" for the layers whose names name no model
+    std::vector<int> layers;  // positions in DumpInfo::layers, in order
+};
+// The dump's models in the order their first layers appear.
+std::vector<LayerModel> layerModels(const DumpInfo& info);
 
 // A non-finite value found while reading; reported, never silently replaced.
 struct NonFiniteValue {
@@ -159,12 +177,15 @@ public:
                            const std::vector<std::int64_t>& data);
     void writeInt32Dataset(const std::string& path, const std::vector<std::uint64_t>& shape,
                            const std::vector<std::int32_t>& data);
+    // A rank-1 string dataset (/class_names): variable-length UTF-8 (h5py's str), or fixed-length
+    // NUL-padded ASCII as long as the longest value after setFixedLengthStrings(true).
+    void writeStringDataset(const std::string& path, const std::vector<std::string>& values);
     // Creates a float dataset without writing data (chunks stay unallocated, reads give 0), so a
     // file can declare huge sizes while staying small: for tests of the reader's size checks.
     void declareFloatDataset(const std::string& path, const std::vector<std::uint64_t>& shape, DType storedAs);
     // A boolean stored as h5py stores numpy bools: an int8 enum {FALSE = 0, TRUE = 1}.
     void setGroupBoolAttribute(const std::string& group, const std::string& name, bool value);
-    // String attributes are variable-length UTF-8 (as h5py writes str); after
+    // String attributes and datasets are variable-length UTF-8 (as h5py writes str); after
     // setFixedLengthStrings(true) they are fixed-length, NUL-padded ASCII (as numpy bytes_).
     void setFixedLengthStrings(bool fixed);
     void commit();  // close and rename into place

@@ -4,6 +4,7 @@
 // per-head random mixing, and a little noise. Deterministic for a given seed.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attnlens/dump.h"
 
@@ -20,13 +21,18 @@ struct SynthOptions {
     DType dtype = DType::Float32;
     std::uint64_t seed = 1;
     bool withValues = true;
-    bool withImages = true;
+    bool withImages = true;  // /images and /labels (the quadrant of a disk drawn in the image)
+    // /class_names for the labels: synthQuadrantClassNames(). Needs withImages.
+    bool withClassNames = false;
     std::string model = "synthetic";
     // A local branch in every layer (resources/format.md 1a), with seeded random kernels: "" (none),
     // "dwc" (5x5, per_head, shared, bias; FLatten), "lepe" (5x5, all channels, shared, bias; MALA) or
     // "inline_residual" (3x3, all channels, per image, no bias; InLine). Needs withValues.
     std::string localBranch;
 };
+
+// The names of synth's labels 0 to 3: the quadrant of the image that holds the disk's centre.
+std::vector<std::string> synthQuadrantClassNames();
 
 // Writes atomically (temporary file + rename). Error(Usage) for invalid options, Error(Output) on I/O.
 void writeSynthDump(const std::string& path, const SynthOptions& options);

@@ -20,12 +20,23 @@ struct AnalyzeRequest {
     std::vector<int> images;          // empty = all images
     AnalysisOptions options;
     int threads = 0;  // 0 = std::thread::hardware_concurrency()
+    // An Error(Input) while reading one (image, layer)'s inputs (q, k, the local branch's weights:
+    // a damaged chunk, a truncated file) skips that (image, layer) only, listed in
+    // AnalysisReport::skipped, instead of ending the run. Other errors (cancel, memory, options)
+    // still end it. Not an AnalysisOptions field: it changes which records exist, not what one means.
+    bool skipUnreadable = false;
 };
 
 struct HeadRecord {
     int image = 0, layer = 0, head = 0;
     int paradigm = 0;  // index into AnalysisReport::paradigms
     HeadStatistics stats;
+};
+
+// An (image, layer) left out because its inputs could not be read (AnalyzeRequest::skipUnreadable).
+struct SkippedLayer {
+    int image = 0, layer = 0;  // layer: position in DumpInfo::layers
+    std::string message;       // the read error, naming the file and the dataset
 };
 
 struct AnalysisReport {
@@ -35,6 +46,7 @@ struct AnalysisReport {
     AnalyzeRequest request;           // with defaults filled in (all lists explicit)
     std::vector<HeadRecord> records;  // sorted by image, layer, head, paradigm
     std::vector<NonFiniteValue> nonFinite;
+    std::vector<SkippedLayer> skipped;  // sorted by image, layer; also filled when records are streamed
     double seconds = 0;
     std::vector<std::string> notes;  // e.g. fewer threads than asked, to fit in memory (not exported)
 };
@@ -96,8 +108,10 @@ void useOneMallocArenaUnderAddressLimit();
 // of images holds only the records in flight (attnlens-cli analyze streams them into its report).
 // `begin` is called once, before any record, with the report's provenance filled in (paradigms,
 // the request with defaults made explicit, the dump); `write` gets each (image, layer) task's
-// records in report order (image, layer, then head and paradigm), one call at a time. Workers
-// wait rather than run more than a few tasks ahead of the oldest unfinished one.
+// records in report order (image, layer, then head and paradigm), one call at a time (an empty
+// list for a skipped (image, layer)). Workers wait rather than run more than a few tasks ahead of
+// the oldest unfinished one. Skipped (image, layers) come back in the returned report's `skipped`,
+// which the caller writes after the records.
 struct RecordSink {
     std::function<void(const AnalysisReport& header)> begin;
     std::function<void(std::vector<HeadRecord>&& records)> write;

@@ -69,10 +69,21 @@ public:
     // Mean over the records of (paradigm, layer position), finite values only; NaN where there is
     // nothing to average.
     double layerMean(int paradigm, int layerPosition, Statistic statistic, int k = 0) const;
-    // Confused pairs per image (summed over layers and heads), for every image with a record.
-    std::map<int, std::int64_t> confusionPerImage(int paradigm) const;
+    // Mean over the records of `paradigm` in the layers of `model` (modelOfLayer of the layer's
+    // name; "" for layers whose names name no model), finite values only; NaN where there is none.
+    double modelMean(int paradigm, const std::string& model, Statistic statistic, int k = 0) const;
+    // Confused pairs per image (summed over layers and heads), for every image with a record; with
+    // a model, over that model's layers only (and its images with a record).
+    std::map<int, std::int64_t> confusionPerImage(int paradigm,
+                                                  const std::optional<std::string>& model = std::nullopt) const;
     // Number of images per bin of confusionPerImage (confusionBin), at least `minBins` bins.
-    std::vector<std::int64_t> confusionHistogram(int paradigm, int minBins = 1) const;
+    std::vector<std::int64_t> confusionHistogram(int paradigm, int minBins = 1,
+                                                 const std::optional<std::string>& model = std::nullopt) const;
+    // The models of the layers with records (modelOfLayer), in layer order.
+    std::vector<std::string> models() const;
+    // (image, layer)s that had no records because they could not be read (AnalysisReport::skipped):
+    // counted in toJson()'s "skipped_image_layers".
+    void addSkipped(std::int64_t imageLayers);
 
 private:
     struct State;

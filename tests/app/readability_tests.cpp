@@ -1,0 +1,666 @@
+// GUI tests of the views' readability and trouble states on the real window (fixture:
+// app_test_fixture.h), issue 12: statistics that failed or were cancelled say so and offer Retry,
+// colour bars leave with their maps, the confusion histogram's bin labels, zero singular values on
+// the spectrum's floor, signed maps over a grey input image, flagged rows, Hold colour range, and
+// titles, legends and layer names that fit at 1024 x 700 and in exported figures. Pixel questions
+// are answered with the plot's geometry (element rects, tick positions, font metrics).
+#include "app_test_fixture.h"
+
+#include <QCheckBox>
+#include <QFileInfo>
+#include <QLabel>
+#include <QProcess>
+#include <QPushButton>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "attnlens/analysis/report.h"
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/dump.h"
+#include "attnlens/synth.h"
+#include "color_maps.h"
+#include "compare_view.h"
+#include "matrix_view.h"
+#include "stats_views.h"
+#include "token_map_view.h"
+
+using namespace attnlens;
+using namespace attnlens::gui;
+using namespace attnlens::gui::test;
+
+namespace {
+
+// The bundled example: 20 layers of 5 models, 10 images (resources/examples).
+QString exampleDump() {
+    return QFileInfo(QStringLiteral(__FILE__))
+        .dir()
+        .filePath(QStringLiteral("../../resources/examples/attnlens-example.h5"));
+}
+
+// Every text a view's plot draws (titles, notes, messages).
+QString plotTexts(PlotView* v) {
+    QStringList all;
+    for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
+    return all.join('\n');
+}
+
+// The damaged dump of damaged_file_tests.cpp: gzip-compressed float32, /layers/2/k's chunk of
+// image 0 overwritten. Empty when python3 with h5py is missing.
+QString writeDamagedDump(const QString& path, QString* skipReason) {
+    const char* script = R"PY(
+import sys, h5py, numpy as np
+path = sys.argv[1]
+rng = np.random.default_rng(7)
+B, H, gh, gw, P, d = 2, 2, 6, 6, 1, 32
+n = P + gh * gw
+with h5py.File(path, "w") as f:
+    f.attrs["format"] = "attnlens.dump"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs["grid"] = np.array([gh, gw], dtype=np.int64)
+    f.attrs["prefix_tokens"] = np.int64(P)
+    for l in range(4):
+        g = f.create_group(f"layers/{l}")
+        g.attrs["index"] = np.int64(l)
+        for t in ("q", "k"):
+            g.create_dataset(t, data=rng.standard_normal((B, H, n, d)).astype(np.float32),
+                             chunks=(1, H, n, d), compression="gzip")
+with h5py.File(path, "r") as f:
+    info = f["layers/2/k"].id.get_chunk_info(0)
+with open(path, "r+b") as fh:
+    fh.seek(info.byte_offset + 16)
+    fh.write(bytes((i * 97 + 13) & 0xFF for i in range(min(4096, info.size - 32))))
+)PY";
+    QProcess py;
+    py.start(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QString::fromUtf8(script), path});
+    if (!py.waitForFinished(60000) || py.exitStatus() != QProcess::NormalExit) {
+        *skipReason = QStringLiteral("/usr/bin/python3 did not run");
+        return {};
+    }
+    if (py.exitCode() != 0) {
+        *skipReason = QString::fromLocal8Bit(py.readAllStandardError());
+        return {};
+    }
+    return path;
+}
+
+// A dump with colourful RGB input images (quadrants red, green, blue, yellow): grid 6 x 6 + CLS.
+void writeColourImageDump(const QString& path) {
+    const int h = 6, w = 6, n = 1 + h * w, d = 4, side = 12;
+    DumpWriter writer(path.toStdString());
+    writer.setRootAttribute("format", std::string("attnlens.dump"));
+    writer.setRootAttribute("format_version", std::int64_t(1));
+    writer.setRootAttribute("grid", std::vector<std::int64_t>{h, w});
+    writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+    std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
+    for (int i = 0; i < n * d; ++i) {
+        q[std::size_t(i)] = float(std::sin(0.37 * i));
+        k[std::size_t(i)] = float(std::cos(0.23 * i));
+    }
+    writer.writeFloatDataset("/layers/l0/q", {1, 1, std::uint64_t(n), std::uint64_t(d)}, q, DType::Float32);
+    writer.writeFloatDataset("/layers/l0/k", {1, 1, std::uint64_t(n), std::uint64_t(d)}, k, DType::Float32);
+    const std::uint8_t colours[4][3] = {{230, 20, 20}, {20, 200, 40}, {30, 40, 230}, {240, 220, 10}};
+    std::vector<std::uint8_t> pixels;
+    for (int y = 0; y < side; ++y)
+        for (int x = 0; x < side; ++x) {
+            const auto& c = colours[(y >= side / 2 ? 2 : 0) + (x >= side / 2 ? 1 : 0)];
+            pixels.insert(pixels.end(), c, c + 3);
+        }
+    writer.writeUInt8Dataset("/images", {1, std::uint64_t(side), std::uint64_t(side), 3}, pixels);
+    writer.commit();
+}
+
+// Whether `pixel` = alpha * c + (1 - alpha) * g for a colour c of the gradient over range and some
+// grey g (channels equal within tolerance after undoing the blend).
+bool blendOfGreyAndBar(const QColor& pixel, QCPColorGradient gradient, const QCPRange& range, double alpha) {
+    for (int i = 0; i <= 1024; ++i) {
+        const QColor c = QColor::fromRgb(gradient.color(range.lower + range.size() * i / 1024.0, range));
+        const double r = (pixel.red() - alpha * c.red()) / (1 - alpha);
+        const double g = (pixel.green() - alpha * c.green()) / (1 - alpha);
+        const double b = (pixel.blue() - alpha * c.blue()) / (1 - alpha);
+        if (std::max({r, g, b}) - std::min({r, g, b}) <= 10 && std::min({r, g, b}) > -6 && std::max({r, g, b}) < 261)
+            return true;
+    }
+    return false;
+}
+
+// The canvas of the plot's last layout (an export's size after prepareForSize): its elements'
+// extent.
+QRect canvasOf(QCustomPlot* plot) {
+    QRect extent;
+    for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
+        if (QCPLayoutElement* e = plot->plotLayout()->elementAt(i)) extent |= e->outerRect();
+    return extent;
+}
+
+// Nothing but white in a widget rect of a rendered plot (a colour bar that is not drawn).
+bool blank(const QImage& img, const QRect& rect) {
+    for (int y = std::max(0, rect.top()); y <= std::min(img.height() - 1, rect.bottom()); ++y)
+        for (int x = std::max(0, rect.left()); x <= std::min(img.width() - 1, rect.right()); ++x)
+            if (img.pixelColor(x, y) != QColor(Qt::white)) return false;
+    return true;
+}
+
+// Every line of a text element fits the width it is drawn in, and the element lies in the plot.
+bool textFits(QCPTextElement* t, QString* why) {
+    const QFontMetrics fm(t->font());
+    const QRect viewport = canvasOf(t->parentPlot());
+    for (const QString& line : t->text().split('\n'))
+        if (fm.horizontalAdvance(line) > t->rect().width()) {
+            *why = QStringLiteral("\"%1\" is %2 px wide, its element %3 px")
+                       .arg(line)
+                       .arg(fm.horizontalAdvance(line))
+                       .arg(t->rect().width());
+            return false;
+        }
+    if (!viewport.contains(t->outerRect())) {
+        *why = QStringLiteral("\"%1\" lies outside the plot").arg(t->text());
+        return false;
+    }
+    return true;
+}
+
+// Every legend entry gets the size it needs and lies inside the legend's border, the legend
+// inside the plot.
+bool legendFits(QCPLegend* legend, QString* why) {
+    const QRect viewport = canvasOf(legend->parentPlot());
+    if (!viewport.contains(legend->outerRect())) {
+        *why = QStringLiteral("legend %1,%2 %3x%4 outside the plot")
+                   .arg(legend->outerRect().x())
+                   .arg(legend->outerRect().y())
+                   .arg(legend->outerRect().width())
+                   .arg(legend->outerRect().height());
+        return false;
+    }
+    for (int i = 0; i < legend->itemCount(); ++i) {
+        QCPAbstractLegendItem* item = legend->item(i);
+        auto* p = qobject_cast<QCPPlottableLegendItem*>(item);
+        const QString name = p ? p->plottable()->name() : QString::number(i);
+        if (item->outerRect().width() < item->minimumOuterSizeHint().width() ||
+            !legend->outerRect().contains(item->outerRect())) {
+            *why = QStringLiteral("legend entry \"%1\" is cut (%2 px of %3)")
+                       .arg(name)
+                       .arg(item->outerRect().width())
+                       .arg(item->minimumOuterSizeHint().width());
+            return false;
+        }
+    }
+    return true;
+}
+
+// The labels of a categorical bottom axis (QCPAxisTickerText) neither overlap nor leave the plot:
+// horizontal ones are centred on their ticks and as far apart as their widths; turned ones (QCP
+// anchors a label turned by a negative angle at its end, under the tick) are parallel strips
+// spacing * sin(angle) apart, which must be at least a line.
+bool categoryLabelsFit(QCPAxis* axis, QString* why) {
+    auto ticker = axis->ticker().dynamicCast<QCPAxisTickerText>();
+    if (!ticker) {
+        *why = QStringLiteral("not a text ticker");
+        return false;
+    }
+    const QFontMetrics fm(axis->tickLabelFont());
+    const double rotation = axis->tickLabelRotation();
+    const QRect viewport = canvasOf(axis->parentPlot());
+    std::vector<std::pair<double, QSize>> labels;  // tick pixel, label size (unturned)
+    for (auto it = ticker->ticks().constBegin(); it != ticker->ticks().constEnd(); ++it) {
+        if (!axis->range().contains(it.key())) continue;
+        const QRect r = fm.boundingRect(QRect(), Qt::TextDontClip | Qt::AlignHCenter, it.value());
+        labels.emplace_back(axis->coordToPixel(it.key()), r.size());
+    }
+    if (labels.empty()) {
+        *why = QStringLiteral("no labels");
+        return false;
+    }
+    const double radians = qDegreesToRadians(std::abs(rotation));
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        const auto& [x, size] = labels[i];
+        double left = 0, right = 0;
+        if (rotation == 0) {
+            left = x - size.width() / 2.0;
+            right = x + size.width() / 2.0;
+        } else if (rotation < 0) {
+            left = x - size.width() * std::cos(radians) - size.height() / 2.0 * std::sin(radians);
+            right = x + size.height() / 2.0 * std::sin(radians);
+        } else {
+            *why = QStringLiteral("labels turned by +%1 degrees start at their ticks, off their groups").arg(rotation);
+            return false;
+        }
+        if (left < viewport.left() - 0.5 || right > viewport.right() + 1.5) {
+            *why = QStringLiteral("label %1 reaches %2..%3, outside the plot").arg(i).arg(left).arg(right);
+            return false;
+        }
+        if (i == 0) continue;
+        const double spacing = x - labels[i - 1].first;
+        const bool apart = rotation == 0 ? spacing >= (size.width() + labels[i - 1].second.width()) / 2.0
+                                         : spacing * std::sin(radians) >= fm.height();
+        if (!apart) {
+            *why = QStringLiteral("labels %1 and %2 overlap (spacing %3 px, rotation %4)")
+                       .arg(i - 1)
+                       .arg(i)
+                       .arg(spacing)
+                       .arg(rotation);
+            return false;
+        }
+    }
+    return true;
+}
+
+// The title (the first text element of the plot's layout).
+QCPTextElement* titleOf(PlotView* v) { return qobject_cast<QCPTextElement*>(v->plot()->plotLayout()->elementAt(0)); }
+
+QCPLegend* sideLegendOf(PlotView* v) {
+    QCPLegend* found = nullptr;
+    for (auto* l : v->plot()->findChildren<QCPLegend*>()) found = l;
+    return found;
+}
+
+}  // namespace
+
+class ReadabilityTests : public AppTestFixture {
+    Q_OBJECT
+private Q_SLOTS:
+    void cancelledStatisticsOfferRetry();
+    void failedStatisticsSayWhyAndOfferRetry();
+    void colourBarsHideWithTheirMaps();
+    void confusionLabelsCentredUnderTheirGroups();
+    void spectrumShowsZeroSingularValuesOnTheFloor();
+    void signedMapOverImageUsesOnlyColourBarColours();
+    void flaggedRowNoteSaysWhy();
+    void holdColourRangeKeepsTheRange();
+    void statisticsFitAt1024x700AndInExports();
+
+private:
+    QString bigDump();
+};
+
+QString ReadabilityTests::bigDump() {
+    // Big enough that the whole-dump statistics are still running when Cancel comes.
+    const QString path = dir_.filePath("big.h5");
+    if (QFileInfo::exists(path)) return path;
+    SynthOptions o;
+    o.layers = 4;
+    o.heads = 2;
+    o.gridH = o.gridW = 12;
+    o.dim = 16;
+    o.images = 16;
+    writeSynthDump(path.toStdString(), o);
+    return path;
+}
+
+void ReadabilityTests::cancelledStatisticsOfferRetry() {
+    MainWindow& w = openWindow(bigDump());
+    Session* s = w.session();
+    w.showView("confusion");  // over all images
+    auto* confusion = qobject_cast<ConfusionView*>(w.view("confusion"));
+    QVERIFY(confusion);
+    QVERIFY(s->jobs().busy());
+    QVERIFY(!confusion->retryButton()->isVisible());
+    s->jobs().cancelAll();
+    QTRY_VERIFY(s->layerReportCancelled(StatsScope::AllImages));
+    confusion->refreshNow();
+    QCOMPARE(confusion->statusText(), QStringLiteral("Cancelled"));
+    QVERIFY2(plotTexts(confusion).contains("Cancelled"), qPrintable(plotTexts(confusion)));
+    QVERIFY(confusion->retryButton()->isVisible());
+    QVERIFY(!confusion->waitingForResults());
+    // Another statistics tab over all images shows the same state.
+    s->setStatsScope(StatsScope::AllImages);
+    w.showView("local");
+    auto* local = qobject_cast<LayerReportView*>(w.view("local"));
+    local->refreshNow();
+    QCOMPARE(local->statusText(), QStringLiteral("Cancelled"));
+    QVERIFY(local->retryButton()->isVisible());
+    // Retry computes the statistics again; the plot fills and the button goes.
+    w.showView("confusion");
+    QTest::mouseClick(confusion->retryButton(), Qt::LeftButton);
+    QVERIFY(!s->layerReportCancelled(StatsScope::AllImages));
+    QTRY_VERIFY_WITH_TIMEOUT(s->layerReport(StatsScope::AllImages, false) != nullptr, 120000);
+    confusion->refreshNow();
+    QVERIFY(confusion->statusText().isEmpty());
+    QVERIFY(confusion->plot()->plottableCount() >= 8);
+    QVERIFY(!confusion->retryButton()->isVisible());
+    w.showView("local");
+    local->refreshNow();
+    QVERIFY(local->plot()->plottableCount() >= 8);
+    QVERIFY(!local->retryButton()->isVisible());
+}
+
+void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
+    // Unreadable heads are now skipped by the statistics (report.skipped); what still fails the
+    // whole-dump job is a layer whose N x N matrices cannot fit in memory: N = 1 + 400 x 400
+    // declared without data (reads give zeros), so the dump itself stays small.
+    const QString path = dir_.filePath("huge-n.h5");
+    {
+        const std::uint64_t n = 1 + 400 * 400;
+        DumpWriter writer(path.toStdString());
+        writer.setRootAttribute("format", std::string("attnlens.dump"));
+        writer.setRootAttribute("format_version", std::int64_t(1));
+        writer.setRootAttribute("grid", std::vector<std::int64_t>{400, 400});
+        writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+        writer.declareFloatDataset("/layers/l0/q", {1, 1, n, 2}, DType::Float32);
+        writer.declareFloatDataset("/layers/l0/k", {1, 1, n, 2}, DType::Float32);
+        writer.commit();
+    }
+    MainWindow& w = openWindow(path);
+    QVERIFY2(w.session()->isOpen(), qPrintable(w.lastError()));
+    Session* s = w.session();
+    w.showView("confusion");
+    auto* v = qobject_cast<ConfusionView*>(w.view("confusion"));
+    QTRY_VERIFY_WITH_TIMEOUT(!s->layerReportError(StatsScope::AllImages).isEmpty(), 60000);
+    QVERIFY(!s->layerReportCancelled(StatsScope::AllImages));
+    v->refreshNow();
+    QVERIFY2(v->statusText().startsWith("FAILED: ") && v->statusText().contains("N = 160001"),
+             qPrintable(v->statusText()));
+    QVERIFY2(plotTexts(v).contains("FAILED: "), qPrintable(plotTexts(v)));
+    QVERIFY(!v->waitingForResults());
+    QVERIFY(v->retryButton()->isVisible());
+    // Retry runs the job again: the failure is forgotten, then comes back with the same reason.
+    int changes = 0;
+    connect(s, &Session::layerReportChanged, this, [&changes]() { ++changes; });
+    QTest::mouseClick(v->retryButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(changes >= 2 && !s->layerReportError(StatsScope::AllImages).isEmpty(), 60000);
+    v->refreshNow();
+    QVERIFY(v->statusText().startsWith("FAILED: "));
+    QVERIFY(v->retryButton()->isVisible());
+}
+
+void ReadabilityTests::colourBarsHideWithTheirMaps() {
+    QString skip;
+    const QString path = writeDamagedDump(dir_.filePath("damaged.h5"), &skip);
+    if (path.isEmpty()) QSKIP(qPrintable("no damaged dump: " + skip));
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    w.compareView()->setSharedRange(false);
+    for (const bool damaged : {true, false}) {
+        s->setImage(0);
+        s->setLayer(damaged ? 2 : 3);
+        TokenMapView* tm = w.tokenMapView();
+        w.showView("tokenmap");
+        layoutNow(tm);
+        QCOMPARE(tm->colorMap()->visible(), !damaged);
+        QCOMPARE(tm->colorScale()->visible(), !damaged);
+        QCOMPARE(blank(tm->plot()->toPixmap().toImage(), tm->colorScale()->outerRect()), damaged);
+
+        CompareView* cv = w.compareView();
+        w.showView("compare");
+        layoutNow(cv);
+        const QImage compareImage = cv->plot()->toPixmap().toImage();
+        for (const auto& p : cv->panels()) {
+            QVERIFY(p.scale);
+            QCOMPARE(p.scale->visible(), !damaged);
+            QCOMPARE(blank(compareImage, p.scale->outerRect()), damaged);
+        }
+        cv->setSharedRange(true);
+        layoutNow(cv);
+        QVERIFY(cv->sharedScale());
+        QCOMPARE(cv->sharedScale()->visible(), !damaged);
+        cv->setSharedRange(false);
+
+        MatrixView* mv = w.matrixView();
+        w.showView("matrix");
+        QTRY_VERIFY_WITH_TIMEOUT(!mv->waitingForResults(), 30000);
+        layoutNow(mv);
+        QCOMPARE(mv->colorMap()->visible(), !damaged);
+        auto* matrixScale = mv->plot()->findChild<QCPColorScale*>();
+        QVERIFY(matrixScale);
+        QCOMPARE(matrixScale->visible(), !damaged);
+    }
+}
+
+void ReadabilityTests::confusionLabelsCentredUnderTheirGroups() {
+    MainWindow& w = openWindow(exampleDump());
+    QVERIFY2(w.session()->isOpen(), qPrintable(w.lastError()));
+    w.resize(1024, 700);
+    w.showView("confusion");
+    auto* v = qobject_cast<ConfusionView*>(w.view("confusion"));
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 240000);
+    layoutNow(v);
+    QTest::qWait(50);
+    layoutNow(v);
+    QVERIFY(v->binAxis());
+    // Every bin that holds an image is shown and labelled with its range.
+    auto report = w.session()->layerReport(StatsScope::AllImages, false);
+    QVERIFY(report);
+    const ReportSummary summary(*report);
+    auto ticker = v->binAxis()->ticker().dynamicCast<QCPAxisTickerText>();
+    QVERIFY(ticker);
+    const std::vector<int>& bins = v->shownBins();
+    for (int p = 0; p < int(report->paradigms.size()); ++p) {
+        const auto hist = summary.confusionHistogram(p, 4);
+        for (int b = 0; b < int(hist.size()); ++b) {
+            if (hist[std::size_t(b)] == 0) continue;
+            const auto at = std::find(bins.begin(), bins.end(), b);
+            QVERIFY2(at != bins.end(), qPrintable(QString("bin %1 not shown").arg(b)));
+            const double position = double(at - bins.begin());
+            QVERIFY2(ticker->ticks().contains(position), qPrintable(QString("bin %1 has no label").arg(b)));
+            QCOMPARE(ticker->ticks().value(position).simplified().remove(' '),
+                     QString::fromStdString(confusionBinLabel(b)));
+        }
+    }
+    // Each label is centred under its group of bars: the tick sits midway between the group's
+    // outer bars.
+    std::vector<QCPBars*> bars;
+    for (int i = 0; i < v->plot()->plottableCount(); ++i)
+        if (auto* b = qobject_cast<QCPBars*>(v->plot()->plottable(i))) bars.push_back(b);
+    QCOMPARE(int(bars.size()), int(report->paradigms.size()));
+    for (int i = 0; i < int(bins.size()); ++i) {
+        double lo = 1e9, hi = -1e9;
+        for (QCPBars* b : bars) {
+            const double x = b->dataPixelPosition(i).x();
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+        }
+        QVERIFY2(std::abs((lo + hi) / 2 - v->binAxis()->coordToPixel(i)) <= 1.5,
+                 qPrintable(QString("group %1 centred at %2, its label at %3")
+                                .arg(i)
+                                .arg((lo + hi) / 2)
+                                .arg(v->binAxis()->coordToPixel(i))));
+    }
+    // Centred labels: horizontal or vertical, never overlapping.
+    const double rotation = v->binAxis()->tickLabelRotation();
+    QVERIFY2(rotation == 0 || std::abs(rotation) == 90, qPrintable(QString::number(rotation)));
+    QString why;
+    QVERIFY2(categoryLabelsFit(v->binAxis(), &why), qPrintable(why));
+}
+
+void ReadabilityTests::spectrumShowsZeroSingularValuesOnTheFloor() {
+    // small_: N = 43 tokens, d = 8: linear attention has rank <= d, its low-rank spectrum lists
+    // d + 1 values and the rest are zero.
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    w.showView("spectrum");
+    PlotView* v = w.view("spectrum");
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 60000);
+    layoutNow(v);
+    const int p = s->paradigmIndex("linear_relu");
+    const SpectrumResult* sr = s->spectrum(p, false);
+    QVERIFY(sr);
+    QVERIFY(sr->rank < sr->size);
+    QCPGraph* line = nullptr;
+    QCPGraph* floor = nullptr;
+    for (int i = 0; i < v->plot()->graphCount(); ++i) {
+        QCPGraph* g = v->plot()->graph(i);
+        if (!g->name().startsWith("linear_relu: ")) continue;
+        (g->name().contains("are 0 or below") ? floor : line) = g;
+    }
+    QVERIFY(line);
+    QVERIFY2(floor, "no floor markers for the zero singular values");
+    int drawn = 0;
+    double smallestDrawn = INFINITY;
+    for (auto it = line->data()->constBegin(); it != line->data()->constEnd(); ++it)
+        if (std::isfinite(it->value)) {
+            ++drawn;
+            smallestDrawn = std::min(smallestDrawn, it->value);
+        }
+    // Every index k = 1..N is either on the curve or a marker on the floor.
+    QCOMPARE(drawn + floor->dataCount(), int(sr->size));
+    QVERIFY(floor->dataCount() >= int(sr->size) - int(sr->singularValues.size()));
+    QVERIFY(floor->name().contains(QString("%1 values are 0 or below").arg(floor->dataCount())));
+    // The note under the title says what the markers are and how many each paradigm has.
+    const QString texts = plotTexts(v).replace('\n', ' ');
+    QVERIFY2(
+        texts.contains("σ_k that are 0 or below") && texts.contains(QString("linear_relu %1").arg(floor->dataCount())),
+        qPrintable(texts));
+    // The markers lie inside the plotted range, below every drawn value.
+    const QCPRange yRange = v->plot()->axisRect()->axis(QCPAxis::atLeft)->range();
+    for (auto it = floor->data()->constBegin(); it != floor->data()->constEnd(); ++it) {
+        QVERIFY(it->value > yRange.lower && it->value < smallestDrawn);
+        QVERIFY(floor->scatterStyle().shape() != QCPScatterStyle::ssNone);
+    }
+    QVERIFY(floor->visible());
+}
+
+void ReadabilityTests::signedMapOverImageUsesOnlyColourBarColours() {
+    const QString path = dir_.filePath("colour-image.h5");
+    writeColourImageDump(path);
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    s->setParadigm(s->paradigmIndex("inline"));  // signed weights: a diverging map
+    s->setQuery(1 + 2 * 6 + 2);
+    TokenMapView* v = w.tokenMapView();
+    w.showView("tokenmap");
+    v->setImageOpacity(40);
+    QCOMPARE(v->opacityValueLabel()->text(), QStringLiteral("40 %"));
+    layoutNow(v);
+    QVERIFY(v->imageShown());
+    QVERIFY(s->row(s->selection().paradigm).minFinite < 0);
+    const QImage img = v->plot()->toPixmap().toImage();
+    const double alpha = std::lround(255.0 * 0.6) / 255.0;  // the map's share at 40 % image
+    const TokenLayout& l = s->layout();
+    int checked = 0;
+    for (int y = 0; y < l.gridH; ++y)
+        for (int x = 0; x < l.gridW; ++x) {
+            if (l.token(y, x) == s->selection().query) continue;  // framed by the marker
+            // Three pixels per cell, away from its edges.
+            for (const auto& [dx, dy] : {std::pair{-0.25, -0.25}, std::pair{0.0, 0.0}, std::pair{0.25, 0.2}}) {
+                const QColor pixel = img.pixelColor(pixelOf(v->gridRect(), x + dx, y + dy));
+                QVERIFY2(blendOfGreyAndBar(pixel, v->colorMap()->gradient(), v->colorMap()->dataRange(), alpha),
+                         qPrintable(QString("cell (y %1, x %2): %3 is no grey under a colour of the bar")
+                                        .arg(y)
+                                        .arg(x)
+                                        .arg(pixel.name())));
+                ++checked;
+            }
+        }
+    QVERIFY(checked > 90);
+    v->setImageOpacity(0);
+    QCOMPARE(v->opacityValueLabel()->text(), QStringLiteral("0 %"));
+}
+
+void ReadabilityTests::flaggedRowNoteSaysWhy() {
+    MainWindow& w = openWindow(nanDump_);
+    Session* s = w.session();
+    TokenMapView* v = w.tokenMapView();
+    s->setQuery(3);  // its query has a NaN
+    v->refreshNow();
+    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::NonFinite);
+    QVERIFY2(v->noteText().contains("ROW FLAGGED") && v->noteText().contains("NaN or Inf"), qPrintable(v->noteText()));
+    QVERIFY2(!v->noteText().contains("row sum"), qPrintable(v->noteText()));
+    s->setQuery(4);
+    v->refreshNow();
+    QVERIFY2(v->noteText().contains("row sum") && !v->noteText().contains("FLAGGED"), qPrintable(v->noteText()));
+}
+
+void ReadabilityTests::holdColourRangeKeepsTheRange() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    TokenMapView* tm = w.tokenMapView();
+    w.showView("tokenmap");
+    s->setQuery(10);
+    tm->refreshNow();
+    QVERIFY(!tm->colourRangeHeld());
+    QTest::mouseClick(tm->holdColourRangeBox(), Qt::LeftButton);
+    QVERIFY(tm->colourRangeHeld());
+    const QCPRange held = tm->heldColourRange();
+    QCOMPARE(tm->colorScale()->dataRange(), held);
+    s->setQuery(30);
+    s->setLayer(1);
+    s->setHead(1);
+    tm->refreshNow();
+    const RowData& row = s->row(s->selection().paradigm);
+    const ColorRange own = colorRangeFor(row.minFinite, row.maxFinite, false);
+    QVERIFY(QCPRange(own.lower, own.upper) != held);  // the data alone would change the range
+    QCOMPARE(tm->colorScale()->dataRange(), held);
+    QCOMPARE(tm->colorMap()->dataRange(), held);
+    tm->holdColourRange(false);
+    QVERIFY(!tm->holdColourRangeBox()->isChecked());
+    tm->refreshNow();
+    QCOMPARE(tm->colorScale()->dataRange(), QCPRange(own.lower, own.upper));
+    // A range given by the session file.
+    tm->holdColourRange(true, QCPRange(0, 0.5));
+    QVERIFY(tm->holdColourRangeBox()->isChecked());
+    tm->refreshNow();
+    QCOMPARE(tm->colorScale()->dataRange(), QCPRange(0, 0.5));
+    tm->holdColourRange(false);
+
+    CompareView* cv = w.compareView();
+    w.showView("compare");
+    cv->refreshNow();
+    cv->holdColourRange(true);
+    QVERIFY(cv->holdColourRangeBox()->isChecked());
+    const QCPRange compareHeld = cv->heldColourRange();
+    s->setQuery(5);
+    s->setLayer(2);
+    cv->refreshNow();
+    bool anyWouldDiffer = false;
+    for (const auto& p : cv->panels()) {
+        if (p.paradigm < 0) continue;
+        QCOMPARE(p.map->dataRange(), compareHeld);
+        const RowData& r = s->shownRow(p.paradigm);
+        const bool diverging = s->paradigms()[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
+        const ColorRange c = colorRangeFor(r.minFinite, r.maxFinite, diverging);
+        anyWouldDiffer |= QCPRange(c.lower, c.upper) != compareHeld;
+    }
+    QVERIFY(anyWouldDiffer);
+    QTest::mouseClick(cv->holdColourRangeBox(), Qt::LeftButton);
+    QVERIFY(!cv->colourRangeHeld());
+    cv->refreshNow();
+    for (const auto& p : cv->panels()) {
+        if (p.paradigm < 0) continue;
+        const RowData& r = s->shownRow(p.paradigm);
+        const bool diverging = s->paradigms()[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
+        const ColorRange c = colorRangeFor(r.minFinite, r.maxFinite, diverging);
+        QCOMPARE(p.map->dataRange(), QCPRange(c.lower, c.upper));
+    }
+}
+
+void ReadabilityTests::statisticsFitAt1024x700AndInExports() {
+    MainWindow& w = openWindow(exampleDump());
+    QVERIFY2(w.session()->isOpen(), qPrintable(w.lastError()));
+    w.resize(1024, 700);
+    QTest::qWait(20);
+    const QStringList ids{"magnitude", "spectrum", "local", "layers", "confusion"};
+    for (const QString& id : ids) {
+        w.showView(id);
+        PlotView* v = w.view(id);
+        QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 240000);
+        // On screen at 1024 x 700, then as an exported figure of 800 x 560.
+        for (const QSize& size : {QSize(), QSize(800, 560)}) {
+            const QString where = QStringLiteral("%1 at %2").arg(id, size.isEmpty() ? "1024x700" : "800x560");
+            if (size.isEmpty()) {
+                layoutNow(v);
+                QTest::qWait(20);
+                layoutNow(v);
+            } else {
+                v->prepareForSize(size.width(), size.height());
+            }
+            QString why;
+            QCPTextElement* title = titleOf(v);
+            QVERIFY2(title, qPrintable(where));
+            QVERIFY2(textFits(title, &why), qPrintable(where + ": " + why));
+            if (QCPLegend* legend = sideLegendOf(v)) QVERIFY2(legendFits(legend, &why), qPrintable(where + ": " + why));
+            if (id == "local" || id == "layers") {
+                // The layer names under the (bottom) plot.
+                QCPAxis* axis = v->plot()->axisRects().back()->axis(QCPAxis::atBottom);
+                QVERIFY2(categoryLabelsFit(axis, &why), qPrintable(where + ": " + why));
+            }
+        }
+    }
+}
+
+int main(int argc, char** argv) {
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
+    return runAppTests<ReadabilityTests>(argc, argv);
+}
+
+#include "readability_tests.moc"
