@@ -225,7 +225,10 @@ void MainWindow::createDocks() {
     connect(statsModel_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (syncing_ || i < 0) return;
         try {
-            session_->setStatsModel(statsModel_->itemData(i).toString().toStdString());
+            if (i == 0)
+                session_->setStatsModelFollowsLayer(true);
+            else
+                session_->setStatsModel(statsModel_->itemData(i).toString().toStdString());
         } catch (const Error& e) {
             addIssue(Issue{IssueKind::Error, QString::fromStdString(e.what())});
         }
@@ -625,7 +628,8 @@ void MainWindow::syncSelectionWidgets() {
             }
             model_->clear();
             statsModel_->clear();
-            statsModel_->addItem(QStringLiteral("every layer"), QString());
+            statsModel_->addItem(QStringLiteral("the selected layer's model"), QStringLiteral("\x01follow"));
+            statsModel_->addItem(QStringLiteral("every layer (all models)"), QString());
             for (const LayerModel& m : layerModels(info)) {
                 const QString name = QString::fromStdString(m.name);
                 const QString text = QStringLiteral("%1 (%2 layers)")
@@ -639,8 +643,10 @@ void MainWindow::syncSelectionWidgets() {
         model_->setCurrentIndex(std::max(0, model_->findData(QString::fromStdString(session_->layerModel()))));
         model_->setEnabled(model_->count() > 1);
         statsModel_->setCurrentIndex(
-            std::max(0, statsModel_->findData(QString::fromStdString(session_->statsModel()))));
-        statsModel_->setEnabled(statsModel_->count() > 1);
+            session_->statsModelFollowsLayer()
+                ? 0
+                : std::max(1, statsModel_->findData(QString::fromStdString(session_->statsModel()))));
+        statsModel_->setEnabled(statsModel_->count() > 3);  // two or more models
         const LayerInfo& li = session_->layerInfo();
         layerAttention_->setText(
             li.attention.empty()

@@ -130,6 +130,9 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     reports_.clear();
     reportedIssues_.clear();
     readErrors_.clear();
+    // Dumps of several models: the statistics cover the selected layer's model (following it), so
+    // that no histogram sums over different models unless "every layer" is chosen.
+    statsModelFollowsLayer_ = true;
     statsModel_.clear();
 
     sel_.image = 0;
@@ -143,6 +146,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     // what its first layer's model used.
     sel_.paradigmFollowsLayer = true;
     followLayerParadigm();
+    followStatsModel();
     Q_EMIT dumpChanged();
 }
 
@@ -215,6 +219,9 @@ void Session::setLayer(int layer) {
     sel_.head = std::clamp(sel_.head, 0, layerInfo().heads - 1);
     clampLocalChannel();
     followLayerParadigm();
+    const std::string statsModelBefore = statsModel_;
+    followStatsModel();
+    if (statsModel_ != statsModelBefore) Q_EMIT layerReportChanged();
     if (!(before == after)) {
         // Hierarchical models: keep the query at the same relative place on the new grid.
         if (before.isSpatial(sel_.query) && after.gridH > 0 && after.gridW > 0) {
@@ -725,8 +732,22 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
     }
 }
 
+void Session::setStatsModelFollowsLayer(bool on) {
+    statsModelFollowsLayer_ = on;
+    const std::string before = statsModel_;
+    followStatsModel();
+    if (statsModel_ != before) Q_EMIT layerReportChanged();
+}
+
+void Session::followStatsModel() {
+    if (!statsModelFollowsLayer_ || !isOpen()) return;
+    int named = 0;
+    for (const LayerModel& m : layerModels(info())) named += !m.name.empty();
+    statsModel_ = named >= 2 ? layerModel() : std::string();
+}
+
 void Session::setStatsModel(const std::string& model) {
-    if (model == statsModel_) return;
+    if (model == statsModel_ && !statsModelFollowsLayer_) return;
     if (!model.empty()) {
         bool known = false;
         std::string names;
@@ -738,6 +759,7 @@ void Session::setStatsModel(const std::string& model) {
             throwInput("model " + quotedText(model) + " is not in the dump" +
                        (names.empty() ? std::string(" (its layer names name no models)") : " (models: " + names + ")"));
     }
+    statsModelFollowsLayer_ = false;
     statsModel_ = model;
     Q_EMIT layerReportChanged();
 }

@@ -218,7 +218,11 @@ public:
     // Dumps with several models (layer names <model>.<block>, core layerModels()): the per-layer
     // statistics cover the layers of one model, or every layer when empty (the default). Error(Input)
     // for a name that is not one of the dump's models.
+    // Choosing a model (or "" for every layer) stops following the selected layer's model, which
+    // is the default for dumps of two or more named models.
     void setStatsModel(const std::string& model);
+    void setStatsModelFollowsLayer(bool on);
+    bool statsModelFollowsLayer() const { return statsModelFollowsLayer_; }
     const std::string& statsModel() const { return statsModel_; }
     // The model of a layer (-1: the selected one), "" when the dump's layer names name none.
     std::string layerModel(int layer = -1) const;
@@ -268,6 +272,8 @@ private:
     Selection sel_;
     StatsScope scope_ = StatsScope::CurrentImage;
     std::string statsModel_;
+    bool statsModelFollowsLayer_ = true;
+    void followStatsModel();
     JobRunner jobs_;
 
     std::map<HeadKey, HeadEntry> heads_;

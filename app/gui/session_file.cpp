@@ -110,6 +110,7 @@ json sessionToJson(const SessionState& s) {
     for (const QString& d : s.paradigmDefinitions) defs.push_back(d.toStdString());
     j["paradigm_definitions"] = defs;
     j["statistics_model"] = s.statsModel;
+    j["statistics_model_follows_layer"] = s.statsModelFollowsLayer;
     if (!s.view.isEmpty()) j["view"] = s.view.toStdString();
     if (!s.statsScope.isEmpty()) j["statistics_scope"] = s.statsScope.toStdString();
     if (s.imageOpacity >= 0) j["image_opacity"] = s.imageOpacity;
@@ -150,6 +151,7 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
     s.localChannel = int(b.integer("channel", -1, 1 << 20, -1));
     for (const std::string& d : r.texts("paradigm_definitions")) s.paradigmDefinitions << QString::fromStdString(d);
     s.statsModel = r.text("statistics_model");
+    s.statsModelFollowsLayer = r.boolean("statistics_model_follows_layer", true);
     s.view = QString::fromStdString(r.text("view"));
     s.statsScope = QString::fromStdString(r.text("statistics_scope"));
     if (!s.statsScope.isEmpty() && s.statsScope != QStringLiteral("image") && s.statsScope != QStringLiteral("all"))
@@ -213,6 +215,7 @@ SessionState captureSelection(const Session& session) {
     s.localChannel = sel.localChannel;
     s.paradigmDefinitions = session.preferences().paradigmSpecs;
     s.statsModel = session.statsModel();
+    s.statsModelFollowsLayer = session.statsModelFollowsLayer();
     s.statsScope = session.statsScope() == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image");
     return s;
 }
@@ -245,7 +248,7 @@ void applySelection(Session& session, const SessionState& s) {
     const int paradigm = s.paradigm.empty() ? -1 : paradigmOf(s.paradigm);
     std::vector<int> shown;
     for (const std::string& n : s.shown) shown.push_back(paradigmOf(n));
-    if (!s.statsModel.empty()) session.setStatsModel(s.statsModel);  // checks the name
+    if (!s.statsModelFollowsLayer) session.setStatsModel(s.statsModel);  // checks the name
 
     session.setImage(s.image);
     session.setLayer(layer);
@@ -256,6 +259,7 @@ void applySelection(Session& session, const SessionState& s) {
     if (!s.shown.empty()) session.setShown(shown);
     session.setLocalChannel(s.localChannel);
     session.setLocalBranch(s.localBranch);
+    if (s.statsModelFollowsLayer) session.setStatsModelFollowsLayer(true);
     if (!s.statsScope.isEmpty())
         session.setStatsScope(s.statsScope == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage);
 }

@@ -191,8 +191,20 @@ void SessionTests::statisticsCanCoverOneModel() {
     }
     QVERIFY(threw);
 
+    // By default the statistics cover the selected layer's model, following it.
+    QVERIFY(s->statsModelFollowsLayer());
+    QCOMPARE(s->statsModel(), std::string("softmax"));
+    s->setLayer(malaLayers.front());
+    QCOMPARE(s->statsModel(), std::string("mala"));
+    s->setLayer(0);
+    QCOMPARE(s->statsModel(), std::string("softmax"));
+
+    // A chosen model stays while flipping layers.
     auto* statsModel = w.findChild<QComboBox*>("statsModel");
     statsModel->setCurrentIndex(statsModel->findData(QStringLiteral("mala")));
+    QCOMPARE(s->statsModel(), std::string("mala"));
+    QVERIFY(!s->statsModelFollowsLayer());
+    s->setLayer(1);
     QCOMPARE(s->statsModel(), std::string("mala"));
     s->layerReport(StatsScope::AllImages);
     waitIdle(s);
@@ -214,8 +226,9 @@ void SessionTests::statisticsCanCoverOneModel() {
     }
 
     // Every layer again.
-    statsModel->setCurrentIndex(0);
+    statsModel->setCurrentIndex(statsModel->findData(QString()));
     QCOMPARE(s->statsModel(), std::string());
+    QVERIFY(!s->statsModelFollowsLayer());
     s->layerReport(StatsScope::AllImages);
     waitIdle(s);
     report = s->layerReport(StatsScope::AllImages, false);

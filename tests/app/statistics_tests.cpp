@@ -165,6 +165,7 @@ void StatisticsTests::layerPlotsBreakBetweenModels() {
     const QString path = dir_.filePath("two-models.h5");
     writeNamedLayersDump(path, {"softmax.block0", "softmax.block1", "mala.block0", "mala.block1"}, 4, 5);
     MainWindow& w = openWindow(path);
+    w.session()->setStatsModel("");  // every layer, across models (the default covers one model)
     w.showView("local");
     PlotView* local = w.view("local");
     QTRY_VERIFY_WITH_TIMEOUT(!local->waitingForResults(), 60000);
