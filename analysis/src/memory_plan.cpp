@@ -183,6 +183,13 @@ double memoryBudgetBytes() {
     return bytes;
 }
 
+void checkFitsInMemory(double bytes, const std::string& what) {
+    const double budget = memoryBudgetBytes();
+    if (budget > 0 && bytes > budget)
+        throwInput(what + " needs about " + formatGiB(bytes) + " of memory, more than the " + formatGiB(budget) +
+                   " this process may use");
+}
+
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch) {
     AnalysisOptions options;

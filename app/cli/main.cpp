@@ -602,16 +602,11 @@ int cmdAttention(int argc, char** argv) {
         channel = parseInt(*c, 0, layer.valueDim - 1, "--channel");
     }
     checkOutputWritable(*output, {a.positional[0]});
-    {
-        // The N x N matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
-        const double n = double(layer.tokens), needed = n * n * (8.0 + 16.0 + 24.0);
-        const double budget = memoryBudgetBytes();
-        if (budget > 0 && needed > budget)
-            throwInput(a.positional[0] + ": layer " + layer.name + " has N = " + std::to_string(layer.tokens) +
-                       " tokens: its " + std::to_string(layer.tokens) + " x " + std::to_string(layer.tokens) +
-                       " attention matrix as JSON needs about " + formatGiB(needed) + " of memory, more than the " +
-                       formatGiB(budget) + " this process may use");
-    }
+    // The N x N matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
+    checkFitsInMemory(denseMatrixBytes(layer.tokens, 1) * (8.0 + 16.0 + 24.0) / 8.0,
+                      a.positional[0] + ": layer " + layer.name + " has N = " + std::to_string(layer.tokens) +
+                          " tokens: its " + std::to_string(layer.tokens) + " x " + std::to_string(layer.tokens) +
+                          " attention matrix as JSON");
 
     HeadActivations act = reader->readHead(image, layerIndex, head, values);
     for (const auto& nf : act.nonFinite)

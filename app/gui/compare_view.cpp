@@ -15,11 +15,18 @@ namespace attnlens::gui {
 CompareView::CompareView(Session* session, QWidget* parent) : PlotView(session, parent) {
     rangeMode_ = new QComboBox(this);
     rangeMode_->setObjectName(QStringLiteral("rangeMode"));
-    rangeMode_->addItems({QStringLiteral("Colour range per panel"), QStringLiteral("Shared colour range")});
+    rangeMode_->addItems({QStringLiteral("Range per panel"), QStringLiteral("Shared range")});
+    rangeMode_->setToolTip(QStringLiteral("Colour range: each panel its own, or one shared by every paradigm panel"));
     diffOn_ = new QCheckBox(QStringLiteral("Difference"), this);
     diffOn_->setObjectName(QStringLiteral("differenceOn"));
     diffA_combo_ = new QComboBox(this);
     diffB_combo_ = new QComboBox(this);
+    // Boxes that shrink to a few characters (full names in the drop-down), so that the toolbar does
+    // not set the window's minimum width: the whole window fits 1024 px with the docks.
+    for (QComboBox* c : {rangeMode_, diffA_combo_, diffB_combo_}) {
+        c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        c->setMinimumContentsLength(c == rangeMode_ ? 15 : 8);
+    }
     toolbar()->addWidget(rangeMode_);
     toolbar()->addSpacing(12);
     toolbar()->addWidget(diffOn_);
@@ -163,39 +170,18 @@ void CompareView::buildLayout() {
     }
 
     for (int i = 0; i < n; ++i) {
-        Panel p;
-        p.paradigm = wanted[std::size_t(i)];
         // The title spans the panel (map and colour bar), which fitAspect keeps centred.
         auto* cell = new QCPLayoutGrid;
         grid->addElement(i / cols, i % cols, cell);
-        p.title = new QCPTextElement(plot_, QString(), QFont(font().family(), 9, QFont::Bold));
-        cell->addElement(0, 0, p.title);
-        cell->setRowStretchFactor(0, 0.01);
-        auto* body = new QCPLayoutGrid;
-        body->setColumnSpacing(0);
-        cell->addElement(1, 0, body);
-        p.rect = new QCPAxisRect(plot_);
-        body->addElement(0, 0, p.rect);
+        const int paradigm = wanted[std::size_t(i)];
+        const bool ownScale = !(sharedRange_ && paradigm >= 0);
+        Panel p;
+        static_cast<HeatmapPanel&>(p) = addHeatmapPanel(plot_, cell, ownScale, 8);
+        p.paradigm = paradigm;
         setupGridAxes(p.rect, l.gridH, l.gridW, QString(), QString());
-        p.rect->axis(QCPAxis::atBottom)->setTickLabelFont(QFont(font().family(), 7));
-        p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(font().family(), 7));
-        p.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
-        p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
-        p.map->setInterpolate(false);
-        p.map->data()->setSize(std::max(1, l.gridW), std::max(1, l.gridH));
-        p.map->data()->setRange(QCPRange(0, std::max(0, l.gridW - 1)), QCPRange(0, std::max(0, l.gridH - 1)));
-        if (sharedRange_ && p.paradigm >= 0) {
-            p.map->setColorScale(shared_);
-        } else {
-            p.scale = new QCPColorScale(plot_);
-            p.scale->setType(QCPAxis::atRight);
-            p.scale->setBarWidth(8);
-            p.scale->axis()->setTickLabelFont(QFont(font().family(), 7));
-            body->addElement(0, 1, p.scale);
-            p.map->setColorScale(p.scale);
-        }
+        sizeTokenGrid(p.map, l);
+        if (!ownScale) p.map->setColorScale(shared_);
         addGridFrame(plot_, p.rect, l.gridH, l.gridW);
-        p.marker.create(plot_, p.rect);
         panels_.push_back(std::move(p));
     }
     builtFor_ = wanted;
@@ -210,13 +196,6 @@ bool CompareView::fitAspect() {
         if (p.scale) changed |= alignVertically(p.scale, p.rect->margins());
     }
     return changed;
-}
-
-void CompareView::fillPanel(Panel& p, const RowVector& values) {
-    const TokenLayout& l = builtLayout_;
-    QCPColorMapData* d = p.map->data();
-    for (int y = 0; y < l.gridH; ++y)
-        for (int x = 0; x < l.gridW; ++x) d->setCell(x, y, values[l.token(y, x)]);
 }
 
 void CompareView::rebuild() {
@@ -253,7 +232,7 @@ void CompareView::rebuild() {
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
         const RowData& r = session_->shownRow(p.paradigm);
-        fillPanel(p, r.values);
+        fillTokenGrid(p.map, builtLayout_, r.values);
         lo = std::min(lo, r.minFinite);
         hi = std::max(hi, r.maxFinite);
         anySigned |= ps[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
@@ -282,7 +261,7 @@ void CompareView::rebuild() {
             const RowData& a = session_->row(diffA_);
             const RowData& b = session_->row(diffB_);
             const RowVector diff = a.values - b.values;
-            fillPanel(p, diff);
+            fillTokenGrid(p.map, builtLayout_, diff);
             double dlo = INFINITY, dhi = -INFINITY;
             for (Index j = 0; j < diff.size(); ++j)
                 if (std::isfinite(diff[j])) {

@@ -20,13 +20,8 @@ public:
     QString viewTitle() const override { return QStringLiteral("Compare paradigms"); }
     bool fitAspect() override;
 
-    struct Panel {
-        int paradigm = -1;  // -1 for the difference panel
-        QCPTextElement* title = nullptr;
-        QCPAxisRect* rect = nullptr;
-        QCPColorMap* map = nullptr;
-        QCPColorScale* scale = nullptr;  // its own, or nullptr when the range is shared
-        CellMarker marker;
+    struct Panel : HeatmapPanel {  // scale: its own, or nullptr when the range is shared
+        int paradigm = -1;         // -1 for the difference panel
     };
     const std::vector<Panel>& panels() const { return panels_; }
     QCPColorScale* sharedScale() const { return shared_; }
@@ -49,7 +44,6 @@ protected:
 
 private:
     void buildLayout();
-    void fillPanel(Panel& p, const RowVector& values);
     void syncControls();
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);

@@ -91,24 +91,7 @@ void DumpPairView::buildLayout() {
         Panel& p = panels_[i];
         auto* cell = new QCPLayoutGrid;
         grid->addElement(0, i, cell);
-        p.title = new QCPTextElement(plot_, QString(), QFont(font().family(), 9, QFont::Bold));
-        cell->addElement(0, 0, p.title);
-        cell->setRowStretchFactor(0, 0.01);
-        auto* body = new QCPLayoutGrid;
-        body->setColumnSpacing(0);
-        cell->addElement(1, 0, body);
-        p.rect = new QCPAxisRect(plot_);
-        body->addElement(0, 0, p.rect);
-        p.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
-        p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
-        p.map->setInterpolate(false);
-        p.scale = new QCPColorScale(plot_);
-        p.scale->setType(QCPAxis::atRight);
-        p.scale->setBarWidth(10);
-        p.scale->axis()->setTickLabelFont(QFont(font().family(), 7));
-        body->addElement(0, 1, p.scale);
-        p.map->setColorScale(p.scale);
-        p.marker.create(plot_, p.rect);
+        static_cast<HeatmapPanel&>(p) = addHeatmapPanel(plot_, cell, true, 10);
         p.layout = TokenLayout{-1, -1, -1};
     }
     built_ = true;
@@ -145,10 +128,7 @@ void DumpPairView::syncSecond() {
 }
 
 void DumpPairView::fillPanel(Panel& p, const RowData& row, const Paradigm& paradigm) {
-    const TokenLayout& l = p.layout;
-    QCPColorMapData* d = p.map->data();
-    for (int y = 0; y < l.gridH; ++y)
-        for (int x = 0; x < l.gridW; ++x) d->setCell(x, y, row.values[l.token(y, x)]);
+    fillTokenGrid(p.map, p.layout, row.values);
     const Preferences& prefs = session_->preferences();
     const bool diverging = paradigm.signedWeights() || row.minFinite < 0 || row.withBranch;
     const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
@@ -193,8 +173,7 @@ void DumpPairView::rebuild() {
             const TokenLayout& l = s->layout();
             if (!(l == p.layout)) {
                 setupGridAxes(p.rect, l.gridH, l.gridW, QString(), QString());
-                p.map->data()->setSize(std::max(1, l.gridW), std::max(1, l.gridH));
-                p.map->data()->setRange(QCPRange(0, std::max(0, l.gridW - 1)), QCPRange(0, std::max(0, l.gridH - 1)));
+                sizeTokenGrid(p.map, l);
                 p.layout = l;
             }
             const Selection& sel = s->selection();

@@ -26,12 +26,7 @@ public:
     QString viewTitle() const override { return QStringLiteral("Compare dumps"); }
     bool fitAspect() override;
 
-    struct Panel {
-        QCPTextElement* title = nullptr;
-        QCPAxisRect* rect = nullptr;
-        QCPColorMap* map = nullptr;
-        QCPColorScale* scale = nullptr;
-        CellMarker marker;
+    struct Panel : HeatmapPanel {
         TokenLayout layout{-1, -1, -1};
         QString error;  // shown instead of the map ("image 7 is not in the second dump")
     };

@@ -17,8 +17,9 @@ namespace attnlens::gui {
 namespace {
 
 QString scopeText(Session* s, StatsScope scope) {
-    return scope == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
-                                          : QStringLiteral("image %1").arg(s->selection().image);
+    const QString images = scope == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
+                                                          : QStringLiteral("image %1").arg(s->selection().image);
+    return QStringLiteral("%1, %2").arg(images, s->statsCoverageText());
 }
 
 // Layers whose names differ other than in their digits belong to different models or stages
@@ -107,12 +108,11 @@ std::shared_ptr<const AnalysisReport> LayerReportView::report(const QString& wha
     const QString error = r ? QString() : session_->layerReportError(scope());
     const bool cancelled = !error.isEmpty() && session_->layerReportCancelled(scope());
     waiting_ = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
-    statusText_ =
-        r                  ? QString()
-        : cancelled        ? QStringLiteral("Cancelled")
-        : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
-        : waiting_ ? QStringLiteral("computing over %1, every layer and head… (progress below)").arg(scopeDescription())
-                   : QStringLiteral("no data");
+    statusText_ = r                  ? QString()
+                  : cancelled        ? QStringLiteral("Cancelled")
+                  : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
+                  : waiting_ ? QStringLiteral("computing over %1, every head… (progress below)").arg(scopeDescription())
+                             : QStringLiteral("no data");
     retry_->setVisible(!error.isEmpty());
     if (r) return r;
     // The state where the plot would be, in plain words: what was stopped or why it failed.

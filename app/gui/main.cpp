@@ -7,6 +7,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "attnlens/error.h"
 #include "attnlens/list_parser.h"
@@ -17,12 +19,38 @@
 #include "session.h"
 #include "token_map_view.h"
 
+namespace {
+
+// QGuiApplication takes "-session ID" and "--session ID" for X11 session management and removes
+// them from the arguments before any parser sees them: our --session (a session file) would
+// vanish. Renamed before QApplication starts; both parsers accept the internal name
+// (attnlens::gui::kSessionOptionAlias).
+std::vector<std::string> renameSessionOption(int argc, char** argv) {
+    std::vector<std::string> args(argv, argv + argc);
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        std::string& a = args[i];
+        if (a == "--") break;
+        if (a == "--session" || a == "-session")
+            a = std::string("--") + attnlens::gui::kSessionOptionAlias;
+        else if (a.rfind("--session=", 0) == 0 || a.rfind("-session=", 0) == 0)
+            a = std::string("--") + attnlens::gui::kSessionOptionAlias + a.substr(a.find('='));
+    }
+    return args;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     const bool render = argc > 1 && std::strcmp(argv[1], "render") == 0;
     // Rendering needs no display; an explicit QT_QPA_PLATFORM (e.g. xcb) still wins.
     if (render && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    QApplication app(argc, argv);
+    std::vector<std::string> args = renameSessionOption(argc, argv);
+    std::vector<char*> appArgv;
+    for (std::string& a : args) appArgv.push_back(a.data());
+    appArgv.push_back(nullptr);
+    int appArgc = argc;
+    QApplication app(appArgc, appArgv.data());
     QApplication::setOrganizationName(QStringLiteral("AttnLens"));
     QApplication::setApplicationName(QStringLiteral("attnlens"));
     QApplication::setApplicationVersion(QStringLiteral(ATTNLENS_VERSION));
@@ -64,7 +92,7 @@ int main(int argc, char** argv) {
     const QCommandLineOption channel(QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
                                      QStringLiteral("C"));
     const QCommandLineOption sessionFile(
-        QStringLiteral("session"),
+        QStringList{QStringLiteral("session"), QString::fromLatin1(attnlens::gui::kSessionOptionAlias)},
         QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
                        "the other options then change it"),
         QStringLiteral("JSON"));
@@ -79,12 +107,6 @@ int main(int argc, char** argv) {
     attnlens::gui::MainWindow window;
     attnlens::gui::Session* session = window.session();
     try {
-        if (parser.isSet(windowSize)) {
-            const QStringList wh = parser.value(windowSize).split('x');
-            if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
-            window.resize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
-                          parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
-        }
         window.show();
         const QStringList files = parser.positionalArguments();
         if (parser.isSet(sessionFile)) {
@@ -95,6 +117,13 @@ int main(int argc, char** argv) {
             window.openFile(files.front());
         } else if (!window.restoreLastSession()) {
             window.openExample();
+        }
+        // After the session, whose window layout it changes like any other option.
+        if (parser.isSet(windowSize)) {
+            const QStringList wh = parser.value(windowSize).split('x');
+            if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
+            window.resize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
+                          parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
         }
         if (session->isOpen()) {
             const attnlens::DumpInfo& info = session->info();

@@ -6,6 +6,7 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDialog>
+#include <QDialogButtonBox>
 #include <QDir>
 #include <QDockWidget>
 #include <QDragEnterEvent>
@@ -21,6 +22,7 @@
 #include <QMimeData>
 #include <QPainter>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QShortcut>
 #include <QSpinBox>
@@ -49,6 +51,9 @@ namespace attnlens::gui {
 namespace {
 
 constexpr int kMaxRecentFiles = 10;
+// Item data of the "Statistics over" box beside model names (which cannot start with \x01).
+constexpr const char* kFollowModel = "\x01follow";
+constexpr const char* kChosenLayers = "\x01layers";
 
 struct ShortcutDoc {
     const char* keys;
@@ -105,6 +110,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
          {&Session::dumpChanged, &Session::selectionChanged, &Session::queryChanged, &Session::paradigmsChanged})
         connect(session_, signal, this, [this]() { hoverLabel_->clear(); });
     connect(session_, &Session::paradigmsChanged, this, &MainWindow::syncParadigmWidgets);
+    connect(session_, &Session::layerReportChanged, this, &MainWindow::syncStatsCoverage);
     syncParadigmWidgets();
     syncSelectionWidgets();
     updateStatusFile();
@@ -178,7 +184,7 @@ void MainWindow::createDocks() {
     statsModel_->setObjectName(QStringLiteral("statsModel"));
     statsModel_->setToolTip(
         QStringLiteral("Which layers the per-layer statistics (local mass, confusion, "
-                       "entropy) cover: one model's, or every layer of the dump"));
+                       "entropy) cover: one model's, every layer of the dump, or layers you choose"));
     head_ = new QSpinBox;
     head_->setObjectName(QStringLiteral("head"));
     query_ = new QSpinBox;
@@ -224,14 +230,23 @@ void MainWindow::createDocks() {
     });
     connect(statsModel_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (syncing_ || i < 0) return;
+        const QString data = statsModel_->itemData(i).toString();
+        if (data == QLatin1String(kChosenLayers)) {
+            chooseStatsLayers();
+            return;
+        }
         try {
-            if (i == 0)
+            if (data == QLatin1String(kFollowModel))
                 session_->setStatsModelFollowsLayer(true);
             else
-                session_->setStatsModel(statsModel_->itemData(i).toString().toStdString());
+                session_->setStatsModel(data.toStdString());
         } catch (const Error& e) {
             addIssue(Issue{IssueKind::Error, QString::fromStdString(e.what())});
         }
+    });
+    // Choosing "N chosen layers (change…)" again reopens the list (the index does not change).
+    connect(statsModel_, &QComboBox::activated, this, [this](int i) {
+        if (statsModel_->itemData(i).toString() == QLatin1String(kChosenLayers)) chooseStatsLayers();
     });
     connect(head_, &QSpinBox::valueChanged, this, [this](int v) {
         if (!syncing_) session_->setHead(v);
@@ -605,6 +620,109 @@ void MainWindow::syncParadigmWidgets() {
     syncing_ = false;
 }
 
+void MainWindow::syncStatsCoverage() {
+    const bool was = syncing_;
+    syncing_ = true;
+    const int chosen = statsModel_->findData(QLatin1String(kChosenLayers));
+    const auto& layers = session_->statsLayers();
+    if (chosen >= 0)
+        statsModel_->setItemText(chosen, layers.empty()
+                                             ? QStringLiteral("chosen layers…")
+                                             : QStringLiteral("%1 (change…)").arg(session_->statsCoverageText()));
+    statsModel_->setCurrentIndex(
+        !layers.empty() ? chosen
+        : session_->statsModelFollowsLayer()
+            ? 0
+            : std::max(1, statsModel_->findData(QString::fromStdString(session_->statsModel()))));
+    statsModel_->setEnabled(session_->isOpen() && session_->info().layers.size() > 1);
+    if (!layers.empty()) {
+        QStringList names;
+        for (int l : layers) names << QString::fromStdString(session_->info().layers[std::size_t(l)].name);
+        statsModel_->setToolTip(
+            QStringLiteral("Statistics over the chosen layers: %1").arg(names.join(QStringLiteral(", "))));
+    } else {
+        statsModel_->setToolTip(
+            QStringLiteral("Which layers the per-layer statistics (local mass, confusion, "
+                           "entropy) cover: one model's, every layer of the dump, or layers you choose"));
+    }
+    syncing_ = was;
+}
+
+void MainWindow::chooseStatsLayers() {
+    // Non-modal, so the views stay readable while choosing; the box shows the state until OK.
+    syncStatsCoverage();
+    if (!session_->isOpen()) return;
+    if (statsLayersDialog_) {
+        statsLayersDialog_->raise();
+        statsLayersDialog_->activateWindow();
+        return;
+    }
+    auto* dialog = new QDialog(this);
+    statsLayersDialog_ = dialog;
+    dialog->setObjectName(QStringLiteral("statsLayersDialog"));
+    dialog->setWindowTitle(QStringLiteral("Statistics over chosen layers"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    auto* layout = new QVBoxLayout(dialog);
+    layout->addWidget(new QLabel(QStringLiteral("Layers the per-layer statistics cover (in dump order):")));
+    auto* list = new QListWidget;
+    list->setObjectName(QStringLiteral("statsLayers"));
+    const std::vector<int> covered = session_->statsCoveredLayers();
+    const DumpInfo& info = session_->info();
+    for (std::size_t i = 0; i < info.layers.size(); ++i) {
+        const LayerInfo& l = info.layers[i];
+        auto* item = new QListWidgetItem(
+            l.attention.empty()
+                ? QString::fromStdString(l.name)
+                : QStringLiteral("%1 · %2").arg(QString::fromStdString(l.name), QString::fromStdString(l.attention)),
+            list);
+        item->setData(Qt::UserRole, int(i));
+        item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+        item->setCheckState(std::find(covered.begin(), covered.end(), int(i)) != covered.end() ? Qt::Checked
+                                                                                               : Qt::Unchecked);
+    }
+    layout->addWidget(list, 1);
+    auto* row = new QHBoxLayout;
+    auto* all = new QPushButton(QStringLiteral("All"));
+    auto* none = new QPushButton(QStringLiteral("None"));
+    row->addWidget(all);
+    row->addWidget(none);
+    row->addStretch(1);
+    layout->addLayout(row);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+    layout->addWidget(buttons);
+    auto checkAll = [list](Qt::CheckState state) {
+        for (int i = 0; i < list->count(); ++i) list->item(i)->setCheckState(state);
+    };
+    connect(all, &QPushButton::clicked, dialog, [checkAll]() { checkAll(Qt::Checked); });
+    connect(none, &QPushButton::clicked, dialog, [checkAll]() { checkAll(Qt::Unchecked); });
+    QPushButton* ok = buttons->button(QDialogButtonBox::Ok);
+    auto updateOk = [list, ok]() {
+        int checked = 0;
+        for (int i = 0; i < list->count(); ++i) checked += list->item(i)->checkState() == Qt::Checked;
+        ok->setEnabled(checked > 0);
+        ok->setToolTip(checked > 0 ? QString() : QStringLiteral("choose at least one layer"));
+    };
+    connect(list, &QListWidget::itemChanged, dialog, updateOk);
+    updateOk();
+    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+    connect(buttons, &QDialogButtonBox::accepted, dialog, [this, dialog, list]() {
+        std::vector<int> layers;
+        for (int i = 0; i < list->count(); ++i)
+            if (list->item(i)->checkState() == Qt::Checked) layers.push_back(list->item(i)->data(Qt::UserRole).toInt());
+        try {
+            session_->setStatsLayers(layers);
+        } catch (const Error& e) {
+            addIssue(Issue{IssueKind::Error, QString::fromStdString(e.what())});
+        }
+        syncStatsCoverage();
+        dialog->accept();
+    });
+    // A dump opened meanwhile makes the positions meaningless.
+    connect(session_, &Session::dumpChanged, dialog, &QDialog::reject);
+    dialog->resize(360, 420);
+    dialog->open();
+}
+
 void MainWindow::syncSelectionWidgets() {
     syncing_ = true;
     const bool open = session_->isOpen();
@@ -628,7 +746,7 @@ void MainWindow::syncSelectionWidgets() {
             }
             model_->clear();
             statsModel_->clear();
-            statsModel_->addItem(QStringLiteral("the selected layer's model"), QStringLiteral("\x01follow"));
+            statsModel_->addItem(QStringLiteral("the selected layer's model"), QLatin1String(kFollowModel));
             statsModel_->addItem(QStringLiteral("every layer (all models)"), QString());
             for (const LayerModel& m : layerModels(info)) {
                 const QString name = QString::fromStdString(m.name);
@@ -638,15 +756,12 @@ void MainWindow::syncSelectionWidgets() {
                 model_->addItem(text, name);
                 if (!m.name.empty()) statsModel_->addItem(QStringLiteral("model %1").arg(text), name);
             }
+            statsModel_->addItem(QStringLiteral("chosen layers…"), QLatin1String(kChosenLayers));
         }
         layer_->setCurrentIndex(sel.layer);
         model_->setCurrentIndex(std::max(0, model_->findData(QString::fromStdString(session_->layerModel()))));
         model_->setEnabled(model_->count() > 1);
-        statsModel_->setCurrentIndex(
-            session_->statsModelFollowsLayer()
-                ? 0
-                : std::max(1, statsModel_->findData(QString::fromStdString(session_->statsModel()))));
-        statsModel_->setEnabled(statsModel_->count() > 3);  // two or more models
+        syncStatsCoverage();
         const LayerInfo& li = session_->layerInfo();
         layerAttention_->setText(
             li.attention.empty()

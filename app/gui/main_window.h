@@ -2,6 +2,7 @@
 // The AttnLens main window: selection dock, the views in tabs, the issues dock, the status bar with
 // progress and Cancel, menus for opening, exporting and preferences.
 #include <QMainWindow>
+#include <QPointer>
 #include <QStringList>
 #include <vector>
 
@@ -12,6 +13,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QDialog;
 class QLabel;
 class QListWidget;
 class QProgressBar;
@@ -98,6 +100,8 @@ private:
     void syncSelectionWidgets();
     void syncParadigmWidgets();
     void syncBranchWidgets();
+    void syncStatsCoverage();              // the "Statistics over" box from the session
+    void chooseStatsLayers();              // a non-modal list of the dump's layers to check
     void savePreferences(Preferences& p);  // fills in the view state, then writes QSettings
     void updateStatusFile();
     void addIssue(const Issue& issue);
@@ -131,7 +135,7 @@ private:
     QComboBox* model_ = nullptr;        // the selected layer's model; choosing one jumps to its first layer
     QComboBox* layer_ = nullptr;        // items: "name · attention", data: the layer name
     QLabel* layerAttention_ = nullptr;  // "model used: mala"
-    QComboBox* statsModel_ = nullptr;   // the per-layer statistics' layers: every layer or one model
+    QComboBox* statsModel_ = nullptr;   // the per-layer statistics' layers: a model, every layer or chosen ones
     QSpinBox* head_ = nullptr;
     QSpinBox* query_ = nullptr;
     QLabel* queryName_ = nullptr;
@@ -151,6 +155,7 @@ private:
     QToolButton* cancel_ = nullptr;
     QMenu* recentMenu_ = nullptr;
 
+    QPointer<QDialog> statsLayersDialog_;  // while choosing layers for the statistics
     QString lastError_;
     bool syncing_ = false;
 

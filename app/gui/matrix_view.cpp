@@ -7,6 +7,7 @@
 
 #include "attnlens/error.h"
 #include "color_maps.h"
+#include "elided_label.h"
 #include "session.h"
 
 namespace attnlens::gui {
@@ -75,7 +76,9 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     logBox_ = new QCheckBox(QStringLiteral("Logarithmic colour scale"), this);
     logBox_->setObjectName(QStringLiteral("matrixLog"));
     toolbar()->addWidget(logBox_);
-    toolbar()->addWidget(new QLabel(QStringLiteral("  wheel: zoom · drag: pan · double-click: reset"), this));
+    auto* hint = new ElidedLabel(QStringLiteral("  wheel: zoom · drag: pan · double-click: reset"), this);
+    hint->setToolTip(hint->text().trimmed());
+    toolbar()->addWidget(hint);
     toolbar()->addStretch(1);
     connect(logBox_, &QCheckBox::toggled, this, &MatrixView::setLogScale);
 
@@ -231,12 +234,17 @@ void MatrixView::rebuild() {
         const bool logScale = log_;
         const long long n = head->tokens();
         const TokenLayout lay = session_->layout();
+        const std::string whereHead = session_->layerWhere();
         session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
             slot,
             QStringLiteral("%1 matrix %2 x %2")
                 .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
                 .arg(n),
-            [head, signedP, logScale, branch, lay](const JobContext& ctx) {
+            [head, signedP, logScale, branch, lay, headWhere = whereHead](const JobContext& ctx) {
+                // A and its N x N image (4 bytes a pixel).
+                checkFitsInMemory(denseMatrixBytes(head->tokens(), 1) * 1.5,
+                                  headWhere + ": the " + std::to_string(head->tokens()) + " x " +
+                                      std::to_string(head->tokens()) + " attention matrix and its image");
                 ctx.progress(0, 2, QStringLiteral("computing A"));
                 Matrix a = head->matrix();
                 if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");

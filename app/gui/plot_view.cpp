@@ -1,6 +1,8 @@
 #include "plot_view.h"
 
+#include <QCoreApplication>
 #include <QHBoxLayout>
+#include <QMouseEvent>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -28,8 +30,28 @@ PlotView::PlotView(Session* session, QWidget* parent) : QWidget(parent), session
     // Titles are re-broken for the new width the same way.
     connect(plot_, &QCustomPlot::afterReplot, this, [this]() {
         const bool wrapped = fitWrappedTexts(plot_);
-        if (fitAspect() || wrapped) plot_->replot(QCustomPlot::rpQueuedReplot);
+        if (fitAspect() || wrapped) {
+            plot_->replot(QCustomPlot::rpQueuedReplot);
+            return;
+        }
+        if (rehover_ && lastMouse_ && isVisible()) {
+            rehover_ = false;
+            QMouseEvent move(QEvent::MouseMove, *lastMouse_, plot_->mapToGlobal(*lastMouse_), Qt::NoButton,
+                             Qt::NoButton, Qt::NoModifier);
+            QCoreApplication::sendEvent(plot_, &move);
+        }
     });
+    plot_->installEventFilter(this);
+}
+
+bool PlotView::eventFilter(QObject* watched, QEvent* e) {
+    if (watched == plot_) {
+        if (e->type() == QEvent::MouseMove)
+            lastMouse_ = static_cast<QMouseEvent*>(e)->position();
+        else if (e->type() == QEvent::Leave || e->type() == QEvent::Hide)
+            lastMouse_.reset();
+    }
+    return QWidget::eventFilter(watched, e);
 }
 
 void PlotView::invalidate() {
@@ -50,6 +72,7 @@ void PlotView::refreshNow() {
         if (!dirty_) break;
     }
     refreshing_ = false;
+    rehover_ = true;
     replotQueued();
 }
 
@@ -210,6 +233,45 @@ QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int g
     frame->setBrush(Qt::NoBrush);
     frame->setSelectable(false);
     return frame;
+}
+
+HeatmapPanel addHeatmapPanel(QCustomPlot* plot, QCPLayoutGrid* cell, bool ownScale, int barWidth) {
+    HeatmapPanel p;
+    const QString family = plot->font().family();
+    p.title = new QCPTextElement(plot, QString(), QFont(family, 9, QFont::Bold));
+    cell->addElement(0, 0, p.title);
+    cell->setRowStretchFactor(0, 0.01);
+    auto* body = new QCPLayoutGrid;
+    body->setColumnSpacing(0);
+    cell->addElement(1, 0, body);
+    p.rect = new QCPAxisRect(plot);
+    body->addElement(0, 0, p.rect);
+    p.rect->axis(QCPAxis::atBottom)->setTickLabelFont(QFont(family, 7));
+    p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(family, 7));
+    p.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
+    p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+    p.map->setInterpolate(false);
+    if (ownScale) {
+        p.scale = new QCPColorScale(plot);
+        p.scale->setType(QCPAxis::atRight);
+        p.scale->setBarWidth(barWidth);
+        p.scale->axis()->setTickLabelFont(QFont(family, 7));
+        body->addElement(0, 1, p.scale);
+        p.map->setColorScale(p.scale);
+    }
+    p.marker.create(plot, p.rect);
+    return p;
+}
+
+void sizeTokenGrid(QCPColorMap* map, const TokenLayout& l) {
+    map->data()->setSize(std::max(1, l.gridW), std::max(1, l.gridH));
+    map->data()->setRange(QCPRange(0, std::max(0, l.gridW - 1)), QCPRange(0, std::max(0, l.gridH - 1)));
+}
+
+void fillTokenGrid(QCPColorMap* map, const TokenLayout& l, const RowVector& values) {
+    QCPColorMapData* d = map->data();
+    for (int y = 0; y < l.gridH; ++y)
+        for (int x = 0; x < l.gridW; ++x) d->setCell(x, y, values[l.token(y, x)]);
 }
 
 void CellMarker::create(QCustomPlot* plot, QCPAxisRect* rect) {

@@ -2,12 +2,15 @@
 // Base of every view: one QCustomPlot (so that an export is exactly what is on screen, colour bars
 // and titles included) fed from the Session. A view that is not visible only marks itself dirty and
 // catches up when shown; a visible one rebuilds its data and queues a replot.
+#include <QPointF>
 #include <QPointer>
 #include <QString>
 #include <QWidget>
+#include <optional>
 
 #include <qcustomplot.h>
 
+#include "attnlens/tensor.h"
 #include "attnlens/token_layout.h"
 
 class QVBoxLayout;
@@ -45,6 +48,7 @@ Q_SIGNALS:
 protected:
     virtual void rebuild() = 0;
     void showEvent(QShowEvent* e) override;
+    bool eventFilter(QObject* watched, QEvent* e) override;
     void replotQueued();
     QHBoxLayout* toolbar() const { return toolbar_; }
 
@@ -55,6 +59,11 @@ private:
     QHBoxLayout* toolbar_;
     bool dirty_ = true;
     bool refreshing_ = false;
+    // The value under a cursor that stays still while the data under it changes (a click moved
+    // the query, another layer, another dump): the last mouse position over the plot is replayed
+    // as a move once the rebuilt plot is laid out, so the hover text describes what is shown now.
+    std::optional<QPointF> lastMouse_;
+    bool rehover_ = false;
 };
 
 // ---- helpers for heatmap panels -------------------------------------------------------------------
@@ -87,6 +96,20 @@ struct CellMarker {
     void place(double x, double y, double halfW = 0.5, double halfH = 0.5);
     void setVisible(bool on);
 };
+// One heatmap panel of a token grid (the comparison views): a bold title spanning the map and its
+// colour bar, the map, its own colour bar (nullptr when the caller shares one) and the query marker.
+struct HeatmapPanel {
+    QCPTextElement* title = nullptr;
+    QCPAxisRect* rect = nullptr;
+    QCPColorMap* map = nullptr;
+    QCPColorScale* scale = nullptr;
+    CellMarker marker;
+};
+// Builds the panel into `cell` (title in row 0, map and bar in row 1); tick labels at 7 pt.
+HeatmapPanel addHeatmapPanel(QCustomPlot* plot, QCPLayoutGrid* cell, bool ownScale, int barWidth);
+// The map's cells and ranges for the layout's grid (row 0 at the top), the values of its spatial tokens.
+void sizeTokenGrid(QCPColorMap* map, const TokenLayout& layout);
+void fillTokenGrid(QCPColorMap* map, const TokenLayout& layout, const RowVector& values);
 // A paradigm's colour in line plots (the same in every statistics view).
 QColor paradigmColor(int paradigmIndex);
 // Formats a weight with enough digits to tell neighbours apart.

@@ -9,6 +9,7 @@
 #include "attnlens/list_parser.h"
 #include "attnlens/text.h"
 #include "compare_view.h"
+#include "dump_pair_view.h"
 #include "export_dialog.h"
 #include "figure_export.h"
 #include "matrix_view.h"
@@ -25,7 +26,11 @@ int intOption(const QString& text, int min, int max, const char* option) {
     return parseInt(text.toStdString(), min, max, option);
 }
 
-std::unique_ptr<PlotView> makeView(const QString& id, Session* s) {
+std::unique_ptr<PlotView> makeView(const QString& id, Session* s, Session* second) {
+    if (id == QStringLiteral("dumps")) {
+        if (!second->isOpen()) throwUsage("--view dumps: needs --second FILE (the dump shown beside FILE)");
+        return std::make_unique<DumpPairView>(s, second);
+    }
     if (id == QStringLiteral("tokenmap")) return std::make_unique<TokenMapView>(s);
     if (id == QStringLiteral("compare")) return std::make_unique<CompareView>(s);
     if (id == QStringLiteral("matrix")) return std::make_unique<MatrixView>(s);
@@ -35,7 +40,7 @@ std::unique_ptr<PlotView> makeView(const QString& id, Session* s) {
     if (id == QStringLiteral("magnitude")) return std::make_unique<MagnitudeView>(s);
     if (id == QStringLiteral("layers")) return std::make_unique<LayerStatsView>(s);
     throwUsage("--view: unknown view \"" + id.toStdString() +
-               "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers)");
+               "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers, dumps)");
 }
 
 int paradigmByName(Session& s, const QString& name) {
@@ -55,7 +60,8 @@ QString renderUsage() {
         "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
         "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
         "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
-        "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers\n"
+        "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers,\n"
+        "                    dumps (with --second)\n"
         "  --image I         image index (default 0)\n"
         "  --layer L         layer name or position (default 0)\n"
         "  --head H          head (default 0)\n"
@@ -77,6 +83,10 @@ QString renderUsage() {
         "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
         "                    E_c = A + M_c (the layer must have a local_branch group)\n"
         "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
+        "  --second FILE     dumps: the second dump, shown beside FILE at the same image, head and\n"
+        "                    query place, on the layer of the same name (else the same position)\n"
+        "  --second-layer L  dumps: the second dump's layer, name or position\n"
+        "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
         "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
         "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
         "                    options above change it\n"
@@ -99,9 +109,12 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
                              output = opt({"o", "output"}, "OUT"), localBranch = opt({"local-branch"}),
                              channel = opt({"channel"}, "C"), help = opt({"h", "help"}),
-                             sessionFile = opt({"session"}, "JSON");
-    p.addOptions({view,   image, layer, head, query,   paradigm,    paradigms, define, size, dpi,        log,
-                  shared, diff,  scope, k,    opacity, localBranch, channel,   output, help, sessionFile});
+                             sessionFile = opt({"session", kSessionOptionAlias}, "JSON"),
+                             secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
+                             sameParadigm = opt({"same-paradigm"});
+    p.addOptions({view,        image,   layer,  head,   query,       paradigm,   paradigms,   define,
+                  size,        dpi,     log,    shared, diff,        scope,      k,           opacity,
+                  localBranch, channel, output, help,   sessionFile, secondFile, secondLayer, sameParadigm});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
@@ -190,7 +203,19 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         if (p.isSet(scope)) session.setStatsScope(statsScope);
 
         const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(view) ? saved->view : p.value(view);
-        std::unique_ptr<PlotView> v = makeView(viewId, &session);
+        // The second dump of "Compare dumps": --second, else the session's.
+        Session second(prefs);
+        second.jobs().setSynchronous(true);
+        const QString secondPath = p.isSet(secondFile) ? p.value(secondFile) : saved ? saved->secondDump : QString();
+        if ((p.isSet(secondLayer) || p.isSet(sameParadigm)) && viewId != QStringLiteral("dumps"))
+            throwUsage("--second-layer, --same-paradigm: only with --view dumps");
+        if (viewId == QStringLiteral("dumps") && !secondPath.isEmpty()) second.open(secondPath);
+        std::unique_ptr<PlotView> v = makeView(viewId, &session, &second);
+        if (auto* d = dynamic_cast<DumpPairView*>(v.get())) {
+            if (p.isSet(secondLayer))
+                d->setSecondLayer(parseLayer(p.value(secondLayer).toStdString(), second.info(), "--second-layer"));
+            d->setSameParadigm(p.isSet(sameParadigm));
+        }
         v->resize(canvas);
         if (auto* t = dynamic_cast<TokenMapView*>(v.get()))
             t->setImageOpacity(saved && saved->imageOpacity >= 0 && !p.isSet(opacity)

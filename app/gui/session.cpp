@@ -3,6 +3,7 @@
 #include <QFileInfo>
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "attnlens/error.h"
 #include "attnlens/open_check.h"
@@ -134,6 +135,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     // that no histogram sums over different models unless "every layer" is chosen.
     statsModelFollowsLayer_ = true;
     statsModel_.clear();
+    statsLayers_.clear();
 
     sel_.image = 0;
     sel_.layer = 0;
@@ -655,7 +657,7 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
     if (!isOpen()) return;
     for (int p : paradigms) {
         const std::string key = spectrumKey(currentKey(), p);
-        if (spectra_.contains(key)) continue;
+        if (spectra_.contains(key) || spectra_.failed(key)) continue;
         // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
         // and the fast low-rank spectra never wait behind a dense softmax SVD.
         const QString slot = QStringLiteral("spectrum/%1").arg(p);
@@ -664,7 +666,17 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
             QStringLiteral("spectrum of %1").arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
         const TokenLayout lay = layout();
         const SpectrumOptions opts = prefs_.analysis.spectrum;
-        submitSpectrum(slot, key, p, label, spectra_, [lay, opts](const AttentionHead& h, const JobContext&) {
+        const std::string where = layerWhere();
+        submitSpectrum(slot, key, p, label, spectra_, [lay, opts, where](const AttentionHead& h, const JobContext&) {
+            // Softmax has no factorised form: its spectrum is a dense SVD (the matrices as the
+            // analysis counts them for a rank statistic).
+            if (!h.hasLowRankForm())
+                checkFitsInMemory(
+                    denseMatrixBytes(
+                        h.tokens(),
+                        denseNeeds(StatSelection::parse("rank"), false, h.tokens(), false).matricesAtOnce()),
+                    where + ": the dense SVD of the " + std::to_string(h.tokens()) + " x " +
+                        std::to_string(h.tokens()) + " softmax matrix");
             return attnlens::spectrum(h, lay, opts);
         });
     }
@@ -691,7 +703,27 @@ void Session::submitSpectrum(const QString& slot, const std::string& key, int pa
             cache.store(key, std::move(r));
             Q_EMIT spectraChanged();
         },
-        [this, label](const QString& error) { reportIssue(IssueKind::JobFailed, label + ": " + error); });
+        [this, key, label, &cache](const QString& error) {
+            // Remembered, so that the view says why and the job is not submitted again for this head.
+            cache.fail(key, shortError(error, path_));
+            reportIssue(IssueKind::JobFailed, label + ": " + error);
+            Q_EMIT spectraChanged();
+        });
+}
+
+QString Session::spectrumError(int paradigm) const {
+    return isOpen() ? spectra_.error(spectrumKey(currentKey(), paradigm)) : QString();
+}
+
+QString Session::branchSpectrumError(int paradigm) {
+    const auto kernel = isOpen() ? localBranch() : nullptr;
+    if (!kernel) return {};
+    return branchSpectra_.error(branchSpectrumKey(paradigm, *kernel));
+}
+
+std::string Session::layerWhere() const {
+    return printableText(info().path) + ": image " + std::to_string(sel_.image) + ", layer " + layerInfo().name +
+           ", head " + std::to_string(sel_.head);
 }
 
 std::string Session::branchSpectrumKey(int paradigm, const BranchKernel& kernel) const {
@@ -713,7 +745,7 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
     if (!kernel) return;
     for (int p : paradigms) {
         const std::string key = branchSpectrumKey(p, *kernel);
-        if (branchSpectra_.contains(key)) continue;
+        if (branchSpectra_.contains(key) || branchSpectra_.failed(key)) continue;
         // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
         // newer selection (channel, head, ...) supersedes the older E_c job.
         const QString slot = QStringLiteral("branch spectrum/%1").arg(p);
@@ -722,8 +754,13 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
                                   .arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
         const TokenLayout lay = layout();
         const SpectrumOptions opts = prefs_.analysis.spectrum;
+        const std::string where = layerWhere();
         submitSpectrum(slot, key, p, label, branchSpectra_,
-                       [kernel, lay, opts](const AttentionHead& h, const JobContext& ctx) {
+                       [kernel, lay, opts, where](const AttentionHead& h, const JobContext& ctx) {
+                           // E_c, its finite rows and dgesdd's copy (DenseNeeds: the branch's copies).
+                           checkFitsInMemory(denseMatrixBytes(h.tokens(), 3),
+                                             where + ": the dense SVD of the " + std::to_string(h.tokens()) + " x " +
+                                                 std::to_string(h.tokens()) + " matrix A + M_c");
                            Matrix e = h.matrix();
                            if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
                            addLocalBranch(e, kernel->kernel(), lay);
@@ -733,10 +770,47 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
 }
 
 void Session::setStatsModelFollowsLayer(bool on) {
+    const bool hadLayers = !statsLayers_.empty();
+    if (on) statsLayers_.clear();
     statsModelFollowsLayer_ = on;
     const std::string before = statsModel_;
     followStatsModel();
-    if (statsModel_ != before) Q_EMIT layerReportChanged();
+    if (statsModel_ != before || (on && hadLayers)) Q_EMIT layerReportChanged();
+}
+
+void Session::setStatsLayers(std::vector<int> layers) {
+    if (!isOpen()) return;
+    if (layers.empty()) throwInput("no layers chosen for the statistics (choose at least one)");
+    const int count = int(info().layers.size());
+    for (int l : layers)
+        if (l < 0 || l >= count)
+            throwInput("layer " + std::to_string(l) + " is not in the dump (it has " + std::to_string(count) +
+                       " layers)");
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    if (layers == statsLayers_) return;
+    statsLayers_ = std::move(layers);
+    statsModelFollowsLayer_ = false;
+    statsModel_.clear();
+    Q_EMIT layerReportChanged();
+}
+
+std::vector<int> Session::statsCoveredLayers() const {
+    if (!isOpen()) return {};
+    if (!statsLayers_.empty()) return statsLayers_;
+    if (!statsModel_.empty()) return modelLayers(statsModel_);
+    std::vector<int> all(info().layers.size());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+}
+
+QString Session::statsCoverageText() const {
+    if (!isOpen()) return {};
+    if (statsLayers_.size() == 1)
+        return QStringLiteral("layer %1").arg(QString::fromStdString(info().layers[std::size_t(statsLayers_[0])].name));
+    if (!statsLayers_.empty()) return QStringLiteral("%1 chosen layers").arg(statsLayers_.size());
+    if (!statsModel_.empty()) return QStringLiteral("model %1").arg(QString::fromStdString(statsModel_));
+    return QStringLiteral("every layer");
 }
 
 void Session::followStatsModel() {
@@ -747,7 +821,7 @@ void Session::followStatsModel() {
 }
 
 void Session::setStatsModel(const std::string& model) {
-    if (model == statsModel_ && !statsModelFollowsLayer_) return;
+    if (model == statsModel_ && !statsModelFollowsLayer_ && statsLayers_.empty()) return;
     if (!model.empty()) {
         bool known = false;
         std::string names;
@@ -761,6 +835,7 @@ void Session::setStatsModel(const std::string& model) {
     }
     statsModelFollowsLayer_ = false;
     statsModel_ = model;
+    statsLayers_.clear();
     Q_EMIT layerReportChanged();
 }
 
@@ -779,7 +854,8 @@ std::vector<int> Session::modelLayers(const std::string& model) const {
 
 std::string Session::reportKey(StatsScope scope) const {
     std::string k = scope == StatsScope::AllImages ? "all" : "image " + std::to_string(sel_.image);
-    k += "/model " + statsModel_;
+    k += "/model " + statsModel_ + "/layers";
+    for (int l : statsLayers_) k += ' ' + std::to_string(l);
     for (int p : sel_.shown) k += '/' + paradigmKey(p);
     return k + '/' + prefs_.analysis.toJson().dump();
 }
@@ -804,7 +880,7 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     AnalyzeRequest req;
     for (int p : sel_.shown) req.paradigms.push_back(paradigms_[std::size_t(p)]);
     if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
-    if (!statsModel_.empty()) req.layers = modelLayers(statsModel_);
+    if (!statsLayers_.empty() || !statsModel_.empty()) req.layers = statsCoveredLayers();
     req.options = prefs_.analysis;
     req.options.stats = StatSelection::parse("local,entropy,confusion");
     // The per-layer views show A's statistics only; exports keep the branch (as the CLI does).

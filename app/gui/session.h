@@ -201,6 +201,13 @@ public:
     // computed or when no branch is active. Computed in the background like spectrum().
     const SpectrumResult* branchSpectrum(int paradigm, bool request = true);
     void requestBranchSpectra(const std::vector<int>& paradigms);
+    // Why the selected head's spectrum (of A, of A + M_c) failed, e.g. more memory than the
+    // process may use; empty when it did not. A failed spectrum is not requested again until the
+    // dump or the preferences change.
+    QString spectrumError(int paradigm) const;
+    QString branchSpectrumError(int paradigm);
+    // "file: image i, layer L, head h" for messages about the selected head.
+    std::string layerWhere() const;
     // Per-layer statistics (local mass, entropy/negative mass, confusion) of the shown paradigms
     // over every layer and head, for the selected image or all images.
     std::shared_ptr<const AnalysisReport> layerReport(StatsScope scope, bool request = true);
@@ -224,6 +231,15 @@ public:
     void setStatsModelFollowsLayer(bool on);
     bool statsModelFollowsLayer() const { return statsModelFollowsLayer_; }
     const std::string& statsModel() const { return statsModel_; }
+    // Hand-picked layers (positions in the dump) instead of a model: the statistics cover exactly
+    // these, in dump order, until a model, "every layer" or following is chosen again. Error(Input)
+    // for an empty list or a position the dump does not have; duplicates are dropped.
+    void setStatsLayers(std::vector<int> layers);
+    const std::vector<int>& statsLayers() const { return statsLayers_; }
+    // The layers the per-layer statistics cover, in dump order, and the same in words for titles
+    // ("model mala", "every layer", "3 chosen layers").
+    std::vector<int> statsCoveredLayers() const;
+    QString statsCoverageText() const;
     // The model of a layer (-1: the selected one), "" when the dump's layer names name none.
     std::string layerModel(int layer = -1) const;
     // Positions of the layers of the selected layer's model, in order (every layer when unnamed).
@@ -273,6 +289,7 @@ private:
     StatsScope scope_ = StatsScope::CurrentImage;
     std::string statsModel_;
     bool statsModelFollowsLayer_ = true;
+    std::vector<int> statsLayers_;  // non-empty: hand-picked layers (statsModel_ is then unused)
     void followStatsModel();
     JobRunner jobs_;
 

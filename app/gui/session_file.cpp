@@ -111,6 +111,7 @@ json sessionToJson(const SessionState& s) {
     j["paradigm_definitions"] = defs;
     j["statistics_model"] = s.statsModel;
     j["statistics_model_follows_layer"] = s.statsModelFollowsLayer;
+    if (!s.statsLayers.empty()) j["statistics_layers"] = s.statsLayers;
     if (!s.view.isEmpty()) j["view"] = s.view.toStdString();
     if (!s.statsScope.isEmpty()) j["statistics_scope"] = s.statsScope.toStdString();
     if (s.imageOpacity >= 0) j["image_opacity"] = s.imageOpacity;
@@ -152,6 +153,7 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
     for (const std::string& d : r.texts("paradigm_definitions")) s.paradigmDefinitions << QString::fromStdString(d);
     s.statsModel = r.text("statistics_model");
     s.statsModelFollowsLayer = r.boolean("statistics_model_follows_layer", true);
+    s.statsLayers = r.texts("statistics_layers");
     s.view = QString::fromStdString(r.text("view"));
     s.statsScope = QString::fromStdString(r.text("statistics_scope"));
     if (!s.statsScope.isEmpty() && s.statsScope != QStringLiteral("image") && s.statsScope != QStringLiteral("all"))
@@ -216,6 +218,7 @@ SessionState captureSelection(const Session& session) {
     s.paradigmDefinitions = session.preferences().paradigmSpecs;
     s.statsModel = session.statsModel();
     s.statsModelFollowsLayer = session.statsModelFollowsLayer();
+    for (int l : session.statsLayers()) s.statsLayers.push_back(session.info().layers[std::size_t(l)].name);
     s.statsScope = session.statsScope() == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image");
     return s;
 }
@@ -226,11 +229,14 @@ void applySelection(Session& session, const SessionState& s) {
     if (s.image >= info.images)
         throwInput(where + ": image " + std::to_string(s.image) + " does not exist (the dump has " +
                    std::to_string(info.images) + ")");
+    auto layerNamed = [&info](const std::string& name) {
+        for (std::size_t i = 0; i < info.layers.size(); ++i)
+            if (info.layers[i].name == name) return int(i);
+        return -1;
+    };
     int layer = 0;
     if (!s.layer.empty()) {
-        layer = -1;
-        for (std::size_t i = 0; i < info.layers.size(); ++i)
-            if (info.layers[i].name == s.layer) layer = int(i);
+        layer = layerNamed(s.layer);
         if (layer < 0) throwInput(where + ": layer " + quotedText(s.layer) + " does not exist in the dump");
     }
     const LayerInfo& l = info.layers[std::size_t(layer)];
@@ -248,6 +254,12 @@ void applySelection(Session& session, const SessionState& s) {
     const int paradigm = s.paradigm.empty() ? -1 : paradigmOf(s.paradigm);
     std::vector<int> shown;
     for (const std::string& n : s.shown) shown.push_back(paradigmOf(n));
+    std::vector<int> statsLayers;
+    for (const std::string& name : s.statsLayers) {
+        const int at = layerNamed(name);
+        if (at < 0) throwInput(where + ": statistics layer " + quotedText(name) + " does not exist in the dump");
+        statsLayers.push_back(at);
+    }
     if (!s.statsModelFollowsLayer) session.setStatsModel(s.statsModel);  // checks the name
 
     session.setImage(s.image);
@@ -260,6 +272,7 @@ void applySelection(Session& session, const SessionState& s) {
     session.setLocalChannel(s.localChannel);
     session.setLocalBranch(s.localBranch);
     if (s.statsModelFollowsLayer) session.setStatsModelFollowsLayer(true);
+    if (!statsLayers.empty()) session.setStatsLayers(statsLayers);
     if (!s.statsScope.isEmpty())
         session.setStatsScope(s.statsScope == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage);
 }

@@ -39,12 +39,13 @@ struct SessionState {
     std::vector<std::string> shown;
     bool localBranch = false;
     int localChannel = -1;
-    QStringList paradigmDefinitions;     // Preferences::paradigmSpecs ("NAME:key=value,...")
-    std::string statsModel;              // "" = statistics over every layer
-    bool statsModelFollowsLayer = true;  // the statistics cover the selected layer's model
-    QString view;                        // view id ("tokenmap", "local", ...); "" = keep
-    QString statsScope;                  // "image" or "all"; "" = keep
-    int imageOpacity = -1;               // percent; -1 = keep
+    QStringList paradigmDefinitions;       // Preferences::paradigmSpecs ("NAME:key=value,...")
+    std::string statsModel;                // "" = statistics over every layer
+    bool statsModelFollowsLayer = true;    // the statistics cover the selected layer's model
+    std::vector<std::string> statsLayers;  // hand-picked layers by name (overrides the model); empty = none
+    QString view;                          // view id ("tokenmap", "local", ...); "" = keep
+    QString statsScope;                    // "image" or "all"; "" = keep
+    int imageOpacity = -1;                 // percent; -1 = keep
     std::optional<ColourRange> heldColourRange;
     QByteArray windowGeometry, windowState;  // QMainWindow::saveGeometry / saveState
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "elided_label.h"
 #include "plot_helpers.h"
 #include "session.h"
 
@@ -13,7 +14,8 @@ namespace attnlens::gui {
 // ---- spectrum -----------------------------------------------------------------------------------
 
 SpectrumView::SpectrumView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    help_ = new QLabel(
+    // Elided when narrow (the tooltip keeps it): a help line must not set the window's minimum width.
+    help_ = new ElidedLabel(
         QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"), this);
     toolbar()->addWidget(help_);
     toolbar()->addStretch(1);
@@ -57,6 +59,7 @@ void SpectrumView::rebuild() {
             ? QStringLiteral("Singular values of A (thin) and of E_c = A + M_c (thick) of the selected head, "
                              "per shown paradigm")
             : QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"));
+    help_->setToolTip(help_->text());
     rect->axis(QCPAxis::atLeft)
         ->setLabel(branch ? QStringLiteral("singular value σ_k of A, of E_c = A + M_c")
                           : QStringLiteral("singular value σ_k of A (dimensionless)"));
@@ -72,17 +75,22 @@ void SpectrumView::rebuild() {
     };
     std::vector<Curve> curves;
     int missing = 0;
+    QStringList failures;  // "softmax: <why>" for spectra that could not be computed
     for (int p : sel.shown) {
         const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
         const QColor c = paradigmColor(p);
         if (const SpectrumResult* s = session_->spectrum(p, false))
             curves.push_back({s, branch ? c.lighter(125) : c, branch ? name + QStringLiteral(" A") : name,
                               branch ? 1.2 : 1.6, Qt::DashLine});
+        else if (const QString e = session_->spectrumError(p); !e.isEmpty())
+            failures << QStringLiteral("%1: %2").arg(name, e);
         else
             ++missing;
         if (!branch) continue;
         if (const SpectrumResult* e = session_->branchSpectrum(p, false))
             curves.push_back({e, c.darker(125), name + QStringLiteral(" A+M_c"), 2.4, Qt::DotLine});
+        else if (const QString e = session_->branchSpectrumError(p); !e.isEmpty())
+            failures << QStringLiteral("%1 A+M_c: %2").arg(name, e);
         else
             ++missing;
     }
@@ -196,8 +204,9 @@ void SpectrumView::rebuild() {
         sub += QStringLiteral(" · ▼ bottom rows, one per paradigm: σ_k that are 0 or below %1 (%2)")
                    .arg(formatWeight(floor), floorCounts.join(QStringLiteral(", ")));
     if (missing) sub += QStringLiteral(" · computing %1 more…").arg(missing);
+    for (const QString& f : failures) sub += QStringLiteral("\nFAILED %1").arg(f);
     setWrappedText(subtitle, sub);
-    subtitle->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
+    subtitle->setTextColor(branchError.isEmpty() && failures.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
 }
 
 }  // namespace attnlens::gui

@@ -29,6 +29,24 @@ DumpInfo oneBigHead(int images = 1) {
     return info;
 }
 
+// checkFitsInMemory against this process's own budget (memoryBudgetBytes, measured, not assumed):
+// a request of twice the budget is an input error naming what and both sizes; half of it passes.
+TEST(CheckFitsInMemory, RefusesMoreThanTheBudgetAndSaysWhat) {
+    const double budget = memoryBudgetBytes();
+    if (budget <= 0) GTEST_SKIP() << "no memory budget known on this machine";
+    EXPECT_NO_THROW(checkFitsInMemory(budget / 2, "half"));
+    try {
+        checkFitsInMemory(2 * budget, "layer x: the 9 x 9 matrix");
+        FAIL() << "twice the budget passed";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Input);
+        const std::string m = e.what();
+        EXPECT_EQ(m.rfind("layer x: the 9 x 9 matrix needs about ", 0), 0u) << m;
+        EXPECT_NE(m.find("this process may use"), std::string::npos) << m;
+    }
+    EXPECT_DOUBLE_EQ(denseMatrixBytes(1000, 3), 1000.0 * 1000.0 * 8.0 * 3.0);
+}
+
 TEST(PlanMemory, CountsLapackWorkspaceAndTheMagnitudeCurve) {
     const DumpInfo info = oneBigHead();
     const double n = 3137;

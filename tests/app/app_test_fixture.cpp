@@ -4,12 +4,15 @@
 
 #include <QApplication>
 #include <QFile>
+#include <QFileInfo>
+#include <QProcess>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "attnlens/dump.h"
 #include "attnlens/synth.h"
+#include "example_dump.h"
 
 namespace attnlens::gui::test {
 
@@ -82,6 +85,95 @@ bool mapShowsRow(QCPColorMap* map, const TokenLayout& l, const RowVector& row, Q
             }
         }
     return true;
+}
+
+QString plotTexts(PlotView* v) {
+    QStringList all;
+    for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
+    return all.join('\n');
+}
+
+namespace {
+
+QString runPython(const char* script, const QStringList& args, const QString& path, QString* why) {
+    QProcess py;
+    py.start(QStringLiteral("/usr/bin/python3"), QStringList{QStringLiteral("-c"), QString::fromUtf8(script)} + args);
+    if (!py.waitForFinished(120000) || py.exitStatus() != QProcess::NormalExit) {
+        *why = QStringLiteral("/usr/bin/python3 did not run");
+        return {};
+    }
+    if (py.exitCode() != 0) {
+        *why = QString::fromLocal8Bit(py.readAllStandardError());
+        return {};
+    }
+    return path;
+}
+
+}  // namespace
+
+bool pythonUnavailable(const QString& why) {
+    return why.contains(QStringLiteral("did not run")) || why.contains(QStringLiteral("No module named"));
+}
+
+QString writeDamagedDump(const QString& path, QString* why) {
+    const char* script = R"PY(
+import sys, h5py, numpy as np
+path = sys.argv[1]
+rng = np.random.default_rng(7)
+B, H, gh, gw, P, d = 2, 2, 6, 6, 1, 32
+n = P + gh * gw
+with h5py.File(path, "w") as f:
+    f.attrs["format"] = "attnlens.dump"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs["grid"] = np.array([gh, gw], dtype=np.int64)
+    f.attrs["prefix_tokens"] = np.int64(P)
+    for l in range(4):
+        g = f.create_group(f"layers/{l}")
+        g.attrs["index"] = np.int64(l)
+        for t in ("q", "k"):
+            g.create_dataset(t, data=rng.standard_normal((B, H, n, d)).astype(np.float32),
+                             chunks=(1, H, n, d), compression="gzip")
+with h5py.File(path, "r") as f:
+    info = f["layers/2/k"].id.get_chunk_info(0)
+with open(path, "r+b") as fh:
+    fh.seek(info.byte_offset + 16)
+    fh.write(bytes((i * 97 + 13) & 0xFF for i in range(min(4096, info.size - 32))))
+)PY";
+    return runPython(script, {path}, path, why);
+}
+
+QString writeDamagedExampleCopy(const QString& path, QString* why) {
+    const char* script = R"PY(
+import sys, shutil, struct, h5py
+src, path = sys.argv[1], sys.argv[2]
+shutil.copyfile(src, path)
+with h5py.File(path, "r") as f:
+    lost = f["layers/mala.block1/k"].id.get_chunk_info(0)
+    nan = f["layers/inline.block2/q"].id.get_chunk_info(3)
+data = bytearray(open(path, "rb").read())
+# The chunk index (a version-1 B-tree node, "TREE") holds each chunk's address: the one of image 0
+# is made to point far past the end of the file.
+needle = struct.pack("<Q", lost.byte_offset)
+hits, at = [], data.find(needle)
+while at >= 0:
+    tree = data.rfind(b"TREE", 0, at)
+    if tree >= 0 and at - tree < 8192 and not (lost.byte_offset <= at < lost.byte_offset + lost.size):
+        hits.append(at)
+    at = data.find(needle, at + 1)
+if len(hits) != 1:
+    sys.exit(f"expected one chunk-index entry for the chunk at {lost.byte_offset}, found {len(hits)}")
+data[hits[0]:hits[0] + 8] = struct.pack("<Q", 1 << 40)
+# float16 0xFFFF is NaN: head 0's CLS query of image 3 (chunk layout 1 x heads x N x d).
+data[nan.byte_offset:nan.byte_offset + 64] = bytes([0xFF]) * 64
+open(path, "wb").write(bytes(data))
+)PY";
+    QString error;
+    const QString example = findOrCreateExampleDump(&error);
+    if (example.isEmpty()) {
+        *why = QStringLiteral("no bundled example: ") + error;
+        return {};
+    }
+    return runPython(script, {example, path}, path, why);
 }
 
 QPoint pixelOf(QCPAxisRect* rect, double x, double y) {

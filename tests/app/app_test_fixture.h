@@ -33,6 +33,21 @@ bool mapShowsRow(QCPColorMap* map, const TokenLayout& l, const RowVector& row, Q
 // The widget pixel of plot coordinates (x, y) in an axis rect.
 QPoint pixelOf(QCPAxisRect* rect, double x, double y);
 
+// Every text a view's plot draws (titles, notes, messages), one per line.
+QString plotTexts(PlotView* v);
+
+// Damaged dumps written by /usr/bin/python3 with h5py (the C++ writer cannot damage its own output
+// chunk by chunk). Each returns the path, or an empty string and why; pythonUnavailable(why) tells
+// a missing python3/h5py (a skip) from a script that failed (a test failure).
+bool pythonUnavailable(const QString& why);
+// Issue 12's dump: gzip-compressed float32, 2 images, 4 layers "0".."3", 2 heads, grid 6 x 6 + CLS,
+// d = 32; /layers/2/k's chunk of image 0 overwritten with 4 KiB of garbage ("inflate() failed").
+QString writeDamagedDump(const QString& path, QString* why);
+// A damaged copy of the bundled example (resources/examples): the chunk index entry of
+// /layers/mala.block1/k for image 0 points past the end of the file (that (image, layer) cannot be
+// read; everything else can), and image 3's /layers/inline.block2/q holds NaN in head 0's CLS query.
+QString writeDamagedExampleCopy(const QString& path, QString* why);
+
 // Base of every GUI test class: initTestCase writes the test dumps into a temporary directory
 // (ATTNLENS_KEEP_TEST_DUMPS=1 keeps it), cleanup stops the window's jobs and closes it.
 class AppTestFixture : public QObject {

@@ -16,6 +16,8 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "dump_pair_view.h"
+#include "example_dump.h"
 #include "matrix_view.h"
 #include "token_map_view.h"
 
@@ -29,6 +31,7 @@ private Q_SLOTS:
     void brokenFileKeepsPreviousDump();
     void nanRowIsDrawnAndListed();
     void damagedChunkShowsInlineErrorInEveryView();
+    void damagedCopyOfTheExampleStaysUsable();
     void damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump();
 };
 
@@ -105,37 +108,10 @@ void DamagedFileTests::nanRowIsDrawnAndListed() {
 // and head must never throw: the damaged heads show "layer 2 cannot be read: ..." naming the
 // dataset, every other head shows its data, and the issues list has the read error.
 void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
-    const QString path = dir_.filePath("damaged.h5");
-    const char* script = R"PY(
-import sys, h5py, numpy as np
-path = sys.argv[1]
-rng = np.random.default_rng(7)
-B, H, gh, gw, P, d = 2, 2, 6, 6, 1, 32
-n = P + gh * gw
-with h5py.File(path, "w") as f:
-    f.attrs["format"] = "attnlens.dump"
-    f.attrs["format_version"] = np.int64(1)
-    f.attrs["grid"] = np.array([gh, gw], dtype=np.int64)
-    f.attrs["prefix_tokens"] = np.int64(P)
-    for l in range(4):
-        g = f.create_group(f"layers/{l}")
-        g.attrs["index"] = np.int64(l)
-        for t in ("q", "k"):
-            g.create_dataset(t, data=rng.standard_normal((B, H, n, d)).astype(np.float32),
-                             chunks=(1, H, n, d), compression="gzip")
-with h5py.File(path, "r") as f:
-    info = f["layers/2/k"].id.get_chunk_info(0)
-with open(path, "r+b") as fh:
-    fh.seek(info.byte_offset + 16)
-    fh.write(bytes((i * 97 + 13) & 0xFF for i in range(min(4096, info.size - 32))))
-)PY";
-    QProcess py;
-    py.start("/usr/bin/python3", {"-c", QString::fromUtf8(script), path});
-    if (!py.waitForFinished(60000) || py.exitStatus() != QProcess::NormalExit) QSKIP("/usr/bin/python3 did not run");
-    if (py.exitCode() != 0) {
-        if (py.readAllStandardError().contains("No module named")) QSKIP("python3 lacks h5py or numpy");
-        QFAIL("writing the damaged dump failed");
-    }
+    QString why;
+    const QString path = writeDamagedDump(dir_.filePath("damaged.h5"), &why);
+    if (path.isEmpty() && pythonUnavailable(why)) QSKIP(qPrintable(why));
+    QVERIFY2(!path.isEmpty(), qPrintable(why));
     // The core itself fails on the damaged chunk (what the CLI reports).
     {
         auto reader = DumpReader::open(path.toStdString());
@@ -146,12 +122,6 @@ with open(path, "r+b") as fh:
     MainWindow& w = openWindow(path);
     Session* s = w.session();
     QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
-    // Every text a view draws (titles, notes, subtitles).
-    auto texts = [](PlotView* v) {
-        QStringList all;
-        for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
-        return all.join('\n');
-    };
     const QStringList headViews{"tokenmap", "compare", "matrix", "spectrum", "magnitude"};
     const QStringList reportViews{"local", "confusion", "layers"};
     for (int image = 0; image < 2; ++image)
@@ -169,7 +139,7 @@ with open(path, "r+b") as fh:
                     QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 30000);
                     waitIdle(s);
                     v->refreshNow();
-                    const QString text = texts(v);
+                    const QString text = plotTexts(v);
                     const QString where = QStringLiteral("%1, image %2, layer %3, head %4:\n%5")
                                               .arg(id)
                                               .arg(image)
@@ -201,7 +171,7 @@ with open(path, "r+b") as fh:
     s->setLayer(3);
     w.showView("tokenmap");
     w.tokenMapView()->refreshNow();
-    QString why;
+    why.clear();
     QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(),
                          coreRow(path, 0, 3, s->selection().head, "softmax", s->selection().query), &why),
              qPrintable(why));
@@ -228,7 +198,7 @@ with open(path, "r+b") as fh:
     QCOMPARE(int(report->records.size()), (2 * 4 - 1) * 2 * 2);  // heads x paradigms
     w.showView("confusion");
     w.view("confusion")->refreshNow();
-    const QString confusionText = texts(w.view("confusion"));
+    const QString confusionText = plotTexts(w.view("confusion"));
     QVERIFY2(confusionText.contains("skipped") && confusionText.contains("image 0, layer 2"),
              qPrintable(confusionText));
 
@@ -244,6 +214,133 @@ with open(path, "r+b") as fh:
     QCOMPARE(int(j["skipped"].size()), 1);
     QCOMPARE(j["skipped"][0]["image"].get<int>(), 0);
     QTRY_VERIFY(w.findChild<QMessageBox*>("exportSummaryBox") != nullptr);
+}
+
+// Issue 12 on the bundled example itself (writeDamagedExampleCopy): one (image, layer) whose chunk
+// cannot be read and one NaN query. Every view over every layer of the damaged image: the lost
+// layer says so in each head view, every other layer shows the core's row; the NaN row is flagged;
+// the statistics skip exactly the lost (image, layer); the damaged copy works as a second dump.
+void DamagedFileTests::damagedCopyOfTheExampleStaysUsable() {
+    QString why;
+    const QString path = writeDamagedExampleCopy(dir_.filePath("damaged-example.h5"), &why);
+    if (path.isEmpty() && pythonUnavailable(why)) QSKIP(qPrintable(why));
+    QVERIFY2(!path.isEmpty(), qPrintable(why));
+    {
+        auto reader = DumpReader::open(path.toStdString());
+        const int lost = [&] {
+            for (std::size_t i = 0; i < reader->info().layers.size(); ++i)
+                if (reader->info().layers[i].name == "mala.block1") return int(i);
+            return -1;
+        }();
+        QVERIFY(lost >= 0);
+        QVERIFY_THROWS_EXCEPTION(Error, reader->readHead(0, lost, 0));
+        reader->readHead(1, lost, 0);  // image 1's chunk is intact
+    }
+
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
+    const DumpInfo& info = s->info();
+    auto layerNamed = [&info](const std::string& name) {
+        for (std::size_t i = 0; i < info.layers.size(); ++i)
+            if (info.layers[i].name == name) return int(i);
+        return -1;
+    };
+    const int lost = layerNamed("mala.block1"), nanLayer = layerNamed("inline.block2");
+    const QStringList headViews{"tokenmap", "compare", "matrix", "spectrum", "magnitude"};
+    const QStringList reportViews{"local", "confusion", "layers"};
+    s->setImage(0);
+    for (int layer = 0; layer < int(info.layers.size()); ++layer) {
+        s->setLayer(layer);
+        for (int head = 0; head < (layer == lost ? info.layers[std::size_t(layer)].heads : 1); ++head) {
+            s->setHead(head);
+            const bool damaged = layer == lost;
+            for (const QString& id : headViews + (head == 0 ? reportViews : QStringList())) {
+                w.showView(id);
+                PlotView* v = w.view(id);
+                v->refreshNow();
+                QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 60000);
+                waitIdle(s);
+                v->refreshNow();
+                if (!headViews.contains(id)) continue;
+                const QString text = plotTexts(v);
+                const QString where = QStringLiteral("%1, layer %2, head %3:\n%4")
+                                          .arg(id, QString::fromStdString(info.layers[std::size_t(layer)].name))
+                                          .arg(head)
+                                          .arg(text);
+                if (damaged)
+                    QVERIFY2(text.contains("cannot be read") && text.contains("/layers/mala.block1/k"),
+                             qPrintable(where));
+                else
+                    QVERIFY2(!text.contains("cannot be read"), qPrintable(where));
+            }
+            TokenMapView* tm = w.tokenMapView();
+            tm->refreshNow();
+            QCOMPARE(tm->colorMap()->visible(), !damaged);
+            if (!damaged) {
+                QString mismatch;
+                const std::string paradigm = s->paradigms()[std::size_t(s->selection().paradigm)].name;
+                QVERIFY2(mapShowsRow(tm->colorMap(), s->layout(),
+                                     coreRow(path, 0, layer, head, paradigm, s->selection().query), &mismatch),
+                         qPrintable(mismatch));
+            }
+        }
+    }
+    // The same layer on another image is intact.
+    s->setImage(1);
+    s->setLayer(lost);
+    s->setHead(0);
+    w.showView("tokenmap");
+    w.tokenMapView()->refreshNow();
+    QVERIFY(w.tokenMapView()->colorMap()->visible());
+    QString mismatch;
+    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(),
+                         coreRow(path, 1, lost, 0, "mala", s->selection().query), &mismatch),
+             qPrintable(mismatch));
+    // The NaN query: its row is flagged, in words, and the rest of the head is drawn.
+    s->setImage(3);
+    s->setLayer(nanLayer);
+    s->setHead(0);
+    s->setQuery(0);
+    w.tokenMapView()->refreshNow();
+    QVERIFY2(plotTexts(w.tokenMapView()).contains("ROW FLAGGED"), qPrintable(plotTexts(w.tokenMapView())));
+    s->setQuery(s->layout().token(7, 7));
+    w.tokenMapView()->refreshNow();
+    QVERIFY(!plotTexts(w.tokenMapView()).contains("ROW FLAGGED"));
+    QVERIFY2(mapShowsRow(w.tokenMapView()->colorMap(), s->layout(),
+                         coreRow(path, 3, nanLayer, 0, "inline", s->selection().query), &mismatch),
+             qPrintable(mismatch));
+
+    bool listed = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+        listed |= w.issuesList()->topLevelItem(i)->text(1).contains("/layers/mala.block1/k");
+    QVERIFY(listed);
+    // Statistics over every layer of every image skip exactly the lost (image, layer).
+    s->setStatsModel("");
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
+    s->layerReport(StatsScope::AllImages);
+    waitIdle(s);
+    const auto report = s->layerReport(StatsScope::AllImages, false);
+    QVERIFY2(report, qPrintable(s->layerReportError(StatsScope::AllImages)));
+    QCOMPARE(int(report->skipped.size()), 1);
+    QCOMPARE(report->skipped[0].image, 0);
+    QCOMPARE(report->skipped[0].layer, lost);
+    std::set<std::pair<int, int>> analysed;
+    for (const HeadRecord& r : report->records) analysed.insert({r.image, r.layer});
+    QCOMPARE(int(analysed.size()), info.images * int(info.layers.size()) - 1);
+
+    // The damaged copy as the second dump beside the intact example, on the lost layer.
+    QVERIFY(w.openFile(findOrCreateExampleDump()));
+    QVERIFY(w.openSecondFile(path));
+    s->setImage(0);
+    s->setLayer(lost);
+    w.showView("dumps");
+    w.dumpPairView()->refreshNow();
+    QVERIFY2(w.dumpPairView()->secondError().contains("cannot be read"), qPrintable(w.dumpPairView()->secondError()));
+    QVERIFY(w.dumpPairView()->left().map->visible());
+    s->setLayer(lost + 1);
+    w.dumpPairView()->refreshNow();
+    QVERIFY(w.dumpPairView()->secondError().isEmpty());
 }
 
 // Issue 14 item 1 / issue 12: HDF5 1.10 crashes on one damaged global heap and loops forever on

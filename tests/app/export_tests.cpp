@@ -215,6 +215,47 @@ void ExportTests::renderCommandLine() {
     QVERIFY(pf.open(QIODevice::ReadOnly));
     QVERIFY(pf.readAll().startsWith("%PDF"));
 
+    // --session through the real command line (QApplication takes "--session" for X11 session
+    // management unless main() renames it first): the session's view and layer are drawn.
+    {
+        MainWindow w;
+        QVERIFY(w.openFile(small_));
+        w.session()->setLayer(2);
+        w.showView("matrix");
+        const QString file = dir_.filePath("cli-session.json");
+        QVERIFY(w.saveSession(file));
+        const QString viaExe = dir_.filePath("cli-session.png"), viaOptions = dir_.filePath("cli-options.png");
+        for (const QString& spelling : {QStringLiteral("--session"), QStringLiteral("-session")}) {
+            QCOMPARE(run({"render", spelling, file, "--size", "500x400", "-o", viaExe}, &err), 0);
+            QCOMPARE(run({"render", small_, "--view", "matrix", "--layer", "2", "--size", "500x400", "-o", viaOptions},
+                         &err),
+                     0);
+            QVERIFY2(QImage(viaExe) == QImage(viaOptions), qPrintable(spelling));
+        }
+        QCOMPARE(run({"render", QStringLiteral("--session=") + file, "--size", "500x400", "-o", viaExe}, &err), 0);
+        QVERIFY(QImage(viaExe) == QImage(viaOptions));
+        // The window too: --session with --screenshot shows the session's view.
+        auto window = [&](const QStringList& args, QString* error) {
+            QProcess p;
+            QProcessEnvironment offscreen = env;
+            offscreen.insert("QT_QPA_PLATFORM", "offscreen");
+            p.setProcessEnvironment(offscreen);
+            p.start(exe, args);
+            if (!p.waitForFinished(120000)) return -1;
+            *error = QString::fromLocal8Bit(p.readAllStandardError());
+            return p.exitCode();
+        };
+        const QString shot = dir_.filePath("cli-window.png"), shotOptions = dir_.filePath("cli-window-options.png");
+        QCOMPARE(window({"--session", file, "--window-size", "1024x700", "--screenshot", shot}, &err), 0);
+        QCOMPARE(window({small_, "--layer", "2", "--view", "matrix", "--window-size", "1024x700", "--screenshot",
+                         shotOptions},
+                        &err),
+                 0);
+        QCOMPARE(QImage(shot).size(), QSize(1024, 700));
+        QVERIFY2(QImage(shot) == QImage(shotOptions), "attnlens --session shows another state than the options");
+        QCOMPARE(window({"--session", dir_.filePath("missing-session.json"), "--screenshot", shot}, &err), 3);
+        QVERIFY2(err.contains("missing-session.json"), qPrintable(err));
+    }
     QCOMPARE(run({"render", small_, "--view", "nonsense", "-o", dir_.filePath("x.png")}, &err), 2);
     QVERIFY2(err.contains("unknown view \"nonsense\""), qPrintable(err));
     QCOMPARE(run({"render", small_, "--paradigm", "nope", "-o", dir_.filePath("x.png")}, &err), 2);

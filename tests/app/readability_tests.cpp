@@ -9,7 +9,6 @@
 #include <QCheckBox>
 #include <QFileInfo>
 #include <QLabel>
-#include <QProcess>
 #include <QPushButton>
 #include <algorithm>
 #include <cmath>
@@ -22,6 +21,7 @@
 #include "attnlens/synth.h"
 #include "color_maps.h"
 #include "compare_view.h"
+#include "example_dump.h"
 #include "matrix_view.h"
 #include "stats_views.h"
 #include "token_map_view.h"
@@ -31,59 +31,6 @@ using namespace attnlens::gui;
 using namespace attnlens::gui::test;
 
 namespace {
-
-// The bundled example: 20 layers of 5 models, 10 images (resources/examples).
-QString exampleDump() {
-    return QFileInfo(QStringLiteral(__FILE__))
-        .dir()
-        .filePath(QStringLiteral("../../resources/examples/attnlens-example.h5"));
-}
-
-// Every text a view's plot draws (titles, notes, messages).
-QString plotTexts(PlotView* v) {
-    QStringList all;
-    for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
-    return all.join('\n');
-}
-
-// The damaged dump of damaged_file_tests.cpp: gzip-compressed float32, /layers/2/k's chunk of
-// image 0 overwritten. Empty when python3 with h5py is missing.
-QString writeDamagedDump(const QString& path, QString* skipReason) {
-    const char* script = R"PY(
-import sys, h5py, numpy as np
-path = sys.argv[1]
-rng = np.random.default_rng(7)
-B, H, gh, gw, P, d = 2, 2, 6, 6, 1, 32
-n = P + gh * gw
-with h5py.File(path, "w") as f:
-    f.attrs["format"] = "attnlens.dump"
-    f.attrs["format_version"] = np.int64(1)
-    f.attrs["grid"] = np.array([gh, gw], dtype=np.int64)
-    f.attrs["prefix_tokens"] = np.int64(P)
-    for l in range(4):
-        g = f.create_group(f"layers/{l}")
-        g.attrs["index"] = np.int64(l)
-        for t in ("q", "k"):
-            g.create_dataset(t, data=rng.standard_normal((B, H, n, d)).astype(np.float32),
-                             chunks=(1, H, n, d), compression="gzip")
-with h5py.File(path, "r") as f:
-    info = f["layers/2/k"].id.get_chunk_info(0)
-with open(path, "r+b") as fh:
-    fh.seek(info.byte_offset + 16)
-    fh.write(bytes((i * 97 + 13) & 0xFF for i in range(min(4096, info.size - 32))))
-)PY";
-    QProcess py;
-    py.start(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QString::fromUtf8(script), path});
-    if (!py.waitForFinished(60000) || py.exitStatus() != QProcess::NormalExit) {
-        *skipReason = QStringLiteral("/usr/bin/python3 did not run");
-        return {};
-    }
-    if (py.exitCode() != 0) {
-        *skipReason = QString::fromLocal8Bit(py.readAllStandardError());
-        return {};
-    }
-    return path;
-}
 
 // A dump with colourful RGB input images (quadrants red, green, blue, yellow): grid 6 x 6 + CLS.
 void writeColourImageDump(const QString& path) {
@@ -362,12 +309,36 @@ void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
     v->refreshNow();
     QVERIFY(v->statusText().startsWith("FAILED: "));
     QVERIFY(v->retryButton()->isVisible());
+
+    // The head's own dense work checks the memory it needs before allocating (the budget is
+    // physical memory or a limit: 3 x 160001^2 doubles, about 572 GiB, exceed any test machine's):
+    // the softmax spectrum and the matrix say why instead of dying of bad_alloc.
+    s->setShown({s->paradigmIndex("softmax")});
+    w.showView("spectrum");
+    QTRY_VERIFY_WITH_TIMEOUT(!s->spectrumError(s->paradigmIndex("softmax")).isEmpty(), 60000);
+    const QString spectrumWhy = s->spectrumError(s->paradigmIndex("softmax"));
+    QVERIFY2(spectrumWhy.contains("160001 x 160001 softmax matrix needs about") &&
+                 spectrumWhy.contains("this process may use"),
+             qPrintable(spectrumWhy));
+    w.view("spectrum")->refreshNow();
+    QVERIFY2(plotTexts(w.view("spectrum")).contains("FAILED softmax"), qPrintable(plotTexts(w.view("spectrum"))));
+    QVERIFY(!w.view("spectrum")->waitingForResults());
+    // Not submitted again while the head stays the same.
+    const QString slot = QStringLiteral("spectrum/%1").arg(s->paradigmIndex("softmax"));
+    const quint64 started = s->jobs().latestId(slot);
+    w.view("spectrum")->refreshNow();
+    QCOMPARE(s->jobs().latestId(slot), started);
+    s->setParadigm(s->paradigmIndex("softmax"));
+    w.showView("matrix");
+    QTRY_VERIFY_WITH_TIMEOUT(plotTexts(w.view("matrix")).contains("attention matrix and its image needs about"), 60000);
+    QVERIFY(!w.view("matrix")->waitingForResults());
 }
 
 void ReadabilityTests::colourBarsHideWithTheirMaps() {
-    QString skip;
-    const QString path = writeDamagedDump(dir_.filePath("damaged.h5"), &skip);
-    if (path.isEmpty()) QSKIP(qPrintable("no damaged dump: " + skip));
+    QString why;
+    const QString path = writeDamagedDump(dir_.filePath("damaged.h5"), &why);
+    if (path.isEmpty() && pythonUnavailable(why)) QSKIP(qPrintable(why));
+    QVERIFY2(!path.isEmpty(), qPrintable(why));
     MainWindow& w = openWindow(path);
     Session* s = w.session();
     w.compareView()->setSharedRange(false);
@@ -408,7 +379,7 @@ void ReadabilityTests::colourBarsHideWithTheirMaps() {
 }
 
 void ReadabilityTests::confusionLabelsCentredUnderTheirGroups() {
-    MainWindow& w = openWindow(exampleDump());
+    MainWindow& w = openWindow(findOrCreateExampleDump());
     QVERIFY2(w.session()->isOpen(), qPrintable(w.lastError()));
     w.resize(1024, 700);
     w.showView("confusion");
@@ -625,7 +596,7 @@ void ReadabilityTests::holdColourRangeKeepsTheRange() {
 }
 
 void ReadabilityTests::statisticsFitAt1024x700AndInExports() {
-    MainWindow& w = openWindow(exampleDump());
+    MainWindow& w = openWindow(findOrCreateExampleDump());
     QVERIFY2(w.session()->isOpen(), qPrintable(w.lastError()));
     w.resize(1024, 700);
     QTest::qWait(20);

@@ -78,6 +78,7 @@ private Q_SLOTS:
     void layerOwnParadigmIsTheDefault();
     void pageKeysStayWithinTheModel();
     void statisticsCanCoverOneModel();
+    void statisticsCanCoverChosenLayers();
     void hoverValueNeverOutlivesItsQueryOrDump();
     void sessionSaveAndOpenRestoresEverything();
     void lastSessionIsRestoredOnTheNextStart();
@@ -236,6 +237,109 @@ void SessionTests::statisticsCanCoverOneModel() {
     QCOMPARE(int(report->request.layers.size()), int(s->info().layers.size()));
 }
 
+void SessionTests::statisticsCanCoverChosenLayers() {
+    MainWindow& w = openWindow(findOrCreateExampleDump());
+    Session* s = w.session();
+    const DumpInfo& info = s->info();
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
+    const int soft1 = layerNamed(info, "softmax.block1"), mala2 = layerNamed(info, "mala.block2");
+    QVERIFY(soft1 >= 0 && mala2 >= 0);
+
+    // Bad choices are errors that say what is wrong.
+    for (const std::vector<int>& bad : {std::vector<int>{}, std::vector<int>{int(info.layers.size())}}) {
+        bool threw = false;
+        try {
+            s->setStatsLayers(bad);
+        } catch (const Error& e) {
+            threw = true;
+            QVERIFY2(QString(e.what()).contains(bad.empty() ? "no layers chosen" : "is not in the dump"), e.what());
+        }
+        QVERIFY(threw);
+    }
+    QVERIFY(s->statsLayers().empty());
+
+    // The "Statistics over" box opens a list of the dump's layers; OK needs at least one checked.
+    auto* box = w.findChild<QComboBox*>("statsModel");
+    box->setCurrentIndex(box->count() - 1);
+    QDialog* dialog = nullptr;
+    QTRY_VERIFY((dialog = w.findChild<QDialog*>("statsLayersDialog")) != nullptr);
+    QVERIFY(s->statsModelFollowsLayer());  // nothing changes before OK
+    auto* list = dialog->findChild<QListWidget*>("statsLayers");
+    QCOMPARE(list->count(), int(info.layers.size()));
+    auto* ok = dialog->findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok);
+    for (int i = 0; i < list->count(); ++i) list->item(i)->setCheckState(Qt::Unchecked);
+    QVERIFY(!ok->isEnabled());
+    list->item(mala2)->setCheckState(Qt::Checked);
+    list->item(soft1)->setCheckState(Qt::Checked);
+    QVERIFY(ok->isEnabled());
+    ok->click();
+    QCOMPARE(s->statsLayers(), (std::vector<int>{soft1, mala2}));
+    QVERIFY(!s->statsModelFollowsLayer());
+    QCOMPARE(s->statsCoverageText(), QStringLiteral("2 chosen layers"));
+    QVERIFY2(box->currentText().contains("2 chosen layers"), qPrintable(box->currentText()));
+    QVERIFY(box->toolTip().contains("softmax.block1") && box->toolTip().contains("mala.block2"));
+
+    // The choice stays while flipping layers, and the statistics cover exactly those layers.
+    s->setLayer(0);
+    QCOMPARE(s->statsLayers(), (std::vector<int>{soft1, mala2}));
+    s->layerReport(StatsScope::AllImages);
+    waitIdle(s);
+    auto chosen = s->layerReport(StatsScope::AllImages, false);
+    QVERIFY(chosen);
+    QCOMPARE(chosen->request.layers, (std::vector<int>{soft1, mala2}));
+    std::set<int> seen;
+    for (const HeadRecord& r : chosen->records) seen.insert(r.layer);
+    QCOMPARE(std::vector<int>(seen.begin(), seen.end()), (std::vector<int>{soft1, mala2}));
+
+    // Second computation: the same records from the statistics over every layer.
+    box->setCurrentIndex(box->findData(QString()));
+    QVERIFY(s->statsLayers().empty());
+    QCOMPARE(s->statsModel(), std::string());
+    s->layerReport(StatsScope::AllImages);
+    waitIdle(s);
+    auto every = s->layerReport(StatsScope::AllImages, false);
+    QVERIFY(every);
+    std::size_t matched = 0;
+    for (const HeadRecord& a : chosen->records)
+        for (const HeadRecord& b : every->records)
+            if (a.image == b.image && a.layer == b.layer && a.head == b.head && a.paradigm == b.paradigm) {
+                ++matched;
+                QVERIFY(!a.stats.local.empty() && a.stats.confusion && b.stats.confusion);
+                QCOMPARE(a.stats.local.size(), b.stats.local.size());
+                for (std::size_t k = 0; k < a.stats.local.size(); ++k)
+                    QCOMPARE(a.stats.local[k].mean, b.stats.local[k].mean);
+                QCOMPARE(a.stats.confusion->confusedPairs, b.stats.confusion->confusedPairs);
+            }
+    QCOMPARE(matched, chosen->records.size());
+
+    // Kept in the session file by name, and restored from it.
+    s->setStatsLayers({mala2, soft1});
+    const QString file = dir_.filePath("chosen-layers-session.json");
+    QString error;
+    QVERIFY2(w.saveSession(file, &error), qPrintable(error));
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const auto j = nlohmann::json::parse(f.readAll().toStdString());
+    QCOMPARE(j["statistics_layers"], nlohmann::json({"softmax.block1", "mala.block2"}));
+    s->setStatsModelFollowsLayer(true);
+    QVERIFY(s->statsLayers().empty());
+    QVERIFY2(w.openSession(file), qPrintable(w.lastError()));
+    QCOMPARE(s->statsLayers(), (std::vector<int>{soft1, mala2}));
+    QVERIFY(box->currentText().contains("2 chosen layers"));
+
+    // A layer name the dump does not have is an error naming it.
+    auto bad = j;
+    bad["statistics_layers"] = {"softmax.block1", "no.such.layer"};
+    QFile out(file);
+    QVERIFY(out.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    out.write(QByteArray::fromStdString(bad.dump()));
+    out.close();
+    QVERIFY(!w.openSession(file));
+    QVERIFY2(w.lastError().contains("no.such.layer"), qPrintable(w.lastError()));
+    s->jobs().cancelAll();
+    s->jobs().waitForIdle();
+}
+
 void SessionTests::hoverValueNeverOutlivesItsQueryOrDump() {
     MainWindow& w = openWindow(small_);
     Session* s = w.session();
@@ -247,11 +351,43 @@ void SessionTests::hoverValueNeverOutlivesItsQueryOrDump() {
     QTest::mouseMove(t->plot(), pixelOf(rect, 2, 3));
     QTRY_VERIFY(!hover->text().isEmpty());
 
-    s->setQuery(s->layout().token(1, 1));  // a click elsewhere
+    const QString before = hover->text();
+
+    // A click elsewhere: the old value goes at once, and the cursor, which has not moved, then
+    // shows the new query's weight at the same cell (the core's row, not a cached text).
+    const Index moved = s->layout().token(1, 1);
+    s->setQuery(moved);
     QVERIFY2(hover->text().isEmpty(), qPrintable(hover->text()));
-    QTest::mouseMove(t->plot(), pixelOf(rect, 2, 2));
+    QTRY_VERIFY(!hover->text().isEmpty());
+    QVERIFY(hover->text() != before);
+    const Selection& sel = s->selection();
+    const RowVector row =
+        coreRow(s->path(), sel.image, sel.layer, sel.head, s->paradigms()[std::size_t(sel.paradigm)].name, moved);
+    const Index key = s->layout().token(3, 2);
+    QVERIFY2(hover->text().contains(QStringLiteral("[%1, %2 ").arg(moved).arg(key)), qPrintable(hover->text()));
+    QVERIFY2(hover->text().endsWith(QStringLiteral("= ") + formatWeight(row[key])), qPrintable(hover->text()));
+
+    // Another dump: cleared at once, then the value of the new dump under the same cursor.
+    const QPoint cursor = pixelOf(rect, 2, 2);
+    QTest::mouseMove(t->plot(), cursor);
     QTRY_VERIFY(!hover->text().isEmpty());
     QVERIFY(w.openFile(dwc_));
+    QVERIFY2(hover->text().isEmpty(), qPrintable(hover->text()));
+    layoutNow(t);
+    QTRY_VERIFY(!hover->text().isEmpty());
+    const Selection& now = s->selection();
+    const RowVector row2 =
+        coreRow(s->path(), now.image, now.layer, now.head, s->paradigms()[std::size_t(now.paradigm)].name, now.query);
+    const TokenLayout& l = s->layout();
+    int x = 0, y = 0;
+    QVERIFY(cellAt(t->colorMap(), QPointF(cursor), &x, &y));
+    QVERIFY2(hover->text().endsWith(QStringLiteral("= ") + formatWeight(row2[l.token(y, x)])),
+             qPrintable(hover->text()));
+    // The cursor leaves: nothing is described.
+    QEvent leave(QEvent::Leave);
+    QCoreApplication::sendEvent(t->plot(), &leave);
+    s->setQuery(l.token(0, 0));
+    QTest::qWait(50);
     QVERIFY2(hover->text().isEmpty(), qPrintable(hover->text()));
 }
 
@@ -495,6 +631,9 @@ void SessionTests::statusBarReadableAt1024() {
     MainWindow& w = openWindow(findOrCreateExampleDump());
     w.resize(1024, 700);
     QTest::qWait(50);
+    // No toolbar, help line or dock sets a minimum width above 1024 px: the window is what was asked.
+    QVERIFY2(w.minimumSizeHint().width() <= 1024, qPrintable(QString::number(w.minimumSizeHint().width())));
+    QCOMPARE(w.width(), 1024);
     auto* hover = w.findChild<QLabel*>("hover");
     const QString longest = QStringLiteral("mala: A[(y 13, x 13), (y 13, x 13)] = -0.000123456789 (flagged row)");
     hover->setText(longest);
@@ -632,6 +771,50 @@ void SessionTests::twoDumpsSideBySide() {
     MainWindow other;
     QVERIFY(other.openSession(file));
     QCOMPARE(other.secondSession()->path(), QFileInfo(two).absoluteFilePath());
+
+    // `render` draws the view too: from options and from the session file, the same pixels.
+    s->setImage(0);
+    s->setLayer(1);
+    s->setHead(1);
+    s->setQuery(s->layout().token(2, 3));
+    s->setParadigm(s->paradigmIndex("inline"));
+    v->setSameParadigm(false);
+    w.showView("dumps");
+    QVERIFY(w.saveSession(file));
+    auto render = [](const QStringList& args, QString* err) {
+        QString out;
+        QTextStream os(&out), es(err);
+        return runRender(args, os, es);
+    };
+    const QString viaOptions = dir_.filePath("dumps-options.png"), viaSession = dir_.filePath("dumps-session.png");
+    QString err;
+    QCOMPARE(render({small_, "--view", "dumps", "--second", two, "--layer", "1", "--head", "1", "--query", "2,3",
+                     "--paradigm", "inline", "--size", "800x420", "-o", viaOptions},
+                    &err),
+             0);
+    QCOMPARE(render({"--session", file, "--size", "800x420", "-o", viaSession}, &err), 0);
+    const QImage a(viaOptions), b(viaSession);
+    QVERIFY(!a.isNull());
+    QVERIFY2(a == b, "render --view dumps differs between options and the session file");
+    // The layer and paradigm options of the second dump change the figure; bad uses are usage errors.
+    const QString chosen = dir_.filePath("dumps-chosen.png");
+    QCOMPARE(render({small_, "--view", "dumps", "--second", two, "--second-layer", "lin.block1", "--same-paradigm",
+                     "--size", "800x420", "-o", chosen},
+                    &err),
+             0);
+    QVERIFY(QImage(chosen) != a);
+    err.clear();
+    QCOMPARE(render({small_, "--view", "dumps", "-o", dir_.filePath("no-second.png")}, &err), 2);
+    QVERIFY2(err.contains("needs --second"), qPrintable(err));
+    err.clear();
+    QCOMPARE(render({small_, "--view", "tokenmap", "--same-paradigm", "-o", dir_.filePath("x.png")}, &err), 2);
+    QVERIFY2(err.contains("only with --view dumps"), qPrintable(err));
+    err.clear();
+    QCOMPARE(render({small_, "--view", "dumps", "--second", dir_.filePath("missing.h5"), "-o", dir_.filePath("y.png")},
+                    &err),
+             3);
+    QVERIFY2(err.contains("missing.h5"), qPrintable(err));
+    QVERIFY(!QFileInfo::exists(dir_.filePath("y.png")));
 }
 
 int main(int argc, char** argv) {

@@ -72,6 +72,15 @@ MemoryBudget memoryBudget();
 // The smaller of the two, the address-space budget less the OpenBLAS buffer that the calling
 // thread's first BLAS call maps (for a single-threaded computation). 0 when nothing is known.
 double memoryBudgetBytes();
+// Error(Input) "<what> needs about X GiB of memory, more than the Y GiB this process may use" when
+// `bytes` exceed memoryBudgetBytes(); nothing is checked when the budget is unknown (0). For one
+// computation about to allocate dense matrices outside analyzeDump's plan (the CLI's `attention`,
+// the desktop program's matrix and spectra), so that an absurd N is a message, not a bad_alloc.
+void checkFitsInMemory(double bytes, const std::string& what);
+// Bytes of the dense N x N matrices `matrices` doubles each.
+inline double denseMatrixBytes(Index tokens, int matrices) {
+    return double(tokens) * double(tokens) * 8.0 * double(matrices);
+}
 // Resident bytes one worker needs for one (image, layer) of `layer`: the activations read, the
 // N x N matrices the selected statistics keep at once, LAPACK's SVD workspace, the row blocks and
 // the magnitude curve's buffers, and its thread's own pages (an estimate from above; the terms are
