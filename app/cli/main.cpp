@@ -23,6 +23,7 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
@@ -184,6 +185,12 @@ commands:
                                    --class-names: /class_names for its labels, the disk's quadrant)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
+  locality FILE [-o OUT.json] [--paradigms LIST] [--layers LIST] [--model M] [--images LIST]
+        [--threads T] [--offset-radius R|full] [--no-labels] [--quiet]
+                                   mean attention distance and the query-aligned offset map of
+                                   every (layer, head, paradigm), over all images and per label,
+                                   streamed image by image (README "Locality"); offset maps in the
+                                   JSON cropped to |dy|, |dx| <= R (default 3; full: whole maps)
   --help, --version
 
 exit codes: 0 ok, 2 usage error, 3 input error, 4 output error, 5 cancelled (Ctrl-C), 70 internal error
@@ -735,6 +742,63 @@ int cmdMerge(int argc, char** argv) {
     return kExitOk;
 }
 
+int cmdLocality(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2,
+                       {"-o", "--output", "--paradigms", "--config", "--layers", "--model", "--images", "--threads",
+                        "--offset-radius"},
+                       {"--no-labels", "--quiet"}, "locality");
+    if (a.positional.size() != 1) throwUsage("locality: expected one FILE");
+    const std::string input = a.positional[0];
+    std::optional<std::string> output = a.get("-o");
+    if (!output) output = a.get("--output");
+    LocalityRequest req;
+    req.paradigms = parseParadigms(a);
+    req.perLabel = !a.flag("--no-labels");
+    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    int radius = 3;
+    if (auto r = a.get("--offset-radius")) radius = *r == "full" ? -1 : parseInt(*r, 0, 100000, "--offset-radius");
+    auto reader = openDump(input);
+    const DumpInfo& info = reader->info();
+    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
+    if (auto s = a.get("--model")) req.layers = modelLayers(*s, info, req.layers);
+    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    if (output) checkOutputWritable(*output, {input});
+
+    ProgressBar bar(!a.flag("--quiet"));
+    installInterruptHandlers();
+    const LocalityReport report = localityOverDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
+    json j = localityToJson(report, radius);
+    j["tool"] = {{"name", "attnlens-cli"}, {"version", ATTNLENS_VERSION}, {"command", commandLine(argc, argv)}};
+
+    // Summary: the "all" group's mean distance per layer (mean over heads) and paradigm.
+    const LocalityGroup& all = report.groups.front();
+    std::printf("mean attention distance (grid units), %d images, mean over heads\n", all.images);
+    std::printf("%-28s", "layer");
+    for (const Paradigm& p : report.paradigms) std::printf(" %12.12s", p.name.c_str());
+    std::printf("\n");
+    for (int l : report.request.layers) {
+        std::printf("%-28.28s", printableText(info.layers[std::size_t(l)].name).c_str());
+        for (int p = 0; p < int(report.paradigms.size()); ++p) {
+            double sum = 0;
+            int heads = 0;
+            for (const LocalityCell& c : all.cells)
+                if (c.layer == l && c.paradigm == p && std::isfinite(c.sums.meanDistance())) {
+                    sum += c.sums.meanDistance();
+                    ++heads;
+                }
+            std::printf(" %12.4f", heads ? sum / heads : std::nan(""));
+        }
+        std::printf("\n");
+    }
+    std::printf("%zu groups (all%s), %.2f s on %d threads\n", report.groups.size(),
+                report.groups.size() > 1 ? " and per label" : "", report.seconds, report.request.threads);
+    if (output) {
+        writeFileAtomically(*output, localityText(j), {input});
+        std::printf("wrote %s\n", output->c_str());
+    }
+    return kExitOk;
+}
+
 }  // namespace
 
 int runCli(int argc, char** argv) {
@@ -768,7 +832,9 @@ int runCli(int argc, char** argv) {
         if (command == "attention") return cmdAttention(argc, argv);
         if (command == "synth") return cmdSynth(argc, argv);
         if (command == "merge") return cmdMerge(argc, argv);
-        throwUsage("unknown command " + quotedText(command) + " (commands: inspect, analyze, attention, synth, merge)");
+        if (command == "locality") return cmdLocality(argc, argv);
+        throwUsage("unknown command " + quotedText(command) +
+                   " (commands: inspect, analyze, attention, synth, merge, locality)");
     } catch (const Error& e) {
         std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
         return exitCodeFor(e.kind());

@@ -12,6 +12,7 @@
 #include "dump_pair_view.h"
 #include "export_dialog.h"
 #include "figure_export.h"
+#include "locality_view.h"
 #include "matrix_view.h"
 #include "session.h"
 #include "session_file.h"
@@ -39,8 +40,9 @@ std::unique_ptr<PlotView> makeView(const QString& id, Session* s, Session* secon
     if (id == QStringLiteral("confusion")) return std::make_unique<ConfusionView>(s);
     if (id == QStringLiteral("magnitude")) return std::make_unique<MagnitudeView>(s);
     if (id == QStringLiteral("layers")) return std::make_unique<LayerStatsView>(s);
+    if (id == QStringLiteral("locality")) return std::make_unique<LocalityView>(s);
     throwUsage("--view: unknown view \"" + id.toStdString() +
-               "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers, dumps)");
+               "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers, locality, dumps)");
 }
 
 int paradigmByName(Session& s, const QString& name) {
@@ -61,7 +63,7 @@ QString renderUsage() {
         "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
         "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
         "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers,\n"
-        "                    dumps (with --second)\n"
+        "                    locality (every image), dumps (with --second)\n"
         "  --image I         image index (default 0)\n"
         "  --layer L         layer name or position (default 0)\n"
         "  --head H          head (default 0)\n"

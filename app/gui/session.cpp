@@ -76,6 +76,13 @@ Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
     // A cancelled statistics job is remembered like a failed one: the views say "cancelled" and
     // offer Retry instead of showing "computing" forever or restarting what the user stopped.
     connect(&jobs_, &JobRunner::jobCancelled, this, [this](const QString& slot, quint64) {
+        if (slot == QLatin1String(kLocalitySlot)) {
+            const std::string key = locality_.pendingKey(slot);
+            if (key.empty() || locality_.contains(key)) return;
+            locality_.fail(key, QString::fromLatin1(kCancelledMessage));
+            Q_EMIT layerReportChanged();
+            return;
+        }
         if (!slot.startsWith(QStringLiteral("layer statistics/"))) return;
         const std::string key = reports_.pendingKey(slot);
         if (key.empty() || reports_.contains(key)) return;
@@ -129,6 +136,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     spectra_.clear();
     branchSpectra_.clear();
     reports_.clear();
+    locality_.clear();
     reportedIssues_.clear();
     readErrors_.clear();
     // Dumps of several models: the statistics cover the selected layer's model (following it), so
@@ -183,6 +191,7 @@ void Session::setPreferences(const Preferences& prefs) {
     spectra_.clear();
     branchSpectra_.clear();
     reports_.clear();
+    locality_.clear();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
 }
@@ -928,6 +937,57 @@ void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,
                           std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
                           std::function<void(const QString&)> onError) {
     runAnalysisInSlot(QStringLiteral("export"), request, label, std::move(onDone), std::move(onError), /*hash=*/true);
+}
+
+std::string Session::localityKey() const {
+    std::string k = "locality/layers";
+    for (int l : statsCoveredLayers()) k += ' ' + std::to_string(l);
+    for (int p : sel_.shown) k += '/' + paradigmKey(p);
+    return k;
+}
+
+std::shared_ptr<const LocalityReport> Session::localityReport(bool request) {
+    if (!isOpen() || sel_.shown.empty()) return nullptr;
+    const std::string key = localityKey();
+    if (const auto* r = locality_.find(key)) return *r;
+    const QString slot = QLatin1String(kLocalitySlot);
+    if (!request || locality_.failed(key) || locality_.computing(jobs_, slot, key)) return nullptr;
+    LocalityRequest req;
+    for (int p : sel_.shown) req.paradigms.push_back(paradigms_[std::size_t(p)]);
+    req.layers = statsCoveredLayers();
+    req.perLabel = true;
+    auto reader = reader_;
+    locality_.submitted(slot, key);
+    jobs_.submit<std::shared_ptr<const LocalityReport>>(
+        slot, QStringLiteral("locality, all images"),
+        [reader, req](const JobContext& ctx) {
+            return std::shared_ptr<const LocalityReport>(
+                std::make_shared<LocalityReport>(localityOverDump(*reader, req, [&ctx](const AnalysisProgress& p) {
+                    ctx.progress(p.done, p.total, QString::fromStdString(p.current));
+                    return !ctx.cancelled();
+                })));
+        },
+        [this, key](std::shared_ptr<const LocalityReport>& r) {
+            locality_.store(key, r);
+            Q_EMIT layerReportChanged();
+        },
+        [this, key](const QString& error) {
+            locality_.fail(key, shortError(error, path_));
+            reportIssue(IssueKind::JobFailed, QStringLiteral("locality: ") + error);
+            Q_EMIT layerReportChanged();
+        });
+    return locality_.find(key) ? *locality_.find(key) : nullptr;  // synchronous runners delivered already
+}
+
+QString Session::localityError() const { return isOpen() ? locality_.error(localityKey()) : QString(); }
+
+bool Session::localityCancelled() const { return localityError() == QLatin1String(kCancelledMessage); }
+
+void Session::retryLocality() {
+    if (!isOpen()) return;
+    locality_.forget(localityKey());
+    localityReport(true);
+    Q_EMIT layerReportChanged();
 }
 
 void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
@@ -220,6 +221,7 @@ public:
     // Runs the scope's failed or cancelled statistics job again (the views' Retry button).
     void retryLayerReport(StatsScope scope);
     static constexpr const char* kCancelledMessage = "cancelled";
+    static constexpr const char* kLocalitySlot = "locality";
     StatsScope statsScope() const { return scope_; }
     void setStatsScope(StatsScope scope);
     // Dumps with several models (layer names <model>.<block>, core layerModels()): the per-layer
@@ -244,6 +246,14 @@ public:
     std::string layerModel(int layer = -1) const;
     // Positions of the layers of the selected layer's model, in order (every layer when unnamed).
     std::vector<int> modelLayers(const std::string& model) const;
+    // Locality (attnlens-cli locality): mean attention distance and offset maps of the shown
+    // paradigms over the statistics' layers (statsCoveredLayers), every image, per label; computed
+    // in the background like layerReport and announced by layerReportChanged. nullptr while
+    // computing, failed (localityError) or cancelled (localityCancelled; retryLocality runs it again).
+    std::shared_ptr<const LocalityReport> localityReport(bool request = true);
+    QString localityError() const;
+    bool localityCancelled() const;
+    void retryLocality();
     // Runs analyzeDump for an export; onDone receives the report on the GUI thread.
     void runAnalysis(const AnalyzeRequest& request, const QString& label,
                      std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
@@ -271,6 +281,7 @@ private:
     std::string paradigmKey(int paradigm) const;
     std::string spectrumKey(const HeadKey& key, int paradigm) const;
     std::string reportKey(StatsScope scope) const;
+    std::string localityKey() const;
     std::string branchSpectrumKey(int paradigm, const BranchKernel& kernel) const;
     void clampLocalChannel();
     void followLayerParadigm();  // sel_.paradigm = the layer's own when following it
@@ -287,6 +298,7 @@ private:
     QString path_;
     Selection sel_;
     StatsScope scope_ = StatsScope::CurrentImage;
+    JobResultCache<std::shared_ptr<const LocalityReport>> locality_;
     std::string statsModel_;
     bool statsModelFollowsLayer_ = true;
     std::vector<int> statsLayers_;  // non-empty: hand-picked layers (statsModel_ is then unused)

@@ -3,15 +3,23 @@
 // break between models.
 #include "app_test_fixture.h"
 
+#include <QComboBox>
+#include <QImage>
+#include <QSpinBox>
+#include <QTextStream>
 #include <QToolButton>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
+#include "example_dump.h"
+#include "locality_view.h"
+#include "render_command.h"
 #include "stats_views.h"
 
 using namespace attnlens;
@@ -57,6 +65,7 @@ private Q_SLOTS:
     void statisticsViewsMatchAnalyzeDump();
     void confusionHistogramIsOverAllImages();
     void layerPlotsBreakBetweenModels();
+    void localityViewShowsDistanceAndOffsetMaps();
 };
 
 void StatisticsTests::cancelStopsWholeDumpStatistics() {
@@ -188,6 +197,111 @@ void StatisticsTests::layerPlotsBreakBetweenModels() {
     QCOMPARE(rects.size(), 3);
     const int h0 = rects[0]->height(), h2 = rects[2]->height();
     QVERIFY2(std::abs(h0 - h2) <= 3, qPrintable(QString("heights %1 %2 %3").arg(h0).arg(rects[1]->height()).arg(h2)));
+}
+
+// Statistics > Locality (issue 11, part 2) on the bundled example: the offset map drawn equals
+// the report's, and the report's equals a recomputation from the dump's rows (a second reader,
+// AttentionHead::row, offsets counted by hand); label groups, radius, a layer outside the
+// statistics' layers, cancel and Retry, and `render --view locality`.
+void StatisticsTests::localityViewShowsDistanceAndOffsetMaps() {
+    const QString example = findOrCreateExampleDump();
+    MainWindow& w = openWindow(example);
+    Session* s = w.session();
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
+    const int layer = s->modelLayers("mala")[1];
+    s->setLayer(layer);
+    s->setHead(2);
+    w.showView("locality");
+    auto* v = qobject_cast<LocalityView*>(w.view("locality"));
+    QVERIFY(v);
+    // Cancel, then Retry.
+    QVERIFY(s->jobs().busy());
+    s->jobs().cancelAll();
+    QTRY_VERIFY(s->localityCancelled());
+    v->refreshNow();
+    QCOMPARE(v->statusText(), QStringLiteral("Cancelled"));
+    QVERIFY(v->retryButton()->isVisible());
+    QTest::mouseClick(v->retryButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(s->localityReport(false) != nullptr, 120000);
+    v->refreshNow();
+    QVERIFY(!v->waitingForResults());
+    QVERIFY(!v->retryButton()->isVisible());
+    const auto report = s->localityReport(false);
+    QCOMPARE(report->request.layers, s->modelLayers("mala"));  // the statistics' layers: the model's
+
+    // The map drawn is the report's cell for this layer, head and the first shown paradigm (softmax).
+    QVERIFY(v->shownSums() != nullptr);
+    const LocalityAccumulator& sums = *v->shownSums();
+    const int r = v->radius();
+    QCOMPARE(v->offsetMap()->data()->keySize(), 2 * r + 1);
+    for (int dy = -r; dy <= r; ++dy)
+        for (int dx = -r; dx <= r; ++dx)
+            QCOMPARE(v->offsetMap()->data()->cell(dx + r, dy + r), sums.offsetMean(dy, dx));
+
+    // Second computation: every spatial query's softmax row of every image, offsets by hand.
+    auto reader = DumpReader::open(example.toStdString());
+    const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+    const TokenLayout& l = li.layout;
+    std::vector<double> sum(std::size_t((2 * l.gridH - 1) * (2 * l.gridW - 1)), 0.0);
+    std::vector<std::int64_t> count(sum.size(), 0);
+    double distance = 0;
+    std::int64_t queries = 0;
+    RowVector row(l.tokens());
+    for (int img = 0; img < reader->info().images; ++img) {
+        const HeadActivations act = reader->readHead(img, layer, 2);
+        const AttentionHead head(presetParadigm("softmax"), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied});
+        for (Index q = l.prefix; q < l.tokens(); ++q) {
+            QVERIFY(head.row(q, row) == RowStatus::Ok);
+            ++queries;
+            for (Index k = l.prefix; k < l.tokens(); ++k) {
+                const int dy = l.row(k) - l.row(q), dx = l.col(k) - l.col(q);
+                const std::size_t c = std::size_t((dy + l.gridH - 1) * (2 * l.gridW - 1) + dx + l.gridW - 1);
+                sum[c] += row[k];
+                ++count[c];
+                distance += row[k] * std::hypot(double(dy), double(dx));
+            }
+        }
+    }
+    QCOMPARE(sums.queries, queries);
+    QCOMPARE(sums.offsetCount, count);
+    for (std::size_t c = 0; c < sum.size(); ++c) QVERIFY(std::abs(sums.offsetSum[c] - sum[c]) <= 1e-12);
+    QVERIFY(std::abs(sums.meanDistance() - distance / double(queries)) <= 1e-12);
+
+    // A label group: its image count, and the map follows it.
+    auto* group = v->findChild<QComboBox*>("localityGroup");
+    QCOMPARE(group->count(), int(report->groups.size()));
+    QVERIFY(group->count() > 1);
+    group->setCurrentIndex(1);
+    v->refreshNow();
+    int labelled = 0;
+    for (int img = 0; img < reader->info().images; ++img) labelled += reader->label(img) == report->groups[1].label;
+    QCOMPARE(report->groups[1].images, labelled);
+    QVERIFY(v->shownSums() != nullptr && v->shownSums()->queries == std::int64_t(labelled) * l.spatialTokens());
+    QVERIFY(plotTexts(v).contains(QString::fromStdString(report->groups[1].name)));
+    // Radius, the map's paradigm.
+    v->findChild<QSpinBox*>("localityRadius")->setValue(5);
+    v->refreshNow();
+    QCOMPARE(v->offsetMap()->data()->keySize(), 11);
+    auto* paradigm = v->findChild<QComboBox*>("localityParadigm");
+    paradigm->setCurrentIndex(paradigm->findText("mala"));
+    v->refreshNow();
+    QVERIFY(plotTexts(v).contains("head 2 · mala"));
+    // A layer outside the statistics' layers: said, no map.
+    s->setStatsModel("mala");
+    s->setLayer(0);
+    v->refreshNow();
+    QVERIFY2(plotTexts(v).contains("not among"), qPrintable(plotTexts(v)));
+    QVERIFY(v->offsetMap() == nullptr);
+
+    // render draws the view headless.
+    QString out, err;
+    QTextStream os(&out), es(&err);
+    const QString png = dir_.filePath("locality.png");
+    QCOMPARE(runRender({example, "--view", "locality", "--layer", "mala.block1", "--paradigms", "softmax,mala",
+                        "--size", "900x500", "-o", png},
+                       os, es),
+             0);
+    QVERIFY(!QImage(png).isNull());
 }
 
 int main(int argc, char** argv) {

@@ -1,0 +1,108 @@
+#pragma once
+// Locality over many images (issue 11, part 2): the mean attention distance and the query-aligned
+// offset map of every (layer, head, paradigm), over all images and per label, computed image by
+// image in bounded memory (one image's activations and one block of rows per thread).
+//
+// Definitions (README "Definitions"; written into every export as `definitions`):
+// - A spatial token has a position p = (row, column) on its layer's grid; prefix tokens (CLS) have
+//   none and are left out as queries and as keys of both statistics.
+// - Offset map: M(dy, dx) = the mean, over images and over the spatial queries i whose row is Ok
+//   and whose key i + (dy, dx) lies on the grid, of A[i, i + (dy, dx)]. dy in [-(H-1), H-1],
+//   dx in [-(W-1), W-1]: a (2H-1) x (2W-1) map whose centre is the query itself.
+// - Attention distance of a query: D_i = sum over spatial keys j of A_ij * ||p_i - p_j||_2, in grid
+//   units. The mean attention distance of a (layer, head, paradigm) is the mean of D_i over the
+//   spatial queries with Ok rows of every image in the group (the locality figure of ViT papers).
+//   It equals sum over offsets of S(dy, dx) * sqrt(dy^2 + dx^2) / queries, S the offset sums.
+// - Weights are A as the paradigm defines it: signed paradigms (inline, mala) keep their negative
+//   weights, so their distance is a signed moment. Prefix keys' weight is reported as prefix mass.
+// - A row that is not Ok (non-finite input, zero denominator) is left out and counted as flagged.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/attention.h"
+#include "attnlens/dump.h"
+#include "attnlens/token_layout.h"
+
+namespace attnlens {
+
+// Sums of one (layer, head, paradigm) over the queries and images added so far.
+struct LocalityAccumulator {
+    int gridH = 0, gridW = 0;
+    std::vector<double> offsetSum;          // (2H-1) x (2W-1), row-major, dy = -(H-1) first
+    std::vector<std::int64_t> offsetCount;  // how many (query, key) pairs each offset summed
+    double prefixMassSum = 0;               // sum over queries of the prefix keys' weight
+    std::int64_t queries = 0;               // spatial queries with Ok rows
+    std::int64_t flagged = 0;               // spatial queries left out (row not Ok)
+
+    LocalityAccumulator() = default;
+    explicit LocalityAccumulator(const TokenLayout& layout);
+    int rows() const { return 2 * gridH - 1; }
+    int cols() const { return 2 * gridW - 1; }
+    std::size_t cell(int dy, int dx) const {
+        return std::size_t(dy + gridH - 1) * cols() + std::size_t(dx + gridW - 1);
+    }
+    // Adds another accumulator of the same grid (Error(Usage) otherwise).
+    void add(const LocalityAccumulator& other);
+    // NaN when no query was added.
+    double meanDistance() const;
+    double meanPrefixMass() const;
+    // M(dy, dx); NaN where no pair was summed.
+    double offsetMean(int dy, int dx) const;
+};
+
+// Adds the spatial rows of one head: rows are computed in blocks of blockRows (never N x N).
+void accumulateLocality(const AttentionHead& head, const TokenLayout& layout, LocalityAccumulator& acc,
+                        Index blockRows = 128);
+
+struct LocalityRequest {
+    std::vector<Paradigm> paradigms;  // empty: the presets
+    std::vector<int> layers;          // positions in DumpInfo::layers; empty: every layer
+    std::vector<int> images;          // empty: every image
+    bool perLabel = true;             // a group per label besides "all" (dumps with /labels)
+    int threads = 0;                  // 0: the processors
+};
+
+struct LocalityCell {
+    int layer = 0;  // position in DumpInfo::layers
+    int head = 0;
+    int paradigm = 0;  // index in LocalityReport::paradigms
+    LocalityAccumulator sums;
+};
+
+struct LocalityGroup {
+    std::string name;                   // "all", "label 3" or the class name
+    std::optional<std::int64_t> label;  // none for "all"
+    int images = 0;
+    std::vector<LocalityCell> cells;  // layer, head, paradigm order (the request's layers)
+};
+
+struct LocalityReport {
+    DumpInfo dump;
+    std::vector<Paradigm> paradigms;
+    LocalityRequest request;            // with defaults made explicit (paradigms, layers, images)
+    std::vector<LocalityGroup> groups;  // "all" first, then labels in ascending order
+    double seconds = 0;
+};
+
+// Streams the images in order; each image's layers run on the threads, each (layer, head,
+// paradigm) adds to its own sums in image order, so the result does not depend on the thread
+// count. progress gets (images done, images); returning false cancels (Error(Cancelled)). Data
+// that cannot be read ends the run (Error(Input) naming the dataset): a locality figure over
+// fewer images than asked would not say so in its numbers.
+LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request,
+                                const ProgressFn& progress = {});
+
+// The JSON export ("format": "attnlens.locality", version 1; resources/locality.schema.json).
+// Offset maps are cropped to |dy|, |dx| <= radius (negative: whole maps).
+nlohmann::json localityToJson(const LocalityReport& report, int radius);
+// The export's text: one line per top-level field and per cell (parses as the same JSON).
+std::string localityText(const nlohmann::json& j);
+// The definitions above as text, keyed by name (for exports and `--help`).
+nlohmann::json localityDefinitions();
+
+}  // namespace attnlens

@@ -1,0 +1,305 @@
+#include "attnlens/analysis/locality.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "attnlens/error.h"
+#include "parallel.h"
+
+namespace attnlens {
+
+using nlohmann::json;
+
+LocalityAccumulator::LocalityAccumulator(const TokenLayout& layout)
+    : gridH(std::max(0, layout.gridH)), gridW(std::max(0, layout.gridW)) {
+    const std::size_t cells = gridH > 0 && gridW > 0 ? std::size_t(rows()) * std::size_t(cols()) : 0;
+    offsetSum.assign(cells, 0.0);
+    offsetCount.assign(cells, 0);
+}
+
+void LocalityAccumulator::add(const LocalityAccumulator& other) {
+    if (other.gridH != gridH || other.gridW != gridW)
+        throwUsage("locality: adding sums of a " + std::to_string(other.gridH) + " x " + std::to_string(other.gridW) +
+                   " grid to those of a " + std::to_string(gridH) + " x " + std::to_string(gridW) + " grid");
+    for (std::size_t c = 0; c < offsetSum.size(); ++c) {
+        offsetSum[c] += other.offsetSum[c];
+        offsetCount[c] += other.offsetCount[c];
+    }
+    prefixMassSum += other.prefixMassSum;
+    queries += other.queries;
+    flagged += other.flagged;
+}
+
+double LocalityAccumulator::meanDistance() const {
+    if (queries == 0) return std::numeric_limits<double>::quiet_NaN();
+    double sum = 0;
+    for (int dy = -(gridH - 1); dy <= gridH - 1; ++dy)
+        for (int dx = -(gridW - 1); dx <= gridW - 1; ++dx)
+            sum += offsetSum[cell(dy, dx)] * std::sqrt(double(dy) * dy + double(dx) * dx);
+    return sum / double(queries);
+}
+
+double LocalityAccumulator::meanPrefixMass() const {
+    return queries == 0 ? std::numeric_limits<double>::quiet_NaN() : prefixMassSum / double(queries);
+}
+
+double LocalityAccumulator::offsetMean(int dy, int dx) const {
+    if (std::abs(dy) >= gridH || std::abs(dx) >= gridW) return std::numeric_limits<double>::quiet_NaN();
+    const std::size_t c = cell(dy, dx);
+    return offsetCount[c] == 0 ? std::numeric_limits<double>::quiet_NaN() : offsetSum[c] / double(offsetCount[c]);
+}
+
+void accumulateLocality(const AttentionHead& head, const TokenLayout& layout, LocalityAccumulator& acc,
+                        Index blockRows) {
+    if (acc.gridH != layout.gridH || acc.gridW != layout.gridW) acc = LocalityAccumulator(layout);
+    const Index n = head.tokens(), prefix = layout.prefix, spatial = n - prefix;
+    if (n != layout.tokens())
+        throwUsage("locality: the head has " + std::to_string(n) + " tokens, the layout " +
+                   std::to_string(layout.tokens()));
+    if (spatial <= 0) return;
+    const Index block = std::clamp<Index>(blockRows, 1, spatial);
+    Matrix rows(block, n);
+    std::vector<RowStatus> status(static_cast<std::size_t>(block));
+    const int w = layout.gridW, cols = acc.cols();
+    for (Index begin = prefix; begin < n; begin += block) {
+        const Index count = std::min(block, n - begin);
+        head.rows(begin, count, rows.topRows(count), status.data());
+        for (Index r = 0; r < count; ++r) {
+            if (status[std::size_t(r)] != RowStatus::Ok) {
+                ++acc.flagged;
+                continue;
+            }
+            const Index s = begin + r - prefix;
+            const int qy = int(s / w), qx = int(s % w);
+            double prefixMass = 0;
+            for (Index j = 0; j < prefix; ++j) prefixMass += rows(r, j);
+            acc.prefixMassSum += prefixMass;
+            ++acc.queries;
+            // Key (ky, kx) lies at offset (ky - qy, kx - qx): cell (ky - qy + H - 1, kx - qx + W - 1).
+            for (int ky = 0; ky < layout.gridH; ++ky) {
+                const std::size_t rowCell = std::size_t(ky - qy + layout.gridH - 1) * std::size_t(cols);
+                const Index key0 = prefix + Index(ky) * w;
+                for (int kx = 0; kx < w; ++kx) {
+                    const std::size_t c = rowCell + std::size_t(kx - qx + w - 1);
+                    acc.offsetSum[c] += rows(r, key0 + kx);
+                    ++acc.offsetCount[c];
+                }
+            }
+        }
+    }
+}
+
+namespace {
+
+std::string groupName(const DumpInfo& info, std::int64_t label) {
+    if (label >= 0 && std::size_t(label) < info.classNames.size())
+        return "label " + std::to_string(label) + " (" + info.classNames[std::size_t(label)] + ")";
+    return "label " + std::to_string(label);
+}
+
+}  // namespace
+
+LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request, const ProgressFn& progress) {
+    const auto start = std::chrono::steady_clock::now();
+    // Each head allocates a block of rows and its inputs: kept in the heap instead of being mapped
+    // and zeroed by the kernel again for every head (most of the time otherwise).
+    retainFreedMemory();
+    const DumpInfo& info = reader.info();
+    LocalityReport report;
+    report.dump = info;
+    report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    report.request = request;
+    report.request.paradigms = report.paradigms;
+    if (report.request.layers.empty()) {
+        report.request.layers.resize(info.layers.size());
+        std::iota(report.request.layers.begin(), report.request.layers.end(), 0);
+    }
+    if (report.request.images.empty()) {
+        report.request.images.resize(std::size_t(info.images));
+        std::iota(report.request.images.begin(), report.request.images.end(), 0);
+    }
+    for (int l : report.request.layers)
+        if (l < 0 || l >= int(info.layers.size()))
+            throwUsage("locality: layer " + std::to_string(l) + " is not in the dump (" +
+                       std::to_string(info.layers.size()) + " layers)");
+    for (int i : report.request.images)
+        if (i < 0 || i >= info.images)
+            throwUsage("locality: image " + std::to_string(i) + " is not in the dump (" + std::to_string(info.images) +
+                       " images)");
+    const std::vector<int>& layers = report.request.layers;
+    const int paradigms = int(report.paradigms.size());
+    const int threads = request.threads > 0 ? request.threads : detail::processorCount();
+    report.request.threads = threads;
+
+    // The cells of one group, in (layer, head, paradigm) order; first[l]: where layer l's start.
+    std::vector<LocalityCell> layout;
+    std::vector<std::size_t> first;
+    for (int l : layers) {
+        first.push_back(layout.size());
+        const LayerInfo& li = info.layers[std::size_t(l)];
+        for (int h = 0; h < li.heads; ++h)
+            for (int p = 0; p < paradigms; ++p) layout.push_back(LocalityCell{l, h, p, LocalityAccumulator(li.layout)});
+    }
+    LocalityGroup all{"all", std::nullopt, 0, layout};
+    std::map<std::int64_t, LocalityGroup> byLabel;
+
+    std::vector<LocalityCell> image = layout;  // one image's sums
+    std::int64_t done = 0;
+    for (int img : report.request.images) {
+        for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].layout);
+        detail::parallelFor(layers.size(), threads, [&](std::size_t li) {
+            const int l = layers[li];
+            const LayerInfo& layer = info.layers[std::size_t(l)];
+            const std::vector<HeadActivations> heads = reader.readLayer(img, l, false);
+            std::size_t at = first[li];
+            for (int h = 0; h < layer.heads; ++h) {
+                const HeadInputs in{&heads[std::size_t(h)].q, &heads[std::size_t(h)].k, layer.scale,
+                                    layer.kernelApplied};
+                for (int p = 0; p < paradigms; ++p, ++at) {
+                    const AttentionHead head(report.paradigms[std::size_t(p)], in);
+                    accumulateLocality(head, layer.layout, image[at].sums);
+                }
+            }
+        });
+        auto addTo = [&image](LocalityGroup& g) {
+            ++g.images;
+            for (std::size_t c = 0; c < image.size(); ++c) g.cells[c].sums.add(image[c].sums);
+        };
+        addTo(all);
+        if (request.perLabel)
+            if (const auto label = reader.label(img)) {
+                auto [it, inserted] = byLabel.try_emplace(*label);
+                if (inserted) it->second = LocalityGroup{groupName(info, *label), *label, 0, layout};
+                addTo(it->second);
+            }
+        ++done;
+        if (progress && !progress(AnalysisProgress{done, std::int64_t(report.request.images.size()),
+                                                   "image " + std::to_string(img)}))
+            throw Error(ErrorKind::Cancelled, "locality: cancelled after " + std::to_string(done) + " images");
+    }
+    report.groups.push_back(std::move(all));
+    for (auto& [label, g] : byLabel) report.groups.push_back(std::move(g));
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+}
+
+json localityDefinitions() {
+    return {
+        {"position",
+         "a spatial token's (row, column) on its layer's grid; prefix tokens (CLS) have none and are "
+         "left out as queries and as keys"},
+        {"offset_map",
+         "M(dy, dx) = mean over images and spatial queries i with an Ok row and key i + (dy, dx) on the "
+         "grid of A[i, i + (dy, dx)]; rows dy = -radius..radius, columns dx = -radius..radius, the "
+         "centre cell is the query itself; null where no pair was summed"},
+        {"mean_distance",
+         "mean over spatial queries with Ok rows of D_i = sum over spatial keys j of A_ij * "
+         "||p_i - p_j||_2 in grid units; equals sum over offsets of S(dy, dx) * sqrt(dy^2 + dx^2) "
+         "/ queries with S the offset sums of the whole map (not cropped)"},
+        {"mean_prefix_mass", "mean over the same queries of the weight on prefix keys"},
+        {"signed_weights", "A as the paradigm defines it: inline and mala rows keep their negative weights"},
+        {"flagged_queries", "spatial queries whose row is not Ok (non-finite, zero denominator), left out"},
+        {"groups", "'all' over every image analysed, then one group per label of /labels"},
+    };
+}
+
+json localityToJson(const LocalityReport& report, int radius) {
+    json j;
+    j["format"] = "attnlens.locality";
+    j["format_version"] = 1;
+    j["definitions"] = localityDefinitions();
+    j["input"] = {{"dump", report.dump.path}};
+    json paradigms = json::array();
+    for (const Paradigm& p : report.paradigms) paradigms.push_back(p.toJson());
+    j["paradigms"] = paradigms;
+    j["selection"] = {{"layers", report.request.layers},
+                      {"images", report.request.images},
+                      {"per_label", report.request.perLabel},
+                      {"offset_radius", radius < 0 ? json(nullptr) : json(radius)}};
+    json groups = json::array();
+    for (const LocalityGroup& g : report.groups) {
+        json cells = json::array();
+        for (const LocalityCell& c : g.cells) {
+            const LocalityAccumulator& a = c.sums;
+            const int ry = radius < 0 ? a.gridH - 1 : std::min(radius, a.gridH - 1);
+            const int rx = radius < 0 ? a.gridW - 1 : std::min(radius, a.gridW - 1);
+            json mean = json::array(), count = json::array();
+            for (int dy = -ry; dy <= ry; ++dy) {
+                json mr = json::array(), cr = json::array();
+                for (int dx = -rx; dx <= rx; ++dx) {
+                    const double m = a.offsetMean(dy, dx);
+                    mr.push_back(std::isfinite(m) ? json(m) : json(nullptr));
+                    cr.push_back(a.offsetCount[a.cell(dy, dx)]);
+                }
+                mean.push_back(std::move(mr));
+                count.push_back(std::move(cr));
+            }
+            auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+            cells.push_back({{"layer", report.dump.layers[std::size_t(c.layer)].name},
+                             {"layer_index", c.layer},
+                             {"head", c.head},
+                             {"paradigm", report.paradigms[std::size_t(c.paradigm)].name},
+                             {"grid", {a.gridH, a.gridW}},
+                             {"queries", a.queries},
+                             {"flagged_queries", a.flagged},
+                             {"mean_distance", finite(a.meanDistance())},
+                             {"mean_prefix_mass", finite(a.meanPrefixMass())},
+                             {"offset_map", {{"radius", {ry, rx}}, {"mean", mean}, {"count", count}}}});
+        }
+        groups.push_back({{"name", g.name},
+                          {"label", g.label ? json(*g.label) : json(nullptr)},
+                          {"images", g.images},
+                          {"cells", cells}});
+    }
+    j["groups"] = groups;
+    j["seconds"] = report.seconds;
+    return j;
+}
+
+std::string localityText(const json& j) {
+    // One line per top-level field and per cell: greppable, and without the pretty printer's line
+    // per number (a map is a few hundred numbers).
+    std::string out = "{\n";
+    bool firstKey = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        out += firstKey ? " " : ",\n ";
+        firstKey = false;
+        out += json(it.key()).dump() + ": ";
+        if (it.key() != "groups") {
+            out += it.value().dump();
+            continue;
+        }
+        out += "[";
+        bool firstGroup = true;
+        for (const json& g : it.value()) {
+            out += firstGroup ? "\n  {" : ",\n  {";
+            firstGroup = false;
+            bool firstField = true;
+            for (auto f = g.begin(); f != g.end(); ++f) {
+                if (!firstField) out += ", ";
+                firstField = false;
+                out += json(f.key()).dump() + ": ";
+                if (f.key() != "cells") {
+                    out += f.value().dump();
+                    continue;
+                }
+                out += "[";
+                bool firstCell = true;
+                for (const json& c : f.value()) {
+                    out += firstCell ? "\n   " : ",\n   ";
+                    firstCell = false;
+                    out += c.dump();
+                }
+                out += "\n  ]";
+            }
+            out += "}";
+        }
+        out += "\n ]";
+    }
+    return out + "\n}\n";
+}
+
+}  // namespace attnlens
