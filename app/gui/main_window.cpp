@@ -40,6 +40,7 @@
 #include "elided_label.h"
 #include "example_dump.h"
 #include "export_dialog.h"
+#include "head_overview_view.h"
 #include "locality_view.h"
 #include "matrix_view.h"
 #include "preferences_dialog.h"
@@ -140,7 +141,8 @@ void MainWindow::createViews() {
     views_ = {tokenMap_, compare_, matrix_, pair_};
     for (PlotView* v : std::initializer_list<PlotView*>{new SpectrumView(session_), new LocalMassView(session_),
                                                         new ConfusionView(session_), new MagnitudeView(session_),
-                                                        new LayerStatsView(session_), new LocalityView(session_)}) {
+                                                        new LayerStatsView(session_), new LocalityView(session_),
+                                                        new HeadOverviewView(session_)}) {
         // A tab label reads '&' as a mnemonic marker ("Entropy & negative mass").
         statsTabs_->addTab(v, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
         views_.push_back(v);

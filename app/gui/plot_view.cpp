@@ -162,7 +162,11 @@ bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* t
     QCPAxis* y = rect->axis(QCPAxis::atLeft);
     const QFontMetrics tick(x->tickLabelFont()), label(x->labelFont());
     // Room for ticks (length 3), tick label padding (5), the labels and the axis titles.
-    int left = 3 + 5 + tick.horizontalAdvance(QString::number(gridH - 1)) + 4;
+    // The widest row label: numbers, or names from a text ticker (as of the last replot).
+    const QFontMetrics rowTick(y->tickLabelFont());
+    int rowLabel = rowTick.horizontalAdvance(QString::number(gridH - 1));
+    for (const QString& t : y->tickVectorLabels()) rowLabel = std::max(rowLabel, rowTick.horizontalAdvance(t));
+    int left = 3 + 5 + rowLabel + 4;
     if (!y->label().isEmpty()) left += label.height() + 6;
     int bottom = 3 + 5 + tick.height() + 2;
     if (!x->label().isEmpty()) bottom += label.height() + 4;

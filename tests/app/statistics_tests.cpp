@@ -5,6 +5,7 @@
 
 #include <QComboBox>
 #include <QImage>
+#include <QLabel>
 #include <QSpinBox>
 #include <QTextStream>
 #include <QToolButton>
@@ -18,6 +19,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
 #include "example_dump.h"
+#include "head_overview_view.h"
 #include "locality_view.h"
 #include "render_command.h"
 #include "stats_views.h"
@@ -66,6 +68,7 @@ private Q_SLOTS:
     void confusionHistogramIsOverAllImages();
     void layerPlotsBreakBetweenModels();
     void localityViewShowsDistanceAndOffsetMaps();
+    void headOverviewMatchesTheRows();
 };
 
 void StatisticsTests::cancelStopsWholeDumpStatistics() {
@@ -302,6 +305,90 @@ void StatisticsTests::localityViewShowsDistanceAndOffsetMaps() {
                        os, es),
              0);
     QVERIFY(!QImage(png).isNull());
+}
+
+// Statistics > Heads (issue 11, part 3) on the bundled example: each panel's cell is the head's
+// 3 x 3 local mass recomputed here from the dump's rows (border-clipped windows, spatial queries),
+// the mean over images for "all images", the difference mode subtracts the first shown paradigm,
+// hover says the value and a click selects that layer and head.
+void StatisticsTests::headOverviewMatchesTheRows() {
+    const QString example = findOrCreateExampleDump();
+    MainWindow& w = openWindow(example);
+    Session* s = w.session();
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("inline")});
+    s->setLayer(s->modelLayers("inline")[0]);
+    s->setStatsScope(StatsScope::AllImages);
+    w.showView("heads");
+    auto* v = qobject_cast<HeadOverviewView*>(w.view("heads"));
+    QVERIFY(v);
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults() && !v->panels().empty(), 120000);
+    v->refreshNow();
+    QCOMPARE(int(v->panels().size()), 2);
+    QCOMPARE(v->layers(), s->modelLayers("inline"));
+
+    // Second computation for two heads: local 3 x 3 mass from the rows, mean over images.
+    auto reader = DumpReader::open(example.toStdString());
+    auto localMass = [&](int layer, int head, const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        const TokenLayout& l = li.layout;
+        RowVector row(l.tokens());
+        double total = 0;
+        for (int img = 0; img < reader->info().images; ++img) {
+            const HeadActivations act = reader->readHead(img, layer, head);
+            const AttentionHead h(presetParadigm(paradigm), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied});
+            double sum = 0;
+            for (Index q = l.prefix; q < l.tokens(); ++q) {
+                h.row(q, row);
+                for (int dy = -1; dy <= 1; ++dy)
+                    for (int dx = -1; dx <= 1; ++dx) {
+                        const int y = l.row(q) + dy, x = l.col(q) + dx;
+                        if (y >= 0 && y < l.gridH && x >= 0 && x < l.gridW) sum += row[l.token(y, x)];
+                    }
+            }
+            total += sum / double(l.spatialTokens());
+        }
+        return total / reader->info().images;
+    };
+    const int layerPos = 2, head = 1, layer = v->layers()[layerPos];
+    const double soft = localMass(layer, head, "softmax"), inl = localMass(layer, head, "inline");
+    QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - soft) < 1e-12);
+    QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - inl) < 1e-12);
+    // Difference: inline minus softmax, one panel.
+    v->findChild<QComboBox*>("headMode")->setCurrentIndex(1);
+    v->refreshNow();
+    QCOMPARE(int(v->panels().size()), 1);
+    QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - (inl - soft)) < 1e-12);
+    // Another statistic: confused pairs, mean over images of the records' counts.
+    v->findChild<QComboBox*>("headMode")->setCurrentIndex(0);
+    v->setStatistic(HeadStatistic::ConfusedPairs);
+    v->refreshNow();
+    const auto report = s->layerReport(StatsScope::AllImages, false);
+    double pairs = 0;
+    int images = 0;
+    for (const HeadRecord& r : report->records)
+        if (r.layer == layer && r.head == head && r.paradigm == 1) {
+            pairs += double(r.stats.confusion->confusedPairs);
+            ++images;
+        }
+    QCOMPARE(images, reader->info().images);
+    QCOMPARE(v->panels()[1].map->data()->cell(head, layerPos), pairs / images);
+
+    // Hover and click.
+    layoutNow(v);
+    auto* hover = w.findChild<QLabel*>("hover");
+    const QPoint at = pixelOf(v->panels()[1].rect, head, layerPos);
+    QTest::mouseMove(v->plot(), at);
+    QTRY_VERIFY(hover->text().contains("head 1: confused query pairs"));
+    QTest::mouseClick(v->plot(), Qt::LeftButton, {}, at);
+    QCOMPARE(s->selection().layer, layer);
+    QCOMPARE(s->selection().head, head);
+
+    QString out, err;
+    QTextStream os(&out), es(&err);
+    QCOMPARE(runRender({example, "--view", "heads", "--paradigms", "softmax,mala", "--size", "900x500", "-o",
+                        dir_.filePath("heads.png")},
+                       os, es),
+             0);
 }
 
 int main(int argc, char** argv) {

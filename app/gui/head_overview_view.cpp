@@ -1,0 +1,266 @@
+#include "head_overview_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMouseEvent>
+#include <cmath>
+
+#include "color_maps.h"
+#include "plot_helpers.h"
+
+namespace attnlens::gui {
+
+QString headStatisticName(HeadStatistic s) {
+    switch (s) {
+        case HeadStatistic::LocalMass3:
+            return QStringLiteral("3 x 3 local mass");
+        case HeadStatistic::NormalisedEntropy:
+            return QStringLiteral("normalised entropy");
+        case HeadStatistic::MaxWeight:
+            return QStringLiteral("mean max weight");
+        case HeadStatistic::NegativeMass:
+            return QStringLiteral("negative mass per row");
+        case HeadStatistic::NegativeRowFraction:
+            return QStringLiteral("rows with negative weights");
+        case HeadStatistic::ConfusedPairs:
+            return QStringLiteral("confused query pairs");
+    }
+    return {};
+}
+
+namespace {
+
+double statisticOf(const HeadStatistics& s, HeadStatistic which) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    switch (which) {
+        case HeadStatistic::LocalMass3:
+            for (const LocalMassResult& l : s.local)
+                if (l.k == 3) return l.queries > 0 ? l.mean : nan;
+            return nan;
+        case HeadStatistic::NormalisedEntropy:
+            return s.entropy ? s.entropy->meanNormalisedEntropy : nan;
+        case HeadStatistic::MaxWeight:
+            return s.entropy ? s.entropy->meanMaxWeight : nan;
+        case HeadStatistic::NegativeMass:
+            return s.entropy ? s.entropy->meanNegativeMass : nan;
+        case HeadStatistic::NegativeRowFraction:
+            return s.entropy ? s.entropy->negativeRowFraction : nan;
+        case HeadStatistic::ConfusedPairs:
+            return s.confusion ? double(s.confusion->confusedPairs) : nan;
+    }
+    return nan;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
+                                                   int reportParadigm) {
+    const std::vector<int>& layers = report.request.layers;
+    std::vector<std::vector<double>> sum(layers.size()), count(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const int heads = report.dump.layers[std::size_t(layers[i])].heads;
+        sum[i].assign(std::size_t(heads), 0.0);
+        count[i].assign(std::size_t(heads), 0.0);
+    }
+    for (const HeadRecord& r : report.records) {
+        if (r.paradigm != reportParadigm) continue;
+        const auto it = std::find(layers.begin(), layers.end(), r.layer);
+        if (it == layers.end()) continue;
+        const double v = statisticOf(r.stats, statistic);
+        if (!std::isfinite(v)) continue;
+        const std::size_t i = std::size_t(it - layers.begin());
+        sum[i][std::size_t(r.head)] += v;
+        count[i][std::size_t(r.head)] += 1;
+    }
+    for (std::size_t i = 0; i < sum.size(); ++i)
+        for (std::size_t h = 0; h < sum[i].size(); ++h)
+            sum[i][h] = count[i][h] > 0 ? sum[i][h] / count[i][h] : std::numeric_limits<double>::quiet_NaN();
+    return sum;
+}
+
+HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    statistic_ = new QComboBox(this);
+    statistic_->setObjectName(QStringLiteral("headStatistic"));
+    for (HeadStatistic s :
+         {HeadStatistic::LocalMass3, HeadStatistic::NormalisedEntropy, HeadStatistic::MaxWeight,
+          HeadStatistic::NegativeMass, HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs})
+        statistic_->addItem(headStatisticName(s), int(s));
+    mode_ = new QComboBox(this);
+    mode_->setObjectName(QStringLiteral("headMode"));
+    mode_->addItems({QStringLiteral("each paradigm"), QStringLiteral("minus the first shown")});
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(new QLabel(QStringLiteral("Colour by:"), this));
+    toolbar()->addWidget(statistic_);
+    toolbar()->addWidget(mode_);
+    toolbar()->addStretch(1);
+    connect(statistic_, &QComboBox::currentIndexChanged, this,
+            [this](int i) { setStatistic(HeadStatistic(statistic_->itemData(i).toInt())); });
+    connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) { setDifference(i == 1); });
+    connect(plot_, &QCustomPlot::mousePress, this, &HeadOverviewView::onMousePress);
+    connect(plot_, &QCustomPlot::mouseMove, this, &HeadOverviewView::onMouseMove);
+    // The marked head follows the selection (the report stays).
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+}
+
+void HeadOverviewView::setStatistic(HeadStatistic s) {
+    stat_ = s;
+    QSignalBlocker block(statistic_);
+    statistic_->setCurrentIndex(statistic_->findData(int(s)));
+    invalidate();
+}
+
+void HeadOverviewView::setDifference(bool on) {
+    difference_ = on;
+    QSignalBlocker block(mode_);
+    mode_->setCurrentIndex(on ? 1 : 0);
+    invalidate();
+}
+
+bool HeadOverviewView::fitAspect() {
+    bool changed = LayerReportView::fitAspect();
+    // Cells about square: each panel's rect as wide as heads x (its height / layers) allows.
+    for (Panel& p : panels_)
+        if (p.rect && heads_ > 0 && !layers_.empty())
+            changed |= fitGridMargins(p.rect, int(layers_.size()), heads_, nullptr, true);
+    return changed;
+}
+
+void HeadOverviewView::rebuild() {
+    panels_.clear();
+    layers_.clear();
+    heads_ = 0;
+    const QString what = QStringLiteral("Heads: %1 per layer and head").arg(headStatisticName(stat_));
+    const auto r = report(what);
+    if (!r) return;
+    const Selection& sel = session_->selection();
+    layers_ = r->request.layers;
+    for (int l : layers_) heads_ = std::max(heads_, r->dump.layers[std::size_t(l)].heads);
+    auto* title = resetWithTitle(plot_, QString());
+    std::vector<int> shown;  // report paradigm indices in the shown order
+    for (std::size_t p = 0; p < r->paradigms.size(); ++p) shown.push_back(int(p));
+    const bool diff = difference_ && shown.size() >= 2;
+    setWrappedText(title, QStringLiteral("%1 per layer and head%2 — %3")
+                              .arg(headStatisticName(stat_))
+                              .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString(r->paradigms[0].name))
+                                        : QString())
+                              .arg(scopeDescription()));
+    addSkippedNote(*r);
+    auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
+    const std::vector<std::vector<double>> base = headStatisticGrid(*r, stat_, 0);
+    std::vector<int> panelParadigms;
+    for (int p : shown)
+        if (!diff || p != 0) panelParadigms.push_back(p);
+    const int n = int(panelParadigms.size());
+    const int cols = n <= 4 ? n : (n + 1) / 2;
+    double lo = INFINITY, hi = -INFINITY;
+    QStringList layerNames;
+    for (int l : layers_) layerNames << QString::fromStdString(r->dump.layers[std::size_t(l)].name);
+    for (int i = 0; i < n; ++i) {
+        Panel p;
+        p.paradigm = session_->paradigmIndex(r->paradigms[std::size_t(panelParadigms[std::size_t(i)])].name);
+        p.values = headStatisticGrid(*r, stat_, panelParadigms[std::size_t(i)]);
+        if (diff)
+            for (std::size_t a = 0; a < p.values.size(); ++a)
+                for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= base[a][h];
+        auto* cell = new QCPLayoutGrid;
+        body->addElement(i / cols, i % cols, cell);
+        auto* name = new QCPTextElement(
+            plot_, QString::fromStdString(r->paradigms[std::size_t(panelParadigms[std::size_t(i)])].name),
+            QFont(plot_->font().family(), 9, QFont::Bold));
+        cell->addElement(0, 0, name);
+        cell->setRowStretchFactor(0, 0.01);
+        p.rect = new QCPAxisRect(plot_);
+        cell->addElement(1, 0, p.rect);
+        setupGridAxes(p.rect, int(layers_.size()), heads_, QStringLiteral("head"), QString());
+        // Layer names on the left of the first panel of each row only.
+        QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
+        if (i % cols == 0)
+            for (int a = 0; a < int(layerNames.size()); ++a) names->addTick(a, layerNames[a]);
+        p.rect->axis(QCPAxis::atLeft)->setTicker(names);
+        p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(plot_->font().family(), 7));
+        p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+        p.map->setInterpolate(false);
+        p.map->data()->setSize(heads_, int(layers_.size()));
+        p.map->data()->setRange(QCPRange(0, std::max(0, heads_ - 1)),
+                                QCPRange(0, std::max(0, int(layers_.size()) - 1)));
+        for (std::size_t a = 0; a < p.values.size(); ++a)
+            for (int h = 0; h < heads_; ++h) {
+                const double v = h < int(p.values[a].size()) ? p.values[a][std::size_t(h)] : qQNaN();
+                p.map->data()->setCell(h, int(a), v);
+                if (std::isfinite(v)) {
+                    lo = std::min(lo, v);
+                    hi = std::max(hi, v);
+                }
+            }
+        p.marker.create(plot_, p.rect);
+        const auto at = std::find(layers_.begin(), layers_.end(), sel.layer);
+        p.marker.setVisible(at != layers_.end());
+        if (at != layers_.end()) p.marker.place(sel.head, double(at - layers_.begin()));
+        panels_.push_back(std::move(p));
+    }
+    // One colour range for every panel, so that panels compare; differences on a diverging scale.
+    auto* scale = new QCPColorScale(plot_);
+    scale->setType(QCPAxis::atRight);
+    scale->setBarWidth(12);
+    scale->axis()->setLabel(diff ? QStringLiteral("difference") : headStatisticName(stat_));
+    auto* side = new QCPLayoutGrid;
+    plot_->plotLayout()->addElement(plot_->plotLayout()->rowCount() - 1, 1, side);
+    side->addElement(0, 0, scale);
+    plot_->plotLayout()->setColumnStretchFactor(1, 0.01);
+    const Preferences& prefs = session_->preferences();
+    const bool diverging = diff || lo < 0;
+    const ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);
+    const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                         : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+    scale->setGradient(g);
+    scale->setDataRange(QCPRange(range.lower, range.upper));
+    for (Panel& p : panels_) {
+        p.map->setColorScale(scale);
+        p.map->setGradient(g);
+        p.map->setDataRange(QCPRange(range.lower, range.upper));
+    }
+    fitAspect();
+}
+
+bool HeadOverviewView::headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const {
+    for (const Panel& p : panels_) {
+        int x = 0, y = 0;
+        if (!p.map || !attnlens::gui::cellAt(p.map, pos, &x, &y)) continue;
+        *panel = &p;
+        *layer = y;
+        *head = x;
+        return true;
+    }
+    return false;
+}
+
+void HeadOverviewView::onMousePress(QMouseEvent* e) {
+    const Panel* p = nullptr;
+    int layer = 0, head = 0;
+    if (e->button() != Qt::LeftButton || !headAt(e->position(), &p, &layer, &head)) return;
+    const int l = layers_[std::size_t(layer)];
+    if (head >= session_->info().layers[std::size_t(l)].heads) return;
+    session_->setLayer(l);
+    session_->setHead(head);
+}
+
+void HeadOverviewView::onMouseMove(QMouseEvent* e) {
+    const Panel* p = nullptr;
+    int layer = 0, head = 0;
+    if (!headAt(e->position(), &p, &layer, &head)) {
+        Q_EMIT hoverText(QString());
+        return;
+    }
+    const double v =
+        head < int(p->values[std::size_t(layer)].size()) ? p->values[std::size_t(layer)][std::size_t(head)] : qQNaN();
+    Q_EMIT hoverText(
+        QStringLiteral("%1: %2, head %3: %4 = %5")
+            .arg(QString::fromStdString(session_->paradigms()[std::size_t(p->paradigm)].name))
+            .arg(QString::fromStdString(session_->info().layers[std::size_t(layers_[std::size_t(layer)])].name))
+            .arg(head)
+            .arg(headStatisticName(stat_))
+            .arg(std::isfinite(v) ? formatWeight(v) : QStringLiteral("none")));
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,60 @@
+#pragma once
+// Statistics > Heads: a layers x heads grid per shown paradigm, coloured by one per-head statistic
+// of the per-layer report (Session::layerReport: the selected image or the mean over all images),
+// or each paradigm's difference from the first shown. Hover shows the value; a click selects that
+// layer and head in every view. Layers are those "Statistics over" covers.
+#include <vector>
+
+#include "layer_report_views.h"
+
+namespace attnlens::gui {
+
+enum class HeadStatistic { LocalMass3, NormalisedEntropy, MaxWeight, NegativeMass, NegativeRowFraction, ConfusedPairs };
+QString headStatisticName(HeadStatistic s);
+
+// One paradigm's statistic per (layer, head): values[i][h] for report.request.layers[i], the mean
+// over the report's images (NaN where the head has no record or the statistic is undefined).
+std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
+                                                   int reportParadigm);
+
+class HeadOverviewView : public LayerReportView {
+    Q_OBJECT
+public:
+    HeadOverviewView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("heads"); }
+    QString viewTitle() const override { return QStringLiteral("Heads"); }
+    bool fitAspect() override;
+
+    void setStatistic(HeadStatistic s);
+    // Panels show each paradigm (false) or its difference from the first shown paradigm (true).
+    void setDifference(bool on);
+
+    struct Panel {
+        int paradigm = -1;  // session paradigm
+        QCPAxisRect* rect = nullptr;
+        QCPColorMap* map = nullptr;
+        std::vector<std::vector<double>> values;  // [layer position][head], as drawn
+        CellMarker marker;
+    };
+    const std::vector<Panel>& panels() const { return panels_; }
+    const std::vector<int>& layers() const { return layers_; }
+
+protected:
+    void rebuild() override;
+
+private:
+    void onMousePress(QMouseEvent* e);
+    void onMouseMove(QMouseEvent* e);
+    // The panel and (layer position, head) under a pixel; false when none.
+    bool headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const;
+
+    QComboBox* statistic_ = nullptr;
+    QComboBox* mode_ = nullptr;
+    HeadStatistic stat_ = HeadStatistic::LocalMass3;
+    bool difference_ = false;
+    std::vector<Panel> panels_;
+    std::vector<int> layers_;  // report.request.layers
+    int heads_ = 0;
+};
+
+}  // namespace attnlens::gui
