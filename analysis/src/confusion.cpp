@@ -30,6 +30,7 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
@@ -56,9 +57,31 @@ bool usable(std::span<const RowStatus> status, Index i) {
     return status.empty() || status[std::size_t(i)] == RowStatus::Ok;
 }
 
-// Counts close pairs among the rows of x (row p of x stands for token index[p]).
+// The confused pairs with the smallest row distances (confusedPairs): a max-heap of at most
+// `limit` entries, ordered by (rowDistance, p, q).
+struct PairCollector {
+    std::size_t limit = 0;
+    std::vector<ConfusedPair> heap;
+    static bool before(const ConfusedPair& a, const ConfusedPair& b) {
+        return std::tie(a.rowDistance, a.p, a.q) < std::tie(b.rowDistance, b.p, b.q);
+    }
+    void add(const ConfusedPair& pair) {
+        if (limit == 0) return;
+        if (heap.size() < limit) {
+            heap.push_back(pair);
+            std::push_heap(heap.begin(), heap.end(), before);
+        } else if (before(pair, heap.front())) {
+            std::pop_heap(heap.begin(), heap.end(), before);
+            heap.back() = pair;
+            std::push_heap(heap.begin(), heap.end(), before);
+        }
+    }
+};
+
+// Counts close pairs among the rows of x (row p of x stands for token index[p]); with a collector,
+// also keeps the closest confused pairs.
 void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& q, double tau, double qtol,
-                ConfusionResult& result) {
+                ConfusionResult& result, PairCollector* collect = nullptr) {
     const Index n = x.rows(), k = x.cols();
     const double tau2 = tau * tau, qtol2 = qtol * qtol;
     Vector norms2(n);
@@ -66,10 +89,15 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
 
     auto classify = [&](Index p, Index c) {
         const Index tp = index[std::size_t(p)], tc = index[std::size_t(c)];
-        if ((q.row(tp) - q.row(tc)).squaredNorm() > qtol2)
+        const double queryDistance2 = (q.row(tp) - q.row(tc)).squaredNorm();
+        if (queryDistance2 > qtol2) {
             ++result.confusedPairs;
-        else
+            if (collect)
+                collect->add(ConfusedPair{std::min(tp, tc), std::max(tp, tc), (x.row(p) - x.row(c)).norm(),
+                                          std::sqrt(queryDistance2)});
+        } else {
             ++result.identicalQueryPairs;
+        }
     };
 
     Matrix g;
@@ -124,7 +152,8 @@ void checkConfusionInputs(const AttentionHead& head, const Matrix& q, const Conf
 }
 
 ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
-                                 std::span<const RowStatus> status, const linalg::LowRankFactors& factors) {
+                                 std::span<const RowStatus> status, const linalg::LowRankFactors& factors,
+                                 PairCollector* collect) {
     checkConfusionInputs(head, q, options, nullptr, status);
     const Index n = head.tokens();
     ConfusionResult result;
@@ -143,17 +172,26 @@ ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, con
     const Matrix& rightR = factors.rightR.size() == 0 ? ownR : factors.rightR;
     Matrix x(l.rows(), rightR.rows());
     linalg::gemm(false, true, 1.0, l, rightR, 0.0, x);
-    countPairs(x, index, q, options.tau, result.queryTolerance, result);
+    countPairs(x, index, q, options.tau, result.queryTolerance, result, collect);
     return result;
+}
+
+ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                                 std::span<const RowStatus> status, const linalg::LowRankFactors& factors) {
+    return lowRankConfusion(head, q, options, status, factors, nullptr);
 }
 
 }  // namespace detail
 
-ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
-                          const Matrix* fullMatrix, std::span<const RowStatus> status) {
+namespace {
+
+ConfusionResult confusionCollecting(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                                    const Matrix* fullMatrix, std::span<const RowStatus> status,
+                                    PairCollector* collect) {
     detail::checkConfusionInputs(head, q, options, fullMatrix, status);
     const Index n = head.tokens();
-    if (head.hasLowRankForm()) return detail::lowRankConfusion(head, q, options, status, linalg::lowRankFactors(head));
+    if (head.hasLowRankForm())
+        return detail::lowRankConfusion(head, q, options, status, linalg::lowRankFactors(head), collect);
 
     ConfusionResult result;
     result.tau = options.tau;
@@ -171,13 +209,80 @@ ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const Conf
         if (usable(status, i) && fullMatrix->row(i).allFinite()) index.push_back(i);
     if (index.size() < 2) return result;
     if (Index(index.size()) == n) {
-        countPairs(*fullMatrix, index, q, options.tau, result.queryTolerance, result);
+        countPairs(*fullMatrix, index, q, options.tau, result.queryTolerance, result, collect);
     } else {
         Matrix x(Index(index.size()), n);
         for (std::size_t p = 0; p < index.size(); ++p) x.row(Index(p)) = fullMatrix->row(index[p]);
-        countPairs(x, index, q, options.tau, result.queryTolerance, result);
+        countPairs(x, index, q, options.tau, result.queryTolerance, result, collect);
     }
     return result;
+}
+
+}  // namespace
+
+ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                          const Matrix* fullMatrix, std::span<const RowStatus> status) {
+    return confusionCollecting(head, q, options, fullMatrix, status, nullptr);
+}
+
+ConfusedPairList confusedPairs(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                               std::size_t maxPairs) {
+    PairCollector collect;
+    collect.limit = maxPairs;
+    ConfusedPairList list;
+    list.counts = confusionCollecting(head, q, options, nullptr, {}, &collect);
+    list.pairs = std::move(collect.heap);
+    std::sort(list.pairs.begin(), list.pairs.end(), PairCollector::before);
+    return list;
+}
+
+InjectivityConditions injectivityConditions(const AttentionHead& head, const Matrix& k) {
+    const Paradigm& p = head.paradigm();
+    const Matrix& features = p.usesKernel() ? head.phiK() : k;
+    InjectivityConditions c;
+    c.features = features.cols();
+    std::vector<Index> rows;
+    for (Index i = 0; i < features.rows(); ++i)
+        if (features.row(i).allFinite()) rows.push_back(i);
+    c.keys = Index(rows.size());
+    Matrix withOnes(c.keys, c.features + 1);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        withOnes.row(Index(r)).head(c.features) = features.row(rows[r]);
+        withOnes(Index(r), c.features) = 1.0;
+    }
+    auto rankOf = [](const Matrix& m) {
+        if (m.rows() == 0 || m.cols() == 0) return 0;
+        const std::vector<double> sigma = linalg::singularValuesLapack(m);
+        const double top = sigma.empty() ? 0.0 : *std::max_element(sigma.begin(), sigma.end());
+        const double tol = double(std::max(m.rows(), m.cols())) * std::ldexp(1.0, -52) * top;
+        return int(std::count_if(sigma.begin(), sigma.end(), [tol](double s) { return s > tol; }));
+    };
+    c.rankFeatures = rankOf(withOnes.leftCols(c.features));
+    c.rankWithOnes = rankOf(withOnes);
+    c.conditionsMet = c.rankFeatures == int(c.features) && c.rankWithOnes == int(c.features) + 1;
+    const std::string met = c.conditionsMet ? "met" : "not met";
+    switch (p.normalisation) {
+        case Normalisation::Softmax:
+            c.proposition = "Proposition 1 (softmax): rank(K) = d and rank([K, 1]) = d + 1 make it injective; " + met;
+            break;
+        case Normalisation::Divide:
+            c.proposition =
+                "Proposition 2 (division-normalised linear attention): never injective, phi(q) and "
+                "a phi(q) get the same row; the ranks do not change that";
+            break;
+        case Normalisation::Subtract:
+            c.proposition =
+                "Proposition 3 (InLine): with phi injective, rank(phi(K)) = d and rank([phi(K), 1]) = "
+                "d + 1 make it injective; " +
+                met;
+            break;
+        case Normalisation::Magnitude:
+            c.proposition =
+                "no proposition in the papers for magnitude-aware normalisation (MALA); ranks as for "
+                "Proposition 3";
+            break;
+    }
+    return c;
 }
 
 ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,

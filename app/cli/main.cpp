@@ -185,6 +185,9 @@ commands:
                                    --class-names: /class_names for its labels, the disk's quadrant)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
+  confusion FILE --image B --layer L --head H --paradigm P [--tau 1e-3] [--pairs 20] [-o OUT.json]
+                                   one head's confused query pairs (closest rows first) and InLine's
+                                   injectivity conditions: rank(phi(K)) and rank([phi(K), 1]) against d
   locality FILE [-o OUT.json] [--paradigms LIST] [--layers LIST] [--model M] [--images LIST]
         [--threads T] [--offset-radius R|full] [--no-labels] [--quiet]
                                    mean attention distance and the query-aligned offset map of
@@ -742,6 +745,81 @@ int cmdMerge(int argc, char** argv) {
     return kExitOk;
 }
 
+int cmdConfusion(int argc, char** argv) {
+    Args a =
+        parseArgs(argc, argv, 2, {"-o", "--output", "--image", "--layer", "--head", "--paradigm", "--tau", "--pairs"},
+                  {}, "confusion");
+    if (a.positional.size() != 1) throwUsage("confusion: expected one FILE");
+    for (const char* required : {"--image", "--layer", "--head", "--paradigm"})
+        if (!a.get(required)) throwUsage(std::string("confusion: ") + required + " is required");
+    auto output = a.get("-o") ? a.get("-o") : a.get("--output");
+    const Paradigm paradigm = Paradigm::parse(*a.get("--paradigm"));
+    ConfusionOptions options;
+    if (auto t = a.get("--tau")) options.tau = parseNumber(*t, "--tau");
+    validate(options);
+    const int maxPairs = a.get("--pairs") ? parseInt(*a.get("--pairs"), 0, 1000000, "--pairs") : 20;
+    auto reader = openDump(a.positional[0]);
+    const DumpInfo& info = reader->info();
+    const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
+    if (images.size() != 1) throwUsage("--image: name one image, got " + quotedText(*a.get("--image")));
+    const int layerIndex = parseLayer(*a.get("--layer"), info, "--layer");
+    const LayerInfo& layer = info.layers[std::size_t(layerIndex)];
+    const int head = parseInt(*a.get("--head"), 0, layer.heads - 1, "--head");
+    if (output) checkOutputWritable(*output, {a.positional[0]});
+    const HeadActivations act = reader->readHead(images.front(), layerIndex, head);
+    const AttentionHead attention(paradigm, {&act.q, &act.k, layer.scale, layer.kernelApplied});
+    const ConfusedPairList list = confusedPairs(attention, act.q, options, std::size_t(maxPairs));
+    const InjectivityConditions c = injectivityConditions(attention, act.k);
+    const TokenLayout& l = layer.layout;
+    auto where = [&l](Index t) {
+        return l.isSpatial(t) ? "(y " + std::to_string(l.row(t)) + ", x " + std::to_string(l.col(t)) + ")"
+                              : "prefix " + std::to_string(t);
+    };
+    std::printf("%s, image %d, layer %s, head %d: %lld confused pairs (tau %g), %lld pairs with identical queries\n",
+                paradigm.name.c_str(), images.front(), printableText(layer.name).c_str(), head,
+                (long long)list.counts.confusedPairs, options.tau, (long long)list.counts.identicalQueryPairs);
+    std::printf("rank of the key features %d of %lld, with a ones column %d of %lld (over %lld keys): %s\n",
+                c.rankFeatures, (long long)c.features, c.rankWithOnes, (long long)c.features + 1, (long long)c.keys,
+                c.proposition.c_str());
+    json pairs = json::array();
+    for (const ConfusedPair& pair : list.pairs) {
+        std::printf("  %5lld %-16s %5lld %-16s row distance %.3e  query distance %.4g\n", (long long)pair.p,
+                    where(pair.p).c_str(), (long long)pair.q, where(pair.q).c_str(), pair.rowDistance,
+                    pair.queryDistance);
+        pairs.push_back(
+            {{"p", pair.p}, {"q", pair.q}, {"row_distance", pair.rowDistance}, {"query_distance", pair.queryDistance}});
+    }
+    if (output) {
+        json j;
+        j["format"] = "attnlens.confusion";
+        j["format_version"] = 1;
+        j["input"] = {{"dump", info.path}, {"image", images.front()}, {"layer", layer.name}, {"head", head}};
+        j["paradigm"] = paradigm.toJson();
+        j["definitions"] = {
+            {"confused_pair",
+             "distinct tokens p < q with ||A_p - A_q||_2 < tau and ||Q_p - Q_q||_2 > "
+             "query_tolerance (InLine Sec. 4.1); listed by increasing row distance"},
+            {"rank",
+             "SVD rank with numpy's rule: sigma > max(rows, cols) * 2^-52 * sigma_max, over keys with finite "
+             "features; features: K for softmax, phi(K) otherwise"}};
+        j["tau"] = list.counts.tau;
+        j["query_tolerance"] = list.counts.queryTolerance;
+        j["confused_pairs"] = list.counts.confusedPairs;
+        j["identical_query_pairs"] = list.counts.identicalQueryPairs;
+        j["method"] = list.counts.method;
+        j["pairs"] = pairs;
+        j["injectivity"] = {{"features", c.features},
+                            {"keys", c.keys},
+                            {"rank_features", c.rankFeatures},
+                            {"rank_with_ones", c.rankWithOnes},
+                            {"conditions_met", c.conditionsMet},
+                            {"proposition", c.proposition}};
+        writeFileAtomically(*output, j.dump(1) + "\n", {a.positional[0]});
+        std::printf("wrote %s\n", output->c_str());
+    }
+    return kExitOk;
+}
+
 int cmdLocality(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--paradigms", "--config", "--layers", "--model", "--images", "--threads",
@@ -833,8 +911,9 @@ int runCli(int argc, char** argv) {
         if (command == "synth") return cmdSynth(argc, argv);
         if (command == "merge") return cmdMerge(argc, argv);
         if (command == "locality") return cmdLocality(argc, argv);
+        if (command == "confusion") return cmdConfusion(argc, argv);
         throwUsage("unknown command " + quotedText(command) +
-                   " (commands: inspect, analyze, attention, synth, merge, locality)");
+                   " (commands: inspect, analyze, attention, synth, merge, locality, confusion)");
     } catch (const Error& e) {
         std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
         return exitCodeFor(e.kind());

@@ -36,6 +36,7 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/error.h"
 #include "compare_view.h"
+#include "confused_pairs_view.h"
 #include "dump_pair_view.h"
 #include "elided_label.h"
 #include "example_dump.h"
@@ -139,10 +140,10 @@ void MainWindow::createViews() {
     tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
     tabs_->addTab(pair_, pair_->viewTitle());
     views_ = {tokenMap_, compare_, matrix_, pair_};
-    for (PlotView* v : std::initializer_list<PlotView*>{new SpectrumView(session_), new LocalMassView(session_),
-                                                        new ConfusionView(session_), new MagnitudeView(session_),
-                                                        new LayerStatsView(session_), new LocalityView(session_),
-                                                        new HeadOverviewView(session_)}) {
+    for (PlotView* v : std::initializer_list<PlotView*>{
+             new SpectrumView(session_), new LocalMassView(session_), new ConfusionView(session_),
+             new MagnitudeView(session_), new LayerStatsView(session_), new LocalityView(session_),
+             new HeadOverviewView(session_), new ConfusedPairsView(session_)}) {
         // A tab label reads '&' as a mnemonic marker ("Entropy & negative mass").
         statsTabs_->addTab(v, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
         views_.push_back(v);

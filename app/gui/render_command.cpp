@@ -9,6 +9,7 @@
 #include "attnlens/list_parser.h"
 #include "attnlens/text.h"
 #include "compare_view.h"
+#include "confused_pairs_view.h"
 #include "dump_pair_view.h"
 #include "export_dialog.h"
 #include "figure_export.h"
@@ -43,8 +44,10 @@ std::unique_ptr<PlotView> makeView(const QString& id, Session* s, Session* secon
     if (id == QStringLiteral("layers")) return std::make_unique<LayerStatsView>(s);
     if (id == QStringLiteral("locality")) return std::make_unique<LocalityView>(s);
     if (id == QStringLiteral("heads")) return std::make_unique<HeadOverviewView>(s);
-    throwUsage("--view: unknown view \"" + id.toStdString() +
-               "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers, locality, heads, dumps)");
+    if (id == QStringLiteral("pairs")) return std::make_unique<ConfusedPairsView>(s);
+    throwUsage(
+        "--view: unknown view \"" + id.toStdString() +
+        "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers, locality, heads, pairs, dumps)");
 }
 
 int paradigmByName(Session& s, const QString& name) {
@@ -65,7 +68,7 @@ QString renderUsage() {
         "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
         "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
         "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers,\n"
-        "                    locality (every image), heads, dumps (with --second)\n"
+        "                    locality (every image), heads, pairs, dumps (with --second)\n"
         "  --image I         image index (default 0)\n"
         "  --layer L         layer name or position (default 0)\n"
         "  --head H          head (default 0)\n"

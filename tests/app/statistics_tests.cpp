@@ -7,6 +7,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QTextStream>
 #include <QToolButton>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
+#include "confused_pairs_view.h"
 #include "example_dump.h"
 #include "head_overview_view.h"
 #include "locality_view.h"
@@ -69,6 +71,7 @@ private Q_SLOTS:
     void layerPlotsBreakBetweenModels();
     void localityViewShowsDistanceAndOffsetMaps();
     void headOverviewMatchesTheRows();
+    void confusedPairsViewListsThePairs();
 };
 
 void StatisticsTests::cancelStopsWholeDumpStatistics() {
@@ -389,6 +392,57 @@ void StatisticsTests::headOverviewMatchesTheRows() {
                         dir_.filePath("heads.png")},
                        os, es),
              0);
+}
+
+// Statistics > Pairs (issue 11, part 4) on the bundled example's linear_relu model: the count
+// equals the brute-force count of the dense matrix, the table lists the closest pairs in order,
+// the chosen pair's two maps are the core's rows, choosing a pair moves the query, and the
+// injectivity line gives the ranks.
+void StatisticsTests::confusedPairsViewListsThePairs() {
+    const QString example = findOrCreateExampleDump();
+    MainWindow& w = openWindow(example);
+    Session* s = w.session();
+    const int layer = s->modelLayers("linear_relu")[2];
+    s->setLayer(layer);
+    QCOMPARE(s->paradigms()[std::size_t(s->selection().paradigm)].name, std::string("linear_relu"));
+    w.showView("pairs");
+    auto* v = qobject_cast<ConfusedPairsView*>(w.view("pairs"));
+    QVERIFY(v);
+    QTRY_VERIFY_WITH_TIMEOUT(v->result() != nullptr, 60000);
+    v->refreshNow();
+    const auto* r = v->result();
+    // Second computation: the brute-force pair loop over the dense matrix.
+    auto reader = DumpReader::open(example.toStdString());
+    const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+    const HeadActivations act = reader->readHead(0, layer, 0);
+    const AttentionHead head(presetParadigm("linear_relu"), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied});
+    const Matrix a = head.matrix();
+    const ConfusionResult brute = confusionBruteForce(a, act.q, s->preferences().analysis.confusion);
+    QCOMPARE(r->list.counts.confusedPairs, brute.confusedPairs);
+    QVERIFY(brute.confusedPairs > ConfusedPairsView::kListedPairs);
+    QCOMPARE(v->table()->rowCount(), ConfusedPairsView::kListedPairs);
+    for (std::size_t i = 1; i < r->list.pairs.size(); ++i)
+        QVERIFY(r->list.pairs[i - 1].rowDistance <= r->list.pairs[i].rowDistance);
+    const ConfusedPair& first = r->list.pairs[0];
+    QVERIFY(std::abs(first.rowDistance - (a.row(first.p) - a.row(first.q)).norm()) < 1e-12);
+    QVERIFY(plotTexts(v).contains("rank φ(K) = 32 of d = 32"));
+    QVERIFY(plotTexts(v).contains("Proposition 2"));
+    // A chosen pair: its rows on the two maps, and its first query becomes the selected one.
+    v->table()->selectRow(3);
+    v->refreshNow();
+    const ConfusedPair& pair = r->list.pairs[3];
+    QCOMPARE(v->shownPair(), 3);
+    QCOMPARE(s->selection().query, pair.p);
+    QString why;
+    QVERIFY2(mapShowsRow(v->panel(0).map, s->layout(), coreRow(example, 0, layer, 0, "linear_relu", pair.p), &why),
+             qPrintable(why));
+    QVERIFY2(mapShowsRow(v->panel(1).map, s->layout(), coreRow(example, 0, layer, 0, "linear_relu", pair.q), &why),
+             qPrintable(why));
+    // Softmax of the softmax model: Proposition 1's ranks.
+    s->setLayer(s->modelLayers("softmax")[0]);
+    QTRY_VERIFY_WITH_TIMEOUT(v->result() != nullptr, 60000);
+    v->refreshNow();
+    QVERIFY2(plotTexts(v).contains("Proposition 1"), qPrintable(plotTexts(v)));
 }
 
 int main(int argc, char** argv) {

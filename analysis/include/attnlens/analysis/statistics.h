@@ -82,6 +82,36 @@ ConfusionResult confusion(const AttentionHead& head, const Matrix& q, const Conf
 // Reference path for tests: O(N^2 N) explicit pair loop over a full matrix.
 ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const ConfusionOptions& options,
                                     std::span<const RowStatus> status = {});
+// The confused pairs themselves (the pairs `confusion` counts), for looking at them: at most
+// maxPairs, those with the smallest row distance first (ties: by token p, then q).
+struct ConfusedPair {
+    Index p = 0, q = 0;        // token indices, p < q
+    double rowDistance = 0;    // ||A_p - A_q||_2 (< tau)
+    double queryDistance = 0;  // ||Q_p - Q_q||_2 of the dump's queries (> the query tolerance)
+};
+struct ConfusedPairList {
+    ConfusionResult counts;           // as confusion() returns for the same head and options
+    std::vector<ConfusedPair> pairs;  // sorted by rowDistance
+};
+ConfusedPairList confusedPairs(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
+                               std::size_t maxPairs);
+
+// InLine's injectivity conditions (Appendix A) for one head: Proposition 1 (softmax is injective
+// when rank(K) = d and rank([K, 1]) = d + 1) and Proposition 3 (InLine's subtractive normalisation
+// is injective when rank(phi(K)) = d and rank([phi(K), 1]) = d + 1, phi injective); Proposition 2:
+// division-normalised linear attention is never injective (scaling phi(q) changes nothing).
+// Ranks by SVD with numpy's matrix_rank rule: sigma > max(rows, cols) * 2^-52 * sigma_max, over
+// the keys whose features are finite.
+struct InjectivityConditions {
+    Index features = 0;          // d: columns of K (softmax) or of phi(K)
+    Index keys = 0;              // rows used
+    int rankFeatures = 0;        // rank(phi(K)), rank(K) for softmax
+    int rankWithOnes = 0;        // rank([phi(K), 1])
+    bool conditionsMet = false;  // rankFeatures == d and rankWithOnes == d + 1
+    std::string proposition;     // which proposition applies, and what it says for this head
+};
+InjectivityConditions injectivityConditions(const AttentionHead& head, const Matrix& k);
+
 // Histogram bins 0, 1, 2-3, 4-7, ...: bin 0 holds count 0, bin b>=1 holds [2^(b-1), 2^b - 1].
 int confusionBin(std::int64_t count);
 std::string confusionBinLabel(int bin);
