@@ -15,6 +15,7 @@
 #include <future>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
+#include "attnlens/analysis/rollout.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "attnlens/json_message.h"
@@ -185,6 +187,10 @@ commands:
                                    --class-names: /class_names for its labels, the disk's quadrant)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
+  rollout FILE --image B --query Q|y,x|cls [--layers LIST] [--model M] [--paradigms LIST] [--residual 0.5]
+        [--fusion mean|max|min] [--discard 0] [--weights clipped|signed|absolute] [--threads T] [-o OUT.json]
+                                   one query's attention rollout through the layers in order, per
+                                   paradigm (README "Rollout"); layers must share one token count
   confusion FILE --image B --layer L --head H --paradigm P [--tau 1e-3] [--pairs 20] [-o OUT.json]
                                    one head's confused query pairs (closest rows first) and InLine's
                                    injectivity conditions: rank(phi(K)) and rank([phi(K), 1]) against d
@@ -820,6 +826,106 @@ int cmdConfusion(int argc, char** argv) {
     return kExitOk;
 }
 
+int cmdRollout(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2,
+                       {"-o", "--output", "--image", "--query", "--layers", "--model", "--paradigms", "--config",
+                        "--residual", "--fusion", "--discard", "--weights", "--threads"},
+                       {}, "rollout");
+    if (a.positional.size() != 1) throwUsage("rollout: expected one FILE");
+    for (const char* required : {"--image", "--query"})
+        if (!a.get(required)) throwUsage(std::string("rollout: ") + required + " is required");
+    auto output = a.get("-o") ? a.get("-o") : a.get("--output");
+    RolloutOptions options;
+    if (auto v = a.get("--residual")) options.residual = parseNumber(*v, "--residual");
+    if (auto v = a.get("--discard")) options.discardRatio = parseNumber(*v, "--discard");
+    if (auto v = a.get("--fusion")) options.fusion = parseHeadFusion(*v);
+    if (auto v = a.get("--weights")) options.weights = parseRolloutWeights(*v);
+    validate(options);
+    int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (auto t = a.get("--threads")) threads = parseInt(*t, 1, 256, "--threads");
+    const std::vector<Paradigm> paradigms = parseParadigms(a);
+    auto reader = openDump(a.positional[0]);
+    const DumpInfo& info = reader->info();
+    const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
+    if (images.size() != 1) throwUsage("--image: name one image, got " + quotedText(*a.get("--image")));
+    std::vector<int> layers(info.layers.size());
+    std::iota(layers.begin(), layers.end(), 0);
+    if (auto s = a.get("--layers")) layers = parseLayerList(*s, info, "--layers");
+    if (auto s = a.get("--model")) layers = modelLayers(*s, info, a.get("--layers") ? layers : std::vector<int>{});
+    const TokenLayout& l = info.layers[std::size_t(layers.front())].layout;
+    Index query = 0;
+    const std::string qs = *a.get("--query");
+    if (qs == "cls") {
+        if (l.prefix == 0) throwUsage("--query cls: the layers have no prefix token");
+    } else if (qs.find(',') != std::string::npos) {
+        const std::vector<int> yx = parseIntList(qs, 0, std::max(l.gridH, l.gridW) - 1, "--query");
+        if (yx.size() != 2 || yx[0] >= l.gridH || yx[1] >= l.gridW)
+            throwUsage("--query: expected y,x on the " + std::to_string(l.gridH) + " x " + std::to_string(l.gridW) +
+                       " grid, got " + quotedText(qs));
+        query = l.token(yx[0], yx[1]);
+    } else {
+        query = parseInt(qs, 0, int(l.tokens()) - 1, "--query");
+    }
+    if (output) checkOutputWritable(*output, {a.positional[0]});
+    // The activations of every selected layer, read once for all paradigms.
+    std::vector<std::vector<HeadActivations>> acts;
+    for (int layer : layers) acts.push_back(reader->readLayer(images.front(), layer, false));
+    json results = json::array();
+    for (const Paradigm& p : paradigms) {
+        std::vector<std::unique_ptr<AttentionHead>> heads;
+        std::vector<RolloutLayer> rollout;
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+            const LayerInfo& li = info.layers[std::size_t(layers[i])];
+            RolloutLayer layer;
+            for (const HeadActivations& h : acts[i]) {
+                heads.push_back(std::make_unique<AttentionHead>(p, HeadInputs{&h.q, &h.k, li.scale, li.kernelApplied}));
+                layer.push_back(heads.back().get());
+            }
+            rollout.push_back(layer);
+        }
+        const RowVector r = rolloutRow(rollout, query, options, threads);
+        json row = json::array();
+        for (Index j = 0; j < r.size(); ++j) row.push_back(std::isfinite(r[j]) ? json(r[j]) : json(nullptr));
+        json grid = json::array();
+        for (int y = 0; y < l.gridH; ++y) {
+            json line = json::array();
+            for (int x = 0; x < l.gridW; ++x) line.push_back(row[std::size_t(l.token(y, x))]);
+            grid.push_back(line);
+        }
+        Index top = 0;
+        for (Index j = 1; j < r.size(); ++j)
+            if (r[j] > r[top]) top = j;
+        std::printf("%-12s rollout of query %lld over %zu layers: largest weight %.4g on token %lld, sum %.6f\n",
+                    p.name.c_str(), (long long)query, layers.size(), r[top], (long long)top, r.sum());
+        results.push_back({{"paradigm", p.toJson()}, {"row", row}, {"grid", grid}});
+    }
+    if (output) {
+        json layerNames = json::array();
+        for (int layer : layers) layerNames.push_back(info.layers[std::size_t(layer)].name);
+        json j;
+        j["format"] = "attnlens.rollout";
+        j["format_version"] = 1;
+        j["input"] = {{"dump", info.path}, {"image", images.front()}, {"query", query}, {"layers", layerNames}};
+        j["options"] = {{"residual", options.residual},
+                        {"fusion", std::string(toString(options.fusion))},
+                        {"discard_ratio", options.discardRatio},
+                        {"weights", std::string(toString(options.weights))}};
+        j["definitions"] = {
+            {"rollout",
+             "e_q^T R_L ... R_1 over the layers in order, R_l = rows of (1 - w) F + w I divided by their "
+             "sums, F = heads fused (mean, max or min) of W, discard: the lowest fraction of F's entries "
+             "(never (0, 0)) set to 0 (Abnar and Zuidema 2020, vit-explain)"},
+            {"weights",
+             "W = A (signed), max(A, 0) with rows renormalised (clipped, the default) or |A| renormalised "
+             "(absolute); a row without positive weight is null"},
+            {"grid", "the row's spatial tokens on the first layer's grid, row-major; prefix tokens are in 'row'"}};
+        j["results"] = results;
+        writeFileAtomically(*output, j.dump(1) + "\n", {a.positional[0]});
+        std::printf("wrote %s\n", output->c_str());
+    }
+    return kExitOk;
+}
+
 int cmdLocality(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--paradigms", "--config", "--layers", "--model", "--images", "--threads",
@@ -912,8 +1018,9 @@ int runCli(int argc, char** argv) {
         if (command == "merge") return cmdMerge(argc, argv);
         if (command == "locality") return cmdLocality(argc, argv);
         if (command == "confusion") return cmdConfusion(argc, argv);
+        if (command == "rollout") return cmdRollout(argc, argv);
         throwUsage("unknown command " + quotedText(command) +
-                   " (commands: inspect, analyze, attention, synth, merge, locality, confusion)");
+                   " (commands: inspect, analyze, attention, synth, merge, locality, confusion, rollout)");
     } catch (const Error& e) {
         std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
         return exitCodeFor(e.kind());

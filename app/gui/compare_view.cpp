@@ -64,6 +64,7 @@ CompareView::CompareView(Session* session, QWidget* parent) : PlotView(session, 
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
     connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
     connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+    connect(session, &Session::rolloutChanged, this, &PlotView::invalidate);
     connect(session, &Session::paradigmsChanged, this, [this]() {
         syncControls();
         invalidate();
@@ -218,8 +219,22 @@ void CompareView::rebuild() {
 
     // With the local branch every panel is that paradigm's E_c = A + M_c (the same M_c for all).
     const auto branch = session_->localBranch();
-    // An unreadable head (damaged chunk): every panel is empty and the note says why.
-    const QString readError = session_->currentHeadError();
+    // An unreadable head (damaged chunk): every panel is empty and the note says why. With rollout,
+    // the rollout rows (each panel's own: pending, or failed when a layer on the way is unreadable).
+    const bool rollout = session_->rolloutShown();
+    QString readError = rollout ? QString() : session_->currentHeadError();
+    bool pending = false;
+    if (rollout)
+        for (const Panel& p : panels_) {
+            const int para = p.paradigm >= 0 ? p.paradigm : diffA_;
+            for (int q : {para, p.paradigm >= 0 ? -1 : diffB_}) {
+                if (q < 0) continue;
+                const RowData& r = session_->mapRow(q);
+                pending |= r.pending;
+                if (readError.isEmpty() && !r.error.isEmpty()) readError = r.error;
+            }
+        }
+    if (pending && readError.isEmpty()) readError = QStringLiteral("computing the rollouts…");
     // Colour bars go with their maps: a bar beside an empty panel would read as data.
     for (Panel& p : panels_) {
         p.map->setVisible(readError.isEmpty());
@@ -231,11 +246,11 @@ void CompareView::rebuild() {
     bool anySigned = branch != nullptr;
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
-        const RowData& r = session_->shownRow(p.paradigm);
+        const RowData& r = session_->mapRow(p.paradigm);
         fillTokenGrid(p.map, builtLayout_, r.values);
-        lo = std::min(lo, r.minFinite);
-        hi = std::max(hi, r.maxFinite);
-        anySigned |= ps[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
+        lo = std::min(lo, r.colourMin);
+        hi = std::max(hi, r.colourMax);
+        anySigned |= (!r.rollout && ps[std::size_t(p.paradigm)].signedWeights()) || r.minFinite < 0;
     }
     // Pass 2: colours and titles.
     for (Panel& p : panels_) {
@@ -244,22 +259,24 @@ void CompareView::rebuild() {
         bool diverging = false;
         if (p.paradigm >= 0) {
             const Paradigm& para = ps[std::size_t(p.paradigm)];
-            const RowData& r = session_->shownRow(p.paradigm);
-            diverging = sharedRange_ ? anySigned : (para.signedWeights() || r.minFinite < 0 || r.withBranch);
+            const RowData& r = session_->mapRow(p.paradigm);
+            diverging =
+                sharedRange_ ? anySigned : ((!r.rollout && para.signedWeights()) || r.minFinite < 0 || r.withBranch);
             if (heldRange_) diverging = anySigned || heldRange_->lower < 0;
             range =
-                sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.minFinite, r.maxFinite, diverging);
+                sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.colourMin, r.colourMax, diverging);
             if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
             title = QString::fromStdString(para.name);
+            // "rollout" is in the header: a longer title per panel would widen the grid of panels.
             if (r.withBranch) title += QStringLiteral(" + M_c");
             for (int i = 0; i < l.prefix; ++i)
                 title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(r.values[i]));
             if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0)
                 title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
         } else {
-            // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used.
-            const RowData& a = session_->row(diffA_);
-            const RowData& b = session_->row(diffB_);
+            // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used (or the rollouts).
+            const RowData& a = rollout ? session_->mapRow(diffA_) : session_->row(diffA_);
+            const RowData& b = rollout ? session_->mapRow(diffB_) : session_->row(diffB_);
             const RowVector diff = a.values - b.values;
             fillTokenGrid(p.map, builtLayout_, diff);
             double dlo = INFINITY, dhi = -INFINITY;
@@ -289,14 +306,17 @@ void CompareView::rebuild() {
                                                 : QStringLiteral("attention weight (shared range)"));
         }
         p.title->setText(title);
-        if (l.isSpatial(sel.query)) {
-            p.marker.place(l.col(sel.query), l.row(sel.query));
+        const Index query = rollout ? session_->rolloutQuery() : sel.query;
+        if (l.isSpatial(query)) {
+            p.marker.place(l.col(query), l.row(query));
             p.marker.setVisible(true);
         } else {
             p.marker.setVisible(false);
         }
     }
-    const QString what = branch ? QStringLiteral("E_c[q, k]") : QStringLiteral("A[q, k]");
+    const QString what = rollout  ? QStringLiteral("rollout")
+                         : branch ? QStringLiteral("E_c[q, k]")
+                                  : QStringLiteral("A[q, k]");
     QString note = sharedRange_ ? QStringLiteral(
                                       "colour: %1, one range for all paradigm panels · query framed · "
                                       "prefix-token weights in the titles")
@@ -305,8 +325,10 @@ void CompareView::rebuild() {
                                       "colour: %1, own range per panel (signed: diverging, white = 0) · "
                                       "query framed · prefix-token weights in the titles")
                                       .arg(what);
-    const QString branchError = session_->localBranchError();
-    if (branch)
+    const QString branchError = rollout ? QString() : session_->localBranchError();
+    if (rollout)  // one paragraph, wrapped: the note's width is the grid's minimum width
+        note = wrapText(session_->rolloutDescription() + QStringLiteral(" · ") + note, 110);
+    else if (branch)
         note = QStringLiteral("with local branch (%1): every panel is E_c = A + M_c of its paradigm\n")
                    .arg(branch->describe()) +
                note;
@@ -320,13 +342,19 @@ void CompareView::rebuild() {
         note = wrapText(readError, 110);
     }
     note_->setText(note);
-    note_->setTextColor(branchError.isEmpty() && readError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
-    QString header = QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
-                         .arg(tokenName(l, sel.query))
-                         .arg(sel.query)
-                         .arg(sel.image)
-                         .arg(QString::fromStdString(session_->layerInfo().name))
-                         .arg(sel.head);
+    note_->setTextColor(branchError.isEmpty() && (readError.isEmpty() || pending) ? QColor(Qt::black)
+                                                                                  : QColor(180, 0, 0));
+    QString header = rollout ? QStringLiteral("rollout of %1 (token %2) — image %3, up to layer %4")
+                                   .arg(tokenName(l, session_->rolloutQuery()))
+                                   .arg(session_->rolloutQuery())
+                                   .arg(sel.image)
+                                   .arg(QString::fromStdString(session_->layerInfo().name))
+                             : QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
+                                   .arg(tokenName(l, sel.query))
+                                   .arg(sel.query)
+                                   .arg(sel.image)
+                                   .arg(QString::fromStdString(session_->layerInfo().name))
+                                   .arg(sel.head);
     header_->setText(header);
     fitAspect();
 }
@@ -348,13 +376,16 @@ void CompareView::onMouseMove(QMouseEvent* e) {
         int x = 0, y = 0;
         if (cellAt(p.map, e->position(), &x, &y)) {
             const Index key = builtLayout_.token(y, x);
-            const bool e = p.paradigm >= 0 && session_->localBranch() != nullptr;
-            Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
-                                 .arg(p.title->text().section(QStringLiteral("  "), 0, 0),
-                                      e ? QStringLiteral("E_c") : QStringLiteral("A"))
-                                 .arg(session_->selection().query)
-                                 .arg(key)
-                                 .arg(tokenName(builtLayout_, key), formatWeight(p.map->data()->cell(x, y))));
+            const bool rollout = session_->rolloutShown();
+            const bool e = !rollout && p.paradigm >= 0 && session_->localBranch() != nullptr;
+            Q_EMIT hoverText(
+                QStringLiteral("%1: %2[%3, %4 %5] = %6")
+                    .arg(p.title->text().section(QStringLiteral("  "), 0, 0), rollout ? QStringLiteral("rollout")
+                                                                              : e     ? QStringLiteral("E_c")
+                                                                                      : QStringLiteral("A"))
+                    .arg(rollout ? session_->rolloutQuery() : session_->selection().query)
+                    .arg(key)
+                    .arg(tokenName(builtLayout_, key), formatWeight(p.map->data()->cell(x, y))));
             return;
         }
     }

@@ -21,6 +21,7 @@ public:
         return it == results_.end() ? nullptr : &it->second;
     }
     bool contains(const std::string& key) const { return results_.count(key) > 0; }
+    std::size_t size() const { return results_.size(); }  // results held
     bool failed(const std::string& key) const { return errors_.count(key) > 0; }
     // Why key's job failed; empty when it did not fail.
     QString error(const std::string& key) const {

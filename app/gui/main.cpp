@@ -13,6 +13,7 @@
 #include "attnlens/error.h"
 #include "attnlens/list_parser.h"
 #include "attnlens/open_check.h"
+#include "attnlens/text.h"
 #include "job_runner.h"
 #include "main_window.h"
 #include "render_command.h"
@@ -96,8 +97,11 @@ int main(int argc, char** argv) {
         QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
                        "the other options then change it"),
         QStringLiteral("JSON"));
-    parser.addOptions(
-        {view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize, sessionFile});
+    const QCommandLineOption rollout(QStringLiteral("rollout"),
+                                     QStringLiteral("maps show the rollout of the query ('query') or of CLS ('cls')"),
+                                     QStringLiteral("OF"));
+    parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize,
+                       sessionFile, rollout});
     parser.process(app);
 
     // Numbers and indices are read by the parser of attnlens-cli and `attnlens render`
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
     auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
     attnlens::gui::MainWindow window;
     attnlens::gui::Session* session = window.session();
+    QSize requestedSize;  // --window-size
     try {
         window.show();
         const QStringList files = parser.positionalArguments();
@@ -122,8 +127,9 @@ int main(int argc, char** argv) {
         if (parser.isSet(windowSize)) {
             const QStringList wh = parser.value(windowSize).split('x');
             if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
-            window.resize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
-                          parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
+            requestedSize = QSize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
+                                  parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
+            window.resize(requestedSize);
         }
         if (session->isOpen()) {
             const attnlens::DumpInfo& info = session->info();
@@ -138,6 +144,13 @@ int main(int argc, char** argv) {
             }
         }
         if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(text(paradigm)));
+        if (parser.isSet(rollout)) {
+            const QString of = parser.value(rollout).trimmed().toLower();
+            if (of != QStringLiteral("query") && of != QStringLiteral("cls"))
+                attnlens::throwUsage("--rollout: 'query' or 'cls', got " + attnlens::quotedText(of.toStdString()));
+            session->setMapContent(of == QStringLiteral("cls") ? attnlens::gui::MapContent::RolloutOfCls
+                                                               : attnlens::gui::MapContent::RolloutOfQuery);
+        }
         if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(opacity), 0, 100, "--opacity"));
         if (parser.isSet(channel))
             session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean")
@@ -152,12 +165,16 @@ int main(int argc, char** argv) {
 
     if (parser.isSet(screenshot)) {
         const QString path = parser.value(screenshot);
+        const QSize size = requestedSize;
         auto poll = std::make_shared<std::function<void()>>();
-        *poll = [&window, session, path, poll]() {
+        *poll = [&window, session, path, poll, size]() {
             if (session->jobs().busy()) {
                 QTimer::singleShot(200, &window, *poll);
                 return;
             }
+            // Once more, after the views filled in (the window can only grow while they do), then
+            // the picture once the layouts and plots have followed.
+            if (size.isValid()) window.resize(size);
             QTimer::singleShot(300, &window, [&window, path]() {
                 const bool ok = window.grab().save(path);
                 QTextStream(stderr) << (ok ? "wrote " : "could not write ") << path << "\n";

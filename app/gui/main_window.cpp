@@ -9,6 +9,7 @@
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -207,6 +208,62 @@ void MainWindow::createDocks() {
     form->addRow(QStringLiteral("Query token"), query_);
     form->addRow(QString(), queryName_);
     form->addRow(QStringLiteral("Paradigm"), paradigm_);
+    mapContent_ = new QComboBox;
+    mapContent_->setObjectName(QStringLiteral("mapContent"));
+    mapContent_->addItem(QStringLiteral("attention of the head"), QString::fromUtf8(toString(MapContent::Attention)));
+    mapContent_->addItem(QStringLiteral("rollout of the query"),
+                         QString::fromUtf8(toString(MapContent::RolloutOfQuery)));
+    mapContent_->addItem(QStringLiteral("rollout of CLS"), QString::fromUtf8(toString(MapContent::RolloutOfCls)));
+    mapContent_->setToolTip(
+        QStringLiteral("What the token map and the paradigm comparison show: the selected head's attention row, or "
+                       "the attention rollout (Abnar and Zuidema 2020) of the query or of CLS through the layer's "
+                       "model up to the selected layer, all heads fused (R)"));
+    rolloutFusion_ = new QComboBox;
+    rolloutFusion_->setObjectName(QStringLiteral("rolloutFusion"));
+    for (HeadFusion f : {HeadFusion::Mean, HeadFusion::Max, HeadFusion::Min})
+        rolloutFusion_->addItem(QString::fromUtf8(toString(f)));
+    rolloutFusion_->setToolTip(QStringLiteral("How the rollout fuses a layer's heads"));
+    rolloutWeights_ = new QComboBox;
+    rolloutWeights_->setObjectName(QStringLiteral("rolloutWeights"));
+    for (RolloutWeights w : {RolloutWeights::Clipped, RolloutWeights::Signed, RolloutWeights::Absolute})
+        rolloutWeights_->addItem(QString::fromUtf8(toString(w)));
+    rolloutWeights_->setToolTip(
+        QStringLiteral("InLine and MALA rows hold negative weights: clipped = max(A, 0) with rows renormalised "
+                       "(default), signed = A as it is, absolute = |A| renormalised"));
+    // Sized by a few characters, not by their longest item, so that the dock stays as narrow as
+    // without them (the window must fit 1024 px with the comparison's panels).
+    for (auto [box, chars] :
+         {std::pair{mapContent_, 14}, std::pair{rolloutFusion_, 4}, std::pair{rolloutWeights_, 6}}) {
+        box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        box->setMinimumContentsLength(chars);
+    }
+    rolloutResidual_ = new QDoubleSpinBox;
+    rolloutResidual_->setObjectName(QStringLiteral("rolloutResidual"));
+    rolloutResidual_->setRange(0, 1);
+    rolloutResidual_->setSingleStep(0.05);
+    rolloutResidual_->setDecimals(2);
+    rolloutResidual_->setPrefix(QStringLiteral("w "));
+    rolloutResidual_->setToolTip(QStringLiteral("Residual w: each layer's R = (1 - w) F + w I, rows renormalised"));
+    rolloutDiscard_ = new QDoubleSpinBox;
+    rolloutDiscard_->setObjectName(QStringLiteral("rolloutDiscard"));
+    rolloutDiscard_->setRange(0, 0.99);
+    rolloutDiscard_->setSingleStep(0.05);
+    rolloutDiscard_->setDecimals(2);
+    rolloutDiscard_->setPrefix(QStringLiteral("discard "));
+    rolloutDiscard_->setToolTip(
+        QStringLiteral("Discard ratio: this fraction of each fused layer matrix's lowest entries set to 0 (forms the "
+                       "N x N matrix)"));
+    auto* rolloutRow1 = new QHBoxLayout;
+    rolloutRow1->setContentsMargins(0, 0, 0, 0);
+    rolloutRow1->addWidget(rolloutFusion_);
+    rolloutRow1->addWidget(rolloutWeights_);
+    auto* rolloutRow2 = new QHBoxLayout;
+    rolloutRow2->setContentsMargins(0, 0, 0, 0);
+    rolloutRow2->addWidget(rolloutResidual_);
+    rolloutRow2->addWidget(rolloutDiscard_);
+    form->addRow(QStringLiteral("Maps show"), mapContent_);
+    form->addRow(QStringLiteral("Rollout"), rolloutRow1);
+    form->addRow(QString(), rolloutRow2);
     branch_ = new QCheckBox(QStringLiteral("With local branch"));
     branch_->setObjectName(QStringLiteral("localBranch"));
     branchChannel_ = new QComboBox;
@@ -261,6 +318,14 @@ void MainWindow::createDocks() {
     connect(paradigm_, &QComboBox::currentIndexChanged, this, [this](int v) {
         if (!syncing_ && v >= 0) session_->setParadigm(v);
     });
+    connect(mapContent_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (syncing_ || i < 0) return;
+        session_->setMapContent(parseMapContent(mapContent_->itemData(i).toString().toStdString()));
+    });
+    for (QComboBox* box : {rolloutFusion_, rolloutWeights_})
+        connect(box, &QComboBox::currentIndexChanged, this, [this]() { applyRolloutOptions(); });
+    for (QDoubleSpinBox* box : {rolloutResidual_, rolloutDiscard_})
+        connect(box, &QDoubleSpinBox::valueChanged, this, [this]() { applyRolloutOptions(); });
     connect(branch_, &QCheckBox::toggled, this, [this](bool on) {
         if (!syncing_) session_->setLocalBranch(on);
     });
@@ -406,6 +471,9 @@ void MainWindow::createMenus() {
         if (!session_->layerHasLocalBranch() || dv <= 0) return;
         const int c = session_->selection().localChannel;  // -1 (mean), 0, ..., dv - 1, then -1
         session_->setLocalChannel(c + 1 >= dv ? -1 : c + 1);
+    });
+    add(QStringLiteral("Rollout of the query on / off"), QKeySequence(Qt::Key_R), [this]() {
+        session_->setMapContent(session_->rolloutShown() ? MapContent::Attention : MapContent::RolloutOfQuery);
     });
     add(QStringLiteral("Query: first prefix token (CLS)"), QKeySequence(Qt::Key_Home), [this]() {
         if (session_->layout().prefix > 0) session_->setQuery(0);
@@ -789,6 +857,35 @@ void MainWindow::syncSelectionWidgets() {
     }
     syncing_ = false;
     syncBranchWidgets();
+    syncRolloutWidgets();
+}
+
+void MainWindow::syncRolloutWidgets() {
+    const bool was = syncing_;
+    syncing_ = true;
+    const bool open = session_->isOpen();
+    const Selection& sel = session_->selection();
+    mapContent_->setEnabled(open);
+    mapContent_->setCurrentIndex(std::max(0, mapContent_->findData(QString::fromUtf8(toString(sel.map)))));
+    const RolloutOptions& o = session_->rolloutOptions();
+    rolloutFusion_->setCurrentText(QString::fromUtf8(toString(o.fusion)));
+    rolloutWeights_->setCurrentText(QString::fromUtf8(toString(o.weights)));
+    rolloutResidual_->setValue(o.residual);
+    rolloutDiscard_->setValue(o.discardRatio);
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{rolloutFusion_, rolloutWeights_, rolloutResidual_, rolloutDiscard_})
+        w->setEnabled(open && session_->rolloutShown());
+    syncing_ = was;
+}
+
+void MainWindow::applyRolloutOptions() {
+    if (syncing_) return;
+    RolloutOptions o;
+    o.fusion = parseHeadFusion(rolloutFusion_->currentText().toStdString());
+    o.weights = parseRolloutWeights(rolloutWeights_->currentText().toStdString());
+    o.residual = rolloutResidual_->value();
+    o.discardRatio = rolloutDiscard_->value();
+    session_->setRolloutOptions(o);  // the widgets' ranges are the options' ranges
 }
 
 void MainWindow::syncBranchWidgets() {

@@ -14,6 +14,7 @@
 class QCheckBox;
 class QComboBox;
 class QDialog;
+class QDoubleSpinBox;
 class QLabel;
 class QListWidget;
 class QProgressBar;
@@ -100,6 +101,8 @@ private:
     void syncSelectionWidgets();
     void syncParadigmWidgets();
     void syncBranchWidgets();
+    void syncRolloutWidgets();
+    void applyRolloutOptions();            // from the dock's rollout widgets
     void syncStatsCoverage();              // the "Statistics over" box from the session
     void chooseStatsLayers();              // a non-modal list of the dump's layers to check
     void savePreferences(Preferences& p);  // fills in the view state, then writes QSettings
@@ -143,6 +146,11 @@ private:
     QComboBox* paradigm_ = nullptr;
     QCheckBox* branch_ = nullptr;         // "With local branch"
     QComboBox* branchChannel_ = nullptr;  // mean over channels, channel 0 .. d_v - 1
+    QComboBox* mapContent_ = nullptr;     // what the maps show: attention, rollout of the query or of CLS
+    QComboBox* rolloutFusion_ = nullptr;
+    QComboBox* rolloutWeights_ = nullptr;
+    QDoubleSpinBox* rolloutResidual_ = nullptr;
+    QDoubleSpinBox* rolloutDiscard_ = nullptr;
     QListWidget* shown_ = nullptr;
     QTreeWidget* issues_ = nullptr;
     QDockWidget* issuesDock_ = nullptr;

@@ -94,6 +94,13 @@ QString renderUsage() {
         "                    query place, on the layer of the same name (else the same position)\n"
         "  --second-layer L  dumps: the second dump's layer, name or position\n"
         "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
+        "  --rollout OF      tokenmap, compare: the attention rollout of the query ('query') or of CLS\n"
+        "                    ('cls') through the layer's model up to --layer, instead of the head's\n"
+        "                    row ('off'); README \"Rollout\"\n"
+        "  --rollout-fusion F   heads fused by mean (default), max or min\n"
+        "  --rollout-weights W  clipped (default), signed or absolute\n"
+        "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
+        "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
         "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
         "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
         "                    options above change it\n"
@@ -118,10 +125,40 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              channel = opt({"channel"}, "C"), help = opt({"h", "help"}),
                              sessionFile = opt({"session", kSessionOptionAlias}, "JSON"),
                              secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
-                             sameParadigm = opt({"same-paradigm"});
-    p.addOptions({view,        image,   layer,  head,   query,       paradigm,   paradigms,   define,
-                  size,        dpi,     log,    shared, diff,        scope,      k,           opacity,
-                  localBranch, channel, output, help,   sessionFile, secondFile, secondLayer, sameParadigm});
+                             sameParadigm = opt({"same-paradigm"}), rollout = opt({"rollout"}, "OF"),
+                             rolloutFusion = opt({"rollout-fusion"}, "F"),
+                             rolloutWeights = opt({"rollout-weights"}, "W"),
+                             rolloutResidual = opt({"rollout-residual"}, "R"),
+                             rolloutDiscard = opt({"rollout-discard"}, "D");
+    p.addOptions({view,
+                  image,
+                  layer,
+                  head,
+                  query,
+                  paradigm,
+                  paradigms,
+                  define,
+                  size,
+                  dpi,
+                  log,
+                  shared,
+                  diff,
+                  scope,
+                  k,
+                  opacity,
+                  localBranch,
+                  channel,
+                  output,
+                  help,
+                  sessionFile,
+                  secondFile,
+                  secondLayer,
+                  sameParadigm,
+                  rollout,
+                  rolloutFusion,
+                  rolloutWeights,
+                  rolloutResidual,
+                  rolloutDiscard});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
@@ -203,6 +240,25 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
             if (const QString e = session.localBranchError(); !e.isEmpty()) throwInput(e.toStdString());
         }
+        RolloutOptions ro = session.rolloutOptions();  // the session's, else the defaults
+        if (p.isSet(rolloutFusion)) ro.fusion = parseHeadFusion(p.value(rolloutFusion).toStdString());
+        if (p.isSet(rolloutWeights)) ro.weights = parseRolloutWeights(p.value(rolloutWeights).toStdString());
+        if (p.isSet(rolloutResidual))
+            ro.residual = parseNumber(p.value(rolloutResidual).toStdString(), "--rollout-residual");
+        if (p.isSet(rolloutDiscard))
+            ro.discardRatio = parseNumber(p.value(rolloutDiscard).toStdString(), "--rollout-discard");
+        session.setRolloutOptions(ro);  // Error(Usage) naming the option out of range
+        if (p.isSet(rollout)) {
+            const QString of = p.value(rollout).trimmed().toLower();
+            if (of == QStringLiteral("query"))
+                session.setMapContent(MapContent::RolloutOfQuery);
+            else if (of == QStringLiteral("cls"))
+                session.setMapContent(MapContent::RolloutOfCls);
+            else if (of == QStringLiteral("off"))
+                session.setMapContent(MapContent::Attention);
+            else
+                throwUsage("--rollout: 'query', 'cls' or 'off', got " + quotedText(of.toStdString()));
+        }
         const QString sc = p.value(scope);
         if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
             throwUsage("--scope: 'image' or 'all'");
@@ -222,6 +278,15 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             if (p.isSet(secondLayer))
                 d->setSecondLayer(parseLayer(p.value(secondLayer).toStdString(), second.info(), "--second-layer"));
             d->setSameParadigm(p.isSet(sameParadigm));
+        }
+        if (session.rolloutShown() && (viewId == QStringLiteral("tokenmap") || viewId == QStringLiteral("compare"))) {
+            // A rollout that cannot be computed (an unreadable layer on the way, stages of different
+            // sizes, no CLS) is an input error, not a figure without a map.
+            std::vector<int> drawn = viewId == QStringLiteral("tokenmap")
+                                         ? std::vector<int>{session.selection().paradigm}
+                                         : session.selection().shown;
+            for (int para : drawn)
+                if (const QString e = session.mapRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
         }
         v->resize(canvas);
         if (auto* t = dynamic_cast<TokenMapView*>(v.get()))

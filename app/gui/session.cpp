@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "attnlens/error.h"
 #include "attnlens/open_check.h"
@@ -83,6 +84,20 @@ Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
             Q_EMIT layerReportChanged();
             return;
         }
+        if (slot.startsWith(QStringLiteral("rollout/"))) {
+            const std::string key = rollouts_.pendingKey(slot);
+            if (key.empty() || rollouts_.contains(key)) return;
+            rollouts_.fail(key, QString::fromLatin1(kCancelledMessage));
+            Q_EMIT rolloutChanged();
+            return;
+        }
+        if (slot.startsWith(QStringLiteral("rollout product/"))) {
+            const std::string key = rolloutProducts_.pendingKey(slot);
+            if (key.empty() || rolloutProducts_.contains(key)) return;
+            rolloutProducts_.fail(key, QString::fromLatin1(kCancelledMessage));
+            Q_EMIT rolloutChanged();
+            return;
+        }
         if (!slot.startsWith(QStringLiteral("layer statistics/"))) return;
         const std::string key = reports_.pendingKey(slot);
         if (key.empty() || reports_.contains(key)) return;
@@ -137,6 +152,9 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     branchSpectra_.clear();
     reports_.clear();
     locality_.clear();
+    rollouts_.clear();
+    rolloutProducts_.clear();
+    rolloutPlaceholders_.clear();
     reportedIssues_.clear();
     readErrors_.clear();
     // Dumps of several models: the statistics cover the selected layer's model (following it), so
@@ -192,6 +210,9 @@ void Session::setPreferences(const Preferences& prefs) {
     branchSpectra_.clear();
     reports_.clear();
     locality_.clear();
+    rollouts_.clear();
+    rolloutProducts_.clear();
+    rolloutPlaceholders_.clear();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
 }
@@ -451,6 +472,22 @@ void summariseRow(RowData& r) {
     }
     r.minFinite = std::isfinite(lo) ? lo : 0;
     r.maxFinite = std::isfinite(hi) ? hi : 0;
+    r.colourMin = r.minFinite;
+    r.colourMax = r.maxFinite;
+}
+
+// A rollout row's colour extent without the rolled-out token (RowData::colourMin).
+void rolloutColourExtent(RowData& r) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (Index j = 0; j < r.values.size(); ++j)
+        if (j != r.rolledOut && std::isfinite(r.values[j])) {
+            lo = std::min(lo, r.values[j]);
+            hi = std::max(hi, r.values[j]);
+        }
+    if (std::isfinite(lo) && hi > lo) {
+        r.colourMin = lo;
+        r.colourMax = hi;
+    }
 }
 
 }  // namespace
@@ -511,6 +548,268 @@ const RowData& Session::shownRow(int paradigm) {
     summariseRow(r);
     r.withBranch = true;
     return branchRows_.emplace(paradigm, std::move(r)).first->second;
+}
+
+// ---- Rollout ------------------------------------------------------------------------------------
+
+std::string_view toString(MapContent content) {
+    switch (content) {
+        case MapContent::Attention:
+            return "attention";
+        case MapContent::RolloutOfQuery:
+            return "rollout-query";
+        case MapContent::RolloutOfCls:
+            return "rollout-cls";
+    }
+    return "?";
+}
+
+MapContent parseMapContent(std::string_view s) {
+    for (MapContent c : {MapContent::Attention, MapContent::RolloutOfQuery, MapContent::RolloutOfCls})
+        if (s == toString(c)) return c;
+    throwUsage("map " + quotedText(std::string(s)) + " is not one of attention, rollout-query, rollout-cls");
+}
+
+void Session::setMapContent(MapContent content) {
+    // Choosing a map again is the way to run a failed or cancelled rollout again.
+    for (int p = 0; p < int(paradigms_.size()) && isOpen(); ++p) {
+        rollouts_.forget(rolloutKey(p));
+        rolloutProducts_.forget(rolloutProductKey(p));
+    }
+    rolloutPlaceholders_.clear();
+    if (sel_.map == content) {
+        Q_EMIT rolloutChanged();
+        return;
+    }
+    sel_.map = content;
+    Q_EMIT selectionChanged();
+}
+
+void Session::setRolloutOptions(const RolloutOptions& options) {
+    validate(options);
+    rolloutOptions_ = options;
+    rolloutPlaceholders_.clear();
+    Q_EMIT selectionChanged();
+}
+
+std::vector<int> Session::rolloutLayers() const {
+    if (!isOpen()) return {};
+    const std::string model = layerModel();
+    std::vector<int> layers;
+    if (!model.empty()) layers = modelLayers(model);
+    if (layers.empty())
+        for (int l = 0; l < int(info().layers.size()); ++l) layers.push_back(l);
+    std::erase_if(layers, [this](int l) { return l > sel_.layer; });
+    return layers;
+}
+
+Index Session::rolloutQuery() const { return sel_.map == MapContent::RolloutOfCls ? 0 : sel_.query; }
+
+QString Session::rolloutDescription() const {
+    const std::vector<int> layers = rolloutLayers();
+    if (layers.empty()) return {};
+    const auto name = [this](int l) { return QString::fromStdString(info().layers[std::size_t(l)].name); };
+    const RolloutOptions& o = rolloutOptions_;
+    QString weights;
+    switch (o.weights) {
+        case RolloutWeights::Signed:
+            weights = QStringLiteral("signed weights (A as it is)");
+            break;
+        case RolloutWeights::Clipped:
+            weights = QStringLiteral("clipped weights (max(A, 0), rows renormalised)");
+            break;
+        case RolloutWeights::Absolute:
+            weights = QStringLiteral("absolute weights (|A|, rows renormalised)");
+            break;
+    }
+    const QString through =
+        layers.size() == 1
+            ? QStringLiteral("%1 (1 layer)").arg(name(layers.front()))
+            : QStringLiteral("%1 … %2 (%3 layers)").arg(name(layers.front()), name(layers.back())).arg(layers.size());
+    return QStringLiteral("rollout through %1: heads fused by %2, %3, residual %4, %5")
+        .arg(through, QString::fromUtf8(toString(o.fusion)), weights, QString::number(o.residual))
+        .arg(o.discardRatio > 0 ? QStringLiteral("discard %1").arg(o.discardRatio) : QStringLiteral("no discard"));
+}
+
+std::string Session::rolloutProductKey(int paradigm) const {
+    std::string k = "rollout/image " + std::to_string(sel_.image) + "/layers";
+    for (int l : rolloutLayers()) k += ' ' + std::to_string(l);
+    const RolloutOptions& o = rolloutOptions_;
+    k += '/' + std::string(toString(o.fusion)) + ' ' + std::string(toString(o.weights)) + ' ' +
+         std::to_string(o.residual) + ' ' + std::to_string(o.discardRatio) + '/' + paradigmKey(paradigm);
+    return k;
+}
+
+std::string Session::rolloutKey(int paradigm) const {
+    return rolloutProductKey(paradigm) + "/query " + std::to_string(rolloutQuery());
+}
+
+namespace {
+
+// The rollout row of `query` as the views take it: summarised, its colour extent without itself.
+RowData rolloutRowData(RowVector values, Index query) {
+    RowData r;
+    r.rollout = true;
+    r.values = std::move(values);
+    r.rolledOut = query;
+    summariseRow(r);
+    rolloutColourExtent(r);
+    if (r.nonFiniteEntries > 0) r.status = RowStatus::NonFinite;
+    return r;
+}
+
+constexpr std::size_t kRolloutRowsKept = 4096;  // rows of earlier queries kept for flicking back
+
+std::vector<RolloutLayer> rolloutLayersOf(const std::vector<std::shared_ptr<const AttentionHead>>& heads,
+                                          const std::vector<int>& headCounts) {
+    std::vector<RolloutLayer> layers;
+    std::size_t next = 0;
+    for (int count : headCounts) {
+        RolloutLayer layer;
+        for (int h = 0; h < count; ++h) layer.push_back(heads[next++].get());
+        layers.push_back(std::move(layer));
+    }
+    return layers;
+}
+
+}  // namespace
+
+const RowData& Session::mapRow(int paradigm) {
+    if (!rolloutShown()) return shownRow(paradigm);
+    const std::string key = rolloutKey(paradigm);
+    if (const RowData* r = rollouts_.find(key)) return *r;
+    const bool product = layout().tokens() <= kRolloutProductMaxTokens;
+    const std::string productKey = rolloutProductKey(paradigm);
+    if (product) {
+        if (const auto* m = rolloutProducts_.find(productKey)) {
+            if (rollouts_.size() > kRolloutRowsKept) rollouts_.clear();
+            const Index q = rolloutQuery();
+            rollouts_.store(key, rolloutRowData((*m)->row(q), q));
+            return *rollouts_.find(key);
+        }
+    }
+    RowData& placeholder = rolloutPlaceholders_[paradigm];
+    placeholder = RowData{};
+    placeholder.rollout = true;
+    placeholder.values = RowVector::Constant(layout().tokens(), NAN);
+    placeholder.nonFiniteEntries = placeholder.values.size();
+    const QString failure = product ? rolloutProducts_.error(productKey) : rollouts_.error(key);
+    if (!failure.isEmpty()) {
+        placeholder.error = failure;
+        return placeholder;
+    }
+    const bool computing =
+        product ? rolloutProducts_.computing(jobs_, QStringLiteral("rollout product/%1").arg(paradigm), productKey)
+                : rollouts_.computing(jobs_, QStringLiteral("rollout/%1").arg(paradigm), key);
+    if (!computing) {
+        const QString why = product ? submitRolloutProduct(paradigm, productKey) : submitRollout(paradigm, key);
+        if (!why.isEmpty()) {
+            if (product)
+                rolloutProducts_.fail(productKey, why);
+            else
+                rollouts_.fail(key, why);
+            placeholder.error = why;
+            return placeholder;
+        }
+        // A synchronous runner (render) has delivered already, or failed.
+        if (rollouts_.find(key) ||
+            (product && (rolloutProducts_.find(productKey) || rolloutProducts_.failed(productKey))) ||
+            (!product && rollouts_.failed(key)))
+            return mapRow(paradigm);
+    }
+    placeholder.pending = true;
+    return placeholder;
+}
+
+QString Session::rolloutHeads(int paradigm, std::vector<std::shared_ptr<const AttentionHead>>& heads,
+                              std::vector<int>& headCounts) {
+    const std::vector<int> layers = rolloutLayers();
+    if (layers.empty()) return QStringLiteral("rollout: no layers");
+    if (sel_.map == MapContent::RolloutOfCls && layout().prefix == 0)
+        return QStringLiteral("rollout of CLS: layer %1 has no prefix token (CLS)")
+            .arg(QString::fromStdString(layerInfo().name));
+    const QString through = QStringLiteral("the rollout through %1")
+                                .arg(QString::fromStdString(info().layers[std::size_t(layers.front())].name));
+    for (int layer : layers) {
+        const LayerInfo& li = info().layers[std::size_t(layer)];
+        if (li.layout.tokens() != layout().tokens())
+            return QStringLiteral(
+                       "%1 needs layers of one token count: %2 has %3 tokens, %4 has %5 (rollout does not "
+                       "cover hierarchical models whose stages differ in size)")
+                .arg(through, QString::fromStdString(li.name))
+                .arg(li.layout.tokens())
+                .arg(QString::fromStdString(layerInfo().name))
+                .arg(layout().tokens());
+        headCounts.push_back(li.heads);
+        for (int h = 0; h < li.heads; ++h) {
+            const HeadKey k{sel_.image, layer, h};
+            if (const QString e = headError(k); !e.isEmpty()) return through + QStringLiteral(" needs it: ") + e;
+            try {
+                heads.push_back(head(k, paradigm));
+            } catch (const std::exception& e) {
+                return through + QStringLiteral(": ") + shortError(QString::fromStdString(e.what()), path_);
+            }
+        }
+    }
+    return {};
+}
+
+QString Session::submitRollout(int paradigm, const std::string& key) {
+    std::vector<std::shared_ptr<const AttentionHead>> heads;
+    std::vector<int> headCounts;
+    if (const QString why = rolloutHeads(paradigm, heads, headCounts); !why.isEmpty()) return why;
+    const Index query = rolloutQuery();
+    const RolloutOptions options = rolloutOptions_;
+    // Two jobs run at once (the comparison asks for one per paradigm): each gets half the processors.
+    const int threads = std::max(1, int(std::thread::hardware_concurrency()) / 2);
+    const QString slot = QStringLiteral("rollout/%1").arg(paradigm);
+    const QString label =
+        QStringLiteral("rollout (%1)").arg(QString::fromStdString(paradigms_[std::size_t(paradigm)].name));
+    rollouts_.submitted(slot, key);
+    jobs_.submit<RowData>(
+        slot, label,
+        [heads, headCounts, query, options, threads](const JobContext& ctx) {
+            return rolloutRowData(
+                rolloutRow(rolloutLayersOf(heads, headCounts), query, options, threads, ctx.cancelFlag()), query);
+        },
+        [this, key](RowData& r) {
+            if (rollouts_.size() > kRolloutRowsKept) rollouts_.clear();
+            rollouts_.store(key, std::move(r));
+            Q_EMIT rolloutChanged();
+        },
+        [this, key, label](const QString& error) {
+            rollouts_.fail(key, shortError(error, path_));
+            reportIssue(IssueKind::JobFailed, label + ": " + error);
+            Q_EMIT rolloutChanged();
+        });
+    return {};
+}
+
+QString Session::submitRolloutProduct(int paradigm, const std::string& productKey) {
+    std::vector<std::shared_ptr<const AttentionHead>> heads;
+    std::vector<int> headCounts;
+    if (const QString why = rolloutHeads(paradigm, heads, headCounts); !why.isEmpty()) return why;
+    const RolloutOptions options = rolloutOptions_;
+    const QString slot = QStringLiteral("rollout product/%1").arg(paradigm);
+    const QString label =
+        QStringLiteral("rollout (%1)").arg(QString::fromStdString(paradigms_[std::size_t(paradigm)].name));
+    rolloutProducts_.submitted(slot, productKey);
+    jobs_.submit<std::shared_ptr<const Matrix>>(
+        slot, label,
+        [heads, headCounts, options](const JobContext& ctx) {
+            return std::shared_ptr<const Matrix>(
+                std::make_shared<Matrix>(rolloutMatrix(rolloutLayersOf(heads, headCounts), options, ctx.cancelFlag())));
+        },
+        [this, productKey](std::shared_ptr<const Matrix>& m) {
+            rolloutProducts_.store(productKey, m);
+            Q_EMIT rolloutChanged();
+        },
+        [this, productKey, label](const QString& error) {
+            rolloutProducts_.fail(productKey, shortError(error, path_));
+            reportIssue(IssueKind::JobFailed, label + ": " + error);
+            Q_EMIT rolloutChanged();
+        });
+    return {};
 }
 
 // ---- Local branch -------------------------------------------------------------------------------

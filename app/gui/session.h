@@ -18,6 +18,7 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/rollout.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
@@ -26,6 +27,13 @@
 #include "preferences.h"
 
 namespace attnlens::gui {
+
+// What the token map and the paradigm comparison draw for each paradigm: the selected query's row
+// of the selected head, or an attention rollout (README "Rollout") of the selected query or of the
+// first prefix token (CLS) through the selected layer's model up to the selected layer.
+enum class MapContent { Attention, RolloutOfQuery, RolloutOfCls };
+std::string_view toString(MapContent content);   // "attention", "rollout-query", "rollout-cls"
+MapContent parseMapContent(std::string_view s);  // Error(Usage) naming the choices
 
 struct Selection {
     int image = 0;
@@ -43,6 +51,7 @@ struct Selection {
     // whenever the paradigm list has it: on by default and on every newly opened dump; choosing a
     // different paradigm turns it off, choosing the layer's own turns it back on.
     bool paradigmFollowsLayer = true;
+    MapContent map = MapContent::Attention;
 };
 
 // The branch kernel the views add for the current selection: one channel's kernel (or the mean
@@ -76,6 +85,12 @@ struct RowData {
     // Non-empty when the head could not be read (values are then all NaN): the views show this
     // instead of a map ("layer 2 cannot be read: ...").
     QString error;
+    bool rollout = false;  // values are a rollout row (Session::mapRow), not a row of A
+    // The colour range's extent: minFinite and maxFinite, except that a rollout's extent leaves out
+    // the rolled-out token itself, whose residual share (w per layer) dwarfs every other weight.
+    double colourMin = 0, colourMax = 0;
+    Index rolledOut = -1;  // the token a rollout row is of
+    bool pending = false;  // a rollout still being computed (values all NaN): the views say so
 };
 
 // A problem found in the data, shown in the issues list (never a modal box).
@@ -167,6 +182,29 @@ public:
     const RowData& shownRow(int paradigm);
     // Computes the rows of every listed paradigm now (the click path; also the benchmark's).
     void computeRows(const std::vector<int>& paradigms);
+
+    // What the token map and the comparison draw: shownRow(paradigm) for MapContent::Attention;
+    // otherwise the rollout row of rolloutQuery() through rolloutLayers() with rolloutOptions(),
+    // computed in the background (pending while it is, `error` when it cannot be, rolloutChanged
+    // when it lands). The local branch is not part of a rollout.
+    const RowData& mapRow(int paradigm);
+    void setMapContent(MapContent content);  // forgets failed or cancelled rollouts (the way to retry)
+    bool rolloutShown() const { return sel_.map != MapContent::Attention; }
+    // Error(Usage) naming the option when out of range (validate(RolloutOptions)).
+    void setRolloutOptions(const RolloutOptions& options);
+    const RolloutOptions& rolloutOptions() const { return rolloutOptions_; }
+    // The selected layer's model from its first layer to the selected one, in dump order (every
+    // layer up to the selected one when the layer names name no model).
+    std::vector<int> rolloutLayers() const;
+    // The token rolled out: the selected query, or token 0 for MapContent::RolloutOfCls.
+    Index rolloutQuery() const;
+    // Up to this many tokens a rollout job forms the whole product R_L ... R_1 (L N^3: 0.1 s for 12
+    // layers at N = 197), so that every further query's rollout is one of its rows, at once; above
+    // it, each query's row is computed on its own (O(L N^2 d) for softmax, O(L N d) factorised).
+    static constexpr Index kRolloutProductMaxTokens = 512;
+    // For titles and notes: "rollout through mala.block0 … mala.block2 (3 layers): heads fused by
+    // mean, clipped weights (max(A, 0), rows renormalised), residual 0.5, no discard".
+    QString rolloutDescription() const;
 
     // ---- Local branch ---------------------------------------------------------------------------
     void setLocalBranch(bool on);
@@ -270,6 +308,7 @@ Q_SIGNALS:
     void paradigmsChanged();  // the list or the shown set or the preferences
     void spectraChanged();
     void layerReportChanged();
+    void rolloutChanged();  // a rollout row landed or failed
     void issueFound(const attnlens::gui::Issue& issue);
 
 private:
@@ -282,6 +321,16 @@ private:
     std::string spectrumKey(const HeadKey& key, int paradigm) const;
     std::string reportKey(StatsScope scope) const;
     std::string localityKey() const;
+    std::string rolloutKey(int paradigm) const;
+    std::string rolloutProductKey(int paradigm) const;  // rolloutKey without the query
+    // The heads of rolloutLayers() under `paradigm` (layer by layer: headCounts), or the reason they
+    // cannot be had (an unreadable layer, stages of different sizes, no CLS).
+    QString rolloutHeads(int paradigm, std::vector<std::shared_ptr<const AttentionHead>>& heads,
+                         std::vector<int>& headCounts);
+    // Starts the job of `paradigm`'s rollout row (N > kRolloutProductMaxTokens) or of its whole
+    // product (otherwise); the reason when it cannot start.
+    QString submitRollout(int paradigm, const std::string& key);
+    QString submitRolloutProduct(int paradigm, const std::string& productKey);
     std::string branchSpectrumKey(int paradigm, const BranchKernel& kernel) const;
     void clampLocalChannel();
     void followLayerParadigm();  // sel_.paradigm = the layer's own when following it
@@ -299,6 +348,10 @@ private:
     Selection sel_;
     StatsScope scope_ = StatsScope::CurrentImage;
     JobResultCache<std::shared_ptr<const LocalityReport>> locality_;
+    RolloutOptions rolloutOptions_;
+    JobResultCache<RowData> rollouts_;                               // by rolloutKey
+    JobResultCache<std::shared_ptr<const Matrix>> rolloutProducts_;  // by rolloutProductKey
+    std::map<int, RowData> rolloutPlaceholders_;  // paradigm -> pending or failed rollout of the selection
     std::string statsModel_;
     bool statsModelFollowsLayer_ = true;
     std::vector<int> statsLayers_;  // non-empty: hand-picked layers (statsModel_ is then unused)

@@ -50,6 +50,15 @@ public:
             fail(key, "is " + std::to_string(n) + "; expected " + std::to_string(lo) + ".." + std::to_string(hi));
         return n;
     }
+    double number(const char* key, double lo, double hi, double fallback) const {
+        const json* v = find(key);
+        if (!v) return fallback;
+        if (!v->is_number()) fail(key, "must be a number");
+        const double x = v->get<double>();
+        if (!(x >= lo && x <= hi))
+            fail(key, "is " + std::to_string(x) + "; expected " + std::to_string(lo) + ".." + std::to_string(hi));
+        return x;
+    }
     bool boolean(const char* key, bool fallback) const {
         const json* v = find(key);
         if (!v) return fallback;
@@ -106,6 +115,11 @@ json sessionToJson(const SessionState& s) {
     j["paradigm_follows_layer"] = s.paradigmFollowsLayer;
     j["shown"] = s.shown;
     j["local_branch"] = {{"on", s.localBranch}, {"channel", s.localChannel}};
+    j["map"] = s.map;
+    j["rollout"] = {{"fusion", std::string(toString(s.rollout.fusion))},
+                    {"weights", std::string(toString(s.rollout.weights))},
+                    {"residual", s.rollout.residual},
+                    {"discard_ratio", s.rollout.discardRatio}};
     json defs = json::array();
     for (const QString& d : s.paradigmDefinitions) defs.push_back(d.toStdString());
     j["paradigm_definitions"] = defs;
@@ -150,6 +164,28 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
     const FieldReader b(branch, where);
     s.localBranch = b.boolean("on", false);
     s.localChannel = int(b.integer("channel", -1, 1 << 20, -1));
+    s.map = r.text("map");
+    if (s.map.empty()) s.map = "attention";
+    try {
+        parseMapContent(s.map);
+    } catch (const Error&) {
+        r.fail("map", "must be \"attention\", \"rollout-query\" or \"rollout-cls\"");
+    }
+    const json& rollout = r.object("rollout");
+    const FieldReader ro(rollout, where);
+    try {
+        if (const std::string f = ro.text("fusion"); !f.empty()) s.rollout.fusion = parseHeadFusion(f);
+        if (const std::string w = ro.text("weights"); !w.empty()) s.rollout.weights = parseRolloutWeights(w);
+    } catch (const Error& e) {
+        r.fail("rollout", e.what());
+    }
+    s.rollout.residual = ro.number("residual", 0, 1, s.rollout.residual);
+    s.rollout.discardRatio = ro.number("discard_ratio", 0, 1, s.rollout.discardRatio);
+    try {
+        validate(s.rollout);  // the library's ranges: the discard ratio must stay below 1
+    } catch (const Error& e) {
+        r.fail("rollout", e.what());
+    }
     for (const std::string& d : r.texts("paradigm_definitions")) s.paradigmDefinitions << QString::fromStdString(d);
     s.statsModel = r.text("statistics_model");
     s.statsModelFollowsLayer = r.boolean("statistics_model_follows_layer", true);
@@ -215,6 +251,8 @@ SessionState captureSelection(const Session& session) {
     for (int i : sel.shown) s.shown.push_back(paradigms[std::size_t(i)].name);
     s.localBranch = sel.localBranch;
     s.localChannel = sel.localChannel;
+    s.map = std::string(toString(sel.map));
+    s.rollout = session.rolloutOptions();
     s.paradigmDefinitions = session.preferences().paradigmSpecs;
     s.statsModel = session.statsModel();
     s.statsModelFollowsLayer = session.statsModelFollowsLayer();
@@ -271,6 +309,8 @@ void applySelection(Session& session, const SessionState& s) {
     if (!s.shown.empty()) session.setShown(shown);
     session.setLocalChannel(s.localChannel);
     session.setLocalBranch(s.localBranch);
+    session.setRolloutOptions(s.rollout);
+    session.setMapContent(parseMapContent(s.map));
     if (s.statsModelFollowsLayer) session.setStatsModelFollowsLayer(true);
     if (!statsLayers.empty()) session.setStatsLayers(statsLayers);
     if (!s.statsScope.isEmpty())

@@ -2,9 +2,9 @@
 // A researcher's session as a small JSON file (File > Save session / Open session, `attnlens
 // --session FILE`, `attnlens render --session FILE`, and the automatic last session restored on the
 // next start): the dump, the selection by name (image, layer, head, query, paradigm, paradigms
-// shown, local branch), the paradigm definitions, the view, the statistics scope, the colour range
-// held, the image opacity and the window layout. Names rather than positions, so a session still
-// means the same thing after the paradigm list or the layer order changed, and a clear error when it
+// shown, local branch, what the maps show and the rollout's options), the paradigm definitions, the view, the
+// statistics scope, the colour range held, the image opacity and the window layout. Names rather than positions, so a
+// session still means the same thing after the paradigm list or the layer order changed, and a clear error when it
 // cannot (a layer or paradigm that no longer exists). Format: README, "Sessions".
 #include <QByteArray>
 #include <QString>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attnlens/analysis/rollout.h"
 #include "attnlens/tensor.h"
 
 namespace attnlens::gui {
@@ -39,6 +40,8 @@ struct SessionState {
     std::vector<std::string> shown;
     bool localBranch = false;
     int localChannel = -1;
+    std::string map = "attention";         // MapContent: "attention", "rollout-query" or "rollout-cls"
+    RolloutOptions rollout;                // README "Rollout"
     QStringList paradigmDefinitions;       // Preferences::paradigmSpecs ("NAME:key=value,...")
     std::string statsModel;                // "" = statistics over every layer
     bool statsModelFollowsLayer = true;    // the statistics cover the selected layer's model

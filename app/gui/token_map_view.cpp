@@ -71,6 +71,7 @@ TokenMapView::TokenMapView(Session* session, QWidget* parent) : PlotView(session
     connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
     connect(session, &Session::queryChanged, this, &PlotView::invalidate);
     connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+    connect(session, &Session::rolloutChanged, this, &PlotView::invalidate);
 }
 
 void TokenMapView::setImageOpacity(int percent) {
@@ -227,9 +228,12 @@ void TokenMapView::rebuild() {
     const Selection& sel = session_->selection();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     // With the local branch: the query's row of E_c = A + M_c (kernels have negative taps: signed).
-    const RowData& row = session_->shownRow(sel.paradigm);
-    // An unreadable head (damaged chunk): no map at all, the reason in the title and the note.
-    const bool unreadable = !row.error.isEmpty();
+    // With rollout: the rollout row of the rolled-out token (computed in the background).
+    const RowData& row = session_->mapRow(sel.paradigm);
+    const Index query = row.rollout ? session_->rolloutQuery() : sel.query;
+    // An unreadable head (damaged chunk), or a rollout not computed yet or impossible: no map at
+    // all, the reason in the title and the note.
+    const bool unreadable = !row.error.isEmpty() || row.pending;
     map_->setVisible(!unreadable);
     scale_->setVisible(!unreadable);  // a colour bar without a map would read as data
     const auto branch = row.withBranch ? session_->localBranch() : nullptr;
@@ -239,9 +243,11 @@ void TokenMapView::rebuild() {
     for (int y = 0; y < l.gridH; ++y)
         for (int x = 0; x < l.gridW; ++x) data->setCell(x, y, row.values[l.token(y, x)]);
 
-    const bool diverging =
-        paradigm.signedWeights() || row.minFinite < 0 || branch != nullptr || (heldRange_ && heldRange_->lower < 0);
-    ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
+    // A clipped or absolute rollout is non-negative whatever the paradigm: diverging only when it
+    // holds negative values.
+    const bool diverging = (!row.rollout && paradigm.signedWeights()) || row.minFinite < 0 || branch != nullptr ||
+                           (heldRange_ && heldRange_->lower < 0);
+    ColorRange range = colorRangeFor(row.colourMin, row.colourMax, diverging);
     if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
     QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                           : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
@@ -249,7 +255,9 @@ void TokenMapView::rebuild() {
     map_->setDataRange(QCPRange(range.lower, range.upper));
     scale_->setGradient(gradient);
     scale_->setDataRange(QCPRange(range.lower, range.upper));
-    scale_->axis()->setLabel(branch      ? QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)")
+    scale_->axis()->setLabel(row.rollout ? (diverging ? QStringLiteral("rollout weight (signed, 0 = white)")
+                                                      : QStringLiteral("rollout weight of token k"))
+                             : branch    ? QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)")
                              : diverging ? QStringLiteral("attention weight A[q,k] (signed, 0 = white)")
                                          : QStringLiteral("attention weight A[q,k]"));
 
@@ -272,25 +280,33 @@ void TokenMapView::rebuild() {
         prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
     }
 
-    if (l.isSpatial(sel.query)) {
-        marker_.place(l.col(sel.query), l.row(sel.query));
+    if (l.isSpatial(query)) {
+        marker_.place(l.col(query), l.row(query));
         marker_.setVisible(true);
         prefixMarker_.setVisible(false);
     } else {
         marker_.setVisible(false);
         const double w = prefixCellWidth(l);
-        prefixMarker_.place(-0.5 + (double(sel.query) + 0.5) * w, 0, w / 2, 0.45);
+        prefixMarker_.place(-0.5 + (double(query) + 0.5) * w, 0, w / 2, 0.45);
         prefixMarker_.setVisible(true);
     }
 
     const LayerInfo& layer = session_->layerInfo();
-    title_->setText(QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
-                        .arg(session_->paradigmLabel(sel.paradigm) + (branch ? QStringLiteral(" + M_c") : QString()),
-                             tokenName(l, sel.query))
-                        .arg(sel.query)
-                        .arg(sel.image)
-                        .arg(QString::fromStdString(layer.name))
-                        .arg(sel.head));
+    if (row.rollout)
+        title_->setText(QStringLiteral("%1 rollout of %2 (token %3) — image %4, up to layer %5")
+                            .arg(session_->paradigmLabel(sel.paradigm), tokenName(l, query))
+                            .arg(query)
+                            .arg(sel.image)
+                            .arg(QString::fromStdString(layer.name)));
+    else
+        title_->setText(
+            QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
+                .arg(session_->paradigmLabel(sel.paradigm) + (branch ? QStringLiteral(" + M_c") : QString()),
+                     tokenName(l, sel.query))
+                .arg(sel.query)
+                .arg(sel.image)
+                .arg(QString::fromStdString(layer.name))
+                .arg(sel.head));
     double sum = 0;
     for (Index j = 0; j < row.values.size(); ++j)
         if (std::isfinite(row.values[j])) sum += row.values[j];
@@ -298,16 +314,26 @@ void TokenMapView::rebuild() {
     // A flagged row's sum over its finite weights (often none: "0.0000") would read as a result.
     QString note =
         flagged ? QStringLiteral("ROW FLAGGED (%1): %2 of %3 weights non-finite, drawn in the NaN colour")
-                      .arg(rowFlagReason(row))
+                      .arg(row.rollout ? QStringLiteral("a row on the rollout's path is flagged or, clipped, has no "
+                                                        "positive weight")
+                                       : rowFlagReason(row))
                       .arg(row.nonFiniteEntries)
                       .arg(row.values.size())
                 : QStringLiteral("row sum %1 · min %2 · max %3 · N = %4")
                       .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
                       .arg(row.values.size());
-    if (heldRange_) note += QStringLiteral(" · colour range held");
+    if (heldRange_)
+        note += QStringLiteral(" · colour range held");
+    else if (row.rollout && !flagged && (row.colourMax < row.maxFinite || row.colourMin > row.minFinite))
+        note += QStringLiteral(" · colour range without %1's own %2")
+                    .arg(tokenName(l, query), formatWeight(row.values[query]));
     // Whether the branch is included, and which channel (nothing for dumps without any branch).
-    const QString branchError = session_->localBranchError();
-    if (branch)
+    const QString branchError = row.rollout ? QString() : session_->localBranchError();
+    if (row.rollout)
+        note = wrapText(session_->rolloutDescription(), 90) +
+               (session_->localBranchStatus().isEmpty() ? QString() : QStringLiteral(" (local branch not included)")) +
+               '\n' + note;
+    else if (branch)
         note = QStringLiteral("E_c = A + M_c, local branch %1\n").arg(branch->describe()) + note;
     else if (!branchError.isEmpty())
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
@@ -315,7 +341,21 @@ void TokenMapView::rebuild() {
         note = QStringLiteral("A, %1 · ").arg(status) + note;
     note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
     note_->setText(note);
-    if (unreadable) {
+    if (row.pending) {
+        marker_.setVisible(false);
+        prefixMarker_.setVisible(false);
+        for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
+            prefixCells_[std::size_t(i)]->setBrush(QColor(235, 235, 235));
+            prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  …").arg(prefixName(i, l.prefix)));
+            prefixLabels_[std::size_t(i)]->setColor(Qt::black);
+        }
+        title_->setText(QStringLiteral("%1 rollout — query %2 (token %3) — image %4: computing…")
+                            .arg(QString::fromStdString(paradigm.name), tokenName(l, query))
+                            .arg(query)
+                            .arg(sel.image));
+        note_->setText(wrapText(session_->rolloutDescription(), 90));
+        note_->setTextColor(QColor(Qt::black));
+    } else if (unreadable) {
         marker_.setVisible(false);
         prefixMarker_.setVisible(false);
         for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
@@ -323,11 +363,14 @@ void TokenMapView::rebuild() {
             prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  —").arg(prefixName(i, l.prefix)));
             prefixLabels_[std::size_t(i)]->setColor(Qt::black);
         }
-        title_->setText(QStringLiteral("%1 — image %2, layer %3, head %4: NOT SHOWN")
-                            .arg(QString::fromStdString(paradigm.name))
-                            .arg(sel.image)
-                            .arg(QString::fromStdString(layer.name))
-                            .arg(sel.head));
+        const QString where = row.rollout ? QStringLiteral("rollout — image %1, up to layer %2")
+                                                .arg(sel.image)
+                                                .arg(QString::fromStdString(layer.name))
+                                          : QStringLiteral("image %1, layer %2, head %3")
+                                                .arg(sel.image)
+                                                .arg(QString::fromStdString(layer.name))
+                                                .arg(sel.head);
+        title_->setText(QStringLiteral("%1 %2: NOT SHOWN").arg(QString::fromStdString(paradigm.name), where));
         note_->setText(wrapText(row.error, 90));
         note_->setTextColor(QColor(180, 0, 0));
     }
@@ -354,13 +397,16 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
     const TokenLayout& l = session_->layout();
     const Selection& sel = session_->selection();
     const QString name = QString::fromStdString(session_->paradigms()[std::size_t(sel.paradigm)].name);
-    const QString sym = session_->localBranch() ? QStringLiteral("E_c") : QStringLiteral("A");
+    const QString sym = session_->rolloutShown()  ? QStringLiteral("rollout")
+                        : session_->localBranch() ? QStringLiteral("E_c")
+                                                  : QStringLiteral("A");
+    const Index query = session_->rolloutShown() ? session_->rolloutQuery() : sel.query;
     int x = 0, y = 0;
     if (cellAt(map_, e->position(), &x, &y)) {
         const Index key = l.token(y, x);
         Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
                              .arg(name, sym)
-                             .arg(sel.query)
+                             .arg(query)
                              .arg(key)
                              .arg(tokenName(l, key), formatWeight(map_->data()->cell(x, y))));
         return;
@@ -371,7 +417,7 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
         if (i >= 0 && i < l.prefix) {
             Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
                                  .arg(name, sym)
-                                 .arg(sel.query)
+                                 .arg(query)
                                  .arg(i)
                                  .arg(prefixName(i, l.prefix), formatWeight(prefixValue(i))));
             return;

@@ -1131,8 +1131,59 @@ TEST_F(CliTest, ConfusionListsPairsAndInjectivity) {
     for (const auto& pair : j["pairs"]) EXPECT_LT(pair["row_distance"].get<double>(), 0.05);
     EXPECT_EQ(j["injectivity"]["features"], 8);
     EXPECT_TRUE(j["definitions"].contains("rank"));
+    const std::string schema =
+        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+        path("c.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/confusion.schema.json";
+    EXPECT_EQ(std::system(schema.c_str()), 0);
     EXPECT_EQ(run("confusion " + in + " --image 1 --layer blocks.1 --paradigm softmax").code, 2);
     EXPECT_EQ(run("confusion " + in + " --image 1 --layer blocks.1 --head 0 --paradigm softmax --pairs -1").code, 2);
     EXPECT_EQ(run("confusion " + in + " --image 1 --layer blocks.1 --head 0 --paradigm softmax --tau 0").code, 2);
     EXPECT_EQ(run("confusion " + in + " --image 9 --layer blocks.1 --head 0 --paradigm softmax").code, 2);
+}
+
+// rollout (issue 11, part 1): NumPy's dense product of the R_l (tests/cli/rollout_check.py) agrees on
+// the bundled example for two option sets; rows of clipped rollouts are distributions; bad options
+// and layers of different token counts are usage errors.
+TEST_F(CliTest, RolloutAgreesWithNumpy) {
+    const std::string example = std::string(ATTNLENS_SOURCE_DIR) + "/resources/examples/attnlens-example.h5";
+    for (const std::string& options : {std::string("--model mala --query 7,7"),
+                                       std::string("--model softmax --query cls --fusion max --weights absolute "
+                                                   "--residual 0.3")}) {
+        const RunResult r = run("rollout " + example + " --image 2 --paradigms softmax,linear_relu,inline " + options +
+                                " -o " + path("r.json"));
+        ASSERT_EQ(r.code, 0) << r.err;
+        const json j = readJson(path("r.json"));
+        EXPECT_EQ(j["format"], "attnlens.rollout");
+        EXPECT_EQ(j["input"]["layers"].size(), 4u);
+        for (const auto& res : j["results"]) {
+            double sum = 0;
+            for (const auto& v : res["row"]) sum += v.get<double>();
+            EXPECT_NEAR(sum, 1.0, 1e-12) << res["paradigm"]["name"];
+            EXPECT_EQ(res["grid"].size(), 14u);
+        }
+        const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                                  "/tests/cli/rollout_check.py " + example + " " + path("r.json");
+        EXPECT_EQ(std::system(check.c_str()), 0) << check;
+        const std::string schema =
+            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+            path("r.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/rollout.schema.json";
+        EXPECT_EQ(std::system(schema.c_str()), 0);
+    }
+    // The row does not depend on the thread count (blockwise steps run in parallel).
+    ASSERT_EQ(run("rollout " + example +
+                  " --image 1 --model mala --query 3,4 --paradigms softmax,mala --threads 1 -o " + path("t1.json"))
+                  .code,
+              0);
+    ASSERT_EQ(run("rollout " + example +
+                  " --image 1 --model mala --query 3,4 --paradigms softmax,mala --threads 3 -o " + path("t3.json"))
+                  .code,
+              0);
+    EXPECT_EQ(readJson(path("t1.json"))["results"], readJson(path("t3.json"))["results"]);
+    EXPECT_EQ(run("rollout " + example + " --image 0 --query 7,7 --threads 0").code, 2);
+    EXPECT_EQ(run("rollout " + example + " --image 0 --query 7,7 --residual 2").code, 2);
+    EXPECT_EQ(run("rollout " + example + " --image 0 --query 7,7 --fusion median").code, 2);
+    EXPECT_EQ(run("rollout " + example + " --image 0 --query 99,1").code, 2);
+    EXPECT_EQ(run("rollout " + example + " --image 0").code, 2);
 }

@@ -1,0 +1,282 @@
+#include "attnlens/analysis/rollout.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <optional>
+
+#include "attnlens/analysis/blas_threads.h"
+#include "attnlens/error.h"
+#include "attnlens/text.h"
+#include "parallel.h"
+
+namespace attnlens {
+
+std::string_view toString(HeadFusion f) {
+    switch (f) {
+        case HeadFusion::Mean:
+            return "mean";
+        case HeadFusion::Max:
+            return "max";
+        case HeadFusion::Min:
+            return "min";
+    }
+    return "?";
+}
+
+std::string_view toString(RolloutWeights w) {
+    switch (w) {
+        case RolloutWeights::Signed:
+            return "signed";
+        case RolloutWeights::Clipped:
+            return "clipped";
+        case RolloutWeights::Absolute:
+            return "absolute";
+    }
+    return "?";
+}
+
+HeadFusion parseHeadFusion(std::string_view s) {
+    for (HeadFusion f : {HeadFusion::Mean, HeadFusion::Max, HeadFusion::Min})
+        if (s == toString(f)) return f;
+    throwUsage("head fusion " + quotedText(std::string(s)) + " is not one of mean, max, min");
+}
+
+RolloutWeights parseRolloutWeights(std::string_view s) {
+    for (RolloutWeights w : {RolloutWeights::Signed, RolloutWeights::Clipped, RolloutWeights::Absolute})
+        if (s == toString(w)) return w;
+    throwUsage("rollout weights " + quotedText(std::string(s)) + " is not one of signed, clipped, absolute");
+}
+
+void validate(const RolloutOptions& o) {
+    if (!(o.residual >= 0 && o.residual <= 1))
+        throwUsage("rollout residual must be in [0, 1], got " + std::to_string(o.residual));
+    if (!(o.discardRatio >= 0 && o.discardRatio < 1))
+        throwUsage("rollout discard ratio must be in [0, 1), got " + std::to_string(o.discardRatio));
+}
+
+namespace {
+
+constexpr Index kBlockRows = 128;
+
+bool nonNegativeKernel(Kernel k) {
+    return k == Kernel::Relu || k == Kernel::Elu1 || k == Kernel::Focused || k == Kernel::ReluAffine;
+}
+
+// The paradigm's weights are >= 0 wherever they are finite.
+bool nonNegative(const AttentionHead& h) {
+    const Paradigm& p = h.paradigm();
+    return p.normalisation == Normalisation::Softmax ||
+           (p.normalisation == Normalisation::Divide && nonNegativeKernel(h.effectiveKernel()));
+}
+
+Index checkLayers(const std::vector<RolloutLayer>& layers, const RolloutOptions& options) {
+    validate(options);
+    if (layers.empty()) throwUsage("rollout: no layers");
+    const Index n = layers.front().empty() ? 0 : layers.front().front()->tokens();
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+        if (layers[l].empty()) throwUsage("rollout: layer " + std::to_string(l) + " has no heads");
+        for (const AttentionHead* h : layers[l])
+            if (h->tokens() != n)
+                throwUsage("rollout needs layers of one token count: " + std::to_string(h->tokens()) + " tokens in " +
+                           "layer " + std::to_string(l) + ", " + std::to_string(n) +
+                           " in the first (hierarchical "
+                           "models with stages of different sizes are not supported by rollout)");
+    }
+    return n;
+}
+
+// Rows of one head's weights W in place (signed: as they are).
+void weighRows(Eigen::Ref<Matrix> rows, RolloutWeights weights) {
+    if (weights == RolloutWeights::Signed) return;
+    for (Index i = 0; i < rows.rows(); ++i) {
+        auto row = rows.row(i);
+        if (weights == RolloutWeights::Clipped)
+            row = row.cwiseMax(0.0);
+        else
+            row = row.cwiseAbs();
+        const double sum = row.sum();
+        // A row without positive weight has no distribution to follow: NaN, like a flagged row.
+        row =
+            sum > 0 ? RowVector(row / sum) : RowVector::Constant(row.size(), std::numeric_limits<double>::quiet_NaN());
+    }
+}
+
+// Rows [begin, begin + count) of the fused F into out.
+void fusedRows(const RolloutLayer& heads, Index begin, Index count, const RolloutOptions& o, Matrix& scratch,
+               Eigen::Ref<Matrix> out) {
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+        auto block = scratch.topRows(count);
+        heads[h]->rows(begin, count, block);
+        weighRows(block, o.weights);
+        if (h == 0)
+            out = block;
+        else if (o.fusion == HeadFusion::Mean)
+            out += block;
+        else if (o.fusion == HeadFusion::Max)
+            out = out.cwiseMax(block);
+        else
+            out = out.cwiseMin(block);
+    }
+    if (o.fusion == HeadFusion::Mean) out /= double(heads.size());
+}
+
+// F with the discard applied, densely (the discard's threshold is over the whole matrix).
+Matrix fusedMatrix(const RolloutLayer& heads, const RolloutOptions& o) {
+    const Index n = heads.front()->tokens();
+    Matrix f(n, n), scratch(std::min(kBlockRows, n), n);
+    for (Index b = 0; b < n; b += kBlockRows) {
+        const Index count = std::min(kBlockRows, n - b);
+        fusedRows(heads, b, count, o, scratch, f.middleRows(b, count));
+    }
+    if (o.discardRatio > 0) {
+        // vit-explain: the lowest rho fraction of the flattened matrix, never entry (0, 0).
+        std::vector<std::pair<double, Index>> values;
+        values.reserve(std::size_t(n * n));
+        for (Index i = 0; i < n * n; ++i)
+            if (i != 0 && std::isfinite(f.data()[i])) values.emplace_back(f.data()[i], i);
+        const std::size_t drop = std::size_t(double(n * n) * o.discardRatio);
+        const std::size_t k = std::min(drop, values.size());
+        std::nth_element(values.begin(), values.begin() + std::ptrdiff_t(k), values.end());
+        for (std::size_t i = 0; i < k; ++i) f.data()[values[i].second] = 0.0;
+    }
+    return f;
+}
+
+// R = diag(1/s) ((1 - w) F + w I), s the row sums of (1 - w) F + w I.
+Matrix residualMatrix(const Matrix& f, double w) {
+    Matrix r = (1.0 - w) * f;
+    r.diagonal().array() += w;
+    for (Index i = 0; i < r.rows(); ++i) r.row(i) /= r.row(i).sum();
+    return r;
+}
+
+bool factorisable(const RolloutLayer& heads, const RolloutOptions& o) {
+    if (o.fusion != HeadFusion::Mean || o.discardRatio > 0) return false;
+    for (const AttentionHead* h : heads) {
+        if (!h->hasLowRankForm()) return false;
+        if (o.weights != RolloutWeights::Signed && !nonNegative(*h)) return false;
+    }
+    return true;
+}
+
+// r R_l by the factorised form: W_h = diag(norm_h) A_h with norm_h = 1 (signed) or 1 / (A_h 1)
+// (clipped or absolute of non-negative weights), F = mean_h W_h, s = (1 - w) F 1 + w.
+RowVector stepFactorised(const RolloutLayer& heads, const RowVector& r, const RolloutOptions& o) {
+    const Index n = r.size();
+    std::vector<LowRankForm> forms;
+    std::vector<Vector> norms, sums;  // per head: norm_h and A_h 1
+    Vector fusedSum = Vector::Zero(n);
+    for (const AttentionHead* h : heads) {
+        LowRankForm f = h->lowRankForm();
+        const RowVector kSum = f.phiK.colwise().sum();
+        Vector rowSum = f.rowScale.cwiseProduct(f.phiQ * kSum.transpose());
+        if (f.hasOffset) rowSum += double(n) * f.rowOffset;
+        Vector norm = o.weights == RolloutWeights::Signed ? Vector(Vector::Ones(n)) : Vector(rowSum.cwiseInverse());
+        fusedSum += norm.cwiseProduct(rowSum);
+        forms.push_back(std::move(f));
+        norms.push_back(std::move(norm));
+        sums.push_back(std::move(rowSum));
+    }
+    fusedSum /= double(heads.size());
+    const double w = o.residual;
+    const Vector s = (1.0 - w) * fusedSum + Vector::Constant(n, w);
+    const Vector u = r.transpose().cwiseQuotient(s);  // r diag(1/s)
+    RowVector out = w * u.transpose();
+    const double share = (1.0 - w) / double(heads.size());
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+        const LowRankForm& f = forms[h];
+        const Vector v = u.cwiseProduct(norms[h]);  // u diag(norm_h)
+        const RowVector left = v.cwiseProduct(f.rowScale).transpose() * f.phiQ;
+        RowVector contribution = left * f.phiK.transpose();
+        if (f.hasOffset) contribution.array() += v.dot(f.rowOffset);
+        out += share * contribution;
+    }
+    return out;
+}
+
+void checkCancel(const std::atomic<bool>* cancel) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) throw Error(ErrorKind::Cancelled, "rollout cancelled");
+}
+
+// r R_l from F's rows in blocks: r R = sum_i (r_i / s_i) ((1 - w) F_i + w e_i). Each block's share
+// is kept apart and the shares are summed in block order, so the row is the same on any number of
+// threads.
+RowVector stepByRows(const RolloutLayer& heads, const RowVector& r, const RolloutOptions& o, int threads,
+                     const std::atomic<bool>* cancel) {
+    const Index n = r.size();
+    const double w = o.residual;
+    auto accumulate = [&](Index begin, const Eigen::Ref<const Matrix>& rows, RowVector& out) {
+        for (Index i = 0; i < rows.rows(); ++i) {
+            const Index t = begin + i;
+            const double s = (1.0 - w) * rows.row(i).sum() + w;
+            const double u = r[t] / s;
+            out += ((1.0 - w) * u) * rows.row(i);
+            out[t] += w * u;
+        }
+    };
+    if (o.discardRatio > 0) {
+        RowVector out = RowVector::Zero(n);
+        accumulate(0, fusedMatrix(heads, o), out);
+        return out;
+    }
+    const Index block = std::min(kBlockRows, n);
+    const std::size_t blocks = std::size_t((n + block - 1) / block);
+    std::vector<RowVector> shares(blocks);
+    struct Scratch {
+        Matrix heads, fused;
+    };
+    detail::parallelFor(
+        blocks, threads,
+        [&] {
+            return Scratch{Matrix(block, n), Matrix(block, n)};
+        },
+        [&](Scratch& scratch, std::size_t b) {
+            checkCancel(cancel);
+            const Index begin = Index(b) * block, count = std::min(block, n - begin);
+            fusedRows(heads, begin, count, o, scratch.heads, scratch.fused.topRows(count));
+            shares[b] = RowVector::Zero(n);
+            accumulate(begin, scratch.fused.topRows(count), shares[b]);
+        });
+    RowVector out = RowVector::Zero(n);
+    for (const RowVector& share : shares) out += share;
+    return out;
+}
+
+}  // namespace
+
+bool rolloutUsesFactorisedForm(const RolloutLayer& layer, const RolloutOptions& options) {
+    return factorisable(layer, options);
+}
+
+RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const RolloutOptions& options, int threads,
+                     const std::atomic<bool>* cancel) {
+    const Index n = checkLayers(layers, options);
+    if (query < 0 || query >= n)
+        throwUsage("rollout: query " + std::to_string(query) + " is not a token (N = " + std::to_string(n) + ")");
+    // Our threads each run small products (128 rows x N x d): OpenBLAS's own threads would only
+    // compete with them.
+    std::optional<ScopedBlasThreads> blas;
+    if (threads > 1) blas.emplace(1);
+    RowVector r = RowVector::Zero(n);
+    r[query] = 1.0;
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+        checkCancel(cancel);
+        r = factorisable(*it, options) ? stepFactorised(*it, r, options) : stepByRows(*it, r, options, threads, cancel);
+    }
+    return r;
+}
+
+Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options,
+                     const std::atomic<bool>* cancel) {
+    const Index n = checkLayers(layers, options);
+    Matrix result = Matrix::Identity(n, n);
+    for (const RolloutLayer& layer : layers) {
+        checkCancel(cancel);
+        result = residualMatrix(fusedMatrix(layer, options), options.residual) * result;
+    }
+    return result;
+}
+
+}  // namespace attnlens
