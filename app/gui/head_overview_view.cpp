@@ -4,8 +4,11 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMouseEvent>
+#include <algorithm>
 #include <cmath>
 
+#include "attnlens/error.h"
+#include "attnlens/text.h"
 #include "color_maps.h"
 #include "plot_helpers.h"
 
@@ -25,8 +28,56 @@ QString headStatisticName(HeadStatistic s) {
             return QStringLiteral("rows with negative weights");
         case HeadStatistic::ConfusedPairs:
             return QStringLiteral("confused query pairs");
+        case HeadStatistic::Rank:
+            return QStringLiteral("numerical rank");
+        case HeadStatistic::EffectiveRank:
+            return QStringLiteral("effective rank");
+        case HeadStatistic::MeanDistance:
+            return QStringLiteral("mean attention distance");
     }
     return {};
+}
+
+namespace {
+
+constexpr HeadStatistic kHeadStatistics[] = {
+    HeadStatistic::LocalMass3,   HeadStatistic::NormalisedEntropy,   HeadStatistic::MaxWeight,
+    HeadStatistic::NegativeMass, HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs,
+    HeadStatistic::Rank,         HeadStatistic::EffectiveRank,       HeadStatistic::MeanDistance};
+
+}  // namespace
+
+std::string_view headStatisticKey(HeadStatistic s) {
+    switch (s) {
+        case HeadStatistic::LocalMass3:
+            return "local3";
+        case HeadStatistic::NormalisedEntropy:
+            return "entropy";
+        case HeadStatistic::MaxWeight:
+            return "max-weight";
+        case HeadStatistic::NegativeMass:
+            return "negative-mass";
+        case HeadStatistic::NegativeRowFraction:
+            return "negative-rows";
+        case HeadStatistic::ConfusedPairs:
+            return "confused-pairs";
+        case HeadStatistic::Rank:
+            return "rank";
+        case HeadStatistic::EffectiveRank:
+            return "effective-rank";
+        case HeadStatistic::MeanDistance:
+            return "mean-distance";
+    }
+    return "?";
+}
+
+HeadStatistic parseHeadStatistic(std::string_view key) {
+    std::string known;
+    for (HeadStatistic s : kHeadStatistics) {
+        if (key == headStatisticKey(s)) return s;
+        known += (known.empty() ? "" : ", ") + std::string(headStatisticKey(s));
+    }
+    throwUsage("head statistic " + quotedText(std::string(key)) + " is not one of " + known);
 }
 
 namespace {
@@ -48,6 +99,12 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which) {
             return s.entropy ? s.entropy->negativeRowFraction : nan;
         case HeadStatistic::ConfusedPairs:
             return s.confusion ? double(s.confusion->confusedPairs) : nan;
+        case HeadStatistic::Rank:
+            return s.spectrum ? double(s.spectrum->rank) : nan;
+        case HeadStatistic::EffectiveRank:
+            return s.spectrum ? s.spectrum->effectiveRank : nan;
+        case HeadStatistic::MeanDistance:
+            return nan;  // from the locality report (meanDistanceGrid)
     }
     return nan;
 }
@@ -79,13 +136,39 @@ std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report,
     return sum;
 }
 
+std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, int reportParadigm) {
+    const std::vector<int>& layers = report.request.layers;
+    std::vector<std::vector<double>> grid(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        grid[i].assign(std::size_t(report.dump.layers[std::size_t(layers[i])].heads),
+                       std::numeric_limits<double>::quiet_NaN());
+    if (report.groups.empty()) return grid;
+    for (const LocalityCell& c : report.groups.front().cells) {  // "all" comes first
+        if (c.paradigm != reportParadigm) continue;
+        const auto it = std::find(layers.begin(), layers.end(), c.layer);
+        if (it == layers.end()) continue;
+        auto& row = grid[std::size_t(it - layers.begin())];
+        if (c.head >= 0 && c.head < int(row.size())) row[std::size_t(c.head)] = c.sums.meanDistance();
+    }
+    return grid;
+}
+
+ReportContent HeadOverviewView::reportContent() const {
+    return stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::EffectiveRank ? ReportContent::Rank
+                                                                                 : ReportContent::Statistics;
+}
+
+void HeadOverviewView::retry() {
+    if (stat_ == HeadStatistic::MeanDistance)
+        session_->retryLocality();
+    else
+        LayerReportView::retry();
+}
+
 HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
     statistic_ = new QComboBox(this);
     statistic_->setObjectName(QStringLiteral("headStatistic"));
-    for (HeadStatistic s :
-         {HeadStatistic::LocalMass3, HeadStatistic::NormalisedEntropy, HeadStatistic::MaxWeight,
-          HeadStatistic::NegativeMass, HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs})
-        statistic_->addItem(headStatisticName(s), int(s));
+    for (HeadStatistic s : kHeadStatistics) statistic_->addItem(headStatisticName(s), int(s));
     mode_ = new QComboBox(this);
     mode_->setObjectName(QStringLiteral("headMode"));
     mode_->addItems({QStringLiteral("each paradigm"), QStringLiteral("minus the first shown")});
@@ -119,10 +202,16 @@ void HeadOverviewView::setDifference(bool on) {
 
 bool HeadOverviewView::fitAspect() {
     bool changed = LayerReportView::fitAspect();
-    // Cells about square: each panel's rect as wide as heads x (its height / layers) allows.
+    // Cells about square: each panel's rect as wide as heads x (its height / layers) allows, every
+    // panel with room for the layer names the first of its row shows, so that all cells are equal.
+    int names = 0;
+    for (Panel& p : panels_)
+        if (p.rect) names = std::max(names, rowLabelWidth(p.rect, int(layers_.size())));
     for (Panel& p : panels_)
         if (p.rect && heads_ > 0 && !layers_.empty())
-            changed |= fitGridMargins(p.rect, int(layers_.size()), heads_, nullptr, true);
+            changed |= fitGridMargins(p.rect, int(layers_.size()), heads_, nullptr, true, names);
+    for (Panel& p : panels_)
+        if (p.rect && p.name) changed |= alignHorizontally(p.name, p.rect->margins());
     return changed;
 }
 
@@ -131,23 +220,53 @@ void HeadOverviewView::rebuild() {
     layers_.clear();
     heads_ = 0;
     const QString what = QStringLiteral("Heads: %1 per layer and head").arg(headStatisticName(stat_));
-    const auto r = report(what);
-    if (!r) return;
+    // The grid's source: the per-layer report (its scope), or the locality report (all images).
+    const bool distance = stat_ == HeadStatistic::MeanDistance;
+    std::shared_ptr<const AnalysisReport> r;
+    std::shared_ptr<const LocalityReport> loc;
+    QString scopeText;
+    const std::vector<Paradigm>* reportParadigms = nullptr;
+    const DumpInfo* dump = nullptr;
+    if (distance) {
+        loc = session_->localityReport();
+        const QString all = QStringLiteral("all %1 images").arg(session_->info().images);
+        if (!loc) {
+            const QString error = session_->localityError();
+            showState(what, all, error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty(), error,
+                      session_->localityCancelled());
+            return;
+        }
+        clearState();
+        layers_ = loc->request.layers;
+        reportParadigms = &loc->paradigms;
+        dump = &loc->dump;
+        scopeText = all;
+    } else {
+        r = report(what);
+        if (!r) return;
+        layers_ = r->request.layers;
+        reportParadigms = &r->paradigms;
+        dump = &r->dump;
+        scopeText = scopeDescription();
+    }
+    auto grid = [&](int reportParadigm) {
+        return distance ? meanDistanceGrid(*loc, reportParadigm) : headStatisticGrid(*r, stat_, reportParadigm);
+    };
     const Selection& sel = session_->selection();
-    layers_ = r->request.layers;
-    for (int l : layers_) heads_ = std::max(heads_, r->dump.layers[std::size_t(l)].heads);
+    for (int l : layers_) heads_ = std::max(heads_, dump->layers[std::size_t(l)].heads);
     auto* title = resetWithTitle(plot_, QString());
     std::vector<int> shown;  // report paradigm indices in the shown order
-    for (std::size_t p = 0; p < r->paradigms.size(); ++p) shown.push_back(int(p));
+    for (std::size_t p = 0; p < reportParadigms->size(); ++p) shown.push_back(int(p));
     const bool diff = difference_ && shown.size() >= 2;
-    setWrappedText(title, QStringLiteral("%1 per layer and head%2 — %3")
-                              .arg(headStatisticName(stat_))
-                              .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString(r->paradigms[0].name))
-                                        : QString())
-                              .arg(scopeDescription()));
-    addSkippedNote(*r);
+    setWrappedText(title,
+                   QStringLiteral("%1 per layer and head%2 — %3")
+                       .arg(headStatisticName(stat_) + (distance ? QStringLiteral(" (grid units)") : QString()))
+                       .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString((*reportParadigms)[0].name))
+                                 : QString())
+                       .arg(scopeText));
+    if (r) addSkippedNote(*r);
     auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
-    const std::vector<std::vector<double>> base = headStatisticGrid(*r, stat_, 0);
+    const std::vector<std::vector<double>> base = grid(0);
     std::vector<int> panelParadigms;
     for (int p : shown)
         if (!diff || p != 0) panelParadigms.push_back(p);
@@ -155,20 +274,21 @@ void HeadOverviewView::rebuild() {
     const int cols = n <= 4 ? n : (n + 1) / 2;
     double lo = INFINITY, hi = -INFINITY;
     QStringList layerNames;
-    for (int l : layers_) layerNames << QString::fromStdString(r->dump.layers[std::size_t(l)].name);
+    for (int l : layers_) layerNames << QString::fromStdString(dump->layers[std::size_t(l)].name);
     for (int i = 0; i < n; ++i) {
         Panel p;
-        p.paradigm = session_->paradigmIndex(r->paradigms[std::size_t(panelParadigms[std::size_t(i)])].name);
-        p.values = headStatisticGrid(*r, stat_, panelParadigms[std::size_t(i)]);
+        p.paradigm = session_->paradigmIndex((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name);
+        p.values = grid(panelParadigms[std::size_t(i)]);
         if (diff)
             for (std::size_t a = 0; a < p.values.size(); ++a)
                 for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= base[a][h];
         auto* cell = new QCPLayoutGrid;
         body->addElement(i / cols, i % cols, cell);
         auto* name = new QCPTextElement(
-            plot_, QString::fromStdString(r->paradigms[std::size_t(panelParadigms[std::size_t(i)])].name),
+            plot_, QString::fromStdString((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name),
             QFont(plot_->font().family(), 9, QFont::Bold));
         cell->addElement(0, 0, name);
+        p.name = name;
         cell->setRowStretchFactor(0, 0.01);
         p.rect = new QCPAxisRect(plot_);
         cell->addElement(1, 0, p.rect);

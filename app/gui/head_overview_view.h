@@ -9,13 +9,32 @@
 
 namespace attnlens::gui {
 
-enum class HeadStatistic { LocalMass3, NormalisedEntropy, MaxWeight, NegativeMass, NegativeRowFraction, ConfusedPairs };
+// Rank and EffectiveRank come from a report of every head's spectrum (ReportContent::Rank),
+// MeanDistance from the locality report (Session::localityReport: always over all images).
+enum class HeadStatistic {
+    LocalMass3,
+    NormalisedEntropy,
+    MaxWeight,
+    NegativeMass,
+    NegativeRowFraction,
+    ConfusedPairs,
+    Rank,
+    EffectiveRank,
+    MeanDistance
+};
 QString headStatisticName(HeadStatistic s);
+// The command-line names (render --head-statistic): "local3", "entropy", "max-weight",
+// "negative-mass", "negative-rows", "confused-pairs", "rank", "effective-rank", "mean-distance".
+std::string_view headStatisticKey(HeadStatistic s);
+HeadStatistic parseHeadStatistic(std::string_view key);  // Error(Usage) naming the choices
 
 // One paradigm's statistic per (layer, head): values[i][h] for report.request.layers[i], the mean
 // over the report's images (NaN where the head has no record or the statistic is undefined).
 std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
                                                    int reportParadigm);
+// The "all" group's mean attention distance per (layer, head) of one paradigm of a locality report,
+// values[i][h] for report.request.layers[i] (NaN where no query counted).
+std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, int reportParadigm);
 
 class HeadOverviewView : public LayerReportView {
     Q_OBJECT
@@ -32,6 +51,7 @@ public:
     struct Panel {
         int paradigm = -1;  // session paradigm
         QCPAxisRect* rect = nullptr;
+        QCPTextElement* name = nullptr;  // centred over the map, not over the layer names
         QCPColorMap* map = nullptr;
         std::vector<std::vector<double>> values;  // [layer position][head], as drawn
         CellMarker marker;
@@ -41,6 +61,8 @@ public:
 
 protected:
     void rebuild() override;
+    ReportContent reportContent() const override;
+    void retry() override;
 
 private:
     void onMousePress(QMouseEvent* e);

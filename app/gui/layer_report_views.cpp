@@ -71,7 +71,7 @@ LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optiona
     retry_->setToolTip(QStringLiteral("Compute these statistics again"));
     retry_->setVisible(false);
     toolbar()->addWidget(retry_);
-    connect(retry_, &QPushButton::clicked, this, [this]() { session_->retryLayerReport(scope()); });
+    connect(retry_, &QPushButton::clicked, this, [this]() { retry(); });
     connect(scope_, &QComboBox::currentIndexChanged, this,
             [this](int i) { setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage); });
     connect(session, &Session::layerReportChanged, this, [this]() {
@@ -102,25 +102,41 @@ void LayerReportView::setScope(StatsScope scope) {
 
 QString LayerReportView::scopeDescription() const { return scopeText(session_, scope()); }
 
+void LayerReportView::retry() { session_->retryLayerReport(scope(), reportContent()); }
+
 std::shared_ptr<const AnalysisReport> LayerReportView::report(const QString& what) {
     layerAxes_.clear();
-    auto r = session_->layerReport(scope());
-    const QString error = r ? QString() : session_->layerReportError(scope());
-    const bool cancelled = !error.isEmpty() && session_->layerReportCancelled(scope());
-    waiting_ = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
-    statusText_ = r                  ? QString()
-                  : cancelled        ? QStringLiteral("Cancelled")
+    auto r = session_->layerReport(scope(), true, reportContent());
+    const QString error = r ? QString() : session_->layerReportError(scope(), reportContent());
+    const bool cancelled = !error.isEmpty() && session_->layerReportCancelled(scope(), reportContent());
+    const bool waiting = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
+    if (r) {
+        clearState();
+        return r;
+    }
+    showState(what, scopeDescription(), waiting, error, cancelled);
+    return nullptr;
+}
+
+void LayerReportView::clearState() {
+    waiting_ = false;
+    statusText_.clear();
+    retry_->setVisible(false);
+}
+
+void LayerReportView::showState(const QString& what, const QString& scopeText, bool waiting, const QString& error,
+                                bool cancelled) {
+    waiting_ = waiting;
+    statusText_ = cancelled          ? QStringLiteral("Cancelled")
                   : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
-                  : waiting_ ? QStringLiteral("computing over %1, every head… (progress below)").arg(scopeDescription())
+                  : waiting_ ? QStringLiteral("computing over %1, every head… (progress below)").arg(scopeText)
                              : QStringLiteral("no data");
     retry_->setVisible(!error.isEmpty());
-    if (r) return r;
     // The state where the plot would be, in plain words: what was stopped or why it failed.
-    resetWithTitle(plot_, QStringLiteral("%1 — %2").arg(what, scopeDescription()));
+    resetWithTitle(plot_, QStringLiteral("%1 — %2").arg(what, scopeText));
     QString message = statusText_;
     if (cancelled)
-        message +=
-            QStringLiteral(": the statistics over %1 were stopped. Retry computes them again.").arg(scopeDescription());
+        message += QStringLiteral(": the statistics over %1 were stopped. Retry computes them again.").arg(scopeText);
     else if (!error.isEmpty())
         message += QStringLiteral("\n\nRetry runs the job again.");
     auto* state =
@@ -129,7 +145,6 @@ std::shared_ptr<const AnalysisReport> LayerReportView::report(const QString& wha
     state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
     plot_->plotLayout()->addElement(1, 0, state);
     setWrappedText(state, message);
-    return nullptr;
 }
 
 void LayerReportView::addSkippedNote(const AnalysisReport& r) {

@@ -39,6 +39,14 @@ protected:
     // its job failed or was cancelled. Then the plot shows `what` as its title and the state
     // (with the Retry button when there is something to retry) instead of axes.
     std::shared_ptr<const AnalysisReport> report(const QString& what);
+    // Which report report() fetches (the head overview asks for ranks).
+    virtual ReportContent reportContent() const { return ReportContent::Statistics; }
+    // What Retry runs again: by default the report's job.
+    virtual void retry();
+    // The plot in place of the data while it is computing (waiting), failed (error) or cancelled:
+    // `what` as the title, the state in plain words, Retry when there is something to retry.
+    void showState(const QString& what, const QString& scopeText, bool waiting, const QString& error, bool cancelled);
+    void clearState();  // the data is there: no state, no Retry
     // Layer names on a bottom axis, turned as little as their spacing allows (fitAspect keeps
     // them apart when the plot is resized).
     void setupLayerAxis(QCPAxis* axis, const AnalysisReport& r);

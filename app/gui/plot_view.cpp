@@ -155,17 +155,24 @@ bool cellAt(QCPColorMap* map, const QPointF& pos, int* keyIndex, int* valueIndex
     return *keyIndex >= 0 && *valueIndex >= 0;
 }
 
-bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing, bool resetRanges) {
+int rowLabelWidth(QCPAxisRect* rect, int gridH) {
+    // Numbers, or names from a text ticker (as of the last replot).
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    const QFontMetrics rowTick(y->tickLabelFont());
+    int width = rowTick.horizontalAdvance(QString::number(gridH - 1));
+    for (const QString& t : y->tickVectorLabels()) width = std::max(width, rowTick.horizontalAdvance(t));
+    return width;
+}
+
+bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing, bool resetRanges,
+                    int rowLabelRoom) {
     if (!rect || gridH <= 0 || gridW <= 0) return false;
     const QRect outer = rect->outerRect();
     QCPAxis* x = rect->axis(QCPAxis::atBottom);
     QCPAxis* y = rect->axis(QCPAxis::atLeft);
     const QFontMetrics tick(x->tickLabelFont()), label(x->labelFont());
     // Room for ticks (length 3), tick label padding (5), the labels and the axis titles.
-    // The widest row label: numbers, or names from a text ticker (as of the last replot).
-    const QFontMetrics rowTick(y->tickLabelFont());
-    int rowLabel = rowTick.horizontalAdvance(QString::number(gridH - 1));
-    for (const QString& t : y->tickVectorLabels()) rowLabel = std::max(rowLabel, rowTick.horizontalAdvance(t));
+    const int rowLabel = std::max(rowLabelWidth(rect, gridH), rowLabelRoom);
     int left = 3 + 5 + rowLabel + 4;
     if (!y->label().isEmpty()) left += label.height() + 6;
     int bottom = 3 + 5 + tick.height() + 2;

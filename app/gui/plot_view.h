@@ -76,9 +76,13 @@ void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabe
 // space split evenly) give the rect the grid's aspect, so the axes sit on the grid's edges. With a
 // `trailing` element (the colour bar in the next column), spare width goes half into the rect's
 // left margin and half into the trailing element's right margin, so the map keeps its colour bar
-// next to it and the pair stays centred. Needs the outer rect of a previous layout; true if changed.
+// next to it and the pair stays centred. rowLabelRoom reserves room for row labels this rect does
+// not show, so that panels side by side (only the first labelled) get cells of one size. Needs the
+// outer rect of a previous layout; true if changed.
 bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing = nullptr,
-                    bool resetRanges = true);
+                    bool resetRanges = true, int rowLabelRoom = 0);
+// The width of the widest row label rect's left axis shows (as of the last replot).
+int rowLabelWidth(QCPAxisRect* rect, int gridH);
 // Gives element the top/bottom (or left/right) margins `to`, leaving how the other two are set
 // alone, so that a colour bar lines up with its heatmap (QCPMarginGroup cannot: the heatmap's
 // margins are not automatic). True if changed.

@@ -101,6 +101,8 @@ QString renderUsage() {
         "  --rollout-weights W  clipped (default), signed or absolute\n"
         "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
         "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
+        "  --head-statistic S  heads: local3 (default), entropy, max-weight, negative-mass,\n"
+        "                    negative-rows, confused-pairs, rank, effective-rank, mean-distance\n"
         "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
         "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
         "                    options above change it\n"
@@ -129,7 +131,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              rolloutFusion = opt({"rollout-fusion"}, "F"),
                              rolloutWeights = opt({"rollout-weights"}, "W"),
                              rolloutResidual = opt({"rollout-residual"}, "R"),
-                             rolloutDiscard = opt({"rollout-discard"}, "D");
+                             rolloutDiscard = opt({"rollout-discard"}, "D"),
+                             headStatistic = opt({"head-statistic"}, "S");
     p.addOptions({view,
                   image,
                   layer,
@@ -158,7 +161,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                   rolloutFusion,
                   rolloutWeights,
                   rolloutResidual,
-                  rolloutDiscard});
+                  rolloutDiscard,
+                  headStatistic});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
@@ -303,6 +307,11 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                 if (ab.size() != 2) throwUsage("--diff: expected A,B");
                 c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
             }
+        }
+        if (p.isSet(headStatistic)) {
+            auto* h = dynamic_cast<HeadOverviewView*>(v.get());
+            if (!h) throwUsage("--head-statistic: only with --view heads");
+            h->setStatistic(parseHeadStatistic(p.value(headStatistic).trimmed().toStdString()));
         }
         if (auto* l = dynamic_cast<LocalMassView*>(v.get()))
             l->setK(intOption(p.value(k), kMinLocalK, kMaxLocalK, "--k"));

@@ -1160,8 +1160,9 @@ std::vector<int> Session::modelLayers(const std::string& model) const {
     return {};
 }
 
-std::string Session::reportKey(StatsScope scope) const {
-    std::string k = scope == StatsScope::AllImages ? "all" : "image " + std::to_string(sel_.image);
+std::string Session::reportKey(StatsScope scope, ReportContent content) const {
+    std::string k = content == ReportContent::Rank ? "rank/" : "";
+    k += scope == StatsScope::AllImages ? "all" : "image " + std::to_string(sel_.image);
     k += "/model " + statsModel_ + "/layers";
     for (int l : statsLayers_) k += ' ' + std::to_string(l);
     for (int p : sel_.shown) k += '/' + paradigmKey(p);
@@ -1174,15 +1175,17 @@ void Session::setStatsScope(StatsScope scope) {
     Q_EMIT layerReportChanged();
 }
 
-std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, bool request) {
+std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, bool request, ReportContent content) {
     if (!isOpen() || sel_.shown.empty()) return nullptr;
-    const std::string key = reportKey(scope);
+    const std::string key = reportKey(scope, content);
     if (const auto* r = reports_.find(key)) return *r;
     if (!request || reports_.failed(key)) return nullptr;
     // One slot per scope: views over the selected image and over all images (the confusion
     // histogram) can both be on their way without superseding each other.
-    const QString slot = scope == StatsScope::AllImages ? QStringLiteral("layer statistics/all")
-                                                        : QStringLiteral("layer statistics/image");
+    const bool rank = content == ReportContent::Rank;
+    const QString slot = QStringLiteral("layer statistics/%1%2")
+                             .arg(rank ? QStringLiteral("rank ") : QString(),
+                                  scope == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image"));
     if (reports_.computing(jobs_, slot, key)) return nullptr;
 
     AnalyzeRequest req;
@@ -1190,15 +1193,15 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
     if (!statsLayers_.empty() || !statsModel_.empty()) req.layers = statsCoveredLayers();
     req.options = prefs_.analysis;
-    req.options.stats = StatSelection::parse("local,entropy,confusion");
+    req.options.stats = StatSelection::parse(rank ? "rank" : "local,entropy,confusion");
     // The per-layer views show A's statistics only; exports keep the branch (as the CLI does).
     req.options.localBranch.enabled = false;
     // One unreadable chunk costs its (image, layer) only; the views and the issues list say which.
     req.skipUnreadable = true;
     reports_.submitted(slot, key);
-    const QString label = scope == StatsScope::AllImages
-                              ? QStringLiteral("per-layer statistics, all images")
-                              : QStringLiteral("per-layer statistics, image %1").arg(sel_.image);
+    const QString what = rank ? QStringLiteral("per-head rank") : QStringLiteral("per-layer statistics");
+    const QString label = scope == StatsScope::AllImages ? QStringLiteral("%1, all images").arg(what)
+                                                         : QStringLiteral("%1, image %2").arg(what).arg(sel_.image);
     runAnalysisInSlot(
         slot, req, label,
         [this, key](std::shared_ptr<const AnalysisReport> r) {
@@ -1216,20 +1219,20 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     return r ? *r : nullptr;
 }
 
-bool Session::layerReportCancelled(StatsScope scope) const {
-    return layerReportError(scope) == QLatin1String(kCancelledMessage);
+bool Session::layerReportCancelled(StatsScope scope, ReportContent content) const {
+    return layerReportError(scope, content) == QLatin1String(kCancelledMessage);
 }
 
-void Session::retryLayerReport(StatsScope scope) {
+void Session::retryLayerReport(StatsScope scope, ReportContent content) {
     if (!isOpen()) return;
-    reports_.forget(reportKey(scope));
-    layerReport(scope, /*request=*/true);
+    reports_.forget(reportKey(scope, content));
+    layerReport(scope, /*request=*/true, content);
     Q_EMIT layerReportChanged();
 }
 
-QString Session::layerReportError(StatsScope scope) const {
+QString Session::layerReportError(StatsScope scope, ReportContent content) const {
     if (!isOpen()) return {};
-    return reports_.error(reportKey(scope));
+    return reports_.error(reportKey(scope, content));
 }
 
 void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,

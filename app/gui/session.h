@@ -115,6 +115,10 @@ struct Issue {
 };
 
 enum class StatsScope { CurrentImage, AllImages };
+// What a per-layer report holds: the per-layer views' statistics (local mass, entropy, confusion),
+// or the spectrum of every head (rank and effective rank, for the head overview): a separate
+// report, since a softmax head's rank is a dense SVD the other views should not wait for.
+enum class ReportContent { Statistics, Rank };
 
 class Session : public QObject {
     Q_OBJECT
@@ -249,15 +253,16 @@ public:
     std::string layerWhere() const;
     // Per-layer statistics (local mass, entropy/negative mass, confusion) of the shown paradigms
     // over every layer and head, for the selected image or all images.
-    std::shared_ptr<const AnalysisReport> layerReport(StatsScope scope, bool request = true);
+    std::shared_ptr<const AnalysisReport> layerReport(StatsScope scope, bool request = true,
+                                                      ReportContent content = ReportContent::Statistics);
     std::shared_ptr<const AnalysisReport> layerReport(bool request = true) { return layerReport(scope_, request); }
     // Why the last per-layer statistics job for the scope failed (empty while none failed); the
     // failed request is not repeated until the selection, preferences or dump change.
-    QString layerReportError(StatsScope scope) const;
+    QString layerReportError(StatsScope scope, ReportContent content = ReportContent::Statistics) const;
     // Whether that error is the user's Cancel (layerReportError() is then kCancelledMessage).
-    bool layerReportCancelled(StatsScope scope) const;
+    bool layerReportCancelled(StatsScope scope, ReportContent content = ReportContent::Statistics) const;
     // Runs the scope's failed or cancelled statistics job again (the views' Retry button).
-    void retryLayerReport(StatsScope scope);
+    void retryLayerReport(StatsScope scope, ReportContent content = ReportContent::Statistics);
     static constexpr const char* kCancelledMessage = "cancelled";
     static constexpr const char* kLocalitySlot = "locality";
     StatsScope statsScope() const { return scope_; }
@@ -319,7 +324,7 @@ private:
     };
     std::string paradigmKey(int paradigm) const;
     std::string spectrumKey(const HeadKey& key, int paradigm) const;
-    std::string reportKey(StatsScope scope) const;
+    std::string reportKey(StatsScope scope, ReportContent content) const;
     std::string localityKey() const;
     std::string rolloutKey(int paradigm) const;
     std::string rolloutProductKey(int paradigm) const;  // rolloutKey without the query

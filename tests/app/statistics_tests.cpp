@@ -4,6 +4,7 @@
 #include "app_test_fixture.h"
 
 #include <QComboBox>
+#include <QFileInfo>
 #include <QImage>
 #include <QLabel>
 #include <QSpinBox>
@@ -376,8 +377,70 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     QCOMPARE(images, reader->info().images);
     QCOMPARE(v->panels()[1].map->data()->cell(head, layerPos), pairs / images);
 
+    // Rank and effective rank (a report of every head's spectrum): the mean over images of a dense
+    // SVD of the head's matrix (the report takes inline's factorised path).
+    const SpectrumOptions so = s->preferences().analysis.spectrum;
+    auto ranks = [&](const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        double rank = 0, effective = 0;
+        for (int img = 0; img < reader->info().images; ++img) {
+            const HeadActivations act = reader->readHead(img, layer, head);
+            const AttentionHead h(presetParadigm(paradigm), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied});
+            const SpectrumResult sr = matrixSpectrum(h.matrix(), li.layout, so);
+            rank += sr.rank;
+            effective += sr.effectiveRank;
+        }
+        return std::pair{rank / reader->info().images, effective / reader->info().images};
+    };
+    v->setStatistic(HeadStatistic::Rank);
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && !v->panels().empty()), 120000);
+    const auto [softRank, softEffective] = ranks("softmax");
+    const auto [inlRank, inlEffective] = ranks("inline");
+    QCOMPARE(v->panels()[0].map->data()->cell(head, layerPos), softRank);
+    QCOMPARE(v->panels()[1].map->data()->cell(head, layerPos), inlRank);
+    QVERIFY(inlRank <= 32 + 1 && softRank > inlRank);  // d = 32: InLine's rank is at most d + 1
+    v->setStatistic(HeadStatistic::EffectiveRank);
+    v->refreshNow();
+    QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - softEffective) < 1e-9 * softEffective);
+    QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - inlEffective) < 1e-9 * inlEffective);
+
+    // Mean attention distance (the locality report, all images): sum_j A_ij ||p_i - p_j|| over
+    // spatial keys, averaged over spatial queries and images.
+    auto distance = [&](const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        const TokenLayout& l = li.layout;
+        RowVector row(l.tokens());
+        double total = 0;
+        long long queries = 0;
+        for (int img = 0; img < reader->info().images; ++img) {
+            const HeadActivations act = reader->readHead(img, layer, head);
+            const AttentionHead h(presetParadigm(paradigm), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied});
+            for (Index q = l.prefix; q < l.tokens(); ++q) {
+                if (h.row(q, row) != RowStatus::Ok) continue;
+                for (Index k = l.prefix; k < l.tokens(); ++k)
+                    total += row[k] * std::hypot(double(l.row(q) - l.row(k)), double(l.col(q) - l.col(k)));
+                ++queries;
+            }
+        }
+        return total / double(queries);
+    };
+    v->setStatistic(HeadStatistic::MeanDistance);
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && !v->panels().empty()), 120000);
+    QVERIFY2(plotTexts(v).contains(QStringLiteral("all 10 images")), qPrintable(plotTexts(v)));
+    QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - distance("softmax")) < 1e-12);
+    QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - distance("inline")) < 1e-12);
+    v->setStatistic(HeadStatistic::ConfusedPairs);
+    v->refreshNow();
+
     // Hover and click.
     layoutNow(v);
+    // Every panel's cells have one size, the first of a row (with the layer names) included.
+    QVERIFY(v->panels().size() >= 2);
+    for (const auto& p : v->panels()) {
+        QVERIFY2(std::abs(p.rect->width() - v->panels()[0].rect->width()) <= 1,
+                 qPrintable(QStringLiteral("%1 vs %2").arg(p.rect->width()).arg(v->panels()[0].rect->width())));
+        QVERIFY(std::abs(p.rect->height() - v->panels()[0].rect->height()) <= 1);
+    }
     auto* hover = w.findChild<QLabel*>("hover");
     const QPoint at = pixelOf(v->panels()[1].rect, head, layerPos);
     QTest::mouseMove(v->plot(), at);
@@ -392,6 +455,14 @@ void StatisticsTests::headOverviewMatchesTheRows() {
                         dir_.filePath("heads.png")},
                        os, es),
              0);
+    QCOMPARE(runRender({example, "--view", "heads", "--paradigms", "softmax,mala", "--head-statistic", "rank", "-o",
+                        dir_.filePath("heads-rank.png")},
+                       os, es),
+             0);
+    QCOMPARE(
+        runRender({example, "--view", "heads", "--head-statistic", "median", "-o", dir_.filePath("x.png")}, os, es), 2);
+    QVERIFY2(err.contains("mean-distance"), qPrintable(err));
+    QVERIFY(!QFileInfo::exists(dir_.filePath("x.png")));
 }
 
 // Statistics > Pairs (issue 11, part 4) on the bundled example's linear_relu model: the count
