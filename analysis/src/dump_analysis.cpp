@@ -175,7 +175,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             }
             for (int h : headsOf(task.layer)) {
                 for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
-                HeadInputs in{&heads[h].q, &heads[h].k, layer.scale, layer.kernelApplied};
+                const HeadInputs in = headInputs(layer, heads[h], h);
                 for (int p = 0; p < int(report.paradigms.size()); ++p) {
                     if (stop.load()) return;
                     AttentionHead head(report.paradigms[p], in);

@@ -176,7 +176,8 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     stats.tokens = n;
 
     const bool lowRank = head.hasLowRankForm();
-    const DenseNeeds needs = denseNeeds(sel, lowRank, n, branch != nullptr);
+    DenseNeeds needs = denseNeeds(sel, lowRank, n, branch != nullptr);
+    if (head.windows()) needs.sharedRawRows = false;  // window rows normalise over their own keys
     Matrix a, raw;
     std::vector<double> dotSums;
     std::vector<RowStatus> status;

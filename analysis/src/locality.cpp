@@ -156,8 +156,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
             const std::vector<HeadActivations> heads = reader.readLayer(img, l, false);
             std::size_t at = first[li];
             for (int h = 0; h < layer.heads; ++h) {
-                const HeadInputs in{&heads[std::size_t(h)].q, &heads[std::size_t(h)].k, layer.scale,
-                                    layer.kernelApplied};
+                const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
                 for (int p = 0; p < paradigms; ++p, ++at) {
                     const AttentionHead head(report.paradigms[std::size_t(p)], in);
                     accumulateLocality(head, layer.layout, image[at].sums);

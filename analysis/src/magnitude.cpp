@@ -370,6 +370,62 @@ MagnitudeCurve emptyCurve(const std::vector<double>& factors) {
     return c;
 }
 
+// Window attention: rows normalise over each query's own keys (AttentionHead::attendedKeys), so
+// there is no common raw row for the closed forms. The definitions above are evaluated directly on
+// the scaled rows (scaledRows) restricted to those keys: the window is the query's whole row, as in
+// the model. Returns false when a row (any factor or a = 1) is flagged.
+bool measureWindowed(const AttentionHead& head, Index i, const std::vector<double>& factors, int topK,
+                     double* maxWeight, double* entropy, double* topMass, double* ratio, Index* topKey,
+                     Index* medianKey) {
+    const std::size_t f = factors.size();
+    const std::span<const Index> keys = head.attendedKeys(i);
+    const Index m = Index(keys.size());
+    std::vector<double> all(factors);
+    all.push_back(1.0);
+    Matrix rows(Index(all.size()), head.tokens());
+    std::vector<RowStatus> status(all.size());
+    head.scaledRows(i, all, rows, status.data());
+    *topKey = *medianKey = -1;
+    for (std::size_t k = 0; k < f; ++k) maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = kNaN;
+    if (status.back() != RowStatus::Ok) return false;
+    std::vector<double> g(static_cast<std::size_t>(m)), sorted(static_cast<std::size_t>(m));
+    auto gather = [&](std::size_t r) {
+        for (Index j = 0; j < m; ++j) g[std::size_t(j)] = rows(Index(r), keys[std::size_t(j)]);
+    };
+    gather(f);
+    const Index top = Index(std::max_element(g.begin(), g.end()) - g.begin());
+    sorted = g;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[std::size_t((m - 1) / 2)];
+    const Index med = Index(std::find(g.begin(), g.end(), median) - g.begin());
+    *topKey = keys[std::size_t(top)];
+    *medianKey = keys[std::size_t(med)];
+    bool allOk = true;
+    const Index kTop = std::min<Index>(topK, m);
+    for (std::size_t k = 0; k < f; ++k) {
+        if (status[k] != RowStatus::Ok) {
+            allOk = false;
+            continue;
+        }
+        gather(k);
+        maxWeight[k] = *std::max_element(g.begin(), g.end());
+        sorted = g;
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        topMass[k] = std::accumulate(sorted.begin(), sorted.begin() + kTop, 0.0);
+        double positive = 0;
+        for (double v : g)
+            if (v > 0) positive += v;
+        if (positive > 0) {
+            double h = 0;
+            for (double v : g)
+                if (v > 0) h -= v / positive * std::log(v / positive);
+            entropy[k] = h;
+        }
+        ratio[k] = g[std::size_t(top)] / g[std::size_t(med)];
+    }
+    return allOk;
+}
+
 }  // namespace
 
 std::vector<double> MagnitudeOptions::factors() const {
@@ -387,6 +443,14 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const Magn
     if (query < 0 || query >= head.tokens())
         throwUsage("magnitude scaling: query " + std::to_string(query) + " is out of range (the head has " +
                    std::to_string(head.tokens()) + " tokens)");
+    if (head.windows()) {
+        MagnitudeCurve c = emptyCurve(options.factors());
+        c.query = query;
+        const bool ok = measureWindowed(head, query, c.factors, options.topK, c.maxWeight.data(), c.entropy.data(),
+                                        c.topMass.data(), c.ratio.data(), &c.topKey, &c.medianKey);
+        c.queriesAveraged = ok ? 1 : 0;
+        return c;
+    }
     QueryScaler scaler(head, options);
     MagnitudeCurve c = emptyCurve(scaler.factors());
     c.query = query;
@@ -424,14 +488,17 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
     };
     std::vector<Partial> partials(static_cast<std::size_t>(chunks));
     // Each thread's scaler and row buffers.
+    const bool windowed = head.windows() != nullptr;
     struct Scratch {
-        QueryScaler scaler;
+        std::optional<QueryScaler> scaler;  // absent under window attention (measureWindowed)
         std::vector<double> maxWeight, entropy, topMass, ratio, logRatio;
         Index topKey = -1, medianKey = -1;
     };
     auto makeScratch = [&] {
-        return Scratch{QueryScaler(head, options, raw), std::vector<double>(f), std::vector<double>(f),
-                       std::vector<double>(f),          std::vector<double>(f), std::vector<double>(f)};
+        Scratch s{std::nullopt,           std::vector<double>(f), std::vector<double>(f),
+                  std::vector<double>(f), std::vector<double>(f), std::vector<double>(f)};
+        if (!windowed) s.scaler.emplace(head, options, raw);
+        return s;
     };
     auto measureChunk = [&](Scratch& s, std::size_t chunk) {
         const Index c = Index(chunk);
@@ -442,11 +509,14 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
         p.sumLogRatio.assign(f, 0.0);
         p.entropyCount.assign(f, 0);
         p.ratioCount.assign(f, 0);
-        s.scaler.load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
+        if (!windowed) s.scaler->load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
         for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-            if (!s.scaler.measure(i, s.maxWeight.data(), s.entropy.data(), s.topMass.data(), s.ratio.data(), &s.topKey,
-                                  &s.medianKey))
-                continue;
+            const bool ok = windowed
+                                ? measureWindowed(head, i, factors, options.topK, s.maxWeight.data(), s.entropy.data(),
+                                                  s.topMass.data(), s.ratio.data(), &s.topKey, &s.medianKey)
+                                : s.scaler->measure(i, s.maxWeight.data(), s.entropy.data(), s.topMass.data(),
+                                                    s.ratio.data(), &s.topKey, &s.medianKey);
+            if (!ok) continue;
             ++p.queries;
             detail::logs(s.ratio.data(), f, s.logRatio.data());
             for (std::size_t k = 0; k < f; ++k) {

@@ -87,7 +87,8 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
     double copies = 0;
     bool denseSvd = false;
     for (const Paradigm& p : paradigms) {
-        const DenseNeeds needs = denseNeeds(stats, p.usesKernel(), layer.tokens, localBranch && layer.localBranch);
+        const DenseNeeds needs =
+            denseNeeds(stats, p.usesKernel() && !layer.window, layer.tokens, localBranch && layer.localBranch);
         copies = std::max(copies, double(needs.matricesAtOnce()));
         denseSvd = denseSvd || needs.denseSvd;
     }

@@ -139,6 +139,7 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                      {"tolerance", finiteOrNull(sp.tolerance)},
                      {"method", sp.method},
                      {"singular_values", vectorJson(sp.singularValues)}};
+        if (!sp.windowRanks.empty()) j["rank"]["window_ranks"] = sp.windowRanks;
     }
     if (!s.local.empty()) {
         json a = json::array();
@@ -826,6 +827,7 @@ SpectrumResult spectrumFromJson(const json& j) {
     s.tolerance = numberOrNaN(j.value("tolerance", json()));
     s.method = j.value("method", std::string());
     if (j.contains("singular_values")) s.singularValues = numbersOrNaN(j["singular_values"]);
+    if (j.contains("window_ranks")) s.windowRanks = j["window_ranks"].get<std::vector<int>>();
     return s;
 }
 

@@ -16,7 +16,13 @@
 // R_L R_R^T: O(N r^2), never N x N. The N - r remaining singular values are exactly zero in this
 // form and are not listed.
 // Softmax has no such form: dense SVD (LAPACKE_dgesdd, values only).
+// Window attention: A is block-diagonal after ordering the tokens by window (every row's weights
+// lie in its window), so its singular values are the union of the windows' blocks A[w, w] (dense
+// SVD of each Mh Mw x Mh Mw block, O(N (Mh Mw)^2)); rank and effective rank follow from the union as
+// for any matrix, and each window's own rank is listed (windowRanks).
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -79,6 +85,47 @@ Matrix finiteBlock(const Matrix& a, Index begin, Index* excluded) {
 
 const char* kDenseMethod = "dense SVD (LAPACK dgesdd)";
 
+SpectrumResult windowedSpectrum(const AttentionHead& head, const SpectrumOptions& options, const Matrix* fullMatrix) {
+    const WindowPartition& windows = *head.windows();
+    const Index m = windows.rule().windowTokens();
+    std::vector<double> values;
+    values.reserve(std::size_t(head.tokens()));
+    std::vector<std::vector<double>> perWindow(std::size_t(windows.windows()));
+    Index excluded = 0;
+    RowVector row(head.tokens());
+    Matrix block;
+    for (int w = 0; w < windows.windows(); ++w) {
+        const std::span<const Index> tokens = windows.windowTokens(w);
+        block.resize(m, m);
+        Index kept = 0;
+        for (Index i : tokens) {
+            if (fullMatrix)
+                row = fullMatrix->row(i);
+            else
+                head.row(i, row);
+            if (!row.allFinite()) {
+                ++excluded;
+                continue;
+            }
+            for (Index j = 0; j < m; ++j) block(kept, j) = row[tokens[std::size_t(j)]];
+            ++kept;
+        }
+        if (kept > 0) perWindow[std::size_t(w)] = linalg::singularValuesLapack(block.topRows(kept));
+        values.insert(values.end(), perWindow[std::size_t(w)].begin(), perWindow[std::size_t(w)].end());
+    }
+    std::sort(values.begin(), values.end(), std::greater<>());
+    SpectrumResult r = summarise(std::move(values), head.tokens(), options,
+                                 withExcluded("per-window dense SVD (block-diagonal: the union of " +
+                                                  std::to_string(windows.windows()) + " windows' spectra)",
+                                              excluded));
+    for (auto& v : perWindow) {
+        SpectrumOptions own = options;
+        if (!options.relativeTolerance) own.relativeTolerance = defaultRelativeTolerance(m);
+        r.windowRanks.push_back(summarise(std::move(v), m, own, std::string()).rank);
+    }
+    return r;
+}
+
 }  // namespace
 
 SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
@@ -132,6 +179,7 @@ SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, co
     const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
     const Index size = n - begin;
 
+    if (head.windows()) return windowedSpectrum(head, options, fullMatrix);  // windows have no prefix tokens
     if (!head.hasLowRankForm()) {
         if (fullMatrix) {
             Index excluded = 0;

@@ -627,7 +627,7 @@ int cmdAttention(int argc, char** argv) {
     HeadActivations act = reader->readHead(image, layerIndex, head, values);
     for (const auto& nf : act.nonFinite)
         std::fprintf(stderr, "warning: non-finite value: %s\n", nf.describe(info).c_str());
-    AttentionHead attention(paradigm, {&act.q, &act.k, layer.scale, layer.kernelApplied});
+    AttentionHead attention(paradigm, headInputs(layer, act, head));
     std::vector<RowStatus> status;
     const Matrix m = attention.matrix(&status);
     json j;
@@ -773,7 +773,7 @@ int cmdConfusion(int argc, char** argv) {
     const int head = parseInt(*a.get("--head"), 0, layer.heads - 1, "--head");
     if (output) checkOutputWritable(*output, {a.positional[0]});
     const HeadActivations act = reader->readHead(images.front(), layerIndex, head);
-    const AttentionHead attention(paradigm, {&act.q, &act.k, layer.scale, layer.kernelApplied});
+    const AttentionHead attention(paradigm, headInputs(layer, act, head));
     const ConfusedPairList list = confusedPairs(attention, act.q, options, std::size_t(maxPairs));
     const InjectivityConditions c = injectivityConditions(attention, act.k);
     const TokenLayout& l = layer.layout;
@@ -877,8 +877,8 @@ int cmdRollout(int argc, char** argv) {
         for (std::size_t i = 0; i < layers.size(); ++i) {
             const LayerInfo& li = info.layers[std::size_t(layers[i])];
             RolloutLayer layer;
-            for (const HeadActivations& h : acts[i]) {
-                heads.push_back(std::make_unique<AttentionHead>(p, HeadInputs{&h.q, &h.k, li.scale, li.kernelApplied}));
+            for (std::size_t h = 0; h < acts[i].size(); ++h) {
+                heads.push_back(std::make_unique<AttentionHead>(p, headInputs(li, acts[i][h], int(h))));
                 layer.push_back(heads.back().get());
             }
             rollout.push_back(layer);

@@ -436,18 +436,16 @@ std::shared_ptr<const AttentionHead> Session::head(const HeadKey& key, int parad
     if (auto it = entry.heads.find(pk); it != entry.heads.end()) return it->second;
 
     const LayerInfo& layer = info().layers.at(std::size_t(key.layer));
-    HeadInputs in;
-    in.q = &acts->q;
-    in.k = &acts->k;
-    in.layerScale = layer.scale;
-    in.kernelApplied = layer.kernelApplied;
-    // The head points into the activations; the holder keeps them alive as long as the head.
+    // The head points into the activations and the layer's window rule; the holder keeps them alive
+    // as long as the head (a job may outlive the dump).
     struct Holder {
         std::shared_ptr<const HeadActivations> acts;
-        AttentionHead head;
+        LayerInfo layer;
+        std::optional<AttentionHead> head;
     };
-    auto holder = std::make_shared<Holder>(Holder{acts, AttentionHead(paradigms_.at(std::size_t(paradigm)), in)});
-    std::shared_ptr<const AttentionHead> h(holder, &holder->head);
+    auto holder = std::make_shared<Holder>(Holder{acts, layer, std::nullopt});
+    holder->head.emplace(paradigms_.at(std::size_t(paradigm)), headInputs(holder->layer, *acts, key.head));
+    std::shared_ptr<const AttentionHead> h(holder, &*holder->head);
     ++headBuilds_;
     entry.heads[pk] = h;
     return h;

@@ -163,19 +163,73 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
                    " but k is " + std::to_string(k.rows()) + " x " + std::to_string(k.cols()));
     n_ = q.rows();
     d_ = q.cols();
+    windows_ = in.windows;
+    if (windows_) {
+        if (windows_->layout().tokens() != n_)
+            throwInput("attention head: the window partition covers " + std::to_string(windows_->layout().tokens()) +
+                       " tokens but q has " + std::to_string(n_));
+        const Index m = windows_->rule().windowTokens();
+        if (in.positionBias && (in.positionBias->rows() != m || in.positionBias->cols() != m))
+            throwInput("attention head: the position bias is " + std::to_string(in.positionBias->rows()) + " x " +
+                       std::to_string(in.positionBias->cols()) + " but a window has " + std::to_string(m) + " tokens");
+        positionBias_ = in.positionBias;
+    } else if (in.positionBias) {
+        throwUsage("attention head: a position bias needs a window partition");
+    }
     kernel_ = in.kernelApplied ? Kernel::Identity : paradigm_.kernel;
     const double layerScale = in.layerScale > 0 ? in.layerScale : 1.0 / std::sqrt(double(d_));
     scale_ = paradigm_.softmaxScale.value_or(layerScale);
     c_ = 1.0;
-    if (paradigm_.signedWeights()) c_ = paradigm_.c.value_or(1.0 / (std::sqrt(double(d_)) * double(n_)));
+    // The model's sequence length: the whole layer, or one window.
+    const double sequence = windows_ ? double(windows_->rule().windowTokens()) : double(n_);
+    if (paradigm_.signedWeights()) c_ = paradigm_.c.value_or(1.0 / (std::sqrt(double(d_)) * sequence));
 
     tq_ = applyQueryTransform(paradigm_.transform, paradigm_, q);
     if (paradigm_.usesKernel()) {
         phiQ_ = applyKernel(kernel_, paradigm_, tq_);
         phiK_ = applyKernel(kernel_, paradigm_, k);
         phiKSum_ = phiK_.colwise().sum();
+        if (windows_) {
+            const bool byGroup = windows_->rule().masked;
+            const int sets = byGroup ? windows_->groups() : windows_->windows();
+            keySetPhiKSum_ = Matrix::Zero(sets, phiK_.cols());
+            for (int set = 0; set < sets; ++set)
+                for (Index t : byGroup ? windows_->groupTokens(set) : windows_->windowTokens(set))
+                    keySetPhiKSum_.row(set) += phiK_.row(t);
+        }
     } else {
         k_ = &k;
+    }
+}
+
+void AttentionHead::requirePlainLayout(const char* what) const {
+    if (windows_)
+        throwUsage(std::string("attention head: ") + what +
+                   " is not defined under window attention (each query normalises over its own window)");
+}
+
+std::span<const Index> AttentionHead::attendedKeys(Index i) const {
+    if (!windows_) throwUsage("attention head: attended keys are listed for window attention only");
+    // Softmax sees the whole window (the mask is a logit term); kernel paradigms under a masked rule
+    // exclude the other regions' keys.
+    if (paradigm_.usesKernel() && windows_->rule().masked) return windows_->groupTokens(windows_->groupOf(i));
+    return windows_->windowTokens(windows_->windowOf(i));
+}
+
+void AttentionHead::windowedRaw(Index i, std::span<const Index> keys, double a, RowVector& raw, double& dotSum) const {
+    raw.resize(Index(keys.size()));
+    dotSum = 0;
+    if (paradigm_.usesKernel()) {
+        for (std::size_t j = 0; j < keys.size(); ++j) raw[Index(j)] = phiQ_.row(i).dot(phiK_.row(keys[j]));
+        const int set = windows_->rule().masked ? windows_->groupOf(i) : windows_->windowOf(i);
+        dotSum = phiQ_.row(i).dot(keySetPhiKSum_.row(set));
+        return;
+    }
+    const int pi = windows_->positionOf(i);
+    for (std::size_t j = 0; j < keys.size(); ++j) {
+        double logit = a * scale_ * tq_.row(i).dot(k_->row(keys[j]));
+        if (positionBias_) logit += (*positionBias_)(pi, windows_->positionOf(keys[j]));
+        raw[Index(j)] = logit + windows_->maskLogit(i, keys[j]);
     }
 }
 
@@ -216,7 +270,24 @@ static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector>
     return row.allFinite() ? RowStatus::Ok : fail(RowStatus::NonFinite);
 }
 
+RowStatus AttentionHead::windowedRow(Index i, double a, Eigen::Ref<RowVector> out) const {
+    const std::span<const Index> keys = attendedKeys(i);
+    RowVector raw;
+    double dotSum = 0;
+    windowedRaw(i, keys, a, raw, dotSum);
+    // Softmax's factor is inside the logits already (the bias is not scaled with the query).
+    const RowStatus s = normaliseRow(paradigm_, c_, raw, dotSum, paradigm_.usesKernel() ? a : 1.0);
+    if (s != RowStatus::Ok) {
+        out.setConstant(kNaN);
+        return s;
+    }
+    out.setZero();
+    for (std::size_t j = 0; j < keys.size(); ++j) out[keys[j]] = raw[Index(j)];
+    return s;
+}
+
 RowStatus AttentionHead::row(Index i, Eigen::Ref<RowVector> out) const {
+    if (windows_) return windowedRow(i, 1.0, out);
     if (paradigm_.usesKernel()) {
         out.noalias() = phiQ_.row(i) * phiK_.transpose();
         return normaliseRow(paradigm_, c_, out, phiQ_.row(i).dot(phiKSum_), 1.0);
@@ -226,10 +297,18 @@ RowStatus AttentionHead::row(Index i, Eigen::Ref<RowVector> out) const {
 }
 
 RowStatus AttentionHead::normaliseRawRow(Eigen::Ref<RowVector> raw, double dotSum) const {
+    requirePlainLayout("normalising a raw row");
     return normaliseRow(paradigm_, c_, raw, paradigm_.usesKernel() ? dotSum : 0.0, 1.0);
 }
 
 void AttentionHead::rows(Index begin, Index count, Eigen::Ref<Matrix> out, RowStatus* status) const {
+    if (windows_) {
+        for (Index r = 0; r < count; ++r) {
+            const RowStatus s = windowedRow(begin + r, 1.0, out.row(r));
+            if (status) status[r] = s;
+        }
+        return;
+    }
     std::vector<double> dotSums(static_cast<std::size_t>(count));
     rawRows(begin, count, out, dotSums.data());
     for (Index r = 0; r < count; ++r) {
@@ -249,6 +328,13 @@ Matrix AttentionHead::matrix(std::vector<RowStatus>* status) const {
 
 void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
                                RowStatus* status) const {
+    if (windows_) {
+        for (std::size_t f = 0; f < factors.size(); ++f) {
+            const RowStatus s = windowedRow(i, factors[f], out.row(Index(f)));
+            if (status) status[f] = s;
+        }
+        return;
+    }
     RowVector raw(n_);
     double dotSum = 0;
     if (paradigm_.usesKernel()) {
@@ -279,6 +365,7 @@ static void gemmABt(const Eigen::Ref<const Matrix>& a, const Eigen::Ref<const Ma
 }
 
 void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const {
+    requirePlainLayout("a raw row");
     if (paradigm_.usesKernel()) {
         gemmABt(phiQ_.middleRows(begin, count), phiK_, 1.0, out);
         Eigen::Map<Vector>(dotSums, count).noalias() = phiQ_.middleRows(begin, count) * phiKSum_.transpose();
@@ -289,6 +376,7 @@ void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, do
 }
 
 AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a) const {
+    requirePlainLayout("the affine form of a row");
     const double n = double(n_);
     Affine f;
     auto fail = [&](RowStatus s) {
@@ -327,6 +415,7 @@ AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a)
 LowRankForm AttentionHead::lowRankForm() const {
     if (!paradigm_.usesKernel())
         throwUsage("paradigm '" + paradigm_.name + "' (softmax) has no low-rank factorisation");
+    requirePlainLayout("a global low-rank form");
     LowRankForm f;
     f.phiQ = phiQ_;
     f.phiK = phiK_;
@@ -366,7 +455,7 @@ Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) co
     std::vector<RowStatus> local;
     std::vector<RowStatus>& s = status ? *status : local;
     s.assign(std::size_t(n_), RowStatus::Ok);
-    if (paradigm_.usesKernel()) {
+    if (hasLowRankForm()) {
         // Associativity: A V = diag(rowScale) phiQ (phiK^T V) + rowOffset (1^T V), O(N r dv).
         const LowRankForm f = lowRankForm();
         const Matrix kv = phiK_.transpose() * v;

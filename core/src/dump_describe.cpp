@@ -27,6 +27,15 @@ std::string NonFiniteValue::describe(const DumpInfo& info) const {
            std::to_string(token) + " of " + std::string(1, tensor);
 }
 
+HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head) {
+    HeadInputs in{&act.q, &act.k, layer.scale, layer.kernelApplied};
+    if (layer.window) {
+        in.windows = layer.window->partition.get();
+        if (layer.window->hasPositionBias()) in.positionBias = &layer.window->positionBias->at(std::size_t(head));
+    }
+    return in;
+}
+
 nlohmann::json DumpInfo::toJson() const {
     nlohmann::json layersJson = nlohmann::json::array();
     for (const LayerInfo& l : layers) {
@@ -58,6 +67,15 @@ nlohmann::json DumpInfo::toJson() const {
                                                   {"dtype", toString(l.localBranch->weightType)}}
                                  : nlohmann::json(nullptr)},
         });
+        // Only for window attention, so that descriptions of other layers stay as they were.
+        if (l.window)
+            layersJson.back()["window"] = {
+                {"size", {l.window->rule.sizeH, l.window->rule.sizeW}},
+                {"shift", {l.window->rule.shiftH, l.window->rule.shiftW}},
+                {"mask", l.window->rule.masked},
+                {"windows", l.window->partition->windows()},
+                {"position_bias", l.window->hasPositionBias()},
+            };
     }
     nlohmann::json description = {
         {"path", path},

@@ -559,7 +559,70 @@ private:
             info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
         }
         if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
+        windowAttention(group.get(), layerPath, where, candidate);
         return candidate;
+    }
+
+    // resources/format.md, section 1b. The position bias's values are read by open().
+    void windowAttention(hid_t group, const std::string& layerPath, const std::string& where,
+                         LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        const bool size = h5::hasAttribute(group, "window_size", where);
+        const bool shift = h5::hasAttribute(group, "window_shift", where);
+        const bool mask = h5::hasAttribute(group, "window_mask", where);
+        const bool bias = h5::linkExists(group, "position_bias", where);
+        if (!size) {
+            if (shift || mask || bias)
+                fail(layerPath + " has " +
+                     (shift  ? "window_shift"
+                      : mask ? "window_mask"
+                             : "position_bias") +
+                     " but no window_size (window attention needs the window size [Mh, Mw])");
+            return;
+        }
+        auto pair = [&](const char* name, std::int64_t least) {
+            const std::vector<std::int64_t> v = h5::readIntegerArrayAttribute(group, name, where);
+            if (v.size() != 2 || v[0] < least || v[1] < least || v[0] > 4096 || v[1] > 4096)
+                throwInput(where + " attribute '" + name + "' must be two integers [" +
+                           (least == 1 ? "Mh, Mw] between 1 and 4096" : "sh, sw] between 0 and 4096") + ", got " +
+                           h5::describeDims(v));
+            return v;
+        };
+        WindowInfo window;
+        const std::vector<std::int64_t> m = pair("window_size", 1);
+        window.rule.sizeH = int(m[0]);
+        window.rule.sizeW = int(m[1]);
+        if (shift) {
+            const std::vector<std::int64_t> s = pair("window_shift", 0);
+            window.rule.shiftH = int(s[0]);
+            window.rule.shiftW = int(s[1]);
+        }
+        if (mask)
+            window.rule.masked = h5::readBoolAttribute(group, "window_mask", where);
+        else if (window.rule.shifted())
+            fail(layerPath +
+                 ": window_shift is not 0 but window_mask is missing: say whether the model added Swin's "
+                 "mask to its shifted windows (true) or ignored it (false, as the papers' linear attentions do)");
+        if (window.rule.windowTokens() > 4096)
+            fail(layerPath + ": windows of " + std::to_string(window.rule.sizeH) + " x " +
+                 std::to_string(window.rule.sizeW) + " tokens are larger than the limit of 4096 tokens");
+        try {
+            window.partition = std::make_shared<const WindowPartition>(info.layout, window.rule);
+        } catch (const Error& e) {
+            fail(layerPath + ": " + e.what());
+        }
+        if (bias) {
+            FloatDataset b = openFloatDataset(group, layerPath, "position_bias", "the position bias");
+            const std::vector<hsize_t> dims = h5::datasetDims(b.dataset.get());
+            const hsize_t t = hsize_t(window.rule.windowTokens());
+            if (dims.size() != 3 || dims[0] != hsize_t(info.heads) || dims[1] != t || dims[2] != t)
+                fail(b.path + " has shape " + h5::describeDims(dims) + "; expected [heads, Mh*Mw, Mh*Mw] = [" +
+                     std::to_string(info.heads) + ", " + std::to_string(t) + ", " + std::to_string(t) + "]");
+            if (double(info.heads) * double(t) * double(t) * 8.0 > 256.0 * double(1u << 20))
+                fail(b.path + " would need more than 256 MiB as double; the declared sizes are not plausible");
+            candidate.handles.positionBias = std::move(b);
+        }
+        info.window = std::move(window);
     }
 
     // resources/format.md, section 1a. Shapes and attributes only; the weights are read by open().
@@ -681,6 +744,29 @@ void DumpReader::Impl::open(const std::string& dumpPath, DumpInfo& info) {
         shared.kernelH = branch->kernelH;
         shared.kernelW = branch->kernelW;
         readBranchParts(layers[l], *branch, -1, shared);
+    }
+
+    // Position biases are model parameters (heads x (Mh Mw)^2 values): read and check them now.
+    for (std::size_t l = 0; l < info.layers.size(); ++l) {
+        const FloatDataset& bias = layers[l].positionBias;
+        if (!info.layers[l].window || !bias.dataset.valid()) continue;
+        const LayerInfo& layer = info.layers[l];
+        const hsize_t t = hsize_t(layer.window->rule.windowTokens());
+        const std::vector<hsize_t> start{0, 0, 0}, extent{hsize_t(layer.heads), t, t};
+        const std::vector<double> values = readDoubles(bias, start, extent, "the position bias");
+        auto perHead = std::make_shared<std::vector<Matrix>>();
+        for (int h = 0; h < layer.heads; ++h) {
+            const double* base = values.data() + std::size_t(h) * std::size_t(t * t);
+            const auto bad = std::find_if(base, base + t * t, [](double x) { return !std::isfinite(x); });
+            if (bad != base + t * t) {
+                std::ostringstream value;
+                value << *bad;
+                throwInput(path + ": " + bias.path + ": head " + std::to_string(h) + " holds a non-finite value (" +
+                           value.str() + "); the position bias must be finite");
+            }
+            perHead->push_back(Eigen::Map<const Matrix>(base, Index(t), Index(t)));
+        }
+        info.layers[l].window->positionBias = std::move(perHead);
     }
 
     images = validator.images(file.get(), info.images, info.imageInfo);

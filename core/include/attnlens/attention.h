@@ -12,6 +12,7 @@
 
 #include "attnlens/paradigm.h"
 #include "attnlens/tensor.h"
+#include "attnlens/window.h"
 
 namespace attnlens {
 
@@ -27,6 +28,13 @@ struct HeadInputs {
     const Matrix* k = nullptr;   // N x d
     double layerScale = 0.0;     // the layer's softmax scale (1/sqrt(d) by default)
     bool kernelApplied = false;  // the dump's q/k already went through the model's feature map
+    // Window attention (window.h): each query attends to the keys of its window only. Softmax
+    // paradigms add positionBias(position of i, position of j) (Mh*Mw x Mh*Mw, Swin's relative
+    // position bias of this head; optional) and Swin's mask to the logits; kernel paradigms
+    // normalise over the keys of the window (of the window and region under a masked rule), with
+    // N = those keys and the default c = 1/(sqrt(d) Mh Mw) (the window is the model's sequence).
+    const WindowPartition* windows = nullptr;
+    const Matrix* positionBias = nullptr;
 };
 
 // A = diag(rowScale) * phiQ * phiK^T + rowOffset * 1^T
@@ -66,7 +74,8 @@ public:
     void scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
                     RowStatus* status = nullptr) const;
 
-    // Rows [begin, begin+count) before normalisation (one GEMM), for analyses that evaluate many
+    // Rows [begin, begin+count) before normalisation (one GEMM; Error(Usage) under window attention,
+    // whose rows normalise over different keys), for analyses that evaluate many
     // factors a cheaply: softmax: out_ij = s * tq_i.k_j (logits) and dotSums_i = 0; kernel
     // paradigms: out_ij = phi(q_i).phi(k_j) and dotSums_i = phi(q_i).sum_m phi(k_m).
     void rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const;
@@ -81,8 +90,10 @@ public:
     };
     Affine affineCoefficients(double dotSum, double a) const;
 
-    bool hasLowRankForm() const { return paradigm_.usesKernel(); }
-    // Error(Usage) for softmax. Built on first call.
+    // Window attention is block-diagonal (one low-rank block per window), not globally low-rank.
+    bool hasLowRankForm() const { return paradigm_.usesKernel() && !windows_; }
+    const WindowPartition* windows() const { return windows_; }
+    // Error(Usage) for softmax and window attention. Built on first call.
     LowRankForm lowRankForm() const;
 
     // State exposed for analyses and tests.
@@ -91,8 +102,16 @@ public:
     const Matrix& phiK() const { return phiK_; }
     const RowVector& phiKSum() const { return phiKSum_; }
 
+    // Window attention: the keys query i attends to (its window, in window position order; its
+    // window and region for kernel paradigms under a masked rule, ascending). Error(Usage) for other heads.
+    std::span<const Index> attendedKeys(Index i) const;
+
 private:
-    RowStatus finishRow(Index i, Eigen::Ref<RowVector> out) const;
+    // Window attention: the row of query i over its keys (gathered, before normalisation; a
+    // multiplies the query's dot products as in scaledRows).
+    void windowedRaw(Index i, std::span<const Index> keys, double a, RowVector& raw, double& dotSum) const;
+    RowStatus windowedRow(Index i, double a, Eigen::Ref<RowVector> out) const;
+    void requirePlainLayout(const char* what) const;
 
     Paradigm paradigm_;
     Kernel kernel_;
@@ -103,7 +122,9 @@ private:
     Matrix tq_;  // transformed queries (softmax uses them directly)
     Matrix phiQ_, phiK_;
     RowVector phiKSum_;
-    std::vector<std::uint8_t> badKey_;  // keys with non-finite entries
+    const WindowPartition* windows_ = nullptr;
+    const Matrix* positionBias_ = nullptr;
+    Matrix keySetPhiKSum_;  // window attention, kernel paradigms: sum of phi(k) per key set
 };
 
 // The kernel applied row-wise (exposed for tests and the exporter cross-checks).

@@ -17,9 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlens/attention.h"
 #include "attnlens/local_branch.h"
 #include "attnlens/tensor.h"
 #include "attnlens/token_layout.h"
+#include "attnlens/window.h"
 
 namespace attnlens {
 
@@ -41,6 +43,16 @@ struct LocalBranchInfo {
     }
 };
 
+// The layer's window attention (resources/format.md, section 1b).
+struct WindowInfo {
+    WindowRule rule;
+    std::shared_ptr<const WindowPartition> partition;
+    // position_bias [heads, Mh*Mw, Mh*Mw] (Swin's relative position bias, model parameters): read
+    // and checked on open; empty when the dump has none.
+    std::shared_ptr<const std::vector<Matrix>> positionBias;
+    bool hasPositionBias() const { return positionBias && !positionBias->empty(); }
+};
+
 struct LayerInfo {
     std::string name;  // group name under /layers
     int index = 0;     // the `index` attribute, or the natural-sort position when absent
@@ -57,6 +69,7 @@ struct LayerInfo {
     TokenLayout layout;  // root grid/prefix, or the layer's override
     bool kernelApplied = false;
     std::optional<LocalBranchInfo> localBranch;
+    std::optional<WindowInfo> window;
 
     bool hasValues() const { return valueDim > 0; }
 };
@@ -112,6 +125,11 @@ struct HeadActivations {
     Matrix q, k, v;                         // N x d; v is empty when the layer has none or it was not requested
     std::vector<NonFiniteValue> nonFinite;  // at most one entry per (tensor, token)
 };
+
+// The inputs of one head's attention as the layer computed it (scale, kernel, window rule and
+// position bias): the one way every analysis builds an AttentionHead from a dump. `act` must
+// outlive the head.
+HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head);
 
 struct ImageData {
     int height = 0, width = 0, channels = 0;

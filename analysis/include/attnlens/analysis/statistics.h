@@ -27,6 +27,9 @@ struct SpectrumResult {
     int rank = 0;              // #{sigma > tolerance}
     double effectiveRank = 0;  // exp(H(sigma / sum sigma))
     std::string method;        // "low-rank QR" or "dense SVD (LAPACK dgesdd)"
+    // Window attention: each window's numerical rank (its block A[window, window], tolerance
+    // relativeTolerance(Mh Mw) times the block's sigma_max), in window order; empty otherwise.
+    std::vector<int> windowRanks;
 };
 // Linear family: from the factorised form in O(N r^2). Softmax: dense SVD of the matrix.
 SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
