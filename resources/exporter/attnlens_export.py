@@ -45,6 +45,19 @@ as float32 when the dump is float16 (float64 when the dump is float64), so M_c k
 precision. Odd kernel sizes (1..255), C against v's d_v and heads, B, bias shape and finite values
 are checked before anything of the batch is written; a problem is an ExportError naming the layer.
 
+Window attention (format.md, section 1b: Swin): q, k and v are written on the full grid in token
+order y * W + x, with the layer attributes window_size [Mh, Mw], window_shift [sh, sw] and
+window_mask (whether the model added Swin's -100 mask in shifted windows), and the dataset
+position_bias [heads, Mh*Mw, Mh*Mw] (the relative position bias the softmax adds to its logits).
+find_layers recognises timm's SwinTransformerBlock (a module with `input_resolution`,
+`window_size`, `shift_size` and an `attn` with a `qkv` Linear and `num_heads`): it hooks
+attn.qkv, whose output is window-partitioned [B * windows, Mh*Mw, 3C], and undoes
+window_partition and the roll. timm's `WindowAttention` is softmax with its bias and, when
+shifted, the mask; another attention class must say what it is through attnlens_layer_attrs()
+(attention, scale, kernel_applied, window_mask: the papers' linear Swin attentions ignore the
+mask, so window_mask = False). LayerSpec and DumpWriter.declare_layer take window_size,
+window_shift, window_mask and position_bias for other models.
+
 Command line (`python3 attnlens_export.py --help`):
   export   run a model given as module:factory on images from a .npy/.npz file and write a dump
   validate check a dump's structure against the format and print a summary
@@ -189,12 +202,17 @@ class DumpWriter:
     # -- layers --
 
     def declare_layer(self, name, index, attention=None, scale=None, kernel_applied=None,
-                      grid=None, prefix_tokens=None):
-        """Create the group of one layer with its attributes (datasets come with the first batch)."""
+                      grid=None, prefix_tokens=None, window_size=None, window_shift=None,
+                      window_mask=None, position_bias=None):
+        """Create the group of one layer with its attributes (datasets come with the first batch;
+        the window attention's position bias, a model parameter, is written here)."""
         if not name or "/" in name:
             raise ExportError(f"layer name must be non-empty and contain no '/', got {name!r}")
         if name in self._layers:
             raise ExportError(f"layer {name!r} declared twice")
+        window = self._check_window(name, grid if grid is not None else self.grid,
+                                    self.prefix_tokens if prefix_tokens is None else prefix_tokens,
+                                    window_size, window_shift, window_mask, position_bias)
         g = self._layers_group.create_group(name)
         g.attrs["index"] = np.int64(index)
         if attention is not None:
@@ -212,10 +230,52 @@ class DumpWriter:
             g.attrs["grid"] = np.array([int(grid[0]), int(grid[1])], dtype=np.int64)
         if prefix_tokens is not None:
             g.attrs["prefix_tokens"] = np.int64(prefix_tokens)
-        self._layers[name] = {"count": 0, "branch": None,
+        if window is not None:
+            g.attrs["window_size"] = np.array(window["size"], dtype=np.int64)
+            g.attrs["window_shift"] = np.array(window["shift"], dtype=np.int64)
+            g.attrs["window_mask"] = np.bool_(window["mask"])
+            if window["bias"] is not None:
+                g.create_dataset("position_bias", data=window["bias"].astype(self.branch_dtype))
+        self._layers[name] = {"count": 0, "branch": None, "window": window,
                               "grid": tuple(grid) if grid else self.grid,
                               "prefix": self.prefix_tokens if prefix_tokens is None
                               else int(prefix_tokens)}
+
+    @staticmethod
+    def _check_window(name, grid, prefix, size, shift, mask, bias):
+        """The window rule of format.md 1b, checked as AttnLens checks it on open; None when the
+        layer has no window attention."""
+        if size is None:
+            if shift is not None or mask is not None or bias is not None:
+                raise ExportError(f"layer {name}: window_shift, window_mask and position_bias need "
+                                  "window_size")
+            return None
+        size = tuple(int(v) for v in np.broadcast_to(np.asarray(size), (2,)))
+        shift = (0, 0) if shift is None else tuple(int(v) for v in
+                                                   np.broadcast_to(np.asarray(shift), (2,)))
+        if min(size) < 1 or size[0] * size[1] > 4096:
+            raise ExportError(f"layer {name}: window_size must be positive with at most 4096 "
+                              f"tokens, got {size}")
+        if int(prefix) != 0:
+            raise ExportError(f"layer {name}: window attention needs a layer without prefix "
+                              f"tokens, got {prefix}")
+        if grid[0] % size[0] or grid[1] % size[1]:
+            raise ExportError(f"layer {name}: window size {size} does not divide the grid "
+                              f"{tuple(grid)} (padded windows are not supported)")
+        if not all(0 <= s < m for s, m in zip(shift, size)):
+            raise ExportError(f"layer {name}: window_shift {shift} must lie in [0, window size)")
+        if any(shift) and mask is None:
+            raise ExportError(f"layer {name}: shifted windows need window_mask: whether the model "
+                              "added Swin's mask (True) or ignored it (False)")
+        if bias is not None:
+            bias = np.asarray(_as_numpy(bias), dtype=np.float64)
+            m = size[0] * size[1]
+            if bias.ndim != 3 or bias.shape[1:] != (m, m):
+                raise ExportError(f"layer {name}: position_bias must be [heads, {m}, {m}], got "
+                                  f"{bias.shape}")
+            if not np.all(np.isfinite(bias)):
+                raise ExportError(f"layer {name}: position_bias holds NaN or Inf")
+        return {"size": size, "shift": shift, "mask": bool(mask), "bias": bias}
 
     def _dataset(self, group, key, shape, dtype=None):
         if key in group:
@@ -266,6 +326,11 @@ class DumpWriter:
             raise ExportError(
                 f"layer {name}: N = {q.shape[2]} tokens but prefix_tokens {info['prefix']} + grid "
                 f"{info['grid'][0]}x{info['grid'][1]} = {n_expected}")
+        window = info.get("window")
+        if window is not None and window["bias"] is not None and \
+                window["bias"].shape[0] != q.shape[1]:
+            raise ExportError(f"layer {name}: position_bias has {window['bias'].shape[0]} heads "
+                              f"but q has {q.shape[1]}")
         if v is not None and (v.ndim != 4 or v.shape[:3] != q.shape[:3]):
             raise ExportError(f"layer {name}: v {v.shape} must share B, heads and N with q "
                               f"{q.shape}")
@@ -527,7 +592,8 @@ class LayerSpec:
     find_layers."""
 
     def __init__(self, module, extract, name=None, hook_module=None, attention=None, scale=None,
-                 kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None):
+                 kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None,
+                 window_size=None, window_shift=None, window_mask=None, position_bias=None):
         if local_branch is not None and not callable(local_branch):
             raise ExportError(f"LayerSpec local_branch must be callable (module, x) -> dict or "
                               f"None, got {local_branch!r}")
@@ -537,7 +603,9 @@ class LayerSpec:
         self.name = name
         self.hook_module = hook_module if hook_module is not None else module
         self.attrs = {"attention": attention, "scale": scale, "kernel_applied": kernel_applied,
-                      "grid": grid, "prefix_tokens": prefix_tokens}
+                      "grid": grid, "prefix_tokens": prefix_tokens, "window_size": window_size,
+                      "window_shift": window_shift, "window_mask": window_mask,
+                      "position_bias": position_bias}
 
 
 def _timm_extract(attn):
@@ -557,6 +625,80 @@ def _timm_extract(attn):
         return q, k, v
 
     return extract
+
+
+def _pair(v):
+    return tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v, v)))
+
+
+def _is_swin_block(module):
+    import torch.nn as nn
+
+    attn = getattr(module, "attn", None)
+    return all(hasattr(module, a) for a in ("input_resolution", "window_size", "shift_size")) \
+        and isinstance(getattr(attn, "qkv", None), nn.Linear) and hasattr(attn, "num_heads")
+
+
+def _swin_extract(block):
+    """Extractor hooked on a Swin block's attn.qkv: its output is window-partitioned
+    [B * windows, Mh*Mw, 3C] (after the roll by -shift); returns q, k, v [B, heads, H*W, d] on
+    the full grid in token order y * W + x (window_reverse, then the roll by +shift)."""
+    import torch
+
+    def extract(_linear, _inputs, output):
+        h, w = _pair(block.input_resolution)
+        (mh, mw), (sh, sw) = _pair(block.window_size), _pair(block.shift_size)
+        heads = int(block.attn.num_heads)
+        bw, m, three_c = output.shape
+        d = three_c // 3 // heads
+        b = bw // ((h // mh) * (w // mw))
+        qkv = output.reshape(bw, m, 3, heads, d).permute(2, 0, 3, 1, 4)
+        out = []
+        for t in qkv.unbind(0):
+            t = t.reshape(b, h // mh, w // mw, heads, mh, mw, d).permute(0, 3, 1, 4, 2, 5, 6)
+            t = t.reshape(b, heads, h, w, d)
+            if sh or sw:
+                t = torch.roll(t, shifts=(sh, sw), dims=(2, 3))
+            out.append(t.reshape(b, heads, h * w, d))
+        return tuple(out)
+
+    return extract
+
+
+def _swin_spec(path, block):
+    """A LayerSpec for a timm-style Swin block (see the module docstring)."""
+    attn = block.attn
+    size, shift = _pair(block.window_size), _pair(block.shift_size)
+    h, w = _pair(block.input_resolution)
+    attrs = dict(attn.attnlens_layer_attrs()) if hasattr(attn, "attnlens_layer_attrs") else {}
+    softmax = type(attn).__name__ == "WindowAttention"
+    if softmax:
+        attrs.setdefault("attention", "softmax")
+        attrs.setdefault("scale", float(attn.scale))
+        # timm adds attn_mask in shifted blocks.
+        attrs.setdefault("window_mask", getattr(block, "attn_mask", None) is not None)
+    attrs.setdefault("attention", "other")
+    bias = None
+    if softmax and hasattr(attn, "relative_position_bias_table"):
+        import torch
+
+        with torch.no_grad():
+            if hasattr(attn, "_get_rel_pos_bias"):
+                bias = attn._get_rel_pos_bias().detach().cpu().numpy().reshape(
+                    -1, size[0] * size[1], size[0] * size[1])
+            else:
+                m = size[0] * size[1]
+                bias = attn.relative_position_bias_table[attn.relative_position_index.view(-1)]
+                bias = bias.view(m, m, -1).permute(2, 0, 1).detach().cpu().numpy()
+    if any(shift) and attrs.get("window_mask") is None:
+        raise ExportError(f"layer {path}: a shifted-window attention of class "
+                          f"{type(attn).__name__}: say whether it adds Swin's mask "
+                          "(attnlens_layer_attrs() -> window_mask, or a LayerSpec)")
+    return LayerSpec(block, _swin_extract(block), name=path, hook_module=attn.qkv,
+                     grid=(h, w), prefix_tokens=0, window_size=size, window_shift=shift,
+                     position_bias=bias, local_branch=None,
+                     **{k: attrs[k] for k in ("attention", "scale", "kernel_applied",
+                                              "window_mask") if k in attrs})
 
 
 def _protocol_extract(module, inputs, _output):
@@ -581,7 +723,10 @@ def find_layers(model):
     for path, module in model.named_modules():
         if any(path.startswith(p + ".") for p in claimed):
             continue  # submodules of a layer already recorded
-        if callable(getattr(module, "attnlens_qkv", None)):
+        if _is_swin_block(module):
+            specs.append(_swin_spec(path, module))
+            claimed.add(path)
+        elif callable(getattr(module, "attnlens_qkv", None)):
             attrs = dict(module.attnlens_layer_attrs()) if hasattr(
                 module, "attnlens_layer_attrs") else {}
             attrs.setdefault("local_branch", _branch_of(module))

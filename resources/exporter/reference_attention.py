@@ -11,6 +11,15 @@ an H x W grid, token index = P + y*W + x (the attnlens.dump layout):
   InLineAttention        InLine (LeapLabTHU/InLine, models/inline_deit.py)
   MALAAttention          MALA (qhfan/MALA, classfication_release/model.py, AddLinearAttention)
 
+Window attention (Swin, format.md 1b), following timm's swin_transformer.py structure and names:
+  WindowAttention        softmax within Mh x Mw windows with the relative position bias table and
+                         the optional shifted-window mask (timm's `WindowAttention`)
+  WindowLinearReLUAttention  LinearReLUAttention within windows; it accepts the mask and ignores
+                         it, as the papers' released linear Swin attentions do
+  SwinTransformerBlock   roll by -shift, window_partition, attention, window_reverse, roll back
+                         (timm's block, with `input_resolution`, `window_size`, `shift_size`,
+                         `attn_mask`)
+
 Every module has `attention_parts(x)`: the attention output O = A V per head [B, heads, N, d]
 *before* the depthwise convolution / local residual / gating / output projection, plus the tensors
 the exporter writes. `forward` adds those extras exactly as the released code does. The modules
@@ -393,6 +402,147 @@ class MALAAttention(nn.Module):
     def forward(self, x):
         out = _merge_heads(self.attention_with_local_branch(x))
         return self.proj_drop(self.proj(out * self.gate(x)))
+
+
+def window_partition(x, window_size):
+    """timm: [B, H, W, C] -> [B * windows, Mh, Mw, C], windows row-major, then positions."""
+    b, h, w, c = x.shape
+    mh, mw = window_size
+    x = x.view(b, h // mh, mh, w // mw, mw, c)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, mh, mw, c)
+
+
+def window_reverse(windows, window_size, h, w):
+    """timm: the inverse of window_partition."""
+    mh, mw = window_size
+    c = windows.shape[-1]
+    x = windows.view(-1, h // mh, w // mw, mh, mw, c)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, h, w, c)
+
+
+def relative_position_index(mh, mw):
+    """timm's get_relative_position_index: [Mh*Mw, Mh*Mw] indices into the bias table."""
+    coords = torch.stack(torch.meshgrid(torch.arange(mh), torch.arange(mw), indexing="ij"))
+    coords = coords.flatten(1)
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0).contiguous()
+    rel[:, :, 0] += mh - 1
+    rel[:, :, 1] += mw - 1
+    rel[:, :, 0] *= 2 * mw - 1
+    return rel.sum(-1)
+
+
+class WindowAttention(nn.Module):
+    """timm's WindowAttention: softmax attention within each window of Mh*Mw tokens, logits
+    s q.k + relative position bias (+ the shifted-window mask)."""
+
+    def __init__(self, dim, num_heads, window_size, qkv_bias=True, **_unused):
+        super().__init__()
+        self.dim = dim
+        self.window_size = tuple(window_size)
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        mh, mw = self.window_size
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * mh - 1) * (2 * mw - 1), num_heads))
+        self.register_buffer("relative_position_index",
+                             relative_position_index(mh, mw).view(-1), persistent=False)
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+
+    def _get_rel_pos_bias(self):
+        m = self.window_size[0] * self.window_size[1]
+        bias = self.relative_position_bias_table[self.relative_position_index].view(m, m, -1)
+        return bias.permute(2, 0, 1).contiguous().unsqueeze(0)
+
+    def attention_parts(self, x, mask=None):
+        b_, n, _ = x.shape
+        q, k, v = _split_qkv(self.qkv(x), self.num_heads)
+        attn = (q * self.scale) @ k.transpose(-2, -1) + self._get_rel_pos_bias()
+        if mask is not None:
+            windows = mask.shape[0]
+            attn = attn.view(-1, windows, self.num_heads, n, n) + mask.unsqueeze(1).unsqueeze(0)
+            attn = attn.view(-1, self.num_heads, n, n)
+        attn = attn.softmax(dim=-1)
+        return {"out": attn @ v, "attn": attn, "q": q, "k": k, "v": v}
+
+    def forward(self, x, mask=None):
+        return self.proj(_merge_heads(self.attention_parts(x, mask)["out"]))
+
+
+class WindowLinearReLUAttention(LinearReLUAttention):
+    """LinearReLUAttention within windows (N = Mh*Mw); the mask is accepted and ignored, as in
+    the papers' released linear Swin attentions (the dump says window_mask = false)."""
+
+    def __init__(self, dim, num_heads, window_size, qkv_bias=True, **_unused):
+        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias)
+        self.window_size = tuple(window_size)
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "linear_relu", "kernel_applied": 0, "scale": self.scale,
+                "window_mask": False}
+
+    def attention_parts(self, x, mask=None):
+        return super().attention_parts(x)
+
+    def forward(self, x, mask=None):
+        return super().forward(x)
+
+
+class SwinTransformerBlock(nn.Module):
+    """timm's SwinTransformerBlock on [B, H, W, C]: x + attn(norm1(x)) computed as roll(-shift),
+    window_partition, attention per window (with attn_mask when shifted), window_reverse,
+    roll(+shift); then the MLP."""
+
+    def __init__(self, dim, input_resolution, num_heads, window_size=7, shift_size=0,
+                 mlp_ratio=2.0, attn_layer=WindowAttention):
+        super().__init__()
+        self.input_resolution = tuple(input_resolution)
+        self.window_size = (window_size, window_size)
+        self.shift_size = (shift_size, shift_size)
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = attn_layer(dim, num_heads=num_heads, window_size=self.window_size)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.register_buffer("attn_mask", self.get_attn_mask(), persistent=False)
+
+    def get_attn_mask(self):
+        if not any(self.shift_size):
+            return None
+        h, w = self.input_resolution
+        (mh, mw), (sh, sw) = self.window_size, self.shift_size
+        img_mask = torch.zeros((1, h, w, 1))
+        cnt = 0
+        for hs in ((0, -mh), (-mh, -sh), (-sh, None)):
+            for ws in ((0, -mw), (-mw, -sw), (-sw, None)):
+                img_mask[:, hs[0]:hs[1], ws[0]:ws[1], :] = cnt
+                cnt += 1
+        mask_windows = window_partition(img_mask, self.window_size).view(-1, mh * mw)
+        mask = mask_windows.unsqueeze(1) - mask_windows.unsqueeze(2)
+        return mask.masked_fill(mask != 0, float(-100.0)).masked_fill(mask == 0, float(0.0))
+
+    def windows_of(self, x):
+        """[B, H, W, C] -> the attention's input windows [B * windows, Mh*Mw, C]."""
+        shifted = torch.roll(x, shifts=(-self.shift_size[0], -self.shift_size[1]), dims=(1, 2)) \
+            if any(self.shift_size) else x
+        c = x.shape[-1]
+        return window_partition(shifted, self.window_size).view(-1, self.window_size[0] *
+                                                                self.window_size[1], c)
+
+    def grid_of(self, windows, h, w):
+        """The inverse of windows_of: [B * windows, Mh*Mw, C] -> [B, H, W, C]."""
+        c = windows.shape[-1]
+        shifted = window_reverse(windows.view(-1, *self.window_size, c), self.window_size, h, w)
+        return torch.roll(shifted, shifts=self.shift_size, dims=(1, 2)) \
+            if any(self.shift_size) else shifted
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        attended = self.attn(self.windows_of(self.norm1(x)), mask=self.attn_mask)
+        x = x + self.grid_of(attended, h, w)
+        x = x.reshape(b, h * w, c)
+        x = x + self.mlp(self.norm2(x))
+        return x.reshape(b, h, w, c)
 
 
 ATTENTION_CLASSES = {
