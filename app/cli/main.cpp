@@ -182,9 +182,11 @@ commands:
                                    with --channel, M_c and E_c = A + M_c of that channel
   synth -o FILE [--layers 2] [--heads 2] [--grid 14x14] [--prefix 1] [--dim 16] [--images 2]
         [--dtype float16|float32|float64] [--seed 1] [--no-values] [--no-images]
-        [--local-branch dwc|lepe|inline_residual] [--class-names]
+        [--local-branch dwc|lepe|inline_residual] [--class-names] [--window M]
                                    writes a structured synthetic dump (with a seeded local branch;
-                                   --class-names: /class_names for its labels, the disk's quadrant)
+                                   --class-names: /class_names for its labels, the disk's quadrant;
+                                   --window: Swin window attention, M x M windows, odd layers
+                                   shifted by M/2 with the mask, a position bias; needs --prefix 0)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
   rollout FILE --image B --query Q|y,x|cls [--layers LIST] [--model M] [--paradigms LIST] [--residual 0.5]
@@ -685,7 +687,7 @@ int cmdAttention(int argc, char** argv) {
 int cmdSynth(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
-                        "--seed", "--model", "--local-branch"},
+                        "--seed", "--model", "--local-branch", "--window"},
                        {"--no-values", "--no-images", "--class-names"}, "synth");
     if (!a.positional.empty()) throwUsage("synth: unexpected argument " + quotedText(a.positional[0]));
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
@@ -718,6 +720,7 @@ int cmdSynth(int argc, char** argv) {
     o.withImages = !a.flag("--no-images");
     o.withClassNames = a.flag("--class-names");
     if (auto s = a.get("--local-branch")) o.localBranch = *s;
+    if (auto s = a.get("--window")) o.window = parseInt(*s, 1, 64, "--window");
     checkOutputWritable(*output, {});  // DumpWriter checks the path again when it creates the file
     writeSynthDump(*output, o);
     std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", output->c_str(), o.layers, o.heads,

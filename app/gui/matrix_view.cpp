@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <algorithm>
 #include <cmath>
 
 #include "attnlens/error.h"
@@ -76,6 +77,14 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     logBox_ = new QCheckBox(QStringLiteral("Logarithmic colour scale"), this);
     logBox_->setObjectName(QStringLiteral("matrixLog"));
     toolbar()->addWidget(logBox_);
+    windowBox_ = new QCheckBox(QStringLiteral("Order tokens by window"), this);
+    windowBox_->setObjectName(QStringLiteral("matrixByWindow"));
+    windowBox_->setToolTip(
+        QStringLiteral("Window attention: rows and columns window by window, so that the windows "
+                       "are the diagonal blocks (token order otherwise)"));
+    windowBox_->setChecked(true);
+    toolbar()->addWidget(windowBox_);
+    connect(windowBox_, &QCheckBox::toggled, this, &MatrixView::setOrderByWindow);
     auto* hint = new ElidedLabel(QStringLiteral("  wheel: zoom · drag: pan · double-click: reset"), this);
     hint->setToolTip(hint->text().trimmed());
     toolbar()->addWidget(hint);
@@ -142,6 +151,18 @@ void MatrixView::setLogScale(bool on) {
     invalidate();
 }
 
+void MatrixView::setOrderByWindow(bool on) {
+    if (windowBox_->isChecked() != on) windowBox_->setChecked(on);
+    if (on == byWindow_) return;
+    byWindow_ = on;
+    invalidate();
+}
+
+const MatrixImage* MatrixView::shownImage() const {
+    auto it = cache_.find(shownKey_);
+    return it == cache_.end() ? nullptr : it->second.get();
+}
+
 QString MatrixView::titleText() const {
     return subtitle_->text().isEmpty() ? title_->text() : title_->text() + '\n' + subtitle_->text();
 }
@@ -151,7 +172,8 @@ std::string MatrixView::currentKey() const {
     const auto branch = session_->localBranch();
     return session_->path().toStdString() + '/' + std::to_string(s.image) + '/' + std::to_string(s.layer) + '/' +
            std::to_string(s.head) + '/' + session_->paradigms()[std::size_t(s.paradigm)].toJson().dump() +
-           (log_ ? "/log" : "/linear") + (branch ? "/branch/" + branch->key() : std::string());
+           (log_ ? "/log" : "/linear") + (branch ? "/branch/" + branch->key() : std::string()) +
+           (byWindow_ && session_->layerInfo().window ? "/by-window" : "");
 }
 
 bool MatrixView::fitAspect() {
@@ -184,6 +206,7 @@ void MatrixView::rebuild() {
         subtitle_->setText(QString());
         return;
     }
+    windowBox_->setEnabled(session_->layerInfo().window.has_value());
     const Selection& sel = session_->selection();
     const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
     const std::string key = currentKey();
@@ -234,13 +257,20 @@ void MatrixView::rebuild() {
         const bool logScale = log_;
         const long long n = head->tokens();
         const TokenLayout lay = session_->layout();
+        // The windows' tokens one after the other (each in position order).
+        std::vector<Index> order;
+        if (byWindow_ && session_->layerInfo().window) {
+            const WindowPartition& p = *session_->layerInfo().window->partition;
+            for (int w = 0; w < p.windows(); ++w)
+                for (Index t : p.windowTokens(w)) order.push_back(t);
+        }
         const std::string whereHead = session_->layerWhere();
         session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
             slot,
             QStringLiteral("%1 matrix %2 x %2")
                 .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
                 .arg(n),
-            [head, signedP, logScale, branch, lay, headWhere = whereHead](const JobContext& ctx) {
+            [head, signedP, logScale, branch, lay, order, headWhere = whereHead](const JobContext& ctx) {
                 // A and its N x N image (4 bytes a pixel).
                 checkFitsInMemory(denseMatrixBytes(head->tokens(), 1) * 1.5,
                                   headWhere + ": the " + std::to_string(head->tokens()) + " x " +
@@ -250,8 +280,18 @@ void MatrixView::rebuild() {
                 if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
                 if (branch) addLocalBranch(a, branch->kernel(), lay);
                 ctx.progress(1, 2, QStringLiteral("colouring"));
-                return std::shared_ptr<const MatrixImage>(
-                    std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale)));
+                if (!order.empty()) {
+                    Matrix ordered(a.rows(), a.cols());
+                    for (std::size_t r = 0; r < order.size(); ++r)
+                        for (std::size_t c = 0; c < order.size(); ++c)
+                            ordered(Index(r), Index(c)) = a(order[r], order[c]);
+                    a = std::move(ordered);
+                }
+                auto image = std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale));
+                image->order = order;
+                image->position.resize(order.size());
+                for (std::size_t r = 0; r < order.size(); ++r) image->position[std::size_t(order[r])] = Index(r);
+                return std::shared_ptr<const MatrixImage>(image);
             },
             [this, key](std::shared_ptr<const MatrixImage>& img) {
                 cache_[key] = img;
@@ -305,8 +345,13 @@ void MatrixView::rebuild() {
     }
     map_->setVisible(true);
     scale_->setVisible(true);
-    highlight_->topLeft->setCoords(-0.5, sel.query - 0.5);
-    highlight_->bottomRight->setCoords(img.tokens - 0.5, sel.query + 0.5);
+    const double queryRow = double(img.displayOf(sel.query));
+    highlight_->topLeft->setCoords(-0.5, queryRow - 0.5);
+    highlight_->bottomRight->setCoords(img.tokens - 0.5, queryRow + 0.5);
+    rect_->axis(QCPAxis::atBottom)
+        ->setLabel(img.order.empty() ? QStringLiteral("key token j") : QStringLiteral("key j, ordered by window"));
+    rect_->axis(QCPAxis::atLeft)
+        ->setLabel(img.order.empty() ? QStringLiteral("query token i") : QStringLiteral("query i, ordered by window"));
     highlight_->setVisible(true);
 
     // The rank line: A's alone, or E_c's beside A's (both with A's tolerance rule).
@@ -333,6 +378,13 @@ void MatrixView::rebuild() {
                    .arg(s->size)
                    .arg(formatWeight(s->tolerance))
                    .arg(QString::number(s->effectiveRank, 'f', 1));
+        if (!s->windowRanks.empty()) {
+            const auto [lo, hi] = std::minmax_element(s->windowRanks.begin(), s->windowRanks.end());
+            rank += QStringLiteral(" · %1 windows of %2 tokens, each of rank %3")
+                        .arg(s->windowRanks.size())
+                        .arg(session_->layerInfo().window->rule.windowTokens())
+                        .arg(*lo == *hi ? QString::number(*lo) : QStringLiteral("%1 to %2").arg(*lo).arg(*hi));
+        }
     } else {
         rank = QStringLiteral("rank: computing…");
     }
@@ -353,19 +405,25 @@ void MatrixView::rebuild() {
 void MatrixView::onMousePress(QMouseEvent* e) {
     if (e->button() != Qt::LeftButton || !map_->visible()) return;
     int j = 0, i = 0;
-    if (cellAt(map_, e->position(), &j, &i) && e->modifiers() & Qt::ControlModifier) session_->setQuery(i);
+    const MatrixImage* img = shownImage();
+    if (img && cellAt(map_, e->position(), &j, &i) && e->modifiers() & Qt::ControlModifier)
+        session_->setQuery(img->tokenAt(i));
 }
 
 void MatrixView::onMouseMove(QMouseEvent* e) {
     int j = 0, i = 0;
-    if (map_->visible() && cellAt(map_, e->position(), &j, &i)) {
+    const MatrixImage* img = shownImage();
+    if (img && map_->visible() && cellAt(map_, e->position(), &j, &i)) {
         const TokenLayout& l = session_->layout();
+        const double value = map_->data()->cell(j, i);
+        i = int(img->tokenAt(i));
+        j = int(img->tokenAt(j));
         Q_EMIT hoverText(QStringLiteral("%1[%2 %3, %4 %5] → %6 (%7)")
                              .arg(session_->localBranch() ? QStringLiteral("E_c") : QStringLiteral("A"))
                              .arg(i)
                              .arg(tokenName(l, i))
                              .arg(j)
-                             .arg(tokenName(l, j), formatWeight(map_->data()->cell(j, i)), scale_->axis()->label()));
+                             .arg(tokenName(l, j), formatWeight(value), scale_->axis()->label()));
     } else {
         Q_EMIT hoverText(QString());
     }

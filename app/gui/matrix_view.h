@@ -21,6 +21,11 @@ struct MatrixImage {
     long long tokens = 0;
     long long flaggedRows = 0;
     double floor = 0;  // log: weights below this are drawn at the lowest colour
+    // Window attention ordered by window: display position r shows token order[r] (rows and
+    // columns alike), position[token] the inverse; both empty in token order.
+    std::vector<Index> order, position;
+    Index tokenAt(Index r) const { return order.empty() ? r : order[std::size_t(r)]; }
+    Index displayOf(Index token) const { return position.empty() ? token : position[std::size_t(token)]; }
 };
 // Builds the display data; exposed for tests. logScale: non-negative matrices use log10(max(A,
 // floor)) with floor = 1e-6 max A; signed ones use sign(A) log10(1 + |A|/t), t = 1e-4 max|A|.
@@ -38,6 +43,11 @@ public:
 
     void setLogScale(bool on);
     bool logScale() const { return log_; }
+    // Window attention: rows and columns ordered window by window (positions in window order), so
+    // the windows are the diagonal blocks; token order otherwise. Default on.
+    void setOrderByWindow(bool on);
+    bool orderByWindow() const { return byWindow_; }
+    const MatrixImage* shownImage() const;
     QCPColorMap* colorMap() const { return map_; }
     QString titleText() const;
     QCPItemRect* rowHighlight() const { return highlight_; }
@@ -57,7 +67,9 @@ private:
     QCPColorScale* scale_ = nullptr;
     QCPItemRect* highlight_ = nullptr;
     QCheckBox* logBox_ = nullptr;
+    QCheckBox* windowBox_ = nullptr;
     bool log_ = false;
+    bool byWindow_ = true;
     bool waiting_ = false;
     bool userZoomed_ = false;
     std::string shownKey_;

@@ -285,6 +285,98 @@ void fillTokenGrid(QCPColorMap* map, const TokenLayout& l, const RowVector& valu
         for (int x = 0; x < l.gridW; ++x) d->setCell(x, y, values[l.token(y, x)]);
 }
 
+namespace {
+
+struct Segment {
+    double x0, y0, x1, y1;
+};
+
+// The edges between grid cells where inside(y, x) differs from its neighbour's (outside the grid
+// counts as a neighbour when withFrame), merged into straight runs: cells at (y, x) span
+// [x - 0.5, x + 0.5] x [y - 0.5, y + 0.5].
+template <typename Differs>
+std::vector<Segment> gridEdges(int h, int w, Differs differs) {
+    std::vector<Segment> out;
+    // Vertical edges at x = b - 0.5 between columns b - 1 and b (b = 0 and w: the frame).
+    for (int b = 0; b <= w; ++b) {
+        int start = -1;
+        for (int y = 0; y <= h; ++y) {
+            const bool edge = y < h && differs(y, b - 1, y, b);
+            if (edge && start < 0) start = y;
+            if (!edge && start >= 0) {
+                out.push_back({b - 0.5, start - 0.5, b - 0.5, y - 0.5});
+                start = -1;
+            }
+        }
+    }
+    for (int b = 0; b <= h; ++b) {
+        int start = -1;
+        for (int x = 0; x <= w; ++x) {
+            const bool edge = x < w && differs(b - 1, x, b, x);
+            if (edge && start < 0) start = x;
+            if (!edge && start >= 0) {
+                out.push_back({start - 0.5, b - 0.5, x - 0.5, b - 0.5});
+                start = -1;
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void WindowOverlay::clear() {
+    lines_.clear();
+    shownFor_ = nullptr;
+    shownLayout_ = TokenLayout{-1, -1, -1};
+    shownWindow_ = -2;
+}
+
+void WindowOverlay::update(QCustomPlot* plot, QCPAxisRect* rect, const WindowPartition* window, Index query) {
+    const int target = window && query >= 0 && window->layout().isSpatial(query) ? window->windowOf(query) : -1;
+    if (window == shownFor_ && (!window || (window->rule() == shownRule_ && window->layout() == shownLayout_)) &&
+        target == shownWindow_)
+        return;
+    for (QCPItemLine* l : lines_) plot->removeItem(l);
+    lines_.clear();
+    shownFor_ = window;
+    shownWindow_ = target;
+    if (!window) return;
+    shownRule_ = window->rule();
+    shownLayout_ = window->layout();
+    const TokenLayout& l = window->layout();
+    auto windowAt = [&](int y, int x) {
+        return y < 0 || x < 0 || y >= l.gridH || x >= l.gridW ? -1 : window->windowOf(l.token(y, x));
+    };
+    auto add = [&](const Segment& s, const QPen& pen) {
+        auto* line = new QCPItemLine(plot);
+        line->setClipAxisRect(rect);
+        line->setClipToAxisRect(true);
+        line->setSelectable(false);
+        for (auto* p : {line->start, line->end}) p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        line->start->setCoords(s.x0, s.y0);
+        line->end->setCoords(s.x1, s.y1);
+        line->setPen(pen);
+        lines_.push_back(line);
+    };
+    // Every window's boundary inside the grid (the frame is drawn already).
+    // Light dashes read on the dark low weights that fill most of a window map.
+    QPen boundary(QColor(255, 255, 255, 170), 1.0, Qt::DashLine);
+    for (const Segment& s : gridEdges(l.gridH, l.gridW, [&](int y0, int x0, int y1, int x1) {
+             const int a = windowAt(y0, x0), b = windowAt(y1, x1);
+             return a >= 0 && b >= 0 && a != b;
+         }))
+        add(s, boundary);
+    if (target >= 0) {
+        // White under black, as the query marker: visible on dark and on bright cells.
+        const std::vector<Segment> edges = gridEdges(l.gridH, l.gridW, [&](int y0, int x0, int y1, int x1) {
+            return (windowAt(y0, x0) == target) != (windowAt(y1, x1) == target);
+        });
+        for (const QPen& pen : {QPen(Qt::white, 3.0), QPen(QColor(20, 20, 20), 1.4)})
+            for (const Segment& s : edges) add(s, pen);
+    }
+}
+
 void CellMarker::create(QCustomPlot* plot, QCPAxisRect* rect) {
     outer = new QCPItemRect(plot);
     inner = new QCPItemRect(plot);

@@ -12,6 +12,7 @@
 
 #include "attnlens/tensor.h"
 #include "attnlens/token_layout.h"
+#include "attnlens/window.h"
 
 class QVBoxLayout;
 class QHBoxLayout;
@@ -100,6 +101,25 @@ struct CellMarker {
     void place(double x, double y, double halfW = 0.5, double halfH = 0.5);
     void setVisible(bool on);
 };
+// Window attention (format.md 1b) on a token grid: the boundaries of every window as the model saw
+// them (shifted windows wrap around the grid's edges), dashed, and the query's window outlined.
+// update() redraws only when the rule, the layout or the query's window changed.
+class WindowOverlay {
+public:
+    void clear();  // forget the items (after the plot's items were cleared)
+    // window: the layer's rule (nullptr: none, hides the overlay); query: a grid token, or -1.
+    void update(QCustomPlot* plot, QCPAxisRect* rect, const WindowPartition* window, Index query);
+    int windowShown() const { return shownWindow_; }  // the outlined window, -1 when none
+    int lineCount() const { return int(lines_.size()); }
+
+private:
+    std::vector<QCPItemLine*> lines_;
+    const WindowPartition* shownFor_ = nullptr;
+    WindowRule shownRule_;
+    TokenLayout shownLayout_{-1, -1, -1};
+    int shownWindow_ = -2;
+};
+
 // One heatmap panel of a token grid (the comparison views): a bold title spanning the map and its
 // colour bar, the map, its own colour bar (nullptr when the caller shares one) and the query marker.
 struct HeatmapPanel {

@@ -139,6 +139,7 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     imageShownFor_ = -1;
 
     addGridFrame(plot_, rect_, l.gridH, l.gridW);
+    windows_.clear();
     marker_ = {};
     marker_.create(plot_, rect_);
     prefixMarker_ = {};
@@ -216,6 +217,7 @@ void TokenMapView::rebuild() {
         plot_->clearItems();
         plot_->clearPlottables();
         plot_->plotLayout()->clear();
+        windows_.clear();
         built_ = TokenLayout{-1, -1, -1};
         rect_ = nullptr;
         map_ = nullptr;
@@ -280,6 +282,11 @@ void TokenMapView::rebuild() {
         prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
     }
 
+    // Window attention: the windows as the model cut them, the query's outlined (not for rollout,
+    // which runs over many layers).
+    const LayerInfo& layerOfMap = session_->layerInfo();
+    windows_.update(plot_, rect_, !row.rollout && layerOfMap.window ? layerOfMap.window->partition.get() : nullptr,
+                    query);
     if (l.isSpatial(query)) {
         marker_.place(l.col(query), l.row(query));
         marker_.setVisible(true);
@@ -339,6 +346,9 @@ void TokenMapView::rebuild() {
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
         note = QStringLiteral("A, %1 · ").arg(status) + note;
+    if (!row.rollout && layerOfMap.window)
+        note = QString::fromStdString(describe(layerOfMap.window->rule)) +
+               QStringLiteral(", the query's window outlined\n") + note;
     note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
     note_->setText(note);
     if (row.pending) {

@@ -30,6 +30,7 @@ public:
     double prefixValue(int i) const { return i < int(prefixValues_.size()) ? prefixValues_[std::size_t(i)] : NAN; }
     QString titleText() const;
     QString noteText() const;  // the line under the title (row sum, local branch, flags)
+    const WindowOverlay& windowOverlay() const { return windows_; }
     // How much the input image (drawn in grey, so that the map's colours stay those of the colour
     // bar) shows through the map: 0 % map only, 100 % image only.
     void setImageOpacity(int percent);
@@ -65,6 +66,7 @@ private:
     std::vector<double> prefixValues_;
     QCPItemPixmap* image_ = nullptr;
     CellMarker marker_, prefixMarker_;
+    WindowOverlay windows_;
     QSlider* opacity_ = nullptr;
     QLabel* opacityLabel_ = nullptr;
     QLabel* opacityValue_ = nullptr;

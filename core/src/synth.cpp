@@ -160,6 +160,13 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
         throwUsage("synth: --class-names names the labels, which are written with the images; drop --no-images");
     if (!o.localBranch.empty() && !o.withValues)
         throwUsage("synth: --local-branch needs values (the branch acts on V); drop --no-values");
+    if (o.window != 0) {
+        requireRange("window", o.window, 1, 64);
+        if (o.prefix != 0) throwUsage("synth: --window needs --prefix 0 (Swin's windows cover the grid only)");
+        if (o.gridH % o.window != 0 || o.gridW % o.window != 0)
+            throwUsage("synth: --window " + std::to_string(o.window) + " does not divide the grid " +
+                       std::to_string(o.gridH) + " x " + std::to_string(o.gridW));
+    }
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;
     if (tokens > kMaxTokens) {
         throwUsage("synth: prefix + grid height x width = " + std::to_string(tokens) +
@@ -283,6 +290,26 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                 for (float& b : bias) b = float(0.1 * branchRng.normal());
                 writer.writeFloatDataset(branch + "/bias", {std::uint64_t(channels)}, bias, o.dtype);
             }
+        }
+        if (o.window > 0) {
+            const int shift = l % 2 == 1 ? o.window / 2 : 0;
+            writer.setGroupAttribute(group, "window_size", std::vector<std::int64_t>{o.window, o.window});
+            writer.setGroupAttribute(group, "window_shift", std::vector<std::int64_t>{shift, shift});
+            writer.setGroupBoolAttribute(group, "window_mask", shift > 0);
+            // Own generator (the activations of a seed stay as they are): a smooth bias that
+            // favours near positions, plus noise, as a trained relative position bias looks.
+            Rng biasRng(o.seed * 7919ull + 104729ull * std::uint64_t(l + 1));
+            const std::size_t m = std::size_t(o.window) * std::size_t(o.window);
+            std::vector<float> bias(std::size_t(o.heads) * m * m);
+            for (int h = 0; h < o.heads; ++h)
+                for (std::size_t p = 0; p < m; ++p)
+                    for (std::size_t r = 0; r < m; ++r) {
+                        const double dy = double(p / std::size_t(o.window)) - double(r / std::size_t(o.window));
+                        const double dx = double(p % std::size_t(o.window)) - double(r % std::size_t(o.window));
+                        bias[(std::size_t(h) * m + p) * m + r] =
+                            float(-0.3 * std::hypot(dy, dx) + 0.2 * biasRng.normal());
+                    }
+            writer.writeFloatDataset(group + "/position_bias", {std::uint64_t(o.heads), m, m}, bias, DType::Float32);
         }
         writer.setGroupAttribute(group, "index", std::int64_t(l));
         writer.setGroupAttribute(group, "attention", std::string("softmax"));

@@ -7,6 +7,13 @@
 
 namespace attnlens {
 
+std::string describe(const WindowRule& rule) {
+    std::string s = "windows " + std::to_string(rule.sizeH) + " x " + std::to_string(rule.sizeW);
+    if (!rule.shifted()) return s + ", unshifted";
+    return s + ", shifted by " + std::to_string(rule.shiftH) + " x " + std::to_string(rule.shiftW) +
+           (rule.masked ? ", Swin's mask applied" : ", Swin's mask ignored by the model");
+}
+
 WindowPartition::WindowPartition(const TokenLayout& layout, const WindowRule& rule) : layout_(layout), rule_(rule) {
     const int h = layout.gridH, w = layout.gridW;
     if (layout.prefix != 0)

@@ -62,8 +62,7 @@ RowVector coreRow(const QString& path, int image, int layer, int head, const std
     auto reader = DumpReader::open(path.toStdString());
     const HeadActivations acts = reader->readHead(image, layer, head);
     const LayerInfo& l = reader->info().layers[std::size_t(layer)];
-    HeadInputs in{&acts.q, &acts.k, l.scale, l.kernelApplied};
-    AttentionHead h(presetParadigm(paradigm), in);
+    AttentionHead h(presetParadigm(paradigm), headInputs(l, acts, head));
     RowVector r(h.tokens());
     const RowStatus s = h.row(query, r);
     if (status) *status = s;

@@ -29,6 +29,10 @@ struct SynthOptions {
     // "dwc" (5x5, per_head, shared, bias; FLatten), "lepe" (5x5, all channels, shared, bias; MALA) or
     // "inline_residual" (3x3, all channels, per image, no bias; InLine). Needs withValues.
     std::string localBranch;
+    // Window attention (resources/format.md 1b) in every layer when > 0: windows of M x M, odd
+    // layers shifted by M / 2 with Swin's mask (as Swin alternates), a seeded position bias per
+    // head. Needs prefix 0 and a grid divisible by M.
+    int window = 0;
 };
 
 // The names of synth's labels 0 to 3: the quadrant of the image that holds the disk's centre.

@@ -13,6 +13,7 @@
 // (shifted blocks only): tokens that the roll brought together from opposite edges of the grid.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "attnlens/tensor.h"
@@ -28,6 +29,9 @@ struct WindowRule {
     int windowTokens() const { return sizeH * sizeW; }
     bool operator==(const WindowRule&) const = default;
 };
+
+// "windows 4 x 4, shifted by 2 x 2, Swin's mask applied" (or "... mask ignored", "... unshifted").
+std::string describe(const WindowRule& rule);
 
 // Swin's logit for keys of another region (timm: attn_mask.masked_fill(mask != 0, -100.0)).
 inline constexpr double kSwinMaskLogit = -100.0;
