@@ -392,6 +392,16 @@ int cmdInspect(int argc, char** argv) {
                     toString(b->channelMap), b->perImage ? "per-image" : "shared",
                     b->hasBias ? (b->biasPerImage ? "per-image" : "shared") : "none");
     }
+    bool anyWindow = false;
+    for (std::size_t i = 0; i < info.layers.size(); ++i) {
+        const auto& w = info.layers[i].window;
+        if (!w) continue;
+        if (!anyWindow)
+            std::printf("\nwindow attention (each query attends to the keys of its window; format.md 1b):\n");
+        anyWindow = true;
+        std::printf("%-4zu %-24s %s, %d windows, %s\n", i, info.layers[i].name.c_str(), describe(w->rule).c_str(),
+                    w->partition->windows(), w->hasPositionBias() ? "position bias" : "no position bias");
+    }
     std::printf("\n%sThe dump is valid.\n", defaultScale ? "* scale not stored: 1/sqrt(d). " : "");
     return kExitOk;
 }

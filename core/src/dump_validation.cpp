@@ -493,7 +493,10 @@ private:
         const std::vector<hsize_t> k = rank4Dims(candidate.handles.k);
         if (q != k) {
             fail(layerPath + ": q has shape " + h5::describeDims(q) + " but k has shape " + h5::describeDims(k) +
-                 "; q and k must have the same shape");
+                 "; q and k must have the same shape" +
+                 (q.size() == 4 && k.size() == 4 && q[2] != k[2] && q[0] == k[0] && q[1] == k[1] && q[3] == k[3]
+                      ? " (keys on a reduced grid, as in PVT's spatial-reduction attention, are not supported yet)"
+                      : ""));
         }
         info.batch = int(q[0]);
         info.heads = int(q[1]);

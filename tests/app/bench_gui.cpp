@@ -7,7 +7,9 @@
 // toggling it and changing its channel are timed through both views, and the work the matrix view
 // and the spectrum hand to a worker (E_c = A + M_c and its dense SVD) is timed on its own.
 // Runs on the offscreen platform unless QT_QPA_PLATFORM says otherwise.
-// Usage: bench_gui [--iterations N] [--grid G (G x G tokens, default 56)] [--keep FILE.h5]
+// --window M makes the layer Swin's window attention (format.md 1b; M x M windows, unshifted, a
+// position bias): each row is computed over the query's window.
+// Usage: bench_gui [--iterations N] [--grid G (G x G tokens, default 56)] [--window M] [--keep FILE.h5]
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
@@ -55,11 +57,13 @@ int main(int argc, char** argv) {
     QApplication app(argc, argv);
     int iterations = 200;
     int grid = 56;
+    int windowSize = 0;
     QString keep;
     for (int i = 1; i + 1 < argc; ++i) {
         if (QString(argv[i]) == "--iterations") iterations = std::max(1, QString(argv[i + 1]).toInt());
         if (QString(argv[i]) == "--grid") grid = std::clamp(QString(argv[i + 1]).toInt(), 2, 128);
         if (QString(argv[i]) == "--keep") keep = argv[i + 1];
+        if (QString(argv[i]) == "--window") windowSize = std::clamp(QString(argv[i + 1]).toInt(), 0, 64);
     }
     const int tokens = grid * grid;
     QTemporaryDir dir;
@@ -72,7 +76,9 @@ int main(int argc, char** argv) {
     o.dim = 32;
     o.images = 1;
     o.localBranch = "dwc";  // its own seed stream: the activations are those of a dump without it
+    o.window = windowSize;
     writeSynthDump(path.toStdString(), o);
+    if (windowSize > 0) std::printf("window attention: %d x %d windows\n", windowSize, windowSize);
 
     Session session(Preferences{});
     QWidget window;

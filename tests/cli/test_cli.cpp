@@ -1187,3 +1187,55 @@ TEST_F(CliTest, RolloutAgreesWithNumpy) {
     EXPECT_EQ(run("rollout " + example + " --image 0 --query 99,1").code, 2);
     EXPECT_EQ(run("rollout " + example + " --image 0").code, 2);
 }
+
+// Window attention (issue 10, format.md 1b) through the commands: synth --window writes Swin's
+// alternation (unshifted, then shifted with the mask), inspect lists the rules, analyze computes
+// every statistic (the rank as the union of the windows, with each window's rank), locality and
+// rollout run on window layers, and synth's window options are checked.
+TEST_F(CliTest, WindowAttentionDumpsWorkInEveryCommand) {
+    const std::string in = path("swin.h5");
+    RunResult r = run("synth -o " + in + " --layers 2 --heads 2 --grid 8x8 --prefix 0 --dim 8 --images 2 --window 4");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("inspect " + in);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("blocks.0                 windows 4 x 4, unshifted, 4 windows, position bias"));
+    EXPECT_THAT(r.out, HasSubstr("windows 4 x 4, shifted by 2 x 2, Swin's mask applied, 4 windows"));
+    r = run("analyze " + in + " --paradigms softmax,linear_relu,mala -o " + path("out.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = readJson(path("out.json"));
+    EXPECT_EQ(j["input"]["dump"]["layers"][1]["window"]["shift"], json({2, 2}));
+    for (const json& rec : j["results"]) {
+        ASSERT_EQ(rec["rank"]["window_ranks"].size(), 4u);
+        EXPECT_THAT(rec["rank"]["method"].get<std::string>(), HasSubstr("union of 4 windows"));
+        EXPECT_EQ(rec["flagged_rows"], 0);
+        // d = 8: a linear window block has rank <= 8 when its keys are one group (the unshifted
+        // layer; window 0 of the shifted one, which the roll leaves in one region); under the mask
+        // the other windows split into regions of their own.
+        if (rec["paradigm"] == "linear_relu") {
+            const json& ranks = rec["rank"]["window_ranks"];
+            if (rec["layer"] == "blocks.0") {
+                for (const json& k : ranks) EXPECT_LE(k.get<int>(), 8);
+            } else {
+                EXPECT_LE(ranks[0].get<int>(), 8);
+                EXPECT_GT(*std::max_element(ranks.begin(), ranks.end()), 8);
+            }
+        }
+    }
+    const std::string cmd =
+        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    r = run("locality " + in + " --paradigms softmax -o " + path("loc.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    r = run("rollout " + in + " --image 0 --query 3,3 --paradigms softmax,mala -o " + path("roll.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(json::accept(readFile(path("roll.json"))));
+    r = run("synth -o " + path("x.h5") + " --grid 8x8 --prefix 1 --window 4");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--window needs --prefix 0"));
+    r = run("synth -o " + path("x.h5") + " --grid 8x6 --prefix 0 --window 4");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("does not divide the grid 8 x 6"));
+    EXPECT_FALSE(fs::exists(path("x.h5")));
+}

@@ -252,6 +252,11 @@ TEST_F(BadInput, QueryKeyShapeMismatch) {
     EXPECT_CONTAINS(openError(spec), path() +
                                          ": /layers/blocks.0: q has shape [2, 2, 5, 4] but k has shape "
                                          "[2, 2, 5, 3]; q and k must have the same shape");
+    // Only the token count differs: a reduced key grid (PVT), named as not supported yet.
+    spec.k = Shape{2, 2, 3, 4};
+    const std::string reduced = openError(spec);
+    EXPECT_CONTAINS(reduced, "k has shape [2, 2, 3, 4]; q and k must have the same shape (keys on a reduced grid");
+    EXPECT_CONTAINS(reduced, "not supported yet");
 }
 
 TEST_F(BadInput, QueryKeyDtypeMismatch) {
