@@ -186,8 +186,9 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                     rec.paradigm = p;
                     std::optional<LocalBranchHead> branch;
                     if (branchWeights && branchApplies(layer, p))
-                        branch = LocalBranchHead{&*branchWeights, layer.localBranch->channelMap, h, layer.valueDim,
-                                                 layer.localBranch->kind};
+                        branch =
+                            LocalBranchHead{&*branchWeights,         layer.localBranch->channelMap, h, layer.valueDim,
+                                            layer.localBranch->kind, localBranchGrid(layer).windows};
                     rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options, branch ? &*branch : nullptr);
                     taskRecords[t].push_back(std::move(rec));
                     advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " +

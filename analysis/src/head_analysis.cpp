@@ -224,8 +224,9 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
             for (auto& l : stats.local) l.perQuery.clear();
     }
     if (needs.branch)
-        stats.localBranch = analyzeLocalBranch(a, status, layout, *branch, options.localBranch, options.spectrum,
-                                               options.localK, sel.rank, sel.local);
+        stats.localBranch =
+            analyzeLocalBranch(a, status, LocalBranchGrid(layout, branch->windows), *branch, options.localBranch,
+                               options.spectrum, options.localK, sel.rank, sel.local);
     if (sel.entropy) stats.entropy = entropyStatistics(a, status);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)

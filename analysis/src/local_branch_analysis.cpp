@@ -37,36 +37,30 @@ struct RowFacts {
 // Mean over usable grid rows of (|row| inside the k x k window) / |row|_1, for A or, with the
 // branch's taps, for E_c = A + M_c: only the entries under a kernel tap change, so each row costs
 // kh * kw, not N.
-std::vector<double> absoluteLocalFractions(const Matrix& a, const TokenLayout& layout, const RowFacts& facts,
+std::vector<double> absoluteLocalFractions(const Matrix& a, const LocalBranchGrid& grid, const RowFacts& facts,
                                            std::span<const int> ks, const LocalKernel* kernel) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
+    const TokenLayout& layout = grid.layout;
     std::vector<double> out;
     for (std::size_t ki = 0; ki < ks.size(); ++ki) {
-        const int r = (ks[ki] - 1) / 2;
         double sum = 0;
         Index count = 0;
-        for (int y = 0; y < layout.gridH; ++y)
-            for (int x = 0; x < layout.gridW; ++x) {
-                const std::size_t s = std::size_t(y) * std::size_t(layout.gridW) + std::size_t(x);
-                if (!facts.usable[s]) continue;
-                double total = facts.l1[s], inside = facts.windowL1[ki][s];
-                if (kernel) {
-                    const int ph = (kernel->kernelH - 1) / 2, pw = (kernel->kernelW - 1) / 2;
-                    const Index i = layout.token(y, x);
-                    for (int dy = -ph; dy <= ph; ++dy)
-                        for (int dx = -pw; dx <= pw; ++dx) {
-                            const int ky = y + dy, kx = x + dx;
-                            if (ky < 0 || ky >= layout.gridH || kx < 0 || kx >= layout.gridW) continue;
-                            const double old = a(i, layout.token(ky, kx));
-                            const double change = std::abs(old + kernel->at(dy, dx)) - std::abs(old);
-                            total += change;
-                            if (std::abs(dy) <= r && std::abs(dx) <= r) inside += change;
-                        }
-                }
-                if (!(total > 0)) continue;
-                sum += inside / total;
-                ++count;
+        for (Index s = 0; s < layout.spatialTokens(); ++s) {
+            if (!facts.usable[std::size_t(s)]) continue;
+            double total = facts.l1[std::size_t(s)], inside = facts.windowL1[ki][std::size_t(s)];
+            if (kernel) {
+                const Index i = layout.prefix + s;
+                forEachLocalTap(*kernel, grid, i, [&](Index key, double w) {
+                    const double old = a(i, key);
+                    const double change = std::abs(old + w) - std::abs(old);
+                    total += change;
+                    if (inLocalWindow(layout, i, key, ks[ki])) inside += change;
+                });
             }
+            if (!(total > 0)) continue;
+            sum += inside / total;
+            ++count;
+        }
         out.push_back(count > 0 ? sum / double(count) : nan);
     }
     return out;
@@ -102,20 +96,21 @@ RowFacts rowFacts(const Matrix& a, std::span<const RowStatus> status, const Toke
     return f;
 }
 
-LocalBranchChannel analyseChannel(const Matrix& a, const TokenLayout& layout, const LocalKernel& kernel,
+LocalBranchChannel analyseChannel(const Matrix& a, const LocalBranchGrid& grid, const LocalKernel& kernel,
                                   const RowFacts& facts, const std::vector<LocalMassResult>& massWithout,
                                   const SpectrumOptions& spectrumOptions, bool withRank, bool keepValues,
                                   Matrix& scratch) {
     LocalBranchChannel out;
     if (withRank) {
         scratch = a;
-        addLocalBranch(scratch, kernel, layout);
-        out.spectrum = matrixSpectrum(scratch, layout, spectrumOptions);
+        addLocalBranch(scratch, kernel, grid);
+        // Inside windows E_c is block-diagonal like A: the union of the windows' blocks.
+        out.spectrum = matrixSpectrum(scratch, grid.layout, spectrumOptions, grid.windows);
         if (!keepValues) out.spectrum->singularValues.clear();
     }
     const double nan = std::numeric_limits<double>::quiet_NaN();
     for (const LocalMassResult& m : massWithout) {
-        const std::vector<double> window = localBranchWindowSums(kernel, layout, m.k);
+        const std::vector<double> window = localBranchWindowSums(kernel, grid, m.k);
         double sum = 0;
         Index count = 0;
         for (std::size_t s = 0; s < window.size(); ++s) {
@@ -128,9 +123,9 @@ LocalBranchChannel analyseChannel(const Matrix& a, const TokenLayout& layout, co
     if (!massWithout.empty()) {
         std::vector<int> ks;
         for (const LocalMassResult& m : massWithout) ks.push_back(m.k);
-        out.localAbsFraction = absoluteLocalFractions(a, layout, facts, ks, &kernel);
+        out.localAbsFraction = absoluteLocalFractions(a, grid, facts, ks, &kernel);
     }
-    const std::vector<double> branchL1 = localBranchRowSums(kernel, layout, true);
+    const std::vector<double> branchL1 = localBranchRowSums(kernel, grid, true);
     double shareSum = 0;
     Index shareCount = 0;
     for (std::size_t s = 0; s < branchL1.size(); ++s) {
@@ -145,17 +140,20 @@ LocalBranchChannel analyseChannel(const Matrix& a, const TokenLayout& layout, co
 
 }  // namespace
 
-SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options) {
+SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options,
+                              const WindowPartition* blocks) {
+    if (blocks) return blockDiagonalSpectrum(a, *blocks, options);  // windows have no prefix tokens
     if (!options.spatialOnly || layout.prefix == 0) return denseSpectrum(a, options);
     const Index p = layout.prefix, size = a.rows() - p;
     SpectrumResult r = denseSpectrum(a.bottomRightCorner(size, size), options);
     return r;
 }
 
-LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const LocalBranchGrid& grid,
                                      const LocalBranchHead& branch, const LocalBranchOptions& options,
                                      const SpectrumOptions& spectrumOptions, std::span<const int> localK, bool withRank,
                                      bool withLocal) {
+    const TokenLayout& layout = grid.layout;
     const Index n = layout.tokens();
     if (a.rows() != n || a.cols() != n)
         throwInput("local branch: the attention matrix is " + std::to_string(a.rows()) + " x " +
@@ -185,7 +183,7 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
     if (withLocal) {
         massWithout = localMass(a, status, layout, localK);
         for (const LocalMassResult& m : massWithout) result.localMassWithout.push_back(m.mean);
-        result.localAbsFractionWithout = absoluteLocalFractions(a, layout, facts, localK, nullptr);
+        result.localAbsFractionWithout = absoluteLocalFractions(a, grid, facts, localK, nullptr);
     }
     auto keepValues = [&](int c) {
         if (!options.spectrumChannels) return true;
@@ -194,7 +192,7 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
     };
     Matrix scratch;
     for (std::size_t i = 0; i < channels.size(); ++i) {
-        LocalBranchChannel ch = analyseChannel(a, layout, w.kernel(weightChannels[i]), facts, massWithout,
+        LocalBranchChannel ch = analyseChannel(a, grid, w.kernel(weightChannels[i]), facts, massWithout,
                                                spectrumOptions, withRank, keepValues(channels[i]), scratch);
         ch.channel = channels[i];
         ch.weightChannel = weightChannels[i];
@@ -202,7 +200,7 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
     }
     const LocalBranchWeights meanWeights = w.meanOver(weightChannels);
     result.mean =
-        analyseChannel(a, layout, meanWeights.kernel(0), facts, massWithout, spectrumOptions, withRank, true, scratch);
+        analyseChannel(a, grid, meanWeights.kernel(0), facts, massWithout, spectrumOptions, withRank, true, scratch);
     if (withRank && !result.channels.empty()) {
         std::vector<int> ranks;
         for (const auto& ch : result.channels) ranks.push_back(ch.spectrum->rank);
@@ -227,13 +225,20 @@ nlohmann::json LocalBranchOptions::toJson() const {
         "for V channel c of head h: O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens); M_c = N x N matrix "
         "of the zero-padded 2-D cross-correlation with weight channel w(h, c) (PyTorch Conv2d, stride 1, padding "
         "(k-1)/2) on the layer's grid, prefix rows and columns zero, no wrap-around; w(h, c) = c (channels = "
-        "per_head) or h * d_v + c (channels = all); E_c = A + M_c is the equivalent attention matrix";
+        "per_head) or h * d_v + c (channels = all); E_c = A + M_c is the equivalent attention matrix; on window "
+        "layers with scope = window (the default there) the convolution runs inside each window as the model "
+        "runs it (M_c[i, j] = w_c[py_j - py_i + ph][px_j - px_i + pw] for i, j in one window at window positions "
+        "(py, px), zero padding at the window's edges, nothing across windows; per-window weights give each "
+        "window its own kernel)";
     j["rank"] =
         "singular values of E_c by dense SVD (LAPACK dgesdd, values only) with A's rule: rank = #{sigma > "
-        "relative_tolerance * sigma_max(E_c)}, spatial_only and flagged rows as for A; rank_min / median / max "
+        "relative_tolerance * sigma_max(E_c)}, spatial_only and flagged rows as for A (scope = window: E_c is "
+        "block-diagonal, its singular values the union of the windows' blocks, window_ranks per window); rank_min / "
+        "median / max "
         "over the analysed channels (median of an even count = mean of the two middle ranks)";
     j["local_mass"] =
-        "mean k x k mass of E_c's rows = A's mass + the taps of w(h, c) inside both the grid and the window, "
+        "mean k x k mass of E_c's rows = A's mass + the taps of w(h, c) whose key exists (inside the grid, or the "
+        "query's window under scope = window) and lies in the query's k x k neighbourhood on the grid, "
         "mean over grid queries whose A row is ok (mass is linear in the row)";
     j["local_abs_fraction"] =
         "mean over grid queries whose A row is ok of sum_{j in k x k window} |E_ij| / sum_j |E_ij| (the share of "

@@ -73,6 +73,7 @@ json branchChannelJson(const LocalBranchChannel& c, const std::vector<int>& ks) 
         e["tolerance"] = finiteOrNull(sp.tolerance);
         e["method"] = sp.method;
         if (!sp.singularValues.empty()) e["singular_values"] = vectorJson(sp.singularValues);
+        if (!sp.windowRanks.empty()) e["window_ranks"] = sp.windowRanks;
     }
     if (!c.localMass.empty()) {
         json l = json::array();

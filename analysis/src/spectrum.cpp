@@ -85,24 +85,23 @@ Matrix finiteBlock(const Matrix& a, Index begin, Index* excluded) {
 
 const char* kDenseMethod = "dense SVD (LAPACK dgesdd)";
 
-SpectrumResult windowedSpectrum(const AttentionHead& head, const SpectrumOptions& options, const Matrix* fullMatrix) {
-    const WindowPartition& windows = *head.windows();
+// The union of the windows' blocks M[w, w] of a matrix whose row i is given by rowOf(i, row).
+template <class RowOf>
+SpectrumResult windowBlocksSpectrum(const WindowPartition& windows, Index n, const SpectrumOptions& options,
+                                    RowOf&& rowOf) {
     const Index m = windows.rule().windowTokens();
     std::vector<double> values;
-    values.reserve(std::size_t(head.tokens()));
+    values.reserve(std::size_t(n));
     std::vector<std::vector<double>> perWindow(std::size_t(windows.windows()));
     Index excluded = 0;
-    RowVector row(head.tokens());
+    RowVector row(n);
     Matrix block;
     for (int w = 0; w < windows.windows(); ++w) {
         const std::span<const Index> tokens = windows.windowTokens(w);
         block.resize(m, m);
         Index kept = 0;
         for (Index i : tokens) {
-            if (fullMatrix)
-                row = fullMatrix->row(i);
-            else
-                head.row(i, row);
+            rowOf(i, row);
             if (!row.allFinite()) {
                 ++excluded;
                 continue;
@@ -114,7 +113,7 @@ SpectrumResult windowedSpectrum(const AttentionHead& head, const SpectrumOptions
         values.insert(values.end(), perWindow[std::size_t(w)].begin(), perWindow[std::size_t(w)].end());
     }
     std::sort(values.begin(), values.end(), std::greater<>());
-    SpectrumResult r = summarise(std::move(values), head.tokens(), options,
+    SpectrumResult r = summarise(std::move(values), n, options,
                                  withExcluded("per-window dense SVD (block-diagonal: the union of " +
                                                   std::to_string(windows.windows()) + " windows' spectra)",
                                               excluded));
@@ -126,6 +125,15 @@ SpectrumResult windowedSpectrum(const AttentionHead& head, const SpectrumOptions
     return r;
 }
 
+SpectrumResult windowedSpectrum(const AttentionHead& head, const SpectrumOptions& options, const Matrix* fullMatrix) {
+    return windowBlocksSpectrum(*head.windows(), head.tokens(), options, [&](Index i, RowVector& row) {
+        if (fullMatrix)
+            row = fullMatrix->row(i);
+        else
+            head.row(i, row);
+    });
+}
+
 }  // namespace
 
 SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
@@ -133,6 +141,14 @@ SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
     Index excluded = 0;
     const Matrix block = finiteBlock(a, 0, &excluded);
     return summarise(linalg::singularValuesLapack(block), a.cols(), options, withExcluded(kDenseMethod, excluded));
+}
+
+SpectrumResult blockDiagonalSpectrum(const Matrix& a, const WindowPartition& windows, const SpectrumOptions& options) {
+    const Index n = windows.layout().tokens();
+    if (a.rows() != n || a.cols() != n)
+        throwInput("spectrum: the matrix is " + std::to_string(a.rows()) + " x " + std::to_string(a.cols()) +
+                   " but the windows cover " + std::to_string(n) + " tokens");
+    return windowBlocksSpectrum(windows, n, options, [&](Index i, RowVector& row) { row = a.row(i); });
 }
 
 namespace detail {

@@ -186,7 +186,9 @@ commands:
                                    writes a structured synthetic dump (with a seeded local branch;
                                    --class-names: /class_names for its labels, the disk's quadrant;
                                    --window: Swin window attention, M x M windows, odd layers
-                                   shifted by M/2 with the mask, a position bias; needs --prefix 0)
+                                   shifted by M/2 with the mask, a position bias; needs --prefix 0;
+                                   a local branch then convolves inside each window, inline_residual
+                                   with one kernel per window)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
   rollout FILE --image B --query Q|y,x|cls [--layers LIST] [--model M] [--paradigms LIST] [--residual 0.5]
@@ -387,10 +389,16 @@ int cmdInspect(int argc, char** argv) {
         if (!b) continue;
         if (!anyBranch) std::printf("\nlocal branches (O[:, c] = A V[:, c] + M_c V[:, c] + bias; format.md 1a):\n");
         anyBranch = true;
-        std::printf("%-4zu %-24s %s, %dx%d kernel, %d weight channels (%s), %s weights, bias %s\n", i,
+        std::printf("%-4zu %-24s %s, %dx%d kernel, %d weight channels (%s), %s weights, bias %s%s\n", i,
                     info.layers[i].name.c_str(), b->kind.c_str(), b->kernelH, b->kernelW, b->channels,
-                    toString(b->channelMap), b->perImage ? "per-image" : "shared",
-                    b->hasBias ? (b->biasPerImage ? "per-image" : "shared") : "none");
+                    toString(b->channelMap),
+                    b->perWindow  ? "per-image-and-window"
+                    : b->perImage ? "per-image"
+                                  : "shared",
+                    b->hasBias ? (b->biasPerImage ? "per-image" : "shared") : "none",
+                    !info.layers[i].window ? ""
+                    : b->windowScope       ? ", inside each window"
+                                           : ", on the whole grid (not inside windows)");
     }
     bool anyWindow = false;
     for (std::size_t i = 0; i < info.layers.size(); ++i) {
@@ -675,7 +683,7 @@ int cmdAttention(int argc, char** argv) {
             Matrix out = attention.output(act.v);
             for (Index c = 0; c < out.cols(); ++c) {
                 const LocalKernel kernel = weights.kernel(branch.weightChannel(head, int(c), layer.valueDim));
-                out.col(c) += applyLocalBranch(kernel, layer.layout, act.v.col(c));
+                out.col(c) += applyLocalBranch(kernel, localBranchGrid(layer), act.v.col(c));
             }
             j["output_with_local_branch"] = matrixJson(out);
         }
@@ -683,10 +691,10 @@ int cmdAttention(int argc, char** argv) {
             const int wc = branch.weightChannel(head, *channel, layer.valueDim);
             const LocalKernel kernel = weights.kernel(wc);
             Matrix e = m;
-            addLocalBranch(e, kernel, layer.layout);
+            addLocalBranch(e, kernel, localBranchGrid(layer));
             j["channel"] = *channel;
             j["weight_channel"] = wc;
-            j["local_matrix"] = matrixJson(localBranchMatrix(kernel, layer.layout));
+            j["local_matrix"] = matrixJson(localBranchMatrix(kernel, localBranchGrid(layer)));
             j["equivalent_matrix"] = matrixJson(e);
         }
     }

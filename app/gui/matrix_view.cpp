@@ -256,7 +256,6 @@ void MatrixView::rebuild() {
         const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
         const bool logScale = log_;
         const long long n = head->tokens();
-        const TokenLayout lay = session_->layout();
         // The windows' tokens one after the other (each in position order).
         std::vector<Index> order;
         if (byWindow_ && session_->layerInfo().window) {
@@ -270,7 +269,7 @@ void MatrixView::rebuild() {
             QStringLiteral("%1 matrix %2 x %2")
                 .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
                 .arg(n),
-            [head, signedP, logScale, branch, lay, order, headWhere = whereHead](const JobContext& ctx) {
+            [head, signedP, logScale, branch, order, headWhere = whereHead](const JobContext& ctx) {
                 // A and its N x N image (4 bytes a pixel).
                 checkFitsInMemory(denseMatrixBytes(head->tokens(), 1) * 1.5,
                                   headWhere + ": the " + std::to_string(head->tokens()) + " x " +
@@ -278,7 +277,7 @@ void MatrixView::rebuild() {
                 ctx.progress(0, 2, QStringLiteral("computing A"));
                 Matrix a = head->matrix();
                 if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
-                if (branch) addLocalBranch(a, branch->kernel(), lay);
+                if (branch) addLocalBranch(a, branch->kernel(), branch->grid());
                 ctx.progress(1, 2, QStringLiteral("colouring"));
                 if (!order.empty()) {
                     Matrix ordered(a.rows(), a.cols());

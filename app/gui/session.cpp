@@ -33,8 +33,9 @@ QString tokenName(const TokenLayout& layout, Index token) {
 
 QString BranchKernel::describe() const {
     const QString k = QString::fromStdString(kind.empty() ? std::string("branch") : kind);
-    if (channel < 0) return QStringLiteral("%1, mean over %2 channels").arg(k).arg(valueDim);
-    return QStringLiteral("%1, channel %2").arg(k).arg(channel);
+    const QString where = windows ? QStringLiteral(", inside each window") : QString();
+    if (channel < 0) return QStringLiteral("%1, mean over %2 channels%3").arg(k).arg(valueDim).arg(where);
+    return QStringLiteral("%1, channel %2%3").arg(k).arg(channel).arg(where);
 }
 
 QString BranchKernel::shortLabel() const {
@@ -542,7 +543,7 @@ const RowData& Session::shownRow(int paradigm) {
     if (auto it = branchRows_.find(paradigm); it != branchRows_.end()) return it->second;
     if (!row(paradigm).error.isEmpty()) return row(paradigm);
     RowData r = row(paradigm);  // a copy: A's row stays cached as it is
-    addLocalBranchRow(sel_.query, r.values, kernel->kernel(), layout());
+    addLocalBranchRow(sel_.query, r.values, kernel->kernel(), kernel->grid());
     summariseRow(r);
     r.withBranch = true;
     return branchRows_.emplace(paradigm, std::move(r)).first->second;
@@ -876,6 +877,8 @@ std::shared_ptr<const BranchKernel> Session::localBranch() {
     k->kind = b.kind;
     k->channel = channel;
     k->valueDim = dv;
+    k->layout = layout();
+    if (localBranchGrid(layerInfo()).windows) k->windows = layerInfo().window->partition;
     if (channel < 0) {
         std::vector<int> channels;
         for (int c = 0; c < dv; ++c) channels.push_back(b.weightChannel(sel_.head, c, dv));
@@ -887,6 +890,7 @@ std::shared_ptr<const BranchKernel> Session::localBranch() {
         k->weights.channels = 1;
         k->weights.kernelH = w.kernelH;
         k->weights.kernelW = w.kernelW;
+        k->weights.windows = w.windows;
         k->weights.weights.assign(one.weights.begin(), one.weights.end());
         if (!w.bias.empty()) k->weights.bias = {one.bias};
     }
@@ -1069,8 +1073,9 @@ void Session::requestBranchSpectra(const std::vector<int>& paradigms) {
                                                  std::to_string(h.tokens()) + " matrix A + M_c");
                            Matrix e = h.matrix();
                            if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
-                           addLocalBranch(e, kernel->kernel(), lay);
-                           return matrixSpectrum(e, lay, opts);
+                           const LocalBranchGrid grid = kernel->grid();
+                           addLocalBranch(e, kernel->kernel(), grid);
+                           return matrixSpectrum(e, lay, opts, grid.windows);
                        });
     }
 }

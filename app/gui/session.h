@@ -62,7 +62,11 @@ struct BranchKernel {
     int channel = -1;            // V channel within the head, -1 for the mean over channels
     int weightChannel = -1;      // the branch's weight channel (-1 for the mean)
     int valueDim = 0;            // d_v (channels averaged by the mean)
+    // Where it convolves (localBranchGrid of the layer); the partition is shared with the layer.
+    TokenLayout layout;
+    std::shared_ptr<const WindowPartition> windows;
     LocalKernel kernel() const { return weights.kernel(0); }
+    LocalBranchGrid grid() const { return LocalBranchGrid(layout, windows.get()); }
     // "dwc, channel 3" or "dwc, mean over 16 channels"
     QString describe() const;
     // "channel 3" or "mean over channels"

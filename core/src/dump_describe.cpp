@@ -36,6 +36,11 @@ HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int he
     return in;
 }
 
+LocalBranchGrid localBranchGrid(const LayerInfo& layer) {
+    const bool windows = layer.localBranch && layer.localBranch->windowScope && layer.window;
+    return LocalBranchGrid(layer.layout, windows ? layer.window->partition.get() : nullptr);
+}
+
 nlohmann::json DumpInfo::toJson() const {
     nlohmann::json layersJson = nlohmann::json::array();
     for (const LayerInfo& l : layers) {
@@ -67,6 +72,11 @@ nlohmann::json DumpInfo::toJson() const {
                                                   {"dtype", toString(l.localBranch->weightType)}}
                                  : nlohmann::json(nullptr)},
         });
+        // Only on window layers, so that descriptions of other layers stay as they were.
+        if (l.window && l.localBranch) {
+            layersJson.back()["local_branch"]["scope"] = l.localBranch->windowScope ? "window" : "grid";
+            layersJson.back()["local_branch"]["per_window"] = l.localBranch->perWindow;
+        }
         // Only for window attention, so that descriptions of other layers stay as they were.
         if (l.window)
             layersJson.back()["window"] = {

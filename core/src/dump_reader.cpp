@@ -1,6 +1,7 @@
 // DumpReader's reads: q, k and v of one head or of all heads of a layer, the local branch's
 // weights, images and labels, each one hyperslab read per dataset (h5::readHyperslab). Opening and
 // validating a dump is in dump_validation.cpp; the format is documented in resources/format.md.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -155,8 +156,20 @@ void DumpReader::Impl::readBranchParts(const LayerHandles& handles, const LocalB
     };
     const hsize_t c = hsize_t(branch.channels), kh = hsize_t(branch.kernelH), kw = hsize_t(branch.kernelW);
     if (branch.perImage != shared) {
-        out.weights = read(handles.branchWeight, {c, kh, kw});
-        requireFiniteBranchValues(path, handles.branchWeight, out.weights, std::size_t(kh * kw), image);
+        if (branch.perWindow) {
+            // Stored [windows, C, kh, kw]; held channel-major so that kernel(c) is one span.
+            const hsize_t windows = hsize_t(branch.windows), taps = kh * kw;
+            const std::vector<double> stored = read(handles.branchWeight, {windows, c, kh, kw});
+            out.weights.resize(stored.size());
+            for (hsize_t w = 0; w < windows; ++w)
+                for (hsize_t ch = 0; ch < c; ++ch)
+                    std::copy_n(stored.begin() + std::ptrdiff_t((w * c + ch) * taps), taps,
+                                out.weights.begin() + std::ptrdiff_t((ch * windows + w) * taps));
+        } else {
+            out.weights = read(handles.branchWeight, {c, kh, kw});
+        }
+        requireFiniteBranchValues(path, handles.branchWeight, out.weights,
+                                  std::size_t(kh * kw) * std::size_t(branch.windows), image);
     }
     if (branch.hasBias && branch.biasPerImage != shared) {
         out.bias = read(handles.branchBias, {c});

@@ -561,8 +561,8 @@ private:
         if (h5::hasAttribute(group.get(), "kernel_applied", where)) {
             info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
         }
+        windowAttention(group.get(), layerPath, where, candidate);  // first: the branch's scope depends on it
         if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
-        windowAttention(group.get(), layerPath, where, candidate);
         return candidate;
     }
 
@@ -654,15 +654,47 @@ private:
         if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
         if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
 
+        // @scope (format.md 1a): where the convolution runs; a window layer's default is its windows,
+        // as in the papers' Swin models.
+        branch.windowScope = info.window.has_value();
+        if (h5::hasAttribute(group.get(), "scope", where)) {
+            const std::string scope = h5::readStringAttribute(group.get(), "scope", where);
+            if (scope == "window") {
+                if (!info.window)
+                    fail(branchPath +
+                         " attribute 'scope' is \"window\" but the layer has no window attention "
+                         "(window_size): only window layers convolve inside windows");
+                branch.windowScope = true;
+            } else if (scope == "grid") {
+                branch.windowScope = false;
+            } else {
+                fail(branchPath + " attribute 'scope' must be \"grid\" or \"window\", got \"" + scope + "\"");
+            }
+        }
+
         FloatDataset weight = openFloatDataset(group.get(), branchPath, "weight", kBranchRule);
         const std::vector<hsize_t> w = h5::datasetDims(weight.dataset.get());
-        if (w.size() != 3 && w.size() != 4)
-            fail(weight.path + " has shape " + h5::describeDims(w) + "; expected [C, kh, kw] or [B, C, kh, kw]");
-        branch.perImage = w.size() == 4;
-        const std::size_t o = branch.perImage ? 1 : 0;
-        if (branch.perImage && w[0] != hsize_t(info.batch))
+        if (w.size() < 3 || w.size() > 5)
             fail(weight.path + " has shape " + h5::describeDims(w) +
-                 ": per-image weights [B, C, kh, kw] need B = " + std::to_string(info.batch) + " (the layer's images)");
+                 "; expected [C, kh, kw] or [B, C, kh, kw] (or [B, windows, C, kh, kw] inside windows)");
+        branch.perImage = w.size() >= 4;
+        branch.perWindow = w.size() == 5;
+        const std::size_t o = w.size() - 3;
+        if (branch.perImage && w[0] != hsize_t(info.batch))
+            fail(weight.path + " has shape " + h5::describeDims(w) + ": per-image weights " +
+                 (branch.perWindow ? "[B, windows, C, kh, kw]" : "[B, C, kh, kw]") +
+                 " need B = " + std::to_string(info.batch) + " (the layer's images)");
+        if (branch.perWindow) {
+            if (!branch.windowScope)
+                fail(weight.path + " has shape " + h5::describeDims(w) +
+                     ": per-window weights [B, windows, C, kh, kw] need the convolution inside windows (a window "
+                     "layer with scope \"window\")");
+            const hsize_t windows = hsize_t(info.window->partition->windows());
+            if (w[1] != windows)
+                fail(weight.path + " has shape " + h5::describeDims(w) + ": per-window weights need " +
+                     std::to_string(windows) + " windows second (the layer's " + describe(info.window->rule) + ")");
+            branch.windows = int(windows);
+        }
         const hsize_t kh = w[o + 1], kw = w[o + 2];
         if (kh == 0 || kw == 0 || kh % 2 == 0 || kw % 2 == 0)
             fail(weight.path + " has shape " + h5::describeDims(w) +
@@ -746,6 +778,7 @@ void DumpReader::Impl::open(const std::string& dumpPath, DumpInfo& info) {
         shared.channels = branch->channels;
         shared.kernelH = branch->kernelH;
         shared.kernelW = branch->kernelW;
+        shared.windows = branch->windows;
         readBranchParts(layers[l], *branch, -1, shared);
     }
 

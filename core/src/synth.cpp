@@ -272,7 +272,11 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
             const int kernel = perImage ? 3 : 5;
             const int channels = perHead ? o.dim : o.heads * o.dim;
             const int batches = perImage ? o.images : 1;
-            std::vector<float> weight(std::size_t(batches) * std::size_t(channels) * std::size_t(kernel * kernel));
+            // On window layers the branch convolves inside each window (its default scope there), and
+            // InLine-Swin's residual kernel comes from each window's mean: one kernel per window.
+            const int windows = perImage && o.window > 0 ? (o.gridH / o.window) * (o.gridW / o.window) : 1;
+            std::vector<float> weight(std::size_t(batches) * std::size_t(windows) * std::size_t(channels) *
+                                      std::size_t(kernel * kernel));
             for (std::size_t i = 0; i < weight.size(); ++i) {
                 const int tap = int(i % std::size_t(kernel * kernel));
                 const bool centre = tap == (kernel * kernel) / 2;
@@ -283,6 +287,7 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
             writer.setGroupAttribute(branch, "channels", std::string(perHead ? "per_head" : "all"));
             std::vector<std::uint64_t> weightShape = {std::uint64_t(channels), std::uint64_t(kernel),
                                                       std::uint64_t(kernel)};
+            if (windows > 1) weightShape.insert(weightShape.begin(), std::uint64_t(windows));
             if (perImage) weightShape.insert(weightShape.begin(), std::uint64_t(o.images));
             writer.writeFloatDataset(branch + "/weight", weightShape, weight, o.dtype);
             if (!perImage) {

@@ -51,8 +51,8 @@ TEST(LocalBranchAnalysis, UniformAttentionPlusIdentityKernel) {
         w.weights[9 + 4] = 1.0;  // channel 1: identity too
         const LocalBranchHead branch{&w, LocalChannelMap::PerHead, 0, 2, "dwc"};
         const std::vector<int> ks{3};
-        const LocalBranchResult r =
-            analyzeLocalBranch(a, {}, layout, branch, LocalBranchOptions{}, SpectrumOptions{}, ks, true, true);
+        const LocalBranchResult r = analyzeLocalBranch(a, {}, LocalBranchGrid(layout), branch, LocalBranchOptions{},
+                                                       SpectrumOptions{}, ks, true, true);
         ASSERT_EQ(r.channels.size(), 2u);
         const auto& c0 = r.channels[0];
         ASSERT_TRUE(c0.spectrum.has_value());
@@ -103,7 +103,7 @@ TEST(LocalBranchAnalysis, AgreesWithTheDenseEquivalentMatrix) {
         options.spectrumChannels = std::vector<int>{2};
         const std::vector<int> ks{1, 3, 5};
         const LocalBranchResult r =
-            analyzeLocalBranch(a, status, layout, branch, options, SpectrumOptions{}, ks, true, true);
+            analyzeLocalBranch(a, status, LocalBranchGrid(layout), branch, options, SpectrumOptions{}, ks, true, true);
         ASSERT_EQ(r.channels.size(), 3u);
         std::vector<int> ranks;
         Matrix meanM = Matrix::Zero(n, n);
@@ -111,7 +111,7 @@ TEST(LocalBranchAnalysis, AgreesWithTheDenseEquivalentMatrix) {
             const LocalBranchChannel& ch = r.channels[i];
             EXPECT_EQ(ch.channel, options.channels[i]);
             EXPECT_EQ(ch.weightChannel, dv + options.channels[i]);  // head 1 of the "all" map
-            const Matrix m = localBranchMatrix(w.kernel(ch.weightChannel), layout);
+            const Matrix m = localBranchMatrix(w.kernel(ch.weightChannel), LocalBranchGrid(layout));
             meanM += m / 3.0;
             const Matrix e = a + m;
             const SpectrumResult dense = denseSpectrum(e, SpectrumOptions{});
@@ -165,8 +165,8 @@ TEST(LocalBranchAnalysis, TheBranchRestoresRankOfLinearAttention) {
     for (bool spatialOnly : {false, true}) {
         SpectrumOptions so;
         so.spatialOnly = spatialOnly;
-        const LocalBranchResult r = analyzeLocalBranch(head->head->matrix(), {}, layout, branch, LocalBranchOptions{},
-                                                       so, std::vector<int>{3}, true, false);
+        const LocalBranchResult r = analyzeLocalBranch(head->head->matrix(), {}, LocalBranchGrid(layout), branch,
+                                                       LocalBranchOptions{}, so, std::vector<int>{3}, true, false);
         // The CLS row of E is A's CLS row, which lies in A's row space: at most one short of N.
         EXPECT_GE(r.rankMin, n - 1 - (spatialOnly ? 1 : 0));
         EXPECT_EQ(r.channels[0].spectrum->size, spatialOnly ? n - 1 : n);
@@ -186,8 +186,8 @@ TEST(LocalBranchAnalysis, FlaggedRowsAreLeftOut) {
     ASSERT_NE(status[4], RowStatus::Ok);
     const LocalBranchWeights w = randomWeights(3, 3, 53);
     const LocalBranchHead branch{&w, LocalChannelMap::PerHead, 0, 3, "dwc"};
-    const LocalBranchResult r = analyzeLocalBranch(a, status, layout, branch, LocalBranchOptions{}, SpectrumOptions{},
-                                                   std::vector<int>{3}, true, true);
+    const LocalBranchResult r = analyzeLocalBranch(a, status, LocalBranchGrid(layout), branch, LocalBranchOptions{},
+                                                   SpectrumOptions{}, std::vector<int>{3}, true, true);
     EXPECT_THAT(r.channels[0].spectrum->method, ::testing::HasSubstr("1 flagged rows excluded"));
     EXPECT_TRUE(std::isfinite(r.channels[0].localMass[0]));
     EXPECT_TRUE(std::isfinite(r.channels[0].branchShare));
@@ -202,8 +202,8 @@ TEST(LocalBranchAnalysis, ChannelOutOfRangeIsAUsageError) {
     o.channels = {2};
     EXPECT_THAT(test::errorMessage(
                     [&] {
-                        analyzeLocalBranch(head->head->matrix(), {}, layout, branch, o, SpectrumOptions{},
-                                           std::vector<int>{3}, true, true);
+                        analyzeLocalBranch(head->head->matrix(), {}, LocalBranchGrid(layout), branch, o,
+                                           SpectrumOptions{}, std::vector<int>{3}, true, true);
                     },
                     ErrorKind::Usage),
                 ::testing::HasSubstr("channel 2 is out of range"));
@@ -273,8 +273,8 @@ TEST_F(LocalBranchDump, RecordsUseEachHeadsWeightChannels) {
     ASSERT_TRUE(rec.stats.localBranch.has_value());
     for (const auto& ch : rec.stats.localBranch->channels) {
         EXPECT_EQ(ch.weightChannel, 6 + ch.channel);
-        const SpectrumResult dense =
-            denseSpectrum(head.matrix() + localBranchMatrix(w.kernel(ch.weightChannel), layer.layout), {});
+        const SpectrumResult dense = denseSpectrum(
+            head.matrix() + localBranchMatrix(w.kernel(ch.weightChannel), LocalBranchGrid(layer.layout)), {});
         EXPECT_EQ(ch.spectrum->rank, dense.rank);
         EXPECT_NEAR(ch.spectrum->singularValues.front(), dense.singularValues.front(), 1e-12);
     }

@@ -162,18 +162,18 @@ int main(int argc, char** argv) {
     auto linear = worker.currentHead(worker.paradigmIndex("linear_relu"));
     t.restart();
     Matrix e = softmax->matrix();
-    addLocalBranch(e, kernel->kernel(), worker.layout());
+    addLocalBranch(e, kernel->kernel(), kernel->grid());
     const double eMatrixMs = t.nsecsElapsed() / 1e6;
     t.restart();
-    const SpectrumResult se = matrixSpectrum(e, worker.layout(), SpectrumOptions{});
+    const SpectrumResult se = matrixSpectrum(e, worker.layout(), SpectrumOptions{}, kernel->grid().windows);
     const double eSvdMs = t.nsecsElapsed() / 1e6;
     t.restart();
     const SpectrumResult sa = spectrum(*linear, worker.layout(), SpectrumOptions{});
     const double aLowRankMs = t.nsecsElapsed() / 1e6;
     Matrix el = linear->matrix();
-    addLocalBranch(el, kernel->kernel(), worker.layout());
+    addLocalBranch(el, kernel->kernel(), kernel->grid());
     t.restart();
-    const SpectrumResult sel = matrixSpectrum(el, worker.layout(), SpectrumOptions{});
+    const SpectrumResult sel = matrixSpectrum(el, worker.layout(), SpectrumOptions{}, kernel->grid().windows);
     const double elSvdMs = t.nsecsElapsed() / 1e6;
 
     std::printf("bench_gui: N = %d (%d x %d, no prefix), d = 32, %zu paradigms, %d clicks, platform %s\n", tokens, grid,

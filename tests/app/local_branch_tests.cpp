@@ -36,10 +36,12 @@ Matrix coreBranchMatrix(const QString& path, int image, int layer, int head, int
     const LayerInfo& l = reader->info().layers[std::size_t(layer)];
     const LocalBranchWeights w = reader->readLocalBranch(image, layer);
     if (channel >= 0)
-        return localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, channel, l.valueDim)), l.layout);
+        return localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, channel, l.valueDim)),
+                                 LocalBranchGrid(l.layout));
     Matrix sum = Matrix::Zero(l.tokens, l.tokens);
     for (int c = 0; c < l.valueDim; ++c)
-        sum += localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, c, l.valueDim)), l.layout);
+        sum +=
+            localBranchMatrix(w.kernel(l.localBranch->weightChannel(head, c, l.valueDim)), LocalBranchGrid(l.layout));
     return sum / double(l.valueDim);
 }
 

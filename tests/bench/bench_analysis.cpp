@@ -143,7 +143,7 @@ void BM_EquivalentSpectrum(benchmark::State& state, std::string preset) {
     SpectrumResult s;
     for (auto _ : state) {
         Matrix e = a;
-        addLocalBranch(e, kernel, d.layout);
+        addLocalBranch(e, kernel, LocalBranchGrid(d.layout));
         s = matrixSpectrum(e, d.layout, {});
         benchmark::DoNotOptimize(s.rank);
     }

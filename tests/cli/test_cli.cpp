@@ -551,23 +551,36 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
 // ---- The local branch (resources/format.md 1a) ---------------------------------------------------------
 
 TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
-    for (const std::string kind : {"dwc", "inline_residual"}) {
-        const std::string in = synth(kind + ".h5", "--local-branch " + kind);
-        const RunResult r = run("analyze " + in + " --paradigms softmax,linear_relu --stats rank,local --quiet -o " +
-                                path(kind + ".json"));
+    // Window layers (Swin, shifted with the mask in layer 1): the branch convolves inside each window,
+    // InLine's residual with one kernel per window.
+    const std::string plain = " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 3";
+    const std::string windows = " --layers 2 --heads 2 --prefix 0 --dim 8 --images 3 --window 4";
+    const std::vector<std::pair<std::string, std::string>> dumps = {
+        {"dwc", "--local-branch dwc" + plain},
+        {"inline_residual", "--local-branch inline_residual" + plain},
+        {"swin_dwc", "--local-branch dwc --grid 8x8" + windows},
+        {"swin_inline_residual", "--local-branch inline_residual --grid 8x4" + windows},
+    };
+    for (const auto& [name, args] : dumps) {
+        SCOPED_TRACE(name);
+        const std::string in = path(name + ".h5");
+        ASSERT_EQ(run("synth -o " + in + " " + args).code, 0);
+        const std::string out = in + ".json";
+        const RunResult r =
+            run("analyze " + in + " --paradigms softmax,linear_relu --stats rank,local --quiet -o " + out);
         ASSERT_EQ(r.code, 0) << r.err;
         EXPECT_THAT(r.out, HasSubstr("local branch: E_c = A + M_c"));
-        const json j = readJson(path(kind + ".json"));
+        const json j = readJson(out);
         int withBranch = 0;
         for (const auto& rec : j["results"]) withBranch += rec.contains("local_branch");
         EXPECT_EQ(withBranch, 3 * 2 * 2);  // synth layers say softmax: only softmax records
         const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
-                                  "/tests/cli/local_branch_check.py " + in + " " + path(kind + ".json");
+                                  "/tests/cli/local_branch_check.py " + in + " " + out;
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
         const std::string schema =
             "/usr/bin/python3 -c \"import json,sys,jsonschema; "
             "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-            path(kind + ".json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+            out + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
         EXPECT_EQ(std::system(schema.c_str()), 0);
     }
 }

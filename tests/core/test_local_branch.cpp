@@ -64,9 +64,9 @@ TEST_P(LocalBranchMatrix, MatrixTimesVEqualsTheConvolution) {
     Vector v(layout.tokens());
     for (Index i = 0; i < v.size(); ++i) v[i] = normal(rng);
 
-    const Matrix m = localBranchMatrix(kernel, layout);
+    const Matrix m = localBranchMatrix(kernel, LocalBranchGrid(layout));
     const Vector reference = referenceConvolution(w, c.kh, c.kw, 0.25, layout, v);
-    const Vector direct = applyLocalBranch(kernel, layout, v);
+    const Vector direct = applyLocalBranch(kernel, LocalBranchGrid(layout), v);
     Vector viaMatrix = m * v;
     for (Index i = layout.prefix; i < layout.tokens(); ++i) viaMatrix[i] += 0.25;  // bias on grid tokens only
     EXPECT_LT((direct - reference).cwiseAbs().maxCoeff(), 1e-12);
@@ -80,7 +80,7 @@ TEST_P(LocalBranchMatrix, MatrixTimesVEqualsTheConvolution) {
     // addLocalBranchRow gives the same rows.
     for (Index i = 0; i < layout.tokens(); ++i) {
         RowVector row = RowVector::Zero(layout.tokens());
-        addLocalBranchRow(i, row, kernel, layout);
+        addLocalBranchRow(i, row, kernel, LocalBranchGrid(layout));
         EXPECT_EQ((row - m.row(i)).cwiseAbs().maxCoeff(), 0.0) << "row " << i;
     }
 }
@@ -95,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Grids, LocalBranchMatrix,
 TEST(LocalBranchMatrix, NothingWrapsAroundAGridRow) {
     const TokenLayout layout{14, 14, 1};
     const std::vector<double> ones(25, 1.0);
-    const Matrix m = localBranchMatrix(LocalKernel{5, 5, ones, 0.0}, layout);
+    const Matrix m = localBranchMatrix(LocalKernel{5, 5, ones, 0.0}, LocalBranchGrid(layout));
     Index entries = 0, bandEntries = 0;
     for (int y = 0; y < 14; ++y)
         for (int x = 0; x < 14; ++x) {
@@ -127,11 +127,11 @@ TEST(LocalBranchMatrix, WindowAndRowSumsMatchTheDenseMatrix) {
     const TokenLayout layout{6, 7, 1};
     const std::vector<double> w = randomKernel(5, 5, 11);
     const LocalKernel kernel{5, 5, w, 0.0};
-    const Matrix m = localBranchMatrix(kernel, layout);
-    const std::vector<double> sums = localBranchRowSums(kernel, layout, false);
-    const std::vector<double> abs = localBranchRowSums(kernel, layout, true);
+    const Matrix m = localBranchMatrix(kernel, LocalBranchGrid(layout));
+    const std::vector<double> sums = localBranchRowSums(kernel, LocalBranchGrid(layout), false);
+    const std::vector<double> abs = localBranchRowSums(kernel, LocalBranchGrid(layout), true);
     for (int k : {1, 3, 5, 7}) {
-        const std::vector<double> window = localBranchWindowSums(kernel, layout, k);
+        const std::vector<double> window = localBranchWindowSums(kernel, LocalBranchGrid(layout), k);
         for (int y = 0; y < 6; ++y)
             for (int x = 0; x < 7; ++x) {
                 const Index i = layout.token(y, x);
@@ -161,8 +161,9 @@ TEST(LocalBranchMatrix, MeanKernelGivesTheMeanMatrix) {
     w.bias = {0.5, -1.0, 2.0};
     const std::vector<int> channels{0, 2};
     const LocalBranchWeights mean = w.meanOver(channels);
-    const Matrix expected = 0.5 * (localBranchMatrix(w.kernel(0), layout) + localBranchMatrix(w.kernel(2), layout));
-    EXPECT_LT((localBranchMatrix(mean.kernel(0), layout) - expected).cwiseAbs().maxCoeff(), 1e-15);
+    const Matrix expected = 0.5 * (localBranchMatrix(w.kernel(0), LocalBranchGrid(layout)) +
+                                   localBranchMatrix(w.kernel(2), LocalBranchGrid(layout)));
+    EXPECT_LT((localBranchMatrix(mean.kernel(0), LocalBranchGrid(layout)) - expected).cwiseAbs().maxCoeff(), 1e-15);
     EXPECT_DOUBLE_EQ(mean.kernel(0).bias, 1.25);
 }
 

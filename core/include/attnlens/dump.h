@@ -34,7 +34,10 @@ struct LocalBranchInfo {
     LocalChannelMap channelMap = LocalChannelMap::PerHead;
     int channels = 0;  // C
     int kernelH = 0, kernelW = 0;
-    bool perImage = false;  // weight [B, C, kh, kw]
+    bool perImage = false;     // weight [B, C, kh, kw], or [B, windows, C, kh, kw] when perWindow
+    bool windowScope = false;  // @scope "window": the convolution runs inside each window (window layers)
+    bool perWindow = false;    // one kernel per (image, window) (InLine-Swin's residual)
+    int windows = 1;           // kernels per channel: the layer's windows when perWindow
     bool hasBias = false;
     bool biasPerImage = false;  // bias [B, C]
     DType weightType = DType::Float32;
@@ -130,6 +133,9 @@ struct HeadActivations {
 // position bias): the one way every analysis builds an AttentionHead from a dump. `act` must
 // outlive the head.
 HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head);
+// Where the layer's local branch convolves (its grid, or each window under scope "window"): the one
+// way to get the geometry that every local-branch function takes. The layer must outlive it.
+LocalBranchGrid localBranchGrid(const LayerInfo& layer);
 
 struct ImageData {
     int height = 0, width = 0, channels = 0;

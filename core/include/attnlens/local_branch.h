@@ -8,12 +8,24 @@
 //     M_c[(y, x), (y', x')] = w_c[y' - y + ph][x' - x + pw]   when both indices are inside the kernel
 // so a key outside the grid (the zero padding) simply has no entry: nothing wraps around a row end.
 // The equivalent attention matrix of channel c is E_c = A + M_c (FLatten Eq. 10-12).
+//
+// On a window attention layer (window.h) the papers' Swin models (FLatten-Swin's dwc, InLine-Swin's
+// residual) run the convolution inside each window, on the window-partitioned tensor: scope
+// "window". The query at window position (py, px) of window w and the key at position (py', px') of
+// the same window then have
+//     M_c[i, j] = w_c[py' - py + ph][px' - px + pw]
+// with zero padding at the window's edges (in the shifted frame: tokens that the roll brought
+// together are neighbours, as in the model; no mask) and nothing across windows. InLine-Swin
+// computes its kernel from each window's mean, so the weights may differ per window.
+#include <algorithm>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "attnlens/tensor.h"
 #include "attnlens/token_layout.h"
+#include "attnlens/window.h"
 
 namespace attnlens {
 
@@ -24,26 +36,39 @@ enum class LocalChannelMap {
 };
 const char* toString(LocalChannelMap m);  // "per_head", "all"
 
-// One channel's depthwise kernel, row-major kh x kw (kh, kw odd), and its bias.
+// Where the convolution runs: the layer's grid (scope "grid"), or inside each window of a window
+// attention layer (scope "window"; windows is then the layer's partition).
+struct LocalBranchGrid {
+    TokenLayout layout;
+    const WindowPartition* windows = nullptr;
+    explicit LocalBranchGrid(const TokenLayout& l, const WindowPartition* w = nullptr) : layout(l), windows(w) {}
+};
+
+// One channel's depthwise kernel, row-major kh x kw (kh, kw odd), and its bias. Per-window weights
+// (windows > 1) hold one kernel per window, window-major.
 struct LocalKernel {
     int kernelH = 0, kernelW = 0;
-    std::span<const double> weights;  // kh * kw
+    std::span<const double> weights;  // windows * kh * kw
     double bias = 0.0;
-    double at(int dy, int dx) const {  // offset from the centre, |dy| <= (kh-1)/2, |dx| <= (kw-1)/2
-        return weights[std::size_t((dy + (kernelH - 1) / 2) * kernelW + dx + (kernelW - 1) / 2)];
+    int windows = 1;
+    // Offset from the centre, |dy| <= (kh-1)/2, |dx| <= (kw-1)/2; window ignored for shared weights.
+    double at(int dy, int dx, int window = 0) const {
+        const std::size_t base = windows > 1 ? std::size_t(window) * std::size_t(kernelH * kernelW) : 0;
+        return weights[base + std::size_t((dy + (kernelH - 1) / 2) * kernelW + dx + (kernelW - 1) / 2)];
     }
 };
 
-// The branch's weights for one image: C channels of kh x kw, plus an optional bias per channel.
+// The branch's weights for one image: C channels of kh x kw (one per window when windows > 1),
+// plus an optional bias per channel.
 struct LocalBranchWeights {
     int channels = 0, kernelH = 0, kernelW = 0;
-    std::vector<double> weights;  // C * kh * kw, channel-major, row-major kernels
+    int windows = 1;
+    std::vector<double> weights;  // C * windows * kh * kw, channel-major, then window, row-major kernels
     std::vector<double> bias;     // C, or empty when the branch has none
     LocalKernel kernel(int channel) const {
-        return {kernelH, kernelW,
-                std::span<const double>(weights).subspan(std::size_t(channel) * std::size_t(kernelH * kernelW),
-                                                         std::size_t(kernelH * kernelW)),
-                bias.empty() ? 0.0 : bias[std::size_t(channel)]};
+        const std::size_t size = std::size_t(windows) * std::size_t(kernelH * kernelW);
+        return {kernelH, kernelW, std::span<const double>(weights).subspan(std::size_t(channel) * size, size),
+                bias.empty() ? 0.0 : bias[std::size_t(channel)], windows};
     }
     // The mean kernel over the given weight channels (bias averaged too): its matrix is the mean of
     // the channels' M_c, so A + M_mean is the mean of the channels' equivalent matrices.
@@ -55,20 +80,51 @@ inline int localWeightChannel(LocalChannelMap map, int head, int channel, int va
     return map == LocalChannelMap::PerHead ? channel : head * valueDim + channel;
 }
 
-// M_c as a dense N x N matrix (reference and display; analyses add it in place instead).
-Matrix localBranchMatrix(const LocalKernel& kernel, const TokenLayout& layout);
-// a += M_c, touching only the kh * kw entries of each grid row (a is N x N).
-void addLocalBranch(Eigen::Ref<Matrix> a, const LocalKernel& kernel, const TokenLayout& layout);
-// row += row `query` of M_c (row has N entries); prefix queries get nothing.
-void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel, const TokenLayout& layout);
-// M_c v + bias on grid tokens (v has N entries): the branch's output for one channel, computed as
-// the convolution itself (not through the matrix).
-Vector applyLocalBranch(const LocalKernel& kernel, const TokenLayout& layout, const Eigen::Ref<const Vector>& v);
+// Calls f(key, weight) for every kernel tap of `query` whose key exists: inside the grid (scope
+// "grid"), inside the query's window (scope "window"). Prefix queries have no taps.
+template <class F>
+void forEachLocalTap(const LocalKernel& kernel, const LocalBranchGrid& grid, Index query, F&& f) {
+    const TokenLayout& layout = grid.layout;
+    if (!layout.isSpatial(query)) return;
+    const int ph = (kernel.kernelH - 1) / 2, pw = (kernel.kernelW - 1) / 2;
+    if (grid.windows) {
+        const WindowPartition& p = *grid.windows;
+        const int mh = p.rule().sizeH, mw = p.rule().sizeW;
+        const int w = p.windowOf(query), pos = p.positionOf(query);
+        const int py = pos / mw, px = pos % mw;
+        const std::span<const Index> tokens = p.windowTokens(w);
+        for (int ky = std::max(py - ph, 0); ky <= std::min(py + ph, mh - 1); ++ky)
+            for (int kx = std::max(px - pw, 0); kx <= std::min(px + pw, mw - 1); ++kx)
+                f(tokens[std::size_t(ky * mw + kx)], kernel.at(ky - py, kx - px, w));
+        return;
+    }
+    const int y = layout.row(query), x = layout.col(query);
+    for (int ky = std::max(y - ph, 0); ky <= std::min(y + ph, layout.gridH - 1); ++ky)
+        for (int kx = std::max(x - pw, 0); kx <= std::min(x + pw, layout.gridW - 1); ++kx)
+            f(layout.token(ky, kx), kernel.at(ky - y, kx - x));
+}
 
-// Per grid query (row-major over the grid): the sum and the absolute sum of the kernel taps that
-// fall inside the grid (row i of M_c summed, and its L1 norm), and the sum of the taps that fall
-// inside both the grid and the query's k x k window (M_c's contribution to the local k x k mass).
-std::vector<double> localBranchRowSums(const LocalKernel& kernel, const TokenLayout& layout, bool absolute);
-std::vector<double> localBranchWindowSums(const LocalKernel& kernel, const TokenLayout& layout, int k);
+// M_c as a dense N x N matrix (reference and display; analyses add it in place instead).
+Matrix localBranchMatrix(const LocalKernel& kernel, const LocalBranchGrid& grid);
+// a += M_c, touching only the kh * kw entries of each grid row (a is N x N).
+void addLocalBranch(Eigen::Ref<Matrix> a, const LocalKernel& kernel, const LocalBranchGrid& grid);
+// row += row `query` of M_c (row has N entries); prefix queries get nothing.
+void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel, const LocalBranchGrid& grid);
+// M_c v + bias on grid tokens (v has N entries): the branch's output for one channel, computed as
+// the model computes it (scope "window": window_partition, the convolution of each window, reverse),
+// not through the matrix.
+Vector applyLocalBranch(const LocalKernel& kernel, const LocalBranchGrid& grid, const Eigen::Ref<const Vector>& v);
+
+// Per grid query (row-major over the grid): the sum and the absolute sum of the kernel taps whose
+// key exists (row i of M_c summed, and its L1 norm), and the sum of the taps whose key lies in the
+// query's k x k neighbourhood on the grid (M_c's contribution to the local k x k mass).
+std::vector<double> localBranchRowSums(const LocalKernel& kernel, const LocalBranchGrid& grid, bool absolute);
+std::vector<double> localBranchWindowSums(const LocalKernel& kernel, const LocalBranchGrid& grid, int k);
+
+// Whether the key lies in the query's k x k neighbourhood on the grid (both grid tokens).
+inline bool inLocalWindow(const TokenLayout& layout, Index query, Index key, int k) {
+    const int r = (k - 1) / 2;
+    return std::abs(layout.row(key) - layout.row(query)) <= r && std::abs(layout.col(key) - layout.col(query)) <= r;
+}
 
 }  // namespace attnlens

@@ -27,7 +27,9 @@ struct SynthOptions {
     std::string model = "synthetic";
     // A local branch in every layer (resources/format.md 1a), with seeded random kernels: "" (none),
     // "dwc" (5x5, per_head, shared, bias; FLatten), "lepe" (5x5, all channels, shared, bias; MALA) or
-    // "inline_residual" (3x3, all channels, per image, no bias; InLine). Needs withValues.
+    // "inline_residual" (3x3, all channels, per image, no bias; InLine). Needs withValues. With
+    // window attention the branch convolves inside each window (scope "window", as FLatten-Swin and
+    // InLine-Swin do), and inline_residual has one kernel per (image, window), as InLine-Swin.
     std::string localBranch;
     // Window attention (resources/format.md 1b) in every layer when > 0: windows of M x M, odd
     // layers shifted by M / 2 with Swin's mask (as Swin alternates), a seeded position bias per

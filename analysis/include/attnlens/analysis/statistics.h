@@ -36,6 +36,10 @@ SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, co
                         const Matrix* fullMatrix = nullptr);
 // Reference path: dense SVD of any matrix (used by tests to check the factorised path).
 SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options);
+// A matrix that is zero outside the windows' blocks (window attention, a branch convolving inside
+// windows): the union of the blocks' spectra (a dense SVD per window) and windowRanks; rows holding
+// non-finite values are left out. Equals denseSpectrum(a) up to rounding.
+SpectrumResult blockDiagonalSpectrum(const Matrix& a, const WindowPartition& windows, const SpectrumOptions& options);
 
 // ---- Local k x k mass (InLine Sec. 4.2, Fig. 3) ---------------------------------------------------
 struct LocalMassResult {
@@ -167,6 +171,8 @@ struct LocalBranchHead {
     int head = 0;
     int valueDim = 0;
     std::string kind;
+    // Scope "window" (localBranchGrid of the layer): the convolution runs inside these windows.
+    const WindowPartition* windows = nullptr;
 };
 struct LocalBranchChannel {
     int channel = -1;                        // V channel within the head; -1 for the mean over the analysed channels
@@ -189,13 +195,15 @@ struct LocalBranchResult {
 };
 // a: the head's N x N matrix A (rows flagged in status are left out as for A's own statistics).
 // Rank uses the same tolerance rule as A's (SpectrumOptions); local mass the same windows.
-LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus> status, const LocalBranchGrid& grid,
                                      const LocalBranchHead& branch, const LocalBranchOptions& options,
                                      const SpectrumOptions& spectrumOptions, std::span<const int> localK, bool withRank,
                                      bool withLocal);
 // Spectrum of any N x N matrix on a layout by dense SVD, with A's rules: spatialOnly drops the
-// prefix rows and columns, rows holding non-finite values are left out.
-SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options);
+// prefix rows and columns, rows holding non-finite values are left out. With blocks, the matrix is
+// block-diagonal over those windows (zero outside them) and its spectrum is blockDiagonalSpectrum's.
+SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options,
+                              const WindowPartition* blocks = nullptr);
 
 // ---- Everything for one head -----------------------------------------------------------------------
 struct StatSelection {
