@@ -56,7 +56,13 @@ window_partition and the roll. timm's `WindowAttention` is softmax with its bias
 shifted, the mask; another attention class must say what it is through attnlens_layer_attrs()
 (attention, scale, kernel_applied, window_mask: the papers' linear Swin attentions ignore the
 mask, so window_mask = False). LayerSpec and DumpWriter.declare_layer take window_size,
-window_shift, window_mask and position_bias for other models.
+window_shift, window_mask and position_bias for other models. An attention with attnlens_qkv is
+hooked itself (its windows in, q/k/v per window out) and its attnlens_local_branch(x) is called on
+the window-partitioned x: the papers' Swin branches (FLatten-Swin's dwc, InLine-Swin's residual)
+convolve each window, so the branch is written with scope "window" (format.md 1a), and weights the
+attention returns per window-image, [B * windows, C, kh, kw], are written per (image, window),
+[B, windows, C, kh, kw]. A branch dict may say scope ("grid" or "window"; default "window" on
+window layers) and, on window layers, carry weights [B, windows, C, kh, kw].
 
 Command line (`python3 attnlens_export.py --help`):
   export   run a model given as module:factory on images from a .npy/.npz file and write a dump
@@ -81,7 +87,9 @@ FORMAT_VERSION = 1
 DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 LOCAL_BRANCH_CHANNELS = ("per_head", "all")
 MAX_KERNEL = 255  # format.md 1a: kernel sizes odd, 1..255
-BRANCH_META = ("kind", "channels", "channel_count", "kernel", "per_image", "bias_mode")
+BRANCH_META = ("kind", "channels", "channel_count", "kernel", "per_image", "bias_mode", "scope",
+               "per_window")
+BRANCH_SCOPES = ("grid", "window")  # format.md 1a @scope
 MAX_CLASS_NAMES = 65536  # format.md: /class_names holds 1 to 65536 names
 MAX_CLASS_NAME_BYTES = 256  # of UTF-8 each
 
@@ -377,10 +385,17 @@ class DumpWriter:
         if not isinstance(branch, dict):
             raise ExportError(f"{where} must be None or a dict with kind, channels, weight and "
                               f"optionally bias, got {type(branch).__name__}")
-        unknown = sorted(set(branch) - {"kind", "channels", "weight", "bias"})
+        unknown = sorted(set(branch) - {"kind", "channels", "weight", "bias", "scope"})
         if unknown:
             raise ExportError(f"{where} has unknown keys {unknown} (expected kind, channels, "
-                              "weight, bias)")
+                              "weight, bias, scope)")
+        window = info.get("window")
+        scope = branch.get("scope", "window" if window is not None else "grid")
+        if scope not in BRANCH_SCOPES:
+            raise ExportError(f"{where}: scope must be \"grid\" or \"window\", got {scope!r}")
+        if scope == "window" and window is None:
+            raise ExportError(f"{where}: scope \"window\" needs a window attention layer "
+                              "(window_size)")
         kind = branch.get("kind")
         if not isinstance(kind, str) or not kind:
             raise ExportError(f"{where}: kind must be a non-empty string (dwc, inline_residual, "
@@ -401,13 +416,23 @@ class DumpWriter:
         weight = _as_numpy(branch.get("weight"))
         if weight is None:
             raise ExportError(f"{where}: weight is missing")
-        if not np.issubdtype(weight.dtype, np.floating) or weight.ndim not in (3, 4):
-            raise ExportError(f"{where}: weight must be a float tensor [C, kh, kw] or "
-                              f"[B, C, kh, kw], got {weight.dtype} {weight.shape}")
-        per_image = weight.ndim == 4
+        if not np.issubdtype(weight.dtype, np.floating) or weight.ndim not in (3, 4, 5):
+            raise ExportError(f"{where}: weight must be a float tensor [C, kh, kw], "
+                              f"[B, C, kh, kw] or, inside windows, [B, windows, C, kh, kw], got "
+                              f"{weight.dtype} {weight.shape}")
+        per_image = weight.ndim >= 4
+        per_window = weight.ndim == 5
         if per_image and weight.shape[0] != b:
             raise ExportError(f"{where}: per-image weight {weight.shape} must have B = {b} (the "
                               "batch's images)")
+        if per_window:
+            if scope != "window":
+                raise ExportError(f"{where}: per-window weight {weight.shape} needs scope "
+                                  "\"window\" (a window attention layer)")
+            windows = (info["grid"][0] // window["size"][0]) * (info["grid"][1] // window["size"][1])
+            if weight.shape[1] != windows:
+                raise ExportError(f"{where}: per-window weight {weight.shape} must have "
+                                  f"{windows} windows second (the layer's window order, format.md 1b)")
         c, kh, kw = (int(n) for n in weight.shape[-3:])
         if not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL and kh % 2 and kw % 2):
             raise ExportError(f"{where}: weight {weight.shape} has kernel {kh}x{kw}; kernel sizes "
@@ -436,11 +461,14 @@ class DumpWriter:
                 continue
             first = tuple(int(i) for i in np.argwhere(~np.isfinite(t))[0])
             image = f"image {info['count'] + first[0]}, " if per else ""
-            channel = first[1] if per else first[0]
+            if key == "weight" and per_window:
+                image += f"window {first[1]}, "
+            channel = first[len(t.shape) - 3] if key == "weight" else (first[1] if per else first[0])
             raise ExportError(f"{where}: {key} holds NaN or Inf ({image}channel {channel}: "
                               f"{t[first]}); the branch's weights must be finite")
         meta = {"kind": kind, "channels": channels, "channel_count": c, "kernel": (kh, kw),
-                "per_image": per_image, "bias_mode": bias_mode}
+                "per_image": per_image, "bias_mode": bias_mode, "scope": scope,
+                "per_window": per_window}
         if earlier is not None:
             for key in BRANCH_META:
                 if meta[key] != earlier[key]:
@@ -473,6 +501,8 @@ class DumpWriter:
                 g = group.create_group("local_branch")
                 g.attrs["kind"] = branch["kind"]
                 g.attrs["channels"] = branch["channels"]
+                if info.get("window") is not None:  # plain layers stay as version 1 wrote them
+                    g.attrs["scope"] = branch["scope"]
                 # Shared weights and bias: written once (later batches are checked against them).
                 if not branch["per_image"]:
                     g.create_dataset("weight", data=branch["weight"].astype(dtype))
@@ -640,21 +670,28 @@ def _is_swin_block(module):
 
 
 def _swin_extract(block):
-    """Extractor hooked on a Swin block's attn.qkv: its output is window-partitioned
-    [B * windows, Mh*Mw, 3C] (after the roll by -shift); returns q, k, v [B, heads, H*W, d] on
-    the full grid in token order y * W + x (window_reverse, then the roll by +shift)."""
+    """Extractor hooked on a Swin block's attn.qkv (timm), whose output is window-partitioned
+    [B * windows, Mh*Mw, 3C] after the roll by -shift, split into heads; or on the attention itself
+    when it has attnlens_qkv (feature maps applied in the model, as FLatten's), called on the
+    attention's window-partitioned input [B * windows, Mh*Mw, C]. Returns q, k, v
+    [B, heads, H*W, d] on the full grid in token order y * W + x (window_reverse, then the roll by
+    +shift)."""
     import torch
 
-    def extract(_linear, _inputs, output):
+    def extract(_linear, inputs, output):
         h, w = _pair(block.input_resolution)
         (mh, mw), (sh, sw) = _pair(block.window_size), _pair(block.shift_size)
         heads = int(block.attn.num_heads)
-        bw, m, three_c = output.shape
-        d = three_c // 3 // heads
+        if callable(getattr(block.attn, "attnlens_qkv", None)):
+            per_window = block.attn.attnlens_qkv(inputs[0])  # each [B * windows, heads, M, d]
+        else:
+            bw, m, three_c = output.shape
+            per_window = output.reshape(bw, m, 3, heads, three_c // 3 // heads).permute(
+                2, 0, 3, 1, 4).unbind(0)
+        bw, _, m, d = per_window[0].shape
         b = bw // ((h // mh) * (w // mw))
-        qkv = output.reshape(bw, m, 3, heads, d).permute(2, 0, 3, 1, 4)
         out = []
-        for t in qkv.unbind(0):
+        for t in per_window:
             t = t.reshape(b, h // mh, w // mw, heads, mh, mw, d).permute(0, 3, 1, 4, 2, 5, 6)
             t = t.reshape(b, heads, h, w, d)
             if sh or sw:
@@ -694,11 +731,44 @@ def _swin_spec(path, block):
         raise ExportError(f"layer {path}: a shifted-window attention of class "
                           f"{type(attn).__name__}: say whether it adds Swin's mask "
                           "(attnlens_layer_attrs() -> window_mask, or a LayerSpec)")
-    return LayerSpec(block, _swin_extract(block), name=path, hook_module=attn.qkv,
+    # A protocol attention is hooked itself (its attnlens_qkv runs qkv again), timm's on its qkv.
+    protocol = callable(getattr(attn, "attnlens_qkv", None))
+    return LayerSpec(block, _swin_extract(block), name=path,
+                     hook_module=attn if protocol else attn.qkv,
                      grid=(h, w), prefix_tokens=0, window_size=size, window_shift=shift,
-                     position_bias=bias, local_branch=None,
+                     position_bias=bias, local_branch=_swin_branch(block),
                      **{k: attrs[k] for k in ("attention", "scale", "kernel_applied",
                                               "window_mask") if k in attrs})
+
+
+def _swin_branch(block):
+    """The local branch of a Swin block's attention with attnlens_local_branch(x), called on the
+    window-partitioned x [B * windows, Mh*Mw, C]: FLatten-Swin's dwc and InLine-Swin's residual
+    convolve each window (scope "window", format.md 1a); per-"image" weights of the attention,
+    [B * windows, C, kh, kw], are per (image, window): [B, windows, C, kh, kw]."""
+    attn = block.attn
+    if not callable(getattr(attn, "attnlens_local_branch", None)):
+        return None
+
+    def branch(_module, x):
+        br = attn.attnlens_local_branch(x)
+        if br is None:
+            return None
+        br = dict(br)
+        h, w = _pair(block.input_resolution)
+        (mh, mw) = _pair(block.window_size)
+        windows = (h // mh) * (w // mw)
+        weight = br.get("weight")
+        if weight is not None and weight.ndim == 4:
+            br["weight"] = weight.reshape(weight.shape[0] // windows, windows, *weight.shape[1:])
+        bias = br.get("bias")
+        if bias is not None and bias.ndim == 2:
+            raise ExportError(f"Swin block {type(block).__name__}: a local branch bias per window "
+                              "([B * windows, C]) is not in the format (bias is [C] or [B, C])")
+        br.setdefault("scope", "window")
+        return br
+
+    return branch
 
 
 def _protocol_extract(module, inputs, _output):
@@ -1047,15 +1117,35 @@ def _validate_branch(layer, where, q_shape, problems):
         return None  # reported with v
     b, heads, dv = int(q_shape[0]), int(v_shape[1]), int(v_shape[3])
     expected_c = dv if channels == "per_head" else heads * dv
-    w = g["weight"]
-    if w.dtype not in (np.float16, np.float32, np.float64) or w.ndim not in (3, 4):
-        problems.append(f"{where}/weight: {w.dtype} {w.shape}, expected float [C, kh, kw] or "
-                        "[B, C, kh, kw]")
+    windowed = "window_size" in layer.attrs
+    scope = _string_attr(g.attrs, "scope") if "scope" in g.attrs else ("window" if windowed
+                                                                        else "grid")
+    if scope not in BRANCH_SCOPES:
+        problems.append(f"{where}: attribute scope must be \"grid\" or \"window\", got "
+                        f"{g.attrs.get('scope')!r}")
         return None
-    per_image = w.ndim == 4
+    if scope == "window" and not windowed:
+        problems.append(f"{where}: scope \"window\" on a layer without window_size")
+        return None
+    w = g["weight"]
+    if w.dtype not in (np.float16, np.float32, np.float64) or w.ndim not in (3, 4, 5):
+        problems.append(f"{where}/weight: {w.dtype} {w.shape}, expected float [C, kh, kw], "
+                        "[B, C, kh, kw] or, inside windows, [B, windows, C, kh, kw]")
+        return None
+    per_image = w.ndim >= 4
     c, kh, kw = (int(n) for n in w.shape[-3:])
     if per_image and w.shape[0] != b:
         problems.append(f"{where}/weight: per-image weight {w.shape} needs B = {b}")
+    if w.ndim == 5:
+        if scope != "window":
+            problems.append(f"{where}/weight: per-window weight {w.shape} needs scope \"window\"")
+        else:
+            grid = layer.attrs["grid"] if "grid" in layer.attrs else layer.file.attrs["grid"]
+            size = layer.attrs["window_size"]
+            windows = (int(grid[0]) // int(size[0])) * (int(grid[1]) // int(size[1]))
+            if w.shape[1] != windows:
+                problems.append(f"{where}/weight: per-window weight {w.shape} needs {windows} "
+                                "windows second")
     if not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL and kh % 2 and kw % 2):
         problems.append(f"{where}/weight {w.shape}: kernel sizes must be odd and at most "
                         f"{MAX_KERNEL}")
@@ -1088,8 +1178,12 @@ def _validate_branch(layer, where, q_shape, problems):
                 problems.append(f"{where}/{key} holds NaN or Inf; the branch's weights must be "
                                 "finite")
                 break
-    return {"kind": kind, "channels": channels, "weight_channels": c, "kernel": [kh, kw],
-            "per_image": per_image, "bias": bias_mode or "none", "dtype": str(w.dtype)}
+    summary = {"kind": kind, "channels": channels, "weight_channels": c, "kernel": [kh, kw],
+               "per_image": per_image, "bias": bias_mode or "none", "dtype": str(w.dtype)}
+    if windowed:  # as attnlens-cli inspect --json: only on window layers
+        summary["scope"] = scope
+        summary["per_window"] = w.ndim == 5
+    return summary
 
 
 # --------------------------------------------------------------------------------------------

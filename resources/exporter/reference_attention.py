@@ -489,6 +489,48 @@ class WindowLinearReLUAttention(LinearReLUAttention):
         return super().forward(x)
 
 
+class WindowFocusedLinearAttention(FocusedLinearAttention):
+    """FLatten-Swin's FocusedLinearAttention: the focused linear attention within each window
+    (N = Mh*Mw, the positional encoding over a window's positions), the mask accepted and ignored,
+    and the depthwise convolution of each window's V (zero padding at the window's edges):
+    attention_with_local_branch on [B * windows, Mh*Mw, C] treats every window as an image."""
+
+    def __init__(self, dim, num_heads, window_size, qkv_bias=True, kernel_size=5, **_unused):
+        super().__init__(dim, num_heads=num_heads, grid=tuple(window_size), prefix_tokens=0,
+                         qkv_bias=qkv_bias, kernel_size=kernel_size)
+        self.window_size = tuple(window_size)
+
+    def attnlens_layer_attrs(self):
+        return dict(super().attnlens_layer_attrs(), window_mask=False)
+
+    def attention_parts(self, x, mask=None):
+        return super().attention_parts(x)
+
+    def forward(self, x, mask=None):
+        return super().forward(x)
+
+
+class WindowInLineAttention(InLineAttention):
+    """InLine-Swin's InLineAttention: InLine attention within each window (N = Mh*Mw), the mask
+    accepted and ignored, and the 3x3 residual of each window's V whose kernels the residual MLP
+    predicts from that window's mean token (one kernel per image, window and channel)."""
+
+    def __init__(self, dim, num_heads, window_size, qkv_bias=True, kernel_func="identity",
+                 **_unused):
+        super().__init__(dim, num_heads=num_heads, grid=tuple(window_size), prefix_tokens=0,
+                         qkv_bias=qkv_bias, kernel_func=kernel_func)
+        self.window_size = tuple(window_size)
+
+    def attnlens_layer_attrs(self):
+        return dict(super().attnlens_layer_attrs(), window_mask=False)
+
+    def attention_parts(self, x, mask=None):
+        return super().attention_parts(x)
+
+    def forward(self, x, mask=None):
+        return super().forward(x)
+
+
 class SwinTransformerBlock(nn.Module):
     """timm's SwinTransformerBlock on [B, H, W, C]: x + attn(norm1(x)) computed as roll(-shift),
     window_partition, attention per window (with attn_mask when shifted), window_reverse,

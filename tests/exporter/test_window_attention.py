@@ -101,9 +101,40 @@ class BlockInputs:
                     a[:, :, rows[:, None], rows[None, :]] = attn[:, win]
         return o, a
 
+    def reference_with_branch(self, i):
+        """O + the local branch [B, heads, N, d] of block i in grid token order: the attention's
+        own attention_with_local_branch on the block's windows (each window convolved alone)."""
+        block = self.model.blocks[i]
+        x = torch.cat(self.inputs[i])
+        b, h, w, _ = x.shape
+        with torch.no_grad():
+            out = block.attn.attention_with_local_branch(block.windows_of(block.norm1(x)))
+            heads = out.shape[1]
+            return torch.stack([block.grid_of(out[:, k], h, w).reshape(b, h * w, -1)
+                                for k in range(heads)], dim=1)
 
-def export(test):
-    model = swin_like()
+
+class PaperSwinLike(nn.Module):
+    """The papers' linear Swin blocks on an 8 x 8 grid with 4 x 4 windows: FLatten-Swin (shifted,
+    dwc inside each window), InLine-Swin unshifted and shifted (residual kernels per window)."""
+
+    def __init__(self, dim=32, heads=2):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(1, dim, kernel_size=4, stride=4)
+        self.blocks = nn.ModuleList([
+            ra.SwinTransformerBlock(dim, GRID, heads, window_size=4, shift_size=2,
+                                    attn_layer=ra.WindowFocusedLinearAttention),
+            ra.SwinTransformerBlock(dim, GRID, heads, window_size=4, shift_size=0,
+                                    attn_layer=ra.WindowInLineAttention),
+            ra.SwinTransformerBlock(dim, GRID, heads, window_size=4, shift_size=2,
+                                    attn_layer=ra.WindowInLineAttention),
+        ])
+
+    forward = SwinLike.forward
+
+
+def export(test, model=None):
+    model = swin_like() if model is None else model
     x = torch.randn(IMAGES, 1, 32, 32, generator=torch.Generator().manual_seed(9))
     path = os.path.join(u.temp_dir(test), "swin.h5")
     with BlockInputs(model) as rec, ax.Exporter(model, path, grid=GRID, dtype="float32") as ex:
@@ -177,6 +208,67 @@ class WindowExport(unittest.TestCase):
             self.skipTest("python3-jsonschema is not installed")
         with open(os.path.join(u.EXPORTER_DIR, "..", "analysis.schema.json")) as f:
             jsonschema.validate(report, json.load(f))
+
+
+class PaperSwinLocalBranch(unittest.TestCase):
+    """FLatten-Swin's and InLine-Swin's local branches: the exporter writes them with scope
+    "window" (InLine's kernels per window), and attnlens-cli's output_with_local_branch equals the
+    module's attention_with_local_branch on every window, shifted windows included."""
+
+    def test_branch_outputs_are_the_modules(self):
+        u.cli_path()
+        torch.manual_seed(5)
+        model = u.randomise(PaperSwinLike(), 5).eval()
+        path, rec, _ = export(self, model)
+        with h5py.File(path, "r") as f:
+            dwc = f["layers"]["blocks.0"]["local_branch"]
+            self.assertEqual(dwc.attrs["scope"], "window")
+            self.assertEqual(dwc["weight"].shape, (16, 5, 5))  # FLatten: per_head, shared
+            res = f["layers"]["blocks.2"]["local_branch"]
+            self.assertEqual(res.attrs["scope"], "window")
+            self.assertEqual(res["weight"].shape, (IMAGES, 4, 32, 3, 3))  # per image and window
+        work = u.temp_dir(self)
+        for i, (name, preset) in enumerate((("blocks.0", "focused"), ("blocks.1", "inline"),
+                                            ("blocks.2", "inline"))):
+            o_ref = rec.reference_with_branch(i)
+            o_without, _ = rec.reference(i)
+            # The branch must matter, or the comparison proves nothing.
+            self.assertGreater(float((o_ref - o_without).abs().max() / o_ref.abs().max()), 0.05)
+            for b in range(IMAGES):
+                for h in range(2):
+                    where = f"{name} image {b} head {h}"
+                    out = os.path.join(work, f"lb-{name}-{b}-{h}.json")
+                    u.run_cli("attention", path, "--image", b, "--layer", name, "--head", h,
+                              "--paradigm", preset, "--values", "--local-branch", "-o", out)
+                    with open(out) as fh:
+                        got = json.load(fh)
+                    self.assertEqual(got["local_branch"]["scope"], "window", where)
+                    err = u.relative_error(got["output_with_local_branch"], o_ref[b, h].numpy())
+                    self.assertLess(err, u.RELATIVE_TOLERANCE, where)
+        summary = ax.validate(path)
+        self.assertFalse(summary.get("problems"), summary)
+
+    def test_scope_and_per_window_weights_are_checked(self):
+        w = ax.DumpWriter(os.path.join(u.temp_dir(self), "x.h5"), grid=(8, 8), dtype="float32")
+        try:
+            w.declare_layer("win", 0, window_size=(4, 4))
+            w.declare_layer("plain", 1)
+            q = np.ones((2, 2, 64, 3))
+            for layer, branch, text in (
+                    ("plain", {"scope": "window"}, "needs a window attention layer"),
+                    ("win", {"scope": "windows"}, "scope must be"),
+                    ("win", {"scope": "grid", "weight": np.zeros((2, 4, 6, 3, 3))},
+                     "needs scope \"window\""),
+                    ("win", {"weight": np.zeros((2, 3, 6, 3, 3))}, "must have 4 windows second"),
+                    ("win", {"weight": np.full((2, 4, 6, 3, 3), np.nan)},
+                     "image 0, window 0, channel 0")):
+                full = dict({"kind": "inline_residual", "channels": "all",
+                             "weight": np.zeros((6, 3, 3))}, **branch)
+                with self.assertRaises(ax.ExportError) as e:
+                    w.append_layer(layer, q, q, q, local_branch=full)
+                self.assertIn(text, str(e.exception))
+        finally:
+            w.abort()
 
 
 class WindowExporterRefuses(unittest.TestCase):
