@@ -195,7 +195,7 @@ void exercise(const std::string& path) {
 
         if (l.localBranch) {
             const LocalBranchInfo& b = *l.localBranch;
-            const double bytes = double(b.channels) * b.kernelH * b.kernelW * 8.0 * 2.0;
+            const double bytes = double(b.channels) * b.windows * b.kernelH * b.kernelW * 8.0 * 2.0;
             if (bytes <= kMaxReadBytes) {
                 currentStage = "DumpReader::readLocalBranch";
                 const LocalBranchWeights w = reader->readLocalBranch(0, li);
@@ -203,7 +203,14 @@ void exercise(const std::string& path) {
                 currentStage = "LocalBranchWeights::kernel";
                 for (int c = 0; c < std::min(l.valueDim, 64); ++c) {
                     const LocalKernel k = w.kernel(b.weightChannel(0, c, l.valueDim));
-                    sink = sink + std::size_t(k.at(0, 0) + k.bias != 0);
+                    sink = sink + std::size_t(k.at(0, 0, k.windows - 1) + k.bias != 0);
+                }
+                // Every tap of channel 0 on the layer's grid or inside its windows.
+                if (l.tokens <= 4096 && l.valueDim > 0) {
+                    currentStage = "localBranchRowSums";
+                    const LocalKernel k = w.kernel(b.weightChannel(0, 0, l.valueDim));
+                    const std::vector<double> sums = localBranchRowSums(k, localBranchGrid(l), true);
+                    sink = sink + std::size_t(!sums.empty() && sums.front() != 0);
                 }
                 ++stats.reads;
             } else {

@@ -31,6 +31,11 @@ synth synth_two_layers --layers 2 --images 1 --heads 1 --grid 1x3 --dim 3 --pref
 synth synth_dwc --layers 1 --images 1 "${small[@]}" --local-branch dwc
 synth synth_lepe --layers 1 --images 1 --heads 2 --grid 2x2 --dim 2 --prefix 1 --local-branch lepe
 synth synth_inline_residual --layers 1 --images 2 "${small[@]}" --local-branch inline_residual
+# Window attention (format.md 1b): an unshifted and a shifted, masked layer with a position bias,
+# and the local branch inside windows (1a scope window; InLine's residual per window).
+synth synth_window_dwc --layers 2 --images 1 --heads 1 --grid 4x4 --dim 2 --prefix 0 --window 2 --local-branch dwc
+synth synth_window_inline_residual --layers 2 --images 1 --heads 1 --grid 4x2 --dim 2 --prefix 0 --window 2 \
+  --local-branch inline_residual
 
 "$py" "$here/make_corpus.py" "$out"
 
