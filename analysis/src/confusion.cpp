@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 
@@ -236,30 +237,72 @@ ConfusedPairList confusedPairs(const AttentionHead& head, const Matrix& q, const
     return list;
 }
 
+namespace {
+
+// numpy's matrix_rank rule: sigma > max(rows, cols) * 2^-52 * sigma_max.
+int numpyRank(const Matrix& m) {
+    if (m.rows() == 0 || m.cols() == 0) return 0;
+    const std::vector<double> sigma = linalg::singularValuesLapack(m);
+    const double top = sigma.empty() ? 0.0 : *std::max_element(sigma.begin(), sigma.end());
+    const double tol = double(std::max(m.rows(), m.cols())) * std::ldexp(1.0, -52) * top;
+    return int(std::count_if(sigma.begin(), sigma.end(), [tol](double s) { return s > tol; }));
+}
+
+struct KeySetRanks {
+    Index keys = 0;
+    int features = 0, withOnes = 0;
+};
+
+// The ranks of the finite rows of features among `keys` (all rows when keys is empty).
+KeySetRanks keySetRanks(const Matrix& features, std::span<const Index> keys) {
+    std::vector<Index> rows;
+    const Index count = keys.empty() ? features.rows() : Index(keys.size());
+    for (Index r = 0; r < count; ++r) {
+        const Index i = keys.empty() ? r : keys[std::size_t(r)];
+        if (features.row(i).allFinite()) rows.push_back(i);
+    }
+    const Index d = features.cols();
+    Matrix withOnes(Index(rows.size()), d + 1);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        withOnes.row(Index(r)).head(d) = features.row(rows[r]);
+        withOnes(Index(r), d) = 1.0;
+    }
+    return {Index(rows.size()), numpyRank(withOnes.leftCols(d)), numpyRank(withOnes)};
+}
+
+}  // namespace
+
 InjectivityConditions injectivityConditions(const AttentionHead& head, const Matrix& k) {
     const Paradigm& p = head.paradigm();
     const Matrix& features = p.usesKernel() ? head.phiK() : k;
     InjectivityConditions c;
     c.features = features.cols();
-    std::vector<Index> rows;
-    for (Index i = 0; i < features.rows(); ++i)
-        if (features.row(i).allFinite()) rows.push_back(i);
-    c.keys = Index(rows.size());
-    Matrix withOnes(c.keys, c.features + 1);
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-        withOnes.row(Index(r)).head(c.features) = features.row(rows[r]);
-        withOnes(Index(r), c.features) = 1.0;
-    }
-    auto rankOf = [](const Matrix& m) {
-        if (m.rows() == 0 || m.cols() == 0) return 0;
-        const std::vector<double> sigma = linalg::singularValuesLapack(m);
-        const double top = sigma.empty() ? 0.0 : *std::max_element(sigma.begin(), sigma.end());
-        const double tol = double(std::max(m.rows(), m.cols())) * std::ldexp(1.0, -52) * top;
-        return int(std::count_if(sigma.begin(), sigma.end(), [tol](double s) { return s > tol; }));
+    const auto meets = [&c](const KeySetRanks& r) {
+        return r.features == int(c.features) && r.withOnes == int(c.features) + 1;
     };
-    c.rankFeatures = rankOf(withOnes.leftCols(c.features));
-    c.rankWithOnes = rankOf(withOnes);
-    c.conditionsMet = c.rankFeatures == int(c.features) && c.rankWithOnes == int(c.features) + 1;
+    if (const WindowPartition* windows = head.windows()) {
+        // Each query's own sequence: the keys it attends to (AttentionHead::attendedKeys).
+        const bool groups = p.usesKernel() && windows->rule().masked;
+        const int sets = groups ? windows->groups() : windows->windows();
+        c.keys = std::numeric_limits<Index>::max();
+        c.rankFeatures = c.rankWithOnes = std::numeric_limits<int>::max();
+        for (int s = 0; s < sets; ++s) {
+            const KeySetRanks r = keySetRanks(features, groups ? windows->groupTokens(s) : windows->windowTokens(s));
+            c.keys = std::min(c.keys, r.keys);
+            c.rankFeatures = std::min(c.rankFeatures, r.features);
+            c.rankWithOnes = std::min(c.rankWithOnes, r.withOnes);
+            c.keySetRankFeatures.push_back(r.features);
+            c.keySetRankWithOnes.push_back(r.withOnes);
+            c.keySetsMet += meets(r) ? 1 : 0;
+        }
+        c.conditionsMet = c.keySetsMet == sets;
+    } else {
+        const KeySetRanks r = keySetRanks(features, {});
+        c.keys = r.keys;
+        c.rankFeatures = r.features;
+        c.rankWithOnes = r.withOnes;
+        c.conditionsMet = meets(r);
+    }
     const std::string met = c.conditionsMet ? "met" : "not met";
     switch (p.normalisation) {
         case Normalisation::Softmax:
@@ -281,6 +324,15 @@ InjectivityConditions injectivityConditions(const AttentionHead& head, const Mat
                 "no proposition in the papers for magnitude-aware normalisation (MALA); ranks as for "
                 "Proposition 3";
             break;
+    }
+    if (head.windows()) {
+        const bool groups = p.usesKernel() && head.windows()->rule().masked;
+        c.proposition += "; per " + std::string(groups ? "window and mask region" : "window") +
+                         " (each query's keys): " + std::to_string(c.keySetsMet) + " of " +
+                         std::to_string(c.keySetRankFeatures.size()) +
+                         " meet the rank conditions, the smallest ranks shown";
+        if (p.normalisation == Normalisation::Softmax && head.hasPositionBias())
+            c.proposition += "; the position bias is not part of Proposition 1";
     }
     return c;
 }

@@ -805,9 +805,9 @@ int cmdConfusion(int argc, char** argv) {
     std::printf("%s, image %d, layer %s, head %d: %lld confused pairs (tau %g), %lld pairs with identical queries\n",
                 paradigm.name.c_str(), images.front(), printableText(layer.name).c_str(), head,
                 (long long)list.counts.confusedPairs, options.tau, (long long)list.counts.identicalQueryPairs);
-    std::printf("rank of the key features %d of %lld, with a ones column %d of %lld (over %lld keys): %s\n",
-                c.rankFeatures, (long long)c.features, c.rankWithOnes, (long long)c.features + 1, (long long)c.keys,
-                c.proposition.c_str());
+    std::printf("rank of the key features %d of %lld, with a ones column %d of %lld (over %s%lld keys): %s\n",
+                c.rankFeatures, (long long)c.features, c.rankWithOnes, (long long)c.features + 1,
+                c.keySetRankFeatures.empty() ? "" : "at least ", (long long)c.keys, c.proposition.c_str());
     json pairs = json::array();
     for (const ConfusedPair& pair : list.pairs) {
         std::printf("  %5lld %-16s %5lld %-16s row distance %.3e  query distance %.4g\n", (long long)pair.p,
@@ -828,7 +828,10 @@ int cmdConfusion(int argc, char** argv) {
              "query_tolerance (InLine Sec. 4.1); listed by increasing row distance"},
             {"rank",
              "SVD rank with numpy's rule: sigma > max(rows, cols) * 2^-52 * sigma_max, over keys with finite "
-             "features; features: K for softmax, phi(K) otherwise"}};
+             "features; features: K for softmax, phi(K) otherwise; on window layers per key set (each query's "
+             "window, or its window and mask region for kernel paradigms under a masked rule): keys, rank_features "
+             "and rank_with_ones are the smallest over the sets, conditions_met that every set meets them, "
+             "key_set_rank_features / key_set_rank_with_ones list each set's ranks"}};
         j["tau"] = list.counts.tau;
         j["query_tolerance"] = list.counts.queryTolerance;
         j["confused_pairs"] = list.counts.confusedPairs;
@@ -841,6 +844,11 @@ int cmdConfusion(int argc, char** argv) {
                             {"rank_with_ones", c.rankWithOnes},
                             {"conditions_met", c.conditionsMet},
                             {"proposition", c.proposition}};
+        if (!c.keySetRankFeatures.empty()) {
+            j["injectivity"]["key_set_rank_features"] = c.keySetRankFeatures;
+            j["injectivity"]["key_set_rank_with_ones"] = c.keySetRankWithOnes;
+            j["injectivity"]["key_sets_met"] = c.keySetsMet;
+        }
         writeFileAtomically(*output, j.dump(1) + "\n", {a.positional[0]});
         std::printf("wrote %s\n", output->c_str());
     }

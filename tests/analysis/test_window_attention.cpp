@@ -10,6 +10,8 @@
 #include <random>
 #include <set>
 
+#include <Eigen/SVD>
+
 #include "analysis/timm_partition.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
@@ -328,6 +330,57 @@ TEST(WindowAttention, PlainOnlyOperationsAreUsageErrors) {
     in.positionBias = &wrong;
     EXPECT_NE(errorMessage([&] { AttentionHead(presetParadigm("softmax"), in); }).find("a window has 4 tokens"),
               std::string::npos);
+}
+
+// InLine's injectivity conditions (App. A) hold per attended sequence: per window, or per window
+// and region for kernel paradigms under a masked rule. Keys of one window made collinear fail
+// there and only there, which the whole layer's keys would hide.
+TEST(WindowAttention, InjectivityConditionsArePerKeySet) {
+    const TokenLayout layout{8, 8, 0};
+    const int d = 3;
+    const Matrix q = randomMatrix(64, d, 91);
+    for (const WindowRule& rule : {WindowRule{4, 4, 0, 0, false}, WindowRule{4, 4, 2, 2, true}}) {
+        const WindowPartition partition(layout, rule);
+        Matrix k = randomMatrix(64, d, 92);
+        for (Index t : partition.windowTokens(2)) k.row(t) = RowVector::Constant(d, 0.5);  // rank 1
+        for (const char* preset : {"softmax", "inline", "linear_relu"}) {
+            SCOPED_TRACE(describe(rule) + ", " + preset);
+            HeadInputs in{&q, &k, 0.5, false};
+            in.windows = &partition;
+            const AttentionHead head(presetParadigm(preset), in);
+            const InjectivityConditions c = injectivityConditions(head, k);
+            const bool groups = head.paradigm().usesKernel() && rule.masked;
+            const int sets = groups ? partition.groups() : partition.windows();
+            ASSERT_EQ(int(c.keySetRankFeatures.size()), sets);
+            // Each set's ranks from its gathered features by Eigen's SVD (a second rank routine).
+            const Matrix& features = head.paradigm().usesKernel() ? head.phiK() : k;
+            int met = 0, minRank = d + 1;
+            for (int s = 0; s < sets; ++s) {
+                const std::span<const Index> keys = groups ? partition.groupTokens(s) : partition.windowTokens(s);
+                Matrix f(Index(keys.size()), d + 1);
+                for (std::size_t r = 0; r < keys.size(); ++r) {
+                    f.row(Index(r)).head(d) = features.row(keys[r]);
+                    f(Index(r), d) = 1.0;
+                }
+                Eigen::JacobiSVD<Matrix> plain(f.leftCols(d)), ones(f);
+                plain.setThreshold(1e-10);
+                ones.setThreshold(1e-10);
+                EXPECT_EQ(c.keySetRankFeatures[std::size_t(s)], int(plain.rank())) << "set " << s;
+                EXPECT_EQ(c.keySetRankWithOnes[std::size_t(s)], int(ones.rank())) << "set " << s;
+                met += int(plain.rank()) == d && int(ones.rank()) == d + 1;
+                minRank = std::min(minRank, int(plain.rank()));
+            }
+            EXPECT_EQ(c.keySetsMet, met);
+            EXPECT_EQ(c.rankFeatures, minRank);
+            EXPECT_FALSE(c.conditionsMet);  // the collinear window fails
+            EXPECT_LT(met, sets);
+            EXPECT_GE(met, sets - (groups ? 4 : 1));  // only that window's sets fail
+            EXPECT_NE(c.proposition.find("per window"), std::string::npos) << c.proposition;
+            // The same keys as one sequence (a plain head) meet the conditions.
+            const AttentionHead plainHead(presetParadigm(preset), HeadInputs{&q, &k, 0.5, false});
+            EXPECT_TRUE(injectivityConditions(plainHead, k).conditionsMet || std::string(preset) == "linear_relu");
+        }
+    }
 }
 
 // ---- The dump format (resources/format.md, section 1b) ----

@@ -93,6 +93,7 @@ public:
     // Window attention is block-diagonal (one low-rank block per window), not globally low-rank.
     bool hasLowRankForm() const { return paradigm_.usesKernel() && !windows_; }
     const WindowPartition* windows() const { return windows_; }
+    bool hasPositionBias() const { return positionBias_ != nullptr; }
     // Error(Usage) for softmax and window attention. Built on first call.
     LowRankForm lowRankForm() const;
 

@@ -116,6 +116,12 @@ struct InjectivityConditions {
     int rankWithOnes = 0;        // rank([phi(K), 1])
     bool conditionsMet = false;  // rankFeatures == d and rankWithOnes == d + 1
     std::string proposition;     // which proposition applies, and what it says for this head
+    // Window attention: each query's sequence is its key set (its window; its window and region for
+    // kernel paradigms under a masked rule), so the conditions hold per key set. keys, rankFeatures
+    // and rankWithOnes are then the smallest over the key sets, conditionsMet says every set meets
+    // them, and these list each set's ranks (in window, or group, order).
+    std::vector<int> keySetRankFeatures, keySetRankWithOnes;
+    int keySetsMet = 0;
 };
 InjectivityConditions injectivityConditions(const AttentionHead& head, const Matrix& k);
 
