@@ -570,6 +570,12 @@ private:
     void windowAttention(hid_t group, const std::string& layerPath, const std::string& where,
                          LayerCandidate& candidate) const {
         LayerInfo& info = candidate.info;
+        // CSwin's stripes give each half of the heads its own window shape, which one layer's rule
+        // cannot say yet (format.md 1b, "Stripe attention").
+        if (h5::hasAttribute(group, "stripe_width", where))
+            fail(layerPath +
+                 " has stripe_width: stripe attention (CSwin) is not supported yet; write each half of the "
+                 "heads as its own layer with window_size [sw, W] (horizontal stripes) or [H, sw] (vertical)");
         const bool size = h5::hasAttribute(group, "window_size", where);
         const bool shift = h5::hasAttribute(group, "window_shift", where);
         const bool mask = h5::hasAttribute(group, "window_mask", where);

@@ -264,6 +264,7 @@ struct BranchDumpSpec {
     std::optional<std::string> scope;
     std::vector<std::uint64_t> weightShape{2, 4, 4, 3, 3};  // [B, windows, heads * dv, 3, 3]
     bool nanWeight = false;
+    bool stripes = false;  // CSwin's @stripe_width
 };
 
 void writeBranchDump(const std::string& path, const BranchDumpSpec& spec, std::vector<float>* weightsOut = nullptr) {
@@ -281,6 +282,7 @@ void writeBranchDump(const std::string& path, const BranchDumpSpec& spec, std::v
         w.setGroupAttribute(g, "window_shift", std::vector<std::int64_t>{2, 2});
         w.setGroupBoolAttribute(g, "window_mask", false);
     }
+    if (spec.stripes) w.setGroupAttribute(g, "stripe_width", std::int64_t(2));
     const std::string b = g + "/local_branch";
     w.setGroupAttribute(b, "kind", std::string("inline_residual"));
     w.setGroupAttribute(b, "channels", std::string("all"));
@@ -372,6 +374,15 @@ TEST(WindowLocalBranchDump, BadScopeAndShapesAreClearErrors) {
         EXPECT_NE(message.find(b.message), std::string::npos) << message;
         EXPECT_NE(message.find("stage1.block2/local_branch"), std::string::npos) << message;
     }
+    // CSwin's stripes are refused with the workaround.
+    const std::string stripes = dir.file("cswin.h5");
+    BranchDumpSpec cswin;
+    cswin.stripes = true;
+    writeBranchDump(stripes, cswin);
+    const std::string refusal = errorMessage([&] { DumpReader::open(stripes); });
+    EXPECT_NE(refusal.find("stage1.block2 has stripe_width: stripe attention (CSwin) is not supported yet"),
+              std::string::npos)
+        << refusal;
     // A NaN in one window's kernel: an error when that image's weights are read, naming the channel.
     const std::string path = dir.file("nan.h5");
     writeBranchDump(path, {true, std::nullopt, {2, 4, 4, 3, 3}, true});
