@@ -470,17 +470,12 @@ class WindowAttention(nn.Module):
         return self.proj(_merge_heads(self.attention_parts(x, mask)["out"]))
 
 
-class WindowLinearReLUAttention(LinearReLUAttention):
-    """LinearReLUAttention within windows (N = Mh*Mw); the mask is accepted and ignored, as in
-    the papers' released linear Swin attentions (the dump says window_mask = false)."""
-
-    def __init__(self, dim, num_heads, window_size, qkv_bias=True, **_unused):
-        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias)
-        self.window_size = tuple(window_size)
+class MaskIgnoredInWindows:
+    """Mixin for the papers' linear window attentions: Swin's block passes its mask, and they accept
+    and ignore it (so their dumps say window_mask = false)."""
 
     def attnlens_layer_attrs(self):
-        return {"attention": "linear_relu", "kernel_applied": 0, "scale": self.scale,
-                "window_mask": False}
+        return dict(super().attnlens_layer_attrs(), window_mask=False)
 
     def attention_parts(self, x, mask=None):
         return super().attention_parts(x)
@@ -489,7 +484,16 @@ class WindowLinearReLUAttention(LinearReLUAttention):
         return super().forward(x)
 
 
-class WindowFocusedLinearAttention(FocusedLinearAttention):
+class WindowLinearReLUAttention(MaskIgnoredInWindows, LinearReLUAttention):
+    """LinearReLUAttention within windows (N = Mh*Mw); the mask is accepted and ignored, as in
+    the papers' released linear Swin attentions (the dump says window_mask = false)."""
+
+    def __init__(self, dim, num_heads, window_size, qkv_bias=True, **_unused):
+        super().__init__(dim, num_heads=num_heads, qkv_bias=qkv_bias)
+        self.window_size = tuple(window_size)
+
+
+class WindowFocusedLinearAttention(MaskIgnoredInWindows, FocusedLinearAttention):
     """FLatten-Swin's FocusedLinearAttention: the focused linear attention within each window
     (N = Mh*Mw, the positional encoding over a window's positions), the mask accepted and ignored,
     and the depthwise convolution of each window's V (zero padding at the window's edges):
@@ -500,17 +504,8 @@ class WindowFocusedLinearAttention(FocusedLinearAttention):
                          qkv_bias=qkv_bias, kernel_size=kernel_size)
         self.window_size = tuple(window_size)
 
-    def attnlens_layer_attrs(self):
-        return dict(super().attnlens_layer_attrs(), window_mask=False)
 
-    def attention_parts(self, x, mask=None):
-        return super().attention_parts(x)
-
-    def forward(self, x, mask=None):
-        return super().forward(x)
-
-
-class WindowInLineAttention(InLineAttention):
+class WindowInLineAttention(MaskIgnoredInWindows, InLineAttention):
     """InLine-Swin's InLineAttention: InLine attention within each window (N = Mh*Mw), the mask
     accepted and ignored, and the 3x3 residual of each window's V whose kernels the residual MLP
     predicts from that window's mean token (one kernel per image, window and channel)."""
@@ -520,15 +515,6 @@ class WindowInLineAttention(InLineAttention):
         super().__init__(dim, num_heads=num_heads, grid=tuple(window_size), prefix_tokens=0,
                          qkv_bias=qkv_bias, kernel_func=kernel_func)
         self.window_size = tuple(window_size)
-
-    def attnlens_layer_attrs(self):
-        return dict(super().attnlens_layer_attrs(), window_mask=False)
-
-    def attention_parts(self, x, mask=None):
-        return super().attention_parts(x)
-
-    def forward(self, x, mask=None):
-        return super().forward(x)
 
 
 class SwinTransformerBlock(nn.Module):

@@ -12,6 +12,7 @@
 
 #include <Eigen/SVD>
 
+#include "analysis/analysis_test_util.h"
 #include "analysis/timm_partition.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
@@ -26,15 +27,7 @@ using test::errorMessage;
 using test::TempDir;
 using test::TimmPartition;
 using test::timmPartition;
-
-Matrix randomMatrix(Index rows, Index cols, std::uint64_t seed, double scale = 1.0) {
-    std::mt19937_64 engine(seed);
-    std::normal_distribution<double> normal(0.0, scale);
-    Matrix m(rows, cols);
-    for (Index i = 0; i < rows; ++i)
-        for (Index j = 0; j < cols; ++j) m(i, j) = normal(engine);
-    return m;
-}
+using testing::randomNormal;
 
 const std::vector<std::tuple<int, int, WindowRule>>& rules() {
     static const std::vector<std::tuple<int, int, WindowRule>> r = {
@@ -46,8 +39,8 @@ const std::vector<std::tuple<int, int, WindowRule>>& rules() {
 
 TEST(WindowPartition, MatchesTimmRollPartitionAndMask) {
     for (const auto& [h, w, rule] : rules()) {
-        SCOPED_TRACE(testing::Message() << h << "x" << w << " window " << rule.sizeH << "x" << rule.sizeW << " shift "
-                                        << rule.shiftH << "," << rule.shiftW);
+        SCOPED_TRACE(::testing::Message() << h << "x" << w << " window " << rule.sizeH << "x" << rule.sizeW << " shift "
+                                          << rule.shiftH << "," << rule.shiftW);
         const TokenLayout layout{h, w, 0};
         const WindowPartition p(layout, rule);
         const TimmPartition t = timmPartition(h, w, rule);
@@ -115,13 +108,13 @@ RowVector softmaxReference(const Matrix& q, const Matrix& k, double scale, const
 
 TEST(WindowAttention, SoftmaxRowsAreSwinsWindowAttention) {
     for (const auto& [h, w, rule] : rules()) {
-        SCOPED_TRACE(testing::Message() << h << "x" << w << " shift " << rule.shiftH << "," << rule.shiftW << " masked "
-                                        << rule.masked);
+        SCOPED_TRACE(::testing::Message()
+                     << h << "x" << w << " shift " << rule.shiftH << "," << rule.shiftW << " masked " << rule.masked);
         const TokenLayout layout{h, w, 0};
         const WindowPartition p(layout, rule);
         const Index n = layout.tokens(), d = 8, m = rule.windowTokens();
-        const Matrix q = randomMatrix(n, d, 11), k = randomMatrix(n, d, 12);
-        const Matrix bias = randomMatrix(m, m, 13, 2.0);
+        const Matrix q = randomNormal(n, d, 11), k = randomNormal(n, d, 12);
+        const Matrix bias = randomNormal(m, m, 13, 2.0);
         for (const Matrix* b : {static_cast<const Matrix*>(nullptr), &bias}) {
             HeadInputs in{&q, &k, 0.3, false};
             in.windows = &p;
@@ -134,7 +127,7 @@ TEST(WindowAttention, SoftmaxRowsAreSwinsWindowAttention) {
                 ASSERT_LT((a.row(i) - ref).cwiseAbs().maxCoeff(), 1e-14) << "row " << i;
             }
             // A V, the model's output, through the head's own output().
-            const Matrix v = randomMatrix(n, 5, 14);
+            const Matrix v = randomNormal(n, 5, 14);
             EXPECT_LT((head.output(v) - a * v).cwiseAbs().maxCoeff(), 1e-13);
         }
     }
@@ -149,11 +142,11 @@ TEST(WindowAttention, KernelRowsArePlainHeadsOnTheWindow) {
         const WindowPartition p(layout, rule);
         const TimmPartition t = timmPartition(h, w, rule);
         const Index n = layout.tokens(), d = 6;
-        const Matrix q = randomMatrix(n, d, 21), k = randomMatrix(n, d, 22);
+        const Matrix q = randomNormal(n, d, 21), k = randomNormal(n, d, 22);
         for (const char* name :
              {"linear_relu", "linear_elu", "focused", "inline", "inline_relu", "mala", "softmax_l2"}) {
-            SCOPED_TRACE(testing::Message() << name << " " << h << "x" << w << " shift " << rule.shiftH << ","
-                                            << rule.shiftW << " masked " << rule.masked);
+            SCOPED_TRACE(::testing::Message() << name << " " << h << "x" << w << " shift " << rule.shiftH << ","
+                                              << rule.shiftW << " masked " << rule.masked);
             Paradigm par = presetParadigm(name);
             HeadInputs in{&q, &k, 0.4, false};
             in.windows = &p;
@@ -195,7 +188,7 @@ TEST(WindowAttention, KernelRowsArePlainHeadsOnTheWindow) {
 TEST(WindowAttention, ClosedFormsOfConstantKeys) {
     const TokenLayout layout{8, 8, 0};
     const Index n = 64, d = 4;
-    const Matrix q = randomMatrix(n, d, 31);
+    const Matrix q = randomNormal(n, d, 31);
     const Matrix k = Matrix::Zero(n, d);
     for (const WindowRule rule : {WindowRule{4, 4, 0, 0, false}, WindowRule{4, 4, 2, 2, true}}) {
         const WindowPartition p(layout, rule);
@@ -217,8 +210,8 @@ TEST(WindowAttention, ClosedFormsOfConstantKeys) {
 
 TEST(WindowAttention, SpectrumIsTheUnionOfTheWindows) {
     const TokenLayout layout{8, 8, 0};
-    const Matrix q = randomMatrix(64, 3, 41), k = randomMatrix(64, 3, 42);
-    const Matrix bias = randomMatrix(16, 16, 43);
+    const Matrix q = randomNormal(64, 3, 41), k = randomNormal(64, 3, 42);
+    const Matrix bias = randomNormal(16, 16, 43);
     for (const WindowRule rule : {WindowRule{4, 4, 0, 0, false}, WindowRule{4, 4, 2, 2, true}}) {
         const WindowPartition p(layout, rule);
         for (const char* name : {"softmax", "linear_relu", "inline", "mala"}) {
@@ -264,7 +257,7 @@ TEST(WindowAttention, MagnitudeCurvesMatchThePerWindowHeads) {
     const TokenLayout layout{6, 6, 0};
     const WindowRule rule{3, 3, 0, 0, false};
     const WindowPartition p(layout, rule);
-    const Matrix q = randomMatrix(36, 4, 51), k = randomMatrix(36, 4, 52);
+    const Matrix q = randomNormal(36, 4, 51), k = randomNormal(36, 4, 52);
     MagnitudeOptions options;
     options.topK = 3;
     for (const Paradigm& base : presetParadigms()) {
@@ -316,7 +309,7 @@ TEST(WindowAttention, MagnitudeCurvesMatchThePerWindowHeads) {
 TEST(WindowAttention, PlainOnlyOperationsAreUsageErrors) {
     const TokenLayout layout{4, 4, 0};
     const WindowPartition p(layout, {2, 2, 0, 0, false});
-    const Matrix q = randomMatrix(16, 2, 61), k = randomMatrix(16, 2, 62);
+    const Matrix q = randomNormal(16, 2, 61), k = randomNormal(16, 2, 62);
     HeadInputs in{&q, &k, 0.5, false};
     in.windows = &p;
     const AttentionHead head(presetParadigm("linear_relu"), in);
@@ -338,10 +331,10 @@ TEST(WindowAttention, PlainOnlyOperationsAreUsageErrors) {
 TEST(WindowAttention, InjectivityConditionsArePerKeySet) {
     const TokenLayout layout{8, 8, 0};
     const int d = 3;
-    const Matrix q = randomMatrix(64, d, 91);
+    const Matrix q = randomNormal(64, d, 91);
     for (const WindowRule& rule : {WindowRule{4, 4, 0, 0, false}, WindowRule{4, 4, 2, 2, true}}) {
         const WindowPartition partition(layout, rule);
-        Matrix k = randomMatrix(64, d, 92);
+        Matrix k = randomNormal(64, d, 92);
         for (Index t : partition.windowTokens(2)) k.row(t) = RowVector::Constant(d, 0.5);  // rank 1
         for (const char* preset : {"softmax", "inline", "linear_relu"}) {
             SCOPED_TRACE(describe(rule) + ", " + preset);
@@ -431,7 +424,7 @@ void writeWindowDump(const std::string& path, const WindowDumpSpec& spec, const 
 
 TEST(WindowDump, ReadsTheRuleAndBiasAndComputesWithThem) {
     TempDir dir;
-    const Matrix q = randomMatrix(64, 4, 71), k = randomMatrix(64, 4, 72), bias = randomMatrix(16, 16, 73);
+    const Matrix q = randomNormal(64, 4, 71), k = randomNormal(64, 4, 72), bias = randomNormal(16, 16, 73);
     const std::string path = dir.file("swin.h5");
     writeWindowDump(path, {}, q, k, bias);
     const auto reader = DumpReader::open(path);
@@ -466,7 +459,7 @@ TEST(WindowDump, ReadsTheRuleAndBiasAndComputesWithThem) {
 
 TEST(WindowDump, BadWindowAttributesAreClearErrors) {
     TempDir dir;
-    const Matrix q = randomMatrix(64, 4, 81), k = randomMatrix(64, 4, 82), bias = randomMatrix(16, 16, 83);
+    const Matrix q = randomNormal(64, 4, 81), k = randomNormal(64, 4, 82), bias = randomNormal(16, 16, 83);
     struct Case {
         const char* what;
         WindowDumpSpec spec;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "analysis/analysis_test_util.h"
 #include "analysis/timm_partition.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
@@ -22,6 +23,7 @@ namespace {
 using test::errorMessage;
 using test::TempDir;
 using test::timmPartition;
+using testing::randomNormal;
 
 std::vector<double> randomValues(std::size_t count, std::uint64_t seed, double centre = 0.0) {
     std::mt19937_64 engine(seed);
@@ -29,14 +31,6 @@ std::vector<double> randomValues(std::size_t count, std::uint64_t seed, double c
     std::vector<double> v(count);
     for (double& x : v) x = centre + normal(engine);
     return v;
-}
-
-Matrix randomMatrix(Index rows, Index cols, std::uint64_t seed) {
-    const std::vector<double> v = randomValues(std::size_t(rows * cols), seed);
-    Matrix m(rows, cols);
-    for (Index i = 0; i < rows; ++i)
-        for (Index j = 0; j < cols; ++j) m(i, j) = v[std::size_t(i * cols + j)];
-    return m;
 }
 
 // The model: shifted = roll(v, (-sh, -sw)); windows = window_partition(shifted); each window an
@@ -125,7 +119,7 @@ TEST(WindowLocalBranch, MatrixAndConvolutionAreTheModelsPerWindowConvolution) {
             const Matrix m = localBranchMatrix(kernel, grid);
             ASSERT_EQ((m - reference).cwiseAbs().maxCoeff(), 0.0);
             // The core's convolution path (window_partition, conv, reverse) against M v + bias.
-            const Vector v = Vector(randomMatrix(n, 1, 31 + std::uint64_t(ch)).col(0));
+            const Vector v = Vector(randomNormal(n, 1, 31 + std::uint64_t(ch)).col(0));
             const Vector direct = applyLocalBranch(kernel, grid, v);
             const Vector viaMatrix = (reference * v).array() + kernel.bias;
             EXPECT_LT((direct - viaMatrix).cwiseAbs().maxCoeff(), 1e-13);
@@ -194,7 +188,7 @@ TEST(WindowLocalBranch, AnalysisOfEquivalentMatricesMatchesDenseFormulas) {
     const LocalBranchGrid grid(layout, &partition);
     const Index n = 64;
     const int d = 3, dv = 3;
-    const Matrix q = randomMatrix(n, d, 41), k = randomMatrix(n, d, 42);
+    const Matrix q = randomNormal(n, d, 41), k = randomNormal(n, d, 42);
     const TestWeights t = randomWeights(dv, partition.windows(), 3, 43);
     const std::vector<int> ks{1, 3, 5};
     for (const char* preset : {"softmax", "linear_relu", "focused", "inline"}) {
