@@ -147,9 +147,10 @@ void checkConfusionInputs(const AttentionHead& head, const Matrix& q, const Conf
                    " tokens");
     if (!status.empty() && Index(status.size()) != n)
         throwInput("confusion: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) + " rows");
-    if (fullMatrix && (fullMatrix->rows() != n || fullMatrix->cols() != n))
+    if (fullMatrix && (fullMatrix->rows() != n || fullMatrix->cols() != head.keys()))
         throwInput("confusion: the attention matrix is " + std::to_string(fullMatrix->rows()) + " x " +
-                   std::to_string(fullMatrix->cols()) + " for a head of " + std::to_string(n) + " tokens");
+                   std::to_string(fullMatrix->cols()) + " for a head of " + std::to_string(n) + " tokens and " +
+                   std::to_string(head.keys()) + " keys");
 }
 
 ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,
@@ -212,7 +213,7 @@ ConfusionResult confusionCollecting(const AttentionHead& head, const Matrix& q, 
     if (Index(index.size()) == n) {
         countPairs(*fullMatrix, index, q, options.tau, result.queryTolerance, result, collect);
     } else {
-        Matrix x(Index(index.size()), n);
+        Matrix x(Index(index.size()), fullMatrix->cols());
         for (std::size_t p = 0; p < index.size(); ++p) x.row(Index(p)) = fullMatrix->row(index[p]);
         countPairs(x, index, q, options.tau, result.queryTolerance, result, collect);
     }

@@ -189,7 +189,8 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                         branch =
                             LocalBranchHead{&*branchWeights,         layer.localBranch->channelMap, h, layer.valueDim,
                                             layer.localBranch->kind, localBranchGrid(layer).windows};
-                    rec.stats = analyzeHead(head, heads[h].q, layer.layout, req.options, branch ? &*branch : nullptr);
+                    rec.stats = analyzeHead(head, heads[h].q, layer.attentionLayout(), req.options,
+                                            branch ? &*branch : nullptr);
                     taskRecords[t].push_back(std::move(rec));
                     advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " +
                                    std::to_string(h) + ", " + report.paradigms[p].name);

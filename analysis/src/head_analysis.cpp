@@ -162,18 +162,23 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
     return needs;
 }
 
-HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
+HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& geometry,
                            const AnalysisOptions& options, const LocalBranchHead* branch) {
     validate(options);
-    const Index n = head.tokens();
-    if (layout.tokens() != n)
+    const Index n = head.tokens(), keys = head.keys();
+    const TokenLayout& layout = geometry.queries;
+    if (layout.tokens() != n || geometry.keys.tokens() != keys)
         throwInput("analysis: the token layout (prefix " + std::to_string(layout.prefix) + " + grid " +
                    std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + " = " +
-                   std::to_string(layout.tokens()) + " tokens) does not match the head's " + std::to_string(n) +
-                   " tokens");
+                   std::to_string(layout.tokens()) + " tokens, " + std::to_string(geometry.keys.tokens()) +
+                   " keys) does not match the head's " + std::to_string(n) + " tokens and " + std::to_string(keys) +
+                   " keys");
+    if (branch && geometry.reducedKeys())
+        throwUsage("analysis: a local branch on a layer with keys on a reduced grid is not supported yet");
     const StatSelection& sel = options.stats;
     HeadStatistics stats;
     stats.tokens = n;
+    stats.keys = keys;
 
     const bool lowRank = head.hasLowRankForm();
     DenseNeeds needs = denseNeeds(sel, lowRank, n, branch != nullptr);
@@ -183,7 +188,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
     std::vector<RowStatus> status;
     if (needs.sharedRawRows) {
         // One GEMM for both the matrix and the magnitude curves (which start from raw rows).
-        raw.resize(n, n);
+        raw.resize(n, keys);
         dotSums.resize(std::size_t(n));
         head.rawRows(0, n, raw, dotSums.data());
         a = raw;
@@ -198,7 +203,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
         Matrix block;
         for (Index begin = 0; begin < n; begin += kBlock) {
             const Index count = std::min(kBlock, n - begin);
-            block.resize(count, n);
+            block.resize(count, keys);
             head.rows(begin, count, block, status.data() + begin);
         }
     }
@@ -216,10 +221,10 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Tok
             factors->rightR = linalg::thinQrR(factors->f.r);
     }
     if (sel.rank)
-        stats.spectrum = lowRank ? detail::lowRankSpectrum(head, layout, options.spectrum, *factors)
-                                 : spectrum(head, layout, options.spectrum, full);
+        stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
+                                 : spectrum(head, geometry, options.spectrum, full);
     if (sel.local) {
-        stats.local = localMass(a, status, layout, options.localK);
+        stats.local = localMass(a, status, geometry, options.localK);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }

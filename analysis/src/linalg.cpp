@@ -102,7 +102,7 @@ FactorisedAttention factorise(const AttentionHead& head) {
     const Index cols = r + (form.hasOffset ? 1 : 0);
     FactorisedAttention f;
     f.l.resize(n, cols);
-    f.r.resize(n, cols);
+    f.r.resize(head.keys(), cols);
     f.l.leftCols(r) = form.rowScale.asDiagonal() * form.phiQ;
     f.r.leftCols(r) = form.phiK;
     if (form.hasOffset) {

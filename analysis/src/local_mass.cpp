@@ -9,6 +9,9 @@
 //   uniformBaseline = mean over the same queries of |window_i| / N, N = all tokens incl. prefix:
 //              exactly what uniform attention (A_ij = 1/N) gives;
 //   paperBaseline   = k^2 / N, the paper's figure, which ignores the border clipping.
+// Spatial reduction (keys on a reduced h x w grid, A is N x n): the window is centred on the key
+// cell of the query, (ky, kx) = (floor((y + 0.5) h / H), floor((x + 0.5) w / W)), and lies on the
+// key grid; N in the baselines is then n, the keys.
 // k must be odd and >= 1 so that the window is centred on the query.
 #include <algorithm>
 #include <cmath>
@@ -20,14 +23,17 @@
 
 namespace attnlens {
 
-std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
-                                       std::span<const int> ks) {
+std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
+                                       const AttentionLayout& geometry, std::span<const int> ks) {
+    const TokenLayout& layout = geometry.queries;
+    const TokenLayout& keys = geometry.keys;
     const Index n = layout.tokens();
-    if (a.rows() != n || a.cols() != n)
+    if (a.rows() != n || a.cols() != keys.tokens())
         throwInput("local mass: the attention matrix is " + std::to_string(a.rows()) + " x " +
                    std::to_string(a.cols()) + " but the token layout (prefix " + std::to_string(layout.prefix) +
                    " + grid " + std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + ") has " +
-                   std::to_string(n) + " tokens");
+                   std::to_string(n) + " tokens" +
+                   (geometry.reducedKeys() ? " and " + std::to_string(keys.tokens()) + " keys" : std::string()));
     if (!status.empty() && Index(status.size()) != n)
         throwInput("local mass: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) + " rows");
     validateLocalK(ks);
@@ -46,17 +52,19 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         const int half = (k - 1) / 2;
         LocalMassResult r;
         r.k = k;
-        r.paperBaseline = double(k) * double(k) / double(n);
+        r.paperBaseline = double(k) * double(k) / double(keys.tokens());
         r.perQuery.assign(std::size_t(h) * std::size_t(w), nan);
         double massSum = 0, windowSum = 0;
         for (int y = 0; y < h; ++y) {
-            const int y0 = std::max(0, y - half), y1 = std::min(h - 1, y + half);
+            const int ky = geometry.keyRow(y);
+            const int y0 = std::max(0, ky - half), y1 = std::min(keys.gridH - 1, ky + half);
             for (int x = 0; x < w; ++x) {
                 const Index i = layout.token(y, x);
                 if (!rowUsable[std::size_t(i)]) continue;
-                const int x0 = std::max(0, x - half), x1 = std::min(w - 1, x + half);
+                const int kx = geometry.keyCol(x);
+                const int x0 = std::max(0, kx - half), x1 = std::min(keys.gridW - 1, kx + half);
                 double mass = 0;
-                for (int yy = y0; yy <= y1; ++yy) mass += a.row(i).segment(layout.token(yy, x0), x1 - x0 + 1).sum();
+                for (int yy = y0; yy <= y1; ++yy) mass += a.row(i).segment(keys.token(yy, x0), x1 - x0 + 1).sum();
                 r.perQuery[std::size_t(y) * std::size_t(w) + std::size_t(x)] = mass;
                 massSum += mass;
                 windowSum += double(y1 - y0 + 1) * double(x1 - x0 + 1);
@@ -65,7 +73,7 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         }
         // Nothing to average (empty grid or every spatial row flagged): NaN, never a made-up 0.
         r.mean = r.queries > 0 ? massSum / double(r.queries) : nan;
-        r.uniformBaseline = r.queries > 0 ? windowSum / double(r.queries) / double(n) : nan;
+        r.uniformBaseline = r.queries > 0 ? windowSum / double(r.queries) / double(keys.tokens()) : nan;
         results.push_back(std::move(r));
     }
     return results;

@@ -13,15 +13,17 @@ namespace attnlens {
 
 using nlohmann::json;
 
-LocalityAccumulator::LocalityAccumulator(const TokenLayout& layout)
-    : gridH(std::max(0, layout.gridH)), gridW(std::max(0, layout.gridW)) {
+LocalityAccumulator::LocalityAccumulator(const AttentionLayout& layout)
+    : gridH(std::max(0, layout.keys.gridH)),
+      gridW(std::max(0, layout.keys.gridW)),
+      directDistance(layout.reducedKeys()) {
     const std::size_t cells = gridH > 0 && gridW > 0 ? std::size_t(rows()) * std::size_t(cols()) : 0;
     offsetSum.assign(cells, 0.0);
     offsetCount.assign(cells, 0);
 }
 
 void LocalityAccumulator::add(const LocalityAccumulator& other) {
-    if (other.gridH != gridH || other.gridW != gridW)
+    if (other.gridH != gridH || other.gridW != gridW || other.directDistance != directDistance)
         throwUsage("locality: adding sums of a " + std::to_string(other.gridH) + " x " + std::to_string(other.gridW) +
                    " grid to those of a " + std::to_string(gridH) + " x " + std::to_string(gridW) + " grid");
     for (std::size_t c = 0; c < offsetSum.size(); ++c) {
@@ -29,12 +31,14 @@ void LocalityAccumulator::add(const LocalityAccumulator& other) {
         offsetCount[c] += other.offsetCount[c];
     }
     prefixMassSum += other.prefixMassSum;
+    distanceSum += other.distanceSum;
     queries += other.queries;
     flagged += other.flagged;
 }
 
 double LocalityAccumulator::meanDistance() const {
     if (queries == 0) return std::numeric_limits<double>::quiet_NaN();
+    if (directDistance) return distanceSum / double(queries);
     double sum = 0;
     for (int dy = -(gridH - 1); dy <= gridH - 1; ++dy)
         for (int dx = -(gridW - 1); dx <= gridW - 1; ++dx)
@@ -52,18 +56,28 @@ double LocalityAccumulator::offsetMean(int dy, int dx) const {
     return offsetCount[c] == 0 ? std::numeric_limits<double>::quiet_NaN() : offsetSum[c] / double(offsetCount[c]);
 }
 
-void accumulateLocality(const AttentionHead& head, const TokenLayout& layout, LocalityAccumulator& acc,
+void accumulateLocality(const AttentionHead& head, const AttentionLayout& geometry, LocalityAccumulator& acc,
                         Index blockRows) {
-    if (acc.gridH != layout.gridH || acc.gridW != layout.gridW) acc = LocalityAccumulator(layout);
+    const TokenLayout& layout = geometry.queries;
+    const TokenLayout& keys = geometry.keys;
+    if (acc.gridH != keys.gridH || acc.gridW != keys.gridW || acc.directDistance != geometry.reducedKeys())
+        acc = LocalityAccumulator(geometry);
     const Index n = head.tokens(), prefix = layout.prefix, spatial = n - prefix;
-    if (n != layout.tokens())
-        throwUsage("locality: the head has " + std::to_string(n) + " tokens, the layout " +
-                   std::to_string(layout.tokens()));
+    if (n != layout.tokens() || head.keys() != keys.tokens())
+        throwUsage("locality: the head has " + std::to_string(n) + " tokens and " + std::to_string(head.keys()) +
+                   " keys, the layout " + std::to_string(layout.tokens()) + " and " + std::to_string(keys.tokens()));
     if (spatial <= 0) return;
     const Index block = std::clamp<Index>(blockRows, 1, spatial);
-    Matrix rows(block, n);
+    Matrix rows(block, head.keys());
     std::vector<RowStatus> status(static_cast<std::size_t>(block));
     const int w = layout.gridW, cols = acc.cols();
+    const Index keyPrefix = keys.prefix;
+    // Spatial reduction: each key cell's centre in query grid units.
+    std::vector<double> centreY, centreX;
+    if (acc.directDistance) {
+        for (int ky = 0; ky < keys.gridH; ++ky) centreY.push_back(geometry.keyCentreY(ky));
+        for (int kx = 0; kx < keys.gridW; ++kx) centreX.push_back(geometry.keyCentreX(kx));
+    }
     for (Index begin = prefix; begin < n; begin += block) {
         const Index count = std::min(block, n - begin);
         head.rows(begin, count, rows.topRows(count), status.data());
@@ -75,19 +89,26 @@ void accumulateLocality(const AttentionHead& head, const TokenLayout& layout, Lo
             const Index s = begin + r - prefix;
             const int qy = int(s / w), qx = int(s % w);
             double prefixMass = 0;
-            for (Index j = 0; j < prefix; ++j) prefixMass += rows(r, j);
+            for (Index j = 0; j < keyPrefix; ++j) prefixMass += rows(r, j);
             acc.prefixMassSum += prefixMass;
             ++acc.queries;
-            // Key (ky, kx) lies at offset (ky - qy, kx - qx): cell (ky - qy + H - 1, kx - qx + W - 1).
-            for (int ky = 0; ky < layout.gridH; ++ky) {
-                const std::size_t rowCell = std::size_t(ky - qy + layout.gridH - 1) * std::size_t(cols);
-                const Index key0 = prefix + Index(ky) * w;
-                for (int kx = 0; kx < w; ++kx) {
-                    const std::size_t c = rowCell + std::size_t(kx - qx + w - 1);
+            // The query's own cell on the key grid (itself unless the keys are reduced).
+            const int cy = geometry.keyRow(qy), cx = geometry.keyCol(qx);
+            double distance = 0;
+            // Key (ky, kx) lies at offset (ky - cy, kx - cx): cell (ky - cy + h - 1, kx - cx + w - 1).
+            for (int ky = 0; ky < keys.gridH; ++ky) {
+                const std::size_t rowCell = std::size_t(ky - cy + keys.gridH - 1) * std::size_t(cols);
+                const Index key0 = keyPrefix + Index(ky) * keys.gridW;
+                for (int kx = 0; kx < keys.gridW; ++kx) {
+                    const std::size_t c = rowCell + std::size_t(kx - cx + keys.gridW - 1);
                     acc.offsetSum[c] += rows(r, key0 + kx);
                     ++acc.offsetCount[c];
+                    if (acc.directDistance)
+                        distance += rows(r, key0 + kx) * std::hypot(centreY[std::size_t(ky)] - double(qy),
+                                                                    centreX[std::size_t(kx)] - double(qx));
                 }
             }
+            acc.distanceSum += distance;
         }
     }
 }
@@ -141,7 +162,8 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
         first.push_back(layout.size());
         const LayerInfo& li = info.layers[std::size_t(l)];
         for (int h = 0; h < li.heads; ++h)
-            for (int p = 0; p < paradigms; ++p) layout.push_back(LocalityCell{l, h, p, LocalityAccumulator(li.layout)});
+            for (int p = 0; p < paradigms; ++p)
+                layout.push_back(LocalityCell{l, h, p, LocalityAccumulator(li.attentionLayout())});
     }
     LocalityGroup all{"all", std::nullopt, 0, layout};
     std::map<std::int64_t, LocalityGroup> byLabel;
@@ -149,7 +171,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     std::vector<LocalityCell> image = layout;  // one image's sums
     std::int64_t done = 0;
     for (int img : report.request.images) {
-        for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].layout);
+        for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].attentionLayout());
         detail::parallelFor(layers.size(), threads, [&](std::size_t li) {
             const int l = layers[li];
             const LayerInfo& layer = info.layers[std::size_t(l)];
@@ -159,7 +181,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
                 const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
                 for (int p = 0; p < paradigms; ++p, ++at) {
                     const AttentionHead head(report.paradigms[std::size_t(p)], in);
-                    accumulateLocality(head, layer.layout, image[at].sums);
+                    accumulateLocality(head, layer.attentionLayout(), image[at].sums);
                 }
             }
         });
@@ -199,6 +221,11 @@ json localityDefinitions() {
          "||p_i - p_j||_2 in grid units; equals sum over offsets of S(dy, dx) * sqrt(dy^2 + dx^2) "
          "/ queries with S the offset sums of the whole map (not cropped)"},
         {"mean_prefix_mass", "mean over the same queries of the weight on prefix keys"},
+        {"spatial_reduction",
+         "layers whose keys lie on a reduced h x w grid (format.md 1c): a key's position is its cell's "
+         "centre in query grid units, ((ky + 0.5) H / h - 0.5, (kx + 0.5) W / w - 0.5), and D_i is summed "
+         "directly; the offset map is on the key grid, (dy, dx) = key cell minus the query's key cell "
+         "(floor((y + 0.5) h / H), floor((x + 0.5) w / W)), and such cells say offset_grid = keys"},
         {"signed_weights", "A as the paradigm defines it: inline and mala rows keep their negative weights"},
         {"flagged_queries", "spatial queries whose row is not Ok (non-finite, zero denominator), left out"},
         {"groups", "'all' over every image analysed, then one group per label of /labels"},
@@ -247,6 +274,7 @@ json localityToJson(const LocalityReport& report, int radius) {
                              {"mean_distance", finite(a.meanDistance())},
                              {"mean_prefix_mass", finite(a.meanPrefixMass())},
                              {"offset_map", {{"radius", {ry, rx}}, {"mean", mean}, {"count", count}}}});
+            if (a.directDistance) cells.back()["offset_grid"] = "keys";
         }
         groups.push_back({{"name", g.name},
                           {"label", g.label ? json(*g.label) : json(nullptr)},

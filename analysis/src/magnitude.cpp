@@ -53,7 +53,7 @@ class QueryScaler {
 public:
     QueryScaler(const AttentionHead& head, const MagnitudeOptions& options, const detail::RawRows& precomputed = {})
         : head_(head), precomputed_(precomputed), topK_(options.topK), factors_(options.factors()) {
-        const Index n = head.tokens();
+        const Index n = head.keys();  // the length of a row
         raw_.resize(n);
         block_.resize(kBlock, n);
         dotSums_.resize(std::size_t(kBlock));
@@ -470,8 +470,8 @@ MagnitudeCurve meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOpti
 
 MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const MagnitudeOptions& options,
                                           const RawRows& raw) {
-    if (raw.rows && (raw.rows->rows() != head.tokens() || raw.rows->cols() != head.tokens() || !raw.dotSums))
-        throwUsage("magnitude scaling: precomputed raw rows must be N x N with their dot sums");
+    if (raw.rows && (raw.rows->rows() != head.tokens() || raw.rows->cols() != head.keys() || !raw.dotSums))
+        throwUsage("magnitude scaling: precomputed raw rows must be N x n with their dot sums");
     const std::vector<double> factors = options.factors();
     const std::size_t f = factors.size();
     const Index n = head.tokens();

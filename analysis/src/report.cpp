@@ -130,6 +130,7 @@ json localBranchJson(const LocalBranchResult& b, const HeadStatistics& s, const 
 json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& ks) {
     json j;
     j["tokens"] = s.tokens;
+    if (s.keys != s.tokens && s.keys > 0) j["keys"] = s.keys;  // spatial reduction only: records stay as they were
     j["flagged_rows"] = s.flaggedRows;
     if (s.spectrum) {
         const auto& sp = *s.spectrum;
@@ -482,6 +483,7 @@ public:
     // The statistics of one record (schema definitions/record).
     void statistics(const json& r, const std::string& w) const {
         integer(field(r, "tokens", w), w + ".tokens", 1);
+        if (r.contains("keys")) integer(r["keys"], w + ".keys", 1);
         integer(field(r, "flagged_rows", w), w + ".flagged_rows", 0);
         if (r.contains("rank")) {
             const json& s = object(r["rank"], w + ".rank");
@@ -875,6 +877,7 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
     record.paradigm = named == paradigms.end() ? -1 : int(named - paradigms.begin());
     HeadStatistics& s = record.stats;
     s.tokens = r.value("tokens", Index(0));
+    s.keys = r.value("keys", s.tokens);
     s.flaggedRows = r.value("flagged_rows", Index(0));
     if (r.contains("rank")) s.spectrum = spectrumFromJson(r["rank"]);
     if (r.contains("local"))

@@ -77,12 +77,19 @@ Index checkLayers(const std::vector<RolloutLayer>& layers, const RolloutOptions&
     const Index n = layers.front().empty() ? 0 : layers.front().front()->tokens();
     for (std::size_t l = 0; l < layers.size(); ++l) {
         if (layers[l].empty()) throwUsage("rollout: layer " + std::to_string(l) + " has no heads");
-        for (const AttentionHead* h : layers[l])
+        for (const AttentionHead* h : layers[l]) {
+            // Rollout chains A_l (I + ...) through the same tokens: an N x n layer has no square matrix.
+            if (h->keys() != h->tokens())
+                throwUsage("rollout: layer " + std::to_string(l) + " attends from " + std::to_string(h->tokens()) +
+                           " queries to " + std::to_string(h->keys()) +
+                           " keys on a reduced grid (spatial reduction); rollout needs square attention matrices "
+                           "and is not defined across such a layer (choose the layers with --layers)");
             if (h->tokens() != n)
                 throwUsage("rollout needs layers of one token count: " + std::to_string(h->tokens()) + " tokens in " +
                            "layer " + std::to_string(l) + ", " + std::to_string(n) +
                            " in the first (hierarchical "
                            "models with stages of different sizes are not supported by rollout)");
+        }
     }
     return n;
 }

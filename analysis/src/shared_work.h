@@ -10,7 +10,7 @@
 namespace attnlens::detail {
 
 // factors.rightR may be empty when options.spatialOnly (the spatial rows need their own QR).
-SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+SpectrumResult lowRankSpectrum(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options,
                                const linalg::LowRankFactors& factors);
 
 ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, const ConfusionOptions& options,

@@ -3,10 +3,12 @@
 // Definitions:
 //   singular values sigma_1 >= sigma_2 >= ... of A (double precision);
 //   numerical rank = #{sigma_i > tol}, tol = relTol * sigma_1, relTol default N * 2^-23, where N is
-//     the side of the analysed matrix (the number of keys analysed): float32 resolution of the
-//     stored activations, scaled by the matrix size as in the usual rank tolerance;
+//     the side of the analysed matrix (its larger side, the queries, when spatial reduction makes
+//     it N x n): float32 resolution of the stored activations, scaled by the matrix size as in the
+//     usual rank tolerance (numpy's matrix_rank uses max(rows, cols) alike);
 //   effective rank = exp(H(p)), p_i = sigma_i / sum_j sigma_j, H(p) = -sum p_i log p_i (nats);
-//   spatialOnly drops the prefix rows and columns (the paper's 196 x 196 for DeiT);
+//   spatialOnly drops the prefix rows and columns (the paper's 196 x 196 for DeiT; the queries'
+//     prefix rows and the keys' prefix columns under spatial reduction);
 //   rows flagged by AttentionHead (non-finite, zero denominator) are left out of the matrix, and
 //   the method string says how many.
 //
@@ -70,9 +72,9 @@ std::string withExcluded(std::string method, Index excluded) {
     return method;
 }
 
-// Rows [begin, n) of `a`, columns [begin, n), without rows that hold a non-finite value.
-Matrix finiteBlock(const Matrix& a, Index begin, Index* excluded) {
-    const Index n = a.rows() - begin, cols = a.cols() - begin;
+// Rows [begin, rows) of `a`, columns [colBegin, cols), without rows that hold a non-finite value.
+Matrix finiteBlock(const Matrix& a, Index begin, Index colBegin, Index* excluded) {
+    const Index n = a.rows() - begin, cols = a.cols() - colBegin;
     std::vector<Index> keep;
     keep.reserve(std::size_t(n));
     for (Index i = 0; i < n; ++i)
@@ -139,8 +141,9 @@ SpectrumResult windowedSpectrum(const AttentionHead& head, const SpectrumOptions
 SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options) {
     // spatialOnly is the caller's business here: it passes the sub-matrix it wants analysed.
     Index excluded = 0;
-    const Matrix block = finiteBlock(a, 0, &excluded);
-    return summarise(linalg::singularValuesLapack(block), a.cols(), options, withExcluded(kDenseMethod, excluded));
+    const Matrix block = finiteBlock(a, 0, 0, &excluded);
+    return summarise(linalg::singularValuesLapack(block), std::max(a.rows(), a.cols()), options,
+                     withExcluded(kDenseMethod, excluded));
 }
 
 SpectrumResult blockDiagonalSpectrum(const Matrix& a, const WindowPartition& windows, const SpectrumOptions& options) {
@@ -153,33 +156,36 @@ SpectrumResult blockDiagonalSpectrum(const Matrix& a, const WindowPartition& win
 
 namespace detail {
 
-void checkSpectrumInputs(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options) {
-    const Index n = head.tokens();
-    if (options.spatialOnly && layout.tokens() != n)
-        throwInput("spectrum: the token layout has " + std::to_string(layout.tokens()) + " tokens (prefix " +
-                   std::to_string(layout.prefix) + " + grid " + std::to_string(layout.gridH) + " x " +
-                   std::to_string(layout.gridW) + ") but the head has " + std::to_string(n));
+void checkSpectrumInputs(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options) {
+    if (options.spatialOnly && (layout.queries.tokens() != head.tokens() || layout.keys.tokens() != head.keys()))
+        throwInput("spectrum: the token layout has " + std::to_string(layout.queries.tokens()) + " query and " +
+                   std::to_string(layout.keys.tokens()) + " key tokens (prefix " +
+                   std::to_string(layout.queries.prefix) + " + grid " + std::to_string(layout.queries.gridH) + " x " +
+                   std::to_string(layout.queries.gridW) + ") but the head has " + std::to_string(head.tokens()) +
+                   " and " + std::to_string(head.keys()));
 }
 
-SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+SpectrumResult lowRankSpectrum(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options,
                                const linalg::LowRankFactors& factors) {
     checkSpectrumInputs(head, layout, options);
     const Index n = head.tokens();
-    const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
-    const Index size = n - begin;
+    const Index begin = options.spatialOnly ? Index(layout.queries.prefix) : 0;
+    const Index keyBegin = options.spatialOnly ? Index(layout.keys.prefix) : 0;
+    const Index keys = head.keys() - keyBegin;
+    const Index size = std::max(n - begin, keys);
     const linalg::FactorisedAttention& f = factors.f;
     std::vector<Index> keep;
     for (Index i = begin; i < n; ++i)
         if (f.okRow[std::size_t(i)]) keep.push_back(i);
-    const Index excluded = size - Index(keep.size());
+    const Index excluded = n - begin - Index(keep.size());
     Matrix l(Index(keep.size()), f.l.cols());
     for (std::size_t i = 0; i < keep.size(); ++i) l.row(Index(i)) = f.l.row(keep[i]);
     // Columns of L or R that hold non-finite values make every row flagged; keep[] is then empty
     // and there is nothing to factorise (LAPACK would reject the NaN).
     std::vector<double> values;
-    if (!keep.empty() && size > 0) {
+    if (!keep.empty() && keys > 0) {
         const Matrix rightR =
-            begin == 0 && factors.rightR.size() > 0 ? factors.rightR : linalg::thinQrR(f.r.bottomRows(size));
+            keyBegin == 0 && factors.rightR.size() > 0 ? factors.rightR : linalg::thinQrR(f.r.bottomRows(keys));
         const Matrix leftR = linalg::thinQrR(l);
         values = linalg::singularValuesLapack(leftR * rightR.transpose());
     }
@@ -188,23 +194,24 @@ SpectrumResult lowRankSpectrum(const AttentionHead& head, const TokenLayout& lay
 
 }  // namespace detail
 
-SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+SpectrumResult spectrum(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options,
                         const Matrix* fullMatrix) {
     detail::checkSpectrumInputs(head, layout, options);
     const Index n = head.tokens();
-    const Index begin = options.spatialOnly ? Index(layout.prefix) : 0;
-    const Index size = n - begin;
+    const Index begin = options.spatialOnly ? Index(layout.queries.prefix) : 0;
+    const Index keyBegin = options.spatialOnly ? Index(layout.keys.prefix) : 0;
+    const Index size = std::max(n - begin, head.keys() - keyBegin);
 
     if (head.windows()) return windowedSpectrum(head, options, fullMatrix);  // windows have no prefix tokens
     if (!head.hasLowRankForm()) {
         if (fullMatrix) {
             Index excluded = 0;
-            const Matrix block = finiteBlock(*fullMatrix, begin, &excluded);
+            const Matrix block = finiteBlock(*fullMatrix, begin, keyBegin, &excluded);
             return summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded));
         }
         const Matrix a = head.matrix();
         Index excluded = 0;
-        const Matrix block = finiteBlock(a, begin, &excluded);
+        const Matrix block = finiteBlock(a, begin, keyBegin, &excluded);
         return summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded));
     }
     linalg::LowRankFactors factors;

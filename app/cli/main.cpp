@@ -182,13 +182,14 @@ commands:
                                    with --channel, M_c and E_c = A + M_c of that channel
   synth -o FILE [--layers 2] [--heads 2] [--grid 14x14] [--prefix 1] [--dim 16] [--images 2]
         [--dtype float16|float32|float64] [--seed 1] [--no-values] [--no-images]
-        [--local-branch dwc|lepe|inline_residual] [--class-names] [--window M]
+        [--local-branch dwc|lepe|inline_residual] [--class-names] [--window M] [--reduction R]
                                    writes a structured synthetic dump (with a seeded local branch;
                                    --class-names: /class_names for its labels, the disk's quadrant;
                                    --window: Swin window attention, M x M windows, odd layers
                                    shifted by M/2 with the mask, a position bias; needs --prefix 0;
                                    a local branch then convolves inside each window, inline_residual
-                                   with one kernel per window)
+                                   with one kernel per window; --reduction: PVT's spatial reduction,
+                                   keys and values on the grid reduced by R, A is N x n)
   merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
   rollout FILE --image B --query Q|y,x|cls [--layers LIST] [--model M] [--paradigms LIST] [--residual 0.5]
@@ -409,6 +410,17 @@ int cmdInspect(int argc, char** argv) {
         anyWindow = true;
         std::printf("%-4zu %-24s %s, %d windows, %s\n", i, info.layers[i].name.c_str(), describe(w->rule).c_str(),
                     w->partition->windows(), w->hasPositionBias() ? "position bias" : "no position bias");
+    }
+    bool anyReduced = false;
+    for (std::size_t i = 0; i < info.layers.size(); ++i) {
+        const LayerInfo& l = info.layers[i];
+        if (!l.reducedKeys()) continue;
+        if (!anyReduced)
+            std::printf("\nspatial reduction (keys and values on a reduced grid, A is N x n; format.md 1c):\n");
+        anyReduced = true;
+        std::printf("%-4zu %-24s keys on %dx%d+%d, n = %d (queries %dx%d+%d, N = %d)\n", i, l.name.c_str(),
+                    l.keyLayout.gridH, l.keyLayout.gridW, l.keyLayout.prefix, l.keyTokens(), l.layout.gridH,
+                    l.layout.gridW, l.layout.prefix, l.tokens);
     }
     std::printf("\n%sThe dump is valid.\n", defaultScale ? "* scale not stored: 1/sqrt(d). " : "");
     return kExitOk;
@@ -638,10 +650,10 @@ int cmdAttention(int argc, char** argv) {
         channel = parseInt(*c, 0, layer.valueDim - 1, "--channel");
     }
     checkOutputWritable(*output, {a.positional[0]});
-    // The N x N matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
-    checkFitsInMemory(denseMatrixBytes(layer.tokens, 1) * (8.0 + 16.0 + 24.0) / 8.0,
+    // The N x n matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
+    checkFitsInMemory(double(layer.tokens) * double(layer.keyTokens()) * (8.0 + 16.0 + 24.0),
                       a.positional[0] + ": layer " + layer.name + " has N = " + std::to_string(layer.tokens) +
-                          " tokens: its " + std::to_string(layer.tokens) + " x " + std::to_string(layer.tokens) +
+                          " tokens: its " + std::to_string(layer.tokens) + " x " + std::to_string(layer.keyTokens()) +
                           " attention matrix as JSON");
 
     HeadActivations act = reader->readHead(image, layerIndex, head, values);
@@ -656,6 +668,7 @@ int cmdAttention(int argc, char** argv) {
     j["layer"] = layer.name;
     j["head"] = head;
     j["tokens"] = m.rows();
+    if (layer.reducedKeys()) j["keys"] = m.cols();  // spatial reduction: A is N x n
     j["softmax_scale"] = attention.softmaxScale();
     j["c"] = attention.c();
     j["effective_kernel"] = toString(attention.effectiveKernel());
@@ -705,7 +718,7 @@ int cmdAttention(int argc, char** argv) {
 int cmdSynth(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--layers", "--heads", "--grid", "--prefix", "--dim", "--images", "--dtype",
-                        "--seed", "--model", "--local-branch", "--window"},
+                        "--seed", "--model", "--local-branch", "--window", "--reduction"},
                        {"--no-values", "--no-images", "--class-names"}, "synth");
     if (!a.positional.empty()) throwUsage("synth: unexpected argument " + quotedText(a.positional[0]));
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
@@ -739,6 +752,7 @@ int cmdSynth(int argc, char** argv) {
     o.withClassNames = a.flag("--class-names");
     if (auto s = a.get("--local-branch")) o.localBranch = *s;
     if (auto s = a.get("--window")) o.window = parseInt(*s, 1, 64, "--window");
+    if (auto s = a.get("--reduction")) o.reduction = parseInt(*s, 1, 64, "--reduction");
     checkOutputWritable(*output, {});  // DumpWriter checks the path again when it creates the file
     writeSynthDump(*output, o);
     std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", output->c_str(), o.layers, o.heads,
@@ -872,7 +886,8 @@ int cmdRollout(int argc, char** argv) {
     validate(options);
     int threads = int(std::max(1u, std::thread::hardware_concurrency()));
     if (auto t = a.get("--threads")) threads = parseInt(*t, 1, 256, "--threads");
-    const std::vector<Paradigm> paradigms = parseParadigms(a);
+    std::vector<Paradigm> paradigms = parseParadigms(a);
+    if (paradigms.empty()) paradigms = presetParadigms();  // as analyze and locality do
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");

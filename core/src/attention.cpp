@@ -158,12 +158,16 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
     if (!in.q || !in.k) throwUsage("AttentionHead: q and k are required");
     const Matrix& q = *in.q;
     const Matrix& k = *in.k;
-    if (q.rows() != k.rows() || q.cols() != k.cols() || q.rows() == 0 || q.cols() == 0)
+    if (q.cols() != k.cols() || q.rows() == 0 || k.rows() == 0 || q.cols() == 0)
         throwInput("attention head: q is " + std::to_string(q.rows()) + " x " + std::to_string(q.cols()) +
                    " but k is " + std::to_string(k.rows()) + " x " + std::to_string(k.cols()));
     n_ = q.rows();
+    keys_ = k.rows();
     d_ = q.cols();
     windows_ = in.windows;
+    if (windows_ && keys_ != n_)
+        throwInput("attention head: window attention needs keys on the queries' tokens, but q has " +
+                   std::to_string(n_) + " tokens and k " + std::to_string(keys_));
     if (windows_) {
         if (windows_->layout().tokens() != n_)
             throwInput("attention head: the window partition covers " + std::to_string(windows_->layout().tokens()) +
@@ -180,8 +184,9 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
     const double layerScale = in.layerScale > 0 ? in.layerScale : 1.0 / std::sqrt(double(d_));
     scale_ = paradigm_.softmaxScale.value_or(layerScale);
     c_ = 1.0;
-    // The model's sequence length: the whole layer, or one window.
-    const double sequence = windows_ ? double(windows_->rule().windowTokens()) : double(n_);
+    // The model's sequence length: the keys of the layer (n, on the reduced grid under spatial
+    // reduction), or of one window.
+    const double sequence = windows_ ? double(windows_->rule().windowTokens()) : double(keys_);
     if (paradigm_.signedWeights()) c_ = paradigm_.c.value_or(1.0 / (std::sqrt(double(d_)) * sequence));
 
     tq_ = applyQueryTransform(paradigm_.transform, paradigm_, q);
@@ -318,7 +323,7 @@ void AttentionHead::rows(Index begin, Index count, Eigen::Ref<Matrix> out, RowSt
 }
 
 Matrix AttentionHead::matrix(std::vector<RowStatus>* status) const {
-    Matrix a(n_, n_);
+    Matrix a(n_, keys_);
     std::vector<RowStatus> local;
     std::vector<RowStatus>& s = status ? *status : local;
     s.assign(std::size_t(n_), RowStatus::Ok);
@@ -335,7 +340,7 @@ void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::
         }
         return;
     }
-    RowVector raw(n_);
+    RowVector raw(keys_);
     double dotSum = 0;
     if (paradigm_.usesKernel()) {
         raw.noalias() = phiQ_.row(i) * phiK_.transpose();
@@ -377,7 +382,7 @@ void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, do
 
 AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a) const {
     requirePlainLayout("the affine form of a row");
-    const double n = double(n_);
+    const double n = double(keys_);
     Affine f;
     auto fail = [&](RowStatus s) {
         f.alpha = f.beta = kNaN;
@@ -420,7 +425,7 @@ LowRankForm AttentionHead::lowRankForm() const {
     f.phiQ = phiQ_;
     f.phiK = phiK_;
     const Vector dotSums = phiQ_ * phiKSum_.transpose();
-    const double n = double(n_);
+    const double n = double(keys_);
     f.rowScale.resize(n_);
     f.rowOffset = Vector::Zero(n_);
     for (Index i = 0; i < n_; ++i) {
@@ -448,9 +453,8 @@ LowRankForm AttentionHead::lowRankForm() const {
 }
 
 Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) const {
-    if (v.rows() != n_)
-        throwInput("attention output: v has " + std::to_string(v.rows()) + " tokens, q and k have " +
-                   std::to_string(n_));
+    if (v.rows() != keys_)
+        throwInput("attention output: v has " + std::to_string(v.rows()) + " tokens, k has " + std::to_string(keys_));
     Matrix o(n_, v.cols());
     std::vector<RowStatus> local;
     std::vector<RowStatus>& s = status ? *status : local;
@@ -463,7 +467,7 @@ Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) co
         if (f.hasOffset) o.noalias() += f.rowOffset * v.colwise().sum();
         for (Index i = 0; i < n_; ++i) {
             if (!std::isfinite(f.rowScale(i)) && (paradigm_.normalisation == Normalisation::Divide
-                                                      ? phiQ_.row(i).dot(phiKSum_) + double(n_) * paradigm_.eps == 0
+                                                      ? phiQ_.row(i).dot(phiKSum_) + double(keys_) * paradigm_.eps == 0
                                                       : c_ * phiQ_.row(i).dot(phiKSum_) + paradigm_.eps == 0)) {
                 s[i] = RowStatus::ZeroDenominator;
                 o.row(i).setConstant(kNaN);
@@ -478,7 +482,7 @@ Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) co
     Matrix block;
     for (Index begin = 0; begin < n_; begin += kBlock) {
         const Index count = std::min(kBlock, n_ - begin);
-        block.resize(count, n_);
+        block.resize(count, keys_);
         rows(begin, count, block, s.data() + begin);
         o.middleRows(begin, count).noalias() = block * v;
         for (Index r = 0; r < count; ++r)

@@ -77,6 +77,13 @@ nlohmann::json DumpInfo::toJson() const {
             layersJson.back()["local_branch"]["scope"] = l.localBranch->windowScope ? "window" : "grid";
             layersJson.back()["local_branch"]["per_window"] = l.localBranch->perWindow;
         }
+        // Only under spatial reduction, so that descriptions of other layers stay as they were.
+        if (l.reducedKeys())
+            layersJson.back()["keys"] = {
+                {"grid", {l.keyLayout.gridH, l.keyLayout.gridW}},
+                {"prefix_tokens", l.keyLayout.prefix},
+                {"tokens", l.keyTokens()},
+            };
         // Only for window attention, so that descriptions of other layers stay as they were.
         if (l.window)
             layersJson.back()["window"] = {

@@ -196,10 +196,11 @@ HeadActivations DumpReader::readHead(int image, int layer, int head, bool withVa
 
     HeadActivations result;
     auto load = [&](const FloatDataset& tensor, Index dim, Matrix& out, char name) {
+        const int tokens = name == 'q' ? l.tokens : l.keyTokens();
         const hsize_t start[4] = {hsize_t(image), hsize_t(head), 0, 0};
-        const hsize_t extent[4] = {1, 1, hsize_t(l.tokens), hsize_t(dim)};
+        const hsize_t extent[4] = {1, 1, hsize_t(tokens), hsize_t(dim)};
         const unsigned char* raw = impl_->readStored(tensor, start, extent, what);
-        out.resize(l.tokens, dim);
+        out.resize(tokens, dim);
         toDouble(raw, tensor.type, 0, std::size_t(out.size()), out.data());
         collectNonFinite(out, name, image, layer, head, result.nonFinite);
     };
@@ -219,13 +220,14 @@ std::vector<HeadActivations> DumpReader::readLayer(int image, int layer, bool wi
 
     std::vector<HeadActivations> heads(std::size_t(l.heads));
     auto load = [&](const FloatDataset& tensor, Index dim, Matrix HeadActivations::*member, char name) {
+        const int tokens = name == 'q' ? l.tokens : l.keyTokens();
         const hsize_t start[4] = {hsize_t(image), 0, 0, 0};
-        const hsize_t extent[4] = {1, hsize_t(l.heads), hsize_t(l.tokens), hsize_t(dim)};
+        const hsize_t extent[4] = {1, hsize_t(l.heads), hsize_t(tokens), hsize_t(dim)};
         const unsigned char* raw = impl_->readStored(tensor, start, extent, what);
-        const std::size_t perHead = std::size_t(l.tokens) * std::size_t(dim);
+        const std::size_t perHead = std::size_t(tokens) * std::size_t(dim);
         for (int h = 0; h < l.heads; ++h) {
             Matrix& out = heads[std::size_t(h)].*member;
-            out.resize(l.tokens, dim);
+            out.resize(tokens, dim);
             toDouble(raw, tensor.type, std::size_t(h) * perHead, perHead, out.data());
             collectNonFinite(out, name, image, layer, h, heads[std::size_t(h)].nonFinite);
         }

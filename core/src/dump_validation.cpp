@@ -491,12 +491,10 @@ private:
         candidate.handles.k = openFloatDataset(group.get(), layerPath, "k", kQkvRule);
         const std::vector<hsize_t> q = rank4Dims(candidate.handles.q);
         const std::vector<hsize_t> k = rank4Dims(candidate.handles.k);
-        if (q != k) {
+        // Spatial reduction (format.md 1c) gives k and v their own token count n; B, heads and d agree.
+        if (q[0] != k[0] || q[1] != k[1] || q[3] != k[3]) {
             fail(layerPath + ": q has shape " + h5::describeDims(q) + " but k has shape " + h5::describeDims(k) +
-                 "; q and k must have the same shape" +
-                 (q.size() == 4 && k.size() == 4 && q[2] != k[2] && q[0] == k[0] && q[1] == k[1] && q[3] == k[3]
-                      ? " (keys on a reduced grid, as in PVT's spatial-reduction attention, are not supported yet)"
-                      : ""));
+                 "; q and k must have the same B, heads and d");
         }
         info.batch = int(q[0]);
         info.heads = int(q[1]);
@@ -511,22 +509,24 @@ private:
         if (h5::linkExists(group.get(), "v", where)) {
             candidate.handles.v = openFloatDataset(group.get(), layerPath, "v", kQkvRule);
             const std::vector<hsize_t> v = rank4Dims(candidate.handles.v);
-            if (v[0] != q[0] || v[1] != q[1] || v[2] != q[2]) {
-                fail(layerPath + ": v has shape " + h5::describeDims(v) + " but q has shape " + h5::describeDims(q) +
-                     "; v must have the same B, heads and N as q");
+            if (v[0] != q[0] || v[1] != q[1] || v[2] != k[2]) {
+                fail(layerPath + ": v has shape " + h5::describeDims(v) + " but k has shape " + h5::describeDims(k) +
+                     "; v must have the same B, heads and tokens as k");
             }
             info.valueDim = int(v[3]);
             info.vType = candidate.handles.v.type;
         }
 
+        const double keyTokens = double(k[2]);
         const double readBytes =
-            double(info.heads) * double(info.tokens) * (2.0 * double(info.dim) + double(info.valueDim)) * 8.0;
+            double(info.heads) *
+            (double(info.tokens) * double(info.dim) + keyTokens * (double(info.dim) + double(info.valueDim))) * 8.0;
         if (readBytes > kMaxLayerReadBytes) {
             fail(layerPath + ": reading one (image, layer) would need " + formatGiB(readBytes) + " as double (heads " +
-                 std::to_string(info.heads) + " x N " + std::to_string(info.tokens) + " x (2 x d " +
-                 std::to_string(info.dim) + " + v d " + std::to_string(info.valueDim) +
-                 ") x 8 bytes), more than the limit of " + formatGiB(kMaxLayerReadBytes) +
-                 "; the declared sizes are not plausible");
+                 std::to_string(info.heads) + " x (N " + std::to_string(info.tokens) + " x d " +
+                 std::to_string(info.dim) + " + n " + std::to_string(k[2]) + " x (d " + std::to_string(info.dim) +
+                 " + v d " + std::to_string(info.valueDim) + ")) x 8 bytes), more than the limit of " +
+                 formatGiB(kMaxLayerReadBytes) + "; the declared sizes are not plausible");
         }
 
         std::string gridSource = "the root", prefixSource = "the root";
@@ -537,6 +537,7 @@ private:
                  std::to_string(info.layout.gridW) + " = " + std::to_string(info.layout.tokens()) + " (grid from " +
                  gridSource + ", prefix_tokens from " + prefixSource + ")");
         }
+        info.keyLayout = keyLayout(group.get(), layerPath, where, info.layout, k[2]);
 
         if (h5::hasAttribute(group.get(), "index", where)) {
             candidate.index = h5::readIntegerAttribute(group.get(), "index", where);
@@ -564,6 +565,40 @@ private:
         windowAttention(group.get(), layerPath, where, candidate);  // first: the branch's scope depends on it
         if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
         return candidate;
+    }
+
+    // resources/format.md, section 1c: the keys' tokens, the layer's own unless @key_grid reduces them.
+    TokenLayout keyLayout(hid_t group, const std::string& layerPath, const std::string& where,
+                          const TokenLayout& queries, hsize_t keyTokens) const {
+        const bool grid = h5::hasAttribute(group, "key_grid", where);
+        const bool prefix = h5::hasAttribute(group, "key_prefix_tokens", where);
+        if (!grid) {
+            if (prefix) fail(layerPath + " has key_prefix_tokens but no key_grid (the reduced key grid [h, w])");
+            if (keyTokens != hsize_t(queries.tokens()))
+                fail(layerPath + ": q has " + std::to_string(queries.tokens()) + " tokens but k has " +
+                     std::to_string(keyTokens) +
+                     "; keys on a reduced grid (PVT's spatial-reduction attention) need the layer attribute "
+                     "key_grid [h, w] (and key_prefix_tokens when the keys keep prefix tokens)");
+            return queries;
+        }
+        const std::vector<std::int64_t> g = h5::readIntegerArrayAttribute(group, "key_grid", where);
+        if (g.size() != 2 || g[0] <= 0 || g[1] <= 0 || g[0] > INT_MAX || g[1] > INT_MAX)
+            throwInput(where + " attribute 'key_grid' must be two positive integers [h, w], got " +
+                       h5::describeDims(g));
+        TokenLayout keys{int(g[0]), int(g[1]), 0};
+        if (prefix) {
+            const std::int64_t p = h5::readIntegerAttribute(group, "key_prefix_tokens", where);
+            if (p < 0 || p > INT_MAX)
+                throwInput(where + " attribute 'key_prefix_tokens' must be a non-negative integer, got " +
+                           std::to_string(p));
+            keys.prefix = int(p);
+        }
+        if (queries.spatialTokens() == 0) fail(layerPath + " has key_grid but its queries have no grid to reduce");
+        if (keyTokens != hsize_t(keys.tokens()))
+            fail(layerPath + ": k has " + std::to_string(keyTokens) +
+                 " tokens but key_prefix_tokens + h*w = " + std::to_string(keys.prefix) + " + " +
+                 std::to_string(keys.gridH) + "*" + std::to_string(keys.gridW) + " = " + std::to_string(keys.tokens()));
+        return keys;
     }
 
     // resources/format.md, section 1b. The position bias's values are read by open().
@@ -597,6 +632,10 @@ private:
                            h5::describeDims(v));
             return v;
         };
+        if (info.reducedKeys())
+            fail(layerPath +
+                 " has both window_size and key_grid: window attention with keys on a reduced grid is not a "
+                 "layout AttnLens knows (Swin windows and PVT's spatial reduction are different layers)");
         WindowInfo window;
         const std::vector<std::int64_t> m = pair("window_size", 1);
         window.rule.sizeH = int(m[0]);
@@ -658,6 +697,10 @@ private:
         else
             fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
         if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
+        if (info.reducedKeys())
+            fail(branchPath +
+                 ": a local branch on a layer whose keys lie on a reduced grid (key_grid) is not "
+                 "supported yet");
         if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
 
         // @scope (format.md 1a): where the convolution runs; a window layer's default is its windows,

@@ -167,6 +167,11 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
             throwUsage("synth: --window " + std::to_string(o.window) + " does not divide the grid " +
                        std::to_string(o.gridH) + " x " + std::to_string(o.gridW));
     }
+    requireRange("reduction", o.reduction, 1, 64);
+    if (o.reduction > 1) {
+        if (o.window != 0) throwUsage("synth: --reduction and --window are different layouts; give one");
+        if (!o.localBranch.empty()) throwUsage("synth: --local-branch on layers with --reduction is not supported yet");
+    }
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;
     if (tokens > kMaxTokens) {
         throwUsage("synth: prefix + grid height x width = " + std::to_string(tokens) +
@@ -180,6 +185,11 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     }
 
     const Index n = Index(tokens), d = o.dim, spatial = Index(o.gridH) * o.gridW;
+    // The keys' grid: PVT's strided reduction (floor), at least one cell.
+    const TokenLayout queryLayout{o.gridH, o.gridW, o.prefix};
+    const TokenLayout keyLayout{std::max(1, o.gridH / o.reduction), std::max(1, o.gridW / o.reduction), o.prefix};
+    const AttentionLayout geometry(queryLayout, keyLayout);
+    const Index keyCount = keyLayout.tokens();
     const int frequencies = std::clamp(o.dim / 4, 1, 6);
     const Index features = 4 * frequencies;
     Rng rng(o.seed);
@@ -214,11 +224,20 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     const double scale = 1.0 / std::sqrt(double(d));
     const std::vector<std::uint64_t> shape = {std::uint64_t(o.images), std::uint64_t(o.heads), tokens,
                                               std::uint64_t(d)};
+    const std::vector<std::uint64_t> keyShape = {std::uint64_t(o.images), std::uint64_t(o.heads),
+                                                 std::uint64_t(keyCount), std::uint64_t(d)};
     const std::size_t count = std::size_t(valuesPerTensor);
+    const std::size_t keyValues = std::size_t(o.images) * std::size_t(o.heads) * std::size_t(keyCount * d);
+    // Each key cell's full-grid tokens (those whose key cell it is).
+    std::vector<std::vector<Index>> cellTokens(std::size_t(keyLayout.spatialTokens()));
+    for (int y = 0; y < o.gridH; ++y)
+        for (int x = 0; x < o.gridW; ++x)
+            cellTokens[std::size_t(geometry.keyToken(y, x) - keyLayout.prefix)].push_back(Index(y) * o.gridW + x);
+    Matrix fullK(n, d);
     for (int l = 0; l < o.layers; ++l) {
         const double gamma = 0.5 + double(l) / std::max(1, o.layers - 1);
         const Matrix contentMix = rng.normalMatrix(d, kContentFeatures) * (gamma / std::sqrt(3.0));
-        std::vector<float> q(count), k(count), v(o.withValues ? count : 0);
+        std::vector<float> q(count), k(keyValues), v(o.withValues ? keyValues : 0);
         for (int h = 0; h < o.heads; ++h) {
             Vector weights(features);
             for (int f = 0; f < frequencies; ++f) {
@@ -238,13 +257,13 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                 const SynthImage& image = images[std::size_t(b)];
                 const Matrix content = image.content * contentMix.transpose();  // spatial x d
                 const std::size_t offset = (std::size_t(b) * o.heads + h) * n * d;
+                const std::size_t keyOffset = (std::size_t(b) * o.heads + h) * std::size_t(keyCount * d);
                 for (Index t = 0; t < n; ++t) {
                     float* qRow = q.data() + offset + std::size_t(t * d);
-                    float* kRow = k.data() + offset + std::size_t(t * d);
                     if (t < o.prefix) {
                         for (Index j = 0; j < d; ++j) {
                             qRow[j] = float(prefixQ(t, j) + kNoise * amplitude * rng.normal());
-                            kRow[j] = float(prefixK(t, j) + kNoise * amplitude * rng.normal());
+                            fullK(t, j) = prefixK(t, j) + kNoise * amplitude * rng.normal();
                         }
                         continue;
                     }
@@ -252,19 +271,34 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                     const double m = image.magnitude[std::size_t(s)];
                     for (Index j = 0; j < d; ++j) {
                         qRow[j] = float(m * (baseQ(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
-                        kRow[j] = float(m * (baseK(s, j) + content(s, j) + kNoise * amplitude * rng.normal()));
+                        fullK(t, j) = m * (baseK(s, j) + content(s, j) + kNoise * amplitude * rng.normal());
                     }
                 }
+                for (Index t = 0; t < keyCount; ++t) {
+                    RowVector key = fullK.row(t);
+                    if (t >= o.prefix && geometry.reducedKeys()) {
+                        const std::vector<Index>& cell = cellTokens[std::size_t(t - o.prefix)];
+                        key.setZero();
+                        for (Index s : cell) key += fullK.row(o.prefix + s);
+                        key /= double(cell.size());
+                    }
+                    for (Index j = 0; j < d; ++j) k[keyOffset + std::size_t(t * d + j)] = float(key(j));
+                }
                 if (o.withValues) {
-                    float* vData = v.data() + offset;
-                    for (std::size_t i = 0; i < std::size_t(n * d); ++i) vData[i] = float(rng.normal());
+                    float* vData = v.data() + keyOffset;
+                    for (std::size_t i = 0; i < std::size_t(keyCount * d); ++i) vData[i] = float(rng.normal());
                 }
             }
         }
         const std::string group = "/layers/blocks." + std::to_string(l);
         writer.writeFloatDataset(group + "/q", shape, q, o.dtype);
-        writer.writeFloatDataset(group + "/k", shape, k, o.dtype);
-        if (o.withValues) writer.writeFloatDataset(group + "/v", shape, v, o.dtype);
+        writer.writeFloatDataset(group + "/k", keyShape, k, o.dtype);
+        if (o.withValues) writer.writeFloatDataset(group + "/v", keyShape, v, o.dtype);
+        if (geometry.reducedKeys()) {
+            writer.setGroupAttribute(group, "key_grid", std::vector<std::int64_t>{keyLayout.gridH, keyLayout.gridW});
+            if (keyLayout.prefix > 0)
+                writer.setGroupAttribute(group, "key_prefix_tokens", std::int64_t(keyLayout.prefix));
+        }
         if (!o.localBranch.empty()) {
             // Own generator, so that the branch does not change the activations of a seed.
             Rng branchRng(o.seed * 1000003ull + 7919ull * std::uint64_t(l + 1));

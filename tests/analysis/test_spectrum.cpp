@@ -207,7 +207,7 @@ TEST(Spectrum, LayoutMismatchIsAnInputError) {
         FAIL() << "no error";
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Input);
-        EXPECT_NE(std::string(e.what()).find("has 9 tokens"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("has 9 query and 9 key tokens"), std::string::npos) << e.what();
     }
 }
 

@@ -1201,6 +1201,67 @@ TEST_F(CliTest, RolloutAgreesWithNumpy) {
     EXPECT_EQ(run("rollout " + example + " --image 0").code, 2);
 }
 
+// Spatial reduction (issue 10, format.md 1c) through the commands: synth --reduction writes PVT-like
+// layers (keys and values on the grid reduced by R, a prefix key kept), inspect lists the key grids,
+// analyze and locality agree with an independent NumPy computation of the N x n matrices
+// (tests/cli/reduction_check.py: rank by numpy's SVD, local mass on the key grid by explicit index
+// sets, entropy, distances to the key cells' centres) and with the schemas, attention writes N x n
+// with O = A V, confusion checks the conditions over the n keys, and rollout refuses with a reason.
+TEST_F(CliTest, SpatialReductionDumpsWorkInEveryCommand) {
+    const std::string in = path("pvt.h5");
+    RunResult r =
+        run("synth -o " + in + " --layers 2 --heads 2 --grid 12x10 --prefix 1 --dim 8 --images 2 --reduction 2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("inspect " + in);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("blocks.0                 keys on 6x5+1, n = 31 (queries 12x10+1, N = 121)"));
+    r = run("analyze " + in + " --paradigms softmax,linear_relu,inline,mala -o " + path("out.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = readJson(path("out.json"));
+    EXPECT_EQ(j["input"]["dump"]["layers"][0]["keys"]["grid"], json({6, 5}));
+    for (const json& rec : j["results"]) {
+        EXPECT_EQ(rec["tokens"], 121);
+        EXPECT_EQ(rec["keys"], 31);
+        EXPECT_LE(rec["rank"]["rank"].get<int>(), 31);
+        if (rec["paradigm"] == "softmax") {
+            EXPECT_EQ(rec["rank"]["rank"], 31);  // generic keys: full column rank
+        }
+    }
+    const std::string analysisSchema =
+        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
+    EXPECT_EQ(std::system(analysisSchema.c_str()), 0);
+    r = run("locality " + in + " --paradigms softmax,linear_relu --offset-radius full -o " + path("loc.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                              "/tests/cli/reduction_check.py " + in + " " + path("out.json") + " " + path("loc.json");
+    EXPECT_EQ(std::system(check.c_str()), 0) << check;
+    const std::string schema =
+        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+        path("loc.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/locality.schema.json";
+    EXPECT_EQ(std::system(schema.c_str()), 0);
+    r = run("attention " + in + " --image 1 --layer 1 --head 0 --paradigm focused --values -o " + path("a.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json a = readJson(path("a.json"));
+    EXPECT_EQ(a["tokens"], 121);
+    EXPECT_EQ(a["keys"], 31);
+    ASSERT_EQ(a["attention"].size(), 121u);
+    EXPECT_EQ(a["attention"][0].size(), 31u);
+    EXPECT_EQ(a["output"].size(), 121u);
+    r = run("confusion " + in + " --image 0 --layer 0 --head 1 --paradigm inline -o " + path("c.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("(over 31 keys)"));
+    r = run("rollout " + in + " --image 0 --query 3,3");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("attends from 121 queries to 31 keys on a reduced grid"));
+    r = run("synth -o " + path("x.h5") + " --window 2 --reduction 2 --prefix 0");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--reduction and --window are different layouts"));
+    EXPECT_FALSE(fs::exists(path("x.h5")));
+}
+
 // Window attention (issue 10, format.md 1b) through the commands: synth --window writes Swin's
 // alternation (unshifted, then shifted with the mask), inspect lists the rules, analyze computes
 // every statistic (the rank as the union of the windows, with each window's rank), locality and

@@ -251,12 +251,75 @@ TEST_F(BadInput, QueryKeyShapeMismatch) {
     spec.k = Shape{2, 2, 5, 3};
     EXPECT_CONTAINS(openError(spec), path() +
                                          ": /layers/blocks.0: q has shape [2, 2, 5, 4] but k has shape "
-                                         "[2, 2, 5, 3]; q and k must have the same shape");
-    // Only the token count differs: a reduced key grid (PVT), named as not supported yet.
+                                         "[2, 2, 5, 3]; q and k must have the same B, heads and d");
+    // Only the token count differs: keys on a reduced grid (PVT) need the layer to say which grid.
     spec.k = Shape{2, 2, 3, 4};
-    const std::string reduced = openError(spec);
-    EXPECT_CONTAINS(reduced, "k has shape [2, 2, 3, 4]; q and k must have the same shape (keys on a reduced grid");
-    EXPECT_CONTAINS(reduced, "not supported yet");
+    spec.v = Shape{2, 2, 3, 4};
+    EXPECT_CONTAINS(openError(spec),
+                    path() +
+                        ": /layers/blocks.0: q has 5 tokens but k has 3; keys on a reduced grid "
+                        "(PVT's spatial-reduction attention) need the layer attribute key_grid [h, w]");
+}
+
+// Spatial reduction (format.md 1c): the key grid says where k and v live; every inconsistency is named.
+TEST_F(BadInput, ReducedKeyGridIsCheckedAgainstTheKeys) {
+    Spec spec;  // queries: 2x2 grid + 1 prefix = 5 tokens
+    spec.k = Shape{2, 2, 2, 4};
+    spec.v = Shape{2, 2, 2, 3};
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+    };
+    writeSpec(path(), spec);
+    {
+        const auto reader = DumpReader::open(path());
+        const LayerInfo& l = reader->info().layers[0];
+        EXPECT_TRUE(l.reducedKeys());
+        EXPECT_EQ(l.keyTokens(), 2);
+        EXPECT_EQ(l.tokens, 5);
+        const HeadActivations act = reader->readHead(1, 0, 1, true);
+        EXPECT_EQ(act.q.rows(), 5);
+        EXPECT_EQ(act.k.rows(), 2);
+        EXPECT_EQ(act.v.rows(), 2);
+    }
+    // The key grid does not hold k's tokens.
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 2});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+    };
+    EXPECT_CONTAINS(openError(spec), ": /layers/blocks.0: k has 2 tokens but key_prefix_tokens + h*w = 1 + 1*2 = 3");
+    // v on other tokens than k.
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+    };
+    spec.v = Shape{2, 2, 5, 3};
+    EXPECT_CONTAINS(openError(spec), "v has shape [2, 2, 5, 3] but k has shape [2, 2, 2, 4]");
+    spec.v = Shape{2, 2, 2, 3};
+    // Malformed attributes.
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{0, 2});
+    };
+    EXPECT_CONTAINS(openError(spec), "attribute 'key_grid' must be two positive integers [h, w], got [0, 2]");
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(-1));
+    };
+    EXPECT_CONTAINS(openError(spec), "attribute 'key_prefix_tokens' must be a non-negative integer, got -1");
+    spec.k = Shape{2, 2, 5, 4};
+    spec.v = Shape{2, 2, 5, 3};
+    spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1)); };
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has key_prefix_tokens but no key_grid");
+    // Windows over reduced keys: not a layout.
+    spec.prefix = 0;
+    spec.q = Shape{2, 2, 4, 4};
+    spec.k = Shape{2, 2, 1, 4};
+    spec.v = Shape{2, 2, 1, 3};
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "window_size", std::vector<std::int64_t>{2, 2});
+    };
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has both window_size and key_grid");
 }
 
 TEST_F(BadInput, QueryKeyDtypeMismatch) {
@@ -274,8 +337,8 @@ TEST_F(BadInput, ValueShapeMismatch) {
     Spec spec;
     spec.v = Shape{2, 3, 5, 3};
     EXPECT_CONTAINS(openError(spec), path() +
-                                         ": /layers/blocks.0: v has shape [2, 3, 5, 3] but q has shape "
-                                         "[2, 2, 5, 4]; v must have the same B, heads and N as q");
+                                         ": /layers/blocks.0: v has shape [2, 3, 5, 3] but k has shape "
+                                         "[2, 2, 5, 4]; v must have the same B, heads and tokens as k");
 }
 
 TEST_F(BadInput, TokenCountDoesNotMatchGrid) {
@@ -366,7 +429,7 @@ TEST_F(BadInput, AbsurdDeclaredSizesRejectedBeforeReading) {
     const std::string message = openError();
     EXPECT_CONTAINS(message, path() + ": /layers/blocks.0: reading one (image, layer) would need ");
     EXPECT_CONTAINS(message,
-                    "(heads 64 x N 1000001 x (2 x d 1024 + v d 0) x 8 bytes), more than "
+                    "(heads 64 x (N 1000001 x d 1024 + n 1000001 x (d 1024 + v d 0)) x 8 bytes), more than "
                     "the limit of 8 GiB");
 }
 

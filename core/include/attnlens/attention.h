@@ -25,7 +25,7 @@ const char* toString(RowStatus s);
 
 struct HeadInputs {
     const Matrix* q = nullptr;   // N x d
-    const Matrix* k = nullptr;   // N x d
+    const Matrix* k = nullptr;   // n x d: n = N unless the keys lie on a reduced grid (PVT), A is N x n
     double layerScale = 0.0;     // the layer's softmax scale (1/sqrt(d) by default)
     bool kernelApplied = false;  // the dump's q/k already went through the model's feature map
     // Window attention (window.h): each query attends to the keys of its window only. Softmax
@@ -51,26 +51,27 @@ public:
     AttentionHead(const Paradigm& paradigm, const HeadInputs& inputs);
 
     const Paradigm& paradigm() const { return paradigm_; }
-    Index tokens() const { return n_; }
+    Index tokens() const { return n_; }   // N: queries, the rows of A
+    Index keys() const { return keys_; }  // n: keys, the columns of A (N except under spatial reduction)
     Index dim() const { return d_; }
     // The effective kernel (Identity when the layer says kernel_applied).
     Kernel effectiveKernel() const { return kernel_; }
     double softmaxScale() const { return scale_; }
     double c() const { return c_; }  // the D scale actually used (Subtract, Magnitude; 1 otherwise)
 
-    // One row A_i into out (size N). O(N d), no allocation beyond out.
+    // One row A_i into out (size n). O(n d), no allocation beyond out.
     RowStatus row(Index i, Eigen::Ref<RowVector> out) const;
-    // Rows [begin, begin+count) into out (count x N); status (optional) receives one entry per row.
+    // Rows [begin, begin+count) into out (count x n); status (optional) receives one entry per row.
     void rows(Index begin, Index count, Eigen::Ref<Matrix> out, RowStatus* status = nullptr) const;
-    // The full N x N matrix.
+    // The full N x n matrix.
     Matrix matrix(std::vector<RowStatus>* status = nullptr) const;
-    // O = A V (N x dv). Linear family via (phiK^T V) in O(N d dv); softmax blockwise.
+    // O = A V (N x dv, V n x dv). Linear family via (phiK^T V) in O(n d dv); softmax blockwise.
     // Rows whose status is not Ok are NaN in the output.
     Matrix output(const Matrix& v, std::vector<RowStatus>* status = nullptr) const;
 
     // Magnitude scaling (MALA Sec. 3.2): the row of query i when the vector that enters the
     // normalisation is multiplied by a: softmax scales the (transformed) query, kernel paradigms
-    // scale phi(q_i). One dot-product pass for all factors; out is factors.size() x N.
+    // scale phi(q_i). One dot-product pass for all factors; out is factors.size() x n.
     void scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
                     RowStatus* status = nullptr) const;
 
@@ -116,7 +117,7 @@ private:
 
     Paradigm paradigm_;
     Kernel kernel_;
-    Index n_ = 0, d_ = 0;
+    Index n_ = 0, keys_ = 0, d_ = 0;
     double scale_ = 1.0;
     double c_ = 1.0;
     const Matrix* k_ = nullptr;

@@ -69,12 +69,18 @@ struct LayerInfo {
     std::string attention;  // the paradigm the model used ("" when not recorded)
     double scale = 0.0;     // softmax logit scale (attribute or 1/sqrt(d))
     bool scaleFromFile = false;
-    TokenLayout layout;  // root grid/prefix, or the layer's override
+    TokenLayout layout;  // root grid/prefix, or the layer's override (the queries' tokens)
+    // The keys' (and values') tokens: the same as layout, or the reduced key grid of
+    // spatial-reduction attention (@key_grid, @key_prefix_tokens; format.md 1c).
+    TokenLayout keyLayout;
     bool kernelApplied = false;
     std::optional<LocalBranchInfo> localBranch;
     std::optional<WindowInfo> window;
 
     bool hasValues() const { return valueDim > 0; }
+    int keyTokens() const { return int(keyLayout.tokens()); }  // n (N unless the keys are reduced)
+    bool reducedKeys() const { return !(keyLayout == layout); }
+    AttentionLayout attentionLayout() const { return {layout, keyLayout}; }
 };
 
 struct ImageInfo {
@@ -125,7 +131,7 @@ struct NonFiniteValue {
 };
 
 struct HeadActivations {
-    Matrix q, k, v;                         // N x d; v is empty when the layer has none or it was not requested
+    Matrix q, k, v;  // q N x d, k and v n x d; v is empty when the layer has none or it was not requested
     std::vector<NonFiniteValue> nonFinite;  // at most one entry per (tensor, token)
 };
 

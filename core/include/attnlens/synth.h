@@ -35,6 +35,11 @@ struct SynthOptions {
     // layers shifted by M / 2 with Swin's mask (as Swin alternates), a seeded position bias per
     // head. Needs prefix 0 and a grid divisible by M.
     int window = 0;
+    // Spatial-reduction attention (resources/format.md 1c) in every layer when > 1, as PVT's
+    // sr_ratio: keys and values on the grid reduced by R (h = H / R, w = W / R rounded down, at
+    // least 1), each key the mean of the keys of its cell of the full grid (a strided average, as
+    // PVT's strided convolution after training roughly is), prefix keys kept. No window, no branch.
+    int reduction = 1;
 };
 
 // The names of synth's labels 0 to 3: the quadrant of the image that holds the disk's centre.

@@ -16,6 +16,10 @@
 // - Weights are A as the paradigm defines it: signed paradigms (inline, mala) keep their negative
 //   weights, so their distance is a signed moment. Prefix keys' weight is reported as prefix mass.
 // - A row that is not Ok (non-finite input, zero denominator) is left out and counted as flagged.
+// - Spatial reduction (keys on a reduced h x w grid, format.md 1c): a key's position is its cell's
+//   centre in the queries' grid units (AttentionLayout::keyCentreY/X), so D_i is still in query
+//   grid units and is summed directly per (query, key); the offset map is on the key grid, with
+//   (dy, dx) = key cell minus the query's key cell (AttentionLayout::keyRow/keyCol): (2h-1) x (2w-1).
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -32,15 +36,19 @@ namespace attnlens {
 
 // Sums of one (layer, head, paradigm) over the queries and images added so far.
 struct LocalityAccumulator {
-    int gridH = 0, gridW = 0;
+    int gridH = 0, gridW = 0;               // the keys' grid (the layer's grid unless the keys are reduced)
     std::vector<double> offsetSum;          // (2H-1) x (2W-1), row-major, dy = -(H-1) first
     std::vector<std::int64_t> offsetCount;  // how many (query, key) pairs each offset summed
     double prefixMassSum = 0;               // sum over queries of the prefix keys' weight
     std::int64_t queries = 0;               // spatial queries with Ok rows
     std::int64_t flagged = 0;               // spatial queries left out (row not Ok)
+    // Spatial reduction: sum over queries of D_i, summed directly (offsets on the key grid are not
+    // distances in query grid units).
+    bool directDistance = false;
+    double distanceSum = 0;
 
     LocalityAccumulator() = default;
-    explicit LocalityAccumulator(const TokenLayout& layout);
+    explicit LocalityAccumulator(const AttentionLayout& layout);
     int rows() const { return 2 * gridH - 1; }
     int cols() const { return 2 * gridW - 1; }
     std::size_t cell(int dy, int dx) const {
@@ -56,7 +64,7 @@ struct LocalityAccumulator {
 };
 
 // Adds the spatial rows of one head: rows are computed in blocks of blockRows (never N x N).
-void accumulateLocality(const AttentionHead& head, const TokenLayout& layout, LocalityAccumulator& acc,
+void accumulateLocality(const AttentionHead& head, const AttentionLayout& layout, LocalityAccumulator& acc,
                         Index blockRows = 128);
 
 struct LocalityRequest {

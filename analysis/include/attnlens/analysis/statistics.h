@@ -21,7 +21,7 @@ struct SpectrumOptions {
 };
 struct SpectrumResult {
     std::vector<double> singularValues;  // descending
-    Index size = 0;                      // side of the (sub)matrix analysed
+    Index size = 0;                      // side of the (sub)matrix analysed (the larger side of N x n)
     double relativeTolerance = 0;
     double tolerance = 0;      // absolute: relativeTolerance * sigma_max
     int rank = 0;              // #{sigma > tolerance}
@@ -32,7 +32,8 @@ struct SpectrumResult {
     std::vector<int> windowRanks;
 };
 // Linear family: from the factorised form in O(N r^2). Softmax: dense SVD of the matrix.
-SpectrumResult spectrum(const AttentionHead& head, const TokenLayout& layout, const SpectrumOptions& options,
+// layout: the layer's queries and keys (a TokenLayout converts to one where the keys are the queries').
+SpectrumResult spectrum(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options,
                         const Matrix* fullMatrix = nullptr);
 // Reference path: dense SVD of any matrix (used by tests to check the factorised path).
 SpectrumResult denseSpectrum(const Matrix& a, const SpectrumOptions& options);
@@ -45,16 +46,17 @@ SpectrumResult blockDiagonalSpectrum(const Matrix& a, const WindowPartition& win
 struct LocalMassResult {
     int k = 3;
     double mean = 0;               // mean over spatial queries with finite rows
-    double uniformBaseline = 0;    // mean_i |window_i| / N (border-clipped windows)
-    double paperBaseline = 0;      // k^2 / N
+    double uniformBaseline = 0;    // mean_i |window_i| / n (border-clipped windows; n keys, N without reduction)
+    double paperBaseline = 0;      // k^2 / n
     std::vector<double> perQuery;  // gridH*gridW, row-major; NaN for flagged rows
     Index queries = 0;             // spatial queries averaged
 };
 // Window sizes k: odd (the window is centred on the query), in [kMinLocalK, kMaxLocalK].
 inline constexpr int kMinLocalK = 1, kMaxLocalK = 99;
-// a: the full N x N matrix; status: per-row status (may be empty = all Ok).
-std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
-                                       std::span<const int> ks);
+// a: the full N x n matrix; status: per-row status (may be empty = all Ok). Under spatial reduction
+// the window is centred on the query's key cell (AttentionLayout::keyRow/keyCol) on the key grid.
+std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
+                                       const AttentionLayout& layout, std::span<const int> ks);
 
 // ---- Entropy, maximum weight and negative mass of rows -------------------------------------------
 struct EntropyResult {
@@ -240,6 +242,7 @@ void validate(const MagnitudeOptions& options);
 void validateLocalK(std::span<const int> ks);
 struct HeadStatistics {
     Index tokens = 0;
+    Index keys = 0;         // n: the columns of A (tokens, unless the keys lie on a reduced grid)
     Index flaggedRows = 0;  // rows with status != Ok
     std::optional<SpectrumResult> spectrum;
     std::vector<LocalMassResult> local;
@@ -272,7 +275,7 @@ struct DenseNeeds {
 DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bool withBranch);
 // branch: the head's local branch, analysed beside A (rank and local mass as selected in
 // options.stats); nullptr for none.
-HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const TokenLayout& layout,
+HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& layout,
                            const AnalysisOptions& options, const LocalBranchHead* branch = nullptr);
 
 }  // namespace attnlens

@@ -1,0 +1,298 @@
+// Spatial-reduction attention (PVT, resources/format.md 1c): keys on a reduced h x w grid, A is N x n.
+// Every statistic against a closed form on hand-built rows or a second computation (direct
+// element-wise formulas, dense SVD, brute-force pairs, explicit index sets).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "analysis_test_util.h"
+#include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/rollout.h"
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/error.h"
+#include "attnlens/paradigm.h"
+
+namespace attnlens {
+namespace {
+
+using testing::makeHead;
+using testing::randomNormal;
+
+// Queries on 4 x 6 + 1 prefix (N = 25), keys on 2 x 3 + 1 prefix (n = 7), d = 5.
+const TokenLayout kQueries{4, 6, 1};
+const TokenLayout kKeys{2, 3, 1};
+const AttentionLayout kGeometry(kQueries, kKeys);
+
+// The row of query i straight from the paradigm's definition (README "Paradigms"), element by
+// element, with n = the keys.
+RowVector directRow(const Paradigm& p, const Matrix& q, const Matrix& k, Index i) {
+    const Index n = k.rows();
+    const double d = double(q.cols());
+    RowVector out(n);
+    const Matrix tq = applyQueryTransform(p.transform, p, q);
+    if (p.normalisation == Normalisation::Softmax) {
+        const double s = p.softmaxScale.value_or(1.0 / std::sqrt(d));
+        double total = 0;
+        for (Index j = 0; j < n; ++j) total += std::exp(s * tq.row(i).dot(k.row(j)));
+        for (Index j = 0; j < n; ++j) out[j] = std::exp(s * tq.row(i).dot(k.row(j))) / total;
+        return out;
+    }
+    const Matrix pq = applyKernel(p.kernel, p, tq), pk = applyKernel(p.kernel, p, k);
+    RowVector dots(n);
+    for (Index j = 0; j < n; ++j) dots[j] = pq.row(i).dot(pk.row(j));
+    const double c = p.c.value_or(1.0 / (std::sqrt(d) * double(n)));
+    const double z = c * dots.sum();
+    for (Index j = 0; j < n; ++j) {
+        switch (p.normalisation) {
+            case Normalisation::Divide:
+                out[j] = dots[j] / (dots.sum() + double(n) * p.eps);
+                break;
+            case Normalisation::Subtract:
+                out[j] = c * dots[j] - z / double(n) + 1.0 / double(n);
+                break;
+            case Normalisation::Magnitude:
+                out[j] = c * dots[j] * (1.0 + 1.0 / (z + p.eps)) - z / double(n);
+                break;
+            case Normalisation::Softmax:
+                break;
+        }
+    }
+    return out;
+}
+
+TEST(SpatialReduction, KeyCellOfAQueryIsTheCellHoldingItsCentre) {
+    for (int bigH : {1, 5, 8, 14, 56})
+        for (int h : {1, 2, 3, 7}) {
+            if (h > bigH) continue;
+            const AttentionLayout g(TokenLayout{bigH, bigH, 0}, TokenLayout{h, h, 0});
+            for (int y = 0; y < bigH; ++y) {
+                const int expected = int(std::floor((y + 0.5) * h / bigH));
+                EXPECT_EQ(g.keyRow(y), expected) << bigH << " " << h << " " << y;
+                EXPECT_EQ(g.keyCol(y), expected);
+                // The cell's centre lies within half a cell of the query.
+                EXPECT_LE(std::abs(g.keyCentreY(g.keyRow(y)) - y), 0.5 * double(bigH) / h + 1e-12);
+            }
+        }
+    // Strided reduction by 2: queries 0, 1 in cell 0 (centre 0.5), 2, 3 in cell 1 (centre 2.5).
+    const AttentionLayout g(TokenLayout{4, 4, 0}, TokenLayout{2, 2, 0});
+    EXPECT_EQ(g.keyRow(1), 0);
+    EXPECT_EQ(g.keyRow(2), 1);
+    EXPECT_DOUBLE_EQ(g.keyCentreY(0), 0.5);
+    EXPECT_DOUBLE_EQ(g.keyCentreX(1), 2.5);
+    EXPECT_TRUE(g.reducedKeys());
+    EXPECT_FALSE(AttentionLayout(TokenLayout{4, 4, 0}).reducedKeys());
+}
+
+TEST(SpatialReduction, RowsMatrixAndOutputFollowTheDefinitionsForEveryPreset) {
+    const Matrix q = randomNormal(kQueries.tokens(), 5, 11), k = randomNormal(kKeys.tokens(), 5, 12);
+    const Matrix v = randomNormal(kKeys.tokens(), 3, 13);
+    for (const std::string& name : testing::allPresetNames()) {
+        SCOPED_TRACE(name);
+        const auto h = makeHead(presetParadigm(name), q, k);
+        EXPECT_EQ((**h).tokens(), 25);
+        EXPECT_EQ((**h).keys(), 7);
+        const Matrix a = (**h).matrix();
+        ASSERT_EQ(a.rows(), 25);
+        ASSERT_EQ(a.cols(), 7);
+        for (Index i = 0; i < a.rows(); ++i) {
+            const RowVector want = directRow(presetParadigm(name), q, k, i);
+            EXPECT_LT((a.row(i) - want).cwiseAbs().maxCoeff(), 1e-13) << "row " << i;
+        }
+        // O = A V with V on the keys (the factorised path for kernel paradigms).
+        EXPECT_LT(((**h).output(v) - a * v).cwiseAbs().maxCoeff(), 1e-12);
+        if ((**h).hasLowRankForm()) {
+            const LowRankForm f = (**h).lowRankForm();
+            Matrix fromForm = f.rowScale.asDiagonal() * (f.phiQ * f.phiK.transpose());
+            if (f.hasOffset) fromForm += f.rowOffset * RowVector::Ones(7);
+            EXPECT_LT((fromForm - a).cwiseAbs().maxCoeff(), 1e-13);
+        }
+    }
+    // V on the queries' tokens is an input error, not a wrong product.
+    const auto h = makeHead(presetParadigm("softmax"), q, k);
+    EXPECT_THROW((**h).output(randomNormal(25, 3, 1)), Error);
+}
+
+TEST(SpatialReduction, SpectrumOfTheRectangularMatrixEqualsADenseSvd) {
+    const Matrix q = randomNormal(kQueries.tokens(), 3, 21), k = randomNormal(kKeys.tokens(), 3, 22);
+    for (const std::string& name : testing::allPresetNames()) {
+        SCOPED_TRACE(name);
+        const auto h = makeHead(presetParadigm(name), q, k);
+        const Matrix a = (**h).matrix();
+        for (bool spatialOnly : {false, true}) {
+            SpectrumOptions opt;
+            opt.spatialOnly = spatialOnly;
+            const SpectrumResult got = spectrum(**h, kGeometry, opt);
+            // Spatial only: the queries' prefix rows and the keys' prefix columns go.
+            const Index r0 = spatialOnly ? 1 : 0, c0 = spatialOnly ? 1 : 0;
+            const SpectrumResult want = denseSpectrum(a.bottomRightCorner(a.rows() - r0, a.cols() - c0), opt);
+            EXPECT_EQ(got.size, std::max(a.rows() - r0, a.cols() - c0));
+            EXPECT_EQ(got.rank, want.rank);
+            EXPECT_NEAR(got.effectiveRank, want.effectiveRank, 1e-10);
+            for (std::size_t i = 0; i < got.singularValues.size(); ++i)
+                EXPECT_NEAR(got.singularValues[i], want.singularValues[i], 1e-12);
+            EXPECT_LE(got.rank, 7);
+        }
+    }
+    // d = 3 keys' features: the linear family's rank is at most d (+1 for the offset); softmax
+    // reaches n = 7 with generic keys.
+    SpectrumOptions opt;
+    EXPECT_EQ(spectrum(**makeHead(presetParadigm("softmax"), q, k), kGeometry, opt).rank, 7);
+    EXPECT_LE(spectrum(**makeHead(presetParadigm("linear_relu"), q, k), kGeometry, opt).rank, 3);
+}
+
+TEST(SpatialReduction, LocalMassCountsTheWindowAroundTheQuerysKeyCell) {
+    // Queries 4 x 4, keys 2 x 2 (no prefix): every query's key cell is (y / 2, x / 2).
+    const AttentionLayout g(TokenLayout{4, 4, 0}, TokenLayout{2, 2, 0});
+    Matrix oneHot = Matrix::Zero(16, 4);
+    for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 4; ++x) oneHot(y * 4 + x, (y / 2) * 2 + x / 2) = 1.0;
+    const std::vector<int> ks{1, 3};
+    auto r = localMass(oneHot, {}, g, ks);
+    EXPECT_DOUBLE_EQ(r[0].mean, 1.0);
+    EXPECT_DOUBLE_EQ(r[1].mean, 1.0);
+    // k = 1: one key of n = 4; k = 3 covers the whole 2 x 2 key grid from every cell.
+    EXPECT_DOUBLE_EQ(r[0].uniformBaseline, 0.25);
+    EXPECT_DOUBLE_EQ(r[1].uniformBaseline, 1.0);
+    EXPECT_DOUBLE_EQ(r[1].paperBaseline, 9.0 / 4.0);
+    // A row on the neighbouring cell is outside the 1 x 1 window and inside the 3 x 3 one.
+    Matrix shifted = Matrix::Zero(16, 4);
+    for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 4; ++x) shifted(y * 4 + x, (y / 2) * 2 + (1 - x / 2)) = 1.0;
+    r = localMass(shifted, {}, g, ks);
+    EXPECT_DOUBLE_EQ(r[0].mean, 0.0);
+    EXPECT_DOUBLE_EQ(r[1].mean, 1.0);
+    // Random rows on a layout with prefixes: the explicit index set per query.
+    const Matrix q = randomNormal(kQueries.tokens(), 5, 31), k = randomNormal(kKeys.tokens(), 5, 32);
+    const Matrix a = (**makeHead(presetParadigm("inline"), q, k)).matrix();
+    const std::vector<int> k3{3};
+    const LocalMassResult got = localMass(a, {}, kGeometry, k3)[0];
+    double sum = 0;
+    for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 6; ++x) {
+            const int ky = int(std::floor((y + 0.5) * 2 / 4)), kx = int(std::floor((x + 0.5) * 3 / 6));
+            double mass = 0;
+            for (int yy = 0; yy < 2; ++yy)
+                for (int xx = 0; xx < 3; ++xx)
+                    if (std::abs(yy - ky) <= 1 && std::abs(xx - kx) <= 1) mass += a(1 + y * 6 + x, 1 + yy * 3 + xx);
+            EXPECT_NEAR(got.perQuery[std::size_t(y * 6 + x)], mass, 1e-15);
+            sum += mass;
+        }
+    EXPECT_NEAR(got.mean, sum / 24.0, 1e-15);
+    // A matrix of the wrong shape for the layout is an input error.
+    EXPECT_THROW(localMass(Matrix::Zero(25, 25), {}, kGeometry, k3), Error);
+}
+
+TEST(SpatialReduction, LocalityMeasuresDistancesToTheKeyCellsCentres) {
+    // One-hot rows on the query's own key cell: every query of a 4 x 4 grid over 2 x 2 cells lies
+    // half a cell from its cell's centre in both directions, distance sqrt(0.5).
+    const TokenLayout queries{4, 4, 0}, keys{2, 2, 0};
+    const AttentionLayout g(queries, keys);
+    Matrix q = Matrix::Zero(16, 4), k = Matrix::Identity(4, 4) * 40.0;
+    for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 4; ++x) q.row(y * 4 + x) = k.row((y / 2) * 2 + x / 2);
+    Paradigm p = presetParadigm("softmax");
+    p.softmaxScale = 1.0;  // logits 1600 apart: one-hot to double precision
+    const auto h = makeHead(p, q, k);
+    LocalityAccumulator acc(g);
+    accumulateLocality(**h, g, acc);
+    EXPECT_EQ(acc.gridH, 2);
+    EXPECT_TRUE(acc.directDistance);
+    EXPECT_EQ(acc.queries, 16);
+    EXPECT_NEAR(acc.meanDistance(), std::sqrt(0.5), 1e-12);
+    EXPECT_NEAR(acc.offsetMean(0, 0), 1.0, 1e-12);
+    EXPECT_NEAR(acc.offsetMean(1, 0), 0.0, 1e-12);
+    // Random rows with prefixes: the pairwise formula, query by query.
+    const Matrix rq = randomNormal(kQueries.tokens(), 5, 41), rk = randomNormal(kKeys.tokens(), 5, 42);
+    const auto rh = makeHead(presetParadigm("mala"), rq, rk);
+    LocalityAccumulator racc(kGeometry);
+    accumulateLocality(**rh, kGeometry, racc, 5);
+    const Matrix a = (**rh).matrix();
+    double distance = 0, prefixMass = 0;
+    for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 6; ++x) {
+            const Index i = kQueries.token(y, x);
+            prefixMass += a(i, 0);
+            for (int ky = 0; ky < 2; ++ky)
+                for (int kx = 0; kx < 3; ++kx)
+                    distance += a(i, kKeys.token(ky, kx)) *
+                                std::hypot((ky + 0.5) * 4.0 / 2.0 - 0.5 - y, (kx + 0.5) * 6.0 / 3.0 - 0.5 - x);
+        }
+    EXPECT_NEAR(racc.meanDistance(), distance / 24.0, 1e-13);
+    EXPECT_NEAR(racc.meanPrefixMass(), prefixMass / 24.0, 1e-15);
+    // Sums of a reduced layer do not mix with a plain layer's of the same key grid size.
+    LocalityAccumulator plain(TokenLayout{2, 3, 1});
+    EXPECT_THROW(plain.add(racc), Error);
+}
+
+TEST(SpatialReduction, ConfusionMagnitudeAndInjectivityWorkOnRectangularRows) {
+    Matrix q = randomNormal(kQueries.tokens(), 5, 51);
+    q.row(7) = q.row(3) * 2.0;  // Divide ignores the magnitude: rows 3 and 7 coincide
+    const Matrix k = randomNormal(kKeys.tokens(), 5, 52);
+    for (const std::string& name : testing::allPresetNames()) {
+        SCOPED_TRACE(name);
+        const auto h = makeHead(presetParadigm(name), q, k);
+        const Matrix a = (**h).matrix();
+        ConfusionOptions opt;
+        opt.tau = 0.05;
+        const ConfusionResult fast = confusion(**h, q, opt);
+        const ConfusionResult brute = confusionBruteForce(a, q, opt);
+        EXPECT_EQ(fast.confusedPairs, brute.confusedPairs);
+        EXPECT_EQ(fast.identicalQueryPairs, brute.identicalQueryPairs);
+        // The magnitude curve at a = 1 is the row itself.
+        MagnitudeOptions mo;
+        mo.log2Min = -1;
+        mo.log2Max = 1;
+        mo.points = 3;
+        const MagnitudeCurve c = magnitudeCurve(**h, 9, mo);
+        EXPECT_NEAR(c.maxWeight[1], a.row(9).maxCoeff(), 1e-13);
+        const MagnitudeCurve mean = meanMagnitudeCurve(**h, mo);
+        EXPECT_EQ(mean.queriesAveraged + 0, 25);
+        // n = 7 keys of d = 5 features: rank(phi(K)) <= 5 and the keys are counted.
+        const InjectivityConditions ic = injectivityConditions(**h, k);
+        EXPECT_EQ(ic.keys, 7);
+        EXPECT_LE(ic.rankFeatures, 5);
+    }
+    EXPECT_GE(confusion(**makeHead(presetParadigm("linear_relu"), q, k), q, ConfusionOptions{0.05}).confusedPairs, 1);
+    // Fewer keys than features: rank(K) = n < d, Proposition 1's condition fails.
+    const Matrix fewKeys = randomNormal(3, 5, 53);
+    const InjectivityConditions few =
+        injectivityConditions(**makeHead(presetParadigm("softmax"), randomNormal(9, 5, 54), fewKeys), fewKeys);
+    EXPECT_EQ(few.rankFeatures, 3);
+    EXPECT_FALSE(few.conditionsMet);
+}
+
+TEST(SpatialReduction, AnalyzeHeadAgreesWithTheSeparateStatisticsAndRolloutRefuses) {
+    const Matrix q = randomNormal(kQueries.tokens(), 5, 61), k = randomNormal(kKeys.tokens(), 5, 62);
+    for (const std::string& name : testing::allPresetNames()) {
+        SCOPED_TRACE(name);
+        const auto h = makeHead(presetParadigm(name), q, k);
+        AnalysisOptions options;
+        options.perQueryMaps = true;
+        // Local mass, entropy and magnitude together share the raw rows of one GEMM (N x n).
+        const HeadStatistics s = analyzeHead(**h, q, kGeometry, options);
+        EXPECT_EQ(s.tokens, 25);
+        EXPECT_EQ(s.keys, 7);
+        const Matrix a = (**h).matrix();
+        EXPECT_EQ(s.spectrum->rank, spectrum(**h, kGeometry, options.spectrum).rank);
+        const std::vector<LocalMassResult> local = localMass(a, {}, kGeometry, options.localK);
+        for (std::size_t i = 0; i < local.size(); ++i) EXPECT_NEAR(s.local[i].mean, local[i].mean, 1e-14);
+        EXPECT_NEAR(s.entropy->meanEntropy, entropyStatistics(a, {}).meanEntropy, 1e-14);
+        const MagnitudeCurve m = meanMagnitudeCurve(**h, options.magnitude);
+        for (std::size_t f = 0; f < m.maxWeight.size(); ++f)
+            EXPECT_NEAR(s.magnitude->maxWeight[f], m.maxWeight[f], 1e-13);
+    }
+    // Layout and head disagree: the keys are counted too.
+    const auto h = makeHead(presetParadigm("softmax"), q, k);
+    EXPECT_THROW(analyzeHead(**h, q, kQueries, AnalysisOptions{}), Error);
+    // Rollout needs square matrices.
+    const std::vector<RolloutLayer> layers{{h->head.get()}};
+    try {
+        rolloutRow(layers, 3, RolloutOptions{}, 1);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("25 queries to 7 keys on a reduced grid"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace attnlens
