@@ -214,6 +214,7 @@ void CompareView::rebuild() {
 
     const Selection& sel = session_->selection();
     const TokenLayout& l = session_->layout();
+    const TokenLayout& keys = session_->keyLayout();  // the row's weights (format.md 1c)
     const Preferences& prefs = session_->preferences();
     const auto& ps = session_->paradigms();
 
@@ -247,7 +248,7 @@ void CompareView::rebuild() {
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
         const RowData& r = session_->mapRow(p.paradigm);
-        fillTokenGrid(p.map, builtLayout_, r.values);
+        fillTokenGrid(p.map, session_->attentionLayout(), r.values);
         lo = std::min(lo, r.colourMin);
         hi = std::max(hi, r.colourMax);
         anySigned |= (!r.rollout && ps[std::size_t(p.paradigm)].signedWeights()) || r.minFinite < 0;
@@ -269,8 +270,8 @@ void CompareView::rebuild() {
             title = QString::fromStdString(para.name);
             // "rollout" is in the header: a longer title per panel would widen the grid of panels.
             if (r.withBranch) title += QStringLiteral(" + M_c");
-            for (int i = 0; i < l.prefix; ++i)
-                title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(r.values[i]));
+            for (int i = 0; i < keys.prefix; ++i)
+                title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(r.values[i]));
             if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0)
                 title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
         } else {
@@ -278,7 +279,7 @@ void CompareView::rebuild() {
             const RowData& a = rollout ? session_->mapRow(diffA_) : session_->row(diffA_);
             const RowData& b = rollout ? session_->mapRow(diffB_) : session_->row(diffB_);
             const RowVector diff = a.values - b.values;
-            fillTokenGrid(p.map, builtLayout_, diff);
+            fillTokenGrid(p.map, session_->attentionLayout(), diff);
             double dlo = INFINITY, dhi = -INFINITY;
             for (Index j = 0; j < diff.size(); ++j)
                 if (std::isfinite(diff[j])) {
@@ -289,8 +290,8 @@ void CompareView::rebuild() {
             range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
             title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
                                                   QString::fromStdString(ps[std::size_t(diffB_)].name));
-            for (int i = 0; i < l.prefix; ++i)
-                title += QStringLiteral("  %1 %2").arg(prefixName(i, l.prefix), formatWeight(diff[i]));
+            for (int i = 0; i < keys.prefix; ++i)
+                title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(diff[i]));
         }
         const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                              : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
@@ -375,7 +376,7 @@ void CompareView::onMouseMove(QMouseEvent* e) {
     for (Panel& p : panels_) {
         int x = 0, y = 0;
         if (cellAt(p.map, e->position(), &x, &y)) {
-            const Index key = builtLayout_.token(y, x);
+            const Index key = session_->attentionLayout().keyToken(y, x);
             const bool rollout = session_->rolloutShown();
             const bool e = !rollout && p.paradigm >= 0 && session_->localBranch() != nullptr;
             Q_EMIT hoverText(
@@ -385,7 +386,8 @@ void CompareView::onMouseMove(QMouseEvent* e) {
                                                                                       : QStringLiteral("A"))
                     .arg(rollout ? session_->rolloutQuery() : session_->selection().query)
                     .arg(key)
-                    .arg(tokenName(builtLayout_, key), formatWeight(p.map->data()->cell(x, y))));
+                    .arg(tokenName(session_->keyLayout(), key) + keyGridNote(session_->attentionLayout()),
+                         formatWeight(p.map->data()->cell(x, y))));
             return;
         }
     }

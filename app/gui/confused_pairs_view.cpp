@@ -190,7 +190,7 @@ void ConfusedPairsView::rebuild() {
     const TokenLayout& l = session_->layout();
     builtLayout_ = l;
     auto* body = addBody(plot_, 2);
-    RowVector rows[2] = {RowVector(l.tokens()), RowVector(l.tokens())};
+    RowVector rows[2] = {RowVector(headPtr->keys()), RowVector(headPtr->keys())};
     headPtr->row(pair.p, rows[0]);
     headPtr->row(pair.q, rows[1]);
     double lo = INFINITY, hi = -INFINITY;
@@ -213,7 +213,7 @@ void ConfusedPairsView::rebuild() {
         p = addHeatmapPanel(plot_, cell, true, 10);
         setupGridAxes(p.rect, l.gridH, l.gridW, QString(), QString());
         sizeTokenGrid(p.map, l);
-        fillTokenGrid(p.map, l, rows[i]);
+        fillTokenGrid(p.map, session_->attentionLayout(), rows[i]);
         p.map->setGradient(g);
         p.map->setDataRange(QCPRange(range.lower, range.upper));
         p.scale->setGradient(g);

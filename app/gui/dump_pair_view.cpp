@@ -128,7 +128,7 @@ void DumpPairView::syncSecond() {
 }
 
 void DumpPairView::fillPanel(Panel& p, const RowData& row, const Paradigm& paradigm) {
-    fillTokenGrid(p.map, p.layout, row.values);
+    fillTokenGrid(p.map, p.geometry, row.values);
     const Preferences& prefs = session_->preferences();
     const bool diverging = paradigm.signedWeights() || row.minFinite < 0 || row.withBranch;
     const ColorRange range = colorRangeFor(row.minFinite, row.maxFinite, diverging);
@@ -176,6 +176,7 @@ void DumpPairView::rebuild() {
                 sizeTokenGrid(p.map, l);
                 p.layout = l;
             }
+            p.geometry = s->attentionLayout();
             const Selection& sel = s->selection();
             const Paradigm& para = s->paradigms()[std::size_t(sel.paradigm)];
             title = QStringLiteral("%1 · %2 · %3")
@@ -187,8 +188,9 @@ void DumpPairView::rebuild() {
                 const RowData& row = i == 0 ? s->shownRow(sel.paradigm) : s->row(sel.paradigm);
                 fillPanel(p, row, para);
                 if (row.withBranch) title += QStringLiteral(" + M_c");
-                for (int t = 0; t < l.prefix; ++t)
-                    title += QStringLiteral("  %1 %2").arg(prefixName(t, l.prefix), formatWeight(row.values[t]));
+                for (int t = 0; t < p.geometry.keys.prefix; ++t)
+                    title += QStringLiteral("  %1 %2").arg(prefixName(t, p.geometry.keys.prefix),
+                                                           formatWeight(row.values[t]));
                 if (row.status != RowStatus::Ok || row.nonFiniteEntries > 0)
                     title += QStringLiteral("  [row flagged: %1]").arg(QString::fromUtf8(toString(row.status)));
             }
@@ -240,12 +242,13 @@ void DumpPairView::onMouseMove(QMouseEvent* e) {
         const Panel& p = panels_[i];
         int x = 0, y = 0;
         if (!p.map || !p.map->visible() || !cellAt(p.map, e->position(), &x, &y)) continue;
-        const Index key = p.layout.token(y, x);
+        const Index key = p.geometry.keyToken(y, x);
         Q_EMIT hoverText(QStringLiteral("%1: A[%2, %3 %4] = %5")
                              .arg(QFileInfo(sessions[i]->path()).fileName())
                              .arg(sessions[i]->selection().query)
                              .arg(key)
-                             .arg(tokenName(p.layout, key), formatWeight(p.map->data()->cell(x, y))));
+                             .arg(tokenName(p.geometry.keys, key) + keyGridNote(p.geometry),
+                                  formatWeight(p.map->data()->cell(x, y))));
         return;
     }
     Q_EMIT hoverText(QString());

@@ -27,6 +27,7 @@ public:
     bool fitAspect() override;
 
     struct Panel : HeatmapPanel {
+        AttentionLayout geometry;  // where the row's keys are (fillTokenGrid)
         TokenLayout layout{-1, -1, -1};
         QString error;  // shown instead of the map ("image 7 is not in the second dump")
     };

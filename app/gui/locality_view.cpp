@@ -199,18 +199,27 @@ void LocalityView::rebuild() {
         return;
     }
     const int r = std::min({radius_, shown_->gridH - 1, shown_->gridW - 1});
-    mapTitle->setText(QStringLiteral("Offset map M(dy, dx), centre = the query\n%1 · head %2 · %3")
-                          .arg(QString::fromStdString(session_->layerInfo().name))
-                          .arg(sel.head)
-                          .arg(QString::fromStdString(report->paradigms[std::size_t(reportParadigm)].name)));
+    // Spatial reduction: offsets on the key grid, from the query's key cell (format.md 1c).
+    const bool onKeys = shown_->directDistance;
+    mapTitle->setText(
+        QStringLiteral("Offset map M(dy, dx), centre = %1\n%2 · head %3 · %4")
+            .arg(onKeys
+                     ? QStringLiteral("the query's cell of the %1 x %2 key grid").arg(shown_->gridH).arg(shown_->gridW)
+                     : QStringLiteral("the query"))
+            .arg(QString::fromStdString(session_->layerInfo().name))
+            .arg(sel.head)
+            .arg(QString::fromStdString(report->paradigms[std::size_t(reportParadigm)].name)));
     auto* mapBody = new QCPLayoutGrid;
     mapBody->setColumnSpacing(0);
     mapCell->addElement(1, 0, mapBody);
     mapRect_ = new QCPAxisRect(plot_);
     mapBody->addElement(0, 0, mapRect_);
     const int side = 2 * r + 1;
-    setupGridAxes(mapRect_, side, side, QStringLiteral("dx (key column − query column)"),
-                  QStringLiteral("dy (key row − query row)"));
+    setupGridAxes(
+        mapRect_, side, side,
+        onKeys ? QStringLiteral("dx (key cell column − the query's)")
+               : QStringLiteral("dx (key column − query column)"),
+        onKeys ? QStringLiteral("dy (key cell row − the query's)") : QStringLiteral("dy (key row − query row)"));
     map_ = new QCPColorMap(mapRect_->axis(QCPAxis::atBottom), mapRect_->axis(QCPAxis::atLeft));
     map_->setInterpolate(false);
     map_->data()->setSize(side, side);

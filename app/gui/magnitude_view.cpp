@@ -75,7 +75,7 @@ void MagnitudeView::rebuild() {
     std::vector<double> factors;
     const auto all = opts.factors();
     for (std::size_t i = 0; i < all.size(); i += 2) factors.push_back(all[i]);
-    Matrix scaled(Index(factors.size()), fh->tokens());
+    Matrix scaled(Index(factors.size()), fh->keys());
     fh->scaledRows(sel.query, factors, scaled);
     QCPLegend* distLegend = addLegend(plot_, dist, Qt::AlignTop | Qt::AlignRight);
     std::vector<double> distValues;

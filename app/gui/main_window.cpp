@@ -808,13 +808,19 @@ void MainWindow::syncSelectionWidgets() {
         if (layer_->count() != int(info.layers.size()) ||
             (layer_->count() > 0 && layer_->itemData(0).toString() != QString::fromStdString(info.layers[0].name))) {
             layer_->clear();
+            // Hierarchical dumps (grids differ between layers): each layer's grid and layout beside
+            // its name, so that the stages read from the list.
+            const bool hierarchical = std::any_of(info.layers.begin(), info.layers.end(), [&](const LayerInfo& l) {
+                return !(l.layout == info.layers.front().layout) || l.reducedKeys() || l.window;
+            });
             for (const LayerInfo& l : info.layers) {
                 const QString name = QString::fromStdString(l.name);
                 // The attention the model used beside the name, so the box says which is which.
-                layer_->addItem(l.attention.empty()
-                                    ? name
-                                    : QStringLiteral("%1 · %2").arg(name, QString::fromStdString(l.attention)),
-                                name);
+                QString text = l.attention.empty()
+                                   ? name
+                                   : QStringLiteral("%1 · %2").arg(name, QString::fromStdString(l.attention));
+                if (hierarchical) text += QStringLiteral(" · ") + layerLayoutLabel(l);
+                layer_->addItem(text, name);
             }
             model_->clear();
             statsModel_->clear();

@@ -18,6 +18,7 @@ MatrixImage buildMatrixImage(const Eigen::Ref<const Eigen::Matrix<double, -1, -1
     MatrixImage m;
     const Index n = a.rows();
     m.tokens = n;
+    m.keys = a.cols();
     double lo = INFINITY, hi = -INFINITY, maxAbs = 0;
     for (Index i = 0; i < n; ++i) {
         bool flagged = false;
@@ -181,10 +182,17 @@ bool MatrixView::fitAspect() {
     // The axis rect gets the matrix's (square) aspect from its margins, so the axes sit on the
     // matrix's edges and the colour bar next to it. Until the user zooms or pans the whole matrix
     // is shown; afterwards the zoom is kept and only the y span follows the x span.
-    const int n = int(shownTokens_);
-    bool changed = fitGridMargins(rect_, n, n, scale_, !userZoomed_);
+    // Square cells, except for an N x n matrix (spatial reduction, n << N), whose key columns are
+    // widened until the matrix is at most twice as tall as wide.
+    const bool rectangular = shownKeys_ != shownTokens_;
+    const int shownWidth = rectangular ? int(std::max(shownKeys_, shownTokens_ / 2)) : int(shownKeys_);
+    bool changed = fitGridMargins(rect_, int(shownTokens_), shownWidth, scale_, false);
+    if (!userZoomed_) {
+        rect_->axis(QCPAxis::atBottom)->setRange(-0.5, double(shownKeys_) - 0.5);
+        rect_->axis(QCPAxis::atLeft)->setRange(-0.5, double(shownTokens_) - 0.5);
+    }
     changed |= alignVertically(scale_, rect_->margins());
-    if (userZoomed_ && rect_->width() >= 4 && rect_->height() >= 4) {
+    if (!rectangular && userZoomed_ && rect_->width() >= 4 && rect_->height() >= 4) {
         QCPAxis* x = rect_->axis(QCPAxis::atBottom);
         QCPAxis* y = rect_->axis(QCPAxis::atLeft);
         const double wantY = x->range().size() * rect_->height() / rect_->width();
@@ -255,7 +263,7 @@ void MatrixView::rebuild() {
         }
         const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
         const bool logScale = log_;
-        const long long n = head->tokens();
+        const long long n = head->tokens(), nKeys = head->keys();
         // The windows' tokens one after the other (each in position order).
         std::vector<Index> order;
         if (byWindow_ && session_->layerInfo().window) {
@@ -266,14 +274,15 @@ void MatrixView::rebuild() {
         const std::string whereHead = session_->layerWhere();
         session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
             slot,
-            QStringLiteral("%1 matrix %2 x %2")
+            QStringLiteral("%1 matrix %2 x %3")
                 .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
-                .arg(n),
+                .arg(n)
+                .arg(nKeys),
             [head, signedP, logScale, branch, order, headWhere = whereHead](const JobContext& ctx) {
                 // A and its N x N image (4 bytes a pixel).
-                checkFitsInMemory(denseMatrixBytes(head->tokens(), 1) * 1.5,
+                checkFitsInMemory(double(head->tokens()) * double(head->keys()) * 8.0 * 1.5,
                                   headWhere + ": the " + std::to_string(head->tokens()) + " x " +
-                                      std::to_string(head->tokens()) + " attention matrix and its image");
+                                      std::to_string(head->keys()) + " attention matrix and its image");
                 ctx.progress(0, 2, QStringLiteral("computing A"));
                 Matrix a = head->matrix();
                 if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
@@ -309,7 +318,7 @@ void MatrixView::rebuild() {
         it = cache_.find(key);  // a synchronous runner has delivered already
         if (it == cache_.end()) {
             title_->setText(where);
-            subtitle_->setText(QStringLiteral("computing the %1 x %1 matrix…").arg(n));
+            subtitle_->setText(QStringLiteral("computing the %1 x %2 matrix…").arg(n).arg(nKeys));
             subtitle_->setTextColor(Qt::black);
             map_->setVisible(false);
             scale_->setVisible(false);
@@ -334,21 +343,27 @@ void MatrixView::rebuild() {
                             ? QStringLiteral("log10 %1[i,j] (floor %2)").arg(m, formatWeight(img.floor))
                             : QStringLiteral("sign(%1) log10(1 + |%1|/%2)").arg(m, formatWeight(img.floor));
         scale_->axis()->setLabel(label);
-        if (shownTokens_ != img.tokens) {
-            rect_->axis(QCPAxis::atBottom)->setRange(-0.5, img.tokens - 0.5);
+        if (shownTokens_ != img.tokens || shownKeys_ != img.keys) {
+            rect_->axis(QCPAxis::atBottom)->setRange(-0.5, img.keys - 0.5);
             rect_->axis(QCPAxis::atLeft)->setRange(-0.5, img.tokens - 0.5);
             userZoomed_ = false;
         }
         shownTokens_ = img.tokens;
+        shownKeys_ = img.keys;
         shownKey_ = key;
     }
     map_->setVisible(true);
     scale_->setVisible(true);
     const double queryRow = double(img.displayOf(sel.query));
     highlight_->topLeft->setCoords(-0.5, queryRow - 0.5);
-    highlight_->bottomRight->setCoords(img.tokens - 0.5, queryRow + 0.5);
+    highlight_->bottomRight->setCoords(img.keys - 0.5, queryRow + 0.5);
+    const AttentionLayout geometry = session_->attentionLayout();
     rect_->axis(QCPAxis::atBottom)
-        ->setLabel(img.order.empty() ? QStringLiteral("key token j") : QStringLiteral("key j, ordered by window"));
+        ->setLabel(
+            !img.order.empty() ? QStringLiteral("key j, ordered by window")
+            : geometry.reducedKeys()
+                ? QStringLiteral("key j on the reduced %1 x %2 grid").arg(geometry.keys.gridH).arg(geometry.keys.gridW)
+                : QStringLiteral("key token j"));
     rect_->axis(QCPAxis::atLeft)
         ->setLabel(img.order.empty() ? QStringLiteral("query token i") : QStringLiteral("query i, ordered by window"));
     highlight_->setVisible(true);
@@ -372,9 +387,12 @@ void MatrixView::rebuild() {
             rank = QStringLiteral("rank %1: computing…").arg(with);
         }
     } else if (s) {
-        rank = QStringLiteral("numerical rank %1 / %2 (σ > %3) · effective rank %4")
+        // An N x n matrix has at most min(N, n) singular values (its tolerance uses max(N, n)).
+        const bool rectangular = img.keys != img.tokens;
+        rank = QStringLiteral("numerical rank %1 / %2%3 (σ > %4) · effective rank %5")
                    .arg(s->rank)
-                   .arg(s->size)
+                   .arg(rectangular ? std::min(img.keys, img.tokens) : s->size)
+                   .arg(rectangular ? QStringLiteral(" (N x n = %1 x %2)").arg(img.tokens).arg(img.keys) : QString())
                    .arg(formatWeight(s->tolerance))
                    .arg(QString::number(s->effectiveRank, 'f', 1));
         if (!s->windowRanks.empty()) {
@@ -413,16 +431,16 @@ void MatrixView::onMouseMove(QMouseEvent* e) {
     int j = 0, i = 0;
     const MatrixImage* img = shownImage();
     if (img && map_->visible() && cellAt(map_, e->position(), &j, &i)) {
-        const TokenLayout& l = session_->layout();
+        const AttentionLayout g = session_->attentionLayout();
         const double value = map_->data()->cell(j, i);
         i = int(img->tokenAt(i));
         j = int(img->tokenAt(j));
         Q_EMIT hoverText(QStringLiteral("%1[%2 %3, %4 %5] → %6 (%7)")
                              .arg(session_->localBranch() ? QStringLiteral("E_c") : QStringLiteral("A"))
                              .arg(i)
-                             .arg(tokenName(l, i))
+                             .arg(tokenName(g.queries, i))
                              .arg(j)
-                             .arg(tokenName(l, j), formatWeight(value), scale_->axis()->label()));
+                             .arg(tokenName(g.keys, j) + keyGridNote(g), formatWeight(value), scale_->axis()->label()));
     } else {
         Q_EMIT hoverText(QString());
     }

@@ -17,8 +17,9 @@ struct MatrixImage {
     std::shared_ptr<QCPColorMapData> data;  // key = key token j, value = query token i
     double lower = 0, upper = 1;            // colour range of the (transformed) values
     bool diverging = false;
-    QString transform;  // "linear", "log10 A" or "symlog"
-    long long tokens = 0;
+    QString transform;     // "linear", "log10 A" or "symlog"
+    long long tokens = 0;  // rows: queries
+    long long keys = 0;    // columns: keys (tokens, unless spatial reduction made A N x n)
     long long flaggedRows = 0;
     double floor = 0;  // log: weights below this are drawn at the lowest colour
     // Window attention ordered by window: display position r shows token order[r] (rows and
@@ -77,7 +78,7 @@ private:
     // The key whose matrix job failed and why (shown instead of "computing…", not resubmitted).
     std::string failedKey_;
     QString failedError_;
-    long long shownTokens_ = 0;
+    long long shownTokens_ = 0, shownKeys_ = 0;
     std::map<std::string, std::shared_ptr<const MatrixImage>> cache_;  // at most two: N^2 doubles each
     std::vector<std::string> cacheOrder_;
 };

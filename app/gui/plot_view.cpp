@@ -279,10 +279,10 @@ void sizeTokenGrid(QCPColorMap* map, const TokenLayout& l) {
     map->data()->setRange(QCPRange(0, std::max(0, l.gridW - 1)), QCPRange(0, std::max(0, l.gridH - 1)));
 }
 
-void fillTokenGrid(QCPColorMap* map, const TokenLayout& l, const RowVector& values) {
+void fillTokenGrid(QCPColorMap* map, const AttentionLayout& g, const RowVector& values) {
     QCPColorMapData* d = map->data();
-    for (int y = 0; y < l.gridH; ++y)
-        for (int x = 0; x < l.gridW; ++x) d->setCell(x, y, values[l.token(y, x)]);
+    for (int y = 0; y < g.queries.gridH; ++y)
+        for (int x = 0; x < g.queries.gridW; ++x) d->setCell(x, y, values[g.keyToken(y, x)]);
 }
 
 namespace {

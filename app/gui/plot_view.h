@@ -133,7 +133,9 @@ struct HeatmapPanel {
 HeatmapPanel addHeatmapPanel(QCustomPlot* plot, QCPLayoutGrid* cell, bool ownScale, int barWidth);
 // The map's cells and ranges for the layout's grid (row 0 at the top), the values of its spatial tokens.
 void sizeTokenGrid(QCPColorMap* map, const TokenLayout& layout);
-void fillTokenGrid(QCPColorMap* map, const TokenLayout& layout, const RowVector& values);
+// A row of weights over the keys drawn on the queries' grid: each query cell shows the weight of its
+// key (itself; under spatial reduction the key cell holding it, AttentionLayout::keyToken).
+void fillTokenGrid(QCPColorMap* map, const AttentionLayout& layout, const RowVector& values);
 // A paradigm's colour in line plots (the same in every statistics view).
 QColor paradigmColor(int paradigmIndex);
 // Formats a weight with enough digits to tell neighbours apart.

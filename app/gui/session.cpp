@@ -31,6 +31,22 @@ QString tokenName(const TokenLayout& layout, Index token) {
     return QStringLiteral("(y %1, x %2)").arg(layout.row(token)).arg(layout.col(token));
 }
 
+QString keyGridNote(const AttentionLayout& layout) {
+    if (!layout.reducedKeys()) return QString();
+    return QStringLiteral(" of the %1 x %2 key grid").arg(layout.keys.gridH).arg(layout.keys.gridW);
+}
+
+QString layerLayoutLabel(const LayerInfo& l) {
+    QString s = QStringLiteral("%1x%2").arg(l.layout.gridH).arg(l.layout.gridW);
+    if (l.layout.prefix > 0) s += QStringLiteral("+%1").arg(l.layout.prefix);
+    if (l.reducedKeys()) s += QStringLiteral(" → keys %1x%2").arg(l.keyLayout.gridH).arg(l.keyLayout.gridW);
+    if (l.window) {
+        s += QStringLiteral(", %1x%2 windows").arg(l.window->rule.sizeH).arg(l.window->rule.sizeW);
+        if (l.window->rule.shifted()) s += QStringLiteral(" shifted");
+    }
+    return s;
+}
+
 QString BranchKernel::describe() const {
     const QString k = QString::fromStdString(kind.empty() ? std::string("branch") : kind);
     const QString where = windows ? QStringLiteral(", inside each window") : QString();
@@ -506,14 +522,14 @@ const RowData& Session::row(int paradigm) {
         // An unreadable head: a row of NaN of the right length (nothing indexes past it) and the
         // message that the views show instead of the map.
         RowData r;
-        r.values = RowVector::Constant(layout().tokens(), NAN);
+        r.values = RowVector::Constant(keyLayout().tokens(), NAN);
         r.minFinite = r.maxFinite = 0;
         r.nonFiniteEntries = r.values.size();
         r.error = error.isEmpty() ? QStringLiteral("the head cannot be computed") : error;
         return rows_.emplace(paradigm, std::move(r)).first->second;
     }
     RowData r;
-    r.values.resize(h->tokens());
+    r.values.resize(h->keys());
     r.status = h->row(sel_.query, r.values);
     summariseRow(r);
     if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0) {
@@ -731,6 +747,13 @@ QString Session::rolloutHeads(int paradigm, std::vector<std::shared_ptr<const At
                                 .arg(QString::fromStdString(info().layers[std::size_t(layers.front())].name));
     for (int layer : layers) {
         const LayerInfo& li = info().layers[std::size_t(layer)];
+        if (li.reducedKeys())
+            return QStringLiteral(
+                       "%1 is not defined: %2 attends from %3 queries to %4 keys on a reduced grid (spatial "
+                       "reduction), and rollout chains square attention matrices over one token set")
+                .arg(through, QString::fromStdString(li.name))
+                .arg(li.tokens)
+                .arg(li.keyTokens());
         if (li.layout.tokens() != layout().tokens())
             return QStringLiteral(
                        "%1 needs layers of one token count: %2 has %3 tokens, %4 has %5 (rollout does not "
@@ -974,7 +997,7 @@ void Session::requestSpectra(const std::vector<int>& paradigms) {
         if (spectra_.computing(jobs_, slot, key)) continue;
         const QString label =
             QStringLiteral("spectrum of %1").arg(QString::fromStdString(paradigms_[std::size_t(p)].name));
-        const TokenLayout lay = layout();
+        const AttentionLayout lay = attentionLayout();
         const SpectrumOptions opts = prefs_.analysis.spectrum;
         const std::string where = layerWhere();
         submitSpectrum(slot, key, p, label, spectra_, [lay, opts, where](const AttentionHead& h, const JobContext&) {

@@ -151,6 +151,10 @@ public:
     const Selection& selection() const { return sel_; }
     const LayerInfo& layerInfo() const;  // of the selected layer
     const TokenLayout& layout() const { return layerInfo().layout; }
+    // The selected layer's keys: its own tokens, or the reduced key grid of spatial reduction
+    // (format.md 1c), where a row has n = keyLayout().tokens() weights.
+    const TokenLayout& keyLayout() const { return layerInfo().keyLayout; }
+    AttentionLayout attentionLayout() const { return layerInfo().attentionLayout(); }
     void setImage(int image);
     void setLayer(int layer);
     void setHead(int head);
@@ -394,7 +398,11 @@ private:
 
 // Helpers shared by views and exports.
 QString tokenName(const TokenLayout& layout, Index token);  // "(y 3, x 5)" or "CLS"
-QString prefixName(int prefix, int count);                  // CLS, DIST, REG1...
+// " of the 7 x 7 key grid" under spatial reduction (after a key's tokenName), "" otherwise.
+QString keyGridNote(const AttentionLayout& layout);
+// A layer's token layout in a few characters: "28x28", "28x28 → keys 7x7", "56x56, 7x7 windows".
+QString layerLayoutLabel(const LayerInfo& layer);
+QString prefixName(int prefix, int count);  // CLS, DIST, REG1...
 // An error for display in a view: the dump's path replaced by its file name.
 QString shortError(const QString& error, const QString& dumpPath);
 // Breaks text at spaces into lines of at most `width` characters (a longer word keeps its line).

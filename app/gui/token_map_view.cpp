@@ -140,6 +140,8 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
 
     addGridFrame(plot_, rect_, l.gridH, l.gridW);
     windows_.clear();
+    keyLines_.clear();  // clearItems() removed them
+    keyLinesFor_ = TokenLayout{-1, -1, -1};
     marker_ = {};
     marker_.create(plot_, rect_);
     prefixMarker_ = {};
@@ -187,6 +189,32 @@ bool TokenMapView::fitAspect() {
     changed |= alignVertically(scale_, rect_->margins());
     if (prefixRect_) changed |= alignHorizontally(prefixRect_, rect_->margins());
     return changed;
+}
+
+void TokenMapView::updateKeyCells(const AttentionLayout& g) {
+    const TokenLayout want = g.reducedKeys() ? g.keys : TokenLayout{-1, -1, -1};
+    if (want == keyLinesFor_) return;
+    for (QCPItemLine* line : keyLines_) plot_->removeItem(line);
+    keyLines_.clear();
+    keyLinesFor_ = want;
+    if (!g.reducedKeys()) return;
+    // A border between query rows (columns) whose key cells differ.
+    auto add = [&](double x0, double y0, double x1, double y1) {
+        auto* line = new QCPItemLine(plot_);
+        line->setClipAxisRect(rect_);
+        for (auto* p : {line->start, line->end})
+            p->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
+        line->start->setCoords(x0, y0);
+        line->end->setCoords(x1, y1);
+        line->setPen(QPen(QColor(90, 90, 90, 150), 0.8, Qt::DashLine));
+        line->setSelectable(false);
+        keyLines_.push_back(line);
+    };
+    const int h = g.queries.gridH, w = g.queries.gridW;
+    for (int y = 1; y < h; ++y)
+        if (g.keyRow(y) != g.keyRow(y - 1)) add(-0.5, y - 0.5, w - 0.5, y - 0.5);
+    for (int x = 1; x < w; ++x)
+        if (g.keyCol(x) != g.keyCol(x - 1)) add(x - 0.5, -0.5, x - 0.5, h - 0.5);
 }
 
 QString TokenMapView::titleText() const { return title_ ? title_->text() : QString(); }
@@ -241,9 +269,13 @@ void TokenMapView::rebuild() {
     const auto branch = row.withBranch ? session_->localBranch() : nullptr;
     const Preferences& prefs = session_->preferences();
 
+    // Spatial reduction: each query cell shows the weight of its key cell (the reduced grid drawn
+    // over the queries' grid and the image), the key cells outlined.
+    const AttentionLayout geometry = row.rollout ? AttentionLayout(l) : session_->attentionLayout();
+    const TokenLayout& keys = geometry.keys;
     QCPColorMapData* data = map_->data();
-    for (int y = 0; y < l.gridH; ++y)
-        for (int x = 0; x < l.gridW; ++x) data->setCell(x, y, row.values[l.token(y, x)]);
+    fillTokenGrid(map_, geometry, row.values);
+    updateKeyCells(geometry);
 
     // A clipped or absolute rollout is non-negative whatever the paradigm: diverging only when it
     // holds negative values.
@@ -270,10 +302,11 @@ void TokenMapView::rebuild() {
         data->clearAlpha();
     }
 
-    // Prefix tokens share the colour range of the grid.
+    // Prefix tokens share the colour range of the grid (keys' prefix tokens: a reduced layer's keys
+    // may keep fewer than the queries).
     prefixValues_.assign(std::size_t(l.prefix), NAN);
     for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
-        const double v = row.values[i];
+        const double v = i < keys.prefix ? row.values[i] : NAN;
         prefixValues_[std::size_t(i)] = v;
         const QColor c =
             std::isfinite(v) ? QColor::fromRgba(gradient.color(v, QCPRange(range.lower, range.upper))) : prefs.nanColor;
@@ -326,8 +359,9 @@ void TokenMapView::rebuild() {
                                        : rowFlagReason(row))
                       .arg(row.nonFiniteEntries)
                       .arg(row.values.size())
-                : QStringLiteral("row sum %1 · min %2 · max %3 · N = %4")
+                : QStringLiteral("row sum %1 · min %2 · max %3 · %4 = %5")
                       .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
+                      .arg(geometry.reducedKeys() ? QStringLiteral("n") : QStringLiteral("N"))
                       .arg(row.values.size());
     if (heldRange_)
         note += QStringLiteral(" · colour range held");
@@ -349,6 +383,14 @@ void TokenMapView::rebuild() {
     if (!row.rollout && layerOfMap.window)
         note = QString::fromStdString(describe(layerOfMap.window->rule)) +
                QStringLiteral(", the query's window outlined\n") + note;
+    if (geometry.reducedKeys())
+        note = QStringLiteral(
+                   "spatial reduction: keys on a %1 x %2 grid%3, each drawn over the query cells it covers "
+                   "(dashed)\n")
+                   .arg(keys.gridH)
+                   .arg(keys.gridW)
+                   .arg(keys.prefix > 0 ? QStringLiteral(" + %1 prefix").arg(keys.prefix) : QString()) +
+               note;
     note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
     note_->setText(note);
     if (row.pending) {
@@ -413,12 +455,13 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
     const Index query = session_->rolloutShown() ? session_->rolloutQuery() : sel.query;
     int x = 0, y = 0;
     if (cellAt(map_, e->position(), &x, &y)) {
-        const Index key = l.token(y, x);
+        const AttentionLayout g = session_->rolloutShown() ? AttentionLayout(l) : session_->attentionLayout();
+        const Index key = g.keyToken(y, x);
         Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
                              .arg(name, sym)
                              .arg(query)
                              .arg(key)
-                             .arg(tokenName(l, key), formatWeight(map_->data()->cell(x, y))));
+                             .arg(tokenName(g.keys, key) + keyGridNote(g), formatWeight(map_->data()->cell(x, y))));
         return;
     }
     if (prefixRect_ && prefixRect_->rect().contains(e->position().toPoint())) {

@@ -31,6 +31,8 @@ public:
     QString titleText() const;
     QString noteText() const;  // the line under the title (row sum, local branch, flags)
     const WindowOverlay& windowOverlay() const { return windows_; }
+    // Spatial reduction: the key cells' borders drawn over the grid (empty otherwise).
+    int keyCellLines() const { return int(keyLines_.size()); }
     // How much the input image (drawn in grey, so that the map's colours stay those of the colour
     // bar) shows through the map: 0 % map only, 100 % image only.
     void setImageOpacity(int percent);
@@ -53,6 +55,7 @@ private:
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);
     void updateImage();
+    void updateKeyCells(const AttentionLayout& geometry);
 
     TokenLayout built_{-1, -1, -1};
     QCPTextElement* title_ = nullptr;
@@ -67,6 +70,8 @@ private:
     QCPItemPixmap* image_ = nullptr;
     CellMarker marker_, prefixMarker_;
     WindowOverlay windows_;
+    std::vector<QCPItemLine*> keyLines_;
+    TokenLayout keyLinesFor_{-1, -1, -1};
     QSlider* opacity_ = nullptr;
     QLabel* opacityLabel_ = nullptr;
     QLabel* opacityValue_ = nullptr;

@@ -63,7 +63,7 @@ RowVector coreRow(const QString& path, int image, int layer, int head, const std
     const HeadActivations acts = reader->readHead(image, layer, head);
     const LayerInfo& l = reader->info().layers[std::size_t(layer)];
     AttentionHead h(presetParadigm(paradigm), headInputs(l, acts, head));
-    RowVector r(h.tokens());
+    RowVector r(h.keys());
     const RowStatus s = h.row(query, r);
     if (status) *status = s;
     return r;

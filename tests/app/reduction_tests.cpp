@@ -1,0 +1,132 @@
+// GUI tests of spatial-reduction attention (issue 10, PVT; format.md 1c) on a synth dump whose
+// 10 x 9 query grid has its keys on the 3 x 3 grid (reduction 3) with a prefix token on both sides:
+// the token map shows each query cell the weight of the key cell holding it (computed here with
+// the explicit floor formula) and outlines the key cells, the matrix view shows N x n, every view
+// runs without an error, and rollout says why it is not defined.
+#include "app_test_fixture.h"
+#include "attnlens/synth.h"
+#include "matrix_view.h"
+#include "token_map_view.h"
+
+using namespace attnlens;
+using namespace attnlens::gui;
+using namespace attnlens::gui::test;
+
+class ReductionTests : public AppTestFixture {
+    Q_OBJECT
+private Q_SLOTS:
+    void tokenMapShowsEachQueryCellItsKeyCell();
+    void matrixIsNByN();
+    void everyViewWorksAndRolloutSaysWhyNot();
+
+private:
+    QString pvtDump();
+    QString pvt_;
+};
+
+QString ReductionTests::pvtDump() {
+    if (!pvt_.isEmpty()) return pvt_;
+    SynthOptions o;
+    o.layers = 2;
+    o.heads = 2;
+    o.gridH = 10;
+    o.gridW = 9;
+    o.prefix = 1;
+    o.dim = 8;
+    o.images = 2;
+    o.reduction = 3;
+    pvt_ = dir_.filePath(QStringLiteral("pvt.h5"));
+    writeSynthDump(pvt_.toStdString(), o);
+    return pvt_;
+}
+
+void ReductionTests::tokenMapShowsEachQueryCellItsKeyCell() {
+    MainWindow& w = openWindow(pvtDump());
+    Session* s = w.session();
+    w.showView(QStringLiteral("tokenmap"));
+    TokenMapView* t = w.tokenMapView();
+    s->setLayer(1);
+    QCOMPARE(s->keyLayout().gridH, 3);
+    QCOMPARE(s->keyLayout().gridW, 3);
+    for (const char* paradigm : {"softmax", "inline", "mala"}) {
+        s->setParadigm(s->paradigmIndex(paradigm));
+        s->setQuery(s->layout().token(7, 2));
+        t->refreshNow();
+        const RowVector want = coreRow(pvt_, 0, 1, 0, paradigm, s->layout().token(7, 2));
+        QCOMPARE(want.size(), Index(1 + 9));
+        for (int y = 0; y < 10; ++y)
+            for (int x = 0; x < 9; ++x) {
+                const int ky = int(std::floor((y + 0.5) * 3 / 10)), kx = int(std::floor((x + 0.5) * 3 / 9));
+                QVERIFY2(sameValue(t->colorMap()->data()->cell(x, y), want[1 + ky * 3 + kx]),
+                         qPrintable(QStringLiteral("cell (%1, %2)").arg(y).arg(x)));
+            }
+        // The prefix key's weight in the prefix strip.
+        QVERIFY(sameValue(t->prefixValue(0), want[0]));
+        QVERIFY2(t->noteText().contains(QStringLiteral("keys on a 3 x 3 grid + 1 prefix")), qPrintable(t->noteText()));
+        QVERIFY2(t->noteText().contains(QStringLiteral("n = 10")), qPrintable(t->noteText()));
+    }
+    // 10 rows in cells of 3, 3, 4 (floor((y + 0.5) 3 / 10)) and 9 columns in 3 x 3: two borders each.
+    QCOMPARE(t->keyCellLines(), 4);
+    // A layer without reduction draws no key cells: none here, both layers are reduced, so a plain
+    // dump is opened.
+    SynthOptions plain;
+    plain.layers = 1;
+    plain.gridH = plain.gridW = 6;
+    const QString plainPath = dir_.filePath(QStringLiteral("plain.h5"));
+    writeSynthDump(plainPath.toStdString(), plain);
+    MainWindow& w2 = openWindow(plainPath);
+    w2.showView(QStringLiteral("tokenmap"));
+    w2.tokenMapView()->refreshNow();
+    QCOMPARE(w2.tokenMapView()->keyCellLines(), 0);
+}
+
+void ReductionTests::matrixIsNByN() {
+    MainWindow& w = openWindow(pvtDump());
+    Session* s = w.session();
+    s->setLayer(0);
+    s->setParadigm(s->paradigmIndex("linear_relu"));
+    s->setQuery(s->layout().token(4, 4));
+    w.showView(QStringLiteral("matrix"));
+    MatrixView* m = w.matrixView();
+    QTRY_VERIFY_WITH_TIMEOUT((m->refreshNow(), !m->waitingForResults()), 60000);
+    const MatrixImage* img = m->shownImage();
+    QVERIFY(img);
+    QCOMPARE(img->tokens, 91LL);
+    QCOMPARE(img->keys, 10LL);
+    auto reader = DumpReader::open(pvtDump().toStdString());
+    const HeadActivations act = reader->readHead(0, 0, 0);
+    const Matrix a =
+        AttentionHead(presetParadigm("linear_relu"), headInputs(reader->info().layers[0], act, 0)).matrix();
+    for (int i = 0; i < 91; ++i)
+        for (int j = 0; j < 10; ++j) QVERIFY(sameValue(m->colorMap()->data()->cell(j, i), a(i, j)));
+    QVERIFY2(m->titleText().contains(QStringLiteral("(N x n = 91 x 10)")), qPrintable(m->titleText()));
+    QCOMPARE(m->rowHighlight()->bottomRight->coords().x(), 9.5);
+}
+
+void ReductionTests::everyViewWorksAndRolloutSaysWhyNot() {
+    MainWindow& w = openWindow(pvtDump());
+    Session* s = w.session();
+    s->setLayer(1);
+    for (PlotView* v : w.views()) {
+        w.showView(v->viewId());
+        QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 60000);
+        v->refreshNow();
+        const QString texts = plotTexts(v);
+        QVERIFY2(!texts.contains(QStringLiteral("FAILED")) && !texts.contains(QStringLiteral("NOT SHOWN")),
+                 qPrintable(v->viewId() + ": " + texts));
+    }
+    QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
+    // Rollout: not defined across an N x n layer; the map says so instead of drawing.
+    w.showView(QStringLiteral("tokenmap"));
+    s->setMapContent(MapContent::RolloutOfQuery);
+    QTRY_VERIFY_WITH_TIMEOUT((w.tokenMapView()->refreshNow(), !s->jobs().busy()), 60000);
+    w.tokenMapView()->refreshNow();
+    const QString texts = plotTexts(w.tokenMapView());
+    QVERIFY2(texts.contains(QStringLiteral("NOT SHOWN")) &&
+                 texts.contains(QStringLiteral("attends from 91 queries to 10 keys")),
+             qPrintable(texts));
+}
+
+int main(int argc, char** argv) { return runAppTests<ReductionTests>(argc, argv); }
+
+#include "reduction_tests.moc"
