@@ -64,6 +64,19 @@ attention returns per window-image, [B * windows, C, kh, kw], are written per (i
 [B, windows, C, kh, kw]. A branch dict may say scope ("grid" or "window"; default "window" on
 window layers) and, on window layers, carry weights [B, windows, C, kh, kw].
 
+Spatial-reduction attention (format.md, section 1c: PVT): q stays [B, heads, N, d] on the stage's
+grid, k and v are [B, heads, n, d] on the reduced key grid, written with the layer attributes
+key_grid [h, w] (and key_prefix_tokens). find_layers recognises PVT's attention (a module with
+`q` and `kv` Linears and `num_heads`: timm's pvt_v2 Attention, PVT v1's, FLatten's and InLine's
+softmax PVT attention): forward hooks on q and kv keep their outputs, and the stage's grid comes
+from the forward's feat_size (or H, W), so such layers are declared after the first batch; the
+key grid follows from the reduction (a strided sr convolution's output size, or the adaptive
+pool's). timm's class `Attention` is softmax; another class says what it is with
+attnlens_layer_attrs(). An attention with attnlens_qkv (FLatten-PVT's focused linear attention,
+whose k gets a positional encoding and the feature map) returns its own q, k, v and gives grid and
+key_grid in attnlens_layer_attrs(). A local branch on such a layer is refused (FLatten-PVT's dwc
+runs on V interpolated back to N tokens: not in the format yet).
+
 Command line (`python3 attnlens_export.py --help`):
   export   run a model given as module:factory on images from a .npy/.npz file and write a dump
   validate check a dump's structure against the format and print a summary
@@ -211,9 +224,11 @@ class DumpWriter:
 
     def declare_layer(self, name, index, attention=None, scale=None, kernel_applied=None,
                       grid=None, prefix_tokens=None, window_size=None, window_shift=None,
-                      window_mask=None, position_bias=None):
+                      window_mask=None, position_bias=None, key_grid=None, key_prefix_tokens=None):
         """Create the group of one layer with its attributes (datasets come with the first batch;
-        the window attention's position bias, a model parameter, is written here)."""
+        the window attention's position bias, a model parameter, is written here). key_grid [h, w]
+        (and key_prefix_tokens): keys and values on a reduced grid, PVT's spatial reduction
+        (format.md 1c)."""
         if not name or "/" in name:
             raise ExportError(f"layer name must be non-empty and contain no '/', got {name!r}")
         if name in self._layers:
@@ -221,6 +236,7 @@ class DumpWriter:
         window = self._check_window(name, grid if grid is not None else self.grid,
                                     self.prefix_tokens if prefix_tokens is None else prefix_tokens,
                                     window_size, window_shift, window_mask, position_bias)
+        keys = self._check_key_grid(name, key_grid, key_prefix_tokens, window)
         g = self._layers_group.create_group(name)
         g.attrs["index"] = np.int64(index)
         if attention is not None:
@@ -244,10 +260,32 @@ class DumpWriter:
             g.attrs["window_mask"] = np.bool_(window["mask"])
             if window["bias"] is not None:
                 g.create_dataset("position_bias", data=window["bias"].astype(self.branch_dtype))
-        self._layers[name] = {"count": 0, "branch": None, "window": window,
+        if keys is not None:
+            g.attrs["key_grid"] = np.array(keys[0], dtype=np.int64)
+            if keys[1]:
+                g.attrs["key_prefix_tokens"] = np.int64(keys[1])
+        self._layers[name] = {"count": 0, "branch": None, "window": window, "keys": keys,
                               "grid": tuple(grid) if grid else self.grid,
                               "prefix": self.prefix_tokens if prefix_tokens is None
                               else int(prefix_tokens)}
+
+    @staticmethod
+    def _check_key_grid(name, key_grid, key_prefix, window):
+        """((h, w), key prefix tokens) of a spatial-reduction layer (format.md 1c), or None."""
+        if key_grid is None:
+            if key_prefix is not None and int(key_prefix) != 0:
+                raise ExportError(f"layer {name}: key_prefix_tokens needs key_grid")
+            return None
+        kg = tuple(int(v) for v in np.broadcast_to(np.asarray(key_grid), (2,)))
+        if min(kg) < 1:
+            raise ExportError(f"layer {name}: key_grid must be two positive integers, got {kg}")
+        kp = 0 if key_prefix is None else int(key_prefix)
+        if kp < 0:
+            raise ExportError(f"layer {name}: key_prefix_tokens must be >= 0, got {kp}")
+        if window is not None:
+            raise ExportError(f"layer {name}: window attention with keys on a reduced grid is not "
+                              "a layout of the format (window_size and key_grid)")
+        return kg, kp
 
     @staticmethod
     def _check_window(name, grid, prefix, size, shift, mask, bias):
@@ -327,8 +365,15 @@ class DumpWriter:
         if q.ndim != 4 or k.ndim != 4:
             raise ExportError(f"layer {name}: q and k must be [B, heads, N, d], got "
                               f"{q.shape} and {k.shape}")
-        if q.shape != k.shape:
+        keys = info.get("keys")
+        if keys is None and q.shape != k.shape:
             raise ExportError(f"layer {name}: q {q.shape} and k {k.shape} differ in shape")
+        if keys is not None:
+            n_keys = keys[1] + keys[0][0] * keys[0][1]
+            if k.shape[:2] != q.shape[:2] or k.shape[3] != q.shape[3] or k.shape[2] != n_keys:
+                raise ExportError(f"layer {name}: k {k.shape} must be [B, heads, n, d] with q's B, "
+                                  f"heads and d ({q.shape}) and n = key_prefix_tokens {keys[1]} + "
+                                  f"key_grid {keys[0][0]}x{keys[0][1]} = {n_keys}")
         n_expected = info["prefix"] + info["grid"][0] * info["grid"][1]
         if q.shape[2] != n_expected:
             raise ExportError(
@@ -339,9 +384,9 @@ class DumpWriter:
                 window["bias"].shape[0] != q.shape[1]:
             raise ExportError(f"layer {name}: position_bias has {window['bias'].shape[0]} heads "
                               f"but q has {q.shape[1]}")
-        if v is not None and (v.ndim != 4 or v.shape[:3] != q.shape[:3]):
-            raise ExportError(f"layer {name}: v {v.shape} must share B, heads and N with q "
-                              f"{q.shape}")
+        if v is not None and (v.ndim != 4 or v.shape[:3] != k.shape[:3]):
+            raise ExportError(f"layer {name}: v {v.shape} must share B, heads and tokens with k "
+                              f"{k.shape}")
         # Every tensor is checked before any is written, so a refused batch leaves the file as it was.
         group = self._file["layers"][name]
         for key, t in (("q", q), ("k", k), ("v", v)):
@@ -380,6 +425,10 @@ class DumpWriter:
                                   "was present in the earlier ones")
             return None
         where = f"layer {name}: local branch"
+        if info.get("keys") is not None:
+            raise ExportError(f"{where}: a local branch on a layer with keys on a reduced grid "
+                              "(key_grid) is not in the format yet (FLatten-PVT's dwc runs on V "
+                              "interpolated back to the queries' tokens); export without it")
         if info["count"] and earlier is None:
             raise ExportError(f"{where} in this batch but not in the earlier ones")
         if not isinstance(branch, dict):
@@ -623,7 +672,8 @@ class LayerSpec:
 
     def __init__(self, module, extract, name=None, hook_module=None, attention=None, scale=None,
                  kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None,
-                 window_size=None, window_shift=None, window_mask=None, position_bias=None):
+                 window_size=None, window_shift=None, window_mask=None, position_bias=None,
+                 key_grid=None, key_prefix_tokens=None, aux_hooks=(), layout_of=None):
         if local_branch is not None and not callable(local_branch):
             raise ExportError(f"LayerSpec local_branch must be callable (module, x) -> dict or "
                               f"None, got {local_branch!r}")
@@ -635,7 +685,14 @@ class LayerSpec:
         self.attrs = {"attention": attention, "scale": scale, "kernel_applied": kernel_applied,
                       "grid": grid, "prefix_tokens": prefix_tokens, "window_size": window_size,
                       "window_shift": window_shift, "window_mask": window_mask,
-                      "position_bias": position_bias}
+                      "position_bias": position_bias, "key_grid": key_grid,
+                      "key_prefix_tokens": key_prefix_tokens}
+        # Forward hooks on submodules that run before the main hook fires (their outputs are
+        # what `extract` reads), and layout_of(module, inputs, q, k) -> dict of layer attributes
+        # known only when the model runs (a PVT stage's grid): the layer is declared after the
+        # first batch then.
+        self.aux_hooks = list(aux_hooks)
+        self.layout_of = layout_of
 
 
 def _timm_extract(attn):
@@ -771,6 +828,80 @@ def _swin_branch(block):
     return branch
 
 
+def _is_pvt_attention(module):
+    """PVT's spatial-reduction attention (timm pvt_v2 Attention, PVT v1, FLatten's and InLine's
+    softmax PVT Attention): q and kv Linears, num_heads, forward(x, H, W) or forward(x, feat_size)."""
+    import torch.nn as nn
+
+    return isinstance(getattr(module, "q", None), nn.Linear) and \
+        isinstance(getattr(module, "kv", None), nn.Linear) and hasattr(module, "num_heads")
+
+
+def _reduced_size(attn, h, w):
+    """The key grid that PVT's reduction of an h x w feature map gives: the adaptive pool's output
+    (PVT v2's linear variant, then a 1x1 conv), the strided convolution's output size, or (h, w)."""
+    pool = getattr(attn, "pool", None)
+    if pool is not None:
+        size = _pair(pool.output_size)
+        h, w = (h if s is None else s for s in size)
+    sr = getattr(attn, "sr", None)
+    if sr is not None and hasattr(sr, "kernel_size"):
+        (kh, kw), (sh, sw), (ph, pw) = _pair(sr.kernel_size), _pair(sr.stride), _pair(sr.padding)
+        h, w = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    return h, w
+
+
+def _pvt_spec(path, attn):
+    """A LayerSpec for PVT's spatial-reduction attention: q from attn.q's output [B, N, C], k and v
+    from attn.kv's [B, n, 2C] (the reduced tokens, after sr/pool/norm/act as the model ran them);
+    the stage's grid from the forward's (H, W) or feat_size, the key grid from the reduction."""
+    seen = {}
+
+    def stash(key):
+        def hook(_m, _inputs, output):
+            seen[key] = output
+        return hook
+
+    def extract(_attn, inputs, _output):
+        heads = int(attn.num_heads)
+        q, kv = seen.pop("q"), seen.pop("kv")
+        b, n, c = q.shape
+        d = c // heads
+        q = q.reshape(b, n, heads, d).permute(0, 2, 1, 3)
+        k, v = kv.reshape(b, kv.shape[1], 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        return q, k, v
+
+    def layout_of(_attn, inputs, q, k):
+        if len(inputs) >= 3:
+            h, w = int(inputs[1]), int(inputs[2])
+        elif len(inputs) == 2:
+            h, w = (int(t) for t in inputs[1])
+        else:
+            raise ExportError(f"layer {path}: PVT attention called without its grid (H, W)")
+        if h * w != q.shape[2]:
+            raise ExportError(f"layer {path}: grid {h}x{w} does not hold q's {q.shape[2]} tokens")
+        layout = {"grid": (h, w), "prefix_tokens": 0}
+        if k.shape[2] != q.shape[2]:
+            kh, kw = _reduced_size(attn, h, w)
+            if kh * kw != k.shape[2]:
+                raise ExportError(f"layer {path}: k has {k.shape[2]} tokens, not the {kh}x{kw} "
+                                  "of the reduction (sr / pool); pass a LayerSpec with key_grid")
+            layout["key_grid"] = (kh, kw)
+        return layout
+
+    # timm's class is softmax attention; other classes say what they are with
+    # attnlens_layer_attrs() (as Swin blocks' attentions do), else "other".
+    attrs = dict(attn.attnlens_layer_attrs()) if hasattr(attn, "attnlens_layer_attrs") else {}
+    if type(attn).__name__ == "Attention":
+        attrs.setdefault("attention", "softmax")
+        attrs.setdefault("scale", float(getattr(attn, "scale", 0)) or None)
+    attrs.setdefault("attention", "other")
+    return LayerSpec(attn, extract, name=path,
+                     aux_hooks=[(attn.q, stash("q")), (attn.kv, stash("kv"))],
+                     layout_of=layout_of,
+                     **{k: attrs[k] for k in ("attention", "scale", "kernel_applied") if k in attrs})
+
+
 def _protocol_extract(module, inputs, _output):
     return module.attnlens_qkv(inputs[0])
 
@@ -802,6 +933,9 @@ def find_layers(model):
             attrs.setdefault("local_branch", _branch_of(module))
             specs.append(LayerSpec(module, _protocol_extract, name=path, **attrs))
             claimed.add(path)
+        elif _is_pvt_attention(module):
+            specs.append(_pvt_spec(path, module))
+            claimed.add(path)
         elif isinstance(getattr(module, "qkv", None), nn.Linear) and hasattr(module, "num_heads"):
             # timm's Attention is softmax attention; a look-alike of another class is not known to
             # be, so its paradigm is left as "other" (pass LayerSpecs to say what it is).
@@ -828,10 +962,13 @@ class Recorder:
         if len(set(names)) != len(names) or any(not n for n in names):
             raise ExportError(f"layer names must be unique and non-empty, got {names}")
         self.captured = OrderedDict()
+        self.layouts = {}  # name -> attributes from LayerSpec.layout_of (the last forward pass)
         self._handles = []
 
     def __enter__(self):
         for spec in self.layers:
+            for module, hook in spec.aux_hooks:
+                self._handles.append(module.register_forward_hook(hook))
             self._handles.append(spec.hook_module.register_forward_hook(self._hook(spec)))
         return self
 
@@ -853,6 +990,8 @@ class Recorder:
                 if isinstance(branch, dict):
                     branch = {key: t.detach().cpu() if hasattr(t, "detach") else t
                               for key, t in branch.items()}
+            if spec.layout_of is not None:
+                self.layouts[spec.name] = spec.layout_of(spec.module, inputs, q, k)
             self.captured[spec.name] = tuple(
                 None if t is None else t.detach().cpu() for t in (q, k, v)) + (branch,)
 
@@ -902,8 +1041,15 @@ class Exporter:
         elif class_names is not None:
             raise ExportError("class_names go to the writer: DumpWriter(..., class_names=...)")
         self.writer = writer
+        # Layers whose grid is known only when the model runs (layout_of) are declared after the
+        # first batch, with the index of their place among the others.
+        self._pending = {}
         for i, spec in enumerate(specs):
-            self.writer.declare_layer(spec.name, index_start + i, **spec.attrs)
+            if spec.layout_of is not None:
+                self._pending[spec.name] = (index_start + i, spec)
+            else:
+                self.writer.declare_layer(spec.name, index_start + i, **spec.attrs)
+        self._runtime_layouts = {}
 
     def run(self, x, labels=None, images=None):
         """One batch: forward pass under no_grad, then append every layer (and images/labels).
@@ -916,6 +1062,17 @@ class Exporter:
         missing = [s.name for s in self.recorder.layers if s.name not in self.recorder.captured]
         if missing:
             raise ExportError(f"layers {missing} did not run in the forward pass")
+        for name, layout in self.recorder.layouts.items():
+            if name in self._runtime_layouts and self._runtime_layouts[name] != layout:
+                raise ExportError(f"layer {name}: this batch's layout {layout} differs from the "
+                                  f"first batch's {self._runtime_layouts[name]} (images of "
+                                  "another size?)")
+        for name, (index, spec) in list(self._pending.items()):
+            attrs = {key: value for key, value in spec.attrs.items() if value is not None}
+            attrs.update(self.recorder.layouts[name])
+            self.writer.declare_layer(name, index, **attrs)
+            self._runtime_layouts[name] = self.recorder.layouts[name]
+            del self._pending[name]
         # All layers are checked before any is written: a refused batch leaves the dump as it was.
         self.writer.append_layers(
             (name, q, k, v if self.with_values else None, branch)
@@ -999,18 +1156,27 @@ def validate(path):
                     problems.append(f"{where}: missing q or k")
                     continue
                 q, k = g["q"], g["k"]
-                if q.ndim != 4 or q.shape != k.shape:
-                    problems.append(f"{where}: q {q.shape} and k {k.shape} must be equal "
-                                    "[B, heads, N, d]")
-                    continue
+                key_grid = g.attrs.get("key_grid")
+                if key_grid is None:
+                    if q.ndim != 4 or q.shape != k.shape:
+                        problems.append(f"{where}: q {q.shape} and k {k.shape} must be equal "
+                                        "[B, heads, N, d]")
+                        continue
+                else:
+                    n_keys = int(g.attrs.get("key_prefix_tokens", 0)) + \
+                        int(key_grid[0]) * int(key_grid[1])
+                    if q.ndim != 4 or k.ndim != 4 or k.shape != q.shape[:2] + (n_keys, q.shape[3]):
+                        problems.append(f"{where}: k {k.shape} must be [B, heads, n, d] with n = "
+                                        f"{n_keys} (key_grid) and q's B, heads, d {q.shape}")
+                        continue
                 for key in ("q", "k", "v"):
                     if key in g and g[key].dtype not in (np.float16, np.float32, np.float64):
                         problems.append(f"{where}/{key}: dtype {g[key].dtype} is not float16/32/64")
                     if key in g and g[key].chunks is not None and g[key].chunks[0] != 1:
                         problems.append(f"{where}/{key}: chunks {g[key].chunks} hold more than "
                                         "one image")
-                if "v" in g and (g["v"].ndim != 4 or g["v"].shape[:3] != q.shape[:3]):
-                    problems.append(f"{where}: v {g['v'].shape} must share B, heads, N with q")
+                if "v" in g and (g["v"].ndim != 4 or g["v"].shape[:3] != k.shape[:3]):
+                    problems.append(f"{where}: v {g['v'].shape} must share B, heads, tokens with k")
                 lg = g.attrs.get("grid", grid)
                 lp = int(g.attrs.get("prefix_tokens", prefix))
                 if q.shape[2] != lp + int(lg[0]) * int(lg[1]):

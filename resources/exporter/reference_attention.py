@@ -658,3 +658,113 @@ class VisionTransformer(nn.Module):
 
     def forward(self, x):
         return self.head(self.forward_features(x)[:, 0])
+
+
+# ---- Spatial-reduction attention (PVT; format.md 1c) ----------------------------------------------
+
+
+class PvtAttention(nn.Module):
+    """PVT's spatial-reduction attention with timm's pvt_v2 parameter names: q from every token,
+    k and v from the feature map reduced by a strided sr x sr convolution (then LayerNorm), or, in
+    the linear variant, by an adaptive average pool to pool_size (then a 1x1 conv, LayerNorm and
+    GELU); softmax over the n reduced keys. forward(x, feat_size) as timm's Block calls it."""
+
+    def __init__(self, dim, num_heads=8, sr_ratio=1, linear_attn=False, pool_size=7, qkv_bias=True,
+                 **_unused):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.q = nn.Linear(dim, dim, bias=qkv_bias)
+        self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.pool = nn.AdaptiveAvgPool2d(pool_size) if linear_attn else None
+        self.sr = nn.Conv2d(dim, dim, kernel_size=1) if linear_attn else (
+            nn.Conv2d(dim, dim, kernel_size=sr_ratio, stride=sr_ratio) if sr_ratio > 1 else None)
+        self.norm = nn.LayerNorm(dim) if self.sr is not None else None
+        self.act = nn.GELU() if linear_attn else None
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "softmax", "scale": self.scale}
+
+    def reduced(self, x, feat_size):
+        """The tokens k and v are computed from: [B, n, C]."""
+        if self.sr is None:
+            return x
+        b, _, c = x.shape
+        x_ = x.permute(0, 2, 1).reshape(b, c, *feat_size)
+        if self.pool is not None:
+            x_ = self.pool(x_)
+        x_ = self.norm(self.sr(x_).reshape(b, c, -1).permute(0, 2, 1))
+        return self.act(x_) if self.act is not None else x_
+
+    def attention_parts(self, x, feat_size):
+        b, n, c = x.shape
+        q = self.q(x).reshape(b, n, self.num_heads, -1).permute(0, 2, 1, 3)
+        kv = self.kv(self.reduced(x, feat_size))
+        k, v = kv.reshape(b, -1, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
+        return {"out": attn @ v, "attn": attn, "q": q, "k": k, "v": v}
+
+    def forward(self, x, feat_size):
+        return self.proj(_merge_heads(self.attention_parts(x, feat_size)["out"]))
+
+
+class PvtFocusedLinearAttention(nn.Module):
+    """FLatten-PVT's focused linear attention (LeapLabTHU's flatten_pvt.py): k and v from the
+    feature map reduced by a strided sr x sr convolution and LayerNorm; a learnable positional
+    encoding of the n reduced keys added to k; phi as FocusedLinearAttention's, over all C
+    channels; the divide normalisation over the n keys (n ** -0.5 twice and k.mean, as released).
+    The released code then adds a depthwise convolution of V linearly interpolated from n to N
+    tokens: that branch is not exported (format.md 1c), so attention_parts has the attention alone.
+    Forward(x, H, W) as PVT v1's Block calls it."""
+
+    def __init__(self, dim, num_heads=8, grid=(8, 8), sr_ratio=2, qkv_bias=False, focusing_factor=3,
+                 **_unused):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.grid = tuple(grid)
+        self.sr_ratio = sr_ratio
+        self.focusing_factor = focusing_factor
+        self.q = nn.Linear(dim, dim, bias=qkv_bias)
+        self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.sr = nn.Conv2d(dim, dim, kernel_size=sr_ratio, stride=sr_ratio)
+        self.norm = nn.LayerNorm(dim)
+        self.scale = nn.Parameter(torch.zeros(1, 1, dim))
+        self.key_grid = (self.grid[0] // sr_ratio, self.grid[1] // sr_ratio)
+        self.positional_encoding = nn.Parameter(torch.zeros(1, self.key_grid[0] * self.key_grid[1], dim))
+
+    def _features(self, x):
+        b, n, c = x.shape
+        q = self.q(x)
+        x_ = self.sr(x.permute(0, 2, 1).reshape(b, c, *self.grid)).reshape(b, c, -1).permute(0, 2, 1)
+        k, v = self.kv(self.norm(x_)).reshape(b, -1, 2, c).permute(2, 0, 1, 3).unbind(0)
+        k = k + self.positional_encoding
+        scale = F.softplus(self.scale)
+        q = (F.relu(q) + RELEASED_EPS) / scale
+        k = (F.relu(k) + RELEASED_EPS) / scale
+        q_norm, k_norm = q.norm(dim=-1, keepdim=True), k.norm(dim=-1, keepdim=True)
+        q, k = q ** self.focusing_factor, k ** self.focusing_factor
+        q = q / q.norm(dim=-1, keepdim=True) * q_norm
+        k = k / k.norm(dim=-1, keepdim=True) * k_norm
+        heads = lambda t: t.reshape(b, t.shape[1], self.num_heads, -1).permute(0, 2, 1, 3)
+        return heads(q), heads(k), heads(v)
+
+    def attnlens_qkv(self, x):
+        return self._features(x)
+
+    def attnlens_layer_attrs(self):
+        return {"attention": "focused", "kernel_applied": 1, "scale": self.head_dim ** -0.5,
+                "grid": self.grid, "prefix_tokens": 0, "key_grid": self.key_grid}
+
+    def attention_parts(self, x):
+        q, k, v = self._features(x)
+        n = k.shape[-2]
+        z = 1.0 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
+        kv = (k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
+        return {"out": q @ kv * z, "q": q, "k": k, "v": v}
+
+    def forward(self, x, h=None, w=None):
+        return self.proj(_merge_heads(self.attention_parts(x)["out"]))

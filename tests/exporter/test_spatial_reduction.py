@@ -1,0 +1,143 @@
+"""Spatial-reduction attention (format.md 1c, issue 10): a small PVT look-alike (reference_attention.py:
+timm pvt_v2's Attention with a strided reduction, its linear variant's adaptive pool, and FLatten-PVT's
+focused linear attention) exported through find_layers, then attnlens-cli's attention times v against
+the module's own attention output, and its softmax weights against the module's.
+
+The layouts come from the model: the stage's grid from the forward's feat_size, the key grid from the
+reduction (strided conv: 8x8 -> 4x4; adaptive pool to 3x3, whose bins do not divide 8; FLatten-PVT's
+sr 4: 2x2). Tolerance: max|O_cli - O_ref| <= 1e-5 max|O_ref| per (image, layer, head).
+"""
+
+import os
+import unittest
+
+import h5py
+import numpy as np
+import torch
+import torch.nn as nn
+
+import exporter_test_util as u
+
+ra = u.ra
+ax = u.ax
+IMAGES = 2
+GRID = (8, 8)
+
+
+class PvtLike(nn.Module):
+    """Patch embedding to an 8 x 8 grid, then three attentions with residuals: PVT's strided
+    reduction (sr 2), its linear variant (pool to 3 x 3) and FLatten-PVT (sr 4)."""
+
+    def __init__(self, dim=32, heads=2):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(1, dim, kernel_size=4, stride=4)
+        self.attns = nn.ModuleList([
+            ra.PvtAttention(dim, heads, sr_ratio=2),
+            ra.PvtAttention(dim, heads, linear_attn=True, pool_size=3),
+            ra.PvtFocusedLinearAttention(dim, heads, grid=GRID, sr_ratio=4),
+        ])
+        self.inputs = None
+
+    def forward(self, x):
+        x = self.patch_embed(x)
+        feat = tuple(x.shape[-2:])
+        x = x.flatten(2).transpose(1, 2)
+        for i, attn in enumerate(self.attns):
+            if self.inputs is not None:
+                self.inputs.setdefault(i, []).append(x.detach().clone())
+            x = x + (attn(x, feat) if isinstance(attn, ra.PvtAttention) else attn(x, *feat))
+        return x.mean(dim=1)
+
+
+def pvt_like(seed=5):
+    torch.manual_seed(seed)
+    model = u.randomise(PvtLike(), seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        pe = model.attns[2].positional_encoding
+        pe.copy_(0.3 * torch.randn(pe.shape, generator=g))
+    return model.eval()
+
+
+def export(test):
+    model = pvt_like()
+    model.inputs = {}
+    x = torch.randn(IMAGES, 1, 32, 32, generator=torch.Generator().manual_seed(11))
+    path = os.path.join(u.temp_dir(test), "pvt.h5")
+    with ax.Exporter(model, path, grid=GRID, dtype="float32") as ex:
+        ex.run(x[:1])  # two batches: the layers are declared after the first
+        ex.run(x[1:])
+    return path, model
+
+
+def reference(model, i):
+    attn = model.attns[i]
+    x = torch.cat(model.inputs[i])
+    with torch.no_grad():
+        return attn.attention_parts(x, GRID) if isinstance(attn, ra.PvtAttention) else \
+            attn.attention_parts(x)
+
+
+class SpatialReductionExport(unittest.TestCase):
+    def test_layers_carry_their_key_grids(self):
+        path, _ = export(self)
+        ax.validate(path)
+        with h5py.File(path, "r") as f:
+            for name, key_grid, attention in (("attns.0", (4, 4), "softmax"),
+                                              ("attns.1", (3, 3), "softmax"),
+                                              ("attns.2", (2, 2), "focused")):
+                g = f["layers"][name]
+                self.assertEqual(tuple(g.attrs["grid"]), GRID, name)
+                self.assertEqual(tuple(g.attrs["key_grid"]), key_grid, name)
+                self.assertEqual(g.attrs["attention"], attention, name)
+                n = key_grid[0] * key_grid[1]
+                self.assertEqual(g["q"].shape, (IMAGES, 2, 64, 16), name)
+                self.assertEqual(g["k"].shape, (IMAGES, 2, n, 16), name)
+                self.assertEqual(g["v"].shape, (IMAGES, 2, n, 16), name)
+            self.assertEqual([int(f["layers"][n].attrs["index"]) for n in ("attns.0", "attns.1",
+                                                                          "attns.2")], [0, 1, 2])
+
+    def test_cli_output_and_weights_are_the_modules(self):
+        u.cli_path()
+        path, model = export(self)
+        work = u.temp_dir(self)
+        for i, (name, preset) in enumerate((("attns.0", "softmax"), ("attns.1", "softmax"),
+                                            ("attns.2", "focused"))):
+            parts = reference(model, i)
+            for b in range(IMAGES):
+                for h in range(2):
+                    where = f"{name} image {b} head {h}"
+                    res = u.cli_attention(path, b, name, h, preset, work)
+                    self.assertEqual(res["keys"], parts["k"].shape[2], where)
+                    self.assertEqual(res["row_status"], ["ok"] * 64, where)
+                    err = u.relative_error(res["output"], parts["out"][b, h].numpy())
+                    self.assertLess(err, u.RELATIVE_TOLERANCE, where)
+                    if "attn" in parts:
+                        self.assertLess(u.relative_error(res["attention"],
+                                                         parts["attn"][b, h].numpy()),
+                                        u.RELATIVE_TOLERANCE, where)
+                    # Each row over the n keys: another head's values give another output.
+                    other = u.relative_error(np.asarray(res["attention"]) @
+                                             parts["v"][b, 1 - h].double().numpy(),
+                                             parts["out"][b, h].numpy())
+                    self.assertGreater(other, 100 * u.RELATIVE_TOLERANCE, where)
+
+    def test_writer_refuses_inconsistent_reduced_layers(self):
+        path = os.path.join(u.temp_dir(self), "bad.h5")
+        w = ax.DumpWriter(path, GRID, 0, dtype="float32")
+        w.declare_layer("a", 0, key_grid=(2, 2))
+        q = np.zeros((1, 1, 64, 4), np.float32)
+        with self.assertRaisesRegex(ax.ExportError, "n = key_prefix_tokens 0 \\+ key_grid 2x2 = 4"):
+            w.append_layer("a", q, np.zeros((1, 1, 9, 4), np.float32))
+        with self.assertRaisesRegex(ax.ExportError, "must share B, heads and tokens with k"):
+            w.append_layer("a", q, np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 64, 4)))
+        with self.assertRaisesRegex(ax.ExportError, "reduced grid"):
+            w.append_layer("a", q, np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 4, 4)),
+                           {"kind": "dwc", "channels": "per_head", "weight": np.zeros((4, 3, 3))})
+        with self.assertRaisesRegex(ax.ExportError, "window_size and key_grid"):
+            w.declare_layer("b", 1, key_grid=(2, 2), window_size=(4, 4), prefix_tokens=0)
+        w.abort()
+
+
+if __name__ == "__main__":
+    unittest.main()
