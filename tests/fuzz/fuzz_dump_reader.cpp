@@ -173,7 +173,9 @@ void exercise(const std::string& path) {
     const int layers = std::min<int>(int(info.layers.size()), kMaxLayers);
     for (int li = 0; li < layers; ++li) {
         const LayerInfo& l = info.layers[std::size_t(li)];
-        const double perHead = matrixBytes(l.tokens, 2.0 * l.dim + l.valueDim) * 2.0;  // raw buffer + doubles
+        // q on N tokens, k and v on n (format.md 1c); raw buffer + doubles.
+        const double perHead =
+            (matrixBytes(l.tokens, l.dim) + matrixBytes(l.keyTokens(), double(l.dim) + l.valueDim)) * 2.0;
         if (info.images < 1 || l.heads < 1 || perHead > kMaxReadBytes) {
             ++stats.skippedReads;
             continue;

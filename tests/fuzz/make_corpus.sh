@@ -36,6 +36,8 @@ synth synth_inline_residual --layers 1 --images 2 "${small[@]}" --local-branch i
 synth synth_window_dwc --layers 2 --images 1 --heads 1 --grid 4x4 --dim 2 --prefix 0 --window 2 --local-branch dwc
 synth synth_window_inline_residual --layers 2 --images 1 --heads 1 --grid 4x2 --dim 2 --prefix 0 --window 2 \
   --local-branch inline_residual
+# Spatial reduction (format.md 1c): keys on a 2 x 2 grid of a 4 x 3 one (floor), a prefix key kept.
+synth synth_reduction --layers 1 --images 1 --heads 1 --grid 4x3 --dim 2 --prefix 1 --reduction 2
 
 "$py" "$here/make_corpus.py" "$out"
 
