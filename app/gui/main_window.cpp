@@ -107,6 +107,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         updateStatusFile();
     });
     connect(session_, &Session::selectionChanged, this, &MainWindow::syncSelectionWidgets);
+    // The shape is the selected layer's: stages of hierarchical models differ.
+    connect(session_, &Session::selectionChanged, this, &MainWindow::updateStatusFile);
     connect(session_, &Session::queryChanged, this, &MainWindow::syncSelectionWidgets);
     // The value under the cursor belongs to one query of one dump: any change of either clears it
     // (the next mouse move shows the new value), so it never describes a row no longer shown.
@@ -991,17 +993,22 @@ void MainWindow::updateStatusFile() {
     const DumpInfo& info = session_->info();
     fileLabel_->setText(QFileInfo(session_->path()).fileName());
     fileLabel_->setToolTip(session_->path());
-    const LayerInfo& l = info.layers.front();
+    const LayerInfo& l = session_->layerInfo();
     // Long model descriptions (the example's names five models) would widen the window past
     // 1024 px: the status bar shows the start, the tooltip all of it.
     QString elidedModel = QString::fromStdString(info.model);
     if (elidedModel.size() > 32) elidedModel = elidedModel.left(31) + QChar(0x2026);
-    shapeLabel_->setText(QStringLiteral("B=%1 · N=%2 (%3 + %4x%5) · d=%6 · %7 layers × %8 heads%9")
+    shapeLabel_->setText(QStringLiteral("B=%1 · N=%2 (%3 + %4x%5)%6 · d=%7 · %8 layers × %9 heads%10")
                              .arg(info.images)
                              .arg(l.tokens)
                              .arg(l.layout.prefix)
                              .arg(l.layout.gridH)
                              .arg(l.layout.gridW)
+                             .arg(l.reducedKeys() ? QStringLiteral(" → n=%1 keys (%2x%3)")
+                                                        .arg(l.keyTokens())
+                                                        .arg(l.keyLayout.gridH)
+                                                        .arg(l.keyLayout.gridW)
+                                                  : QString())
                              .arg(l.dim)
                              .arg(info.layers.size())
                              .arg(l.heads)

@@ -3,6 +3,8 @@
 // the token map shows each query cell the weight of the key cell holding it (computed here with
 // the explicit floor formula) and outlines the key cells, the matrix view shows N x n, every view
 // runs without an error, and rollout says why it is not defined.
+#include <QLabel>
+
 #include "app_test_fixture.h"
 #include "attnlens/synth.h"
 #include "matrix_view.h"
@@ -48,6 +50,9 @@ void ReductionTests::tokenMapShowsEachQueryCellItsKeyCell() {
     s->setLayer(1);
     QCOMPARE(s->keyLayout().gridH, 3);
     QCOMPARE(s->keyLayout().gridW, 3);
+    // The status bar describes the selected layer, keys included.
+    const QString shape = w.findChild<QLabel*>("shape")->text();
+    QVERIFY2(shape.contains(QStringLiteral("N=91 (1 + 10x9) → n=10 keys (3x3)")), qPrintable(shape));
     for (const char* paradigm : {"softmax", "inline", "mala"}) {
         s->setParadigm(s->paradigmIndex(paradigm));
         s->setQuery(s->layout().token(7, 2));
