@@ -9,7 +9,10 @@
 // Runs on the offscreen platform unless QT_QPA_PLATFORM says otherwise.
 // --window M makes the layer Swin's window attention (format.md 1b; M x M windows, unshifted, a
 // position bias): each row is computed over the query's window.
-// Usage: bench_gui [--iterations N] [--grid G (G x G tokens, default 56)] [--window M] [--keep FILE.h5]
+// --reduction R puts the keys on the grid reduced by R (PVT's spatial reduction, format.md 1c; A is
+// N x n): the click figures only (a local branch is not supported on such layers).
+// Usage: bench_gui [--iterations N] [--grid G (G x G tokens, default 56)] [--window M] [--reduction R]
+//        [--keep FILE.h5]
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
@@ -57,13 +60,14 @@ int main(int argc, char** argv) {
     QApplication app(argc, argv);
     int iterations = 200;
     int grid = 56;
-    int windowSize = 0;
+    int windowSize = 0, reduction = 1;
     QString keep;
     for (int i = 1; i + 1 < argc; ++i) {
         if (QString(argv[i]) == "--iterations") iterations = std::max(1, QString(argv[i + 1]).toInt());
         if (QString(argv[i]) == "--grid") grid = std::clamp(QString(argv[i + 1]).toInt(), 2, 128);
         if (QString(argv[i]) == "--keep") keep = argv[i + 1];
         if (QString(argv[i]) == "--window") windowSize = std::clamp(QString(argv[i + 1]).toInt(), 0, 64);
+        if (QString(argv[i]) == "--reduction") reduction = std::clamp(QString(argv[i + 1]).toInt(), 1, 64);
     }
     const int tokens = grid * grid;
     QTemporaryDir dir;
@@ -77,8 +81,11 @@ int main(int argc, char** argv) {
     o.images = 1;
     o.localBranch = "dwc";  // its own seed stream: the activations are those of a dump without it
     o.window = windowSize;
+    o.reduction = reduction;
+    if (reduction > 1) o.localBranch.clear();
     writeSynthDump(path.toStdString(), o);
     if (windowSize > 0) std::printf("window attention: %d x %d windows\n", windowSize, windowSize);
+    if (reduction > 1) std::printf("spatial reduction: keys on the grid reduced by %d\n", reduction);
 
     Session session(Preferences{});
     QWidget window;
@@ -136,6 +143,28 @@ int main(int argc, char** argv) {
         clickCompare.add(viaSession + rc + replotMap.ms.back() * 1e6);
         clickMap.add(viaSession + qint64(replotMap.ms.back() * 1e6));
     }
+    auto printClicks = [&] {
+        std::printf(
+            "bench_gui: N = %d (%d x %d, no prefix), n = %lld keys, d = 32, %zu paradigms, %d clicks, "
+            "platform %s\n",
+            tokens, grid, grid, (long long)session.keyLayout().tokens(), shown.size(), iterations,
+            qPrintable(QGuiApplication::platformName()));
+        std::printf("open dump + first token map on screen: %.1f ms (+ 8-panel comparison: %.1f ms)\n", openMs,
+                    openBothMs);
+        std::printf("build the 8 attention heads (first click after a selection change): %.2f ms\n\n", buildMs);
+        std::printf("%-44s %8s %8s %8s %8s\n", "milliseconds per click", "median", "mean", "p95", "max");
+        print("compute: 8 rows (AttentionHead::row)", compute);
+        print("update: token map data + colours", updateMap);
+        print("replot: token map (grid + colour bar)", replotMap);
+        print("update: comparison data + colours (8 maps)", updateCompare);
+        print("replot: comparison (8 panels)", replotCompare);
+        print("click -> token map drawn (compute+update+replot)", clickMap);
+        print("click -> both views drawn", clickCompare);
+    };
+    if (reduction > 1) {
+        printClicks();
+        return 0;
+    }
     // The local branch: toggle on/off and channel changes through both views (rows of E_c for all
     // paradigms, data, colours, replots), alternating so that nothing is cached.
     Stats toggle, channel;
@@ -176,18 +205,7 @@ int main(int argc, char** argv) {
     const SpectrumResult sel = matrixSpectrum(el, worker.layout(), SpectrumOptions{}, kernel->grid().windows);
     const double elSvdMs = t.nsecsElapsed() / 1e6;
 
-    std::printf("bench_gui: N = %d (%d x %d, no prefix), d = 32, %zu paradigms, %d clicks, platform %s\n", tokens, grid,
-                grid, shown.size(), iterations, qPrintable(QGuiApplication::platformName()));
-    std::printf("open dump + first token map on screen: %.1f ms (+ 8-panel comparison: %.1f ms)\n", openMs, openBothMs);
-    std::printf("build the 8 attention heads (first click after a selection change): %.2f ms\n\n", buildMs);
-    std::printf("%-44s %8s %8s %8s %8s\n", "milliseconds per click", "median", "mean", "p95", "max");
-    print("compute: 8 rows (AttentionHead::row)", compute);
-    print("update: token map data + colours", updateMap);
-    print("replot: token map (grid + colour bar)", replotMap);
-    print("update: comparison data + colours (8 maps)", updateCompare);
-    print("replot: comparison (8 panels)", replotCompare);
-    print("click -> token map drawn (compute+update+replot)", clickMap);
-    print("click -> both views drawn", clickCompare);
+    printClicks();
     print("local branch on -> both views drawn", toggle);
     print("local branch channel -> both views drawn", channel);
     std::printf("\nworker jobs with the local branch (dwc 5x5, channel %d), one paradigm each:\n", kernel->channel);
