@@ -8,6 +8,7 @@ reduction (strided conv: 8x8 -> 4x4; adaptive pool to 3x3, whose bins do not div
 sr 4: 2x2). Tolerance: max|O_cli - O_ref| <= 1e-5 max|O_ref| per (image, layer, head).
 """
 
+import json
 import os
 import unittest
 
@@ -76,6 +77,80 @@ def reference(model, i):
     with torch.no_grad():
         return attn.attention_parts(x, GRID) if isinstance(attn, ra.PvtAttention) else \
             attn.attention_parts(x)
+
+
+class TwoStageLike(nn.Module):
+    """A hierarchical model as the papers' (issue 10): a Swin stage on 8 x 8 (a softmax block and
+    a shifted FLatten-Swin block with its dwc inside windows), a patch merge to 4 x 4 with twice
+    the channels and heads, then a PVT stage (PVT's strided reduction to 2 x 2 keys, and
+    FLatten-PVT with sr 2)."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(1, dim, kernel_size=4, stride=4)
+        self.swin = nn.ModuleList([
+            ra.SwinTransformerBlock(dim, GRID, 2, window_size=4, shift_size=0),
+            ra.SwinTransformerBlock(dim, GRID, 2, window_size=4, shift_size=2,
+                                    attn_layer=ra.WindowFocusedLinearAttention),
+        ])
+        self.merge = nn.Conv2d(dim, 2 * dim, kernel_size=2, stride=2)
+        self.pvt = nn.ModuleList([
+            ra.PvtAttention(2 * dim, 4, sr_ratio=2),
+            ra.PvtFocusedLinearAttention(2 * dim, 4, grid=(4, 4), sr_ratio=2),
+        ])
+
+    def forward(self, x):
+        x = self.patch_embed(x).permute(0, 2, 3, 1)
+        for block in self.swin:
+            x = block(x)
+        x = self.merge(x.permute(0, 3, 1, 2))
+        feat = tuple(x.shape[-2:])
+        x = x.flatten(2).transpose(1, 2)
+        for attn in self.pvt:
+            x = x + (attn(x, feat) if isinstance(attn, ra.PvtAttention) else attn(x, *feat))
+        return x.mean(dim=1)
+
+
+class MultiStageExport(unittest.TestCase):
+    def test_stages_keep_their_layouts_and_every_command_runs(self):
+        u.cli_path()
+        torch.manual_seed(2)
+        model = u.randomise(TwoStageLike(), 2).eval()
+        x = torch.randn(IMAGES, 1, 32, 32, generator=torch.Generator().manual_seed(4))
+        path = os.path.join(u.temp_dir(self), "two_stage.h5")
+        with ax.Exporter(model, path, grid=GRID, dtype="float32") as ex:
+            ex.run(x)
+        ax.validate(path)
+        with h5py.File(path, "r") as f:
+            layers = sorted(f["layers"], key=lambda n: int(f["layers"][n].attrs["index"]))
+            self.assertEqual(layers, ["swin.0", "swin.1", "pvt.0", "pvt.1"])
+            shapes = [(tuple(f["layers"][n].attrs["grid"]), f["layers"][n]["q"].shape[1],
+                       f["layers"][n]["k"].shape[2]) for n in layers]
+            self.assertEqual(shapes, [((8, 8), 2, 64), ((8, 8), 2, 64), ((4, 4), 4, 4),
+                                      ((4, 4), 4, 4)])
+            self.assertIn("local_branch", f["layers"]["swin.1"])
+            self.assertEqual(tuple(f["layers"]["pvt.1"].attrs["key_grid"]), (2, 2))
+        out = os.path.join(u.temp_dir(self), "report.json")
+        u.run_cli("analyze", path, "--paradigms", "softmax,focused,inline", "-o", out)
+        with open(out) as f:
+            report = json.load(f)
+        by_layer = {}
+        for r in report["results"]:
+            by_layer.setdefault(r["layer"], []).append(r)
+        self.assertEqual(sorted(by_layer), sorted(layers))
+        for r in by_layer["pvt.0"]:
+            self.assertEqual((r["tokens"], r["keys"]), (16, 4))
+            self.assertLessEqual(r["rank"]["rank"], 4)
+        for r in by_layer["swin.0"]:
+            self.assertEqual(len(r["rank"]["window_ranks"]), 4)
+        u.run_cli("locality", path, "--paradigms", "softmax", "-o",
+                  os.path.join(u.temp_dir(self), "loc.json"))
+        # Rollout through the first stage only; across the stages it is refused with a reason.
+        u.run_cli("rollout", path, "--image", "0", "--query", "3,3", "--layers", "swin.0,swin.1",
+                  "--paradigms", "softmax")
+        res = u.run_cli("rollout", path, "--image", "0", "--query", "3,3", expect_ok=False)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("rollout", res.stderr)
 
 
 class SpatialReductionExport(unittest.TestCase):
