@@ -84,6 +84,9 @@ nlohmann::json AnalysisOptions::toJson() const {
     rank["spatial_only"] = spectrum.spatialOnly;
     rank["spatial_only_rule"] = "prefix rows and columns removed when true";
     rank["flagged_rows"] = "rows with a non-Ok status are left out of the matrix";
+    rank["spatial_reduction"] =
+        "keys on a reduced grid (format.md 1c): A is N x n, rank <= min(N, n), N in the default tolerance is "
+        "max(N, n); spatial_only drops the queries' prefix rows and the keys' prefix columns";
     rank["methods"] = {{"linear_family",
                         "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
                         "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
@@ -98,6 +101,10 @@ nlohmann::json AnalysisOptions::toJson() const {
         "are; mean over spatial queries whose row status is ok";
     local["uniform_baseline"] = "mean over the same queries of |window| / N, N = all tokens incl. prefix";
     local["paper_baseline"] = "k^2 / N";
+    local["spatial_reduction"] =
+        "keys on a reduced h x w grid (format.md 1c): the window is centred on the query's key cell "
+        "(floor((y + 0.5) h / H), floor((x + 0.5) w / W)) and lies on the key grid, clipped at its border; "
+        "N in the baselines is n, the keys";
     local["per_query_maps"] = perQueryMaps;
     j["local"] = local;
 
@@ -107,6 +114,7 @@ nlohmann::json AnalysisOptions::toJson() const {
         "mean over rows whose status is ok (rows without positive weight have no entropy and are "
         "left out of the entropy means)";
     entropy["max_weight"] = "mean over ok rows of max_j A_ij";
+    entropy["spatial_reduction"] = "rows over the n keys of a reduced grid: normalised = entropy / log n";
     entropy["negative_rows"] = "fraction of ok rows with any A_ij < 0";
     entropy["negative_mass"] = "sum over ok rows of sum_j min(A_ij, 0); mean = total / ok rows";
     j["entropy"] = entropy;
