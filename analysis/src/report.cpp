@@ -1282,7 +1282,7 @@ std::string formatSummary(const nlohmann::json& report) {
         out << "uniform baseline:";
         for (int k : ks)
             out << " " << k << "x" << k << " " << fmt(s[0]["local"][std::to_string(k)]["uniform_baseline"], 4);
-        out << " (mean |window|/N)\n";
+        out << " (mean |window| / keys: N, or n under spatial reduction)\n";
     }
     out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
         << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass";
