@@ -246,6 +246,8 @@ void TokenMapView::rebuild() {
         plot_->clearPlottables();
         plot_->plotLayout()->clear();
         windows_.clear();
+        keyLines_.clear();  // clearItems() deleted them
+        keyLinesFor_ = TokenLayout{-1, -1, -1};
         built_ = TokenLayout{-1, -1, -1};
         rect_ = nullptr;
         map_ = nullptr;
