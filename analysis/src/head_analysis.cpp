@@ -181,8 +181,6 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
                    std::to_string(layout.tokens()) + " tokens, " + std::to_string(geometry.keys.tokens()) +
                    " keys) does not match the head's " + std::to_string(n) + " tokens and " + std::to_string(keys) +
                    " keys");
-    if (branch && geometry.reducedKeys())
-        throwUsage("analysis: a local branch on a layer with keys on a reduced grid is not supported yet");
     const StatSelection& sel = options.stats;
     HeadStatistics stats;
     stats.tokens = n;
@@ -238,8 +236,11 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     }
     if (needs.branch)
         stats.localBranch =
-            analyzeLocalBranch(a, status, LocalBranchGrid(layout, branch->windows), *branch, options.localBranch,
-                               options.spectrum, options.localK, sel.rank, sel.local);
+            analyzeLocalBranch(a, status,
+                               // Spatial reduction: the branch's values are interpolated from the keys (format.md 1c).
+                               geometry.reducedKeys() ? LocalBranchGrid::interpolated(layout, geometry.keys)
+                                                      : LocalBranchGrid(layout, branch->windows),
+                               *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
     if (sel.entropy) stats.entropy = entropyStatistics(a, status);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)

@@ -41,6 +41,7 @@ std::vector<double> absoluteLocalFractions(const Matrix& a, const LocalBranchGri
                                            std::span<const int> ks, const LocalKernel* kernel) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const TokenLayout& layout = grid.layout;
+    const AttentionLayout keys = branchKeys(grid);
     std::vector<double> out;
     for (std::size_t ki = 0; ki < ks.size(); ++ki) {
         double sum = 0;
@@ -54,7 +55,7 @@ std::vector<double> absoluteLocalFractions(const Matrix& a, const LocalBranchGri
                     const double old = a(i, key);
                     const double change = std::abs(old + w) - std::abs(old);
                     total += change;
-                    if (inLocalWindow(layout, i, key, ks[ki])) inside += change;
+                    if (inLocalWindow(keys, i, key, ks[ki])) inside += change;
                 });
             }
             if (!(total > 0)) continue;
@@ -66,19 +67,23 @@ std::vector<double> absoluteLocalFractions(const Matrix& a, const LocalBranchGri
     return out;
 }
 
-RowFacts rowFacts(const Matrix& a, std::span<const RowStatus> status, const TokenLayout& layout,
+RowFacts rowFacts(const Matrix& a, std::span<const RowStatus> status, const AttentionLayout& geometry,
                   std::span<const int> ks) {
     RowFacts f;
+    const TokenLayout& layout = geometry.queries;
+    const TokenLayout& keys = geometry.keys;
     for (int k : ks) {
         const int r = (k - 1) / 2;
         std::vector<double> inside(std::size_t(layout.spatialTokens()), 0.0);
         for (int y = 0; y < layout.gridH; ++y)
             for (int x = 0; x < layout.gridW; ++x) {
                 const Index i = layout.token(y, x);
+                // The window around the query's key cell (itself unless the keys are reduced).
+                const int cy = geometry.keyRow(y), cx = geometry.keyCol(x);
                 double sum = 0;
-                for (int ky = std::max(0, y - r); ky <= std::min(layout.gridH - 1, y + r); ++ky)
-                    for (int kx = std::max(0, x - r); kx <= std::min(layout.gridW - 1, x + r); ++kx)
-                        sum += std::abs(a(i, layout.token(ky, kx)));
+                for (int ky = std::max(0, cy - r); ky <= std::min(keys.gridH - 1, cy + r); ++ky)
+                    for (int kx = std::max(0, cx - r); kx <= std::min(keys.gridW - 1, cx + r); ++kx)
+                        sum += std::abs(a(i, keys.token(ky, kx)));
                 inside[std::size_t(y) * std::size_t(layout.gridW) + std::size_t(x)] = sum;
             }
         f.windowL1.push_back(std::move(inside));
@@ -144,8 +149,9 @@ SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const 
                               const WindowPartition* blocks) {
     if (blocks) return blockDiagonalSpectrum(a, *blocks, options);  // windows have no prefix tokens
     if (!options.spatialOnly || layout.prefix == 0) return denseSpectrum(a, options);
+    // Interpolated values (N x n) have no prefix tokens on either side (format.md 1c).
     const Index p = layout.prefix, size = a.rows() - p;
-    SpectrumResult r = denseSpectrum(a.bottomRightCorner(size, size), options);
+    SpectrumResult r = denseSpectrum(a.bottomRightCorner(size, a.cols() - p), options);
     return r;
 }
 
@@ -154,10 +160,12 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
                                      const SpectrumOptions& spectrumOptions, std::span<const int> localK, bool withRank,
                                      bool withLocal) {
     const TokenLayout& layout = grid.layout;
+    const AttentionLayout geometry = branchKeys(grid);
     const Index n = layout.tokens();
-    if (a.rows() != n || a.cols() != n)
+    if (a.rows() != n || a.cols() != grid.columns())
         throwInput("local branch: the attention matrix is " + std::to_string(a.rows()) + " x " +
-                   std::to_string(a.cols()) + " but the layout has " + std::to_string(n) + " tokens");
+                   std::to_string(a.cols()) + " but the layout has " + std::to_string(n) + " tokens and " +
+                   std::to_string(grid.columns()) + " keys");
     if (!branch.weights) throwUsage("local branch: no weights");
     const LocalBranchWeights& w = *branch.weights;
     std::vector<int> channels = options.channels;
@@ -177,11 +185,11 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
 
     LocalBranchResult result;
     result.kind = branch.kind;
-    const RowFacts facts = rowFacts(a, status, layout, withLocal ? localK : std::span<const int>{});
+    const RowFacts facts = rowFacts(a, status, geometry, withLocal ? localK : std::span<const int>{});
     // A's own k x k masses per query: the branch's window sums are added to them.
     std::vector<LocalMassResult> massWithout;
     if (withLocal) {
-        massWithout = localMass(a, status, layout, localK);
+        massWithout = localMass(a, status, geometry, localK);
         for (const LocalMassResult& m : massWithout) result.localMassWithout.push_back(m.mean);
         result.localAbsFractionWithout = absoluteLocalFractions(a, grid, facts, localK, nullptr);
     }

@@ -397,9 +397,10 @@ int cmdInspect(int argc, char** argv) {
                     : b->perImage ? "per-image"
                                   : "shared",
                     b->hasBias ? (b->biasPerImage ? "per-image" : "shared") : "none",
-                    !info.layers[i].window ? ""
-                    : b->windowScope       ? ", inside each window"
-                                           : ", on the whole grid (not inside windows)");
+                    b->interpolatedValues    ? ", on V interpolated from the reduced keys to the grid"
+                    : !info.layers[i].window ? ""
+                    : b->windowScope         ? ", inside each window"
+                                             : ", on the whole grid (not inside windows)");
     }
     bool anyWindow = false;
     for (std::size_t i = 0; i < info.layers.size(); ++i) {

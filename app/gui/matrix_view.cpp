@@ -370,6 +370,9 @@ void MatrixView::rebuild() {
 
     // The rank line: A's alone, or E_c's beside A's (both with A's tolerance rule).
     QString rank;
+    // An N x n matrix has at most min(N, n) singular values (its tolerance uses max(N, n)).
+    const bool rectangular = img.keys != img.tokens;
+    const long long rankCeiling = std::min(img.keys, img.tokens);
     const SpectrumResult* s = session_->spectrum(sel.paradigm);
     const SpectrumResult* e = branch ? session_->branchSpectrum(sel.paradigm) : nullptr;
     if (branch) {
@@ -377,21 +380,22 @@ void MatrixView::rebuild() {
         if (e && s) {
             rank = QStringLiteral("numerical rank %1 / %2 %3; %4 without · effective rank %5 vs %6")
                        .arg(e->rank)
-                       .arg(e->size)
+                       .arg(rectangular ? rankCeiling : e->size)
                        .arg(with)
                        .arg(s->rank)
                        .arg(QString::number(e->effectiveRank, 'f', 1), QString::number(s->effectiveRank, 'f', 1));
         } else if (e) {
-            rank = QStringLiteral("numerical rank %1 / %2 %3; without: computing…").arg(e->rank).arg(e->size).arg(with);
+            rank = QStringLiteral("numerical rank %1 / %2 %3; without: computing…")
+                       .arg(e->rank)
+                       .arg(rectangular ? rankCeiling : e->size)
+                       .arg(with);
         } else {
             rank = QStringLiteral("rank %1: computing…").arg(with);
         }
     } else if (s) {
-        // An N x n matrix has at most min(N, n) singular values (its tolerance uses max(N, n)).
-        const bool rectangular = img.keys != img.tokens;
         rank = QStringLiteral("numerical rank %1 / %2%3 (σ > %4) · effective rank %5")
                    .arg(s->rank)
-                   .arg(rectangular ? std::min(img.keys, img.tokens) : s->size)
+                   .arg(rectangular ? rankCeiling : s->size)
                    .arg(rectangular ? QStringLiteral(" (N x n = %1 x %2)").arg(img.tokens).arg(img.keys) : QString())
                    .arg(formatWeight(s->tolerance))
                    .arg(QString::number(s->effectiveRank, 'f', 1));

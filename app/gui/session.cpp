@@ -49,7 +49,9 @@ QString layerLayoutLabel(const LayerInfo& l) {
 
 QString BranchKernel::describe() const {
     const QString k = QString::fromStdString(kind.empty() ? std::string("branch") : kind);
-    const QString where = windows ? QStringLiteral(", inside each window") : QString();
+    const QString where = windows        ? QStringLiteral(", inside each window")
+                          : interpolated ? QStringLiteral(", on V interpolated from the %1 keys").arg(keys.tokens())
+                                         : QString();
     if (channel < 0) return QStringLiteral("%1, mean over %2 channels%3").arg(k).arg(valueDim).arg(where);
     return QStringLiteral("%1, channel %2%3").arg(k).arg(channel).arg(where);
 }
@@ -902,6 +904,8 @@ std::shared_ptr<const BranchKernel> Session::localBranch() {
     k->valueDim = dv;
     k->layout = layout();
     if (localBranchGrid(layerInfo()).windows) k->windows = layerInfo().window->partition;
+    k->interpolated = b.interpolatedValues;
+    k->keys = keyLayout();
     if (channel < 0) {
         std::vector<int> channels;
         for (int c = 0; c < dv; ++c) channels.push_back(b.weightChannel(sel_.head, c, dv));

@@ -65,8 +65,13 @@ struct BranchKernel {
     // Where it convolves (localBranchGrid of the layer); the partition is shared with the layer.
     TokenLayout layout;
     std::shared_ptr<const WindowPartition> windows;
+    // Spatial reduction (format.md 1c): V interpolated from these keys (interpolated).
+    bool interpolated = false;
+    TokenLayout keys;
     LocalKernel kernel() const { return weights.kernel(0); }
-    LocalBranchGrid grid() const { return LocalBranchGrid(layout, windows.get()); }
+    LocalBranchGrid grid() const {
+        return interpolated ? LocalBranchGrid::interpolated(layout, keys) : LocalBranchGrid(layout, windows.get());
+    }
     // "dwc, channel 3" or "dwc, mean over 16 channels"
     QString describe() const;
     // "channel 3" or "mean over channels"

@@ -37,6 +37,8 @@ HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int he
 }
 
 LocalBranchGrid localBranchGrid(const LayerInfo& layer) {
+    if (layer.localBranch && layer.localBranch->interpolatedValues)
+        return LocalBranchGrid::interpolated(layer.layout, layer.keyLayout);
     const bool windows = layer.localBranch && layer.localBranch->windowScope && layer.window;
     return LocalBranchGrid(layer.layout, windows ? layer.window->partition.get() : nullptr);
 }
@@ -72,6 +74,8 @@ nlohmann::json DumpInfo::toJson() const {
                                                   {"dtype", toString(l.localBranch->weightType)}}
                                  : nlohmann::json(nullptr)},
         });
+        if (l.localBranch && l.localBranch->interpolatedValues)
+            layersJson.back()["local_branch"]["values"] = "interpolated";
         // Only on window layers, so that descriptions of other layers stay as they were.
         if (l.window && l.localBranch) {
             layersJson.back()["local_branch"]["scope"] = l.localBranch->windowScope ? "window" : "grid";

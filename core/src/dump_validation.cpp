@@ -697,10 +697,33 @@ private:
         else
             fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
         if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
-        if (info.reducedKeys())
+        // @values (format.md 1c): "interpolated" says the branch convolves V linearly interpolated
+        // from the n keys to the grid's tokens (FLatten-PVT); the only branch of a key_grid layer.
+        if (h5::hasAttribute(group.get(), "values", where)) {
+            const std::string values = h5::readStringAttribute(group.get(), "values", where);
+            if (values == "interpolated")
+                branch.interpolatedValues = true;
+            else if (values != "tokens")
+                fail(branchPath + " attribute 'values' must be \"tokens\" or \"interpolated\", got \"" +
+                     printableText(values, 40) + "\"");
+        }
+        if (info.reducedKeys() && !branch.interpolatedValues)
             fail(branchPath +
-                 ": a local branch on a layer whose keys lie on a reduced grid (key_grid) is not "
-                 "supported yet");
+                 ": the layer's keys and values lie on a reduced grid (key_grid), so its branch must say how V "
+                 "reaches the grid's tokens: values = \"interpolated\" (FLatten-PVT's linear interpolation along "
+                 "the token sequence) is the only way the format knows");
+        if (branch.interpolatedValues) {
+            if (!info.reducedKeys())
+                fail(branchPath +
+                     " attribute 'values' is \"interpolated\" but the layer has no key_grid (its "
+                     "values are on its own tokens)");
+            if (info.layout.prefix != 0 || info.keyLayout.prefix != 0)
+                fail(branchPath +
+                     ": interpolated values need a layer without prefix tokens (FLatten-PVT has "
+                     "none): prefix_tokens " +
+                     std::to_string(info.layout.prefix) + ", key_prefix_tokens " +
+                     std::to_string(info.keyLayout.prefix));
+        }
         if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
 
         // @scope (format.md 1a): where the convolution runs; a window layer's default is its windows,

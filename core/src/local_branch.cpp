@@ -3,10 +3,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace attnlens {
 
 const char* toString(LocalChannelMap m) { return m == LocalChannelMap::PerHead ? "per_head" : "all"; }
+
+InterpolationTaps linearInterpolationTaps(Index s, Index out, Index in) {
+    InterpolationTaps t;
+    if (in <= 1 || out <= 0) return t;  // one input: every output is it
+    const double x = std::max(0.0, (double(s) + 0.5) * double(in) / double(out) - 0.5);
+    t.j0 = std::min(Index(x), in - 1);
+    t.j1 = std::min(t.j0 + 1, in - 1);
+    t.w1 = x - double(t.j0);
+    t.w0 = 1.0 - t.w1;
+    if (t.j1 == t.j0) {
+        t.w0 = 1.0;
+        t.w1 = 0.0;
+    }
+    return t;
+}
 
 LocalBranchWeights LocalBranchWeights::meanOver(std::span<const int> weightChannels) const {
     LocalBranchWeights mean;
@@ -38,7 +55,7 @@ void addLocalBranch(Eigen::Ref<Matrix> a, const LocalKernel& kernel, const Local
 }
 
 Matrix localBranchMatrix(const LocalKernel& kernel, const LocalBranchGrid& grid) {
-    Matrix m = Matrix::Zero(grid.layout.tokens(), grid.layout.tokens());
+    Matrix m = Matrix::Zero(grid.layout.tokens(), grid.columns());
     addLocalBranch(m, kernel, grid);
     return m;
 }
@@ -71,6 +88,19 @@ void convolve(const LocalKernel& kernel, int window, int h, int w, In&& in, Out&
 Vector applyLocalBranch(const LocalKernel& kernel, const LocalBranchGrid& grid, const Eigen::Ref<const Vector>& v) {
     const TokenLayout& layout = grid.layout;
     Vector out = Vector::Zero(layout.tokens());
+    if (grid.interpolatedFrom > 0) {
+        // As FLatten-PVT runs it: V interpolated to the grid's tokens, then the convolution.
+        const Index n = grid.interpolatedFrom, spatial = layout.spatialTokens();
+        Vector resampled(spatial);
+        for (Index s = 0; s < spatial; ++s) {
+            const InterpolationTaps t = linearInterpolationTaps(s, spatial, n);
+            resampled[s] = t.w0 * v[grid.keys.prefix + t.j0] + t.w1 * v[grid.keys.prefix + t.j1];
+        }
+        convolve(
+            kernel, 0, layout.gridH, layout.gridW, [&](int y, int x) { return resampled[Index(y) * layout.gridW + x]; },
+            [&](int y, int x, double value) { out[layout.token(y, x)] = value; });
+        return out;
+    }
     if (!grid.windows) {
         convolve(
             kernel, 0, layout.gridH, layout.gridW, [&](int y, int x) { return v[layout.token(y, x)]; },
@@ -92,9 +122,24 @@ Vector applyLocalBranch(const LocalKernel& kernel, const LocalBranchGrid& grid, 
 std::vector<double> localBranchRowSums(const LocalKernel& kernel, const LocalBranchGrid& grid, bool absolute) {
     const TokenLayout& layout = grid.layout;
     std::vector<double> out(std::size_t(layout.spatialTokens()), 0.0);
+    std::vector<std::pair<Index, double>> taps;
     for (Index s = 0; s < layout.spatialTokens(); ++s) {
         double sum = 0;
-        forEachLocalTap(kernel, grid, layout.prefix + s, [&](Index, double w) { sum += absolute ? std::abs(w) : w; });
+        if (grid.interpolatedFrom > 0 && absolute) {
+            // Two taps may interpolate the same key: the row's L1 norm adds their weights first.
+            taps.clear();
+            forEachLocalTap(kernel, grid, layout.prefix + s, [&](Index key, double w) { taps.emplace_back(key, w); });
+            std::sort(taps.begin(), taps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+            for (std::size_t i = 0; i < taps.size();) {
+                double entry = 0;
+                const Index key = taps[i].first;
+                for (; i < taps.size() && taps[i].first == key; ++i) entry += taps[i].second;
+                sum += std::abs(entry);
+            }
+        } else {
+            forEachLocalTap(kernel, grid, layout.prefix + s,
+                            [&](Index, double w) { sum += absolute ? std::abs(w) : w; });
+        }
         out[std::size_t(s)] = sum;
     }
     return out;
@@ -106,9 +151,17 @@ std::vector<double> localBranchWindowSums(const LocalKernel& kernel, const Local
     for (Index s = 0; s < layout.spatialTokens(); ++s) {
         const Index i = layout.prefix + s;
         double sum = 0;
-        forEachLocalTap(kernel, grid, i, [&](Index key, double w) {
-            if (inLocalWindow(layout, i, key, k)) sum += w;
-        });
+        if (grid.interpolatedFrom > 0) {
+            // Keys within (k-1)/2 cells of the query's key cell on the key grid (format.md 1c).
+            const AttentionLayout g = branchKeys(grid);
+            forEachLocalTap(kernel, grid, i, [&](Index key, double w) {
+                if (inLocalWindow(g, i, key, k)) sum += w;
+            });
+        } else {
+            forEachLocalTap(kernel, grid, i, [&](Index key, double w) {
+                if (inLocalWindow(layout, i, key, k)) sum += w;
+            });
+        }
         out[std::size_t(s)] = sum;
     }
     return out;

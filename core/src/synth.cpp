@@ -170,7 +170,10 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
     requireRange("reduction", o.reduction, 1, 64);
     if (o.reduction > 1) {
         if (o.window != 0) throwUsage("synth: --reduction and --window are different layouts; give one");
-        if (!o.localBranch.empty()) throwUsage("synth: --local-branch on layers with --reduction is not supported yet");
+        if (!o.localBranch.empty() && o.prefix != 0)
+            throwUsage(
+                "synth: --local-branch with --reduction needs --prefix 0 (the branch convolves V interpolated "
+                "from the reduced keys to the grid, as FLatten-PVT, which has no prefix tokens)");
     }
     const std::uint64_t tokens = std::uint64_t(o.prefix) + std::uint64_t(o.gridH) * o.gridW;
     if (tokens > kMaxTokens) {
@@ -318,6 +321,7 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
             }
             const std::string branch = group + "/local_branch";
             writer.setGroupAttribute(branch, "kind", o.localBranch);
+            if (o.reduction > 1) writer.setGroupAttribute(branch, "values", std::string("interpolated"));
             writer.setGroupAttribute(branch, "channels", std::string(perHead ? "per_head" : "all"));
             std::vector<std::uint64_t> weightShape = {std::uint64_t(channels), std::uint64_t(kernel),
                                                       std::uint64_t(kernel)};

@@ -74,8 +74,9 @@ key grid follows from the reduction (a strided sr convolution's output size, or 
 pool's). timm's class `Attention` is softmax; another class says what it is with
 attnlens_layer_attrs(). An attention with attnlens_qkv (FLatten-PVT's focused linear attention,
 whose k gets a positional encoding and the feature map) returns its own q, k, v and gives grid and
-key_grid in attnlens_layer_attrs(). A local branch on such a layer is refused (FLatten-PVT's dwc
-runs on V interpolated back to N tokens: not in the format yet).
+key_grid in attnlens_layer_attrs(). A local branch on such a layer must say values="interpolated"
+(FLatten-PVT's dwc runs on V linearly interpolated from the n keys back to the N grid tokens;
+format.md 1c), which is written as the branch's @values; layers with prefix tokens cannot have it.
 
 Command line (`python3 attnlens_export.py --help`):
   export   run a model given as module:factory on images from a .npy/.npz file and write a dump
@@ -101,8 +102,9 @@ DTYPES = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 LOCAL_BRANCH_CHANNELS = ("per_head", "all")
 MAX_KERNEL = 255  # format.md 1a: kernel sizes odd, 1..255
 BRANCH_META = ("kind", "channels", "channel_count", "kernel", "per_image", "bias_mode", "scope",
-               "per_window")
+               "per_window", "values")
 BRANCH_SCOPES = ("grid", "window")  # format.md 1a @scope
+BRANCH_VALUES = ("tokens", "interpolated")  # format.md 1c @values
 MAX_CLASS_NAMES = 65536  # format.md: /class_names holds 1 to 65536 names
 MAX_CLASS_NAME_BYTES = 256  # of UTF-8 each
 
@@ -425,19 +427,25 @@ class DumpWriter:
                                   "was present in the earlier ones")
             return None
         where = f"layer {name}: local branch"
-        if info.get("keys") is not None:
-            raise ExportError(f"{where}: a local branch on a layer with keys on a reduced grid "
-                              "(key_grid) is not in the format yet (FLatten-PVT's dwc runs on V "
-                              "interpolated back to the queries' tokens); export without it")
+        values = branch.get("values", "tokens") if isinstance(branch, dict) else "tokens"
+        if values not in BRANCH_VALUES:
+            raise ExportError(f"{where}: values must be \"tokens\" or \"interpolated\", got {values!r}")
+        if info.get("keys") is not None and values != "interpolated":
+            raise ExportError(f"{where}: the layer's values lie on a reduced grid (key_grid); its branch "
+                              "must say values=\"interpolated\" (FLatten-PVT's linear interpolation of V "
+                              "back to the grid's tokens), the only way the format knows")
+        if values == "interpolated" and (info.get("keys") is None or info["prefix"] or info["keys"][1]):
+            raise ExportError(f"{where}: values=\"interpolated\" needs a layer with key_grid and no "
+                              "prefix tokens")
         if info["count"] and earlier is None:
             raise ExportError(f"{where} in this batch but not in the earlier ones")
         if not isinstance(branch, dict):
             raise ExportError(f"{where} must be None or a dict with kind, channels, weight and "
                               f"optionally bias, got {type(branch).__name__}")
-        unknown = sorted(set(branch) - {"kind", "channels", "weight", "bias", "scope"})
+        unknown = sorted(set(branch) - {"kind", "channels", "weight", "bias", "scope", "values"})
         if unknown:
             raise ExportError(f"{where} has unknown keys {unknown} (expected kind, channels, "
-                              "weight, bias, scope)")
+                              "weight, bias, scope, values)")
         window = info.get("window")
         scope = branch.get("scope", "window" if window is not None else "grid")
         if scope not in BRANCH_SCOPES:
@@ -517,7 +525,7 @@ class DumpWriter:
                               f"{t[first]}); the branch's weights must be finite")
         meta = {"kind": kind, "channels": channels, "channel_count": c, "kernel": (kh, kw),
                 "per_image": per_image, "bias_mode": bias_mode, "scope": scope,
-                "per_window": per_window}
+                "per_window": per_window, "values": values}
         if earlier is not None:
             for key in BRANCH_META:
                 if meta[key] != earlier[key]:
@@ -552,6 +560,8 @@ class DumpWriter:
                 g.attrs["channels"] = branch["channels"]
                 if info.get("window") is not None:  # plain layers stay as version 1 wrote them
                     g.attrs["scope"] = branch["scope"]
+                if branch["values"] == "interpolated":
+                    g.attrs["values"] = "interpolated"
                 # Shared weights and bias: written once (later batches are checked against them).
                 if not branch["per_image"]:
                     g.create_dataset("weight", data=branch["weight"].astype(dtype))
@@ -1292,6 +1302,11 @@ def _validate_branch(layer, where, q_shape, problems):
         return None
     if scope == "window" and not windowed:
         problems.append(f"{where}: scope \"window\" on a layer without window_size")
+        return None
+    values = _string_attr(g.attrs, "values") if "values" in g.attrs else "tokens"
+    if values not in BRANCH_VALUES or (values == "interpolated") != ("key_grid" in layer.attrs):
+        problems.append(f"{where}: attribute values {values!r} does not fit the layer (\"interpolated\" "
+                        "exactly on layers with key_grid)")
         return None
     w = g["weight"]
     if w.dtype not in (np.float16, np.float32, np.float64) or w.ndim not in (3, 4, 5):

@@ -715,12 +715,13 @@ class PvtFocusedLinearAttention(nn.Module):
     feature map reduced by a strided sr x sr convolution and LayerNorm; a learnable positional
     encoding of the n reduced keys added to k; phi as FocusedLinearAttention's, over all C
     channels; the divide normalisation over the n keys (n ** -0.5 twice and k.mean, as released).
-    The released code then adds a depthwise convolution of V linearly interpolated from n to N
-    tokens: that branch is not exported (format.md 1c), so attention_parts has the attention alone.
-    Forward(x, H, W) as PVT v1's Block calls it."""
+    The released code then adds a depthwise kernel_size x kernel_size convolution (one Conv2d over
+    head_dim, shared by the heads) of V linearly interpolated from n to N tokens along the token
+    sequence (F.interpolate(mode="linear") on [B * heads, d, n]): exported with values
+    "interpolated" (format.md 1c). Forward(x, H, W) as PVT v1's Block calls it."""
 
     def __init__(self, dim, num_heads=8, grid=(8, 8), sr_ratio=2, qkv_bias=False, focusing_factor=3,
-                 **_unused):
+                 kernel_size=5, **_unused):
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
@@ -735,6 +736,8 @@ class PvtFocusedLinearAttention(nn.Module):
         self.scale = nn.Parameter(torch.zeros(1, 1, dim))
         self.key_grid = (self.grid[0] // sr_ratio, self.grid[1] // sr_ratio)
         self.positional_encoding = nn.Parameter(torch.zeros(1, self.key_grid[0] * self.key_grid[1], dim))
+        self.dwc = nn.Conv2d(self.head_dim, self.head_dim, kernel_size=kernel_size, groups=self.head_dim,
+                             padding=kernel_size // 2)
 
     def _features(self, x):
         b, n, c = x.shape
@@ -766,5 +769,20 @@ class PvtFocusedLinearAttention(nn.Module):
         kv = (k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
         return {"out": q @ kv * z, "q": q, "k": k, "v": v}
 
+    def attnlens_local_branch(self, _x=None):
+        return {"kind": "dwc", "channels": "per_head", "weight": self.dwc.weight[:, 0],
+                "bias": self.dwc.bias, "values": "interpolated"}
+
+    def attention_with_local_branch(self, x):
+        """O + DWC(interpolate(V)) per head [B, heads, N, d] (before the projection), as released."""
+        parts = self.attention_parts(x)
+        v = parts["v"]
+        b, heads, n, d = v.shape
+        big_n = self.grid[0] * self.grid[1]
+        v = F.interpolate(v.transpose(-2, -1).reshape(b * heads, d, n), size=big_n, mode="linear")
+        v = v.reshape(b * heads, d, *self.grid)
+        local = self.dwc(v).reshape(b, heads, d, big_n).transpose(-2, -1)
+        return parts["out"] + local
+
     def forward(self, x, h=None, w=None):
-        return self.proj(_merge_heads(self.attention_parts(x)["out"]))
+        return self.proj(_merge_heads(self.attention_with_local_branch(x)))

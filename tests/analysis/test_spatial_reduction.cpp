@@ -294,5 +294,118 @@ TEST(SpatialReduction, AnalyzeHeadAgreesWithTheSeparateStatisticsAndRolloutRefus
     }
 }
 
+// FLatten-PVT's branch (format.md 1c, values "interpolated"): M_c = DWC_c P, P the linear
+// interpolation from the n keys to the grid's tokens. Queries 6 x 5 (N = 30), keys 3 x 2 (n = 6).
+const TokenLayout kBranchQueries{6, 5, 0};
+const TokenLayout kBranchKeys{3, 2, 0};
+
+LocalBranchWeights randomKernels(int channels, int k, std::uint64_t seed) {
+    LocalBranchWeights w;
+    w.channels = channels;
+    w.kernelH = w.kernelW = k;
+    const Matrix r = randomNormal(channels, k * k, seed);
+    for (Index c = 0; c < r.rows(); ++c)
+        for (Index t = 0; t < r.cols(); ++t) w.weights.push_back(r(c, t));
+    for (int c = 0; c < channels; ++c) w.bias.push_back(0.1 * (c + 1));
+    return w;
+}
+
+TEST(SpatialReduction, InterpolationTapsFollowPyTorchsLinearRule) {
+    // 2 inputs to 4 outputs (align_corners=False): x = (s + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25.
+    const double want[4][2] = {{1.0, 0.0}, {0.75, 0.25}, {0.25, 0.75}, {0.0, 1.0}};
+    for (Index s = 0; s < 4; ++s) {
+        const InterpolationTaps t = linearInterpolationTaps(s, 4, 2);
+        RowVector row = RowVector::Zero(2);
+        row[t.j0] += t.w0;
+        row[t.j1] += t.w1;
+        EXPECT_NEAR(row[0], want[s][0], 1e-15) << s;
+        EXPECT_NEAR(row[1], want[s][1], 1e-15) << s;
+    }
+    // Every output's weights sum to 1 and lie on neighbouring inputs; one input feeds every output.
+    for (Index out : {1, 7, 30, 49})
+        for (Index in : {1, 2, 6, 49}) {
+            for (Index s = 0; s < out; ++s) {
+                const InterpolationTaps t = linearInterpolationTaps(s, out, in);
+                EXPECT_NEAR(t.w0 + t.w1, 1.0, 1e-15);
+                EXPECT_LE(t.j1 - t.j0, 1);
+                EXPECT_LT(t.j1, in);
+            }
+        }
+}
+
+TEST(SpatialReduction, InterpolatedBranchMatrixEqualsTheModelsOrderOfOperations) {
+    const LocalBranchWeights w = randomKernels(2, 3, 71);
+    const LocalBranchGrid grid = LocalBranchGrid::interpolated(kBranchQueries, kBranchKeys);
+    EXPECT_EQ(grid.columns(), 6);
+    const Vector v = randomNormal(6, 1, 72).col(0);
+    for (int c = 0; c < 2; ++c) {
+        const LocalKernel k = w.kernel(c);
+        const Matrix m = localBranchMatrix(k, grid);
+        ASSERT_EQ(m.rows(), 30);
+        ASSERT_EQ(m.cols(), 6);
+        // The matrix (taps expanded through P) against interpolate-then-convolve.
+        Vector viaMatrix = m * v;
+        viaMatrix.array() += k.bias;
+        EXPECT_LT((viaMatrix - applyLocalBranch(k, grid, v)).cwiseAbs().maxCoeff(), 1e-13);
+        // Row sums, L1 norms (two taps can land on one key) and window sums against the dense rows.
+        const std::vector<double> sums = localBranchRowSums(k, grid, false);
+        const std::vector<double> l1 = localBranchRowSums(k, grid, true);
+        const std::vector<double> win = localBranchWindowSums(k, grid, 3);
+        const AttentionLayout g(kBranchQueries, kBranchKeys);
+        for (Index i = 0; i < 30; ++i) {
+            EXPECT_NEAR(sums[std::size_t(i)], m.row(i).sum(), 1e-13);
+            EXPECT_NEAR(l1[std::size_t(i)], m.row(i).cwiseAbs().sum(), 1e-13);
+            double inside = 0;
+            const int cy = int(std::floor((kBranchQueries.row(i) + 0.5) * 3 / 6));
+            const int cx = int(std::floor((kBranchQueries.col(i) + 0.5) * 2 / 5));
+            for (Index j = 0; j < 6; ++j)
+                if (std::abs(int(j / 2) - cy) <= 1 && std::abs(int(j % 2) - cx) <= 1) inside += m(i, j);
+            EXPECT_NEAR(win[std::size_t(i)], inside, 1e-13);
+        }
+    }
+}
+
+TEST(SpatialReduction, InterpolatedBranchStatisticsEqualTheDenseFormulas) {
+    const Matrix q = randomNormal(30, 3, 81), kk = randomNormal(6, 3, 82);
+    const LocalBranchWeights w = randomKernels(2, 3, 83);
+    const LocalBranchGrid grid = LocalBranchGrid::interpolated(kBranchQueries, kBranchKeys);
+    const AttentionLayout g(kBranchQueries, kBranchKeys);
+    const std::vector<int> ks{1, 3};
+    for (const char* name : {"softmax", "linear_relu", "inline"}) {
+        SCOPED_TRACE(name);
+        const auto h = makeHead(presetParadigm(name), q, kk);
+        const Matrix a = (**h).matrix();
+        const LocalBranchHead branch{&w, LocalChannelMap::PerHead, 0, 2, "dwc"};
+        const LocalBranchResult r =
+            analyzeLocalBranch(a, {}, grid, branch, LocalBranchOptions{}, SpectrumOptions{}, ks, true, true);
+        ASSERT_EQ(r.channels.size(), 2u);
+        for (int c = 0; c < 2; ++c) {
+            const Matrix mc = localBranchMatrix(w.kernel(c), grid);
+            const Matrix e = a + mc;
+            const SpectrumResult dense = denseSpectrum(e, SpectrumOptions{});
+            EXPECT_EQ(r.channels[std::size_t(c)].spectrum->rank, dense.rank);
+            const std::vector<LocalMassResult> mass = localMass(e, {}, g, ks);
+            for (std::size_t i = 0; i < ks.size(); ++i)
+                EXPECT_NEAR(r.channels[std::size_t(c)].localMass[i], mass[i].mean, 1e-13);
+            double share = 0;
+            for (Index i = 0; i < 30; ++i)
+                share += mc.row(i).cwiseAbs().sum() / (a.row(i).cwiseAbs().sum() + mc.row(i).cwiseAbs().sum());
+            EXPECT_NEAR(r.channels[std::size_t(c)].branchShare, share / 30.0, 1e-13);
+        }
+        // A's rank is at most n = 6 (the linear family: d + 1 = 4); E_c too (N x n), and here it
+        // reaches n: the branch fills the columns the low-rank A leaves empty.
+        EXPECT_LE(r.rankMax, 6);
+        if (std::string(name) == "linear_relu") {
+            EXPECT_LE(spectrum(**h, g, SpectrumOptions{}).rank, 4);
+            EXPECT_EQ(r.rankMin, 6);
+        }
+    }
+    // The matrix must have the branch's N x n shape.
+    const LocalBranchHead branch{&w, LocalChannelMap::PerHead, 0, 2, "dwc"};
+    EXPECT_THROW(analyzeLocalBranch(Matrix::Zero(30, 30), {}, grid, branch, LocalBranchOptions{}, SpectrumOptions{}, ks,
+                                    true, true),
+                 Error);
+}
+
 }  // namespace
 }  // namespace attnlens

@@ -310,6 +310,39 @@ TEST_F(BadInput, ReducedKeyGridIsCheckedAgainstTheKeys) {
     spec.v = Shape{2, 2, 5, 3};
     spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1)); };
     EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has key_prefix_tokens but no key_grid");
+    // A branch on reduced keys must say that V is interpolated to the grid (FLatten-PVT), and only
+    // such layers may say so; interpolated values need layers without prefix tokens.
+    spec.k = Shape{2, 2, 2, 4};
+    spec.v = Shape{2, 2, 2, 3};
+    auto branch = [](const std::string& values, std::int64_t keyPrefix) {
+        return [values, keyPrefix](DumpWriter& w) {
+            w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+            w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", keyPrefix);
+            w.setGroupAttribute("/layers/blocks.0/local_branch", "kind", std::string("dwc"));
+            w.setGroupAttribute("/layers/blocks.0/local_branch", "channels", std::string("per_head"));
+            if (!values.empty()) w.setGroupAttribute("/layers/blocks.0/local_branch", "values", values);
+            w.writeFloatDataset("/layers/blocks.0/local_branch/weight", {3, 1, 1}, std::vector<float>(3, 0.5f),
+                                DType::Float32);
+        };
+    };
+    spec.extra = branch("", 1);
+    EXPECT_CONTAINS(openError(spec),
+                    "/layers/blocks.0/local_branch: the layer's keys and values lie on a reduced "
+                    "grid (key_grid), so its branch must say how V reaches the grid's tokens");
+    spec.extra = branch("nearest", 1);
+    EXPECT_CONTAINS(openError(spec), "attribute 'values' must be \"tokens\" or \"interpolated\", got \"nearest\"");
+    spec.extra = branch("interpolated", 1);
+    EXPECT_CONTAINS(openError(spec), "interpolated values need a layer without prefix tokens");
+    spec.k = Shape{2, 2, 5, 4};
+    spec.v = Shape{2, 2, 5, 3};
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0/local_branch", "kind", std::string("dwc"));
+        w.setGroupAttribute("/layers/blocks.0/local_branch", "channels", std::string("per_head"));
+        w.setGroupAttribute("/layers/blocks.0/local_branch", "values", std::string("interpolated"));
+        w.writeFloatDataset("/layers/blocks.0/local_branch/weight", {3, 1, 1}, std::vector<float>(3, 0.5f),
+                            DType::Float32);
+    };
+    EXPECT_CONTAINS(openError(spec), "attribute 'values' is \"interpolated\" but the layer has no key_grid");
     // Windows over reduced keys: not a layout.
     spec.prefix = 0;
     spec.q = Shape{2, 2, 4, 4};

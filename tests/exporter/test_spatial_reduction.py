@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import exporter_test_util as u
 
@@ -171,6 +172,11 @@ class SpatialReductionExport(unittest.TestCase):
                 self.assertEqual(g["v"].shape, (IMAGES, 2, n, 16), name)
             self.assertEqual([int(f["layers"][n].attrs["index"]) for n in ("attns.0", "attns.1",
                                                                           "attns.2")], [0, 1, 2])
+            # FLatten-PVT's dwc on V interpolated from the 4 keys to the 64 grid tokens.
+            branch = f["layers"]["attns.2"]["local_branch"]
+            self.assertEqual(branch.attrs["values"], "interpolated")
+            self.assertEqual(branch["weight"].shape, (16, 5, 5))
+            self.assertNotIn("local_branch", f["layers"]["attns.0"])
 
     def test_cli_output_and_weights_are_the_modules(self):
         u.cli_path()
@@ -197,6 +203,37 @@ class SpatialReductionExport(unittest.TestCase):
                                              parts["out"][b, h].numpy())
                     self.assertGreater(other, 100 * u.RELATIVE_TOLERANCE, where)
 
+    def test_cli_local_branch_is_flatten_pvts(self):
+        """attnlens-cli attention --local-branch: O + M_c V with M_c = DWC P (P the linear
+        interpolation from n to N tokens) equals the module's own attention_with_local_branch, which
+        runs torch's F.interpolate and Conv2d; with the values taken as if on the grid (no
+        interpolation: nearest key cell) it does not."""
+        u.cli_path()
+        path, model = export(self)
+        work = u.temp_dir(self)
+        attn = model.attns[2]
+        x = torch.cat(model.inputs[2])
+        with torch.no_grad():
+            ref = attn.attention_with_local_branch(x)
+            nearest = attn.attention_parts(x)
+            v = nearest["v"]
+            b, heads, n, d = v.shape
+            up = F.interpolate(v.transpose(-2, -1).reshape(b * heads, d, n), size=64, mode="nearest")
+            wrong = nearest["out"] + attn.dwc(up.reshape(b * heads, d, *GRID)).reshape(
+                b, heads, d, 64).transpose(-2, -1)
+        for img in range(IMAGES):
+            for h in range(2):
+                where = f"image {img} head {h}"
+                out = os.path.join(work, f"b{img}{h}.json")
+                u.run_cli("attention", path, "--image", img, "--layer", "attns.2", "--head", h,
+                          "--paradigm", "focused", "--values", "--local-branch", "-o", out)
+                with open(out) as f:
+                    res = json.load(f)
+                got = np.asarray(res["output_with_local_branch"], dtype=np.float64)
+                self.assertLess(u.relative_error(got, ref[img, h].numpy()), u.RELATIVE_TOLERANCE, where)
+                self.assertGreater(u.relative_error(got, wrong[img, h].numpy()),
+                                   100 * u.RELATIVE_TOLERANCE, where)
+
     def test_writer_refuses_inconsistent_reduced_layers(self):
         path = os.path.join(u.temp_dir(self), "bad.h5")
         w = ax.DumpWriter(path, GRID, 0, dtype="float32")
@@ -206,7 +243,7 @@ class SpatialReductionExport(unittest.TestCase):
             w.append_layer("a", q, np.zeros((1, 1, 9, 4), np.float32))
         with self.assertRaisesRegex(ax.ExportError, "must share B, heads and tokens with k"):
             w.append_layer("a", q, np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 64, 4)))
-        with self.assertRaisesRegex(ax.ExportError, "reduced grid"):
+        with self.assertRaisesRegex(ax.ExportError, "must say values=\"interpolated\""):
             w.append_layer("a", q, np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 4, 4)),
                            {"kind": "dwc", "channels": "per_head", "weight": np.zeros((4, 3, 3))})
         with self.assertRaisesRegex(ax.ExportError, "window_size and key_grid"):

@@ -38,6 +38,8 @@ synth synth_window_inline_residual --layers 2 --images 1 --heads 1 --grid 4x2 --
   --local-branch inline_residual
 # Spatial reduction (format.md 1c): keys on a 2 x 2 grid of a 4 x 3 one (floor), a prefix key kept.
 synth synth_reduction --layers 1 --images 1 --heads 1 --grid 4x3 --dim 2 --prefix 1 --reduction 2
+# ... and FLatten-PVT's dwc on V interpolated from the keys (local_branch @values interpolated).
+synth synth_reduction_dwc --layers 1 --images 1 --heads 1 --grid 4x3 --dim 2 --prefix 0 --reduction 2 --local-branch dwc
 
 "$py" "$here/make_corpus.py" "$out"
 

@@ -37,7 +37,10 @@ struct LocalBranchInfo {
     bool perImage = false;     // weight [B, C, kh, kw], or [B, windows, C, kh, kw] when perWindow
     bool windowScope = false;  // @scope "window": the convolution runs inside each window (window layers)
     bool perWindow = false;    // one kernel per (image, window) (InLine-Swin's residual)
-    int windows = 1;           // kernels per channel: the layer's windows when perWindow
+    // @values "interpolated" (format.md 1c): V interpolated from the layer's n keys to its grid
+    // tokens before the convolution (FLatten-PVT); M_c is then N x n.
+    bool interpolatedValues = false;
+    int windows = 1;  // kernels per channel: the layer's windows when perWindow
     bool hasBias = false;
     bool biasPerImage = false;  // bias [B, C]
     DType weightType = DType::Float32;

@@ -17,6 +17,12 @@
 // with zero padding at the window's edges (in the shifted frame: tokens that the roll brought
 // together are neighbours, as in the model; no mask) and nothing across windows. InLine-Swin
 // computes its kernel from each window's mean, so the weights may differ per window.
+//
+// On a spatial-reduction layer (PVT, format.md 1c) FLatten-PVT convolves V after interpolating it
+// linearly from the n keys back to the N grid tokens along the token sequence
+// (torch.nn.functional.interpolate(mode="linear", align_corners=False) on [B*heads, d, n]):
+//     V' = P V,   P[s, j] = linear interpolation weights of output sample s from the n inputs,
+// so M_c = DWC_c P is N x n and E_c = A + M_c is N x n like A (interpolated values).
 #include <algorithm>
 #include <cstdlib>
 #include <span>
@@ -41,8 +47,30 @@ const char* toString(LocalChannelMap m);  // "per_head", "all"
 struct LocalBranchGrid {
     TokenLayout layout;
     const WindowPartition* windows = nullptr;
+    // Interpolated values (FLatten-PVT): V lives on the n tokens of `keys` and is interpolated to
+    // the grid's spatial tokens before the convolution; 0 when V is on the grid's own tokens.
+    Index interpolatedFrom = 0;
+    TokenLayout keys;
     explicit LocalBranchGrid(const TokenLayout& l, const WindowPartition* w = nullptr) : layout(l), windows(w) {}
+    // The branch on a grid whose V comes from the n keys on `keyLayout` (no prefix tokens on either).
+    static LocalBranchGrid interpolated(const TokenLayout& l, const TokenLayout& keyLayout) {
+        LocalBranchGrid g(l);
+        g.keys = keyLayout;
+        g.interpolatedFrom = keyLayout.tokens();
+        return g;
+    }
+    // The columns of M_c: the tokens V lives on.
+    Index columns() const { return interpolatedFrom > 0 ? interpolatedFrom : layout.tokens(); }
 };
+
+// Output sample s (of `out`) of PyTorch's 1-D linear interpolation from `in` samples with
+// align_corners=False: source x = max(0, (s + 0.5) in / out - 0.5), j0 = floor(x),
+// j1 = min(j0 + 1, in - 1), weights 1 - (x - j0) and x - j0.
+struct InterpolationTaps {
+    Index j0 = 0, j1 = 0;
+    double w0 = 1, w1 = 0;
+};
+InterpolationTaps linearInterpolationTaps(Index s, Index out, Index in);
 
 // One channel's depthwise kernel, row-major kh x kw (kh, kw odd), and its bias. Per-window weights
 // (windows > 1) hold one kernel per window, window-major.
@@ -100,24 +128,38 @@ void forEachLocalTap(const LocalKernel& kernel, const LocalBranchGrid& grid, Ind
     }
     const int y = layout.row(query), x = layout.col(query);
     for (int ky = std::max(y - ph, 0); ky <= std::min(y + ph, layout.gridH - 1); ++ky)
-        for (int kx = std::max(x - pw, 0); kx <= std::min(x + pw, layout.gridW - 1); ++kx)
-            f(layout.token(ky, kx), kernel.at(ky - y, kx - x));
+        for (int kx = std::max(x - pw, 0); kx <= std::min(x + pw, layout.gridW - 1); ++kx) {
+            const double w = kernel.at(ky - y, kx - x);
+            if (grid.interpolatedFrom > 0) {
+                // The tap reads V' at grid sample (ky, kx): the keys that sample interpolates.
+                const InterpolationTaps t = linearInterpolationTaps(Index(ky) * layout.gridW + kx,
+                                                                    layout.spatialTokens(), grid.interpolatedFrom);
+                f(grid.keys.prefix + t.j0, w * t.w0);
+                if (t.j1 != t.j0) f(grid.keys.prefix + t.j1, w * t.w1);
+                continue;
+            }
+            f(layout.token(ky, kx), w);
+        }
 }
 
-// M_c as a dense N x N matrix (reference and display; analyses add it in place instead).
+// M_c as a dense N x N matrix (N x n with interpolated values; reference and display; analyses add
+// it in place instead).
 Matrix localBranchMatrix(const LocalKernel& kernel, const LocalBranchGrid& grid);
-// a += M_c, touching only the kh * kw entries of each grid row (a is N x N).
+// a += M_c, touching only the kh * kw entries of each grid row (a is N x columns()).
 void addLocalBranch(Eigen::Ref<Matrix> a, const LocalKernel& kernel, const LocalBranchGrid& grid);
-// row += row `query` of M_c (row has N entries); prefix queries get nothing.
+// row += row `query` of M_c (row has columns() entries); prefix queries get nothing.
 void addLocalBranchRow(Index query, Eigen::Ref<RowVector> row, const LocalKernel& kernel, const LocalBranchGrid& grid);
-// M_c v + bias on grid tokens (v has N entries): the branch's output for one channel, computed as
-// the model computes it (scope "window": window_partition, the convolution of each window, reverse),
-// not through the matrix.
+// M_c v + bias on grid tokens (v has columns() entries): the branch's output for one channel,
+// computed as the model computes it (scope "window": window_partition, the convolution of each
+// window, reverse; interpolated values: the interpolation to the grid, then the convolution), not
+// through the matrix.
 Vector applyLocalBranch(const LocalKernel& kernel, const LocalBranchGrid& grid, const Eigen::Ref<const Vector>& v);
 
 // Per grid query (row-major over the grid): the sum and the absolute sum of the kernel taps whose
 // key exists (row i of M_c summed, and its L1 norm), and the sum of the taps whose key lies in the
-// query's k x k neighbourhood on the grid (M_c's contribution to the local k x k mass).
+// query's k x k neighbourhood on the grid (M_c's contribution to the local k x k mass; with
+// interpolated values, keys within (k-1)/2 cells of the query's key cell on the key grid, as the
+// local mass of an N x n matrix counts them).
 std::vector<double> localBranchRowSums(const LocalKernel& kernel, const LocalBranchGrid& grid, bool absolute);
 std::vector<double> localBranchWindowSums(const LocalKernel& kernel, const LocalBranchGrid& grid, int k);
 
@@ -125,6 +167,18 @@ std::vector<double> localBranchWindowSums(const LocalKernel& kernel, const Local
 inline bool inLocalWindow(const TokenLayout& layout, Index query, Index key, int k) {
     const int r = (k - 1) / 2;
     return std::abs(layout.row(key) - layout.row(query)) <= r && std::abs(layout.col(key) - layout.col(query)) <= r;
+}
+// The same with the keys on their own grid (spatial reduction): within (k-1)/2 cells of the query's
+// key cell (AttentionLayout::keyRow/keyCol), as the local mass counts it. A grid query and a
+// spatial key.
+inline bool inLocalWindow(const AttentionLayout& g, Index query, Index key, int k) {
+    const int r = (k - 1) / 2;
+    return g.keys.isSpatial(key) && std::abs(g.keys.row(key) - g.keyRow(g.queries.row(query))) <= r &&
+           std::abs(g.keys.col(key) - g.keyCol(g.queries.col(query))) <= r;
+}
+// Where the branch's keys are: the grid's own tokens, or the keys its values are interpolated from.
+inline AttentionLayout branchKeys(const LocalBranchGrid& grid) {
+    return grid.interpolatedFrom > 0 ? AttentionLayout(grid.layout, grid.keys) : AttentionLayout(grid.layout);
 }
 
 }  // namespace attnlens

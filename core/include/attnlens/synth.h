@@ -38,7 +38,8 @@ struct SynthOptions {
     // Spatial-reduction attention (resources/format.md 1c) in every layer when > 1, as PVT's
     // sr_ratio: keys and values on the grid reduced by R (h = H / R, w = W / R rounded down, at
     // least 1), each key the mean of the keys of its cell of the full grid (a strided average, as
-    // PVT's strided convolution after training roughly is), prefix keys kept. No window, no branch.
+    // PVT's strided convolution after training roughly is), prefix keys kept. No window; a local
+    // branch convolves V interpolated from the keys (values "interpolated", FLatten-PVT; prefix 0).
     int reduction = 1;
 };
 
