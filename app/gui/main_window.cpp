@@ -815,13 +815,21 @@ void MainWindow::syncSelectionWidgets() {
             const bool hierarchical = std::any_of(info.layers.begin(), info.layers.end(), [&](const LayerInfo& l) {
                 return !(l.layout == info.layers.front().layout) || l.reducedKeys() || l.window;
             });
+            // A stage: consecutive layers of one model on one grid (a new grid starts the next).
+            int stage = 0;
+            const LayerInfo* previous = nullptr;
             for (const LayerInfo& l : info.layers) {
                 const QString name = QString::fromStdString(l.name);
+                if (!previous || modelOfLayer(previous->name) != modelOfLayer(l.name))
+                    stage = 1;
+                else if (!(previous->layout == l.layout))
+                    ++stage;
+                previous = &l;
                 // The attention the model used beside the name, so the box says which is which.
                 QString text = l.attention.empty()
                                    ? name
                                    : QStringLiteral("%1 · %2").arg(name, QString::fromStdString(l.attention));
-                if (hierarchical) text += QStringLiteral(" · ") + layerLayoutLabel(l);
+                if (hierarchical) text = QStringLiteral("S%1 · %2 · %3").arg(stage).arg(text, layerLayoutLabel(l));
                 layer_->addItem(text, name);
             }
             model_->clear();

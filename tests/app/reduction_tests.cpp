@@ -3,6 +3,7 @@
 // the token map shows each query cell the weight of the key cell holding it (computed here with
 // the explicit floor formula) and outlines the key cells, the matrix view shows N x n, every view
 // runs without an error, and rollout says why it is not defined.
+#include <QComboBox>
 #include <QLabel>
 
 #include "app_test_fixture.h"
@@ -50,6 +51,11 @@ void ReductionTests::tokenMapShowsEachQueryCellItsKeyCell() {
     s->setLayer(1);
     QCOMPARE(s->keyLayout().gridH, 3);
     QCOMPARE(s->keyLayout().gridW, 3);
+    // The layer list names the stage and the layout of each layer in a hierarchical dump.
+    auto* layers = w.findChild<QComboBox*>(QStringLiteral("layer"));
+    QVERIFY(layers);
+    QVERIFY2(layers->itemText(1).startsWith(QStringLiteral("S1 · blocks.1 · softmax · 10x9+1 → keys 3x3")),
+             qPrintable(layers->itemText(1)));
     // The status bar describes the selected layer, keys included.
     const QString shape = w.findChild<QLabel*>("shape")->text();
     QVERIFY2(shape.contains(QStringLiteral("N=91 (1 + 10x9) → n=10 keys (3x3)")), qPrintable(shape));
