@@ -84,9 +84,10 @@ def lr_at(step, args):
     return args.lr * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def train(paradigm, args, train_images, train_labels, log):
+def train(paradigm, args, train_images, train_labels, log, build=None):
+    """Trains build(paradigm, args) (default: the tiny ViT) with the example's recipe."""
     torch.manual_seed(args.seed)
-    model = build_model(paradigm, args)
+    model = (build or build_model)(paradigm, args)
     # Weight decay on the weights of linear and convolution layers only (not on biases, norms,
     # the CLS token, positional parameters or FLatten's scale).
     is_decayed = lambda n, p: n.endswith(".weight") and p.ndim >= 2

@@ -1,4 +1,5 @@
-"""The bundled example (resources/examples/attnlens-example.h5) is what its README says it is."""
+"""The bundled examples (resources/examples/attnlens-example.h5 and the hierarchical
+attnlens-example-hierarchical.h5) are what the README says they are."""
 
 import json
 import os
@@ -93,6 +94,76 @@ class ExampleDump(unittest.TestCase):
         self.assertEqual(res["row_status"], ["ok"] * 197)
         rows = np.asarray(res["attention"]).sum(axis=1)
         np.testing.assert_allclose(rows, 1.0, atol=1e-3)  # divide: 1 - N eps / denominator
+
+
+HIERARCHICAL = os.path.join(EXAMPLES, "attnlens-example-hierarchical.h5")
+
+
+class HierarchicalExample(unittest.TestCase):
+    """Issue 10: a two-stage model (FLatten-Swin, merge, PVT with FLatten-PVT) trained on
+    Fashion-MNIST by resources/exporter/train_hierarchical.py."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.isfile(HIERARCHICAL):
+            raise AssertionError(f"{HIERARCHICAL} is missing: run resources/exporter/train_hierarchical.py")
+        with open(os.path.splitext(HIERARCHICAL)[0] + ".json") as f:
+            cls.sidecar = json.load(f)
+
+    def test_examples_stay_under_30_mb_in_all(self):
+        total = sum(os.path.getsize(os.path.join(EXAMPLES, n)) for n in os.listdir(EXAMPLES))
+        self.assertLess(total, 30e6)
+
+    def test_stages_and_their_layouts(self):
+        summary = u.ax.validate(HIERARCHICAL)
+        names = [l["name"] for l in summary["layers"]]
+        self.assertEqual(names, ["swinpvt.s1.b0", "swinpvt.s1.b1", "swinpvt.s2.b0", "swinpvt.s2.b1"])
+        self.assertEqual(self.sidecar["layers"], names)
+        with h5py.File(HIERARCHICAL, "r") as f:
+            s1 = [f["layers"][n] for n in names[:2]]
+            s2 = [f["layers"][n] for n in names[2:]]
+            for g, shift in zip(s1, ((0, 0), (3, 3))):
+                self.assertEqual(tuple(g.attrs["grid"]), (14, 14))
+                self.assertEqual(tuple(g.attrs["window_size"]), (7, 7))
+                self.assertEqual(tuple(g.attrs["window_shift"]), shift)
+                self.assertFalse(bool(g.attrs["window_mask"]))  # FLatten-Swin ignores the mask
+                self.assertEqual(g["q"].shape, (10, 2, 196, 24))
+                self.assertEqual(g["local_branch"].attrs["scope"], "window")
+            for g in s2:
+                self.assertEqual(tuple(g.attrs["grid"]), (7, 7))
+                self.assertEqual(tuple(g.attrs["key_grid"]), (3, 3))
+                self.assertEqual(g["q"].shape, (10, 4, 49, 24))
+                self.assertEqual(g["k"].shape, (10, 4, 9, 24))
+            self.assertEqual([str(g.attrs["attention"]) for g in s1 + s2],
+                             ["focused", "focused", "softmax", "focused"])
+            self.assertNotIn("local_branch", s2[0])
+            self.assertEqual(s2[1]["local_branch"].attrs["values"], "interpolated")
+            self.assertEqual(list(f["labels"][()]), self.sidecar["exported_labels"])
+        self.assertGreater(self.sidecar["test_accuracy"], 0.5)  # far above chance (0.1)
+        self.assertEqual(self.sidecar["test_images"], 10000)
+
+    def test_flattens_claim_on_both_stages(self):
+        """FLatten Sec. 4.2 on a trained hierarchical model: inside the windows the focused
+        attention's A is low rank and A + M_c full rank (196, the union of the windows' blocks) for
+        the median channel; on the PVT stage A + M_c reaches min(N, n) = 9 (A alone may too: n = 9
+        keys with d = 24)."""
+        u.cli_path()
+        out = os.path.join(u.temp_dir(self), "h.json")
+        u.run_cli("analyze", HIERARCHICAL, "--paradigms", "focused", "--stats", "rank",
+                  "--images", "0,1", "-o", out)
+        with open(out) as f:
+            report = json.load(f)
+        for r in report["results"]:
+            if r["layer"] == "swinpvt.s2.b0":
+                continue
+            branch = r["local_branch"]
+            if r["layer"].startswith("swinpvt.s1"):
+                self.assertLess(r["rank"]["rank"], 100, r["layer"])
+                self.assertEqual(branch["rank"]["median"], 196, r["layer"])
+                self.assertGreaterEqual(branch["rank"]["min"], 190, r["layer"])
+            else:
+                self.assertLessEqual(r["rank"]["rank"], 9, r["layer"])
+                self.assertEqual(branch["rank"]["median"], 9, r["layer"])
 
 
 if __name__ == "__main__":
