@@ -9,8 +9,9 @@
 
 namespace attnlens::gui {
 
-QStringList exampleDumpCandidates() {
-    const QStringList names = {QStringLiteral("attnlens-example.h5"), QStringLiteral("synthetic-deit-tiny.h5")};
+namespace {
+
+QStringList candidates(const QStringList& names) {
     QStringList roots;
     const QString exe = QCoreApplication::applicationDirPath();
     if (!exe.isEmpty()) {
@@ -24,6 +25,21 @@ QStringList exampleDumpCandidates() {
         for (const QString& root : roots) result << QDir::cleanPath(root + QStringLiteral("/examples/") + name);
     result.removeDuplicates();
     return result;
+}
+
+}  // namespace
+
+QStringList exampleDumpCandidates() {
+    return candidates({QStringLiteral("attnlens-example.h5"), QStringLiteral("synthetic-deit-tiny.h5")});
+}
+
+QString findHierarchicalExampleDump(QString* error) {
+    const QStringList places = candidates({QStringLiteral("attnlens-example-hierarchical.h5")});
+    for (const QString& c : places)
+        if (QFileInfo(c).isFile()) return c;
+    if (error)
+        *error = QStringLiteral("attnlens-example-hierarchical.h5 is in none of: ") + places.join(QStringLiteral(", "));
+    return {};
 }
 
 QString findOrCreateExampleDump(QString* error) {

@@ -12,5 +12,8 @@ QStringList exampleDumpCandidates();
 // a small synthetic DeiT-tiny-like dump written once into the temporary directory. Empty when even
 // that fails, with the reason in *error.
 QString findOrCreateExampleDump(QString* error = nullptr);
+// The bundled hierarchical example (attnlens-example-hierarchical.h5: FLatten-Swin and PVT stages,
+// issue 10) in the same places; empty with the places searched in *error when it is not there.
+QString findHierarchicalExampleDump(QString* error = nullptr);
 
 }  // namespace attnlens::gui

@@ -418,6 +418,8 @@ void MainWindow::createMenus() {
     recentMenu_ = file->addMenu(QStringLiteral("Open &Recent"));
     connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
     file->addAction(QStringLiteral("Open the bundled &example"), this, &MainWindow::openExample);
+    file->addAction(QStringLiteral("Open the bundled &hierarchical example (Swin + PVT stages)"), this,
+                    &MainWindow::openHierarchicalExample);
     file->addAction(QStringLiteral("Open second dump for &comparison…"), this, &MainWindow::openSecondDialog);
     file->addSeparator();
     file->addAction(QStringLiteral("Open &session…"), this, &MainWindow::openSessionDialog)
@@ -575,6 +577,16 @@ bool MainWindow::openExample() {
     if (path.isEmpty()) {
         showError(QStringLiteral("No example dump"),
                   QStringLiteral("Could not find or create the example dump: %1").arg(error));
+        return false;
+    }
+    return openFile(path);
+}
+
+bool MainWindow::openHierarchicalExample() {
+    QString error;
+    const QString path = findHierarchicalExampleDump(&error);
+    if (path.isEmpty()) {
+        showError(QStringLiteral("No hierarchical example"), error);
         return false;
     }
     return openFile(path);

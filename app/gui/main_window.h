@@ -52,6 +52,7 @@ public:
     DumpPairView* dumpPairView() const { return pair_; }
     // The bundled example (see example_dump.h).
     bool openExample();
+    bool openHierarchicalExample();  // FLatten-Swin and PVT stages (issue 10)
 
     // Sessions (session_file.h): restore one (opening its dump unless already open; the window
     // layout too when withWindow), read one from a file, write the current one to a file.

@@ -21,6 +21,7 @@ private Q_SLOTS:
     void tokenMapShowsEachQueryCellItsKeyCell();
     void matrixIsNByN();
     void everyViewWorksAndRolloutSaysWhyNot();
+    void bundledHierarchicalExampleOpens();
 
 private:
     QString pvtDump();
@@ -136,6 +137,30 @@ void ReductionTests::everyViewWorksAndRolloutSaysWhyNot() {
     QVERIFY2(texts.contains(QStringLiteral("NOT SHOWN")) &&
                  texts.contains(QStringLiteral("attends from 91 queries to 10 keys")),
              qPrintable(texts));
+}
+
+// File > Open the bundled hierarchical example: the two-stage model, its stages named in the layer
+// list, every view without an error on its PVT stage with FLatten-PVT's branch on.
+void ReductionTests::bundledHierarchicalExampleOpens() {
+    MainWindow& w = openWindow(pvtDump());
+    QVERIFY2(w.openHierarchicalExample(), qPrintable(w.lastError()));
+    Session* s = w.session();
+    QCOMPARE(s->info().layers.size(), std::size_t(4));
+    auto* layers = w.findChild<QComboBox*>(QStringLiteral("layer"));
+    QVERIFY2(layers->itemText(0).startsWith(QStringLiteral("S1 · swinpvt.s1.b0")), qPrintable(layers->itemText(0)));
+    QVERIFY2(layers->itemText(3).startsWith(QStringLiteral("S2 · swinpvt.s2.b1 · focused · 7x7 → keys 3x3")),
+             qPrintable(layers->itemText(3)));
+    s->setLayer(3);
+    s->setLocalBranch(true);
+    for (PlotView* v : w.views()) {
+        w.showView(v->viewId());
+        QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 60000);
+        v->refreshNow();
+        const QString texts = plotTexts(v);
+        QVERIFY2(!texts.contains(QStringLiteral("FAILED")) && !texts.contains(QStringLiteral("NOT SHOWN")),
+                 qPrintable(v->viewId() + ": " + texts));
+    }
+    QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
 }
 
 int main(int argc, char** argv) { return runAppTests<ReductionTests>(argc, argv); }
