@@ -80,6 +80,24 @@ def _check_layout(n, grid, prefix_tokens):
             f"token count {n} != prefix_tokens {prefix_tokens} + grid {grid[0]}x{grid[1]}")
 
 
+def _focused(t, scale, factor):
+    """FLatten's focused map over all C channels: f_p((ReLU(t) + 1e-6) / softplus(scale)), the norm
+    kept: x ** p rescaled to the norm of x (the released code's order of operations)."""
+    t = (F.relu(t) + RELEASED_EPS) / F.softplus(scale)
+    norm = t.norm(dim=-1, keepdim=True)
+    t = t ** factor
+    return t / t.norm(dim=-1, keepdim=True) * norm
+
+
+def _released_divide(phi_q, phi_k, v):
+    """FLatten's released normalisation: phi(q) [sum_j phi(k_j)^T v_j / n] / (phi(q) . mean phi(k)
+    + eps), n the keys (A_ij = phi(q_i).phi(k_j) / (sum_m phi(q_i).phi(k_m) + n eps))."""
+    n = phi_k.shape[-2]
+    z = 1.0 / (phi_q @ phi_k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
+    kv = (phi_k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
+    return phi_q @ kv * z
+
+
 class Attention(nn.Module):
     """Softmax multi-head self-attention with timm's interface and parameter names."""
 
@@ -138,12 +156,7 @@ class LinearReLUAttention(nn.Module):
 
     def attention_parts(self, x):
         q, k, v = self.attnlens_qkv(x)
-        n = k.shape[-2]
-        phi_q, phi_k = F.relu(q), F.relu(k)
-        z = 1.0 / (phi_q @ phi_k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
-        kv = (phi_k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
-        out = phi_q @ kv * z
-        return {"out": out, "q": q, "k": k, "v": v}
+        return {"out": _released_divide(F.relu(q), F.relu(k), v), "q": q, "k": k, "v": v}
 
     def forward(self, x):
         x = _merge_heads(self.attention_parts(x)["out"])
@@ -182,16 +195,8 @@ class FocusedLinearAttention(nn.Module):
     def _features(self, x):
         b, n, c = x.shape
         q, k, v = self.qkv(x).reshape(b, n, 3, c).permute(2, 0, 1, 3).unbind(0)
-        k = k + self.positional_encoding
-        scale = F.softplus(self.scale)
-        q = (F.relu(q) + RELEASED_EPS) / scale
-        k = (F.relu(k) + RELEASED_EPS) / scale
-        q_norm = q.norm(dim=-1, keepdim=True)
-        k_norm = k.norm(dim=-1, keepdim=True)
-        q = q ** self.focusing_factor
-        k = k ** self.focusing_factor
-        q = q / q.norm(dim=-1, keepdim=True) * q_norm
-        k = k / k.norm(dim=-1, keepdim=True) * k_norm
+        q = _focused(q, self.scale, self.focusing_factor)
+        k = _focused(k + self.positional_encoding, self.scale, self.focusing_factor)
         heads = lambda t: t.reshape(b, n, self.num_heads, -1).permute(0, 2, 1, 3)
         return heads(q), heads(k), heads(v)
 
@@ -203,11 +208,7 @@ class FocusedLinearAttention(nn.Module):
 
     def attention_parts(self, x):
         q, k, v = self._features(x)
-        n = k.shape[-2]
-        z = 1.0 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
-        kv = (k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
-        out = q @ kv * z
-        return {"out": out, "q": q, "k": k, "v": v}
+        return {"out": _released_divide(q, k, v), "q": q, "k": k, "v": v}
 
     def attnlens_local_branch(self, _x=None):
         # The one Conv2d(head_dim, head_dim, groups=head_dim) runs on v reshaped to
@@ -744,14 +745,8 @@ class PvtFocusedLinearAttention(nn.Module):
         q = self.q(x)
         x_ = self.sr(x.permute(0, 2, 1).reshape(b, c, *self.grid)).reshape(b, c, -1).permute(0, 2, 1)
         k, v = self.kv(self.norm(x_)).reshape(b, -1, 2, c).permute(2, 0, 1, 3).unbind(0)
-        k = k + self.positional_encoding
-        scale = F.softplus(self.scale)
-        q = (F.relu(q) + RELEASED_EPS) / scale
-        k = (F.relu(k) + RELEASED_EPS) / scale
-        q_norm, k_norm = q.norm(dim=-1, keepdim=True), k.norm(dim=-1, keepdim=True)
-        q, k = q ** self.focusing_factor, k ** self.focusing_factor
-        q = q / q.norm(dim=-1, keepdim=True) * q_norm
-        k = k / k.norm(dim=-1, keepdim=True) * k_norm
+        q = _focused(q, self.scale, self.focusing_factor)
+        k = _focused(k + self.positional_encoding, self.scale, self.focusing_factor)
         heads = lambda t: t.reshape(b, t.shape[1], self.num_heads, -1).permute(0, 2, 1, 3)
         return heads(q), heads(k), heads(v)
 
@@ -764,10 +759,7 @@ class PvtFocusedLinearAttention(nn.Module):
 
     def attention_parts(self, x):
         q, k, v = self._features(x)
-        n = k.shape[-2]
-        z = 1.0 / (q @ k.mean(dim=-2, keepdim=True).transpose(-2, -1) + RELEASED_EPS)
-        kv = (k.transpose(-2, -1) * n ** -0.5) @ (v * n ** -0.5)
-        return {"out": q @ kv * z, "q": q, "k": k, "v": v}
+        return {"out": _released_divide(q, k, v), "q": q, "k": k, "v": v}
 
     def attnlens_local_branch(self, _x=None):
         return {"kind": "dwc", "channels": "per_head", "weight": self.dwc.weight[:, 0],

@@ -86,6 +86,19 @@ bool mapShowsRow(QCPColorMap* map, const TokenLayout& l, const RowVector& row, Q
     return true;
 }
 
+void AppTestFixture::expectEveryViewShows(MainWindow& w) {
+    Session* s = w.session();
+    for (PlotView* v : w.views()) {
+        w.showView(v->viewId());
+        QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 60000);
+        v->refreshNow();
+        const QString texts = plotTexts(v);
+        QVERIFY2(!texts.contains(QStringLiteral("FAILED")) && !texts.contains(QStringLiteral("NOT SHOWN")),
+                 qPrintable(v->viewId() + ": " + texts));
+    }
+    QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
+}
+
 QString plotTexts(PlotView* v) {
     QStringList all;
     for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();

@@ -61,6 +61,9 @@ protected:
     // Lays the shown plot out now so that pixel <-> coordinate conversions are current.
     static void layoutNow(PlotView* v);
     void waitIdle(Session* s) { QTRY_VERIFY_WITH_TIMEOUT(!s->jobs().busy(), 60000); }
+    // Shows every view of the window on the current selection, waits for its jobs, and checks that
+    // none says FAILED or NOT SHOWN and that no issue was reported.
+    static void expectEveryViewShows(MainWindow& w);
 
 private Q_SLOTS:
     void initTestCase();

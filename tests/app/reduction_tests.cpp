@@ -119,15 +119,7 @@ void ReductionTests::everyViewWorksAndRolloutSaysWhyNot() {
     MainWindow& w = openWindow(pvtDump());
     Session* s = w.session();
     s->setLayer(1);
-    for (PlotView* v : w.views()) {
-        w.showView(v->viewId());
-        QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 60000);
-        v->refreshNow();
-        const QString texts = plotTexts(v);
-        QVERIFY2(!texts.contains(QStringLiteral("FAILED")) && !texts.contains(QStringLiteral("NOT SHOWN")),
-                 qPrintable(v->viewId() + ": " + texts));
-    }
-    QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
+    expectEveryViewShows(w);
     // Rollout: not defined across an N x n layer; the map says so instead of drawing.
     w.showView(QStringLiteral("tokenmap"));
     s->setMapContent(MapContent::RolloutOfQuery);
@@ -152,15 +144,7 @@ void ReductionTests::bundledHierarchicalExampleOpens() {
              qPrintable(layers->itemText(3)));
     s->setLayer(3);
     s->setLocalBranch(true);
-    for (PlotView* v : w.views()) {
-        w.showView(v->viewId());
-        QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 60000);
-        v->refreshNow();
-        const QString texts = plotTexts(v);
-        QVERIFY2(!texts.contains(QStringLiteral("FAILED")) && !texts.contains(QStringLiteral("NOT SHOWN")),
-                 qPrintable(v->viewId() + ": " + texts));
-    }
-    QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
+    expectEveryViewShows(w);
 }
 
 int main(int argc, char** argv) { return runAppTests<ReductionTests>(argc, argv); }

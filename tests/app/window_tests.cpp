@@ -85,15 +85,7 @@ void WindowTests::everyViewWorksOnWindowLayers() {
     MainWindow& w = openWindow(swinDump());
     Session* s = w.session();
     s->setLayer(1);
-    for (PlotView* v : w.views()) {
-        w.showView(v->viewId());
-        QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 60000);
-        v->refreshNow();
-        const QString texts = plotTexts(v);
-        QVERIFY2(!texts.contains(QStringLiteral("FAILED")) && !texts.contains(QStringLiteral("NOT SHOWN")),
-                 qPrintable(v->viewId() + ": " + texts));
-    }
-    QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
+    expectEveryViewShows(w);
 }
 
 void WindowTests::matrixShowsTheWindowsAsDiagonalBlocks() {

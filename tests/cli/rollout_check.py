@@ -14,17 +14,12 @@ import sys
 import h5py
 import numpy as np
 
+import numpy_attention
+
 
 def attention(name, q, k, scale):
-    if name == "softmax":
-        logits = scale * q @ k.T
-        a = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return a / a.sum(axis=1, keepdims=True)
-    if name == "linear_relu":
-        pq, pk = np.maximum(q, 0), np.maximum(k, 0)
-        num = pq @ pk.T
-        return num / (num.sum(axis=1, keepdims=True) + q.shape[0] * 1e-6)
-    return None
+    """The shared independent matrices, for the paradigms this check covers."""
+    return numpy_attention.attention(name, q, k, scale) if name in ("softmax", "linear_relu") else None
 
 
 def main(dump_path, export_path):

@@ -95,6 +95,14 @@ protected:
         return path(name);
     }
     static json readJson(const std::string& p) { return json::parse(readFile(p)); }
+    // Whether /usr/bin/python3's jsonschema accepts the report against resources/<schema>.
+    static bool schemaValid(const std::string& report, const std::string& schema) {
+        const std::string cmd =
+            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
+            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
+            report + " " + ATTNLENS_SOURCE_DIR + "/resources/" + schema;
+        return std::system(cmd.c_str()) == 0;
+    }
     // Runs under `ulimit -v kib` (a deterministic memory limit, whatever the machine has).
     RunResult runLimited(long kib, const std::string& args) const {
         return run(args, "ulimit -v " + std::to_string(kib) + " && ");
@@ -233,11 +241,7 @@ TEST_F(CliTest, ReportValidatesAgainstSchema) {
     const json j = readJson(path("out.json"));
     EXPECT_EQ(j["paradigms"][2]["c"], 1.0);
     EXPECT_EQ(j["results"][0]["local"][0]["per_query"].size(), 30u);
-    const std::string cmd =
-        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    EXPECT_TRUE(schemaValid(path("out.json"), "analysis.schema.json"));
 }
 
 TEST_F(CliTest, RefusesToOverwriteInputAndLeavesNoPartialFile) {
@@ -541,11 +545,7 @@ TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {
     for (const auto& rec : j["results"])
         for (const auto& l : rec["local"]) nullBaseline |= l["uniform_baseline"].is_null();
     EXPECT_TRUE(nullBaseline);
-    const std::string cmd =
-        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    EXPECT_TRUE(schemaValid(path("out.json"), "analysis.schema.json"));
 }
 
 // ---- The local branch (resources/format.md 1a) ---------------------------------------------------------
@@ -577,11 +577,7 @@ TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
         const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
                                   "/tests/cli/local_branch_check.py " + in + " " + out;
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
-        const std::string schema =
-            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-            out + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
-        EXPECT_EQ(std::system(schema.c_str()), 0);
+        EXPECT_TRUE(schemaValid(out, "analysis.schema.json"));
     }
 }
 
@@ -965,11 +961,7 @@ protected:
     }
     // The report validates against resources/analysis.schema.json.
     void expectSchemaValid(const std::string& report) const {
-        const std::string cmd =
-            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-            report + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
-        EXPECT_EQ(std::system(cmd.c_str()), 0) << report;
+        EXPECT_TRUE(schemaValid(report, "analysis.schema.json")) << report;
     }
 };
 
@@ -1089,11 +1081,7 @@ TEST_F(CliTest, LocalityAgreesWithNumpyAndTheSchema) {
         const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
                                   "/tests/cli/locality_check.py " + dump + " " + path("l.json");
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
-        const std::string schema =
-            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-            path("l.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/locality.schema.json";
-        EXPECT_EQ(std::system(schema.c_str()), 0);
+        EXPECT_TRUE(schemaValid(path("l.json"), "locality.schema.json"));
     }
     // --no-labels: the "all" group only; the summary has a row per layer.
     RunResult r = run("locality " + in + " --paradigms softmax --no-labels --quiet -o " + path("n.json"));
@@ -1144,11 +1132,7 @@ TEST_F(CliTest, ConfusionListsPairsAndInjectivity) {
     for (const auto& pair : j["pairs"]) EXPECT_LT(pair["row_distance"].get<double>(), 0.05);
     EXPECT_EQ(j["injectivity"]["features"], 8);
     EXPECT_TRUE(j["definitions"].contains("rank"));
-    const std::string schema =
-        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-        path("c.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/confusion.schema.json";
-    EXPECT_EQ(std::system(schema.c_str()), 0);
+    EXPECT_TRUE(schemaValid(path("c.json"), "confusion.schema.json"));
     EXPECT_EQ(run("confusion " + in + " --image 1 --layer blocks.1 --paradigm softmax").code, 2);
     EXPECT_EQ(run("confusion " + in + " --image 1 --layer blocks.1 --head 0 --paradigm softmax --pairs -1").code, 2);
     EXPECT_EQ(run("confusion " + in + " --image 1 --layer blocks.1 --head 0 --paradigm softmax --tau 0").code, 2);
@@ -1178,11 +1162,7 @@ TEST_F(CliTest, RolloutAgreesWithNumpy) {
         const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
                                   "/tests/cli/rollout_check.py " + example + " " + path("r.json");
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
-        const std::string schema =
-            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-            path("r.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/rollout.schema.json";
-        EXPECT_EQ(std::system(schema.c_str()), 0);
+        EXPECT_TRUE(schemaValid(path("r.json"), "rollout.schema.json"));
     }
     // The row does not depend on the thread count (blockwise steps run in parallel).
     ASSERT_EQ(run("rollout " + example +
@@ -1227,21 +1207,13 @@ TEST_F(CliTest, SpatialReductionDumpsWorkInEveryCommand) {
             EXPECT_EQ(rec["rank"]["rank"], 31);  // generic keys: full column rank
         }
     }
-    const std::string analysisSchema =
-        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
-    EXPECT_EQ(std::system(analysisSchema.c_str()), 0);
+    EXPECT_TRUE(schemaValid(path("out.json"), "analysis.schema.json"));
     r = run("locality " + in + " --paradigms softmax,linear_relu --offset-radius full -o " + path("loc.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
                               "/tests/cli/reduction_check.py " + in + " " + path("out.json") + " " + path("loc.json");
     EXPECT_EQ(std::system(check.c_str()), 0) << check;
-    const std::string schema =
-        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-        path("loc.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/locality.schema.json";
-    EXPECT_EQ(std::system(schema.c_str()), 0);
+    EXPECT_TRUE(schemaValid(path("loc.json"), "locality.schema.json"));
     r = run("attention " + in + " --image 1 --layer 1 --head 0 --paradigm focused --values -o " + path("a.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     const json a = readJson(path("a.json"));
@@ -1295,11 +1267,7 @@ TEST_F(CliTest, WindowAttentionDumpsWorkInEveryCommand) {
             }
         }
     }
-    const std::string cmd =
-        "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-        "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-        path("out.json") + " " + ATTNLENS_SOURCE_DIR + "/resources/analysis.schema.json";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    EXPECT_TRUE(schemaValid(path("out.json"), "analysis.schema.json"));
     r = run("locality " + in + " --paradigms softmax -o " + path("loc.json"));
     EXPECT_EQ(r.code, 0) << r.err;
     r = run("rollout " + in + " --image 0 --query 3,3 --paradigms softmax,mala -o " + path("roll.json"));
