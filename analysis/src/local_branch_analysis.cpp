@@ -20,6 +20,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
@@ -43,6 +45,10 @@ std::vector<double> absoluteLocalFractions(const Matrix& a, const LocalBranchGri
     const TokenLayout& layout = grid.layout;
     const AttentionLayout keys = branchKeys(grid);
     std::vector<double> out;
+    // Several taps can read the same key (interpolated values: each grid sample mixes two keys), so
+    // the taps are summed per key first: |E_ij| = |A_ij + sum of the taps on j|, never a sum of
+    // per-tap changes against the unmodified A_ij.
+    std::vector<std::pair<Index, double>> taps;
     for (std::size_t ki = 0; ki < ks.size(); ++ki) {
         double sum = 0;
         Index count = 0;
@@ -51,12 +57,18 @@ std::vector<double> absoluteLocalFractions(const Matrix& a, const LocalBranchGri
             double total = facts.l1[std::size_t(s)], inside = facts.windowL1[ki][std::size_t(s)];
             if (kernel) {
                 const Index i = layout.prefix + s;
-                forEachLocalTap(*kernel, grid, i, [&](Index key, double w) {
+                taps.clear();
+                forEachLocalTap(*kernel, grid, i, [&](Index key, double w) { taps.emplace_back(key, w); });
+                std::sort(taps.begin(), taps.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+                for (std::size_t t = 0; t < taps.size();) {
+                    const Index key = taps[t].first;
+                    double w = 0;
+                    for (; t < taps.size() && taps[t].first == key; ++t) w += taps[t].second;
                     const double old = a(i, key);
                     const double change = std::abs(old + w) - std::abs(old);
                     total += change;
                     if (inLocalWindow(keys, i, key, ks[ki])) inside += change;
-                });
+                }
             }
             if (!(total > 0)) continue;
             sum += inside / total;

@@ -776,7 +776,7 @@ nlohmann::json reportOutcomeJson(const AnalysisReport& report) {
                              {"layer", report.dump.layers[nf.layer].name},
                              {"head", nf.head},
                              {"token", nf.token},
-                             {"tensor", std::string(1, nf.tensor)},
+                             {"tensor", tensorName(nf.tensor)},
                              {"message", nf.describe(report.dump)}});
     j["non_finite"] = std::move(nonFinite);
     // Only when something was skipped (AnalyzeRequest::skipUnreadable), so that reports of runs

@@ -194,6 +194,29 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
         phiQ_ = applyKernel(kernel_, paradigm_, tq_);
         phiK_ = applyKernel(kernel_, paradigm_, k);
         phiKSum_ = phiK_.colwise().sum();
+        if (in.qNormaliser || in.kNormaliser) {
+            if (!in.qNormaliser || !in.kNormaliser)
+                throwUsage("attention head: normaliser features need both q_normaliser and k_normaliser");
+            const Matrix& qz = *in.qNormaliser;
+            const Matrix& kz = *in.kNormaliser;
+            if (qz.rows() != n_ || kz.rows() != keys_ || qz.cols() != kz.cols() || qz.cols() == 0)
+                throwInput("attention head: the normaliser features are " + std::to_string(qz.rows()) + " x " +
+                           std::to_string(qz.cols()) + " and " + std::to_string(kz.rows()) + " x " +
+                           std::to_string(kz.cols()) + " but q has " + std::to_string(n_) + " tokens and k " +
+                           std::to_string(keys_));
+            hasNormaliser_ = true;
+            normQ_ = applyKernel(kernel_, paradigm_, applyQueryTransform(paradigm_.transform, paradigm_, qz));
+            const Matrix phiKz = applyKernel(kernel_, paradigm_, kz);
+            normKSum_ = phiKz.colwise().sum();
+            if (windows_) {
+                const bool byGroup = windows_->rule().masked;
+                const int sets = byGroup ? windows_->groups() : windows_->windows();
+                keySetNormKSum_ = Matrix::Zero(sets, phiKz.cols());
+                for (int set = 0; set < sets; ++set)
+                    for (Index t : byGroup ? windows_->groupTokens(set) : windows_->windowTokens(set))
+                        keySetNormKSum_.row(set) += phiKz.row(t);
+            }
+        }
         if (windows_) {
             const bool byGroup = windows_->rule().masked;
             const int sets = byGroup ? windows_->groups() : windows_->windows();
@@ -227,7 +250,8 @@ void AttentionHead::windowedRaw(Index i, std::span<const Index> keys, double a, 
     if (paradigm_.usesKernel()) {
         for (std::size_t j = 0; j < keys.size(); ++j) raw[Index(j)] = phiQ_.row(i).dot(phiK_.row(keys[j]));
         const int set = windows_->rule().masked ? windows_->groupOf(i) : windows_->windowOf(i);
-        dotSum = phiQ_.row(i).dot(keySetPhiKSum_.row(set));
+        dotSum =
+            hasNormaliser_ ? normQ_.row(i).dot(keySetNormKSum_.row(set)) : phiQ_.row(i).dot(keySetPhiKSum_.row(set));
         return;
     }
     const int pi = windows_->positionOf(i);
@@ -295,7 +319,7 @@ RowStatus AttentionHead::row(Index i, Eigen::Ref<RowVector> out) const {
     if (windows_) return windowedRow(i, 1.0, out);
     if (paradigm_.usesKernel()) {
         out.noalias() = phiQ_.row(i) * phiK_.transpose();
-        return normaliseRow(paradigm_, c_, out, phiQ_.row(i).dot(phiKSum_), 1.0);
+        return normaliseRow(paradigm_, c_, out, zq().row(i).dot(zkSum()), 1.0);
     }
     out.noalias() = scale_ * (tq_.row(i) * k_->transpose());
     return normaliseRow(paradigm_, c_, out, 0.0, 1.0);
@@ -344,7 +368,7 @@ void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::
     double dotSum = 0;
     if (paradigm_.usesKernel()) {
         raw.noalias() = phiQ_.row(i) * phiK_.transpose();
-        dotSum = phiQ_.row(i).dot(phiKSum_);
+        dotSum = zq().row(i).dot(zkSum());
     } else {
         raw.noalias() = scale_ * (tq_.row(i) * k_->transpose());
     }
@@ -373,11 +397,20 @@ void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, do
     requirePlainLayout("a raw row");
     if (paradigm_.usesKernel()) {
         gemmABt(phiQ_.middleRows(begin, count), phiK_, 1.0, out);
-        Eigen::Map<Vector>(dotSums, count).noalias() = phiQ_.middleRows(begin, count) * phiKSum_.transpose();
+        Eigen::Map<Vector>(dotSums, count).noalias() = zq().middleRows(begin, count) * zkSum().transpose();
         return;
     }
     gemmABt(tq_.middleRows(begin, count), *k_, scale_, out);
     std::fill(dotSums, dotSums + count, 0.0);
+}
+
+double AttentionHead::normaliserDot(Index i) const {
+    if (!paradigm_.usesKernel()) return 0.0;
+    if (windows_) {
+        const int set = windows_->rule().masked ? windows_->groupOf(i) : windows_->windowOf(i);
+        return zq().row(i).dot((hasNormaliser_ ? keySetNormKSum_ : keySetPhiKSum_).row(set));
+    }
+    return zq().row(i).dot(zkSum());
 }
 
 AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a) const {
@@ -424,7 +457,7 @@ LowRankForm AttentionHead::lowRankForm() const {
     LowRankForm f;
     f.phiQ = phiQ_;
     f.phiK = phiK_;
-    const Vector dotSums = phiQ_ * phiKSum_.transpose();
+    const Vector dotSums = zq() * zkSum().transpose();
     const double n = double(keys_);
     f.rowScale.resize(n_);
     f.rowOffset = Vector::Zero(n_);
@@ -467,8 +500,8 @@ Matrix AttentionHead::output(const Matrix& v, std::vector<RowStatus>* status) co
         if (f.hasOffset) o.noalias() += f.rowOffset * v.colwise().sum();
         for (Index i = 0; i < n_; ++i) {
             if (!std::isfinite(f.rowScale(i)) && (paradigm_.normalisation == Normalisation::Divide
-                                                      ? phiQ_.row(i).dot(phiKSum_) + double(keys_) * paradigm_.eps == 0
-                                                      : c_ * phiQ_.row(i).dot(phiKSum_) + paradigm_.eps == 0)) {
+                                                      ? normaliserDot(i) + double(keys_) * paradigm_.eps == 0
+                                                      : c_ * normaliserDot(i) + paradigm_.eps == 0)) {
                 s[i] = RowStatus::ZeroDenominator;
                 o.row(i).setConstant(kNaN);
             } else if (!o.row(i).allFinite()) {

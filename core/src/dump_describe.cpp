@@ -19,16 +19,36 @@ const char* toString(DType t) {
     return "unknown";
 }
 
+const char* tensorName(char tensor) {
+    switch (tensor) {
+        case 'q':
+            return "q";
+        case 'k':
+            return "k";
+        case 'v':
+            return "v";
+        case 'Q':
+            return "q_normaliser";
+        case 'K':
+            return "k_normaliser";
+    }
+    return "?";
+}
+
 std::string NonFiniteValue::describe(const DumpInfo& info) const {
     const std::string layerName = layer >= 0 && std::size_t(layer) < info.layers.size()
                                       ? info.layers[std::size_t(layer)].name
                                       : "#" + std::to_string(layer);
     return "image " + std::to_string(image) + ", layer " + layerName + ", head " + std::to_string(head) + ", token " +
-           std::to_string(token) + " of " + std::string(1, tensor);
+           std::to_string(token) + " of " + tensorName(tensor);
 }
 
 HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head) {
     HeadInputs in{&act.q, &act.k, layer.scale, layer.kernelApplied};
+    if (layer.hasNormaliserFeatures()) {
+        in.qNormaliser = &act.qNormaliser;
+        in.kNormaliser = &act.kNormaliser;
+    }
     if (layer.window) {
         in.windows = layer.window->partition.get();
         if (layer.window->hasPositionBias()) in.positionBias = &layer.window->positionBias->at(std::size_t(head));
@@ -62,6 +82,8 @@ nlohmann::json DumpInfo::toJson() const {
             {"grid", {l.layout.gridH, l.layout.gridW}},
             {"prefix_tokens", l.layout.prefix},
             {"kernel_applied", l.kernelApplied},
+            {"normaliser_dim", l.normaliserDim},
+            {"output_gate", l.hasOutputGate},
             {"local_branch", l.localBranch
                                  ? nlohmann::json{{"kind", l.localBranch->kind},
                                                   {"channels", toString(l.localBranch->channelMap)},

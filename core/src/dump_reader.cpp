@@ -196,7 +196,7 @@ HeadActivations DumpReader::readHead(int image, int layer, int head, bool withVa
 
     HeadActivations result;
     auto load = [&](const FloatDataset& tensor, Index dim, Matrix& out, char name) {
-        const int tokens = name == 'q' ? l.tokens : l.keyTokens();
+        const int tokens = name == 'q' || name == 'Q' ? l.tokens : l.keyTokens();
         const hsize_t start[4] = {hsize_t(image), hsize_t(head), 0, 0};
         const hsize_t extent[4] = {1, 1, hsize_t(tokens), hsize_t(dim)};
         const unsigned char* raw = impl_->readStored(tensor, start, extent, what);
@@ -206,6 +206,10 @@ HeadActivations DumpReader::readHead(int image, int layer, int head, bool withVa
     };
     load(handles.q, l.dim, result.q, 'q');
     load(handles.k, l.dim, result.k, 'k');
+    if (l.hasNormaliserFeatures()) {
+        load(handles.qNormaliser, l.normaliserDim, result.qNormaliser, 'Q');
+        load(handles.kNormaliser, l.normaliserDim, result.kNormaliser, 'K');
+    }
     if (withValues && l.hasValues()) load(handles.v, l.valueDim, result.v, 'v');
     releaseLargeScratch();
     return result;
@@ -220,7 +224,7 @@ std::vector<HeadActivations> DumpReader::readLayer(int image, int layer, bool wi
 
     std::vector<HeadActivations> heads(std::size_t(l.heads));
     auto load = [&](const FloatDataset& tensor, Index dim, Matrix HeadActivations::*member, char name) {
-        const int tokens = name == 'q' ? l.tokens : l.keyTokens();
+        const int tokens = name == 'q' || name == 'Q' ? l.tokens : l.keyTokens();
         const hsize_t start[4] = {hsize_t(image), 0, 0, 0};
         const hsize_t extent[4] = {1, hsize_t(l.heads), hsize_t(tokens), hsize_t(dim)};
         const unsigned char* raw = impl_->readStored(tensor, start, extent, what);
@@ -234,6 +238,10 @@ std::vector<HeadActivations> DumpReader::readLayer(int image, int layer, bool wi
     };
     load(handles.q, l.dim, &HeadActivations::q, 'q');
     load(handles.k, l.dim, &HeadActivations::k, 'k');
+    if (l.hasNormaliserFeatures()) {
+        load(handles.qNormaliser, l.normaliserDim, &HeadActivations::qNormaliser, 'Q');
+        load(handles.kNormaliser, l.normaliserDim, &HeadActivations::kNormaliser, 'K');
+    }
     if (withValues && l.hasValues()) load(handles.v, l.valueDim, &HeadActivations::v, 'v');
     releaseLargeScratch();
     return heads;

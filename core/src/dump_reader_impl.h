@@ -27,8 +27,9 @@ struct FloatDataset {
 
 struct LayerHandles {
     FloatDataset q, k, v;
-    FloatDataset branchWeight, branchBias;  // local_branch/weight and bias (invalid when absent)
-    FloatDataset positionBias;              // window attention's position_bias (invalid when absent)
+    FloatDataset qNormaliser, kNormaliser, outputGate;  // format.md 1d (invalid when absent)
+    FloatDataset branchWeight, branchBias;              // local_branch/weight and bias (invalid when absent)
+    FloatDataset positionBias;                          // window attention's position_bias (invalid when absent)
     // Weights and bias shared by all images, read and checked on open; per-image parts are empty.
     LocalBranchWeights sharedBranch;
 };

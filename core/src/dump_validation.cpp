@@ -517,10 +517,14 @@ private:
             info.vType = candidate.handles.v.type;
         }
 
+        normaliserAndGate(group.get(), layerPath, where, q, k, candidate);
+
         const double keyTokens = double(k[2]);
         const double readBytes =
             double(info.heads) *
-            (double(info.tokens) * double(info.dim) + keyTokens * (double(info.dim) + double(info.valueDim))) * 8.0;
+            ((double(info.tokens) + keyTokens) * double(info.normaliserDim) + double(info.tokens) * double(info.dim) +
+             keyTokens * (double(info.dim) + double(info.valueDim))) *
+            8.0;
         if (readBytes > kMaxLayerReadBytes) {
             fail(layerPath + ": reading one (image, layer) would need " + formatGiB(readBytes) + " as double (heads " +
                  std::to_string(info.heads) + " x (N " + std::to_string(info.tokens) + " x d " +
@@ -565,6 +569,50 @@ private:
         windowAttention(group.get(), layerPath, where, candidate);  // first: the branch's scope depends on it
         if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
         return candidate;
+    }
+
+    // resources/format.md, section 1d: q_normaliser and k_normaliser (both or neither) beside q and
+    // k, with their B, heads and tokens and one feature size dz of their own; output_gate beside v.
+    void normaliserAndGate(hid_t group, const std::string& layerPath, const std::string& where,
+                           const std::vector<hsize_t>& q, const std::vector<hsize_t>& k,
+                           LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        const bool qz = h5::linkExists(group, "q_normaliser", where);
+        const bool kz = h5::linkExists(group, "k_normaliser", where);
+        if (qz != kz)
+            fail(layerPath + " has " + (qz ? "q_normaliser but no k_normaliser" : "k_normaliser but no q_normaliser") +
+                 " (the normaliser features come in pairs, format.md 1d)");
+        if (qz) {
+            candidate.handles.qNormaliser = openFloatDataset(group, layerPath, "q_normaliser", kQkvRule);
+            candidate.handles.kNormaliser = openFloatDataset(group, layerPath, "k_normaliser", kQkvRule);
+            const std::vector<hsize_t> a = rank4Dims(candidate.handles.qNormaliser);
+            const std::vector<hsize_t> b = rank4Dims(candidate.handles.kNormaliser);
+            if (a[0] != q[0] || a[1] != q[1] || a[2] != q[2])
+                fail(layerPath + ": q_normaliser has shape " + h5::describeDims(a) + " but q has shape " +
+                     h5::describeDims(q) + "; it needs q's B, heads and tokens");
+            if (b[0] != k[0] || b[1] != k[1] || b[2] != k[2])
+                fail(layerPath + ": k_normaliser has shape " + h5::describeDims(b) + " but k has shape " +
+                     h5::describeDims(k) + "; it needs k's B, heads and tokens");
+            if (a[3] != b[3] || a[3] == 0)
+                fail(layerPath + ": q_normaliser has " + std::to_string(a[3]) +
+                     " features per token but k_normaliser " + std::to_string(b[3]) +
+                     "; they must agree and be at least 1");
+            if (candidate.handles.qNormaliser.type != info.qkType || candidate.handles.kNormaliser.type != info.qkType)
+                fail(layerPath + ": q_normaliser and k_normaliser must have q's dtype (" + toString(info.qkType) + ")");
+            if (a[3] > hsize_t(INT_MAX)) fail(layerPath + ": q_normaliser's feature size is not plausible");
+            info.normaliserDim = int(a[3]);
+        }
+        if (h5::linkExists(group, "output_gate", where)) {
+            if (!info.hasValues())
+                fail(layerPath + " has output_gate but no v (the gate multiplies the attention output A V)");
+            candidate.handles.outputGate = openFloatDataset(group, layerPath, "output_gate", kQkvRule);
+            const std::vector<hsize_t> g = rank4Dims(candidate.handles.outputGate);
+            if (g[0] != q[0] || g[1] != q[1] || g[2] != q[2] || g[3] != hsize_t(info.valueDim))
+                fail(layerPath + ": output_gate has shape " + h5::describeDims(g) +
+                     "; it must be [B, heads, N, d_v] = " +
+                     h5::describeDims(std::vector<hsize_t>{q[0], q[1], q[2], hsize_t(info.valueDim)}));
+            info.hasOutputGate = true;
+        }
     }
 
     // resources/format.md, section 1c: the keys' tokens, the layer's own unless @key_grid reduces them.

@@ -18,6 +18,16 @@ Layers are found automatically (see `find_layers`):
   * timm's `Attention` (and look-alikes): a module with a `qkv` nn.Linear and `num_heads`.
     The exporter hooks the `qkv` Linear's output, so it works with `fused_attn` on (it never needs
     the attention weights), and applies the module's `q_norm` / `k_norm` when present.
+  * the papers' released classes and timm's Swin and PVTv2, by class name and structure
+    (section "The papers' released attention classes"; README "Released models"): FLatten's
+    Swin/PVT/PVTv2 FocusedLinearAttention, InLine's DeiT/Swin/PVT InLineAttention, MALA's
+    AddLinearAttention and VanillaSelfAttention. CSwin's stripes are refused. A module that only
+    looks like a known class is refused with a message naming the protocol.
+attnlens_qkv(x) may also return a dict with q, k, v and, optionally, q_normaliser and
+k_normaliser (the normaliser's own features, format.md 1d: MALA's RoPE) and output_gate (the
+element-wise gate before proj, [B, heads, N, d_v]).
+Every layer is checked before it is written (section "Recomputation check"): its output is
+recomputed from what will be written and compared with the input of the module's `proj`.
 Any other module is registered with a `LayerSpec(module, extract=fn, ...)` where
 fn(module, inputs, output) returns q, k, v of shape [B, heads, N, d] (v may be None).
 
@@ -105,6 +115,7 @@ BRANCH_META = ("kind", "channels", "channel_count", "kernel", "per_image", "bias
                "per_window", "values")
 BRANCH_SCOPES = ("grid", "window")  # format.md 1a @scope
 BRANCH_VALUES = ("tokens", "interpolated")  # format.md 1c @values
+EXTRA_TENSORS = ("q_normaliser", "k_normaliser", "output_gate")  # format.md 1d
 MAX_CLASS_NAMES = 65536  # format.md: /class_names holds 1 to 65536 names
 MAX_CLASS_NAME_BYTES = 256  # of UTF-8 each
 
@@ -271,6 +282,28 @@ class DumpWriter:
                               "prefix": self.prefix_tokens if prefix_tokens is None
                               else int(prefix_tokens)}
 
+    def layer_attrs(self, name):
+        """The attributes a reader sees on layer `name`: attention, scale, kernel_applied."""
+        a = self._file["layers"][name].attrs
+        out = {key: a[key] for key in ("attention", "scale", "kernel_applied") if key in a}
+        if isinstance(out.get("attention"), bytes):
+            out["attention"] = out["attention"].decode()
+        return out
+
+    def layer_layout(self, name):
+        """The declared layout of layer `name`: grid, prefix_tokens, window (size, shift, mask,
+        position bias) and key grid."""
+        info = self._layers[name]
+        window = info.get("window")
+        out = {"grid": info["grid"], "prefix_tokens": info["prefix"]}
+        if window is not None:
+            out.update(window_size=window["size"], window_shift=window["shift"],
+                       window_mask=window["mask"], position_bias=window["bias"])
+        return out
+
+    def set_layer_attr(self, name, key, value):
+        self._file["layers"][name].attrs[key] = np.float64(value)
+
     @staticmethod
     def _check_key_grid(name, key_grid, key_prefix, window):
         """((h, w), key prefix tokens) of a spatial-reduction layer (format.md 1c), or None."""
@@ -342,16 +375,18 @@ class DumpWriter:
         """The local branch's dtype: model parameters keep float32 in a float16 dump."""
         return np.float64 if self.dtype is np.float64 else np.float32
 
-    def append_layer(self, name, q, k, v=None, local_branch=None):
+    def append_layer(self, name, q, k, v=None, local_branch=None, extras=None):
         """Append one batch [b, heads, N, d] of q, k (and v, and the layer's local branch: a dict
         as returned by the attnlens_local_branch protocol, see the module docstring) to layer
-        `name`. Everything is checked before anything is written."""
-        self.append_layers([(name, q, k, v, local_branch)])
+        `name`. extras: optional dict with q_normaliser [b, heads, N, dz], k_normaliser
+        [b, heads, n, dz] and output_gate [b, heads, N, d_v] (format.md 1d). Everything is checked
+        before anything is written."""
+        self.append_layers([(name, q, k, v, local_branch, extras)])
 
     def append_layers(self, batch):
-        """Append one batch of several layers: an iterable of (name, q, k, v, local_branch), v and
-        local_branch may be None. Every layer is checked before any is written, so a refused batch
-        leaves every layer as it was."""
+        """Append one batch of several layers: an iterable of (name, q, k, v, local_branch) or
+        (name, q, k, v, local_branch, extras), v, local_branch and extras may be None. Every layer
+        is checked before any is written, so a refused batch leaves every layer as it was."""
         prepared = [self._prepare_layer(*item) for item in batch]
         names = [p["name"] for p in prepared]
         if len(set(names)) != len(names):
@@ -359,10 +394,15 @@ class DumpWriter:
         for p in prepared:
             self._write_layer(p)
 
-    def _prepare_layer(self, name, q, k, v=None, local_branch=None):
+    def _prepare_layer(self, name, q, k, v=None, local_branch=None, extras=None):
         if name not in self._layers:
             raise ExportError(f"layer {name!r} was not declared")
         q, k, v = _as_numpy(q), _as_numpy(k), _as_numpy(v)
+        extras = {key: _as_numpy(t) for key, t in (extras or {}).items() if t is not None}
+        unknown = set(extras) - set(EXTRA_TENSORS)
+        if unknown:
+            raise ExportError(f"layer {name}: unknown extra tensors {sorted(unknown)} (known: "
+                              f"{', '.join(EXTRA_TENSORS)})")
         info = self._layers[name]
         if q.ndim != 4 or k.ndim != 4:
             raise ExportError(f"layer {name}: q and k must be [B, heads, N, d], got "
@@ -389,10 +429,15 @@ class DumpWriter:
         if v is not None and (v.ndim != 4 or v.shape[:3] != k.shape[:3]):
             raise ExportError(f"layer {name}: v {v.shape} must share B, heads and tokens with k "
                               f"{k.shape}")
+        self._check_extras(name, q, k, v, extras)
         # Every tensor is checked before any is written, so a refused batch leaves the file as it was.
         group = self._file["layers"][name]
-        for key, t in (("q", q), ("k", k), ("v", v)):
+        for key, t in (("q", q), ("k", k), ("v", v)) + tuple(
+                (key, extras.get(key)) for key in EXTRA_TENSORS):
             if t is None:
+                if info["count"] and key in EXTRA_TENSORS and key in group:
+                    raise ExportError(f"layer {name}: {key} missing in this batch but present in "
+                                      "the earlier ones")
                 continue
             if not np.all(np.isfinite(t)):
                 b, h, n, c = (int(i) for i in np.argwhere(~np.isfinite(t))[0])
@@ -410,13 +455,34 @@ class DumpWriter:
                 if ds.shape[0] != info["count"]:
                     raise ExportError(f"layer {name}: {key} has {ds.shape[0]} images, expected "
                                       f"{info['count']} (v present in some batches only?)")
-            elif info["count"] and key == "v":
-                raise ExportError(f"layer {name}: v in this batch but not in the earlier ones")
+            elif info["count"] and key in ("v",) + EXTRA_TENSORS:
+                raise ExportError(f"layer {name}: {key} in this batch but not in the earlier ones")
         if info["count"] and v is None and "v" in group:
             raise ExportError(f"layer {name}: v missing in this batch but present in the earlier "
                               "ones")
         branch = self._prepare_branch(name, info, q, v, local_branch)
-        return {"name": name, "q": q, "k": k, "v": v, "branch": branch}
+        return {"name": name, "q": q, "k": k, "v": v, "branch": branch, "extras": extras}
+
+    @staticmethod
+    def _check_extras(name, q, k, v, extras):
+        """format.md 1d: the normaliser features come in pairs with q's and k's B, heads and tokens
+        and one feature size; the gate is [B, heads, N, d_v] and needs v."""
+        qz, kz, gate = (extras.get(key) for key in EXTRA_TENSORS)
+        if (qz is None) != (kz is None):
+            raise ExportError(f"layer {name}: q_normaliser and k_normaliser come together "
+                              "(format.md 1d)")
+        if qz is not None:
+            if qz.ndim != 4 or kz.ndim != 4 or qz.shape[:3] != q.shape[:3] or \
+                    kz.shape[:3] != k.shape[:3] or qz.shape[3] != kz.shape[3] or qz.shape[3] < 1:
+                raise ExportError(f"layer {name}: q_normaliser {qz.shape} and k_normaliser "
+                                  f"{kz.shape} must be [B, heads, N, dz] and [B, heads, n, dz] "
+                                  f"with q's {q.shape[:3]} and k's {k.shape[:3]}")
+        if gate is not None:
+            if v is None:
+                raise ExportError(f"layer {name}: output_gate needs v (the gate multiplies A V)")
+            if gate.shape != q.shape[:3] + (v.shape[3],):
+                raise ExportError(f"layer {name}: output_gate {gate.shape} must be [B, heads, N, "
+                                  f"d_v] = {q.shape[:3] + (v.shape[3],)}")
 
     def _prepare_branch(self, name, info, q, v, branch):
         """Checks one batch's local branch (format.md 1a) -> a normalised dict, or None."""
@@ -545,7 +611,8 @@ class DumpWriter:
         name, q, k, v, branch = p["name"], p["q"], p["k"], p["v"], p["branch"]
         info = self._layers[name]
         group = self._file["layers"][name]
-        for key, t in (("q", q), ("k", k), ("v", v)):
+        for key, t in (("q", q), ("k", k), ("v", v)) + tuple(
+                (key, p["extras"].get(key)) for key in EXTRA_TENSORS):
             if t is None:
                 continue
             ds = self._dataset(group, key, t.shape)
@@ -683,7 +750,8 @@ class LayerSpec:
     def __init__(self, module, extract, name=None, hook_module=None, attention=None, scale=None,
                  kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None,
                  window_size=None, window_shift=None, window_mask=None, position_bias=None,
-                 key_grid=None, key_prefix_tokens=None, aux_hooks=(), layout_of=None):
+                 key_grid=None, key_prefix_tokens=None, aux_hooks=(), layout_of=None,
+                 reference=None, source=None):
         if local_branch is not None and not callable(local_branch):
             raise ExportError(f"LayerSpec local_branch must be callable (module, x) -> dict or "
                               f"None, got {local_branch!r}")
@@ -703,6 +771,10 @@ class LayerSpec:
         # first batch then.
         self.aux_hooks = list(aux_hooks)
         self.layout_of = layout_of
+        # (proj module, frame): the recomputation check reads the input of the module's
+        # projection, brought by frame(t) to [B, N, heads * d_v] in token order; None: no check.
+        self.reference = reference
+        self.source = source or type(module).__name__  # named in the check's messages
 
 
 def _timm_extract(attn):
@@ -745,28 +817,44 @@ def _swin_extract(block):
     +shift)."""
     import torch
 
+    released = released_attention(block.attn)
+
     def extract(_linear, inputs, output):
-        h, w = _pair(block.input_resolution)
-        (mh, mw), (sh, sw) = _pair(block.window_size), _pair(block.shift_size)
         heads = int(block.attn.num_heads)
-        if callable(getattr(block.attn, "attnlens_qkv", None)):
+        if released is not None:
+            per_window = released.features(block.attn, inputs)
+        elif callable(getattr(block.attn, "attnlens_qkv", None)):
             per_window = block.attn.attnlens_qkv(inputs[0])  # each [B * windows, heads, M, d]
         else:
             bw, m, three_c = output.shape
             per_window = output.reshape(bw, m, 3, heads, three_c // 3 // heads).permute(
                 2, 0, 3, 1, 4).unbind(0)
-        bw, _, m, d = per_window[0].shape
-        b = bw // ((h // mh) * (w // mw))
-        out = []
-        for t in per_window:
-            t = t.reshape(b, h // mh, w // mw, heads, mh, mw, d).permute(0, 3, 1, 4, 2, 5, 6)
-            t = t.reshape(b, heads, h, w, d)
-            if sh or sw:
-                t = torch.roll(t, shifts=(sh, sw), dims=(2, 3))
-            out.append(t.reshape(b, heads, h * w, d))
-        return tuple(out)
+        if isinstance(per_window, dict):
+            return {key: None if t is None else _swin_reverse(block, t)
+                    for key, t in per_window.items()}
+        return tuple(_swin_reverse(block, t) for t in per_window)
 
     return extract
+
+
+def _swin_reverse(block, t):
+    """[B * windows, heads, Mh*Mw, d] (or [B * windows, Mh*Mw, C]) in Swin's rolled window order
+    -> [B, heads, H*W, d] (or [B, H*W, C]) in token order y * W + x."""
+    import torch
+
+    h, w = _pair(block.input_resolution)
+    (mh, mw), (sh, sw) = _pair(block.window_size), _pair(block.shift_size)
+    merged = t.dim() == 3
+    if merged:
+        t = t.unsqueeze(1)
+    bw, heads, _, d = t.shape
+    b = bw // ((h // mh) * (w // mw))
+    t = t.reshape(b, h // mh, w // mw, heads, mh, mw, d).permute(0, 3, 1, 4, 2, 5, 6)
+    t = t.reshape(b, heads, h, w, d)
+    if sh or sw:
+        t = torch.roll(t, shifts=(sh, sw), dims=(2, 3))
+    t = t.reshape(b, heads, h * w, d)
+    return t[:, 0] if merged else t
 
 
 def _swin_spec(path, block):
@@ -774,7 +862,10 @@ def _swin_spec(path, block):
     attn = block.attn
     size, shift = _pair(block.window_size), _pair(block.shift_size)
     h, w = _pair(block.input_resolution)
+    released = released_attention(attn)
     attrs = dict(attn.attnlens_layer_attrs()) if hasattr(attn, "attnlens_layer_attrs") else {}
+    if released is not None:
+        attrs = dict(released.attrs(attn), **attrs)
     softmax = type(attn).__name__ == "WindowAttention"
     if softmax:
         attrs.setdefault("attention", "softmax")
@@ -798,10 +889,15 @@ def _swin_spec(path, block):
         raise ExportError(f"layer {path}: a shifted-window attention of class "
                           f"{type(attn).__name__}: say whether it adds Swin's mask "
                           "(attnlens_layer_attrs() -> window_mask, or a LayerSpec)")
-    # A protocol attention is hooked itself (its attnlens_qkv runs qkv again), timm's on its qkv.
-    protocol = callable(getattr(attn, "attnlens_qkv", None))
+    if attrs.get("attention", "other") == "other" and released is None:
+        raise ExportError(_unknown_message(path, attn, "a window attention in a Swin block"))
+    # A protocol or released attention is hooked itself (its features are recomputed from its
+    # input), timm's on its qkv.
+    protocol = callable(getattr(attn, "attnlens_qkv", None)) or released is not None
     return LayerSpec(block, _swin_extract(block), name=path,
                      hook_module=attn if protocol else attn.qkv,
+                     reference=_proj_of(attn, lambda t: _swin_reverse(block, t)),
+                     source=released.source if released else type(attn).__name__,
                      grid=(h, w), prefix_tokens=0, window_size=size, window_shift=shift,
                      position_bias=bias, local_branch=_swin_branch(block),
                      **{k: attrs[k] for k in ("attention", "scale", "kernel_applied",
@@ -814,11 +910,16 @@ def _swin_branch(block):
     convolve each window (scope "window", format.md 1a); per-"image" weights of the attention,
     [B * windows, C, kh, kw], are per (image, window): [B, windows, C, kh, kw]."""
     attn = block.attn
-    if not callable(getattr(attn, "attnlens_local_branch", None)):
+    released = released_attention(attn)
+    if released is not None and released.branch is not None:
+        own = released.branch
+    elif callable(getattr(attn, "attnlens_local_branch", None)):
+        own = lambda _attn, x: attn.attnlens_local_branch(x)  # noqa: E731
+    else:
         return None
 
     def branch(_module, x):
-        br = attn.attnlens_local_branch(x)
+        br = own(attn, x)
         if br is None:
             return None
         br = dict(br)
@@ -872,9 +973,13 @@ def _pvt_spec(path, attn):
             seen[key] = output
         return hook
 
+    released = released_attention(attn)
+
     def extract(_attn, inputs, _output):
         heads = int(attn.num_heads)
         q, kv = seen.pop("q"), seen.pop("kv")
+        if released is not None:
+            return released.features(attn, inputs)
         b, n, c = q.shape
         d = c // heads
         q = q.reshape(b, n, heads, d).permute(0, 2, 1, 3)
@@ -902,14 +1007,533 @@ def _pvt_spec(path, attn):
     # timm's class is softmax attention; other classes say what they are with
     # attnlens_layer_attrs() (as Swin blocks' attentions do), else "other".
     attrs = dict(attn.attnlens_layer_attrs()) if hasattr(attn, "attnlens_layer_attrs") else {}
+    if released is not None:
+        attrs = dict(released.attrs(attn), **attrs)
     if type(attn).__name__ == "Attention":
         attrs.setdefault("attention", "softmax")
         attrs.setdefault("scale", float(getattr(attn, "scale", 0)) or None)
-    attrs.setdefault("attention", "other")
+    if "attention" not in attrs:
+        raise ExportError(_unknown_message(path, attn, "a spatial-reduction attention (q and kv "
+                                                       "Linears, as PVT's)"))
+    branch = None
+    if released is not None and released.branch is not None:
+        branch = released.branch
+    elif callable(getattr(attn, "attnlens_local_branch", None)):
+        branch = _protocol_branch
     return LayerSpec(attn, extract, name=path,
                      aux_hooks=[(attn.q, stash("q")), (attn.kv, stash("kv"))],
-                     layout_of=layout_of,
+                     layout_of=layout_of, local_branch=branch, reference=_proj_of(attn),
+                     source=released.source if released else type(attn).__name__,
                      **{k: attrs[k] for k in ("attention", "scale", "kernel_applied") if k in attrs})
+
+
+# --------------------------------------------------------------------------------------------
+# The papers' released attention classes, recognised by class name and structure
+#
+# Each entry says which released class it is (repository, file, class), what the exporter takes
+# from where, and reproduces that class's forward pass up to the tensor that enters its `proj`,
+# so that the dump holds exactly what the module computes. The project contains none of their
+# code: these functions restate the forward passes from the released source (read in issue 24).
+# Every layer recognised here is verified by the recomputation check below before it is written.
+
+
+def _released_name(module):
+    return type(module).__name__
+
+
+def _has(module, *names):
+    return all(hasattr(module, n) for n in names)
+
+
+def _focused_features(attn, q, k):
+    """FLatten's focused map as released (flatten_swin.py, flatten_pvt.py, flatten_pvt_v2.py
+    FocusedLinearAttention.forward), on [B, N, C] with every head's channels together:
+    k + positional_encoding, ReLU + 1e-6, divided by softplus(scale), then
+    x^p / ||x^p|| * ||x|| over all C channels (the norm spans the heads)."""
+    import torch.nn.functional as F
+
+    k = k + attn.positional_encoding
+    scale = F.softplus(attn.scale)
+    q = (F.relu(q) + 1e-6) / scale
+    k = (F.relu(k) + 1e-6) / scale
+    p = attn.focusing_factor
+    out = []
+    for t in (q, k):
+        norm = t.norm(dim=-1, keepdim=True)
+        t = t ** p
+        out.append(t / t.norm(dim=-1, keepdim=True) * norm)
+    return out
+
+
+def _heads(t, heads):
+    """[B, N, C] -> [B, heads, N, C / heads] (channel h * d + c is head h's channel c)."""
+    b, n, c = t.shape
+    return t.reshape(b, n, heads, c // heads).permute(0, 2, 1, 3)
+
+
+class ReleasedAttention:
+    """What the exporter knows about one released attention class.
+
+    family: the model family as the README's table names it. source: repository, file, class.
+    layout: "plain" (ViT/DeiT, MALA), "window" (inside a Swin block) or "reduction" (PVT).
+    features(attn, inputs) -> dict q, k, v (each [B', heads, N, d]) and optionally
+    q_normaliser, k_normaliser, output_gate (format.md 1d). branch(attn, x) -> the local branch
+    dict (format.md 1a) or None. attrs(attn) -> the layer attributes."""
+
+    def __init__(self, family, source, layout, matches, features, attrs, branch=None,
+                 layout_of=None, proj_frame=None):
+        self.family, self.source, self.layout = family, source, layout
+        self.matches, self.features, self.attrs, self.branch = matches, features, attrs, branch
+        self.layout_of = layout_of  # (attn, inputs, q, k) -> grid attributes known at run time
+        self.proj_frame = proj_frame  # the proj input -> [B, N, C], default identity
+
+
+def _flatten_features(attn, inputs):
+    x = inputs[0]
+    b, n, c = x.shape
+    heads = int(attn.num_heads)
+    if hasattr(attn, "qkv"):  # flatten_swin.py: inside a window
+        q, k, v = attn.qkv(x).reshape(b, n, 3, c).permute(2, 0, 1, 3).unbind(0)
+    else:  # flatten_pvt.py / flatten_pvt_v2.py: keys and values from the reduced map
+        q = attn.q(x)
+        k, v = attn.kv(_pvt_reduced_input(attn, x, int(inputs[1]), int(inputs[2]))).reshape(
+            b, -1, 2, c).permute(2, 0, 1, 3).unbind(0)
+    q, k = _focused_features(attn, q, k)
+    return {"q": _heads(q, heads), "k": _heads(k, heads), "v": _heads(v, heads)}
+
+
+def _pvt_reduced_input(attn, x, h, w):
+    """PVT's key/value input as released: the strided sr convolution and norm (sr_ratio > 1), or
+    the adaptive pool, 1x1 sr convolution, norm and GELU (PVT v2's linear variant), else x."""
+    b, n, c = x.shape
+    if getattr(attn, "linear", False):
+        x_ = x.permute(0, 2, 1).reshape(b, c, h, w)
+        x_ = attn.sr(attn.pool(x_)).reshape(b, c, -1).permute(0, 2, 1)
+        return attn.act(attn.norm(x_))
+    if getattr(attn, "sr_ratio", 1) > 1:
+        x_ = x.permute(0, 2, 1).reshape(b, c, h, w)
+        return attn.norm(attn.sr(x_).reshape(b, c, -1).permute(0, 2, 1))
+    return x
+
+
+def _flatten_branch(attn, x):
+    # dwc = Conv2d(head_dim, head_dim, k, groups=head_dim) on each head's V: per_head channels.
+    br = {"kind": "dwc", "channels": "per_head", "weight": attn.dwc.weight[:, 0],
+          "bias": attn.dwc.bias}
+    # flatten_pvt*.py: F.interpolate(v, size=N, mode='linear') before the dwc when the keys are
+    # reduced (sr_ratio > 1, or PVT v2's linear pool); from n = N tokens that is the identity.
+    if getattr(attn, "linear", False):
+        n = int(np.prod(_pair(attn.pool.output_size)))
+    elif getattr(attn, "sr_ratio", 1) > 1:
+        n = -1
+    else:
+        n = x.shape[1]
+    if not hasattr(attn, "qkv") and n != x.shape[1]:
+        br["values"] = "interpolated"
+    return br
+
+
+def _inline_phi(attn):
+    """InLine-Swin's kernel_func: None/identity -> (inline, raw q/k), relu -> (inline_relu, raw),
+    leakyrelu/exp -> (inline, features after phi with kernel_applied)."""
+    name = getattr(attn, "kernel_func", "identity")
+    if name in (None, "identity"):
+        return "inline", None
+    if name == "relu":
+        return "inline_relu", None
+    return "inline", attn.phi
+
+
+def _inline_features(attn, inputs):
+    x = inputs[0]
+    b, n, c = x.shape
+    heads = int(attn.num_heads)
+    if hasattr(attn, "qkv"):
+        q, k, v = attn.qkv(x).reshape(b, n, 3, c).permute(2, 0, 1, 3).unbind(0)
+    else:  # inline_pvt.py: sr_ratio 1 only (its forward reshapes k to n = N tokens)
+        q = attn.q(x)
+        k, v = attn.kv(_pvt_reduced_input(attn, x, int(inputs[1]), int(inputs[2]))).reshape(
+            b, -1, 2, c).permute(2, 0, 1, 3).unbind(0)
+    _, phi = _inline_phi(attn)
+    if phi is not None:
+        q, k = phi(q), phi(k)
+    return {"q": _heads(q, heads), "k": _heads(k, heads), "v": _heads(v, heads)}
+
+
+def _inline_branch(attn, x):
+    # residual(x.mean over tokens) -> [b, C * 9] -> per image 3x3 weights of every channel.
+    b, _, c = x.shape
+    weight = attn.residual(x.mean(dim=1).unsqueeze(dim=-1)).reshape(b, c, 3, 3)
+    return {"kind": "inline_residual", "channels": "all", "weight": weight}
+
+
+def _inline_attrs(attn):
+    attention, phi = _inline_phi(attn)
+    return {"attention": attention, "kernel_applied": phi is not None}
+
+
+def _mala_features(attn, inputs):
+    """MALA's classification model (classfication_release/model.py): qkvo = Conv2d(C, 4C, 1) on
+    x [B, C, H, W]; q, k, v, o = its four C-channel blocks, head n's channel d at n * d_h + d.
+    AddLinearAttention: phi = ELU + 1, z from phi(q), phi(k) before RoPE, the numerator from
+    theta_shift(phi(.), sin, cos): q/k are the rotated features (kernel applied), the normaliser
+    features the unrotated ones. VanillaSelfAttention: softmax on theta_shift(q), theta_shift(k).
+    The gate o multiplies (res + lepe) before proj."""
+    import torch.nn.functional as F
+
+    x, sin, cos = inputs[0], inputs[1], inputs[2]
+    b, c, h, w = x.shape
+    heads = int(attn.num_heads)
+    qkvo = attn.qkvo(x)
+
+    def split(block):
+        t = qkvo[:, block * c:(block + 1) * c]  # [B, C, H, W]
+        return t.reshape(b, heads, c // heads, h * w).transpose(-2, -1)  # [B, heads, HW, d]
+
+    q, k, v, o = (split(i) for i in range(4))
+
+    def rotate(t):
+        x1, x2 = t[..., ::2], t[..., 1::2]
+        return t * cos + torch_stack_flat(-x2, x1) * sin
+
+    if _released_name(attn) == "AddLinearAttention":
+        q, k = F.elu(q) + 1, F.elu(k) + 1
+        return {"q": rotate(q), "k": rotate(k), "v": v, "q_normaliser": q, "k_normaliser": k,
+                "output_gate": o}
+    return {"q": rotate(q), "k": rotate(k), "v": v, "output_gate": o}
+
+
+def torch_stack_flat(a, b):
+    import torch
+
+    return torch.stack([a, b], dim=-1).flatten(-2)
+
+
+def _mala_branch(attn, _x):
+    # lepe = Conv2d(C, C, 5, padding 2, groups=C) on V's merged channels: channels "all".
+    return {"kind": "lepe", "channels": "all", "weight": attn.lepe.weight[:, 0],
+            "bias": attn.lepe.bias}
+
+
+def _mala_layout(_attn, inputs, _q, _k):
+    return {"grid": (int(inputs[0].shape[2]), int(inputs[0].shape[3])), "prefix_tokens": 0}
+
+
+def _conv_frame(t):
+    """A [B, C, H, W] proj input (MALA's 1x1 convolution) as [B, H W, C]."""
+    return t.flatten(2).transpose(1, 2)
+
+
+def _pvt_layout(attn, inputs, q, k):
+    h, w = int(inputs[1]), int(inputs[2])
+    layout = {"grid": (h, w), "prefix_tokens": 0}
+    if k.shape[2] != q.shape[2]:
+        layout["key_grid"] = _reduced_size(attn, h, w)
+    return layout
+
+
+def _is_flatten(attn):
+    return _released_name(attn) == "FocusedLinearAttention" and _has(
+        attn, "focusing_factor", "positional_encoding", "scale", "dwc", "num_heads", "proj")
+
+
+def _is_inline(attn):
+    import torch.nn as nn
+
+    return _released_name(attn) == "InLineAttention" and _has(attn, "residual", "num_heads",
+                                                              "proj", "scale") and \
+        isinstance(attn.residual, nn.Sequential)
+
+
+RELEASED = [
+    ReleasedAttention(
+        "FLatten-Swin", "LeapLabTHU/FLatten-Transformer models/flatten_swin.py "
+        "FocusedLinearAttention (in SwinTransformerBlock)", "window",
+        lambda m: _is_flatten(m) and hasattr(m, "qkv") and hasattr(m, "window_size"),
+        _flatten_features,
+        lambda m: {"attention": "focused", "kernel_applied": True, "window_mask": False},
+        _flatten_branch),
+    ReleasedAttention(
+        "FLatten-PVT / FLatten-PVTv2", "LeapLabTHU/FLatten-Transformer models/flatten_pvt.py, "
+        "flatten_pvt_v2.py FocusedLinearAttention", "reduction",
+        lambda m: _is_flatten(m) and _has(m, "q", "kv", "sr_ratio"),
+        _flatten_features, lambda m: {"attention": "focused", "kernel_applied": True},
+        _flatten_branch, layout_of=_pvt_layout),
+    ReleasedAttention(
+        "InLine-Swin", "LeapLabTHU/InLine models/inline_swin.py InLineAttention "
+        "(in SwinTransformerBlock)", "window",
+        lambda m: _is_inline(m) and hasattr(m, "qkv") and hasattr(m, "window_size"),
+        _inline_features, lambda m: dict(_inline_attrs(m), window_mask=False), _inline_branch),
+    ReleasedAttention(
+        "InLine-PVT", "LeapLabTHU/InLine models/inline_pvt.py InLineAttention", "reduction",
+        lambda m: _is_inline(m) and _has(m, "q", "kv", "sr_ratio"),
+        _inline_features, _inline_attrs, _inline_branch, layout_of=_pvt_layout),
+    ReleasedAttention(
+        "InLine-DeiT", "LeapLabTHU/InLine models/inline_deit.py InLineAttention", "plain",
+        lambda m: _is_inline(m) and hasattr(m, "qkv") and not hasattr(m, "window_size"),
+        _inline_features, _inline_attrs, _inline_branch),
+    ReleasedAttention(
+        "MALA", "qhfan/MALA classfication_release/model.py AddLinearAttention", "plain",
+        lambda m: _released_name(m) == "AddLinearAttention" and _has(m, "qkvo", "lepe", "proj",
+                                                                     "num_heads"),
+        _mala_features, lambda m: {"attention": "mala", "kernel_applied": True},
+        _mala_branch, layout_of=_mala_layout, proj_frame=_conv_frame),
+    ReleasedAttention(
+        "MALA (softmax blocks)", "qhfan/MALA classfication_release/model.py "
+        "VanillaSelfAttention", "plain",
+        lambda m: _released_name(m) == "VanillaSelfAttention" and _has(m, "qkvo", "lepe", "proj",
+                                                                       "num_heads"),
+        _mala_features, lambda m: {"attention": "softmax", "scale": float(m.scale)},
+        _mala_branch, layout_of=_mala_layout, proj_frame=_conv_frame),
+]
+
+# Released classes the format cannot hold yet: refused with what to do instead.
+UNSUPPORTED_RELEASED = {
+    "LePEAttention": "CSwin's stripe attention (FLatten-CSwin, InLine-CSwin): stripes are not a "
+                     "layout of the format yet (format.md 1b, 'Stripe attention')",
+}
+
+
+def released_attention(module):
+    """The ReleasedAttention entry that `module` is, or None."""
+    return next((r for r in RELEASED if r.matches(module)), None)
+
+
+def _is_cswin_block(module):
+    return hasattr(module, "split_size") and hasattr(module, "attns") and hasattr(module, "qkv")
+
+
+# --------------------------------------------------------------------------------------------
+# Recomputation check
+#
+# Before a batch is written, every layer whose module has a `proj` (the projection after the
+# heads merge) is recomputed from what will be written: A from q, k (and the normaliser
+# features) under the layer's attributes as AttnLens reads them, O = A V + branch (+ bias), times
+# the output gate, in float64 from the captured float32 tensors. It is compared with the tensor
+# that entered the module's own proj in that forward pass; a relative miss
+# ||O - O_module||_F / ||O_module||_F above CHECK_TOLERANCE refuses the batch with a message
+# naming the class, the layer and the miss. float32 forward passes agree to about 1e-7 (measured
+# in issue 24); a wrong paradigm, a missing feature map or branch misses by 10 % and more.
+
+CHECK_TOLERANCE = 1e-4
+CHECKED_PARADIGMS = ("softmax", "focused", "inline", "inline_relu", "linear_relu", "linear_elu",
+                     "mala")
+
+
+def _kernel(name, t, kernel_applied):
+    import torch.nn.functional as F
+
+    if kernel_applied or name in ("softmax", "inline"):
+        return t
+    if name in ("linear_relu", "inline_relu"):
+        return F.relu(t)
+    if name in ("linear_elu", "mala"):
+        return F.elu(t) + 1
+    if name == "focused":  # FLatten Eq. 6 per head, p = 3, ReLU + 1e-6
+        base = F.relu(t) + 1e-6
+        powered = base ** 3
+        return powered / powered.norm(dim=-1, keepdim=True) * base.norm(dim=-1, keepdim=True)
+    raise ExportError(f"no recomputation for paradigm {name}")
+
+
+def _attention_rows(name, scale, kernel_applied, q, k, qz=None, kz=None, logit_bias=None):
+    """A [..., N, n] as AttnLens computes the preset `name` (core/src/attention.cpp): softmax with
+    the layer's scale (plus logit_bias); Divide eps 1e-6; Subtract and Magnitude with
+    c = 1/(sqrt(d) n), eps 1e-6; the normaliser from qz/kz when given (format.md 1d)."""
+    import torch
+
+    n, d = k.shape[-2], q.shape[-1]
+    if name == "softmax":
+        logits = scale * q @ k.transpose(-2, -1)
+        if logit_bias is not None:
+            logits = logits + logit_bias
+        return torch.softmax(logits, dim=-1)
+    pq, pk = _kernel(name, q, kernel_applied), _kernel(name, k, kernel_applied)
+    zq = pq if qz is None else _kernel(name, qz, kernel_applied)
+    zk = pk if kz is None else _kernel(name, kz, kernel_applied)
+    raw = pq @ pk.transpose(-2, -1)
+    dot = zq @ zk.sum(dim=-2, keepdim=True).transpose(-2, -1)  # [..., N, 1]
+    c = 1.0 / (d ** 0.5 * n)
+    if name in ("focused", "linear_relu", "linear_elu"):
+        return raw / (dot + n * 1e-6)
+    if name in ("inline", "inline_relu"):
+        return c * raw - c * dot / n + 1.0 / n
+    z = c * dot
+    return c * raw * (1 + 1 / (z + 1e-6)) - z / n
+
+
+def _window_tokens(grid, size, shift):
+    """Token indices of each window on the full grid, [windows, Mh*Mw], as Swin partitions the
+    grid after rolling it by -shift (timm window_partition), and the region of each token."""
+    import torch
+
+    h, w = grid
+    (mh, mw), (sh, sw) = size, shift
+
+    def partition(t):
+        return t.reshape(h // mh, mh, w // mw, mw).permute(0, 2, 1, 3).reshape(-1, mh * mw)
+
+    index = torch.roll(torch.arange(h * w).reshape(h, w), shifts=(-sh, -sw), dims=(0, 1))
+    # Swin's regions are laid out on the rolled grid, so they are partitioned without a roll.
+    region = torch.zeros(h, w, dtype=torch.long)
+    if sh or sw:
+        cnt = 0
+        for ys in (slice(0, -mh), slice(-mh, -sh), slice(-sh, None)):
+            for xs in (slice(0, -mw), slice(-mw, -sw), slice(-sw, None)):
+                region[ys, xs] = cnt
+                cnt += 1
+    return partition(index), partition(region)
+
+
+def _apply_branch(out, v, br, grid, prefix, window=None, values="tokens"):
+    """out += M_c V + b on the grid tokens (format.md 1a/1c), out and v [B, heads, N|n, d]."""
+    import torch
+    import torch.nn.functional as F
+
+    b, heads, _, dv = out.shape
+    h, w = grid
+    weight = torch.as_tensor(br["weight"], dtype=torch.float64)
+    bias = br.get("bias")
+    bias = None if bias is None else torch.as_tensor(bias, dtype=torch.float64)
+    vg = v[:, :, prefix:, :] if values == "tokens" else v
+    if values == "interpolated":
+        n = vg.shape[2]
+        vg = F.interpolate(vg.transpose(-2, -1).reshape(b * heads, dv, n), size=h * w,
+                           mode="linear").reshape(b, heads, dv, h * w).transpose(-2, -1)
+    channels = br["channels"]
+
+    def per_channel(t, ndim_image):  # weight/bias -> per (image, head, channel)
+        if t.dim() == ndim_image:  # shared: [C, ...]
+            t = t.unsqueeze(0).expand(b, *t.shape)
+        if channels == "per_head":
+            return t.unsqueeze(1).expand(b, heads, *t.shape[1:])
+        return t.reshape(b, heads, dv, *t.shape[2:])
+
+    if window is None:
+        wgt = per_channel(weight, 3)  # [B, heads, dv, kh, kw]
+        kh, kw = wgt.shape[-2:]
+        img = vg.transpose(-2, -1).reshape(1, b * heads * dv, h, w)
+        conv = F.conv2d(img, wgt.reshape(-1, 1, kh, kw), padding=(kh // 2, kw // 2),
+                        groups=b * heads * dv).reshape(b, heads, dv, h * w).transpose(-2, -1)
+    else:
+        tokens, _ = window
+        nw, m = tokens.shape
+        mh, mw = br["window_size"]
+        if weight.dim() == 5:  # per (image, window)
+            wgt = weight.reshape(b * nw, *weight.shape[2:])
+            if channels == "per_head":
+                raise ExportError("per-window per_head weights are not recomputed")
+            wgt = wgt.reshape(b, nw, heads, dv, *wgt.shape[-2:])
+        else:
+            wgt = per_channel(weight, 3).unsqueeze(1).expand(b, nw, heads, dv, *weight.shape[-2:])
+        kh, kw = wgt.shape[-2:]
+        vw = vg[:, :, tokens.reshape(-1), :].reshape(b, heads, nw, mh, mw, dv)
+        img = vw.permute(0, 2, 1, 5, 3, 4).reshape(1, b * nw * heads * dv, mh, mw)
+        conv = F.conv2d(img, wgt.reshape(-1, 1, kh, kw), padding=(kh // 2, kw // 2),
+                        groups=b * nw * heads * dv).reshape(b, nw, heads, dv, m)
+        conv_grid = torch.zeros(b, heads, h * w, dv, dtype=torch.float64)
+        conv_grid[:, :, tokens.reshape(-1), :] = conv.permute(0, 2, 1, 4, 3).reshape(
+            b, heads, nw * m, dv)
+        conv = conv_grid
+    if bias is not None:
+        conv = conv + per_channel(bias, 1).unsqueeze(2)
+    out = out.clone()
+    out[:, :, prefix:, :] += conv
+    return out
+
+
+def recompute_output(attrs, layout, captured):
+    """O [B, N, heads * d_v] of one layer from what will be written (see the section comment):
+    attrs and layout as declared, captured = (q, k, v, branch, extras). None when the layer
+    cannot be recomputed (no v, or a paradigm outside CHECKED_PARADIGMS)."""
+    import torch
+
+    q, k, v, branch, extras = captured
+    name = attrs.get("attention")
+    if v is None or name not in CHECKED_PARADIGMS:
+        return None
+    f64 = lambda t: None if t is None else torch.as_tensor(t).to(torch.float64)  # noqa: E731
+    q, k, v = f64(q), f64(k), f64(v)
+    qz, kz, gate = (f64(extras.get(key)) for key in EXTRA_TENSORS)
+    kernel_applied = bool(attrs.get("kernel_applied"))
+    scale = attrs.get("scale") or q.shape[-1] ** -0.5
+    grid, prefix = tuple(layout["grid"]), int(layout["prefix_tokens"])
+    b, heads, n_tok, _ = q.shape
+    window = None
+    if layout.get("window_size") is not None:
+        tokens, region = _window_tokens(grid, tuple(layout["window_size"]),
+                                        tuple(layout.get("window_shift") or (0, 0)))
+        window = (tokens, region)
+        gather = lambda t: t[:, :, tokens, :]  # noqa: E731  [B, heads, windows, M, d]
+        bias = None
+        if name == "softmax":
+            pb = layout.get("position_bias")
+            bias = 0 if pb is None else torch.as_tensor(pb, dtype=torch.float64)[:, None]
+            if layout.get("window_mask"):
+                bias = bias + (region[:, :, None] != region[:, None, :]).to(torch.float64) * -100.0
+        elif layout.get("window_mask") and any(layout.get("window_shift") or ()):
+            return None  # kernel paradigms under a masked rule: not recomputed here
+        a = _attention_rows(name, scale, kernel_applied, gather(q), gather(k),
+                            None if qz is None else gather(qz), None if kz is None else gather(kz),
+                            logit_bias=bias)
+        ow = a @ gather(v)
+        out = torch.zeros(b, heads, n_tok, v.shape[-1], dtype=torch.float64)
+        out[:, :, tokens.reshape(-1), :] = ow.reshape(b, heads, -1, v.shape[-1])
+    else:
+        out = _attention_rows(name, scale, kernel_applied, q, k, qz, kz) @ v
+    if branch is not None:
+        br = dict(branch)
+        if window is not None:
+            br["window_size"] = tuple(layout["window_size"])
+        out = _apply_branch(out, v, br, grid, prefix,
+                            window if br.get("scope", "window" if window else "grid") == "window"
+                            and window is not None else None, br.get("values", "tokens"))
+    if gate is not None:
+        out = out * gate
+    return out.permute(0, 2, 1, 3).reshape(b, n_tok, -1)
+
+
+def relative_miss(got, want):
+    import torch
+
+    want = torch.as_tensor(want).to(torch.float64)
+    return float((got - want).norm() / want.norm().clamp_min(1e-300))
+
+
+def _proj_of(attn, frame=None):
+    """(attn.proj, frame) when the attention ends in a projection (nn.Linear, or MALA's 1x1
+    Conv2d), else None."""
+    import torch.nn as nn
+
+    proj = getattr(attn, "proj", None)
+    if not isinstance(proj, (nn.Linear, nn.Conv2d)):
+        return None
+    return proj, frame
+
+
+PROTOCOL_EXAMPLE = """
+    class MyAttention(nn.Module):
+        ...
+        def attnlens_qkv(self, x):               # x: the module's first input
+            q, k, v = ...                        # each [B, heads, N, d], after any feature map
+            return q, k, v
+        def attnlens_layer_attrs(self):
+            return {"attention": "focused",      # an attnlens-cli preset (softmax, focused, inline, mala, ...)
+                    "kernel_applied": True}      # q/k above are already phi(q), phi(k)
+        def attnlens_local_branch(self, x):      # optional: a depthwise conv of V added to A V
+            return {"kind": "dwc", "channels": "per_head", "weight": self.dwc.weight[:, 0],
+                    "bias": self.dwc.bias}
+"""
+
+
+def _unknown_message(path, module, what):
+    return (f"layer {path}: {what} of class {type(module).__name__}, which the exporter does not "
+            "know, so it is not exported as a guess. Recognised automatically: timm's Attention, "
+            "WindowAttention (Swin) and pvt_v2 Attention, and the released classes "
+            f"{', '.join(sorted({r.family for r in RELEASED}))} (README, 'Released models'). "
+            "Give the module the exporter protocol (attnlens_qkv, attnlens_layer_attrs, "
+            "attnlens_local_branch; format.md section 7), for example:" + PROTOCOL_EXAMPLE +
+            "or pass layers=[LayerSpec(...)].")
 
 
 def _protocol_extract(module, inputs, _output):
@@ -934,6 +1558,13 @@ def find_layers(model):
     for path, module in model.named_modules():
         if any(path.startswith(p + ".") for p in claimed):
             continue  # submodules of a layer already recorded
+        released = released_attention(module)
+        if _is_cswin_block(module) or type(module).__name__ in UNSUPPORTED_RELEASED:
+            reason = UNSUPPORTED_RELEASED["LePEAttention"]
+            raise ExportError(f"layer {path}: {type(module).__name__} is {reason}. Leave this "
+                              "model's CSwin stages out (layers=[...] with the other layers' "
+                              "specs from find_layers on those stages), or write each half of "
+                              "the heads as its own window layer (format.md 1b).")
         if _is_swin_block(module):
             specs.append(_swin_spec(path, module))
             claimed.add(path)
@@ -941,18 +1572,23 @@ def find_layers(model):
             attrs = dict(module.attnlens_layer_attrs()) if hasattr(
                 module, "attnlens_layer_attrs") else {}
             attrs.setdefault("local_branch", _branch_of(module))
-            specs.append(LayerSpec(module, _protocol_extract, name=path, **attrs))
+            specs.append(LayerSpec(module, _protocol_extract, name=path,
+                                   reference=_proj_of(module), **attrs))
+            claimed.add(path)
+        elif released is not None and released.layout == "plain":
+            specs.append(_released_spec(path, module, released))
             claimed.add(path)
         elif _is_pvt_attention(module):
             specs.append(_pvt_spec(path, module))
             claimed.add(path)
         elif isinstance(getattr(module, "qkv", None), nn.Linear) and hasattr(module, "num_heads"):
-            # timm's Attention is softmax attention; a look-alike of another class is not known to
-            # be, so its paradigm is left as "other" (pass LayerSpecs to say what it is).
-            softmax = type(module).__name__ == "Attention"
+            # timm's Attention is softmax attention; a look-alike of another class is not known
+            # to be, so it is refused rather than written as a guess.
+            if type(module).__name__ != "Attention":
+                raise ExportError(_unknown_message(path, module, "an attention with a qkv Linear"))
             specs.append(LayerSpec(module, _timm_extract(module), name=path,
-                                   hook_module=module.qkv,
-                                   attention="softmax" if softmax else "other",
+                                   hook_module=module.qkv, reference=_proj_of(module),
+                                   attention="softmax",
                                    scale=float(getattr(module, "scale",
                                                        module.head_dim ** -0.5
                                                        if hasattr(module, "head_dim") else 0))
@@ -961,9 +1597,20 @@ def find_layers(model):
     return specs
 
 
+def _released_spec(path, attn, released):
+    """A LayerSpec for a released attention on one grid (InLine-DeiT, MALA)."""
+    attrs = released.attrs(attn)
+    return LayerSpec(attn, lambda m, inputs, _out: released.features(m, inputs), name=path,
+                     local_branch=released.branch, layout_of=released.layout_of,
+                     reference=_proj_of(attn, released.proj_frame), source=released.source,
+                     **attrs)
+
+
 class Recorder:
     """Forward hooks that keep the last forward pass's q, k, v and local branch of each layer
-    (detached, CPU): captured[name] = (q, k, v, branch dict or None)."""
+    (detached, CPU): captured[name] = (q, k, v, branch dict or None, extras dict), extras the
+    format.md 1d tensors; references[name] = the input of the layer's projection in token order
+    (LayerSpec.reference), for the recomputation check."""
 
     def __init__(self, layers, with_local_branch=True):
         self.layers = list(layers)
@@ -972,6 +1619,7 @@ class Recorder:
         if len(set(names)) != len(names) or any(not n for n in names):
             raise ExportError(f"layer names must be unique and non-empty, got {names}")
         self.captured = OrderedDict()
+        self.references = {}
         self.layouts = {}  # name -> attributes from LayerSpec.layout_of (the last forward pass)
         self._handles = []
 
@@ -980,7 +1628,19 @@ class Recorder:
             for module, hook in spec.aux_hooks:
                 self._handles.append(module.register_forward_hook(hook))
             self._handles.append(spec.hook_module.register_forward_hook(self._hook(spec)))
+            if spec.reference is not None:
+                self._handles.append(spec.reference[0].register_forward_pre_hook(
+                    self._reference_hook(spec)))
         return self
+
+    def _reference_hook(self, spec):
+        frame = spec.reference[1]
+
+        def hook(_proj, inputs):
+            t = inputs[0].detach()
+            self.references[spec.name] = (frame(t) if frame is not None else t).cpu()
+
+        return hook
 
     def __exit__(self, *exc):
         for h in self._handles:
@@ -990,8 +1650,15 @@ class Recorder:
 
     def _hook(self, spec):
         def hook(module, inputs, output):
-            q, k, v = spec.extract(spec.module if module is spec.hook_module else module,
-                                   inputs, output)
+            got = spec.extract(spec.module if module is spec.hook_module else module,
+                               inputs, output)
+            extras = {}
+            if isinstance(got, dict):
+                q, k, v = got["q"], got["k"], got.get("v")
+                extras = {key: got[key].detach().cpu() for key in EXTRA_TENSORS
+                          if got.get(key) is not None}
+            else:
+                q, k, v = got
             if spec.name in self.captured:
                 raise ExportError(f"layer {spec.name} ran twice in one forward pass")
             branch = None
@@ -1003,7 +1670,7 @@ class Recorder:
             if spec.layout_of is not None:
                 self.layouts[spec.name] = spec.layout_of(spec.module, inputs, q, k)
             self.captured[spec.name] = tuple(
-                None if t is None else t.detach().cpu() for t in (q, k, v)) + (branch,)
+                None if t is None else t.detach().cpu() for t in (q, k, v)) + (branch, extras)
 
         return hook
 
@@ -1021,7 +1688,8 @@ class Exporter:
 
     def __init__(self, model, path=None, grid=None, prefix_tokens=0, dtype="float16",
                  model_name=None, layers=None, layer_name=None, index_start=0, writer=None,
-                 with_values=True, compression=None, with_local_branch=None, class_names=None):
+                 with_values=True, compression=None, with_local_branch=None, class_names=None,
+                 check=True, check_tolerance=CHECK_TOLERANCE):
         import torch  # noqa: F401  (a clear ImportError here beats one deep in a hook)
 
         if with_local_branch is None:
@@ -1030,6 +1698,11 @@ class Exporter:
             raise ExportError("with_local_branch needs with_values (the branch acts on V)")
         self.model = model
         self.with_values = with_values
+        # The recomputation check (section "Recomputation check"): per layer the largest relative
+        # miss over the batches so far, or None where the layer could not be recomputed.
+        self.check = bool(check)
+        self.check_tolerance = float(check_tolerance)
+        self.check_misses = {}
         self.with_local_branch = bool(with_local_branch)
         specs = find_layers(model) if layers is None else list(layers)
         if not specs:
@@ -1083,16 +1756,55 @@ class Exporter:
             self.writer.declare_layer(name, index, **attrs)
             self._runtime_layouts[name] = self.recorder.layouts[name]
             del self._pending[name]
+        if self.check and self.with_values:
+            self._check_batch()
         # All layers are checked before any is written: a refused batch leaves the dump as it was.
         self.writer.append_layers(
-            (name, q, k, v if self.with_values else None, branch)
-            for name, (q, k, v, branch) in self.recorder.captured.items())
+            (name, q, k, v if self.with_values else None, branch, extras)
+            for name, (q, k, v, branch, extras) in self.recorder.captured.items())
+        for name, miss in self.check_misses.items():
+            if miss is not None:
+                self.writer.set_layer_attr(name, "attnlens_export_check", miss)
         self.recorder.captured.clear()
+        self.recorder.references.clear()
         if images is not None:
             self.writer.append_images(images)
         if labels is not None:
             self.writer.append_labels(labels)
         return out
+
+    def _check_batch(self):
+        """Recompute every layer of the batch from what will be written and compare it with the
+        input of the module's own projection; ExportError on a miss above check_tolerance."""
+        for spec in self.recorder.layers:
+            name = spec.name
+            reference = self.recorder.references.get(name)
+            layout = self.writer.layer_layout(name)
+            got = None
+            if reference is not None:
+                got = recompute_output(self.writer.layer_attrs(name), layout,
+                                       self.recorder.captured[name])
+            if got is None or got.shape != reference.shape:
+                self.check_misses.setdefault(name, None)
+                continue
+            miss = relative_miss(got, reference)
+            if not miss <= self.check_tolerance:
+                raise ExportError(
+                    f"layer {name} ({spec.source}): recomputing the module's output from what "
+                    f"would be written (attention {self.writer.layer_attrs(name).get('attention')!r}"
+                    f", A V + local branch, before proj) misses the module's own by {miss:.3g} "
+                    f"(relative, Frobenius), more than {self.check_tolerance:g}: the layer is not "
+                    "written. Give the module the exporter protocol (attnlens_qkv, "
+                    "attnlens_layer_attrs, attnlens_local_branch) or a LayerSpec that says what "
+                    "it computes.")
+            previous = self.check_misses.get(name)
+            self.check_misses[name] = miss if previous is None else max(previous, miss)
+
+    @property
+    def unchecked_layers(self):
+        """Layers the recomputation check could not recompute (no projection, no values, or a
+        paradigm outside CHECKED_PARADIGMS)."""
+        return [name for name, miss in self.check_misses.items() if miss is None]
 
     def close(self):
         if self._own_writer:
@@ -1179,7 +1891,7 @@ def validate(path):
                         problems.append(f"{where}: k {k.shape} must be [B, heads, n, d] with n = "
                                         f"{n_keys} (key_grid) and q's B, heads, d {q.shape}")
                         continue
-                for key in ("q", "k", "v"):
+                for key in ("q", "k", "v") + EXTRA_TENSORS:
                     if key in g and g[key].dtype not in (np.float16, np.float32, np.float64):
                         problems.append(f"{where}/{key}: dtype {g[key].dtype} is not float16/32/64")
                     if key in g and g[key].chunks is not None and g[key].chunks[0] != 1:
@@ -1187,6 +1899,7 @@ def validate(path):
                                         "one image")
                 if "v" in g and (g["v"].ndim != 4 or g["v"].shape[:3] != k.shape[:3]):
                     problems.append(f"{where}: v {g['v'].shape} must share B, heads, tokens with k")
+                _validate_extras(g, where, q, k, problems)
                 lg = g.attrs.get("grid", grid)
                 lp = int(g.attrs.get("prefix_tokens", prefix))
                 if q.shape[2] != lp + int(lg[0]) * int(lg[1]):
@@ -1256,6 +1969,26 @@ def validate(path):
     if problems:
         raise ExportError(f"{path}: " + "; ".join(problems))
     return summary
+
+
+def _validate_extras(g, where, q, k, problems):
+    """format.md 1d."""
+    if ("q_normaliser" in g) != ("k_normaliser" in g):
+        problems.append(f"{where}: q_normaliser and k_normaliser come together")
+    elif "q_normaliser" in g:
+        qz, kz = g["q_normaliser"], g["k_normaliser"]
+        if qz.ndim != 4 or kz.ndim != 4 or qz.shape[:3] != q.shape[:3] or \
+                kz.shape[:3] != k.shape[:3] or qz.shape[3] != kz.shape[3]:
+            problems.append(f"{where}: q_normaliser {qz.shape} / k_normaliser {kz.shape} must "
+                            f"have q's {q.shape[:3]} / k's {k.shape[:3]} and one dz")
+        if qz.dtype != q.dtype or kz.dtype != q.dtype:
+            problems.append(f"{where}: q_normaliser and k_normaliser must have q's dtype {q.dtype}")
+    if "output_gate" in g:
+        gate = g["output_gate"]
+        if "v" not in g:
+            problems.append(f"{where}: output_gate needs v")
+        elif gate.shape != q.shape[:3] + (g["v"].shape[3],):
+            problems.append(f"{where}: output_gate {gate.shape} must be [B, heads, N, d_v]")
 
 
 def _string_attr(attrs, key):

@@ -343,8 +343,10 @@ class MALAAttention(nn.Module):
     the grid tokens, a multiplicative output gate (the `o` of the released `qkvo`) and the projection.
 
     rope=True applies the released code's 2-D RoPE to phi(q), phi(k) AFTER z is computed, so D uses
-    rotated and z unrotated vectors; no export of q/k makes a magnitude normalisation reproduce that
-    (README). rope=False (the example models) keeps the attention exactly the paper's Eq. 8-9."""
+    rotated and z unrotated vectors: the exporter protocol then returns the rotated features as q/k
+    (kernel applied) and the unrotated ones as the normaliser features (format.md 1d). The gate
+    is returned as output_gate. rope=False (the example models) keeps the attention exactly the
+    paper's Eq. 8-9."""
 
     def __init__(self, dim, num_heads=8, grid=(14, 14), prefix_tokens=1, qkv_bias=True,
                  proj_drop=0.0, rope=False, **_unused):
@@ -363,13 +365,19 @@ class MALAAttention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
 
     def attnlens_qkv(self, x):
-        return _split_qkv(self.qkv(x), self.num_heads)
+        q, k, v = _split_qkv(self.qkv(x), self.num_heads)
+        gate = self.gate(x).reshape(x.shape[0], x.shape[1], self.num_heads, -1).transpose(1, 2)
+        if not self.rope:
+            return {"q": q, "k": k, "v": v, "output_gate": gate}
+        parts = self.attention_parts(x)
+        return {"q": parts["phi_q"], "k": parts["phi_k"], "v": v, "output_gate": gate,
+                "q_normaliser": F.elu(q) + 1, "k_normaliser": F.elu(k) + 1}
 
     def attnlens_layer_attrs(self):
-        return {"attention": "mala", "kernel_applied": 0, "scale": self.scale}
+        return {"attention": "mala", "kernel_applied": 1 if self.rope else 0, "scale": self.scale}
 
     def attention_parts(self, x):
-        q, k, v = self.attnlens_qkv(x)
+        q, k, v = _split_qkv(self.qkv(x), self.num_heads)
         n = k.shape[-2]
         phi_q = F.elu(q) + 1
         phi_k = F.elu(k) + 1
@@ -381,7 +389,7 @@ class MALAAttention(nn.Module):
             phi_k = phi_k * cos + _rotate_every_two(phi_k) * sin
         kv = (phi_k.transpose(-2, -1) * (self.scale / n) ** 0.5) @ (v * (self.scale / n) ** 0.5)
         out = phi_q @ kv * (1 + 1 / (z + RELEASED_EPS)) - z * v.mean(dim=2, keepdim=True)
-        return {"out": out, "q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_k}
+        return {"out": out, "q": q, "k": k, "v": v, "phi_q": phi_q, "phi_k": phi_k, "z": z}
 
     def attnlens_local_branch(self, _x=None):
         # LePE: Conv2d(dim, dim, 5, groups=dim) on the merged heads (channel h*d + c).

@@ -391,6 +391,35 @@ TEST(SpatialReduction, InterpolatedBranchStatisticsEqualTheDenseFormulas) {
             for (Index i = 0; i < 30; ++i)
                 share += mc.row(i).cwiseAbs().sum() / (a.row(i).cwiseAbs().sum() + mc.row(i).cwiseAbs().sum());
             EXPECT_NEAR(r.channels[std::size_t(c)].branchShare, share / 30.0, 1e-13);
+            // |local| fraction of E_c's rows (sum over the window of |E_ij| / sum_j |E_ij|) from
+            // the dense E. Several taps land on one key here (30 grid samples interpolate 6 keys),
+            // which a per-tap update against the unmodified A_ij gets wrong (issue 24): that
+            // wrong value is formed too and must differ, so the test can tell the two apart.
+            for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+                const int rad = (ks[ki] - 1) / 2;
+                double want = 0, perTap = 0;
+                for (Index i = 0; i < 30; ++i) {
+                    const int cy = g.keyRow(kBranchQueries.row(i)), cx = g.keyCol(kBranchQueries.col(i));
+                    auto inWindow = [&](Index j) {
+                        return std::abs(int(j / 2) - cy) <= rad && std::abs(int(j % 2) - cx) <= rad;
+                    };
+                    double inside = 0;
+                    for (Index j = 0; j < 6; ++j)
+                        if (inWindow(j)) inside += std::abs(e(i, j));
+                    want += inside / e.row(i).cwiseAbs().sum();
+                    double tapInside = 0, tapTotal = a.row(i).cwiseAbs().sum();
+                    for (Index j = 0; j < 6; ++j)
+                        if (inWindow(j)) tapInside += std::abs(a(i, j));
+                    forEachLocalTap(w.kernel(c), grid, i, [&](Index key, double tap) {
+                        const double change = std::abs(a(i, key) + tap) - std::abs(a(i, key));
+                        tapTotal += change;
+                        if (inWindow(key)) tapInside += change;
+                    });
+                    perTap += tapInside / tapTotal;
+                }
+                EXPECT_NEAR(r.channels[std::size_t(c)].localAbsFraction[ki], want / 30.0, 1e-13) << "k " << ks[ki];
+                EXPECT_GT(std::abs(perTap - want) / 30.0, 1e-6) << "k " << ks[ki] << ": taps never merged";
+            }
         }
         // A's rank is at most n = 6 (the linear family: d + 1 = 4); E_c too (N x n), and here it
         // reaches n: the branch fills the columns the low-rank A leaves empty.

@@ -278,3 +278,123 @@ TEST(Attention, AffineCoefficientsReproduceScaledRows) {
         }
     }
 }
+
+namespace {
+
+// The normaliser's features (format.md 1d) element by element: numerator from phi(q_i).phi(k_j),
+// normaliser from phi(qz_i).sum_m phi(kz_m), a multiplying both query vectors.
+Matrix naiveWithNormaliser(const Paradigm& p, const Matrix& q, const Matrix& k, const Matrix& qz, const Matrix& kz,
+                           double a = 1.0) {
+    const Index n = q.rows(), keys = k.rows(), d = q.cols();
+    const double c = p.c.value_or(1.0 / (std::sqrt(double(d)) * double(keys)));
+    Matrix out(n, keys);
+    for (Index i = 0; i < n; ++i) {
+        double dotSum = 0;
+        for (Index m = 0; m < keys; ++m)
+            for (Index t = 0; t < qz.cols(); ++t) dotSum += a * phi(p.kernel, qz(i, t)) * phi(p.kernel, kz(m, t));
+        for (Index j = 0; j < keys; ++j) {
+            double dot = 0;
+            for (Index t = 0; t < d; ++t) dot += a * phi(p.kernel, q(i, t)) * phi(p.kernel, k(j, t));
+            switch (p.normalisation) {
+                case Normalisation::Divide:
+                    out(i, j) = dot / (dotSum + double(keys) * p.eps);
+                    break;
+                case Normalisation::Subtract:
+                    out(i, j) = c * dot - c * dotSum / double(keys) + 1.0 / double(keys);
+                    break;
+                case Normalisation::Magnitude: {
+                    const double z = c * dotSum;
+                    out(i, j) = c * dot * (1.0 + 1.0 / (z + p.eps)) - z / double(keys);
+                    break;
+                }
+                case Normalisation::Softmax:
+                    ADD_FAILURE() << "softmax ignores the normaliser features";
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST(Attention, NormaliserFeaturesClosedForm) {
+    // MALA with kernel_applied on two orthogonal tokens: z_i = c qz_i . (kz_0 + kz_1) = 2c, so
+    // A_ii = c (1 + 1/(2c + eps)) - c and A_ij = -c (i != j), c = 1/(sqrt(2) 2).
+    const Matrix q = Matrix::Identity(2, 2), k = Matrix::Identity(2, 2);
+    const Matrix qz = 2.0 * Matrix::Identity(2, 2), kz = Matrix::Identity(2, 2);
+    HeadInputs in{&q, &k, 0.0, true};
+    in.qNormaliser = &qz;
+    in.kNormaliser = &kz;
+    const AttentionHead head(presetParadigm("mala"), in);
+    EXPECT_TRUE(head.hasNormaliserFeatures());
+    const double c = 1.0 / (std::sqrt(2.0) * 2.0), eps = 1e-6;
+    const Matrix a = head.matrix();
+    EXPECT_NEAR(a(0, 0), c * (1.0 + 1.0 / (2 * c + eps)) - c, 1e-15);
+    EXPECT_NEAR(a(1, 1), c * (1.0 + 1.0 / (2 * c + eps)) - c, 1e-15);
+    EXPECT_NEAR(a(0, 1), -c, 1e-15);
+    EXPECT_NEAR(head.normaliserDot(0), 2.0, 1e-15);
+    // Without the features the normaliser is q's own: z_i = c.
+    const AttentionHead plain(presetParadigm("mala"), HeadInputs{&q, &k, 0.0, true});
+    EXPECT_NEAR(plain.matrix()(0, 1), -c / 2, 1e-15);
+}
+
+TEST(Attention, NormaliserFeaturesEqualTheDenseFormula) {
+    const Matrix q = randomMatrix(9, 4, 301), k = randomMatrix(7, 4, 302);
+    const Matrix qz = randomMatrix(9, 3, 303), kz = randomMatrix(7, 3, 304);
+    const Matrix v = randomMatrix(7, 5, 305);
+    for (const char* name : {"mala", "inline", "linear_relu", "linear_elu"}) {
+        SCOPED_TRACE(name);
+        const Paradigm& p = presetParadigm(name);
+        HeadInputs in{&q, &k, 0.0, false};
+        in.qNormaliser = &qz;
+        in.kNormaliser = &kz;
+        const AttentionHead head(p, in);
+        const Matrix want = naiveWithNormaliser(p, q, k, qz, kz);
+        const Matrix got = head.matrix();
+        // Relative to the largest weight: Divide's small normalisers make some weights large.
+        const double unit = want.cwiseAbs().maxCoeff();
+        ASSERT_EQ(got.rows(), 9);
+        ASSERT_EQ(got.cols(), 7);
+        EXPECT_LT((got - want).cwiseAbs().maxCoeff() / unit, 1e-12);
+        // The other ways the engine forms A: one row, the low-rank form, the product A V, scaled rows.
+        RowVector row(7);
+        head.row(4, row);
+        EXPECT_LT((row - want.row(4)).cwiseAbs().maxCoeff() / unit, 1e-12);
+        const LowRankForm f = head.lowRankForm();
+        Matrix low = f.rowScale.asDiagonal() * (f.phiQ * f.phiK.transpose());
+        if (f.hasOffset) low.colwise() += f.rowOffset;
+        EXPECT_LT((low - want).cwiseAbs().maxCoeff() / unit, 1e-12);
+        EXPECT_LT((head.output(v) - want * v).cwiseAbs().maxCoeff() / (want * v).cwiseAbs().maxCoeff(), 1e-12);
+        const double factors[2] = {1.0, 2.5};
+        Matrix scaled(2, 7);
+        head.scaledRows(3, factors, scaled);
+        const RowVector scaledWant = naiveWithNormaliser(p, q, k, qz, kz, 2.5).row(3);
+        EXPECT_LT((scaled.row(1) - scaledWant).cwiseAbs().maxCoeff() / scaledWant.cwiseAbs().maxCoeff(), 1e-12);
+        // Features equal to q and k give the head without them, bit for bit up to rounding.
+        HeadInputs same{&q, &k, 0.0, false};
+        same.qNormaliser = &q;
+        same.kNormaliser = &k;
+        EXPECT_LT((AttentionHead(p, same).matrix() - AttentionHead(p, HeadInputs{&q, &k, 0.0, false}).matrix())
+                      .cwiseAbs()
+                      .maxCoeff(),
+                  1e-14);
+    }
+    // Softmax ignores them.
+    HeadInputs in{&q, &k, 0.0, false};
+    in.qNormaliser = &qz;
+    in.kNormaliser = &kz;
+    EXPECT_EQ((AttentionHead(presetParadigm("softmax"), in).matrix() -
+               AttentionHead(presetParadigm("softmax"), HeadInputs{&q, &k, 0.0, false}).matrix())
+                  .cwiseAbs()
+                  .maxCoeff(),
+              0.0);
+    // Wrong shapes name both.
+    const Matrix wrong = randomMatrix(8, 3, 306);
+    in.qNormaliser = &wrong;
+    try {
+        AttentionHead(presetParadigm("mala"), in);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("normaliser features are 8 x 3"));
+    }
+}

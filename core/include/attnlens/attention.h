@@ -35,6 +35,12 @@ struct HeadInputs {
     // N = those keys and the default c = 1/(sqrt(d) Mh Mw) (the window is the model's sequence).
     const WindowPartition* windows = nullptr;
     const Matrix* positionBias = nullptr;
+    // Normaliser features (format.md 1d; both or neither, N x dz and n x dz): kernel paradigms take
+    // the normaliser from phi(qz_i) . sum_m phi(kz_m) (same kernel and query transform as q and k)
+    // instead of phi(q_i) . sum_m phi(k_m). MALA's released code computes z from q and k before
+    // its RoPE and the numerator from the rotated ones. Softmax ignores them.
+    const Matrix* qNormaliser = nullptr;
+    const Matrix* kNormaliser = nullptr;
 };
 
 // A = diag(rowScale) * phiQ * phiK^T + rowOffset * 1^T
@@ -103,6 +109,10 @@ public:
     const Matrix& phiQ() const { return phiQ_; }              // kernel paradigms only
     const Matrix& phiK() const { return phiK_; }
     const RowVector& phiKSum() const { return phiKSum_; }
+    // The normaliser's dot product of query i, phi(q_i) . sum_m phi(k_m) (over its window's keys
+    // under window attention), or the normaliser features' when the layer has them.
+    double normaliserDot(Index i) const;
+    bool hasNormaliserFeatures() const { return hasNormaliser_; }
 
     // Window attention: the keys query i attends to (its window, in window position order; its
     // window and region for kernel paradigms under a masked rule, ascending). Error(Usage) for other heads.
@@ -127,6 +137,14 @@ private:
     const WindowPartition* windows_ = nullptr;
     const Matrix* positionBias_ = nullptr;
     Matrix keySetPhiKSum_;  // window attention, kernel paradigms: sum of phi(k) per key set
+    // The normaliser's query features and key sums: phiQ_/phiKSum_/keySetPhiKSum_ themselves, or
+    // those of the normaliser features (format.md 1d).
+    bool hasNormaliser_ = false;
+    Matrix normQ_;
+    RowVector normKSum_;
+    Matrix keySetNormKSum_;
+    const Matrix& zq() const { return hasNormaliser_ ? normQ_ : phiQ_; }
+    const RowVector& zkSum() const { return hasNormaliser_ ? normKSum_ : phiKSum_; }
 };
 
 // The kernel applied row-wise (exposed for tests and the exporter cross-checks).

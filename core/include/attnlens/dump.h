@@ -77,10 +77,18 @@ struct LayerInfo {
     // spatial-reduction attention (@key_grid, @key_prefix_tokens; format.md 1c).
     TokenLayout keyLayout;
     bool kernelApplied = false;
+    // Normaliser features (format.md 1d, MALA's released RoPE): q_normaliser N x dz and
+    // k_normaliser n x dz, from which the kernel paradigms take their normaliser
+    // phi(qz_i) . sum_m phi(kz_m) instead of phi(q_i) . sum_m phi(k_m). 0 when absent.
+    int normaliserDim = 0;
+    // output_gate [B, heads, N, d_v] (format.md 1d): the layer multiplies (A V + branch) by it
+    // element-wise before its projection (MALA's `o`). Described and checked, not part of A.
+    bool hasOutputGate = false;
     std::optional<LocalBranchInfo> localBranch;
     std::optional<WindowInfo> window;
 
     bool hasValues() const { return valueDim > 0; }
+    bool hasNormaliserFeatures() const { return normaliserDim > 0; }
     int keyTokens() const { return int(keyLayout.tokens()); }  // n (N unless the keys are reduced)
     bool reducedKeys() const { return !(keyLayout == layout); }
     AttentionLayout attentionLayout() const { return {layout, keyLayout}; }
@@ -129,12 +137,17 @@ struct NonFiniteValue {
     int layer = 0;  // position in DumpInfo::layers
     int head = 0;
     Index token = 0;
-    char tensor = 'q';                                 // 'q', 'k' or 'v'
+    char tensor = 'q';  // 'q', 'k', 'v', or 'Q' / 'K' for q_normaliser / k_normaliser (format.md 1d)
     std::string describe(const DumpInfo& info) const;  // "image 3, layer blocks.2, head 1, token 17 of k"
 };
 
+// The dataset a NonFiniteValue::tensor names: "q", "k", "v", "q_normaliser", "k_normaliser".
+const char* tensorName(char tensor);
+
 struct HeadActivations {
     Matrix q, k, v;  // q N x d, k and v n x d; v is empty when the layer has none or it was not requested
+    // The layer's normaliser features (format.md 1d): N x dz and n x dz, empty when it has none.
+    Matrix qNormaliser, kNormaliser;
     std::vector<NonFiniteValue> nonFinite;  // at most one entry per (tensor, token)
 };
 
