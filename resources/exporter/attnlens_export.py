@@ -1689,7 +1689,7 @@ class Exporter:
     def __init__(self, model, path=None, grid=None, prefix_tokens=0, dtype="float16",
                  model_name=None, layers=None, layer_name=None, index_start=0, writer=None,
                  with_values=True, compression=None, with_local_branch=None, class_names=None,
-                 check=True, check_tolerance=CHECK_TOLERANCE):
+                 check="first", check_tolerance=CHECK_TOLERANCE):
         import torch  # noqa: F401  (a clear ImportError here beats one deep in a hook)
 
         if with_local_branch is None:
@@ -1700,7 +1700,12 @@ class Exporter:
         self.with_values = with_values
         # The recomputation check (section "Recomputation check"): per layer the largest relative
         # miss over the batches so far, or None where the layer could not be recomputed.
-        self.check = bool(check)
+        # check: "first" (default) recomputes the first batch, which proves what the layer
+        # computes at the cost of one dense A per layer; "all" every batch; False/None never.
+        if check not in ("first", "all", True, False, None):
+            raise ExportError(f"check must be 'first', 'all' or False, got {check!r}")
+        self.check = "all" if check is True else (check or None)
+        self._batches = 0
         self.check_tolerance = float(check_tolerance)
         self.check_misses = {}
         self.with_local_branch = bool(with_local_branch)
@@ -1756,8 +1761,10 @@ class Exporter:
             self.writer.declare_layer(name, index, **attrs)
             self._runtime_layouts[name] = self.recorder.layouts[name]
             del self._pending[name]
-        if self.check and self.with_values:
+        if self.with_values and (self.check == "all" or (self.check == "first" and
+                                                         self._batches == 0)):
             self._check_batch()
+        self._batches += 1
         # All layers are checked before any is written: a refused batch leaves the dump as it was.
         self.writer.append_layers(
             (name, q, k, v if self.with_values else None, branch, extras)
