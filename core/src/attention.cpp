@@ -63,6 +63,17 @@ void normaliseRowsInPlace(Matrix& x) {
     }
 }
 
+// Window attention, kernel paradigms: the sum of the key features over each attended key set (each
+// window, or each window's region under a masked rule), one row per set.
+Matrix keySetSums(const WindowPartition& windows, const Matrix& features) {
+    const bool byGroup = windows.rule().masked;
+    const int sets = byGroup ? windows.groups() : windows.windows();
+    Matrix sums = Matrix::Zero(sets, features.cols());
+    for (int set = 0; set < sets; ++set)
+        for (Index t : byGroup ? windows.groupTokens(set) : windows.windowTokens(set)) sums.row(set) += features.row(t);
+    return sums;
+}
+
 }  // namespace
 
 const char* toString(RowStatus s) {
@@ -208,23 +219,9 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
             normQ_ = applyKernel(kernel_, paradigm_, applyQueryTransform(paradigm_.transform, paradigm_, qz));
             const Matrix phiKz = applyKernel(kernel_, paradigm_, kz);
             normKSum_ = phiKz.colwise().sum();
-            if (windows_) {
-                const bool byGroup = windows_->rule().masked;
-                const int sets = byGroup ? windows_->groups() : windows_->windows();
-                keySetNormKSum_ = Matrix::Zero(sets, phiKz.cols());
-                for (int set = 0; set < sets; ++set)
-                    for (Index t : byGroup ? windows_->groupTokens(set) : windows_->windowTokens(set))
-                        keySetNormKSum_.row(set) += phiKz.row(t);
-            }
+            if (windows_) keySetNormKSum_ = keySetSums(*windows_, phiKz);
         }
-        if (windows_) {
-            const bool byGroup = windows_->rule().masked;
-            const int sets = byGroup ? windows_->groups() : windows_->windows();
-            keySetPhiKSum_ = Matrix::Zero(sets, phiK_.cols());
-            for (int set = 0; set < sets; ++set)
-                for (Index t : byGroup ? windows_->groupTokens(set) : windows_->windowTokens(set))
-                    keySetPhiKSum_.row(set) += phiK_.row(t);
-        }
+        if (windows_) keySetPhiKSum_ = keySetSums(*windows_, phiK_);
     } else {
         k_ = &k;
     }
