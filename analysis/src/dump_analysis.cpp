@@ -186,9 +186,9 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                     rec.paradigm = p;
                     std::optional<LocalBranchHead> branch;
                     if (branchWeights && branchApplies(layer, p))
-                        branch =
-                            LocalBranchHead{&*branchWeights,         layer.localBranch->channelMap, h, layer.valueDim,
-                                            layer.localBranch->kind, localBranchGrid(layer).windows};
+                        branch = LocalBranchHead{
+                            &*branchWeights, layer.localBranch->channelMap, h,
+                            layer.valueDim,  layer.localBranch->kind,       localBranchGrid(layer, h).windows};
                     rec.stats = analyzeHead(head, heads[h].q, layer.attentionLayout(), req.options,
                                             branch ? &*branch : nullptr);
                     taskRecords[t].push_back(std::move(rec));

@@ -409,6 +409,18 @@ int cmdInspect(int argc, char** argv) {
         if (!anyWindow)
             std::printf("\nwindow attention (each query attends to the keys of its window; format.md 1b):\n");
         anyWindow = true;
+        if (w->perHead()) {
+            std::string groups;
+            for (int h = 0; h < info.layers[i].heads; ++h) {
+                const WindowPartition& p = w->partitionOf(h);
+                if (h > 0 && &p == &w->partitionOf(h - 1)) continue;
+                groups += (groups.empty() ? "" : "; ") + std::string("from head ") + std::to_string(h) + ": " +
+                          std::to_string(p.rule().sizeH) + " x " + std::to_string(p.rule().sizeW) + " (" +
+                          std::to_string(p.windows()) + " windows)";
+            }
+            std::printf("%-4zu %-24s per-head windows: %s\n", i, info.layers[i].name.c_str(), groups.c_str());
+            continue;
+        }
         std::printf("%-4zu %-24s %s, %d windows, %s\n", i, info.layers[i].name.c_str(), describe(w->rule).c_str(),
                     w->partition->windows(), w->hasPositionBias() ? "position bias" : "no position bias");
     }
@@ -697,7 +709,7 @@ int cmdAttention(int argc, char** argv) {
             Matrix out = attention.output(act.v);
             for (Index c = 0; c < out.cols(); ++c) {
                 const LocalKernel kernel = weights.kernel(branch.weightChannel(head, int(c), layer.valueDim));
-                out.col(c) += applyLocalBranch(kernel, localBranchGrid(layer), act.v.col(c));
+                out.col(c) += applyLocalBranch(kernel, localBranchGrid(layer, head), act.v.col(c));
             }
             j["output_with_local_branch"] = matrixJson(out);
         }
@@ -705,10 +717,10 @@ int cmdAttention(int argc, char** argv) {
             const int wc = branch.weightChannel(head, *channel, layer.valueDim);
             const LocalKernel kernel = weights.kernel(wc);
             Matrix e = m;
-            addLocalBranch(e, kernel, localBranchGrid(layer));
+            addLocalBranch(e, kernel, localBranchGrid(layer, head));
             j["channel"] = *channel;
             j["weight_channel"] = wc;
-            j["local_matrix"] = matrixJson(localBranchMatrix(kernel, localBranchGrid(layer)));
+            j["local_matrix"] = matrixJson(localBranchMatrix(kernel, localBranchGrid(layer, head)));
             j["equivalent_matrix"] = matrixJson(e);
         }
     }

@@ -267,7 +267,7 @@ void MatrixView::rebuild() {
         // The windows' tokens one after the other (each in position order).
         std::vector<Index> order;
         if (byWindow_ && session_->layerInfo().window) {
-            const WindowPartition& p = *session_->layerInfo().window->partition;
+            const WindowPartition& p = session_->layerInfo().window->partitionOf(sel.head);
             for (int w = 0; w < p.windows(); ++w)
                 for (Index t : p.windowTokens(w)) order.push_back(t);
         }
@@ -403,7 +403,7 @@ void MatrixView::rebuild() {
             const auto [lo, hi] = std::minmax_element(s->windowRanks.begin(), s->windowRanks.end());
             rank += QStringLiteral(" · %1 windows of %2 tokens, each of rank %3")
                         .arg(s->windowRanks.size())
-                        .arg(session_->layerInfo().window->rule.windowTokens())
+                        .arg(session_->layerInfo().window->ruleOf(session_->selection().head).windowTokens())
                         .arg(*lo == *hi ? QString::number(*lo) : QStringLiteral("%1 to %2").arg(*lo).arg(*hi));
         }
     } else {

@@ -40,7 +40,9 @@ QString layerLayoutLabel(const LayerInfo& l) {
     QString s = QStringLiteral("%1x%2").arg(l.layout.gridH).arg(l.layout.gridW);
     if (l.layout.prefix > 0) s += QStringLiteral("+%1").arg(l.layout.prefix);
     if (l.reducedKeys()) s += QStringLiteral(" → keys %1x%2").arg(l.keyLayout.gridH).arg(l.keyLayout.gridW);
-    if (l.window) {
+    if (l.window && l.window->perHead()) {
+        s += QStringLiteral(", stripes per head");
+    } else if (l.window) {
         s += QStringLiteral(", %1x%2 windows").arg(l.window->rule.sizeH).arg(l.window->rule.sizeW);
         if (l.window->rule.shifted()) s += QStringLiteral(" shifted");
     }
@@ -903,7 +905,7 @@ std::shared_ptr<const BranchKernel> Session::localBranch() {
     k->channel = channel;
     k->valueDim = dv;
     k->layout = layout();
-    if (localBranchGrid(layerInfo()).windows) k->windows = layerInfo().window->partition;
+    if (localBranchGrid(layerInfo(), sel_.head).windows) k->windows = layerInfo().window->sharedPartitionOf(sel_.head);
     k->interpolated = b.interpolatedValues;
     k->keys = keyLayout();
     if (channel < 0) {

@@ -320,8 +320,9 @@ void TokenMapView::rebuild() {
     // Window attention: the windows as the model cut them, the query's outlined (not for rollout,
     // which runs over many layers).
     const LayerInfo& layerOfMap = session_->layerInfo();
-    windows_.update(plot_, rect_, !row.rollout && layerOfMap.window ? layerOfMap.window->partition.get() : nullptr,
-                    query);
+    const int mapHead = session_->selection().head;
+    windows_.update(plot_, rect_,
+                    !row.rollout && layerOfMap.window ? &layerOfMap.window->partitionOf(mapHead) : nullptr, query);
     if (l.isSpatial(query)) {
         marker_.place(l.col(query), l.row(query));
         marker_.setVisible(true);
@@ -383,7 +384,8 @@ void TokenMapView::rebuild() {
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
         note = QStringLiteral("A, %1 · ").arg(status) + note;
     if (!row.rollout && layerOfMap.window)
-        note = QString::fromStdString(describe(layerOfMap.window->rule)) +
+        note = (layerOfMap.window->perHead() ? QStringLiteral("head %1's ").arg(mapHead) : QString()) +
+               QString::fromStdString(describe(layerOfMap.window->ruleOf(mapHead))) +
                QStringLiteral(", the query's window outlined\n") + note;
     if (geometry.reducedKeys())
         note = QStringLiteral(

@@ -50,17 +50,17 @@ HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int he
         in.kNormaliser = &act.kNormaliser;
     }
     if (layer.window) {
-        in.windows = layer.window->partition.get();
+        in.windows = &layer.window->partitionOf(head);
         if (layer.window->hasPositionBias()) in.positionBias = &layer.window->positionBias->at(std::size_t(head));
     }
     return in;
 }
 
-LocalBranchGrid localBranchGrid(const LayerInfo& layer) {
+LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head) {
     if (layer.localBranch && layer.localBranch->interpolatedValues)
         return LocalBranchGrid::interpolated(layer.layout, layer.keyLayout);
     const bool windows = layer.localBranch && layer.localBranch->windowScope && layer.window;
-    return LocalBranchGrid(layer.layout, windows ? layer.window->partition.get() : nullptr);
+    return LocalBranchGrid(layer.layout, windows ? &layer.window->partitionOf(head) : nullptr);
 }
 
 nlohmann::json DumpInfo::toJson() const {
@@ -82,8 +82,6 @@ nlohmann::json DumpInfo::toJson() const {
             {"grid", {l.layout.gridH, l.layout.gridW}},
             {"prefix_tokens", l.layout.prefix},
             {"kernel_applied", l.kernelApplied},
-            {"normaliser_dim", l.normaliserDim},
-            {"output_gate", l.hasOutputGate},
             {"local_branch", l.localBranch
                                  ? nlohmann::json{{"kind", l.localBranch->kind},
                                                   {"channels", toString(l.localBranch->channelMap)},
@@ -119,6 +117,23 @@ nlohmann::json DumpInfo::toJson() const {
                 {"windows", l.window->partition->windows()},
                 {"position_bias", l.window->hasPositionBias()},
             };
+        // Per-head windows (@head_windows, CSwin's stripes): the groups of consecutive heads, each with
+        // its size and number of windows; size and windows above are head 0's.
+        if (l.window && l.window->perHead()) {
+            nlohmann::json groups = nlohmann::json::array();
+            for (int h = 0; h < l.heads; ++h) {
+                const WindowPartition& p = l.window->partitionOf(h);
+                if (h > 0 && &p == &l.window->partitionOf(h - 1)) {
+                    groups.back()["heads"] = groups.back()["heads"].get<int>() + 1;
+                    continue;
+                }
+                groups.push_back({{"heads", 1}, {"size", {p.rule().sizeH, p.rule().sizeW}}, {"windows", p.windows()}});
+            }
+            layersJson.back()["window"]["head_windows"] = std::move(groups);
+        }
+        // Only where present, so that descriptions of other layers stay as they were.
+        if (l.hasNormaliserFeatures()) layersJson.back()["normaliser_dim"] = l.normaliserDim;
+        if (l.hasOutputGate) layersJson.back()["output_gate"] = true;
     }
     nlohmann::json description = {
         {"path", path},

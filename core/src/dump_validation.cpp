@@ -653,13 +653,16 @@ private:
     void windowAttention(hid_t group, const std::string& layerPath, const std::string& where,
                          LayerCandidate& candidate) const {
         LayerInfo& info = candidate.info;
-        // CSwin's stripes give each half of the heads its own window shape, which one layer's rule
-        // cannot say yet (format.md 1b, "Stripe attention").
         if (h5::hasAttribute(group, "stripe_width", where))
             fail(layerPath +
-                 " has stripe_width: stripe attention (CSwin) is not supported yet; write each half of the "
-                 "heads as its own layer with window_size [sw, W] (horizontal stripes) or [H, sw] (vertical)");
+                 " has stripe_width, which is not an attribute of the format: CSwin's stripes are "
+                 "written as head_windows [heads, Mh, Mw, ...] (format.md 1b)");
         const bool size = h5::hasAttribute(group, "window_size", where);
+        if (h5::hasAttribute(group, "head_windows", where)) {
+            if (size) fail(layerPath + " has both window_size and head_windows; give one");
+            headWindows(group, layerPath, where, candidate);
+            return;
+        }
         const bool shift = h5::hasAttribute(group, "window_shift", where);
         const bool mask = h5::hasAttribute(group, "window_mask", where);
         const bool bias = h5::linkExists(group, "position_bias", where);
@@ -718,6 +721,54 @@ private:
                 fail(b.path + " would need more than 256 MiB as double; the declared sizes are not plausible");
             candidate.handles.positionBias = std::move(b);
         }
+        info.window = std::move(window);
+    }
+
+    // resources/format.md, section 1b, "Per-head windows": @head_windows = [n_0, Mh_0, Mw_0, n_1, ...],
+    // groups of consecutive heads with their window size (CSwin: half the heads in vertical
+    // stripes [H, sw], half in horizontal ones [sw, W]); no shift, mask or position bias.
+    void headWindows(hid_t group, const std::string& layerPath, const std::string& where,
+                     LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        for (const char* other : {"window_shift", "window_mask"})
+            if (h5::hasAttribute(group, other, where))
+                fail(layerPath + " has head_windows and " + other + ": per-head windows are not shifted");
+        if (h5::linkExists(group, "position_bias", where))
+            fail(layerPath + " has head_windows and position_bias: per-head windows carry no position bias");
+        if (info.reducedKeys()) fail(layerPath + " has both head_windows and key_grid; give one");
+        const std::vector<std::int64_t> v = h5::readIntegerArrayAttribute(group, "head_windows", where);
+        if (v.empty() || v.size() % 3 != 0)
+            throwInput(where + " attribute 'head_windows' must be groups of three integers [heads, Mh, Mw, ...], got " +
+                       h5::describeDims(v));
+        WindowInfo window;
+        std::int64_t covered = 0;
+        for (std::size_t g = 0; g < v.size(); g += 3) {
+            const std::int64_t count = v[g], mh = v[g + 1], mw = v[g + 2];
+            if (count < 1 || mh < 1 || mw < 1 || mh > 4096 || mw > 4096 || count > info.heads)
+                throwInput(where + " attribute 'head_windows' group " + std::to_string(g / 3) + " is [" +
+                           std::to_string(count) + ", " + std::to_string(mh) + ", " + std::to_string(mw) +
+                           "]; each group needs 1 to heads heads and a window of 1 to 4096 rows and columns");
+            WindowRule rule;
+            rule.sizeH = int(mh);
+            rule.sizeW = int(mw);
+            if (rule.windowTokens() > 4096)
+                fail(layerPath + ": head_windows group " + std::to_string(g / 3) + " has windows of " +
+                     std::to_string(mh) + " x " + std::to_string(mw) + " tokens, more than the limit of 4096");
+            std::shared_ptr<const WindowPartition> partition;
+            try {
+                partition = std::make_shared<const WindowPartition>(info.layout, rule);
+            } catch (const Error& e) {
+                fail(layerPath + ": head_windows group " + std::to_string(g / 3) + ": " + e.what());
+            }
+            covered += count;
+            if (covered > info.heads) break;
+            for (std::int64_t h = 0; h < count; ++h) window.headPartitions.push_back(partition);
+        }
+        if (covered != info.heads)
+            fail(layerPath + ": head_windows covers " + std::to_string(covered) + " heads but the layer has " +
+                 std::to_string(info.heads));
+        window.partition = window.headPartitions.front();
+        window.rule = window.partition->rule();
         info.window = std::move(window);
     }
 
@@ -805,6 +856,10 @@ private:
                  (branch.perWindow ? "[B, windows, C, kh, kw]" : "[B, C, kh, kw]") +
                  " need B = " + std::to_string(info.batch) + " (the layer's images)");
         if (branch.perWindow) {
+            if (branch.windowScope && info.window->perHead())
+                fail(weight.path + " has shape " + h5::describeDims(w) +
+                     ": per-window weights are not defined on a layer with head_windows (each head has its own "
+                     "windows)");
             if (!branch.windowScope)
                 fail(weight.path + " has shape " + h5::describeDims(w) +
                      ": per-window weights [B, windows, C, kh, kw] need the convolution inside windows (a window "

@@ -237,7 +237,8 @@ class DumpWriter:
 
     def declare_layer(self, name, index, attention=None, scale=None, kernel_applied=None,
                       grid=None, prefix_tokens=None, window_size=None, window_shift=None,
-                      window_mask=None, position_bias=None, key_grid=None, key_prefix_tokens=None):
+                      window_mask=None, position_bias=None, key_grid=None, key_prefix_tokens=None,
+                      head_windows=None):
         """Create the group of one layer with its attributes (datasets come with the first batch;
         the window attention's position bias, a model parameter, is written here). key_grid [h, w]
         (and key_prefix_tokens): keys and values on a reduced grid, PVT's spatial reduction
@@ -250,6 +251,9 @@ class DumpWriter:
                                     self.prefix_tokens if prefix_tokens is None else prefix_tokens,
                                     window_size, window_shift, window_mask, position_bias)
         keys = self._check_key_grid(name, key_grid, key_prefix_tokens, window)
+        head_windows = self._check_head_windows(
+            name, grid if grid is not None else self.grid,
+            self.prefix_tokens if prefix_tokens is None else prefix_tokens, head_windows, window, keys)
         g = self._layers_group.create_group(name)
         g.attrs["index"] = np.int64(index)
         if attention is not None:
@@ -273,11 +277,15 @@ class DumpWriter:
             g.attrs["window_mask"] = np.bool_(window["mask"])
             if window["bias"] is not None:
                 g.create_dataset("position_bias", data=window["bias"].astype(self.branch_dtype))
+        if head_windows is not None:
+            g.attrs["head_windows"] = np.array([v for group in head_windows for v in group],
+                                               dtype=np.int64)
         if keys is not None:
             g.attrs["key_grid"] = np.array(keys[0], dtype=np.int64)
             if keys[1]:
                 g.attrs["key_prefix_tokens"] = np.int64(keys[1])
         self._layers[name] = {"count": 0, "branch": None, "window": window, "keys": keys,
+                              "head_windows": head_windows,
                               "grid": tuple(grid) if grid else self.grid,
                               "prefix": self.prefix_tokens if prefix_tokens is None
                               else int(prefix_tokens)}
@@ -291,11 +299,12 @@ class DumpWriter:
         return out
 
     def layer_layout(self, name):
-        """The declared layout of layer `name`: grid, prefix_tokens, window (size, shift, mask,
-        position bias) and key grid."""
+        """The declared layout of layer `name`: grid, prefix_tokens and, on window layers, window
+        size, shift, mask and position bias (the recomputation check reads the key grid off k)."""
         info = self._layers[name]
         window = info.get("window")
-        out = {"grid": info["grid"], "prefix_tokens": info["prefix"]}
+        out = {"grid": info["grid"], "prefix_tokens": info["prefix"],
+               "head_windows": info.get("head_windows")}
         if window is not None:
             out.update(window_size=window["size"], window_shift=window["shift"],
                        window_mask=window["mask"], position_bias=window["bias"])
@@ -321,6 +330,22 @@ class DumpWriter:
             raise ExportError(f"layer {name}: window attention with keys on a reduced grid is not "
                               "a layout of the format (window_size and key_grid)")
         return kg, kp
+
+    @staticmethod
+    def _check_head_windows(name, grid, prefix, head_windows, window, keys):
+        """format.md 1b "Per-head windows": [(heads, Mh, Mw), ...] groups of consecutive heads, each
+        window size dividing the grid; no window_size, key_grid or prefix tokens beside it."""
+        if head_windows is None:
+            return None
+        groups = [tuple(int(v) for v in group) for group in head_windows]
+        if window is not None or keys is not None or int(prefix) != 0:
+            raise ExportError(f"layer {name}: head_windows excludes window_size, key_grid and "
+                              "prefix tokens")
+        for count, mh, mw in groups:
+            if count < 1 or mh < 1 or mw < 1 or mh * mw > 4096 or grid[0] % mh or grid[1] % mw:
+                raise ExportError(f"layer {name}: head_windows group ({count}, {mh}, {mw}) must "
+                                  f"have heads >= 1 and a window dividing the grid {tuple(grid)}")
+        return groups
 
     @staticmethod
     def _check_window(name, grid, prefix, size, shift, mask, bias):
@@ -421,6 +446,10 @@ class DumpWriter:
             raise ExportError(
                 f"layer {name}: N = {q.shape[2]} tokens but prefix_tokens {info['prefix']} + grid "
                 f"{info['grid'][0]}x{info['grid'][1]} = {n_expected}")
+        head_windows = info.get("head_windows")
+        if head_windows is not None and sum(g[0] for g in head_windows) != q.shape[1]:
+            raise ExportError(f"layer {name}: head_windows covers "
+                              f"{sum(g[0] for g in head_windows)} heads but q has {q.shape[1]}")
         window = info.get("window")
         if window is not None and window["bias"] is not None and \
                 window["bias"].shape[0] != q.shape[1]:
@@ -512,7 +541,7 @@ class DumpWriter:
         if unknown:
             raise ExportError(f"{where} has unknown keys {unknown} (expected kind, channels, "
                               "weight, bias, scope, values)")
-        window = info.get("window")
+        window = info.get("window") or info.get("head_windows")
         scope = branch.get("scope", "window" if window is not None else "grid")
         if scope not in BRANCH_SCOPES:
             raise ExportError(f"{where}: scope must be \"grid\" or \"window\", got {scope!r}")
@@ -549,6 +578,9 @@ class DumpWriter:
             raise ExportError(f"{where}: per-image weight {weight.shape} must have B = {b} (the "
                               "batch's images)")
         if per_window:
+            if info.get("head_windows") is not None:
+                raise ExportError(f"{where}: per-window weights are not defined on a layer with "
+                                  "head_windows (each head has its own windows)")
             if scope != "window":
                 raise ExportError(f"{where}: per-window weight {weight.shape} needs scope "
                                   "\"window\" (a window attention layer)")
@@ -625,8 +657,8 @@ class DumpWriter:
                 g = group.create_group("local_branch")
                 g.attrs["kind"] = branch["kind"]
                 g.attrs["channels"] = branch["channels"]
-                if info.get("window") is not None:  # plain layers stay as version 1 wrote them
-                    g.attrs["scope"] = branch["scope"]
+                if info.get("window") is not None or info.get("head_windows") is not None:
+                    g.attrs["scope"] = branch["scope"]  # plain layers stay as version 1 wrote them
                 if branch["values"] == "interpolated":
                     g.attrs["values"] = "interpolated"
                 # Shared weights and bias: written once (later batches are checked against them).
@@ -751,7 +783,7 @@ class LayerSpec:
                  kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None,
                  window_size=None, window_shift=None, window_mask=None, position_bias=None,
                  key_grid=None, key_prefix_tokens=None, aux_hooks=(), layout_of=None,
-                 reference=None, source=None):
+                 reference=None, source=None, head_windows=None):
         if local_branch is not None and not callable(local_branch):
             raise ExportError(f"LayerSpec local_branch must be callable (module, x) -> dict or "
                               f"None, got {local_branch!r}")
@@ -764,7 +796,7 @@ class LayerSpec:
                       "grid": grid, "prefix_tokens": prefix_tokens, "window_size": window_size,
                       "window_shift": window_shift, "window_mask": window_mask,
                       "position_bias": position_bias, "key_grid": key_grid,
-                      "key_prefix_tokens": key_prefix_tokens}
+                      "key_prefix_tokens": key_prefix_tokens, "head_windows": head_windows}
         # Forward hooks on submodules that run before the main hook fires (their outputs are
         # what `extract` reads), and layout_of(module, inputs, q, k) -> dict of layer attributes
         # known only when the model runs (a PVT stage's grid): the layer is declared after the
@@ -815,8 +847,6 @@ def _swin_extract(block):
     attention's window-partitioned input [B * windows, Mh*Mw, C]. Returns q, k, v
     [B, heads, H*W, d] on the full grid in token order y * W + x (window_reverse, then the roll by
     +shift)."""
-    import torch
-
     released = released_attention(block.attn)
 
     def extract(_linear, inputs, output):
@@ -885,12 +915,12 @@ def _swin_spec(path, block):
                 m = size[0] * size[1]
                 bias = attn.relative_position_bias_table[attn.relative_position_index.view(-1)]
                 bias = bias.view(m, m, -1).permute(2, 0, 1).detach().cpu().numpy()
+    if "attention" not in attrs and released is None:
+        raise ExportError(_unknown_message(path, attn, "a window attention in a Swin block"))
     if any(shift) and attrs.get("window_mask") is None:
         raise ExportError(f"layer {path}: a shifted-window attention of class "
                           f"{type(attn).__name__}: say whether it adds Swin's mask "
                           "(attnlens_layer_attrs() -> window_mask, or a LayerSpec)")
-    if attrs.get("attention", "other") == "other" and released is None:
-        raise ExportError(_unknown_message(path, attn, "a window attention in a Swin block"))
     # A protocol or released attention is hooked itself (its features are recomputed from its
     # input), timm's on its qkv.
     protocol = callable(getattr(attn, "attnlens_qkv", None)) or released is not None
@@ -1004,8 +1034,8 @@ def _pvt_spec(path, attn):
             layout["key_grid"] = (kh, kw)
         return layout
 
-    # timm's class is softmax attention; other classes say what they are with
-    # attnlens_layer_attrs() (as Swin blocks' attentions do), else "other".
+    # timm's class is softmax attention; released classes are known; other classes say what they
+    # are with attnlens_layer_attrs() (as Swin blocks' attentions do), else they are refused.
     attrs = dict(attn.attnlens_layer_attrs()) if hasattr(attn, "attnlens_layer_attrs") else {}
     if released is not None:
         attrs = dict(released.attrs(attn), **attrs)
@@ -1194,7 +1224,7 @@ def _mala_features(attn, inputs):
 
     def rotate(t):
         x1, x2 = t[..., ::2], t[..., 1::2]
-        return t * cos + torch_stack_flat(-x2, x1) * sin
+        return t * cos + _stack_flat(-x2, x1) * sin
 
     if _released_name(attn) == "AddLinearAttention":
         q, k = F.elu(q) + 1, F.elu(k) + 1
@@ -1203,7 +1233,7 @@ def _mala_features(attn, inputs):
     return {"q": rotate(q), "k": rotate(k), "v": v, "output_gate": o}
 
 
-def torch_stack_flat(a, b):
+def _stack_flat(a, b):
     import torch
 
     return torch.stack([a, b], dim=-1).flatten(-2)
@@ -1287,13 +1317,6 @@ RELEASED = [
         _mala_branch, layout_of=_mala_layout, proj_frame=_conv_frame),
 ]
 
-# Released classes the format cannot hold yet: refused with what to do instead.
-UNSUPPORTED_RELEASED = {
-    "LePEAttention": "CSwin's stripe attention (FLatten-CSwin, InLine-CSwin): stripes are not a "
-                     "layout of the format yet (format.md 1b, 'Stripe attention')",
-}
-
-
 def released_attention(module):
     """The ReleasedAttention entry that `module` is, or None."""
     return next((r for r in RELEASED if r.matches(module)), None)
@@ -1301,6 +1324,109 @@ def released_attention(module):
 
 def _is_cswin_block(module):
     return hasattr(module, "split_size") and hasattr(module, "attns") and hasattr(module, "qkv")
+
+
+CSWIN_ATTENTIONS = ("LePEAttention", "FocusedLinearAttention", "InLineAttention")
+
+
+def _cswin_halves(block, c):
+    """(attention, channel slice) of each branch of a CSWinBlock: two halves of the channels (and
+    heads) in stripes, or one attention over all of them in the last stage."""
+    if len(block.attns) == 1:
+        return [(block.attns[0], slice(0, c))]
+    return [(block.attns[0], slice(0, c // 2)), (block.attns[1], slice(c // 2, c))]
+
+
+def _cswin_features(block, x):
+    """flatten_cswin.py / inline_cswin.py CSWinBlock.forward up to its proj: qkv of norm1(x), each
+    half of the channels to its attention. LePEAttention: softmax on q, k inside its stripes
+    (H_sp x W_sp windows); FLatten's FocusedLinearAttention: the focused map with its positional
+    encoding and learned scale over the half's channels; InLine's InLineAttention: raw q, k. The
+    released linear ones run on one window covering the grid (la_split_size = the resolution:
+    otherwise their forward fails), so their windows are the grid."""
+    import torch
+
+    b, n, c = x.shape
+    q, k, v = block.qkv(block.norm1(x)).reshape(b, -1, 3, c).permute(2, 0, 1, 3).unbind(0)
+    outs = {"q": [], "k": [], "v": []}
+    for attn, ch in _cswin_halves(block, c):
+        qh, kh, vh = q[..., ch], k[..., ch], v[..., ch]
+        if type(attn).__name__ == "FocusedLinearAttention":
+            qh, kh = _focused_features(attn, qh, kh)
+        heads = int(attn.num_heads)
+        for key, t in (("q", qh), ("k", kh), ("v", vh)):
+            outs[key].append(_heads(t, heads))
+    return {key: torch.cat(t, dim=1) for key, t in outs.items()}
+
+
+def _cswin_branch(block, x):
+    """Every half's convolutions on V inside its stripes, as one kernel per channel ("all"):
+    LePE (get_v, 3x3 per channel), plus FLatten's dwc (per head) or InLine's residual (per image,
+    from the block input's mean token), zero-padded to one size and summed: the convolutions of
+    one input with zero padding at the same borders add up to one convolution."""
+    import torch
+    import torch.nn.functional as F
+
+    b, _, c = x.shape
+    weights, biases = [], []
+    halves = _cswin_halves(block, c)
+    size = max(max(attn.get_v.kernel_size[0], attn.dwc.kernel_size[0] if hasattr(attn, "dwc")
+                   else 3) for attn, _ in halves)
+    per_image = any(hasattr(attn, "residual") for attn, _ in halves)
+
+    def pad(w):
+        p = (size - w.shape[-1]) // 2
+        return F.pad(w, (p, p, p, p))
+
+    for attn, ch in halves:
+        cw = ch.stop - ch.start
+        w = pad(attn.get_v.weight[:, 0])  # [C_half, k, k]
+        bias = attn.get_v.bias if attn.get_v.bias is not None else torch.zeros(cw)
+        if hasattr(attn, "dwc"):  # FLatten: per head, the same d kernels for every head
+            heads = int(attn.num_heads)
+            w = w + pad(attn.dwc.weight[:, 0]).repeat(heads, 1, 1)
+            if attn.dwc.bias is not None:
+                bias = bias + attn.dwc.bias.repeat(heads)
+        w = w.unsqueeze(0).expand(b, *w.shape) if per_image else w
+        if hasattr(attn, "residual"):  # InLine: per image from x.mean(dim=1) of the half
+            res = attn.residual(x.mean(dim=1)[:, ch].unsqueeze(-1)).reshape(b, cw, 3, 3)
+            w = w + pad(res)
+        weights.append(w)
+        biases.append(bias)
+    kinds = {"LePEAttention": "lepe", "FocusedLinearAttention": "dwc+lepe",
+             "InLineAttention": "inline_residual+lepe"}
+    return {"kind": kinds[type(halves[0][0]).__name__], "channels": "all",
+            "weight": torch.cat(weights, dim=-3), "bias": torch.cat(biases)}
+
+
+def _cswin_spec(path, block):
+    """A LayerSpec for a released CSWinBlock (FLatten-CSwin, InLine-CSwin; format.md 1b per-head
+    windows): heads of each half in their stripes, or the grid where every window covers it."""
+    names = {type(a).__name__ for a in block.attns}
+    if len(names) != 1 or not names <= set(CSWIN_ATTENTIONS):
+        raise ExportError(_unknown_message(path, block, "a CSwin block whose attentions are "
+                                                        f"{sorted(names)}"))
+    kind = names.pop()
+    reso = int(block.patches_resolution)
+    c = int(block.qkv.in_features)
+    halves = _cswin_halves(block, c)
+    groups = [(int(a.num_heads), int(a.H_sp), int(a.W_sp)) for a, _ in halves]
+    if kind != "LePEAttention" and any((h, w) != (reso, reso) for _, h, w in groups):
+        raise ExportError(f"layer {path}: a linear CSwin attention ({kind}) in stripes narrower than "
+                          f"the grid ({groups}): its released forward runs only with la_split_size "
+                          "equal to the resolution")
+    whole = all((h, w) == (reso, reso) for _, h, w in groups)
+    if kind == "LePEAttention":
+        attrs = {"attention": "softmax", "scale": float(halves[0][0].scale)}
+    elif kind == "FocusedLinearAttention":
+        attrs = {"attention": "focused", "kernel_applied": True}
+    else:
+        attrs = {"attention": "inline"}
+    return LayerSpec(block, lambda m, inputs, _out: _cswin_features(m, inputs[0]), name=path,
+                     local_branch=_cswin_branch, reference=_proj_of(block),
+                     source=f"CSWinBlock with {kind} (flatten_cswin.py / inline_cswin.py)",
+                     grid=(reso, reso), prefix_tokens=0,
+                     head_windows=None if whole else groups, **attrs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1385,8 +1511,25 @@ def _window_tokens(grid, size, shift):
     return partition(index), partition(region)
 
 
-def _apply_branch(out, v, br, grid, prefix, window=None, values="tokens"):
-    """out += M_c V + b on the grid tokens (format.md 1a/1c), out and v [B, heads, N|n, d]."""
+def _branch_heads(br, hs, heads):
+    """The branch restricted to the heads in slice hs (channels "all": their weight channels)."""
+    if br["channels"] != "all":
+        return br
+    out = dict(br)
+    for key in ("weight", "bias"):
+        t = br.get(key)
+        if t is None:
+            continue
+        t = np.asarray(_as_numpy(t))
+        per = t.shape[-3 if key == "weight" else -1] // heads
+        sl = slice(hs.start * per, hs.stop * per)
+        out[key] = t[..., sl, :, :] if key == "weight" else t[..., sl]
+    return out
+
+
+def _apply_branch(out, v, br, grid, prefix, window=None, values="tokens", size=None):
+    """out + M_c V + b on the grid tokens (format.md 1a/1c), out and v [B, heads, N|n, d]; None
+    for a branch this check does not recompute."""
     import torch
     import torch.nn.functional as F
 
@@ -1418,11 +1561,11 @@ def _apply_branch(out, v, br, grid, prefix, window=None, values="tokens"):
     else:
         tokens, _ = window
         nw, m = tokens.shape
-        mh, mw = br["window_size"]
+        mh, mw = size if size is not None else br["window_size"]
         if weight.dim() == 5:  # per (image, window)
             wgt = weight.reshape(b * nw, *weight.shape[2:])
             if channels == "per_head":
-                raise ExportError("per-window per_head weights are not recomputed")
+                return None  # per-window per_head weights: not recomputed (layer unchecked)
             wgt = wgt.reshape(b, nw, heads, dv, *wgt.shape[-2:])
         else:
             wgt = per_channel(weight, 3).unsqueeze(1).expand(b, nw, heads, dv, *weight.shape[-2:])
@@ -1459,35 +1602,66 @@ def recompute_output(attrs, layout, captured):
     scale = attrs.get("scale") or q.shape[-1] ** -0.5
     grid, prefix = tuple(layout["grid"]), int(layout["prefix_tokens"])
     b, heads, n_tok, _ = q.shape
-    window = None
-    if layout.get("window_size") is not None:
-        tokens, region = _window_tokens(grid, tuple(layout["window_size"]),
-                                        tuple(layout.get("window_shift") or (0, 0)))
-        window = (tokens, region)
-        gather = lambda t: t[:, :, tokens, :]  # noqa: E731  [B, heads, windows, M, d]
+    # Each group of heads with one window rule: the whole layer (window_size or none), or the
+    # groups of head_windows (format.md 1b), computed on its own heads.
+    if layout.get("head_windows"):
+        groups, first = [], 0
+        for count, mh, mw in layout["head_windows"]:
+            groups.append((slice(first, first + count), (mh, mw), (0, 0), False, None))
+            first += count
+    elif layout.get("window_size") is not None:
+        groups = [(slice(0, heads), tuple(layout["window_size"]),
+                   tuple(layout.get("window_shift") or (0, 0)), bool(layout.get("window_mask")),
+                   layout.get("position_bias"))]
+    else:
+        groups = [(slice(0, heads), None, None, False, None)]
+    out = torch.zeros(b, heads, n_tok, v.shape[-1], dtype=torch.float64)
+    windows = {}  # head slice start -> (tokens, region) for the branch
+    for hs, size, shift, masked, pb in groups:
+        sub = lambda t: None if t is None else t[:, hs]  # noqa: E731
+        if size is None:
+            out[:, hs] = _attention_rows(name, scale, kernel_applied, sub(q), sub(k), sub(qz),
+                                         sub(kz)) @ sub(v)
+            continue
+        tokens, region = _window_tokens(grid, size, shift)
+        windows[hs.start] = (tokens, region)
+        gather = lambda t: t[:, hs][:, :, tokens, :]  # noqa: E731  [B, h, windows, M, d]
         bias = None
         if name == "softmax":
-            pb = layout.get("position_bias")
-            bias = 0 if pb is None else torch.as_tensor(pb, dtype=torch.float64)[:, None]
-            if layout.get("window_mask"):
+            bias = 0 if pb is None else torch.as_tensor(pb, dtype=torch.float64)[hs, None]
+            if masked:
                 bias = bias + (region[:, :, None] != region[:, None, :]).to(torch.float64) * -100.0
-        elif layout.get("window_mask") and any(layout.get("window_shift") or ()):
+        elif masked and any(shift):
             return None  # kernel paradigms under a masked rule: not recomputed here
         a = _attention_rows(name, scale, kernel_applied, gather(q), gather(k),
                             None if qz is None else gather(qz), None if kz is None else gather(kz),
                             logit_bias=bias)
         ow = a @ gather(v)
-        out = torch.zeros(b, heads, n_tok, v.shape[-1], dtype=torch.float64)
-        out[:, :, tokens.reshape(-1), :] = ow.reshape(b, heads, -1, v.shape[-1])
-    else:
-        out = _attention_rows(name, scale, kernel_applied, q, k, qz, kz) @ v
+        out[:, hs, tokens.reshape(-1), :] = ow.reshape(b, hs.stop - hs.start, -1, v.shape[-1])
+    window = None
+    if len(groups) == 1 and groups[0][1] is not None:
+        window = windows[0]
     if branch is not None:
         br = dict(branch)
-        if window is not None:
-            br["window_size"] = tuple(layout["window_size"])
-        out = _apply_branch(out, v, br, grid, prefix,
-                            window if br.get("scope", "window" if window else "grid") == "window"
-                            and window is not None else None, br.get("values", "tokens"))
+        scope = br.get("scope", "window" if groups[0][1] is not None else "grid")
+        if scope == "window" and len(groups) > 1:
+            # Per-head windows: each head group convolves inside its own windows.
+            parts = []
+            for hs, size, _, _, _ in groups:
+                part = _apply_branch(out[:, hs], v[:, hs], _branch_heads(br, hs, heads), grid,
+                                     prefix, windows[hs.start], br.get("values", "tokens"),
+                                     size=size)
+                if part is None:
+                    return None
+                parts.append(part)
+            out = torch.cat(parts, dim=1)
+        else:
+            if window is not None:
+                br["window_size"] = tuple(layout["window_size"])
+            out = _apply_branch(out, v, br, grid, prefix, window if scope == "window" else None,
+                                br.get("values", "tokens"))
+            if out is None:
+                return None
     if gate is not None:
         out = out * gate
     return out.permute(0, 2, 1, 3).reshape(b, n_tok, -1)
@@ -1559,13 +1733,10 @@ def find_layers(model):
         if any(path.startswith(p + ".") for p in claimed):
             continue  # submodules of a layer already recorded
         released = released_attention(module)
-        if _is_cswin_block(module) or type(module).__name__ in UNSUPPORTED_RELEASED:
-            reason = UNSUPPORTED_RELEASED["LePEAttention"]
-            raise ExportError(f"layer {path}: {type(module).__name__} is {reason}. Leave this "
-                              "model's CSwin stages out (layers=[...] with the other layers' "
-                              "specs from find_layers on those stages), or write each half of "
-                              "the heads as its own window layer (format.md 1b).")
-        if _is_swin_block(module):
+        if _is_cswin_block(module):
+            specs.append(_cswin_spec(path, module))
+            claimed.add(path)
+        elif _is_swin_block(module):
             specs.append(_swin_spec(path, module))
             claimed.add(path)
         elif callable(getattr(module, "attnlens_qkv", None)):
@@ -2033,7 +2204,7 @@ def _validate_branch(layer, where, q_shape, problems):
         return None  # reported with v
     b, heads, dv = int(q_shape[0]), int(v_shape[1]), int(v_shape[3])
     expected_c = dv if channels == "per_head" else heads * dv
-    windowed = "window_size" in layer.attrs
+    windowed = "window_size" in layer.attrs or "head_windows" in layer.attrs
     scope = _string_attr(g.attrs, "scope") if "scope" in g.attrs else ("window" if windowed
                                                                         else "grid")
     if scope not in BRANCH_SCOPES:

@@ -386,6 +386,7 @@ struct WindowDumpSpec {
     std::optional<bool> mask = true;
     std::optional<std::vector<std::uint64_t>> biasShape = std::vector<std::uint64_t>{2, 16, 16};
     bool nanBias = false;
+    std::optional<std::vector<std::int64_t>> headWindows;  // @head_windows (CSwin's stripes)
 };
 
 void writeWindowDump(const std::string& path, const WindowDumpSpec& spec, const Matrix& q, const Matrix& k,
@@ -410,6 +411,7 @@ void writeWindowDump(const std::string& path, const WindowDumpSpec& spec, const 
     if (spec.size) w.setGroupAttribute(g, "window_size", *spec.size);
     if (spec.shift) w.setGroupAttribute(g, "window_shift", *spec.shift);
     if (spec.mask) w.setGroupBoolAttribute(g, "window_mask", *spec.mask);
+    if (spec.headWindows) w.setGroupAttribute(g, "head_windows", *spec.headWindows);
     if (spec.biasShape) {
         std::vector<float> b;
         std::uint64_t count = 1;
@@ -455,6 +457,60 @@ TEST(WindowDump, ReadsTheRuleAndBiasAndComputesWithThem) {
     ASSERT_TRUE(s.magnitude);
     EXPECT_EQ(s.magnitude->queriesAveraged, 64);
     ASSERT_TRUE(s.entropy);
+}
+
+// CSwin (format.md 1b, "Per-head windows"): head 0 in vertical stripes of 8 x 2 tokens, head 1 in
+// horizontal ones of 2 x 8; each head's rows are softmax over its own stripe's keys.
+WindowDumpSpec stripeSpec() {
+    WindowDumpSpec s;
+    s.size.reset();
+    s.shift.reset();
+    s.mask.reset();
+    s.biasShape.reset();
+    s.headWindows = std::vector<std::int64_t>{1, 8, 2, 1, 2, 8};
+    return s;
+}
+
+TEST(WindowDump, PerHeadStripesComputeEachHeadOnItsOwnWindows) {
+    TempDir dir;
+    const Matrix q = randomNormal(64, 4, 91), k = randomNormal(64, 4, 92), bias = randomNormal(16, 16, 93);
+    const std::string path = dir.file("cswin.h5");
+    writeWindowDump(path, stripeSpec(), q, k, bias);
+    const auto reader = DumpReader::open(path);
+    const LayerInfo& li = reader->info().layers[0];
+    ASSERT_TRUE(li.window);
+    ASSERT_TRUE(li.window->perHead());
+    const WindowRule vertical{8, 2, 0, 0, false}, horizontal{2, 8, 0, 0, false};
+    EXPECT_EQ(li.window->ruleOf(0), vertical);
+    EXPECT_EQ(li.window->ruleOf(1), horizontal);
+    EXPECT_EQ(li.window->partitionOf(0).windows(), 4);
+    EXPECT_EQ(li.window->partitionOf(1).windows(), 4);
+    const nlohmann::json j = reader->info().toJson()["layers"][0]["window"];
+    EXPECT_EQ(j["head_windows"], nlohmann::json::parse(R"([{"heads": 1, "size": [8, 2], "windows": 4},
+                                                             {"heads": 1, "size": [2, 8], "windows": 4}])"));
+    for (int h = 0; h < 2; ++h) {
+        SCOPED_TRACE(h);
+        const HeadActivations act = reader->readHead(0, 0, h);
+        const AttentionHead head(presetParadigm("softmax"), headInputs(li, act, h));
+        const Matrix a = head.matrix();
+        for (Index i = 0; i < 64; ++i) {
+            const RowVector ref =
+                softmaxReference(act.q, act.k, li.scale, nullptr, 8, 8, h == 0 ? vertical : horizontal, i);
+            ASSERT_LT((a.row(i) - ref).cwiseAbs().maxCoeff(), 1e-14) << i;
+        }
+        // Query (0, 0) attends to column 0-1 of every row under head 0, to rows 0-1 under head 1.
+        EXPECT_GT(a(0, h == 0 ? 7 * 8 + 1 : 1 * 8 + 7), 0.0);
+        EXPECT_EQ(a(0, 2), h == 0 ? 0.0 : a(0, 2));
+        EXPECT_EQ(a(0, 8 * 2), h == 1 ? 0.0 : a(0, 8 * 2));
+        const HeadStatistics s = analyzeHead(head, act.q, li.layout, AnalysisOptions{});
+        ASSERT_TRUE(s.spectrum);
+        EXPECT_EQ(s.spectrum->windowRanks.size(), 4u);
+        // The local branch convolves inside the head's own stripes.
+        LayerInfo withBranch = li;
+        withBranch.localBranch = LocalBranchInfo{};
+        withBranch.localBranch->windowScope = true;
+        EXPECT_EQ(localBranchGrid(withBranch, h).windows, &li.window->partitionOf(h));
+    }
 }
 
 TEST(WindowDump, BadWindowAttributesAreClearErrors) {
@@ -507,6 +563,41 @@ TEST(WindowDump, BadWindowAttributesAreClearErrors) {
         "expected [heads, Mh*Mw, Mh*Mw] = [2, 16, 16]");
     add(
         "bias NaN", [](WindowDumpSpec& s) { s.nanBias = true; }, "head 1 holds a non-finite value");
+    add(
+        "head windows and window size",
+        [](WindowDumpSpec& s) {
+            s = stripeSpec();
+            s.size = std::vector<std::int64_t>{4, 4};
+        },
+        "both window_size and head_windows");
+    add(
+        "head windows covering one head",
+        [](WindowDumpSpec& s) {
+            s = stripeSpec();
+            s.headWindows = std::vector<std::int64_t>{1, 8, 2};
+        },
+        "head_windows covers 1 heads but the layer has 2");
+    add(
+        "head windows not divisible",
+        [](WindowDumpSpec& s) {
+            s = stripeSpec();
+            s.headWindows = std::vector<std::int64_t>{1, 8, 3, 1, 2, 8};
+        },
+        "head_windows group 0");
+    add(
+        "head windows not in threes",
+        [](WindowDumpSpec& s) {
+            s = stripeSpec();
+            s.headWindows = std::vector<std::int64_t>{2, 8};
+        },
+        "groups of three integers");
+    add(
+        "head windows with a position bias",
+        [](WindowDumpSpec& s) {
+            s = stripeSpec();
+            s.biasShape = std::vector<std::uint64_t>{2, 16, 16};
+        },
+        "per-head windows carry no position bias");
     for (const Case& c : cases) {
         SCOPED_TRACE(c.what);
         const std::string path = dir.file(std::string(c.what) + ".h5");

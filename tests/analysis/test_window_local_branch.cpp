@@ -302,7 +302,7 @@ TEST(WindowLocalBranchDump, PerWindowWeightsAreReadAsWritten) {
     EXPECT_TRUE(li.localBranch->windowScope);  // the default on window layers
     EXPECT_TRUE(li.localBranch->perWindow);
     EXPECT_EQ(li.localBranch->windows, 4);
-    EXPECT_EQ(localBranchGrid(li).windows, li.window->partition.get());
+    EXPECT_EQ(localBranchGrid(li, 0).windows, li.window->partition.get());
     const nlohmann::json j = reader->info().toJson()["layers"][0]["local_branch"];
     EXPECT_EQ(j["scope"], "window");
     EXPECT_EQ(j["per_window"], true);
@@ -321,7 +321,7 @@ TEST(WindowLocalBranchDump, PerWindowWeightsAreReadAsWritten) {
     // The layer's branch then convolves the image's V inside its windows, window by window.
     const HeadActivations act = reader->readHead(1, 0, 1, true);
     const int wc = li.localBranch->weightChannel(1, 0, li.valueDim);
-    const Vector viaCore = applyLocalBranch(weights.kernel(wc), localBranchGrid(li), act.v.col(0));
+    const Vector viaCore = applyLocalBranch(weights.kernel(wc), localBranchGrid(li, 0), act.v.col(0));
     std::vector<std::vector<double>> kernels;
     for (int win = 0; win < 4; ++win) {
         const LocalKernel k = weights.kernel(wc);
@@ -335,7 +335,7 @@ TEST(WindowLocalBranchDump, PerWindowWeightsAreReadAsWritten) {
     writeBranchDump(gridPath, {true, "grid", {4, 3, 3}, false});
     const auto gridReader = DumpReader::open(gridPath);
     EXPECT_FALSE(gridReader->info().layers[0].localBranch->windowScope);
-    EXPECT_EQ(localBranchGrid(gridReader->info().layers[0]).windows, nullptr);
+    EXPECT_EQ(localBranchGrid(gridReader->info().layers[0], 0).windows, nullptr);
 }
 
 TEST(WindowLocalBranchDump, BadScopeAndShapesAreClearErrors) {
@@ -368,13 +368,14 @@ TEST(WindowLocalBranchDump, BadScopeAndShapesAreClearErrors) {
         EXPECT_NE(message.find(b.message), std::string::npos) << message;
         EXPECT_NE(message.find("stage1.block2/local_branch"), std::string::npos) << message;
     }
-    // CSwin's stripes are refused with the workaround.
+    // The retired stripe_width attribute is refused, naming what replaced it.
     const std::string stripes = dir.file("cswin.h5");
     BranchDumpSpec cswin;
     cswin.stripes = true;
     writeBranchDump(stripes, cswin);
     const std::string refusal = errorMessage([&] { DumpReader::open(stripes); });
-    EXPECT_NE(refusal.find("stage1.block2 has stripe_width: stripe attention (CSwin) is not supported yet"),
+    EXPECT_NE(refusal.find("stage1.block2 has stripe_width, which is not an attribute of the format: CSwin's stripes "
+                           "are written as head_windows"),
               std::string::npos)
         << refusal;
     // A NaN in one window's kernel: an error when that image's weights are read, naming the channel.

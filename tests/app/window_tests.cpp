@@ -9,6 +9,8 @@
 #include "matrix_view.h"
 #include "token_map_view.h"
 
+#include <random>
+
 using namespace attnlens;
 using namespace attnlens::gui;
 using namespace attnlens::gui::test;
@@ -20,6 +22,7 @@ private Q_SLOTS:
     void everyViewWorksOnWindowLayers();
     void matrixShowsTheWindowsAsDiagonalBlocks();
     void renderDrawsWindows();
+    void stripesFollowTheSelectedHead();
 
 private:
     // Written on first use, into the fixture's directory.
@@ -134,6 +137,53 @@ void WindowTests::renderDrawsWindows() {
     QCOMPARE(p.exitCode(), 0);
     QImage img(out);
     QVERIFY(!img.isNull() && img.width() > 100);
+}
+
+// CSwin's stripes (format.md 1b, @head_windows): heads 0-1 in vertical 8 x 2 stripes, heads 2-3 in
+// horizontal 2 x 8 ones. The token map shows the selected head's row, outlines that head's stripe
+// and says whose windows it draws; the matrix view orders by that head's windows.
+void WindowTests::stripesFollowTheSelectedHead() {
+    const QString path = dir_.filePath(QStringLiteral("cswin.h5"));
+    {
+        DumpWriter w(path.toStdString());
+        w.setRootAttribute("format", "attnlens.dump");
+        w.setRootAttribute("format_version", std::int64_t(1));
+        w.setRootAttribute("grid", std::vector<std::int64_t>{8, 8});
+        std::mt19937 gen(7);
+        std::normal_distribution<float> normal(0.f, 1.f);
+        std::vector<float> q, k;
+        for (int i = 0; i < 4 * 64 * 4; ++i) q.push_back(normal(gen));
+        for (int i = 0; i < 4 * 64 * 4; ++i) k.push_back(normal(gen));
+        w.writeFloatDataset("/layers/stage3.block0/q", {1, 4, 64, 4}, q, DType::Float32);
+        w.writeFloatDataset("/layers/stage3.block0/k", {1, 4, 64, 4}, k, DType::Float32);
+        w.setGroupAttribute("/layers/stage3.block0", "attention", std::string("softmax"));
+        w.setGroupAttribute("/layers/stage3.block0", "head_windows", std::vector<std::int64_t>{2, 8, 2, 2, 2, 8});
+        w.commit();
+    }
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    w.showView(QStringLiteral("tokenmap"));
+    TokenMapView* t = w.tokenMapView();
+    const LayerInfo& li = s->info().layers[0];
+    QVERIFY(li.window && li.window->perHead());
+    QVERIFY(layerLayoutLabel(li).contains(QStringLiteral("stripes per head")));
+    const Index q = s->layout().token(5, 6);
+    for (int head : {0, 2}) {
+        s->setHead(head);
+        s->setQuery(q);
+        t->refreshNow();
+        const RowVector want = coreRow(path, 0, 0, head, "softmax", q);
+        QString why;
+        QVERIFY2(mapShowsRow(t->colorMap(), s->layout(), want, &why), qPrintable(why));
+        const WindowPartition& p = li.window->partitionOf(head);
+        for (Index key = 0; key < want.size(); ++key)
+            if (p.windowOf(key) != p.windowOf(q)) QCOMPARE(want[key], 0.0);
+        QCOMPARE(t->windowOverlay().windowShown(), p.windowOf(q));
+        const QString note = t->noteText();
+        QVERIFY2(note.contains(head == 0 ? QStringLiteral("head 0's windows 8 x 2")
+                                         : QStringLiteral("head 2's windows 2 x 8")),
+                 qPrintable(note));
+    }
 }
 
 int main(int argc, char** argv) { return runAppTests<WindowTests>(argc, argv); }

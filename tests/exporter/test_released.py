@@ -4,6 +4,7 @@ name and structure, pass the exporter's recomputation check, and open in attnlen
 module's own attention; a module that merely looks like a known class, an unknown one and CSwin's
 stripes are refused with a message."""
 
+import json
 import os
 import unittest
 
@@ -81,6 +82,46 @@ class ZeroConfiguration(unittest.TestCase):
             self.assertEqual(g["local_branch"].attrs["kind"], "inline_residual")
             self.assertEqual(g["local_branch/weight"].shape, (2, 32, 3, 3))  # per image
 
+    def test_cswin_stripes_reproduce_the_modules_attention(self):
+        u.cli_path()
+        torch.manual_seed(9)
+        model = randomise(torch.nn.Sequential(rl.CSWinBlock(16, 8, num_heads=4, split_size=2),
+                                              rl.CSWinBlock(16, 8, num_heads=4, split_size=8)), 10)
+        x = torch.randn(2, 64, 16)
+        path, ex = export(self, model, x, (8, 8))
+        self.assert_checked(ex, ["0", "1"])
+        with h5py.File(path, "r") as f:
+            g = f["layers/0"]
+            self.assertEqual(list(g.attrs["head_windows"]), [2, 8, 2, 2, 2, 8])
+            self.assertEqual(g["local_branch"].attrs["kind"], "lepe")
+            self.assertEqual(g["local_branch"].attrs["scope"], "window")
+            self.assertNotIn("head_windows", f["layers/1"].attrs)  # the last stage: one window
+        info = json.loads(u.run_cli("inspect", path, "--json").stdout)
+        self.assertEqual(info["layers"][0]["window"]["head_windows"],
+                         [{"heads": 2, "size": [8, 2], "windows": 4},
+                          {"heads": 2, "size": [2, 8], "windows": 4}])
+        # The module's own softmax weights per stripe, placed on the grid, against attnlens-cli.
+        block = model[0]
+        with torch.no_grad():
+            q, k, _ = block.qkv(block.norm1(x)).reshape(2, -1, 3, 16).permute(2, 0, 1, 3)
+        work = u.temp_dir(self)
+        for half, attn in enumerate(block.attns):
+            ch = slice(8 * half, 8 * half + 8)
+            with torch.no_grad():
+                w = attn.attention(q[..., ch], k[..., ch]).double()  # [B * 4, 2, 16, 16]
+            order = rl._img2windows(torch.arange(64.0).reshape(1, 64, 1), attn.H_sp, attn.W_sp, 8,
+                                    8).reshape(4, 16).long()
+            for image in range(2):
+                for local in range(2):
+                    want = np.zeros((64, 64))
+                    for win in range(4):
+                        t = order[win].numpy()
+                        want[np.ix_(t, t)] = w[image * 4 + win, local].numpy()
+                    head = 2 * half + local
+                    res = u.cli_attention(path, image, "0", head, "softmax", work)
+                    err = u.relative_error(np.asarray(res["attention"]), want)
+                    self.assertLess(err, 1e-5, f"image {image} head {head}")
+
     def test_mala_with_rope_reproduces_the_modules_attention(self):
         u.cli_path()
         model = randomise(rl.MALAStage(), 6, std=0.2)
@@ -141,11 +182,11 @@ class Refusals(unittest.TestCase):
         self.assertIn("attnlens_qkv", msg)
         self.assertIn("def attnlens_layer_attrs", msg)
 
-    def test_cswin_stripes_are_refused(self):
-        model = torch.nn.Sequential(rl.CSWinBlock())
+    def test_cswin_block_of_unknown_attentions_is_refused(self):
+        model = torch.nn.Sequential(rl.CSWinStructure())
         with self.assertRaises(ax.ExportError) as cm:
             ax.Exporter(model, os.path.join(u.temp_dir(self), "c.h5"), grid=(4, 4))
-        self.assertIn("stripe", str(cm.exception))
+        self.assertIn("a CSwin block whose attentions are ['Identity']", str(cm.exception))
 
     def test_protocol_look_alike_with_a_false_protocol_is_caught(self):
         # A protocol module whose attnlens_qkv leaves out what its forward does (the gate).

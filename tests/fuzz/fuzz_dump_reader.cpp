@@ -211,7 +211,7 @@ void exercise(const std::string& path) {
                 if (l.tokens <= 4096 && l.valueDim > 0) {
                     currentStage = "localBranchRowSums";
                     const LocalKernel k = w.kernel(b.weightChannel(0, 0, l.valueDim));
-                    const std::vector<double> sums = localBranchRowSums(k, localBranchGrid(l), true);
+                    const std::vector<double> sums = localBranchRowSums(k, localBranchGrid(l, 0), true);
                     sink = sink + std::size_t(!sums.empty() && sums.front() != 0);
                 }
                 ++stats.reads;

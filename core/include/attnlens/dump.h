@@ -51,8 +51,20 @@ struct LocalBranchInfo {
 
 // The layer's window attention (resources/format.md, section 1b).
 struct WindowInfo {
+    // @window_size layers: the layer's rule and partition, the same for every head. @head_windows
+    // layers (format.md 1b, CSwin's stripes): head 0's; use ruleOf(head) / partitionOf(head).
     WindowRule rule;
     std::shared_ptr<const WindowPartition> partition;
+    // @head_windows: one partition per head (heads with one window size share it); empty otherwise.
+    std::vector<std::shared_ptr<const WindowPartition>> headPartitions;
+    bool perHead() const { return !headPartitions.empty(); }
+    const WindowPartition& partitionOf(int head) const {
+        return perHead() ? *headPartitions.at(std::size_t(head)) : *partition;
+    }
+    const WindowRule& ruleOf(int head) const { return partitionOf(head).rule(); }
+    std::shared_ptr<const WindowPartition> sharedPartitionOf(int head) const {
+        return perHead() ? headPartitions.at(std::size_t(head)) : partition;
+    }
     // position_bias [heads, Mh*Mw, Mh*Mw] (Swin's relative position bias, model parameters): read
     // and checked on open; empty when the dump has none.
     std::shared_ptr<const std::vector<Matrix>> positionBias;
@@ -157,7 +169,8 @@ struct HeadActivations {
 HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head);
 // Where the layer's local branch convolves (its grid, or each window under scope "window"): the one
 // way to get the geometry that every local-branch function takes. The layer must outlive it.
-LocalBranchGrid localBranchGrid(const LayerInfo& layer);
+// `head` picks the head's windows on layers with per-head windows (@head_windows, format.md 1b).
+LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head);
 
 struct ImageData {
     int height = 0, width = 0, channels = 0;
