@@ -416,7 +416,7 @@ int cmdInspect(int argc, char** argv) {
                 if (h > 0 && &p == &w->partitionOf(h - 1)) continue;
                 groups += (groups.empty() ? "" : "; ") + std::string("from head ") + std::to_string(h) + ": " +
                           std::to_string(p.rule().sizeH) + " x " + std::to_string(p.rule().sizeW) + " (" +
-                          std::to_string(p.windows()) + " windows)";
+                          std::to_string(p.windows()) + (p.windows() == 1 ? " window)" : " windows)");
             }
             std::printf("%-4zu %-24s per-head windows: %s\n", i, info.layers[i].name.c_str(), groups.c_str());
             continue;

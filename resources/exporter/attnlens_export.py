@@ -21,8 +21,9 @@ Layers are found automatically (see `find_layers`):
   * the papers' released classes and timm's Swin and PVTv2, by class name and structure
     (section "The papers' released attention classes"; README "Released models"): FLatten's
     Swin/PVT/PVTv2 FocusedLinearAttention, InLine's DeiT/Swin/PVT InLineAttention, MALA's
-    AddLinearAttention and VanillaSelfAttention. CSwin's stripes are refused. A module that only
-    looks like a known class is refused with a message naming the protocol.
+    AddLinearAttention and VanillaSelfAttention, and both papers' CSWinBlock (stripes as per-head
+    windows, format.md 1b @head_windows). A module that only looks like a known class is refused
+    with a message naming the protocol.
 attnlens_qkv(x) may also return a dict with q, k, v and, optionally, q_normaliser and
 k_normaliser (the normaliser's own features, format.md 1d: MALA's RoPE) and output_gate (the
 element-wise gate before proj, [B, heads, N, d_v]).

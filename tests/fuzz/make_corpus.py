@@ -99,7 +99,7 @@ def group(parent, name):
 
 def write(path, layout="contiguous", libver=None, qk=np.float32, v=np.float32, images="grey", labels=np.int64,
           local_branch=None, layers=("blocks.0",), fixed_strings=False, extras=False, big_endian=False,
-          dense_attrs=False, small_nodes=True, offset_size=8):
+          dense_attrs=False, small_nodes=True, offset_size=8, stripes=False):
     rng = np.random.default_rng(1)
     with create_file(path, libver, small_nodes, offset_size) as f:
         def s(x):
@@ -122,6 +122,15 @@ def write(path, layout="contiguous", libver=None, qk=np.float32, v=np.float32, i
             dataset(g, "k", tensor(rng, (B, HEADS, N, D), dt(qk)), layout)
             if v is not None:
                 dataset(g, "v", tensor(rng, (B, HEADS, N, D + 1 if extras else D), dt(v)), layout)
+            if stripes:  # format.md 1b per-head windows and 1d normaliser features and gate
+                g.attrs["grid"] = np.array([N, 1], dtype=np.int64)
+                g.attrs["prefix_tokens"] = np.int64(0)
+                g.attrs["head_windows"] = np.array([HEADS, N, 1], dtype=np.int64)
+                g.attrs["attention"] = s("mala")
+                dataset(g, "q_normaliser", tensor(rng, (B, HEADS, N, 3), dt(qk)), layout)
+                dataset(g, "k_normaliser", tensor(rng, (B, HEADS, N, 3), dt(qk)), layout)
+                if v is not None:
+                    dataset(g, "output_gate", tensor(rng, (B, HEADS, N, D), dt(v)), layout)
             if extras:
                 g.attrs["index"] = np.int64(len(layers) - li)
                 g.attrs["attention"] = s("softmax")
@@ -180,6 +189,8 @@ SEEDS = {
                                                           kernel=(1, 3), bias="per_image", dtype=np.float16)),
     "h5py_local_branch_gzip": dict(layout="gzip", local_branch=dict(kind="lepe", channels="all", bias="shared",
                                                                      dtype=np.float64)),
+    "h5py_stripes_normaliser_gate": dict(layout="chunked", stripes=True,
+                                         local_branch=dict(kind="lepe", channels="all", bias="shared")),
     "h5py_local_branch_latest": dict(libver="latest", layout="chunked",
                                      local_branch=dict(kind="other text", channels="per_head", kernel=(5, 1))),
 }
