@@ -2079,6 +2079,13 @@ def validate(path):
                 if "v" in g and (g["v"].ndim != 4 or g["v"].shape[:3] != k.shape[:3]):
                     problems.append(f"{where}: v {g['v'].shape} must share B, heads, tokens with k")
                 _validate_extras(g, where, q, k, problems)
+                if "head_windows" in g.attrs:
+                    hw = np.asarray(g.attrs["head_windows"]).reshape(-1)
+                    if hw.size % 3 or hw.size == 0 or int(hw[0::3].sum()) != q.shape[1] or \
+                            "window_size" in g.attrs:
+                        problems.append(f"{where}: head_windows {hw.tolist()} must be groups "
+                                        f"[heads, Mh, Mw] covering the {q.shape[1]} heads, "
+                                        "without window_size")
                 lg = g.attrs.get("grid", grid)
                 lp = int(g.attrs.get("prefix_tokens", prefix))
                 if q.shape[2] != lp + int(lg[0]) * int(lg[1]):

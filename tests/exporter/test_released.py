@@ -96,6 +96,7 @@ class ZeroConfiguration(unittest.TestCase):
             self.assertEqual(g["local_branch"].attrs["kind"], "lepe")
             self.assertEqual(g["local_branch"].attrs["scope"], "window")
             self.assertNotIn("head_windows", f["layers/1"].attrs)  # the last stage: one window
+        ax.validate(path)  # the exporter's own check of the format agrees
         info = json.loads(u.run_cli("inspect", path, "--json").stdout)
         self.assertEqual(info["layers"][0]["window"]["head_windows"],
                          [{"heads": 2, "size": [8, 2], "windows": 4},
