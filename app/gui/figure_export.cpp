@@ -67,8 +67,10 @@ QByteArray renderFigure(PlotView& view, FigureFormat format, const FigureOptions
             svg.setViewBox(QRect(0, 0, w, h));
             // Fonts are sized in points; the screen's DPI keeps text the size it has on screen.
             svg.setResolution(plot->logicalDpiX());
-            svg.setTitle(title);
-            svg.setDescription(QStringLiteral("Exported by AttnLens " ATTNLENS_VERSION));
+            // QSvgGenerator writes title and description into <title> and <desc> as they are: text
+            // in a file format is escaped by whoever puts it there ("Entropy & negative mass").
+            svg.setTitle(title.toHtmlEscaped());
+            svg.setDescription(QStringLiteral("Exported by AttnLens " ATTNLENS_VERSION).toHtmlEscaped());
             QCPPainter painter;
             if (!painter.begin(&svg)) throwOutput("could not start the SVG painter");
             painter.setMode(QCPPainter::pmVectorized);

@@ -106,6 +106,9 @@ QString renderUsage() {
         "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
         "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
         "                    options above change it\n"
+        "  --render-unreadable  draw the figure even when the selected head cannot be read (its\n"
+        "                    panels say NOT SHOWN and why; a warning goes to stderr); without it\n"
+        "                    such a figure is not written and the exit code is 3\n"
         "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
 }
 
@@ -132,7 +135,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              rolloutWeights = opt({"rollout-weights"}, "W"),
                              rolloutResidual = opt({"rollout-residual"}, "R"),
                              rolloutDiscard = opt({"rollout-discard"}, "D"),
-                             headStatistic = opt({"head-statistic"}, "S");
+                             headStatistic = opt({"head-statistic"}, "S"), unreadable = opt({"render-unreadable"});
     p.addOptions({view,
                   image,
                   layer,
@@ -162,7 +165,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                   rolloutWeights,
                   rolloutResidual,
                   rolloutDiscard,
-                  headStatistic});
+                  headStatistic,
+                  unreadable});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
@@ -291,6 +295,26 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                                          : session.selection().shown;
             for (int para : drawn)
                 if (const QString e = session.mapRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
+        }
+        // Views of the selected head cannot show a head that cannot be read (a damaged chunk): a
+        // figure script must notice, so that is an input error unless --render-unreadable asks
+        // for the figure that says NOT SHOWN. Rollout maps were checked above.
+        static const QStringList headViews{QStringLiteral("tokenmap"),  QStringLiteral("compare"),
+                                           QStringLiteral("matrix"),    QStringLiteral("spectrum"),
+                                           QStringLiteral("magnitude"), QStringLiteral("pairs"),
+                                           QStringLiteral("dumps")};
+        const bool rolloutMap =
+            session.rolloutShown() && (viewId == QStringLiteral("tokenmap") || viewId == QStringLiteral("compare"));
+        if (headViews.contains(viewId) && !rolloutMap) {
+            if (const QString e = session.currentHeadError(); !e.isEmpty()) {
+                const Selection& sel = session.selection();
+                const std::string what = "image " + std::to_string(sel.image) + ", layer " + session.layerInfo().name +
+                                         ", head " + std::to_string(sel.head) + " cannot be read: " + e.toStdString();
+                if (!p.isSet(unreadable))
+                    throwInput(what + " (nothing written; --render-unreadable draws the figure with NOT SHOWN)");
+                err << "attnlens render: warning: " << QString::fromStdString(what)
+                    << " (drawn as NOT SHOWN, --render-unreadable)\n";
+            }
         }
         v->resize(canvas);
         if (auto* t = dynamic_cast<TokenMapView*>(v.get()))

@@ -19,6 +19,7 @@
 #include "dump_pair_view.h"
 #include "example_dump.h"
 #include "matrix_view.h"
+#include "render_command.h"
 #include "token_map_view.h"
 
 using namespace attnlens;
@@ -33,6 +34,7 @@ private Q_SLOTS:
     void damagedChunkShowsInlineErrorInEveryView();
     void damagedCopyOfTheExampleStaysUsable();
     void damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump();
+    void renderRefusesAnUnreadableHeadUnlessAsked();
 };
 
 void DamagedFileTests::brokenFileKeepsPreviousDump() {
@@ -390,6 +392,37 @@ void DamagedFileTests::damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump()
     // The dump that was open still reads.
     s->setQuery(4);
     QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+}
+
+// Issue 26 item 5: `render` of a head that cannot be read exits 3 with a message and writes nothing,
+// unless --render-unreadable asks for the NOT SHOWN figure (exit 0 with a warning). Views over all
+// layers still draw (they name the skipped layer themselves).
+void DamagedFileTests::renderRefusesAnUnreadableHeadUnlessAsked() {
+    QString why;
+    const QString path = writeDamagedDump(dir_.filePath("damaged-render.h5"), &why);
+    if (path.isEmpty() && pythonUnavailable(why)) QSKIP(qPrintable(why));
+    QVERIFY2(!path.isEmpty(), qPrintable(why));
+    for (const char* view : {"tokenmap", "compare", "matrix", "spectrum", "magnitude"}) {
+        const QString out = dir_.filePath(QStringLiteral("unreadable-%1.png").arg(view));
+        QString o, e;
+        QTextStream os(&o), es(&e);
+        QCOMPARE(runRender({path, "--view", view, "--layer", "2", "--image", "0", "-o", out}, os, es), 3);
+        QVERIFY2(e.contains(QStringLiteral("image 0, layer ")) && e.contains(QStringLiteral("cannot be read")),
+                 qPrintable(e));
+        QVERIFY2(!QFile::exists(out), qPrintable(out));
+        QString o2, e2;
+        QTextStream os2(&o2), es2(&e2);
+        QCOMPARE(runRender({path, "--view", view, "--layer", "2", "--image", "0", "--render-unreadable", "-o", out},
+                           os2, es2),
+                 0);
+        QVERIFY2(e2.contains(QStringLiteral("warning")), qPrintable(e2));
+        QVERIFY(QFile::exists(out));
+        // Image 1's chunk of the same layer is intact: drawn as usual, no warning.
+        QString o3, e3;
+        QTextStream os3(&o3), es3(&e3);
+        QCOMPARE(runRender({path, "--view", view, "--layer", "2", "--image", "1", "-o", out}, os3, es3), 0);
+        QVERIFY2(e3.isEmpty(), qPrintable(e3));
+    }
 }
 
 int main(int argc, char** argv) {

@@ -41,6 +41,7 @@ class ExportTests : public AppTestFixture {
 private Q_SLOTS:
     void exportPngSvgPdfOfCurrentView();
     void exportAllViews();
+    void everyExportedSvgIsWellFormedXml();
     void exportFailureSaysWhyAndLeavesNoFile();
     void exportStatisticsJsonValidAgainstSchema();
     void renderMatchesWindowExport();
@@ -86,6 +87,37 @@ void ExportTests::exportPngSvgPdfOfCurrentView() {
     QVERIFY(bytes.size() > 2000);
     // No temporary files are left next to the outputs.
     QCOMPARE(QDir(dir_.path()).entryList({"map*"}).size(), 3);
+}
+
+// Issue 26 item 4: the "Entropy & negative mass" view's title went into <title> with a bare '&'.
+// Every view, exported as SVG, must parse as XML, and its <title> must say the view's title.
+void ExportTests::everyExportedSvgIsWellFormedXml() {
+    MainWindow& w = openWindow(small_);
+    QSignalSpy done(&w, &MainWindow::exportFinished);
+    FigureOptions o;
+    o.size = QSize(900, 650);
+    w.exportAllFigures(dir_.filePath("every.svg"), o);
+    QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty(), 90000);
+    const QStringList written = done.first().at(0).toStringList();
+    QCOMPARE(done.first().at(1).toString(), QString());
+    QCOMPARE(written.size(), int(w.views().size()));
+    bool sawAmpersand = false;
+    for (const QString& path : written) {
+        QVERIFY2(path.endsWith(QLatin1String(".svg")), qPrintable(path));
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QXmlStreamReader xml(&f);
+        QString title;
+        while (!xml.atEnd()) {
+            xml.readNext();
+            if (xml.isStartElement() && xml.name() == QLatin1String("title") && title.isEmpty())
+                title = xml.readElementText();
+        }
+        QVERIFY2(!xml.hasError(), qPrintable(path + ": " + xml.errorString()));
+        QVERIFY2(title.startsWith(QStringLiteral("AttnLens — ")), qPrintable(path + ": " + title));
+        if (title.contains('&')) sawAmpersand = true;
+    }
+    QVERIFY2(sawAmpersand, "no view title with '&' was exported (the case this test is for)");
 }
 
 void ExportTests::exportAllViews() {
