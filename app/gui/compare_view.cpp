@@ -270,10 +270,17 @@ void CompareView::rebuild() {
             title = QString::fromStdString(para.name);
             // "rollout" is in the header: a longer title per panel would widen the grid of panels.
             if (r.withBranch) title += QStringLiteral(" + M_c");
-            for (int i = 0; i < keys.prefix; ++i)
-                title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(r.values[i]));
-            if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0)
-                title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
+            if (!readError.isEmpty()) {
+                // Nothing was computed: no weights, and no flag on rows that do not exist.
+                title += QStringLiteral(" (not shown)");
+            } else {
+                for (int i = 0; i < keys.prefix; ++i)
+                    title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(r.values[i]));
+                if (r.status != RowStatus::Ok)
+                    title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
+                else if (r.nonFiniteEntries > 0)
+                    title += QStringLiteral("  [FLAGGED: %1 non-finite weights]").arg(r.nonFiniteEntries);
+            }
         } else {
             // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used (or the rollouts).
             const RowData& a = rollout ? session_->mapRow(diffA_) : session_->row(diffA_);
@@ -290,8 +297,11 @@ void CompareView::rebuild() {
             range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
             title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
                                                   QString::fromStdString(ps[std::size_t(diffB_)].name));
-            for (int i = 0; i < keys.prefix; ++i)
-                title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(diff[i]));
+            if (!readError.isEmpty())
+                title += QStringLiteral(" (not shown)");
+            else
+                for (int i = 0; i < keys.prefix; ++i)
+                    title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(diff[i]));
         }
         const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                              : sequentialGradient(prefs.sequentialMap, prefs.nanColor);

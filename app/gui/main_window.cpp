@@ -103,6 +103,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(session_, &Session::issueFound, this, &MainWindow::addIssue);
     for (const QString& p : problems) addIssue(Issue{IssueKind::Preferences, p});
     connect(session_, &Session::dumpChanged, this, [this]() {
+        dropIssuesOfReplacedDumps();
         syncSelectionWidgets();
         updateStatusFile();
     });
@@ -346,7 +347,7 @@ void MainWindow::createDocks() {
     issuesDock_->setObjectName(QStringLiteral("issuesDock"));
     issues_ = new QTreeWidget;
     issues_->setObjectName(QStringLiteral("issues"));
-    issues_->setHeaderLabels({QStringLiteral("Kind"), QStringLiteral("Description")});
+    issues_->setHeaderLabels({QStringLiteral("Kind"), QStringLiteral("File"), QStringLiteral("Description")});
     issues_->setRootIsDecorated(false);
     issues_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
     issuesDock_->setWidget(issues_);
@@ -1040,10 +1041,25 @@ void MainWindow::updateStatusFile() {
 }
 
 void MainWindow::addIssue(const Issue& issue) {
-    auto* item = new QTreeWidgetItem(issues_, {issueKindText(issue.kind), issue.text});
-    item->setToolTip(1, issue.text);
+    auto* item =
+        new QTreeWidgetItem(issues_, {issueKindText(issue.kind), QFileInfo(issue.file).fileName(), issue.text});
+    item->setToolTip(1, issue.file);
+    item->setToolTip(2, issue.text);
+    item->setData(0, Qt::UserRole, issue.file);
+    item->setData(1, Qt::UserRole, issue.dumpEpoch);
     issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(issues_->topLevelItemCount()));
     if (issuesDock_->isHidden()) issuesDock_->show();
+}
+
+void MainWindow::dropIssuesOfReplacedDumps() {
+    // Entries about a dump that is no longer open would read as if about the one that is.
+    for (int i = issues_->topLevelItemCount() - 1; i >= 0; --i) {
+        const QTreeWidgetItem* item = issues_->topLevelItem(i);
+        if (item->data(0, Qt::UserRole).toString().isEmpty()) continue;
+        if (item->data(1, Qt::UserRole).toULongLong() == session_->dumpEpoch()) continue;
+        delete issues_->takeTopLevelItem(i);
+    }
+    issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(issues_->topLevelItemCount()));
 }
 
 // Next or previous layer within the selected layer's model; at the model's first or last layer the

@@ -109,6 +109,7 @@ private:
     void savePreferences(Preferences& p);  // fills in the view state, then writes QSettings
     void updateStatusFile();
     void addIssue(const Issue& issue);
+    void dropIssuesOfReplacedDumps();
     void showError(const QString& title, const QString& text);
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();

@@ -241,6 +241,16 @@ void MatrixView::rebuild() {
         scale_->setVisible(false);  // no bar without its map
         highlight_->setVisible(false);
         shownKey_.clear();
+        // The empty axes are the selected layer's, never those of the matrix shown before (another
+        // layer's or another file's size and key grid).
+        const LayerInfo& layer = session_->layerInfo();
+        shownTokens_ = layer.tokens;
+        shownKeys_ = layer.keyTokens();
+        userZoomed_ = false;
+        rect_->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key token j"));
+        rect_->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("query token i"));
+        rect_->axis(QCPAxis::atBottom)->setRange(-0.5, double(shownKeys_) - 0.5);
+        rect_->axis(QCPAxis::atLeft)->setRange(-0.5, double(shownTokens_) - 0.5);
         return;
     }
     auto it = cache_.find(key);

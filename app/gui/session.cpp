@@ -177,6 +177,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     rolloutProducts_.clear();
     rolloutPlaceholders_.clear();
     reportedIssues_.clear();
+    ++dumpEpoch_;
     readErrors_.clear();
     // Dumps of several models: the statistics cover the selected layer's model (following it), so
     // that no histogram sums over different models unless "every layer" is chosen.
@@ -390,7 +391,7 @@ QString issueKindText(IssueKind kind) {
 
 void Session::reportIssue(IssueKind kind, const QString& text) {
     if (!reportedIssues_.insert(issueKindText(kind) + '\x1f' + text).second) return;
-    Q_EMIT issueFound(Issue{kind, text});
+    Q_EMIT issueFound(Issue{kind, text, isOpen() ? path_ : QString(), dumpEpoch_});
 }
 
 void Session::trimCache() {

@@ -121,6 +121,11 @@ QString issueKindText(IssueKind kind);
 struct Issue {
     IssueKind kind;
     QString text;
+    // The dump the issue is about (its path) and which opening of it (Session::dumpEpoch): entries of
+    // a dump that was replaced are removed from the list. Empty for issues about no dump (a
+    // preference, an open or export that failed).
+    QString file = {};
+    quint64 dumpEpoch = 0;
 };
 
 enum class StatsScope { CurrentImage, AllImages };
@@ -145,6 +150,9 @@ public:
     void adopt(std::shared_ptr<const DumpReader> reader, const QString& path);
     bool isOpen() const { return reader_ != nullptr; }
     QString path() const { return path_; }
+    // Counts the dumps adopted so far: the issues list tells entries of the open dump from those of
+    // one it replaced, even when the same path is opened again.
+    quint64 dumpEpoch() const { return dumpEpoch_; }
     const DumpInfo& info() const;
     std::shared_ptr<const DumpReader> reader() const { return reader_; }
 
@@ -397,6 +405,7 @@ private:
     JobResultCache<SpectrumResult> branchSpectra_;                   // E_c's, by branchSpectrumKey
     JobResultCache<std::shared_ptr<const AnalysisReport>> reports_;  // by reportKey
     std::set<QString> reportedIssues_;
+    quint64 dumpEpoch_ = 0;
     std::map<HeadKey, QString> readErrors_;  // heads whose activations could not be read
     int activationReads_ = 0, headBuilds_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <QMessageBox>
 #include <QProcess>
@@ -16,6 +17,7 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/synth.h"
 #include "dump_pair_view.h"
 #include "example_dump.h"
 #include "matrix_view.h"
@@ -77,12 +79,18 @@ void DamagedFileTests::nanRowIsDrawnAndListed() {
     QVERIFY(std::isnan(v->colorMap()->data()->cell(0, 0)));
     bool listedInput = false, listedRow = false;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
-        const QString kind = w.issuesList()->topLevelItem(i)->text(0), text = w.issuesList()->topLevelItem(i)->text(1);
+        const QString kind = w.issuesList()->topLevelItem(i)->text(0), text = w.issuesList()->topLevelItem(i)->text(2);
         listedInput |= kind == "non-finite input" && text.contains("token 3");
         listedRow |= kind == "flagged row" && text.contains("row of token 3");
     }
     QVERIFY(listedInput);
     QVERIFY(listedRow);
+    // Each entry about the dump names its file (issue 26 item 1).
+    const QString nanName = QFileInfo(nanDump_).fileName();
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
+        const QTreeWidgetItem* item = w.issuesList()->topLevelItem(i);
+        if (item->text(0) == "non-finite input" || item->text(0) == "flagged row") QCOMPARE(item->text(1), nanName);
+    }
     // Drawn in the NaN colour: render and look for magenta.
     layoutNow(v);
     const QImage img = v->plot()->toPixmap().toImage();
@@ -103,6 +111,33 @@ void DamagedFileTests::nanRowIsDrawnAndListed() {
     QVERIFY(w.matrixView()->titleText().contains("flagged rows"));
     w.showView("layers");
     QTRY_VERIFY_WITH_TIMEOUT(!w.view("layers")->waitingForResults(), 30000);
+    // Another dump opened: the entries about this one go (a failed open keeps them: the dump stays).
+    QVERIFY(!w.openFile(dir_.filePath("missing.h5")));
+    bool kept = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+        kept |= w.issuesList()->topLevelItem(i)->text(1) == nanName;
+    QVERIFY(kept);
+    QVERIFY(w.openFile(small_));
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
+        const QTreeWidgetItem* item = w.issuesList()->topLevelItem(i);
+        QVERIFY2(item->text(1) != nanName, qPrintable(item->text(0) + ": " + item->text(2)));
+    }
+    // The failed open's entry is about no open dump and stays.
+    bool failedOpen = false;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+        failedOpen |= w.issuesList()->topLevelItem(i)->text(2).contains("missing.h5");
+    QVERIFY(failedOpen);
+    // Opening the same dump again (twice in a row) lists its issues once, for this opening.
+    for (int again = 0; again < 2; ++again) {
+        QVERIFY(w.openFile(nanDump_));
+        s->setQuery(3);
+        (void)s->row(s->selection().paradigm);
+    }
+    int flagged = 0;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+        flagged += w.issuesList()->topLevelItem(i)->text(0) == "flagged row" &&
+                   w.issuesList()->topLevelItem(i)->text(2).contains("row of token 3");
+    QCOMPARE(flagged, 1);
 }
 
 // Issue 12: a gzip-compressed float32 dump whose /layers/2/k chunk of image 0 is overwritten (4 KB
@@ -153,6 +188,9 @@ void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
                         QVERIFY2(text.contains("layer 2 cannot be read") && text.contains("/layers/2/k") &&
                                      text.contains("inflate() failed"),
                                  qPrintable(where));
+                        // Issue 26 item 3: no panel claims a flagged row (there are no rows).
+                        QVERIFY2(!text.contains("FLAGGED"), qPrintable(where));
+                        if (id == "compare") QVERIFY2(text.contains("softmax (not shown)"), qPrintable(where));
                     } else {
                         QVERIFY2(!text.contains("cannot be read"), qPrintable(where));
                     }
@@ -180,8 +218,38 @@ void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
     bool listed = false;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
         listed |= w.issuesList()->topLevelItem(i)->text(0) == "unreadable data" &&
-                  w.issuesList()->topLevelItem(i)->text(1).contains("/layers/2/k");
+                  w.issuesList()->topLevelItem(i)->text(2).contains("/layers/2/k");
     QVERIFY(listed);
+    // Issue 26 item 2: the matrix of another file (keys on a reduced grid, 49 queries) is not left on
+    // the empty axes of the unreadable layer, which are that layer's own.
+    {
+        SynthOptions o;
+        o.layers = 1;
+        o.gridH = o.gridW = 7;
+        o.prefix = 0;
+        o.dim = 4;
+        o.reduction = 2;
+        const QString reduced = dir_.filePath("reduced-for-matrix.h5");
+        writeSynthDump(reduced.toStdString(), o);
+        QVERIFY(w.openFile(reduced));
+        w.showView("matrix");
+        MatrixView* m = w.matrixView();
+        m->refreshNow();
+        QTRY_VERIFY_WITH_TIMEOUT(!m->waitingForResults(), 30000);
+        m->refreshNow();
+        auto* map = qobject_cast<QCPColorMap*>(m->plot()->plottable(0));
+        QVERIFY(map);
+        QVERIFY2(map->keyAxis()->label().contains("reduced"), qPrintable(map->keyAxis()->label()));
+        QVERIFY(w.openFile(path));
+        s->setImage(0);
+        s->setLayer(2);
+        m->refreshNow();
+        QVERIFY(m->titleText().contains("NOT SHOWN"));
+        const LayerInfo& li = s->info().layers[2];
+        QCOMPARE(map->keyAxis()->label(), QStringLiteral("key token j"));
+        QCOMPARE(map->keyAxis()->range().upper, double(li.keyTokens()) - 0.5);
+        QCOMPARE(map->valueAxis()->range().upper, double(li.tokens) - 0.5);
+    }
     // The whole-dump statistics skip the damaged (image, layer) only: every other one has its
     // records, and the statistics view names what was skipped.
     s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
@@ -315,7 +383,7 @@ void DamagedFileTests::damagedCopyOfTheExampleStaysUsable() {
 
     bool listed = false;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
-        listed |= w.issuesList()->topLevelItem(i)->text(1).contains("/layers/mala.block1/k");
+        listed |= w.issuesList()->topLevelItem(i)->text(2).contains("/layers/mala.block1/k");
     QVERIFY(listed);
     // Statistics over every layer of every image skip exactly the lost (image, layer).
     s->setStatsModel("");

@@ -277,7 +277,7 @@ void LocalBranchTests::localBranchNanWeightShowsInlineError() {
     bool listed = false;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
         listed |= w.issuesList()->topLevelItem(i)->text(0) == "local branch" &&
-                  w.issuesList()->topLevelItem(i)->text(1).contains("channel 5");
+                  w.issuesList()->topLevelItem(i)->text(2).contains("channel 5");
     QVERIFY(listed);
     QVERIFY(w.findChild<QLabel*>("branchStatus")->text().contains("NOT added"));
     for (const QString id : {"compare", "matrix", "spectrum"}) {

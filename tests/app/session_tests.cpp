@@ -482,7 +482,7 @@ void SessionTests::lastSessionIsRestoredOnTheNextStart() {
     QVERIFY(!after.restoreLastSession());
     QVERIFY(!after.session()->isOpen());
     QCOMPARE(after.issuesList()->topLevelItemCount(), 1);
-    QVERIFY(after.issuesList()->topLevelItem(0)->text(1).contains("no longer exists"));
+    QVERIFY(after.issuesList()->topLevelItem(0)->text(2).contains("no longer exists"));
     next.session()->jobs().cancelAll();
     next.session()->jobs().waitForIdle();
 }
