@@ -30,6 +30,8 @@ public:
     bool sharedRange() const { return sharedRange_; }
     // Shows A - B (paradigm indices) as an extra panel; a < 0 hides it.
     void setDifference(int a, int b);
+    // The difference panel's paradigms (A, B), (-1, -1) when it is off.
+    std::pair<int, int> difference() const { return {diffA_, diffB_}; }
 
     // Hold colour range: every paradigm panel keeps `range` (default: the range spanning what the
     // panels show now) while the query, head, layer or image change, until released. The

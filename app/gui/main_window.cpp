@@ -1096,6 +1096,10 @@ SessionState MainWindow::sessionState() const {
     s.imageOpacity = tokenMap_->imageOpacity();
     if (tokenMap_->colourRangeHeld())
         s.heldColourRange = ColourRange{tokenMap_->heldColourRange().lower, tokenMap_->heldColourRange().upper};
+    if (const auto [a, b] = compare_->difference(); a >= 0 && b >= 0)
+        s.compareDifference =
+            std::make_pair(session_->paradigms()[std::size_t(a)].name, session_->paradigms()[std::size_t(b)].name);
+    s.compareSharedRange = compare_->sharedRange();
     s.windowGeometry = saveGeometry();
     s.windowState = saveState();
     return s;
@@ -1137,6 +1141,19 @@ bool MainWindow::restoreSession(const SessionState& state, bool withWindow) {
         tokenMap_->holdColourRange(true, QCPRange(state.heldColourRange->lower, state.heldColourRange->upper));
     else
         tokenMap_->holdColourRange(false);
+    compare_->setSharedRange(state.compareSharedRange);
+    compare_->setDifference(-1, -1);
+    if (state.compareDifference) {
+        const int a = session_->paradigmIndex(state.compareDifference->first);
+        const int b = session_->paradigmIndex(state.compareDifference->second);
+        if (a >= 0 && b >= 0)
+            compare_->setDifference(a, b);
+        else
+            addIssue(Issue{IssueKind::Error,
+                           QStringLiteral("the session's difference panel %1 - %2 names a paradigm that is not defined")
+                               .arg(QString::fromStdString(state.compareDifference->first),
+                                    QString::fromStdString(state.compareDifference->second))});
+    }
     if (!state.view.isEmpty()) showView(state.view);
     if (withWindow) {
         if (!state.windowGeometry.isEmpty()) restoreGeometry(state.windowGeometry);

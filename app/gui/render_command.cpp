@@ -325,7 +325,15 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             t->holdColourRange(true, QCPRange(saved->heldColourRange->lower, saved->heldColourRange->upper));
         if (auto* m = dynamic_cast<MatrixView*>(v.get())) m->setLogScale(p.isSet(log));
         if (auto* c = dynamic_cast<CompareView*>(v.get())) {
-            c->setSharedRange(p.isSet(shared));
+            c->setSharedRange(p.isSet(shared) || (saved && saved->compareSharedRange));
+            if (saved && saved->compareDifference && !p.isSet(diff)) {
+                const int a = session.paradigmIndex(saved->compareDifference->first);
+                const int b = session.paradigmIndex(saved->compareDifference->second);
+                if (a < 0 || b < 0)
+                    throwInput("the session's difference panel names a paradigm that is not defined: " +
+                               saved->compareDifference->first + ", " + saved->compareDifference->second);
+                c->setDifference(a, b);
+            }
             if (p.isSet(diff)) {
                 const QStringList ab = p.value(diff).split(',');
                 if (ab.size() != 2) throwUsage("--diff: expected A,B");

@@ -133,6 +133,10 @@ json sessionToJson(const SessionState& s) {
         s.heldColourRange
             ? json{{"held", true}, {"lower", s.heldColourRange->lower}, {"upper", s.heldColourRange->upper}}
             : json{{"held", false}};
+    j["compare"] = {
+        {"difference",
+         s.compareDifference ? json::array({s.compareDifference->first, s.compareDifference->second}) : json(nullptr)},
+        {"shared_range", s.compareSharedRange}};
     if (!s.windowGeometry.isEmpty() || !s.windowState.isEmpty())
         j["window"] = {{"geometry", s.windowGeometry.toBase64().toStdString()},
                        {"state", s.windowState.toBase64().toStdString()}};
@@ -207,6 +211,15 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
             r.fail("colour_range", "must have finite lower < upper");
         s.heldColourRange = cr;
     }
+    const json& compare = r.object("compare");
+    const FieldReader cmp(compare, where);
+    if (const json* d = cmp.find("difference"); d && !d->is_null()) {
+        if (!d->is_array() || d->size() != 2 || !(*d)[0].is_string() || !(*d)[1].is_string() ||
+            (*d)[0].get<std::string>().empty() || (*d)[1].get<std::string>().empty())
+            r.fail("compare", "difference must be two paradigm names [A, B] or null");
+        s.compareDifference = std::make_pair((*d)[0].get<std::string>(), (*d)[1].get<std::string>());
+    }
+    s.compareSharedRange = cmp.boolean("shared_range", false);
     const json& window = r.object("window");
     const FieldReader w(window, where);
     s.windowGeometry = fromBase64(w, "geometry");

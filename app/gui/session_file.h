@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnlens/analysis/rollout.h"
@@ -50,6 +51,10 @@ struct SessionState {
     QString statsScope;                    // "image" or "all"; "" = keep
     int imageOpacity = -1;                 // percent; -1 = keep
     std::optional<ColourRange> heldColourRange;
+    // "Compare paradigms": the difference panel A - B by paradigm name (none when empty) and the
+    // shared colour range.
+    std::optional<std::pair<std::string, std::string>> compareDifference;
+    bool compareSharedRange = false;
     QByteArray windowGeometry, windowState;  // QMainWindow::saveGeometry / saveState
 };
 

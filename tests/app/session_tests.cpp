@@ -25,6 +25,7 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/error.h"
 #include "attnlens/synth.h"
+#include "compare_view.h"
 #include "dump_pair_view.h"
 #include "example_dump.h"
 #include "export_dialog.h"
@@ -406,6 +407,8 @@ void SessionTests::sessionSaveAndOpenRestoresEverything() {
     s->setStatsModel("inline");
     w.tokenMapView()->setImageOpacity(30);
     w.tokenMapView()->holdColourRange(true, QCPRange(-0.02, 0.05));
+    w.compareView()->setDifference(s->paradigmIndex("softmax"), s->paradigmIndex("inline"));
+    w.compareView()->setSharedRange(true);
     w.showView("local");
     const QString file = dir_.filePath("my-session.json");
     QString error;
@@ -421,6 +424,7 @@ void SessionTests::sessionSaveAndOpenRestoresEverything() {
     QCOMPARE(j["layer"].get<std::string>(), std::string("mala.block1"));
     QCOMPARE(j["paradigm"].get<std::string>(), std::string("softmax"));
     QCOMPARE(j["shown"], nlohmann::json({"mala", "softmax"}));
+    QCOMPARE(j["compare"]["difference"], nlohmann::json({"softmax", "inline"}));
 
     MainWindow other;
     other.resize(1024, 700);
@@ -443,6 +447,10 @@ void SessionTests::sessionSaveAndOpenRestoresEverything() {
     QCOMPARE(other.tokenMapView()->heldColourRange().lower, -0.02);
     QCOMPARE(other.tokenMapView()->heldColourRange().upper, 0.05);
     QCOMPARE(other.currentView()->viewId(), QStringLiteral("local"));
+    // Issue 26 item 7: the comparison's difference panel and shared range come back.
+    QCOMPARE(other.compareView()->difference(),
+             std::make_pair(r->paradigmIndex("softmax"), r->paradigmIndex("inline")));
+    QVERIFY(other.compareView()->sharedRange());
     QCOMPARE(other.size(), w.size());  // the window layout came along
     other.session()->jobs().cancelAll();
     other.session()->jobs().waitForIdle();
