@@ -78,6 +78,7 @@ const ShortcutDoc kShortcuts[] = {
     {"Shift+B", "next local-branch channel (mean over channels, channel 0, 1, ...)"},
     {"Arrow keys", "move the query token on the grid (when a view has focus)"},
     {"Home", "select the first prefix token (CLS) as the query"},
+    {"R", "maps show the rollout of the query / the head's attention"},
     {"Ctrl+1 … Ctrl+5", "token map, comparison, matrix, statistics, two dumps side by side"},
     {"Esc", "cancel running analyses"},
     {"Click", "token map / comparison: make the clicked token the query"},
@@ -1407,12 +1408,25 @@ void MainWindow::preferencesDialog() {
 
 void MainWindow::showShortcuts() {
     QString html = QStringLiteral("<table cellspacing='6'>");
-    for (const auto& s : kShortcuts)
+    QStringList documented;
+    for (const auto& s : kShortcuts) {
         html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
                     .arg(QString::fromUtf8(s.keys).toHtmlEscaped(), QString::fromUtf8(s.what).toHtmlEscaped());
+        for (const QString& k : QString::fromUtf8(s.keys).split(QStringLiteral(" / "))) documented << k.trimmed();
+    }
+    // Every action with a shortcut is listed, also one added without a line above: the list is
+    // never shorter than what the keys do.
+    for (const QAction* a : findChildren<QAction*>()) {
+        const QString key = a->shortcut().toString(QKeySequence::NativeText);
+        if (key.isEmpty() || documented.contains(key)) continue;
+        documented << key;
+        html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
+                    .arg(key.toHtmlEscaped(), a->text().remove('&').toHtmlEscaped());
+    }
     html += QStringLiteral("</table>");
     auto* box =
         new QMessageBox(QMessageBox::Information, QStringLiteral("Keyboard shortcuts"), html, QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("shortcutsBox"));
     box->setTextFormat(Qt::RichText);
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->setModal(false);

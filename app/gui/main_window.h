@@ -68,6 +68,8 @@ public:
     QString selectionFileName(const QString& what) const;
 
     Session* session() const { return session_; }
+    // Help > Keyboard shortcuts (F1): a non-modal box "shortcutsBox" listing every shortcut.
+    void showShortcuts();
     TokenMapView* tokenMapView() const { return tokenMap_; }
     CompareView* compareView() const { return compare_; }
     MatrixView* matrixView() const { return matrix_; }
@@ -123,7 +125,6 @@ private:
     void exportFigureDialog();
     void exportStatisticsDialog(bool wholeDump);
     void preferencesDialog();
-    void showShortcuts();
     void showAbout();
 
     Session* session_ = nullptr;

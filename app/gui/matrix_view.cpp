@@ -3,6 +3,7 @@
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <algorithm>
 #include <cmath>
 
@@ -214,7 +215,14 @@ void MatrixView::rebuild() {
         subtitle_->setText(QString());
         return;
     }
-    windowBox_->setEnabled(session_->layerInfo().window.has_value());
+    // On layers without windows the box is off and disabled (there is no window order to show);
+    // the choice comes back on the next window layer.
+    const bool windowed = session_->layerInfo().window.has_value();
+    windowBox_->setEnabled(windowed);
+    {
+        const QSignalBlocker block(windowBox_);
+        windowBox_->setChecked(windowed && byWindow_);
+    }
     const Selection& sel = session_->selection();
     const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
     const std::string key = currentKey();

@@ -21,6 +21,8 @@
 #include <QTimer>
 #include <set>
 
+#include <QMessageBox>
+
 #include "app_test_fixture.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/error.h"
@@ -87,6 +89,7 @@ private Q_SLOTS:
     void renderAcceptsTheSessionFile();
     void exportDialogStartsWithTheSelection();
     void statusBarReadableAt1024();
+    void shortcutListNamesEveryShortcut();
     void openingRunsOffTheGuiThread();
     void twoDumpsSideBySide();
 };
@@ -633,6 +636,23 @@ void SessionTests::exportDialogStartsWithTheSelection() {
     QCOMPARE(again.path(), QDir(dir_.filePath("elsewhere")).filePath(w.selectionFileName("tokenmap") + ".svg"));
     QCOMPARE(again.options().size, QSize(640, 480));
     QVERIFY(again.findChild<QSpinBox*>("width")->isEnabled());
+}
+
+// Issue 26: F1's list omitted R. It names every action's shortcut, R (rollout) with its meaning.
+void SessionTests::shortcutListNamesEveryShortcut() {
+    MainWindow& w = openWindow(small_);
+    w.showShortcuts();
+    QMessageBox* box = nullptr;
+    QTRY_VERIFY((box = w.findChild<QMessageBox*>(QStringLiteral("shortcutsBox"))) != nullptr);
+    const QString text = box->text();
+    QVERIFY2(text.contains(QStringLiteral("<b>R</b>")) && text.contains(QStringLiteral("rollout")), qPrintable(text));
+    for (const QAction* a : w.findChildren<QAction*>()) {
+        const QString key = a->shortcut().toString(QKeySequence::NativeText);
+        if (key.isEmpty()) continue;
+        QVERIFY2(text.contains(QStringLiteral("<b>") + key.toHtmlEscaped()) || text.contains(key.toHtmlEscaped()),
+                 qPrintable(key + " (" + a->text() + ") is not in the list"));
+    }
+    box->close();
 }
 
 void SessionTests::statusBarReadableAt1024() {

@@ -2,6 +2,7 @@
 // an 8 x 8 grid, odd layers shifted by 2 with Swin's mask: the token map shows the core's windowed
 // row (zero outside the query's window) with the windows drawn and the query's outlined, every
 // view and statistic runs on it without an error, and `attnlens render` draws it.
+#include <QCheckBox>
 #include <QProcess>
 
 #include "app_test_fixture.h"
@@ -125,6 +126,19 @@ void WindowTests::matrixShowsTheWindowsAsDiagonalBlocks() {
     QVERIFY(m->shownImage()->order.empty());
     QVERIFY(sameValue(m->colorMap()->data()->cell(5, 9), a(9, 5)));
     QCOMPARE(m->rowHighlight()->topLeft->coords().y(), double(q) - 0.5);
+    // Issue 26: on a layer without windows the box is neither checked nor enabled; the choice
+    // (here: by window) comes back on window layers.
+    m->setOrderByWindow(true);
+    auto* box = m->findChild<QCheckBox*>(QStringLiteral("matrixByWindow"));
+    QVERIFY(box);
+    QVERIFY(w.openFile(small_));
+    m->refreshNow();
+    QVERIFY(!box->isEnabled());
+    QVERIFY(!box->isChecked());
+    QVERIFY(w.openFile(swinDump()));
+    m->refreshNow();
+    QVERIFY(box->isEnabled());
+    QVERIFY(box->isChecked());
 }
 
 void WindowTests::renderDrawsWindows() {
