@@ -642,6 +642,12 @@ private:
             keys.prefix = int(p);
         }
         if (queries.spatialTokens() == 0) fail(layerPath + " has key_grid but its queries have no grid to reduce");
+        // A key grid is a reduction (format.md 1c): finer than the queries' grid, a key cell would
+        // hold no query and "the key cell holding the query" would not cover the keys.
+        if (keys.gridH > queries.gridH || keys.gridW > queries.gridW)
+            fail(layerPath + " has key_grid " + std::to_string(keys.gridH) + " x " + std::to_string(keys.gridW) +
+                 ", finer than its query grid " + std::to_string(queries.gridH) + " x " +
+                 std::to_string(queries.gridW) + "; keys on a reduced grid have at most the queries' rows and columns");
         if (keyTokens != hsize_t(keys.tokens()))
             fail(layerPath + ": k has " + std::to_string(keyTokens) +
                  " tokens but key_prefix_tokens + h*w = " + std::to_string(keys.prefix) + " + " +
@@ -683,7 +689,8 @@ private:
                            h5::describeDims(v));
             return v;
         };
-        if (info.reducedKeys())
+        // The attribute, not whether it reduces: format.md says a layer has one or the other.
+        if (h5::hasAttribute(group, "key_grid", where))
             fail(layerPath +
                  " has both window_size and key_grid: window attention with keys on a reduced grid is not a "
                  "layout AttnLens knows (Swin windows and PVT's spatial reduction are different layers)");
@@ -735,7 +742,8 @@ private:
                 fail(layerPath + " has head_windows and " + other + ": per-head windows are not shifted");
         if (h5::linkExists(group, "position_bias", where))
             fail(layerPath + " has head_windows and position_bias: per-head windows carry no position bias");
-        if (info.reducedKeys()) fail(layerPath + " has both head_windows and key_grid; give one");
+        if (h5::hasAttribute(group, "key_grid", where))
+            fail(layerPath + " has both head_windows and key_grid; give one");
         const std::vector<std::int64_t> v = h5::readIntegerArrayAttribute(group, "head_windows", where);
         if (v.empty() || v.size() % 3 != 0)
             throwInput(where + " attribute 'head_windows' must be groups of three integers [heads, Mh, Mw, ...], got " +

@@ -306,6 +306,23 @@ TEST_F(BadInput, ReducedKeyGridIsCheckedAgainstTheKeys) {
         w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(-1));
     };
     EXPECT_CONTAINS(openError(spec), "attribute 'key_prefix_tokens' must be a non-negative integer, got -1");
+    // Issue 27 item 6: a key grid finer than the queries' is not a reduction: refused, named.
+    spec.k = Shape{2, 2, 10, 4};
+    spec.v = Shape{2, 2, 10, 3};
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{3, 3});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+    };
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has key_grid 3 x 3, finer than its query grid 2 x 2");
+    // ... and a window layer with a key_grid (even one equal to its grid) has both layouts.
+    spec.k = Shape{2, 2, 5, 4};
+    spec.v = Shape{2, 2, 5, 3};
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{2, 2});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+        w.setGroupAttribute("/layers/blocks.0", "window_size", std::vector<std::int64_t>{2, 2});
+    };
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has both window_size and key_grid");
     spec.k = Shape{2, 2, 5, 4};
     spec.v = Shape{2, 2, 5, 3};
     spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1)); };
