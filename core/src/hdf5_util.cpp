@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "attnlens/dump.h"
@@ -423,6 +425,15 @@ std::int64_t readIntegerAttribute(hid_t object, const char* name, const std::str
     }
     requireSingleValue(attribute, name, where);
     requireStoredSize(attribute, name, where);
+    // Unsigned values past INT64_MAX would be clamped by the conversion to int64: the message then
+    // names a value that is not in the file. Read them as what they are.
+    if (H5Tget_sign(attribute.type.get()) == H5T_SGN_NONE && H5Tget_size(attribute.type.get()) >= 8) {
+        std::uint64_t u = 0;
+        readOrThrow(attribute, H5T_NATIVE_UINT64, &u, name, where);
+        if (u > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+            attributeError(where, name, "is " + std::to_string(u) + ", far beyond any count or size AttnLens reads");
+        return std::int64_t(u);
+    }
     std::int64_t value = 0;
     readOrThrow(attribute, H5T_NATIVE_INT64, &value, name, where);
     return value;
@@ -445,6 +456,18 @@ std::vector<std::int64_t> readIntegerArrayAttribute(hid_t object, const char* na
     }
     requireStoredSize(attribute, name, where);
     std::vector<std::int64_t> values(std::size_t(std::max<hssize_t>(attribute.points, 0)));
+    if (!values.empty() && H5Tget_sign(attribute.type.get()) == H5T_SGN_NONE &&
+        H5Tget_size(attribute.type.get()) >= 8) {
+        std::vector<std::uint64_t> u(values.size());
+        readOrThrow(attribute, H5T_NATIVE_UINT64, u.data(), name, where);
+        for (std::size_t i = 0; i < u.size(); ++i) {
+            if (u[i] > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+                attributeError(where, name,
+                               "holds " + std::to_string(u[i]) + ", far beyond any count or size AttnLens reads");
+            values[i] = std::int64_t(u[i]);
+        }
+        return values;
+    }
     if (!values.empty()) readOrThrow(attribute, H5T_NATIVE_INT64, values.data(), name, where);
     return values;
 }

@@ -53,6 +53,14 @@ class HostileDumps(unittest.TestCase):
         self.refused(lambda f: f.attrs.__setitem__("grid", np.array([2, 2, 1])),
                      "root attribute 'grid' must be two positive integers [H, W], got [2, 2, 1]")
 
+    def test_huge_unsigned_attribute_is_named_as_it_is(self):
+        # Issue 27 item 7: 2^64 - 5 was reported as 9223372036854775807 (int64's clamp).
+        self.refused(lambda f: f.attrs.__setitem__("prefix_tokens", np.uint64(2 ** 64 - 5)),
+                     "root attribute 'prefix_tokens' is 18446744073709551611, far beyond any count or size "
+                     "AttnLens reads")
+        self.refused(lambda f: f.attrs.__setitem__("grid", np.array([2, 2 ** 64 - 1], dtype=np.uint64)),
+                     "root attribute 'grid' holds 18446744073709551615")
+
     def test_grid_of_floats(self):
         self.refused(lambda f: f.attrs.__setitem__("grid", np.array([2.0, 2.0])),
                      "root attribute 'grid' must be integers, got float64")
