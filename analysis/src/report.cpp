@@ -449,6 +449,52 @@ public:
     }
 
     // Numeric fields of an object: each a number-or-null (or a number when strict).
+    // A number (when present and not null) within [lo, hi] up to rounding: what a head allows.
+    void within(const json& o, const char* key, const std::string& where, double lo, double hi,
+                const std::string& because) const {
+        if (!o.contains(key) || !o[key].is_number()) return;
+        const double v = o[key].get<double>();
+        double scale = 1.0;
+        for (double b : {lo, hi})
+            if (std::isfinite(b)) scale = std::max(scale, std::abs(b));
+        const double slack = 1e-9 * scale;
+        if (!(v >= lo - slack && v <= hi + slack)) {
+            std::ostringstream range;
+            range << "[" << lo << ", " << hi << "]";
+            fail(where + "." + key, shown(o[key]) + " is impossible: " + because + " " + range.str());
+        }
+    }
+
+    // Bounds every record must meet whatever produced it (issue 27: merge summed a rank of 100000
+    // for 37 tokens, entropy -5, local mass 7): rank and effective rank <= min(N, n); entropy in
+    // [0, log n], normalised in [0, 1]; the share of rows with negative weights in [0, 1] and the
+    // negative mass <= 0; softmax rows (non-negative, summing to 1): max weight and local mass in [0, 1].
+    void plausible(const json& r, const std::string& w, bool softmax) const {
+        const double tokens = r["tokens"].get<double>();
+        const double keys = r.contains("keys") ? r["keys"].get<double>() : tokens;
+        const double side = std::min(tokens, keys);
+        if (r.contains("rank")) {
+            within(r["rank"], "rank", w + ".rank", 0, side, "a head of N x n allows rank in");
+            within(r["rank"], "effective_rank", w + ".rank", 0, side, "a head of N x n allows effective rank in");
+        }
+        if (r.contains("entropy")) {
+            const json& e = r["entropy"];
+            within(e, "mean_entropy", w + ".entropy", 0, std::log(std::max(keys, 1.0)),
+                   "the entropy of a row over n keys lies in");
+            within(e, "normalised_entropy", w + ".entropy", 0, 1, "normalised entropy lies in");
+            within(e, "negative_row_fraction", w + ".entropy", 0, 1, "a fraction of rows lies in");
+            within(e, "negative_mass_total", w + ".entropy", -std::numeric_limits<double>::infinity(), 0,
+                   "a sum of negative weights lies in");
+            within(e, "negative_mass_per_row", w + ".entropy", -std::numeric_limits<double>::infinity(), 0,
+                   "a sum of negative weights lies in");
+            if (softmax) within(e, "max_weight", w + ".entropy", 0, 1, "softmax weights lie in");
+        }
+        if (softmax && r.contains("local"))
+            for (std::size_t i = 0; i < r["local"].size(); ++i)
+                within(r["local"][i], "mean", w + ".local[" + std::to_string(i) + "]", 0, 1,
+                       "a softmax row's mass in a window lies in");
+    }
+
     void numbers(const json& o, const std::string& where, std::initializer_list<const char*> keys,
                  bool nullable = true) const {
         for (const char* k : keys) {
@@ -644,7 +690,7 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
             heads->insert(check.integer(selectedHeads[i], "selection.heads[" + std::to_string(i) + "]", 0));
     }
 
-    std::set<std::string> paradigms;
+    std::set<std::string> paradigms, softmaxParadigms;
     const json& paradigmList = check.array(check.field(r, "paradigms", "report"), "paradigms");
     if (paradigmList.empty()) check.fail("paradigms", "is empty");
     for (std::size_t i = 0; i < paradigmList.size(); ++i) {
@@ -652,6 +698,7 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
         const std::string& p = check.string(check.field(paradigmList[i], "name", where), where + ".name");
         if (!paradigms.insert(p).second)
             check.fail(where, "the paradigm name " + shown(paradigmList[i]["name"]) + " is used twice");
+        if (paradigmList[i].value("normalisation", json()) == "softmax") softmaxParadigms.insert(p);
     }
 
     const json& results = check.array(check.field(r, "results", "report"), "results");
@@ -683,6 +730,7 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
         if (!layers.count(layer)) check.fail(where, "the layer is not in the report's selection.layers");
         if (heads && !heads->count(key.head)) check.fail(where, "the head is not in the report's selection.heads");
         check.statistics(record, where);
+        check.plausible(record, where, softmaxParadigms.count(key.paradigm) > 0);
         if (!seen.insert(key).second) check.fail(where, "this record appears twice in the file");
         out.keys.push_back(std::move(key));
     }

@@ -820,6 +820,19 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
         {[](json& j) { j["input"].erase("dump"); }, "input: the field \"dump\" is missing"},
         {[](json& j) { j["timing"]["seconds"] = "soon"; }, "timing.seconds: must be a number or null, got \"soon\""},
         {[](json& j) { j["schema_version"] = "one"; }, "schema_version \"one\" is not supported (1)"},
+        // Issue 27 item 8: values no head allows.
+        {[](json& j) { j["results"][0]["rank"]["rank"] = 100000; },
+         first + ".rank.rank: 100000 is impossible: a head of N x n allows rank in [0, "},
+        {[](json& j) { j["results"][0]["entropy"]["mean_entropy"] = -5; },
+         first + ".entropy.mean_entropy: -5 is impossible: the entropy of a row over n keys lies in [0, "},
+        {[](json& j) { j["results"][0]["entropy"]["normalised_entropy"] = 1.5; },
+         first + ".entropy.normalised_entropy: 1.5 is impossible: normalised entropy lies in [0, 1]"},
+        {[](json& j) { j["results"][0]["local"][0]["mean"] = 7.0; },
+         first + ".local[0].mean: 7.0 is impossible: a softmax row's mass in a window lies in [0, 1]"},
+        {[](json& j) { j["results"][0]["entropy"]["max_weight"] = 2.5; },
+         first + ".entropy.max_weight: 2.5 is impossible: softmax weights lie in [0, 1]"},
+        {[](json& j) { j["results"][0]["entropy"]["negative_mass_total"] = 0.5; },
+         first + ".entropy.negative_mass_total: 0.5 is impossible: a sum of negative weights lies in [-inf, 0]"},
     };
     for (const auto& [mutate, message] : cases) {
         json bad = good;
@@ -830,6 +843,16 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
         EXPECT_THAT(r.err, HasSubstr("merge: " + path("bad.json") + ": " + message));
         EXPECT_THAT(r.err, ::testing::Not(HasSubstr("json.exception")));
         EXPECT_FALSE(fs::exists(path("out.json")));
+    }
+    // A signed paradigm's weights may pass 1: mala's max weight 2.5 is not refused for that.
+    {
+        json signedOk = good;
+        for (json& rec : signedOk["results"])
+            if (rec["paradigm"] == "mala") rec["entropy"]["max_weight"] = 2.5;
+        std::ofstream(path("signed.json")) << signedOk.dump();
+        const RunResult r = run("merge " + path("s0.json") + " " + path("signed.json") + " -o " + path("out.json"));
+        EXPECT_EQ(r.code, 0) << r.err;
+        fs::remove(path("out.json"));
     }
     // Overlapping shards are still refused by image.
     RunResult r = run("merge " + path("s1.json") + " " + path("s1.json") + " -o " + path("out.json"));
