@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang-format
-  libeigen3-dev libhdf5-dev hdf5-tools nlohmann-json3-dev
+  libeigen3-dev libhdf5-dev zlib1g-dev hdf5-tools nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread liblapacke-dev libssl-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -152,8 +152,10 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
                        " images)");
     const std::vector<int>& layers = report.request.layers;
     const int paradigms = int(report.paradigms.size());
-    const int threads = request.threads > 0 ? request.threads : detail::processorCount();
-    report.request.threads = threads;
+    // Before anything is allocated: an absurd grid is a message, not minutes of paging.
+    const MemoryPlan memory = planLocalityMemory(info, report.request, memoryBudgetBytes());
+    const int threads = memory.threads;
+    report.request.threads = request.threads > 0 ? request.threads : detail::processorCount();
 
     // The cells of one group, in (layer, head, paradigm) order; first[l]: where layer l's start.
     std::vector<LocalityCell> layout;

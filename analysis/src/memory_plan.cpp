@@ -11,12 +11,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/rollout.h"
 #include "attnlens/error.h"
 #include "attnlens/text.h"
 #include "linalg.h"
@@ -317,6 +320,100 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
                     (helpers == 1 ? "" : "s") + " instead of " + std::to_string(helpersWanted);
         plan.note += (plan.note.empty() ? "" : "; ") + std::string("using ") + what + " to stay within " +
                      formatGiB(plan.budgetBytes) + " of memory (each thread's stack, malloc arena and BLAS buffer)";
+    }
+    return plan;
+}
+
+}  // namespace attnlens
+
+namespace attnlens {
+
+namespace {
+
+// One layer's activations of one image as read (HDF5's slab in the stored type, at most 8 bytes,
+// and the doubles): q and normaliser features on N tokens, k (and its normaliser) on n keys.
+double layerActivationBytes(const LayerInfo& layer) {
+    const double n = double(layer.tokens), keys = double(layer.keyTokens());
+    const double perHead = (n + keys) * double(layer.dim + layer.normaliserDim);
+    return double(layer.heads) * perHead * 16.0;
+}
+
+// One AttentionHead's own data: scaled queries, kernel features of queries and keys and the
+// low-rank factors with their QR copies (as residentWorkerBytes counts for analyze).
+double headFeatureBytes(const LayerInfo& layer) {
+    return 8.0 * double(layer.tokens + layer.keyTokens()) * double(layer.dim + 2) * 8.0;
+}
+
+}  // namespace
+
+double rolloutMemoryBytes(const DumpInfo& info, const std::vector<int>& layers, const RolloutOptions& options,
+                          int threads, double resultBytesPerToken) {
+    // Per selected layer: its activations (kept for every paradigm) and its heads of the paradigm
+    // being rolled out. Per step (the largest layer): the row-block path's two block x n matrices
+    // per worker and one partial row per block; with a discard ratio, the fused N x N matrix and a
+    // copy. The factorised path needs less than either, so it is not counted apart.
+    constexpr double kBlockRows = 128.0;
+    double bytes = 0, step = 0;
+    Index tokens = 0;
+    for (int l : layers) {
+        if (l < 0 || l >= int(info.layers.size())) continue;
+        const LayerInfo& layer = info.layers[std::size_t(l)];
+        bytes += layerActivationBytes(layer) + double(layer.heads) * headFeatureBytes(layer);
+        const double n = double(layer.keyTokens()), rows = double(layer.tokens);
+        const double blocks = std::ceil(rows / kBlockRows);
+        double layerStep = double(std::max(1, threads)) * 2.0 * std::min(kBlockRows, rows) * n * 8.0 + blocks * n * 8.0;
+        if (options.discardRatio > 0) layerStep = std::max(layerStep, 2.0 * rows * n * 8.0);
+        step = std::max(step, layerStep + 4.0 * n * 8.0);
+        tokens = std::max<Index>(tokens, layer.tokens);
+    }
+    return bytes + step + double(tokens) * resultBytesPerToken;
+}
+
+MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& request, double budgetBytes) {
+    MemoryPlan plan;
+    const std::size_t paradigms = request.paradigms.empty() ? presetParadigms().size() : request.paradigms.size();
+    std::vector<int> layers = request.layers;
+    if (layers.empty())
+        for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
+    const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
+    // Groups whose sums exist at once: the image's, "all", and one per label that can occur.
+    double groups = 2;
+    if (request.perLabel && info.hasLabels)
+        groups += double(info.classNames.empty() ? images : std::min(images, info.classNames.size()));
+    double sums = 0;
+    const LayerInfo* largest = nullptr;
+    for (int l : layers) {
+        if (l < 0 || l >= int(info.layers.size())) continue;  // localityOverDump reports those
+        const LayerInfo& layer = info.layers[std::size_t(l)];
+        const AttentionLayout geometry = layer.attentionLayout();
+        const double offsets = double(2 * Index(std::max(0, geometry.keys.gridH)) - 1) *
+                               double(2 * Index(std::max(0, geometry.keys.gridW)) - 1);
+        sums += groups * double(layer.heads) * double(paradigms) * (offsets * 16.0 + 128.0);
+        const double worker = layerActivationBytes(layer) + headFeatureBytes(layer) +
+                              2.0 * 128.0 * double(layer.keyTokens()) * 8.0 + double(layer.heads) * 16.0 * 8.0;
+        if (worker > plan.perWorkerBytes) {
+            plan.perWorkerBytes = worker;
+            largest = &layer;
+        }
+    }
+    const int wanted = request.threads > 0 ? request.threads : detail::processorCount();
+    plan.threads = std::max(1, std::min<int>(wanted, int(std::max<std::size_t>(1, layers.size()))));
+    plan.budgetBytes = budgetBytes;
+    if (budgetBytes <= 0 || largest == nullptr) return plan;
+    const double need = sums + plan.perWorkerBytes;
+    if (need > budgetBytes) {
+        throwInput(info.path + ": locality over layer " + largest->name + " (N = " + std::to_string(largest->tokens) +
+                   " tokens, " + std::to_string(largest->keyTokens()) + " keys) needs about " + formatGiB(need) +
+                   " of memory (the offset sums of every layer, head, paradigm and group, and one worker), more "
+                   "than the " +
+                   formatGiB(budgetBytes) + " this process may use; select fewer layers, paradigms or images");
+    }
+    const int fit = int(std::min<double>(plan.threads, std::floor((budgetBytes - sums) / plan.perWorkerBytes)));
+    if (fit < plan.threads) {
+        plan.note = "locality runs " + std::to_string(fit) + " worker(s) instead of " + std::to_string(plan.threads) +
+                    ": each needs about " + formatGiB(plan.perWorkerBytes) + " beside the sums' " + formatGiB(sums) +
+                    ", of the " + formatGiB(budgetBytes) + " this process may use";
+        plan.threads = std::max(1, fit);
     }
     return plan;
 }

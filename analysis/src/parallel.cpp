@@ -6,6 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "attnlens/signal_stack.h"
+
 namespace attnlens::detail {
 
 int processorCount() { return int(std::max(1u, std::thread::hardware_concurrency())); }
@@ -14,6 +16,7 @@ void runOnThreads(int threads, const std::function<void()>& work) {
     std::mutex failureMutex;
     std::exception_ptr failure;
     auto run = [&] {
+        const AlternateSignalStack faultStack;  // signal_stack.h: a fault handler must run on it
         try {
             work();
         } catch (...) {

@@ -25,6 +25,7 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::vector<st
     const fs::path target(path);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
     temporary_ = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+    registration_ = TemporaryFileRegistration(temporary_);
     fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throwOutput("cannot write " + shown_ + ": " + std::strerror(errno));
 }
@@ -36,6 +37,7 @@ void AtomicFileWriter::discard() noexcept {
     fd_ = -1;
     if (!temporary_.empty()) ::unlink(temporary_.c_str());
     temporary_.clear();
+    registration_.release();
 }
 
 void AtomicFileWriter::fail(const std::string& why) {
@@ -71,6 +73,7 @@ void AtomicFileWriter::commit() {
     if (!synced || closed != 0) fail(std::strerror(synced ? closeError : syncError));
     if (::rename(temporary_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
     temporary_.clear();
+    registration_.release();
 }
 
 namespace {

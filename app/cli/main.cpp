@@ -1,6 +1,7 @@
 // attnlens-cli: the headless front end of the core and analysis libraries.
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,7 +35,9 @@
 #include "attnlens/open_check.h"
 #include "attnlens/output_path.h"
 #include "attnlens/sha256.h"
+#include "attnlens/signal_stack.h"
 #include "attnlens/synth.h"
+#include "attnlens/temporary_files.h"
 #include "attnlens/text.h"
 
 using namespace attnlens;
@@ -47,17 +50,54 @@ constexpr int kExitOk = 0;
 constexpr int kExitInternal = 70;
 
 std::atomic<bool> gInterrupted{false};
-// SA_RESETHAND: the first Ctrl-C (or SIGTERM, e.g. a batch scheduler's time limit) cancels at the
-// next progress step; a second one ends the program at once.
-extern "C" void onInterrupt(int) { gInterrupted = true; }
+volatile std::sig_atomic_t gInterruptSignal = 0;
+// How long a command has after SIGINT or SIGTERM to stop at its next progress step before it is
+// ended without one (a read or an allocation that takes longer, or a command with no progress).
+constexpr long kCancelGraceMicroseconds = 500000;
+
+void writeStderr(const char* text) {
+    std::size_t length = std::strlen(text);
+    while (length > 0) {
+        const ssize_t n = ::write(2, text, length);
+        if (n <= 0) return;
+        text += n;
+        length -= std::size_t(n);
+    }
+}
+
+// Async-signal-safe: ends the process as cancelled (exit 5), leaving no temporary file and no
+// open-check child behind.
+[[noreturn]] void endCancelled(int signal) {
+    attnlens::killOpenCheckChild();
+    attnlens::removeRegisteredTemporaryFiles();
+    writeStderr(signal == SIGINT ? "attnlens-cli: error: cancelled (SIGINT)\n"
+                                 : "attnlens-cli: error: cancelled (SIGTERM)\n");
+    ::_exit(exitCodeFor(ErrorKind::Cancelled));
+}
+
+// The first Ctrl-C (or SIGTERM, e.g. a batch scheduler's time limit or `timeout`) cancels at the
+// next progress step, which removes the output's temporary file and exits 5 with the usual
+// message; if the command has not ended within the grace time, or on a second signal, it is ended
+// at once by endCancelled.
+extern "C" void onInterrupt(int signal) {
+    gInterrupted = true;
+    if (gInterruptSignal != 0) endCancelled(signal);
+    gInterruptSignal = signal;
+    itimerval deadline{};
+    deadline.it_value.tv_usec = kCancelGraceMicroseconds;
+    ::setitimer(ITIMER_REAL, &deadline, nullptr);
+}
+
+extern "C" void onCancelDeadline(int) { endCancelled(gInterruptSignal == SIGINT ? SIGINT : SIGTERM); }
 
 void installInterruptHandlers() {
     struct sigaction action {};
     action.sa_handler = onInterrupt;
-    action.sa_flags = SA_RESETHAND;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
+    action.sa_handler = onCancelDeadline;
+    sigaction(SIGALRM, &action, nullptr);
 }
 
 // The input being read, for the crash handler's message (written before reading starts).
@@ -69,18 +109,7 @@ void setInputPath(const std::string& path) { std::snprintf(gInputPath, sizeof gI
 // crash or stall on damaged metadata), then in-process under the fault guard below.
 std::unique_ptr<attnlens::DumpReader> openDump(const std::string& path) {
     setInputPath(path);
-    attnlens::requireDumpOpensInChildProcess(path, attnlens::openCheckOptionsFromEnvironment());
-    return attnlens::DumpReader::open(path);
-}
-
-void writeStderr(const char* text) {
-    std::size_t length = std::strlen(text);
-    while (length > 0) {
-        const ssize_t n = ::write(2, text, length);
-        if (n <= 0) return;
-        text += n;
-        length -= std::size_t(n);
-    }
+    return attnlens::openCheckedDump(path, attnlens::openCheckOptionsFromEnvironment());
 }
 
 // HDF5 1.10 trusts some sizes it reads from a file's metadata (e.g. the global heap objects that
@@ -93,6 +122,8 @@ extern "C" void onFault(int signal) {
     writeStderr(gInputPath);
     writeStderr(signal == SIGBUS ? ": the HDF5 library crashed (SIGBUS)" : ": the HDF5 library crashed (SIGSEGV)");
     writeStderr(" reading this file: its HDF5 metadata is damaged\n");
+    attnlens::killOpenCheckChild();
+    attnlens::removeRegisteredTemporaryFiles();
     ::_exit(3);
 }
 
@@ -103,9 +134,12 @@ void installFaultHandlers() {
 #if defined(__SANITIZE_ADDRESS__)
     return;  // keep the sanitizer's own SIGSEGV report
 #endif
+    // Its own stack: a fault can be a stack overflow (HDF5 recursing through a looping B-tree).
+    // The analysis workers install theirs (signal_stack.h).
+    static const AlternateSignalStack mainThreadStack;
     struct sigaction action {};
     action.sa_handler = onFault;
-    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    action.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     sigaction(SIGSEGV, &action, nullptr);
     sigaction(SIGBUS, &action, nullptr);
@@ -323,6 +357,16 @@ void checkOutputWritable(const std::string& output, const std::vector<std::strin
     ::unlink(probe.c_str());
 }
 
+// inspect validates: a dump with a damaged chunk index is described, and then refused (exit 3).
+void requireEveryDatasetReadable(const DumpReader& reader) {
+    const auto& unreadable = reader.unreadableDatasets();
+    if (unreadable.empty()) return;
+    std::string names;
+    for (const auto& [dataset, message] : unreadable) names += (names.empty() ? "" : ", ") + printableText(dataset);
+    throwInput(reader.info().path + ": " + std::to_string(unreadable.size()) + " dataset(s) cannot be read (" + names +
+               "): " + unreadable.begin()->second);
+}
+
 int cmdInspect(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
@@ -338,7 +382,14 @@ int cmdInspect(int argc, char** argv) {
             modelsJson.push_back({{"name", m.name}, {"layers", layers}});
         }
         j["models"] = std::move(modelsJson);
+        if (!reader->unreadableDatasets().empty()) {
+            json unreadable = json::array();
+            for (const auto& [dataset, message] : reader->unreadableDatasets())
+                unreadable.push_back({{"dataset", dataset}, {"message", message}});
+            j["unreadable_datasets"] = std::move(unreadable);
+        }
         std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        requireEveryDatasetReadable(*reader);
         return kExitOk;
     }
     std::printf("file          %s (%llu bytes)\n", info.path.c_str(), (unsigned long long)info.fileSize);
@@ -434,6 +485,13 @@ int cmdInspect(int argc, char** argv) {
         std::printf("%-4zu %-24s keys on %dx%d+%d, n = %d (queries %dx%d+%d, N = %d)\n", i, l.name.c_str(),
                     l.keyLayout.gridH, l.keyLayout.gridW, l.keyLayout.prefix, l.keyTokens(), l.layout.gridH,
                     l.layout.gridW, l.layout.prefix, l.tokens);
+    }
+    if (!reader->unreadableDatasets().empty()) {
+        std::printf("\nunreadable datasets (the open check could not walk their chunk index):\n");
+        for (const auto& [dataset, message] : reader->unreadableDatasets())
+            std::printf("  %s: %s\n", printableText(dataset).c_str(), message.c_str());
+        std::fflush(stdout);
+        requireEveryDatasetReadable(*reader);
     }
     std::printf("\n%sThe dump is valid.\n", defaultScale ? "* scale not stored: 1/sqrt(d). " : "");
     return kExitOk;
@@ -592,7 +650,6 @@ int cmdAnalyze(int argc, char** argv) {
     req.threads = memory.threads;
 
     ProgressBar bar(!a.flag("--quiet"));
-    installInterruptHandlers();
     // The input's SHA-256 is computed beside the analysis (for a dump of many gigabytes it takes as
     // long as reading it) and stops with it.
     std::atomic<bool> stopHash{false};
@@ -820,6 +877,13 @@ int cmdConfusion(int argc, char** argv) {
     const LayerInfo& layer = info.layers[std::size_t(layerIndex)];
     const int head = parseInt(*a.get("--head"), 0, layer.heads - 1, "--head");
     if (output) checkOutputWritable(*output, {a.positional[0]});
+    // Before anything is read: the head's activations, its features and confusion's row blocks,
+    // as analyze plans them for the confusion statistic alone.
+    StatSelection confusionOnly;
+    confusionOnly.rank = confusionOnly.local = confusionOnly.entropy = confusionOnly.magnitude = false;
+    checkFitsInMemory(workerBytes(layer, {paradigm}, confusionOnly, false),
+                      info.path + ": confused pairs of layer " + printableText(layer.name) +
+                          " (N = " + std::to_string(layer.tokens) + " tokens)");
     const HeadActivations act = reader->readHead(images.front(), layerIndex, head);
     const AttentionHead attention(paradigm, headInputs(layer, act, head));
     const ConfusedPairList list = confusedPairs(attention, act.q, options, std::size_t(maxPairs));
@@ -924,6 +988,11 @@ int cmdRollout(int argc, char** argv) {
         query = parseInt(qs, 0, int(l.tokens()) - 1, "--query");
     }
     if (output) checkOutputWritable(*output, {a.positional[0]});
+    // Before anything is read: the row and grid of every paradigm are kept as JSON (about 100 bytes
+    // per token each, with their text).
+    checkFitsInMemory(rolloutMemoryBytes(info, layers, options, threads, 100.0 * double(paradigms.size())),
+                      info.path + ": rollout of one query through " + std::to_string(layers.size()) +
+                          " layer(s) of up to " + std::to_string(l.tokens()) + " tokens");
     // The activations of every selected layer, read once for all paradigms.
     std::vector<std::vector<HeadActivations>> acts;
     for (int layer : layers) acts.push_back(reader->readLayer(images.front(), layer, false));
@@ -1005,8 +1074,9 @@ int cmdLocality(int argc, char** argv) {
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
     if (output) checkOutputWritable(*output, {input});
 
+    const MemoryPlan memory = planLocalityMemory(info, req, memoryBudgetBytes());
+    if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
     ProgressBar bar(!a.flag("--quiet"));
-    installInterruptHandlers();
     const LocalityReport report = localityOverDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
     json j = localityToJson(report, radius);
     j["tool"] = {{"name", "attnlens-cli"}, {"version", ATTNLENS_VERSION}, {"command", commandLine(argc, argv)}};
@@ -1054,6 +1124,7 @@ int runCli(int argc, char** argv) {
     }
     const std::string command = argv[1];
     installFaultHandlers();
+    installInterruptHandlers();
     try {
         if (command == "--help" || command == "-h" || command == "help") {
             std::fputs(kHelp, stdout);

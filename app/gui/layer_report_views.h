@@ -32,6 +32,9 @@ public:
     QPushButton* retryButton() const { return retry_; }
     // "Cancelled", "FAILED: <why>", "computing…" or empty when the report is shown.
     QString statusText() const { return statusText_; }
+    QString analysisFailure() const override {
+        return statusText_.startsWith(QLatin1String("FAILED: ")) ? statusText_.mid(8) : QString();
+    }
     bool fitAspect() override;
 
 protected:

@@ -37,6 +37,9 @@ public:
     QCPColorScale* offsetScale() const { return scale_; }
     QPushButton* retryButton() const { return retry_; }
     QString statusText() const { return statusText_; }
+    QString analysisFailure() const override {
+        return statusText_.startsWith(QLatin1String("FAILED: ")) ? statusText_.mid(8) : QString();
+    }
     // The sums behind the map now shown (nullptr when none is).
     const LocalityAccumulator* shownSums() const { return shown_; }
 

@@ -107,8 +107,9 @@ QString renderUsage() {
         "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
         "                    options above change it\n"
         "  --render-unreadable  draw the figure even when the selected head cannot be read (its\n"
-        "                    panels say NOT SHOWN and why; a warning goes to stderr); without it\n"
-        "                    such a figure is not written and the exit code is 3\n"
+        "                    panels say NOT SHOWN and why) or the view's statistics failed (it says\n"
+        "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
+        "                    is not written and the exit code is 3\n"
         "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
 }
 
@@ -348,6 +349,15 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         if (auto* l = dynamic_cast<LocalMassView*>(v.get()))
             l->setK(intOption(p.value(k), kMinLocalK, kMaxLocalK, "--k"));
         if (auto* r = dynamic_cast<LayerReportView*>(v.get()); r && p.isSet(scope)) r->setScope(statsScope);
+        // Whole-dump statistics that failed (data that cannot be read, a dump too large for this
+        // machine) would be a figure that says FAILED: as for an unreadable head, an input error.
+        v->refreshNow();
+        if (const QString failure = v->analysisFailure(); !failure.isEmpty()) {
+            if (!p.isSet(unreadable))
+                throwInput(failure.toStdString() +
+                           " (nothing written; --render-unreadable draws the figure with FAILED)");
+            err << "attnlens render: warning: " << failure << " (drawn as FAILED, --render-unreadable)\n";
+        }
         FigureOptions fo;
         fo.size = canvas;
         fo.dpi = intOption(p.value(dpi), 24, 1200, "--dpi");

@@ -150,8 +150,7 @@ void Session::open(const QString& path) { adopt(openReader(path), path); }
 std::shared_ptr<const DumpReader> Session::openReader(const QString& path) {
     // The child-process check first: a file that crashes or stalls HDF5 must not take the open
     // dump and the user's work with it.
-    requireDumpOpensInChildProcess(path.toStdString(), openCheckOptionsFromEnvironment());
-    std::shared_ptr<const DumpReader> reader(DumpReader::open(path.toStdString()));
+    std::shared_ptr<const DumpReader> reader(openCheckedDump(path.toStdString(), openCheckOptionsFromEnvironment()));
     if (reader->info().layers.empty()) throwInput(path.toStdString() + ": the dump has no attention layers");
     return reader;
 }

@@ -233,8 +233,9 @@ void TokenMapView::updateImage() {
         // Grey under a partly transparent map: each cell is a blend of a grey and a colour of the
         // bar, never a new hue (a colour photo under a diverging map would make colours that read
         // as other weights).
+        // An image that cannot be read (its message is in the issues list) is simply left out.
         const QImage img = session_->inputImage(image).convertToFormat(QImage::Format_Grayscale8);
-        image_->setPixmap(QPixmap::fromImage(img));
+        if (!img.isNull()) image_->setPixmap(QPixmap::fromImage(img));
         imageShownFor_ = img.isNull() ? -1 : image;
     }
     image_->setVisible(imageShownFor_ == image);

@@ -126,6 +126,7 @@ hid_t DumpReader::Impl::memoryType(DType type) const {
 
 const unsigned char* DumpReader::Impl::readStored(const FloatDataset& tensor, std::span<const hsize_t> start,
                                                   std::span<const hsize_t> extent, const std::string& what) const {
+    requireReadable(tensor.path);
     std::vector<unsigned char>& buffer = scratchBuffer();
     buffer.resize(elementCount(extent) * bytesOf(tensor.type));
     h5::Lock lock;  // only the HDF5 part holds it
@@ -261,6 +262,7 @@ LocalBranchWeights DumpReader::readLocalBranch(int image, int layer) const {
 ImageData DumpReader::readImage(int image) const {
     if (!info_.imageInfo.present) throwInput(info_.path + ": the dump has no /images");
     checkImage(info_, image);
+    impl_->requireReadable("/images");
     ImageData result;
     result.height = info_.imageInfo.height;
     result.width = info_.imageInfo.width;
@@ -278,6 +280,7 @@ ImageData DumpReader::readImage(int image) const {
 std::optional<std::int64_t> DumpReader::label(int image) const {
     if (!info_.hasLabels) return std::nullopt;
     checkImage(info_, image);
+    impl_->requireReadable("/labels");
     std::int64_t value = 0;
     const hsize_t start[1] = {hsize_t(image)}, extent[1] = {1};
     h5::Lock lock;
@@ -286,5 +289,50 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
                       {info_.path, "/labels", "image " + std::to_string(image)});
     return value;
 }
+
+std::vector<std::string> DumpReader::datasetsReadLater() const {
+    std::vector<std::string> out;
+    for (const LayerHandles& l : impl_->layers) {
+        for (const FloatDataset* d : {&l.q, &l.k, &l.v, &l.qNormaliser, &l.kNormaliser, &l.outputGate, &l.positionBias,
+                                      &l.branchWeight, &l.branchBias})
+            if (d->dataset.valid()) out.push_back(d->path);
+    }
+    if (impl_->images.valid()) out.emplace_back("/images");
+    if (impl_->labels.valid()) out.emplace_back("/labels");
+    return out;
+}
+
+void DumpReader::walkChunkIndex(std::size_t which) const {
+    const std::vector<std::string> names = datasetsReadLater();
+    if (which >= names.size()) throwUsage(info_.path + ": no dataset " + std::to_string(which) + " to walk");
+    const std::string& name = names[which];
+    hid_t dataset = H5I_INVALID_HID;
+    if (name == "/images")
+        dataset = impl_->images.get();
+    else if (name == "/labels")
+        dataset = impl_->labels.get();
+    for (const LayerHandles& l : impl_->layers)
+        for (const FloatDataset* d : {&l.q, &l.k, &l.v, &l.qNormaliser, &l.kNormaliser, &l.outputGate, &l.positionBias,
+                                      &l.branchWeight, &l.branchBias})
+            if (d->dataset.valid() && d->path == name) dataset = d->dataset.get();
+    h5::Lock lock;
+    h5::Handle plist(H5Dget_create_plist(dataset));
+    const auto failed = [&] {
+        throwInput(info_.path + ": reading the chunk index of " + name + " failed: its HDF5 metadata is damaged" +
+                   h5::errorSuffix());
+    };
+    if (!plist.valid()) failed();
+    if (H5Pget_layout(plist.get()) != H5D_CHUNKED) return;
+    // H5Dget_num_chunks iterates over the whole index (every node of a B-tree).
+    h5::Handle space(H5Dget_space(dataset));
+    hsize_t chunks = 0;
+    if (!space.valid() || H5Dget_num_chunks(dataset, space.get(), &chunks) < 0) failed();
+}
+
+void DumpReader::markUnreadable(const std::string& dataset, const std::string& message) {
+    impl_->unreadable[dataset] = message;
+}
+
+const std::map<std::string, std::string>& DumpReader::unreadableDatasets() const { return impl_->unreadable; }
 
 }  // namespace attnlens

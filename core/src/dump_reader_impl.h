@@ -2,11 +2,13 @@
 // Private to DumpReader: the HDF5 objects an open dump keeps, shared by the validation on open
 // (dump_validation.cpp), the reads (dump_reader.cpp) and the description (dump_describe.cpp).
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "attnlens/dump.h"
+#include "attnlens/error.h"
 #include "hdf5_util.h"
 
 namespace attnlens {
@@ -41,8 +43,16 @@ struct DumpReader::Impl {
     std::vector<LayerHandles> layers;  // in DumpInfo::layers order
     h5::Handle images;
     h5::Handle labels;
+    // Datasets the open check found unreadable, with the message their reads throw.
+    std::map<std::string, std::string> unreadable;
 
     ~Impl();
+
+    // Error(Input) with the open check's message when `dataset` is marked unreadable.
+    void requireReadable(const std::string& dataset) const {
+        if (unreadable.empty()) return;
+        if (const auto it = unreadable.find(dataset); it != unreadable.end()) throwInput(it->second);
+    }
 
     // Opens the file at `dumpPath`, validates its whole structure and reads the shared branch
     // weights, filling `info` (dump_validation.cpp). Error(Input) on anything invalid.

@@ -14,6 +14,7 @@
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "attnlens/output_path.h"
+#include "attnlens/temporary_files.h"
 #include "float16.h"
 #include "hdf5_util.h"
 
@@ -315,7 +316,8 @@ hid_t driver() {
 struct DumpWriter::Impl {
     std::string finalPath;
     std::string tempPath;
-    WriteFailure failure;  // before `file`: the driver records into it until the file is closed
+    TemporaryFileRegistration registration;  // removed by attnlens-cli's signal handlers too
+    WriteFailure failure;                    // before `file`: the driver records into it until the file is closed
     h5::Handle file;
     bool committed = false;
     bool fixedLengthStrings = false;
@@ -443,6 +445,7 @@ DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()
     impl_->finalPath = path;
     impl_->tempPath = path + ".tmp-" + std::to_string(::getpid());
     checkOutputPath(path);  // a new name or a regular file: not a directory, link or device
+    impl_->registration = TemporaryFileRegistration(impl_->tempPath);
     h5::Lock lock;
     hid_t access = H5P_DEFAULT;
 #ifdef ATTNLENS_RECORDING_DRIVER
@@ -483,6 +486,7 @@ DumpWriter::~DumpWriter() {
     }
     std::error_code ignored;
     std::filesystem::remove(impl_->tempPath, ignored);
+    impl_->registration.release();
 }
 
 void DumpWriter::setFixedLengthStrings(bool fixed) { impl_->fixedLengthStrings = fixed; }
@@ -609,6 +613,7 @@ void DumpWriter::commit() {
         std::filesystem::remove(impl_->tempPath, ignored);
         throwOutput(impl_->finalPath + ": cannot rename the temporary file into place: " + why);
     }
+    impl_->registration.release();
     impl_->committed = true;
 }
 

@@ -27,6 +27,7 @@ thread_local int tlsLockDepth = 0;
 Lock::Lock() {
     if (tlsLockDepth == 0) lock_ = std::unique_lock<std::mutex>(hdf5Mutex());
     ++tlsLockDepth;
+    installBoundedDeflate();
     thread_local bool silenced = false;
     if (!silenced) {
         H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -309,9 +310,11 @@ void readHyperslab(hid_t dataset, hid_t memoryType, std::span<const hsize_t> sta
     assert(buffer.size() == elements * H5Tget_size(memoryType));
 
     Handle memorySpace(H5Screate_simple(int(extent.size()), extent.data(), nullptr));
+    const ChunkReadLimit limit(dataset, fileType.get());
     if (!memorySpace.valid() ||
         H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) < 0 ||
         H5Dread(dataset, memoryType, memorySpace.get(), fileSpace.get(), H5P_DEFAULT, buffer.data()) < 0) {
+        if (const std::string why = limit.failure(); !why.empty()) failure(why);
         truncatedOrCorrupt();
     }
 }

@@ -32,6 +32,23 @@ private:
     std::unique_lock<std::mutex> lock_;
 };
 
+// Replaces HDF5's deflate filter by one that refuses a chunk inflating beyond its declared size
+// (bounded_deflate.cpp); the first Lock calls it. boundedDeflateInstalled(): whether it could.
+void installBoundedDeflate();
+bool boundedDeflateInstalled();
+
+// While alive, deflate on the calling thread inflates a chunk of `dataset` to at most its declared
+// size (its chunk dimensions times the stored element size of `fileType`); failure() is the
+// filter's reason when a read failed because of it, else empty.
+class ChunkReadLimit {
+public:
+    ChunkReadLimit(hid_t dataset, hid_t fileType);
+    ~ChunkReadLimit();
+    ChunkReadLimit(const ChunkReadLimit&) = delete;
+    ChunkReadLimit& operator=(const ChunkReadLimit&) = delete;
+    std::string failure() const;
+};
+
 // True while the calling thread holds a Lock (attnlens::insideHdf5() in dump.h).
 bool lockHeldByThisThread() noexcept;
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -107,16 +108,30 @@ OpenCheckOptions openCheckOptionsFromEnvironment() {
     return options;
 }
 
-OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheckOptions& options) {
-    OpenCheckResult result;
-    if (options.timeoutSeconds <= 0) return result;
+namespace {
+
+std::atomic<pid_t> gRunningChild{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free, "killOpenCheckChild runs in signal handlers");
+
+// One run of the child: what it wrote after kStartedLine, and how it ended.
+struct ChildRun {
+    bool spawned = false;
+    bool started = false;
+    bool timedOut = false;
+    int status = 0;
+    std::string body;
+};
+
+ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std::size_t firstDataset,
+                  double secondsLeft) {
+    ChildRun run;
     const auto start = std::chrono::steady_clock::now();
     const auto elapsed = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
 
     int pipeFds[2];
-    if (::pipe2(pipeFds, O_CLOEXEC) != 0) return result;
+    if (::pipe2(pipeFds, O_CLOEXEC) != 0) return run;
     FileDescriptor readEnd{pipeFds[0]}, writeEnd{pipeFds[1]};
 
     posix_spawn_file_actions_t actions;
@@ -155,7 +170,7 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
         // as under the limit). And the child must meet damaged metadata as the unsanitized program
         // does: HDF5's out-of-bounds memcpy (uninstrumented library, checked only by ASan's
         // memcpy replacement) runs and the child dies of the signal, instead of exiting 1 from
-        // ASan's report. Later options win over the user's.
+        // ASan's report; a stack overflow in HDF5 must kill it too. Later options win over the user's.
         const std::size_t limitMiB = std::max<std::size_t>(1, options.memoryLimitBytes >> 20);
         asanOptions += (asanOptions.empty() ? "" : ":") +
                        std::string("replace_intrin=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0") +
@@ -167,22 +182,24 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
     std::vector<char*> envp;
     for (auto& e : environment) envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::string executable = options.executable, flag = kOpenCheckArgument, file = path;
-    char* argv[] = {executable.data(), flag.data(), file.data(), nullptr};
+    std::string executable = options.executable, flag = kOpenCheckArgument, file = path,
+                first = std::to_string(firstDataset);
+    char* argv[] = {executable.data(), flag.data(), file.data(), first.data(), nullptr};
 
     pid_t child = -1;
     const int spawned = posix_spawn(&child, executable.c_str(), &actions, &attributes, argv, envp.data());
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
     writeEnd.reset();
-    if (spawned != 0) return result;
+    if (spawned != 0) return run;
+    run.spawned = true;
+    gRunningChild.store(child);
 
     std::string output;
-    bool timedOut = false;
     for (;;) {
-        const double left = options.timeoutSeconds - elapsed();
+        const double left = secondsLeft - elapsed();
         if (left <= 0) {
-            timedOut = true;
+            run.timedOut = true;
             break;
         }
         pollfd poller{readEnd.fd, POLLIN, 0};
@@ -196,63 +213,141 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
         if (n <= 0) break;
         if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
     }
-    if (timedOut) ::kill(child, SIGKILL);
-    int status = 0;
-    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    if (run.timedOut) ::kill(child, SIGKILL);
+    while (::waitpid(child, &run.status, 0) < 0 && errno == EINTR) {
     }
-    result.seconds = elapsed();
-
-    const bool started = output.rfind(kStartedLine, 0) == 0;
-    const std::string body = started ? output.substr(std::strlen(kStartedLine)) : std::string();
-    if (timedOut) {
-        if (!started) return result;  // the program itself did not start in time: open in-process
-        result.outcome = OpenCheckOutcome::TimedOut;
-        result.message = path + ": opening the file did not finish within " + formatSeconds(options.timeoutSeconds) +
-                         " s: HDF5 is stuck on damaged metadata (on a very slow disk, raise "
-                         "ATTNLENS_OPEN_TIMEOUT, in seconds)";
-        return result;
-    }
-    if (!started) return result;  // the child could not run (e.g. no /proc): open in-process
-    if (body.rfind("valid\n", 0) == 0) {
-        result.outcome = OpenCheckOutcome::Valid;
-        return result;
-    }
-    if (body.rfind("unknown\n", 0) == 0) return result;
-    if (body.rfind("invalid ", 0) == 0) {
-        const std::size_t newline = body.find('\n');
-        result.outcome = OpenCheckOutcome::Invalid;
-        result.errorKind = std::atoi(body.c_str() + 8);
-        result.message = newline == std::string::npos ? std::string() : body.substr(newline + 1);
-        while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
-        if (result.message.empty()) result.message = path + ": the file cannot be opened";
-        return result;
-    }
-    result.outcome = OpenCheckOutcome::Crashed;
-    if (WIFSIGNALED(status)) {
-        const int signal = WTERMSIG(status);
-        result.message = path + ": the HDF5 library crashed (" + signalName(signal) +
-                         ") reading this file: its HDF5 metadata is damaged";
-        if (signal == SIGKILL) {
-            result.message = path +
-                             ": opening the file was killed (SIGKILL, e.g. for memory) "
-                             "while reading its HDF5 metadata: it is probably damaged";
-        }
-    } else {
-        result.message = path +
-                         ": reading this file ended the checking process without a result "
-                         "(exit status " +
-                         std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                         "): its HDF5 metadata is probably damaged";
-    }
-    return result;
+    gRunningChild.store(0);
+    run.started = output.rfind(kStartedLine, 0) == 0;
+    if (run.started) run.body = output.substr(std::strlen(kStartedLine));
+    return run;
 }
 
-void requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOptions& options) {
-    const OpenCheckResult check = checkDumpInChildProcess(path, options);
+std::string crashMessage(const std::string& path, int status, const std::string& reading) {
+    if (WIFSIGNALED(status)) {
+        const int signal = WTERMSIG(status);
+        if (signal == SIGKILL) {
+            return path + ": " + reading +
+                   " was killed (SIGKILL, e.g. for memory) while reading its HDF5 metadata: it is probably damaged";
+        }
+        return path + ": the HDF5 library crashed (" + signalName(signal) + ") " + reading +
+               ": its HDF5 metadata is damaged";
+    }
+    return path + ": " + reading + " ended the checking process without a result (exit status " +
+           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "): its HDF5 metadata is probably damaged";
+}
+
+std::string timeOutAdvice(double seconds) {
+    return "did not finish within " + formatSeconds(seconds) +
+           " s: HDF5 is stuck on damaged metadata (ATTNLENS_OPEN_TIMEOUT=SECONDS sets the limit, e.g. on a very "
+           "slow disk)";
+}
+
+}  // namespace
+
+void killOpenCheckChild() noexcept {
+    const pid_t child = gRunningChild.load();
+    if (child > 0) ::kill(child, SIGKILL);
+}
+
+OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheckOptions& options) {
+    OpenCheckResult result;
+    if (options.timeoutSeconds <= 0) return result;
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+
+    // Each run opens the file and walks the chunk indexes from `first` on. A run that dies or stalls
+    // during a walk marks that dataset unreadable, and the next run goes on after it.
+    std::size_t first = 0;
+    for (;;) {
+        const ChildRun run = runChild(path, options, first, options.timeoutSeconds - elapsed());
+        result.seconds = elapsed();
+        if (!run.spawned) return result;
+        if (!run.started) return result;  // the program itself did not run (no /proc, too slow): open in-process
+
+        // Lines: "walk I", "unreadable I MESSAGE", then "valid", or "invalid KIND\nMESSAGE".
+        long long walking = -1;  // the dataset being walked, -1 between walks
+        std::string walkingDataset;
+        bool valid = false;
+        std::size_t begin = 0;
+        const std::string& body = run.body;
+        if (body.rfind("invalid ", 0) == 0) {
+            const std::size_t newline = body.find('\n');
+            result.outcome = OpenCheckOutcome::Invalid;
+            result.errorKind = std::atoi(body.c_str() + 8);
+            result.message = newline == std::string::npos ? std::string() : body.substr(newline + 1);
+            while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
+            if (result.message.empty()) result.message = path + ": the file cannot be opened";
+            return result;
+        }
+        if (body.rfind("unknown\n", 0) == 0) return result;
+        while (begin < body.size()) {
+            const std::size_t newline = body.find('\n', begin);
+            if (newline == std::string::npos) break;  // a line cut by the crash
+            const std::string line = body.substr(begin, newline - begin);
+            begin = newline + 1;
+            if (line.rfind("walk ", 0) == 0) {
+                walking = std::strtoll(line.c_str() + 5, nullptr, 10);
+                ++result.walked;
+            } else if (line.rfind("dataset ", 0) == 0) {
+                walkingDataset = line.substr(8);
+            } else if (line.rfind("unreadable ", 0) == 0) {
+                char* end = nullptr;
+                std::strtoull(line.c_str() + 11, &end, 10);
+                const std::string rest = end != nullptr && *end == ' ' ? std::string(end + 1) : std::string();
+                const std::size_t tab = rest.find('\t');
+                result.unreadable.push_back(
+                    {rest.substr(0, tab), tab == std::string::npos ? rest : rest.substr(tab + 1)});
+                walking = -1;
+            } else if (line == "walked") {
+                walking = -1;
+            } else if (line == "valid") {
+                valid = true;
+            }
+        }
+        if (valid) {
+            result.outcome = OpenCheckOutcome::Valid;
+            return result;
+        }
+        // Killed or crashed: during the open (the whole file), or walking one dataset's index.
+        if (walking >= 0 && !walkingDataset.empty()) {
+            const std::string& dataset = walkingDataset;
+            const std::string reading = "reading the chunk index of " + dataset;
+            result.unreadable.push_back(
+                {dataset, run.timedOut ? path + ": " + reading + " " + timeOutAdvice(options.timeoutSeconds)
+                                       : crashMessage(path, run.status, reading)});
+            if (int(result.unreadable.size()) > kMaxUnreadableDatasets) {
+                result.outcome = OpenCheckOutcome::Crashed;
+                result.message = path + ": more than " + std::to_string(kMaxUnreadableDatasets) +
+                                 " datasets have damaged chunk indexes: the file is damaged";
+                return result;
+            }
+            if (run.timedOut || elapsed() >= options.timeoutSeconds) {
+                // No time left for the rest: they are read in-process as without the walk.
+                result.outcome = OpenCheckOutcome::Valid;
+                return result;
+            }
+            first = std::size_t(walking) + 1;
+            continue;
+        }
+        if (run.timedOut) {
+            result.outcome = OpenCheckOutcome::TimedOut;
+            result.message = path + ": opening the file " + timeOutAdvice(options.timeoutSeconds);
+            return result;
+        }
+        result.outcome = OpenCheckOutcome::Crashed;
+        result.message = crashMessage(path, run.status, "reading this file");
+        return result;
+    }
+}
+
+OpenCheckResult requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOptions& options) {
+    OpenCheckResult check = checkDumpInChildProcess(path, options);
     switch (check.outcome) {
         case OpenCheckOutcome::Valid:
         case OpenCheckOutcome::NotRun:
-            return;
+            return check;
         case OpenCheckOutcome::Invalid:
             if (check.errorKind >= int(ErrorKind::Usage) && check.errorKind <= int(ErrorKind::Cancelled))
                 throw Error(ErrorKind(check.errorKind), check.message);
@@ -261,10 +356,11 @@ void requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOpti
         case OpenCheckOutcome::TimedOut:
             throwInput(check.message);
     }
+    return check;
 }
 
 std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
-    if (argc != 3 || std::strcmp(argv[1], kOpenCheckArgument) != 0) return std::nullopt;
+    if ((argc != 3 && argc != 4) || std::strcmp(argv[1], kOpenCheckArgument) != 0) return std::nullopt;
     if (!kSanitized) {
         if (const char* limit = std::getenv("ATTNLENS_OPEN_CHECK_MEMORY")) {
             const unsigned long long bytes = std::strtoull(limit, nullptr, 10);
@@ -274,9 +370,25 @@ std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
             }
         }
     }
+    const std::size_t first = argc == 4 ? std::size_t(std::strtoull(argv[3], nullptr, 10)) : 0;
+    const auto oneLine = [](std::string text) {
+        std::replace(text.begin(), text.end(), '\n', ' ');
+        return text;
+    };
     writeAll(1, kStartedLine);
     try {
         const auto reader = DumpReader::open(argv[2]);
+        const std::vector<std::string> datasets = reader->datasetsReadLater();
+        for (std::size_t i = first; i < datasets.size(); ++i) {
+            // Written before the walk: when it kills the child, the parent knows which dataset did.
+            writeAll(1, "walk " + std::to_string(i) + "\ndataset " + datasets[i] + "\n");
+            try {
+                reader->walkChunkIndex(i);
+                writeAll(1, "walked\n");
+            } catch (const Error& e) {
+                writeAll(1, "unreadable " + std::to_string(i) + " " + datasets[i] + "\t" + oneLine(e.what()) + "\n");
+            }
+        }
         writeAll(1, "valid\n");
     } catch (const Error& e) {
         writeAll(1, "invalid " + std::to_string(int(e.kind())) + "\n" + e.what() + "\n");
@@ -290,6 +402,13 @@ std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
     }
     // Leave without static destructors or HDF5's atexit handlers: the library may be in a bad state.
     ::_exit(0);
+}
+
+std::unique_ptr<DumpReader> openCheckedDump(const std::string& path, const OpenCheckOptions& options) {
+    const OpenCheckResult check = requireDumpOpensInChildProcess(path, options);
+    std::unique_ptr<DumpReader> reader = DumpReader::open(path);
+    for (const UnreadableDataset& u : check.unreadable) reader->markUnreadable(u.dataset, u.message);
+    return reader;
 }
 
 }  // namespace attnlens

@@ -37,6 +37,7 @@ private Q_SLOTS:
     void damagedCopyOfTheExampleStaysUsable();
     void damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump();
     void renderRefusesAnUnreadableHeadUnlessAsked();
+    void damagedStructuresAfterOpenLeaveTheRestUsable();
 };
 
 void DamagedFileTests::brokenFileKeepsPreviousDump() {
@@ -497,6 +498,62 @@ int main(int argc, char** argv) {
     // Session::open checks each dump in a child process started from this executable.
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     return runAppTests<DamagedFileTests>(argc, argv);
+}
+
+// Issue 27 items 1 and 3: a chunk B-tree looping onto itself (HDF5 recursed until the stack
+// overflowed at the first read) and a deflate bomb, found after a clean open (the regression files
+// of tests/fuzz/make_structure_regressions.py). The process lives, the damaged layer says why in
+// every head view, every other layer is drawn, and a damaged /images is simply left out.
+void DamagedFileTests::damagedStructuresAfterOpenLeaveTheRestUsable() {
+    const QString regressions = QStringLiteral(ATTNLENS_REGRESSIONS_DIR);
+    struct Case {
+        QString file;
+        int damagedLayer;  // -1: only /images
+        QString reason;
+    };
+    const std::vector<Case> cases{
+        {"btree_loop_k.h5", 1, "crashed (SIGSEGV) reading the chunk index of /layers/blocks.1/k"},
+        {"deflate_bomb.h5", 0, "inflates beyond its declared size of 544 bytes"},
+        {"btree_loop_images.h5", -1, "reading the chunk index of /images"},
+    };
+    for (const Case& c : cases) {
+        const QString path = regressions + "/" + c.file;
+        QElapsedTimer timer;
+        timer.start();
+        MainWindow& w = openWindow(path);
+        Session* s = w.session();
+        QVERIFY2(s->isOpen() && s->path() == path, qPrintable(c.file + ": " + w.lastError()));
+        for (int layer = 0; layer < 2; ++layer) {
+            s->setImage(0);
+            s->setLayer(layer);
+            s->setHead(0);
+            for (const QString& id :
+                 {QStringLiteral("tokenmap"), QStringLiteral("matrix"), QStringLiteral("compare")}) {
+                w.showView(id);
+                PlotView* v = w.view(id);
+                v->refreshNow();
+                QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 30000);
+                waitIdle(s);
+                v->refreshNow();
+                const QString text = plotTexts(v).simplified();  // titles wrap
+                const QString where = c.file + ", layer " + QString::number(layer) + ", " + id + ":\n" + text;
+                if (layer == c.damagedLayer) {
+                    QVERIFY2(text.contains(c.reason) && text.contains("cannot be read"), qPrintable(where));
+                } else {
+                    QVERIFY2(!text.contains("cannot be read"), qPrintable(where));
+                }
+            }
+            if (layer != c.damagedLayer) QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+        }
+        // The reason is in the issues list, naming the file.
+        bool listed = false;
+        for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
+            const QTreeWidgetItem* item = w.issuesList()->topLevelItem(i);
+            listed |= item->text(2).contains(c.reason);
+        }
+        QVERIFY2(listed, qPrintable(c.file));
+        QVERIFY2(timer.elapsed() < 60000, qPrintable(c.file + ": " + QString::number(timer.elapsed()) + " ms"));
+    }
 }
 
 #include "damaged_file_tests.moc"

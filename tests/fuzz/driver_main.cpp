@@ -7,7 +7,8 @@
 // Without -runs (or -runs=0) every FILE (and every file in each DIR) is replayed once and its
 // outcome printed. With -runs=N the files are the seed corpus: they are replayed, then N inputs
 // made from them by byte/bit flips, "interesting" integers, small additions, truncation, range
-// erase/insert/copy and splices of two seeds. Mutated input i depends only on -seed, i and the
+// erase/insert/copy, splices of two seeds, and structure-aware changes to HDF5's B-tree nodes, heaps
+// and chunk indexes (mutateStructure). Mutated input i depends only on -seed, i and the
 // seeds, so a run is reproducible and a finding can be regenerated.
 //
 // Inputs run in a forked child that runs input after input; the parent watches it. When the child
@@ -111,7 +112,83 @@ struct Rng {
     std::size_t below(std::size_t n) { return n ? std::size_t((*this)() % n) : 0; }
 };
 
+// Structure-aware: one field of one of HDF5's own structures, found by its signature. Version-1
+// B-tree nodes ("TREE": chunk indexes and group indexes) get a child pointer aimed at the node
+// itself (a loop), at another structure or out of the file, or a damaged level, entry count or
+// chunk key (chunk size, filter mask); local and global heaps, symbol nodes and the headers and
+// blocks of the latest format's chunk indexes (fixed and extensible arrays, version-2 B-trees,
+// whose checksums HDF5 verifies) get an address or size field replaced. Returns false when the
+// input holds no structure.
+bool mutateStructure(std::vector<std::uint8_t>& b, Rng& rng) {
+    static const char* const signatures[] = {"TREE", "HEAP", "GCOL", "SNOD", "BTHD", "BTIN", "BTLF",
+                                             "FAHD", "FADB", "EAHD", "EAIB", "EASB", "EADB"};
+    std::vector<std::pair<std::size_t, int>> found;  // offset, signature
+    for (std::size_t at = 0; at + 4 <= b.size(); ++at)
+        for (int s = 0; s < int(std::size(signatures)); ++s)
+            if (std::memcmp(b.data() + at, signatures[s], 4) == 0) found.emplace_back(at, s);
+    if (found.empty()) return false;
+    const auto [at, kind] = found[rng.below(found.size())];
+    const auto put = [&](std::size_t offset, std::uint64_t value, std::size_t width) {
+        if (offset + width > b.size()) return;
+        for (std::size_t i = 0; i < width; ++i) b[offset + i] = std::uint8_t(value >> (8 * i));
+    };
+    const auto address = [&]() -> std::uint64_t {
+        switch (rng.below(5)) {
+            case 0:
+                return at;  // the structure itself: a loop
+            case 1:
+                return found[rng.below(found.size())].first;  // another structure
+            case 2:
+                return b.size() + rng.below(1u << 20);  // past the end
+            case 3:
+                return ~0ull;  // HDF5's undefined address
+            default:
+                return rng.below(b.size() + 1);
+        }
+    };
+    if (std::strcmp(signatures[kind], "TREE") == 0) {
+        const bool chunks = at + 4 < b.size() && b[at + 4] == 1;
+        // Chunk keys: size, filter mask, one offset per dimension and one for the element.
+        const std::size_t rank = 1 + rng.below(5);
+        const std::size_t key = chunks ? 8 + 8 * (rank + 1) : 8;
+        const std::size_t entries = at + 8 <= b.size() ? std::size_t(b[at + 6] | (b[at + 7] << 8)) : 0;
+        const std::size_t entry = rng.below(std::max<std::size_t>(entries, 1));
+        switch (rng.below(5)) {
+            case 0:
+                put(at + 5, rng.below(4), 1);  // level
+                break;
+            case 1:
+                put(at + 6, rng.below(2) ? rng.below(70) : 0xffff, 2);  // entries used
+                break;
+            case 2:
+                put(at + 8 + 8 * rng.below(2), address(), 8);  // left or right sibling
+                break;
+            case 3:
+                if (chunks) {  // the chunk's stored size or filter mask in a key
+                    put(at + 24 + entry * (key + 8) + 4 * rng.below(2),
+                        rng.below(2) ? rng.below(1u << 24) : 0xffffffffu, 4);
+                    break;
+                }
+                [[fallthrough]];
+            default:
+                put(at + 24 + entry * (key + 8) + key, address(), 8);  // a child
+                if (rng.below(2)) put(at + 5, 1 + rng.below(2), 1);    // ... of an inner node
+                break;
+        }
+        return true;
+    }
+    // Other structures: a field in their first 48 bytes (versions, sizes, addresses).
+    const std::size_t field = at + 4 + rng.below(44);
+    if (rng.below(2))
+        put(field, address(), 8);
+    else
+        put(field, rng.below(2) ? rng.below(256) : ~0ull, std::size_t(1) << rng.below(4));
+    return true;
+}
+
 void mutateOnce(std::vector<std::uint8_t>& b, Rng& rng) {
+    // One mutation in eight is structure-aware.
+    if (rng.below(8) == 0 && mutateStructure(b, rng)) return;
     static const std::uint64_t interesting[] = {0,
                                                 1,
                                                 2,

@@ -284,7 +284,9 @@ class FuzzRegressions(unittest.TestCase):
     @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
     def test_every_fuzz_finding_is_an_input_error(self):
         folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "regressions")
-        files = sorted(f for f in os.listdir(folder) if f.endswith(".h5"))
+        # The files of libhdf5 findings on open; the structure regressions, which open cleanly and
+        # damage a read, are StructureRegressions' below.
+        files = sorted(f for f in os.listdir(folder) if f.endswith(".h5") and f not in STRUCTURE_EXPECTED)
         self.assertGreater(len(files), 0)
         for name in files:
             path = os.path.join(folder, name)
@@ -292,6 +294,104 @@ class FuzzRegressions(unittest.TestCase):
             self.assertEqual(proc.returncode, 3, f"{name}: {proc.err}")
             self.assertTrue(proc.err.startswith(f"attnlens-cli: error: {path}: "), proc.err)
             self.assertLess(proc.seconds, TIMEOUT_S + 5, name)
+
+
+GUI = os.environ.get("ATTNLENS_GUI")
+
+# Issue 27: files that open cleanly and then damage a read (tests/fuzz/make_structure_regressions.py).
+# Per file: {command: (exit status, text stderr must hold)}; "-" commands are not run.
+LOOP_K = "crashed (SIGSEGV) reading the chunk index of /layers/blocks.1/k: its HDF5 metadata is damaged"
+BOMB = "reading /layers/blocks.0/k (image 0, all heads) failed: a compressed chunk inflates beyond its declared size"
+HUGE = "this process may use"
+STRUCTURE_EXPECTED = {
+    "btree_loop_k.h5": {"inspect": (3, LOOP_K), "analyze": (3, LOOP_K), "rollout": (3, LOOP_K),
+                        "locality": (3, LOOP_K), "confusion": (3, LOOP_K), "skip": (0, LOOP_K)},
+    "btree_loop_images.h5": {"inspect": (3, "reading the chunk index of /images"), "analyze": (0, ""),
+                             "rollout": (0, ""), "locality": (0, ""), "confusion": (0, ""), "skip": (0, "")},
+    "deflate_bomb.h5": {"inspect": (0, ""), "analyze": (3, BOMB), "rollout": (3, BOMB), "locality": (3, BOMB),
+                        "confusion": (3, "inflates beyond its declared size"), "skip": (0, BOMB)},
+    "huge_grid.h5": {"inspect": (0, ""), "analyze": (3, HUGE), "rollout": (3, HUGE), "locality": (3, HUGE),
+                     "confusion": (3, HUGE), "skip": (3, HUGE)},
+}
+
+
+class StructureRegressions(unittest.TestCase):
+    """A chunk B-tree looping onto itself, a deflate bomb and a huge declared grid: every command
+    ends in seconds with its exit status and message, nothing left behind, through the CLI and the
+    desktop program's headless render (issue 27 items 1-4)."""
+
+    def setUp(self):
+        self.folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "regressions")
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def left_behind(self):
+        return sorted(os.listdir(self.dir))
+
+    @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
+    def test_every_command_through_the_cli(self):
+        for name, expected in STRUCTURE_EXPECTED.items():
+            path = os.path.join(self.folder, name)
+            out = os.path.join(self.dir, "out.json")
+            commands = {
+                "inspect": ["inspect", path],
+                "analyze": ["analyze", path, "--quiet", "-o", out],
+                "skip": ["analyze", path, "--quiet", "--skip-unreadable", "-o", out],
+                "rollout": ["rollout", path, "--image", "0", "--query", "0", "-o", out],
+                "locality": ["locality", path, "--quiet", "-o", out],
+                "confusion": ["confusion", path, "--image", "0", "--layer", "1" if "loop_k" in name else "0",
+                              "--head", "0", "--paradigm", "softmax", "-o", out],
+            }
+            for command, (status, text) in expected.items():
+                with self.subTest(file=name, command=command):
+                    proc = run(*commands[command], timeout=60)
+                    self.assertEqual(proc.returncode, status, proc.err)
+                    self.assertIn(text, proc.err)
+                    self.assertLess(proc.seconds, 10)
+                    if status == 3:
+                        self.assertTrue(proc.err.startswith(f"attnlens-cli: error: {path}: "), proc.err)
+                        self.assertEqual(self.left_behind(), [])
+                    for f in self.left_behind():
+                        self.assertNotIn(".tmp-", f)
+                    if os.path.exists(out):
+                        os.remove(out)
+            # --skip-unreadable leaves out exactly the damaged (image, layer)s.
+            if name == "btree_loop_k.h5":
+                proc = run("analyze", path, "--quiet", "--skip-unreadable", "-o", out)
+                with open(out) as f:
+                    report = json.load(f)
+                self.assertEqual(sorted((s["image"], s["layer"]) for s in report["skipped"]),
+                                 [(0, "blocks.1"), (1, "blocks.1"), (2, "blocks.1")])
+                self.assertTrue(all(r["layer"] == "blocks.0" for r in report["results"]))
+                os.remove(out)
+
+    @unittest.skipIf(not GUI, "ATTNLENS_GUI is not set (run through ctest)")
+    def test_headless_render(self):
+        env = {"QT_QPA_PLATFORM": "offscreen"}
+        cases = [("btree_loop_k.h5", "1", 3, LOOP_K), ("btree_loop_k.h5", "0", 0, ""),
+                 ("deflate_bomb.h5", "0", 3, "inflates beyond its declared size"), ("deflate_bomb.h5", "1", 0, ""),
+                 ("btree_loop_images.h5", "0", 0, ""), ("huge_grid.h5", "0", 3, HUGE)]
+        for name, layer, status, text in cases:
+            with self.subTest(file=name, layer=layer):
+                out = os.path.join(self.dir, "map.png")
+                view = "locality" if name == "huge_grid.h5" else "tokenmap"
+                environment = dict(os.environ)
+                environment.update(env)
+                start = time.monotonic()
+                proc = subprocess.run([GUI, "render", os.path.join(self.folder, name), "--view", view, "--layer", layer,
+                                       "--size", "640x480", "-o", out], capture_output=True, timeout=120,
+                                      env=environment)
+                err = proc.stderr.decode("utf-8", "backslashreplace")
+                self.assertEqual(proc.returncode, status, err)
+                self.assertIn(text, err)
+                self.assertNotIn("pixmap is null", err)
+                self.assertLess(time.monotonic() - start, 60)
+                self.assertEqual(os.path.exists(out), status == 0)
+                for f in self.left_behind():
+                    self.assertNotIn(".tmp-", f)
+                    os.remove(os.path.join(self.dir, f))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 // Thread safety: the Debian HDF5 build is not thread-safe, so every HDF5 call in the process goes
 // through one mutex (hdf5Mutex()). A DumpReader may be shared between threads.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -198,6 +199,20 @@ public:
 
     ImageData readImage(int image) const;  // Error(Input) when the dump has no images
     std::optional<std::int64_t> label(int image) const;
+
+    // The datasets read after opening, in a fixed order: every layer's q, k, v, normaliser
+    // features, output gate, position bias and local-branch weight and bias, then /images and
+    // /labels (those the dump has). What the open check walks (open_check.h).
+    std::vector<std::string> datasetsReadLater() const;
+    // Visits every node of the chunk index of datasetsReadLater()[which] (nothing for contiguous
+    // and compact storage), so that a damaged index fails here, in the open check's child, rather
+    // than in a read later. Error(Input) naming the dataset when HDF5 reports a failure.
+    void walkChunkIndex(std::size_t which) const;
+    // A dataset that must not be read (the open check found its chunk index damaged): every read
+    // that needs it throws Error(Input) with `message`. Call before sharing the reader.
+    void markUnreadable(const std::string& dataset, const std::string& message);
+    // The datasets marked unreadable, with their messages.
+    const std::map<std::string, std::string>& unreadableDatasets() const;
 
 private:
     DumpReader() = default;

@@ -10,11 +10,23 @@
 // memory limit. Only a dump that opens there is opened in-process; the child's crash, time-out or
 // error becomes an ordinary input error. The child is the same executable started again with
 // kOpenCheckArgument, so it has no threads and no locks inherited from the caller.
+//
+// Reads after opening go through structures the open does not touch: each chunked dataset's chunk
+// index (a B-tree or, in the latest format, an array or v2 B-tree). A damaged one (a node whose
+// child points back at itself) makes HDF5 recurse until the stack overflows at the first read,
+// hours into an analysis or on a click in the desktop program. So after opening, the child also
+// walks the chunk index of every dataset read later (DumpReader::walkChunkIndex). A dataset whose
+// walk crashes, stalls or fails is unreadable: the caller's reader refuses to read it (an input
+// error naming it, DumpReader::markUnreadable), and every other dataset stays usable.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace attnlens {
+
+class DumpReader;
 
 inline constexpr const char* kOpenCheckArgument = "--attnlens-open-check";
 
@@ -22,8 +34,10 @@ struct OpenCheckOptions {
     // The program to start as the child; it must call runOpenCheckChildIfRequested() first thing.
     std::string executable = "/proc/self/exe";
     // Wall-clock limit for the child's open (environment: ATTNLENS_OPEN_TIMEOUT seconds; 0 turns
-    // the check off). Opening reads metadata only: a few milliseconds even for 50 GB dumps.
-    double timeoutSeconds = 10.0;
+    // the check off), for the open and the walks together. Opening reads metadata only: a few
+    // milliseconds even for 50 GB dumps; the default leaves a 20 s outer limit (a test harness, a
+    // batch job's step) room to see the message.
+    double timeoutSeconds = 5.0;
     // Address-space limit of the child (not applied in sanitizer builds, which reserve terabytes).
     std::uint64_t memoryLimitBytes = std::uint64_t(1) << 30;
 };
@@ -39,8 +53,17 @@ enum class OpenCheckOutcome {
     NotRun,    // disabled, or the child could not be started: open in-process as before
 };
 
+// A dataset the child could not walk: its index crashed, stalled or failed.
+struct UnreadableDataset {
+    std::string dataset;  // "/layers/blocks.0/k"
+    std::string message;  // complete, naming the file and the dataset
+};
+
 struct OpenCheckResult {
     OpenCheckOutcome outcome = OpenCheckOutcome::NotRun;
+    // For Valid: datasets whose chunk index is damaged (their reads are refused).
+    std::vector<UnreadableDataset> unreadable;
+    int walked = 0;       // datasets whose index the child walked
     std::string message;  // a complete message for the user when not Valid/NotRun
     int errorKind = 0;    // for Invalid: the ErrorKind of the child's error, as int
     double seconds = 0;   // wall-clock time of the check
@@ -49,10 +72,21 @@ struct OpenCheckResult {
 OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheckOptions& options);
 
 // Runs the check and throws the matching attnlens::Error (Input for crashes and time-outs) unless
-// it says Valid or NotRun.
-void requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOptions& options);
+// it says Valid or NotRun; returns it then.
+OpenCheckResult requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOptions& options);
 
-// In main() before anything else: when argv is {exe, kOpenCheckArgument, path}, performs the
+// The one way the front ends open a dump: the child-process check (when it fails, the matching
+// attnlens::Error), then DumpReader::open in-process with the unreadable datasets marked.
+std::unique_ptr<DumpReader> openCheckedDump(const std::string& path, const OpenCheckOptions& options);
+
+// Kills the open check's child if one is running. Async-signal-safe (the CLI's signal handlers).
+void killOpenCheckChild() noexcept;
+
+// At most this many datasets with damaged chunk indexes are named; a file with more is refused.
+inline constexpr int kMaxUnreadableDatasets = 32;
+
+// In main() before anything else: when argv is {exe, kOpenCheckArgument, path[, first dataset to
+// walk]}, performs the
 // child's part and returns the exit code to return from main; otherwise returns nothing.
 std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv);
 

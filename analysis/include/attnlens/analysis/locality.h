@@ -102,6 +102,12 @@ struct LocalityReport {
 // count. progress gets (images done, images); returning false cancels (Error(Cancelled)). Data
 // that cannot be read ends the run (Error(Input) naming the dataset): a locality figure over
 // fewer images than asked would not say so in its numbers.
+// Memory: the sums of every (layer, head, paradigm) cell for the image, "all" and each label group
+// that can occur ((2H-1)(2W-1) offsets each), and per worker one layer's activations, one head's
+// features and a block of rows (memory_plan.cpp). localityOverDump checks this before it
+// allocates: Error(Input) "... needs about X GiB of memory, more than the Y GiB this process may
+// use" when even one worker does not fit; fewer workers when that is what fits.
+MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& request, double budgetBytes);
 LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request,
                                 const ProgressFn& progress = {});
 

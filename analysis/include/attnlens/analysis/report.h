@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/temporary_files.h"
 
 namespace attnlens {
 
@@ -128,6 +129,7 @@ private:
     [[noreturn]] void fail(const std::string& why);
     std::string path_, shown_, temporary_, buffer_;
     int fd_ = -1;
+    TemporaryFileRegistration registration_;  // removed by the CLI's signal handlers too
 };
 
 // An analyze report written while the analysis runs (attnlens-cli analyze): the provenance first,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attnlens/attention.h"
+#include "attnlens/dump.h"
 
 namespace attnlens {
 
@@ -54,6 +55,12 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
 // of it. cancel: polled between layers (Error(Cancelled)).
 Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options,
                      const std::atomic<bool>* cancel = nullptr);
+// Bytes that reading one image of `layers` (positions in info.layers) and rolling one query out
+// through them for one paradigm at a time need, with `threads` workers, plus `resultBytes` per
+// token for the result's text (an estimate from above: terms in memory_plan.cpp and README
+// "Memory"). For checkFitsInMemory before anything is read.
+double rolloutMemoryBytes(const DumpInfo& info, const std::vector<int>& layers, const RolloutOptions& options,
+                          int threads, double resultBytesPerToken = 0);
 // Whether rolloutRow takes the O(N d) path for this layer.
 bool rolloutUsesFactorisedForm(const RolloutLayer& layer, const RolloutOptions& options);
 
