@@ -287,6 +287,9 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
     h5::readHyperslab(impl_->labels.get(), H5T_NATIVE_INT64, start, extent,
                       std::span(reinterpret_cast<unsigned char*>(&value), sizeof value),
                       {info_.path, "/labels", "image " + std::to_string(image)});
+    if (std::size_t(image) >= kLabelsCheckedOnOpen)
+        if (const std::string problem = labelProblem(value, info_.classNames.size(), image); !problem.empty())
+            throwInput(info_.path + ": " + problem);
     return value;
 }
 

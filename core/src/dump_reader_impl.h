@@ -73,6 +73,18 @@ struct DumpReader::Impl {
                          LocalBranchWeights& out) const;
 };
 
+// Labels checked against /class_names when the dump is opened (8 MiB of int64); the labels of later
+// images are checked when they are read (DumpReader::label).
+inline constexpr std::size_t kLabelsCheckedOnOpen = std::size_t(1) << 20;
+
+// "/labels: image B has label X, not one of the N classes of /class_names (0 to N-1)", or empty
+// when `label` names one of `classes` classes (or the dump has no class names: classes == 0).
+inline std::string labelProblem(std::int64_t label, std::size_t classes, int image) {
+    if (classes == 0 || (label >= 0 && label < std::int64_t(classes))) return {};
+    return "/labels: image " + std::to_string(image) + " has label " + std::to_string(label) + ", not one of the " +
+           std::to_string(classes) + " classes of /class_names (0 to " + std::to_string(classes - 1) + ")";
+}
+
 // Error(Input) naming the channel and the value when `values` (channels of `perChannel` values
 // each) hold a non-finite value: a branch's weights must be finite (dump_validation.cpp).
 void requireFiniteBranchValues(const std::string& file, const FloatDataset& tensor, const std::vector<double>& values,

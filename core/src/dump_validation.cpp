@@ -325,24 +325,30 @@ public:
                 fail(where + " is not usable text: " + *problem + " (\"" + printableText(names[i], 80) + "\")");
         }
         if (labels >= 0) {
-            std::vector<std::int64_t> values(std::size_t(images), 0);
-            const hsize_t start[1] = {0}, extent[1] = {hsize_t(images)};
-            const std::string dataset = "/labels", what = "all images";
-            h5::readHyperslab(
-                labels, H5T_NATIVE_INT64, start, extent,
-                std::span(reinterpret_cast<unsigned char*>(values.data()), values.size() * sizeof(std::int64_t)),
-                {path_, dataset, what});
-            for (std::size_t b = 0; b < values.size(); ++b)
-                if (values[b] < 0 || values[b] >= std::int64_t(count))
-                    fail("/labels: image " + std::to_string(b) + " has label " + std::to_string(values[b]) +
-                         ", not one of the " + std::to_string(count) + " classes of /class_names (0 to " +
-                         std::to_string(count - 1) + ")");
+            // The first kLabelsCheckedOnOpen labels, in blocks through one small buffer (memory
+            // and time stay small for any declared B); the others are checked as they are read
+            // (DumpReader::label).
+            const std::size_t checked = std::min<std::size_t>(std::size_t(images), kLabelsCheckedOnOpen);
+            std::vector<std::int64_t> values(std::min<std::size_t>(checked, kLabelBlock), 0);
+            for (std::size_t first = 0; first < checked; first += values.size()) {
+                const std::size_t n = std::min(values.size(), checked - first);
+                const hsize_t start[1] = {hsize_t(first)}, extent[1] = {hsize_t(n)};
+                h5::readHyperslab(
+                    labels, H5T_NATIVE_INT64, start, extent,
+                    std::span(reinterpret_cast<unsigned char*>(values.data()), n * sizeof(std::int64_t)),
+                    {path_, "/labels", "images " + std::to_string(first) + " to " + std::to_string(first + n - 1)});
+                for (std::size_t b = 0; b < n; ++b)
+                    if (const std::string problem = labelProblem(values[b], count, int(first + b)); !problem.empty())
+                        fail(problem);
+            }
         }
         return names;
     }
 
 private:
     [[noreturn]] void fail(const std::string& message) const { throwInput(path_ + ": " + message); }
+
+    static constexpr std::size_t kLabelBlock = 65536;
 
     static constexpr const char* kQkvRule = "q, k and v";
     static constexpr const char* kBranchRule = "the local branch's weight and bias";

@@ -137,6 +137,7 @@ def main():
     p.add_argument("--per-class", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
+    a.cli = os.path.abspath(a.cli)
     rng = random.Random(a.seed)
     seeds = sorted(os.path.join(a.corpus, f) for f in os.listdir(a.corpus) if f.endswith(".h5"))
     os.makedirs(os.path.join(a.out, "findings"), exist_ok=True)

@@ -89,8 +89,13 @@ class GlobalHeap(Hostile):
         # An object size that stays inside the collection: HDF5 1.10 walks the heap forever.
         patch(self.path, b"GCOL", 24, (4000).to_bytes(8, "little"))
         proc = self.refused(f"{self.path}: opening the file did not finish within {TIMEOUT_S} s: "
-                            "HDF5 is stuck on damaged metadata")
+                            "HDF5 is stuck on damaged metadata (ATTNLENS_OPEN_TIMEOUT=SECONDS sets the limit")
         self.assertGreaterEqual(proc.seconds, TIMEOUT_S - 0.5)
+        # Issue 27 item 9: with the default limit a 20 s outer limit is never reached.
+        proc = run("inspect", self.path)
+        self.assertEqual(proc.returncode, 3, proc.err)
+        self.assertIn("did not finish within 5 s", proc.err)
+        self.assertLess(proc.seconds, 8)
 
     def test_object_size_that_crashes_hdf5_is_an_input_error(self):
         patch(self.path, b"GCOL", 24, (0x7fffffff0).to_bytes(8, "little"))
@@ -366,6 +371,37 @@ class StructureRegressions(unittest.TestCase):
                                  [(0, "blocks.1"), (1, "blocks.1"), (2, "blocks.1")])
                 self.assertTrue(all(r["layer"] == "blocks.0" for r in report["results"]))
                 os.remove(out)
+
+    @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
+    def test_billions_of_labels_open_in_milliseconds(self):
+        # Issue 27 item 7: the label check read every label (2^31 - 1 of them: 16 GiB, "its HDF5
+        # metadata is damaged" from the open check's memory limit). Now the first 2^20 are checked
+        # on open, in blocks, and a later one when it is read.
+        images = 2**31 - 1
+        path = os.path.join(self.dir, "labels.h5")
+        with h5py.File(path, "w") as f:
+            f.attrs["format"] = "attnlens.dump"
+            f.attrs["format_version"] = np.int64(1)
+            f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
+            f.attrs["prefix_tokens"] = np.int64(1)
+            for name in ("q", "k"):
+                f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=(1, 1, 5, 2))
+            f.create_dataset("labels", shape=(images,), dtype=np.int64, chunks=(65536,))
+            f.create_dataset("class_names", data=np.array([b"cat", b"dog"]))
+            f["labels"][images - 1] = 7
+            f["labels"][5] = 1
+        proc = run("inspect", path)
+        self.assertEqual(proc.returncode, 0, proc.err)
+        self.assertLess(proc.seconds, 2)
+        proc = run("locality", path, "--images", str(images - 1), "--quiet")
+        self.assertEqual(proc.returncode, 3, proc.err)
+        self.assertIn(f"{path}: /labels: image {images - 1} has label 7, not one of the 2 classes", proc.err)
+        # Within the first 2^20, the open refuses it.
+        with h5py.File(path, "r+") as f:
+            f["labels"][1000] = -1
+        proc = run("inspect", path)
+        self.assertEqual(proc.returncode, 3, proc.err)
+        self.assertIn("/labels: image 1000 has label -1", proc.err)
 
     @unittest.skipIf(not GUI, "ATTNLENS_GUI is not set (run through ctest)")
     def test_headless_render(self):
