@@ -15,6 +15,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -25,6 +26,7 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/formats.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/rollout.h"
@@ -864,82 +866,42 @@ int cmdConfusion(int argc, char** argv) {
     for (const char* required : {"--image", "--layer", "--head", "--paradigm"})
         if (!a.get(required)) throwUsage(std::string("confusion: ") + required + " is required");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
-    const Paradigm paradigm = Paradigm::parse(*a.get("--paradigm"));
-    ConfusionOptions options;
-    if (auto t = a.get("--tau")) options.tau = parseNumber(*t, "--tau");
-    validate(options);
-    const int maxPairs = a.get("--pairs") ? parseInt(*a.get("--pairs"), 0, 1000000, "--pairs") : 20;
+    ConfusionRequest req;
+    req.paradigm = Paradigm::parse(*a.get("--paradigm"));
+    if (auto t = a.get("--tau")) req.options.tau = parseNumber(*t, "--tau");
+    validate(req.options);
+    if (auto n = a.get("--pairs")) req.maxPairs = parseInt(*n, 0, 1000000, "--pairs");
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
     if (images.size() != 1) throwUsage("--image: name one image, got " + quotedText(*a.get("--image")));
-    const int layerIndex = parseLayer(*a.get("--layer"), info, "--layer");
-    const LayerInfo& layer = info.layers[std::size_t(layerIndex)];
-    const int head = parseInt(*a.get("--head"), 0, layer.heads - 1, "--head");
+    req.image = images.front();
+    req.layer = parseLayer(*a.get("--layer"), info, "--layer");
+    const LayerInfo& layer = info.layers[std::size_t(req.layer)];
+    req.head = parseInt(*a.get("--head"), 0, layer.heads - 1, "--head");
     if (output) checkOutputWritable(*output, {a.positional[0]});
-    // Before anything is read: the head's activations, its features and confusion's row blocks,
-    // as analyze plans them for the confusion statistic alone.
-    StatSelection confusionOnly;
-    confusionOnly.rank = confusionOnly.local = confusionOnly.entropy = confusionOnly.magnitude = false;
-    checkFitsInMemory(workerBytes(layer, {paradigm}, confusionOnly, false),
-                      info.path + ": confused pairs of layer " + printableText(layer.name) +
-                          " (N = " + std::to_string(layer.tokens) + " tokens)");
-    const HeadActivations act = reader->readHead(images.front(), layerIndex, head);
-    const AttentionHead attention(paradigm, headInputs(layer, act, head));
-    const ConfusedPairList list = confusedPairs(attention, act.q, options, std::size_t(maxPairs));
-    const InjectivityConditions c = injectivityConditions(attention, act.k);
+    const json j = confusionOfHead(*reader, req);
     const TokenLayout& l = layer.layout;
     auto where = [&l](Index t) {
         return l.isSpatial(t) ? "(y " + std::to_string(l.row(t)) + ", x " + std::to_string(l.col(t)) + ")"
                               : "prefix " + std::to_string(t);
     };
+    const json& c = j["injectivity"];
     std::printf("%s, image %d, layer %s, head %d: %lld confused pairs (tau %g), %lld pairs with identical queries\n",
-                paradigm.name.c_str(), images.front(), printableText(layer.name).c_str(), head,
-                (long long)list.counts.confusedPairs, options.tau, (long long)list.counts.identicalQueryPairs);
+                req.paradigm.name.c_str(), req.image, printableText(layer.name).c_str(), req.head,
+                j["confused_pairs"].get<long long>(), j["tau"].get<double>(),
+                j["identical_query_pairs"].get<long long>());
     std::printf("rank of the key features %d of %lld, with a ones column %d of %lld (over %s%lld keys): %s\n",
-                c.rankFeatures, (long long)c.features, c.rankWithOnes, (long long)c.features + 1,
-                c.keySetRankFeatures.empty() ? "" : "at least ", (long long)c.keys, c.proposition.c_str());
-    json pairs = json::array();
-    for (const ConfusedPair& pair : list.pairs) {
-        std::printf("  %5lld %-16s %5lld %-16s row distance %.3e  query distance %.4g\n", (long long)pair.p,
-                    where(pair.p).c_str(), (long long)pair.q, where(pair.q).c_str(), pair.rowDistance,
-                    pair.queryDistance);
-        pairs.push_back(
-            {{"p", pair.p}, {"q", pair.q}, {"row_distance", pair.rowDistance}, {"query_distance", pair.queryDistance}});
+                c["rank_features"].get<int>(), c["features"].get<long long>(), c["rank_with_ones"].get<int>(),
+                c["features"].get<long long>() + 1, c.contains("key_set_rank_features") ? "at least " : "",
+                c["keys"].get<long long>(), c["proposition"].get<std::string>().c_str());
+    for (const json& pair : j["pairs"]) {
+        const Index p = pair["p"].get<Index>(), q = pair["q"].get<Index>();
+        std::printf("  %5lld %-16s %5lld %-16s row distance %.3e  query distance %.4g\n", (long long)p,
+                    where(p).c_str(), (long long)q, where(q).c_str(), pair["row_distance"].get<double>(),
+                    pair["query_distance"].get<double>());
     }
     if (output) {
-        json j;
-        j["format"] = "attnlens.confusion";
-        j["format_version"] = 1;
-        j["input"] = {{"dump", info.path}, {"image", images.front()}, {"layer", layer.name}, {"head", head}};
-        j["paradigm"] = paradigm.toJson();
-        j["definitions"] = {
-            {"confused_pair",
-             "distinct tokens p < q with ||A_p - A_q||_2 < tau and ||Q_p - Q_q||_2 > "
-             "query_tolerance (InLine Sec. 4.1); listed by increasing row distance"},
-            {"rank",
-             "SVD rank with numpy's rule: sigma > max(rows, cols) * 2^-52 * sigma_max, over keys with finite "
-             "features; features: K for softmax, phi(K) otherwise; on window layers per key set (each query's "
-             "window, or its window and mask region for kernel paradigms under a masked rule): keys, rank_features "
-             "and rank_with_ones are the smallest over the sets, conditions_met that every set meets them, "
-             "key_set_rank_features / key_set_rank_with_ones list each set's ranks"}};
-        j["tau"] = list.counts.tau;
-        j["query_tolerance"] = list.counts.queryTolerance;
-        j["confused_pairs"] = list.counts.confusedPairs;
-        j["identical_query_pairs"] = list.counts.identicalQueryPairs;
-        j["method"] = list.counts.method;
-        j["pairs"] = pairs;
-        j["injectivity"] = {{"features", c.features},
-                            {"keys", c.keys},
-                            {"rank_features", c.rankFeatures},
-                            {"rank_with_ones", c.rankWithOnes},
-                            {"conditions_met", c.conditionsMet},
-                            {"proposition", c.proposition}};
-        if (!c.keySetRankFeatures.empty()) {
-            j["injectivity"]["key_set_rank_features"] = c.keySetRankFeatures;
-            j["injectivity"]["key_set_rank_with_ones"] = c.keySetRankWithOnes;
-            j["injectivity"]["key_sets_met"] = c.keySetsMet;
-        }
         writeFileAtomically(*output, j.dump(1) + "\n", {a.positional[0]});
         std::printf("wrote %s\n", output->c_str());
     }
@@ -955,97 +917,44 @@ int cmdRollout(int argc, char** argv) {
     for (const char* required : {"--image", "--query"})
         if (!a.get(required)) throwUsage(std::string("rollout: ") + required + " is required");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
-    RolloutOptions options;
-    if (auto v = a.get("--residual")) options.residual = parseNumber(*v, "--residual");
-    if (auto v = a.get("--discard")) options.discardRatio = parseNumber(*v, "--discard");
-    if (auto v = a.get("--fusion")) options.fusion = parseHeadFusion(*v);
-    if (auto v = a.get("--weights")) options.weights = parseRolloutWeights(*v);
-    validate(options);
-    int threads = int(std::max(1u, std::thread::hardware_concurrency()));
-    if (auto t = a.get("--threads")) threads = parseInt(*t, 1, 256, "--threads");
-    std::vector<Paradigm> paradigms = parseParadigms(a);
-    if (paradigms.empty()) paradigms = presetParadigms();  // as analyze and locality do
+    RolloutRequest req;
+    if (auto v = a.get("--residual")) req.options.residual = parseNumber(*v, "--residual");
+    if (auto v = a.get("--discard")) req.options.discardRatio = parseNumber(*v, "--discard");
+    if (auto v = a.get("--fusion")) req.options.fusion = parseHeadFusion(*v);
+    if (auto v = a.get("--weights")) req.options.weights = parseRolloutWeights(*v);
+    validate(req.options);
+    req.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.paradigms = parseParadigms(a);
+    if (req.paradigms.empty()) req.paradigms = presetParadigms();  // as analyze and locality do
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
     if (images.size() != 1) throwUsage("--image: name one image, got " + quotedText(*a.get("--image")));
-    std::vector<int> layers(info.layers.size());
-    std::iota(layers.begin(), layers.end(), 0);
-    if (auto s = a.get("--layers")) layers = parseLayerList(*s, info, "--layers");
-    if (auto s = a.get("--model")) layers = modelLayers(*s, info, a.get("--layers") ? layers : std::vector<int>{});
-    const TokenLayout& l = info.layers[std::size_t(layers.front())].layout;
-    Index query = 0;
-    const std::string qs = *a.get("--query");
-    if (qs == "cls") {
-        if (l.prefix == 0) throwUsage("--query cls: the layers have no prefix token");
-    } else if (qs.find(',') != std::string::npos) {
-        const std::vector<int> yx = parseIntList(qs, 0, std::max(l.gridH, l.gridW) - 1, "--query");
-        if (yx.size() != 2 || yx[0] >= l.gridH || yx[1] >= l.gridW)
-            throwUsage("--query: expected y,x on the " + std::to_string(l.gridH) + " x " + std::to_string(l.gridW) +
-                       " grid, got " + quotedText(qs));
-        query = l.token(yx[0], yx[1]);
-    } else {
-        query = parseInt(qs, 0, int(l.tokens()) - 1, "--query");
-    }
+    req.image = images.front();
+    req.layers.resize(info.layers.size());
+    std::iota(req.layers.begin(), req.layers.end(), 0);
+    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
+    if (auto s = a.get("--model"))
+        req.layers = modelLayers(*s, info, a.get("--layers") ? req.layers : std::vector<int>{});
+    req.query = parseQueryToken(*a.get("--query"), info.layers[std::size_t(req.layers.front())].layout, "--query");
     if (output) checkOutputWritable(*output, {a.positional[0]});
-    // Before anything is read: the row and grid of every paradigm are kept as JSON (about 100 bytes
-    // per token each, with their text).
-    checkFitsInMemory(rolloutMemoryBytes(info, layers, options, threads, 100.0 * double(paradigms.size())),
-                      info.path + ": rollout of one query through " + std::to_string(layers.size()) +
-                          " layer(s) of up to " + std::to_string(l.tokens()) + " tokens");
-    // The activations of every selected layer, read once for all paradigms.
-    std::vector<std::vector<HeadActivations>> acts;
-    for (int layer : layers) acts.push_back(reader->readLayer(images.front(), layer, false));
-    json results = json::array();
-    for (const Paradigm& p : paradigms) {
-        std::vector<std::unique_ptr<AttentionHead>> heads;
-        std::vector<RolloutLayer> rollout;
-        for (std::size_t i = 0; i < layers.size(); ++i) {
-            const LayerInfo& li = info.layers[std::size_t(layers[i])];
-            RolloutLayer layer;
-            for (std::size_t h = 0; h < acts[i].size(); ++h) {
-                heads.push_back(std::make_unique<AttentionHead>(p, headInputs(li, acts[i][h], int(h))));
-                layer.push_back(heads.back().get());
-            }
-            rollout.push_back(layer);
+    const json j = rolloutOverDump(*reader, req);
+    for (const json& result : j["results"]) {
+        const json& row = result["row"];
+        std::size_t top = 0;
+        double sum = 0, best = -std::numeric_limits<double>::infinity();
+        for (std::size_t t = 0; t < row.size(); ++t) {
+            const double w = row[t].is_null() ? std::numeric_limits<double>::quiet_NaN() : row[t].get<double>();
+            sum += w;
+            if (w > best) best = w, top = t;
         }
-        const RowVector r = rolloutRow(rollout, query, options, threads);
-        json row = json::array();
-        for (Index j = 0; j < r.size(); ++j) row.push_back(std::isfinite(r[j]) ? json(r[j]) : json(nullptr));
-        json grid = json::array();
-        for (int y = 0; y < l.gridH; ++y) {
-            json line = json::array();
-            for (int x = 0; x < l.gridW; ++x) line.push_back(row[std::size_t(l.token(y, x))]);
-            grid.push_back(line);
-        }
-        Index top = 0;
-        for (Index j = 1; j < r.size(); ++j)
-            if (r[j] > r[top]) top = j;
         std::printf("%-12s rollout of query %lld over %zu layers: largest weight %.4g on token %lld, sum %.6f\n",
-                    p.name.c_str(), (long long)query, layers.size(), r[top], (long long)top, r.sum());
-        results.push_back({{"paradigm", p.toJson()}, {"row", row}, {"grid", grid}});
+                    result["paradigm"]["name"].get<std::string>().c_str(), (long long)req.query, req.layers.size(),
+                    row.empty() || row[top].is_null() ? std::numeric_limits<double>::quiet_NaN() : best, (long long)top,
+                    sum);
     }
     if (output) {
-        json layerNames = json::array();
-        for (int layer : layers) layerNames.push_back(info.layers[std::size_t(layer)].name);
-        json j;
-        j["format"] = "attnlens.rollout";
-        j["format_version"] = 1;
-        j["input"] = {{"dump", info.path}, {"image", images.front()}, {"query", query}, {"layers", layerNames}};
-        j["options"] = {{"residual", options.residual},
-                        {"fusion", std::string(toString(options.fusion))},
-                        {"discard_ratio", options.discardRatio},
-                        {"weights", std::string(toString(options.weights))}};
-        j["definitions"] = {
-            {"rollout",
-             "e_q^T R_L ... R_1 over the layers in order, R_l = rows of (1 - w) F + w I divided by their "
-             "sums, F = heads fused (mean, max or min) of W, discard: the lowest fraction of F's entries "
-             "(never (0, 0)) set to 0 (Abnar and Zuidema 2020, vit-explain)"},
-            {"weights",
-             "W = A (signed), max(A, 0) with rows renormalised (clipped, the default) or |A| renormalised "
-             "(absolute); a row without positive weight is null"},
-            {"grid", "the row's spatial tokens on the first layer's grid, row-major; prefix tokens are in 'row'"}};
-        j["results"] = results;
         writeFileAtomically(*output, j.dump(1) + "\n", {a.positional[0]});
         std::printf("wrote %s\n", output->c_str());
     }

@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     const QCommandLineOption image(QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I"));
     const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"),
                                    QStringLiteral("L"));
-    const QCommandLineOption query(QStringLiteral("query"), QStringLiteral("query token as y,x"),
-                                   QStringLiteral("Y,X"));
+    const QCommandLineOption query(QStringLiteral("query"),
+                                   QStringLiteral("query token: its index, y,x on the grid, or cls"),
+                                   QStringLiteral("Q"));
     const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
                                       QStringLiteral("P"));
     const QCommandLineOption opacity(QStringLiteral("opacity"), QStringLiteral("input image opacity 0..100"),
@@ -135,13 +136,9 @@ int main(int argc, char** argv) {
             const attnlens::DumpInfo& info = session->info();
             if (parser.isSet(image)) session->setImage(parseInt(text(image), 0, info.images - 1, "--image"));
             if (parser.isSet(layer)) session->setLayer(attnlens::parseLayer(text(layer), info, "--layer"));
-            if (parser.isSet(query)) {
-                const QStringList yx = parser.value(query).split(',');
-                if (yx.size() != 2) attnlens::throwUsage("--query: expected Y,X, e.g. 7,7");
-                const attnlens::TokenLayout& l = session->layout();
-                session->setQuery(l.token(parseInt(yx[0].toStdString(), 0, l.gridH - 1, "--query y"),
-                                          parseInt(yx[1].toStdString(), 0, l.gridW - 1, "--query x")));
-            }
+            if (parser.isSet(query))
+                session->setQuery(
+                    attnlens::Index(attnlens::parseQueryToken(text(query), session->layout(), "--query")));
         }
         if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(text(paradigm)));
         if (parser.isSet(rollout)) {

@@ -1,5 +1,5 @@
 #pragma once
-// View 3: the full N x N attention matrix of the selected head under the selected paradigm (FLatten
+// "Matrix" (render --view matrix): the full N x N attention matrix of the selected head under the selected paradigm (FLatten
 // Fig. 5), linear or logarithmic colour, the selected query's row highlighted and the numerical rank
 // in the title. The matrix is computed on a worker (O(N^2 d)); the rank comes from the spectrum job.
 #include <map>

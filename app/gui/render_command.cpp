@@ -207,22 +207,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         if (!saved || p.isSet(layer)) session.setLayer(parseLayer(p.value(layer).toStdString(), info, "--layer"));
         if (!saved || p.isSet(head))
             session.setHead(intOption(p.value(head), 0, session.layerInfo().heads - 1, "--head"));
-        if (p.isSet(query)) {
-            const QString q = p.value(query).trimmed().toLower();
-            const TokenLayout& l = session.layout();
-            if (q == QStringLiteral("cls")) {
-                if (l.prefix == 0) throwUsage("--query cls: this layer has no prefix tokens");
-                session.setQuery(0);
-            } else if (q.contains(',')) {
-                const QStringList yx = q.split(',');
-                if (yx.size() != 2)
-                    throwUsage("--query: expected a token, y,x or cls, got " + quotedText(q.toStdString()));
-                session.setQuery(l.token(intOption(yx[0], 0, l.gridH - 1, "--query y"),
-                                         intOption(yx[1], 0, l.gridW - 1, "--query x")));
-            } else {
-                session.setQuery(intOption(q, 0, int(l.tokens()) - 1, "--query"));
-            }
-        }
+        if (p.isSet(query))
+            session.setQuery(Index(parseQueryToken(p.value(query).toStdString(), session.layout(), "--query")));
         if (p.isSet(paradigm)) session.setParadigm(paradigmByName(session, p.value(paradigm)));
         if (p.isSet(paradigms)) {
             std::vector<int> shown;

@@ -244,10 +244,10 @@ int Session::paradigmIndex(const std::string& name) const {
     return -1;
 }
 
-void Session::selectionTouched(bool queryOnly) {
+void Session::selectionTouched(bool rowsOnly) {
     rows_.clear();
     branchRows_.clear();
-    if (queryOnly) {
+    if (rowsOnly) {
         Q_EMIT queryChanged();
     } else {
         Q_EMIT selectionChanged();

@@ -1,5 +1,5 @@
 #pragma once
-// View 4: statistics, each one QCustomPlot with axes, legend and units: SpectrumView, MagnitudeView
+// The statistics views: each one QCustomPlot with axes, legend and units: SpectrumView, MagnitudeView
 // (the selected head and query) and the per-layer report views (LocalMassView, ConfusionView,
 // LayerStatsView).
 #include "layer_report_views.h"

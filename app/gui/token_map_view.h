@@ -1,5 +1,5 @@
 #pragma once
-// View 1: the selected query's attention row on the H x W token grid, with a colour bar, the input
+// "Token map" (render --view tokenmap): the selected query's attention row on the H x W token grid, with a colour bar, the input
 // image underneath (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as
 // separate labelled cells below the grid. Clicking a cell makes it the query.
 #include <optional>

@@ -9,6 +9,7 @@
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "attnlens/text.h"
+#include "attnlens/token_layout.h"
 
 namespace attnlens {
 namespace {
@@ -144,6 +145,26 @@ int parseLayer(std::string_view text, const DumpInfo& info, std::string_view opt
     const std::vector<int> layers = parseLayerList(text, info, option);
     if (layers.size() != 1) throwUsage(std::string(option) + ": name one layer, got " + quotedText(text));
     return layers.front();
+}
+
+long long parseQueryToken(std::string_view text, const TokenLayout& layout, std::string_view option) {
+    std::string q(text);
+    q.erase(0, q.find_first_not_of(" \t"));
+    q.erase(q.find_last_not_of(" \t") + 1);
+    std::transform(q.begin(), q.end(), q.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string name(option);
+    if (q == "cls") {
+        if (layout.prefix == 0) throwUsage(name + " cls: the layer has no prefix tokens");
+        return 0;
+    }
+    if (const std::size_t comma = q.find(','); comma != std::string::npos) {
+        if (q.find(',', comma + 1) != std::string::npos || layout.gridH <= 0 || layout.gridW <= 0)
+            throwUsage(name + ": expected a token, y,x or cls, got " + quotedText(text));
+        const int y = parseInt(std::string_view(q).substr(0, comma), 0, layout.gridH - 1, name + " y");
+        const int x = parseInt(std::string_view(q).substr(comma + 1), 0, layout.gridW - 1, name + " x");
+        return layout.token(y, x);
+    }
+    return parseInt(q, 0, int(std::min<long long>(layout.tokens(), 1ll << 31) - 1), name);
 }
 
 }  // namespace attnlens

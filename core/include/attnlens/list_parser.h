@@ -11,6 +11,7 @@
 namespace attnlens {
 
 struct DumpInfo;
+struct TokenLayout;
 
 // A finite decimal number with an optional sign ("1e-3", "+0.5"): "OPTION: 'x' is not a finite
 // number" (also for values beyond double's range).
@@ -28,5 +29,10 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
 std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info, std::string_view option);
 // Exactly one layer, by name or position: "OPTION: name one layer, got '0,1'".
 int parseLayer(std::string_view text, const DumpInfo& info, std::string_view option);
+
+// A query token of `layout`: its index ("40"), "y,x" on the grid ("3,4"), or "cls" (the first
+// prefix token); case and surrounding spaces are ignored. Error(Usage) naming the option:
+// "OPTION cls: the layer has no prefix tokens", "OPTION y: 9 is out of range [0, 6]".
+long long parseQueryToken(std::string_view text, const TokenLayout& layout, std::string_view option);
 
 }  // namespace attnlens

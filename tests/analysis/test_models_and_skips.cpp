@@ -1,4 +1,4 @@
-// Issue 12: analyzeDump skipping an unreadable (image, layer) (AnalyzeRequest::skipUnreadable), the
+// analyzeDump skipping an unreadable (image, layer) (AnalyzeRequest::skipUnreadable), the
 // report's "skipped" list through summary and merge, and the per-model summaries of a dump holding
 // several models (layer names <model>.<block>).
 #include <gtest/gtest.h>

@@ -1,0 +1,154 @@
+#include "attnlens/analysis/formats.h"
+
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <string>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/error.h"
+#include "attnlens/text.h"
+
+namespace attnlens {
+
+using nlohmann::json;
+
+json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, const std::atomic<bool>* cancel) {
+    const DumpInfo& info = reader.info();
+    validate(request.options);
+    std::vector<int> layers = request.layers;
+    if (layers.empty()) {
+        layers.resize(info.layers.size());
+        std::iota(layers.begin(), layers.end(), 0);
+    }
+    for (int l : layers)
+        if (l < 0 || l >= int(info.layers.size()))
+            throwUsage("rollout: layer " + std::to_string(l) + " is not in the dump (" +
+                       std::to_string(info.layers.size()) + " layers)");
+    if (request.image < 0 || request.image >= info.images)
+        throwUsage("rollout: image " + std::to_string(request.image) + " is not in the dump (" +
+                   std::to_string(info.images) + " images)");
+    const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    const TokenLayout& first = info.layers[std::size_t(layers.front())].layout;
+    if (request.query < 0 || request.query >= first.tokens())
+        throwUsage("rollout: query " + std::to_string(request.query) + " is not a token of layer " +
+                   printableText(info.layers[std::size_t(layers.front())].name) + " (" +
+                   std::to_string(first.tokens()) + " tokens)");
+    const int threads = std::max(1, request.threads);
+    // Before anything is read: the row and grid of every paradigm are kept as JSON (about 100 bytes
+    // per token each, with their text).
+    checkFitsInMemory(rolloutMemoryBytes(info, layers, request.options, threads, 100.0 * double(paradigms.size())),
+                      info.path + ": rollout of one query through " + std::to_string(layers.size()) +
+                          " layer(s) of up to " + std::to_string(first.tokens()) + " tokens");
+    // The activations of every selected layer, read once for all paradigms.
+    std::vector<std::vector<HeadActivations>> acts;
+    for (int layer : layers) acts.push_back(reader.readLayer(request.image, layer, false));
+    json results = json::array();
+    for (const Paradigm& p : paradigms) {
+        std::vector<std::unique_ptr<AttentionHead>> heads;
+        std::vector<RolloutLayer> rollout;
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+            const LayerInfo& li = info.layers[std::size_t(layers[i])];
+            RolloutLayer layer;
+            for (std::size_t h = 0; h < acts[i].size(); ++h) {
+                heads.push_back(std::make_unique<AttentionHead>(p, headInputs(li, acts[i][h], int(h))));
+                layer.push_back(heads.back().get());
+            }
+            rollout.push_back(layer);
+        }
+        const RowVector r = rolloutRow(rollout, request.query, request.options, threads, cancel);
+        json row = json::array();
+        for (Index j = 0; j < r.size(); ++j) row.push_back(std::isfinite(r[j]) ? json(r[j]) : json(nullptr));
+        json grid = json::array();
+        for (int y = 0; y < first.gridH; ++y) {
+            json line = json::array();
+            for (int x = 0; x < first.gridW; ++x) line.push_back(row[std::size_t(first.token(y, x))]);
+            grid.push_back(line);
+        }
+        results.push_back({{"paradigm", p.toJson()}, {"row", row}, {"grid", grid}});
+    }
+    json layerNames = json::array();
+    for (int layer : layers) layerNames.push_back(info.layers[std::size_t(layer)].name);
+    json j;
+    j["format"] = "attnlens.rollout";
+    j["format_version"] = 1;
+    j["input"] = {{"dump", info.path}, {"image", request.image}, {"query", request.query}, {"layers", layerNames}};
+    j["options"] = {{"residual", request.options.residual},
+                    {"fusion", std::string(toString(request.options.fusion))},
+                    {"discard_ratio", request.options.discardRatio},
+                    {"weights", std::string(toString(request.options.weights))}};
+    j["definitions"] = {
+        {"rollout",
+         "e_q^T R_L ... R_1 over the layers in order, R_l = rows of (1 - w) F + w I divided by their "
+         "sums, F = heads fused (mean, max or min) of W, discard: the lowest fraction of F's entries "
+         "(never (0, 0)) set to 0 (Abnar and Zuidema 2020, vit-explain)"},
+        {"weights",
+         "W = A (signed), max(A, 0) with rows renormalised (clipped, the default) or |A| renormalised "
+         "(absolute); a row without positive weight is null"},
+        {"grid", "the row's spatial tokens on the first layer's grid, row-major; prefix tokens are in 'row'"}};
+    j["results"] = std::move(results);
+    return j;
+}
+
+json confusionOfHead(const DumpReader& reader, const ConfusionRequest& request) {
+    const DumpInfo& info = reader.info();
+    validate(request.options);
+    if (request.layer < 0 || request.layer >= int(info.layers.size()))
+        throwUsage("confusion: layer " + std::to_string(request.layer) + " is not in the dump (" +
+                   std::to_string(info.layers.size()) + " layers)");
+    const LayerInfo& layer = info.layers[std::size_t(request.layer)];
+    if (request.head < 0 || request.head >= layer.heads)
+        throwUsage("confusion: head " + std::to_string(request.head) + " is not in layer " + printableText(layer.name) +
+                   " (" + std::to_string(layer.heads) + " heads)");
+    if (request.maxPairs < 0) throwUsage("confusion: the number of pairs to list must be >= 0");
+    // Before anything is read: the head's activations, its features and confusion's row blocks,
+    // as analyze plans them for the confusion statistic alone.
+    StatSelection confusionOnly;
+    confusionOnly.rank = confusionOnly.local = confusionOnly.entropy = confusionOnly.magnitude = false;
+    checkFitsInMemory(workerBytes(layer, {request.paradigm}, confusionOnly, false),
+                      info.path + ": confused pairs of layer " + printableText(layer.name) +
+                          " (N = " + std::to_string(layer.tokens) + " tokens)");
+    const HeadActivations act = reader.readHead(request.image, request.layer, request.head);
+    const AttentionHead attention(request.paradigm, headInputs(layer, act, request.head));
+    const ConfusedPairList list = confusedPairs(attention, act.q, request.options, std::size_t(request.maxPairs));
+    const InjectivityConditions c = injectivityConditions(attention, act.k);
+    json pairs = json::array();
+    for (const ConfusedPair& pair : list.pairs)
+        pairs.push_back(
+            {{"p", pair.p}, {"q", pair.q}, {"row_distance", pair.rowDistance}, {"query_distance", pair.queryDistance}});
+    json j;
+    j["format"] = "attnlens.confusion";
+    j["format_version"] = 1;
+    j["input"] = {{"dump", info.path}, {"image", request.image}, {"layer", layer.name}, {"head", request.head}};
+    j["paradigm"] = request.paradigm.toJson();
+    j["definitions"] = {
+        {"confused_pair",
+         "distinct tokens p < q with ||A_p - A_q||_2 < tau and ||Q_p - Q_q||_2 > "
+         "query_tolerance (InLine Sec. 4.1); listed by increasing row distance"},
+        {"rank",
+         "SVD rank with numpy's rule: sigma > max(rows, cols) * 2^-52 * sigma_max, over keys with finite "
+         "features; features: K for softmax, phi(K) otherwise; on window layers per key set (each query's "
+         "window, or its window and mask region for kernel paradigms under a masked rule): keys, rank_features "
+         "and rank_with_ones are the smallest over the sets, conditions_met that every set meets them, "
+         "key_set_rank_features / key_set_rank_with_ones list each set's ranks"}};
+    j["tau"] = list.counts.tau;
+    j["query_tolerance"] = list.counts.queryTolerance;
+    j["confused_pairs"] = list.counts.confusedPairs;
+    j["identical_query_pairs"] = list.counts.identicalQueryPairs;
+    j["method"] = list.counts.method;
+    j["pairs"] = pairs;
+    j["injectivity"] = {{"features", c.features},
+                        {"keys", c.keys},
+                        {"rank_features", c.rankFeatures},
+                        {"rank_with_ones", c.rankWithOnes},
+                        {"conditions_met", c.conditionsMet},
+                        {"proposition", c.proposition}};
+    if (!c.keySetRankFeatures.empty()) {
+        j["injectivity"]["key_set_rank_features"] = c.keySetRankFeatures;
+        j["injectivity"]["key_set_rank_with_ones"] = c.keySetRankWithOnes;
+        j["injectivity"]["key_sets_met"] = c.keySetsMet;
+    }
+    return j;
+}
+
+}  // namespace attnlens
