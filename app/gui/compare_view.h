@@ -1,6 +1,6 @@
 #pragma once
-// "Compare paradigms" (render --view compare): the token map of the same query under every shown paradigm, in a grid (the layout of
-// FLatten Fig. 3 and MALA Fig. 4); one click updates all. Colour range shared by all panels or per
+// "Compare paradigms" (render --view compare): the token map of the same query under every shown paradigm, in a grid
+// (the layout of FLatten Fig. 3 and MALA Fig. 4); one click updates all. Colour range shared by all panels or per
 // panel; optionally a difference map A - B between two chosen paradigms.
 #include <optional>
 #include <vector>

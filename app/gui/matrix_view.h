@@ -1,7 +1,7 @@
 #pragma once
-// "Matrix" (render --view matrix): the full N x N attention matrix of the selected head under the selected paradigm (FLatten
-// Fig. 5), linear or logarithmic colour, the selected query's row highlighted and the numerical rank
-// in the title. The matrix is computed on a worker (O(N^2 d)); the rank comes from the spectrum job.
+// "Matrix" (render --view matrix): the full N x N attention matrix of the selected head under the selected paradigm
+// (FLatten Fig. 5), linear or logarithmic colour, the selected query's row highlighted and the numerical rank in the
+// title. The matrix is computed on a worker (O(N^2 d)); the rank comes from the spectrum job.
 #include <map>
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
-// "Token map" (render --view tokenmap): the selected query's attention row on the H x W token grid, with a colour bar, the input
-// image underneath (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as
-// separate labelled cells below the grid. Clicking a cell makes it the query.
+// "Token map" (render --view tokenmap): the selected query's attention row on the H x W token grid, with a colour bar,
+// the input image underneath (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as separate
+// labelled cells below the grid. Clicking a cell makes it the query.
 #include <optional>
 #include <vector>
 
