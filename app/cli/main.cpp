@@ -41,6 +41,7 @@
 #include "attnlens/synth.h"
 #include "attnlens/temporary_files.h"
 #include "attnlens/text.h"
+#include "option_text.h"
 
 using namespace attnlens;
 using nlohmann::json;
@@ -147,33 +148,6 @@ void installFaultHandlers() {
     sigaction(SIGBUS, &action, nullptr);
 }
 
-// "is not valid JSON: ..." with a hint when the file is an HDF5 dump.
-std::string jsonParseProblem(const std::string& file, const json::exception& e) {
-    std::ifstream in(file, std::ios::binary);
-    char magic[8] = {};
-    in.read(magic, sizeof magic);
-    if (in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0)
-        return quotedText(file) + " is an HDF5 file, not a JSON report";
-    return quotedText(file) + " is not valid JSON: " + jsonErrorText(e);
-}
-
-// The JSON text of `file` (a --config file, a report to merge), parsed. Error(Input) naming the
-// file when it cannot be opened or read (a directory, an I/O error) or is not valid JSON.
-json readJsonFile(const std::string& file, const std::string& context) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (fs::is_directory(file, ec)) throwInput(context + ": " + quotedText(file) + " is a directory, not a JSON file");
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throwInput(context + ": cannot open " + quotedText(file) + ": " + std::strerror(errno));
-    try {
-        return json::parse(in);
-    } catch (const json::exception& e) {
-        throwInput(context + ": " + jsonParseProblem(file, e));
-    } catch (const std::exception& e) {  // the stream's own read error (std::ios_base::failure)
-        throwInput(context + ": cannot read " + quotedText(file) + ": " + printableText(e.what()));
-    }
-}
-
 constexpr const char* kHelp = R"(attnlens-cli - attention analysis for vision transformers (softmax vs linear attention)
 
 usage: attnlens-cli COMMAND [options]
@@ -246,17 +220,9 @@ commands:
 exit codes: 0 ok, 2 usage error, 3 input error, 4 output error, 5 cancelled (Ctrl-C), 70 internal error
 )";
 
-struct Args {
+// argv after the command: the options (option_text.h) and the positional arguments.
+struct Args : OptionText {
     std::vector<std::string> positional;
-    std::map<std::string, std::string> options;
-    std::vector<std::string> flags;
-
-    bool flag(const std::string& f) const { return std::find(flags.begin(), flags.end(), f) != flags.end(); }
-    std::optional<std::string> get(const std::string& key) const {
-        auto it = options.find(key);
-        if (it == options.end()) return std::nullopt;
-        return it->second;
-    }
 };
 
 Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>& valueOptions,
@@ -290,22 +256,6 @@ Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>&
         }
     }
     return a;
-}
-
-std::vector<std::string> splitParadigmList(const std::string& text) {
-    // Commas separate paradigms, but a custom paradigm's own key=value list uses commas too: an item
-    // with '=' and no ':' continues the previous paradigm.
-    std::vector<std::string> out;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        if (item.empty()) throwUsage("--paradigms: empty item in " + quotedText(text));
-        if (item.find('=') != std::string::npos && item.find(':') == std::string::npos && !out.empty())
-            out.back() += "," + item;
-        else
-            out.push_back(item);
-    }
-    return out;
 }
 
 std::string commandLine(int argc, char** argv) {
@@ -499,121 +449,6 @@ int cmdInspect(int argc, char** argv) {
     return kExitOk;
 }
 
-AnalysisOptions parseAnalysisOptions(const Args& a) {
-    AnalysisOptions o;
-    if (auto s = a.get("--stats")) o.stats = StatSelection::parse(*s);
-    if (auto s = a.get("--rank-tol")) o.spectrum.relativeTolerance = parseNumber(*s, "--rank-tol");
-    o.spectrum.spatialOnly = a.flag("--spatial-only");
-    if (auto s = a.get("--local-k")) o.localK = parseIntList(*s, kMinLocalK, kMaxLocalK, "--local-k");
-    if (auto s = a.get("--tau")) o.confusion.tau = parseNumber(*s, "--tau");
-    if (auto s = a.get("--magnitude")) {
-        std::stringstream ss(*s);
-        std::string lo, hi, n;
-        if (!std::getline(ss, lo, ':') || !std::getline(ss, hi, ':') || !std::getline(ss, n))
-            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got " + quotedText(*s));
-        o.magnitude.log2Min = parseNumber(lo, "--magnitude");
-        o.magnitude.log2Max = parseNumber(hi, "--magnitude");
-        o.magnitude.points = parseInt(n, MagnitudeOptions::kMinPoints, MagnitudeOptions::kMaxPoints, "--magnitude");
-    }
-    o.perQueryMaps = a.flag("--per-query-maps");
-    if (auto s = a.get("--local-branch")) {
-        if (*s == "own")
-            o.localBranch.allParadigms = false;
-        else if (*s == "all")
-            o.localBranch.allParadigms = true;
-        else if (*s == "off")
-            o.localBranch.enabled = false;
-        else
-            throwUsage("--local-branch: expected own, all or off, got " + quotedText(*s));
-    }
-    validate(o);
-    return o;
-}
-
-// --local-channels and --local-spectra name V channels within a head: checked against the
-// largest d_v of the layers with a branch (analyzeDump checks each layer).
-void parseLocalBranchChannels(const Args& a, const DumpInfo& info, LocalBranchOptions& o) {
-    int channels = 0;
-    for (const auto& l : info.layers)
-        if (l.localBranch) channels = std::max(channels, l.valueDim);
-    for (const char* option : {"--local-channels", "--local-spectra"}) {
-        if (!a.get(option)) continue;
-        if (!o.enabled) throwUsage(std::string(option) + " has no effect with --local-branch off");
-        if (channels == 0) throwUsage(std::string(option) + ": " + info.path + " has no layer with a local branch");
-    }
-    if (auto s = a.get("--local-channels")) o.channels = parseIndexList(*s, channels, "--local-channels");
-    if (auto s = a.get("--local-spectra")) {
-        if (*s == "all")
-            o.spectrumChannels.reset();
-        else if (*s == "none")
-            o.spectrumChannels = std::vector<int>{};
-        else
-            o.spectrumChannels = parseIndexList(*s, channels, "--local-spectra");
-    }
-}
-
-// --model NAME[,NAME...]: the positions of those models' layers (layerModels), in layer order;
-// intersected with `selected` (--layers) when that is not empty.
-std::vector<int> modelLayers(const std::string& text, const DumpInfo& info, const std::vector<int>& selected) {
-    const std::vector<LayerModel> models = layerModels(info);
-    std::string known;
-    for (const LayerModel& m : models)
-        if (!m.name.empty()) known += (known.empty() ? "" : ", ") + printableText(m.name);
-    std::vector<char> chosen(info.layers.size(), 0);
-    std::stringstream items(text);
-    std::string name;
-    while (std::getline(items, name, ',')) {
-        const auto it = std::find_if(models.begin(), models.end(),
-                                     [&](const LayerModel& m) { return !m.name.empty() && m.name == name; });
-        if (it == models.end())
-            throwUsage(
-                "--model: " + quotedText(name) + " is not a model of " + printableText(info.path) +
-                (known.empty() ? " (its layer names name no model: <model>.<block>)" : " (its models: " + known + ")"));
-        for (int l : it->layers) chosen[std::size_t(l)] = 1;
-    }
-    if (text.empty() || text.back() == ',') throwUsage("--model: empty item in " + quotedText(text));
-    std::vector<int> layers;
-    if (selected.empty()) {
-        for (std::size_t l = 0; l < chosen.size(); ++l)
-            if (chosen[l]) layers.push_back(int(l));
-    } else {
-        for (int l : selected)
-            if (chosen[std::size_t(l)]) layers.push_back(l);
-        if (layers.empty()) throwUsage("--model " + printableText(text) + " and --layers select no layer in common");
-    }
-    return layers;
-}
-
-std::vector<Paradigm> parseParadigms(const Args& a) {
-    std::vector<Paradigm> out;
-    if (auto s = a.get("--paradigms"))
-        for (const auto& spec : splitParadigmList(*s)) out.push_back(Paradigm::parse(spec));
-    if (auto cfg = a.get("--config")) {
-        const json j = readJsonFile(*cfg, "--config");
-        if (!j.is_object() || !j.contains("paradigms") || !j["paradigms"].is_array())
-            throwInput("--config: " + quotedText(*cfg) + " needs {\"paradigms\": [...]}");
-        for (std::size_t i = 0; i < j["paradigms"].size(); ++i) {
-            const json& p = j["paradigms"][i];
-            try {
-                if (p.is_string())
-                    out.push_back(Paradigm::parse(p.get<std::string>()));
-                else
-                    out.push_back(Paradigm::fromJson(p));
-            } catch (const Error& e) {  // the file and the entry, then what is wrong with it
-                throw Error(e.kind(),
-                            "--config: " + quotedText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
-            } catch (const json::exception& e) {
-                throwUsage("--config: " + quotedText(*cfg) + ": paradigms[" + std::to_string(i) +
-                           "]: " + jsonErrorText(e));
-            }
-        }
-    }
-    for (std::size_t i = 0; i < out.size(); ++i)
-        for (std::size_t k = 0; k < i; ++k)
-            if (out[i].name == out[k].name) throwUsage("paradigm name " + quotedText(out[i].name) + " is used twice");
-    return out;
-}
-
 int cmdAnalyze(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
@@ -625,23 +460,10 @@ int cmdAnalyze(int argc, char** argv) {
     std::optional<std::string> output = a.get("-o");
     if (!output) output = a.get("--output");
 
-    AnalyzeRequest req;
-    req.options = parseAnalysisOptions(a);
-    req.paradigms = parseParadigms(a);
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
-    req.skipUnreadable = a.flag("--skip-unreadable");
-
+    AnalyzeRequest req = analyzeRequestFromText(a);
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
-    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
-    if (auto s = a.get("--model")) req.layers = modelLayers(*s, info, req.layers);
-    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
-    parseLocalBranchChannels(a, info, req.options.localBranch);
-    if (auto s = a.get("--heads")) {
-        int maxHeads = 0;
-        for (const auto& l : info.layers) maxHeads = std::max(maxHeads, l.heads);
-        req.heads = parseIndexList(*s, maxHeads, "--heads");
-    }
+    analyzeSelectionFromText(a, info, req);
     // Fail before hours of work, not after: the output must be writable and not the input.
     if (output) checkOutputWritable(*output, {input});
 
@@ -925,18 +747,14 @@ int cmdRollout(int argc, char** argv) {
     validate(req.options);
     req.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
-    req.paradigms = parseParadigms(a);
+    req.paradigms = paradigmsFromText(a);
     if (req.paradigms.empty()) req.paradigms = presetParadigms();  // as analyze and locality do
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");
     if (images.size() != 1) throwUsage("--image: name one image, got " + quotedText(*a.get("--image")));
     req.image = images.front();
-    req.layers.resize(info.layers.size());
-    std::iota(req.layers.begin(), req.layers.end(), 0);
-    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
-    if (auto s = a.get("--model"))
-        req.layers = modelLayers(*s, info, a.get("--layers") ? req.layers : std::vector<int>{});
+    req.layers = layersFromText(a, info, true);
     req.query = parseQueryToken(*a.get("--query"), info.layers[std::size_t(req.layers.front())].layout, "--query");
     if (output) checkOutputWritable(*output, {a.positional[0]});
     const json j = rolloutOverDump(*reader, req);
@@ -970,17 +788,11 @@ int cmdLocality(int argc, char** argv) {
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
     if (!output) output = a.get("--output");
-    LocalityRequest req;
-    req.paradigms = parseParadigms(a);
-    req.perLabel = !a.flag("--no-labels");
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
     int radius = 3;
-    if (auto r = a.get("--offset-radius")) radius = *r == "full" ? -1 : parseInt(*r, 0, 100000, "--offset-radius");
+    LocalityRequest req = localityRequestFromText(a, radius);
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
-    if (auto s = a.get("--layers")) req.layers = parseLayerList(*s, info, "--layers");
-    if (auto s = a.get("--model")) req.layers = modelLayers(*s, info, req.layers);
-    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    localitySelectionFromText(a, info, req);
     if (output) checkOutputWritable(*output, {input});
 
     const MemoryPlan memory = planLocalityMemory(info, req, memoryBudgetBytes());

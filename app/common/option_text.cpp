@@ -1,0 +1,231 @@
+#include "option_text.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "attnlens/error.h"
+#include "attnlens/json_message.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/text.h"
+
+namespace attnlens {
+
+using nlohmann::json;
+
+bool OptionText::flag(const std::string& name) const {
+    return std::find(flags.begin(), flags.end(), name) != flags.end();
+}
+
+std::optional<std::string> OptionText::get(const std::string& name) const {
+    const auto it = options.find(name);
+    if (it == options.end()) return std::nullopt;
+    return it->second;
+}
+
+namespace {
+
+// "is not valid JSON: ..." with a hint when the file is an HDF5 dump.
+std::string jsonParseProblem(const std::string& file, const json::exception& e) {
+    std::ifstream in(file, std::ios::binary);
+    char magic[8] = {};
+    in.read(magic, sizeof magic);
+    if (in.gcount() == 8 && std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0)
+        return quotedText(file) + " is an HDF5 file, not a JSON report";
+    return quotedText(file) + " is not valid JSON: " + jsonErrorText(e);
+}
+
+}  // namespace
+
+json readJsonFile(const std::string& file, const std::string& context) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(file, ec)) throwInput(context + ": " + quotedText(file) + " is a directory, not a JSON file");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throwInput(context + ": cannot open " + quotedText(file) + ": " + std::strerror(errno));
+    try {
+        return json::parse(in);
+    } catch (const json::exception& e) {
+        throwInput(context + ": " + jsonParseProblem(file, e));
+    } catch (const std::exception& e) {  // the stream's own read error (std::ios_base::failure)
+        throwInput(context + ": cannot read " + quotedText(file) + ": " + printableText(e.what()));
+    }
+}
+
+std::vector<std::string> splitParadigmList(const std::string& text) {
+    // Commas separate paradigms, but a custom paradigm's own key=value list uses commas too: an item
+    // with '=' and no ':' continues the previous paradigm.
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) throwUsage("--paradigms: empty item in " + quotedText(text));
+        if (item.find('=') != std::string::npos && item.find(':') == std::string::npos && !out.empty())
+            out.back() += "," + item;
+        else
+            out.push_back(item);
+    }
+    return out;
+}
+
+AnalysisOptions analysisOptionsFromText(const OptionText& a) {
+    AnalysisOptions o;
+    if (auto s = a.get("--stats")) o.stats = StatSelection::parse(*s);
+    if (auto s = a.get("--rank-tol")) o.spectrum.relativeTolerance = parseNumber(*s, "--rank-tol");
+    o.spectrum.spatialOnly = a.flag("--spatial-only");
+    if (auto s = a.get("--local-k")) o.localK = parseIntList(*s, kMinLocalK, kMaxLocalK, "--local-k");
+    if (auto s = a.get("--tau")) o.confusion.tau = parseNumber(*s, "--tau");
+    if (auto s = a.get("--magnitude")) {
+        std::stringstream ss(*s);
+        std::string lo, hi, n;
+        if (!std::getline(ss, lo, ':') || !std::getline(ss, hi, ':') || !std::getline(ss, n))
+            throwUsage("--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got " + quotedText(*s));
+        o.magnitude.log2Min = parseNumber(lo, "--magnitude");
+        o.magnitude.log2Max = parseNumber(hi, "--magnitude");
+        o.magnitude.points = parseInt(n, MagnitudeOptions::kMinPoints, MagnitudeOptions::kMaxPoints, "--magnitude");
+    }
+    o.perQueryMaps = a.flag("--per-query-maps");
+    if (auto s = a.get("--local-branch")) {
+        if (*s == "own")
+            o.localBranch.allParadigms = false;
+        else if (*s == "all")
+            o.localBranch.allParadigms = true;
+        else if (*s == "off")
+            o.localBranch.enabled = false;
+        else
+            throwUsage("--local-branch: expected own, all or off, got " + quotedText(*s));
+    }
+    validate(o);
+    return o;
+}
+
+void localBranchChannelsFromText(const OptionText& a, const DumpInfo& info, LocalBranchOptions& o) {
+    int channels = 0;
+    for (const auto& l : info.layers)
+        if (l.localBranch) channels = std::max(channels, l.valueDim);
+    for (const char* option : {"--local-channels", "--local-spectra"}) {
+        if (!a.get(option)) continue;
+        if (!o.enabled) throwUsage(std::string(option) + " has no effect with --local-branch off");
+        if (channels == 0) throwUsage(std::string(option) + ": " + info.path + " has no layer with a local branch");
+    }
+    if (auto s = a.get("--local-channels")) o.channels = parseIndexList(*s, channels, "--local-channels");
+    if (auto s = a.get("--local-spectra")) {
+        if (*s == "all")
+            o.spectrumChannels.reset();
+        else if (*s == "none")
+            o.spectrumChannels = std::vector<int>{};
+        else
+            o.spectrumChannels = parseIndexList(*s, channels, "--local-spectra");
+    }
+}
+
+std::vector<int> modelLayers(const std::string& text, const DumpInfo& info, const std::vector<int>& selected) {
+    const std::vector<LayerModel> models = layerModels(info);
+    std::string known;
+    for (const LayerModel& m : models)
+        if (!m.name.empty()) known += (known.empty() ? "" : ", ") + printableText(m.name);
+    std::vector<char> chosen(info.layers.size(), 0);
+    std::stringstream items(text);
+    std::string name;
+    while (std::getline(items, name, ',')) {
+        const auto it = std::find_if(models.begin(), models.end(),
+                                     [&](const LayerModel& m) { return !m.name.empty() && m.name == name; });
+        if (it == models.end())
+            throwUsage(
+                "--model: " + quotedText(name) + " is not a model of " + printableText(info.path) +
+                (known.empty() ? " (its layer names name no model: <model>.<block>)" : " (its models: " + known + ")"));
+        for (int l : it->layers) chosen[std::size_t(l)] = 1;
+    }
+    if (text.empty() || text.back() == ',') throwUsage("--model: empty item in " + quotedText(text));
+    std::vector<int> layers;
+    if (selected.empty()) {
+        for (std::size_t l = 0; l < chosen.size(); ++l)
+            if (chosen[l]) layers.push_back(int(l));
+    } else {
+        for (int l : selected)
+            if (chosen[std::size_t(l)]) layers.push_back(l);
+        if (layers.empty()) throwUsage("--model " + printableText(text) + " and --layers select no layer in common");
+    }
+    return layers;
+}
+
+std::vector<Paradigm> paradigmsFromText(const OptionText& a) {
+    std::vector<Paradigm> out;
+    if (auto s = a.get("--paradigms"))
+        for (const auto& spec : splitParadigmList(*s)) out.push_back(Paradigm::parse(spec));
+    if (auto cfg = a.get("--config")) {
+        const json j = readJsonFile(*cfg, "--config");
+        if (!j.is_object() || !j.contains("paradigms") || !j["paradigms"].is_array())
+            throwInput("--config: " + quotedText(*cfg) + " needs {\"paradigms\": [...]}");
+        for (std::size_t i = 0; i < j["paradigms"].size(); ++i) {
+            const json& p = j["paradigms"][i];
+            try {
+                if (p.is_string())
+                    out.push_back(Paradigm::parse(p.get<std::string>()));
+                else
+                    out.push_back(Paradigm::fromJson(p));
+            } catch (const Error& e) {  // the file and the entry, then what is wrong with it
+                throw Error(e.kind(),
+                            "--config: " + quotedText(*cfg) + ": paradigms[" + std::to_string(i) + "]: " + e.what());
+            } catch (const json::exception& e) {
+                throwUsage("--config: " + quotedText(*cfg) + ": paradigms[" + std::to_string(i) +
+                           "]: " + jsonErrorText(e));
+            }
+        }
+    }
+    for (std::size_t i = 0; i < out.size(); ++i)
+        for (std::size_t k = 0; k < i; ++k)
+            if (out[i].name == out[k].name) throwUsage("paradigm name " + quotedText(out[i].name) + " is used twice");
+    return out;
+}
+
+std::vector<int> layersFromText(const OptionText& a, const DumpInfo& info, bool emptyMeansAll) {
+    std::vector<int> layers;
+    if (auto s = a.get("--layers")) layers = parseLayerList(*s, info, "--layers");
+    if (auto s = a.get("--model")) layers = modelLayers(*s, info, layers);
+    if (layers.empty() && emptyMeansAll) {
+        layers.resize(info.layers.size());
+        for (std::size_t l = 0; l < layers.size(); ++l) layers[l] = int(l);
+    }
+    return layers;
+}
+
+AnalyzeRequest analyzeRequestFromText(const OptionText& a) {
+    AnalyzeRequest req;
+    req.options = analysisOptionsFromText(a);
+    req.paradigms = paradigmsFromText(a);
+    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.skipUnreadable = a.flag("--skip-unreadable");
+    return req;
+}
+
+void analyzeSelectionFromText(const OptionText& a, const DumpInfo& info, AnalyzeRequest& req) {
+    req.layers = layersFromText(a, info, false);
+    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    localBranchChannelsFromText(a, info, req.options.localBranch);
+    if (auto s = a.get("--heads")) {
+        int maxHeads = 0;
+        for (const auto& l : info.layers) maxHeads = std::max(maxHeads, l.heads);
+        req.heads = parseIndexList(*s, maxHeads, "--heads");
+    }
+}
+
+LocalityRequest localityRequestFromText(const OptionText& a, int& radius) {
+    LocalityRequest req;
+    req.paradigms = paradigmsFromText(a);
+    req.perLabel = !a.flag("--no-labels");
+    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    radius = 3;
+    if (auto r = a.get("--offset-radius")) radius = *r == "full" ? -1 : parseInt(*r, 0, 100000, "--offset-radius");
+    return req;
+}
+
+void localitySelectionFromText(const OptionText& a, const DumpInfo& info, LocalityRequest& req) {
+    req.layers = layersFromText(a, info, false);
+    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+}
+
+}  // namespace attnlens
