@@ -10,7 +10,7 @@ PACKAGES=(
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libgtest-dev libgmock-dev libbenchmark-dev
   xvfb xauth time
-  python3 python3-numpy python3-h5py python3-torch python3-jsonschema
+  python3 python3-dev python3-numpy python3-h5py python3-torch python3-jsonschema pybind11-dev python3-pytest python3-matplotlib
   dataset-fashion-mnist
 )
 

@@ -1,0 +1,39 @@
+"""AttnLens in Python: the C++ engine of attnlens-cli and the desktop program, and the exporter.
+
+    import attnlens
+    dump = attnlens.open("resources/examples/example.h5")
+    head = dump.head(image=0, layer=0, head=0)
+    a = head.attention("softmax")            # N x n NumPy array
+    row = head.row("focused", (7, 7))        # one query's row: index, (y, x) or "cls"
+    report = dump.analyze(stats="rank,local", images="0-1")   # attnlens-cli analyze's JSON as a dict
+    r = dump.rollout(image=0, query="cls")   # attnlens.rollout
+    attnlens.Head(q, k, grid=(14, 14), prefix=1).attention("inline")   # tensors in memory
+
+Keyword arguments are the CLI's options (stats="rank,local" is --stats rank,local; lists join with
+commas; True is a flag). Errors are attnlens.Error with .kind: UsageError (also a ValueError),
+InputError, OutputError (also an OSError), CancelledError; Ctrl-C interrupts long calls with
+KeyboardInterrupt. The exporter (resources/exporter/attnlens_export.py: Exporter, DumpWriter,
+validate, ...) is reachable here too, loaded on first use (it imports torch).
+"""
+from ._attnlens import (  # noqa: F401
+    CancelledError,
+    Dump,
+    Error,
+    Head,
+    InputError,
+    OutputError,
+    UsageError,
+    __version__,
+    open,
+    presets,
+)
+
+_EXPORTER_NAMES = {"Exporter", "DumpWriter", "ExportError", "LayerSpec", "validate", "add_class_names",
+                   "check_class_names", "released_attention", "find_layers", "to_uint8"}
+
+
+def __getattr__(name):
+    if name in _EXPORTER_NAMES or name == "exporter":
+        from . import attnlens_export as exporter
+        return exporter if name == "exporter" else getattr(exporter, name)
+    raise AttributeError(f"module 'attnlens' has no attribute {name!r}")

@@ -1,0 +1,649 @@
+// attnlens._attnlens: the engine as a Python extension (pybind11). python/attnlens/__init__.py is
+// the public face (`import attnlens`); this file binds the same calls attnlens-cli makes:
+// openCheckedDump, DumpReader, AttentionHead, analyzeDump + reportToJson, localityOverDump +
+// localityToJson, rolloutOverDump and confusionOfHead (analysis/formats.h), with options given as
+// keyword arguments that become the CLI's option text (app/common/option_text.h). So a figure made
+// in a notebook uses the numbers the CLI writes and the desktop program shows.
+//
+// Arrays: results are NumPy arrays that own the engine's matrices (no copy); inputs are converted
+// once to float64 row-major. The GIL is released while the engine works; long calls run on a
+// worker thread while the calling thread polls for KeyboardInterrupt (Ctrl-C, a notebook's
+// interrupt) and cancels them. attnlens::Error becomes attnlens.Error with its kind
+// (UsageError, InputError, OutputError, CancelledError).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnlens/analysis/blas_threads.h"
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/formats.h"
+#include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/attention.h"
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/local_branch.h"
+#include "attnlens/open_check.h"
+#include "attnlens/paradigm.h"
+#include "attnlens/text.h"
+#include "option_text.h"
+
+namespace py = pybind11;
+using namespace attnlens;
+using nlohmann::json;
+
+namespace {
+
+// ---- errors -------------------------------------------------------------------------------------
+
+PyObject* gError = nullptr;
+PyObject* gUsageError = nullptr;
+PyObject* gInputError = nullptr;
+PyObject* gOutputError = nullptr;
+PyObject* gCancelledError = nullptr;
+
+const char* kindName(ErrorKind kind) {
+    switch (kind) {
+        case ErrorKind::Usage:
+            return "usage";
+        case ErrorKind::Input:
+            return "input";
+        case ErrorKind::Output:
+            return "output";
+        case ErrorKind::Cancelled:
+            return "cancelled";
+    }
+    return "internal";
+}
+
+void raise(const Error& e) {
+    PyObject* type = e.kind() == ErrorKind::Usage    ? gUsageError
+                     : e.kind() == ErrorKind::Input  ? gInputError
+                     : e.kind() == ErrorKind::Output ? gOutputError
+                                                     : gCancelledError;
+    py::object instance = py::reinterpret_borrow<py::object>(type)(e.what());
+    instance.attr("kind") = kindName(e.kind());
+    PyErr_SetObject(type, instance.ptr());
+}
+
+// ---- JSON and arrays ----------------------------------------------------------------------------
+
+// The documents the CLI writes, as Python objects (exactly its numbers: nlohmann's text of a double
+// reads back as the same double).
+py::object toPython(const json& j) {
+    // Kept for the process (never destroyed after the interpreter is gone).
+    static py::object* loads = new py::object(py::module_::import("json").attr("loads"));
+    return (*loads)(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A NumPy array that owns `m` (moved, not copied).
+py::array_t<double> ownedArray(Matrix&& m) {
+    auto* owned = new Matrix(std::move(m));
+    py::capsule free(owned, [](void* p) { delete static_cast<Matrix*>(p); });
+    return py::array_t<double>({owned->rows(), owned->cols()},
+                               {Index(sizeof(double)) * owned->cols(), Index(sizeof(double))}, owned->data(), free);
+}
+
+py::array_t<double> ownedVector(RowVector&& v) {
+    auto* owned = new RowVector(std::move(v));
+    py::capsule free(owned, [](void* p) { delete static_cast<RowVector*>(p); });
+    return py::array_t<double>({owned->size()}, {Index(sizeof(double))}, owned->data(), free);
+}
+
+// A 2-D array of floats as an N x d Matrix (one conversion; NaN and Inf kept: the engine flags them).
+Matrix toMatrix(const py::handle& object, const char* name) {
+    if (object.is_none()) throwUsage(std::string(name) + " is required");
+    py::array_t<double, py::array::c_style | py::array::forcecast> a;
+    try {
+        a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(object);
+    } catch (const py::error_already_set&) {
+        a = {};
+    }
+    if (!a) throwUsage(std::string(name) + " must be an array of numbers (NumPy, or a torch tensor through .numpy())");
+    if (a.ndim() != 2)
+        throwUsage(std::string(name) + " must be 2-D [tokens, dim], got " + std::to_string(a.ndim()) + " dimension(s)");
+    if (a.shape(0) < 1 || a.shape(1) < 1)
+        throwUsage(std::string(name) + " is empty: shape [" + std::to_string(a.shape(0)) + ", " +
+                   std::to_string(a.shape(1)) + "]");
+    Matrix m(a.shape(0), a.shape(1));
+    std::memcpy(m.data(), a.data(), std::size_t(m.size()) * sizeof(double));
+    return m;
+}
+
+// ---- keyword arguments as the CLI's option text -------------------------------------------------
+
+std::string optionValue(const py::handle& value) {
+    if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+    if (py::isinstance<py::bool_>(value)) throwUsage("a flag given where a value is expected");
+    if (py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value)) return py::str(value).cast<std::string>();
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+        std::string out;
+        for (const py::handle item : value) out += (out.empty() ? "" : ",") + optionValue(item);
+        return out;
+    }
+    if (py::hasattr(value, "to_json") || py::isinstance<py::dict>(value))
+        throwUsage("paradigm objects go in as their text, e.g. 'mine:kernel=relu,norm=sum'");
+    return py::str(value).cast<std::string>();
+}
+
+// stats="rank,local" -> "--stats rank,local"; True -> the flag; None and False are left out.
+OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& allowed) {
+    OptionText text;
+    for (const auto& [key, value] : kwargs) {
+        std::string name = "--" + key.cast<std::string>();
+        std::replace(name.begin(), name.end(), '_', '-');
+        if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+            std::string list;
+            for (const std::string& a : allowed) {
+                std::string k = a.substr(2);
+                std::replace(k.begin(), k.end(), '-', '_');
+                list += (list.empty() ? "" : ", ") + k;
+            }
+            throwUsage("unknown keyword argument " + quotedText(key.cast<std::string>()) + " (allowed: " + list + ")");
+        }
+        if (value.is_none()) continue;
+        if (py::isinstance<py::bool_>(value)) {
+            if (value.cast<bool>()) text.flags.push_back(name);
+            continue;
+        }
+        text.options[name] = optionValue(value);
+    }
+    return text;
+}
+
+// ---- interruptible work -------------------------------------------------------------------------
+
+// Runs `work` on a worker thread with the GIL released; the calling thread checks for signals
+// (KeyboardInterrupt) every 20 ms and sets `cancel` when one arrives. The work's exception is
+// rethrown here; a cancel caused by the signal re-raises the KeyboardInterrupt itself.
+template <class Result, class Work>
+Result runInterruptible(Work&& work, std::atomic<bool>& cancel) {
+    std::packaged_task<Result()> task(std::forward<Work>(work));
+    std::future<Result> done = task.get_future();
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;  // the KeyboardInterrupt
+    {
+        std::thread worker(std::move(task));
+        py::gil_scoped_release release;
+        while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+            py::gil_scoped_acquire acquire;
+            if (type == nullptr && PyErr_CheckSignals() != 0) {
+                PyErr_Fetch(&type, &value, &traceback);
+                cancel = true;
+            }
+        }
+        worker.join();
+    }
+    try {
+        Result result = done.get();
+        if (type != nullptr) {  // the signal came as the work finished: still an interrupt
+            PyErr_Restore(type, value, traceback);
+            throw py::error_already_set();
+        }
+        return result;
+    } catch (const Error& e) {
+        if (type != nullptr && e.kind() == ErrorKind::Cancelled) {
+            PyErr_Restore(type, value, traceback);
+            throw py::error_already_set();
+        }
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        throw;
+    }
+}
+
+// ---- the dump and its heads ---------------------------------------------------------------------
+
+class PyDump;
+
+// One head: its q, k (and v) and the attention of each paradigm asked for (built once each).
+class PyHead {
+public:
+    // In-memory tensors (attnlens.Head(q, k, ...)).
+    PyHead(Matrix q, Matrix k, std::optional<Matrix> v, double scale, bool kernelApplied, TokenLayout layout)
+        : scale_(scale), kernelApplied_(kernelApplied) {
+        act_.q = std::move(q);
+        act_.k = std::move(k);
+        if (v) act_.v = std::move(*v);
+        layer_.layout = layout;
+        layer_.keyLayout = layout;
+        layer_.tokens = int(act_.q.rows());
+        layer_.dim = int(act_.q.cols());
+        layer_.valueDim = v ? int(act_.v.cols()) : 0;
+        layer_.heads = 1;
+        layer_.scale = scale;
+        layer_.kernelApplied = kernelApplied;
+        layer_.name = "(in memory)";
+        if (act_.k.cols() != act_.q.cols())
+            throwUsage("q and k must have the same dim: q is [" + std::to_string(act_.q.rows()) + ", " +
+                       std::to_string(act_.q.cols()) + "], k is [" + std::to_string(act_.k.rows()) + ", " +
+                       std::to_string(act_.k.cols()) + "]");
+        if (act_.k.rows() != act_.q.rows())
+            throwUsage("q and k must have the same number of tokens (spatial reduction needs a dump): q has " +
+                       std::to_string(act_.q.rows()) + ", k " + std::to_string(act_.k.rows()));
+        if (v && act_.v.rows() != act_.k.rows())
+            throwUsage("v must have one row per key: k has " + std::to_string(act_.k.rows()) + " rows, v " +
+                       std::to_string(act_.v.rows()));
+        if (layout.tokens() != act_.q.rows())
+            throwUsage("grid " + std::to_string(layout.gridH) + " x " + std::to_string(layout.gridW) + " with " +
+                       std::to_string(layout.prefix) + " prefix token(s) has " + std::to_string(layout.tokens()) +
+                       " tokens, q has " + std::to_string(act_.q.rows()));
+        if (!(scale > 0) || !std::isfinite(scale)) throwUsage("scale must be a positive finite number");
+    }
+    // One head of a dump.
+    PyHead(std::shared_ptr<const DumpReader> reader, int image, int layer, int head)
+        : reader_(std::move(reader)), image_(image), layerIndex_(layer), head_(head) {
+        layer_ = reader_->info().layers[std::size_t(layer)];
+        act_ = reader_->readHead(image, layer, head, true);
+        scale_ = layer_.scale;
+        kernelApplied_ = layer_.kernelApplied;
+    }
+
+    const AttentionHead& attention(const std::string& paradigm) {
+        const std::lock_guard lock(mutex_);
+        auto it = heads_.find(paradigm);
+        if (it == heads_.end()) {
+            const Paradigm p = Paradigm::parse(paradigm);
+            const ScopedBlasThreads oneBlasThread(1);  // as attnlens-cli: the same numbers
+            std::unique_ptr<AttentionHead> h;
+            if (reader_) {
+                h = std::make_unique<AttentionHead>(p, headInputs(layer_, act_, head_));
+            } else {
+                HeadInputs in;
+                in.q = &act_.q;
+                in.k = &act_.k;
+                in.layerScale = scale_;
+                in.kernelApplied = kernelApplied_;
+                h = std::make_unique<AttentionHead>(p, in);
+            }
+            it = heads_.emplace(paradigm, std::move(h)).first;
+        }
+        return *it->second;
+    }
+
+    Index query(const py::handle& q) const {
+        if (py::isinstance<py::int_>(q)) {
+            const long long t = q.cast<long long>();
+            if (t < 0 || t >= layer_.tokens)
+                throwUsage("query " + std::to_string(t) + " is out of range (the layer has " +
+                           std::to_string(layer_.tokens) + " tokens, numbered from 0)");
+            return Index(t);
+        }
+        if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q)) {
+            const auto yx = q.cast<std::vector<int>>();
+            if (yx.size() != 2) throwUsage("query: a token, (y, x) or 'cls'");
+            return Index(parseQueryToken(std::to_string(yx[0]) + "," + std::to_string(yx[1]), layer_.layout, "query"));
+        }
+        return Index(parseQueryToken(q.cast<std::string>(), layer_.layout, "query"));
+    }
+
+    const LayerInfo& layer() const { return layer_; }
+    const HeadActivations& activations() const { return act_; }
+    const DumpReader* reader() const { return reader_.get(); }
+    int image() const { return image_; }
+    int layerIndex() const { return layerIndex_; }
+    int head() const { return head_; }
+
+private:
+    std::shared_ptr<const DumpReader> reader_;
+    int image_ = -1, layerIndex_ = -1, head_ = 0;
+    LayerInfo layer_;
+    HeadActivations act_;
+    double scale_ = 0;
+    bool kernelApplied_ = false;
+    std::mutex mutex_;
+    std::map<std::string, std::unique_ptr<AttentionHead>> heads_;
+};
+
+class PyDump {
+public:
+    explicit PyDump(const std::string& path) {
+        // The open check's child is attnlens-cli (the interpreter cannot be started as one):
+        // $ATTNLENS_CLI, else the one built beside this module. Without either the dump is opened
+        // in-process only.
+        OpenCheckOptions options = openCheckOptionsFromEnvironment();
+        const char* cli = std::getenv("ATTNLENS_CLI");
+        options.executable = cli != nullptr && *cli != '\0' ? cli : ATTNLENS_CLI_FOR_OPEN_CHECK;
+        if (::access(options.executable.c_str(), X_OK) != 0) options.timeoutSeconds = 0;
+        reader_ = std::shared_ptr<const DumpReader>(openCheckedDump(path, options));
+    }
+    const DumpReader& reader() const {
+        if (!reader_) throwUsage("the dump is closed");
+        return *reader_;
+    }
+    std::shared_ptr<const DumpReader> shared() const {
+        reader();
+        return reader_;
+    }
+    void close() { reader_.reset(); }
+    bool closed() const { return !reader_; }
+
+    int layerIndex(const py::handle& layer) const {
+        const DumpInfo& info = reader().info();
+        if (py::isinstance<py::int_>(layer)) {
+            const long long l = layer.cast<long long>();
+            if (l < 0 || l >= (long long)info.layers.size())
+                throwUsage("layer " + std::to_string(l) + " is out of range (the dump has " +
+                           std::to_string(info.layers.size()) + " layers, numbered from 0)");
+            return int(l);
+        }
+        return parseLayer(layer.cast<std::string>(), info, "layer");
+    }
+
+private:
+    std::shared_ptr<const DumpReader> reader_;
+};
+
+py::dict layerDict(const DumpInfo& info, std::size_t l) { return py::dict(toPython(info.toJson()["layers"][l])); }
+
+const std::vector<std::string> kAnalyzeOptions{
+    "--paradigms",      "--config",        "--layers",  "--heads",        "--images",         "--stats",
+    "--threads",        "--rank-tol",      "--local-k", "--tau",          "--magnitude",      "--local-branch",
+    "--local-channels", "--local-spectra", "--model",   "--spatial-only", "--per-query-maps", "--skip-unreadable"};
+const std::vector<std::string> kLocalityOptions{"--paradigms", "--config",  "--layers",        "--model",
+                                                "--images",    "--threads", "--offset-radius", "--no-labels"};
+const std::vector<std::string> kRolloutOptions{"--layers", "--model",   "--paradigms", "--config", "--residual",
+                                               "--fusion", "--discard", "--weights",   "--threads"};
+
+py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
+    const DumpReader& reader = dump.reader();
+    const OptionText text = optionText(kwargs, kAnalyzeOptions);
+    AnalyzeRequest request = analyzeRequestFromText(text);
+    analyzeSelectionFromText(text, reader.info(), request);
+    request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
+    std::atomic<bool> cancel{false};
+    const auto shared = dump.shared();
+    const AnalysisReport report = runInterruptible<AnalysisReport>(
+        [&, shared] { return analyzeDump(*shared, request, [&](const AnalysisProgress&) { return !cancel.load(); }); },
+        cancel);
+    ToolInfo tool;
+    tool.name = "attnlens (Python)";
+    tool.command = "analyze";
+    return toPython(reportToJson(report, tool));
+}
+
+py::object pyLocality(PyDump& dump, const py::kwargs& kwargs) {
+    const DumpReader& reader = dump.reader();
+    const OptionText text = optionText(kwargs, kLocalityOptions);
+    int radius = 3;
+    LocalityRequest request = localityRequestFromText(text, radius);
+    localitySelectionFromText(text, reader.info(), request);
+    std::atomic<bool> cancel{false};
+    const auto shared = dump.shared();
+    const LocalityReport report = runInterruptible<LocalityReport>(
+        [&, shared] {
+            return localityOverDump(*shared, request, [&](const AnalysisProgress&) { return !cancel.load(); });
+        },
+        cancel);
+    return toPython(localityToJson(report, radius));
+}
+
+py::object pyRollout(PyDump& dump, int image, const py::handle& query, const py::kwargs& kwargs) {
+    const DumpReader& reader = dump.reader();
+    const DumpInfo& info = reader.info();
+    const OptionText text = optionText(kwargs, kRolloutOptions);
+    RolloutRequest request;
+    if (auto v = text.get("--residual")) request.options.residual = parseNumber(*v, "--residual");
+    if (auto v = text.get("--discard")) request.options.discardRatio = parseNumber(*v, "--discard");
+    if (auto v = text.get("--fusion")) request.options.fusion = parseHeadFusion(*v);
+    if (auto v = text.get("--weights")) request.options.weights = parseRolloutWeights(*v);
+    request.threads = int(std::max(1u, std::thread::hardware_concurrency()));  // as attnlens-cli rollout
+    if (auto t = text.get("--threads")) request.threads = parseInt(*t, 1, 256, "--threads");
+    request.paradigms = paradigmsFromText(text);
+    request.image = image;
+    request.layers = layersFromText(text, info, true);
+    const TokenLayout& first = info.layers[std::size_t(request.layers.front())].layout;
+    if (py::isinstance<py::int_>(query))
+        request.query = Index(parseQueryToken(std::to_string(query.cast<long long>()), first, "query"));
+    else if (py::isinstance<py::tuple>(query) || py::isinstance<py::list>(query)) {
+        const auto yx = query.cast<std::vector<int>>();
+        if (yx.size() != 2) throwUsage("query: a token, (y, x) or 'cls'");
+        request.query = Index(parseQueryToken(std::to_string(yx[0]) + "," + std::to_string(yx[1]), first, "query"));
+    } else {
+        request.query = Index(parseQueryToken(query.cast<std::string>(), first, "query"));
+    }
+    std::atomic<bool> cancel{false};
+    const auto shared = dump.shared();
+    const json j = runInterruptible<json>(
+        [&, shared] {
+            const ScopedBlasThreads oneBlasThread(1);
+            return rolloutOverDump(*shared, request, &cancel);
+        },
+        cancel);
+    return toPython(j);
+}
+
+py::object pyConfusion(PyDump& dump, int image, const py::handle& layer, int head, const std::string& paradigm,
+                       std::optional<double> tau, int pairs) {
+    ConfusionRequest request;
+    request.image = image;
+    request.layer = dump.layerIndex(layer);
+    request.head = head;
+    request.paradigm = Paradigm::parse(paradigm);
+    if (tau) request.options.tau = *tau;
+    request.maxPairs = pairs;
+    const auto shared = dump.shared();
+    json j;
+    {
+        py::gil_scoped_release release;
+        const ScopedBlasThreads oneBlasThread(1);
+        j = confusionOfHead(*shared, request);
+    }
+    return toPython(j);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_attnlens, m) {
+    m.doc() = "AttnLens engine (C++): dumps, attention paradigms and statistics. Use `import attnlens`.";
+
+    gError = PyErr_NewException("attnlens.Error", PyExc_Exception, nullptr);
+    gUsageError =
+        PyErr_NewException("attnlens.UsageError",
+                           py::make_tuple(py::handle(gError), py::handle(PyExc_ValueError)).release().ptr(), nullptr);
+    gInputError = PyErr_NewException("attnlens.InputError", gError, nullptr);
+    gOutputError = PyErr_NewException(
+        "attnlens.OutputError", py::make_tuple(py::handle(gError), py::handle(PyExc_OSError)).release().ptr(), nullptr);
+    gCancelledError = PyErr_NewException("attnlens.CancelledError", gError, nullptr);
+    m.attr("Error") = py::handle(gError);
+    m.attr("UsageError") = py::handle(gUsageError);
+    m.attr("InputError") = py::handle(gInputError);
+    m.attr("OutputError") = py::handle(gOutputError);
+    m.attr("CancelledError") = py::handle(gCancelledError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const Error& e) {
+            raise(e);
+        }
+    });
+    m.attr("__version__") = ATTNLENS_VERSION;
+    m.def(
+        "presets",
+        [] {
+            std::vector<std::string> names;
+            for (const Paradigm& p : presetParadigms()) names.push_back(p.name);
+            return names;
+        },
+        "The preset paradigms' names (softmax, linear_relu, ..., softmax_l2).");
+
+    py::class_<PyHead, std::shared_ptr<PyHead>>(m, "Head",
+                                                R"(One attention head: q, k (and v) and the attention of every paradigm.
+
+Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) builds one from arrays
+([tokens, dim], NumPy or torch through .numpy()); Dump.head(image, layer, head) reads one from a dump.)")
+        .def(py::init([](const py::object& q, const py::object& k, const py::object& v, std::pair<int, int> grid,
+                         int prefix, std::optional<double> scale, bool kernelApplied) {
+                 Matrix qm = toMatrix(q, "q"), km = toMatrix(k, "k");
+                 std::optional<Matrix> vm;
+                 if (!v.is_none()) vm = toMatrix(v, "v");
+                 if (grid.first < 1 || grid.second < 1 || prefix < 0)
+                     throwUsage("grid must be two positive integers and prefix >= 0");
+                 TokenLayout layout;
+                 layout.gridH = grid.first;
+                 layout.gridW = grid.second;
+                 layout.prefix = prefix;
+                 const double s = scale ? *scale : 1.0 / std::sqrt(double(qm.cols()));
+                 return std::make_shared<PyHead>(std::move(qm), std::move(km), std::move(vm), s, kernelApplied, layout);
+             }),
+             py::arg("q"), py::arg("k"), py::arg("v") = py::none(), py::arg("grid"), py::arg("prefix") = 0,
+             py::arg("scale") = py::none(), py::arg("kernel_applied") = false)
+        .def(
+            "attention",
+            [](PyHead& h, const std::string& paradigm) {
+                const AttentionHead& a = h.attention(paradigm);
+                checkFitsInMemory(
+                    denseMatrixBytes(a.tokens(), 1) * double(a.keys()) / double(std::max<Index>(1, a.tokens())),
+                    "the " + std::to_string(a.tokens()) + " x " + std::to_string(a.keys()) + " attention matrix");
+                Matrix m;
+                {
+                    py::gil_scoped_release release;
+                    const ScopedBlasThreads oneBlasThread(1);  // as attnlens-cli: the same numbers
+                    m = a.matrix();
+                }
+                return ownedArray(std::move(m));
+            },
+            py::arg("paradigm") = "softmax",
+            "The N x n attention matrix A under a paradigm (a preset name or NAME:key=value,...).")
+        .def(
+            "row",
+            [](PyHead& h, const std::string& paradigm, const py::handle& query) {
+                const AttentionHead& a = h.attention(paradigm);
+                const Index i = h.query(query);
+                RowVector r(a.keys());
+                a.row(i, r);
+                return ownedVector(std::move(r));
+            },
+            py::arg("paradigm"), py::arg("query"), "Row A_i of one query: a token index, (y, x) or 'cls'.")
+        .def(
+            "with_local_branch",
+            [](PyHead& h, const std::string& paradigm, int channel) {
+                if (!h.reader()) throwUsage("with_local_branch: a head read from a dump with a local branch");
+                const LayerInfo& layer = h.layer();
+                if (!layer.localBranch)
+                    throwInput("layer '" + layer.name + "' has no local branch (resources/format.md, section 1a)");
+                if (channel < 0 || channel >= layer.valueDim)
+                    throwUsage("channel " + std::to_string(channel) +
+                               " is out of range (d_v = " + std::to_string(layer.valueDim) + ")");
+                const AttentionHead& a = h.attention(paradigm);
+                const LocalBranchWeights weights = h.reader()->readLocalBranch(h.image(), h.layerIndex());
+                const LocalKernel kernel =
+                    weights.kernel(layer.localBranch->weightChannel(h.head(), channel, layer.valueDim));
+                Matrix e;
+                {
+                    py::gil_scoped_release release;
+                    const ScopedBlasThreads oneBlasThread(1);
+                    e = a.matrix();
+                    addLocalBranch(e, kernel, localBranchGrid(layer, h.head()));
+                }
+                return ownedArray(std::move(e));
+            },
+            py::arg("paradigm"), py::arg("channel"),
+            "E_c = A + M_c: the attention matrix with the layer's local branch of V channel c (format.md 1a).")
+        .def_property_readonly("q", [](PyHead& h) { return ownedArray(Matrix(h.activations().q)); })
+        .def_property_readonly("k", [](PyHead& h) { return ownedArray(Matrix(h.activations().k)); })
+        .def_property_readonly("v",
+                               [](PyHead& h) -> py::object {
+                                   if (h.activations().v.size() == 0) return py::none();
+                                   return ownedArray(Matrix(h.activations().v));
+                               })
+        .def_property_readonly("tokens", [](PyHead& h) { return h.layer().tokens; })
+        .def_property_readonly("keys", [](PyHead& h) { return h.layer().keyTokens(); })
+        .def_property_readonly("grid",
+                               [](PyHead& h) { return std::make_pair(h.layer().layout.gridH, h.layer().layout.gridW); })
+        .def_property_readonly("prefix", [](PyHead& h) { return h.layer().layout.prefix; })
+        .def("__repr__", [](PyHead& h) {
+            return "<attnlens.Head " + h.layer().name +
+                   (h.reader() ? ", image " + std::to_string(h.image()) + ", head " + std::to_string(h.head())
+                               : std::string()) +
+                   ": N = " + std::to_string(h.layer().tokens) + ", d = " + std::to_string(h.layer().dim) + ">";
+        });
+
+    py::class_<PyDump, std::shared_ptr<PyDump>>(m, "Dump", "An open attnlens.dump file (attnlens.open).")
+        .def(py::init<const std::string&>(), py::arg("path"))
+        .def_property_readonly("path", [](PyDump& d) { return d.reader().info().path; })
+        .def_property_readonly("images", [](PyDump& d) { return d.reader().info().images; })
+        .def_property_readonly("layers",
+                               [](PyDump& d) {
+                                   py::list out;
+                                   const DumpInfo& info = d.reader().info();
+                                   for (std::size_t l = 0; l < info.layers.size(); ++l) out.append(layerDict(info, l));
+                                   return out;
+                               })
+        .def_property_readonly("class_names", [](PyDump& d) { return d.reader().info().classNames; })
+        .def_property_readonly("labels",
+                               [](PyDump& d) -> py::object {
+                                   const DumpReader& r = d.reader();
+                                   if (!r.info().hasLabels) return py::none();
+                                   std::vector<std::int64_t> labels;
+                                   for (int i = 0; i < r.info().images; ++i) labels.push_back(*r.label(i));
+                                   return py::array_t<std::int64_t>(py::ssize_t(labels.size()), labels.data());
+                               })
+        .def_property_readonly(
+            "unreadable", [](PyDump& d) { return d.reader().unreadableDatasets(); },
+            "Datasets the open check found damaged, with the message their reads raise.")
+        .def(
+            "info", [](PyDump& d) { return toPython(d.reader().info().toJson()); },
+            "The dump's description, as `attnlens-cli inspect --json` prints it.")
+        .def(
+            "head",
+            [](PyDump& d, int image, const py::handle& layer, int head) {
+                const int l = d.layerIndex(layer);
+                const DumpInfo& info = d.reader().info();
+                if (image < 0 || image >= info.images)
+                    throwUsage("image " + std::to_string(image) + " is out of range (the dump has " +
+                               std::to_string(info.images) + ", numbered from 0)");
+                if (head < 0 || head >= info.layers[std::size_t(l)].heads)
+                    throwUsage("head " + std::to_string(head) + " is out of range (layer " +
+                               info.layers[std::size_t(l)].name + " has " +
+                               std::to_string(info.layers[std::size_t(l)].heads) + ", numbered from 0)");
+                auto shared = d.shared();
+                py::gil_scoped_release release;
+                return std::make_shared<PyHead>(shared, image, l, head);
+            },
+            py::arg("image"), py::arg("layer"), py::arg("head"), "One head of one image (layer: position or name).")
+        .def("analyze", &pyAnalyze,
+             "The attnlens.analysis report (attnlens-cli analyze's JSON) as a dict; keyword arguments are analyze's "
+             "options: paradigms, layers, heads, images, stats, rank_tol, local_k, tau, magnitude, local_branch, "
+             "local_channels, local_spectra, model, spatial_only, per_query_maps, skip_unreadable, threads, config.")
+        .def("locality", &pyLocality,
+             "The attnlens.locality document as a dict; options: paradigms, layers, model, images, threads, "
+             "offset_radius, no_labels, config.")
+        .def("rollout", &pyRollout, py::arg("image"), py::arg("query"),
+             "The attnlens.rollout document (query: token, (y, x) or 'cls'); options: layers, model, paradigms, "
+             "residual, fusion, discard, weights, threads, config.")
+        .def("confusion", &pyConfusion, py::arg("image"), py::arg("layer"), py::arg("head"), py::arg("paradigm"),
+             py::arg("tau") = py::none(), py::arg("pairs") = 20,
+             "The attnlens.confusion document of one head as a dict.")
+        .def("close", &PyDump::close)
+        .def_property_readonly("closed", &PyDump::closed)
+        .def("__enter__", [](std::shared_ptr<PyDump> d) { return d; })
+        .def("__exit__", [](PyDump& d, const py::args&) { d.close(); })
+        .def("__repr__", [](PyDump& d) {
+            if (d.closed()) return std::string("<attnlens.Dump (closed)>");
+            const DumpInfo& info = d.reader().info();
+            return "<attnlens.Dump " + info.path + ": " + std::to_string(info.layers.size()) + " layers, " +
+                   std::to_string(info.images) + " images>";
+        });
+
+    m.def(
+        "open", [](const std::string& path) { return std::make_shared<PyDump>(path); }, py::arg("path"),
+        "Opens a dump (checked in a child process first, as attnlens-cli does).");
+}

@@ -1,0 +1,82 @@
+"""Figures of the Python module (issue 29), on the bundled example (N = 197, d = 32, 6 heads):
+
+    PYTHONPATH=build/release/python ATTNLENS_CLI=build/release/app/attnlens-cli /usr/bin/python3 tests/bench/python_module_bench.py
+
+1. one Head.row() call (the paradigm's head already built): median over 20000 calls;
+2. rollout of one query (CLS) through 4 layers under the 8 presets: Dump.rollout (reading, the
+   heads, the rows) against NumPy's dense product as vit-explain forms it (fuse the heads, add the
+   residual, normalise, multiply R_L ... R_1), given the attention matrices already formed (the
+   cheapest NumPy can be: its time to form them is not counted);
+3. analyze of 4 images (all statistics, 8 presets, all 20 layers) in process against the CLI
+   (a whole process, --no-hash, the same options).
+Medians of 5 unless said.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import attnlens
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources", "examples",
+                       "attnlens-example.h5")
+
+
+def median_time(f, repeat=5):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    d = attnlens.open(EXAMPLE)
+    h = d.head(0, 0, 0)
+    h.row("softmax", 0)
+    calls = 20000
+    per = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for i in range(calls):
+            h.row("softmax", i % 197)
+        per.append((time.perf_counter() - t) / calls)
+    print(f"row(): {statistics.median(per) * 1e6:.2f} us per call (N = {h.tokens}, d = {h.q.shape[1]})")
+
+    layers = [0, 1, 2, 3]
+    module = median_time(lambda: d.rollout(0, "cls", layers=layers))
+    mats = {p: [[d.head(0, l, hh).attention(p) for hh in range(d.layers[l]["heads"])] for l in layers]
+            for p in attnlens.presets()}
+
+    def numpy_rollout():
+        for p, per_layer in mats.items():
+            result = None
+            for heads in per_layer:
+                a = np.stack([np.maximum(x, 0) / np.maximum(x, 0).sum(1, keepdims=True) for x in heads]).mean(0)
+                r = 0.5 * a + 0.5 * np.eye(a.shape[0])
+                r = r / r.sum(1, keepdims=True)
+                result = r if result is None else r @ result
+            _ = result[0]
+
+    dense = median_time(numpy_rollout)
+    print(f"rollout of one query, 8 presets, 4 layers: module {module * 1e3:.1f} ms, NumPy dense product "
+          f"{dense * 1e3:.1f} ms (matrices given): {dense / module:.1f}x")
+
+    images = "0-3"
+    inproc = median_time(lambda: d.analyze(images=images), repeat=3)
+    cli = os.environ.get("ATTNLENS_CLI")
+    if cli:
+        whole = median_time(lambda: subprocess.run([cli, "analyze", EXAMPLE, "--images", images, "--no-hash", "--quiet"],
+                                                   check=True, capture_output=True), repeat=3)
+        print(f"analyze, 4 images, all statistics: module {inproc:.2f} s, attnlens-cli {whole:.2f} s")
+    else:
+        print(f"analyze, 4 images, all statistics: module {inproc:.2f} s (ATTNLENS_CLI not set)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

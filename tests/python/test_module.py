@@ -1,0 +1,267 @@
+"""The Python module `attnlens` (issue 29) against attnlens-cli's JSON, NumPy and closed forms.
+
+Run by ctest (python.module) with PYTHONPATH=<build>/python and ATTNLENS_CLI set:
+    PYTHONPATH=build/dev/python ATTNLENS_CLI=build/dev/app/attnlens-cli /usr/bin/python3 -m pytest tests/python
+"""
+import json
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import attnlens
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.normpath(os.path.join(HERE, "..", "..", "resources", "examples", "attnlens-example.h5"))
+HIERARCHICAL = os.path.normpath(os.path.join(HERE, "..", "..", "resources", "examples",
+                                             "attnlens-example-hierarchical.h5"))
+CLI = os.environ.get("ATTNLENS_CLI")
+needs_cli = pytest.mark.skipif(not CLI, reason="ATTNLENS_CLI is not set")
+
+
+def cli(*args):
+    proc = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def cli_json(tmp_path, *args):
+    out = tmp_path / "out.json"
+    cli(*args, "-o", out)
+    with open(out) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def dump():
+    with attnlens.open(EXAMPLE) as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def branch_dump(tmp_path_factory):
+    if not CLI:
+        pytest.skip("ATTNLENS_CLI is not set")
+    path = tmp_path_factory.mktemp("synth") / "dwc.h5"
+    cli("synth", "-o", path, "--layers", "2", "--heads", "2", "--grid", "5x5", "--prefix", "1", "--dim", "8",
+        "--images", "2", "--local-branch", "dwc")
+    return str(path)
+
+
+# ---- identical numbers to the CLI ------------------------------------------------------------------
+
+@needs_cli
+def test_analyze_equals_the_cli_report(dump, tmp_path):
+    options = dict(stats="rank,local,entropy,confusion", images="0-1", layers=[0, 1, 7], local_k=[3, 5])
+    got = dump.analyze(**options)
+    want = cli_json(tmp_path, "analyze", EXAMPLE, "--stats", "rank,local,entropy,confusion", "--images", "0-1",
+                    "--layers", "0,1,7", "--local-k", "3,5", "--no-hash", "--quiet")
+    assert got["results"] == want["results"]
+    assert got["summary"] == want["summary"]
+    for key in ("options", "paradigms", "selection", "schema", "schema_version", "non_finite"):
+        assert got[key] == want[key], key
+    assert got["input"]["dump"] == want["input"]["dump"]
+
+
+@needs_cli
+def test_rollout_locality_and_confusion_equal_the_cli(dump, tmp_path):
+    got = dump.rollout(0, "cls", layers="0-3", residual=0.4, discard=0.1)
+    want = cli_json(tmp_path, "rollout", EXAMPLE, "--image", "0", "--query", "cls", "--layers", "0-3",
+                    "--residual", "0.4", "--discard", "0.1")
+    assert got == want
+    got = dump.rollout(0, (3, 4), layers=[0, 1], paradigms="softmax,focused")
+    want = cli_json(tmp_path, "rollout", EXAMPLE, "--image", "0", "--query", "3,4", "--layers", "0,1",
+                    "--paradigms", "softmax,focused")
+    assert got == want
+
+    got = dump.locality(images="0-2", layers=[0, 2], paradigms=["softmax", "inline"])
+    want = cli_json(tmp_path, "locality", EXAMPLE, "--images", "0-2", "--layers", "0,2", "--paradigms",
+                    "softmax,inline", "--quiet")
+    for doc in (got, want):
+        doc.pop("tool", None)
+        doc.pop("seconds", None)
+        doc.get("timing", {}).clear()
+    assert got == want
+
+    got = dump.confusion(1, "softmax.block2", 1, "linear_relu", tau=0.02, pairs=5)
+    want = cli_json(tmp_path, "confusion", EXAMPLE, "--image", "1", "--layer", "softmax.block2", "--head", "1",
+                    "--paradigm", "linear_relu", "--tau", "0.02", "--pairs", "5")
+    assert got == want
+
+
+@needs_cli
+def test_attention_and_row_equal_the_cli_matrix(dump, tmp_path):
+    for paradigm in ("softmax", "focused", "mala"):
+        want = cli_json(tmp_path, "attention", EXAMPLE, "--image", "2", "--layer", "3", "--head", "1",
+                        "--paradigm", paradigm)
+        a = dump.head(2, 3, 1).attention(paradigm)
+        np.testing.assert_array_equal(a, np.array(want["attention"], dtype=float))
+        # row() takes one query's dot products, matrix() a GEMM: equal to rounding.
+        np.testing.assert_allclose(dump.head(2, 3, 1).row(paradigm, 17), a[17], rtol=1e-13, atol=1e-17)
+
+
+@needs_cli
+def test_with_local_branch_equals_the_cli(branch_dump, tmp_path):
+    with attnlens.open(branch_dump) as d:
+        for layer in range(2):
+            want = cli_json(tmp_path, "attention", branch_dump, "--image", "1", "--layer", layer, "--head", "1",
+                            "--paradigm", "softmax", "--local-branch", "--channel", "3")
+            e = d.head(1, layer, 1).with_local_branch("softmax", 3)
+            np.testing.assert_array_equal(e, np.array(want["equivalent_matrix"], dtype=float))
+        with pytest.raises(attnlens.UsageError, match="channel 99 is out of range"):
+            d.head(0, 0, 0).with_local_branch("softmax", 99)
+
+
+# ---- a second computation and closed forms ------------------------------------------------------
+
+def test_head_from_arrays_matches_numpy_and_the_dump(dump):
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((50, 8)), rng.standard_normal((50, 8))
+    head = attnlens.Head(q, k, grid=(7, 7), prefix=1)
+    logits = q @ k.T / np.sqrt(8)
+    want = np.exp(logits - logits.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    np.testing.assert_allclose(head.attention("softmax"), want, rtol=1e-12, atol=1e-15)
+    # linear_relu without its epsilon: relu(q) relu(k)^T, rows normalised to sum 1.
+    fq, fk = np.maximum(q, 0), np.maximum(k, 0)
+    lin = fq @ fk.T
+    lin /= lin.sum(1, keepdims=True)
+    np.testing.assert_allclose(head.attention("linear_relu:eps=0"), lin, rtol=1e-12, atol=1e-15)
+    # float32 and torch-style inputs are converted; the same head read from the dump is the same.
+    h = dump.head(0, 0, 0)
+    layer = dump.layers[0]
+    mem = attnlens.Head(h.q.astype(np.float32).astype(np.float64), h.k, grid=tuple(layer["grid"]),
+                        prefix=layer["prefix_tokens"], scale=layer["scale"])
+    np.testing.assert_array_equal(mem.attention("softmax"), h.attention("softmax"))
+    one = attnlens.Head(np.eye(4), np.eye(4), grid=(2, 2))
+    assert one.row("linear_relu:eps=0", (1, 1))[3] == 1.0  # phi(q_3) . phi(k_j) is e_3's own key only
+
+
+def test_results_own_their_memory_and_survive_the_dump(tmp_path):
+    d = attnlens.open(EXAMPLE)
+    h = d.head(0, 1, 0)
+    a = h.attention("inline")
+    d.close()
+    assert d.closed
+    assert a.shape == (197, 197) and np.isfinite(a).all()
+    np.testing.assert_allclose(a.sum(1), 1.0, atol=1e-12)  # InLine rows sum to 1 (signed)
+    assert h.row("inline", 5).shape == (197,)  # the head keeps what it read
+
+
+def test_hierarchical_dump_has_reduced_keys():
+    with attnlens.open(HIERARCHICAL) as d:
+        reduced = [i for i, l in enumerate(d.layers) if l.get("keys")]
+        assert reduced
+        h = d.head(0, reduced[0], 0)
+        assert h.attention("softmax").shape == (h.tokens, h.keys) and h.keys < h.tokens
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+def test_bad_input_gives_clear_exceptions(dump, tmp_path):
+    with pytest.raises(attnlens.InputError, match="no such file"):
+        attnlens.open(str(tmp_path / "missing.h5"))
+    broken = tmp_path / "broken.h5"
+    broken.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\x00" * 100)
+    with pytest.raises(attnlens.InputError) as e:
+        attnlens.open(str(broken))
+    assert e.value.kind == "input" and str(broken) in str(e.value)
+    with pytest.raises(attnlens.UsageError, match="unknown paradigm"):
+        dump.head(0, 0, 0).attention("nope")
+    with pytest.raises(attnlens.UsageError, match="head 9 is out of range"):
+        dump.head(0, 0, 9)
+    with pytest.raises(attnlens.UsageError, match="unknown keyword argument 'stat'"):
+        dump.analyze(stat="rank")
+    with pytest.raises(ValueError, match="unknown statistic .bogus."):  # UsageError is a ValueError too
+        dump.analyze(stats="rank,bogus")
+    with pytest.raises(attnlens.UsageError, match="query y: 99 is out of range"):
+        dump.head(0, 0, 0).row("softmax", (99, 0))
+    with pytest.raises(attnlens.UsageError, match="q and k must have the same dim"):
+        attnlens.Head(np.zeros((5, 4)), np.zeros((5, 3)), grid=(2, 2), prefix=1)
+    with pytest.raises(attnlens.UsageError, match="must be 2-D"):
+        attnlens.Head(np.zeros(5), np.zeros(5), grid=(2, 2), prefix=1)
+    with pytest.raises(attnlens.UsageError, match="array of numbers"):
+        attnlens.Head([["a"]], [["b"]], grid=(1, 1))
+    with pytest.raises(attnlens.UsageError, match="has 5 tokens, q has 6"):
+        attnlens.Head(np.zeros((6, 2)), np.zeros((6, 2)), grid=(2, 2), prefix=1)
+    # NaN in a query: that row is NaN (flagged), the others are finite.
+    q = np.random.default_rng(1).standard_normal((5, 2))
+    q[2, 0] = np.nan
+    a = attnlens.Head(q, np.ones((5, 2)), grid=(2, 2), prefix=1).attention("softmax")
+    assert np.isnan(a[2]).all() and np.isfinite(np.delete(a, 2, 0)).all()
+    closed = attnlens.open(EXAMPLE)
+    closed.close()
+    with pytest.raises(attnlens.UsageError, match="the dump is closed"):
+        closed.head(0, 0, 0)
+
+
+@needs_cli
+def test_damaged_chunk_index_is_refused_by_name():
+    path = os.path.join(HERE, "..", "fuzz", "regressions", "btree_loop_k.h5")
+    with attnlens.open(path) as d:
+        assert "/layers/blocks.1/k" in d.unreadable
+        d.head(0, 0, 0).attention("softmax")
+        with pytest.raises(attnlens.InputError, match="chunk index of /layers/blocks.1/k"):
+            d.head(0, 1, 0)
+
+
+# ---- no leaks, interrupts -------------------------------------------------------------------
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def test_no_leaks_over_ten_thousand_calls(dump):
+    h = dump.head(0, 0, 0)
+    small = attnlens.Head(np.random.default_rng(0).standard_normal((17, 4)), np.ones((17, 4)), grid=(4, 4), prefix=1)
+    for _ in range(200):  # warm up caches and allocator pools
+        h.row("softmax", 3)
+        small.attention("focused")
+    tracemalloc.start()
+    before_rss = rss_kib()
+    snapshot = tracemalloc.take_snapshot()
+    for i in range(10000):
+        h.row("softmax", i % 197)
+        small.attention("focused")
+        if i % 1000 == 0:
+            try:
+                dump.head(0, 0, 99)
+            except attnlens.UsageError:
+                pass
+    grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(snapshot, "filename"))
+    tracemalloc.stop()
+    assert grown < 64 * 1024, f"Python allocations grew by {grown} bytes"
+    assert rss_kib() - before_rss < 4096, f"RSS grew by {rss_kib() - before_rss} KiB"
+
+
+@needs_cli
+def test_keyboard_interrupt_cancels_a_long_analysis(tmp_path):
+    path = tmp_path / "big.h5"
+    cli("synth", "-o", path, "--layers", "6", "--heads", "3", "--grid", "24x24", "--prefix", "1", "--dim", "32",
+        "--images", "16")
+    with attnlens.open(str(path)) as d:
+        timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            d.analyze(threads=1)
+        assert time.monotonic() - start < 5
+        timer.cancel()
+        # The dump stays usable.
+        assert d.head(0, 0, 0).attention("softmax").shape == (577, 577)
+
+
+def test_the_exporter_shares_the_import():
+    pytest.importorskip("torch")
+    assert attnlens.Exporter.__name__ == "Exporter"
+    assert callable(attnlens.validate)
