@@ -357,6 +357,8 @@ const std::vector<std::string> kAnalyzeOptions{
     "--paradigms",      "--config",        "--layers",  "--heads",        "--images",         "--stats",
     "--threads",        "--rank-tol",      "--local-k", "--tau",          "--magnitude",      "--local-branch",
     "--local-channels", "--local-spectra", "--model",   "--spatial-only", "--per-query-maps", "--skip-unreadable"};
+const std::vector<std::string> kHeadStatisticsOptions{"--stats",     "--rank-tol",     "--local-k",       "--tau",
+                                                      "--magnitude", "--spatial-only", "--per-query-maps"};
 const std::vector<std::string> kLocalityOptions{"--paradigms", "--config",  "--layers",        "--model",
                                                 "--images",    "--threads", "--offset-radius", "--no-labels"};
 const std::vector<std::string> kRolloutOptions{"--layers", "--model",   "--paradigms", "--config", "--residual",
@@ -557,6 +559,31 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
             },
             py::arg("paradigm"), py::arg("channel"),
             "E_c = A + M_c: the attention matrix with the layer's local branch of V channel c (format.md 1a).")
+        .def(
+            "statistics",
+            [](PyHead& h, const std::string& paradigm, const py::kwargs& kwargs) {
+                const OptionText text = optionText(kwargs, kHeadStatisticsOptions);
+                AnalysisReport report;
+                report.request.options = analysisOptionsFromText(text);
+                report.paradigms = {Paradigm::parse(paradigm)};
+                report.dump.layers = {h.layer()};
+                const AttentionHead& a = h.attention(paradigm);
+                HeadRecord record;
+                record.image = std::max(0, h.image());
+                record.head = h.head();
+                {
+                    py::gil_scoped_release release;
+                    const ScopedBlasThreads oneBlasThread(1);
+                    record.stats = analyzeHead(a, h.activations().q, h.layer().attentionLayout(), report.request.options);
+                }
+                json j = recordJson(report, record);
+                j["layer_position"] = std::max(0, h.layerIndex());
+                return toPython(j);
+            },
+            py::arg("paradigm") = "softmax",
+            "One record of attnlens-cli analyze (rank, local mass, entropy, confusion, magnitude) for this head "
+            "under a paradigm, without the local branch; options: stats, rank_tol, local_k, tau, magnitude, "
+            "spatial_only, per_query_maps.")
         .def_property_readonly("q", [](PyHead& h) { return ownedArray(Matrix(h.activations().q)); })
         .def_property_readonly("k", [](PyHead& h) { return ownedArray(Matrix(h.activations().k)); })
         .def_property_readonly("v",
