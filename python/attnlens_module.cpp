@@ -32,6 +32,7 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/formats.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
@@ -406,7 +407,7 @@ py::object pyRollout(PyDump& dump, int image, const py::handle& query, const py:
     if (auto v = text.get("--discard")) request.options.discardRatio = parseNumber(*v, "--discard");
     if (auto v = text.get("--fusion")) request.options.fusion = parseHeadFusion(*v);
     if (auto v = text.get("--weights")) request.options.weights = parseRolloutWeights(*v);
-    request.threads = int(std::max(1u, std::thread::hardware_concurrency()));  // as attnlens-cli rollout
+    request.threads = processorCount();  // as attnlens-cli rollout
     if (auto t = text.get("--threads")) request.threads = parseInt(*t, 1, 256, "--threads");
     request.paradigms = paradigmsFromText(text);
     request.image = image;
@@ -574,7 +575,8 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                 {
                     py::gil_scoped_release release;
                     const ScopedBlasThreads oneBlasThread(1);
-                    record.stats = analyzeHead(a, h.activations().q, h.layer().attentionLayout(), report.request.options);
+                    record.stats =
+                        analyzeHead(a, h.activations().q, h.layer().attentionLayout(), report.request.options);
                 }
                 json j = recordJson(report, record);
                 j["layer_position"] = std::max(0, h.layerIndex());

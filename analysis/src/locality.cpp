@@ -1,4 +1,5 @@
 #include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/execution.h"
 
 #include <algorithm>
 #include <chrono>
@@ -155,7 +156,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     // Before anything is allocated: an absurd grid is a message, not minutes of paging.
     const MemoryPlan memory = planLocalityMemory(info, report.request, memoryBudgetBytes());
     const int threads = memory.threads;
-    report.request.threads = request.threads > 0 ? request.threads : detail::processorCount();
+    report.request.threads = threadsOrProcessors(request.threads);
 
     // The cells of one group, in (layer, head, paradigm) order; first[l]: where layer l's start.
     std::vector<LocalityCell> layout;

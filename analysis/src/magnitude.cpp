@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
 #include "attnlens/vector_math.h"
@@ -535,7 +536,7 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
             }
         }
     };
-    const int budget = options.threads > 0 ? options.threads : detail::processorCount();
+    const int budget = threadsOrProcessors(options.threads);
     detail::parallelFor(std::size_t(chunks), meanMagnitudeCurveIsParallel(n, options.points) ? budget : 1, makeScratch,
                         measureChunk);
 

@@ -18,6 +18,7 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/rollout.h"
 #include "attnlens/error.h"
@@ -396,7 +397,7 @@ MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& reque
             largest = &layer;
         }
     }
-    const int wanted = request.threads > 0 ? request.threads : detail::processorCount();
+    const int wanted = threadsOrProcessors(request.threads);
     plan.threads = std::max(1, std::min<int>(wanted, int(std::max<std::size_t>(1, layers.size()))));
     plan.budgetBytes = budgetBytes;
     if (budgetBytes <= 0 || largest == nullptr) return plan;

@@ -6,11 +6,19 @@
 #include <thread>
 #include <vector>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/signal_stack.h"
+
+namespace attnlens {
+
+int processorCount() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+int threadsOrProcessors(int requested) { return requested > 0 ? requested : processorCount(); }
+
+}  // namespace attnlens
 
 namespace attnlens::detail {
 
-int processorCount() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+int processorCount() { return attnlens::processorCount(); }
 
 void runOnThreads(int threads, const std::function<void()>& work) {
     std::mutex failureMutex;

@@ -12,7 +12,7 @@
 
 namespace attnlens::detail {
 
-// std::thread::hardware_concurrency(), at least 1: the budget of work that is not nested in other
+// attnlens::processorCount() (execution.h): the budget of work that is not nested in other
 // parallel work.
 int processorCount();
 

@@ -26,6 +26,7 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/formats.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
@@ -745,7 +746,7 @@ int cmdRollout(int argc, char** argv) {
     if (auto v = a.get("--fusion")) req.options.fusion = parseHeadFusion(*v);
     if (auto v = a.get("--weights")) req.options.weights = parseRolloutWeights(*v);
     validate(req.options);
-    req.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    req.threads = processorCount();
     if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
     req.paradigms = paradigmsFromText(a);
     if (req.paradigms.empty()) req.paradigms = presetParadigms();  // as analyze and locality do

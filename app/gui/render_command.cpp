@@ -355,7 +355,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         return exitCodeFor(e.kind());
     } catch (const std::exception& e) {
         err << "attnlens render: " << e.what() << "\n";
-        return 1;
+        return 70;  // an internal error, as attnlens-cli's
     }
 }
 

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/error.h"
 #include "attnlens/open_check.h"
 #include "attnlens/sha256.h"
@@ -787,7 +788,7 @@ QString Session::submitRollout(int paradigm, const std::string& key) {
     const Index query = rolloutQuery();
     const RolloutOptions options = rolloutOptions_;
     // Two jobs run at once (the comparison asks for one per paradigm): each gets half the processors.
-    const int threads = std::max(1, int(std::thread::hardware_concurrency()) / 2);
+    const int threads = std::max(1, processorCount() / 2);
     const QString slot = QStringLiteral("rollout/%1").arg(paradigm);
     const QString label =
         QStringLiteral("rollout (%1)").arg(QString::fromStdString(paradigms_[std::size_t(paradigm)].name));

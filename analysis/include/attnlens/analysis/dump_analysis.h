@@ -19,7 +19,7 @@ struct AnalyzeRequest {
     std::vector<int> heads;           // empty = all heads of each layer
     std::vector<int> images;          // empty = all images
     AnalysisOptions options;
-    int threads = 0;  // 0 = std::thread::hardware_concurrency()
+    int threads = 0;  // 0: processorCount() (execution.h)
     // An Error(Input) while reading one (image, layer)'s inputs (q, k, the local branch's weights:
     // a damaged chunk, a truncated file) skips that (image, layer) only, listed in
     // AnalysisReport::skipped, instead of ending the run. Other errors (cancel, memory, options)
