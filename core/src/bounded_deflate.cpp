@@ -46,17 +46,22 @@ bool gInstalled = false;
 size_t boundedDeflate(unsigned flags, size_t cdCount, const unsigned cdValues[], size_t nbytes, size_t* bufSize,
                       void** buf) {
     if ((flags & H5Z_FLAG_REVERSE) != 0) {
-        const std::size_t limit = (tlsChunkLimit > 0 ? tlsChunkLimit : kUnknownChunkLimit) + kFletcherSlack;
-        auto* out = static_cast<Bytef*>(H5allocate_memory(limit, false));
+        // A read of ours knows the chunk's size: one buffer of that size. Another read (h5py in
+        // the same process as the Python module) does not: the buffer grows as HDF5's does, up to
+        // kUnknownChunkLimit.
+        const bool known = tlsChunkLimit > 0;
+        const std::size_t limit = (known ? tlsChunkLimit : kUnknownChunkLimit) + kFletcherSlack;
+        std::size_t allocated = known ? limit : std::min(limit, std::max<std::size_t>(*bufSize, 4096) * 2);
+        auto* out = static_cast<Bytef*>(H5allocate_memory(allocated, false));
         if (out == nullptr) {
-            tlsFailure = "no memory to inflate a chunk of " + std::to_string(limit) + " bytes";
+            tlsFailure = "no memory to inflate a chunk of " + std::to_string(allocated) + " bytes";
             return 0;
         }
         z_stream stream{};
         stream.next_in = static_cast<Bytef*>(*buf);
         stream.avail_in = uInt(std::min<std::size_t>(nbytes, std::numeric_limits<uInt>::max()));
         stream.next_out = out;
-        stream.avail_out = uInt(std::min<std::size_t>(limit, std::numeric_limits<uInt>::max()));
+        stream.avail_out = uInt(std::min<std::size_t>(allocated, std::numeric_limits<uInt>::max()));
         if (inflateInit(&stream) != Z_OK) {
             H5free_memory(out);
             tlsFailure = "zlib could not start inflating";
@@ -65,6 +70,22 @@ size_t boundedDeflate(unsigned flags, size_t cdCount, const unsigned cdValues[],
         for (;;) {
             const int status = inflate(&stream, Z_SYNC_FLUSH);
             if (status == Z_STREAM_END) break;
+            if (status == Z_OK && stream.avail_out == 0 && allocated < limit) {
+                const std::size_t grown = std::min(limit, allocated * 2);
+                auto* bigger = static_cast<Bytef*>(H5resize_memory(out, grown));
+                if (bigger == nullptr) {
+                    inflateEnd(&stream);
+                    H5free_memory(out);
+                    tlsFailure = "no memory to inflate a chunk of " + std::to_string(grown) + " bytes";
+                    return 0;
+                }
+                out = bigger;
+                stream.next_out = out + stream.total_out;
+                stream.avail_out =
+                    uInt(std::min<std::size_t>(grown - stream.total_out, std::numeric_limits<uInt>::max()));
+                allocated = grown;
+                continue;
+            }
             std::string why;
             if (status == Z_OK && stream.avail_out == 0) {
                 why = "a compressed chunk inflates beyond its declared size of " +
@@ -91,7 +112,7 @@ size_t boundedDeflate(unsigned flags, size_t cdCount, const unsigned cdValues[],
         }
         H5free_memory(*buf);
         *buf = out;
-        *bufSize = limit;
+        *bufSize = allocated;
         return produced;
     }
     // Compression exactly as HDF5 does it.

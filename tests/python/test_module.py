@@ -278,6 +278,25 @@ def test_keyboard_interrupt_cancels_a_long_analysis(tmp_path):
         assert d.head(0, 0, 0).attention("softmax").shape == (577, 577)
 
 
+def test_h5py_in_the_same_process_reads_and_writes_as_before(dump, tmp_path):
+    # attnlens replaces the process's deflate filter (bounded inflation, core/src/bounded_deflate.cpp);
+    # h5py shares the library: its gzip datasets, with chunks far larger than the first buffer,
+    # must still read back exactly, and what it writes must be what HDF5's filter writes.
+    import h5py
+    dump.head(0, 0, 0).attention("softmax")  # the filter is in place from here
+    data = np.tile(np.arange(1 << 18, dtype=np.float64).reshape(512, 512), (4, 1))
+    path = tmp_path / "gzip.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, chunks=(1024, 512), compression="gzip", compression_opts=6, shuffle=True)
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(f["x"][...], data)
+        stored = f["x"].id.read_direct_chunk((0, 0))[1]
+    import zlib
+    raw = np.ascontiguousarray(data[:1024])
+    shuffled = raw.view(np.uint8).reshape(-1, 8).T.tobytes()  # HDF5's byte shuffle of 8-byte values
+    assert stored == zlib.compress(shuffled, 6)
+
+
 def test_the_exporter_shares_the_import():
     pytest.importorskip("torch")
     assert attnlens.Exporter.__name__ == "Exporter"
