@@ -11,6 +11,11 @@ namespace attnlens::gui {
 void ExportAllFigures::start(const QString& basePath, const FigureOptions& options, const std::vector<PlotView*>& views,
                              PlotView* current) {
     format_ = figureFormatFromPath(basePath);
+    // A folder that does not exist fails now, not after every analysis has run.
+    const QFileInfo base(basePath);
+    if (!base.dir().exists())
+        throwOutput("cannot write " + basePath.toStdString() + ": the folder " + base.dir().path().toStdString() +
+                    " does not exist");
     active_ = true;
     basePath_ = basePath;
     options_ = options;

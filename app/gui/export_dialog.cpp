@@ -13,6 +13,7 @@
 #include <QPushButton>
 #include <QRadioButton>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSpinBox>
 
 namespace attnlens::gui {
@@ -89,6 +90,7 @@ ExportFigureDialog::ExportFigureDialog(const QString& currentViewTitle, const QS
 
     path_ = new QLineEdit(QDir(lastExportFolder(dumpPath)).filePath(baseName + '.' + format_->currentText().toLower()));
     path_->setObjectName(QStringLiteral("path"));
+    path_->setObjectName(QStringLiteral("path"));
     auto* browse = new QPushButton(QStringLiteral("Browse…"));
     auto* row = new QHBoxLayout;
     row->addWidget(path_, 1);
@@ -113,8 +115,21 @@ ExportFigureDialog::ExportFigureDialog(const QString& currentViewTitle, const QS
             if (format_->findText(ext) >= 0) format_->setCurrentText(ext);
         }
     });
+    // A typed extension wins over the format box (the box follows it), as a browsed file's does.
+    connect(path_, &QLineEdit::textEdited, this, [this]() { followTypedExtension(); });
     connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+}
+
+bool ExportFigureDialog::followTypedExtension() {
+    const QString ext = QFileInfo(path_->text()).suffix().toUpper();
+    if (format_->findText(ext) < 0) return false;
+    if (format_->currentText() != ext) {
+        const QSignalBlocker keepText(format_);  // the path stays as typed
+        format_->setCurrentText(ext);
+        dpi_->setEnabled(ext == QStringLiteral("PNG"));
+    }
+    return true;
 }
 
 void ExportFigureDialog::fixExtension() {
@@ -134,7 +149,8 @@ FigureOptions ExportFigureDialog::options() const {
 }
 
 void ExportFigureDialog::accept() {
-    fixExtension();
+    // "all.pdf" writes PDF whatever the box said; a name without a known extension gets the box's.
+    if (!followTypedExtension()) fixExtension();
     QSettings settings;
     settings.setValue(QStringLiteral("export/dpi"), dpi_->value());
     settings.setValue(QStringLiteral("export/format"), format_->currentText());

@@ -35,7 +35,9 @@ public:
     void accept() override;
 
 private:
-    void fixExtension();  // the file's extension follows the format
+    void fixExtension();
+    // Sets the format box to the path's extension when it names a format; false when it names none.
+    bool followTypedExtension();  // the file's extension follows the format
 
     QRadioButton* all_ = nullptr;
     QComboBox* format_ = nullptr;

@@ -1300,10 +1300,12 @@ void MainWindow::exportAllFigures(const QString& basePath, const FigureOptions& 
 void MainWindow::tryFinishExportAll() {
     const auto outcome = exportAll_.tryFinish(views_, session_->jobs().busy());
     if (!outcome) return;
-    if (outcome->error.isEmpty())
+    if (outcome->error.isEmpty()) {
         statusBar()->showMessage(outcome->message, 8000);
-    else
+    } else {
+        statusBar()->clearMessage();  // not "waiting for analyses" any more
         showError(QStringLiteral("Export failed"), outcome->error);
+    }
     Q_EMIT exportFinished(outcome->written, outcome->error);
 }
 

@@ -3,12 +3,16 @@
 // (in process and as the program's command line).
 #include "app_test_fixture.h"
 
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QImage>
+#include <QLineEdit>
 #include <QProcess>
 #include <QSet>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTextStream>
 #include <QXmlStreamReader>
 #include <utility>
@@ -16,6 +20,7 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
+#include "export_dialog.h"
 #include "figure_export.h"
 #include "render_command.h"
 #include "token_map_view.h"
@@ -43,6 +48,7 @@ private Q_SLOTS:
     void exportAllViews();
     void everyExportedSvgIsWellFormedXml();
     void exportFailureSaysWhyAndLeavesNoFile();
+    void exportAllToAMissingFolderFailsAtOnceAndTheTypedExtensionWins();
     void exportStatisticsJsonValidAgainstSchema();
     void renderMatchesWindowExport();
     void renderCommandLine();
@@ -150,6 +156,39 @@ void ExportTests::exportFailureSaysWhyAndLeavesNoFile() {
     QVERIFY(!w.exportCurrentFigure(dir_.filePath("map.bmp"), {}, &error));
     QVERIFY2(error.contains(".png, .svg or .pdf"), qPrintable(error));
     QCOMPARE(w.lastError(), error);
+}
+
+// Issue 26 item 8: a failed export of all views does not leave "waiting for analyses" in the status
+// bar (it fails at once when the folder does not exist), and "all.pdf" typed while the format box
+// says SVG writes PDF.
+void ExportTests::exportAllToAMissingFolderFailsAtOnceAndTheTypedExtensionWins() {
+    MainWindow& w = openWindow(small_);
+    QSignalSpy done(&w, &MainWindow::exportFinished);
+    w.exportAllFigures(dir_.filePath("no-such-dir/all.png"), {});
+    QCOMPARE(done.size(), 1);
+    const QString error = done.first().at(1).toString();
+    QVERIFY2(error.contains("no-such-dir") && error.contains("does not exist"), qPrintable(error));
+    QVERIFY2(!w.statusBar()->currentMessage().contains("waiting"), qPrintable(w.statusBar()->currentMessage()));
+
+    QSettings().setValue(QStringLiteral("export/format"), QStringLiteral("SVG"));
+    ExportFigureDialog dialog(QStringLiteral("Token map"), QStringLiteral("map"), small_, &w);
+    auto* format = dialog.findChild<QComboBox*>(QStringLiteral("format"));
+    auto* path = dialog.findChild<QLineEdit*>(QStringLiteral("path"));
+    QVERIFY(format && path);
+    QCOMPARE(format->currentText(), QStringLiteral("SVG"));
+    path->selectAll();
+    QTest::keyClicks(path, dir_.filePath("all.pdf"));
+    QCOMPARE(format->currentText(), QStringLiteral("PDF"));  // the box follows what is typed
+    QCOMPARE(path->text(), dir_.filePath("all.pdf"));        // and the text stays as typed
+    dialog.accept();
+    QCOMPARE(dialog.path(), dir_.filePath("all.pdf"));
+    // A name without a known extension gets the box's.
+    ExportFigureDialog second(QStringLiteral("Token map"), QStringLiteral("map"), small_, &w);
+    auto* secondPath = second.findChild<QLineEdit*>(QStringLiteral("path"));
+    secondPath->selectAll();
+    QTest::keyClicks(secondPath, dir_.filePath("figure"));
+    second.accept();
+    QCOMPARE(second.path(), dir_.filePath("figure.pdf"));
 }
 
 void ExportTests::exportStatisticsJsonValidAgainstSchema() {
