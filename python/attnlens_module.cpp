@@ -212,6 +212,19 @@ Result runInterruptible(Work&& work, std::atomic<bool>& cancel) {
 
 // ---- the dump and its heads ---------------------------------------------------------------------
 
+// A query as Python gives it: a token index, (y, x) or a string ("cls", "3,4", "40"); the one
+// syntax of parseQueryToken.
+Index queryToken(const py::handle& q, const TokenLayout& layout) {
+    if (py::isinstance<py::int_>(q))
+        return Index(parseQueryToken(std::to_string(q.cast<long long>()), layout, "query"));
+    if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q)) {
+        const auto yx = q.cast<std::vector<int>>();
+        if (yx.size() != 2) throwUsage("query: a token, (y, x) or 'cls'");
+        return Index(parseQueryToken(std::to_string(yx[0]) + "," + std::to_string(yx[1]), layout, "query"));
+    }
+    return Index(parseQueryToken(q.cast<std::string>(), layout, "query"));
+}
+
 class PyDump;
 
 // One head: its q, k (and v) and the attention of each paradigm asked for (built once each).
@@ -279,21 +292,7 @@ public:
         return *it->second;
     }
 
-    Index query(const py::handle& q) const {
-        if (py::isinstance<py::int_>(q)) {
-            const long long t = q.cast<long long>();
-            if (t < 0 || t >= layer_.tokens)
-                throwUsage("query " + std::to_string(t) + " is out of range (the layer has " +
-                           std::to_string(layer_.tokens) + " tokens, numbered from 0)");
-            return Index(t);
-        }
-        if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q)) {
-            const auto yx = q.cast<std::vector<int>>();
-            if (yx.size() != 2) throwUsage("query: a token, (y, x) or 'cls'");
-            return Index(parseQueryToken(std::to_string(yx[0]) + "," + std::to_string(yx[1]), layer_.layout, "query"));
-        }
-        return Index(parseQueryToken(q.cast<std::string>(), layer_.layout, "query"));
-    }
+    Index query(const py::handle& q) const { return queryToken(q, layer_.layout); }
 
     const LayerInfo& layer() const { return layer_; }
     const HeadActivations& activations() const { return act_; }
@@ -402,26 +401,10 @@ py::object pyRollout(PyDump& dump, int image, const py::handle& query, const py:
     const DumpReader& reader = dump.reader();
     const DumpInfo& info = reader.info();
     const OptionText text = optionText(kwargs, kRolloutOptions);
-    RolloutRequest request;
-    if (auto v = text.get("--residual")) request.options.residual = parseNumber(*v, "--residual");
-    if (auto v = text.get("--discard")) request.options.discardRatio = parseNumber(*v, "--discard");
-    if (auto v = text.get("--fusion")) request.options.fusion = parseHeadFusion(*v);
-    if (auto v = text.get("--weights")) request.options.weights = parseRolloutWeights(*v);
-    request.threads = processorCount();  // as attnlens-cli rollout
-    if (auto t = text.get("--threads")) request.threads = parseInt(*t, 1, 256, "--threads");
-    request.paradigms = paradigmsFromText(text);
+    RolloutRequest request = rolloutRequestFromText(text);
     request.image = image;
     request.layers = layersFromText(text, info, true);
-    const TokenLayout& first = info.layers[std::size_t(request.layers.front())].layout;
-    if (py::isinstance<py::int_>(query))
-        request.query = Index(parseQueryToken(std::to_string(query.cast<long long>()), first, "query"));
-    else if (py::isinstance<py::tuple>(query) || py::isinstance<py::list>(query)) {
-        const auto yx = query.cast<std::vector<int>>();
-        if (yx.size() != 2) throwUsage("query: a token, (y, x) or 'cls'");
-        request.query = Index(parseQueryToken(std::to_string(yx[0]) + "," + std::to_string(yx[1]), first, "query"));
-    } else {
-        request.query = Index(parseQueryToken(query.cast<std::string>(), first, "query"));
-    }
+    request.query = queryToken(query, info.layers[std::size_t(request.layers.front())].layout);
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
     const json j = runInterruptible<json>(

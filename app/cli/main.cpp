@@ -740,16 +740,7 @@ int cmdRollout(int argc, char** argv) {
     for (const char* required : {"--image", "--query"})
         if (!a.get(required)) throwUsage(std::string("rollout: ") + required + " is required");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
-    RolloutRequest req;
-    if (auto v = a.get("--residual")) req.options.residual = parseNumber(*v, "--residual");
-    if (auto v = a.get("--discard")) req.options.discardRatio = parseNumber(*v, "--discard");
-    if (auto v = a.get("--fusion")) req.options.fusion = parseHeadFusion(*v);
-    if (auto v = a.get("--weights")) req.options.weights = parseRolloutWeights(*v);
-    validate(req.options);
-    req.threads = processorCount();
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
-    req.paradigms = paradigmsFromText(a);
-    if (req.paradigms.empty()) req.paradigms = presetParadigms();  // as analyze and locality do
+    RolloutRequest req = rolloutRequestFromText(a);
     auto reader = openDump(a.positional[0]);
     const DumpInfo& info = reader->info();
     const std::vector<int> images = parseIndexList(*a.get("--image"), info.images, "--image");

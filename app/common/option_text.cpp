@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/error.h"
 #include "attnlens/json_message.h"
 #include "attnlens/list_parser.h"
@@ -226,6 +227,20 @@ LocalityRequest localityRequestFromText(const OptionText& a, int& radius) {
 void localitySelectionFromText(const OptionText& a, const DumpInfo& info, LocalityRequest& req) {
     req.layers = layersFromText(a, info, false);
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+}
+
+RolloutRequest rolloutRequestFromText(const OptionText& a) {
+    RolloutRequest req;
+    if (auto v = a.get("--residual")) req.options.residual = parseNumber(*v, "--residual");
+    if (auto v = a.get("--discard")) req.options.discardRatio = parseNumber(*v, "--discard");
+    if (auto v = a.get("--fusion")) req.options.fusion = parseHeadFusion(*v);
+    if (auto v = a.get("--weights")) req.options.weights = parseRolloutWeights(*v);
+    validate(req.options);
+    req.threads = processorCount();
+    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.paradigms = paradigmsFromText(a);
+    if (req.paradigms.empty()) req.paradigms = presetParadigms();  // as analyze and locality do
+    return req;
 }
 
 }  // namespace attnlens

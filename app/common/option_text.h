@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/formats.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
@@ -61,5 +62,10 @@ void analyzeSelectionFromText(const OptionText& text, const DumpInfo& info, Anal
 // for "full", default 3); then --layers, --model, --images.
 LocalityRequest localityRequestFromText(const OptionText& text, int& radius);
 void localitySelectionFromText(const OptionText& text, const DumpInfo& info, LocalityRequest& request);
+
+// `rollout`'s options besides the file, the image and the query: --residual, --discard, --fusion,
+// --weights (validated), --threads (default: the processors) and --paradigms/--config (default:
+// the presets); the layers come with the dump (layersFromText).
+RolloutRequest rolloutRequestFromText(const OptionText& text);
 
 }  // namespace attnlens
