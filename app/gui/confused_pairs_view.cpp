@@ -35,7 +35,8 @@ ConfusedPairsView::ConfusedPairsView(Session* session, QWidget* parent) : PlotVi
     connect(table_, &QTableWidget::currentCellChanged, this, [this](int row, int, int, int) {
         if (row >= 0 && row != shownPair_) showPair(row);
     });
-    for (auto signal : {&Session::dumpChanged, &Session::selectionChanged, &Session::paradigmsChanged})
+    for (auto signal :
+         {&Session::dumpChanged, &Session::selectionChanged, &Session::paradigmsChanged, &Session::headResultsChanged})
         connect(session, signal, this, &PlotView::invalidate);
 }
 
@@ -50,8 +51,16 @@ std::string ConfusedPairsView::key() const {
 
 const ConfusedPairsView::Result* ConfusedPairsView::result() const {
     if (!session_->isOpen()) return nullptr;
-    const auto it = cache_.find(key());
-    return it == cache_.end() ? nullptr : it->second.get();
+    const auto* r = session_->confusedPairs().find(key());
+    return r ? r->get() : nullptr;
+}
+
+QString ConfusedPairsView::errorText() const {
+    if (!session_->isOpen()) return {};
+    const auto& store = session_->confusedPairs();
+    const std::string k = key();
+    if (store.cancelled(k)) return QStringLiteral("Cancelled: computed again when the selection changes");
+    return shortError(store.error(k), session_->path());
 }
 
 void ConfusedPairsView::showPair(int index) {
@@ -104,22 +113,23 @@ void ConfusedPairsView::rebuild() {
     const std::string k = key();
     const Selection& sel = session_->selection();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
-    if (!cache_.count(k) && pendingKey_ != k) {
+    auto& store = session_->confusedPairs();
+    const QString slot = QStringLiteral("confused pairs");
+    if (!store.find(k) && !store.failed(k) && !store.computing(session_->jobs(), slot, k)) {
         // One head: a Gram matrix of its rows (low-rank for the kernel paradigms), on a worker.
-        error_.clear();
-        pendingKey_ = k;
         std::shared_ptr<const AttentionHead> head;
         std::shared_ptr<const HeadActivations> act;
         try {
             head = session_->currentHead(sel.paradigm);
             act = session_->activations(session_->currentKey());
-        } catch (const std::exception& e) {
-            error_ = QString::fromStdString(e.what());
+        } catch (const Error& e) {
+            store.fail(k, JobFailure{e.kind(), QString::fromStdString(e.what())});
         }
         if (head && act) {
             const ConfusionOptions options = session_->preferences().analysis.confusion;
-            session_->jobs().submit<std::shared_ptr<const Result>>(
-                QStringLiteral("confused pairs"),
+            store.trim(7);
+            store.submit(
+                session_->jobs(), slot, k,
                 QStringLiteral("confused pairs of %1").arg(QString::fromStdString(paradigm.name)),
                 [head, act, options](const JobContext&) {
                     auto r = std::make_shared<Result>();
@@ -127,22 +137,14 @@ void ConfusedPairsView::rebuild() {
                     r->conditions = injectivityConditions(*head, act->k);
                     return std::shared_ptr<const Result>(r);
                 },
-                [this, k](std::shared_ptr<const Result>& r) {
-                    if (cache_.size() >= 8) cache_.erase(cache_.begin());
-                    cache_[k] = r;
-                    pendingKey_.clear();
-                    invalidate();
-                },
-                [this, k](const QString& e) {
-                    pendingKey_.clear();
-                    error_ = shortError(e, session_->path());
-                    invalidate();
-                });
+                [session = session_](const std::shared_ptr<const Result>&) { Q_EMIT session->headResultsChanged(); },
+                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
         }
     }
+    const QString error = errorText();
     const Result* r = result();
     auto* title = resetWithTitle(plot_, QString());
-    waiting_ = !r && error_.isEmpty();
+    waiting_ = !r && error.isEmpty();
     const QString head = QStringLiteral("%1 — image %2, layer %3, head %4")
                              .arg(QString::fromStdString(paradigm.name))
                              .arg(sel.image)
@@ -153,9 +155,11 @@ void ConfusedPairsView::rebuild() {
         tableKey_.clear();
         setWrappedText(title, what + QStringLiteral(": ") + head);
         auto* state = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 10));
-        state->setTextColor(error_.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
+        state->setTextColor(error.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
         plot_->plotLayout()->addElement(1, 0, state);
-        setWrappedText(state, error_.isEmpty() ? QStringLiteral("computing…") : QStringLiteral("FAILED: ") + error_);
+        setWrappedText(state, error.isEmpty()                              ? QStringLiteral("computing…")
+                              : session_->confusedPairs().cancelled(key()) ? error
+                                                                           : QStringLiteral("FAILED: ") + error);
         return;
     }
     if (tableKey_ != k) {

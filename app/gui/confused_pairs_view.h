@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
+#include "head_results.h"
 #include "plot_view.h"
 
 class QTableWidget;
@@ -24,13 +25,11 @@ public:
     bool waitingForResults() const override { return waiting_; }
     bool fitAspect() override;
 
-    struct Result {
-        ConfusedPairList list;
-        InjectivityConditions conditions;
-    };
+    using Result = ConfusedPairsResult;
     // The selected head's result (nullptr while computing or when it failed: errorText()).
     const Result* result() const;
-    QString errorText() const { return error_; }
+    // Why the selected head has no result (the job failed or was cancelled); empty otherwise.
+    QString errorText() const;
     QTableWidget* table() const { return table_; }
     // The pair shown (row of the table); -1 when none.
     int shownPair() const { return shownPair_; }
@@ -47,9 +46,7 @@ private:
     void fillTable(const Result& r);
 
     QTableWidget* table_ = nullptr;
-    std::map<std::string, std::shared_ptr<const Result>> cache_;  // by key(), the last few heads
-    std::string pendingKey_, tableKey_;
-    QString error_;
+    std::string tableKey_;
     int shownPair_ = -1;
     bool waiting_ = false;
     HeatmapPanel panels_[2];

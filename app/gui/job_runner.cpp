@@ -32,17 +32,31 @@ quint64 JobRunner::latestId(const QString& slot) const {
 
 bool JobRunner::isRunning(const QString& slot) const { return running_.count(slot) != 0; }
 
-void JobRunner::cancel(const QString& slot) {
+void JobRunner::stop(const QString& slot, bool tellSubmitter) {
     auto it = running_.find(slot);
     if (it == running_.end()) return;
     it->second.cancel->store(true);
     const quint64 id = it->second.id;
+    const FailureHandler onFailed = std::move(it->second.onFailed);
+    const QString label = it->second.label;
     // The slot is free at once; the worker's late result is dropped because its id is stale.
     latest_[slot] = nextId_++;
     running_.erase(it);
     if (running_.empty()) Q_EMIT busyChanged(false);
+    if (!tellSubmitter) return;
     Q_EMIT jobCancelled(slot, id);
+    if (onFailed) {
+        // The submitter's bookkeeping runs on the GUI thread: nothing it throws may reach the caller.
+        try {
+            onFailed(JobFailure::cancellation());
+        } catch (...) {
+        }
+    }
 }
+
+void JobRunner::cancel(const QString& slot) { stop(slot, /*tellSubmitter=*/true); }
+
+void JobRunner::discard(const QString& slot) { stop(slot, /*tellSubmitter=*/false); }
 
 void JobRunner::cancelAll() {
     std::vector<QString> names;
@@ -50,8 +64,30 @@ void JobRunner::cancelAll() {
     for (const auto& s : names) cancel(s);
 }
 
+void JobRunner::discardAll() {
+    std::vector<QString> names;
+    for (const auto& [slot, r] : running_) names.push_back(slot);
+    for (const auto& s : names) discard(s);
+}
+
+std::optional<JobFailure> JobRunner::runCaught(const std::function<void(const JobContext&)>& work,
+                                               const JobContext& ctx) {
+    try {
+        if (ctx.cancelled()) return JobFailure::cancellation();
+        work(ctx);
+        if (ctx.cancelled()) return JobFailure::cancellation();
+        return std::nullopt;
+    } catch (const Error& e) {
+        return JobFailure{e.kind(), QString::fromStdString(e.what())};
+    } catch (const std::exception& e) {
+        return JobFailure{std::nullopt, QString::fromStdString(e.what())};
+    } catch (...) {
+        return JobFailure{std::nullopt, QStringLiteral("unknown error")};
+    }
+}
+
 quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::function<void(const JobContext&)> work,
-                                std::function<void()> deliver, std::function<void(const QString&)> onError) {
+                                std::function<void()> deliver, FailureHandler onFailed) {
     if (auto it = running_.find(slot); it != running_.end()) it->second.cancel->store(true);
     const quint64 id = nextId_++;
     latest_[slot] = id;
@@ -62,26 +98,14 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::
 
     if (synchronous_) {
         ctx.report_ = [](long long, long long, const QString&) {};
-        bool ok = false, cancelled = false;
-        QString error;
-        try {
-            work(ctx);
-            ok = true;
-        } catch (const Error& e) {
-            cancelled = e.kind() == ErrorKind::Cancelled;
-            error = QString::fromStdString(e.what());
-        } catch (const std::exception& e) {
-            error = QString::fromStdString(e.what());
-        } catch (...) {
-            error = QStringLiteral("unknown error");
-        }
-        running_[slot] = Running{id, label, cancelFlag};
-        finish(slot, id, ok, cancelled, error, deliver, onError, label);
+        std::optional<JobFailure> failure = runCaught(work, ctx);
+        running_[slot] = Running{id, label, cancelFlag, onFailed};
+        finish(slot, id, std::move(failure), deliver, onFailed, label);
         return id;
     }
 
     const bool wasBusy = busy();
-    running_[slot] = Running{id, label, cancelFlag};
+    running_[slot] = Running{id, label, cancelFlag, onFailed};
     if (!wasBusy) Q_EMIT busyChanged(true);
 
     QPointer<JobRunner> self(this);
@@ -95,68 +119,48 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::
     };
     Q_EMIT progressChanged(label, 0, 0, QString());
 
-    pool_.start([self, ctx, work, deliver, onError, slot, id, label]() {
-        bool ok = false, cancelled = false;
-        QString error;
-        try {
-            if (!ctx.cancelled()) {
-                work(ctx);
-                ok = true;
-            } else {
-                cancelled = true;
-            }
-        } catch (const Error& e) {
-            cancelled = e.kind() == ErrorKind::Cancelled;
-            error = QString::fromStdString(e.what());
-        } catch (const std::exception& e) {
-            error = QString::fromStdString(e.what());
-        } catch (...) {
-            error = QStringLiteral("unknown error");
-        }
-        if (ctx.cancelled()) cancelled = true;
+    pool_.start([self, ctx, work, deliver, onFailed, slot, id, label]() {
+        std::optional<JobFailure> failure = runCaught(work, ctx);
         QMetaObject::invokeMethod(
             self.data(),
-            [self, slot, id, ok, cancelled, error, deliver, onError, label]() {
-                if (self) self->finish(slot, id, ok, cancelled, error, deliver, onError, label);
+            [self, slot, id, failure, deliver, onFailed, label]() {
+                if (self) self->finish(slot, id, failure, deliver, onFailed, label);
             },
             Qt::QueuedConnection);
     });
     return id;
 }
 
-void JobRunner::finish(const QString& slot, quint64 id, bool ok, bool cancelled, const QString& error,
-                       const std::function<void()>& deliver, const std::function<void(const QString&)>& onError,
-                       const QString& label) {
+void JobRunner::finish(const QString& slot, quint64 id, std::optional<JobFailure> failure,
+                       const std::function<void()>& deliver, const FailureHandler& onFailed, const QString& label) {
     const bool current = latestId(slot) == id;
     if (current) {
         running_.erase(slot);
         if (running_.empty() && !synchronous_) Q_EMIT busyChanged(false);
     }
     bool delivered = false;
-    QString failure = error;
-    if (current && ok && !cancelled) {
+    if (current && !failure) {
         // The result's consumer runs on the GUI thread: nothing it throws may reach the event loop.
         try {
             deliver();
             delivered = true;
             ++delivered_;
+        } catch (const Error& e) {
+            failure = JobFailure{e.kind(), QString::fromStdString(e.what())};
         } catch (const std::exception& e) {
-            ok = false;
-            failure = QString::fromStdString(e.what());
+            failure = JobFailure{std::nullopt, QString::fromStdString(e.what())};
         } catch (...) {
-            ok = false;
-            failure = QStringLiteral("unknown error");
+            failure = JobFailure{std::nullopt, QStringLiteral("unknown error")};
         }
     }
-    if (delivered) {
-    } else if (current && !ok && !cancelled) {
+    if (current && failure) {
         try {
-            if (onError) onError(failure);
+            if (onFailed) onFailed(*failure);
         } catch (...) {
         }
-        Q_EMIT jobFailed(label, failure);
-    } else {
-        ++dropped_;
+        if (!failure->cancelled()) Q_EMIT jobFailed(label, *failure);
+    } else if (!delivered) {
+        ++dropped_;  // superseded, discarded or cancelled: its late result goes nowhere
     }
     if (synchronous_) running_.erase(slot);
     Q_EMIT jobFinished(slot, id, delivered);

@@ -5,6 +5,10 @@
 // is delivered only when its job is still the slot's latest, so a result computed for a selection
 // the user has since left is dropped. Results reach the GUI thread through queued calls; nothing
 // here spins an event loop.
+//
+// A job ends in one of three ways, told to its submitter as a value, never as text: its result
+// (onDone), or a JobFailure (onFailed) that keeps the core's ErrorKind, where the user's Cancel is
+// ErrorKind::Cancelled. A job that is superseded or discarded (its selection left) ends silently.
 #include <QObject>
 #include <QString>
 #include <QThreadPool>
@@ -14,7 +18,19 @@
 #include <memory>
 #include <optional>
 
+#include "attnlens/error.h"
+
 namespace attnlens::gui {
+
+// Why a job gave no result. kind is the core's ErrorKind (Input: the dump; Usage: an option;
+// Cancelled: the user's Cancel), nullopt for anything else (out of memory, a bug): the views say
+// "cancelled" and offer Retry by kind, not by comparing messages.
+struct JobFailure {
+    std::optional<ErrorKind> kind;
+    QString message;
+    bool cancelled() const { return kind == ErrorKind::Cancelled; }
+    static JobFailure cancellation() { return {ErrorKind::Cancelled, QStringLiteral("cancelled")}; }
+};
 
 class JobContext {
 public:
@@ -41,23 +57,31 @@ public:
     void setSynchronous(bool on) { synchronous_ = on; }
     bool synchronous() const { return synchronous_; }
 
+    using FailureHandler = std::function<void(const JobFailure&)>;
     // work runs on the pool and returns a result; onDone runs on the GUI thread with it, only if the
-    // job was neither cancelled nor superseded. onError likewise gets the message of any exception
-    // other than a cancellation.
+    // job is still its slot's latest. onFailed runs on the GUI thread when the job threw (with the
+    // exception's ErrorKind) or when the user cancelled it (cancel(), cancelAll(): kind Cancelled,
+    // called at once). A superseded or discarded job calls neither.
     template <class T>
     quint64 submit(const QString& slot, const QString& label, std::function<T(const JobContext&)> work,
-                   std::function<void(T&)> onDone, std::function<void(const QString&)> onError = {}) {
+                   std::function<void(T&)> onDone, FailureHandler onFailed = {}) {
         auto result = std::make_shared<std::optional<T>>();
         return submitErased(
             slot, label, [work, result](const JobContext& ctx) { result->emplace(work(ctx)); },
             [onDone, result]() {
                 if (result->has_value() && onDone) onDone(**result);
             },
-            onError);
+            std::move(onFailed));
     }
 
+    // The user's Cancel: stops the slot's job and tells its submitter (a JobFailure of kind
+    // Cancelled), so that the views say "cancelled" and offer Retry.
     void cancel(const QString& slot);
     void cancelAll();
+    // Stops the slot's job without a word to its submitter: its selection was left (an unreadable
+    // head now selected), as when a newer submission supersedes it.
+    void discard(const QString& slot);
+    void discardAll();
     bool busy() const { return !running_.empty(); }
     bool isRunning(const QString& slot) const;
     quint64 latestId(const QString& slot) const;
@@ -70,7 +94,7 @@ public:
 Q_SIGNALS:
     void progressChanged(const QString& label, long long done, long long total, const QString& what);
     void busyChanged(bool busy);
-    void jobFailed(const QString& label, const QString& message);
+    void jobFailed(const QString& label, const attnlens::gui::JobFailure& failure);
     void jobFinished(const QString& slot, quint64 id, bool delivered);
     // The slot's running job was cancelled by cancel() or cancelAll() (not superseded by a newer
     // submission); emitted at once, before the worker has noticed.
@@ -81,12 +105,16 @@ private:
         quint64 id = 0;
         QString label;
         std::shared_ptr<std::atomic<bool>> cancel;
+        FailureHandler onFailed;
     };
     quint64 submitErased(const QString& slot, const QString& label, std::function<void(const JobContext&)> work,
-                         std::function<void()> deliver, std::function<void(const QString&)> onError);
-    void finish(const QString& slot, quint64 id, bool ok, bool cancelled, const QString& error,
-                const std::function<void()>& deliver, const std::function<void(const QString&)>& onError,
-                const QString& label);
+                         std::function<void()> deliver, FailureHandler onFailed);
+    // Runs work, turning what it throws into a failure (nullopt when it returned).
+    static std::optional<JobFailure> runCaught(const std::function<void(const JobContext&)>& work,
+                                               const JobContext& ctx);
+    void stop(const QString& slot, bool tellSubmitter);
+    void finish(const QString& slot, quint64 id, std::optional<JobFailure> failure,
+                const std::function<void()>& deliver, const FailureHandler& onFailed, const QString& label);
 
     QThreadPool pool_;
     bool synchronous_ = false;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "attnlens/error.h"
+#include "head_results.h"
 #include "plot_helpers.h"
 #include "session.h"
 
@@ -38,9 +40,20 @@ MagnitudeView::MagnitudeView(Session* session, QWidget* parent) : PlotView(sessi
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
     connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
     connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+    connect(session, &Session::headResultsChanged, this, &PlotView::invalidate);
+}
+
+std::string MagnitudeView::curvesKey(int rowParadigm) const {
+    const Selection& sel = session_->selection();
+    std::string k = std::to_string(session_->dumpEpoch()) + '/' + std::to_string(sel.image) + '/' +
+                    std::to_string(sel.layer) + '/' + std::to_string(sel.head) + '/' + std::to_string(sel.query) +
+                    "/row " + session_->paradigms()[std::size_t(rowParadigm)].toJson().dump();
+    for (int p : sel.shown) k += '/' + session_->paradigms()[std::size_t(p)].toJson().dump();
+    return k + '/' + session_->preferences().analysis.toJson()["magnitude"].dump();
 }
 
 void MagnitudeView::rebuild() {
+    shown_.reset();
     if (!session_->isOpen()) {
         resetWithTitle(plot_, QStringLiteral("no dump open"));
         return;
@@ -48,6 +61,68 @@ void MagnitudeView::rebuild() {
     const Selection& sel = session_->selection();
     const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
     if (showReadError(plot_, session_, QStringLiteral("Magnitude scaling"))) return;
+    // (a) the row at several factors, keys in the order of their weight at a = 1.
+    int shown = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
+    if (shown < 0) shown = sel.paradigm;
+    const QString where = QStringLiteral("query %1 (token %2), image %3, layer %4, head %5")
+                              .arg(tokenName(session_->layout(), sel.query))
+                              .arg(sel.query)
+                              .arg(sel.image)
+                              .arg(QString::fromStdString(session_->layerInfo().name))
+                              .arg(sel.head);
+    auto& store = session_->magnitudeCurves();
+    const std::string key = curvesKey(shown);
+    const QString slot = QStringLiteral("magnitude");
+    if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
+        std::vector<std::pair<int, std::shared_ptr<const AttentionHead>>> heads;
+        std::shared_ptr<const AttentionHead> rowHead;
+        try {
+            rowHead = session_->currentHead(shown);
+            for (int p : sel.shown) heads.emplace_back(p, session_->currentHead(p));
+        } catch (const Error& e) {
+            store.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        }
+        if (rowHead) {
+            const Index query = sel.query;
+            store.trim(15);
+            store.submit(
+                session_->jobs(), slot, key, QStringLiteral("magnitude curves"),
+                [rowHead, heads, query, opts, shown](const JobContext& ctx) {
+                    auto c = std::make_shared<MagnitudeCurves>();
+                    c->rowParadigm = shown;
+                    const auto all = opts.factors();
+                    for (std::size_t i = 0; i < all.size(); i += 2) c->rowFactors.push_back(all[i]);
+                    c->scaledRows.resize(Index(c->rowFactors.size()), rowHead->keys());
+                    rowHead->scaledRows(query, c->rowFactors, c->scaledRows);
+                    for (const auto& [p, h] : heads) {
+                        if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                        c->curves.emplace_back(p, magnitudeCurve(*h, query, opts));
+                    }
+                    return std::shared_ptr<const MagnitudeCurves>(c);
+                },
+                [session = session_](const std::shared_ptr<const MagnitudeCurves>&) {
+                    Q_EMIT session->headResultsChanged();
+                },
+                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
+        }
+    }
+    const auto* found = store.find(key);  // a synchronous runner has delivered already
+    waiting_ = found == nullptr && !store.failed(key);
+    shown_ = found ? *found : nullptr;
+    if (!found) {
+        auto* title = resetWithTitle(plot_, QString());
+        setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
+        auto* state = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 10));
+        const bool failed = store.failed(key);
+        state->setTextColor(failed && !store.cancelled(key) ? QColor(180, 0, 0) : QColor(Qt::black));
+        plot_->plotLayout()->addElement(1, 0, state);
+        setWrappedText(state, !failed ? QStringLiteral("computing…")
+                              : store.cancelled(key)
+                                  ? QStringLiteral("Cancelled: computed again when the selection changes")
+                                  : QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path()));
+        return;
+    }
+    const std::shared_ptr<const MagnitudeCurves> data = *found;
     auto* title = resetWithTitle(plot_, QString());
     // The plots and their legend side by side under a title that spans both.
     QCPLayoutGrid* body = addBody(plot_, 1);
@@ -58,10 +133,6 @@ void MagnitudeView::rebuild() {
     QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
     QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
 
-    // (a) the row at several factors, keys in the order of their weight at a = 1.
-    int shown = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
-    if (shown < 0) shown = sel.paradigm;
-    auto fh = session_->currentHead(shown);
     const RowData& base = session_->row(shown);
     std::vector<Index> order(std::size_t(base.values.size()));
     std::iota(order.begin(), order.end(), Index(0));
@@ -72,11 +143,8 @@ void MagnitudeView::rebuild() {
         return va > vb;
     });
     const int shownKeys = int(std::min<Index>(48, base.values.size()));
-    std::vector<double> factors;
-    const auto all = opts.factors();
-    for (std::size_t i = 0; i < all.size(); i += 2) factors.push_back(all[i]);
-    Matrix scaled(Index(factors.size()), fh->keys());
-    fh->scaledRows(sel.query, factors, scaled);
+    const std::vector<double>& factors = data->rowFactors;
+    const Matrix& scaled = data->scaledRows;
     QCPLegend* distLegend = addLegend(plot_, dist, Qt::AlignTop | Qt::AlignRight);
     std::vector<double> distValues;
     QCPColorGradient fg;  // light to dark as a grows (no yellow: invisible on white)
@@ -99,20 +167,19 @@ void MagnitudeView::rebuild() {
     dist->axis(QCPAxis::atBottom)->setRange(0.5, shownKeys + 0.5);
     dist->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key rank at a = 1 (top %1 keys)").arg(shownKeys));
     dist->axis(QCPAxis::atLeft)
-        ->setLabel(QStringLiteral("A[q, key] of %1").arg(QString::fromStdString(fh->paradigm().name)));
+        ->setLabel(QStringLiteral("A[q, key] of %1")
+                       .arg(QString::fromStdString(session_->paradigms()[std::size_t(shown)].name)));
 
     // (b-d) curves per shown paradigm.
     QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
     std::vector<double> mv, ev, rv;
     QStringList nonPositive;
-    std::vector<std::pair<int, MagnitudeCurve>> curves;
-    for (int p : sel.shown) {
-        curves.emplace_back(p, magnitudeCurve(*session_->currentHead(p), sel.query, opts));
+    for (const auto& [p, c] : data->curves) {
         bool positive = true;
-        for (double v : curves.back().second.ratio) positive &= !(std::isfinite(v) && !(v > 0));
+        for (double v : c.ratio) positive &= !(std::isfinite(v) && !(v > 0));
         if (!positive) nonPositive << QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
     }
-    for (const auto& [p, c] : curves) {
+    for (const auto& [p, c] : data->curves) {
         const QColor col = paradigmColor(p);
         const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
         const QVector<double> x(c.factors.begin(), c.factors.end());
@@ -147,13 +214,7 @@ void MagnitudeView::rebuild() {
         ratio->axis(QCPAxis::atBottom)
             ->setLabel(QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1")
                            .arg(nonPositive.join(", ")));
-    setWrappedText(title,
-                   QStringLiteral("Magnitude scaling (MALA Fig. 2) — query %1 (token %2), image %3, layer %4, head %5")
-                       .arg(tokenName(session_->layout(), sel.query))
-                       .arg(sel.query)
-                       .arg(sel.image)
-                       .arg(QString::fromStdString(session_->layerInfo().name))
-                       .arg(sel.head));
+    setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
 }
 
 }  // namespace attnlens::gui

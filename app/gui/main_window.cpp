@@ -533,9 +533,10 @@ void MainWindow::openFileInBackground(const QString& path) {
             statusBar()->clearMessage();
             Q_EMIT openFinished(path, true);
         },
-        [this, path](const QString& error) {
+        [this, path](const JobFailure& f) {
             statusBar()->clearMessage();
-            showError(QStringLiteral("Cannot open dump"), error);
+            if (f.cancelled()) return;  // Cancel (Esc) keeps the dump that was open, without a word
+            showError(QStringLiteral("Cannot open dump"), f.message);
             Q_EMIT openFinished(path, false);
         });
 }
@@ -564,7 +565,9 @@ void MainWindow::openSecondDialog() {
             second_->adopt(std::move(reader), path);
             showView(pair_->viewId());
         },
-        [this](const QString& error) { showError(QStringLiteral("Cannot open the second dump"), error); });
+        [this](const JobFailure& f) {
+            if (!f.cancelled()) showError(QStringLiteral("Cannot open the second dump"), f.message);
+        });
 }
 
 void MainWindow::fileOpened(const QString& path) {
@@ -1367,9 +1370,13 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
             }
             Q_EMIT exportFinished({path}, QString());
         },
-        [this](const QString& error) {
-            showError(QStringLiteral("Export failed"), error);
-            Q_EMIT exportFinished({}, error);
+        [this](const JobFailure& f) {
+            if (f.cancelled()) {
+                Q_EMIT exportFinished({}, QStringLiteral("export cancelled"));
+                return;
+            }
+            showError(QStringLiteral("Export failed"), f.message);
+            Q_EMIT exportFinished({}, f.message);
         });
 }
 

@@ -136,10 +136,11 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
         if (e->buttons() & Qt::LeftButton) userZoomed_ = true;
     });
     connect(session, &Session::dumpChanged, this, [this]() {
-        cache_.clear();
-        cacheOrder_.clear();
+        shownImage_.reset();
+        shownKey_.clear();
         invalidate();
     });
+    connect(session, &Session::headResultsChanged, this, &PlotView::invalidate);
     connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
     connect(session, &Session::queryChanged, this, &PlotView::invalidate);
     connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
@@ -160,10 +161,7 @@ void MatrixView::setOrderByWindow(bool on) {
     invalidate();
 }
 
-const MatrixImage* MatrixView::shownImage() const {
-    auto it = cache_.find(shownKey_);
-    return it == cache_.end() ? nullptr : it->second.get();
-}
+const MatrixImage* MatrixView::shownImage() const { return shownKey_.empty() ? nullptr : shownImage_.get(); }
 
 QString MatrixView::titleText() const {
     return subtitle_->text().isEmpty() ? title_->text() : title_->text() + '\n' + subtitle_->text();
@@ -237,10 +235,14 @@ void MatrixView::rebuild() {
 
     const QString slot = QStringLiteral("matrix");
     // An unreadable head (damaged chunk) or a failed job: the reason instead of a matrix.
+    auto& images = session_->matrixImages();
     QString readError = session_->currentHeadError();
-    if (readError.isEmpty() && key == failedKey_) readError = failedError_;
+    if (readError.isEmpty() && images.cancelled(key))
+        readError = QStringLiteral("Cancelled: computed again when the selection changes");
+    else if (readError.isEmpty() && images.failed(key))
+        readError = shortError(images.error(key), session_->path());
     if (!readError.isEmpty()) {
-        session_->jobs().cancel(slot);  // an older head's matrix must not land
+        session_->jobs().discard(slot);  // an older head's matrix must not land
         waiting_ = false;
         title_->setText(where + QStringLiteral(": NOT SHOWN"));
         subtitle_->setText(wrapText(readError, 110));
@@ -249,6 +251,7 @@ void MatrixView::rebuild() {
         scale_->setVisible(false);  // no bar without its map
         highlight_->setVisible(false);
         shownKey_.clear();
+        shownImage_.reset();
         // The empty axes are the selected layer's, never those of the matrix shown before (another
         // layer's or another file's size and key grid).
         const LayerInfo& layer = session_->layerInfo();
@@ -261,20 +264,17 @@ void MatrixView::rebuild() {
         rect_->axis(QCPAxis::atLeft)->setRange(-0.5, double(shownTokens_) - 0.5);
         return;
     }
-    auto it = cache_.find(key);
-    if (it == cache_.end() && session_->jobs().isRunning(slot) && pendingKey_ == key) {
+    if (!images.find(key) && images.computing(session_->jobs(), slot, key)) {
         waiting_ = true;  // already on its way; resubmitting would only restart it
         return;
     }
-    if (it == cache_.end()) {
+    if (!images.find(key)) {
         waiting_ = true;
-        pendingKey_ = key;
         std::shared_ptr<const AttentionHead> head;
         try {
             head = session_->currentHead(sel.paradigm);
-        } catch (const std::exception& e) {
-            failedKey_ = key;
-            failedError_ = shortError(QString::fromStdString(e.what()), session_->path());
+        } catch (const Error& e) {
+            images.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
             waiting_ = false;
             invalidate();
             return;
@@ -290,8 +290,10 @@ void MatrixView::rebuild() {
                 for (Index t : p.windowTokens(w)) order.push_back(t);
         }
         const std::string whereHead = session_->layerWhere();
-        session_->jobs().submit<std::shared_ptr<const MatrixImage>>(
-            slot,
+        // At most two matrices are kept (N^2 doubles each) besides the one shown.
+        images.trim(1);
+        images.submit(
+            session_->jobs(), slot, key,
             QStringLiteral("%1 matrix %2 x %3")
                 .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
                 .arg(n)
@@ -319,22 +321,9 @@ void MatrixView::rebuild() {
                 for (std::size_t r = 0; r < order.size(); ++r) image->position[std::size_t(order[r])] = Index(r);
                 return std::shared_ptr<const MatrixImage>(image);
             },
-            [this, key](std::shared_ptr<const MatrixImage>& img) {
-                cache_[key] = img;
-                cacheOrder_.push_back(key);
-                while (cacheOrder_.size() > 2) {
-                    cache_.erase(cacheOrder_.front());
-                    cacheOrder_.erase(cacheOrder_.begin());
-                }
-                invalidate();
-            },
-            [this, key](const QString& error) {
-                failedKey_ = key;
-                failedError_ = shortError(error, session_->path());
-                invalidate();
-            });
-        it = cache_.find(key);  // a synchronous runner has delivered already
-        if (it == cache_.end()) {
+            [session = session_](const std::shared_ptr<const MatrixImage>&) { Q_EMIT session->headResultsChanged(); },
+            [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
+        if (!images.find(key)) {  // a synchronous runner has delivered already
             title_->setText(where);
             subtitle_->setText(QStringLiteral("computing the %1 x %2 matrix…").arg(n).arg(nKeys));
             subtitle_->setTextColor(Qt::black);
@@ -344,7 +333,8 @@ void MatrixView::rebuild() {
             return;
         }
     }
-    const MatrixImage& img = *it->second;
+    const std::shared_ptr<const MatrixImage> image = *images.find(key);
+    const MatrixImage& img = *image;
     const Preferences& prefs = session_->preferences();
     if (shownKey_ != key) {
         map_->setData(img.data.get(), true);
@@ -369,6 +359,7 @@ void MatrixView::rebuild() {
         shownTokens_ = img.tokens;
         shownKeys_ = img.keys;
         shownKey_ = key;
+        shownImage_ = image;
     }
     map_->setVisible(true);
     scale_->setVisible(true);

@@ -6,32 +6,12 @@
 #include <memory>
 #include <string>
 
+#include "head_results.h"
 #include "plot_view.h"
 
 class QCheckBox;
 
 namespace attnlens::gui {
-
-// The matrix ready for display, built off the GUI thread.
-struct MatrixImage {
-    std::shared_ptr<QCPColorMapData> data;  // key = key token j, value = query token i
-    double lower = 0, upper = 1;            // colour range of the (transformed) values
-    bool diverging = false;
-    QString transform;     // "linear", "log10 A" or "symlog"
-    long long tokens = 0;  // rows: queries
-    long long keys = 0;    // columns: keys (tokens, unless spatial reduction made A N x n)
-    long long flaggedRows = 0;
-    double floor = 0;  // log: weights below this are drawn at the lowest colour
-    // Window attention ordered by window: display position r shows token order[r] (rows and
-    // columns alike), position[token] the inverse; both empty in token order.
-    std::vector<Index> order, position;
-    Index tokenAt(Index r) const { return order.empty() ? r : order[std::size_t(r)]; }
-    Index displayOf(Index token) const { return position.empty() ? token : position[std::size_t(token)]; }
-};
-// Builds the display data; exposed for tests. logScale: non-negative matrices use log10(max(A,
-// floor)) with floor = 1e-6 max A; signed ones use sign(A) log10(1 + |A|/t), t = 1e-4 max|A|.
-MatrixImage buildMatrixImage(const Eigen::Ref<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>& a,
-                             bool signedParadigm, bool logScale);
 
 class MatrixView : public PlotView {
     Q_OBJECT
@@ -74,13 +54,9 @@ private:
     bool waiting_ = false;
     bool userZoomed_ = false;
     std::string shownKey_;
-    std::string pendingKey_;
-    // The key whose matrix job failed and why (shown instead of "computing…", not resubmitted).
-    std::string failedKey_;
-    QString failedError_;
+    // What the map shows (kept alive here: the session's store keeps only the last two matrices).
+    std::shared_ptr<const MatrixImage> shownImage_;
     long long shownTokens_ = 0, shownKeys_ = 0;
-    std::map<std::string, std::shared_ptr<const MatrixImage>> cache_;  // at most two: N^2 doubles each
-    std::vector<std::string> cacheOrder_;
 };
 
 }  // namespace attnlens::gui

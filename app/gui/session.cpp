@@ -96,41 +96,11 @@ Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
     // setPreferences calls (the dialog) leave them as the user has set them since.
     sel_.localBranch = prefs.localBranch;
     sel_.localChannel = std::max(-1, prefs.localBranchChannel);
-    // A cancelled statistics job is remembered like a failed one: the views say "cancelled" and
-    // offer Retry instead of showing "computing" forever or restarting what the user stopped.
-    connect(&jobs_, &JobRunner::jobCancelled, this, [this](const QString& slot, quint64) {
-        if (slot == QLatin1String(kLocalitySlot)) {
-            const std::string key = locality_.pendingKey(slot);
-            if (key.empty() || locality_.contains(key)) return;
-            locality_.fail(key, QString::fromLatin1(kCancelledMessage));
-            Q_EMIT layerReportChanged();
-            return;
-        }
-        if (slot.startsWith(QStringLiteral("rollout/"))) {
-            const std::string key = rollouts_.pendingKey(slot);
-            if (key.empty() || rollouts_.contains(key)) return;
-            rollouts_.fail(key, QString::fromLatin1(kCancelledMessage));
-            Q_EMIT rolloutChanged();
-            return;
-        }
-        if (slot.startsWith(QStringLiteral("rollout product/"))) {
-            const std::string key = rolloutProducts_.pendingKey(slot);
-            if (key.empty() || rolloutProducts_.contains(key)) return;
-            rolloutProducts_.fail(key, QString::fromLatin1(kCancelledMessage));
-            Q_EMIT rolloutChanged();
-            return;
-        }
-        if (!slot.startsWith(QStringLiteral("layer statistics/"))) return;
-        const std::string key = reports_.pendingKey(slot);
-        if (key.empty() || reports_.contains(key)) return;
-        reports_.fail(key, QString::fromLatin1(kCancelledMessage));
-        Q_EMIT layerReportChanged();
-    });
 }
 
 Session::~Session() {
-    disconnect(&jobs_, nullptr, this, nullptr);  // no "cancelled" bookkeeping while going away
-    jobs_.cancelAll();
+    // Not cancelAll: no "cancelled" bookkeeping while going away.
+    jobs_.discardAll();
     jobs_.waitForIdle();
 }
 
@@ -159,7 +129,7 @@ std::shared_ptr<const DumpReader> Session::openReader(const QString& path) {
 void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& path) {
     if (!reader) throwUsage("no dump to adopt");
     const DumpInfo& info = reader->info();
-    jobs_.cancelAll();
+    jobs_.discardAll();  // as in setPreferences: the old dump's jobs end silently
     reader_ = std::move(reader);
     path_ = path;
     heads_.clear();
@@ -176,6 +146,9 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     rollouts_.clear();
     rolloutProducts_.clear();
     rolloutPlaceholders_.clear();
+    matrixImages_.clear();
+    confusedPairs_.clear();
+    magnitudeCurves_.clear();
     reportedIssues_.clear();
     ++dumpEpoch_;
     readErrors_.clear();
@@ -225,13 +198,16 @@ void Session::setPreferences(const Preferences& prefs) {
     for (auto& [key, entry] : heads_) entry.heads.clear();
     rows_.clear();
     branchRows_.clear();
-    // Cancel first: a cancelled statistics job is remembered as failed, and the new preferences
-    // must start from a clean slate.
-    jobs_.cancelAll();
+    // Discard, not cancel: nothing computed under the old preferences is wanted, and no view may
+    // rebuild on a "cancelled" state while the caches below are still the old ones.
+    jobs_.discardAll();
     spectra_.clear();
     branchSpectra_.clear();
     reports_.clear();
     locality_.clear();
+    matrixImages_.clear();
+    confusedPairs_.clear();
+    magnitudeCurves_.clear();
     rollouts_.clear();
     rolloutProducts_.clear();
     rolloutPlaceholders_.clear();
@@ -248,6 +224,10 @@ int Session::paradigmIndex(const std::string& name) const {
 void Session::selectionTouched(bool rowsOnly) {
     rows_.clear();
     branchRows_.clear();
+    // What the user cancelled for one head is computed again for the next selection.
+    matrixImages_.forgetCancelled();
+    confusedPairs_.forgetCancelled();
+    magnitudeCurves_.forgetCancelled();
     if (rowsOnly) {
         Q_EMIT queryChanged();
     } else {
@@ -702,7 +682,7 @@ const RowData& Session::mapRow(int paradigm) {
     const std::string productKey = rolloutProductKey(paradigm);
     if (product) {
         if (const auto* m = rolloutProducts_.find(productKey)) {
-            if (rollouts_.size() > kRolloutRowsKept) rollouts_.clear();
+            rollouts_.trim(kRolloutRowsKept);
             const Index q = rolloutQuery();
             rollouts_.store(key, rolloutRowData((*m)->row(q), q));
             return *rollouts_.find(key);
@@ -715,7 +695,7 @@ const RowData& Session::mapRow(int paradigm) {
     placeholder.nonFiniteEntries = placeholder.values.size();
     const QString failure = product ? rolloutProducts_.error(productKey) : rollouts_.error(key);
     if (!failure.isEmpty()) {
-        placeholder.error = failure;
+        placeholder.error = shortError(failure, path_);
         return placeholder;
     }
     const bool computing =
@@ -724,10 +704,12 @@ const RowData& Session::mapRow(int paradigm) {
     if (!computing) {
         const QString why = product ? submitRolloutProduct(paradigm, productKey) : submitRollout(paradigm, key);
         if (!why.isEmpty()) {
+            // Not a job's failure: the rollout is not defined on these layers (or one is unreadable).
+            const JobFailure undefined{ErrorKind::Input, why};
             if (product)
-                rolloutProducts_.fail(productKey, why);
+                rolloutProducts_.fail(productKey, undefined);
             else
-                rollouts_.fail(key, why);
+                rollouts_.fail(key, undefined);
             placeholder.error = why;
             return placeholder;
         }
@@ -789,26 +771,16 @@ QString Session::submitRollout(int paradigm, const std::string& key) {
     const RolloutOptions options = rolloutOptions_;
     // Two jobs run at once (the comparison asks for one per paradigm): each gets half the processors.
     const int threads = std::max(1, processorCount() / 2);
-    const QString slot = QStringLiteral("rollout/%1").arg(paradigm);
     const QString label =
         QStringLiteral("rollout (%1)").arg(QString::fromStdString(paradigms_[std::size_t(paradigm)].name));
-    rollouts_.submitted(slot, key);
-    jobs_.submit<RowData>(
-        slot, label,
+    rollouts_.trim(kRolloutRowsKept);
+    rollouts_.submit(
+        jobs_, QStringLiteral("rollout/%1").arg(paradigm), key, label,
         [heads, headCounts, query, options, threads](const JobContext& ctx) {
             return rolloutRowData(
                 rolloutRow(rolloutLayersOf(heads, headCounts), query, options, threads, ctx.cancelFlag()), query);
         },
-        [this, key](RowData& r) {
-            if (rollouts_.size() > kRolloutRowsKept) rollouts_.clear();
-            rollouts_.store(key, std::move(r));
-            Q_EMIT rolloutChanged();
-        },
-        [this, key, label](const QString& error) {
-            rollouts_.fail(key, shortError(error, path_));
-            reportIssue(IssueKind::JobFailed, label + ": " + error);
-            Q_EMIT rolloutChanged();
-        });
+        [this](const RowData&) { Q_EMIT rolloutChanged(); }, jobFailureHandler(label, &Session::rolloutChanged));
     return {};
 }
 
@@ -817,26 +789,25 @@ QString Session::submitRolloutProduct(int paradigm, const std::string& productKe
     std::vector<int> headCounts;
     if (const QString why = rolloutHeads(paradigm, heads, headCounts); !why.isEmpty()) return why;
     const RolloutOptions options = rolloutOptions_;
-    const QString slot = QStringLiteral("rollout product/%1").arg(paradigm);
     const QString label =
         QStringLiteral("rollout (%1)").arg(QString::fromStdString(paradigms_[std::size_t(paradigm)].name));
-    rolloutProducts_.submitted(slot, productKey);
-    jobs_.submit<std::shared_ptr<const Matrix>>(
-        slot, label,
+    rolloutProducts_.submit(
+        jobs_, QStringLiteral("rollout product/%1").arg(paradigm), productKey, label,
         [heads, headCounts, options](const JobContext& ctx) {
             return std::shared_ptr<const Matrix>(
                 std::make_shared<Matrix>(rolloutMatrix(rolloutLayersOf(heads, headCounts), options, ctx.cancelFlag())));
         },
-        [this, productKey](std::shared_ptr<const Matrix>& m) {
-            rolloutProducts_.store(productKey, m);
-            Q_EMIT rolloutChanged();
-        },
-        [this, productKey, label](const QString& error) {
-            rolloutProducts_.fail(productKey, shortError(error, path_));
-            reportIssue(IssueKind::JobFailed, label + ": " + error);
-            Q_EMIT rolloutChanged();
-        });
+        [this](const std::shared_ptr<const Matrix>&) { Q_EMIT rolloutChanged(); },
+        jobFailureHandler(label, &Session::rolloutChanged));
     return {};
+}
+
+std::function<void(const JobFailure&)> Session::jobFailureHandler(const QString& label, void (Session::*changed)()) {
+    return [this, label, changed](const JobFailure& f) {
+        // The user's Cancel is a state the views show (with Retry), not a problem with the data.
+        if (!f.cancelled()) reportIssue(IssueKind::JobFailed, label + QStringLiteral(": ") + f.message);
+        Q_EMIT(this->*changed)();
+    };
 }
 
 // ---- Local branch -------------------------------------------------------------------------------
@@ -1026,7 +997,7 @@ void Session::submitSpectrum(const QString& slot, const std::string& key, int pa
                              JobResultCache<SpectrumResult>& cache,
                              std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
     if (!currentHeadError().isEmpty()) {
-        jobs_.cancel(slot);  // an older head's spectrum must not land for this selection
+        jobs_.discard(slot);  // an older head's spectrum must not land for this selection
         return;
     }
     std::shared_ptr<const AttentionHead> h;
@@ -1036,31 +1007,22 @@ void Session::submitSpectrum(const QString& slot, const std::string& key, int pa
         reportIssue(IssueKind::JobFailed, QString::fromStdString(e.what()));
         return;
     }
-    cache.submitted(slot, key);
-    jobs_.submit<SpectrumResult>(
-        slot, label, [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
-        [this, key, &cache](SpectrumResult& r) {
-            cache.store(key, std::move(r));
-            Q_EMIT spectraChanged();
-        },
-        [this, key, label, &cache](const QString& error) {
-            // Remembered, so that the view says why and the job is not submitted again for this head.
-            cache.fail(key, shortError(error, path_));
-            reportIssue(IssueKind::JobFailed, label + ": " + error);
-            Q_EMIT spectraChanged();
-        });
+    // A failure is remembered, so that the view says why and the job is not submitted again for
+    // this head.
+    cache.submit(
+        jobs_, slot, key, label, [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
+        [this](const SpectrumResult&) { Q_EMIT spectraChanged(); }, jobFailureHandler(label, &Session::spectraChanged));
 }
 
 QString Session::spectrumError(int paradigm) const {
-    return isOpen() ? spectra_.error(spectrumKey(currentKey(), paradigm)) : QString();
+    return isOpen() ? shortError(spectra_.error(spectrumKey(currentKey(), paradigm)), path_) : QString();
 }
 
 QString Session::branchSpectrumError(int paradigm) {
     const auto kernel = isOpen() ? localBranch() : nullptr;
     if (!kernel) return {};
-    return branchSpectra_.error(branchSpectrumKey(paradigm, *kernel));
+    return shortError(branchSpectra_.error(branchSpectrumKey(paradigm, *kernel)), path_);
 }
-
 std::string Session::layerWhere() const {
     return printableText(info().path) + ": image " + std::to_string(sel_.image) + ", layer " + layerInfo().name +
            ", head " + std::to_string(sel_.head);
@@ -1231,29 +1193,24 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     req.options.localBranch.enabled = false;
     // One unreadable chunk costs its (image, layer) only; the views and the issues list say which.
     req.skipUnreadable = true;
-    reports_.submitted(slot, key);
     const QString what = rank ? QStringLiteral("per-head rank") : QStringLiteral("per-layer statistics");
     const QString label = scope == StatsScope::AllImages ? QStringLiteral("%1, all images").arg(what)
                                                          : QStringLiteral("%1, image %2").arg(what).arg(sel_.image);
-    runAnalysisInSlot(
-        slot, req, label,
-        [this, key](std::shared_ptr<const AnalysisReport> r) {
-            reports_.store(key, std::move(r));
+    // A failure is kept so that the views say why instead of "computing…" and do not resubmit forever.
+    reports_.submit(
+        jobs_, slot, key, label, analysisJob(req, /*hash=*/false),
+        [this](const std::shared_ptr<const AnalysisReport>& r) {
+            reportAnalysisIssues(*r);
             Q_EMIT layerReportChanged();
         },
-        [this, key](const QString& error) {
-            // Kept so that the views say why instead of "computing…" and do not resubmit forever.
-            reports_.fail(key, shortError(error, path_));
-            Q_EMIT layerReportChanged();
-        },
-        /*hash=*/false);
+        jobFailureHandler(label, &Session::layerReportChanged));
     // Synchronous runners (headless rendering) have delivered already.
     const auto* r = reports_.find(key);
     return r ? *r : nullptr;
 }
 
 bool Session::layerReportCancelled(StatsScope scope, ReportContent content) const {
-    return layerReportError(scope, content) == QLatin1String(kCancelledMessage);
+    return isOpen() && reports_.cancelled(reportKey(scope, content));
 }
 
 void Session::retryLayerReport(StatsScope scope, ReportContent content) {
@@ -1265,13 +1222,22 @@ void Session::retryLayerReport(StatsScope scope, ReportContent content) {
 
 QString Session::layerReportError(StatsScope scope, ReportContent content) const {
     if (!isOpen()) return {};
-    return reports_.error(reportKey(scope, content));
+    return shortError(reports_.error(reportKey(scope, content)), path_);
 }
 
 void Session::runAnalysis(const AnalyzeRequest& request, const QString& label,
                           std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
-                          std::function<void(const QString&)> onError) {
-    runAnalysisInSlot(QStringLiteral("export"), request, label, std::move(onDone), std::move(onError), /*hash=*/true);
+                          std::function<void(const JobFailure&)> onFailed) {
+    jobs_.submit<std::shared_ptr<const AnalysisReport>>(
+        QStringLiteral("export"), label, analysisJob(request, /*hash=*/true),
+        [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
+            reportAnalysisIssues(*r);
+            if (onDone) onDone(r);
+        },
+        [this, label, onFailed](const JobFailure& f) {
+            if (!f.cancelled()) reportIssue(IssueKind::JobFailed, label + QStringLiteral(": ") + f.message);
+            if (onFailed) onFailed(f);
+        });
 }
 
 std::string Session::localityKey() const {
@@ -1292,9 +1258,8 @@ std::shared_ptr<const LocalityReport> Session::localityReport(bool request) {
     req.layers = statsCoveredLayers();
     req.perLabel = true;
     auto reader = reader_;
-    locality_.submitted(slot, key);
-    jobs_.submit<std::shared_ptr<const LocalityReport>>(
-        slot, QStringLiteral("locality, all images"),
+    locality_.submit(
+        jobs_, slot, key, QStringLiteral("locality, all images"),
         [reader, req](const JobContext& ctx) {
             return std::shared_ptr<const LocalityReport>(
                 std::make_shared<LocalityReport>(localityOverDump(*reader, req, [&ctx](const AnalysisProgress& p) {
@@ -1302,21 +1267,16 @@ std::shared_ptr<const LocalityReport> Session::localityReport(bool request) {
                     return !ctx.cancelled();
                 })));
         },
-        [this, key](std::shared_ptr<const LocalityReport>& r) {
-            locality_.store(key, r);
-            Q_EMIT layerReportChanged();
-        },
-        [this, key](const QString& error) {
-            locality_.fail(key, shortError(error, path_));
-            reportIssue(IssueKind::JobFailed, QStringLiteral("locality: ") + error);
-            Q_EMIT layerReportChanged();
-        });
+        [this](const std::shared_ptr<const LocalityReport>&) { Q_EMIT layerReportChanged(); },
+        jobFailureHandler(QStringLiteral("locality"), &Session::layerReportChanged));
     return locality_.find(key) ? *locality_.find(key) : nullptr;  // synchronous runners delivered already
 }
 
-QString Session::localityError() const { return isOpen() ? locality_.error(localityKey()) : QString(); }
+QString Session::localityError() const {
+    return isOpen() ? shortError(locality_.error(localityKey()), path_) : QString();
+}
 
-bool Session::localityCancelled() const { return localityError() == QLatin1String(kCancelledMessage); }
+bool Session::localityCancelled() const { return isOpen() && locality_.cancelled(localityKey()); }
 
 void Session::retryLocality() {
     if (!isOpen()) return;
@@ -1325,38 +1285,30 @@ void Session::retryLocality() {
     Q_EMIT layerReportChanged();
 }
 
-void Session::runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,
-                                std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
-                                std::function<void(const QString&)> onError, bool hash) {
+std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> Session::analysisJob(
+    const AnalyzeRequest& request, bool hash) const {
     auto reader = reader_;
-    jobs_.submit<std::shared_ptr<const AnalysisReport>>(
-        slot, label,
-        [reader, request, hash](const JobContext& ctx) {
-            auto report =
-                std::make_shared<AnalysisReport>(analyzeDump(*reader, request, [&ctx](const AnalysisProgress& p) {
-                    ctx.progress(p.done, p.total, QString::fromStdString(p.current));
-                    return !ctx.cancelled();
-                }));
-            // Provenance for exports; the views' reports skip hashing a possibly huge file.
-            if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path, ctx.cancelFlag());
-            return std::shared_ptr<const AnalysisReport>(report);
-        },
-        [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
-            for (const auto& bad : r->nonFinite)
-                reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(r->dump)));
-            for (const auto& note : r->notes) reportIssue(IssueKind::Memory, QString::fromStdString(note));
-            for (const SkippedLayer& skip : r->skipped)
-                reportIssue(IssueKind::UnreadableData,
-                            QStringLiteral("statistics skip image %1, layer %2: %3")
-                                .arg(skip.image)
-                                .arg(QString::fromStdString(r->dump.layers[std::size_t(skip.layer)].name),
-                                     shortError(QString::fromStdString(skip.message), path_)));
-            if (onDone) onDone(r);
-        },
-        [this, label, onError](const QString& e) {
-            reportIssue(IssueKind::JobFailed, label + ": " + e);
-            if (onError) onError(e);
-        });
+    return [reader, request, hash](const JobContext& ctx) {
+        auto report = std::make_shared<AnalysisReport>(analyzeDump(*reader, request, [&ctx](const AnalysisProgress& p) {
+            ctx.progress(p.done, p.total, QString::fromStdString(p.current));
+            return !ctx.cancelled();
+        }));
+        // Provenance for exports; the views' reports skip hashing a possibly huge file.
+        if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path, ctx.cancelFlag());
+        return std::shared_ptr<const AnalysisReport>(report);
+    };
+}
+
+void Session::reportAnalysisIssues(const AnalysisReport& r) {
+    for (const auto& bad : r.nonFinite)
+        reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(r.dump)));
+    for (const auto& note : r.notes) reportIssue(IssueKind::Memory, QString::fromStdString(note));
+    for (const SkippedLayer& skip : r.skipped)
+        reportIssue(IssueKind::UnreadableData,
+                    QStringLiteral("statistics skip image %1, layer %2: %3")
+                        .arg(skip.image)
+                        .arg(QString::fromStdString(r.dump.layers[std::size_t(skip.layer)].name),
+                             shortError(QString::fromStdString(skip.message), path_)));
 }
 
 }  // namespace attnlens::gui

@@ -28,6 +28,10 @@
 
 namespace attnlens::gui {
 
+struct MatrixImage;  // head_results.h
+struct ConfusedPairsResult;
+struct MagnitudeCurves;
+
 // What the token map and the paradigm comparison draw for each paradigm: the selected query's row
 // of the selected head, or an attention rollout (README "Rollout") of the selected query or of the
 // first prefix token (CLS) through the selected layer's model up to the selected layer.
@@ -280,11 +284,10 @@ public:
     // Why the last per-layer statistics job for the scope failed (empty while none failed); the
     // failed request is not repeated until the selection, preferences or dump change.
     QString layerReportError(StatsScope scope, ReportContent content = ReportContent::Statistics) const;
-    // Whether that error is the user's Cancel (layerReportError() is then kCancelledMessage).
+    // Whether the job was stopped by the user's Cancel (layerReportError() is then "cancelled").
     bool layerReportCancelled(StatsScope scope, ReportContent content = ReportContent::Statistics) const;
     // Runs the scope's failed or cancelled statistics job again (the views' Retry button).
     void retryLayerReport(StatsScope scope, ReportContent content = ReportContent::Statistics);
-    static constexpr const char* kCancelledMessage = "cancelled";
     static constexpr const char* kLocalitySlot = "locality";
     StatsScope statsScope() const { return scope_; }
     void setStatsScope(StatsScope scope);
@@ -321,7 +324,14 @@ public:
     // Runs analyzeDump for an export; onDone receives the report on the GUI thread.
     void runAnalysis(const AnalyzeRequest& request, const QString& label,
                      std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
-                     std::function<void(const QString&)> onError);
+                     std::function<void(const JobFailure&)> onFailed);
+
+    // The views' own per-head jobs (head_results.h): each view submits with its options in the key,
+    // the session keeps results and failures, one store per kind, cleared with the dump. Views are
+    // told by headResultsChanged.
+    JobResultCache<std::shared_ptr<const MatrixImage>>& matrixImages() { return matrixImages_; }
+    JobResultCache<std::shared_ptr<const ConfusedPairsResult>>& confusedPairs() { return confusedPairs_; }
+    JobResultCache<std::shared_ptr<const MagnitudeCurves>>& magnitudeCurves() { return magnitudeCurves_; }
 
     // Counters for tests: cache hits and misses of activations and heads.
     int activationReads() const { return activationReads_; }
@@ -334,7 +344,8 @@ Q_SIGNALS:
     void paradigmsChanged();  // the list or the shown set or the preferences
     void spectraChanged();
     void layerReportChanged();
-    void rolloutChanged();  // a rollout row landed or failed
+    void rolloutChanged();      // a rollout row landed or failed
+    void headResultsChanged();  // a matrix image, confused pairs or magnitude curves landed or failed
     void issueFound(const attnlens::gui::Issue& issue);
 
 private:
@@ -363,9 +374,14 @@ private:
     void selectionTouched(bool rowsOnly);
     void reportIssue(IssueKind kind, const QString& text);
     void trimCache();
-    void runAnalysisInSlot(const QString& slot, const AnalyzeRequest& request, const QString& label,
-                           std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
-                           std::function<void(const QString&)> onError, bool hash);
+    // analyzeDump of the open dump on a worker (with the file's SHA-256 for exports when hash).
+    std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> analysisJob(const AnalyzeRequest& request,
+                                                                                        bool hash) const;
+    // What a finished analysis found in the data (non-finite input, memory notes, skipped layers).
+    void reportAnalysisIssues(const AnalysisReport& report);
+    // A job's failure: listed in the issues unless it is the user's Cancel, then `changed` emitted
+    // so that the views show the failure (or "cancelled" with Retry).
+    std::function<void(const JobFailure&)> jobFailureHandler(const QString& label, void (Session::*changed)());
 
     Preferences prefs_;
     std::vector<Paradigm> paradigms_;
@@ -404,6 +420,9 @@ private:
     JobResultCache<SpectrumResult> spectra_;                         // A's, by spectrumKey
     JobResultCache<SpectrumResult> branchSpectra_;                   // E_c's, by branchSpectrumKey
     JobResultCache<std::shared_ptr<const AnalysisReport>> reports_;  // by reportKey
+    JobResultCache<std::shared_ptr<const MatrixImage>> matrixImages_;
+    JobResultCache<std::shared_ptr<const ConfusedPairsResult>> confusedPairs_;
+    JobResultCache<std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
     std::set<QString> reportedIssues_;
     quint64 dumpEpoch_ = 0;
     std::map<HeadKey, QString> readErrors_;  // heads whose activations could not be read

@@ -10,7 +10,10 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QPushButton>
+#include <QSignalSpy>
+#include <QThread>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -22,6 +25,9 @@
 #include "color_maps.h"
 #include "compare_view.h"
 #include "example_dump.h"
+#include "head_results.h"
+#include "job_result_cache.h"
+#include "magnitude_view.h"
 #include "matrix_view.h"
 #include "stats_views.h"
 #include "token_map_view.h"
@@ -207,6 +213,8 @@ QCPLegend* sideLegendOf(PlotView* v) {
 class ReadabilityTests : public AppTestFixture {
     Q_OBJECT
 private Q_SLOTS:
+    void jobFailuresKeepTheirKind();
+    void perHeadJobsLiveInTheSessionStores();
     void cancelledStatisticsOfferRetry();
     void failedStatisticsSayWhyAndOfferRetry();
     void colourBarsHideWithTheirMaps();
@@ -233,6 +241,123 @@ QString ReadabilityTests::bigDump() {
     o.images = 16;
     writeSynthDump(path.toStdString(), o);
     return path;
+}
+
+void ReadabilityTests::jobFailuresKeepTheirKind() {
+    // The runner tells a job's end as a value: a thrown Error keeps its ErrorKind, the user's Cancel
+    // is kind Cancelled (at once, before the worker notices), a discarded job says nothing.
+    JobRunner jobs;
+    QSignalSpy failedSignal(&jobs, &JobRunner::jobFailed);
+    std::vector<JobFailure> seen;
+    int done = 0;
+    jobs.submit<int>(
+        "a", "input", [](const JobContext&) -> int { throw Error(ErrorKind::Input, "damaged chunk in /layers/x/q"); },
+        [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+    QTRY_COMPARE(seen.size(), std::size_t(1));
+    QCOMPARE(seen[0].kind, std::optional<ErrorKind>(ErrorKind::Input));
+    QCOMPARE(seen[0].message, QStringLiteral("damaged chunk in /layers/x/q"));
+    QVERIFY(!seen[0].cancelled());
+    QCOMPARE(failedSignal.count(), 1);
+    jobs.submit<int>(
+        "b", "bug", [](const JobContext&) -> int { throw std::runtime_error("not an attnlens::Error"); },
+        [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+    QTRY_COMPARE(seen.size(), std::size_t(2));
+    QVERIFY(!seen[1].kind.has_value());
+
+    std::atomic<bool> started{false};
+    auto slow = [&started](const JobContext& ctx) {
+        started = true;
+        while (!ctx.cancelled()) QThread::msleep(2);
+        return 1;
+    };
+    jobs.submit<int>(
+        "c", "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+    QTRY_VERIFY(started.load());
+    jobs.cancel("c");
+    QCOMPARE(seen.size(), std::size_t(3));  // told at once
+    QVERIFY(seen[2].cancelled());
+    QCOMPARE(failedSignal.count(), 2);  // a cancellation is not a failure of the data
+    started = false;
+    jobs.submit<int>(
+        "d", "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+    QTRY_VERIFY(started.load());
+    jobs.discard("d");
+    jobs.waitForIdle();
+    QCoreApplication::processEvents();
+    QCOMPARE(seen.size(), std::size_t(3));
+    QCOMPARE(done, 0);
+
+    // A store remembers the kind under the job's key: "cancelled" is a state, not a message.
+    JobResultCache<int> store;
+    store.submit(jobs, "e", "key", "input", [](const JobContext&) -> int { throw Error(ErrorKind::Usage, "bad"); }, {});
+    QTRY_VERIFY(store.failed("key"));
+    QCOMPARE(store.failure("key")->kind, std::optional<ErrorKind>(ErrorKind::Usage));
+    QVERIFY(!store.cancelled("key"));
+    started = false;
+    store.submit(jobs, "e", "other", "slow", slow, {});
+    QTRY_VERIFY(started.load());
+    QVERIFY(store.computing(jobs, "e", "other"));
+    jobs.cancelAll();
+    QVERIFY(store.cancelled("other"));
+    store.forgetCancelled();
+    QVERIFY(!store.failed("other"));
+    QVERIFY(store.failed("key"));  // failures stay until Retry
+    store.submit(jobs, "e", "fine", "fine", [](const JobContext&) { return 7; }, {});
+    QTRY_VERIFY(store.find("fine") != nullptr);
+    QCOMPARE(*store.find("fine"), 7);
+    jobs.waitForIdle();
+}
+
+void ReadabilityTests::perHeadJobsLiveInTheSessionStores() {
+    // The magnitude curves are computed on a worker and kept by the session like the matrix image
+    // and the confused pairs: the view waits, then draws exactly magnitudeCurve() of each head.
+    MainWindow& w = openWindow(bigDump());
+    Session* s = w.session();
+    w.showView("magnitude");
+    auto* mag = qobject_cast<MagnitudeView*>(w.view("magnitude"));
+    QVERIFY(mag);
+    QTRY_VERIFY_WITH_TIMEOUT((mag->refreshNow(), !mag->waitingForResults()), 60000);
+    QCOMPARE(s->magnitudeCurves().size(), std::size_t(1));
+    const Selection& sel = s->selection();
+    QVERIFY(!sel.shown.empty());
+    QVERIFY2(!plotTexts(mag).contains("computing"), qPrintable(plotTexts(mag)));
+    // The curves drawn are the engine's, computed again here on the GUI thread for each paradigm.
+    const auto shown = mag->shownCurves();
+    QVERIFY(shown);
+    QCOMPARE(shown->curves.size(), sel.shown.size());
+    const MagnitudeOptions& opts = s->preferences().analysis.magnitude;
+    for (const auto& [p, c] : shown->curves) {
+        const MagnitudeCurve direct = magnitudeCurve(*s->currentHead(p), sel.query, opts);
+        QCOMPARE(c.factors, direct.factors);
+        for (std::size_t i = 0; i < c.factors.size(); ++i) {
+            QVERIFY(sameValue(c.maxWeight[i], direct.maxWeight[i]));
+            QVERIFY(sameValue(c.entropy[i], direct.entropy[i]));
+            QVERIFY(sameValue(c.ratio[i], direct.ratio[i]));
+        }
+    }
+    QVERIFY(mag->plot()->graphCount() >= int(3 * sel.shown.size()));
+    // A new query is a new key: computed in the background again, the old result kept.
+    s->setQuery(sel.query == 1 ? 2 : 1);
+    QTRY_VERIFY_WITH_TIMEOUT((mag->refreshNow(), !mag->waitingForResults()), 60000);
+    QCOMPARE(s->magnitudeCurves().size(), std::size_t(2));
+
+    // The matrix: Cancel is a state ("Cancelled"), computed again once the selection moves.
+    w.showView("matrix");
+    auto* matrix = qobject_cast<MatrixView*>(w.view("matrix"));
+    matrix->refreshNow();
+    if (matrix->waitingForResults()) {
+        s->jobs().cancelAll();
+        matrix->refreshNow();
+        QVERIFY2(matrix->titleText().contains("Cancelled"), qPrintable(matrix->titleText()));
+        QVERIFY(!matrix->waitingForResults());
+        s->setHead(1 - s->selection().head);
+        s->setHead(1 - s->selection().head);  // back to the cancelled head: computed again
+        matrix->refreshNow();
+        QVERIFY(!matrix->titleText().contains("Cancelled"));
+    }
+    QTRY_VERIFY_WITH_TIMEOUT((matrix->refreshNow(), matrix->shownImage() != nullptr), 60000);
+    QVERIFY(s->matrixImages().size() >= 1);
+    QCOMPARE(matrix->shownImage()->tokens, s->layout().tokens());
 }
 
 void ReadabilityTests::cancelledStatisticsOfferRetry() {
