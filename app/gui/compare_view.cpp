@@ -230,7 +230,7 @@ void CompareView::rebuild() {
             const int para = p.paradigm >= 0 ? p.paradigm : diffA_;
             for (int q : {para, p.paradigm >= 0 ? -1 : diffB_}) {
                 if (q < 0) continue;
-                const RowData& r = session_->mapRow(q);
+                const RowData& r = session_->mapContentRow(q);
                 pending |= r.pending;
                 if (readError.isEmpty() && !r.error.isEmpty()) readError = r.error;
             }
@@ -247,7 +247,7 @@ void CompareView::rebuild() {
     bool anySigned = branch != nullptr;
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
-        const RowData& r = session_->mapRow(p.paradigm);
+        const RowData& r = session_->mapContentRow(p.paradigm);
         fillTokenGrid(p.map, session_->attentionLayout(), r.values);
         lo = std::min(lo, r.colourMin);
         hi = std::max(hi, r.colourMax);
@@ -260,7 +260,7 @@ void CompareView::rebuild() {
         bool diverging = false;
         if (p.paradigm >= 0) {
             const Paradigm& para = ps[std::size_t(p.paradigm)];
-            const RowData& r = session_->mapRow(p.paradigm);
+            const RowData& r = session_->mapContentRow(p.paradigm);
             diverging =
                 sharedRange_ ? anySigned : ((!r.rollout && para.signedWeights()) || r.minFinite < 0 || r.withBranch);
             if (heldRange_) diverging = anySigned || heldRange_->lower < 0;
@@ -283,8 +283,8 @@ void CompareView::rebuild() {
             }
         } else {
             // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used (or the rollouts).
-            const RowData& a = rollout ? session_->mapRow(diffA_) : session_->row(diffA_);
-            const RowData& b = rollout ? session_->mapRow(diffB_) : session_->row(diffB_);
+            const RowData& a = rollout ? session_->mapContentRow(diffA_) : session_->attentionRow(diffA_);
+            const RowData& b = rollout ? session_->mapContentRow(diffB_) : session_->attentionRow(diffB_);
             const RowVector diff = a.values - b.values;
             fillTokenGrid(p.map, session_->attentionLayout(), diff);
             double dlo = INFINITY, dhi = -INFINITY;

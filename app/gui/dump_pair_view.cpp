@@ -185,7 +185,7 @@ void DumpPairView::rebuild() {
             if (p.error.isEmpty()) {
                 // The left map adds the local branch when it is on, as the token map does; the
                 // right shows the plain attention of its dump.
-                const RowData& row = i == 0 ? s->shownRow(sel.paradigm) : s->row(sel.paradigm);
+                const RowData& row = i == 0 ? s->attentionOrBranchRow(sel.paradigm) : s->attentionRow(sel.paradigm);
                 fillPanel(p, row, para);
                 if (row.withBranch) title += QStringLiteral(" + M_c");
                 for (int t = 0; t < p.geometry.keys.prefix; ++t)

@@ -133,7 +133,7 @@ void MagnitudeView::rebuild() {
     QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
     QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
 
-    const RowData& base = session_->row(shown);
+    const RowData& base = session_->attentionRow(shown);
     std::vector<Index> order(std::size_t(base.values.size()));
     std::iota(order.begin(), order.end(), Index(0));
     std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {

@@ -281,7 +281,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                                          ? std::vector<int>{session.selection().paradigm}
                                          : session.selection().shown;
             for (int para : drawn)
-                if (const QString e = session.mapRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
+                if (const QString e = session.mapContentRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
         }
         // Views of the selected head cannot show a head that cannot be read (a damaged chunk): a
         // figure script must notice, so that is an input error unless --render-unreadable asks

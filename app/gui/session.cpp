@@ -15,40 +15,10 @@
 namespace attnlens::gui {
 namespace {
 
-constexpr std::size_t kHeadCacheEntries = 48;  // (image, layer, head) activations kept
 constexpr std::size_t kImageCacheEntries = 16;
 constexpr std::size_t kBranchCacheEntries = 64;  // (image, layer) local-branch weights kept
 
 }  // namespace
-
-QString prefixName(int prefix, int count) {
-    if (prefix == 0) return QStringLiteral("CLS");
-    if (prefix == 1 && count == 2) return QStringLiteral("DIST");
-    return QStringLiteral("P%1").arg(prefix);
-}
-
-QString tokenName(const TokenLayout& layout, Index token) {
-    if (token < layout.prefix) return prefixName(int(token), layout.prefix);
-    return QStringLiteral("(y %1, x %2)").arg(layout.row(token)).arg(layout.col(token));
-}
-
-QString keyGridNote(const AttentionLayout& layout) {
-    if (!layout.reducedKeys()) return QString();
-    return QStringLiteral(" of the %1 x %2 key grid").arg(layout.keys.gridH).arg(layout.keys.gridW);
-}
-
-QString layerLayoutLabel(const LayerInfo& l) {
-    QString s = QStringLiteral("%1x%2").arg(l.layout.gridH).arg(l.layout.gridW);
-    if (l.layout.prefix > 0) s += QStringLiteral("+%1").arg(l.layout.prefix);
-    if (l.reducedKeys()) s += QStringLiteral(" → keys %1x%2").arg(l.keyLayout.gridH).arg(l.keyLayout.gridW);
-    if (l.window && l.window->perHead()) {
-        s += QStringLiteral(", stripes per head");
-    } else if (l.window) {
-        s += QStringLiteral(", %1x%2 windows").arg(l.window->rule.sizeH).arg(l.window->rule.sizeW);
-        if (l.window->rule.shifted()) s += QStringLiteral(" shifted");
-    }
-    return s;
-}
 
 QString BranchKernel::describe() const {
     const QString k = QString::fromStdString(kind.empty() ? std::string("branch") : kind);
@@ -63,33 +33,8 @@ QString BranchKernel::shortLabel() const {
     return channel < 0 ? QStringLiteral("mean over channels") : QStringLiteral("channel %1").arg(channel);
 }
 
-QString shortError(const QString& error, const QString& dumpPath) {
-    QString e = error;
-    if (!dumpPath.isEmpty()) e.replace(dumpPath, QFileInfo(dumpPath).fileName());
-    return e;
-}
-
-QString wrapText(const QString& text, int width) {
-    QStringList lines;
-    for (const QString& paragraph : text.split('\n')) {
-        QString line;
-        for (const QString& word : paragraph.split(' ', Qt::SkipEmptyParts)) {
-            if (!line.isEmpty() && line.size() + 1 + word.size() > width) {
-                lines << line;
-                line.clear();
-            }
-            line += (line.isEmpty() ? QString() : QStringLiteral(" ")) + word;
-        }
-        lines << line;
-    }
-    return lines.join('\n');
-}
-
-QString branchErrorNote(const QString& error, const QString& dumpPath, int width) {
-    return wrapText(QStringLiteral("A only: local branch NOT added: ") + shortError(error, dumpPath), width);
-}
-
-Session::Session(const Preferences& prefs, QObject* parent) : QObject(parent) {
+Session::Session(const Preferences& prefs, QObject* parent)
+    : QObject(parent), heads_([this](IssueKind kind, const QString& text) { reportIssue(kind, text); }) {
     qRegisterMetaType<attnlens::gui::Issue>();
     setPreferences(prefs);
     // The branch toggle and channel are session state kept with the preferences; later
@@ -132,7 +77,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     jobs_.discardAll();  // as in setPreferences: the old dump's jobs end silently
     reader_ = std::move(reader);
     path_ = path;
-    heads_.clear();
+    heads_.reset(reader_, path_);
     rows_.clear();
     branchRows_.clear();
     branchWeights_.clear();
@@ -151,7 +96,6 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     magnitudeCurves_.clear();
     reportedIssues_.clear();
     ++dumpEpoch_;
-    readErrors_.clear();
     // Dumps of several models: the statistics cover the selected layer's model (following it), so
     // that no histogram sums over different models unless "every layer" is chosen.
     statsModelFollowsLayer_ = true;
@@ -195,7 +139,7 @@ void Session::setPreferences(const Preferences& prefs) {
     sel_.paradigm = std::max(0, paradigmIndex(currentName));
     followLayerParadigm();
 
-    for (auto& [key, entry] : heads_) entry.heads.clear();
+    heads_.forgetHeads();
     rows_.clear();
     branchRows_.clear();
     // Discard, not cancel: nothing computed under the old preferences is wanted, and no view may
@@ -345,112 +289,26 @@ void Session::setShown(std::vector<int> shown) {
     Q_EMIT paradigmsChanged();
 }
 
-QString issueKindText(IssueKind kind) {
-    switch (kind) {
-        case IssueKind::Preferences:
-            return QStringLiteral("preferences");
-        case IssueKind::UnreadableData:
-            return QStringLiteral("unreadable data");
-        case IssueKind::NonFiniteInput:
-            return QStringLiteral("non-finite input");
-        case IssueKind::FlaggedRow:
-            return QStringLiteral("flagged row");
-        case IssueKind::LocalBranch:
-            return QStringLiteral("local branch");
-        case IssueKind::Image:
-            return QStringLiteral("image");
-        case IssueKind::JobFailed:
-            return QStringLiteral("job failed");
-        case IssueKind::Memory:
-            return QStringLiteral("memory");
-        case IssueKind::Error:
-            return QStringLiteral("error");
-    }
-    return QString();
-}
-
 void Session::reportIssue(IssueKind kind, const QString& text) {
     if (!reportedIssues_.insert(issueKindText(kind) + '\x1f' + text).second) return;
     Q_EMIT issueFound(Issue{kind, text, isOpen() ? path_ : QString(), dumpEpoch_});
 }
 
-void Session::trimCache() {
-    while (heads_.size() > kHeadCacheEntries) {
-        auto oldest = std::min_element(heads_.begin(), heads_.end(), [](const auto& a, const auto& b) {
-            return a.second.lastUse < b.second.lastUse;
-        });
-        heads_.erase(oldest);
-    }
-}
-
 std::shared_ptr<const HeadActivations> Session::activations(const HeadKey& key) {
     if (!isOpen()) throwUsage("no dump is open");
-    auto it = heads_.find(key);
-    if (it != heads_.end()) {
-        it->second.lastUse = ++useClock_;
-        return it->second.activations;
-    }
-    if (auto bad = readErrors_.find(key); bad != readErrors_.end()) throwInput(bad->second.toStdString());
-    std::shared_ptr<HeadActivations> acts;
-    try {
-        acts = std::make_shared<HeadActivations>(reader_->readHead(key.image, key.layer, key.head));
-    } catch (const std::exception& e) {
-        // A damaged chunk (inflate() failed, truncated file): remembered, listed once, not retried.
-        const QString layerName = key.layer >= 0 && key.layer < int(info().layers.size())
-                                      ? QString::fromStdString(info().layers[std::size_t(key.layer)].name)
-                                      : QString::number(key.layer);
-        QString why = shortError(QString::fromStdString(e.what()), path_);
-        if (why.isEmpty()) why = QStringLiteral("reading the activations failed");
-        const QString message = QStringLiteral("layer %1 cannot be read: %2").arg(layerName, why);
-        readErrors_[key] = message;
-        reportIssue(IssueKind::UnreadableData, message);
-        throwInput(message.toStdString());
-    }
-    ++activationReads_;
-    for (const auto& bad : acts->nonFinite)
-        reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(info())));
-    HeadEntry entry;
-    entry.activations = acts;
-    entry.lastUse = ++useClock_;
-    heads_[key] = std::move(entry);
-    trimCache();
-    return acts;
+    return heads_.activations(key);
 }
 
 QString Session::headError(const HeadKey& key) {
     if (!isOpen()) return QStringLiteral("no dump is open");
-    if (auto bad = readErrors_.find(key); bad != readErrors_.end()) return bad->second;
-    try {
-        activations(key);
-    } catch (const std::exception& e) {
-        if (auto bad = readErrors_.find(key); bad != readErrors_.end()) return bad->second;
-        return QString::fromStdString(e.what());
-    }
-    return {};
+    return heads_.headError(key);
 }
 
 std::string Session::paradigmKey(int paradigm) const { return paradigms_.at(std::size_t(paradigm)).toJson().dump(); }
 
 std::shared_ptr<const AttentionHead> Session::head(const HeadKey& key, int paradigm) {
-    auto acts = activations(key);
-    HeadEntry& entry = heads_.at(key);
-    const std::string pk = paradigmKey(paradigm);
-    if (auto it = entry.heads.find(pk); it != entry.heads.end()) return it->second;
-
-    const LayerInfo& layer = info().layers.at(std::size_t(key.layer));
-    // The head points into the activations and the layer's window rule; the holder keeps them alive
-    // as long as the head (a job may outlive the dump).
-    struct Holder {
-        std::shared_ptr<const HeadActivations> acts;
-        LayerInfo layer;
-        std::optional<AttentionHead> head;
-    };
-    auto holder = std::make_shared<Holder>(Holder{acts, layer, std::nullopt});
-    holder->head.emplace(paradigms_.at(std::size_t(paradigm)), headInputs(holder->layer, *acts, key.head));
-    std::shared_ptr<const AttentionHead> h(holder, &*holder->head);
-    ++headBuilds_;
-    entry.heads[pk] = h;
-    return h;
+    if (!isOpen()) throwUsage("no dump is open");
+    return heads_.head(key, paradigms_.at(std::size_t(paradigm)));
 }
 
 std::shared_ptr<const AttentionHead> Session::currentHead(int paradigm) { return head(currentKey(), paradigm); }
@@ -492,7 +350,7 @@ void rolloutColourExtent(RowData& r) {
 
 }  // namespace
 
-const RowData& Session::row(int paradigm) {
+const RowData& Session::attentionRow(int paradigm) {
     if (auto it = rows_.find(paradigm); it != rows_.end()) return it->second;
     std::shared_ptr<const AttentionHead> h;
     QString error = currentHeadError();
@@ -535,15 +393,15 @@ const RowData& Session::row(int paradigm) {
 }
 
 void Session::computeRows(const std::vector<int>& paradigms) {
-    for (int p : paradigms) shownRow(p);
+    for (int p : paradigms) attentionOrBranchRow(p);
 }
 
-const RowData& Session::shownRow(int paradigm) {
+const RowData& Session::attentionOrBranchRow(int paradigm) {
     auto kernel = localBranch();
-    if (!kernel) return row(paradigm);
+    if (!kernel) return attentionRow(paradigm);
     if (auto it = branchRows_.find(paradigm); it != branchRows_.end()) return it->second;
-    if (!row(paradigm).error.isEmpty()) return row(paradigm);
-    RowData r = row(paradigm);  // a copy: A's row stays cached as it is
+    if (!attentionRow(paradigm).error.isEmpty()) return attentionRow(paradigm);
+    RowData r = attentionRow(paradigm);  // a copy: A's row stays cached as it is
     addLocalBranchRow(sel_.query, r.values, kernel->kernel(), kernel->grid());
     summariseRow(r);
     r.withBranch = true;
@@ -674,8 +532,8 @@ std::vector<RolloutLayer> rolloutLayersOf(const std::vector<std::shared_ptr<cons
 
 }  // namespace
 
-const RowData& Session::mapRow(int paradigm) {
-    if (!rolloutShown()) return shownRow(paradigm);
+const RowData& Session::mapContentRow(int paradigm) {
+    if (!rolloutShown()) return attentionOrBranchRow(paradigm);
     const std::string key = rolloutKey(paradigm);
     if (const RowData* r = rollouts_.find(key)) return *r;
     const bool product = layout().tokens() <= kRolloutProductMaxTokens;
@@ -717,7 +575,7 @@ const RowData& Session::mapRow(int paradigm) {
         if (rollouts_.find(key) ||
             (product && (rolloutProducts_.find(productKey) || rolloutProducts_.failed(productKey))) ||
             (!product && rollouts_.failed(key)))
-            return mapRow(paradigm);
+            return mapContentRow(paradigm);
     }
     placeholder.pending = true;
     return placeholder;

@@ -22,6 +22,9 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
+#include "display_text.h"
+#include "head_cache.h"
+#include "issues.h"
 #include "job_result_cache.h"
 #include "job_runner.h"
 #include "preferences.h"
@@ -84,11 +87,6 @@ struct BranchKernel {
     std::string key() const { return kind + '#' + std::to_string(channel); }
 };
 
-struct HeadKey {
-    int image = 0, layer = 0, head = 0;
-    auto operator<=>(const HeadKey&) const = default;
-};
-
 struct RowData {
     RowVector values;
     RowStatus status = RowStatus::Ok;
@@ -98,38 +96,12 @@ struct RowData {
     // Non-empty when the head could not be read (values are then all NaN): the views show this
     // instead of a map ("layer 2 cannot be read: ...").
     QString error;
-    bool rollout = false;  // values are a rollout row (Session::mapRow), not a row of A
+    bool rollout = false;  // values are a rollout row (Session::mapContentRow), not a row of A
     // The colour range's extent: minFinite and maxFinite, except that a rollout's extent leaves out
     // the rolled-out token itself, whose residual share (w per layer) dwarfs every other weight.
     double colourMin = 0, colourMax = 0;
     Index rolledOut = -1;  // the token a rollout row is of
     bool pending = false;  // a rollout still being computed (values all NaN): the views say so
-};
-
-// A problem found in the data, shown in the issues list (never a modal box).
-// What an entry of the issues list is about.
-enum class IssueKind {
-    Preferences,     // a stored preference was out of range and reset
-    UnreadableData,  // a damaged chunk or attribute of the dump
-    NonFiniteInput,  // NaN or Inf in Q or K
-    FlaggedRow,      // a row of the matrix with no valid value
-    LocalBranch,     // the layer's local branch cannot be used
-    Image,           // the input image cannot be shown
-    JobFailed,       // a background analysis failed
-    Memory,          // an analysis ran with fewer threads to fit in memory
-    Error,           // opening or exporting failed
-};
-// The text of the kind column ("non-finite input").
-QString issueKindText(IssueKind kind);
-
-struct Issue {
-    IssueKind kind;
-    QString text;
-    // The dump the issue is about (its path) and which opening of it (Session::dumpEpoch): entries of
-    // a dump that was replaced are removed from the list. Empty for issues about no dump (a
-    // preference, an open or export that failed).
-    QString file = {};
-    quint64 dumpEpoch = 0;
 };
 
 enum class StatsScope { CurrentImage, AllImages };
@@ -203,20 +175,21 @@ public:
     QString headError(const HeadKey& key);
     QString currentHeadError() { return headError(currentKey()); }
 
-    // The selected query's row under a paradigm, computed on first use after each selection
+    // The three rows of the selected query, from the inside out:
+    // attentionRow: its row of A under a paradigm, computed on first use after each selection
     // change (O(N d)).
-    const RowData& row(int paradigm);
-    // What the token map and the comparison show: row(paradigm) plus the selected query's row of
-    // the branch's M_c while the local branch is active (localBranch() != nullptr).
-    const RowData& shownRow(int paradigm);
+    const RowData& attentionRow(int paradigm);
+    // attentionOrBranchRow: the row of E_c = A + M_c while the local branch is active
+    // (localBranch() != nullptr, RowData::withBranch), attentionRow otherwise.
+    const RowData& attentionOrBranchRow(int paradigm);
     // Computes the rows of every listed paradigm now (the click path; also the benchmark's).
     void computeRows(const std::vector<int>& paradigms);
 
-    // What the token map and the comparison draw: shownRow(paradigm) for MapContent::Attention;
-    // otherwise the rollout row of rolloutQuery() through rolloutLayers() with rolloutOptions(),
-    // computed in the background (pending while it is, `error` when it cannot be, rolloutChanged
-    // when it lands). The local branch is not part of a rollout.
-    const RowData& mapRow(int paradigm);
+    // mapContentRow: what the token map and the comparison draw, attentionOrBranchRow(paradigm)
+    // for MapContent::Attention; otherwise the rollout row of rolloutQuery() through rolloutLayers() with
+    // rolloutOptions(), computed in the background (pending while it is, `error` when it cannot be, rolloutChanged when
+    // it lands). The local branch is not part of a rollout.
+    const RowData& mapContentRow(int paradigm);
     void setMapContent(MapContent content);  // forgets failed or cancelled rollouts (the way to retry)
     bool rolloutShown() const { return sel_.map != MapContent::Attention; }
     // Error(Usage) naming the option when out of range (validate(RolloutOptions)).
@@ -334,8 +307,8 @@ public:
     JobResultCache<std::shared_ptr<const MagnitudeCurves>>& magnitudeCurves() { return magnitudeCurves_; }
 
     // Counters for tests: cache hits and misses of activations and heads.
-    int activationReads() const { return activationReads_; }
-    int headBuilds() const { return headBuilds_; }
+    int activationReads() const { return heads_.activationReads(); }
+    int headBuilds() const { return heads_.headBuilds(); }
 
 Q_SIGNALS:
     void dumpChanged();
@@ -349,11 +322,6 @@ Q_SIGNALS:
     void issueFound(const attnlens::gui::Issue& issue);
 
 private:
-    struct HeadEntry {
-        std::shared_ptr<const HeadActivations> activations;
-        std::map<std::string, std::shared_ptr<const AttentionHead>> heads;  // by paradigm JSON
-        quint64 lastUse = 0;
-    };
     std::string paradigmKey(int paradigm) const;
     std::string spectrumKey(const HeadKey& key, int paradigm) const;
     std::string reportKey(StatsScope scope, ReportContent content) const;
@@ -373,7 +341,6 @@ private:
     void followLayerParadigm();  // sel_.paradigm = the layer's own when following it
     void selectionTouched(bool rowsOnly);
     void reportIssue(IssueKind kind, const QString& text);
-    void trimCache();
     // analyzeDump of the open dump on a worker (with the file's SHA-256 for exports when hash).
     std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> analysisJob(const AnalyzeRequest& request,
                                                                                         bool hash) const;
@@ -400,8 +367,7 @@ private:
     void followStatsModel();
     JobRunner jobs_;
 
-    std::map<HeadKey, HeadEntry> heads_;
-    quint64 useClock_ = 0;
+    HeadCache heads_;
     std::map<int, RowData> rows_;        // paradigm -> row of the current query
     std::map<int, RowData> branchRows_;  // paradigm -> row of E_c of the current query
     struct BranchEntry {
@@ -425,24 +391,6 @@ private:
     JobResultCache<std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
     std::set<QString> reportedIssues_;
     quint64 dumpEpoch_ = 0;
-    std::map<HeadKey, QString> readErrors_;  // heads whose activations could not be read
-    int activationReads_ = 0, headBuilds_ = 0;
 };
 
-// Helpers shared by views and exports.
-QString tokenName(const TokenLayout& layout, Index token);  // "(y 3, x 5)" or "CLS"
-// " of the 7 x 7 key grid" under spatial reduction (after a key's tokenName), "" otherwise.
-QString keyGridNote(const AttentionLayout& layout);
-// A layer's token layout in a few characters: "28x28", "28x28 → keys 7x7", "56x56, 7x7 windows".
-QString layerLayoutLabel(const LayerInfo& layer);
-QString prefixName(int prefix, int count);  // CLS, DIST, REG1...
-// An error for display in a view: the dump's path replaced by its file name.
-QString shortError(const QString& error, const QString& dumpPath);
-// Breaks text at spaces into lines of at most `width` characters (a longer word keeps its line).
-QString wrapText(const QString& text, int width);
-// The views' inline message when the local branch's weights could not be read (wrapped lines).
-QString branchErrorNote(const QString& error, const QString& dumpPath, int width = 96);
-
 }  // namespace attnlens::gui
-
-Q_DECLARE_METATYPE(attnlens::gui::Issue)

@@ -262,7 +262,7 @@ void TokenMapView::rebuild() {
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     // With the local branch: the query's row of E_c = A + M_c (kernels have negative taps: signed).
     // With rollout: the rollout row of the rolled-out token (computed in the background).
-    const RowData& row = session_->mapRow(sel.paradigm);
+    const RowData& row = session_->mapContentRow(sel.paradigm);
     const Index query = row.rollout ? session_->rolloutQuery() : sel.query;
     // An unreadable head (damaged chunk), or a rollout not computed yet or impossible: no map at
     // all, the reason in the title and the note.

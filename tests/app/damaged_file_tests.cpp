@@ -75,7 +75,7 @@ void DamagedFileTests::nanRowIsDrawnAndListed() {
     Session* s = w.session();
     TokenMapView* v = w.tokenMapView();
     s->setQuery(3);
-    const RowData& row = s->row(s->selection().paradigm);
+    const RowData& row = s->attentionRow(s->selection().paradigm);
     QCOMPARE(row.status, RowStatus::NonFinite);
     QVERIFY(std::isnan(v->colorMap()->data()->cell(0, 0)));
     bool listedInput = false, listedRow = false;
@@ -104,7 +104,7 @@ void DamagedFileTests::nanRowIsDrawnAndListed() {
         QCOMPARE(img.pixelColor(pixelOf(v->gridRect(), cx, cy)), QColor(255, 0, 255));
     // Other rows are unaffected.
     s->setQuery(4);
-    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+    QCOMPARE(s->attentionRow(s->selection().paradigm).status, RowStatus::Ok);
     QVERIFY(std::isfinite(v->colorMap()->data()->cell(0, 0)));
     // The matrix and the statistics run on this head without crashing.
     w.showView("matrix");
@@ -132,7 +132,7 @@ void DamagedFileTests::nanRowIsDrawnAndListed() {
     for (int again = 0; again < 2; ++again) {
         QVERIFY(w.openFile(nanDump_));
         s->setQuery(3);
-        (void)s->row(s->selection().paradigm);
+        (void)s->attentionRow(s->selection().paradigm);
     }
     int flagged = 0;
     for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
@@ -460,7 +460,7 @@ void DamagedFileTests::damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump()
     qunsetenv("ATTNLENS_OPEN_TIMEOUT");
     // The dump that was open still reads.
     s->setQuery(4);
-    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+    QCOMPARE(s->attentionRow(s->selection().paradigm).status, RowStatus::Ok);
 }
 
 // Issue 26 item 5: `render` of a head that cannot be read exits 3 with a message and writes nothing,
@@ -543,7 +543,7 @@ void DamagedFileTests::damagedStructuresAfterOpenLeaveTheRestUsable() {
                     QVERIFY2(!text.contains("cannot be read"), qPrintable(where));
                 }
             }
-            if (layer != c.damagedLayer) QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::Ok);
+            if (layer != c.damagedLayer) QCOMPARE(s->attentionRow(s->selection().paradigm).status, RowStatus::Ok);
         }
         // The reason is in the issues list, naming the file.
         bool listed = false;

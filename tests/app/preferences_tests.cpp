@@ -59,7 +59,7 @@ void PreferencesTests::preferencesRoundTripAndApply() {
     HeadInputs in{&acts.q, &acts.k, reader->info().layers[0].scale, false};
     RowVector want(acts.q.rows());
     AttentionHead(Paradigm::parse("relu_c1:norm=subtract,kernel=relu,c=1"), in).row(s.selection().query, want);
-    const RowVector& got = s.row(s.selection().paradigm).values;
+    const RowVector& got = s.attentionRow(s.selection().paradigm).values;
     for (Index j = 0; j < want.size(); ++j) QVERIFY(sameValue(got[j], want[j]));
 }
 

@@ -619,7 +619,7 @@ void ReadabilityTests::signedMapOverImageUsesOnlyColourBarColours() {
     QCOMPARE(v->opacityValueLabel()->text(), QStringLiteral("40 %"));
     layoutNow(v);
     QVERIFY(v->imageShown());
-    QVERIFY(s->row(s->selection().paradigm).minFinite < 0);
+    QVERIFY(s->attentionRow(s->selection().paradigm).minFinite < 0);
     const QImage img = v->plot()->toPixmap().toImage();
     const double alpha = std::lround(255.0 * 0.6) / 255.0;  // the map's share at 40 % image
     const TokenLayout& l = s->layout();
@@ -649,7 +649,7 @@ void ReadabilityTests::flaggedRowNoteSaysWhy() {
     TokenMapView* v = w.tokenMapView();
     s->setQuery(3);  // its query has a NaN
     v->refreshNow();
-    QCOMPARE(s->row(s->selection().paradigm).status, RowStatus::NonFinite);
+    QCOMPARE(s->attentionRow(s->selection().paradigm).status, RowStatus::NonFinite);
     QVERIFY2(v->noteText().contains("ROW FLAGGED") && v->noteText().contains("NaN or Inf"), qPrintable(v->noteText()));
     QVERIFY2(!v->noteText().contains("row sum"), qPrintable(v->noteText()));
     s->setQuery(4);
@@ -673,7 +673,7 @@ void ReadabilityTests::holdColourRangeKeepsTheRange() {
     s->setLayer(1);
     s->setHead(1);
     tm->refreshNow();
-    const RowData& row = s->row(s->selection().paradigm);
+    const RowData& row = s->attentionRow(s->selection().paradigm);
     const ColorRange own = colorRangeFor(row.minFinite, row.maxFinite, false);
     QVERIFY(QCPRange(own.lower, own.upper) != held);  // the data alone would change the range
     QCOMPARE(tm->colorScale()->dataRange(), held);
@@ -702,7 +702,7 @@ void ReadabilityTests::holdColourRangeKeepsTheRange() {
     for (const auto& p : cv->panels()) {
         if (p.paradigm < 0) continue;
         QCOMPARE(p.map->dataRange(), compareHeld);
-        const RowData& r = s->shownRow(p.paradigm);
+        const RowData& r = s->attentionOrBranchRow(p.paradigm);
         const bool diverging = s->paradigms()[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
         const ColorRange c = colorRangeFor(r.minFinite, r.maxFinite, diverging);
         anyWouldDiffer |= QCPRange(c.lower, c.upper) != compareHeld;
@@ -713,7 +713,7 @@ void ReadabilityTests::holdColourRangeKeepsTheRange() {
     cv->refreshNow();
     for (const auto& p : cv->panels()) {
         if (p.paradigm < 0) continue;
-        const RowData& r = s->shownRow(p.paradigm);
+        const RowData& r = s->attentionOrBranchRow(p.paradigm);
         const bool diverging = s->paradigms()[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
         const ColorRange c = colorRangeFor(r.minFinite, r.maxFinite, diverging);
         QCOMPARE(p.map->dataRange(), QCPRange(c.lower, c.upper));

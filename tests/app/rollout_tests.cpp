@@ -138,7 +138,7 @@ void RolloutTests::furtherQueriesAreRowsOfTheProduct() {
     o.residual = 0.2;
     s->setRolloutOptions(o);
     t->refreshNow();
-    QVERIFY(s->mapRow(s->selection().paradigm).pending || s->jobs().delivered() > delivered);
+    QVERIFY(s->mapContentRow(s->selection().paradigm).pending || s->jobs().delivered() > delivered);
     waitIdle(s);
     t->refreshNow();
     QVERIFY2(mapShowsRow(t->colorMap(), s->layout(), coreRollout(small_, 0, 2, name, s->selection().query, o), &why),
@@ -279,7 +279,7 @@ void RolloutTests::sessionFileKeepsTheRollout() {
     applySelection(other, read);
     QVERIFY(other.selection().map == MapContent::RolloutOfCls);
     QCOMPARE(other.rolloutOptions().residual, 0.7);
-    const RowData& r = other.mapRow(other.selection().paradigm);
+    const RowData& r = other.mapContentRow(other.selection().paradigm);
     QVERIFY2(r.error.isEmpty() && !r.pending, qPrintable(r.error));
     const RowVector want =
         coreRollout(small_, 0, 1, other.paradigms()[std::size_t(other.selection().paradigm)].name, 0, o);
