@@ -21,10 +21,7 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, co
         layers.resize(info.layers.size());
         std::iota(layers.begin(), layers.end(), 0);
     }
-    for (int l : layers)
-        if (l < 0 || l >= int(info.layers.size()))
-            throwUsage("rollout: layer " + std::to_string(l) + " is not in the dump (" +
-                       std::to_string(info.layers.size()) + " layers)");
+    checkRolloutLayers(info, layers);
     if (request.image < 0 || request.image >= info.images)
         throwUsage("rollout: image " + std::to_string(request.image) + " is not in the dump (" +
                    std::to_string(info.images) + " images)");

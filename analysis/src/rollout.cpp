@@ -71,6 +71,36 @@ bool nonNegative(const AttentionHead& h) {
            (p.normalisation == Normalisation::Divide && nonNegativeKernel(h.effectiveKernel()));
 }
 
+}  // namespace
+
+void checkRolloutLayers(const DumpInfo& info, const std::vector<int>& layers) {
+    if (layers.empty()) throwUsage("rollout: no layers");
+    for (int l : layers)
+        if (l < 0 || l >= int(info.layers.size()))
+            throwUsage("rollout: layer " + std::to_string(l) + " is not in the dump (" +
+                       std::to_string(info.layers.size()) + " layers)");
+    const LayerInfo& first = info.layers[std::size_t(layers.front())];
+    const std::string through =
+        "rollout through " + printableText(first.name) +
+        (layers.size() > 1 ? " .. " + printableText(info.layers[std::size_t(layers.back())].name) : std::string());
+    for (int l : layers) {
+        const LayerInfo& li = info.layers[std::size_t(l)];
+        // Rollout chains A_l (I + ...) through the same tokens: an N x n layer has no square matrix.
+        if (li.reducedKeys())
+            throwUsage(through + " is not defined: layer " + printableText(li.name) + " attends from " +
+                       std::to_string(li.tokens) + " queries to " + std::to_string(li.keyTokens()) +
+                       " keys on a reduced grid (spatial reduction); rollout chains square attention matrices "
+                       "over one token set (choose other layers)");
+        if (li.layout.tokens() != first.layout.tokens())
+            throwUsage(through + " needs layers of one token count: layer " + printableText(li.name) + " has " +
+                       std::to_string(li.layout.tokens()) + " tokens, layer " + printableText(first.name) + " has " +
+                       std::to_string(first.layout.tokens()) +
+                       " (hierarchical models whose stages differ in size are not covered by rollout)");
+    }
+}
+
+namespace {
+
 Index checkLayers(const std::vector<RolloutLayer>& layers, const RolloutOptions& options) {
     validate(options);
     if (layers.empty()) throwUsage("rollout: no layers");

@@ -1,5 +1,7 @@
 #include "export_all.h"
 
+#include "attnlens/analysis/report.h"
+
 #include <QDir>
 #include <QFileInfo>
 
@@ -44,7 +46,7 @@ std::optional<ExportAllFigures::Outcome> ExportAllFigures::tryFinish(const std::
     try {
         for (PlotView* v : views) {
             const QString path = QStringLiteral("%1-%2.%3").arg(stem, v->viewId(), figureExtension(format_));
-            writeAtomically(path, renderFigure(*v, format_, options_));
+            writeFileAtomically(path.toStdString(), renderFigure(*v, format_, options_).toStdString());
             outcome.written << path;
         }
     } catch (const Error& e) {

@@ -1,11 +1,12 @@
 #include "figure_export.h"
 
+#include "attnlens/analysis/report.h"
+
 #include <QBuffer>
 #include <QFileInfo>
 #include <QImage>
 #include <QPageSize>
 #include <QPdfWriter>
-#include <QSaveFile>
 #include <QSvgGenerator>
 #include <cmath>
 
@@ -104,20 +105,9 @@ QByteArray renderFigure(PlotView& view, FigureFormat format, const FigureOptions
     return bytes;
 }
 
-void writeAtomically(const QString& path, const QByteArray& bytes) {
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly))
-        throwOutput("cannot write \"" + path.toStdString() + "\": " + file.errorString().toStdString());
-    if (file.write(bytes) != bytes.size()) {
-        const std::string why = file.errorString().toStdString();
-        file.cancelWriting();
-        throwOutput("cannot write \"" + path.toStdString() + "\": " + why);
-    }
-    if (!file.commit()) throwOutput("cannot write \"" + path.toStdString() + "\": " + file.errorString().toStdString());
-}
-
 void exportFigure(PlotView& view, const QString& path, const FigureOptions& options) {
-    writeAtomically(path, renderFigure(view, figureFormatFromPath(path), options));
+    // The one atomic write of the project (analysis/report.h), as for every JSON the CLI writes.
+    writeFileAtomically(path.toStdString(), renderFigure(view, figureFormatFromPath(path), options).toStdString());
 }
 
 }  // namespace attnlens::gui

@@ -1,6 +1,6 @@
 #pragma once
 // Figures as files: the plot of a view drawn at a given size into PNG (at a chosen DPI), SVG or PDF,
-// written atomically (QSaveFile: temporary file, then rename). The GUI's File > Export and the
+// written atomically (writeFileAtomically: temporary file, fsync, rename). The GUI's File > Export and the
 // headless `attnlens render` both come through renderFigure, so they produce the same pixels.
 #include <QByteArray>
 #include <QSize>
@@ -22,8 +22,8 @@ struct FigureOptions {
 
 // Brings the view up to date, lays it out for the size and draws it. Error(Output) on failure.
 QByteArray renderFigure(PlotView& view, FigureFormat format, const FigureOptions& options);
-// Writes bytes to path atomically; Error(Output) with the reason (directory missing, permissions).
-void writeAtomically(const QString& path, const QByteArray& bytes);
+// renderFigure written with writeFileAtomically (analysis/report.h): Error(Output) with the reason
+// (directory missing, permissions), nothing left behind.
 void exportFigure(PlotView& view, const QString& path, const FigureOptions& options);
 
 }  // namespace attnlens::gui

@@ -588,25 +588,15 @@ QString Session::rolloutHeads(int paradigm, std::vector<std::shared_ptr<const At
     if (sel_.map == MapContent::RolloutOfCls && layout().prefix == 0)
         return QStringLiteral("rollout of CLS: layer %1 has no prefix token (CLS)")
             .arg(QString::fromStdString(layerInfo().name));
+    try {
+        checkRolloutLayers(info(), layers);
+    } catch (const Error& e) {
+        return QString::fromStdString(e.what());
+    }
     const QString through = QStringLiteral("the rollout through %1")
                                 .arg(QString::fromStdString(info().layers[std::size_t(layers.front())].name));
     for (int layer : layers) {
         const LayerInfo& li = info().layers[std::size_t(layer)];
-        if (li.reducedKeys())
-            return QStringLiteral(
-                       "%1 is not defined: %2 attends from %3 queries to %4 keys on a reduced grid (spatial "
-                       "reduction), and rollout chains square attention matrices over one token set")
-                .arg(through, QString::fromStdString(li.name))
-                .arg(li.tokens)
-                .arg(li.keyTokens());
-        if (li.layout.tokens() != layout().tokens())
-            return QStringLiteral(
-                       "%1 needs layers of one token count: %2 has %3 tokens, %4 has %5 (rollout does not "
-                       "cover hierarchical models whose stages differ in size)")
-                .arg(through, QString::fromStdString(li.name))
-                .arg(li.layout.tokens())
-                .arg(QString::fromStdString(layerInfo().name))
-                .arg(layout().tokens());
         headCounts.push_back(li.heads);
         for (int h = 0; h < li.heads; ++h) {
             const HeadKey k{sel_.image, layer, h};

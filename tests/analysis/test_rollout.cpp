@@ -1,6 +1,7 @@
 // Attention rollout (issue 11, part 1): closed forms (identity attention rolls out to the identity,
 // uniform attention to P + w^L (I - P)), every preset, fusion, weight mode and discard ratio against
 // the dense product of the R_l, which path is taken, and bad input.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -161,6 +162,48 @@ TEST(Rollout, BadInputIsAUsageError) {
     EXPECT_EQ(parseRolloutWeights("absolute"), RolloutWeights::Absolute);
     EXPECT_THROW(parseHeadFusion("median"), Error);
     EXPECT_THROW(parseRolloutWeights("positive"), Error);
+}
+
+}  // namespace
+}  // namespace attnlens
+
+namespace attnlens {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The one admissibility check of every front end: layers named, before anything is read.
+TEST(RolloutAdmissibility, DumpLevelCheckNamesTheLayer) {
+    DumpInfo info;
+    info.path = "x.h5";
+    auto layer = [](std::string name, int gridH, int gridW, int keyH, int keyW) {
+        LayerInfo l;
+        l.name = std::move(name);
+        l.layout = TokenLayout{gridH, gridW, 1};
+        l.keyLayout = TokenLayout{keyH, keyW, 1};
+        l.tokens = l.layout.tokens();
+        l.heads = 1;
+        return l;
+    };
+    info.layers = {layer("stage1.0", 4, 4, 4, 4), layer("stage1.1", 4, 4, 2, 2), layer("stage2.0", 2, 2, 2, 2)};
+    EXPECT_NO_THROW(checkRolloutLayers(info, {0}));
+    try {
+        checkRolloutLayers(info, {0, 1});
+        ADD_FAILURE() << "a reduced key grid must be refused";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Usage);
+        EXPECT_THAT(e.what(), HasSubstr("layer stage1.1 attends from 17 queries to 5 keys on a reduced grid"));
+        EXPECT_THAT(std::string(e.what()), Not(HasSubstr("--")));  // no CLI flag in a library message
+    }
+    try {
+        checkRolloutLayers(info, {0, 2});
+        ADD_FAILURE() << "stages of different sizes must be refused";
+    } catch (const Error& e) {
+        EXPECT_THAT(e.what(), HasSubstr("layer stage2.0 has 5 tokens, layer stage1.0 has 17"));
+    }
+    EXPECT_THROW(checkRolloutLayers(info, {}), Error);
+    EXPECT_THROW(checkRolloutLayers(info, {3}), Error);
 }
 
 }  // namespace

@@ -61,6 +61,12 @@ Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptio
 // "Memory"). For checkFitsInMemory before anything is read.
 double rolloutMemoryBytes(const DumpInfo& info, const std::vector<int>& layers, const RolloutOptions& options,
                           int threads, double resultBytesPerToken = 0);
+// Whether a rollout through `layers` (positions in info.layers, in order) is defined, before
+// anything is read: every layer is in the dump, attends over its own tokens (no reduced key grid)
+// and has the first layer's token count. Error(Usage) naming the layer that breaks a rule. The one
+// admissibility check of every front end (CLI, desktop program, Python); rolloutRow checks the same
+// on the heads it is given.
+void checkRolloutLayers(const DumpInfo& info, const std::vector<int>& layers);
 // Whether rolloutRow takes the O(N d) path for this layer.
 bool rolloutUsesFactorisedForm(const RolloutLayer& layer, const RolloutOptions& options);
 
