@@ -19,6 +19,7 @@
 #include "render_command.h"
 #include "session.h"
 #include "token_map_view.h"
+#include "view_registry.h"
 
 namespace {
 
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
     // For documentation: open, show a view, wait for its analyses, save the whole window, quit.
-    const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("view to show first (tokenmap, compare, ...)"),
+    const QCommandLineOption view(QStringLiteral("view"),
+                                  QStringLiteral("view to show first (%1)").arg(attnlens::gui::viewIdList()),
                                   QStringLiteral("V"));
     const QCommandLineOption image(QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I"));
     const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"),
@@ -149,6 +151,9 @@ int main(int argc, char** argv) {
                                                                : attnlens::gui::MapContent::RolloutOfQuery);
         }
         if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(opacity), 0, 100, "--opacity"));
+        if (parser.isSet(view) && !attnlens::gui::findView(parser.value(view)))
+            attnlens::throwUsage("--view: unknown view \"" + text(view) + "\" (" +
+                                 attnlens::gui::viewIdList().toStdString() + ")");
         if (parser.isSet(channel))
             session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean")
                                          ? -1

@@ -50,6 +50,7 @@
 #include "session_file.h"
 #include "stats_views.h"
 #include "token_map_view.h"
+#include "view_registry.h"
 
 namespace attnlens::gui {
 namespace {
@@ -133,26 +134,25 @@ MainWindow::~MainWindow() = default;
 void MainWindow::createViews() {
     tabs_ = new QTabWidget(this);
     tabs_->setObjectName(QStringLiteral("views"));
-    tokenMap_ = new TokenMapView(session_);
-    compare_ = new CompareView(session_);
-    pair_ = new DumpPairView(session_, second_);
-    matrix_ = new MatrixView(session_);
     statsTabs_ = new QTabWidget;
     statsTabs_->setObjectName(QStringLiteral("statistics"));
-    tabs_->addTab(tokenMap_, tokenMap_->viewTitle());
-    tabs_->addTab(compare_, compare_->viewTitle());
-    tabs_->addTab(matrix_, matrix_->viewTitle());
-    tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
-    tabs_->addTab(pair_, pair_->viewTitle());
-    views_ = {tokenMap_, compare_, matrix_, pair_};
-    for (PlotView* v : std::initializer_list<PlotView*>{
-             new SpectrumView(session_), new LocalMassView(session_), new ConfusionView(session_),
-             new MagnitudeView(session_), new LayerStatsView(session_), new LocalityView(session_),
-             new HeadOverviewView(session_), new ConfusedPairsView(session_)}) {
-        // A tab label reads '&' as a mnemonic marker ("Entropy & negative mass").
-        statsTabs_->addTab(v, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
+    for (const ViewEntry& entry : viewRegistry()) {
+        PlotView* v = entry.make(session_, second_).release();  // owned by its tab widget
+        if (entry.place == ViewPlace::StatisticsTab) {
+            // A tab label reads '&' as a mnemonic marker ("Entropy & negative mass").
+            statsTabs_->addTab(v, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
+        } else {
+            if (entry.needsSecondDump && tabs_->indexOf(statsTabs_) < 0)
+                tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
+            tabs_->addTab(v, v->viewTitle());
+        }
         views_.push_back(v);
     }
+    if (tabs_->indexOf(statsTabs_) < 0) tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
+    tokenMap_ = qobject_cast<TokenMapView*>(view(QStringLiteral("tokenmap")));
+    compare_ = qobject_cast<CompareView*>(view(QStringLiteral("compare")));
+    matrix_ = qobject_cast<MatrixView*>(view(QStringLiteral("matrix")));
+    pair_ = qobject_cast<DumpPairView*>(view(QStringLiteral("dumps")));
     for (PlotView* v : views_)
         connect(v, &PlotView::hoverText, this, [this](const QString& t) { hoverLabel_->setText(t); });
     setCentralWidget(tabs_);

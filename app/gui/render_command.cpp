@@ -20,6 +20,7 @@
 #include "session_file.h"
 #include "stats_views.h"
 #include "token_map_view.h"
+#include "view_registry.h"
 
 namespace attnlens::gui {
 namespace {
@@ -29,25 +30,10 @@ int intOption(const QString& text, int min, int max, const char* option) {
     return parseInt(text.toStdString(), min, max, option);
 }
 
-std::unique_ptr<PlotView> makeView(const QString& id, Session* s, Session* second) {
-    if (id == QStringLiteral("dumps")) {
-        if (!second->isOpen()) throwUsage("--view dumps: needs --second FILE (the dump shown beside FILE)");
-        return std::make_unique<DumpPairView>(s, second);
-    }
-    if (id == QStringLiteral("tokenmap")) return std::make_unique<TokenMapView>(s);
-    if (id == QStringLiteral("compare")) return std::make_unique<CompareView>(s);
-    if (id == QStringLiteral("matrix")) return std::make_unique<MatrixView>(s);
-    if (id == QStringLiteral("spectrum")) return std::make_unique<SpectrumView>(s);
-    if (id == QStringLiteral("local")) return std::make_unique<LocalMassView>(s);
-    if (id == QStringLiteral("confusion")) return std::make_unique<ConfusionView>(s);
-    if (id == QStringLiteral("magnitude")) return std::make_unique<MagnitudeView>(s);
-    if (id == QStringLiteral("layers")) return std::make_unique<LayerStatsView>(s);
-    if (id == QStringLiteral("locality")) return std::make_unique<LocalityView>(s);
-    if (id == QStringLiteral("heads")) return std::make_unique<HeadOverviewView>(s);
-    if (id == QStringLiteral("pairs")) return std::make_unique<ConfusedPairsView>(s);
-    throwUsage(
-        "--view: unknown view \"" + id.toStdString() +
-        "\" (tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers, locality, heads, pairs, dumps)");
+std::unique_ptr<PlotView> makeView(const ViewEntry& entry, Session* s, Session* second) {
+    if (entry.needsSecondDump && !second->isOpen())
+        throwUsage("--view " + entry.id.toStdString() + ": needs --second FILE (the dump shown beside FILE)");
+    return entry.make(s, second);
 }
 
 int paradigmByName(Session& s, const QString& name) {
@@ -64,53 +50,54 @@ int paradigmByName(Session& s, const QString& name) {
 
 QString renderUsage() {
     return QStringLiteral(
-        "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
-        "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
-        "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
-        "  --view V          tokenmap, compare, matrix, spectrum, local, confusion, magnitude, layers,\n"
-        "                    locality (every image), heads, pairs, dumps (with --second)\n"
-        "  --image I         image index (default 0)\n"
-        "  --layer L         layer name or position (default 0)\n"
-        "  --head H          head (default 0)\n"
-        "  --query Q         token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)\n"
-        "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default: the\n"
-        "                    layer's own `attention` when it names a paradigm, else softmax)\n"
-        "  --paradigms A,B   paradigms of compare and statistics (default: the eight presets)\n"
-        "  --define SPEC     add or replace a paradigm, NAME:key=value,... (repeatable)\n"
-        "  --size WxH        canvas in logical pixels (default 1100x800)\n"
-        "  --dpi D           PNG resolution (default 96: one pixel per logical pixel)\n"
-        "  --log             matrix: logarithmic colour scale\n"
-        "  --shared-range    compare: one colour range for all panels\n"
-        "  --diff A,B        compare: add the difference map A - B\n"
-        "  --scope S         statistics over the selected 'image' or 'all' images\n"
-        "                    (default: all for confusion, image for local and layers)\n"
-        "  --k K             local view: window size (default 3)\n"
-        "  --opacity PCT     tokenmap: input image (grey) through the map, 0..100 (default 40,\n"
-        "                    as the desktop program; 0: no image)\n"
-        "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
-        "                    E_c = A + M_c (the layer must have a local_branch group)\n"
-        "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
-        "  --second FILE     dumps: the second dump, shown beside FILE at the same image, head and\n"
-        "                    query place, on the layer of the same name (else the same position)\n"
-        "  --second-layer L  dumps: the second dump's layer, name or position\n"
-        "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
-        "  --rollout OF      tokenmap, compare: the attention rollout of the query ('query') or of CLS\n"
-        "                    ('cls') through the layer's model up to --layer, instead of the head's\n"
-        "                    row ('off'); README \"Rollout\"\n"
-        "  --rollout-fusion F   heads fused by mean (default), max or min\n"
-        "  --rollout-weights W  clipped (default), signed or absolute\n"
-        "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
-        "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
-        "  --head-statistic S  heads: local3 (default), entropy, max-weight, negative-mass,\n"
-        "                    negative-rows, confused-pairs, rank, effective-rank, mean-distance\n"
-        "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
-        "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
-        "                    options above change it\n"
-        "  --render-unreadable  draw the figure even when the selected head cannot be read (its\n"
-        "                    panels say NOT SHOWN and why) or the view's statistics failed (it says\n"
-        "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
-        "                    is not written and the exit code is 3\n"
-        "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n");
+               "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+               "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+               "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
+               "  --view V          %1\n"
+               "                    (locality over every image, dumps with --second)\n"
+               "  --image I         image index (default 0)\n"
+               "  --layer L         layer name or position (default 0)\n"
+               "  --head H          head (default 0)\n"
+               "  --query Q         token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)\n"
+               "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default: the\n"
+               "                    layer's own `attention` when it names a paradigm, else softmax)\n"
+               "  --paradigms A,B   paradigms of compare and statistics (default: the eight presets)\n"
+               "  --define SPEC     add or replace a paradigm, NAME:key=value,... (repeatable)\n"
+               "  --size WxH        canvas in logical pixels (default 1100x800)\n"
+               "  --dpi D           PNG resolution (default 96: one pixel per logical pixel)\n"
+               "  --log             matrix: logarithmic colour scale\n"
+               "  --shared-range    compare: one colour range for all panels\n"
+               "  --diff A,B        compare: add the difference map A - B\n"
+               "  --scope S         statistics over the selected 'image' or 'all' images\n"
+               "                    (default: all for confusion, image for local and layers)\n"
+               "  --k K             local view: window size (default 3)\n"
+               "  --opacity PCT     tokenmap: input image (grey) through the map, 0..100 (default 40,\n"
+               "                    as the desktop program; 0: no image)\n"
+               "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
+               "                    E_c = A + M_c (the layer must have a local_branch group)\n"
+               "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
+               "  --second FILE     dumps: the second dump, shown beside FILE at the same image, head and\n"
+               "                    query place, on the layer of the same name (else the same position)\n"
+               "  --second-layer L  dumps: the second dump's layer, name or position\n"
+               "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
+               "  --rollout OF      tokenmap, compare: the attention rollout of the query ('query') or of CLS\n"
+               "                    ('cls') through the layer's model up to --layer, instead of the head's\n"
+               "                    row ('off'); README \"Rollout\"\n"
+               "  --rollout-fusion F   heads fused by mean (default), max or min\n"
+               "  --rollout-weights W  clipped (default), signed or absolute\n"
+               "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
+               "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
+               "  --head-statistic S  heads: local3 (default), entropy, max-weight, negative-mass,\n"
+               "                    negative-rows, confused-pairs, rank, effective-rank, mean-distance\n"
+               "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
+               "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
+               "                    options above change it\n"
+               "  --render-unreadable  draw the figure even when the selected head cannot be read (its\n"
+               "                    panels say NOT SHOWN and why) or the view's statistics failed (it says\n"
+               "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
+               "                    is not written and the exit code is 3\n"
+               "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n")
+        .arg(viewIdList());
 }
 
 int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
@@ -261,6 +248,9 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         if (p.isSet(scope)) session.setStatsScope(statsScope);
 
         const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(view) ? saved->view : p.value(view);
+        const ViewEntry* entry = findView(viewId);
+        if (!entry)
+            throwUsage("--view: unknown view \"" + viewId.toStdString() + "\" (" + viewIdList().toStdString() + ")");
         // The second dump of "Compare dumps": --second, else the session's.
         Session second(prefs);
         second.jobs().setSynchronous(true);
@@ -268,13 +258,14 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         if ((p.isSet(secondLayer) || p.isSet(sameParadigm)) && viewId != QStringLiteral("dumps"))
             throwUsage("--second-layer, --same-paradigm: only with --view dumps");
         if (viewId == QStringLiteral("dumps") && !secondPath.isEmpty()) second.open(secondPath);
-        std::unique_ptr<PlotView> v = makeView(viewId, &session, &second);
+        std::unique_ptr<PlotView> v = makeView(*entry, &session, &second);
         if (auto* d = dynamic_cast<DumpPairView*>(v.get())) {
             if (p.isSet(secondLayer))
                 d->setSecondLayer(parseLayer(p.value(secondLayer).toStdString(), second.info(), "--second-layer"));
             d->setSameParadigm(p.isSet(sameParadigm));
         }
-        if (session.rolloutShown() && (viewId == QStringLiteral("tokenmap") || viewId == QStringLiteral("compare"))) {
+        const bool rolloutMap = session.rolloutShown() && entry->drawsMapContent;
+        if (rolloutMap) {
             // A rollout that cannot be computed (an unreadable layer on the way, stages of different
             // sizes, no CLS) is an input error, not a figure without a map.
             std::vector<int> drawn = viewId == QStringLiteral("tokenmap")
@@ -286,13 +277,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         // Views of the selected head cannot show a head that cannot be read (a damaged chunk): a
         // figure script must notice, so that is an input error unless --render-unreadable asks
         // for the figure that says NOT SHOWN. Rollout maps were checked above.
-        static const QStringList headViews{QStringLiteral("tokenmap"),  QStringLiteral("compare"),
-                                           QStringLiteral("matrix"),    QStringLiteral("spectrum"),
-                                           QStringLiteral("magnitude"), QStringLiteral("pairs"),
-                                           QStringLiteral("dumps")};
-        const bool rolloutMap =
-            session.rolloutShown() && (viewId == QStringLiteral("tokenmap") || viewId == QStringLiteral("compare"));
-        if (headViews.contains(viewId) && !rolloutMap) {
+        if (entry->drawsSelectedHead && !rolloutMap) {
             if (const QString e = session.currentHeadError(); !e.isEmpty()) {
                 const Selection& sel = session.selection();
                 const std::string what = "image " + std::to_string(sel.image) + ", layer " + session.layerInfo().name +

@@ -2,6 +2,7 @@
 // and of all views, failures, statistics JSON against the schema, and the headless `attnlens render`
 // (in process and as the program's command line).
 #include "app_test_fixture.h"
+#include "view_registry.h"
 
 #include <QComboBox>
 #include <QDir>
@@ -52,7 +53,34 @@ private Q_SLOTS:
     void exportStatisticsJsonValidAgainstSchema();
     void renderMatchesWindowExport();
     void renderCommandLine();
+    void viewRegistryIsTheOneListOfViews();
 };
+
+void ExportTests::viewRegistryIsTheOneListOfViews() {
+    // The window, render and export-all draw the registry's views: same ids, same order, and each
+    // entry makes a view that answers to its id.
+    MainWindow& w = openWindow(small_);
+    QCOMPARE(w.views().size(), viewRegistry().size());
+    Session second(w.session()->preferences());
+    for (std::size_t i = 0; i < viewRegistry().size(); ++i) {
+        const ViewEntry& entry = viewRegistry()[i];
+        QCOMPARE(w.views()[i]->viewId(), entry.id);
+        const std::unique_ptr<PlotView> made = entry.make(w.session(), &second);
+        QCOMPARE(made->viewId(), entry.id);
+        QCOMPARE(findView(entry.id), &entry);
+        QVERIFY(viewIdList().contains(entry.id));
+    }
+    QVERIFY(findView(QStringLiteral("nonesuch")) == nullptr);
+    // render names every view in its help and refuses an unknown one with the list.
+    QVERIFY(renderUsage().contains(viewIdList()));
+    const QString out = dir_.filePath("x.png");
+    QString outText, err;
+    QTextStream os(&outText), es(&err);
+    QCOMPARE(runRender({small_, "--view", "nonesuch", "-o", out}, os, es), 2);
+    es.flush();
+    QVERIFY2(err.contains(viewIdList()), qPrintable(err));
+    QVERIFY(!QFileInfo::exists(out));
+}
 
 void ExportTests::exportPngSvgPdfOfCurrentView() {
     MainWindow& w = openWindow(small_);
