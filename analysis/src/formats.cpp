@@ -148,4 +148,91 @@ json confusionOfHead(const DumpReader& reader, const ConfusionRequest& request) 
     return j;
 }
 
+namespace {
+
+json matrixJson(const Matrix& x) {
+    json rows = json::array();
+    for (Index i = 0; i < x.rows(); ++i) {
+        json r = json::array();
+        for (Index k = 0; k < x.cols(); ++k) r.push_back(std::isfinite(x(i, k)) ? json(x(i, k)) : json(nullptr));
+        rows.push_back(std::move(r));
+    }
+    return rows;
+}
+
+}  // namespace
+
+json attentionOfHead(const DumpReader& reader, const AttentionRequest& request, std::vector<std::string>* warnings) {
+    const DumpInfo& info = reader.info();
+    if (request.layer < 0 || request.layer >= int(info.layers.size()))
+        throwUsage("attention: layer " + std::to_string(request.layer) + " is not in the dump");
+    const LayerInfo& layer = info.layers[std::size_t(request.layer)];
+    if (request.image < 0 || request.image >= info.images)
+        throwUsage("attention: image " + std::to_string(request.image) + " is not in the dump");
+    if (request.head < 0 || request.head >= layer.heads)
+        throwUsage("attention: head " + std::to_string(request.head) + " is not in layer " + printableText(layer.name));
+    const int head = request.head;
+    if (request.values && !layer.hasValues())
+        throwInput("attention: layer '" + printableText(layer.name) + "' has no v dataset");
+    if (request.localBranch && !layer.localBranch)
+        throwInput("attention: layer '" + printableText(layer.name) +
+                   "' has no local branch (resources/format.md, section 1a)");
+    if (request.channel >= layer.valueDim)
+        throwUsage("attention: channel " + std::to_string(request.channel) + " is not one of the head's " +
+                   std::to_string(layer.valueDim) + " V channels");
+    // The N x n matrix, its JSON tree (~16 bytes a value) and text (~24 bytes a value).
+    checkFitsInMemory(double(layer.tokens) * double(layer.keyTokens()) * (8.0 + 16.0 + 24.0),
+                      info.path + ": layer " + layer.name + " has N = " + std::to_string(layer.tokens) +
+                          " tokens: its " + std::to_string(layer.tokens) + " x " + std::to_string(layer.keyTokens()) +
+                          " attention matrix as JSON");
+
+    HeadActivations act = reader.readHead(request.image, request.layer, head, request.values);
+    if (warnings)
+        for (const auto& nf : act.nonFinite) warnings->push_back(nf.describe(info));
+    AttentionHead attention(request.paradigm, headInputs(layer, act, head));
+    std::vector<RowStatus> status;
+    const Matrix m = attention.matrix(&status);
+    json j;
+    j["paradigm"] = request.paradigm.toJson();
+    j["image"] = request.image;
+    j["layer"] = layer.name;
+    j["head"] = head;
+    j["tokens"] = m.rows();
+    if (layer.reducedKeys()) j["keys"] = m.cols();  // spatial reduction: A is N x n
+    j["softmax_scale"] = attention.softmaxScale();
+    j["c"] = attention.c();
+    j["effective_kernel"] = toString(attention.effectiveKernel());
+    j["attention"] = matrixJson(m);
+    json st = json::array();
+    for (auto s : status) st.push_back(toString(s));
+    j["row_status"] = st;
+    if (request.values) j["output"] = matrixJson(attention.output(act.v));
+    if (request.localBranch) {
+        // O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens), the layer's output before the
+        // projection (resources/format.md 1a); M_c as the convolution itself, not as a matrix.
+        const LocalBranchInfo& branch = *layer.localBranch;
+        const LocalBranchWeights weights = reader.readLocalBranch(request.image, request.layer);
+        j["local_branch"] = info.toJson()["layers"][std::size_t(request.layer)]["local_branch"];
+        if (request.values) {
+            Matrix out = attention.output(act.v);
+            for (Index c = 0; c < out.cols(); ++c) {
+                const LocalKernel kernel = weights.kernel(branch.weightChannel(head, int(c), layer.valueDim));
+                out.col(c) += applyLocalBranch(kernel, localBranchGrid(layer, head), act.v.col(c));
+            }
+            j["output_with_local_branch"] = matrixJson(out);
+        }
+        if (request.channel >= 0) {
+            const int wc = branch.weightChannel(head, request.channel, layer.valueDim);
+            const LocalKernel kernel = weights.kernel(wc);
+            Matrix e = m;
+            addLocalBranch(e, kernel, localBranchGrid(layer, head));
+            j["channel"] = request.channel;
+            j["weight_channel"] = wc;
+            j["local_matrix"] = matrixJson(localBranchMatrix(kernel, localBranchGrid(layer, head)));
+            j["equivalent_matrix"] = matrixJson(e);
+        }
+    }
+    return j;
+}
+
 }  // namespace attnlens

@@ -340,7 +340,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         return exitCodeFor(e.kind());
     } catch (const std::exception& e) {
         err << "attnlens render: " << e.what() << "\n";
-        return 70;  // an internal error, as attnlens-cli's
+        return kExitInternal;  // as attnlens-cli's
     }
 }
 

@@ -23,8 +23,10 @@ private:
     ErrorKind kind_;
 };
 
-// The exit code of attnlens-cli and `attnlens render` for an error of this kind (README "Command
-// line"; 0 is success, 70 attnlens-cli's internal error).
+// The exit codes of attnlens-cli, `attnlens render` and the desktop program's start-up, defined here
+// once (README "Command line" lists them): success, an error of each kind, anything else.
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 70;  // not an attnlens::Error: out of memory or a bug
 constexpr int exitCodeFor(ErrorKind kind) noexcept {
     switch (kind) {
         case ErrorKind::Usage:
@@ -36,7 +38,7 @@ constexpr int exitCodeFor(ErrorKind kind) noexcept {
         case ErrorKind::Cancelled:
             return 5;
     }
-    return 70;
+    return kExitInternal;
 }
 
 [[noreturn]] inline void throwUsage(const std::string& m) { throw Error(ErrorKind::Usage, m); }

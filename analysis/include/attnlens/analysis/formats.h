@@ -1,6 +1,7 @@
 #pragma once
-// The JSON formats of one rollout (`attnlens.rollout`) and of one head's confused pairs
-// (`attnlens.confusion`), computed and built here so that attnlens-cli, the desktop program and the
+// The JSON formats of one rollout (`attnlens.rollout`), of one head's confused pairs
+// (`attnlens.confusion`) and of one head's attention matrix (attnlens-cli attention), computed and
+// built here so that attnlens-cli, the desktop program and the
 // Python module produce the same content with the same definitions. `attnlens.analysis` is built
 // by report.h, `attnlens.locality` by locality.h.
 #include <atomic>
@@ -40,5 +41,20 @@ struct ConfusionRequest {
 // Plans memory, reads the head and returns the attnlens.confusion document: counts, the closest
 // pairs, and the injectivity conditions of the key features (InLine Prop. 1), with definitions.
 nlohmann::json confusionOfHead(const DumpReader& reader, const ConfusionRequest& request);
+
+struct AttentionRequest {
+    int image = 0, layer = 0, head = 0;
+    Paradigm paradigm;
+    bool values = false;       // also O = A V (the layer must have V)
+    bool localBranch = false;  // also O + M_c V + bias (with values) and the branch's description
+    int channel = -1;          // with localBranch, >= 0: that V channel's M_c and E_c = A + M_c
+};
+
+// Plans memory, reads the head and returns its attention JSON: the N x n matrix A (null where not
+// finite), each row's status, the paradigm's scale, c and effective kernel, and what the request
+// adds. Error(Input) when the layer lacks V or a local branch the request needs. Non-finite input
+// values are described in `warnings` (when given).
+nlohmann::json attentionOfHead(const DumpReader& reader, const AttentionRequest& request,
+                               std::vector<std::string>* warnings = nullptr);
 
 }  // namespace attnlens

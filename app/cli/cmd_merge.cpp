@@ -1,0 +1,79 @@
+// attnlens-cli merge (its --help text is in commands.cpp).
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnlens/analysis/blas_threads.h"
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/execution.h"
+#include "attnlens/analysis/formats.h"
+#include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/analysis/rollout.h"
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/json_message.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/open_check.h"
+#include "attnlens/output_path.h"
+#include "attnlens/sha256.h"
+#include "attnlens/signal_stack.h"
+#include "attnlens/synth.h"
+#include "attnlens/temporary_files.h"
+#include "attnlens/text.h"
+#include "option_text.h"
+
+#include "cli_support.h"
+
+using nlohmann::json;
+
+namespace attnlens::cli {
+
+int cmdMerge(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2, {"-o", "--output"}, {}, "merge");
+    auto output = a.get("-o") ? a.get("-o") : a.get("--output");
+    if (!output) throwUsage("merge: -o OUT.json is required");
+    if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
+    checkOutputWritable(*output, a.positional);
+    std::vector<json> reports;
+    for (const auto& f : a.positional) reports.push_back(readJsonFile(f, "merge"));
+    ToolInfo tool;
+    tool.name = "attnlens-cli";
+    tool.command = commandLine(argc, argv);
+    json merged;
+    try {
+        // Validates every record of every input (mergeReports); this catch is a last resort.
+        merged = mergeReports(reports, a.positional, tool);
+    } catch (const json::exception& e) {
+        throwInput("merge: a report lacks a field or has one of the wrong type (" + jsonErrorText(e) +
+                   "); merge takes reports written by attnlens-cli analyze");
+    }
+    std::cout << formatSummary(merged);
+    writeFileAtomically(*output, reportText(merged), a.positional);
+    std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
+                output->c_str());
+    return kExitOk;
+}
+
+}  // namespace attnlens::cli
