@@ -1,7 +1,6 @@
 #include "linalg.h"
 
-#include <cblas.h>
-#include <lapacke.h>
+#include "attnlens/blas.h"
 
 #include <algorithm>
 #include <string>
@@ -20,8 +19,8 @@ std::vector<double> singularValuesLapack(const Matrix& a) {
     if (count == 0) return s;
     // dgesdd overwrites its input. Row-major rows x cols is column-major cols x rows (= a^T).
     Matrix work = a;
-    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), work.data(),
-                                           lapack_int(cols), s.data(), nullptr, 1, nullptr, 1);
+    const lapack_int info = blas::library().dgesdd(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows),
+                                                   work.data(), lapack_int(cols), s.data(), nullptr, 1, nullptr, 1);
     if (info != 0)
         throwInput("dense SVD (LAPACK dgesdd) of a " + std::to_string(rows) + " x " + std::to_string(cols) +
                    " matrix failed (info = " + std::to_string(info) +
@@ -35,8 +34,8 @@ double singularValuesLapackWorkspaceBytes(Index rows, Index cols) {
     // The same call as above (a^T, column-major), as a workspace query: lwork = -1, nothing read.
     double optimal = 0;
     const lapack_int info =
-        LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), nullptr, lapack_int(cols),
-                            nullptr, nullptr, 1, nullptr, 1, &optimal, -1, nullptr);
+        blas::library().dgesddWork(LAPACK_COL_MAJOR, 'N', lapack_int(cols), lapack_int(rows), nullptr, lapack_int(cols),
+                                   nullptr, nullptr, 1, nullptr, 1, &optimal, -1, nullptr);
     // The documented minimum for jobz = 'N' should the query fail: 3 mn + max(mx, 7 mn).
     const double mn = double(count), mx = double(std::max(rows, cols));
     const double lwork = info == 0 && optimal > 0 ? optimal : 3 * mn + std::max(mx, 7 * mn);
@@ -62,14 +61,15 @@ void gemm(bool transA, bool transB, double alpha, const Matrix& a, const Matrix&
 
 void gemm(bool transA, bool transB, Index m, Index n, Index k, double alpha, const double* a, Index lda,
           const double* b, Index ldb, double beta, double* c, Index ldc) {
-    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, blasint(m),
-                blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
+    blas::library().dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                          blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b, blasint(ldb), beta, c,
+                          blasint(ldc));
 }
 
 void syrkUpper(Index n, Index k, const double* a, Index lda, double* c, Index ldc) {
     if (n == 0) return;
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a, blasint(lda), 0.0, c,
-                blasint(ldc));
+    blas::library().dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, blasint(n), blasint(k), 1.0, a, blasint(lda), 0.0, c,
+                          blasint(ldc));
 }
 
 Matrix thinQrR(const Matrix& x) {
@@ -82,8 +82,8 @@ Matrix thinQrR(const Matrix& x) {
     // either way, so the copy's cost (one pass) is what buys the contiguous access.
     Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor> work = x;
     std::vector<double> tau(static_cast<std::size_t>(r));
-    const lapack_int info =
-        LAPACKE_dgeqrf(LAPACK_COL_MAJOR, lapack_int(rows), lapack_int(cols), work.data(), lapack_int(rows), tau.data());
+    const lapack_int info = blas::library().dgeqrf(LAPACK_COL_MAJOR, lapack_int(rows), lapack_int(cols), work.data(),
+                                                   lapack_int(rows), tau.data());
     if (info != 0)
         throwInput("LAPACK dgeqrf failed (info " + std::to_string(info) + ") on a " + std::to_string(rows) + " x " +
                    std::to_string(cols) + " factor");

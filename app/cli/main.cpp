@@ -10,7 +10,6 @@
 #include <iostream>
 #include <string>
 
-#include "attnlens/analysis/blas_threads.h"
 #include "attnlens/error.h"
 #include "attnlens/json_message.h"
 #include "attnlens/open_check.h"
@@ -24,9 +23,6 @@ namespace {
 
 int runCli(int argc, char** argv) {
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
-    // OpenBLAS started its thread pool before main(): run again without it (blas_threads.h).
-    // Commands that want BLAS threads ask for them (analyzeDump); the others never start any.
-    attnlens::restartWithOneBlasThread(argv);
     attnlens::useOneMallocArenaUnderAddressLimit();
     if (argc < 2) {
         std::fputs(helpText().c_str(), stderr);

@@ -1,4 +1,6 @@
 #include "attnlens/attention.h"
+
+#include "attnlens/blas.h"
 #include "attnlens/vector_math.h"
 
 #include <algorithm>
@@ -7,8 +9,6 @@
 #include <random>
 
 #include "attnlens/error.h"
-
-#include <cblas.h>
 
 namespace attnlens {
 namespace {
@@ -385,9 +385,9 @@ static void gemmABt(const Eigen::Ref<const Matrix>& a, const Eigen::Ref<const Ma
         out.setZero();
         return;
     }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(a.rows()), blasint(b.rows()), blasint(a.cols()), alpha,
-                a.data(), blasint(a.outerStride()), b.data(), blasint(b.outerStride()), 0.0, out.data(),
-                blasint(out.outerStride()));
+    blas::library().dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(a.rows()), blasint(b.rows()),
+                          blasint(a.cols()), alpha, a.data(), blasint(a.outerStride()), b.data(),
+                          blasint(b.outerStride()), 0.0, out.data(), blasint(out.outerStride()));
 }
 
 void AttentionHead::rawRows(Index begin, Index count, Eigen::Ref<Matrix> out, double* dotSums) const {

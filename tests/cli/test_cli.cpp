@@ -435,7 +435,8 @@ TEST_F(CliTest, DeclaredSizesTooLargeForMemoryAreRefusedBeforeAllocating) {
 
 // OpenBLAS starts a thread per processor when it is loaded, each mapping a 128 MiB buffer; under
 // 192 MiB of address space such a thread never got its buffer (OpenBLAS retries for ever) and the
-// program hung at exit. The CLI restarts itself with one BLAS thread (blas_threads.h).
+// program hung at exit. The programs do not link OpenBLAS: it is loaded on first use with one
+// thread (attnlens/blas.h).
 TEST_F(CliTest, CommandsWithoutBlasWorkRunUnderATightAddressSpaceLimit) {
     if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "ulimit -v and AddressSanitizer do not mix";
     const std::string in = synth("a.h5");
@@ -448,6 +449,36 @@ TEST_F(CliTest, CommandsWithoutBlasWorkRunUnderATightAddressSpaceLimit) {
         EXPECT_LT(seconds, 10) << args;
     }
     EXPECT_THAT(run("--version", limit).out, HasSubstr(ATTNLENS_VERSION));
+}
+
+// Issue 30 goal 1: no re-exec and no OpenBLAS in commands that need no BLAS. The dynamic loader's
+// own record (LD_DEBUG=files) says which libraries a run loads and how often the program starts.
+TEST_F(CliTest, OpenBlasIsLoadedOnlyByCommandsThatUseIt) {
+    if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "the sanitizer runtime changes what the loader reports";
+    const std::string in = synth("a.h5");
+    // One "file=<library> [0];  generating link map" line per library the loader maps.
+    auto loads = [](const std::string& log, const std::string& library) {
+        std::size_t count = 0;
+        std::istringstream lines(log);
+        for (std::string line; std::getline(lines, line);)
+            if (line.find("file=" + library) != std::string::npos &&
+                line.find("generating link map") != std::string::npos)
+                ++count;
+        return count;
+    };
+    for (const std::string& args : {std::string("--version"), "inspect " + in}) {
+        const RunResult r = run(args, "LD_DEBUG=files ");
+        ASSERT_EQ(r.code, 0) << args;
+        EXPECT_EQ(loads(r.err, "libopenblas"), 0u) << args;
+        EXPECT_EQ(loads(r.err, "libhdf5"), 1u) << args << ": the program ran twice";
+    }
+    // analyze with a rank: OpenBLAS is dlopened once, with one thread, and the user's
+    // OPENBLAS_NUM_THREADS (here 2) still sets how many threads an analysis may ask for.
+    const RunResult r =
+        run("analyze " + in + " --stats rank --quiet --threads 1", "OPENBLAS_NUM_THREADS=2 LD_DEBUG=files ");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_GE(loads(r.err, "libopenblas"), 1u);
+    EXPECT_EQ(loads(r.err, "libhdf5"), 1u) << "the program ran twice";
 }
 
 // N = 3137 (56 x 56 + 1): softmax rank holds three 79 MB matrices. Under `ulimit -v` every

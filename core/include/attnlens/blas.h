@@ -1,0 +1,42 @@
+#pragma once
+// BLAS and LAPACK (Debian's OpenBLAS and LAPACKE), loaded on first use with one thread.
+//
+// OpenBLAS starts its thread pool in its library constructor: one thread per processor less one,
+// each with a stack and a 128 MiB buffer of address space, and under `ulimit -v` it can hang
+// retrying a failed buffer. Linked into the programs, that constructor runs before main() in
+// every process, also for `--version` or `inspect`, which need no BLAS. So the programs do not
+// link it: the first call of library() sets OPENBLAS_NUM_THREADS=1 (putting the user's value back
+// afterwards), dlopens OpenBLAS and LAPACKE and resolves the few routines the engine calls. Code
+// that wants BLAS threads asks for them (ScopedBlasThreads, analysis/blas_threads.h), and OpenBLAS
+// starts them when the count is raised. In a process that loaded OpenBLAS already (numpy beside
+// the Python module) the loaded copy is used as it is.
+#include <cblas.h>
+#include <lapacke.h>
+
+namespace attnlens::blas {
+
+struct Library {
+    decltype(&::cblas_dgemm) dgemm = nullptr;
+    decltype(&::cblas_dsyrk) dsyrk = nullptr;
+    decltype(&::LAPACKE_dgesdd) dgesdd = nullptr;
+    decltype(&::LAPACKE_dgesdd_work) dgesddWork = nullptr;
+    decltype(&::LAPACKE_dgeqrf) dgeqrf = nullptr;
+    int (*getThreads)() = nullptr;
+    void (*setThreads)(int) = nullptr;
+};
+
+// Loads the libraries on the first call (thread-safe); std::runtime_error naming the library and
+// dlerror()'s reason when one cannot be loaded.
+const Library& library();
+// Whether library() has loaded them (nothing is loaded by asking).
+bool loaded();
+// The thread count OpenBLAS would choose on its own: OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS,
+// else OMP_NUM_THREADS, else one per processor (as OpenBLAS reads them); in a process that loaded
+// OpenBLAS before us, the count it chose. The most BLAS threads an analysis uses.
+int defaultThreads();
+// The count in effect: OpenBLAS's once loaded, else the count it will be given when it is.
+int threads();
+// Sets the count (at least 1) now when loaded, else at loading: no library is loaded for it.
+void setThreads(int threads);
+
+}  // namespace attnlens::blas
