@@ -10,6 +10,7 @@
 #include "attnlens/error.h"
 #include "attnlens/text.h"
 #include "parallel.h"
+#include "rollout_internal.h"
 
 namespace attnlens {
 
@@ -59,6 +60,8 @@ void validate(const RolloutOptions& o) {
 namespace {
 
 constexpr Index kBlockRows = 128;
+// Every layer's fused N x N matrix is formed at once up to this size (12 layers at N = 197: 3.7 MB).
+constexpr double kFormedBytes = 64.0 * 1024 * 1024;
 
 bool nonNegativeKernel(Kernel k) {
     return k == Kernel::Relu || k == Kernel::Elu1 || k == Kernel::Focused || k == Kernel::ReluAffine;
@@ -237,6 +240,39 @@ void checkCancel(const std::atomic<bool>* cancel) {
     if (cancel && cancel->load(std::memory_order_relaxed)) throw Error(ErrorKind::Cancelled, "rollout cancelled");
 }
 
+// Blocks of at most kBlockRows rows, of equal size (197 rows: 99 + 98, not 128 + 69), so that two
+// workers finish together; the split depends on N only, never on the thread count.
+Index rowBlock(Index n) {
+    const Index blockCount = (n + kBlockRows - 1) / kBlockRows;
+    return (n + blockCount - 1) / blockCount;
+}
+
+// out += r[rows] R_l's share of F's rows [begin, begin + rows.rows()): sum_i (r_i / s_i) ((1 - w)
+// F_i + w e_i) with s_i = (1 - w) F_i 1 + w.
+void accumulateRows(const RowVector& r, double w, Index begin, const Eigen::Ref<const Matrix>& rows, RowVector& out) {
+    for (Index i = 0; i < rows.rows(); ++i) {
+        const Index t = begin + i;
+        const double s = (1.0 - w) * rows.row(i).sum() + w;
+        const double u = r[t] / s;
+        out += ((1.0 - w) * u) * rows.row(i);
+        out[t] += w * u;
+    }
+}
+
+// r R_l from the whole fused matrix F (the discard's path, and small N where every layer's F is
+// formed at once): the same blocks and the same order of sums as stepByRows.
+RowVector stepFromMatrix(const Matrix& f, const RowVector& r, double w) {
+    const Index n = r.size(), block = rowBlock(n);
+    RowVector out = RowVector::Zero(n);
+    for (Index begin = 0; begin < n; begin += block) {
+        const Index count = std::min(block, n - begin);
+        RowVector share = RowVector::Zero(n);
+        accumulateRows(r, w, begin, f.middleRows(begin, count), share);
+        out += share;
+    }
+    return out;
+}
+
 // r R_l from F's rows in blocks: r R = sum_i (r_i / s_i) ((1 - w) F_i + w e_i). Each block's share
 // is kept apart and the shares are summed in block order, so the row is the same on any number of
 // threads.
@@ -244,21 +280,8 @@ RowVector stepByRows(const RolloutLayer& heads, const RowVector& r, const Rollou
                      const std::atomic<bool>* cancel) {
     const Index n = r.size();
     const double w = o.residual;
-    auto accumulate = [&](Index begin, const Eigen::Ref<const Matrix>& rows, RowVector& out) {
-        for (Index i = 0; i < rows.rows(); ++i) {
-            const Index t = begin + i;
-            const double s = (1.0 - w) * rows.row(i).sum() + w;
-            const double u = r[t] / s;
-            out += ((1.0 - w) * u) * rows.row(i);
-            out[t] += w * u;
-        }
-    };
-    if (o.discardRatio > 0) {
-        RowVector out = RowVector::Zero(n);
-        accumulate(0, fusedMatrix(heads, o), out);
-        return out;
-    }
-    const Index block = std::min(kBlockRows, n);
+    if (o.discardRatio > 0) return stepFromMatrix(fusedMatrix(heads, o), r, w);
+    const Index block = rowBlock(n);
     const std::size_t blocks = std::size_t((n + block - 1) / block);
     std::vector<RowVector> shares(blocks);
     struct Scratch {
@@ -274,7 +297,7 @@ RowVector stepByRows(const RolloutLayer& heads, const RowVector& r, const Rollou
             const Index begin = Index(b) * block, count = std::min(block, n - begin);
             fusedRows(heads, begin, count, o, scratch.heads, scratch.fused.topRows(count));
             shares[b] = RowVector::Zero(n);
-            accumulate(begin, scratch.fused.topRows(count), shares[b]);
+            accumulateRows(r, w, begin, scratch.fused.topRows(count), shares[b]);
         });
     RowVector out = RowVector::Zero(n);
     for (const RowVector& share : shares) out += share;
@@ -282,6 +305,11 @@ RowVector stepByRows(const RolloutLayer& heads, const RowVector& r, const Rollou
 }
 
 }  // namespace
+
+double& detail::rolloutFormedBytes() {
+    static double bytes = kFormedBytes;
+    return bytes;
+}
 
 bool rolloutUsesFactorisedForm(const RolloutLayer& layer, const RolloutOptions& options) {
     return factorisable(layer, options);
@@ -296,11 +324,31 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
     // compete with them.
     std::optional<ScopedBlasThreads> blas;
     if (threads > 1) blas.emplace(1);
+    // The fused matrices F_l do not depend on the row being rolled out: when every layer's F fits in
+    // kFormedBytes they are formed first, the layers in parallel (one start of the workers for the
+    // whole rollout instead of one per layer, and no worker waits for the slower half of a layer);
+    // the steps are then products with them. The choice depends on N and L only, so the row is the
+    // same on any number of threads.
+    std::vector<std::size_t> dense;
+    for (std::size_t l = 0; l < layers.size(); ++l)
+        if (!factorisable(layers[l], options)) dense.push_back(l);
+    std::vector<Matrix> formed(layers.size());
+    if (!dense.empty() && double(dense.size()) * double(n) * double(n) * 8.0 <= detail::rolloutFormedBytes()) {
+        detail::parallelFor(dense.size(), threads, [&](std::size_t i) {
+            checkCancel(cancel);
+            formed[dense[i]] = fusedMatrix(layers[dense[i]], options);
+        });
+    }
     RowVector r = RowVector::Zero(n);
     r[query] = 1.0;
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    for (std::size_t l = layers.size(); l-- > 0;) {
         checkCancel(cancel);
-        r = factorisable(*it, options) ? stepFactorised(*it, r, options) : stepByRows(*it, r, options, threads, cancel);
+        if (factorisable(layers[l], options))
+            r = stepFactorised(layers[l], r, options);
+        else if (formed[l].size() > 0)
+            r = stepFromMatrix(formed[l], r, options.residual);
+        else
+            r = stepByRows(layers[l], r, options, threads, cancel);
     }
     return r;
 }

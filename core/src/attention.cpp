@@ -267,14 +267,20 @@ static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector>
         row.setConstant(kNaN);
         return s;
     };
+    if (p.normalisation == Normalisation::Softmax) {
+        // The hot path of softmax matrices and rollout: the finiteness check and the shift in one
+        // pass. exp(x - max) of finite values lies in [0, 1] with a 1 among them, so the result
+        // is finite and needs no second check.
+        if (a != 1.0) row *= a;
+        double m = 0;
+        if (!vecmath::finiteMax(row.data(), std::size_t(row.size()), &m)) return fail(RowStatus::NonFinite);
+        row /= vecmath::expAffine(row.data(), std::size_t(row.size()), 1.0, m, row.data());
+        return RowStatus::Ok;
+    }
     if (!row.allFinite() || !std::isfinite(dotSum)) return fail(RowStatus::NonFinite);
     switch (p.normalisation) {
-        case Normalisation::Softmax: {
-            row *= a;
-            const double m = row.maxCoeff();
-            row /= vecmath::expAffine(row.data(), std::size_t(row.size()), 1.0, m, row.data());
-            break;
-        }
+        case Normalisation::Softmax:
+            break;  // above
         case Normalisation::Divide: {
             const double den = a * dotSum + n * p.eps;
             if (den == 0) return fail(RowStatus::ZeroDenominator);

@@ -1,5 +1,8 @@
 #include "attnlens/vector_math.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <cmath>
 
 #include <Eigen/Core>
@@ -88,6 +91,32 @@ ATTNLENS_AVX2 double expAffineAvx2(const double* x, std::size_t n, double a, dou
     }
     return sum;
 }
+// One pass: the largest value, and whether every value is finite (|x| < inf, not NaN).
+ATTNLENS_AVX2 bool finiteMaxAvx2(const double* x, std::size_t n, double* max) {
+    const __m256d absMask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    const __m256d inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    __m256d m0 = _mm256_set1_pd(-std::numeric_limits<double>::infinity()), m1 = m0;
+    __m256d bad = _mm256_setzero_pd();
+    std::size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256d v0 = _mm256_loadu_pd(x + j), v1 = _mm256_loadu_pd(x + j + 4);
+        // Not less than inf, unordered included: an infinity or a NaN.
+        bad = _mm256_or_pd(bad, _mm256_cmp_pd(_mm256_and_pd(v0, absMask), inf, _CMP_NLT_UQ));
+        bad = _mm256_or_pd(bad, _mm256_cmp_pd(_mm256_and_pd(v1, absMask), inf, _CMP_NLT_UQ));
+        m0 = _mm256_max_pd(m0, v0);
+        m1 = _mm256_max_pd(m1, v1);
+    }
+    if (_mm256_movemask_pd(bad)) return false;
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_max_pd(m0, m1));
+    double m = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+    for (; j < n; ++j) {
+        if (!std::isfinite(x[j])) return false;
+        m = std::max(m, x[j]);
+    }
+    *max = m;
+    return true;
+}
 #endif
 
 bool detectAvx2() {
@@ -111,6 +140,23 @@ double expAffinePortable(const double* x, std::size_t n, double a, double shift,
     Eigen::Map<Array> result(out, Eigen::Index(n));
     result = (in * a - shift).exp();
     return result.sum();
+}
+
+bool finiteMaxPortable(const double* x, std::size_t n, double* max) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!std::isfinite(x[j])) return false;
+        m = std::max(m, x[j]);
+    }
+    *max = m;
+    return true;
+}
+
+bool finiteMax(const double* x, std::size_t n, double* max) {
+#ifdef ATTNLENS_EXP_AVX2
+    if (expAffineUsesAvx2()) return finiteMaxAvx2(x, n, max);
+#endif
+    return finiteMaxPortable(x, n, max);
 }
 
 double expAffine(const double* x, std::size_t n, double a, double shift, double* out) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "../../analysis/src/rollout_internal.h"
 #include "analysis_test_util.h"
 #include "attnlens/analysis/rollout.h"
 #include "attnlens/error.h"
@@ -117,10 +118,24 @@ TEST(Rollout, RowEqualsTheDenseProductForEveryOption) {
     }
 }
 
-// The blockwise steps run their row blocks on several threads: the row is bit-identical on any
-// budget (N spans several 128-row blocks), and a set cancel flag stops the work.
+// Both dense paths (every layer's fused matrix formed at once, layers in parallel; or each layer's
+// rows in blocks on several threads): the row is bit-identical on any budget (N spans several
+// 128-row blocks), the two paths agree, and a set cancel flag stops the work.
 TEST(Rollout, RowDoesNotDependOnThreadsAndCanBeCancelled) {
     const Index n = 300, d = 5;
+    const double formedBytes = detail::rolloutFormedBytes();
+    for (const char* name : {"softmax", "inline", "mala"}) {
+        const Layers blockwise = randomLayers(presetParadigm(name), 3, 2, n, d, 11);
+        detail::rolloutFormedBytes() = 0;  // each layer's rows in blocks
+        const RowVector byRows = rolloutRow(blockwise.layers, 17, RolloutOptions{}, 1);
+        for (int threads : {2, 3}) {
+            const RowVector many = rolloutRow(blockwise.layers, 17, RolloutOptions{}, threads);
+            for (Index j = 0; j < n; ++j) ASSERT_EQ(byRows[j], many[j]) << name << " blockwise " << threads;
+        }
+        detail::rolloutFormedBytes() = formedBytes;
+        const RowVector formed = rolloutRow(blockwise.layers, 17, RolloutOptions{}, 2);
+        for (Index j = 0; j < n; ++j) ASSERT_NEAR(formed[j], byRows[j], 1e-15 + 1e-13 * std::abs(byRows[j])) << name;
+    }
     for (const char* name : {"softmax", "inline", "mala"}) {
         const Layers l = randomLayers(presetParadigm(name), 3, 2, n, d, 11);
         RolloutOptions o;

@@ -35,8 +35,9 @@ def main():
         "smallest analyze": ["analyze", EXAMPLE, "--images", "0", "--layers", "0", "--heads", "0",
                              "--paradigms", "softmax", "--stats", "local", "--quiet", "--no-hash"],
     }
-    print("%-18s" % "ms (median)" + "".join("%14s" % os.path.basename(os.path.dirname(os.path.dirname(c)))
-                                           for c in args.cli))
+    for i, c in enumerate(args.cli):
+        print("build %d: %s" % (i + 1, c))
+    print("%-18s" % "ms (median)" + "".join("%14s" % ("build %d" % (i + 1)) for i in range(len(args.cli))))
     for name, argv in jobs.items():
         # Interleaved, so that the builds share the machine's state.
         row = [median_ms([c] + argv, args.runs) for c in args.cli]

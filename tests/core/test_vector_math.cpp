@@ -94,5 +94,44 @@ TEST(ExpAffine, ScaledShiftedRowsAndTheirSums) {
     }
 }
 
+// finiteMax (softmax's check and shift in one pass) against a plain loop: every length up to 40
+// (the AVX2 body and every tail), the maximum at each position, and one infinity or NaN anywhere.
+TEST(FiniteMax, AgreesWithAPlainLoopAndFindsEveryNonFiniteValue) {
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> g(0.0, 100.0);
+    for (std::size_t n = 0; n <= 40; ++n) {
+        std::vector<double> x(n);
+        for (double& v : x) v = g(rng);
+        double fast = 0, slow = 0;
+        ASSERT_TRUE(finiteMax(x.data(), n, &fast));
+        ASSERT_TRUE(finiteMaxPortable(x.data(), n, &slow));
+        double loop = -std::numeric_limits<double>::infinity();
+        for (double v : x) loop = std::max(loop, v);
+        EXPECT_EQ(fast, loop) << n;
+        EXPECT_EQ(slow, loop) << n;
+        for (std::size_t at = 0; at < n; ++at) {
+            std::vector<double> y = x;
+            y[at] = 1e300;  // the maximum at every position
+            ASSERT_TRUE(finiteMax(y.data(), n, &fast));
+            EXPECT_EQ(fast, 1e300) << n << " " << at;
+            for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                               std::numeric_limits<double>::quiet_NaN()}) {
+                y = x;
+                y[at] = bad;
+                EXPECT_FALSE(finiteMax(y.data(), n, &fast)) << n << " " << at << " " << bad;
+                EXPECT_FALSE(finiteMaxPortable(y.data(), n, &slow)) << n << " " << at << " " << bad;
+            }
+        }
+    }
+    // The largest finite values are finite; all equal values give that value.
+    const std::vector<double> edge{DBL_MAX, -DBL_MAX, 0.0, -0.0, DBL_MIN, 5e-324, 1.0, 2.0, 3.0};
+    double m = 0;
+    ASSERT_TRUE(finiteMax(edge.data(), edge.size(), &m));
+    EXPECT_EQ(m, DBL_MAX);
+    const std::vector<double> same(13, -7.5);
+    ASSERT_TRUE(finiteMax(same.data(), same.size(), &m));
+    EXPECT_EQ(m, -7.5);
+}
+
 }  // namespace
 }  // namespace attnlens::vecmath

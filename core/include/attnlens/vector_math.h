@@ -14,6 +14,11 @@ namespace attnlens::vecmath {
 // argument (two roundings) and the exponential are Eigen's.
 double expAffine(const double* x, std::size_t n, double a, double shift, double* out);
 
+// Whether every x[j] (j < n) is finite; if so, *max is the largest (-inf for n = 0). One pass
+// (AVX2 when expAffine uses it): softmax's check and shift together.
+bool finiteMax(const double* x, std::size_t n, double* max);
+bool finiteMaxPortable(const double* x, std::size_t n, double* max);
+
 // Whether expAffine uses the AVX2 kernel on this CPU.
 bool expAffineUsesAvx2();
 
