@@ -39,6 +39,7 @@
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/list_parser.h"
 #include "attnlens/local_branch.h"
 #include "attnlens/open_check.h"

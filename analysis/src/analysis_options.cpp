@@ -22,35 +22,35 @@ std::string number(double value) {
 void validate(const SpectrumOptions& o) {
     if (o.relativeTolerance &&
         !(std::isfinite(*o.relativeTolerance) && *o.relativeTolerance > 0 && *o.relativeTolerance < 1))
-        throwUsage("--rank-tol: must be in (0, 1), got " + number(*o.relativeTolerance));
+        throwUsage("rank tolerance: must be in (0, 1), got " + number(*o.relativeTolerance));
 }
 
 void validateLocalK(std::span<const int> ks) {
-    if (ks.empty()) throwUsage("--local-k: empty list");
+    if (ks.empty()) throwUsage("local mass window sizes: empty list");
     for (const int k : ks) {
         if (k < kMinLocalK || k > kMaxLocalK)
-            throwUsage("--local-k: " + std::to_string(k) + " is out of range [" + std::to_string(kMinLocalK) + ", " +
-                       std::to_string(kMaxLocalK) + "]");
-        if (k % 2 == 0) throwUsage("--local-k: window sizes must be odd, got " + std::to_string(k));
+            throwUsage("local mass window sizes: " + std::to_string(k) + " is out of range [" +
+                       std::to_string(kMinLocalK) + ", " + std::to_string(kMaxLocalK) + "]");
+        if (k % 2 == 0) throwUsage("local mass window sizes: must be odd, got " + std::to_string(k));
     }
 }
 
 void validate(const ConfusionOptions& o) {
-    if (!(std::isfinite(o.tau) && o.tau > 0)) throwUsage("--tau: must be > 0, got " + number(o.tau));
+    if (!(std::isfinite(o.tau) && o.tau > 0)) throwUsage("confusion threshold tau: must be > 0, got " + number(o.tau));
     if (!(std::isfinite(o.queryRelTolerance) && o.queryRelTolerance >= 0))
         throwUsage("distinct-query tolerance: must be >= 0, got " + number(o.queryRelTolerance));
 }
 
 void validate(const MagnitudeOptions& o) {
     if (o.points < MagnitudeOptions::kMinPoints || o.points > MagnitudeOptions::kMaxPoints)
-        throwUsage("--magnitude: " + std::to_string(o.points) + " is out of range [" +
+        throwUsage("magnitude factors: " + std::to_string(o.points) + " is out of range [" +
                    std::to_string(MagnitudeOptions::kMinPoints) + ", " + std::to_string(MagnitudeOptions::kMaxPoints) +
                    "]");
     const double limit = MagnitudeOptions::kLog2Limit;
     if (!(std::isfinite(o.log2Min) && std::isfinite(o.log2Max) && o.log2Max > o.log2Min && o.log2Max <= limit &&
           o.log2Min >= -limit))
-        throwUsage("--magnitude: need -" + number(limit) + " <= LOG2MIN < LOG2MAX <= " + number(limit) + ", got '" +
-                   number(o.log2Min) + ":" + number(o.log2Max) + ":" + std::to_string(o.points) + "'");
+        throwUsage("magnitude factors: need -" + number(limit) + " <= LOG2MIN < LOG2MAX <= " + number(limit) +
+                   ", got '" + number(o.log2Min) + ":" + number(o.log2Max) + ":" + std::to_string(o.points) + "'");
     if (o.topK < 1) throwUsage("magnitude top-k: must be >= 1, got " + std::to_string(o.topK));
 }
 

@@ -15,6 +15,7 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 #include "parallel.h"
 
 namespace attnlens {
@@ -68,7 +69,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         if (!branchOptions.enabled || !layer.localBranch) continue;
         for (int c : branchOptions.channels)
             if (c < 0 || c >= layer.valueDim)
-                throwUsage("--local-channels: channel " + std::to_string(c) + " is out of range for layer '" +
+                throwUsage("local-branch channels: channel " + std::to_string(c) + " is out of range for layer '" +
                            layer.name + "' (its v has " + std::to_string(layer.valueDim) +
                            " channels, numbered from 0)");
     }

@@ -7,6 +7,7 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/text.h"
 
 namespace attnlens {

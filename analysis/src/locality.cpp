@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 #include "parallel.h"
 
 namespace attnlens {

@@ -15,6 +15,7 @@
 #include "attnlens/open_check.h"
 #include "attnlens/text.h"
 #include "cli_support.h"
+#include "option_text.h"
 
 using namespace attnlens;
 using namespace attnlens::cli;
@@ -52,7 +53,7 @@ int runCli(int argc, char** argv) {
         }
         throwUsage("unknown command " + quotedText(command) + " (commands: " + names + ")");
     } catch (const Error& e) {
-        std::fprintf(stderr, "attnlens-cli: error: %s\n", e.what());
+        std::fprintf(stderr, "attnlens-cli: error: %s\n", withFlagNames(e.what()).c_str());
         return exitCodeFor(e.kind());
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "attnlens-cli: error: out of memory\n");

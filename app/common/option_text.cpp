@@ -243,4 +243,18 @@ RolloutRequest rolloutRequestFromText(const OptionText& a) {
     return req;
 }
 
+std::string withFlagNames(const std::string& message) {
+    // The library's words for its options (analysis_options.cpp, dump_analysis.cpp) and their flags.
+    static const std::pair<const char*, const char*> kFlags[] = {
+        {"rank tolerance: ", "--rank-tol: "},
+        {"local mass window sizes: ", "--local-k: "},
+        {"confusion threshold tau: ", "--tau: "},
+        {"magnitude factors: ", "--magnitude: "},
+        {"local-branch channels: ", "--local-channels: "},
+    };
+    for (const auto& [words, flag] : kFlags)
+        if (message.rfind(words, 0) == 0) return flag + message.substr(std::strlen(words));
+    return message;
+}
+
 }  // namespace attnlens

@@ -68,4 +68,9 @@ void localitySelectionFromText(const OptionText& text, const DumpInfo& info, Loc
 // the presets); the layers come with the dump (layersFromText).
 RolloutRequest rolloutRequestFromText(const OptionText& text);
 
+// The library names its options in words ("rank tolerance: must be in (0, 1), got 2"), as the
+// desktop program shows them; the command line names the flag the user typed instead
+// ("--rank-tol: ..."). Returns message with a known option name at its start replaced by its flag.
+std::string withFlagNames(const std::string& message);
+
 }  // namespace attnlens

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 #include "display_text.h"
 
 namespace attnlens::gui {

@@ -61,24 +61,25 @@ Preferences Preferences::load(QSettings& s, QStringList* problems) {
     };
     loadOption({"rankRelativeTolerance"}, [&](AnalysisOptions& o) {
         if (const std::string text = stored("rankRelativeTolerance"); !text.empty())
-            o.spectrum.relativeTolerance = parseNumber(text, "--rank-tol");
+            o.spectrum.relativeTolerance = parseNumber(text, "rank tolerance");
     });
     p.analysis.spectrum.spatialOnly = s.value(QStringLiteral("spectrumSpatialOnly"), false).toBool();
     loadOption({"localK"}, [&](AnalysisOptions& o) {
-        o.localK = parseIntList(stored("localK"), kMinLocalK, kMaxLocalK, "--local-k");
+        o.localK = parseIntList(stored("localK"), kMinLocalK, kMaxLocalK, "local mass window sizes");
     });
-    loadOption({"tau"}, [&](AnalysisOptions& o) { o.confusion.tau = parseNumber(stored("tau"), "--tau"); });
+    loadOption({"tau"},
+               [&](AnalysisOptions& o) { o.confusion.tau = parseNumber(stored("tau"), "confusion threshold tau"); });
     loadOption({"queryRelTolerance"}, [&](AnalysisOptions& o) {
         o.confusion.queryRelTolerance = parseNumber(stored("queryRelTolerance"), "distinct-query tolerance");
     });
     loadOption({"magnitudeLog2Min", "magnitudeLog2Max", "magnitudePoints"}, [&](AnalysisOptions& o) {
         if (s.contains(QStringLiteral("magnitudeLog2Min")))
-            o.magnitude.log2Min = parseNumber(stored("magnitudeLog2Min"), "--magnitude");
+            o.magnitude.log2Min = parseNumber(stored("magnitudeLog2Min"), "magnitude factors");
         if (s.contains(QStringLiteral("magnitudeLog2Max")))
-            o.magnitude.log2Max = parseNumber(stored("magnitudeLog2Max"), "--magnitude");
+            o.magnitude.log2Max = parseNumber(stored("magnitudeLog2Max"), "magnitude factors");
         if (s.contains(QStringLiteral("magnitudePoints")))
             o.magnitude.points = parseInt(stored("magnitudePoints"), MagnitudeOptions::kMinPoints,
-                                          MagnitudeOptions::kMaxPoints, "--magnitude");
+                                          MagnitudeOptions::kMaxPoints, "magnitude factors");
     });
     p.sequentialMap = s.value(QStringLiteral("sequentialMap"), p.sequentialMap).toString();
     p.divergingMap = s.value(QStringLiteral("divergingMap"), p.divergingMap).toString();

@@ -96,7 +96,7 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     form->addRow(QStringLiteral("Magnitude factors: log2 a from"), log2Min_);
     form->addRow(QStringLiteral("to"), log2Max_);
     form->addRow(QStringLiteral("points"), points_);
-    // Messages name a field by its attnlens-cli option (validate), so each field says which one it is.
+    // Each field names the attnlens-cli option that sets the same definition.
     for (const auto& [field, option] : {std::pair<QWidget*, const char*>{rankTol_, "--rank-tol"},
                                         {kList_, "--local-k"},
                                         {tau_, "--tau"},
@@ -192,10 +192,10 @@ bool PreferencesDialog::collect(Preferences* out, QString* error) const {
         if (const std::string tol = fieldText(rankTol_); tol.empty())
             a.spectrum.relativeTolerance.reset();
         else
-            a.spectrum.relativeTolerance = parseNumber(tol, "--rank-tol");
+            a.spectrum.relativeTolerance = parseNumber(tol, "rank tolerance");
         a.spectrum.spatialOnly = spatialOnly_->isChecked();
-        a.localK = parseIntList(fieldText(kList_), kMinLocalK, kMaxLocalK, "--local-k");
-        a.confusion.tau = parseNumber(fieldText(tau_), "--tau");
+        a.localK = parseIntList(fieldText(kList_), kMinLocalK, kMaxLocalK, "local mass window sizes");
+        a.confusion.tau = parseNumber(fieldText(tau_), "confusion threshold tau");
         a.confusion.queryRelTolerance = parseNumber(fieldText(queryTol_), "distinct-query tolerance");
         a.magnitude.log2Min = log2Min_->value();
         a.magnitude.log2Max = log2Max_->value();

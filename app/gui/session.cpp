@@ -8,6 +8,7 @@
 
 #include "attnlens/analysis/execution.h"
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/open_check.h"
 #include "attnlens/sha256.h"
 #include "attnlens/text.h"

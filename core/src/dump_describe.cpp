@@ -3,6 +3,7 @@
 #include <string>
 
 #include "attnlens/dump.h"
+#include "attnlens/head_inputs.h"
 #include "dump_reader_impl.h"
 
 namespace attnlens {

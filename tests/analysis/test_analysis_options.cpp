@@ -37,13 +37,13 @@ TEST(AnalysisOptions, RankToleranceIsOpenUnitInterval) {
         EXPECT_EQ(problem(o), "") << ok;
     }
     o.spectrum.relativeTolerance = 2;
-    EXPECT_EQ(problem(o), "--rank-tol: must be in (0, 1), got 2");
+    EXPECT_EQ(problem(o), "rank tolerance: must be in (0, 1), got 2");
     o.spectrum.relativeTolerance = 0;
-    EXPECT_EQ(problem(o), "--rank-tol: must be in (0, 1), got 0");
+    EXPECT_EQ(problem(o), "rank tolerance: must be in (0, 1), got 0");
     o.spectrum.relativeTolerance = 1;
-    EXPECT_EQ(problem(o), "--rank-tol: must be in (0, 1), got 1");
+    EXPECT_EQ(problem(o), "rank tolerance: must be in (0, 1), got 1");
     o.spectrum.relativeTolerance = std::numeric_limits<double>::quiet_NaN();
-    EXPECT_EQ(problem(o), "--rank-tol: must be in (0, 1), got nan");
+    EXPECT_EQ(problem(o), "rank tolerance: must be in (0, 1), got nan");
 }
 
 TEST(AnalysisOptions, LocalWindowsAreOddAndBounded) {
@@ -51,23 +51,23 @@ TEST(AnalysisOptions, LocalWindowsAreOddAndBounded) {
     o.localK = {1, 99, 3, 3};
     EXPECT_EQ(problem(o), "");
     o.localK = {3, 4};
-    EXPECT_EQ(problem(o), "--local-k: window sizes must be odd, got 4");
+    EXPECT_EQ(problem(o), "local mass window sizes: must be odd, got 4");
     o.localK = {101};
-    EXPECT_EQ(problem(o), "--local-k: 101 is out of range [1, 99]");
+    EXPECT_EQ(problem(o), "local mass window sizes: 101 is out of range [1, 99]");
     o.localK = {-1};
-    EXPECT_EQ(problem(o), "--local-k: -1 is out of range [1, 99]");
+    EXPECT_EQ(problem(o), "local mass window sizes: -1 is out of range [1, 99]");
     o.localK.clear();
-    EXPECT_EQ(problem(o), "--local-k: empty list");
+    EXPECT_EQ(problem(o), "local mass window sizes: empty list");
 }
 
 TEST(AnalysisOptions, TauAndQueryTolerance) {
     AnalysisOptions o;
     o.confusion.tau = -1;
-    EXPECT_EQ(problem(o), "--tau: must be > 0, got -1");
+    EXPECT_EQ(problem(o), "confusion threshold tau: must be > 0, got -1");
     o.confusion.tau = 0;
-    EXPECT_EQ(problem(o), "--tau: must be > 0, got 0");
+    EXPECT_EQ(problem(o), "confusion threshold tau: must be > 0, got 0");
     o.confusion.tau = std::numeric_limits<double>::infinity();
-    EXPECT_EQ(problem(o), "--tau: must be > 0, got inf");
+    EXPECT_EQ(problem(o), "confusion threshold tau: must be > 0, got inf");
     o.confusion = {};
     o.confusion.queryRelTolerance = 0;  // only identical queries are skipped
     EXPECT_EQ(problem(o), "");
@@ -82,18 +82,18 @@ TEST(AnalysisOptions, MagnitudeGrid) {
     o.magnitude.points = 1000;
     EXPECT_EQ(problem(o), "");
     o.magnitude.points = 1;
-    EXPECT_EQ(problem(o), "--magnitude: 1 is out of range [2, 1000]");
+    EXPECT_EQ(problem(o), "magnitude factors: 1 is out of range [2, 1000]");
     o.magnitude.points = 1001;
-    EXPECT_EQ(problem(o), "--magnitude: 1001 is out of range [2, 1000]");
+    EXPECT_EQ(problem(o), "magnitude factors: 1001 is out of range [2, 1000]");
     o.magnitude = {};
     o.magnitude.log2Min = 4;
     o.magnitude.log2Max = 4;
-    EXPECT_EQ(problem(o), "--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '4:4:13'");
+    EXPECT_EQ(problem(o), "magnitude factors: need -60 <= LOG2MIN < LOG2MAX <= 60, got '4:4:13'");
     o.magnitude.log2Min = -61;
-    EXPECT_EQ(problem(o), "--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '-61:4:13'");
+    EXPECT_EQ(problem(o), "magnitude factors: need -60 <= LOG2MIN < LOG2MAX <= 60, got '-61:4:13'");
     o.magnitude = {};
     o.magnitude.log2Max = 60.5;
-    EXPECT_EQ(problem(o), "--magnitude: need -60 <= LOG2MIN < LOG2MAX <= 60, got '-2:60.5:13'");
+    EXPECT_EQ(problem(o), "magnitude factors: need -60 <= LOG2MIN < LOG2MAX <= 60, got '-2:60.5:13'");
     o.magnitude = {};
     o.magnitude.topK = 0;
     EXPECT_EQ(problem(o), "magnitude top-k: must be >= 1, got 0");
@@ -104,11 +104,11 @@ TEST(AnalysisOptions, FirstProblemInTheOrderOfTheCommandLine) {
     o.spectrum.relativeTolerance = 5;
     o.localK = {4};
     o.confusion.tau = -1;
-    EXPECT_THAT(problem(o), ::testing::StartsWith("--rank-tol:"));
+    EXPECT_THAT(problem(o), ::testing::StartsWith("rank tolerance:"));
     o.spectrum.relativeTolerance.reset();
-    EXPECT_THAT(problem(o), ::testing::StartsWith("--local-k:"));
+    EXPECT_THAT(problem(o), ::testing::StartsWith("local mass window sizes:"));
     o.localK = {3};
-    EXPECT_THAT(problem(o), ::testing::StartsWith("--tau:"));
+    EXPECT_THAT(problem(o), ::testing::StartsWith("confusion threshold tau:"));
 }
 
 TEST(AnalysisOptions, StatisticsCheckTheirPartByTheSameRule) {
@@ -120,13 +120,13 @@ TEST(AnalysisOptions, StatisticsCheckTheirPartByTheSameRule) {
         analyzeHead(**h, h->q, layout, o);
         FAIL();
     } catch (const Error& e) {
-        EXPECT_EQ(std::string(e.what()), "--rank-tol: must be in (0, 1), got 1.5");
+        EXPECT_EQ(std::string(e.what()), "rank tolerance: must be in (0, 1), got 1.5");
     }
     try {
         spectrum(**h, layout, o.spectrum);
         FAIL();
     } catch (const Error& e) {
-        EXPECT_EQ(std::string(e.what()), "--rank-tol: must be in (0, 1), got 1.5");
+        EXPECT_EQ(std::string(e.what()), "rank tolerance: must be in (0, 1), got 1.5");
     }
     ConfusionOptions c;
     c.tau = 0;
@@ -136,6 +136,28 @@ TEST(AnalysisOptions, StatisticsCheckTheirPartByTheSameRule) {
     EXPECT_THROW(m.factors(), Error);
     const int even[] = {2};
     EXPECT_THROW(localMass(Matrix::Identity(6, 6), {}, layout, even), Error);
+}
+
+}  // namespace
+}  // namespace attnlens
+
+namespace attnlens {
+namespace {
+
+// Issue 25 item 6: the library names its options in words (the desktop program shows these
+// messages); only the command line turns them into its flags (app/common withFlagNames).
+TEST(AnalysisOptions, MessagesNameNoCommandLineFlag) {
+    std::vector<AnalysisOptions> bad(5);
+    bad[0].spectrum.relativeTolerance = 2;
+    bad[1].localK = {4};
+    bad[2].localK = {};
+    bad[3].confusion.tau = 0;
+    bad[4].magnitude.points = 1;
+    for (const AnalysisOptions& o : bad) {
+        const std::string message = problem(o);
+        EXPECT_FALSE(message.empty());
+        EXPECT_EQ(message.find("--"), std::string::npos) << message;
+    }
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ TEST(LocalMass, RejectsEvenWindowAndMismatchedMatrix) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Usage);
-        EXPECT_NE(std::string(e.what()).find("--local-k: window sizes must be odd, got 4"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("local mass window sizes: must be odd, got 4"), std::string::npos);
     }
     try {
         localMass(Matrix::Identity(10, 10), {}, layout, kDefaultKs);

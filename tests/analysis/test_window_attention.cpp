@@ -17,6 +17,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/window.h"
 #include "core/test_support.h"
 

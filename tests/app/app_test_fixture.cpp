@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnlens/dump.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/synth.h"
 #include "example_dump.h"
 

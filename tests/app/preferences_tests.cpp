@@ -81,11 +81,11 @@ void PreferencesTests::preferencesDialogRejectsBadInput() {
     QVERIFY(kList && rankTol);
     kList->setText("3,4");
     QVERIFY(!d.collect(&out, &error));
-    QCOMPARE(error, QString("--local-k: window sizes must be odd, got 4"));
+    QCOMPARE(error, QString("local mass window sizes: must be odd, got 4"));
     kList->setText("3, 5");
     rankTol->setText("5");  // accepted here before, refused by attnlens-cli --rank-tol
     QVERIFY(!d.collect(&out, &error));
-    QCOMPARE(error, QString("--rank-tol: must be in (0, 1), got 5"));
+    QCOMPARE(error, QString("rank tolerance: must be in (0, 1), got 5"));
     rankTol->setText("1e-6");
     QVERIFY2(d.collect(&out, &error), qPrintable(error));
     QCOMPARE(out.analysis.localK, (std::vector<int>{3, 5}));
@@ -101,9 +101,9 @@ void PreferencesTests::preferencesDialogRejectsBadInput() {
     settings.endGroup();
     QStringList problems;
     const Preferences loaded = Preferences::load(settings, &problems);
-    QCOMPARE(problems, (QStringList{"--rank-tol: must be in (0, 1), got 5 (the default is kept)",
-                                    "--local-k: window sizes must be odd, got 4 (the default is kept)",
-                                    "--magnitude: 1 is out of range [2, 1000] (the default is kept)"}));
+    QCOMPARE(problems, (QStringList{"rank tolerance: must be in (0, 1), got 5 (the default is kept)",
+                                    "local mass window sizes: must be odd, got 4 (the default is kept)",
+                                    "magnitude factors: 1 is out of range [2, 1000] (the default is kept)"}));
     QVERIFY(!loaded.analysis.spectrum.relativeTolerance);
     QCOMPARE(loaded.analysis.localK, Preferences{}.analysis.localK);
     QCOMPARE(loaded.analysis.confusion.tau, 0.01);

@@ -7,6 +7,7 @@
 #include <QLabel>
 
 #include "app_test_fixture.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/synth.h"
 #include "matrix_view.h"
 #include "token_map_view.h"

@@ -6,6 +6,7 @@
 #include <QProcess>
 
 #include "app_test_fixture.h"
+#include "attnlens/head_inputs.h"
 #include "attnlens/synth.h"
 #include "matrix_view.h"
 #include "token_map_view.h"

@@ -305,7 +305,7 @@ TEST_F(CliTest, BadOptionValuesNameTheOptionAndExitTwo) {
         {"--threads abc", "--threads: 'abc' is not an integer"},
         {"--tau -1", "--tau: must be > 0, got -1"},
         {"--magnitude garbage", "--magnitude: expected LOG2MIN:LOG2MAX:POINTS, e.g. -2:4:13, got 'garbage'"},
-        {"--local-k 4", "--local-k: window sizes must be odd, got 4"},
+        {"--local-k 4", "--local-k: must be odd, got 4"},
         {"--local-k 0", "--local-k: 0 is out of range [1, 99]"},
         {"--images 5-2", "--images: range '5-2' is empty"},
         {"--images -1", "--images: '-1' in '-1' is neither an index nor a range A-B of non-negative integers"},

@@ -37,6 +37,7 @@
 
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
+#include "attnlens/head_inputs.h"
 
 #if defined(__has_include)
 #if __has_include(<cxxabi.h>)

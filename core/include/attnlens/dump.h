@@ -18,7 +18,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlens/attention.h"
 #include "attnlens/local_branch.h"
 #include "attnlens/tensor.h"
 #include "attnlens/token_layout.h"
@@ -163,15 +162,6 @@ struct HeadActivations {
     Matrix qNormaliser, kNormaliser;
     std::vector<NonFiniteValue> nonFinite;  // at most one entry per (tensor, token)
 };
-
-// The inputs of one head's attention as the layer computed it (scale, kernel, window rule and
-// position bias): the one way every analysis builds an AttentionHead from a dump. `act` must
-// outlive the head.
-HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head);
-// Where the layer's local branch convolves (its grid, or each window under scope "window"): the one
-// way to get the geometry that every local-branch function takes. The layer must outlive it.
-// `head` picks the head's windows on layers with per-head windows (@head_windows, format.md 1b).
-LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head);
 
 struct ImageData {
     int height = 0, width = 0, channels = 0;

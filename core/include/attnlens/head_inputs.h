@@ -1,0 +1,20 @@
+#pragma once
+// From a dump's layer to the engine's inputs: what an AttentionHead and the local-branch functions
+// take, built from a LayerInfo and a head's activations. Kept out of dump.h so that the dump's
+// vocabulary (layers, tensors, weights) does not depend on the attention engine's.
+#include "attnlens/attention.h"
+#include "attnlens/dump.h"
+#include "attnlens/local_branch.h"
+
+namespace attnlens {
+
+// The inputs of one head's attention as the layer computed it (scale, kernel, window rule and
+// position bias): the one way every analysis builds an AttentionHead from a dump. `act` must
+// outlive the head.
+HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head);
+// Where the layer's local branch convolves (its grid, or each window under scope "window"): the one
+// way to get the geometry that every local-branch function takes. The layer must outlive it.
+// `head` picks the head's windows on layers with per-head windows (@head_windows, format.md 1b).
+LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head);
+
+}  // namespace attnlens
