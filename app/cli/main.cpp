@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 
+#include "attnlens/blas.h"
 #include "attnlens/error.h"
 #include "attnlens/json_message.h"
 #include "attnlens/open_check.h"
@@ -24,6 +25,9 @@ namespace {
 
 int runCli(int argc, char** argv) {
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
+    // Commands that want BLAS threads ask for them (analyzeDump's plan); OpenBLAS, loaded only by a
+    // command that calls it, starts with one (blas.h: under `ulimit -v` its pool can hang).
+    attnlens::blas::setThreads(1);
     attnlens::useOneMallocArenaUnderAddressLimit();
     if (argc < 2) {
         std::fputs(helpText().c_str(), stderr);

@@ -23,7 +23,7 @@ std::once_flag gLoadOnce;
 Library gLibrary;
 std::mutex gCountMutex;
 bool gLoaded = false;
-int gPendingThreads = 1;  // the count OpenBLAS is given when it is loaded
+int gPendingThreads = 0;  // the count OpenBLAS is given when it is loaded; 0: its own choice
 int gDefaultThreads = 0;  // 0 until computed
 
 int positiveVariable(const char* name) {
@@ -65,10 +65,15 @@ void load() {
         openblas = open(kOpenBlas);
         lapacke = open(kLapacke);
     } else {
-        // OpenBLAS reads the variable in its constructor: one thread now, more when asked.
+        int wanted = 0;
+        {
+            std::lock_guard lock(gCountMutex);
+            wanted = gPendingThreads;
+        }
+        // OpenBLAS reads the variable in its constructor and starts that many threads at once.
         const char* old = std::getenv(kThreadsVariable);
         const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
-        ::setenv(kThreadsVariable, "1", 1);
+        if (wanted > 0) ::setenv(kThreadsVariable, std::to_string(wanted).c_str(), 1);
         try {
             openblas = open(kOpenBlas);
             lapacke = open(kLapacke);
@@ -91,7 +96,7 @@ void load() {
         // Someone else's copy (numpy's): its count stays as its owner set it.
         if (gDefaultThreads == 0) gDefaultThreads = std::max(1, lib.getThreads());
         gPendingThreads = std::max(1, lib.getThreads());
-    } else if (lib.getThreads() != gPendingThreads) {
+    } else if (gPendingThreads > 0 && lib.getThreads() != gPendingThreads) {
         lib.setThreads(gPendingThreads);
     }
     gLibrary = lib;
@@ -119,8 +124,12 @@ int defaultThreads() {
 }
 
 int threads() {
-    std::lock_guard lock(gCountMutex);
-    return gLoaded ? gLibrary.getThreads() : gPendingThreads;
+    {
+        std::lock_guard lock(gCountMutex);
+        if (gLoaded) return gLibrary.getThreads();
+        if (gPendingThreads > 0) return gPendingThreads;
+    }
+    return defaultThreads();
 }
 
 void setThreads(int threads) {

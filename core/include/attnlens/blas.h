@@ -5,11 +5,13 @@
 // each with a stack and a 128 MiB buffer of address space, and under `ulimit -v` it can hang
 // retrying a failed buffer. Linked into the programs, that constructor runs before main() in
 // every process, also for `--version` or `inspect`, which need no BLAS. So the programs do not
-// link it: the first call of library() sets OPENBLAS_NUM_THREADS=1 (putting the user's value back
-// afterwards), dlopens OpenBLAS and LAPACKE and resolves the few routines the engine calls. Code
-// that wants BLAS threads asks for them (ScopedBlasThreads, analysis/blas_threads.h), and OpenBLAS
-// starts them when the count is raised. In a process that loaded OpenBLAS already (numpy beside
-// the Python module) the loaded copy is used as it is.
+// link it: the first call of library() dlopens OpenBLAS and LAPACKE, with OPENBLAS_NUM_THREADS set
+// to the count setThreads asked for before (the user's value is put back afterwards), and
+// resolves the few routines the engine calls. attnlens-cli asks for one thread at start and its
+// analyses raise the count where it pays (ScopedBlasThreads, analysis/blas_threads.h); the
+// desktop program and the Python module leave OpenBLAS its own choice, as a linked OpenBLAS had.
+// In a process that loaded OpenBLAS already (numpy beside the Python module) the loaded copy is
+// used as it is.
 #include <cblas.h>
 #include <lapacke.h>
 
@@ -34,9 +36,11 @@ bool loaded();
 // else OMP_NUM_THREADS, else one per processor (as OpenBLAS reads them); in a process that loaded
 // OpenBLAS before us, the count it chose. The most BLAS threads an analysis uses.
 int defaultThreads();
-// The count in effect: OpenBLAS's once loaded, else the count it will be given when it is.
+// The count in effect: OpenBLAS's once loaded, else the count it will be given when it is
+// (defaultThreads() unless setThreads said otherwise).
 int threads();
-// Sets the count (at least 1) now when loaded, else at loading: no library is loaded for it.
+// Sets the count (at least 1) now when loaded, else at loading: no library is loaded for it, and
+// a count set before loading is the number of threads OpenBLAS starts.
 void setThreads(int threads);
 
 }  // namespace attnlens::blas
