@@ -38,7 +38,6 @@ void JobRunner::stop(const QString& slot, bool tellSubmitter) {
     it->second.cancel->store(true);
     const quint64 id = it->second.id;
     const FailureHandler onFailed = std::move(it->second.onFailed);
-    const QString label = it->second.label;
     // The slot is free at once; the worker's late result is dropped because its id is stale.
     latest_[slot] = nextId_++;
     running_.erase(it);

@@ -116,8 +116,14 @@ bool loaded() {
 }
 
 int defaultThreads() {
-    // A copy loaded by someone else chose its count already: that is the default.
-    if (::dlopen(kOpenBlas, RTLD_NOW | RTLD_NOLOAD)) library();
+    // A copy loaded by someone else chose its count already: that is the default. (The probe
+    // takes a reference to a loaded copy; it is given back at once.)
+    if (!loaded()) {
+        if (void* probe = ::dlopen(kOpenBlas, RTLD_NOW | RTLD_NOLOAD)) {
+            ::dlclose(probe);
+            library();
+        }
+    }
     std::lock_guard lock(gCountMutex);
     if (gDefaultThreads == 0) gDefaultThreads = threadsFromEnvironment();
     return gDefaultThreads;
