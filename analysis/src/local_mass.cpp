@@ -79,4 +79,24 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
     return results;
 }
 
+double uniformLocalBaseline(const AttentionLayout& geometry, int k) {
+    validateLocalK(std::span<const int>(&k, 1));
+    const TokenLayout& layout = geometry.queries;
+    const TokenLayout& keys = geometry.keys;
+    const int half = (k - 1) / 2;
+    // Separable: the window's extent in y depends on the row only, in x on the column only.
+    double rows = 0, cols = 0;
+    for (int y = 0; y < layout.gridH; ++y) {
+        const int ky = geometry.keyRow(y);
+        rows += double(std::min(keys.gridH - 1, ky + half) - std::max(0, ky - half) + 1);
+    }
+    for (int x = 0; x < layout.gridW; ++x) {
+        const int kx = geometry.keyCol(x);
+        cols += double(std::min(keys.gridW - 1, kx + half) - std::max(0, kx - half) + 1);
+    }
+    const double windowSum = rows * cols;
+    const double queries = double(layout.gridH) * double(layout.gridW);
+    return queries > 0 ? windowSum / queries / double(keys.tokens()) : std::numeric_limits<double>::quiet_NaN();
+}
+
 }  // namespace attnlens

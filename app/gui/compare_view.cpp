@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "color_maps.h"
+#include "plot_helpers.h"
 #include "session.h"
 
 namespace attnlens::gui {
@@ -149,10 +150,10 @@ void CompareView::buildLayout() {
     const int cols = std::max(1, int(std::ceil(std::sqrt(double(n)))));
 
     auto* layout = plot_->plotLayout();
-    header_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
+    header_ = addWrappedText(plot_, 11, true);
     layout->addElement(0, 0, header_);
     layout->setRowStretchFactor(0, 0.01);
-    note_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
+    note_ = addWrappedText(plot_, 9);
     layout->addElement(1, 0, note_);
     layout->setRowStretchFactor(1, 0.01);
     auto* grid = new QCPLayoutGrid;
@@ -316,7 +317,7 @@ void CompareView::rebuild() {
             shared_->axis()->setLabel(anySigned ? QStringLiteral("attention weight (signed, shared range)")
                                                 : QStringLiteral("attention weight (shared range)"));
         }
-        p.title->setText(title);
+        setWrappedText(p.title, title);
         const Index query = rollout ? session_->rolloutQuery() : sel.query;
         if (l.isSpatial(query)) {
             p.marker.place(l.col(query), l.row(query));
@@ -348,11 +349,18 @@ void CompareView::rebuild() {
     else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
         note = QStringLiteral("A, %1\n").arg(status) + note;
     if (heldRange_) note += QStringLiteral(" · colour range held (all paradigm panels)");
+    if (!rollout) {
+        std::vector<Paradigm> shown;
+        for (int i : session_->selection().shown) shown.push_back(session_->paradigms()[std::size_t(i)]);
+        const int layer = sel.layer;
+        if (const QString kernel = kernelAppliedNote(session_->info(), std::span(&layer, 1), shown); !kernel.isEmpty())
+            note += '\n' + kernel;
+    }
     if (!readError.isEmpty()) {
         for (Panel& p : panels_) p.marker.setVisible(false);
         note = wrapText(readError, 110);
     }
-    note_->setText(note);
+    setWrappedText(note_, note);
     note_->setTextColor(branchError.isEmpty() && (readError.isEmpty() || pending) ? QColor(Qt::black)
                                                                                   : QColor(180, 0, 0));
     QString header = rollout ? QStringLiteral("rollout of %1 (token %2) — image %3, up to layer %4")
@@ -366,7 +374,7 @@ void CompareView::rebuild() {
                                    .arg(sel.image)
                                    .arg(QString::fromStdString(session_->layerInfo().name))
                                    .arg(sel.head);
-    header_->setText(header);
+    setWrappedText(header_, header);
     fitAspect();
 }
 
@@ -391,9 +399,9 @@ void CompareView::onMouseMove(QMouseEvent* e) {
             const bool e = !rollout && p.paradigm >= 0 && session_->localBranch() != nullptr;
             Q_EMIT hoverText(
                 QStringLiteral("%1: %2[%3, %4 %5] = %6")
-                    .arg(p.title->text().section(QStringLiteral("  "), 0, 0), rollout ? QStringLiteral("rollout")
-                                                                              : e     ? QStringLiteral("E_c")
-                                                                                      : QStringLiteral("A"))
+                    .arg(unwrappedText(p.title).section(QStringLiteral("  "), 0, 0), rollout ? QStringLiteral("rollout")
+                                                                                     : e     ? QStringLiteral("E_c")
+                                                                                             : QStringLiteral("A"))
                     .arg(rollout ? session_->rolloutQuery() : session_->selection().query)
                     .arg(key)
                     .arg(tokenName(session_->keyLayout(), key) + keyGridNote(session_->attentionLayout()),

@@ -18,6 +18,7 @@ public:
     CompareView(Session* session, QWidget* parent = nullptr);
     QString viewId() const override { return QStringLiteral("compare"); }
     QString viewTitle() const override { return QStringLiteral("Compare paradigms"); }
+    bool ownsHover() const override { return true; }
     bool fitAspect() override;
 
     struct Panel : HeatmapPanel {  // scale: its own, or nullptr when the range is shared

@@ -23,15 +23,19 @@ ConfusedPairsView::ConfusedPairsView(Session* session, QWidget* parent) : PlotVi
     table_->verticalHeader()->setVisible(false);
     table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     table_->horizontalHeader()->setStretchLastSection(true);
-    table_->setMinimumWidth(120);  // the splitter gives it room; the window's minimum stays small
-    // The table beside the plot; exports draw the plot (title, conditions, the pair's rows).
-    auto* split = new QSplitter(Qt::Horizontal, this);
+    table_->verticalHeader()->setDefaultSectionSize(table_->fontMetrics().height() + 6);
+    table_->setMinimumHeight(3 * (table_->fontMetrics().height() + 6));
+    // The table above the plot, over the view's whole width: its four columns are read in full and
+    // the pair's two maps get the width (a table beside them left both cut and small at 1024 px).
+    // Exports draw the plot (title, conditions, the pair's rows).
+    auto* split = new QSplitter(Qt::Vertical, this);
     static_cast<QVBoxLayout*>(layout())->replaceWidget(plot_, split);
     split->addWidget(table_);
     split->addWidget(plot_);
     split->setStretchFactor(0, 0);
     split->setStretchFactor(1, 1);
-    split->setSizes({250, 750});
+    split->setChildrenCollapsible(false);
+    split->setSizes({7 * (table_->fontMetrics().height() + 6), 600});
     connect(table_, &QTableWidget::currentCellChanged, this, [this](int row, int, int, int) {
         if (row >= 0 && row != shownPair_) showPair(row);
     });
@@ -154,7 +158,7 @@ void ConfusedPairsView::rebuild() {
         table_->setRowCount(0);
         tableKey_.clear();
         setWrappedText(title, what + QStringLiteral(": ") + head);
-        auto* state = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 10));
+        auto* state = addWrappedText(plot_, 10);
         state->setTextColor(error.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
         plot_->plotLayout()->addElement(1, 0, state);
         setWrappedText(state, error.isEmpty()                              ? QStringLiteral("computing…")
@@ -174,7 +178,7 @@ void ConfusedPairsView::rebuild() {
                               .arg(formatWeight(r->list.counts.tau))
                               .arg(r->list.pairs.size())
                               .arg(head));
-    auto* conditions = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 9));
+    auto* conditions = addWrappedText(plot_, 9);
     plot_->plotLayout()->addElement(1, 0, conditions);
     plot_->plotLayout()->setRowStretchFactor(1, 0.01);
     setWrappedText(conditions,
@@ -222,7 +226,7 @@ void ConfusedPairsView::rebuild() {
         p.map->setDataRange(QCPRange(range.lower, range.upper));
         p.scale->setGradient(g);
         p.scale->setDataRange(QCPRange(range.lower, range.upper));
-        p.title->setText(QStringLiteral("row of query %1 %2").arg(queries[i]).arg(tokenName(l, queries[i])));
+        setWrappedText(p.title, QStringLiteral("row of query %1 %2").arg(queries[i]).arg(tokenName(l, queries[i])));
         // Both queries framed: the row's own query and its partner.
         if (l.isSpatial(queries[i])) p.marker.place(l.col(queries[i]), l.row(queries[i]));
         p.marker.setVisible(l.isSpatial(queries[i]));
@@ -232,7 +236,7 @@ void ConfusedPairsView::rebuild() {
         if (l.isSpatial(other)) partner.place(l.col(other), l.row(other), 0.3, 0.3);
         partner.setVisible(l.isSpatial(other));
     }
-    auto* note = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 9));
+    auto* note = addWrappedText(plot_, 9);
     plot_->plotLayout()->addElement(3, 0, note);
     plot_->plotLayout()->setRowStretchFactor(3, 0.01);
     setWrappedText(note, QStringLiteral("‖A_p − A_q‖₂ = %1 · ‖Q_p − Q_q‖₂ = %2 · grid distance %3 · "

@@ -60,4 +60,22 @@ QString branchErrorNote(const QString& error, const QString& dumpPath, int width
     return wrapText(QStringLiteral("A only: local branch NOT added: ") + shortError(error, dumpPath), width);
 }
 
+QString kernelAppliedNote(const DumpInfo& info, std::span<const int> layers, std::span<const Paradigm> paradigms) {
+    QStringList applied, changed;
+    for (int l : layers)
+        if (l >= 0 && l < int(info.layers.size()) && info.layers[std::size_t(l)].kernelApplied)
+            applied << QString::fromStdString(info.layers[std::size_t(l)].name);
+    for (const Paradigm& p : paradigms)
+        if (p.usesKernel() && p.kernel != Kernel::Identity) changed << QString::fromStdString(p.name);
+    if (applied.isEmpty() || changed.isEmpty()) return {};
+    const QString which = applied.size() == 1 ? QStringLiteral("layer %1 holds").arg(applied.front())
+                          : applied.size() == int(layers.size())
+                              ? QStringLiteral("every layer shown holds")
+                              : QStringLiteral("layers %1 hold").arg(applied.join(", "));
+    return QStringLiteral(
+               "%1 Q and K after the model's kernel (kernel_applied): %2 use%3 the identity kernel there, so "
+               "paradigms that differ only in their kernel coincide")
+        .arg(which, changed.join(", "), changed.size() == 1 ? QStringLiteral("s") : QString());
+}
+
 }  // namespace attnlens::gui

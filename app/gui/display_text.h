@@ -2,8 +2,11 @@
 // How the views and exports name things in titles and messages: tokens, key grids, layer layouts,
 // prefix tokens, errors shortened to the dump's file name, wrapped lines.
 #include <QString>
+#include <span>
+#include <vector>
 
 #include "attnlens/dump.h"
+#include "attnlens/paradigm.h"
 #include "attnlens/token_layout.h"
 
 namespace attnlens::gui {
@@ -20,5 +23,9 @@ QString shortError(const QString& error, const QString& dumpPath);
 QString wrapText(const QString& text, int width);
 // The views' inline message when the local branch's weights could not be read (wrapped lines).
 QString branchErrorNote(const QString& error, const QString& dumpPath, int width = 96);
+// Layers that hold Q and K after their model's kernel (kernel_applied) use the identity kernel
+// under every paradigm, so paradigms that differ only in their kernel draw the same thing there.
+// Says which of `layers` do and which of `paradigms` it changes; "" when none is concerned.
+QString kernelAppliedNote(const DumpInfo& info, std::span<const int> layers, std::span<const Paradigm> paradigms);
 
 }  // namespace attnlens::gui

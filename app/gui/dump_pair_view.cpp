@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "color_maps.h"
+#include "plot_helpers.h"
 #include "session.h"
 
 namespace attnlens::gui {
@@ -78,10 +79,10 @@ void DumpPairView::buildLayout() {
     plot_->clearPlottables();
     plot_->plotLayout()->clear();
     auto* layout = plot_->plotLayout();
-    header_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
+    header_ = addWrappedText(plot_, 11, true);
     layout->addElement(0, 0, header_);
     layout->setRowStretchFactor(0, 0.01);
-    note_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
+    note_ = addWrappedText(plot_, 9);
     layout->addElement(1, 0, note_);
     layout->setRowStretchFactor(1, 0.01);
     auto* grid = new QCPLayoutGrid;
@@ -201,21 +202,21 @@ void DumpPairView::rebuild() {
         }
         p.map->setVisible(p.error.isEmpty());
         p.scale->setVisible(p.error.isEmpty());
-        p.title->setText(p.error.isEmpty() ? title : title + QStringLiteral("\n") + wrapText(p.error, 60));
+        setWrappedText(p.title, p.error.isEmpty() ? title : title + QStringLiteral("\n") + wrapText(p.error, 60));
         p.title->setTextColor(p.error.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
     }
     if (session_->isOpen()) {
         const Selection& sel = session_->selection();
-        header_->setText(QStringLiteral("query %1 — image %2, head %3 — two dumps side by side")
-                             .arg(tokenName(session_->layout(), sel.query))
-                             .arg(sel.image)
-                             .arg(sel.head));
+        setWrappedText(header_, QStringLiteral("query %1 — image %2, head %3 — two dumps side by side")
+                                    .arg(tokenName(session_->layout(), sel.query))
+                                    .arg(sel.image)
+                                    .arg(sel.head));
     } else {
-        header_->setText(QString());
+        setWrappedText(header_, QString());
     }
-    note_->setText(
-        QStringLiteral("colour: A[q, k], own range per map (signed: diverging, white = 0) · query framed · "
-                       "the right dump follows the left's image, head and query position"));
+    setWrappedText(note_,
+                   QStringLiteral("colour: A[q, k], own range per map (signed: diverging, white = 0) · query framed · "
+                                  "the right dump follows the left's image, head and query position"));
     fitAspect();
 }
 

@@ -24,6 +24,7 @@ public:
     DumpPairView(Session* session, Session* second, QWidget* parent = nullptr);
     QString viewId() const override { return QStringLiteral("dumps"); }
     QString viewTitle() const override { return QStringLiteral("Compare dumps"); }
+    bool ownsHover() const override { return true; }
     bool fitAspect() override;
 
     struct Panel : HeatmapPanel {

@@ -18,7 +18,8 @@ namespace attnlens::gui {
 constexpr int kMinFigureSide = 100;
 constexpr int kMaxFigureSide = 20000;
 
-// The folder exports start in: the last one used, else the open dump's, else the home folder.
+// The folder exports and saved sessions start in: the last one used, else the open dump's (not a
+// bundled example's), else the user's documents, else the home folder.
 QString lastExportFolder(const QString& dumpPath);
 void rememberExportFolder(const QString& filePath);
 

@@ -200,18 +200,62 @@ void HeadOverviewView::setDifference(bool on) {
     invalidate();
 }
 
+int HeadOverviewView::layerNameRoom(const QStringList& layerNames) const {
+    const QFontMetrics names(QFont(plot_->font().family(), 7));
+    int width = 0;
+    for (const QString& name : layerNames) width = std::max(width, names.horizontalAdvance(name));
+    return width + 12;  // ticks and padding
+}
+
+std::pair<int, double> HeadOverviewView::panelColumns(int panels, const QStringList& layerNames) const {
+    // The arrangement with the largest square cells in this plot: many layers and few heads give
+    // tall, narrow panels best put side by side in one row; few layers a grid of panels. A panel's
+    // name, head axis and spacing take the room estimated here.
+    if (heads_ <= 0 || layerNames.isEmpty()) return {std::max(1, panels), 1.0};
+    const double width = plot_->width() - 90.0 - layerNameRoom(layerNames);  // colour bar, layer names
+    const double height = plot_->height() - 80.0;                            // title and notes
+    int best = std::max(1, panels);
+    double bestCell = -INFINITY;
+    for (int cols = 1; cols <= panels; ++cols) {
+        const int rows = (panels + cols - 1) / cols;
+        const double cellW = (width - cols * kPanelSpacing) / double(cols * heads_);
+        const double cellH = (height - rows * 48.0) / double(rows * layerNames.size());
+        const double cell = std::min(cellW, cellH);
+        if (cell > bestCell + 1e-9) {
+            bestCell = cell;
+            best = cols;
+        }
+    }
+    return {best, std::max(1.0, bestCell)};
+}
+
 bool HeadOverviewView::fitAspect() {
     bool changed = LayerReportView::fitAspect();
-    // Cells about square: each panel's rect as wide as heads x (its height / layers) allows, every
-    // panel with room for the layer names the first of its row shows, so that all cells are equal.
-    int names = 0;
+    // Square cells of one size in every panel: the layer names take room only left of each row's
+    // first panel (its column is wider, columnStretch), and every panel's cells are the smallest
+    // panel's.
+    if (heads_ <= 0 || layers_.empty()) return changed;
+    const int rows = int(layers_.size());
+    double cell = INFINITY;
     for (Panel& p : panels_)
-        if (p.rect) names = std::max(names, rowLabelWidth(p.rect, int(layers_.size())));
+        if (p.rect) cell = std::min(cell, gridCellSize(p.rect, rows, heads_));
+    if (!std::isfinite(cell) || cell < 1) cell = 1;
     for (Panel& p : panels_)
-        if (p.rect && heads_ > 0 && !layers_.empty())
-            changed |= fitGridMargins(p.rect, int(layers_.size()), heads_, nullptr, true, names);
+        if (p.rect) changed |= fitGridMargins(p.rect, rows, heads_, nullptr, true, 0, std::floor(cell));
+    // Names centred over their grids, but never squeezed below their width by the layer names'
+    // margin: then they move off centre rather than lose letters.
     for (Panel& p : panels_)
-        if (p.rect && p.name) changed |= alignHorizontally(p.name, p.rect->margins());
+        if (p.rect && p.name) {
+            QMargins m = p.rect->margins();
+            const int room = p.name->outerRect().width() - m.left() - m.right();
+            const int need = QFontMetrics(p.name->font()).horizontalAdvance(unwrappedText(p.name)) + 8;
+            if (room < need) {
+                const int give = need - room;
+                m.setLeft(std::max(0, m.left() - (give + 1) / 2));
+                m.setRight(std::max(0, m.right() - give / 2));
+            }
+            changed |= alignHorizontally(p.name, m);
+        }
     return changed;
 }
 
@@ -264,17 +308,17 @@ void HeadOverviewView::rebuild() {
                        .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString((*reportParadigms)[0].name))
                                  : QString())
                        .arg(scopeText));
-    if (r) addSkippedNote(*r);
+    if (r) addReportNotes(*r);
     auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
     const std::vector<std::vector<double>> base = grid(0);
     std::vector<int> panelParadigms;
     for (int p : shown)
         if (!diff || p != 0) panelParadigms.push_back(p);
     const int n = int(panelParadigms.size());
-    const int cols = n <= 4 ? n : (n + 1) / 2;
     double lo = INFINITY, hi = -INFINITY;
     QStringList layerNames;
     for (int l : layers_) layerNames << QString::fromStdString(dump->layers[std::size_t(l)].name);
+    const auto [cols, cellEstimate] = panelColumns(n, layerNames);
     for (int i = 0; i < n; ++i) {
         Panel p;
         p.paradigm = session_->paradigmIndex((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name);
@@ -284,16 +328,17 @@ void HeadOverviewView::rebuild() {
                 for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= base[a][h];
         auto* cell = new QCPLayoutGrid;
         body->addElement(i / cols, i % cols, cell);
-        auto* name = new QCPTextElement(
-            plot_, QString::fromStdString((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name),
-            QFont(plot_->font().family(), 9, QFont::Bold));
+        QCPTextElement* name = addWrappedText(plot_, 8, true);
         cell->addElement(0, 0, name);
+        setWrappedText(name,
+                       QString::fromStdString((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name));
         p.name = name;
         cell->setRowStretchFactor(0, 0.01);
         p.rect = new QCPAxisRect(plot_);
         cell->addElement(1, 0, p.rect);
         setupGridAxes(p.rect, int(layers_.size()), heads_, QStringLiteral("head"), QString());
-        // Layer names on the left of the first panel of each row only.
+        // Layer names on the left of the first panel of each row only, whose column is wider by
+        // their room.
         QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
         if (i % cols == 0)
             for (int a = 0; a < int(layerNames.size()); ++a) names->addTick(a, layerNames[a]);
@@ -318,6 +363,10 @@ void HeadOverviewView::rebuild() {
         p.marker.setVisible(at != layers_.end());
         if (at != layers_.end()) p.marker.place(sel.head, double(at - layers_.begin()));
         panels_.push_back(std::move(p));
+    }
+    if (cols > 1) {
+        const double panel = heads_ * cellEstimate + kPanelSpacing;
+        body->setColumnStretchFactor(0, (panel + layerNameRoom(layerNames)) / panel);
     }
     // One colour range for every panel, so that panels compare; differences on a diverging scale.
     auto* scale = new QCPColorScale(plot_);

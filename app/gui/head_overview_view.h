@@ -42,7 +42,11 @@ public:
     HeadOverviewView(Session* session, QWidget* parent = nullptr);
     QString viewId() const override { return QStringLiteral("heads"); }
     QString viewTitle() const override { return QStringLiteral("Heads"); }
+    bool ownsHover() const override { return true; }
     bool fitAspect() override;
+    // Panels per row for `panels` panels in the current plot size and the side of their cells
+    // (estimate, pixels).
+    std::pair<int, double> panelColumns(int panels, const QStringList& layerNames) const;
 
     void setStatistic(HeadStatistic s);
     // Panels show each paradigm (false) or its difference from the first shown paradigm (true).
@@ -69,6 +73,9 @@ private:
     void onMouseMove(QMouseEvent* e);
     // The panel and (layer position, head) under a pixel; false when none.
     bool headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const;
+    // The width the layer names take left of a row's first panel.
+    int layerNameRoom(const QStringList& layerNames) const;
+    static constexpr double kPanelSpacing = 16;  // between panels, and a panel's own margins
 
     QComboBox* statistic_ = nullptr;
     QComboBox* mode_ = nullptr;

@@ -10,6 +10,7 @@
 
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
+#include "display_text.h"
 #include "plot_helpers.h"
 #include "session.h"
 
@@ -81,7 +82,9 @@ LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optiona
     });
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
     connect(session, &Session::selectionChanged, this, [this]() {
-        if (scope() == StatsScope::CurrentImage) invalidate();
+        const bool branchNote = session_->selection().localBranch && session_->layerHasLocalBranch();
+        if (scope() == StatsScope::CurrentImage || branchNote != branchNoteShown_) invalidate();
+        branchNoteShown_ = branchNote;
     });
     connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
 }
@@ -139,15 +142,31 @@ void LayerReportView::showState(const QString& what, const QString& scopeText, b
         message += QStringLiteral(": the statistics over %1 were stopped. Retry computes them again.").arg(scopeText);
     else if (!error.isEmpty())
         message += QStringLiteral("\n\nRetry runs the job again.");
-    auto* state =
-        new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), cancelled || error.isEmpty() ? 11 : 10));
+    auto* state = addWrappedText(plot_, cancelled || error.isEmpty() ? 11 : 10);
     state->setObjectName(QStringLiteral("reportState"));
     state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
     plot_->plotLayout()->addElement(1, 0, state);
     setWrappedText(state, message);
 }
 
-void LayerReportView::addSkippedNote(const AnalysisReport& r) {
+void LayerReportView::addReportNotes(const AnalysisReport& r) {
+    // The maps follow the local-branch toggle (B); these statistics do not, and say so.
+    if (session_->selection().localBranch && session_->layerHasLocalBranch()) {
+        auto* note = addWrappedText(plot_, 9);
+        plot_->plotLayout()->insertRow(1);
+        plot_->plotLayout()->addElement(1, 0, note);
+        plot_->plotLayout()->setRowStretchFactor(1, 0.01);
+        setWrappedText(note, QStringLiteral("statistics of A alone: the local branch shown in the maps (B) is not "
+                                            "included here (E_c = A + M_c per layer: attnlens-cli analyze "
+                                            "--local-branch own)"));
+    }
+    if (const QString kernel = kernelAppliedNote(r.dump, r.request.layers, r.paradigms); !kernel.isEmpty()) {
+        auto* note = addWrappedText(plot_, 9);
+        plot_->plotLayout()->insertRow(1);
+        plot_->plotLayout()->addElement(1, 0, note);
+        plot_->plotLayout()->setRowStretchFactor(1, 0.01);
+        setWrappedText(note, kernel);
+    }
     if (r.skipped.empty()) return;
     QStringList where;
     constexpr std::size_t kListed = 4;
@@ -156,7 +175,7 @@ void LayerReportView::addSkippedNote(const AnalysisReport& r) {
                      .arg(r.skipped[i].image)
                      .arg(QString::fromStdString(r.dump.layers[std::size_t(r.skipped[i].layer)].name));
     if (r.skipped.size() > kListed) where << QStringLiteral("%1 more").arg(r.skipped.size() - kListed);
-    auto* note = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 9));
+    auto* note = addWrappedText(plot_, 9);
     note->setTextColor(QColor(180, 0, 0));
     plot_->plotLayout()->insertRow(1);
     plot_->plotLayout()->addElement(1, 0, note);
@@ -264,8 +283,18 @@ void LocalMassView::rebuild() {
                 Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
     if (!r->paradigms.empty()) {
-        const auto uniform = layerMeans(summary, *r, 0, Statistic::LocalUniformBaseline, k);
-        const auto paper = layerMeans(summary, *r, 0, Statistic::LocalPaperBaseline, k);
+        // The baselines belong to a layer's geometry, not to a paradigm's data: the report's
+        // value (which leaves out flagged rows) where some paradigm has one, the geometry's
+        // otherwise (a layer whose data could not be read still has its baseline).
+        std::vector<double> uniform = layerMeans(summary, *r, 0, Statistic::LocalUniformBaseline, k);
+        std::vector<double> paper(uniform.size());
+        for (std::size_t a = 0; a < uniform.size(); ++a) {
+            for (int p = 1; p < int(r->paradigms.size()) && !std::isfinite(uniform[a]); ++p)
+                uniform[a] = summary.layerMean(p, r->request.layers[a], Statistic::LocalUniformBaseline, k);
+            const AttentionLayout geometry = r->dump.layers[std::size_t(r->request.layers[a])].attentionLayout();
+            if (!std::isfinite(uniform[a])) uniform[a] = uniformLocalBaseline(geometry, k);
+            paper[a] = double(k) * double(k) / double(geometry.keys.tokens());
+        }
         all.insert(all.end(), uniform.begin(), uniform.end());
         layerSeries(uniform, starts, x, y);
         addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention\n(border-clipped windows)"), legend,
@@ -278,7 +307,7 @@ void LocalMassView::rebuild() {
     setWrappedText(title, QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2")
                               .arg(k)
                               .arg(scopeDescription()));
-    addSkippedNote(*r);
+    addReportNotes(*r);
 }
 
 // A histogram over images needs the images: this view runs over the whole dump unless told otherwise.
@@ -294,8 +323,10 @@ void ConfusionView::rebuild() {
     auto r = report(QStringLiteral("Injectivity confusion"));
     if (!r) return;
     auto* title = resetWithTitle(plot_, QString());
-    QCPAxisRect* rect = addRect(plot_, 1, 0);
-    QCPLegend* legend = addLegend(plot_, rect, Qt::AlignTop | Qt::AlignRight);
+    // The legend beside the bars: inside, it covered the bars of the highest bins.
+    QCPLayoutGrid* body = addBody(plot_, 1);
+    QCPAxisRect* rect = addRect(plot_, 0, 0, body);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
     rect->axis(QCPAxis::atBottom)
         ->setLabel(QStringLiteral("confused query pairs per image (summed over layers and heads)"));
     rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("number of images"));
@@ -361,7 +392,7 @@ void ConfusionView::rebuild() {
     setWrappedText(
         title, QStringLiteral("Injectivity confusion (InLine Fig. 2): distinct queries with ‖A_p − A_q‖₂ < τ = %1 — %2")
                    .arg(formatWeight(tau), scopeDescription()));
-    addSkippedNote(*r);
+    addReportNotes(*r);
 }
 
 bool ConfusionView::fitAspect() {
@@ -460,7 +491,7 @@ void LayerStatsView::rebuild() {
         title,
         QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
             .arg(scopeDescription()));
-    addSkippedNote(*r);
+    addReportNotes(*r);
 }
 
 bool LayerStatsView::fitAspect() {

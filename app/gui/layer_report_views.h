@@ -58,11 +58,13 @@ protected:
     // Positions (in report.request.layers) where a new family of layers starts: names that differ
     // other than in digits (softmax.block3 | mala.block0). Lines break there; a separator is drawn.
     std::vector<int> familyStarts(const AnalysisReport& r) const;
-    // Under the title, in red: the (image, layer)s the statistics skipped because their data could
-    // not be read (report.skipped), so that a gap in the numbers is never silent.
-    void addSkippedNote(const AnalysisReport& r);
+    // Under the title: in red, the (image, layer)s the statistics skipped because their data could
+    // not be read (report.skipped), so that a gap in the numbers is never silent; and which
+    // paradigms coincide on layers whose Q and K hold the model's kernel (kernelAppliedNote).
+    void addReportNotes(const AnalysisReport& r);
     void addFamilySeparators(QCPAxisRect* rect, const std::vector<int>& starts);
     bool waiting_ = false;
+    bool branchNoteShown_ = false;  // the note that the local branch is not included
     QComboBox* scope_ = nullptr;
 
 private:

@@ -123,7 +123,7 @@ void LocalityView::rebuild() {
                                                .arg(session_->info().images)
                                                .arg(session_->statsCoverageText());
         resetWithTitle(plot_, what);
-        auto* state = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 11));
+        auto* state = addWrappedText(plot_, 11);
         state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
         plot_->plotLayout()->addElement(1, 0, state);
         setWrappedText(state, statusText_ + (error.isEmpty() ? QString() : QStringLiteral(" — Retry runs it again.")));
@@ -179,7 +179,7 @@ void LocalityView::rebuild() {
     // Right: the offset map of the selected layer and head.
     auto* mapCell = new QCPLayoutGrid;
     body->addElement(0, 2, mapCell);
-    auto* mapTitle = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 9, QFont::Bold));
+    auto* mapTitle = addWrappedText(plot_, 9, true);
     mapCell->addElement(0, 0, mapTitle);
     mapCell->setRowStretchFactor(0, 0.01);
     const int reportParadigm = [&] {
@@ -192,16 +192,17 @@ void LocalityView::rebuild() {
     for (const LocalityCell& c : g.cells)
         if (c.layer == sel.layer && c.head == sel.head && c.paradigm == reportParadigm) shown_ = &c.sums;
     if (!shown_) {
-        mapTitle->setText(QStringLiteral("No offset map: layer %1 is not among\nthe statistics' layers (%2)")
-                              .arg(QString::fromStdString(session_->layerInfo().name))
-                              .arg(session_->statsCoverageText()));
+        setWrappedText(mapTitle, QStringLiteral("No offset map: layer %1 is not among\nthe statistics' layers (%2)")
+                                     .arg(QString::fromStdString(session_->layerInfo().name))
+                                     .arg(session_->statsCoverageText()));
         mapTitle->setTextColor(QColor(180, 0, 0));
         return;
     }
     const int r = std::min({radius_, shown_->gridH - 1, shown_->gridW - 1});
     // Spatial reduction: offsets on the key grid, from the query's key cell (format.md 1c).
     const bool onKeys = shown_->directDistance;
-    mapTitle->setText(
+    setWrappedText(
+        mapTitle,
         QStringLiteral("Offset map M(dy, dx), centre = %1\n%2 · head %3 · %4")
             .arg(onKeys
                      ? QStringLiteral("the query's cell of the %1 x %2 key grid").arg(shown_->gridH).arg(shown_->gridW)

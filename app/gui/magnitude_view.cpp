@@ -112,7 +112,7 @@ void MagnitudeView::rebuild() {
     if (!found) {
         auto* title = resetWithTitle(plot_, QString());
         setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
-        auto* state = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 10));
+        auto* state = addWrappedText(plot_, 10);
         const bool failed = store.failed(key);
         state->setTextColor(failed && !store.cancelled(key) ? QColor(180, 0, 0) : QColor(Qt::black));
         plot_->plotLayout()->addElement(1, 0, state);

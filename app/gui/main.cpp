@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
                                    QStringLiteral("Q"));
     const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
                                       QStringLiteral("P"));
-    const QCommandLineOption opacity(QStringLiteral("opacity"), QStringLiteral("input image opacity 0..100"),
+    const QCommandLineOption opacity(QStringLiteral("opacity"),
+                                     QStringLiteral("opacity of the input image's outlines over the token map, 0..100"),
                                      QStringLiteral("PCT"));
     const QCommandLineOption screenshot(
         QStringLiteral("screenshot"),
@@ -160,7 +161,12 @@ int main(int argc, char** argv) {
                                          : parseInt(text(channel), 0, std::numeric_limits<int>::max(), "--channel"));
     } catch (const attnlens::Error& e) {
         QTextStream(stderr) << "attnlens: error: " << e.what() << "\n";
-        return attnlens::exitCodeFor(e.kind());
+        // A command line that makes a picture must fail; one that starts the program for work
+        // opens the window with the message (the options after the bad one are left out).
+        if (parser.isSet(screenshot)) return attnlens::exitCodeFor(e.kind());
+        if (window.lastError() != QString::fromUtf8(e.what()))
+            window.showError(QStringLiteral("Cannot start as asked"), QString::fromUtf8(e.what()));
+        return app.exec();
     }
     if (parser.isSet(localBranch)) session->setLocalBranch(true);
     if (parser.isSet(view)) window.showView(parser.value(view));

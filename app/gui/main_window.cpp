@@ -24,6 +24,9 @@
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QShortcut>
 #include <QSpinBox>
@@ -87,6 +90,32 @@ const ShortcutDoc kShortcuts[] = {
     {"Wheel / drag", "matrix: zoom / pan (double-click resets)"},
 };
 
+// A paradigm's entry in the paradigm box: the layer's own paradigm is marked.
+QString paradigmItemText(const Session& session, int i) {
+    const QString name = QString::fromStdString(session.paradigms()[std::size_t(i)].name);
+    return session.isOpen() && i == session.layerParadigm() ? name + QStringLiteral("  (this layer's model)") : name;
+}
+
+// A page that scrolls when its content needs more room than the window gives it: a view's minimum
+// size (a long toolbar, a wide grid of panels) never makes the window grow itself past the screen.
+QScrollArea* scrollingPage(QWidget* content, const QString& name) {
+    auto* page = new QScrollArea;
+    page->setObjectName(name);
+    page->setWidgetResizable(true);
+    page->setFrameShape(QFrame::NoFrame);
+    page->setWidget(content);
+    return page;
+}
+
+// `wanted`, no larger than the available part of the screen the window is on (less a margin for
+// the window frame).
+QSize fittedToScreen(const QWidget* window, QSize wanted) {
+    const QScreen* screen = window->screen() ? window->screen() : QGuiApplication::primaryScreen();
+    if (!screen) return wanted;
+    const QSize room = screen->availableGeometry().size() - QSize(16, 40);
+    return wanted.boundedTo(room.expandedTo(QSize(320, 240)));
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -118,14 +147,21 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     for (auto signal :
          {&Session::dumpChanged, &Session::selectionChanged, &Session::queryChanged, &Session::paradigmsChanged})
         connect(session_, signal, this, [this]() { hoverLabel_->clear(); });
+    // Nor a value of a view no longer shown.
+    for (QTabWidget* t : {tabs_, statsTabs_})
+        connect(t, &QTabWidget::currentChanged, this, [this]() { hoverLabel_->clear(); });
     connect(session_, &Session::paradigmsChanged, this, &MainWindow::syncParadigmWidgets);
     connect(session_, &Session::layerReportChanged, this, &MainWindow::syncStatsCoverage);
     syncParadigmWidgets();
     syncSelectionWidgets();
     updateStatusFile();
-    resize(1400, 900);
+    resize(fittedToScreen(this, QSize(1400, 900)));
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    // A geometry saved on a larger screen starts no larger than this one.
+    resize(fittedToScreen(this, size()));
+    // An Issues dock left open at the last exit comes back only with something to say.
+    if (issues_->topLevelItemCount() == 0) issuesDock_->hide();
     tokenMap_->setImageOpacity(session_->preferences().imageOpacityPercent);
 }
 
@@ -138,13 +174,18 @@ void MainWindow::createViews() {
     statsTabs_->setObjectName(QStringLiteral("statistics"));
     for (const ViewEntry& entry : viewRegistry()) {
         PlotView* v = entry.make(session_, second_).release();  // owned by its tab widget
+        // Toolbar boxes show their longest item where there is room and give it up (elided, the
+        // list still whole) before the view needs to scroll.
+        for (QComboBox* box : v->findChildren<QComboBox*>())
+            box->setMinimumWidth(std::min(box->minimumSizeHint().width(), 90));
+        QScrollArea* page = scrollingPage(v, v->viewId() + QStringLiteral("Page"));
         if (entry.place == ViewPlace::StatisticsTab) {
             // A tab label reads '&' as a mnemonic marker ("Entropy & negative mass").
-            statsTabs_->addTab(v, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
+            statsTabs_->addTab(page, QString(v->viewTitle()).replace(QLatin1Char('&'), QStringLiteral("&&")));
         } else {
             if (entry.needsSecondDump && tabs_->indexOf(statsTabs_) < 0)
                 tabs_->addTab(statsTabs_, QStringLiteral("Statistics"));
-            tabs_->addTab(v, v->viewTitle());
+            tabs_->addTab(page, v->viewTitle());
         }
         views_.push_back(v);
     }
@@ -279,7 +320,11 @@ void MainWindow::createDocks() {
     form->addRow(new QLabel(QStringLiteral("Paradigms shown (comparison, statistics):")));
     form->addRow(shown_);
     form->addRow(QStringLiteral("Statistics over"), statsModel_);
-    dock->setWidget(w);
+    // Scrolls on a short screen rather than making the window taller than it.
+    auto* dockPage = scrollingPage(w, QStringLiteral("selectionPage"));
+    dockPage->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    dockPage->setMinimumWidth(w->minimumSizeHint().width() + dockPage->verticalScrollBar()->sizeHint().width());
+    dock->setWidget(dockPage);
     addDockWidget(Qt::LeftDockWidgetArea, dock);
 
     connect(image_, &QSpinBox::valueChanged, this, [this](int v) {
@@ -398,8 +443,13 @@ void MainWindow::createStatusBar() {
                 } else {
                     progress_->setRange(0, 0);  // busy indicator until the first report
                 }
-                // The percentage first: a long label is cut at the bar's end, never the number.
-                progress_->setFormat(total > 0 ? QStringLiteral("%p% · ") + label : label);
+                // The percentage first and the label elided to what is left of the bar, so that the
+                // centred text is never cut at its start (the whole label is in the tooltip).
+                const QString percent = total > 0 ? QStringLiteral("%p% · ") : QString();
+                const QFontMetrics fm(progress_->font());
+                const int room =
+                    progress_->width() - 16 - (total > 0 ? fm.horizontalAdvance(QStringLiteral("100% · ")) : 0);
+                progress_->setFormat(percent + fm.elidedText(label, Qt::ElideRight, std::max(room, 20)));
                 progress_->setToolTip(what.isEmpty() ? label : label + QStringLiteral(": ") + what);
             });
     connect(&jobs, &JobRunner::jobFinished, this, [this]() {
@@ -689,7 +739,7 @@ void MainWindow::syncParadigmWidgets() {
     for (std::size_t i = 0; i < ps.size(); ++i) {
         const QString name = QString::fromStdString(ps[i].name);
         const QString tip = QString::fromStdString(ps[i].toJson().dump(1));
-        paradigm_->addItem(name);
+        paradigm_->addItem(paradigmItemText(*session_, int(i)));
         paradigm_->setItemData(int(i), tip, Qt::ToolTipRole);
         auto* item = new QListWidgetItem(name, shown_);
         item->setToolTip(tip);
@@ -874,12 +924,7 @@ void MainWindow::syncSelectionWidgets() {
                 : QStringLiteral("model used: <b>%1</b>%2")
                       .arg(QString::fromStdString(li.attention).toHtmlEscaped(),
                            session_->layerParadigm() < 0 ? QStringLiteral(" (no paradigm of that name)") : QString()));
-        // The layer's own paradigm is marked in the paradigm box.
-        const int own = session_->layerParadigm();
-        for (int i = 0; i < paradigm_->count(); ++i) {
-            const QString name = QString::fromStdString(session_->paradigms()[std::size_t(i)].name);
-            paradigm_->setItemText(i, i == own ? name + QStringLiteral("  (this layer's model)") : name);
-        }
+        for (int i = 0; i < paradigm_->count(); ++i) paradigm_->setItemText(i, paradigmItemText(*session_, i));
         head_->setRange(0, std::max(0, session_->layerInfo().heads - 1));
         head_->setValue(sel.head);
         query_->setRange(0, int(session_->layout().tokens() - 1));
@@ -1258,17 +1303,19 @@ PlotView* MainWindow::view(const QString& id) const {
 PlotView* MainWindow::currentView() const {
     QWidget* w = tabs_->currentWidget();
     if (w == statsTabs_) w = statsTabs_->currentWidget();
-    return qobject_cast<PlotView*>(w);
+    const auto* page = qobject_cast<QScrollArea*>(w);
+    return page ? qobject_cast<PlotView*>(page->widget()) : nullptr;
 }
 
 void MainWindow::showView(const QString& id) {
     PlotView* v = view(id);
     if (!v) return;
-    if (tabs_->indexOf(v) >= 0) {
-        tabs_->setCurrentWidget(v);
+    QWidget* page = v->parentWidget() ? v->parentWidget()->parentWidget() : nullptr;  // viewport, scroll area
+    if (tabs_->indexOf(page) >= 0) {
+        tabs_->setCurrentWidget(page);
     } else {
         tabs_->setCurrentWidget(statsTabs_);
-        statsTabs_->setCurrentWidget(v);
+        statsTabs_->setCurrentWidget(page);
     }
 }
 

@@ -78,6 +78,9 @@ public:
     PlotView* currentView() const;
     void showView(const QString& id);
     QString lastError() const { return lastError_; }
+    // An error the user must see: in the Issues list and a non-modal message box; lastError().
+    void showError(const QString& title, const QString& text);
+
     QTreeWidget* issuesList() const { return issues_; }
     QStringList recentFiles() const;
 
@@ -112,7 +115,6 @@ private:
     void updateStatusFile();
     void addIssue(const Issue& issue);
     void dropIssuesOfReplacedDumps();
-    void showError(const QString& title, const QString& text);
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void tryFinishExportAll();

@@ -10,6 +10,7 @@
 #include "attnlens/error.h"
 #include "color_maps.h"
 #include "elided_label.h"
+#include "plot_helpers.h"
 #include "session.h"
 
 namespace attnlens::gui {
@@ -94,13 +95,13 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     connect(logBox_, &QCheckBox::toggled, this, &MatrixView::setLogScale);
 
     // Title above a row holding the matrix and its colour bar, so that the title spans both.
-    title_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
+    title_ = addWrappedText(plot_, 11, true);
     rect_ = plot_->axisRect();
     plot_->plotLayout()->take(rect_);
     plot_->plotLayout()->simplify();
     auto* body = new QCPLayoutGrid;
     body->setColumnSpacing(0);
-    subtitle_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
+    subtitle_ = addWrappedText(plot_, 9);
     plot_->plotLayout()->addElement(0, 0, title_);
     plot_->plotLayout()->addElement(1, 0, subtitle_);
     plot_->plotLayout()->addElement(2, 0, body);
@@ -164,7 +165,8 @@ void MatrixView::setOrderByWindow(bool on) {
 const MatrixImage* MatrixView::shownImage() const { return shownKey_.empty() ? nullptr : shownImage_.get(); }
 
 QString MatrixView::titleText() const {
-    return subtitle_->text().isEmpty() ? title_->text() : title_->text() + '\n' + subtitle_->text();
+    const QString title = unwrappedText(title_), subtitle = unwrappedText(subtitle_);
+    return subtitle.isEmpty() ? title : title + '\n' + subtitle;
 }
 
 std::string MatrixView::currentKey() const {
@@ -209,8 +211,8 @@ void MatrixView::rebuild() {
         map_->setVisible(false);
         scale_->setVisible(false);  // no bar without its map
         highlight_->setVisible(false);
-        title_->setText(QStringLiteral("no dump open"));
-        subtitle_->setText(QString());
+        setWrappedText(title_, QStringLiteral("no dump open"));
+        setWrappedText(subtitle_, QString());
         return;
     }
     // On layers without windows the box is off and disabled (there is no window order to show);
@@ -244,8 +246,8 @@ void MatrixView::rebuild() {
     if (!readError.isEmpty()) {
         session_->jobs().discard(slot);  // an older head's matrix must not land
         waiting_ = false;
-        title_->setText(where + QStringLiteral(": NOT SHOWN"));
-        subtitle_->setText(wrapText(readError, 110));
+        setWrappedText(title_, where + QStringLiteral(": NOT SHOWN"));
+        setWrappedText(subtitle_, wrapText(readError, 110));
         subtitle_->setTextColor(QColor(180, 0, 0));
         map_->setVisible(false);
         scale_->setVisible(false);  // no bar without its map
@@ -324,8 +326,8 @@ void MatrixView::rebuild() {
             [session = session_](const std::shared_ptr<const MatrixImage>&) { Q_EMIT session->headResultsChanged(); },
             [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
         if (!images.find(key)) {  // a synchronous runner has delivered already
-            title_->setText(where);
-            subtitle_->setText(QStringLiteral("computing the %1 x %2 matrix…").arg(n).arg(nKeys));
+            setWrappedText(title_, where);
+            setWrappedText(subtitle_, QStringLiteral("computing the %1 x %2 matrix…").arg(n).arg(nKeys));
             subtitle_->setTextColor(Qt::black);
             map_->setVisible(false);
             scale_->setVisible(false);
@@ -424,8 +426,8 @@ void MatrixView::rebuild() {
     else if (const QString status = session_->localBranchStatus(); !branch && !status.isEmpty())
         rank += QStringLiteral(" · ") + status;
     if (img.flaggedRows > 0) rank += QStringLiteral(" · %1 flagged rows (NaN colour)").arg(img.flaggedRows);
-    title_->setText(where);
-    subtitle_->setText(rank);
+    setWrappedText(title_, where);
+    setWrappedText(subtitle_, rank);
     subtitle_->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
     // Exports and screenshots wait for the rank too.
     waiting_ = !s || (branch && !e);

@@ -19,6 +19,7 @@ public:
     MatrixView(Session* session, QWidget* parent = nullptr);
     QString viewId() const override { return QStringLiteral("matrix"); }
     QString viewTitle() const override { return QStringLiteral("Matrix"); }
+    bool ownsHover() const override { return true; }
     bool fitAspect() override;
     bool waitingForResults() const override { return waiting_; }
 

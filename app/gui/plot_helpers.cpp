@@ -14,7 +14,7 @@ constexpr const char* kFullText = "attnlensFullText";
 // Lines of at most `width` pixels, broken at spaces; a line that must break does so after its
 // last " — ", " · " or comma when that leaves it at least half full, so that the parts of a title
 // stay together ("Magnitude scaling (MALA Fig. 2) —" / "query ..."). A single word wider than the
-// width keeps its own line.
+// width keeps its own line, elided at its end (its first letters stay).
 QStringList breakLine(const QString& text, const QFontMetrics& fm, int width) {
     if (fm.horizontalAdvance(text) <= width) return {text};
     const QStringList words = text.split(' ');
@@ -38,6 +38,8 @@ QStringList breakLine(const QString& text, const QFontMetrics& fm, int width) {
         line << word;
     }
     if (!line.isEmpty()) lines << line.join(' ');
+    for (QString& l : lines)
+        if (fm.horizontalAdvance(l) > width) l = fm.elidedText(l, Qt::ElideRight, width);
     return lines;
 }
 
@@ -48,6 +50,13 @@ int layoutWidth(QCustomPlot* plot) {
     for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
         if (QCPLayoutElement* e = plot->plotLayout()->elementAt(i)) extent |= e->outerRect();
     return extent.width() > 0 ? extent.width() : plot->viewport().width();
+}
+
+// The width an element's text is broken for: the element's own from the last layout, inside its
+// margins (a panel's title its panel's), else the plot's.
+int widthFor(QCPTextElement* element) {
+    const int own = element->rect().width();
+    return own > 0 ? own + 12 : layoutWidth(element->parentPlot());
 }
 
 void wrapTo(QCPTextElement* element, int width) {
@@ -66,7 +75,7 @@ QCPTextElement* resetWithTitle(QCustomPlot* plot, const QString& title) {
     plot->clearPlottables();
     plot->plotLayout()->clear();
     plot->setAutoAddPlottableToLegend(false);
-    auto* t = new QCPTextElement(plot, QString(), QFont(plot->font().family(), 11, QFont::Bold));
+    QCPTextElement* t = addWrappedText(plot, 11, true);
     plot->plotLayout()->addElement(0, 0, t);
     plot->plotLayout()->setRowStretchFactor(0, 0.01);
     setWrappedText(t, title);
@@ -79,19 +88,27 @@ QCPLayoutGrid* addBody(QCustomPlot* plot, int row) {
     return body;
 }
 
+QSize WrappedText::minimumOuterSizeHint() const {
+    const QSize text = QCPTextElement::minimumOuterSizeHint();
+    return {std::min(text.width(), 60), text.height()};
+}
+
+QCPTextElement* addWrappedText(QCustomPlot* plot, int pointSize, bool bold) {
+    return new WrappedText(plot, QFont(plot->font().family(), pointSize, bold ? QFont::Bold : QFont::Normal));
+}
+
 void setWrappedText(QCPTextElement* element, const QString& text) {
     element->setProperty(kFullText, text);
-    wrapTo(element, layoutWidth(element->parentPlot()));
+    wrapTo(element, widthFor(element));
 }
 
 bool fitWrappedTexts(QCustomPlot* plot) {
     bool changed = false;
-    const int width = layoutWidth(plot);
-    for (int i = 0; i < plot->plotLayout()->elementCount(); ++i) {
-        auto* element = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i));
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true)) {
+        auto* element = qobject_cast<QCPTextElement*>(e);
         if (!element || !element->property(kFullText).isValid()) continue;
         const QString before = element->text();
-        wrapTo(element, width);
+        wrapTo(element, widthFor(element));
         changed |= element->text() != before;
     }
     return changed;
@@ -100,6 +117,106 @@ bool fitWrappedTexts(QCustomPlot* plot) {
 QString unwrappedText(const QCPTextElement* element) {
     const QVariant full = element->property(kFullText);
     return full.isValid() ? full.toString() : element->text();
+}
+
+namespace {
+
+// An axis position as its reader sees it: the category name of a text ticker, else the number.
+QString axisValueText(QCPAxis* axis, double v) {
+    if (auto text = axis->ticker().dynamicCast<QCPAxisTickerText>()) {
+        const auto& ticks = text->ticks();
+        if (const auto it = ticks.find(v); it != ticks.end()) return it.value().simplified();
+    }
+    if (axis->scaleType() == QCPAxis::stLogarithmic || std::abs(v) >= 1e4 || (v != 0 && std::abs(v) < 1e-3))
+        return QString::number(v, 'g', 4);
+    return QString::number(v, 'g', 5);
+}
+
+QString axisName(QCPAxis* axis, const QString& fallback) {
+    const QString label = axis->label().section('\n', 0, 0).simplified();
+    return label.isEmpty() ? fallback : label;
+}
+
+}  // namespace
+
+QString plottableValueAt(QCustomPlot* plot, const QPointF& pos) {
+    double best = 8;  // pixels
+    QString text;
+    for (int i = 0; i < plot->plottableCount(); ++i) {
+        QCPAbstractPlottable* p = plot->plottable(i);
+        if (!p->visible() || !p->keyAxis() || !p->keyAxis()->axisRect()->rect().contains(pos.toPoint())) continue;
+        if (auto* map = qobject_cast<QCPColorMap*>(p)) {
+            double key = 0, value = 0;
+            map->pixelsToCoords(pos, key, value);
+            int x = 0, y = 0;
+            map->data()->coordToCell(key, value, &x, &y);
+            if (x < 0 || y < 0 || x >= map->data()->keySize() || y >= map->data()->valueSize()) continue;
+            return QStringLiteral("%1%2 %3 · %4 %5 · value %6")
+                .arg(p->name().isEmpty() ? QString() : p->name() + QStringLiteral(": "),
+                     axisName(p->keyAxis(), QStringLiteral("x")), axisValueText(p->keyAxis(), std::round(key)),
+                     axisName(p->valueAxis(), QStringLiteral("y")), axisValueText(p->valueAxis(), std::round(value)))
+                .arg(QString::number(map->data()->cell(x, y), 'g', 5));
+        }
+        QCPPlottableInterface1D* data = p->interface1D();
+        if (!data) continue;
+        QVariant details;
+        const double d = p->selectTest(pos, false, &details);
+        if (d < 0 || d >= best) continue;
+        const QCPDataSelection hit = details.value<QCPDataSelection>();
+        if (hit.isEmpty()) continue;
+        const int index = hit.dataRange().begin();
+        if (index < 0 || index >= data->dataCount()) continue;
+        best = d;
+        text =
+            QStringLiteral("%1%2 %3 · %4 %5")
+                .arg(p->name().isEmpty() ? QString() : p->name() + QStringLiteral(": "),
+                     axisName(p->keyAxis(), QStringLiteral("x")), axisValueText(p->keyAxis(), data->dataMainKey(index)),
+                     axisName(p->valueAxis(), QStringLiteral("y")),
+                     QString::number(data->dataMainValue(index), 'g', 5));
+    }
+    return text;
+}
+
+namespace {
+constexpr const char* kLabelForms = "attnlensLabelForms";
+constexpr const char* kShownLabel = "attnlensShownLabel";
+}  // namespace
+
+void setColourBarLabels(QCPColorScale* scale, const QStringList& forms) {
+    if (forms.isEmpty()) return;
+    scale->setProperty(kLabelForms, forms);
+    scale->setProperty(kShownLabel, forms.front());
+    scale->axis()->setLabel(forms.front());
+}
+
+bool fitColourBarLabels(QCustomPlot* plot) {
+    bool changed = false;
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true)) {
+        auto* scale = qobject_cast<QCPColorScale*>(e);
+        if (!scale || !scale->visible()) continue;
+        QCPAxis* axis = scale->axis();
+        // A label the view set on the axis since the last fit is the new (only) form.
+        if (axis->label() != scale->property(kShownLabel).toString())
+            scale->setProperty(kLabelForms, QStringList{axis->label()});
+        const QStringList forms = scale->property(kLabelForms).toStringList();
+        if (forms.isEmpty()) continue;
+        const QRect r = axis->axisRect()->rect();
+        const int length = (axis->orientation() == Qt::Vertical ? r.height() : r.width()) - 4;
+        const QFontMetrics fm(axis->labelFont());
+        QString shown;
+        for (const QString& form : forms)
+            if (fm.horizontalAdvance(form) <= length) {
+                shown = form;
+                break;
+            }
+        if (shown.isNull()) shown = length > 16 ? fm.elidedText(forms.back(), Qt::ElideRight, length) : QString();
+        scale->setProperty(kShownLabel, shown);
+        if (axis->label() != shown) {
+            axis->setLabel(shown);
+            changed = true;
+        }
+    }
+    return changed;
 }
 
 bool showReadError(QCustomPlot* plot, Session* session, const QString& what) {

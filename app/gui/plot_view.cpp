@@ -29,7 +29,7 @@ PlotView::PlotView(Session* session, QWidget* parent) : QWidget(parent), session
     // one more queued replot, which is skipped when nothing changed.
     // Titles are re-broken for the new width the same way.
     connect(plot_, &QCustomPlot::afterReplot, this, [this]() {
-        const bool wrapped = fitWrappedTexts(plot_);
+        const bool wrapped = fitWrappedTexts(plot_) | fitColourBarLabels(plot_);
         if (fitAspect() || wrapped) {
             plot_->replot(QCustomPlot::rpQueuedReplot);
             return;
@@ -42,6 +42,9 @@ PlotView::PlotView(Session* session, QWidget* parent) : QWidget(parent), session
         }
     });
     plot_->installEventFilter(this);
+    connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+        if (!ownsHover()) Q_EMIT hoverText(plottableValueAt(plot_, e->position()));
+    });
 }
 
 bool PlotView::eventFilter(QObject* watched, QEvent* e) {
@@ -88,7 +91,7 @@ void PlotView::prepareForSize(int width, int height) {
     // adjusts ranges, the second settles tick labels and margins for the new ranges.
     for (int pass = 0; pass < 3; ++pass) {
         plot_->toPixmap(width, height, 1.0);
-        const bool wrapped = fitWrappedTexts(plot_);
+        const bool wrapped = fitWrappedTexts(plot_) | fitColourBarLabels(plot_);
         if (!fitAspect() && !wrapped) break;
     }
 }
@@ -164,24 +167,76 @@ int rowLabelWidth(QCPAxisRect* rect, int gridH) {
     return width;
 }
 
-bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing, bool resetRanges,
-                    int rowLabelRoom) {
-    if (!rect || gridH <= 0 || gridW <= 0) return false;
-    const QRect outer = rect->outerRect();
+namespace {
+
+// Aspect fitting puts a map's spare room into margins, and QCustomPlot counts margins in an
+// element's minimum size: a map once laid out wide would keep that width as its minimum, so that
+// the plot, its view and the window could no longer shrink. The least size an aspect-fitted element
+// may get is therefore set for its outer rect, without the spare room. Sizes set for the inner rect
+// before (the prefix strip's height) keep their meaning.
+void setLeastOuterSize(QCPLayoutElement* e, QSize least) {
+    if (e->sizeConstraintRect() != QCPLayoutElement::scrOuterRect) {
+        const QMargins m = e->margins();
+        const QSize min = e->minimumSize(), max = e->maximumSize();
+        e->setSizeConstraintRect(QCPLayoutElement::scrOuterRect);
+        e->setMaximumSize(max.width() < QWIDGETSIZE_MAX ? max.width() + m.left() + m.right() : max.width(),
+                          max.height() < QWIDGETSIZE_MAX ? max.height() + m.top() + m.bottom() : max.height());
+        if (least.width() <= 0 && min.width() > 0) least.setWidth(min.width() + m.left() + m.right());
+        if (least.height() <= 0 && min.height() > 0) least.setHeight(min.height() + m.top() + m.bottom());
+    } else {
+        if (least.width() <= 0) least.setWidth(e->minimumSize().width());
+        if (least.height() <= 0) least.setHeight(e->minimumSize().height());
+    }
+    e->setMinimumSize(least);
+}
+
+// The margins a grid's axis rect needs for ticks (length 3), tick label padding (5), the labels and
+// the axis titles, before any spare room.
+QMargins gridAxisMargins(QCPAxisRect* rect, int gridH, bool trailing, int rowLabelRoom) {
     QCPAxis* x = rect->axis(QCPAxis::atBottom);
     QCPAxis* y = rect->axis(QCPAxis::atLeft);
     const QFontMetrics tick(x->tickLabelFont()), label(x->labelFont());
-    // Room for ticks (length 3), tick label padding (5), the labels and the axis titles.
     const int rowLabel = std::max(rowLabelWidth(rect, gridH), rowLabelRoom);
     int left = 3 + 5 + rowLabel + 4;
     if (!y->label().isEmpty()) left += label.height() + 6;
     int bottom = 3 + 5 + tick.height() + 2;
     if (!x->label().isEmpty()) bottom += label.height() + 4;
-    int top = 4, right = trailing ? 10 : 4;  // a little air between a map and its colour bar
+    return {left, 4, trailing ? 10 : 4, bottom};  // a little air between a map and its colour bar
+}
+
+}  // namespace
+
+double gridCellSize(QCPAxisRect* rect, int gridH, int gridW, int rowLabelRoom) {
+    if (!rect || gridH <= 0 || gridW <= 0) return 0;
+    const QMargins m = gridAxisMargins(rect, gridH, false, rowLabelRoom);
+    const QRect outer = rect->outerRect();
+    return std::max(0.0, std::min(double(outer.width() - m.left() - m.right()) / gridW,
+                                  double(outer.height() - m.top() - m.bottom()) / gridH));
+}
+
+bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing, bool resetRanges,
+                    int rowLabelRoom, double cellLimit) {
+    if (!rect || gridH <= 0 || gridW <= 0) return false;
+    const QRect outer = rect->outerRect();
+    QCPAxis* x = rect->axis(QCPAxis::atBottom);
+    QCPAxis* y = rect->axis(QCPAxis::atLeft);
+    const QMargins base = gridAxisMargins(rect, gridH, trailing != nullptr, rowLabelRoom);
+    int left = base.left(), top = base.top(), right = base.right(), bottom = base.bottom();
+    setLeastOuterSize(rect, QSize(left + right + 16, top + bottom + 16));
     // The width handed to the trailing element last time belongs to this rect's column.
     const int lent = trailing ? trailing->margins().right() : 0;
-    const int aw = outer.width() + lent - left - right, ah = outer.height() - top - bottom;
+    int aw = outer.width() + lent - left - right, ah = outer.height() - top - bottom;
     if (aw < 8 || ah < 8) return false;
+    if (cellLimit > 0) {
+        // Cells no larger than the limit: the rest of the room goes into even margins.
+        const int spareW = std::max(0, aw - int(cellLimit * gridW)), spareH = std::max(0, ah - int(cellLimit * gridH));
+        left += spareW / 2;
+        right += spareW - spareW / 2;
+        top += spareH / 2;
+        bottom += spareH - spareH / 2;
+        aw -= spareW;
+        ah -= spareH;
+    }
     int trailingRight = 0;
     // Square cells: the spare space of the longer side goes into equal margins on both sides
     // (of the map and its colour bar together, when there is a trailing element).
@@ -225,6 +280,7 @@ bool alignVertically(QCPLayoutElement* element, const QMargins& to) {
 }
 
 bool alignHorizontally(QCPLayoutElement* element, const QMargins& to) {
+    setLeastOuterSize(element, QSize(40, 0));
     const QMargins now = element->margins();
     const bool changed =
         element->autoMargins() != (QCP::msTop | QCP::msBottom) || now.left() != to.left() || now.right() != to.right();
@@ -249,7 +305,7 @@ QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int g
 HeatmapPanel addHeatmapPanel(QCustomPlot* plot, QCPLayoutGrid* cell, bool ownScale, int barWidth) {
     HeatmapPanel p;
     const QString family = plot->font().family();
-    p.title = new QCPTextElement(plot, QString(), QFont(family, 9, QFont::Bold));
+    p.title = addWrappedText(plot, 9, true);
     cell->addElement(0, 0, p.title);
     cell->setRowStretchFactor(0, 0.01);
     auto* body = new QCPLayoutGrid;

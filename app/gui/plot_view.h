@@ -42,6 +42,9 @@ public:
     // Why this view's analysis failed (what its plot says FAILED about); empty when it did not.
     // `render` refuses to write such a figure unless asked (--render-unreadable).
     virtual QString analysisFailure() const { return {}; }
+    // Whether the view tells the value under the cursor itself (heatmaps of attention); the others
+    // get plottableValueAt's: the nearest point of a line, the bar or the colour-map cell under it.
+    virtual bool ownsHover() const { return false; }
 
 public Q_SLOTS:
     void invalidate();
@@ -81,10 +84,13 @@ void setupGridAxes(QCPAxisRect* rect, int gridH, int gridW, const QString& xLabe
 // `trailing` element (the colour bar in the next column), spare width goes half into the rect's
 // left margin and half into the trailing element's right margin, so the map keeps its colour bar
 // next to it and the pair stays centred. rowLabelRoom reserves room for row labels this rect does
-// not show, so that panels side by side (only the first labelled) get cells of one size. Needs the
-// outer rect of a previous layout; true if changed.
+// not show. cellLimit > 0 keeps cells at most that many pixels (the rest of the room in even
+// margins), so that panels of different room get cells of one size. Needs the outer rect of a
+// previous layout; true if changed.
 bool fitGridMargins(QCPAxisRect* rect, int gridH, int gridW, QCPLayoutElement* trailing = nullptr,
-                    bool resetRanges = true, int rowLabelRoom = 0);
+                    bool resetRanges = true, int rowLabelRoom = 0, double cellLimit = 0);
+// The side of the largest square cells a grid's axis rect can show in its last layout (pixels).
+double gridCellSize(QCPAxisRect* rect, int gridH, int gridW, int rowLabelRoom = 0);
 // The width of the widest row label rect's left axis shows (as of the last replot).
 int rowLabelWidth(QCPAxisRect* rect, int gridH);
 // Gives element the top/bottom (or left/right) margins `to`, leaving how the other two are set

@@ -22,7 +22,7 @@ struct Preferences {
     QString sequentialMap = QStringLiteral("viridis");
     QString divergingMap = QStringLiteral("blue-white-red");
     QColor nanColor = QColor(255, 0, 255);  // magenta: absent from every offered colour map
-    int imageOpacityPercent = 40;           // input image (grey) through the token map: visible by default
+    int imageOpacityPercent = 60;           // input image's outlines over the token map: visible by default
     // The local branch (resources/format.md 1a) in the token map, comparison, matrix and spectrum:
     // on/off and the V channel whose kernel is added (-1: the mean over the head's channels).
     bool localBranch = false;

@@ -45,7 +45,7 @@ void SpectrumView::rebuild() {
     const QString status = session_->localBranchStatus();
     // The title stays short: it shares its column with the plot, and a wider title would squeeze
     // the legend beside the plot out of a small window. The rest goes into a smaller second line.
-    auto* subtitle = new QCPTextElement(plot_, QString(), QFont(plot_->font().family(), 9));
+    auto* subtitle = addWrappedText(plot_, 9);
     plot_->plotLayout()->addElement(1, 0, subtitle);
     plot_->plotLayout()->setRowStretchFactor(1, 0.01);
     auto* body = new QCPLayoutGrid;

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "color_maps.h"
+#include "image_outlines.h"
+#include "plot_helpers.h"
 #include "session.h"
 
 namespace attnlens::gui {
@@ -35,14 +37,15 @@ QString rowFlagReason(const RowData& row) {
 }  // namespace
 
 TokenMapView::TokenMapView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    opacityLabel_ = new QLabel(QStringLiteral("Input image (grey) through the map:"), this);
+    opacityLabel_ = new QLabel(QStringLiteral("Input image outlines:"), this);
     opacity_ = new QSlider(Qt::Horizontal, this);
     opacity_->setObjectName(QStringLiteral("imageOpacity"));
     opacity_->setRange(0, 100);
     opacity_->setMaximumWidth(200);
     opacity_->setToolTip(
-        QStringLiteral("0 %: the map only; 100 %: the input image only. The image is drawn in grey so "
-                       "that every colour of the map is still one of the colour bar."));
+        QStringLiteral("Opacity of the input image's outlines (edges) drawn as lines over the map; 0 %: the map "
+                       "only. Lines rather than a blend, so that every cell between them keeps a colour of the "
+                       "colour bar."));
     opacityValue_ = new QLabel(this);
     opacityValue_->setObjectName(QStringLiteral("imageOpacityValue"));
     // Room for "100 %", so the toolbar does not shift while dragging.
@@ -64,7 +67,6 @@ TokenMapView::TokenMapView(Session* session, QWidget* parent) : PlotView(session
         if (on != colourRangeHeld()) holdColourRange(on);
     });
 
-    plot_->addLayer(QStringLiteral("underlay"), plot_->layer(QStringLiteral("main")), QCustomPlot::limBelow);
     connect(plot_, &QCustomPlot::mousePress, this, &TokenMapView::onMousePress);
     connect(plot_, &QCustomPlot::mouseMove, this, &TokenMapView::onMouseMove);
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
@@ -102,8 +104,8 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     prefixRect_ = nullptr;
 
     auto* layout = plot_->plotLayout();
-    title_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 11, QFont::Bold));
-    note_ = new QCPTextElement(plot_, QString(), QFont(font().family(), 9));
+    title_ = addWrappedText(plot_, 11, true);
+    note_ = addWrappedText(plot_, 9);
     layout->addElement(0, 0, title_);
     layout->addElement(1, 0, note_);
     auto* grid = new QCPLayoutGrid;
@@ -127,8 +129,8 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     grid->addElement(0, 1, scale_);
     map_->setColorScale(scale_);
 
+    // Over the map (created after it on the same layer), under the markers and window outlines.
     image_ = new QCPItemPixmap(plot_);
-    image_->setLayer(QStringLiteral("underlay"));
     image_->setClipAxisRect(rect_);
     image_->topLeft->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
     image_->bottomRight->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
@@ -149,8 +151,10 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     if (l.prefix > 0) {
         prefixRect_ = new QCPAxisRect(plot_);
         grid->addElement(1, 0, prefixRect_);
-        prefixRect_->setMinimumSize(50, 46);
-        prefixRect_->setMaximumSize(QWIDGETSIZE_MAX, 46);
+        // Sizes of the outer rect (its margins follow the map's, fitAspect): a strip of about 46 px.
+        prefixRect_->setSizeConstraintRect(QCPLayoutElement::scrOuterRect);
+        prefixRect_->setMinimumSize(50, 52);
+        prefixRect_->setMaximumSize(QWIDGETSIZE_MAX, 52);
         auto* px = prefixRect_->axis(QCPAxis::atBottom);
         auto* py = prefixRect_->axis(QCPAxis::atLeft);
         px->setVisible(false);
@@ -188,6 +192,23 @@ bool TokenMapView::fitAspect() {
     bool changed = fitGridMargins(rect_, built_.gridH, built_.gridW, scale_);
     changed |= alignVertically(scale_, rect_->margins());
     if (prefixRect_) changed |= alignHorizontally(prefixRect_, rect_->margins());
+    // A prefix cell too narrow for "CLS  0.00276" on one line shows name and weight on two.
+    if (prefixRect_) {
+        const QCPAxis* px = prefixRect_->axis(QCPAxis::atBottom);
+        const double cellPixels = std::abs(px->coordToPixel(prefixCellWidth(built_)) - px->coordToPixel(0));
+        for (std::size_t i = 0; i < prefixLabels_.size() && i < prefixLabelParts_.size(); ++i) {
+            const auto& [name, value] = prefixLabelParts_[i];
+            if (name.isEmpty()) continue;
+            const QString oneLine = name + QStringLiteral("  ") + value;
+            const QString text = QFontMetrics(prefixLabels_[i]->font()).horizontalAdvance(oneLine) + 6 <= cellPixels
+                                     ? oneLine
+                                     : name + '\n' + value;
+            if (prefixLabels_[i]->text() != text) {
+                prefixLabels_[i]->setText(text);
+                changed = true;
+            }
+        }
+    }
     return changed;
 }
 
@@ -217,10 +238,10 @@ void TokenMapView::updateKeyCells(const AttentionLayout& g) {
         if (g.keyCol(x) != g.keyCol(x - 1)) add(x - 0.5, -0.5, x - 0.5, h - 0.5);
 }
 
-QString TokenMapView::titleText() const { return title_ ? title_->text() : QString(); }
-QString TokenMapView::noteText() const { return note_ ? note_->text() : QString(); }
+QString TokenMapView::titleText() const { return title_ ? unwrappedText(title_) : QString(); }
+QString TokenMapView::noteText() const { return note_ ? unwrappedText(note_) : QString(); }
 
-void TokenMapView::updateImage() {
+void TokenMapView::updateImage(const QColor& zeroColour) {
     const int image = session_->selection().image;
     const bool wanted = opacityPercent_ > 0 && session_->info().imageInfo.present;
     opacity_->setEnabled(session_->info().imageInfo.present);
@@ -230,13 +251,17 @@ void TokenMapView::updateImage() {
         return;
     }
     if (imageShownFor_ != image) {
-        // Grey under a partly transparent map: each cell is a blend of a grey and a colour of the
-        // bar, never a new hue (a colour photo under a diverging map would make colours that read
-        // as other weights).
         // An image that cannot be read (its message is in the issues list) is simply left out.
-        const QImage img = session_->inputImage(image).convertToFormat(QImage::Format_Grayscale8);
-        if (!img.isNull()) image_->setPixmap(QPixmap::fromImage(img));
-        imageShownFor_ = img.isNull() ? -1 : image;
+        outlineMask_ = imageOutlineMask(session_->inputImage(image));
+        imageShownFor_ = outlineMask_.isNull() ? -1 : image;
+        drawnOpacity_ = -1;
+    }
+    const QColor colour = labelColorOn(zeroColour);
+    const double opacity = opacityPercent_ / 100.0;
+    if (imageShownFor_ == image && (colour != outlineColour_ || opacity != drawnOpacity_)) {
+        image_->setPixmap(QPixmap::fromImage(colouredOutlines(outlineMask_, colour, opacity)));
+        outlineColour_ = colour;
+        drawnOpacity_ = opacity;
     }
     image_->setVisible(imageShownFor_ == image);
 }
@@ -276,7 +301,6 @@ void TokenMapView::rebuild() {
     // over the queries' grid and the image), the key cells outlined.
     const AttentionLayout geometry = row.rollout ? AttentionLayout(l) : session_->attentionLayout();
     const TokenLayout& keys = geometry.keys;
-    QCPColorMapData* data = map_->data();
     fillTokenGrid(map_, geometry, row.values);
     updateKeyCells(geometry);
 
@@ -292,28 +316,33 @@ void TokenMapView::rebuild() {
     map_->setDataRange(QCPRange(range.lower, range.upper));
     scale_->setGradient(gradient);
     scale_->setDataRange(QCPRange(range.lower, range.upper));
-    scale_->axis()->setLabel(row.rollout ? (diverging ? QStringLiteral("rollout weight (signed, 0 = white)")
-                                                      : QStringLiteral("rollout weight of token k"))
-                             : branch    ? QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)")
-                             : diverging ? QStringLiteral("attention weight A[q,k] (signed, 0 = white)")
-                                         : QStringLiteral("attention weight A[q,k]"));
+    // Shorter forms for a short colour bar (fitColourBarLabels shows the longest that fits).
+    const QStringList scaleLabels =
+        row.rollout ? (diverging ? QStringList{QStringLiteral("rollout weight (signed, 0 = white)"),
+                                               QStringLiteral("rollout (signed, 0 = white)"), QStringLiteral("rollout")}
+                                 : QStringList{QStringLiteral("rollout weight of token k"),
+                                               QStringLiteral("rollout weight"), QStringLiteral("rollout")})
+        : branch    ? QStringList{QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)"),
+                               QStringLiteral("E_c[q,k] (signed, 0 = white)"), QStringLiteral("E_c[q,k]")}
+        : diverging ? QStringList{QStringLiteral("attention weight A[q,k] (signed, 0 = white)"),
+                                  QStringLiteral("A[q,k] (signed, 0 = white)"), QStringLiteral("A[q,k]")}
+                    : QStringList{QStringLiteral("attention weight A[q,k]"), QStringLiteral("A[q,k]")};
+    if (scaleLabels != scale_->property("attnlensLabelForms").toStringList()) setColourBarLabels(scale_, scaleLabels);
 
-    updateImage();
-    if (image_->visible()) {
-        data->fillAlpha(static_cast<unsigned char>(std::lround(255.0 * (1.0 - opacityPercent_ / 100.0))));
-    } else {
-        data->clearAlpha();
-    }
+    updateImage(QColor::fromRgba(
+        gradient.color(std::clamp(0.0, range.lower, range.upper), QCPRange(range.lower, range.upper))));
 
     // Prefix tokens share the colour range of the grid (keys' prefix tokens: a reduced layer's keys
     // may keep fewer than the queries).
     prefixValues_.assign(std::size_t(l.prefix), NAN);
+    prefixLabelParts_.assign(std::size_t(l.prefix), {});
     for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
         const double v = i < keys.prefix ? row.values[i] : NAN;
         prefixValues_[std::size_t(i)] = v;
         const QColor c =
             std::isfinite(v) ? QColor::fromRgba(gradient.color(v, QCPRange(range.lower, range.upper))) : prefs.nanColor;
         prefixCells_[std::size_t(i)]->setBrush(c);
+        prefixLabelParts_[std::size_t(i)] = {prefixName(i, l.prefix), formatWeight(v)};
         prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  %2").arg(prefixName(i, l.prefix), formatWeight(v)));
         prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
     }
@@ -337,20 +366,20 @@ void TokenMapView::rebuild() {
 
     const LayerInfo& layer = session_->layerInfo();
     if (row.rollout)
-        title_->setText(QStringLiteral("%1 rollout of %2 (token %3) — image %4, up to layer %5")
-                            .arg(session_->paradigmLabel(sel.paradigm), tokenName(l, query))
-                            .arg(query)
-                            .arg(sel.image)
-                            .arg(QString::fromStdString(layer.name)));
+        setWrappedText(title_, QStringLiteral("%1 rollout of %2 (token %3) — image %4, up to layer %5")
+                                   .arg(session_->paradigmLabel(sel.paradigm), tokenName(l, query))
+                                   .arg(query)
+                                   .arg(sel.image)
+                                   .arg(QString::fromStdString(layer.name)));
     else
-        title_->setText(
-            QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
-                .arg(session_->paradigmLabel(sel.paradigm) + (branch ? QStringLiteral(" + M_c") : QString()),
-                     tokenName(l, sel.query))
-                .arg(sel.query)
-                .arg(sel.image)
-                .arg(QString::fromStdString(layer.name))
-                .arg(sel.head));
+        setWrappedText(title_,
+                       QStringLiteral("%1 — query %2 (token %3) — image %4, layer %5, head %6")
+                           .arg(session_->paradigmLabel(sel.paradigm) + (branch ? QStringLiteral(" + M_c") : QString()),
+                                tokenName(l, sel.query))
+                           .arg(sel.query)
+                           .arg(sel.image)
+                           .arg(QString::fromStdString(layer.name))
+                           .arg(sel.head));
     double sum = 0;
     for (Index j = 0; j < row.values.size(); ++j)
         if (std::isfinite(row.values[j])) sum += row.values[j];
@@ -388,6 +417,13 @@ void TokenMapView::rebuild() {
         note = (layerOfMap.window->perHead() ? QStringLiteral("head %1's ").arg(mapHead) : QString()) +
                QString::fromStdString(describe(layerOfMap.window->ruleOf(mapHead))) +
                QStringLiteral(", the query's window outlined\n") + note;
+    if (!row.rollout) {
+        const int shownLayer = sel.layer;
+        if (const QString kernel =
+                kernelAppliedNote(session_->info(), std::span(&shownLayer, 1), std::span(&paradigm, 1));
+            !kernel.isEmpty())
+            note = kernel + '\n' + note;
+    }
     if (geometry.reducedKeys())
         note = QStringLiteral(
                    "spatial reduction: keys on a %1 x %2 grid%3, each drawn over the query cells it covers "
@@ -397,20 +433,21 @@ void TokenMapView::rebuild() {
                    .arg(keys.prefix > 0 ? QStringLiteral(" + %1 prefix").arg(keys.prefix) : QString()) +
                note;
     note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
-    note_->setText(note);
+    setWrappedText(note_, note);
     if (row.pending) {
         marker_.setVisible(false);
         prefixMarker_.setVisible(false);
         for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
             prefixCells_[std::size_t(i)]->setBrush(QColor(235, 235, 235));
             prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  …").arg(prefixName(i, l.prefix)));
+            prefixLabelParts_[std::size_t(i)] = {prefixName(i, l.prefix), QStringLiteral("…")};
             prefixLabels_[std::size_t(i)]->setColor(Qt::black);
         }
-        title_->setText(QStringLiteral("%1 rollout — query %2 (token %3) — image %4: computing…")
-                            .arg(QString::fromStdString(paradigm.name), tokenName(l, query))
-                            .arg(query)
-                            .arg(sel.image));
-        note_->setText(wrapText(session_->rolloutDescription(), 90));
+        setWrappedText(title_, QStringLiteral("%1 rollout — query %2 (token %3) — image %4: computing…")
+                                   .arg(QString::fromStdString(paradigm.name), tokenName(l, query))
+                                   .arg(query)
+                                   .arg(sel.image));
+        setWrappedText(note_, wrapText(session_->rolloutDescription(), 90));
         note_->setTextColor(QColor(Qt::black));
     } else if (unreadable) {
         marker_.setVisible(false);
@@ -418,6 +455,7 @@ void TokenMapView::rebuild() {
         for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
             prefixCells_[std::size_t(i)]->setBrush(QColor(235, 235, 235));
             prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  —").arg(prefixName(i, l.prefix)));
+            prefixLabelParts_[std::size_t(i)] = {prefixName(i, l.prefix), QStringLiteral("—")};
             prefixLabels_[std::size_t(i)]->setColor(Qt::black);
         }
         const QString where = row.rollout ? QStringLiteral("rollout — image %1, up to layer %2")
@@ -427,8 +465,8 @@ void TokenMapView::rebuild() {
                                                 .arg(sel.image)
                                                 .arg(QString::fromStdString(layer.name))
                                                 .arg(sel.head);
-        title_->setText(QStringLiteral("%1 %2: NOT SHOWN").arg(QString::fromStdString(paradigm.name), where));
-        note_->setText(wrapText(row.error, 90));
+        setWrappedText(title_, QStringLiteral("%1 %2: NOT SHOWN").arg(QString::fromStdString(paradigm.name), where));
+        setWrappedText(note_, wrapText(row.error, 90));
         note_->setTextColor(QColor(180, 0, 0));
     }
     fitAspect();

@@ -1,7 +1,7 @@
 #pragma once
 // "Token map" (render --view tokenmap): the selected query's attention row on the H x W token grid, with a colour bar,
-// the input image underneath (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as separate
-// labelled cells below the grid. Clicking a cell makes it the query.
+// the input image's outlines drawn over it (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as
+// separate labelled cells below the grid. Clicking a cell makes it the query.
 #include <optional>
 #include <vector>
 
@@ -19,6 +19,7 @@ public:
     TokenMapView(Session* session, QWidget* parent = nullptr);
     QString viewId() const override { return QStringLiteral("tokenmap"); }
     QString viewTitle() const override { return QStringLiteral("Token map"); }
+    bool ownsHover() const override { return true; }
     bool fitAspect() override;
 
     // For tests and the benchmark: the widgets showing the data.
@@ -33,12 +34,17 @@ public:
     const WindowOverlay& windowOverlay() const { return windows_; }
     // Spatial reduction: the key cells' borders drawn over the grid (empty otherwise).
     int keyCellLines() const { return int(keyLines_.size()); }
-    // How much the input image (drawn in grey, so that the map's colours stay those of the colour
-    // bar) shows through the map: 0 % map only, 100 % image only.
+    // The opacity of the input image's outlines over the map (image_outlines.h): 0 % the map only.
+    // Lines, not a blend: every cell between them keeps a colour of the colour bar.
     void setImageOpacity(int percent);
     int imageOpacity() const { return opacityPercent_; }
-    bool imageShown() const { return image_ && image_->visible(); }  // the input image under the map
-    QLabel* opacityValueLabel() const { return opacityValue_; }      // "40 %"
+    bool imageShown() const { return image_ && image_->visible(); }  // the outlines over the map
+    QLabel* opacityValueLabel() const { return opacityValue_; }      // "60 %"
+    // The outline pixels of the shown image (Format_Alpha8, the image's outline mask scaled to the
+    // map's size is what is drawn) and their colour: black or white, whichever contrasts with the
+    // colour of zero weight.
+    const QImage& outlineMask() const { return outlineMask_; }
+    QColor outlineColour() const { return outlineColour_; }
 
     // Hold colour range: the colour range stays `range` (default: the one shown now) while the
     // query, head, layer or image change, until released. The session file saves and restores it.
@@ -54,7 +60,7 @@ private:
     void buildLayout(const TokenLayout& layout);
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);
-    void updateImage();
+    void updateImage(const QColor& zeroColour);
     void updateKeyCells(const AttentionLayout& geometry);
 
     TokenLayout built_{-1, -1, -1};
@@ -67,6 +73,7 @@ private:
     std::vector<QCPItemRect*> prefixCells_;
     std::vector<QCPItemText*> prefixLabels_;
     std::vector<double> prefixValues_;
+    std::vector<std::pair<QString, QString>> prefixLabelParts_;  // name and weight of each prefix cell
     QCPItemPixmap* image_ = nullptr;
     CellMarker marker_, prefixMarker_;
     WindowOverlay windows_;
@@ -79,6 +86,9 @@ private:
     std::optional<QCPRange> heldRange_;
     int opacityPercent_ = 0;
     int imageShownFor_ = -1;
+    QImage outlineMask_;
+    QColor outlineColour_;
+    double drawnOpacity_ = -1;
 };
 
 }  // namespace attnlens::gui

@@ -32,6 +32,26 @@ TEST(LocalMass, UniformAttentionGivesTheUniformBaseline) {
     EXPECT_NEAR(results[0].uniformBaseline, 130.0 / 20.0 / double(n), 1e-15);
 }
 
+TEST(LocalMass, GeometricBaselineEqualsTheUnflaggedUniformBaseline) {
+    // By hand: the 5 x 4 grid above.
+    EXPECT_NEAR(uniformLocalBaseline(TokenLayout{5, 4, 1}, 3), 130.0 / 20.0 / 21.0, 1e-15);
+    // Against localMass on random matrices (no row flagged), plain and spatially reduced layouts.
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 30; ++trial) {
+        const int h = 1 + int(rng() % 9), w = 1 + int(rng() % 9), prefix = int(rng() % 3);
+        const TokenLayout queries{h, w, prefix};
+        const TokenLayout keys = trial % 2 ? TokenLayout{1 + int(rng() % h), 1 + int(rng() % w), prefix} : queries;
+        const AttentionLayout geometry(queries, keys);
+        const Matrix a = randomNormal(queries.tokens(), keys.tokens(), 100 + trial);
+        const std::vector<int> ks{1, 3, 5, 9};
+        for (const auto& r : localMass(a, {}, geometry, ks)) {
+            SCOPED_TRACE(::testing::Message() << "trial " << trial << " k " << r.k);
+            EXPECT_NEAR(uniformLocalBaseline(geometry, r.k), r.uniformBaseline, 1e-14);
+        }
+    }
+    EXPECT_THROW(uniformLocalBaseline(TokenLayout{4, 4, 1}, 4), Error);
+}
+
 TEST(LocalMass, IdentityAttentionGivesOne) {
     const TokenLayout layout{4, 6, 2};
     const Index n = layout.tokens();

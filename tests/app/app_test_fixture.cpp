@@ -14,6 +14,7 @@
 #include "attnlens/head_inputs.h"
 #include "attnlens/synth.h"
 #include "example_dump.h"
+#include "plot_helpers.h"
 
 namespace attnlens::gui::test {
 
@@ -102,7 +103,7 @@ void AppTestFixture::expectEveryViewShows(MainWindow& w) {
 
 QString plotTexts(PlotView* v) {
     QStringList all;
-    for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << t->text();
+    for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << unwrappedText(t);
     return all.join('\n');
 }
 

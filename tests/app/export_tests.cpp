@@ -354,6 +354,22 @@ void ExportTests::renderCommandLine() {
         QVERIFY2(QImage(shot) == QImage(shotOptions), "attnlens --session shows another state than the options");
         QCOMPARE(window({"--session", dir_.filePath("missing-session.json"), "--screenshot", shot}, &err), 3);
         QVERIFY2(err.contains("missing-session.json"), qPrintable(err));
+        // Without --screenshot the program is started for work: the window stays open with the
+        // message (on stderr too) instead of ending.
+        QProcess open;
+        QProcessEnvironment offscreen = env;
+        offscreen.insert("QT_QPA_PLATFORM", "offscreen");
+        open.setProcessEnvironment(offscreen);
+        open.start(exe, {"--session", dir_.filePath("missing-session.json")});
+        QVERIFY(open.waitForStarted());
+        QString said;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            (said += QString::fromLocal8Bit(open.readAllStandardError())).contains("missing-session.json") ||
+                open.state() != QProcess::Running,
+            60000);
+        QVERIFY2(!open.waitForFinished(1500), "a bad --session ended the program instead of showing the message");
+        open.kill();
+        open.waitForFinished();
     }
     QCOMPARE(run({"render", small_, "--view", "nonsense", "-o", dir_.filePath("x.png")}, &err), 2);
     QVERIFY2(err.contains("unknown view \"nonsense\""), qPrintable(err));

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "attnlens/analysis/report.h"
@@ -26,6 +27,7 @@
 #include "compare_view.h"
 #include "example_dump.h"
 #include "head_results.h"
+#include "image_outlines.h"
 #include "job_result_cache.h"
 #include "magnitude_view.h"
 #include "matrix_view.h"
@@ -64,15 +66,12 @@ void writeColourImageDump(const QString& path) {
     writer.commit();
 }
 
-// Whether `pixel` = alpha * c + (1 - alpha) * g for a colour c of the gradient over range and some
-// grey g (channels equal within tolerance after undoing the blend).
-bool blendOfGreyAndBar(const QColor& pixel, QCPColorGradient gradient, const QCPRange& range, double alpha) {
+// Whether `pixel` is a colour of the gradient over range (each channel within `tolerance`).
+bool colourOfBar(const QColor& pixel, QCPColorGradient gradient, const QCPRange& range, int tolerance = 3) {
     for (int i = 0; i <= 1024; ++i) {
         const QColor c = QColor::fromRgb(gradient.color(range.lower + range.size() * i / 1024.0, range));
-        const double r = (pixel.red() - alpha * c.red()) / (1 - alpha);
-        const double g = (pixel.green() - alpha * c.green()) / (1 - alpha);
-        const double b = (pixel.blue() - alpha * c.blue()) / (1 - alpha);
-        if (std::max({r, g, b}) - std::min({r, g, b}) <= 10 && std::min({r, g, b}) > -6 && std::max({r, g, b}) < 261)
+        if (std::abs(c.red() - pixel.red()) <= tolerance && std::abs(c.green() - pixel.green()) <= tolerance &&
+            std::abs(c.blue() - pixel.blue()) <= tolerance)
             return true;
     }
     return false;
@@ -98,7 +97,8 @@ bool blank(const QImage& img, const QRect& rect) {
 // Every line of a text element fits the width it is drawn in, and the element lies in the plot.
 bool textFits(QCPTextElement* t, QString* why) {
     const QFontMetrics fm(t->font());
-    const QRect viewport = canvasOf(t->parentPlot());
+    // Two pixels of rounding in the layout's distribution of widths.
+    const QRect viewport = canvasOf(t->parentPlot()).adjusted(-2, -2, 2, 2);
     for (const QString& line : t->text().split('\n'))
         if (fm.horizontalAdvance(line) > t->rect().width()) {
             *why = QStringLiteral("\"%1\" is %2 px wide, its element %3 px")
@@ -108,7 +108,16 @@ bool textFits(QCPTextElement* t, QString* why) {
             return false;
         }
     if (!viewport.contains(t->outerRect())) {
-        *why = QStringLiteral("\"%1\" lies outside the plot").arg(t->text());
+        *why = QStringLiteral("\"%1\" lies outside the plot (%2,%3 %4x%5 in %6,%7 %8x%9)")
+                   .arg(t->text())
+                   .arg(t->outerRect().x())
+                   .arg(t->outerRect().y())
+                   .arg(t->outerRect().width())
+                   .arg(t->outerRect().height())
+                   .arg(viewport.x())
+                   .arg(viewport.y())
+                   .arg(viewport.width())
+                   .arg(viewport.height());
         return false;
     }
     return true;
@@ -221,9 +230,11 @@ private Q_SLOTS:
     void confusionLabelsCentredUnderTheirGroups();
     void spectrumShowsZeroSingularValuesOnTheFloor();
     void signedMapOverImageUsesOnlyColourBarColours();
+    void imageOutlinesFollowEdges();
     void flaggedRowNoteSaysWhy();
     void holdColourRangeKeepsTheRange();
     void statisticsFitAt1024x700AndInExports();
+    void windowNeverOutgrowsTheScreen();
 
 private:
     QString bigDump();
@@ -552,6 +563,11 @@ void ReadabilityTests::confusionLabelsCentredUnderTheirGroups() {
                                 .arg((lo + hi) / 2)
                                 .arg(v->binAxis()->coordToPixel(i))));
     }
+    // The legend beside the bars, not over the highest bins.
+    QCPLegend* legend = sideLegendOf(v);
+    QVERIFY(legend);
+    QVERIFY(!qobject_cast<QCPLayoutInset*>(legend->layout()));
+    QVERIFY(!legend->outerRect().intersects(v->binAxis()->axisRect()->rect()));
     // Centred labels: horizontal or vertical, never overlapping.
     const double rotation = v->binAxis()->tickLabelRotation();
     QVERIFY2(rotation == 0 || std::abs(rotation) == 90, qPrintable(QString::number(rotation)));
@@ -615,32 +631,114 @@ void ReadabilityTests::signedMapOverImageUsesOnlyColourBarColours() {
     s->setQuery(1 + 2 * 6 + 2);
     TokenMapView* v = w.tokenMapView();
     w.showView("tokenmap");
-    v->setImageOpacity(40);
-    QCOMPARE(v->opacityValueLabel()->text(), QStringLiteral("40 %"));
+    v->setImageOpacity(100);
+    QCOMPARE(v->opacityValueLabel()->text(), QStringLiteral("100 %"));
     layoutNow(v);
     QVERIFY(v->imageShown());
     QVERIFY(s->attentionRow(s->selection().paradigm).minFinite < 0);
+    // Zero weight is white on a diverging map: the outlines are black.
+    QCOMPARE(v->outlineColour(), QColor(Qt::black));
     const QImage img = v->plot()->toPixmap().toImage();
-    const double alpha = std::lround(255.0 * 0.6) / 255.0;  // the map's share at 40 % image
+    const QImage& mask = v->outlineMask();
+    QVERIFY(!mask.isNull());
     const TokenLayout& l = s->layout();
-    int checked = 0;
+    const QRect grid = v->gridRect()->rect();
+    // Whether a pixel of the plot lies within 2 pixels of an outline (the mask scaled to the grid).
+    auto nearOutline = [&](const QPoint& p) {
+        for (int dy = -2; dy <= 2; ++dy)
+            for (int dx = -2; dx <= 2; ++dx) {
+                const int mx = int((p.x() + dx - grid.left()) * double(mask.width()) / grid.width());
+                const int my = int((p.y() + dy - grid.top()) * double(mask.height()) / grid.height());
+                if (mx >= 0 && my >= 0 && mx < mask.width() && my < mask.height() && qAlpha(mask.pixel(mx, my)) > 0)
+                    return true;
+            }
+        return false;
+    };
+    int checked = 0, onLines = 0;
     for (int y = 0; y < l.gridH; ++y)
         for (int x = 0; x < l.gridW; ++x) {
             if (l.token(y, x) == s->selection().query) continue;  // framed by the marker
-            // Three pixels per cell, away from its edges.
-            for (const auto& [dx, dy] : {std::pair{-0.25, -0.25}, std::pair{0.0, 0.0}, std::pair{0.25, 0.2}}) {
-                const QColor pixel = img.pixelColor(pixelOf(v->gridRect(), x + dx, y + dy));
-                QVERIFY2(blendOfGreyAndBar(pixel, v->colorMap()->gradient(), v->colorMap()->dataRange(), alpha),
-                         qPrintable(QString("cell (y %1, x %2): %3 is no grey under a colour of the bar")
-                                        .arg(y)
-                                        .arg(x)
-                                        .arg(pixel.name())));
+            for (const auto& [dx, dy] : {std::pair{-0.25, -0.25}, std::pair{0.0, 0.0}, std::pair{0.25, 0.2},
+                                         std::pair{0.45, 0.0}, std::pair{0.0, 0.45}}) {
+                const QPoint at = pixelOf(v->gridRect(), x + dx, y + dy);
+                if (nearOutline(at)) {
+                    ++onLines;
+                    continue;
+                }
+                const QColor pixel = img.pixelColor(at);
+                QVERIFY2(
+                    colourOfBar(pixel, v->colorMap()->gradient(), v->colorMap()->dataRange()),
+                    qPrintable(
+                        QString("cell (y %1, x %2): %3 is not a colour of the bar").arg(y).arg(x).arg(pixel.name())));
                 ++checked;
             }
         }
-    QVERIFY(checked > 90);
+    QVERIFY2(checked > 120, qPrintable(QString::number(checked)));
+    // The quadrants' borders run through the middle of the grid: some samples lie on them, and the
+    // lines are drawn there in the outline colour.
+    QVERIFY(onLines > 0);
+    int black = 0;
+    for (int py = grid.top(); py <= grid.bottom(); ++py) {
+        const QColor c = img.pixelColor(grid.center().x(), py);
+        if (c.red() < 40 && c.green() < 40 && c.blue() < 40) ++black;
+    }
+    QVERIFY2(black >= 4, qPrintable(QString("%1 black pixels down the middle column").arg(black)));
+    // A sequential map of a non-negative paradigm: zero is the dark end of viridis, the lines white.
+    s->setParadigm(s->paradigmIndex("softmax"));
+    layoutNow(v);
+    QVERIFY(v->imageShown());
+    QCOMPARE(v->outlineColour(), QColor(Qt::white));
     v->setImageOpacity(0);
     QCOMPARE(v->opacityValueLabel()->text(), QStringLiteral("0 %"));
+    layoutNow(v);
+    QVERIFY(!v->imageShown());
+}
+
+void ReadabilityTests::imageOutlinesFollowEdges() {
+    // A dark square on a light field: outline pixels only near the square's border, on every side;
+    // a flat image has none; a small image is scaled up to kOutlineMinSide.
+    QImage square(64, 64, QImage::Format_RGB32);
+    square.fill(QColor(230, 230, 230));
+    for (int y = 16; y < 48; ++y)
+        for (int x = 16; x < 48; ++x) square.setPixelColor(x, y, QColor(20, 20, 20));
+    const QImage mask = imageOutlineMask(square);
+    QCOMPARE(mask.size(), QSize(kOutlineMinSide, kOutlineMinSide));
+    const double f = double(kOutlineMinSide) / 64;
+    const double lo = 16 * f, hi = 48 * f;
+    int sides[4] = {0, 0, 0, 0}, total = 0;
+    for (int y = 0; y < mask.height(); ++y)
+        for (int x = 0; x < mask.width(); ++x) {
+            if (qAlpha(mask.pixel(x, y)) == 0) continue;
+            ++total;
+            const double dl = std::abs(x - lo), dr = std::abs(x - hi), dt = std::abs(y - lo), db = std::abs(y - hi);
+            const bool inside = x >= lo - 6 && x <= hi + 6 && y >= lo - 6 && y <= hi + 6;
+            QVERIFY2(inside && std::min({dl, dr, dt, db}) <= 6,
+                     qPrintable(QString("outline pixel (%1, %2) away from the square's border").arg(x).arg(y)));
+            if (dl <= 6) ++sides[0];
+            if (dr <= 6) ++sides[1];
+            if (dt <= 6) ++sides[2];
+            if (db <= 6) ++sides[3];
+        }
+    for (int side : sides) QVERIFY2(side >= int(0.8 * (hi - lo)), qPrintable(QString::number(side)));
+    // Thin lines: about one pixel per border position, not a band.
+    QVERIFY2(total <= 4 * 3 * int(hi - lo), qPrintable(QString::number(total)));
+    QImage flat(40, 30, QImage::Format_RGB32);
+    flat.fill(QColor(120, 60, 200));
+    const QImage none = imageOutlineMask(flat);
+    QVERIFY(!none.isNull());
+    for (int y = 0; y < none.height(); ++y)
+        for (int x = 0; x < none.width(); ++x) QCOMPARE(qAlpha(none.pixel(x, y)), 0);
+    QVERIFY(imageOutlineMask(QImage()).isNull());
+    // The coloured lines: the colour at the given opacity on the mask, transparent elsewhere.
+    const QImage lines = colouredOutlines(mask, Qt::white, 0.5);
+    for (int y = 0; y < mask.height(); y += 3)
+        for (int x = 0; x < mask.width(); x += 3) {
+            const QRgb p = lines.pixel(x, y);
+            if (qAlpha(mask.pixel(x, y)) == 0)
+                QCOMPARE(qAlpha(p), 0);
+            else
+                QVERIFY(std::abs(qAlpha(p) - 128) <= 1 && qRed(qUnpremultiply(p)) >= 253);
+        }
 }
 
 void ReadabilityTests::flaggedRowNoteSaysWhy() {
@@ -750,6 +848,79 @@ void ReadabilityTests::statisticsFitAt1024x700AndInExports() {
                 QCPAxis* axis = v->plot()->axisRects().back()->axis(QCPAxis::atBottom);
                 QVERIFY2(categoryLabelsFit(axis, &why), qPrintable(where + ": " + why));
             }
+        }
+    }
+}
+
+void ReadabilityTests::windowNeverOutgrowsTheScreen() {
+    // The bundled example: five models, 20 layers, so that the heads overview over every layer,
+    // the nine-paradigm comparison and the long layer names are all on the walk.
+    {
+        // It starts no larger than the screen (also with a larger geometry saved at the last exit).
+        MainWindow fresh;
+        const QRect available = fresh.screen()->availableGeometry();
+        QVERIFY2(fresh.width() <= available.width() && fresh.height() <= available.height(),
+                 qPrintable(QString("starts at %1 x %2 on a %3 x %4 screen")
+                                .arg(fresh.width())
+                                .arg(fresh.height())
+                                .arg(available.width())
+                                .arg(available.height())));
+    }
+    MainWindow& w = openWindow(findOrCreateExampleDump());
+    Session* s = w.session();
+    QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
+    const QRect available = w.screen()->availableGeometry();
+    QVERIFY(w.openSecondFile(small_));  // Compare dumps with a second dump
+    s->setStatsModel("");               // the statistics over all 20 layers
+    std::vector<int> all(s->paradigms().size());
+    std::iota(all.begin(), all.end(), 0);
+    s->setShown(all);
+    w.issuesList()->parentWidget()->show();  // the Issues dock takes its room too
+    // A token map of another model's paradigm on the last layer (the case that grew the window).
+    s->setLayer(int(s->info().layers.size()) - 1);
+    s->setParadigm(s->paradigmIndex("inline_relu"));
+    for (const QSize& size : {QSize(1024, 700), available.size()}) {
+        w.resize(size);
+        QTest::qWait(20);
+        for (PlotView* v : w.views()) {
+            w.showView(v->viewId());
+            QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !s->jobs().busy()), 240000);
+            v->refreshNow();
+            layoutNow(v);
+            QTest::qWait(30);  // queued replots and relayouts
+            layoutNow(v);
+            // As the queued replots would: texts re-broken and aspects fitted until nothing changes.
+            for (int pass = 0; pass < 4; ++pass) v->plot()->replot(QCustomPlot::rpImmediateRefresh);
+            const QString where = QStringLiteral("%1 at %2 x %3").arg(v->viewId()).arg(size.width()).arg(size.height());
+            QVERIFY2(w.size() == size,
+                     qPrintable(QString("%1: the window grew to %2 x %3").arg(where).arg(w.width()).arg(w.height())));
+            if (const QString shots = qEnvironmentVariable("ATTNLENS_TEST_SHOTS"); !shots.isEmpty())
+                w.grab().save(QDir(shots).filePath(QStringLiteral("%1-%2.png").arg(v->viewId()).arg(size.width())));
+            // Titles, notes and panel names are wrapped or elided at their end, never cut; colour
+            // bars' labels fit their bars; legends cover no data.
+            QString why;
+            for (QCPLayoutElement* e : v->plot()->plotLayout()->elements(true)) {
+                if (auto* t = qobject_cast<QCPTextElement*>(e); t && t->visible() && !t->text().isEmpty())
+                    QVERIFY2(textFits(t, &why), qPrintable(where + ": " + why));
+                if (auto* scale = qobject_cast<QCPColorScale*>(e); scale && scale->visible()) {
+                    const int length = scale->axis()->axisRect()->rect().height();
+                    const int label =
+                        QFontMetrics(scale->axis()->labelFont()).horizontalAdvance(scale->axis()->label());
+                    QVERIFY2(label <= length, qPrintable(QString("%1: colour bar label \"%2\" is %3 px on a %4 px bar")
+                                                             .arg(where, scale->axis()->label())
+                                                             .arg(label)
+                                                             .arg(length)));
+                }
+                if (auto* legend = qobject_cast<QCPLegend*>(e);
+                    legend && legend->visible() && !qobject_cast<QCPLayoutInset*>(legend->layout()))
+                    for (QCPAxisRect* rect : v->plot()->axisRects())
+                        QVERIFY2(!legend->outerRect().intersects(rect->rect()),
+                                 qPrintable(where + ": a legend lies over the data"));
+            }
+            const QSize least = w.minimumSizeHint();
+            QVERIFY2(
+                least.width() <= size.width() && least.height() <= size.height(),
+                qPrintable(QString("%1: needs at least %2 x %3").arg(where).arg(least.width()).arg(least.height())));
         }
     }
 }

@@ -114,8 +114,8 @@ void TokenMapTests::exampleClickSwitchAndStatusBar() {
         QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(path, 0, 1, 1, "mala", 0), &why), qPrintable(why));
     }
 
-    // The input image under the map (the example has /images): shown at 40 %, and it changes the
-    // picture; hidden at 0 %.
+    // The input image's outlines over the map (the example has /images): shown at 40 %, and they
+    // change the picture; hidden at 0 %.
     if (info.imageInfo.present) {
         v->setImageOpacity(0);
         layoutNow(v);

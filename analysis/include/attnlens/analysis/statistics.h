@@ -57,6 +57,10 @@ inline constexpr int kMinLocalK = 1, kMaxLocalK = 99;
 // the window is centred on the query's key cell (AttentionLayout::keyRow/keyCol) on the key grid.
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
                                        const AttentionLayout& layout, std::span<const int> ks);
+// The uniform baseline of a layer's geometry alone: mean over every spatial query of
+// |window_i| / n, which is localMass's uniformBaseline when no row is flagged. For a layer whose
+// data could not be read, the baseline is still defined.
+double uniformLocalBaseline(const AttentionLayout& layout, int k);
 
 // ---- Entropy, maximum weight and negative mass of rows -------------------------------------------
 struct EntropyResult {
