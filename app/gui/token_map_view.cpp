@@ -417,7 +417,8 @@ void TokenMapView::rebuild() {
         note = (layerOfMap.window->perHead() ? QStringLiteral("head %1's ").arg(mapHead) : QString()) +
                QString::fromStdString(describe(layerOfMap.window->ruleOf(mapHead))) +
                QStringLiteral(", the query's window outlined\n") + note;
-    if (!row.rollout) {
+    // The note is for a paradigm other than the layer's own (whose kernel is the one applied).
+    if (!row.rollout && sel.paradigm != session_->layerParadigm()) {
         const int shownLayer = sel.layer;
         if (const QString kernel =
                 kernelAppliedNote(session_->info(), std::span(&shownLayer, 1), std::span(&paradigm, 1));

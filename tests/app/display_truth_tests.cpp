@@ -229,6 +229,10 @@ void DisplayTruthTests::kernelAppliedLayersSayWhyParadigmsCoincide() {
     s->setParadigm(s->paradigmIndex("softmax"));
     map->refreshNow();
     QVERIFY2(!map->noteText().contains(QStringLiteral("kernel_applied")), qPrintable(map->noteText()));
+    // Nor the layer's own paradigm, whose kernel is the one the model applied.
+    s->setParadigm(s->layerParadigm());
+    map->refreshNow();
+    QVERIFY2(!map->noteText().contains(QStringLiteral("kernel_applied")), qPrintable(map->noteText()));
     // The per-layer statistics over the focused model, and the comparison of its layer.
     s->setStatsModel("focused");
     w.showView("local");
