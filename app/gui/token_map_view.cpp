@@ -331,6 +331,7 @@ void TokenMapView::rebuild() {
 
     updateImage(QColor::fromRgba(
         gradient.color(std::clamp(0.0, range.lower, range.upper), QCPRange(range.lower, range.upper))));
+    if (unreadable) image_->setVisible(false);  // outlines over no map would read as the map
 
     // Prefix tokens share the colour range of the grid (keys' prefix tokens: a reduced layer's keys
     // may keep fewer than the queries).

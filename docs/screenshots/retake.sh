@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Retakes the README's screenshots at 1024 x 700 from the bundled examples with the desktop program
 # (offscreen; no display needed):  docs/screenshots/retake.sh [BUILD_DIR]   (default build/dev)
-# Three pictures need files that are not bundled and are kept as they are: cswin-stripes-tokenmap
-# (a CSwin look-alike dump of the tests), damaged-example (the damaged copy the GUI tests write
-# with h5py) and local-chosen-layers (a session with chosen layers).
+# Two pictures need dumps the GUI tests write: a CSwin look-alike and a damaged copy of the example
+# (with h5py). Give their folder (ATTNLENS_KEEP_TEST_DUMPS=1 app_window_tests stripesFollowTheSelectedHead;
+# ATTNLENS_KEEP_TEST_DUMPS=1 app_damaged_file_tests damagedCopyOfTheExampleStaysUsable; each prints
+# where it kept them) as CSWIN_DIR and DAMAGED_DIR; without them those two pictures are left as they are.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-build/dev}"
@@ -38,3 +39,20 @@ shot reduction-tokenmap-1024 "$hierarchical" --view tokenmap --layer swinpvt.s2.
 shot window-tokenmap-1024 "$hierarchical" --view tokenmap --layer swinpvt.s1.b1 --query 6,7
 shot window-matrix-1024 "$hierarchical" --view matrix --layer swinpvt.s1.b0
 shot window-branch-tokenmap-1024 "$hierarchical" --view tokenmap --layer swinpvt.s1.b1 --query 6,7 --local-branch
+
+# Statistics over four chosen layers and three paradigms: a session file (format in the README).
+session="$(mktemp --suffix=.json)"
+cat > "$session" <<JSON
+{"format": "attnlens.session", "version": 1, "dump": "$here/$example", "layer": "mala.block1",
+ "paradigm": "mala", "shown": ["softmax", "inline", "mala"], "view": "local", "statistics_scope": "image",
+ "statistics_layers": ["softmax.block0", "softmax.block3", "mala.block0", "mala.block3"]}
+JSON
+"$app" --session "$session" --window-size 1024x700 --screenshot "$out/local-chosen-layers-1024.png"
+rm -f "$session"
+
+if [ -n "${CSWIN_DIR:-}" ]; then
+  shot cswin-stripes-tokenmap-1024 "$CSWIN_DIR/cswin.h5" --view tokenmap --query 5,3
+fi
+if [ -n "${DAMAGED_DIR:-}" ]; then
+  shot damaged-example-1024 "$DAMAGED_DIR/damaged-example.h5" --view tokenmap --layer mala.block1
+fi

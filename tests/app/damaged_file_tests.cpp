@@ -199,6 +199,8 @@ void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
                 TokenMapView* tm = w.tokenMapView();
                 tm->refreshNow();
                 QCOMPARE(tm->colorMap()->visible(), !damaged);
+                // The input image's outlines go with the map: alone they would read as one.
+                if (damaged) QVERIFY(!tm->imageShown());
                 if (!damaged) {
                     QString why;
                     QVERIFY2(mapShowsRow(tm->colorMap(), s->layout(),

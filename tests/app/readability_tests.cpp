@@ -917,6 +917,14 @@ void ReadabilityTests::windowNeverOutgrowsTheScreen() {
                         QVERIFY2(!legend->outerRect().intersects(rect->rect()),
                                  qPrintable(where + ": a legend lies over the data"));
             }
+            // And in an exported figure of 800 x 560 (what File > Export figure lays out).
+            if (size == QSize(1024, 700)) {
+                v->prepareForSize(800, 560);
+                for (QCPLayoutElement* e : v->plot()->plotLayout()->elements(true))
+                    if (auto* t = qobject_cast<QCPTextElement*>(e); t && t->visible() && !t->text().isEmpty())
+                        QVERIFY2(textFits(t, &why), qPrintable(where + ", exported at 800 x 560: " + why));
+                layoutNow(v);
+            }
             const QSize least = w.minimumSizeHint();
             QVERIFY2(
                 least.width() <= size.width() && least.height() <= size.height(),
