@@ -137,9 +137,7 @@ void CompareView::holdColourRange(bool on, std::optional<QCPRange> range) {
 }
 
 void CompareView::buildLayout() {
-    plot_->clearItems();
-    plot_->clearPlottables();
-    plot_->plotLayout()->clear();
+    const HeatmapPage page = resetHeatmapPage(plot_);
     panels_.clear();
     shared_ = nullptr;
 
@@ -150,14 +148,9 @@ void CompareView::buildLayout() {
     const int cols = std::max(1, int(std::ceil(std::sqrt(double(n)))));
 
     auto* layout = plot_->plotLayout();
-    header_ = addWrappedText(plot_, 11, true);
-    layout->addElement(0, 0, header_);
-    layout->setRowStretchFactor(0, 0.01);
-    note_ = addWrappedText(plot_, 9);
-    layout->addElement(1, 0, note_);
-    layout->setRowStretchFactor(1, 0.01);
-    auto* grid = new QCPLayoutGrid;
-    layout->addElement(2, 0, grid);
+    header_ = page.header;
+    note_ = page.note;
+    QCPLayoutGrid* grid = page.grid;
     grid->setColumnSpacing(8);
     grid->setRowSpacing(4);
 

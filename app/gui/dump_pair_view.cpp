@@ -75,18 +75,10 @@ void DumpPairView::setSameParadigm(bool on) {
 }
 
 void DumpPairView::buildLayout() {
-    plot_->clearItems();
-    plot_->clearPlottables();
-    plot_->plotLayout()->clear();
-    auto* layout = plot_->plotLayout();
-    header_ = addWrappedText(plot_, 11, true);
-    layout->addElement(0, 0, header_);
-    layout->setRowStretchFactor(0, 0.01);
-    note_ = addWrappedText(plot_, 9);
-    layout->addElement(1, 0, note_);
-    layout->setRowStretchFactor(1, 0.01);
-    auto* grid = new QCPLayoutGrid;
-    layout->addElement(2, 0, grid);
+    const HeatmapPage page = resetHeatmapPage(plot_);
+    header_ = page.header;
+    note_ = page.note;
+    QCPLayoutGrid* grid = page.grid;
     grid->setColumnSpacing(16);
     for (int i = 0; i < 2; ++i) {
         Panel& p = panels_[i];

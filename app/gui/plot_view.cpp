@@ -302,6 +302,23 @@ QCPItemRect* addGridFrame(QCustomPlot* plot, QCPAxisRect* rect, int gridH, int g
     return frame;
 }
 
+HeatmapPage resetHeatmapPage(QCustomPlot* plot) {
+    plot->clearItems();
+    plot->clearPlottables();
+    plot->plotLayout()->clear();
+    HeatmapPage page;
+    auto* layout = plot->plotLayout();
+    page.header = addWrappedText(plot, 11, true);
+    layout->addElement(0, 0, page.header);
+    layout->setRowStretchFactor(0, 0.01);
+    page.note = addWrappedText(plot, 9);
+    layout->addElement(1, 0, page.note);
+    layout->setRowStretchFactor(1, 0.01);
+    page.grid = new QCPLayoutGrid;
+    layout->addElement(2, 0, page.grid);
+    return page;
+}
+
 HeatmapPanel addHeatmapPanel(QCustomPlot* plot, QCPLayoutGrid* cell, bool ownScale, int barWidth) {
     HeatmapPanel p;
     const QString family = plot->font().family();

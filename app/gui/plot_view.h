@@ -129,6 +129,16 @@ private:
     int shownWindow_ = -2;
 };
 
+// A page of heatmaps (token map, paradigm comparison, two dumps): the plot cleared, a bold header
+// (11 pt) and a note (9 pt) wrapped over the plot's width, and the grid below them that holds the
+// maps (row 2, column 0 of the plot's layout; a shared colour bar may go beside it in column 1).
+struct HeatmapPage {
+    QCPTextElement* header = nullptr;
+    QCPTextElement* note = nullptr;
+    QCPLayoutGrid* grid = nullptr;
+};
+HeatmapPage resetHeatmapPage(QCustomPlot* plot);
+
 // One heatmap panel of a token grid (the comparison views): a bold title spanning the map and its
 // colour bar, the map, its own colour bar (nullptr when the caller shares one) and the query marker.
 struct HeatmapPanel {

@@ -96,22 +96,13 @@ void TokenMapView::holdColourRange(bool on, std::optional<QCPRange> range) {
 }
 
 void TokenMapView::buildLayout(const TokenLayout& l) {
-    plot_->clearItems();
-    plot_->clearPlottables();
-    plot_->plotLayout()->clear();
+    const HeatmapPage page = resetHeatmapPage(plot_);
     prefixCells_.clear();
     prefixLabels_.clear();
     prefixRect_ = nullptr;
-
-    auto* layout = plot_->plotLayout();
-    title_ = addWrappedText(plot_, 11, true);
-    note_ = addWrappedText(plot_, 9);
-    layout->addElement(0, 0, title_);
-    layout->addElement(1, 0, note_);
-    auto* grid = new QCPLayoutGrid;
-    layout->addElement(2, 0, grid);
-    layout->setRowStretchFactor(0, 0.01);
-    layout->setRowStretchFactor(1, 0.01);
+    title_ = page.header;
+    note_ = page.note;
+    QCPLayoutGrid* grid = page.grid;
 
     rect_ = new QCPAxisRect(plot_);
     grid->addElement(0, 0, rect_);
