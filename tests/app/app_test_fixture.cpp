@@ -101,6 +101,12 @@ void AppTestFixture::expectEveryViewShows(MainWindow& w) {
     QCOMPARE(w.issuesList()->topLevelItemCount(), 0);
 }
 
+int layerNamed(const DumpInfo& info, const std::string& name) {
+    for (std::size_t i = 0; i < info.layers.size(); ++i)
+        if (info.layers[i].name == name) return int(i);
+    return -1;
+}
+
 QString plotTexts(PlotView* v) {
     QStringList all;
     for (auto* t : v->plot()->findChildren<QCPTextElement*>()) all << unwrappedText(t);

@@ -24,6 +24,9 @@ namespace attnlens::gui::test {
 RowVector coreRow(const QString& path, int image, int layer, int head, const std::string& paradigm, Index query,
                   RowStatus* status = nullptr);
 
+// The position of the layer called `name` in the dump; -1 when there is none.
+int layerNamed(const DumpInfo& info, const std::string& name);
+
 // Equal up to rounding (1e-12 relative); NaN equals only NaN.
 bool sameValue(double a, double b);
 

@@ -314,12 +314,7 @@ void DamagedFileTests::damagedCopyOfTheExampleStaysUsable() {
     Session* s = w.session();
     QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
     const DumpInfo& info = s->info();
-    auto layerNamed = [&info](const std::string& name) {
-        for (std::size_t i = 0; i < info.layers.size(); ++i)
-            if (info.layers[i].name == name) return int(i);
-        return -1;
-    };
-    const int lost = layerNamed("mala.block1"), nanLayer = layerNamed("inline.block2");
+    const int lost = layerNamed(info, "mala.block1"), nanLayer = layerNamed(info, "inline.block2");
     const QStringList headViews{"tokenmap", "compare", "matrix", "spectrum", "magnitude"};
     const QStringList reportViews{"local", "confusion", "layers"};
     s->setImage(0);

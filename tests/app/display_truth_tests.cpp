@@ -31,12 +31,6 @@ using namespace attnlens::gui::test;
 
 namespace {
 
-int layerNamed(const DumpInfo& info, const std::string& name) {
-    for (std::size_t i = 0; i < info.layers.size(); ++i)
-        if (info.layers[i].name == name) return int(i);
-    return -1;
-}
-
 QCPGraph* graphNamed(QCustomPlot* plot, const QString& name) {
     for (int i = 0; i < plot->graphCount(); ++i)
         if (plot->graph(i)->name() == name) return plot->graph(i);

@@ -41,12 +41,6 @@ using namespace attnlens::gui::test;
 
 namespace {
 
-int layerNamed(const DumpInfo& info, const std::string& name) {
-    for (std::size_t i = 0; i < info.layers.size(); ++i)
-        if (info.layers[i].name == name) return int(i);
-    return -1;
-}
-
 // A dump of two models whose layers record the attention their model used: "soft.*" softmax,
 // "lin.*" mala, and one layer "odd" that records an attention no paradigm is named after.
 void writeTwoModelDump(const QString& path) {
