@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The README's two commands:
-#   scripts/bootstrap.sh run    install what is missing, build, run the main job on the bundled example
-#   scripts/bootstrap.sh test   install what is missing, check formatting, build and run the whole test
+#   scripts/bootstrap.sh run    install what running needs, build attnlens-cli and the desktop program
+#                               (release), run the main job on the bundled example, open it in the GUI
+#   scripts/bootstrap.sh test   install everything, check formatting, build and run the whole test
 #                               suite (dev preset), then again under ASan + UBSan (asan preset)
+# and two more:
+#   scripts/bootstrap.sh python install the Python module's packages, build it (release), run its example
+#   scripts/bootstrap.sh asan   the asan half of `test`
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 mode="${1:-run}"
 
-bash scripts/setup-debian.sh
-
 case "$mode" in
   run)
+    # Only the two programs it runs: no tests, benchmarks or Python module, and none of their packages.
+    bash scripts/setup-debian.sh run
     cmake --preset release
-    cmake --build --preset release
+    cmake --build --preset release --target attnlens-cli attnlens
     example="resources/examples/attnlens-example.h5"
     ./build/release/app/attnlens-cli inspect "$example"
     ./build/release/app/attnlens-cli analyze "$example" -o build/release/example-analysis.json
@@ -22,7 +26,15 @@ case "$mode" in
       exec ./build/release/app/gui/attnlens "$example"
     fi
     ;;
+  python)
+    bash scripts/setup-debian.sh python
+    cmake --preset release
+    cmake --build --preset release --target attnlens_python
+    PYTHONPATH=build/release/python /usr/bin/python3 python/examples/notebook.py build/release
+    echo "attnlens module in build/release/python: PYTHONPATH=build/release/python /usr/bin/python3"
+    ;;
   test)
+    bash scripts/setup-debian.sh all
     # Formatting first (seconds), then the dev preset (warnings are errors; unit, CLI, GUI,
     # exporter, reliability and fuzz-corpus tests), then the same suite under AddressSanitizer and
     # UndefinedBehaviorSanitizer.
@@ -35,12 +47,13 @@ case "$mode" in
     ctest --preset asan
     ;;
   asan)
+    bash scripts/setup-debian.sh all
     cmake --preset asan
     cmake --build --preset asan
     ctest --preset asan
     ;;
   *)
-    echo "usage: scripts/bootstrap.sh run|test|asan" >&2
+    echo "usage: scripts/bootstrap.sh run|test|python|asan" >&2
     exit 2
     ;;
 esac

@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# Installs every Debian package AttnLens needs to build, test and run.
-# Idempotent: packages already present are skipped, apt runs only when something is missing.
+# Installs the Debian packages AttnLens needs. Idempotent: packages already present are skipped, apt
+# runs only when something is missing.
+#   scripts/setup-debian.sh run      what building and running attnlens-cli and the desktop program need
+#   scripts/setup-debian.sh python   that, plus the Python module's build and its notebook example
+#   scripts/setup-debian.sh [all]    everything: tests, benchmarks, the exporter (PyTorch), the fuzz corpus
 set -euo pipefail
+set_name="${1:-all}"
 
-PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang-format
-  libeigen3-dev libhdf5-dev zlib1g-dev hdf5-tools nlohmann-json3-dev
+RUN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread liblapacke-dev libssl-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
+)
+PYTHON_PACKAGES=(python3 python3-dev python3-numpy pybind11-dev python3-matplotlib)
+TEST_PACKAGES=(
+  git clang-format hdf5-tools
   libgtest-dev libgmock-dev libbenchmark-dev
   xvfb xauth time
-  python3 python3-dev python3-numpy python3-h5py python3-torch python3-jsonschema pybind11-dev python3-pytest python3-matplotlib
+  python3-h5py python3-torch python3-jsonschema python3-pytest
   dataset-fashion-mnist
 )
+
+case "$set_name" in
+  run) PACKAGES=("${RUN_PACKAGES[@]}") ;;
+  python) PACKAGES=("${RUN_PACKAGES[@]}" "${PYTHON_PACKAGES[@]}") ;;
+  all) PACKAGES=("${RUN_PACKAGES[@]}" "${PYTHON_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *)
+    echo "usage: scripts/setup-debian.sh [run|python|all]" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -22,7 +40,7 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} Debian packages present"
+  echo "setup: all ${#PACKAGES[@]} Debian packages of '$set_name' present"
   exit 0
 fi
 
