@@ -8,7 +8,7 @@ set -euo pipefail
 set_name="${1:-all}"
 
 RUN_PACKAGES=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config lld
   libeigen3-dev libhdf5-dev zlib1g-dev nlohmann-json3-dev
   libopenblas-dev libopenblas0-pthread liblapacke-dev libssl-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
