@@ -12,45 +12,53 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 mode="${1:-run}"
 
+# Each step's wall time on one line (tests/bench/fresh_clone_time.sh collects them).
+step() {
+  local name="$1" start=$SECONDS
+  shift
+  "$@"
+  echo "bootstrap: step '$name' took $((SECONDS - start)) s"
+}
+
 case "$mode" in
   run)
     # Only the two programs it runs: no tests, benchmarks or Python module, and none of their packages.
-    bash scripts/setup-debian.sh run
-    cmake --preset release
-    cmake --build --preset release --target attnlens-cli attnlens
+    step 'packages' bash scripts/setup-debian.sh run
+    step 'configure release' cmake --preset release
+    step 'build release' cmake --build --preset release --target attnlens-cli attnlens
     example="resources/examples/attnlens-example.h5"
     ./build/release/app/attnlens-cli inspect "$example"
-    ./build/release/app/attnlens-cli analyze "$example" -o build/release/example-analysis.json
+    step 'analyze example' ./build/release/app/attnlens-cli analyze "$example" -o build/release/example-analysis.json
     echo "JSON written to build/release/example-analysis.json"
     if [ -x ./build/release/app/gui/attnlens ] && { [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; } && [ -z "${CI:-}" ]; then
       exec ./build/release/app/gui/attnlens "$example"
     fi
     ;;
   python)
-    bash scripts/setup-debian.sh python
-    cmake --preset release
-    cmake --build --preset release --target attnlens_python
+    step 'packages' bash scripts/setup-debian.sh python
+    step 'configure release' cmake --preset release
+    step 'build release' cmake --build --preset release --target attnlens_python
     PYTHONPATH=build/release/python /usr/bin/python3 python/examples/notebook.py build/release
     echo "attnlens module in build/release/python: PYTHONPATH=build/release/python /usr/bin/python3"
     ;;
   test)
-    bash scripts/setup-debian.sh all
+    step 'packages' bash scripts/setup-debian.sh all
     # Formatting first (seconds), then the dev preset (warnings are errors; unit, CLI, GUI,
     # exporter, reliability and fuzz-corpus tests), then the same suite under AddressSanitizer and
     # UndefinedBehaviorSanitizer.
-    bash scripts/check-format.sh
-    cmake --preset dev
-    cmake --build --preset dev
-    ctest --preset dev
-    cmake --preset asan
-    cmake --build --preset asan
-    ctest --preset asan
+    step 'format check' bash scripts/check-format.sh
+    step 'configure dev' cmake --preset dev
+    step 'build dev' cmake --build --preset dev
+    step 'test dev' ctest --preset dev
+    step 'configure asan' cmake --preset asan
+    step 'build asan' cmake --build --preset asan
+    step 'test asan' ctest --preset asan
     ;;
   asan)
-    bash scripts/setup-debian.sh all
-    cmake --preset asan
-    cmake --build --preset asan
-    ctest --preset asan
+    step 'packages' bash scripts/setup-debian.sh all
+    step 'configure asan' cmake --preset asan
+    step 'build asan' cmake --build --preset asan
+    step 'test asan' ctest --preset asan
     ;;
   *)
     echo "usage: scripts/bootstrap.sh run|test|python|asan" >&2

@@ -1,8 +1,10 @@
 // attnlens: the desktop program, and `attnlens render` for figures without a window.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QEvent>
 #include <QTextStream>
 #include <QTimer>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -22,6 +24,35 @@
 #include "view_registry.h"
 
 namespace {
+
+// --first-map-time: prints the wall-clock time (Unix seconds) once the token map has painted its
+// first map, then quits. tests/bench/gui_start_time.py subtracts the time it started the process,
+// so loading the libraries, opening the dump and computing the row are all counted.
+class FirstMapTimer : public QObject {
+public:
+    explicit FirstMapTimer(attnlens::gui::TokenMapView* view) : QObject(view), view_(view) {
+        view->plot()->installEventFilter(this);
+    }
+
+protected:
+    bool eventFilter(QObject*, QEvent* e) override {
+        if (e->type() == QEvent::Paint && !done_ && view_->showsMap()) {
+            done_ = true;
+            // A zero-delay timer fires after this paint event has been handled, i.e. painted.
+            QTimer::singleShot(0, this, [] {
+                const auto now = std::chrono::system_clock::now().time_since_epoch();
+                std::printf("first map painted at %.6f\n", std::chrono::duration<double>(now).count());
+                std::fflush(stdout);
+                QApplication::exit(0);
+            });
+        }
+        return false;
+    }
+
+private:
+    attnlens::gui::TokenMapView* view_;
+    bool done_ = false;
+};
 
 // QGuiApplication takes "-session ID" and "--session ID" for X11 session management and removes
 // them from the arguments before any parser sees them: our --session (a session file) would
@@ -104,8 +135,12 @@ int main(int argc, char** argv) {
     const QCommandLineOption rollout(QStringLiteral("rollout"),
                                      QStringLiteral("maps show the rollout of the query ('query') or of CLS ('cls')"),
                                      QStringLiteral("OF"));
+    const QCommandLineOption firstMapTime(
+        QStringLiteral("first-map-time"),
+        QStringLiteral("print the wall-clock time (Unix seconds) at which the token map's first map was painted, "
+                       "then quit (tests/bench/gui_start_time.py)"));
     parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize,
-                       sessionFile, rollout});
+                       sessionFile, rollout, firstMapTime});
     parser.process(app);
 
     // Numbers and indices are read by the parser of attnlens-cli and `attnlens render`
@@ -114,6 +149,7 @@ int main(int argc, char** argv) {
     auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
     attnlens::gui::MainWindow window;
     attnlens::gui::Session* session = window.session();
+    if (parser.isSet(firstMapTime)) new FirstMapTimer(window.tokenMapView());
     QSize requestedSize;  // --window-size
     try {
         window.show();

@@ -39,6 +39,7 @@ public:
     void setImageOpacity(int percent);
     int imageOpacity() const { return opacityPercent_; }
     bool imageShown() const { return image_ && image_->visible(); }  // the outlines over the map
+    bool showsMap() const { return map_ && map_->visible(); }        // a map, not only a reason
     QLabel* opacityValueLabel() const { return opacityValue_; }      // "60 %"
     // The outline pixels of the shown image (Format_Alpha8, the image's outline mask scaled to the
     // map's size is what is drawn) and their colour: black or white, whichever contrasts with the

@@ -16,6 +16,7 @@
 #include <QStatusBar>
 #include <QTextStream>
 #include <QXmlStreamReader>
+#include <chrono>
 #include <utility>
 
 #include "attnlens/analysis/dump_analysis.h"
@@ -53,8 +54,39 @@ private Q_SLOTS:
     void exportStatisticsJsonValidAgainstSchema();
     void renderMatchesWindowExport();
     void renderCommandLine();
+    void firstMapTimeIsPrintedOnceTheMapIsPainted();
     void viewRegistryIsTheOneListOfViews();
 };
+
+// tests/bench/gui_start_time.py's hook: the program prints when it painted the first map and quits,
+// a time between its start and its end (a fresh settings folder: nothing restored).
+void ExportTests::firstMapTimeIsPrintedOnceTheMapIsPainted() {
+    QTemporaryDir home;
+    QVERIFY(home.isValid());
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    env.insert("HOME", home.path());
+    env.insert("XDG_CONFIG_HOME", home.path());
+    auto unixSeconds = [] {
+        return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+    QProcess p;
+    p.setProcessEnvironment(env);
+    const double before = unixSeconds();
+    p.start(QStringLiteral(ATTNLENS_GUI_PATH), {small_, "--first-map-time"});
+    QVERIFY(p.waitForFinished(120000));
+    const double after = unixSeconds();
+    QCOMPARE(p.exitCode(), 0);
+    const QStringList lines = QString::fromLocal8Bit(p.readAllStandardOutput()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 1);
+    QVERIFY2(lines[0].startsWith("first map painted at "), qPrintable(lines[0]));
+    bool ok = false;
+    const double painted = lines[0].section(' ', -1).toDouble(&ok);
+    QVERIFY(ok);
+    QVERIFY2(
+        painted > before && painted < after,
+        qPrintable(QString("%1 not in (%2, %3)").arg(painted, 0, 'f', 3).arg(before, 0, 'f', 3).arg(after, 0, 'f', 3)));
+}
 
 void ExportTests::viewRegistryIsTheOneListOfViews() {
     // The window, render and export-all draw the registry's views: same ids, same order, and each
