@@ -10,6 +10,7 @@
 # Line tables only for test code (-g1 instead of -g under RelWithDebInfo): full debug information
 # for template-heavy test files costs 25-30 % of their compile time. Failures, gdb backtraces and
 # sanitizer reports still name file and line; the libraries and programs under test keep -g.
+#
 # LLVM's linker for executables where Debian's lld is installed (ATTNLENS_USE_LLD, default ON): a
 # QtTest program links in 0.85 s instead of 4.4 s with GNU ld, and a build links about 40 programs.
 # Executables only: pybind11 builds the Python module with GCC's -flto in Release, whose objects lld
@@ -53,7 +54,7 @@ function(attnlens_precompile target kind)
   set_property(GLOBAL PROPERTY ATTNLENS_PCH_OWNER_${kind} ${target})
 endfunction()
 
-option(ATTNLENS_USE_LLD "Link with lld (-fuse-ld=lld) when the compiler can" ON)
+option(ATTNLENS_USE_LLD "Link executables with lld (-fuse-ld=lld) when the compiler can" ON)
 if(ATTNLENS_USE_LLD)
   include(CheckLinkerFlag)
   check_linker_flag(CXX -fuse-ld=lld ATTNLENS_LINKER_LLD_WORKS)
