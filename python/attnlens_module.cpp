@@ -355,11 +355,13 @@ private:
 py::dict layerDict(const DumpInfo& info, std::size_t l) { return py::dict(toPython(info.toJson()["layers"][l])); }
 
 const std::vector<std::string> kAnalyzeOptions{
-    "--paradigms",      "--config",        "--layers",  "--heads",        "--images",         "--stats",
-    "--threads",        "--rank-tol",      "--local-k", "--tau",          "--magnitude",      "--local-branch",
-    "--local-channels", "--local-spectra", "--model",   "--spatial-only", "--per-query-maps", "--skip-unreadable"};
-const std::vector<std::string> kHeadStatisticsOptions{"--stats",     "--rank-tol",     "--local-k",       "--tau",
-                                                      "--magnitude", "--spatial-only", "--per-query-maps"};
+    "--paradigms",    "--config",         "--layers",          "--heads",         "--images",
+    "--stats",        "--threads",        "--rank-tol",        "--local-k",       "--tau",
+    "--magnitude",    "--local-branch",   "--local-channels",  "--local-spectra", "--model",
+    "--spatial-only", "--per-query-maps", "--skip-unreadable", "--distance-ref"};
+const std::vector<std::string> kHeadStatisticsOptions{
+    "--stats",     "--rank-tol",     "--local-k",        "--tau",
+    "--magnitude", "--spatial-only", "--per-query-maps", "--distance-ref"};
 const std::vector<std::string> kLocalityOptions{"--paradigms", "--config",  "--layers",        "--model",
                                                 "--images",    "--threads", "--offset-radius", "--no-labels"};
 const std::vector<std::string> kRolloutOptions{"--layers", "--model",   "--paradigms", "--config", "--residual",
@@ -553,14 +555,24 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                 report.paradigms = {Paradigm::parse(paradigm)};
                 report.dump.layers = {h.layer()};
                 const AttentionHead& a = h.attention(paradigm);
+                // The distance's reference as analyze builds it (the branch's output on a dump's layer).
+                std::optional<DistanceReference> reference;
+                if (report.request.options.stats.distance) {
+                    const AttentionHead& r = h.attention(text.get("--distance-ref").value_or("softmax"));
+                    std::optional<LocalBranchWeights> weights;
+                    if (h.reader() && h.layer().localBranch)
+                        weights = h.reader()->readLocalBranch(h.image(), h.layerIndex());
+                    reference =
+                        distanceReferenceOf(r, h.layer(), h.activations(), h.head(), weights ? &*weights : nullptr);
+                }
                 HeadRecord record;
                 record.image = std::max(0, h.image());
                 record.head = h.head();
                 {
                     py::gil_scoped_release release;
                     const ScopedBlasThreads oneBlasThread(1);
-                    record.stats =
-                        analyzeHead(a, h.activations().q, h.layer().attentionLayout(), report.request.options);
+                    record.stats = analyzeHead(a, h.activations().q, h.layer().attentionLayout(),
+                                               report.request.options, nullptr, reference ? &*reference : nullptr);
                 }
                 json j = recordJson(report, record);
                 j["layer_position"] = std::max(0, h.layerIndex());

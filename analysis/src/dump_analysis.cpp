@@ -35,6 +35,16 @@ void retainFreedMemory() {
 #endif
 }
 
+DistanceReference distanceReferenceOf(const AttentionHead& reference, const LayerInfo& layer,
+                                      const HeadActivations& act, int head, const LocalBranchWeights* branch) {
+    const Matrix* v = layer.hasValues() && act.v.size() > 0 ? &act.v : nullptr;
+    if (v && branch && layer.localBranch) {
+        const Matrix branchOutput = localBranchOutput(layer, *branch, head, *v);
+        return distanceReference(reference, v, &branchOutput);
+    }
+    return distanceReference(reference, v);
+}
+
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
                            const RecordSink* sink) {
     const auto start = std::chrono::steady_clock::now();
@@ -163,7 +173,8 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             std::vector<HeadActivations> heads;
             std::optional<LocalBranchWeights> branchWeights;
             try {
-                heads = reader.readLayer(task.image, task.layer, false);
+                // V only for the distance's outputs.
+                heads = reader.readLayer(task.image, task.layer, req.options.stats.distance && layer.hasValues());
                 if (branchOptions.enabled && layer.localBranch)
                     branchWeights = reader.readLocalBranch(task.image, task.layer);
             } catch (const Error& e) {
@@ -177,6 +188,11 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             for (int h : headsOf(task.layer)) {
                 for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
                 const HeadInputs in = headInputs(layer, heads[h], h);
+                // The reference's matrix and outputs, once for all of the head's paradigms.
+                std::optional<DistanceReference> reference;
+                if (req.options.stats.distance)
+                    reference = distanceReferenceOf(AttentionHead(req.options.distance.reference, in), layer, heads[h],
+                                                    h, branchWeights ? &*branchWeights : nullptr);
                 for (int p = 0; p < int(report.paradigms.size()); ++p) {
                     if (stop.load()) return;
                     AttentionHead head(report.paradigms[p], in);
@@ -191,7 +207,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                             &*branchWeights, layer.localBranch->channelMap, h,
                             layer.valueDim,  layer.localBranch->kind,       localBranchGrid(layer, h).windows};
                     rec.stats = analyzeHead(head, heads[h].q, layer.attentionLayout(), req.options,
-                                            branch ? &*branch : nullptr);
+                                            branch ? &*branch : nullptr, reference ? &*reference : nullptr);
                     taskRecords[t].push_back(std::move(rec));
                     advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " +
                                    std::to_string(h) + ", " + report.paradigms[p].name);

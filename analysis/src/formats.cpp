@@ -215,12 +215,8 @@ json attentionOfHead(const DumpReader& reader, const AttentionRequest& request, 
         const LocalBranchWeights weights = reader.readLocalBranch(request.image, request.layer);
         j["local_branch"] = info.toJson()["layers"][std::size_t(request.layer)]["local_branch"];
         if (request.values) {
-            Matrix out = attention.output(act.v);
-            for (Index c = 0; c < out.cols(); ++c) {
-                const LocalKernel kernel = weights.kernel(branch.weightChannel(head, int(c), layer.valueDim));
-                out.col(c) += applyLocalBranch(kernel, localBranchGrid(layer, head), act.v.col(c));
-            }
-            j["output_with_local_branch"] = matrixJson(out);
+            j["output_with_local_branch"] =
+                matrixJson(attention.output(act.v) + localBranchOutput(layer, weights, head, act.v));
         }
         if (request.channel >= 0) {
             const int wc = branch.weightChannel(head, request.channel, layer.valueDim);

@@ -13,7 +13,7 @@
 namespace attnlens {
 namespace {
 
-constexpr std::array<std::string_view, 5> kStatNames{"rank", "local", "entropy", "confusion", "magnitude"};
+constexpr std::array<std::string_view, 6> kStatNames{"rank", "local", "entropy", "confusion", "magnitude", "distance"};
 
 std::string knownStatNames() {
     std::string s;
@@ -31,7 +31,7 @@ std::string_view trim(std::string_view s) {
 
 StatSelection StatSelection::parse(std::string_view list) {
     StatSelection s;
-    s.rank = s.local = s.entropy = s.confusion = s.magnitude = false;
+    s.rank = s.local = s.entropy = s.confusion = s.magnitude = s.distance = false;
     bool any = false;
     std::size_t start = 0;
     while (start <= list.size()) {
@@ -41,7 +41,7 @@ StatSelection StatSelection::parse(std::string_view list) {
         if (name.empty()) continue;  // tolerate "rank,,local" and a trailing comma
         any = true;
         if (name == "all")
-            s.rank = s.local = s.entropy = s.confusion = s.magnitude = true;
+            s.rank = s.local = s.entropy = s.confusion = s.magnitude = s.distance = true;
         else if (name == "rank")
             s.rank = true;
         else if (name == "local")
@@ -52,6 +52,8 @@ StatSelection StatSelection::parse(std::string_view list) {
             s.confusion = true;
         else if (name == "magnitude")
             s.magnitude = true;
+        else if (name == "distance")
+            s.distance = true;
         else
             throwUsage("unknown statistic '" + printableText(name) + "' (known: " + knownStatNames() + ")");
     }
@@ -61,7 +63,7 @@ StatSelection StatSelection::parse(std::string_view list) {
 
 std::vector<std::string> StatSelection::names() const {
     std::vector<std::string> out;
-    const std::array<bool, 5> on{rank, local, entropy, confusion, magnitude};
+    const std::array<bool, 6> on{rank, local, entropy, confusion, magnitude, distance};
     for (std::size_t i = 0; i < kStatNames.size(); ++i)
         if (on[i]) out.emplace_back(kStatNames[i]);
     return out;
@@ -152,6 +154,24 @@ nlohmann::json AnalysisOptions::toJson() const {
         "> 0, the others counted as skipped_ratios";
     j["magnitude"] = mag;
     j["local_branch"] = localBranch.toJson();
+
+    json dist;
+    dist["reference"] = distance.reference.toJson();
+    dist["queries"] = "queries whose rows are ok under both the paradigm and the reference";
+    dist["total_variation"] =
+        "TV_i = 1/2 sum_j |A_ij - R_ij| (R: the reference's matrix on the same q, k); signed rows as they are "
+        "(signed_queries counts queries where either row has a negative weight)";
+    dist["jensen_shannon"] =
+        "JS_i = 1/2 KL(a || m) + 1/2 KL(r || m), m = (a + r) / 2, natural log (nats, at most log 2), a and r "
+        "the rows divided by their sums; only queries whose two rows are non-negative with a positive sum";
+    dist["output_relative_error"] = "||O - O_ref||_F / ||O_ref||_F over the ok queries, O = A V (layers with v only)";
+    dist["output_relative_error_with_branch"] =
+        "||O - O_ref||_F / ||O_ref + B||_F, B = the layer's local branch on V (depthwise convolution plus "
+        "bias, resources/format.md 1a), the same for both (layers with a local branch and v only)";
+    dist["output_cosine"] = "cos(O_i, O_ref_i) per query whose two output rows are non-zero";
+    dist["quantiles"] = kDistanceQuantiles;
+    dist["quantile_rule"] = "numpy.quantile's linear rule over the queries' values";
+    j["distance"] = dist;
     return j;
 }
 
@@ -159,9 +179,11 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
     DenseNeeds needs;
     needs.branch = withBranch && (stats.rank || stats.local);
     // Kernel paradigms get rank and confusion from the low-rank factors, without A.
-    needs.matrix = stats.local || stats.entropy || needs.branch || (!lowRank && (stats.confusion || stats.rank));
+    needs.matrix =
+        stats.local || stats.entropy || stats.distance || needs.branch || (!lowRank && (stats.confusion || stats.rank));
     needs.sharedRawRows = needs.matrix && stats.magnitude && tokens <= kSharedRawRowsMaxTokens;
     needs.denseSvd = (!lowRank && stats.rank) || (needs.branch && stats.rank);
+    needs.reference = stats.distance;
     if (!lowRank && stats.rank)
         needs.copies = 2;
     else if (!lowRank && stats.confusion)
@@ -171,7 +193,8 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
 }
 
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& geometry,
-                           const AnalysisOptions& options, const LocalBranchHead* branch) {
+                           const AnalysisOptions& options, const LocalBranchHead* branch,
+                           const DistanceReference* reference) {
     validate(options);
     const Index n = head.tokens(), keys = head.keys();
     const TokenLayout& layout = geometry.queries;
@@ -242,6 +265,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
                                                       : LocalBranchGrid(layout, branch->windows),
                                *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
     if (sel.entropy) stats.entropy = entropyStatistics(a, status);
+    if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);

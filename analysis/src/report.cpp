@@ -127,6 +127,27 @@ json localBranchJson(const LocalBranchResult& b, const HeadStatistics& s, const 
     return j;
 }
 
+json distributionJson(const QueryDistribution& d) {
+    json q = json::array();
+    for (double v : d.quantiles) q.push_back(finiteOrNull(v));
+    return {{"mean", finiteOrNull(d.mean)}, {"quantiles", q}, {"queries", d.count}};
+}
+
+json distanceJson(const DistanceResult& d) {
+    json j = {{"reference", d.reference},
+              {"queries", d.queries},
+              {"signed_queries", d.signedQueries},
+              {"total_variation", distributionJson(d.totalVariation)},
+              {"jensen_shannon", distributionJson(d.jensenShannon)}};
+    if (d.hasOutput) {
+        j["output_relative_error"] = finiteOrNull(d.outputRelativeError);
+        if (d.outputRelativeErrorWithBranch)
+            j["output_relative_error_with_branch"] = finiteOrNull(*d.outputRelativeErrorWithBranch);
+        j["output_cosine"] = distributionJson(d.outputCosine);
+    }
+    return j;
+}
+
 json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& ks) {
     json j;
     j["tokens"] = s.tokens;
@@ -185,6 +206,7 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                           {"queries_averaged", m.queriesAveraged}};
     }
     if (s.localBranch) j["local_branch"] = localBranchJson(*s.localBranch, s, ks);
+    if (s.distance) j["distance"] = distanceJson(*s.distance);
     return j;
 }
 
@@ -217,10 +239,26 @@ struct Aggregate {
     Mean branchRankWithout, branchRankMedian, branchRankMeanChannel, branchShare;
     int branchRankMin = INT_MAX, branchRankMax = INT_MIN;
     std::map<int, Mean> branchLocalWithout, branchLocalWith, branchAbsWithout, branchAbsWith;
+    // Distance to the reference (records that carry one).
+    std::int64_t distanceRecords = 0;
+    Mean totalVariation, jensenShannon, outputError, outputErrorWithBranch, outputCosine;
+    std::string reference;
 
     void add(const HeadStatistics& s) {
         constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         ++records;
+        if (s.distance) {
+            const DistanceResult& d = *s.distance;
+            ++distanceRecords;
+            reference = d.reference;
+            totalVariation.add(d.totalVariation.mean);
+            jensenShannon.add(d.jensenShannon.mean);
+            if (d.hasOutput) {
+                outputError.add(d.outputRelativeError);
+                if (d.outputRelativeErrorWithBranch) outputErrorWithBranch.add(*d.outputRelativeErrorWithBranch);
+                outputCosine.add(d.outputCosine.mean);
+            }
+        }
         if (s.localBranch) {
             const LocalBranchResult& b = *s.localBranch;
             ++branchRecords;
@@ -310,6 +348,16 @@ struct Aggregate {
                 return &negativeRows;
             case S::NegativeMassPerRow:
                 return &negativeMass;
+            case S::TotalVariation:
+                return &totalVariation;
+            case S::JensenShannon:
+                return &jensenShannon;
+            case S::OutputRelativeError:
+                return &outputError;
+            case S::OutputRelativeErrorWithBranch:
+                return &outputErrorWithBranch;
+            case S::OutputCosine:
+                return &outputCosine;
         }
         return nullptr;
     }
@@ -353,6 +401,18 @@ struct Aggregate {
             b["local"] = l;
             b["branch_share_mean"] = branchShare.value();
             j["local_branch"] = b;
+        }
+        if (distanceRecords > 0) {
+            // Means over records of each record's mean over queries.
+            json d;
+            d["reference"] = reference;
+            d["records"] = distanceRecords;
+            d["total_variation_mean"] = totalVariation.value();
+            d["jensen_shannon_mean"] = jensenShannon.value();
+            d["output_relative_error_mean"] = outputError.value();
+            d["output_relative_error_with_branch_mean"] = outputErrorWithBranch.value();
+            d["output_cosine_mean"] = outputCosine.value();
+            j["distance"] = d;
         }
         if (!magMax.empty()) {
             json m;
@@ -489,6 +549,19 @@ public:
                    "a sum of negative weights lies in");
             if (softmax) within(e, "max_weight", w + ".entropy", 0, 1, "softmax weights lie in");
         }
+        if (r.contains("distance") && r["distance"].is_object()) {
+            const json& d = r["distance"];
+            const double inf = std::numeric_limits<double>::infinity();
+            if (d.contains("total_variation"))
+                within(d["total_variation"], "mean", w + ".distance.total_variation", 0, inf,
+                       "half an L1 distance lies in");
+            if (d.contains("jensen_shannon"))
+                within(d["jensen_shannon"], "mean", w + ".distance.jensen_shannon", 0, std::log(2.0),
+                       "a Jensen-Shannon divergence in nats lies in");
+            within(d, "output_relative_error", w + ".distance", 0, inf, "a relative error lies in");
+            if (d.contains("output_cosine"))
+                within(d["output_cosine"], "mean", w + ".distance.output_cosine", -1, 1, "a cosine lies in");
+        }
         if (softmax && r.contains("local"))
             for (std::size_t i = 0; i < r["local"].size(); ++i)
                 within(r["local"][i], "mean", w + ".local[" + std::to_string(i) + "]", 0, 1,
@@ -603,6 +676,32 @@ public:
                 localEntries(b["local"], where + ".local",
                              {"without", "with", "with_min", "with_max", "abs_fraction_without", "abs_fraction_with"});
         }
+        if (r.contains("distance")) {
+            const std::string where = w + ".distance";
+            const json& d = object(r["distance"], where);
+            string(field(d, "reference", where), where + ".reference");
+            integer(field(d, "queries", where), where + ".queries", 0);
+            integer(field(d, "signed_queries", where), where + ".signed_queries", 0);
+            distribution(field(d, "total_variation", where), where + ".total_variation");
+            distribution(field(d, "jensen_shannon", where), where + ".jensen_shannon");
+            if (d.contains("output_relative_error")) {
+                numberOrNull(d["output_relative_error"], where + ".output_relative_error");
+                if (d.contains("output_relative_error_with_branch"))
+                    numberOrNull(d["output_relative_error_with_branch"], where + ".output_relative_error_with_branch");
+                distribution(field(d, "output_cosine", where), where + ".output_cosine");
+            }
+        }
+    }
+
+    void distribution(const json& v, const std::string& where) const {
+        object(v, where);
+        numberOrNull(field(v, "mean", where), where + ".mean");
+        const json& q = field(v, "quantiles", where);
+        numberArray(q, where + ".quantiles");
+        if (q.size() != kDistanceQuantiles.size())
+            fail(where + ".quantiles", "has " + std::to_string(q.size()) + " values for " +
+                                           std::to_string(kDistanceQuantiles.size()) + " quantiles");
+        integer(field(v, "queries", where), where + ".queries", 0);
     }
 
 private:
@@ -916,6 +1015,36 @@ LocalBranchResult localBranchFromJson(const json& j) {
 
 }  // namespace
 
+namespace {
+
+QueryDistribution distributionFromJson(const json& j) {
+    QueryDistribution d;
+    d.mean = numberOrNaN(j.at("mean"));
+    const std::vector<double> q = numbersOrNaN(j.at("quantiles"));
+    for (std::size_t i = 0; i < d.quantiles.size() && i < q.size(); ++i) d.quantiles[i] = q[i];
+    d.count = j.value("queries", Index(0));
+    return d;
+}
+
+DistanceResult distanceFromJson(const json& j) {
+    DistanceResult d;
+    d.reference = j.at("reference").get<std::string>();
+    d.queries = j.value("queries", Index(0));
+    d.signedQueries = j.value("signed_queries", Index(0));
+    d.totalVariation = distributionFromJson(j.at("total_variation"));
+    d.jensenShannon = distributionFromJson(j.at("jensen_shannon"));
+    d.hasOutput = j.contains("output_relative_error");
+    if (d.hasOutput) {
+        d.outputRelativeError = numberOrNaN(j["output_relative_error"]);
+        if (j.contains("output_relative_error_with_branch"))
+            d.outputRelativeErrorWithBranch = numberOrNaN(j["output_relative_error_with_branch"]);
+        d.outputCosine = distributionFromJson(j.at("output_cosine"));
+    }
+    return d;
+}
+
+}  // namespace
+
 HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string>& paradigms) {
     HeadRecord record;
     record.image = r.at("image").get<int>();
@@ -974,6 +1103,7 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
         s.magnitude = std::move(c);
     }
     if (r.contains("local_branch")) s.localBranch = localBranchFromJson(r["local_branch"]);
+    if (r.contains("distance")) s.distance = distanceFromJson(r["distance"]);
     return record;
 }
 
@@ -1372,6 +1502,31 @@ std::string formatSummary(const nlohmann::json& report) {
             col(fmt(b["branch_share_mean"]), 12);
             out << "\n";
         }
+    // Distance to the reference paradigm, per paradigm.
+    header = false;
+    for (const auto& p : s) {
+        if (!p.contains("distance")) continue;
+        const json& d = p["distance"];
+        if (!header) {
+            out << "\ndistance to " << printableText(d.value("reference", std::string())) << " on the same q, k, v "
+                << "(means over records of the mean over queries; O = A V, with branch: O + B)\n";
+            col("paradigm", 13);
+            col("TV", 8);
+            col("JS", 8);
+            col("|dO|/|O|", 10);
+            col("with branch", 12);
+            col("cos(O)", 8);
+            out << "\n";
+            header = true;
+        }
+        col(p["paradigm"].get<std::string>(), 13);
+        col(fmt(d["total_variation_mean"]), 8);
+        col(fmt(d["jensen_shannon_mean"]), 8);
+        col(fmt(d["output_relative_error_mean"]), 10);
+        col(fmt(d["output_relative_error_with_branch_mean"]), 12);
+        col(fmt(d["output_cosine_mean"]), 8);
+        out << "\n";
+    }
     if (report.contains("skipped") && !report["skipped"].empty()) {
         out << "\nskipped (image, layer)s, unreadable (analyze --skip-unreadable); the means above leave them out:\n";
         for (const auto& entry : report["skipped"])

@@ -54,7 +54,7 @@ int cmdAnalyze(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
                         "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch",
-                        "--local-channels", "--local-spectra", "--model"},
+                        "--local-channels", "--local-spectra", "--model", "--distance-ref"},
                        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet", "--skip-unreadable"}, "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];

@@ -25,7 +25,7 @@ const std::vector<Command>& commands() {
                                    with --layers, the layers that both select
       --heads LIST                 e.g. 0,2 or 0-1 (default all)
       --images LIST                e.g. 0-15 (default all)
-      --stats LIST                 rank,local,entropy,confusion,magnitude (default all)
+      --stats LIST                 rank,local,entropy,confusion,magnitude,distance (default all)
       --threads N                  worker threads (default: all cores)
       --rank-tol X                 rank tolerance relative to sigma_max (default N * 2^-23)
       --spatial-only               spectra of the spatial sub-matrix (prefix rows/columns removed)
@@ -33,6 +33,9 @@ const std::vector<Command>& commands() {
       --tau X                      confusion threshold on ||A_p - A_q||_2 (default 1e-3)
       --magnitude A:B:N            log2 range and points of the scale factors (default -2:4:13)
       --per-query-maps             include per-query local-mass maps in the JSON
+      --distance-ref P             the paradigm the distance statistic compares with (default softmax;
+                                   a preset or custom paradigm as in --paradigms): total variation and
+                                   Jensen-Shannon of the rows, and ||O - O_ref|| / ||O_ref||, O = A V
       --local-branch own|all|off   layers with a local branch (DWC, InLine residual, LePE): rank and
                                    local mass of E_c = A + M_c per V channel under the layer's own
                                    paradigm (own, default; every paradigm when it names none), under

@@ -88,6 +88,13 @@ AnalysisOptions analysisOptionsFromText(const OptionText& a) {
         o.magnitude.log2Max = parseNumber(hi, "--magnitude");
         o.magnitude.points = parseInt(n, MagnitudeOptions::kMinPoints, MagnitudeOptions::kMaxPoints, "--magnitude");
     }
+    if (auto s = a.get("--distance-ref")) {
+        try {
+            o.distance.reference = Paradigm::parse(*s);
+        } catch (const Error& e) {
+            throwUsage(std::string("--distance-ref: ") + e.what());
+        }
+    }
     o.perQueryMaps = a.flag("--per-query-maps");
     if (auto s = a.get("--local-branch")) {
         if (*s == "own")

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attnlens/analysis/statistics.h"
 #include "color_maps.h"
 #include "plot_helpers.h"
 #include "session.h"
@@ -291,11 +292,22 @@ void CompareView::rebuild() {
             range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
             title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
                                                   QString::fromStdString(ps[std::size_t(diffB_)].name));
-            if (!readError.isEmpty())
+            if (!readError.isEmpty()) {
                 title += QStringLiteral(" (not shown)");
-            else
+            } else {
                 for (int i = 0; i < keys.prefix; ++i)
                     title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(diff[i]));
+                // The query's distance, by the analyze statistic's definitions (symmetric in a, b).
+                if (!rollout && a.status == RowStatus::Ok && b.status == RowStatus::Ok) {
+                    DistanceReference reference;
+                    reference.name = ps[std::size_t(diffB_)].name;
+                    reference.matrix = b.values;
+                    const DistanceResult d = distanceToReference(Matrix(a.values), {}, reference);
+                    title += QStringLiteral("  · this query: total variation %1").arg(d.totalVariation.mean, 0, 'g', 3);
+                    if (d.jensenShannon.count > 0)
+                        title += QStringLiteral(", Jensen-Shannon %1 nats").arg(d.jensenShannon.mean, 0, 'g', 3);
+                }
+            }
         }
         const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                              : sequentialGradient(prefs.sequentialMap, prefs.nanColor);

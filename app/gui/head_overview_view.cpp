@@ -34,6 +34,10 @@ QString headStatisticName(HeadStatistic s) {
             return QStringLiteral("effective rank");
         case HeadStatistic::MeanDistance:
             return QStringLiteral("mean attention distance");
+        case HeadStatistic::TotalVariation:
+            return QStringLiteral("total variation to the reference");
+        case HeadStatistic::OutputError:
+            return QStringLiteral("output error |O - O_ref| / |O_ref|");
     }
     return {};
 }
@@ -41,9 +45,10 @@ QString headStatisticName(HeadStatistic s) {
 namespace {
 
 constexpr HeadStatistic kHeadStatistics[] = {
-    HeadStatistic::LocalMass3,   HeadStatistic::NormalisedEntropy,   HeadStatistic::MaxWeight,
-    HeadStatistic::NegativeMass, HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs,
-    HeadStatistic::Rank,         HeadStatistic::EffectiveRank,       HeadStatistic::MeanDistance};
+    HeadStatistic::LocalMass3,     HeadStatistic::NormalisedEntropy,   HeadStatistic::MaxWeight,
+    HeadStatistic::NegativeMass,   HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs,
+    HeadStatistic::Rank,           HeadStatistic::EffectiveRank,       HeadStatistic::MeanDistance,
+    HeadStatistic::TotalVariation, HeadStatistic::OutputError};
 
 }  // namespace
 
@@ -67,6 +72,10 @@ std::string_view headStatisticKey(HeadStatistic s) {
             return "effective-rank";
         case HeadStatistic::MeanDistance:
             return "mean-distance";
+        case HeadStatistic::TotalVariation:
+            return "total-variation";
+        case HeadStatistic::OutputError:
+            return "output-error";
     }
     return "?";
 }
@@ -105,6 +114,10 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which) {
             return s.spectrum ? s.spectrum->effectiveRank : nan;
         case HeadStatistic::MeanDistance:
             return nan;  // from the locality report (meanDistanceGrid)
+        case HeadStatistic::TotalVariation:
+            return s.distance ? s.distance->totalVariation.mean : nan;
+        case HeadStatistic::OutputError:
+            return s.distance && s.distance->hasOutput ? s.distance->outputRelativeError : nan;
     }
     return nan;
 }
@@ -154,8 +167,9 @@ std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, 
 }
 
 ReportContent HeadOverviewView::reportContent() const {
-    return stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::EffectiveRank ? ReportContent::Rank
-                                                                                 : ReportContent::Statistics;
+    if (stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::EffectiveRank) return ReportContent::Rank;
+    if (stat_ == HeadStatistic::TotalVariation || stat_ == HeadStatistic::OutputError) return ReportContent::Distance;
+    return ReportContent::Statistics;
 }
 
 void HeadOverviewView::retry() {
@@ -302,9 +316,14 @@ void HeadOverviewView::rebuild() {
     std::vector<int> shown;  // report paradigm indices in the shown order
     for (std::size_t p = 0; p < reportParadigms->size(); ++p) shown.push_back(int(p));
     const bool diff = difference_ && shown.size() >= 2;
+    QString statisticName = headStatisticName(stat_);
+    if (distance) statisticName += QStringLiteral(" (grid units)");
+    if (r && reportContent() == ReportContent::Distance)
+        statisticName +=
+            QStringLiteral(" (reference: %1)").arg(QString::fromStdString(r->request.options.distance.reference.name));
     setWrappedText(title,
                    QStringLiteral("%1 per layer and head%2 — %3")
-                       .arg(headStatisticName(stat_) + (distance ? QStringLiteral(" (grid units)") : QString()))
+                       .arg(statisticName)
                        .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString((*reportParadigms)[0].name))
                                  : QString())
                        .arg(scopeText));

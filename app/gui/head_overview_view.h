@@ -10,7 +10,9 @@
 namespace attnlens::gui {
 
 // Rank and EffectiveRank come from a report of every head's spectrum (ReportContent::Rank),
-// MeanDistance from the locality report (Session::localityReport: always over all images).
+// TotalVariation and OutputError from a report of the distance to the reference paradigm
+// (ReportContent::Distance), MeanDistance from the locality report (Session::localityReport:
+// always over all images).
 enum class HeadStatistic {
     LocalMass3,
     NormalisedEntropy,
@@ -20,11 +22,14 @@ enum class HeadStatistic {
     ConfusedPairs,
     Rank,
     EffectiveRank,
-    MeanDistance
+    MeanDistance,
+    TotalVariation,
+    OutputError
 };
 QString headStatisticName(HeadStatistic s);
 // The command-line names (render --head-statistic): "local3", "entropy", "max-weight",
-// "negative-mass", "negative-rows", "confused-pairs", "rank", "effective-rank", "mean-distance".
+// "negative-mass", "negative-rows", "confused-pairs", "rank", "effective-rank", "mean-distance",
+// "total-variation", "output-error".
 std::string_view headStatisticKey(HeadStatistic s);
 HeadStatistic parseHeadStatistic(std::string_view key);  // Error(Usage) naming the choices
 

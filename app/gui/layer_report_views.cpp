@@ -430,87 +430,91 @@ bool ConfusionView::fitAspect() {
     return true;
 }
 
-LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
-    toolbar()->addStretch(1);
-}
-
-void LayerStatsView::rebuild() {
+void StackedLayerView::rebuild() {
     rects_.clear();
     body_ = nullptr;
-    auto r = report(QStringLiteral("Entropy and negative mass per layer"));
+    auto r = report(what());
     if (!r) return;
-    auto* title = resetWithTitle(plot_, QString());
+    const std::vector<Panel> spec = panels();
+    const int count = int(spec.size());
+    stretch_.resize(std::size_t(count), 1.0);
+    auto* titleElement = resetWithTitle(plot_, QString());
     body_ = addBody(plot_, 1);
-    QCPAxisRect* ent = addRect(plot_, 0, 0, body_);
-    QCPAxisRect* neg = addRect(plot_, 1, 0, body_);
-    QCPAxisRect* frac = addRect(plot_, 2, 0, body_);
-    rects_ = {ent, neg, frac};
-    for (int i = 0; i < 3; ++i) body_->setRowStretchFactor(i, stretch_[std::size_t(i)]);
     auto* group = new QCPMarginGroup(plot_);
-    for (auto* rect : {ent, neg, frac}) rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
-    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy / log N"));
-    neg->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("negative mass per row"));
-    frac->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("rows with A<0 (fraction)"));
+    for (int i = 0; i < count; ++i) {
+        QCPAxisRect* rect = addRect(plot_, i, 0, body_);
+        body_->setRowStretchFactor(i, stretch_[std::size_t(i)]);
+        rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
+        rect->axis(QCPAxis::atLeft)->setLabel(spec[std::size_t(i)].axisLabel);
+        rects_.push_back(rect);
+    }
     QCPLegend* legend = addSideLegend(plot_, 0, 1, body_);
     const std::vector<int> starts = familyStarts(*r);
-    for (auto* rect : {ent, neg, frac}) addFamilySeparators(rect, starts);
+    for (auto* rect : rects_) addFamilySeparators(rect, starts);
     QVector<double> x, y;
-    std::vector<double> allE, allN, allF;
+    std::vector<std::vector<double>> shown(static_cast<std::size_t>(count));
     const ReportSummary summary(*r);
-    using Statistic = ReportSummary::Statistic;
+    QString dashedKey;
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
         const QColor c = paradigmColor(sessionParadigm(*r, p));
         const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
-        const auto e = layerMeans(summary, *r, p, Statistic::NormalisedEntropy);
-        const auto n = layerMeans(summary, *r, p, Statistic::NegativeMassPerRow);
-        const auto f = layerMeans(summary, *r, p, Statistic::NegativeRowFraction);
-        allE.insert(allE.end(), e.begin(), e.end());
-        allN.insert(allN.end(), n.begin(), n.end());
-        allF.insert(allF.end(), f.begin(), f.end());
-        layerSeries(e, starts, x, y);
-        addLine(ent, x, y, c, name, legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
-        layerSeries(n, starts, x, y);
-        addLine(neg, x, y, c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
-        layerSeries(f, starts, x, y);
-        addLine(frac, x, y, c, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        for (int i = 0; i < count; ++i) {
+            const Panel& panel = spec[std::size_t(i)];
+            const auto values = layerMeans(summary, *r, p, panel.statistic);
+            shown[std::size_t(i)].insert(shown[std::size_t(i)].end(), values.begin(), values.end());
+            layerSeries(values, starts, x, y);
+            addLine(rects_[std::size_t(i)], x, y, c, name, i == 0 ? legend : nullptr, Qt::SolidLine,
+                    QCPScatterStyle::ssDisc);
+            if (!panel.dashed) continue;
+            const auto dashed = layerMeans(summary, *r, p, *panel.dashed);
+            if (std::none_of(dashed.begin(), dashed.end(), [](double v) { return std::isfinite(v); })) continue;
+            shown[std::size_t(i)].insert(shown[std::size_t(i)].end(), dashed.begin(), dashed.end());
+            layerSeries(dashed, starts, x, y);
+            // One legend entry says what dashing means (one per paradigm would double the legend).
+            addLine(rects_[std::size_t(i)], x, y, c, name + QStringLiteral(" ") + panel.dashedName, nullptr,
+                    Qt::DashLine, QCPScatterStyle::ssCircle);
+            dashedKey = panel.dashedName;
+        }
     }
-    allE.push_back(0);
-    allE.push_back(1);
-    allN.push_back(0);
-    allF.push_back(0);
-    allF.push_back(1);
-    fitValueRange(ent->axis(QCPAxis::atLeft), allE, false);
-    fitValueRange(neg->axis(QCPAxis::atLeft), allN, false);
-    fitValueRange(frac->axis(QCPAxis::atLeft), allF, false);
-    for (auto* rect : {ent, neg, frac}) setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
-    for (auto* rect : {ent, neg}) {
-        rect->axis(QCPAxis::atBottom)->setTickLabels(false);
-        rect->axis(QCPAxis::atBottom)->setLabel(QString());
+    if (!dashedKey.isEmpty()) {
+        QCPGraph* key = addLine(rects_.back(), {}, {}, Qt::gray, QStringLiteral("dashed: %1").arg(dashedKey), legend,
+                                Qt::DashLine, QCPScatterStyle::ssCircle);
+        key->setProperty("attnlensLegendKey", true);
     }
-    setWrappedText(
-        title,
-        QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
-            .arg(scopeDescription()));
+    for (int i = 0; i < count; ++i) {
+        auto& values = shown[std::size_t(i)];
+        const auto& include = spec[std::size_t(i)].rangeIncludes;
+        values.insert(values.end(), include.begin(), include.end());
+        fitValueRange(rects_[std::size_t(i)]->axis(QCPAxis::atLeft), values, false);
+        setupLayerAxis(rects_[std::size_t(i)]->axis(QCPAxis::atBottom), *r);
+        if (i + 1 < count) {
+            rects_[std::size_t(i)]->axis(QCPAxis::atBottom)->setTickLabels(false);
+            rects_[std::size_t(i)]->axis(QCPAxis::atBottom)->setLabel(QString());
+        }
+    }
+    setWrappedText(titleElement, title(*r));
     addReportNotes(*r);
 }
 
-bool LayerStatsView::fitAspect() {
+bool StackedLayerView::fitAspect() {
     // The bottom plot carries the (possibly tilted) layer names: give it the extra height so that
-    // the three plots get the same data height.
+    // the plots get the same data height.
     bool changed = LayerReportView::fitAspect();
-    if (rects_.size() != 3 || !body_) return changed;
-    std::array<int, 3> outer{}, inner{};
-    for (std::size_t i = 0; i < 3; ++i) {
+    const std::size_t count = rects_.size();
+    if (count < 2 || !body_ || stretch_.size() != count) return changed;
+    std::vector<int> outer(count), inner(count);
+    int total = 0, margins = 0;
+    for (std::size_t i = 0; i < count; ++i) {
         outer[i] = rects_[i]->outerRect().height();
         inner[i] = rects_[i]->rect().height();
         if (outer[i] < 10 || inner[i] < 4) return changed;
+        total += outer[i];
+        margins += outer[i] - inner[i];
     }
-    const int total = outer[0] + outer[1] + outer[2];
-    const int margins = total - (inner[0] + inner[1] + inner[2]);
-    const double each = double(total - margins) / 3;
+    const double each = double(total - margins) / double(count);
     if (each < 10) return changed;
-    for (std::size_t i = 0; i < 3; ++i) {
-        const double want = (each + (outer[i] - inner[i])) / total * 3;  // mean factor 1
+    for (std::size_t i = 0; i < count; ++i) {
+        const double want = (each + (outer[i] - inner[i])) / total * double(count);  // mean factor 1
         if (std::abs(want - stretch_[i]) > 0.01) {
             stretch_[i] = want;
             changed = true;
@@ -518,6 +522,48 @@ bool LayerStatsView::fitAspect() {
         body_->setRowStretchFactor(int(i), stretch_[i]);
     }
     return changed;
+}
+
+LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : StackedLayerView(session, parent) {
+    toolbar()->addStretch(1);
+}
+
+std::vector<StackedLayerView::Panel> LayerStatsView::panels() const {
+    using S = ReportSummary::Statistic;
+    return {{S::NormalisedEntropy, QStringLiteral("entropy / log N"), {0, 1}, std::nullopt, {}},
+            {S::NegativeMassPerRow, QStringLiteral("negative mass per row"), {0}, std::nullopt, {}},
+            {S::NegativeRowFraction, QStringLiteral("rows with A<0 (fraction)"), {0, 1}, std::nullopt, {}}};
+}
+
+QString LayerStatsView::what() const { return QStringLiteral("Entropy and negative mass per layer"); }
+
+QString LayerStatsView::title(const AnalysisReport&) const {
+    return QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
+        .arg(scopeDescription());
+}
+
+DistanceView::DistanceView(Session* session, QWidget* parent) : StackedLayerView(session, parent) {
+    toolbar()->addStretch(1);
+}
+
+std::vector<StackedLayerView::Panel> DistanceView::panels() const {
+    using S = ReportSummary::Statistic;
+    return {{S::TotalVariation, QStringLiteral("total variation"), {0}, std::nullopt, {}},
+            {S::JensenShannon, QStringLiteral("Jensen-Shannon (nats)"), {0}, std::nullopt, {}},
+            {S::OutputRelativeError,
+             QStringLiteral("|O - O_ref| / |O_ref|"),
+             {0},
+             S::OutputRelativeErrorWithBranch,
+             QStringLiteral("with local branch")}};
+}
+
+QString DistanceView::what() const { return QStringLiteral("Distance to the reference paradigm per layer"); }
+
+QString DistanceView::title(const AnalysisReport& r) const {
+    return QStringLiteral(
+               "Distance to %1 on the same q, k, v — rows: total variation and Jensen-Shannon; outputs O = A V "
+               "(dashed: with the local branch added to both); mean over heads, %2")
+        .arg(QString::fromStdString(r.request.options.distance.reference.name), scopeDescription());
 }
 
 }  // namespace attnlens::gui

@@ -5,12 +5,14 @@
 //   LocalMassView   mean local k x k mass per layer, one line per paradigm, uniform baseline dashed
 //   ConfusionView   histogram over images of confusion counts (bins 0, 1, 2-3, 4-7, ...)
 //   LayerStatsView  normalised entropy, negative mass and negative-row fraction per layer
+//   DistanceView    total variation, Jensen-Shannon and output error to the reference paradigm per layer
 #include <array>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/report.h"
 #include "plot_view.h"
 #include "session.h"
 
@@ -111,21 +113,65 @@ private:
     QStringList binNames_;
 };
 
-class LayerStatsView : public LayerReportView {
+// Per-layer means of a few statistics, one plot each stacked over one layer axis, one line per
+// paradigm (a second statistic dashed in the same plot where a panel has one), one legend.
+class StackedLayerView : public LayerReportView {
+    Q_OBJECT
+public:
+    using LayerReportView::LayerReportView;
+    bool fitAspect() override;
+    // For tests: the plots, top to bottom.
+    const std::vector<QCPAxisRect*>& plots() const { return rects_; }
+
+protected:
+    struct Panel {
+        ReportSummary::Statistic statistic;
+        QString axisLabel;
+        std::vector<double> rangeIncludes;  // values the value axis always shows (0, 1, ...)
+        // Drawn dashed in the same plot, legend entry "<paradigm> <dashedName>" (none when unset).
+        std::optional<ReportSummary::Statistic> dashed;
+        QString dashedName;
+    };
+    virtual std::vector<Panel> panels() const = 0;
+    // The title while computing, and over the plots.
+    virtual QString what() const = 0;
+    virtual QString title(const AnalysisReport& r) const = 0;
+    void rebuild() override;
+
+private:
+    QCPLayoutGrid* body_ = nullptr;    // the plots and the legend
+    std::vector<QCPAxisRect*> rects_;  // one per panel
+    std::vector<double> stretch_;      // row stretch factors that equalise their heights
+};
+
+class LayerStatsView : public StackedLayerView {
     Q_OBJECT
 public:
     LayerStatsView(Session* session, QWidget* parent = nullptr);
     QString viewId() const override { return QStringLiteral("layers"); }
     QString viewTitle() const override { return QStringLiteral("Entropy & negative mass"); }
-    bool fitAspect() override;
 
 protected:
-    void rebuild() override;
+    std::vector<Panel> panels() const override;
+    QString what() const override;
+    QString title(const AnalysisReport& r) const override;
+};
 
-private:
-    QCPLayoutGrid* body_ = nullptr;           // the three plots and the legend
-    std::vector<QCPAxisRect*> rects_;         // entropy, negative mass, negative-row fraction
-    std::array<double, 3> stretch_{1, 1, 1};  // row stretch factors that equalise their heights
+// How far each paradigm's attention and output fall from the reference paradigm's (the
+// preferences' distance reference, softmax by default) on the same q, k, v: the analyze
+// statistic "distance", per layer. The reference's own line lies at 0.
+class DistanceView : public StackedLayerView {
+    Q_OBJECT
+public:
+    DistanceView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("distance"); }
+    QString viewTitle() const override { return QStringLiteral("Distance"); }
+
+protected:
+    ReportContent reportContent() const override { return ReportContent::Distance; }
+    std::vector<Panel> panels() const override;
+    QString what() const override;
+    QString title(const AnalysisReport& r) const override;
 };
 
 }  // namespace attnlens::gui

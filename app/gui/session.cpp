@@ -1005,7 +1005,7 @@ std::vector<int> Session::modelLayers(const std::string& model) const {
 }
 
 std::string Session::reportKey(StatsScope scope, ReportContent content) const {
-    std::string k = content == ReportContent::Rank ? "rank/" : "";
+    std::string k = content == ReportContent::Rank ? "rank/" : content == ReportContent::Distance ? "distance/" : "";
     k += scope == StatsScope::AllImages ? "all" : "image " + std::to_string(sel_.image);
     k += "/model " + statsModel_ + "/layers";
     for (int l : statsLayers_) k += ' ' + std::to_string(l);
@@ -1026,9 +1026,11 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     if (!request || reports_.failed(key)) return nullptr;
     // One slot per scope: views over the selected image and over all images (the confusion
     // histogram) can both be on their way without superseding each other.
-    const bool rank = content == ReportContent::Rank;
+    const bool rank = content == ReportContent::Rank, distance = content == ReportContent::Distance;
     const QString slot = QStringLiteral("layer statistics/%1%2")
-                             .arg(rank ? QStringLiteral("rank ") : QString(),
+                             .arg(rank       ? QStringLiteral("rank ")
+                                  : distance ? QStringLiteral("distance ")
+                                             : QString(),
                                   scope == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image"));
     if (reports_.computing(jobs_, slot, key)) return nullptr;
 
@@ -1037,12 +1039,17 @@ std::shared_ptr<const AnalysisReport> Session::layerReport(StatsScope scope, boo
     if (scope == StatsScope::CurrentImage) req.images = {sel_.image};
     if (!statsLayers_.empty() || !statsModel_.empty()) req.layers = statsCoveredLayers();
     req.options = prefs_.analysis;
-    req.options.stats = StatSelection::parse(rank ? "rank" : "local,entropy,confusion");
-    // The per-layer views show A's statistics only; exports keep the branch (as the CLI does).
-    req.options.localBranch.enabled = false;
+    req.options.stats = StatSelection::parse(rank ? "rank" : distance ? "distance" : "local,entropy,confusion");
+    // The per-layer views show A's statistics only; exports keep the branch (as the CLI does). The
+    // distance reads the branch's weights for its output with the branch (and analyses no E_c).
+    req.options.localBranch.enabled = distance;
     // One unreadable chunk costs its (image, layer) only; the views and the issues list say which.
     req.skipUnreadable = true;
-    const QString what = rank ? QStringLiteral("per-head rank") : QStringLiteral("per-layer statistics");
+    const QString what =
+        rank ? QStringLiteral("per-head rank")
+        : distance
+            ? QStringLiteral("distance to %1").arg(QString::fromStdString(prefs_.analysis.distance.reference.name))
+            : QStringLiteral("per-layer statistics");
     const QString label = scope == StatsScope::AllImages ? QStringLiteral("%1, all images").arg(what)
                                                          : QStringLiteral("%1, image %2").arg(what).arg(sel_.image);
     // A failure is kept so that the views say why instead of "computing…" and do not resubmit forever.

@@ -106,9 +106,10 @@ struct RowData {
 
 enum class StatsScope { CurrentImage, AllImages };
 // What a per-layer report holds: the per-layer views' statistics (local mass, entropy, confusion),
-// or the spectrum of every head (rank and effective rank, for the head overview): a separate
-// report, since a softmax head's rank is a dense SVD the other views should not wait for.
-enum class ReportContent { Statistics, Rank };
+// the spectrum of every head (rank and effective rank, for the head overview): a separate
+// report, since a softmax head's rank is a dense SVD the other views should not wait for; or the
+// distance to the reference paradigm (the distance view and the head overview's distance columns).
+enum class ReportContent { Statistics, Rank, Distance };
 
 class Session : public QObject {
     Q_OBJECT

@@ -34,6 +34,7 @@ const std::vector<ViewEntry>& viewRegistry() {
         {QStringLiteral("confusion"), ViewPlace::StatisticsTab, false, false, false, maker<ConfusionView>()},
         {QStringLiteral("magnitude"), ViewPlace::StatisticsTab, true, false, false, maker<MagnitudeView>()},
         {QStringLiteral("layers"), ViewPlace::StatisticsTab, false, false, false, maker<LayerStatsView>()},
+        {QStringLiteral("distance"), ViewPlace::StatisticsTab, false, false, false, maker<DistanceView>()},
         {QStringLiteral("locality"), ViewPlace::StatisticsTab, false, false, false, maker<LocalityView>()},
         {QStringLiteral("heads"), ViewPlace::StatisticsTab, false, false, false, maker<HeadOverviewView>()},
         {QStringLiteral("pairs"), ViewPlace::StatisticsTab, true, false, false, maker<ConfusedPairsView>()},

@@ -64,6 +64,16 @@ LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head) {
     return LocalBranchGrid(layer.layout, windows ? &layer.window->partitionOf(head) : nullptr);
 }
 
+Matrix localBranchOutput(const LayerInfo& layer, const LocalBranchWeights& weights, int head, const Matrix& v) {
+    const LocalBranchInfo& branch = *layer.localBranch;
+    const LocalBranchGrid grid = localBranchGrid(layer, head);
+    Matrix out(layer.tokens, v.cols());
+    for (Index c = 0; c < v.cols(); ++c)
+        out.col(c) =
+            applyLocalBranch(weights.kernel(branch.weightChannel(head, int(c), layer.valueDim)), grid, v.col(c));
+    return out;
+}
+
 nlohmann::json DumpInfo::toJson() const {
     nlohmann::json layersJson = nlohmann::json::array();
     for (const LayerInfo& l : layers) {

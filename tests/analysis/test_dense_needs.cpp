@@ -18,13 +18,14 @@ using testing::randomNormal;
 // Every subset of the five statistics (the empty one too).
 std::vector<StatSelection> everySelection() {
     std::vector<StatSelection> out;
-    for (int bits = 0; bits < 32; ++bits) {
+    for (int bits = 0; bits < 64; ++bits) {
         StatSelection s;
         s.rank = bits & 1;
         s.local = bits & 2;
         s.entropy = bits & 4;
         s.confusion = bits & 8;
         s.magnitude = bits & 16;
+        s.distance = bits & 32;
         out.push_back(s);
     }
     return out;

@@ -21,7 +21,7 @@ TEST(StatSelection, ParsesSubsetsAndAll) {
     EXPECT_FALSE(s.magnitude);
     EXPECT_EQ(s.names(), (std::vector<std::string>{"rank", "local"}));
     EXPECT_EQ(StatSelection::parse("all").names(),
-              (std::vector<std::string>{"rank", "local", "entropy", "confusion", "magnitude"}));
+              (std::vector<std::string>{"rank", "local", "entropy", "confusion", "magnitude", "distance"}));
     EXPECT_EQ(StatSelection::parse("magnitude,entropy").names(), (std::vector<std::string>{"entropy", "magnitude"}));
 }
 
@@ -31,7 +31,7 @@ TEST(StatSelection, UnknownNameIsAUsageError) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Usage);
-        EXPECT_STREQ(e.what(), "unknown statistic 'foo' (known: rank, local, entropy, confusion, magnitude)");
+        EXPECT_STREQ(e.what(), "unknown statistic 'foo' (known: rank, local, entropy, confusion, magnitude, distance)");
     }
     EXPECT_THROW(StatSelection::parse(""), Error);
     EXPECT_THROW(StatSelection::parse(" , "), Error);
@@ -40,7 +40,7 @@ TEST(StatSelection, UnknownNameIsAUsageError) {
 TEST(AnalysisOptions, JsonRecordsEveryParameter) {
     AnalysisOptions o;
     nlohmann::json j = o.toJson();
-    EXPECT_EQ(j["statistics"].size(), 5u);
+    EXPECT_EQ(j["statistics"].size(), 6u);
     EXPECT_TRUE(j["rank"]["relative_tolerance"].is_string());  // the N * 2^-23 rule
     EXPECT_EQ(j["rank"]["float32_resolution"].get<double>(), 1.0 / 8388608.0);
     EXPECT_EQ(j["local"]["k"], nlohmann::json({3, 5, 7}));
@@ -51,6 +51,11 @@ TEST(AnalysisOptions, JsonRecordsEveryParameter) {
     EXPECT_EQ(j["magnitude"]["top_k"].get<int>(), 9);
     for (const char* key : {"rank", "local", "entropy", "confusion", "magnitude"})
         EXPECT_TRUE(j[key].contains("definition")) << key;
+    EXPECT_EQ(j["distance"]["reference"]["name"], "softmax");
+    EXPECT_EQ(j["distance"]["quantiles"], nlohmann::json({0.05, 0.25, 0.5, 0.75, 0.95}));
+    for (const char* key : {"total_variation", "jensen_shannon", "output_relative_error",
+                            "output_relative_error_with_branch", "output_cosine"})
+        EXPECT_TRUE(j["distance"][key].is_string()) << key;
     o.spectrum.relativeTolerance = 1e-4;
     o.spectrum.spatialOnly = true;
     o.confusion.tau = 2e-3;

@@ -20,10 +20,13 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
+#include "attnlens/head_inputs.h"
+#include "compare_view.h"
 #include "confused_pairs_view.h"
 #include "example_dump.h"
 #include "head_overview_view.h"
 #include "locality_view.h"
+#include "plot_helpers.h"
 #include "render_command.h"
 #include "stats_views.h"
 
@@ -72,6 +75,7 @@ private Q_SLOTS:
     void layerPlotsBreakBetweenModels();
     void localityViewShowsDistanceAndOffsetMaps();
     void headOverviewMatchesTheRows();
+    void distanceViewsMatchADenseComputation();
     void confusedPairsViewListsThePairs();
 };
 
@@ -469,6 +473,78 @@ void StatisticsTests::headOverviewMatchesTheRows() {
 // equals the brute-force count of the dense matrix, the table lists the closest pairs in order,
 // the chosen pair's two maps are the core's rows, choosing a pair moves the query, and the
 // injectivity line gives the ranks.
+void StatisticsTests::distanceViewsMatchADenseComputation() {
+    // The dwc dump has V and FLatten's DWC: row distances, output errors and the dashed lines with
+    // the branch.
+    MainWindow& w = openWindow(dwc_);
+    Session* s = w.session();
+    const int soft = s->paradigmIndex("softmax"), relu = s->paradigmIndex("linear_relu"),
+              inl = s->paradigmIndex("inline");
+    s->setShown({soft, relu, inl});
+    s->setStatsScope(StatsScope::CurrentImage);
+    w.showView("distance");
+    auto* v = qobject_cast<DistanceView*>(w.view("distance"));
+    QVERIFY(v);
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->plots().size() == 3), 60000);
+
+    // Second computation: dense matrices of the selected image, TV by its formula, mean over heads.
+    auto reader = DumpReader::open(dwc_.toStdString());
+    const int image = s->selection().image;
+    auto tv = [&](int layer, int head, const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        const HeadActivations act = reader->readHead(image, layer, head);
+        const HeadInputs in = headInputs(li, act, head);
+        const Matrix a = AttentionHead(presetParadigm(paradigm), in).matrix();
+        const Matrix r = AttentionHead(presetParadigm("softmax"), in).matrix();
+        return 0.5 * (a - r).cwiseAbs().rowwise().sum().mean();
+    };
+    const QList<QCPGraph*> rows = v->plots()[0]->graphs();
+    QCOMPARE(int(rows.size()), 3);
+    const char* names[] = {"softmax", "linear_relu", "inline"};
+    const int layers = int(reader->info().layers.size());
+    for (int p = 0; p < 3; ++p) {
+        QCOMPARE(rows[p]->name(), QString(names[p]));
+        QCOMPARE(rows[p]->dataCount(), layers);
+        for (int l = 0; l < layers; ++l) {
+            const double want = (tv(l, 0, names[p]) + tv(l, 1, names[p])) / 2;
+            QVERIFY2(std::abs(rows[p]->data()->at(l)->value - want) < 1e-12,
+                     qPrintable(QString("%1 layer %2: %3 vs %4")
+                                    .arg(names[p])
+                                    .arg(l)
+                                    .arg(rows[p]->data()->at(l)->value)
+                                    .arg(want)));
+            if (p == 0) QCOMPARE(rows[p]->data()->at(l)->value, 0.0);
+        }
+    }
+    // The output panel: each paradigm solid, and dashed with the branch added to both outputs.
+    const QList<QCPGraph*> outputs = v->plots()[2]->graphs();
+    QCOMPARE(int(outputs.size()), 7);  // and the legend's key for dashing, without data
+    int dashed = 0;
+    for (QCPGraph* g : outputs) dashed += g->pen().style() == Qt::DashLine && g->dataCount() == layers;
+    QCOMPARE(dashed, 3);
+
+    // The head overview's column: the same TV for one head.
+    w.showView("heads");
+    auto* heads = qobject_cast<HeadOverviewView*>(w.view("heads"));
+    QVERIFY(heads);
+    heads->setStatistic(HeadStatistic::TotalVariation);
+    QTRY_VERIFY_WITH_TIMEOUT((heads->refreshNow(), !heads->waitingForResults() && heads->panels().size() == 3), 60000);
+    QVERIFY(std::abs(heads->panels()[1].map->data()->cell(1, 1) - tv(heads->layers()[1], 1, "linear_relu")) < 1e-12);
+    QCOMPARE(heads->panels()[0].map->data()->cell(0, 0), 0.0);
+
+    // The difference panel of Compare paradigms names this query's distance.
+    w.showView("compare");
+    auto* compare = qobject_cast<CompareView*>(w.view("compare"));
+    QVERIFY(compare);
+    compare->setDifference(relu, soft);
+    QTRY_VERIFY_WITH_TIMEOUT((compare->refreshNow(), !compare->waitingForResults()), 60000);
+    QString title;
+    for (const auto& p : compare->panels())
+        if (p.paradigm < 0) title = unwrappedText(p.title);
+    QVERIFY2(title.contains("this query: total variation"), qPrintable(title));
+    QVERIFY2(title.contains("Jensen-Shannon"), qPrintable(title));
+}
+
 void StatisticsTests::confusedPairsViewListsThePairs() {
     const QString example = findOrCreateExampleDump();
     MainWindow& w = openWindow(example);

@@ -388,7 +388,7 @@ TEST_F(CliTest, MergeRefusesDifferentDumpsWithoutHashesAndNonReports) {
 }
 
 TEST_F(CliTest, MergeOfShardsEqualsOneRunForEveryStatistic) {
-    // All five statistics and all presets (MergeOfShardsEqualsOneRun covers three of each).
+    // All six statistics and all presets (MergeOfShardsEqualsOneRun covers three of each).
     const std::string in = synth("a.h5");
     const std::string common = " --quiet --per-query-maps ";
     ASSERT_EQ(run("analyze " + in + common + "-o " + path("all.json")).code, 0);
@@ -656,6 +656,55 @@ TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
         EXPECT_TRUE(schemaValid(out, "analysis.schema.json"));
     }
+}
+
+TEST_F(CliTest, DistanceToSoftmaxAgreesWithNumPyAndTheSchema) {
+    // A plain layer, a per-head branch (FLatten's DWC, bias) and an all-channel one (MALA's LePE).
+    const std::string shape = " --layers 2 --heads 2 --grid 5x6 --prefix 1 --dim 8 --images 2";
+    for (const std::string branch : {"", "dwc", "lepe"}) {
+        SCOPED_TRACE(branch);
+        const std::string in = path("dist" + branch + ".h5");
+        ASSERT_EQ(run("synth -o " + in + shape + (branch.empty() ? "" : " --local-branch " + branch)).code, 0);
+        const std::string out = in + ".json";
+        const RunResult r = run("analyze " + in + " --paradigms softmax,linear_relu,inline --stats distance -o " + out);
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_THAT(r.out, HasSubstr("distance to softmax on the same q, k, v"));
+        const json j = readJson(out);
+        EXPECT_EQ(j["options"]["distance"]["reference"]["name"], "softmax");
+        for (const auto& rec : j["results"]) {
+            ASSERT_TRUE(rec.contains("distance"));
+            EXPECT_EQ(rec["distance"].contains("output_relative_error_with_branch"), !branch.empty());
+            if (rec["paradigm"] == "softmax") {
+                EXPECT_EQ(rec["distance"]["total_variation"]["mean"], 0.0);
+            }
+        }
+        const json& summary = j["summary"]["per_paradigm"];
+        EXPECT_GT(summary[1]["distance"]["total_variation_mean"].get<double>(), 0.0);
+        const std::string check =
+            "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) + "/tests/cli/distance_check.py " + in + " " + out;
+        EXPECT_EQ(std::system(check.c_str()), 0) << check;
+        EXPECT_TRUE(schemaValid(out, "analysis.schema.json"));
+    }
+    // Another reference, a custom one, and a bad one.
+    const std::string in = path("dist.h5");
+    ASSERT_EQ(
+        run("analyze " + in + " --paradigms softmax --stats distance --distance-ref focused -o " + path("f.json")).code,
+        0);
+    const json f = readJson(path("f.json"));
+    EXPECT_EQ(f["results"][0]["distance"]["reference"], "focused");
+    EXPECT_GT(f["results"][0]["distance"]["total_variation"]["mean"].get<double>(), 0.0);
+    ASSERT_EQ(run("analyze " + in +
+                  " --paradigms softmax --stats distance --distance-ref t2:norm=softmax,scale=2 "
+                  "--quiet -o " +
+                  path("c.json"))
+                  .code,
+              0);
+    EXPECT_EQ(readJson(path("c.json"))["options"]["distance"]["reference"]["softmax_scale"], 2.0);
+    const RunResult bad = run("analyze " + in + " --stats distance --distance-ref nonesuch -o " + path("bad.json"));
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_THAT(bad.err, HasSubstr("--distance-ref: "));
+    EXPECT_THAT(bad.err, HasSubstr("nonesuch"));
+    EXPECT_FALSE(fs::exists(path("bad.json")));
 }
 
 TEST_F(CliTest, LocalBranchOptions) {

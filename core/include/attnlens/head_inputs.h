@@ -16,5 +16,9 @@ HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int he
 // way to get the geometry that every local-branch function takes. The layer must outlive it.
 // `head` picks the head's windows on layers with per-head windows (@head_windows, format.md 1b).
 LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head);
+// The branch's output for one head, B[:, c] = M_c V[:, c] + bias_c on grid tokens for every channel c
+// of v (N x d_v), computed as the model computes it (applyLocalBranch): what the layer adds to
+// O = A V before its projection (format.md 1a). The layer must have a local branch.
+Matrix localBranchOutput(const LayerInfo& layer, const LocalBranchWeights& weights, int head, const Matrix& v);
 
 }  // namespace attnlens

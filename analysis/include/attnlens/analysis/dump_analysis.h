@@ -126,6 +126,13 @@ struct RecordSink {
     std::function<void(std::vector<HeadRecord>&& records)> write;
 };
 
+// The distance statistic's reference for one head of a dump's layer, as analyzeDump builds it:
+// `reference` (the head under AnalysisOptions::distance.reference), its output A_ref V when the
+// layer has V (act read with values), and the layer's local-branch output B (localBranchOutput)
+// when `branch` weights are given.
+DistanceReference distanceReferenceOf(const AttentionHead& reference, const LayerInfo& layer,
+                                      const HeadActivations& act, int head, const LocalBranchWeights* branch);
+
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress = {},
                            const RecordSink* sink = nullptr);
 

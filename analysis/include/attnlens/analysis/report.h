@@ -66,6 +66,12 @@ public:
         MaxWeight,
         NegativeRowFraction,
         NegativeMassPerRow,
+        // Distance to the reference paradigm (each record's mean over queries).
+        TotalVariation,
+        JensenShannon,
+        OutputRelativeError,
+        OutputRelativeErrorWithBranch,
+        OutputCosine,
     };
     // Mean over the records of (paradigm, layer position), finite values only; NaN where there is
     // nothing to average.

@@ -1,7 +1,9 @@
 #pragma once
 // Per-head analyses of one attention paradigm (see README "Definitions" for every formula, tolerance
 // and bin). All functions are pure: inputs in, result structs out, no I/O.
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -217,10 +219,64 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
 SpectrumResult matrixSpectrum(const Matrix& a, const TokenLayout& layout, const SpectrumOptions& options,
                               const WindowPartition* blocks = nullptr);
 
+// ---- Distance to a reference paradigm (what-if: how far each paradigm falls from softmax) ---------
+// On the same head (same Q, K, V), per query i with rows ok under both paradigms:
+//   total variation  TV_i = 1/2 sum_j |A_ij - R_ij|  (signed rows as they are: counted in
+//                    signedQueries; for rows summing to 1 it lies in [0, 1])
+//   Jensen-Shannon   JS_i = 1/2 KL(a || m) + 1/2 KL(r || m), m = (a + r)/2, nats, in [0, log 2], on
+//                    each row divided by its sum; only queries whose rows are both non-negative
+//                    with a positive sum
+//   output cosine    cos(O_i, Oref_i), O = A V (queries whose two output rows are both non-zero)
+// and over the head: ||O - Oref||_F / ||Oref||_F over the ok queries, and, on layers with a local
+// branch, the same with the branch's output B (the layer's depthwise convolution of V plus bias,
+// the same for both paradigms) added to both: ||O - Oref||_F / ||Oref + B||_F.
+struct DistanceOptions {
+    Paradigm reference;  // default: the softmax preset
+    DistanceOptions();
+};
+// Quantiles reported over queries (numpy.quantile's default "linear" rule).
+inline constexpr std::array<double, 5> kDistanceQuantiles{0.05, 0.25, 0.5, 0.75, 0.95};
+struct QueryDistribution {
+    Index count = 0;
+    double mean = std::numeric_limits<double>::quiet_NaN();
+    std::array<double, 5> quantiles = {
+        std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::quiet_NaN()};
+    // Over the finite values (the order of `values` is changed).
+    static QueryDistribution of(std::vector<double>& values);
+};
+struct DistanceResult {
+    std::string reference;    // the reference paradigm's name
+    Index queries = 0;        // queries whose rows are ok under both paradigms
+    Index signedQueries = 0;  // of those, queries where either row has a negative weight
+    QueryDistribution totalVariation;
+    QueryDistribution jensenShannon;
+    bool hasOutput = false;  // the layer has V
+    double outputRelativeError = std::numeric_limits<double>::quiet_NaN();
+    std::optional<double> outputRelativeErrorWithBranch;  // layers with a local branch
+    QueryDistribution outputCosine;
+};
+// The reference's side of the comparison, built once per head and shared by every paradigm.
+struct DistanceReference {
+    std::string name;
+    Matrix matrix;                   // N x n
+    std::vector<RowStatus> status;   // per row
+    const Matrix* values = nullptr;  // V (n x d_v), nullptr when the layer has none
+    Matrix output;                   // matrix * V (empty without V)
+    Matrix branchOutput;             // the local branch's output B (N x d_v); empty without one
+};
+// values and branchOutput may be null; branchOutput needs values.
+DistanceReference distanceReference(const AttentionHead& reference, const Matrix* values,
+                                    const Matrix* branchOutput = nullptr);
+// a: the paradigm's N x n matrix with its row statuses (empty: all ok).
+DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> status,
+                                   const DistanceReference& reference);
+
 // ---- Everything for one head -----------------------------------------------------------------------
 struct StatSelection {
-    bool rank = true, local = true, entropy = true, confusion = true, magnitude = true;
-    // "rank,local,entropy,confusion,magnitude" (any subset; "all"); Error(Usage) on unknown names.
+    bool rank = true, local = true, entropy = true, confusion = true, magnitude = true, distance = true;
+    // "rank,local,entropy,confusion,magnitude,distance" (any subset; "all"); Error(Usage) on unknown names.
     static StatSelection parse(std::string_view list);
     std::vector<std::string> names() const;
 };
@@ -231,6 +287,7 @@ struct AnalysisOptions {
     ConfusionOptions confusion;
     MagnitudeOptions magnitude;
     LocalBranchOptions localBranch;
+    DistanceOptions distance;
     bool perQueryMaps = false;      // keep LocalMassResult::perQuery in results
     nlohmann::json toJson() const;  // every definition and tolerance, for exports
 };
@@ -254,6 +311,7 @@ struct HeadStatistics {
     std::optional<ConfusionResult> confusion;
     std::optional<MagnitudeCurve> magnitude;       // mean curve over queries
     std::optional<LocalBranchResult> localBranch;  // when the head was analysed with its branch
+    std::optional<DistanceResult> distance;        // when distance is selected (and a reference given)
 };
 // When the dense matrix is built anyway (local mass, entropy) and the magnitude curves are
 // selected, analyzeHead keeps the raw rows of the one GEMM for both, for heads up to this many
@@ -266,20 +324,23 @@ struct DenseNeeds {
     bool matrix = false;         // A itself: local mass, entropy, the branch, softmax rank and confusion
     bool sharedRawRows = false;  // A's raw rows kept for the magnitude curves (kSharedRawRowsMaxTokens)
     bool denseSvd = false;       // a dense SVD of an N x N matrix (softmax rank, the branch's rank)
+    bool reference = false;      // the distance's reference matrix (DistanceReference), held beside A
     // N x N copies the statistics make beside A: softmax rank 2 (A's finite rows, dgesdd's input),
     // else softmax confusion 1 (its finite rows, when some are flagged); the branch 3 more (E_c,
     // its finite rows, dgesdd's input).
     int copies = 0;
     // The most N x N matrices held at once (an estimate from above: copies are counted as if alive
     // together).
-    int matricesAtOnce() const { return int(matrix) + int(sharedRawRows) + copies; }
+    int matricesAtOnce() const { return int(matrix) + int(sharedRawRows) + int(reference) + copies; }
 };
 // lowRank: the paradigm has a factorised form (Paradigm::usesKernel); withBranch: the head has a
 // local branch to analyse (LocalBranchHead given).
 DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bool withBranch);
 // branch: the head's local branch, analysed beside A (rank and local mass as selected in
-// options.stats); nullptr for none.
+// options.stats); nullptr for none. reference: the same head under options.distance.reference
+// (distanceReference), for the distance statistic; nullptr: no distance.
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& layout,
-                           const AnalysisOptions& options, const LocalBranchHead* branch = nullptr);
+                           const AnalysisOptions& options, const LocalBranchHead* branch = nullptr,
+                           const DistanceReference* reference = nullptr);
 
 }  // namespace attnlens
