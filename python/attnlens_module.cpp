@@ -572,7 +572,8 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                     py::gil_scoped_release release;
                     const ScopedBlasThreads oneBlasThread(1);
                     record.stats = analyzeHead(a, h.activations().q, h.layer().attentionLayout(),
-                                               report.request.options, nullptr, reference ? &*reference : nullptr);
+                                               report.request.options, nullptr, reference ? &*reference : nullptr,
+                                               h.activations().v.size() > 0 ? &h.activations().v : nullptr);
                 }
                 json j = recordJson(report, record);
                 j["layer_position"] = std::max(0, h.layerIndex());

@@ -173,8 +173,9 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             std::vector<HeadActivations> heads;
             std::optional<LocalBranchWeights> branchWeights;
             try {
-                // V only for the distance's outputs.
-                heads = reader.readLayer(task.image, task.layer, req.options.stats.distance && layer.hasValues());
+                // V only for the distance's outputs and the local mass's output share.
+                heads = reader.readLayer(task.image, task.layer,
+                                         (req.options.stats.distance || req.options.stats.local) && layer.hasValues());
                 if (branchOptions.enabled && layer.localBranch)
                     branchWeights = reader.readLocalBranch(task.image, task.layer);
             } catch (const Error& e) {
@@ -207,7 +208,8 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                             &*branchWeights, layer.localBranch->channelMap, h,
                             layer.valueDim,  layer.localBranch->kind,       localBranchGrid(layer, h).windows};
                     rec.stats = analyzeHead(head, heads[h].q, layer.attentionLayout(), req.options,
-                                            branch ? &*branch : nullptr, reference ? &*reference : nullptr);
+                                            branch ? &*branch : nullptr, reference ? &*reference : nullptr,
+                                            layer.hasValues() && heads[h].v.size() > 0 ? &heads[h].v : nullptr);
                     taskRecords[t].push_back(std::move(rec));
                     advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " +
                                    std::to_string(h) + ", " + report.paradigms[p].name);

@@ -108,6 +108,9 @@ nlohmann::json AnalysisOptions::toJson() const {
         "(floor((y + 0.5) h / H), floor((x + 0.5) w / W)) and lies on the key grid, clipped at its border; "
         "N in the baselines is n, the keys";
     local["per_query_maps"] = perQueryMaps;
+    local["output_share"] =
+        "layers with v: mean over the same queries with O_i != 0 of ||sum_{j in window} A_ij V_j||_2 / ||O_i||_2, "
+        "O = A V (the window's share of each output row; InLine Table 2's local tokens)";
     j["local"] = local;
 
     json entropy;
@@ -194,7 +197,7 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
 
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& geometry,
                            const AnalysisOptions& options, const LocalBranchHead* branch,
-                           const DistanceReference* reference) {
+                           const DistanceReference* reference, const Matrix* values) {
     validate(options);
     const Index n = head.tokens(), keys = head.keys();
     const TokenLayout& layout = geometry.queries;
@@ -253,7 +256,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
         stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
                                  : spectrum(head, geometry, options.spectrum, full);
     if (sel.local) {
-        stats.local = localMass(a, status, geometry, options.localK);
+        stats.local = localMass(a, status, geometry, options.localK, values);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }

@@ -24,7 +24,7 @@
 namespace attnlens {
 
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
-                                       const AttentionLayout& geometry, std::span<const int> ks) {
+                                       const AttentionLayout& geometry, std::span<const int> ks, const Matrix* values) {
     const TokenLayout& layout = geometry.queries;
     const TokenLayout& keys = geometry.keys;
     const Index n = layout.tokens();
@@ -44,6 +44,13 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         rowUsable[std::size_t(i)] =
             (status.empty() || status[std::size_t(i)] == RowStatus::Ok) && std::isfinite(a.row(i).sum());
 
+    if (values && values->rows() != a.cols())
+        throwInput("local mass: V has " + std::to_string(values->rows()) + " rows for " + std::to_string(a.cols()) +
+                   " keys");
+    Matrix output;  // O = A V, for the window's share of each output row
+    if (values) output.noalias() = a * *values;
+    RowVector localOutput;
+
     const int h = layout.gridH, w = layout.gridW;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     std::vector<LocalMassResult> results;
@@ -54,7 +61,7 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         r.k = k;
         r.paperBaseline = double(k) * double(k) / double(keys.tokens());
         r.perQuery.assign(std::size_t(h) * std::size_t(w), nan);
-        double massSum = 0, windowSum = 0;
+        double massSum = 0, windowSum = 0, shareSum = 0;
         for (int y = 0; y < h; ++y) {
             const int ky = geometry.keyRow(y);
             const int y0 = std::max(0, ky - half), y1 = std::min(keys.gridH - 1, ky + half);
@@ -66,6 +73,19 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
                 double mass = 0;
                 for (int yy = y0; yy <= y1; ++yy) mass += a.row(i).segment(keys.token(yy, x0), x1 - x0 + 1).sum();
                 r.perQuery[std::size_t(y) * std::size_t(w) + std::size_t(x)] = mass;
+                if (values) {
+                    // The part of O_i that the window's keys contribute: sum over the window of A_ij V_j.
+                    localOutput.setZero(values->cols());
+                    for (int yy = y0; yy <= y1; ++yy) {
+                        const Index start = keys.token(yy, x0), len = x1 - x0 + 1;
+                        localOutput.noalias() += a.row(i).segment(start, len) * values->middleRows(start, len);
+                    }
+                    const double whole = output.row(i).norm();
+                    if (whole > 0 && std::isfinite(whole)) {
+                        shareSum += localOutput.norm() / whole;
+                        ++r.outputQueries;
+                    }
+                }
                 massSum += mass;
                 windowSum += double(y1 - y0 + 1) * double(x1 - x0 + 1);
                 ++r.queries;
@@ -74,6 +94,7 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         // Nothing to average (empty grid or every spatial row flagged): NaN, never a made-up 0.
         r.mean = r.queries > 0 ? massSum / double(r.queries) : nan;
         r.uniformBaseline = r.queries > 0 ? windowSum / double(r.queries) / double(keys.tokens()) : nan;
+        if (values) r.outputShare = r.outputQueries > 0 ? shareSum / double(r.outputQueries) : nan;
         results.push_back(std::move(r));
     }
     return results;

@@ -107,9 +107,11 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
     //   row blocks  256 * N * 8: row statuses without the matrix; confusion's Gram blocks add
     //               512 * N * 8
     //   magnitude   one QueryScaler, (64 + points + 5) * N * 8 (more threads: planMemory)
+    //   values      distance or local mass: v of every head as doubles and its HDF5 slab, and
+    //               the local mass's O = A V and its window row
     //   distance    (its reference matrix is one of the N x N, denseNeeds) the reference's row
-    //               statuses, v of every head as doubles and its HDF5 slab, and four N x d_v
-    //               outputs (the reference's, the branch's, the paradigm's and a branch column)
+    //               statuses and four N x d_v outputs (the reference's, the branch's, the
+    //               paradigm's and a branch column)
     //   thread      threadResidentBytes: the worker thread's stack and touched BLAS buffer
     const double read = double(layer.heads) * n * 2.0 * double(layer.dim) * (8.0 + 8.0);
     const double head = 8.0 * n * double(layer.dim + 1) * 8.0;
@@ -118,8 +120,10 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
     const double rows = 256.0 * n * 8.0 + (stats.confusion ? 512.0 * n * 8.0 : 0.0);
     const double magnitude = stats.magnitude ? magnitudeScalerBytes(n, options.magnitude.points) : 0.0;
     const double dv = double(layer.valueDim);
-    const double distance = stats.distance ? n + double(layer.heads) * n * dv * (8.0 + 8.0) + 4.0 * n * dv * 8.0 : 0.0;
-    return read + head + dense + svd + rows + magnitude + distance + threadResidentBytes(n);
+    const double values =
+        stats.distance || stats.local ? double(layer.heads) * n * dv * (8.0 + 8.0) + (n + 1.0) * dv * 8.0 : 0.0;
+    const double distance = stats.distance ? n + 4.0 * n * dv * 8.0 : 0.0;
+    return read + head + dense + svd + rows + magnitude + values + distance + threadResidentBytes(n);
 }
 
 }  // namespace

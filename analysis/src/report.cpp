@@ -172,6 +172,10 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                       {"uniform_baseline", l.uniformBaseline},
                       {"paper_baseline", l.paperBaseline},
                       {"queries", l.queries}};
+            if (l.outputShare) {
+                e["output_share"] = finiteOrNull(*l.outputShare);
+                e["output_queries"] = l.outputQueries;
+            }
             if (perQuery) e["per_query"] = vectorJson(l.perQuery);
             a.push_back(e);
         }
@@ -229,7 +233,7 @@ struct Mean {
 struct Aggregate {
     std::int64_t records = 0;
     Mean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
-    std::map<int, Mean> local, localUniform, localPaper;
+    std::map<int, Mean> local, localUniform, localPaper, localOutputShare;
     std::int64_t confused = 0, flagged = 0;
     bool hasConfusion = false;
     std::vector<Mean> magMax, magEntropy, magTop, magLogRatio;
@@ -288,6 +292,7 @@ struct Aggregate {
             local[l.k].add(l.mean);
             localUniform[l.k].add(l.uniformBaseline);
             localPaper[l.k].add(l.paperBaseline);
+            if (l.outputShare) localOutputShare[l.k].add(*l.outputShare);
         }
         if (s.entropy) {
             const EntropyResult& e = *s.entropy;
@@ -338,6 +343,8 @@ struct Aggregate {
                 return ofK(localUniform);
             case S::LocalPaperBaseline:
                 return ofK(localPaper);
+            case S::LocalOutputShare:
+                return ofK(localOutputShare);
             case S::Entropy:
                 return &entropy;
             case S::NormalisedEntropy:
@@ -372,10 +379,13 @@ struct Aggregate {
         j["rank_mean"] = rank.value();
         j["effective_rank_mean"] = effectiveRank.value();
         json l = json::object();
-        for (const auto& [k, m] : local)
+        for (const auto& [k, m] : local) {
             l[std::to_string(k)] = {{"mean", m.value()},
                                     {"uniform_baseline", localUniform.at(k).value()},
                                     {"paper_baseline", localPaper.at(k).value()}};
+            if (const auto it = localOutputShare.find(k); it != localOutputShare.end())
+                l[std::to_string(k)]["output_share"] = it->second.value();
+        }
         j["local"] = l;
         j["entropy_mean"] = entropy.value();
         j["normalised_entropy_mean"] = normalisedEntropy.value();
@@ -622,6 +632,10 @@ public:
                 numbers(r["local"][i], e, {"uniform_baseline", "paper_baseline"});
                 integer(field(r["local"][i], "queries", e), e + ".queries", 0);
                 if (r["local"][i].contains("per_query")) numberArray(r["local"][i]["per_query"], e + ".per_query");
+                if (r["local"][i].contains("output_share")) {
+                    numberOrNull(r["local"][i]["output_share"], e + ".output_share");
+                    integer(field(r["local"][i], "output_queries", e), e + ".output_queries", 0);
+                }
             }
         }
         if (r.contains("entropy")) {
@@ -1066,6 +1080,10 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
             m.paperBaseline = numberOrNaN(l.at("paper_baseline"));
             m.queries = l.value("queries", Index(0));
             if (l.contains("per_query")) m.perQuery = numbersOrNaN(l["per_query"]);
+            if (l.contains("output_share")) {
+                m.outputShare = numberOrNaN(l["output_share"]);
+                m.outputQueries = l.value("output_queries", Index(0));
+            }
             s.local.push_back(std::move(m));
         }
     if (r.contains("entropy")) {

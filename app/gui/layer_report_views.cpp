@@ -282,6 +282,22 @@ void LocalMassView::rebuild() {
         addLine(rect, x, y, paradigmColor(sp), QString::fromStdString(r->paradigms[std::size_t(p)].name), legend,
                 Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
+    // Layers with v: the window's share of the output rows, after the paradigms' own lines (one
+    // legend key for all paradigms).
+    bool withShare = false;
+    for (int p = 0; p < int(r->paradigms.size()); ++p) {
+        const auto share = layerMeans(summary, *r, p, Statistic::LocalOutputShare, k);
+        if (std::none_of(share.begin(), share.end(), [](double v) { return std::isfinite(v); })) continue;
+        all.insert(all.end(), share.begin(), share.end());
+        layerSeries(share, starts, x, y);
+        addLine(rect, x, y, paradigmColor(sessionParadigm(*r, p)),
+                QString::fromStdString(r->paradigms[std::size_t(p)].name) + QStringLiteral(" output share"), nullptr,
+                Qt::DashDotLine, QCPScatterStyle::ssCircle);
+        withShare = true;
+    }
+    if (withShare)
+        addLine(rect, {}, {}, Qt::gray, QStringLiteral("dash-dot: output share"), legend, Qt::DashDotLine,
+                QCPScatterStyle::ssCircle);
     if (!r->paradigms.empty()) {
         // The baselines belong to a layer's geometry, not to a paradigm's data: the report's
         // value (which leaves out flagged rows) where some paradigm has one, the geometry's
@@ -304,9 +320,12 @@ void LocalMassView::rebuild() {
     }
     all.push_back(0);
     fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
-    setWrappedText(title, QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2")
+    setWrappedText(title, QStringLiteral("Local %1 x %1 mass per layer (InLine Fig. 3) — mean over heads, %2%3")
                               .arg(k)
-                              .arg(scopeDescription()));
+                              .arg(scopeDescription(),
+                                   withShare ? QStringLiteral("; dash-dot: the window's share of each output row, "
+                                                              "|Σ_window A_ij V_j| / |O_i|")
+                                             : QString()));
     addReportNotes(*r);
 }
 

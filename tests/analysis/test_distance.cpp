@@ -273,3 +273,66 @@ TEST(Distance, LayersWithoutValuesHaveNoOutputDistance) {
 
 }  // namespace
 }  // namespace attnlens
+
+namespace attnlens {
+namespace {
+
+// The local mass's output share (InLine Table 2's local tokens asked of the output).
+TEST(LocalOutputShare, WithAOnesColumnForVItIsTheLocalMassOfRowsSummingToOne) {
+    const AttentionLayout layout(TokenLayout{5, 6, 1});
+    const Index n = layout.queries.tokens();
+    auto head = testing::makeHead(presetParadigm("softmax"), testing::randomNormal(n, 4, 21),
+                                  testing::randomNormal(n, 4, 22), 0.5);
+    const Matrix a = (*head)->matrix();
+    const Matrix ones = Matrix::Ones(n, 1);
+    const std::vector<int> ks{1, 3, 5};
+    const auto results = localMass(a, {}, layout, ks, &ones);
+    for (const LocalMassResult& r : results) {
+        ASSERT_TRUE(r.outputShare);
+        EXPECT_EQ(r.outputQueries, 30);
+        EXPECT_NEAR(*r.outputShare, r.mean, 1e-14) << r.k;
+    }
+    // Without V there is none.
+    EXPECT_FALSE(localMass(a, {}, layout, ks).front().outputShare);
+}
+
+TEST(LocalOutputShare, AgreesWithExplicitLoopsOnEveryParadigm) {
+    const TokenLayout grid{4, 5, 1};
+    const AttentionLayout layout(grid);
+    const Index n = grid.tokens(), dv = 3;
+    const Matrix q = testing::randomNormal(n, 6, 31), k = testing::randomNormal(n, 6, 32),
+                 v = testing::randomNormal(n, dv, 33);
+    for (const Paradigm& p : presetParadigms()) {
+        SCOPED_TRACE(p.name);
+        auto head = testing::makeHead(p, q, k, 0.4);
+        const Matrix a = (*head)->matrix();
+        const auto results = localMass(a, {}, layout, std::vector<int>{3}, &v);
+        double sum = 0;
+        Index count = 0;
+        for (int y = 0; y < grid.gridH; ++y)
+            for (int x = 0; x < grid.gridW; ++x) {
+                const Index i = grid.token(y, x);
+                std::vector<double> local(std::size_t(dv), 0.0), whole(std::size_t(dv), 0.0);
+                for (Index j = 0; j < n; ++j)
+                    for (Index c = 0; c < dv; ++c) {
+                        whole[std::size_t(c)] += a(i, j) * v(j, c);
+                        if (grid.isSpatial(j) && std::abs(grid.row(j) - y) <= 1 && std::abs(grid.col(j) - x) <= 1)
+                            local[std::size_t(c)] += a(i, j) * v(j, c);
+                    }
+                double nl = 0, nw = 0;
+                for (Index c = 0; c < dv; ++c) {
+                    nl += local[std::size_t(c)] * local[std::size_t(c)];
+                    nw += whole[std::size_t(c)] * whole[std::size_t(c)];
+                }
+                if (nw == 0) continue;  // a zero output row has no share (linear_relu: ReLU zeroes whole rows)
+                sum += std::sqrt(nl) / std::sqrt(nw);
+                ++count;
+            }
+        ASSERT_TRUE(results[0].outputShare);
+        EXPECT_EQ(results[0].outputQueries, count);
+        EXPECT_NEAR(*results[0].outputShare, sum / double(count), 1e-12);
+    }
+}
+
+}  // namespace
+}  // namespace attnlens

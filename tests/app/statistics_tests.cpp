@@ -75,7 +75,7 @@ private Q_SLOTS:
     void layerPlotsBreakBetweenModels();
     void localityViewShowsDistanceAndOffsetMaps();
     void headOverviewMatchesTheRows();
-    void distanceViewsMatchADenseComputation();
+    void distanceViewsAndOutputShareMatchADenseComputation();
     void confusedPairsViewListsThePairs();
 };
 
@@ -473,7 +473,7 @@ void StatisticsTests::headOverviewMatchesTheRows() {
 // equals the brute-force count of the dense matrix, the table lists the closest pairs in order,
 // the chosen pair's two maps are the core's rows, choosing a pair moves the query, and the
 // injectivity line gives the ranks.
-void StatisticsTests::distanceViewsMatchADenseComputation() {
+void StatisticsTests::distanceViewsAndOutputShareMatchADenseComputation() {
     // The dwc dump has V and FLatten's DWC: row distances, output errors and the dashed lines with
     // the branch.
     MainWindow& w = openWindow(dwc_);
@@ -522,6 +522,38 @@ void StatisticsTests::distanceViewsMatchADenseComputation() {
     int dashed = 0;
     for (QCPGraph* g : outputs) dashed += g->pen().style() == Qt::DashLine && g->dataCount() == layers;
     QCOMPARE(dashed, 3);
+
+    // Local mass: the window's share of the output rows, dash-dotted, from explicit loops.
+    auto share = [&](int layer, int head, const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        const TokenLayout& g = li.layout;
+        const HeadActivations act = reader->readHead(image, layer, head, true);
+        const Matrix a = AttentionHead(presetParadigm(paradigm), headInputs(li, act, head)).matrix();
+        double sum = 0;
+        int count = 0;
+        for (Index i = g.prefix; i < g.tokens(); ++i) {
+            RowVector local = RowVector::Zero(act.v.cols());
+            for (Index j = g.prefix; j < g.tokens(); ++j)
+                if (std::abs(g.row(j) - g.row(i)) <= 1 && std::abs(g.col(j) - g.col(i)) <= 1)
+                    local += a(i, j) * act.v.row(j);
+            const double whole = (a.row(i) * act.v).norm();
+            if (whole == 0) continue;  // a zero output row has no share
+            sum += local.norm() / whole;
+            ++count;
+        }
+        return sum / count;
+    };
+    w.showView("local");
+    PlotView* local = w.view("local");
+    QTRY_VERIFY_WITH_TIMEOUT((local->refreshNow(), !local->waitingForResults()), 60000);
+    QCPGraph* reluShare = nullptr;
+    for (int i = 0; i < local->plot()->graphCount(); ++i)
+        if (local->plot()->graph(i)->name() == "linear_relu output share") reluShare = local->plot()->graph(i);
+    QVERIFY(reluShare);
+    QCOMPARE(reluShare->pen().style(), Qt::DashDotLine);
+    const double wantShare = (share(1, 0, "linear_relu") + share(1, 1, "linear_relu")) / 2;
+    QVERIFY2(std::abs(reluShare->data()->at(1)->value - wantShare) < 1e-12,
+             qPrintable(QString("%1 vs %2").arg(reluShare->data()->at(1)->value).arg(wantShare)));
 
     // The head overview's column: the same TV for one head.
     w.showView("heads");

@@ -9,7 +9,9 @@ per query the total variation 1/2 |a - r|_1, the Jensen-Shannon divergence as H(
 (rows divided by their sums, only queries whose rows are both non-negative), numpy.quantile of
 both, O = A V, ||O - O_ref||_F / ||O_ref||_F, the per-query cosine, and with a local branch the
 branch's output B = M_c V_c + bias_c (the zero-padded convolution, built tap by tap) in the
-denominator ||O_ref + B||_F. Prints the largest deviation and exits 1 when one is too large.
+denominator ||O_ref + B||_F. Also, where the record has local mass with output_share, the window's
+share of each output row, ||sum_{j in window} A_ij V_j|| / ||O_i|| averaged over the grid queries.
+Prints the largest deviation and exits 1 when one is too large.
 """
 import json
 import os
@@ -49,13 +51,15 @@ def main(dump_path, report_path):
     report = json.load(open(report_path))
     reference = report["options"]["distance"]["reference"]["name"]
     assert reference == "softmax", "the check knows the softmax reference only"
-    worst = {"tv": 0.0, "js": 0.0, "output": 0.0, "branch": 0.0, "cosine": 0.0, "counts": 0.0}
+    worst = {"tv": 0.0, "js": 0.0, "output": 0.0, "branch": 0.0, "cosine": 0.0, "share": 0.0, "counts": 0.0}
     checked = 0
     with h5py.File(dump_path, "r") as f:
         gh, gw = (int(v) for v in f.attrs["grid"])
         prefix = int(f.attrs["prefix_tokens"])
         for rec in report["results"]:
-            if "distance" not in rec or rec["paradigm"] not in ("softmax", "linear_relu", "inline"):
+            if rec["paradigm"] not in ("softmax", "linear_relu", "inline"):
+                continue
+            if "distance" not in rec and not any("output_share" in e for e in rec.get("local", [])):
                 continue
             g = f["layers"][rec["layer"]]
             if "window_size" in g.attrs or "key_grid" in g.attrs:
@@ -65,6 +69,23 @@ def main(dump_path, report_path):
             scale = float(g.attrs["scale"])
             a = attention(rec["paradigm"], q, k, scale)
             r = attention("softmax", q, k, scale)
+            for entry in rec.get("local", []):
+                if "output_share" not in entry:
+                    continue
+                v = g["v"][rec["image"], rec["head"]].astype(np.float64)
+                half = (entry["k"] - 1) // 2
+                shares = []
+                for y in range(gh):
+                    for x in range(gw):
+                        i = prefix + y * gw + x
+                        window = [prefix + yy * gw + xx for yy in range(max(0, y - half), min(gh, y + half + 1))
+                                  for xx in range(max(0, x - half), min(gw, x + half + 1))]
+                        shares.append(np.linalg.norm(a[i, window] @ v[window]) / np.linalg.norm(a[i] @ v))
+                close(entry["output_share"], float(np.mean(shares)), worst, "share")
+                worst["counts"] = max(worst["counts"], abs(entry["output_queries"] - len(shares)))
+                checked += 1
+            if "distance" not in rec:
+                continue
             d = rec["distance"]
             tv = 0.5 * np.abs(a - r).sum(axis=1)
             js = []

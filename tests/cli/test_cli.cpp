@@ -658,7 +658,7 @@ TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
     }
 }
 
-TEST_F(CliTest, DistanceToSoftmaxAgreesWithNumPyAndTheSchema) {
+TEST_F(CliTest, DistanceAndLocalOutputShareAgreeWithNumPyAndTheSchema) {
     // A plain layer, a per-head branch (FLatten's DWC, bias) and an all-channel one (MALA's LePE).
     const std::string shape = " --layers 2 --heads 2 --grid 5x6 --prefix 1 --dim 8 --images 2";
     for (const std::string branch : {"", "dwc", "lepe"}) {
@@ -666,7 +666,8 @@ TEST_F(CliTest, DistanceToSoftmaxAgreesWithNumPyAndTheSchema) {
         const std::string in = path("dist" + branch + ".h5");
         ASSERT_EQ(run("synth -o " + in + shape + (branch.empty() ? "" : " --local-branch " + branch)).code, 0);
         const std::string out = in + ".json";
-        const RunResult r = run("analyze " + in + " --paradigms softmax,linear_relu,inline --stats distance -o " + out);
+        const RunResult r =
+            run("analyze " + in + " --paradigms softmax,linear_relu,inline --stats distance,local -o " + out);
         ASSERT_EQ(r.code, 0) << r.err;
         EXPECT_THAT(r.out, HasSubstr("distance to softmax on the same q, k, v"));
         const json j = readJson(out);
@@ -680,6 +681,8 @@ TEST_F(CliTest, DistanceToSoftmaxAgreesWithNumPyAndTheSchema) {
         }
         const json& summary = j["summary"]["per_paradigm"];
         EXPECT_GT(summary[1]["distance"]["total_variation_mean"].get<double>(), 0.0);
+        EXPECT_GT(summary[1]["local"]["3"]["output_share"].get<double>(), 0.0);
+        EXPECT_TRUE(j["results"][0]["local"][0].contains("output_share"));
         const std::string check =
             "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) + "/tests/cli/distance_check.py " + in + " " + out;
         EXPECT_EQ(std::system(check.c_str()), 0) << check;

@@ -119,16 +119,16 @@ def test_with_local_branch_equals_the_cli(branch_dump, tmp_path):
 
 
 def test_head_statistics_equal_the_analyze_record(dump):
-    report = dump.analyze(stats="rank,local,entropy,confusion,magnitude", images=[1], layers=[2], heads=[1],
-                          paradigms="softmax,inline", local_k=[3, 5], tau=0.02)
+    report = dump.analyze(stats="all", images=[1], layers=[2], heads=[1], paradigms="softmax,inline", local_k=[3, 5],
+                          tau=0.02)
     for record in report["results"]:
-        got = dump.head(1, 2, 1).statistics(record["paradigm"], stats="rank,local,entropy,confusion,magnitude",
-                                            local_k=[3, 5], tau=0.02)
+        got = dump.head(1, 2, 1).statistics(record["paradigm"], stats="all", local_k=[3, 5], tau=0.02)
         assert got == record
+        assert "distance" in got and "output_share" in got["local"][0]
     # In memory, the same numbers from the same q and k.
     h = dump.head(1, 2, 1)
     layer = dump.layers[2]
-    mem = attnlens.Head(h.q, h.k, grid=tuple(layer["grid"]), prefix=layer["prefix_tokens"], scale=layer["scale"])
+    mem = attnlens.Head(h.q, h.k, h.v, grid=tuple(layer["grid"]), prefix=layer["prefix_tokens"], scale=layer["scale"])
     got = mem.statistics("softmax", stats="rank,local", local_k=3)
     want = h.statistics("softmax", stats="rank,local", local_k=3)
     for key in ("rank", "local", "tokens", "flagged_rows"):

@@ -61,6 +61,7 @@ public:
         LocalMass,  // the k x k statistics take k
         LocalUniformBaseline,
         LocalPaperBaseline,
+        LocalOutputShare,  // the window's share of the output rows (layers with v)
         Entropy,
         NormalisedEntropy,
         MaxWeight,

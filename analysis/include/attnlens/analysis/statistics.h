@@ -52,13 +52,20 @@ struct LocalMassResult {
     double paperBaseline = 0;      // k^2 / n
     std::vector<double> perQuery;  // gridH*gridW, row-major; NaN for flagged rows
     Index queries = 0;             // spatial queries averaged
+    // With V (InLine Table 2's local tokens asked of the output): the window's share of each output
+    // row, mean over the same queries (those with O_i != 0) of ||sum_{j in window} A_ij V_j|| /
+    // ||O_i||, O = A V. NaN without V.
+    std::optional<double> outputShare;
+    Index outputQueries = 0;
 };
 // Window sizes k: odd (the window is centred on the query), in [kMinLocalK, kMaxLocalK].
 inline constexpr int kMinLocalK = 1, kMaxLocalK = 99;
 // a: the full N x n matrix; status: per-row status (may be empty = all Ok). Under spatial reduction
 // the window is centred on the query's key cell (AttentionLayout::keyRow/keyCol) on the key grid.
+// values: V (n x d_v) for LocalMassResult::outputShare; nullptr: none.
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
-                                       const AttentionLayout& layout, std::span<const int> ks);
+                                       const AttentionLayout& layout, std::span<const int> ks,
+                                       const Matrix* values = nullptr);
 // The uniform baseline of a layer's geometry alone: mean over every spatial query of
 // |window_i| / n, which is localMass's uniformBaseline when no row is flagged. For a layer whose
 // data could not be read, the baseline is still defined.
@@ -338,9 +345,10 @@ struct DenseNeeds {
 DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bool withBranch);
 // branch: the head's local branch, analysed beside A (rank and local mass as selected in
 // options.stats); nullptr for none. reference: the same head under options.distance.reference
-// (distanceReference), for the distance statistic; nullptr: no distance.
+// (distanceReference), for the distance statistic; nullptr: no distance. values: the head's V, for
+// the local mass's output share; nullptr: none.
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& layout,
                            const AnalysisOptions& options, const LocalBranchHead* branch = nullptr,
-                           const DistanceReference* reference = nullptr);
+                           const DistanceReference* reference = nullptr, const Matrix* values = nullptr);
 
 }  // namespace attnlens
