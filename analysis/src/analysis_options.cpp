@@ -60,6 +60,8 @@ void validate(const AnalysisOptions& o) {
     validateLocalK(o.localK);
     validate(o.confusion);
     validate(o.magnitude);
+    if (!std::isfinite(o.localBranch.weight))
+        throwUsage("local branch weight: must be a finite number, got " + std::to_string(o.localBranch.weight));
 }
 
 }  // namespace attnlens

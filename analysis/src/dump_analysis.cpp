@@ -176,8 +176,13 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                 // V only for the distance's outputs and the local mass's output share.
                 heads = reader.readLayer(task.image, task.layer,
                                          (req.options.stats.distance || req.options.stats.local) && layer.hasValues());
-                if (branchOptions.enabled && layer.localBranch)
+                if (branchOptions.enabled && layer.localBranch) {
                     branchWeights = reader.readLocalBranch(task.image, task.layer);
+                    if (branchOptions.weight != 1.0) {
+                        for (double& w : branchWeights->weights) w *= branchOptions.weight;
+                        for (double& b : branchWeights->bias) b *= branchOptions.weight;
+                    }
+                }
             } catch (const Error& e) {
                 if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
                 taskSkipped[t] = e.what();

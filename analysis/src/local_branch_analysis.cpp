@@ -236,13 +236,15 @@ LocalBranchResult analyzeLocalBranch(const Matrix& a, std::span<const RowStatus>
 nlohmann::json LocalBranchOptions::toJson() const {
     nlohmann::json j;
     j["enabled"] = enabled;
+    j["weight"] = weight;
     j["channels"] = channels.empty() ? nlohmann::json("all") : nlohmann::json(channels);
     j["spectrum_channels"] = spectrumChannels ? nlohmann::json(*spectrumChannels) : nlohmann::json("all analysed");
     j["paradigms"] = allParadigms ? "all selected paradigms"
                                   : "the paradigm named by the layer's attention attribute when it is selected, "
                                     "otherwise all selected paradigms";
     j["definition"] =
-        "for V channel c of head h: O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens); M_c = N x N matrix "
+        "for V channel c of head h: O[:, c] = A V[:, c] + M_c V[:, c] + bias_c (grid tokens), M_c and bias_c "
+        "multiplied by weight (1: the model's branch); M_c = N x N matrix "
         "of the zero-padded 2-D cross-correlation with weight channel w(h, c) (PyTorch Conv2d, stride 1, padding "
         "(k-1)/2) on the layer's grid, prefix rows and columns zero, no wrap-around; w(h, c) = c (channels = "
         "per_head) or h * d_v + c (channels = all); E_c = A + M_c is the equivalent attention matrix; on window "

@@ -86,5 +86,6 @@ int cmdMerge(int argc, char** argv);
 int cmdRollout(int argc, char** argv);
 int cmdConfusion(int argc, char** argv);
 int cmdLocality(int argc, char** argv);
+int cmdSweep(int argc, char** argv);
 
 }  // namespace attnlens::cli

@@ -68,6 +68,15 @@ const std::vector<Command>& commands() {
                                    keys and values on the grid reduced by R, A is N x n)
 )",
          cmdSynth},
+        {"sweep",
+         R"(  sweep FILE --paradigm P --param NAME=LO:HI:POINTS [-o OUT.json] [analyze's selection and options]
+                                   analyze's statistics as curves over one parameter, per layer and head,
+                                   each point the mean over the images (attnlens.sweep; README "Sweeps");
+                                   NAME: p (focused power), scale (softmax logit scale), c, eps, shift,
+                                   slope, alpha (the local branch's weight, E = A + alpha M_c);
+                                   --stats default rank,local,entropy,confusion,distance
+)",
+         cmdSweep},
         {"merge", R"(  merge A.json B.json ... -o OUT.json
                                    combines analyses of disjoint image ranges of one dump
 )",

@@ -183,6 +183,9 @@ struct LocalBranchOptions {
     // false: a layer's branch is analysed under the paradigm named by its `attention` attribute
     // when that paradigm is selected, otherwise under every selected paradigm; true: always every one.
     bool allParadigms = false;
+    // alpha in E_c = A + alpha M_c (and in the branch's output, bias included): 1 is the model's
+    // branch, 0 none; for sweeps of how much of the branch a claim needs (attnlens-cli sweep).
+    double weight = 1.0;
     nlohmann::json toJson() const;
 };
 // The branch of one head: the image's weights and how channels map to them.

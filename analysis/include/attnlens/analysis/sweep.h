@@ -1,0 +1,58 @@
+#pragma once
+// What if a paradigm's knob turned: the statistics of analyzeDump as curves over one parameter
+// (FLatten's focusing power p in Fig. 4, the softmax temperature, InLine's c, the local branch's
+// weight alpha in E = A + alpha M_c), per layer and head, streamed over the images. The
+// "attnlens.sweep" document (resources/sweep.schema.json) is built here, so that attnlens-cli and
+// the desktop program write the same file.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/report.h"
+
+namespace attnlens {
+
+// The parameters a sweep can turn: the paradigm's own (names as in Paradigm::parse) and the local
+// branch's weight.
+enum class SweepParameter { FocusingPower, SoftmaxScale, C, Eps, FocusingShift, LeakySlope, BranchWeight };
+// "p", "scale", "c", "eps", "shift", "slope", "alpha"; Error(Usage) listing them.
+SweepParameter parseSweepParameter(std::string_view name);
+std::string_view sweepParameterName(SweepParameter p);
+
+struct SweepRequest {
+    Paradigm paradigm;  // the paradigm whose parameter turns
+    SweepParameter parameter = SweepParameter::FocusingPower;
+    std::vector<double> values;  // the points, in order
+    // Everything else as analyze takes it (paradigms ignored: the sweep's own per point).
+    AnalyzeRequest analysis;
+};
+
+// Points lo, lo + (hi - lo)/(n - 1), ..., hi from "LO:HI:N" (n >= 2, or one point "V"); Error(Usage)
+// naming `option`.
+std::vector<double> parseSweepRange(const std::string& text, const std::string& option);
+
+// The paradigm with the parameter set to `value` (a paradigm parameter only; Error(Usage) when
+// the value is out of the parameter's domain: p > 0, scale > 0, c != 0, eps >= 0, shift >= 0).
+Paradigm withSweepParameter(const Paradigm& paradigm, SweepParameter parameter, double value);
+// The value the model was trained with: the paradigm's own (its c and scale rules, unset, give
+// null), 1 for alpha.
+nlohmann::json trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter);
+
+// Progress over the points: analyze's steps of every point, and the point being analysed.
+struct SweepProgress {
+    int point = 0, points = 0;
+    AnalysisProgress analysis;
+};
+using SweepProgressFn = std::function<bool(const SweepProgress&)>;
+
+// Runs analyzeDump once per point with the paradigm (or the branch weight) at that value and
+// returns the attnlens.sweep document: per (layer, head) and per layer (mean over heads) one
+// curve per statistic, each value the mean over the selected images of that head's record at the
+// point (README "Sweeps"). Memory holds the curves, never the records.
+nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
+                         const SweepProgressFn& progress = {});
+
+}  // namespace attnlens

@@ -1,0 +1,325 @@
+// Sweeps of one parameter (sweep.h): analyzeDump per point, its records folded into per-(layer,
+// head) curves as they stream, never held.
+#include "attnlens/analysis/sweep.h"
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "attnlens/error.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/text.h"
+
+namespace attnlens {
+namespace {
+
+using nlohmann::json;
+
+struct ParameterInfo {
+    SweepParameter parameter;
+    std::string_view name;
+    std::string_view field;  // Paradigm::toJson key ("" for alpha)
+    std::string_view meaning;
+};
+
+constexpr std::array<ParameterInfo, 7> kParameters{{
+    {SweepParameter::FocusingPower, "p", "focus_p", "the focused kernel's power p (FLatten Eq. 6, Fig. 4)"},
+    {SweepParameter::SoftmaxScale, "scale", "softmax_scale", "the softmax logit scale (1 / temperature)"},
+    {SweepParameter::C, "c", "c", "the scale c of D in subtract and magnitude normalisation (InLine Eq. 4, MALA)"},
+    {SweepParameter::Eps, "eps", "eps", "eps of divide (N eps in the denominator) and magnitude normalisation"},
+    {SweepParameter::FocusingShift, "shift", "focus_shift", "the shift of the focused kernel, ReLU(x) + shift"},
+    {SweepParameter::LeakySlope, "slope", "leaky_slope", "the leaky ReLU kernel's negative slope"},
+    {SweepParameter::BranchWeight, "alpha", "",
+     "the local branch's weight: E_c = A + alpha M_c, output O + alpha B (1: the model's branch, 0: none)"},
+}};
+
+const ParameterInfo& infoOf(SweepParameter p) {
+    for (const ParameterInfo& i : kParameters)
+        if (i.parameter == p) return i;
+    return kParameters[0];
+}
+
+// A running mean of the finite values added.
+struct Mean {
+    double sum = 0;
+    std::int64_t n = 0;
+    void add(double v) {
+        if (!std::isfinite(v)) return;
+        sum += v;
+        ++n;
+    }
+    json value() const { return n > 0 ? json(sum / double(n)) : json(nullptr); }
+};
+
+// The per-record numbers a sweep follows, by JSON name (NaN: not in this record).
+std::vector<std::pair<std::string, double>> sweptValues(const HeadStatistics& s) {
+    std::vector<std::pair<std::string, double>> out;
+    if (s.spectrum) {
+        out.emplace_back("rank", double(s.spectrum->rank));
+        out.emplace_back("effective_rank", s.spectrum->effectiveRank);
+    }
+    for (const LocalMassResult& l : s.local) {
+        out.emplace_back("local_mass_k" + std::to_string(l.k), l.mean);
+        if (l.outputShare) out.emplace_back("local_output_share_k" + std::to_string(l.k), *l.outputShare);
+    }
+    if (s.entropy) {
+        out.emplace_back("entropy", s.entropy->meanEntropy);
+        out.emplace_back("normalised_entropy", s.entropy->meanNormalisedEntropy);
+        out.emplace_back("max_weight", s.entropy->meanMaxWeight);
+        out.emplace_back("negative_row_fraction", s.entropy->negativeRowFraction);
+    }
+    if (s.confusion) out.emplace_back("confused_pairs", double(s.confusion->confusedPairs));
+    if (s.distance) {
+        const DistanceResult& d = *s.distance;
+        out.emplace_back("total_variation", d.totalVariation.mean);
+        out.emplace_back("jensen_shannon", d.jensenShannon.mean);
+        if (d.hasOutput) {
+            out.emplace_back("output_relative_error", d.outputRelativeError);
+            out.emplace_back("output_cosine", d.outputCosine.mean);
+            if (d.outputRelativeErrorWithBranch)
+                out.emplace_back("output_relative_error_with_branch", *d.outputRelativeErrorWithBranch);
+        }
+    }
+    if (s.localBranch) {
+        const LocalBranchResult& b = *s.localBranch;
+        if (b.mean && b.mean->spectrum) {
+            out.emplace_back("branch_rank_median", b.rankMedian);
+            out.emplace_back("branch_rank_mean_channel", double(b.mean->spectrum->rank));
+        }
+        if (b.mean)
+            for (std::size_t i = 0; i < b.mean->localMass.size() && i < s.local.size(); ++i)
+                out.emplace_back("branch_local_mass_k" + std::to_string(s.local[i].k), b.mean->localMass[i]);
+        if (b.mean) out.emplace_back("branch_share", b.mean->branchShare);
+    }
+    return out;
+}
+
+const std::map<std::string, std::string>& statisticDefinitions() {
+    static const std::map<std::string, std::string> d{
+        {"rank", "numerical rank of A (options.rank)"},
+        {"effective_rank", "effective rank of A"},
+        {"local_mass_k<k>", "mean k x k mass of A (options.local)"},
+        {"local_output_share_k<k>", "the window's share of the output rows (options.local.output_share)"},
+        {"entropy", "mean row entropy in nats (options.entropy)"},
+        {"normalised_entropy", "mean row entropy / log n"},
+        {"max_weight", "mean max weight of a row"},
+        {"negative_row_fraction", "fraction of rows with a negative weight"},
+        {"confused_pairs", "confused query pairs of the head (options.confusion)"},
+        {"total_variation", "mean over queries of the total variation to the reference (options.distance)"},
+        {"jensen_shannon", "mean over queries of the Jensen-Shannon divergence to the reference"},
+        {"output_relative_error", "||O - O_ref||_F / ||O_ref||_F"},
+        {"output_relative_error_with_branch", "||O - O_ref||_F / ||O_ref + B||_F"},
+        {"output_cosine", "mean over queries of cos(O_i, O_ref_i)"},
+        {"branch_rank_median", "median over V channels of rank(E_c), E_c = A + alpha M_c (options.local_branch)"},
+        {"branch_rank_mean_channel", "rank of E_mean = A + alpha mean_c M_c"},
+        {"branch_local_mass_k<k>", "k x k mass of E_mean"},
+        {"branch_share", "E_mean's branch share, |alpha M row|_1 / (|A row|_1 + |alpha M row|_1)"},
+    };
+    return d;
+}
+
+}  // namespace
+
+SweepParameter parseSweepParameter(std::string_view name) {
+    std::string known;
+    for (const ParameterInfo& i : kParameters) {
+        if (name == i.name) return i.parameter;
+        known += (known.empty() ? "" : ", ") + std::string(i.name);
+    }
+    throwUsage("unknown sweep parameter '" + printableText(name) + "' (known: " + known + ")");
+}
+
+std::string_view sweepParameterName(SweepParameter p) { return infoOf(p).name; }
+
+std::vector<double> parseSweepRange(const std::string& text, const std::string& option) {
+    std::vector<std::string> parts;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ':')) parts.push_back(item);
+    if (parts.size() == 1) return {parseNumber(parts[0], option)};
+    if (parts.size() != 3)
+        throwUsage(option + ": expected LO:HI:POINTS (e.g. 1:8:15) or one value, got " + quotedText(text));
+    const double lo = parseNumber(parts[0], option), hi = parseNumber(parts[1], option);
+    const int n = parseInt(parts[2], 2, 1000, option);
+    std::vector<double> values(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) values[std::size_t(i)] = i + 1 == n ? hi : lo + (hi - lo) * double(i) / double(n - 1);
+    return values;
+}
+
+Paradigm withSweepParameter(const Paradigm& paradigm, SweepParameter parameter, double value) {
+    const ParameterInfo& info = infoOf(parameter);
+    if (info.field.empty()) return paradigm;
+    auto fail = [&](const char* rule) {
+        throwUsage("sweep of " + std::string(info.name) + ": " + rule + ", got " + std::to_string(value));
+    };
+    if (!std::isfinite(value)) fail("every value must be finite");
+    if ((parameter == SweepParameter::FocusingPower || parameter == SweepParameter::SoftmaxScale) && !(value > 0))
+        fail("every value must be > 0");
+    if (parameter == SweepParameter::C && value == 0) fail("every value must be non-zero");
+    if ((parameter == SweepParameter::Eps || parameter == SweepParameter::FocusingShift) && value < 0)
+        fail("every value must be >= 0");
+    json j = paradigm.toJson();
+    j[std::string(info.field)] = value;
+    return Paradigm::fromJson(j);  // the paradigm's own rules as well
+}
+
+nlohmann::json trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter) {
+    switch (parameter) {
+        case SweepParameter::FocusingPower:
+            return paradigm.focusingPower;
+        case SweepParameter::SoftmaxScale:
+            return paradigm.softmaxScale ? json(*paradigm.softmaxScale) : json(nullptr);
+        case SweepParameter::C:
+            return paradigm.c ? json(*paradigm.c) : json(nullptr);
+        case SweepParameter::Eps:
+            return paradigm.eps;
+        case SweepParameter::FocusingShift:
+            return paradigm.focusingShift;
+        case SweepParameter::LeakySlope:
+            return paradigm.leakySlope;
+        case SweepParameter::BranchWeight:
+            return 1.0;
+    }
+    return nullptr;
+}
+
+nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
+                         const SweepProgressFn& progress) {
+    if (request.values.empty()) throwUsage("sweep: no values");
+    const auto start = std::chrono::steady_clock::now();
+    const ParameterInfo& info = infoOf(request.parameter);
+    const int points = int(request.values.size());
+    // Every point's paradigm first: a bad value is refused before any work.
+    std::vector<Paradigm> paradigms;
+    for (double v : request.values) paradigms.push_back(withSweepParameter(request.paradigm, request.parameter, v));
+
+    // (layer position, head) -> statistic -> one mean per point.
+    std::map<std::pair<int, int>, std::map<std::string, std::vector<Mean>>> curves;
+    std::map<int, std::string> layerNames;
+    std::vector<int> kernelAppliedLayers;  // where a kernel parameter cannot act
+    json provenance;
+    std::vector<double> pointSeconds;
+    for (int point = 0; point < points; ++point) {
+        const auto pointStart = std::chrono::steady_clock::now();
+        AnalyzeRequest req = request.analysis;
+        req.paradigms = {paradigms[std::size_t(point)]};
+        if (request.parameter == SweepParameter::BranchWeight)
+            req.options.localBranch.weight = request.values[std::size_t(point)];
+        RecordSink sink;
+        sink.begin = [&](const AnalysisReport& header) {
+            if (point == 0) {
+                provenance = reportProvenanceJson(header, tool);
+                for (int l : header.request.layers) {
+                    layerNames[l] = header.dump.layers[std::size_t(l)].name;
+                    if (header.dump.layers[std::size_t(l)].kernelApplied) kernelAppliedLayers.push_back(l);
+                }
+            }
+        };
+        sink.write = [&](std::vector<HeadRecord>&& records) {
+            for (const HeadRecord& r : records)
+                for (const auto& [name, value] : sweptValues(r.stats)) {
+                    std::vector<Mean>& curve = curves[{r.layer, r.head}][name];
+                    curve.resize(std::size_t(points));
+                    curve[std::size_t(point)].add(value);
+                }
+        };
+        const ProgressFn analysisProgress = [&](const AnalysisProgress& p) {
+            return !progress || progress(SweepProgress{point, points, p});
+        };
+        const AnalysisReport report = analyzeDump(reader, req, analysisProgress, &sink);
+        if (point == 0) {
+            provenance["input"] = reportOutcomeJson(report)["input"];
+            provenance["input"].erase("sha256");
+            provenance["timing_threads"] = report.request.threads;
+        }
+        pointSeconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - pointStart).count());
+    }
+
+    json j;
+    j["schema"] = "attnlens.sweep";
+    j["schema_version"] = 1;
+    j["tool"] = provenance["tool"];
+    j["created_utc"] = provenance["created_utc"];
+    j["input"] = provenance["input"];
+    j["selection"] = provenance["selection"];
+    j["paradigm"] = request.paradigm.toJson();
+    j["parameter"] = {{"name", std::string(info.name)},
+                      {"meaning", std::string(info.meaning)},
+                      {"values", request.values},
+                      {"trained_value", trainedSweepValue(request.paradigm, request.parameter)}};
+    json options = provenance["options"];
+    if (request.parameter == SweepParameter::BranchWeight) options["local_branch"]["weight"] = "swept";
+    j["options"] = options;
+    json definitions;
+    definitions["curve"] =
+        "value at point i: the mean over the selected images of the head's statistic in analyze's record with the "
+        "parameter at values[i] (null where no image has a finite value); the point at the trained value is "
+        "analyze's own number";
+    definitions["per_layer"] = "mean over the layer's heads of their curves' values at each point (finite ones)";
+    definitions["statistics"] = statisticDefinitions();
+    j["definitions"] = definitions;
+
+    json layers = json::array();
+    for (const auto& [position, name] : layerNames) {
+        json layer;
+        layer["layer"] = name;
+        layer["layer_position"] = position;
+        std::map<std::string, std::vector<Mean>> perLayer;
+        json heads = json::array();
+        for (const auto& [key, statistics] : curves) {
+            if (key.first != position) continue;
+            json head;
+            head["head"] = key.second;
+            json values = json::object();
+            for (const auto& [statistic, curve] : statistics) {
+                json v = json::array();
+                std::vector<Mean>& layerCurve = perLayer[statistic];
+                layerCurve.resize(std::size_t(points));
+                for (int i = 0; i < points; ++i) {
+                    v.push_back(curve[std::size_t(i)].value());
+                    if (curve[std::size_t(i)].n > 0)
+                        layerCurve[std::size_t(i)].add(curve[std::size_t(i)].sum / double(curve[std::size_t(i)].n));
+                }
+                values[statistic] = std::move(v);
+            }
+            head["statistics"] = std::move(values);
+            heads.push_back(std::move(head));
+        }
+        json meanValues = json::object();
+        for (const auto& [statistic, curve] : perLayer) {
+            json v = json::array();
+            for (const Mean& m : curve) v.push_back(m.value());
+            meanValues[statistic] = std::move(v);
+        }
+        layer["statistics"] = std::move(meanValues);
+        layer["heads"] = std::move(heads);
+        layers.push_back(std::move(layer));
+    }
+    j["layers"] = std::move(layers);
+    // A kernel parameter does nothing where q and k already hold the model's kernel (every paradigm
+    // uses the identity kernel there): flat curves that must not read as a finding.
+    const bool kernelParameter = request.parameter == SweepParameter::FocusingPower ||
+                                 request.parameter == SweepParameter::FocusingShift ||
+                                 request.parameter == SweepParameter::LeakySlope;
+    json notes = json::array();
+    if (kernelParameter && !kernelAppliedLayers.empty()) {
+        std::string names;
+        for (int l : kernelAppliedLayers) names += (names.empty() ? "" : ", ") + layerNames[l];
+        notes.push_back("layers " + names +
+                        " hold q and k after the model's kernel (kernel_applied): no kernel is "
+                        "applied there, so " +
+                        std::string(info.name) +
+                        " does not act and their curves are flat; sweep it on layers with raw q and k");
+    }
+    j["notes"] = std::move(notes);
+    j["timing"] = {{"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+                   {"seconds_per_point", pointSeconds},
+                   {"threads", provenance["timing_threads"]}};
+    return j;
+}
+
+}  // namespace attnlens

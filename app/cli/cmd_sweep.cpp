@@ -1,0 +1,114 @@
+// attnlens-cli sweep: analyze's statistics as curves over one paradigm parameter (sweep.h).
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "attnlens/analysis/report.h"
+#include "attnlens/analysis/sweep.h"
+#include "attnlens/error.h"
+#include "attnlens/text.h"
+#include "cli_support.h"
+#include "option_text.h"
+
+using nlohmann::json;
+
+namespace attnlens::cli {
+
+namespace {
+
+std::string shownValue(const json& v) {
+    if (!v.is_number()) return "-";
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4g", v.get<double>());
+    return text;
+}
+
+// Per layer, the mean curves of a few statistics: what the run shows without opening the file.
+void printCurves(const json& sweep) {
+    const json& values = sweep["parameter"]["values"];
+    const std::string name = sweep["parameter"]["name"];
+    for (const char* statistic :
+         {"normalised_entropy", "rank", "total_variation", "local_mass_k3", "branch_rank_median"}) {
+        bool header = false;
+        for (const json& layer : sweep["layers"]) {
+            if (!layer["statistics"].contains(statistic)) continue;
+            if (!header) {
+                std::printf("\n%s (mean over heads and images) at %s =", statistic, name.c_str());
+                for (const json& v : values) std::printf(" %s", shownValue(v).c_str());
+                std::printf("\n");
+                header = true;
+            }
+            std::printf("  %-24s", printableText(layer["layer"].get<std::string>(), 24).c_str());
+            for (const json& v : layer["statistics"][statistic]) std::printf(" %9s", shownValue(v).c_str());
+            std::printf("\n");
+        }
+    }
+}
+
+}  // namespace
+
+int cmdSweep(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2,
+                       {"-o", "--output", "--paradigm", "--param", "--layers", "--heads", "--images", "--stats",
+                        "--threads", "--rank-tol", "--local-k", "--tau", "--local-branch", "--local-channels",
+                        "--local-spectra", "--model", "--distance-ref"},
+                       {"--spatial-only", "--quiet", "--skip-unreadable"}, "sweep");
+    if (a.positional.size() != 1) throwUsage("sweep: expected one FILE");
+    const std::string input = a.positional[0];
+    std::optional<std::string> output = a.get("-o");
+    if (!output) output = a.get("--output");
+    const std::optional<std::string> paradigm = a.get("--paradigm");
+    if (!paradigm) throwUsage("sweep: --paradigm P is required (a preset or a custom paradigm)");
+    const std::optional<std::string> param = a.get("--param");
+    if (!param) throwUsage("sweep: --param NAME=LO:HI:POINTS is required, e.g. p=1:8:15");
+    const std::size_t eq = param->find('=');
+    if (eq == std::string::npos)
+        throwUsage("--param: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " + quotedText(*param));
+
+    SweepRequest request;
+    try {
+        request.paradigm = Paradigm::parse(*paradigm);
+    } catch (const Error& e) {
+        throwUsage(std::string("--paradigm: ") + e.what());
+    }
+    request.parameter = parseSweepParameter(param->substr(0, eq));
+    request.values = parseSweepRange(param->substr(eq + 1), "--param");
+    // The magnitude curves are curves themselves: a sweep follows the other statistics by default.
+    if (!a.get("--stats")) a.options["--stats"] = "rank,local,entropy,confusion,distance";
+    request.analysis = analyzeRequestFromText(a);
+    if (request.parameter == SweepParameter::BranchWeight && !request.analysis.options.localBranch.enabled)
+        throwUsage("--param alpha: the local branch is off (--local-branch off)");
+    for (double v : request.values) withSweepParameter(request.paradigm, request.parameter, v);  // refuse early
+
+    auto reader = openDump(input);
+    const DumpInfo& info = reader->info();
+    analyzeSelectionFromText(a, info, request.analysis);
+    if (request.parameter == SweepParameter::BranchWeight &&
+        std::none_of(info.layers.begin(), info.layers.end(), [](const LayerInfo& l) { return l.localBranch; }))
+        throwUsage("--param alpha: " + printableText(info.path) + " has no layer with a local branch");
+    if (output) checkOutputWritable(*output, {input});
+    request.analysis.threads = planMemory(info, request.analysis, memoryBudget()).threads;
+
+    ProgressBar bar(!a.flag("--quiet"));
+    ToolInfo tool;
+    tool.name = "attnlens-cli";
+    tool.command = commandLine(argc, argv);
+    const json sweep = sweepDump(*reader, request, tool, [&](const SweepProgress& p) {
+        AnalysisProgress whole = p.analysis;
+        whole.done = std::int64_t(p.point) * p.analysis.total + p.analysis.done;
+        whole.total = std::int64_t(p.points) * p.analysis.total;
+        whole.current =
+            "point " + std::to_string(p.point + 1) + "/" + std::to_string(p.points) + ", " + p.analysis.current;
+        return bar(whole);
+    });
+    if (output) writeFileAtomically(*output, sweep.dump(1) + "\n", {input});
+    for (const json& note : sweep["notes"]) std::fprintf(stderr, "note: %s\n", note.get<std::string>().c_str());
+    printCurves(sweep);
+    std::printf("%zu points, %.2f s on %d threads\n", request.values.size(), sweep["timing"]["seconds"].get<double>(),
+                sweep["timing"]["threads"].get<int>());
+    if (output) std::printf("wrote %s\n", output->c_str());
+    return kExitOk;
+}
+
+}  // namespace attnlens::cli
