@@ -20,6 +20,7 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/error.h"
+#include "linalg.h"
 
 namespace attnlens {
 
@@ -48,7 +49,10 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         throwInput("local mass: V has " + std::to_string(values->rows()) + " rows for " + std::to_string(a.cols()) +
                    " keys");
     Matrix output;  // O = A V, for the window's share of each output row
-    if (values) output.noalias() = a * *values;
+    if (values) {
+        output.resize(a.rows(), values->cols());
+        linalg::gemm(false, false, 1.0, a, *values, 0.0, output);
+    }
     RowVector localOutput;
 
     const int h = layout.gridH, w = layout.gridW;

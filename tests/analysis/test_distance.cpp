@@ -233,9 +233,9 @@ TEST(Distance, WholeDumpRecordsMatchTheHeadComputation) {
         std::vector<RowStatus> status;
         const Matrix a = AttentionHead(presetParadigm("linear_relu"), in).matrix(&status);
         const DistanceResult expected = distanceToReference(a, status, ref);
-        EXPECT_EQ(d.totalVariation.mean, expected.totalVariation.mean);
-        EXPECT_EQ(d.outputRelativeError, expected.outputRelativeError);
-        EXPECT_EQ(*d.outputRelativeErrorWithBranch, *expected.outputRelativeErrorWithBranch);
+        EXPECT_DOUBLE_EQ(d.totalVariation.mean, expected.totalVariation.mean);
+        EXPECT_DOUBLE_EQ(d.outputRelativeError, expected.outputRelativeError);
+        EXPECT_DOUBLE_EQ(*d.outputRelativeErrorWithBranch, *expected.outputRelativeErrorWithBranch);
         EXPECT_GT(d.totalVariation.mean, 0.0);
     }
     // A reference that is not among the paradigms: softmax's records now have a distance.
