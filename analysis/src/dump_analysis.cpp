@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,8 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     const auto start = std::chrono::steady_clock::now();
     retainFreedMemory();
     validate(request.options);
+    if (!std::isfinite(request.queryScale) || !(request.queryScale > 0))
+        throwUsage("query scale: must be finite and > 0, got " + std::to_string(request.queryScale));
     const DumpInfo& info = reader.info();
     AnalysisReport report;
     report.dump = info;
@@ -202,6 +205,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                 for (int p = 0; p < int(report.paradigms.size()); ++p) {
                     if (stop.load()) return;
                     AttentionHead head(report.paradigms[p], in);
+                    if (req.queryScale != 1.0) head.scaleQueries(req.queryScale);
                     HeadRecord rec;
                     rec.image = task.image;
                     rec.layer = task.layer;

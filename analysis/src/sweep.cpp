@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "attnlens/error.h"
@@ -26,13 +27,17 @@ struct ParameterInfo {
     std::string_view meaning;
 };
 
-constexpr std::array<ParameterInfo, 7> kParameters{{
+constexpr std::array<ParameterInfo, 8> kParameters{{
     {SweepParameter::FocusingPower, "p", "focus_p", "the focused kernel's power p (FLatten Eq. 6, Fig. 4)"},
     {SweepParameter::SoftmaxScale, "scale", "softmax_scale", "the softmax logit scale (1 / temperature)"},
     {SweepParameter::C, "c", "c", "the scale c of D in subtract and magnitude normalisation (InLine Eq. 4, MALA)"},
     {SweepParameter::Eps, "eps", "eps", "eps of divide (N eps in the denominator) and magnitude normalisation"},
     {SweepParameter::FocusingShift, "shift", "focus_shift", "the shift of the focused kernel, ReLU(x) + shift"},
     {SweepParameter::LeakySlope, "slope", "leaky_slope", "the leaky ReLU kernel's negative slope"},
+    {SweepParameter::QueryScale, "qscale", "",
+     "the queries' magnitude factor a, every query scaled as in the magnitude curves (MALA Sec. 3.2): softmax "
+     "scales the transformed query, kernel paradigms phi(q_i); the reference and the confusion's query "
+     "comparison keep the model's queries (1: the model)"},
     {SweepParameter::BranchWeight, "alpha", "",
      "the local branch's weight: E_c = A + alpha M_c, output O + alpha B (1: the model's branch, 0: none)"},
 }};
@@ -152,13 +157,15 @@ std::vector<double> parseSweepRange(const std::string& text, const std::string& 
 
 Paradigm withSweepParameter(const Paradigm& paradigm, SweepParameter parameter, double value) {
     const ParameterInfo& info = infoOf(parameter);
-    if (info.field.empty()) return paradigm;
     auto fail = [&](const char* rule) {
         throwUsage("sweep of " + std::string(info.name) + ": " + rule + ", got " + std::to_string(value));
     };
     if (!std::isfinite(value)) fail("every value must be finite");
-    if ((parameter == SweepParameter::FocusingPower || parameter == SweepParameter::SoftmaxScale) && !(value > 0))
+    if ((parameter == SweepParameter::FocusingPower || parameter == SweepParameter::SoftmaxScale ||
+         parameter == SweepParameter::QueryScale) &&
+        !(value > 0))
         fail("every value must be > 0");
+    if (info.field.empty()) return paradigm;
     if (parameter == SweepParameter::C && value == 0) fail("every value must be non-zero");
     if ((parameter == SweepParameter::Eps || parameter == SweepParameter::FocusingShift) && value < 0)
         fail("every value must be >= 0");
@@ -181,10 +188,20 @@ nlohmann::json trainedSweepValue(const Paradigm& paradigm, SweepParameter parame
             return paradigm.focusingShift;
         case SweepParameter::LeakySlope:
             return paradigm.leakySlope;
+        case SweepParameter::QueryScale:
         case SweepParameter::BranchWeight:
             return 1.0;
     }
     return nullptr;
+}
+
+double trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter, const LayerInfo& layer, int head) {
+    if (parameter != SweepParameter::SoftmaxScale && parameter != SweepParameter::C)
+        return trainedSweepValue(paradigm, parameter).get<double>();
+    const double sequence =
+        layer.window ? double(layer.window->ruleOf(head).windowTokens()) : double(layer.keyTokens());
+    const HeadConstants constants = headConstants(paradigm, layer.scale, layer.dim, sequence);
+    return parameter == SweepParameter::SoftmaxScale ? constants.softmaxScale : constants.c;
 }
 
 nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
@@ -209,6 +226,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         req.paradigms = {paradigms[std::size_t(point)]};
         if (request.parameter == SweepParameter::BranchWeight)
             req.options.localBranch.weight = request.values[std::size_t(point)];
+        if (request.parameter == SweepParameter::QueryScale) req.queryScale = request.values[std::size_t(point)];
         RecordSink sink;
         sink.begin = [&](const AnalysisReport& header) {
             if (point == 0) {
@@ -253,6 +271,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                       {"trained_value", trainedSweepValue(request.paradigm, request.parameter)}};
     json options = provenance["options"];
     if (request.parameter == SweepParameter::BranchWeight) options["local_branch"]["weight"] = "swept";
+    if (request.parameter == SweepParameter::QueryScale) options["query_scale"] = "swept";
     j["options"] = options;
     json definitions;
     definitions["curve"] =
@@ -260,6 +279,10 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         "parameter at values[i] (null where no image has a finite value); the point at the trained value is "
         "analyze's own number";
     definitions["per_layer"] = "mean over the layer's heads of their curves' values at each point (finite ones)";
+    definitions["trained_value"] =
+        "heads[].trained_value: the value the head's model uses (the paradigm's own; unset c and scale as their "
+        "rules give them for the head: scale = the layer's, c = 1 / (sqrt(d) n) with n its keys or its window's "
+        "tokens); layers[].trained_value: the heads' common value, null when they differ";
     definitions["statistics"] = statisticDefinitions();
     j["definitions"] = definitions;
 
@@ -268,12 +291,19 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         json layer;
         layer["layer"] = name;
         layer["layer_position"] = position;
+        const LayerInfo& layerInfo = reader.info().layers[std::size_t(position)];
+        std::optional<double> common;
+        bool differ = false;
         std::map<std::string, std::vector<Mean>> perLayer;
         json heads = json::array();
         for (const auto& [key, statistics] : curves) {
             if (key.first != position) continue;
             json head;
             head["head"] = key.second;
+            const double trained = trainedSweepValue(request.paradigm, request.parameter, layerInfo, key.second);
+            head["trained_value"] = trained;
+            differ |= common && *common != trained;
+            common = trained;
             json values = json::object();
             for (const auto& [statistic, curve] : statistics) {
                 json v = json::array();
@@ -295,6 +325,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
             for (const Mean& m : curve) v.push_back(m.value());
             meanValues[statistic] = std::move(v);
         }
+        layer["trained_value"] = common && !differ ? json(*common) : json(nullptr);
         layer["statistics"] = std::move(meanValues);
         layer["heads"] = std::move(heads);
         layers.push_back(std::move(layer));

@@ -73,7 +73,8 @@ const std::vector<Command>& commands() {
                                    analyze's statistics as curves over one parameter, per layer and head,
                                    each point the mean over the images (attnlens.sweep; README "Sweeps");
                                    NAME: p (focused power), scale (softmax logit scale), c, eps, shift,
-                                   slope, alpha (the local branch's weight, E = A + alpha M_c);
+                                   slope, qscale (every query's magnitude times a, MALA),
+                                   alpha (the local branch's weight, E = A + alpha M_c);
                                    --stats default rank,local,entropy,confusion,distance
 )",
          cmdSweep},

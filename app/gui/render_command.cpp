@@ -19,6 +19,7 @@
 #include "session.h"
 #include "session_file.h"
 #include "stats_views.h"
+#include "sweep_view.h"
 #include "token_map_view.h"
 #include "view_registry.h"
 
@@ -87,6 +88,10 @@ QString renderUsage() {
                "  --rollout-weights W  clipped (default), signed or absolute\n"
                "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
                "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
+               "  --sweep NAME=RANGE  sweep: the parameter and its values, as attnlens-cli sweep --param\n"
+               "                    (p, scale, c, eps, shift, slope, qscale, alpha; RANGE LO:HI:POINTS or one\n"
+               "                    value; default: the paradigm's telling one around the model's value)\n"
+               "  --sweep-paradigm P  sweep: the swept paradigm (default: the layer's own)\n"
                "  --head-statistic S  heads: local3 (default), entropy, max-weight, negative-mass,\n"
                "                    negative-rows, confused-pairs, rank, effective-rank, mean-distance,\n"
                "                    total-variation, output-error\n"
@@ -124,7 +129,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                              rolloutWeights = opt({"rollout-weights"}, "W"),
                              rolloutResidual = opt({"rollout-residual"}, "R"),
                              rolloutDiscard = opt({"rollout-discard"}, "D"),
-                             headStatistic = opt({"head-statistic"}, "S"), unreadable = opt({"render-unreadable"});
+                             headStatistic = opt({"head-statistic"}, "S"), unreadable = opt({"render-unreadable"}),
+                             sweep = opt({"sweep"}, "NAME=RANGE"), sweepParadigm = opt({"sweep-paradigm"}, "P");
     p.addOptions({view,
                   image,
                   layer,
@@ -155,7 +161,9 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
                   rolloutResidual,
                   rolloutDiscard,
                   headStatistic,
-                  unreadable});
+                  unreadable,
+                  sweep,
+                  sweepParadigm});
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
@@ -317,6 +325,24 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             auto* h = dynamic_cast<HeadOverviewView*>(v.get());
             if (!h) throwUsage("--head-statistic: only with --view heads");
             h->setStatistic(parseHeadStatistic(p.value(headStatistic).trimmed().toStdString()));
+        }
+        if (p.isSet(sweep) || p.isSet(sweepParadigm)) {
+            auto* s = dynamic_cast<SweepView*>(v.get());
+            if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");
+            if (p.isSet(sweepParadigm)) s->setSweepParadigm(paradigmByName(session, p.value(sweepParadigm)));
+            if (p.isSet(sweep)) {
+                const QString text = p.value(sweep);
+                const qsizetype eq = text.indexOf('=');
+                if (eq < 0)
+                    throwUsage("--sweep: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " +
+                               quotedText(text.toStdString()));
+                try {
+                    s->setParameter(parseSweepParameter(text.left(eq).trimmed().toStdString()));
+                    s->setRange(text.mid(eq + 1));
+                } catch (const Error& e) {
+                    throwUsage(std::string("--sweep: ") + e.what());
+                }
+            }
         }
         if (auto* l = dynamic_cast<LocalMassView*>(v.get()))
             l->setK(intOption(p.value(k), kMinLocalK, kMaxLocalK, "--k"));

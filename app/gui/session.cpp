@@ -95,6 +95,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     matrixImages_.clear();
     confusedPairs_.clear();
     magnitudeCurves_.clear();
+    sweeps_.clear();
     reportedIssues_.clear();
     ++dumpEpoch_;
     // Dumps of several models: the statistics cover the selected layer's model (following it), so
@@ -153,6 +154,7 @@ void Session::setPreferences(const Preferences& prefs) {
     matrixImages_.clear();
     confusedPairs_.clear();
     magnitudeCurves_.clear();
+    sweeps_.clear();
     rollouts_.clear();
     rolloutProducts_.clear();
     rolloutPlaceholders_.clear();

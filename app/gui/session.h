@@ -306,6 +306,8 @@ public:
     JobResultCache<std::shared_ptr<const MatrixImage>>& matrixImages() { return matrixImages_; }
     JobResultCache<std::shared_ptr<const ConfusedPairsResult>>& confusedPairs() { return confusedPairs_; }
     JobResultCache<std::shared_ptr<const MagnitudeCurves>>& magnitudeCurves() { return magnitudeCurves_; }
+    // The sweep view's attnlens.sweep documents (sweep.h), by the view's key.
+    JobResultCache<std::shared_ptr<const nlohmann::json>>& sweeps() { return sweeps_; }
 
     // Counters for tests: cache hits and misses of activations and heads.
     int activationReads() const { return heads_.activationReads(); }
@@ -390,6 +392,7 @@ private:
     JobResultCache<std::shared_ptr<const MatrixImage>> matrixImages_;
     JobResultCache<std::shared_ptr<const ConfusedPairsResult>> confusedPairs_;
     JobResultCache<std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
+    JobResultCache<std::shared_ptr<const nlohmann::json>> sweeps_;
     std::set<QString> reportedIssues_;
     quint64 dumpEpoch_ = 0;
 };

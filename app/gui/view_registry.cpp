@@ -9,6 +9,7 @@
 #include "matrix_view.h"
 #include "spectrum_view.h"
 #include "stats_views.h"
+#include "sweep_view.h"
 #include "token_map_view.h"
 
 namespace attnlens::gui {
@@ -35,6 +36,7 @@ const std::vector<ViewEntry>& viewRegistry() {
         {QStringLiteral("magnitude"), ViewPlace::StatisticsTab, true, false, false, maker<MagnitudeView>()},
         {QStringLiteral("layers"), ViewPlace::StatisticsTab, false, false, false, maker<LayerStatsView>()},
         {QStringLiteral("distance"), ViewPlace::StatisticsTab, false, false, false, maker<DistanceView>()},
+        {QStringLiteral("sweep"), ViewPlace::StatisticsTab, false, false, false, maker<SweepView>()},
         {QStringLiteral("locality"), ViewPlace::StatisticsTab, false, false, false, maker<LocalityView>()},
         {QStringLiteral("heads"), ViewPlace::StatisticsTab, false, false, false, maker<HeadOverviewView>()},
         {QStringLiteral("pairs"), ViewPlace::StatisticsTab, true, false, false, maker<ConfusedPairsView>()},

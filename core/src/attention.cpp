@@ -165,6 +165,13 @@ Matrix applyQueryTransform(QueryTransform t, const Paradigm& p, const Matrix& q)
     return q;
 }
 
+HeadConstants headConstants(const Paradigm& paradigm, double layerScale, Index dim, double sequence) {
+    HeadConstants h;
+    h.softmaxScale = paradigm.softmaxScale.value_or(layerScale > 0 ? layerScale : 1.0 / std::sqrt(double(dim)));
+    if (paradigm.signedWeights()) h.c = paradigm.c.value_or(1.0 / (std::sqrt(double(dim)) * sequence));
+    return h;
+}
+
 AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : paradigm_(paradigm) {
     if (!in.q || !in.k) throwUsage("AttentionHead: q and k are required");
     const Matrix& q = *in.q;
@@ -192,13 +199,12 @@ AttentionHead::AttentionHead(const Paradigm& paradigm, const HeadInputs& in) : p
         throwUsage("attention head: a position bias needs a window partition");
     }
     kernel_ = in.kernelApplied ? Kernel::Identity : paradigm_.kernel;
-    const double layerScale = in.layerScale > 0 ? in.layerScale : 1.0 / std::sqrt(double(d_));
-    scale_ = paradigm_.softmaxScale.value_or(layerScale);
-    c_ = 1.0;
     // The model's sequence length: the keys of the layer (n, on the reduced grid under spatial
     // reduction), or of one window.
     const double sequence = windows_ ? double(windows_->rule().windowTokens()) : double(keys_);
-    if (paradigm_.signedWeights()) c_ = paradigm_.c.value_or(1.0 / (std::sqrt(double(d_)) * sequence));
+    const HeadConstants constants = headConstants(paradigm_, in.layerScale, d_, sequence);
+    scale_ = constants.softmaxScale;
+    c_ = constants.c;
 
     tq_ = applyQueryTransform(paradigm_.transform, paradigm_, q);
     if (paradigm_.usesKernel()) {
@@ -380,6 +386,19 @@ void AttentionHead::scaledRows(Index i, std::span<const double> factors, Eigen::
         const RowStatus s = normaliseRow(paradigm_, c_, out.row(Index(f)), dotSum, factors[f]);
         if (status) status[f] = s;
     }
+}
+
+void AttentionHead::scaleQueries(double a) {
+    if (!std::isfinite(a) || !(a > 0))
+        throwUsage("attention head: a query scale must be finite and > 0, got " + std::to_string(a));
+    if (!paradigm_.usesKernel()) {
+        tq_ *= a;
+        return;
+    }
+    // The normaliser sees the query through zq() (phiQ_ or the normaliser features): both scale,
+    // as the factor a multiplies the dot products and their sum in scaledRows.
+    phiQ_ *= a;
+    if (hasNormaliser_) normQ_ *= a;
 }
 
 // out = alpha * a * b^T for row-major a (count x r), b (N x r) with OpenBLAS: 4-5x Eigen's own

@@ -489,6 +489,15 @@ void DamagedFileTests::renderRefusesAnUnreadableHeadUnlessAsked() {
         QCOMPARE(runRender({path, "--view", view, "--layer", "2", "--image", "1", "-o", out}, os3, es3), 0);
         QVERIFY2(e3.isEmpty(), qPrintable(e3));
     }
+    // The sweep of the damaged (image, layer) fails as a whole: an input error, no figure of curves.
+    const QString out = dir_.filePath(QStringLiteral("unreadable-sweep.png"));
+    QString o, e;
+    QTextStream os(&o), es(&e);
+    QCOMPARE(runRender({path, "--view", "sweep", "--layer", "2", "--image", "0", "--sweep", "qscale=1:2:2", "-o", out},
+                       os, es),
+             3);
+    QVERIFY2(e.contains(QStringLiteral("nothing written")) && e.contains(QStringLiteral("/layers/2/k")), qPrintable(e));
+    QVERIFY(!QFile::exists(out));
 }
 
 int main(int argc, char** argv) {

@@ -7,6 +7,8 @@
 #include <QFileInfo>
 #include <QImage>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTextStream>
@@ -29,6 +31,7 @@
 #include "plot_helpers.h"
 #include "render_command.h"
 #include "stats_views.h"
+#include "sweep_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;
@@ -76,6 +79,7 @@ private Q_SLOTS:
     void localityViewShowsDistanceAndOffsetMaps();
     void headOverviewMatchesTheRows();
     void distanceViewsAndOutputShareMatchADenseComputation();
+    void sweepViewDrawsTheCurvesOfADenseComputation();
     void confusedPairsViewListsThePairs();
 };
 
@@ -631,3 +635,139 @@ int main(int argc, char** argv) {
 }
 
 #include "statistics_tests.moc"
+
+namespace {
+
+// The graph named `name` in the panel (axis rect) that draws `statistic`.
+QCPGraph* sweepGraph(SweepView* v, const QString& statistic, const QString& name) {
+    const int panel = int(v->shownStatistics().indexOf(statistic));
+    if (panel < 0) return nullptr;
+    QCPAxisRect* rect = v->plot()->axisRects().value(panel);
+    if (!rect) return nullptr;
+    for (QCPGraph* g : rect->graphs())
+        if (g->name() == name) return g;
+    return nullptr;
+}
+
+}  // namespace
+
+void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
+    MainWindow& w = openWindow(dwc_);
+    Session* s = w.session();
+    s->setStatsScope(StatsScope::CurrentImage);
+    s->setLayer(1);
+    s->setHead(1);
+    w.showView("sweep");
+    auto* v = qobject_cast<SweepView*>(w.view("sweep"));
+    QVERIFY(v);
+    const int focused = s->paradigmIndex("focused");
+    v->setSweepParadigm(focused);
+    v->setParameter(SweepParameter::FocusingPower);
+    QCOMPARE(v->range(), QString("1:8:15"));  // the parameter's default
+    v->setRange("1:3:3");
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
+    QCOMPARE(v->statusText(), QString());
+    QCOMPARE(v->shownStatistics(), QStringList({"rank", "normalised_entropy", "local_mass_k3", "confused_pairs",
+                                                "total_variation", "output_relative_error"}));
+    QCOMPARE((*v->shownSweep())["parameter"]["values"], nlohmann::json({1.0, 2.0, 3.0}));
+
+    // Second computation: the head's dense matrix with p set, its entropy and TV to softmax by formula.
+    auto reader = DumpReader::open(dwc_.toStdString());
+    const LayerInfo& li = reader->info().layers[1];
+    const HeadActivations act = reader->readHead(s->selection().image, 1, 1, true);
+    const HeadInputs in = headInputs(li, act, 1);
+    const Matrix soft = AttentionHead(presetParadigm("softmax"), in).matrix();
+    QCPGraph* entropy = sweepGraph(v, "normalised_entropy", "head 1");
+    QCPGraph* tv = sweepGraph(v, "total_variation", "head 1");
+    QVERIFY(entropy && tv);
+    QCOMPARE(entropy->dataCount(), 3);
+    for (int i = 0; i < 3; ++i) {
+        Paradigm p = presetParadigm("focused");
+        p.focusingPower = 1.0 + i;
+        const Matrix a = AttentionHead(p, in).matrix();
+        double h = 0;
+        for (Index r = 0; r < a.rows(); ++r) {
+            const RowVector row = a.row(r) / a.row(r).sum();
+            for (Index j = 0; j < row.size(); ++j)
+                if (row(j) > 0) h -= row(j) * std::log(row(j));
+        }
+        h /= double(a.rows()) * std::log(double(a.cols()));
+        QVERIFY2(std::abs(entropy->data()->at(i)->value - h) < 1e-12,
+                 qPrintable(QString("p = %1: %2 vs %3").arg(i + 1).arg(entropy->data()->at(i)->value).arg(h)));
+        const double wantTv = 0.5 * (a - soft).cwiseAbs().rowwise().sum().mean();
+        QVERIFY(std::abs(tv->data()->at(i)->value - wantTv) < 1e-12);
+    }
+    // The mean over heads, and the model's value marked in every panel.
+    QVERIFY(sweepGraph(v, "rank", "mean over heads"));
+    QVERIFY(sweepGraph(v, "rank", "the model's p = 3"));
+    int markers = 0;
+    for (int i = 0; i < v->plot()->itemCount(); ++i)
+        markers += qobject_cast<QCPItemStraightLine*>(v->plot()->item(i)) != nullptr;
+    QCOMPARE(markers, 6);
+
+    // Save JSON writes the document shown, as attnlens-cli sweep writes it.
+    const QString saved = QDir(dir_.path()).filePath("sweep.json");
+    v->saveJson(saved);
+    QFile f(saved);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(nlohmann::json::parse(f.readAll().toStdString()), *v->shownSweep());
+
+    // A range typed wrong is refused inline; the last good one stays.
+    auto* edit = v->findChild<QLineEdit*>("sweepRange");
+    QVERIFY(edit);
+    edit->setText("1:x:3");
+    QMetaObject::invokeMethod(edit, "editingFinished");
+    v->refreshNow();
+    QVERIFY2(v->statusText().startsWith("range: "), qPrintable(v->statusText()));
+    QCOMPARE(v->range(), QString("1:3:3"));
+    QVERIFY_THROWS_EXCEPTION(Error, v->setRange("0:2"));
+
+    // alpha: E = A + alpha M of the selected head; at alpha = 0 the median rank is A's own rank.
+    v->setParameter(SweepParameter::BranchWeight);
+    QCOMPARE(v->range(), QString("0:1:11"));
+    v->setRange("0:1:2");
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
+    QCOMPARE(v->shownStatistics(), QStringList({"branch_rank_median", "branch_local_mass_k3", "branch_share",
+                                                "output_relative_error_with_branch"}));
+    QCPGraph* branchRank = sweepGraph(v, "branch_rank_median", "head 1");
+    QVERIFY(branchRank);
+    const SpectrumResult sr = spectrum(AttentionHead(presetParadigm("focused"), in), li.layout, {});
+    QCOMPARE(branchRank->data()->at(0)->value, double(sr.rank));
+    QVERIFY(branchRank->data()->at(1)->value > double(sr.rank));  // the DWC lifts the rank
+    QVERIFY(sweepGraph(v, "branch_rank_median", "the model's alpha = 1"));
+
+    // attnlens render draws the same view; bad --sweep options are usage errors that write nothing.
+    auto render = [&](const QStringList& args, QString* err) {
+        QString o;
+        QTextStream os(&o), es(err);
+        return runRender(args, os, es);
+    };
+    const QString png = QDir(dir_.path()).filePath("sweep.png");
+    QString err;
+    QCOMPARE(render({dwc_, "--view", "sweep", "--layer", "1", "--sweep-paradigm", "focused", "--sweep", "p=1:3:3", "-o",
+                     png},
+                    &err),
+             0);
+    QVERIFY2(QFileInfo(png).size() > 0, qPrintable(err));
+    const QString bad = QDir(dir_.path()).filePath("bad-sweep.png");
+    err.clear();
+    QCOMPARE(render({dwc_, "--view", "sweep", "--sweep", "q=1:3:3", "-o", bad}, &err), 2);
+    QVERIFY2(err.contains("--sweep: unknown sweep parameter 'q'"), qPrintable(err));
+    err.clear();
+    QCOMPARE(render({dwc_, "--view", "sweep", "--sweep-paradigm", "focused", "--sweep", "p=0:3:3", "-o", bad}, &err),
+             2);
+    QVERIFY2(err.contains("sweep of p: every value must be > 0"), qPrintable(err));
+    err.clear();
+    QCOMPARE(render({dwc_, "--view", "local", "--sweep", "p=1:3:3", "-o", bad}, &err), 2);
+    QVERIFY2(err.contains("only with --view sweep"), qPrintable(err));
+    QVERIFY(!QFile::exists(bad));
+
+    // On a dump without a branch, alpha says why instead of computing.
+    MainWindow& plain = openWindow(small_);
+    plain.showView("sweep");
+    auto* pv = qobject_cast<SweepView*>(plain.view("sweep"));
+    pv->setParameter(SweepParameter::BranchWeight);
+    pv->refreshNow();
+    QVERIFY2(pv->analysisFailure().contains("has no local branch"), qPrintable(pv->statusText()));
+    QVERIFY(!pv->waitingForResults());
+}

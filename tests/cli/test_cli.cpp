@@ -815,6 +815,25 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
     EXPECT_EQ(focusedCurve[0], focusedCurve[1]);
     const json& softmaxCurve = flatSweep["layers"][0]["statistics"]["normalised_entropy"];
     EXPECT_NE(softmaxCurve[0], softmaxCurve[1]);  // raw q and k: p acts
+
+    // MALA's query scale: the point at 1 is analyze's number, the file follows the schema, and every
+    // head and layer names the value its model uses.
+    ASSERT_EQ(run("sweep " + in + " --paradigm mala --param qscale=0.5:1:2" + stats + " -o " + path("q.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + " --paradigms mala" + stats + " -o " + path("m.json")).code, 0);
+    const json qs = readJson(path("q.json")), mala = readJson(path("m.json"));
+    EXPECT_TRUE(schemaValid(path("q.json"), "sweep.schema.json"));
+    EXPECT_EQ(qs["options"]["query_scale"], "swept");
+    EXPECT_EQ(qs["parameter"]["trained_value"], 1.0);
+    const json& maLayer = mala["summary"]["per_paradigm"][0]["layers"][0];
+    EXPECT_NEAR(qs["layers"][0]["statistics"]["normalised_entropy"][1].get<double>(),
+                maLayer["normalised_entropy_mean"].get<double>(), 1e-14);
+    EXPECT_NE(qs["layers"][0]["statistics"]["normalised_entropy"][0],
+              qs["layers"][0]["statistics"]["normalised_entropy"][1]);
+    EXPECT_EQ(qs["layers"][0]["trained_value"], 1.0);
+    EXPECT_EQ(qs["layers"][0]["heads"][1]["trained_value"], 1.0);
+    bad = run(base + "--param qscale=-1:1:3");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_THAT(bad.err, HasSubstr("sweep of qscale: every value must be > 0"));
 }
 
 TEST_F(CliTest, LocalBranchOptions) {

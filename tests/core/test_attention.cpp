@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "attnlens/attention.h"
@@ -397,4 +398,76 @@ TEST(Attention, NormaliserFeaturesEqualTheDenseFormula) {
     } catch (const Error& e) {
         EXPECT_THAT(e.what(), ::testing::HasSubstr("normaliser features are 8 x 3"));
     }
+}
+
+// scaleQueries(a) is the head whose every row is scaledRows' row at factor a: for every preset,
+// with and without the normaliser features, in every form the engine computes A (rows, matrix,
+// low-rank form, A V); and the dense formula with a multiplying both query vectors.
+TEST(Attention, ScaledQueriesAreTheScaledRowsEverywhere) {
+    const Matrix q = randomMatrix(9, 4, 401), k = randomMatrix(7, 4, 402);
+    const Matrix qz = randomMatrix(9, 3, 403), kz = randomMatrix(7, 3, 404);
+    const Matrix v = randomMatrix(7, 5, 405);
+    const double a = 2.5;
+    for (bool normaliser : {false, true})
+        for (const Paradigm& p : presetParadigms()) {
+            SCOPED_TRACE(p.name + (normaliser ? " with normaliser features" : ""));
+            HeadInputs in{&q, &k, 0.4, false};
+            if (normaliser) {
+                in.qNormaliser = &qz;
+                in.kNormaliser = &kz;
+            }
+            const AttentionHead model(p, in);
+            AttentionHead scaled(p, in);
+            scaled.scaleQueries(a);
+            const Matrix got = scaled.matrix();
+            const double unit = got.cwiseAbs().maxCoeff();
+            Matrix want(9, 7);
+            for (Index i = 0; i < 9; ++i) model.scaledRows(i, std::span<const double>(&a, 1), want.row(i));
+            EXPECT_LT((got - want).cwiseAbs().maxCoeff() / unit, 1e-13);
+            if (normaliser && p.usesKernel() && p.transform == QueryTransform::None && p.kernel != Kernel::ReluAffine &&
+                p.kernel != Kernel::Focused) {
+                EXPECT_LT((got - naiveWithNormaliser(p, q, k, qz, kz, a)).cwiseAbs().maxCoeff() / unit, 1e-12);
+            }
+            EXPECT_LT((scaled.output(v) - got * v).cwiseAbs().maxCoeff() / (got * v).cwiseAbs().maxCoeff(), 1e-12);
+            if (scaled.hasLowRankForm()) {
+                const LowRankForm f = scaled.lowRankForm();
+                Matrix low = f.rowScale.asDiagonal() * (f.phiQ * f.phiK.transpose());
+                if (f.hasOffset) low.colwise() += f.rowOffset;
+                EXPECT_LT((low - got).cwiseAbs().maxCoeff() / unit, 1e-12);
+            }
+            // Softmax: the same as a logit scale a times larger.
+            if (!p.usesKernel()) {
+                Paradigm hotter = p;
+                hotter.softmaxScale = a * model.softmaxScale();
+                EXPECT_LT((AttentionHead(hotter, in).matrix() - got).cwiseAbs().maxCoeff(), 1e-14);
+            }
+            // A scale of 1 changes nothing; a non-positive or non-finite one is refused.
+            AttentionHead same(p, in);
+            same.scaleQueries(1.0);
+            EXPECT_EQ((same.matrix() - model.matrix()).cwiseAbs().maxCoeff(), 0.0);
+            for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity()})
+                EXPECT_THROW(same.scaleQueries(bad), Error);
+        }
+}
+
+// headConstants is what AttentionHead uses: the layer's scale (1/sqrt(d) without one), the
+// paradigm's own scale and c when set, c = 1/(sqrt(d) n) otherwise.
+TEST(Attention, HeadConstantsAreTheHeadsOwn) {
+    const Matrix q = randomMatrix(6, 4, 411), k = randomMatrix(5, 4, 412);
+    for (double layerScale : {0.0, 0.3})
+        for (Paradigm p : presetParadigms()) {
+            for (bool own : {false, true}) {
+                if (own) {
+                    p.c = 0.07;
+                    p.softmaxScale = 0.9;
+                }
+                const AttentionHead head(p, HeadInputs{&q, &k, layerScale, false});
+                const HeadConstants c = headConstants(p, layerScale, 4, 5.0);
+                EXPECT_EQ(c.softmaxScale, head.softmaxScale()) << p.name;
+                EXPECT_EQ(c.c, head.c()) << p.name;
+            }
+        }
+    EXPECT_DOUBLE_EQ(headConstants(presetParadigm("inline"), 0.0, 16, 49.0).c, 1.0 / (4.0 * 49.0));
+    EXPECT_DOUBLE_EQ(headConstants(presetParadigm("softmax"), 0.0, 16, 49.0).softmaxScale, 0.25);
+    EXPECT_EQ(headConstants(presetParadigm("linear_relu"), 0.0, 16, 49.0).c, 1.0);
 }

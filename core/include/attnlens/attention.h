@@ -80,6 +80,10 @@ public:
     // scale phi(q_i). One dot-product pass for all factors; out is factors.size() x n.
     void scaledRows(Index i, std::span<const double> factors, Eigen::Ref<Matrix> out,
                     RowStatus* status = nullptr) const;
+    // Every query's magnitude multiplied by a > 0, as scaledRows does for one query (the sweep's
+    // query scale): afterwards every row, matrix, output and factorisation is that of the scaled
+    // head, so rows equal scaledRows' at factor a. Error(Usage) unless a is finite and > 0.
+    void scaleQueries(double a);
 
     // Rows [begin, begin+count) before normalisation (one GEMM; Error(Usage) under window attention,
     // whose rows normalise over different keys), for analyses that evaluate many
@@ -146,6 +150,16 @@ private:
     const Matrix& zq() const { return hasNormaliser_ ? normQ_ : phiQ_; }
     const RowVector& zkSum() const { return hasNormaliser_ ? normKSum_ : phiKSum_; }
 };
+
+// The constants a head of `paradigm` uses, the rules of its unset parameters evaluated: the softmax
+// logit scale (the paradigm's, else the layer's `scale`, else 1/sqrt(d) when layerScale <= 0) and
+// c of subtract and magnitude (the paradigm's, else 1/(sqrt(d) n) with n the model's sequence: the
+// keys, or one window's tokens; 1 for the other normalisations). AttentionHead uses exactly these.
+struct HeadConstants {
+    double softmaxScale = 1.0;
+    double c = 1.0;
+};
+HeadConstants headConstants(const Paradigm& paradigm, double layerScale, Index dim, double sequence);
 
 // The kernel applied row-wise (exposed for tests and the exporter cross-checks).
 Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x);

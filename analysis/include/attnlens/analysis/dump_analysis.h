@@ -25,6 +25,11 @@ struct AnalyzeRequest {
     // AnalysisReport::skipped, instead of ending the run. Other errors (cancel, memory, options)
     // still end it. Not an AnalysisOptions field: it changes which records exist, not what one means.
     bool skipUnreadable = false;
+    // What if every query's magnitude were a times larger (AttentionHead::scaleQueries; MALA Sec.
+    // 3.2): the paradigms' heads are scaled, the distance's reference and the confusion's query
+    // comparison (the model's own queries) are not. 1 is the model; only sweeps set another value
+    // (their document names it), so the analysis report does not carry it.
+    double queryScale = 1.0;
 };
 
 struct HeadRecord {

@@ -1,7 +1,7 @@
 #pragma once
 // What if a paradigm's knob turned: the statistics of analyzeDump as curves over one parameter
-// (FLatten's focusing power p in Fig. 4, the softmax temperature, InLine's c, the local branch's
-// weight alpha in E = A + alpha M_c), per layer and head, streamed over the images. The
+// (FLatten's focusing power p in Fig. 4, the softmax temperature, InLine's c, MALA's query
+// magnitude, the local branch's weight alpha in E = A + alpha M_c), per layer and head, streamed over the images. The
 // "attnlens.sweep" document (resources/sweep.schema.json) is built here, so that attnlens-cli and
 // the desktop program write the same file.
 #include <functional>
@@ -15,10 +15,10 @@
 
 namespace attnlens {
 
-// The parameters a sweep can turn: the paradigm's own (names as in Paradigm::parse) and the local
-// branch's weight.
-enum class SweepParameter { FocusingPower, SoftmaxScale, C, Eps, FocusingShift, LeakySlope, BranchWeight };
-// "p", "scale", "c", "eps", "shift", "slope", "alpha"; Error(Usage) listing them.
+// The parameters a sweep can turn: the paradigm's own (names as in Paradigm::parse), the queries'
+// magnitude (AnalyzeRequest::queryScale) and the local branch's weight.
+enum class SweepParameter { FocusingPower, SoftmaxScale, C, Eps, FocusingShift, LeakySlope, QueryScale, BranchWeight };
+// "p", "scale", "c", "eps", "shift", "slope", "qscale", "alpha"; Error(Usage) listing them.
 SweepParameter parseSweepParameter(std::string_view name);
 std::string_view sweepParameterName(SweepParameter p);
 
@@ -34,12 +34,16 @@ struct SweepRequest {
 // naming `option`.
 std::vector<double> parseSweepRange(const std::string& text, const std::string& option);
 
-// The paradigm with the parameter set to `value` (a paradigm parameter only; Error(Usage) when
-// the value is out of the parameter's domain: p > 0, scale > 0, c != 0, eps >= 0, shift >= 0).
+// The paradigm with the parameter set to `value` (unchanged for qscale and alpha); Error(Usage)
+// when the value is out of the parameter's domain: p > 0, scale > 0, c != 0, eps >= 0, shift >= 0,
+// qscale > 0, every value finite.
 Paradigm withSweepParameter(const Paradigm& paradigm, SweepParameter parameter, double value);
 // The value the model was trained with: the paradigm's own (its c and scale rules, unset, give
-// null), 1 for alpha.
+// null), 1 for qscale and alpha.
 nlohmann::json trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter);
+// The value one head of a layer uses: trainedSweepValue with the c and scale rules evaluated for
+// the head (headConstants: the layer's scale, d, its keys or its window's tokens).
+double trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter, const LayerInfo& layer, int head);
 
 // Progress over the points: analyze's steps of every point, and the point being analysed.
 struct SweepProgress {
