@@ -152,6 +152,8 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
         if (i < 0 || i >= info.images)
             throwUsage("locality: image " + std::to_string(i) + " is not in the dump (" + std::to_string(info.images) +
                        " images)");
+    if (!std::isfinite(request.queryScale) || !(request.queryScale > 0))
+        throwUsage("locality: the query scale must be finite and > 0, got " + std::to_string(request.queryScale));
     const std::vector<int>& layers = report.request.layers;
     const int paradigms = int(report.paradigms.size());
     // Before anything is allocated: an absurd grid is a message, not minutes of paging.
@@ -184,7 +186,8 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
             for (int h = 0; h < layer.heads; ++h) {
                 const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
                 for (int p = 0; p < paradigms; ++p, ++at) {
-                    const AttentionHead head(report.paradigms[std::size_t(p)], in);
+                    AttentionHead head(report.paradigms[std::size_t(p)], in);
+                    if (request.queryScale != 1.0) head.scaleQueries(request.queryScale);
                     accumulateLocality(head, layer.attentionLayout(), image[at].sums);
                 }
             }

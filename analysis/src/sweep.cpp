@@ -3,6 +3,7 @@
 #include "attnlens/analysis/sweep.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -114,6 +115,9 @@ const std::map<std::string, std::string>& statisticDefinitions() {
         {"max_weight", "mean max weight of a row"},
         {"negative_row_fraction", "fraction of rows with a negative weight"},
         {"confused_pairs", "confused query pairs of the head (options.confusion)"},
+        {"mean_distance",
+         "the head's mean attention distance in grid cells over the selected images' spatial queries with ok rows "
+         "(pooled over the images, as attnlens-cli locality computes it; README Locality)"},
         {"total_variation", "mean over queries of the total variation to the reference (options.distance)"},
         {"jensen_shannon", "mean over queries of the Jensen-Shannon divergence to the reference"},
         {"output_relative_error", "||O - O_ref||_F / ||O_ref||_F"},
@@ -220,6 +224,8 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
     std::vector<int> kernelAppliedLayers;  // where a kernel parameter cannot act
     json provenance;
     std::vector<double> pointSeconds;
+    bool localityWanted = request.meanDistance && request.parameter != SweepParameter::BranchWeight;
+    std::string localityFailure;
     for (int point = 0; point < points; ++point) {
         const auto pointStart = std::chrono::steady_clock::now();
         AnalyzeRequest req = request.analysis;
@@ -245,10 +251,42 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                     curve[std::size_t(point)].add(value);
                 }
         };
+        std::atomic<std::int64_t> analysisTotal = 0;  // the point's steps (progress may come from workers)
         const ProgressFn analysisProgress = [&](const AnalysisProgress& p) {
+            analysisTotal = p.total;
             return !progress || progress(SweepProgress{point, points, p});
         };
         const AnalysisReport report = analyzeDump(reader, req, analysisProgress, &sink);
+        if (localityWanted) {
+            LocalityRequest locality;
+            locality.paradigms = req.paradigms;
+            locality.layers = report.request.layers;
+            locality.images = report.request.images;
+            locality.perLabel = false;
+            locality.threads = report.request.threads;
+            locality.queryScale = req.queryScale;
+            // The point's analysis is done: its steps stay full while the locality reads the images again.
+            const ProgressFn localityProgress = [&](const AnalysisProgress& p) {
+                const AnalysisProgress whole{
+                    analysisTotal.load(), analysisTotal.load(),
+                    "mean attention distance, image " + std::to_string(p.done) + " of " + std::to_string(p.total)};
+                return !progress || progress(SweepProgress{point, points, whole});
+            };
+            try {
+                const LocalityReport distances = localityOverDump(reader, locality, localityProgress);
+                for (const LocalityCell& c : distances.groups.front().cells) {
+                    std::vector<Mean>& curve = curves[{c.layer, c.head}]["mean_distance"];
+                    curve.resize(std::size_t(points));
+                    curve[std::size_t(point)].add(c.sums.meanDistance());
+                }
+            } catch (const Error& e) {
+                // Unreadable data that analyze skipped (skipUnreadable) ends the locality, which
+                // cannot skip: the curve is left out and the notes say why.
+                if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+                localityWanted = false;
+                localityFailure = e.what();
+            }
+        }
         if (point == 0) {
             provenance["input"] = reportOutcomeJson(report)["input"];
             provenance["input"].erase("sha256");
@@ -346,6 +384,9 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                         std::string(info.name) +
                         " does not act and their curves are flat; sweep it on layers with raw q and k");
     }
+    if (!localityFailure.empty())
+        notes.push_back("mean_distance is left out: the locality cannot skip unreadable data (" + localityFailure +
+                        ")");
     j["notes"] = std::move(notes);
     j["timing"] = {{"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
                    {"seconds_per_point", pointSeconds},

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "attnlens/analysis/report.h"
@@ -74,8 +75,20 @@ int cmdSweep(int argc, char** argv) {
     }
     request.parameter = parseSweepParameter(param->substr(0, eq));
     request.values = parseSweepRange(param->substr(eq + 1), "--param");
-    // The magnitude curves are curves themselves: a sweep follows the other statistics by default.
-    if (!a.get("--stats")) a.options["--stats"] = "rank,local,entropy,confusion,distance";
+    // The magnitude curves are curves themselves: a sweep follows the other statistics by default,
+    // and the mean attention distance ("locality", attnlens-cli locality's), which analyze has not.
+    if (!a.get("--stats")) a.options["--stats"] = "rank,local,entropy,confusion,distance,locality";
+    {
+        std::string kept;
+        request.meanDistance = false;
+        std::stringstream list(*a.get("--stats"));
+        for (std::string item; std::getline(list, item, ',');) {
+            if (item == "locality" || item == "all") request.meanDistance = true;
+            if (item != "locality") kept += (kept.empty() ? "" : ",") + item;
+        }
+        if (kept.empty()) throwUsage("--stats: 'locality' needs at least one of analyze's statistics beside it");
+        a.options["--stats"] = kept;
+    }
     request.analysis = analyzeRequestFromText(a);
     if (request.parameter == SweepParameter::BranchWeight && !request.analysis.options.localBranch.enabled)
         throwUsage("--param alpha: the local branch is off (--local-branch off)");

@@ -75,7 +75,8 @@ const std::vector<Command>& commands() {
                                    NAME: p (focused power), scale (softmax logit scale), c, eps, shift,
                                    slope, qscale (every query's magnitude times a, MALA),
                                    alpha (the local branch's weight, E = A + alpha M_c);
-                                   --stats default rank,local,entropy,confusion,distance
+                                   --stats default rank,local,entropy,confusion,distance,locality
+                                   (locality: the mean attention distance, as attnlens-cli locality)
 )",
          cmdSweep},
         {"merge", R"(  merge A.json B.json ... -o OUT.json

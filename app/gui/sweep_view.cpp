@@ -60,6 +60,7 @@ QStringList panelStatistics(SweepParameter parameter, int k) {
     return {QStringLiteral("rank"),
             QStringLiteral("normalised_entropy"),
             QStringLiteral("local_mass_k") + kk,
+            QStringLiteral("mean_distance"),
             QStringLiteral("confused_pairs"),
             QStringLiteral("total_variation"),
             QStringLiteral("output_relative_error")};
@@ -69,6 +70,7 @@ QString statisticLabel(const QString& name, const QString& reference) {
     if (name == QLatin1String("rank")) return QStringLiteral("rank of A");
     if (name == QLatin1String("normalised_entropy")) return QStringLiteral("entropy / log n");
     if (name == QLatin1String("confused_pairs")) return QStringLiteral("confused pairs");
+    if (name == QLatin1String("mean_distance")) return QStringLiteral("mean attention distance");
     if (name == QLatin1String("total_variation")) return QStringLiteral("TV to %1").arg(reference);
     if (name == QLatin1String("output_relative_error")) return QStringLiteral("output error vs %1").arg(reference);
     if (name == QLatin1String("branch_rank_median")) return QStringLiteral("median rank of E_c");
@@ -448,7 +450,7 @@ void SweepView::rebuild() {
     legend->setColumnSpacing(12);
     plot_->plotLayout()->setRowStretchFactor(row - 1, 0.001);
     QCPLayoutGrid* grid = addBody(plot_, row);
-    const int columns = shownStatistics_.size() <= 4 ? 2 : 3;
+    const int columns = shownStatistics_.size() <= 4 ? 2 : shownStatistics_.size() <= 6 ? 3 : 4;
     const QColor headColour = paradigmColor(p);
     const QColor otherColour(175, 175, 175);
     const double lo = x.isEmpty() ? 0 : *std::min_element(x.begin(), x.end());
@@ -484,7 +486,7 @@ void SweepView::rebuild() {
         rect->axis(QCPAxis::atLeft)->setLabel(statisticLabel(shownStatistics_[i], reference));
         rect->axis(QCPAxis::atBottom)->setRange(lo - margin, hi + margin);
         rect->axis(QCPAxis::atBottom)->setLabel(name);
-        rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(columns == 3 ? 4 : 5);
+        rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(columns >= 3 ? 4 : 5);
         // The model's value: a vertical line (and its legend key, a graph without points).
         if (std::isfinite(trained)) {
             const QPen marker(QColor(200, 40, 40), 1.2, Qt::DotLine);

@@ -1,10 +1,10 @@
 #pragma once
 // Statistics > Sweep: what if a paradigm's knob turned (attnlens-cli sweep, sweep.h). The selected
-// layer's statistics as curves over one parameter of one paradigm, over the images of the
-// statistics' scope (the selected image or all): one panel per statistic, a thin line per head,
-// the selected head bold, the mean over heads dashed, and the value the model uses marked by a
-// vertical line. The sweep runs on a worker (Session::sweeps(), slot "sweep") with progress and
-// Cancel; Save JSON writes the attnlens.sweep document attnlens-cli writes for the same request.
+// layer's statistics (analyze's and the mean attention distance) as curves over one parameter of
+// one paradigm, over the images of the statistics' scope (the selected image or all): one panel per statistic, a thin
+// line per head, the selected head bold, the mean over heads dashed, and the value the model uses marked by a vertical
+// line. The sweep runs on a worker (Session::sweeps(), slot "sweep") with progress and Cancel; Save JSON writes the
+// attnlens.sweep document attnlens-cli writes for the same request.
 #include <QStringList>
 #include <memory>
 #include <string>

@@ -32,6 +32,8 @@ shot heads-1024 "$example" --view heads --layer softmax.block1
 shot pairs-1024 "$example" --view pairs --layer linear_relu.block2 --paradigm linear_relu
 shot confusion-1024 "$example" --view confusion --layer inline.block0
 shot distance-1024 "$example" --view distance --layer focused.block0
+shot sweep-alpha-1024 "$example" --view sweep --layer focused.block1
+shot sweep-scale-1024 "$example" --view sweep --layer softmax.block1
 shot rollout-cls-1024 "$example" --view tokenmap --layer mala.block3 --rollout cls --image 2
 shot rollout-compare-1024 "$example" --view compare --layer inline.block3 --rollout query --query 5,8 --image 1
 shot local_branch "$example" --view matrix --layer focused.block0 --local-branch --channel 3

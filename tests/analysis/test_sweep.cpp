@@ -65,14 +65,14 @@ TEST(Sweep, QueryScaleOfSoftmaxIsALogitScaleThatManyTimesLarger) {
         for (int h = 0; h < 2; ++h)
             for (int point = 0; point < 3; ++point) {
                 for (const char* statistic : {"normalised_entropy", "local_mass_k3", "max_weight", "total_variation",
-                                              "output_relative_error"}) {
+                                              "output_relative_error", "mean_distance"}) {
                     EXPECT_NEAR(curveValue(q, l, h, statistic, point), curveValue(s, l, h, statistic, point), 1e-12)
                         << statistic << " layer " << l << " head " << h << " point " << point;
                     ++compared;
                 }
                 EXPECT_EQ(curveValue(q, l, h, "rank", point), curveValue(s, l, h, "rank", point));
             }
-    EXPECT_EQ(compared, 2 * 2 * 3 * 5);
+    EXPECT_EQ(compared, 2 * 2 * 3 * 6);
     // The rows sharpen as the query grows (MALA Fig. 2's softmax).
     EXPECT_GT(curveValue(q, 0, 0, "normalised_entropy", 0), curveValue(q, 0, 0, "normalised_entropy", 2));
     // At a = 1 the reference is the paradigm itself: distance 0.
@@ -126,6 +126,14 @@ TEST(Sweep, QueryScaleOfAReluKernelIsTheHeadOfScaledQueries) {
                         model.scaledRows(i, std::span<const double>(&four, 1), a.row(i), &status[std::size_t(i)]);
                 }
                 const EntropyResult e = entropyStatistics(a, status);
+                if (paradigm.kernel == Kernel::Relu) {
+                    const Matrix q4 = 4.0 * act.q;
+                    HeadInputs scaled = in;
+                    scaled.q = &q4;
+                    LocalityAccumulator sums(info.attentionLayout());
+                    accumulateLocality(AttentionHead(paradigm, scaled), info.attentionLayout(), sums);
+                    EXPECT_NEAR(curveValue(sweep, layer, head, "mean_distance", 1), sums.meanDistance(), 1e-12);
+                }
                 EXPECT_NEAR(curveValue(sweep, layer, head, "normalised_entropy", 1), e.meanNormalisedEntropy, 1e-12);
                 const LocalBranchWeights weights = reader->readLocalBranch(1, layer);
                 const Matrix branch = localBranchOutput(info, weights, head, act.v);

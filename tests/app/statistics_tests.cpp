@@ -667,8 +667,8 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     v->setRange("1:3:3");
     QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
     QCOMPARE(v->statusText(), QString());
-    QCOMPARE(v->shownStatistics(), QStringList({"rank", "normalised_entropy", "local_mass_k3", "confused_pairs",
-                                                "total_variation", "output_relative_error"}));
+    QCOMPARE(v->shownStatistics(), QStringList({"rank", "normalised_entropy", "local_mass_k3", "mean_distance",
+                                                "confused_pairs", "total_variation", "output_relative_error"}));
     QCOMPARE((*v->shownSweep())["parameter"]["values"], nlohmann::json({1.0, 2.0, 3.0}));
 
     // Second computation: the head's dense matrix with p set, its entropy and TV to softmax by formula.
@@ -679,7 +679,8 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     const Matrix soft = AttentionHead(presetParadigm("softmax"), in).matrix();
     QCPGraph* entropy = sweepGraph(v, "normalised_entropy", "head 1");
     QCPGraph* tv = sweepGraph(v, "total_variation", "head 1");
-    QVERIFY(entropy && tv);
+    QCPGraph* distance = sweepGraph(v, "mean_distance", "head 1");
+    QVERIFY(entropy && tv && distance);
     QCOMPARE(entropy->dataCount(), 3);
     for (int i = 0; i < 3; ++i) {
         Paradigm p = presetParadigm("focused");
@@ -696,6 +697,17 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
                  qPrintable(QString("p = %1: %2 vs %3").arg(i + 1).arg(entropy->data()->at(i)->value).arg(h)));
         const double wantTv = 0.5 * (a - soft).cwiseAbs().rowwise().sum().mean();
         QVERIFY(std::abs(tv->data()->at(i)->value - wantTv) < 1e-12);
+        // Mean attention distance: spatial queries and keys only (CLS is token 0), in grid cells.
+        const TokenLayout& layout = li.layout;
+        double sum = 0;
+        for (Index q = layout.prefix; q < layout.tokens(); ++q)
+            for (Index k = layout.prefix; k < layout.tokens(); ++k) {
+                const double dy = double(layout.row(q) - layout.row(k)), dx = double(layout.col(q) - layout.col(k));
+                sum += a(q, k) * std::sqrt(dy * dy + dx * dx);
+            }
+        const double wantDistance = sum / double(layout.tokens() - layout.prefix);
+        QVERIFY2(std::abs(distance->data()->at(i)->value - wantDistance) < 1e-12,
+                 qPrintable(QString("%1 vs %2").arg(distance->data()->at(i)->value).arg(wantDistance)));
     }
     // The mean over heads, and the model's value marked in every panel.
     QVERIFY(sweepGraph(v, "rank", "mean over heads"));
@@ -703,7 +715,7 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     int markers = 0;
     for (int i = 0; i < v->plot()->itemCount(); ++i)
         markers += qobject_cast<QCPItemStraightLine*>(v->plot()->item(i)) != nullptr;
-    QCOMPARE(markers, 6);
+    QCOMPARE(markers, 7);
 
     // Save JSON writes the document shown, as attnlens-cli sweep writes it.
     const QString saved = QDir(dir_.path()).filePath("sweep.json");
@@ -735,6 +747,19 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     QCOMPARE(branchRank->data()->at(0)->value, double(sr.rank));
     QVERIFY(branchRank->data()->at(1)->value > double(sr.rank));  // the DWC lifts the rank
     QVERIFY(sweepGraph(v, "branch_rank_median", "the model's alpha = 1"));
+
+    // Cancel stops the job and says so, with Retry, which runs it again.
+    v->setRange("0:1:3");
+    v->refreshNow();
+    QVERIFY(v->waitingForResults());
+    s->jobs().cancel("sweep");
+    v->refreshNow();
+    QCOMPARE(v->statusText(), QString("Cancelled"));
+    QVERIFY(!v->waitingForResults());
+    QVERIFY(!v->retryButton()->isHidden());
+    QTest::mouseClick(v->retryButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
+    QCOMPARE((*v->shownSweep())["parameter"]["values"], nlohmann::json({0.0, 0.5, 1.0}));
 
     // attnlens render draws the same view; bad --sweep options are usage errors that write nothing.
     auto render = [&](const QStringList& args, QString* err) {

@@ -718,7 +718,9 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
         0);
     const std::string stats = " --stats rank,local,entropy,confusion,distance --quiet";
     // p = 1, 2, 3, 4, 5: the focused preset's own p = 3 is the third point.
-    const RunResult r = run("sweep " + in + " --paradigm focused --param p=1:5:5" + stats + " -o " + path("s.json"));
+    // The sweep's own statistic beside analyze's: the mean attention distance (locality).
+    const RunResult r = run("sweep " + in + " --paradigm focused --param p=1:5:5 --stats rank,local,entropy,confusion," +
+                            "distance,locality --quiet -o " + path("s.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("normalised_entropy (mean over heads and images) at p = 1 2 3 4 5"));
     ASSERT_EQ(run("analyze " + in + " --paradigms focused" + stats + " -o " + path("a.json")).code, 0);
@@ -756,6 +758,19 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
             ++compared;
         }
     EXPECT_EQ(compared, 4);
+    // The mean attention distance at p = 3 is attnlens-cli locality's for the head.
+    ASSERT_EQ(run("locality " + in + " --paradigms focused --quiet -o " + path("loc.json")).code, 0);
+    const json loc = readJson(path("loc.json"));
+    int distances = 0;
+    for (const json& cell : loc["groups"][0]["cells"])
+        for (const json& layer : sweep["layers"])
+            for (const json& head : layer["heads"])
+                if (layer["layer"] == cell["layer"] && head["head"] == cell["head"]) {
+                    EXPECT_EQ(head["statistics"]["mean_distance"][2], cell["mean_distance"]);
+                    EXPECT_NE(head["statistics"]["mean_distance"][0], cell["mean_distance"]);  // p acts
+                    ++distances;
+                }
+    EXPECT_EQ(distances, 4);
 
     // At p = 1 the focused kernel is ReLU (+ shift 1e-6): linear_relu's numbers up to the shift.
     ASSERT_EQ(run("sweep " + in + " --paradigm focused --param p=1" + stats + " -o " + path("p1.json")).code, 0);
@@ -831,6 +846,7 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
               qs["layers"][0]["statistics"]["normalised_entropy"][1]);
     EXPECT_EQ(qs["layers"][0]["trained_value"], 1.0);
     EXPECT_EQ(qs["layers"][0]["heads"][1]["trained_value"], 1.0);
+    EXPECT_FALSE(qs["layers"][0]["statistics"].contains("mean_distance"));  // --stats without locality
     bad = run(base + "--param qscale=-1:1:3");
     EXPECT_EQ(bad.code, 2);
     EXPECT_THAT(bad.err, HasSubstr("sweep of qscale: every value must be > 0"));

@@ -73,6 +73,8 @@ struct LocalityRequest {
     std::vector<int> images;          // empty: every image
     bool perLabel = true;             // a group per label besides "all" (dumps with /labels)
     int threads = 0;                  // 0: the processors
+    // What if every query were a times larger (AnalyzeRequest::queryScale; only sweeps set it).
+    double queryScale = 1.0;
 };
 
 struct LocalityCell {

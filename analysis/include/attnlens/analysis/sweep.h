@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
 
 namespace attnlens {
@@ -28,6 +29,9 @@ struct SweepRequest {
     std::vector<double> values;  // the points, in order
     // Everything else as analyze takes it (paradigms ignored: the sweep's own per point).
     AnalyzeRequest analysis;
+    // The mean attention distance as a curve too ("mean_distance": localityOverDump of the point's
+    // paradigm over the same layers and images). Not for alpha, which leaves A as it is.
+    bool meanDistance = true;
 };
 
 // Points lo, lo + (hi - lo)/(n - 1), ..., hi from "LO:HI:N" (n >= 2, or one point "V"); Error(Usage)
