@@ -52,6 +52,7 @@
 #include "session.h"
 #include "session_file.h"
 #include "stats_views.h"
+#include "sweep_view.h"
 #include "token_map_view.h"
 #include "view_registry.h"
 
@@ -1149,6 +1150,11 @@ SessionState MainWindow::sessionState() const {
         s.compareDifference =
             std::make_pair(session_->paradigms()[std::size_t(a)].name, session_->paradigms()[std::size_t(b)].name);
     s.compareSharedRange = compare_->sharedRange();
+    if (auto* sweep = qobject_cast<SweepView*>(view(QStringLiteral("sweep")))) {
+        s.sweepParadigm = sweep->chosenParadigm();
+        s.sweepParameter = sweep->chosenParameter();
+        s.sweepRange = sweep->chosenRange();
+    }
     s.windowGeometry = saveGeometry();
     s.windowState = saveState();
     return s;
@@ -1191,6 +1197,15 @@ bool MainWindow::restoreSession(const SessionState& state, bool withWindow) {
     else
         tokenMap_->holdColourRange(false);
     compare_->setSharedRange(state.compareSharedRange);
+    if (auto* sweep = qobject_cast<SweepView*>(view(QStringLiteral("sweep")))) {
+        try {
+            sweep->restoreChoices(state.sweepParadigm, state.sweepParameter, state.sweepRange);
+        } catch (const Error& e) {
+            addIssue(Issue{
+                IssueKind::Error,
+                QStringLiteral("the session's sweep was not restored: %1").arg(QString::fromStdString(e.what()))});
+        }
+    }
     compare_->setDifference(-1, -1);
     if (state.compareDifference) {
         const int a = session_->paradigmIndex(state.compareDifference->first);

@@ -326,6 +326,8 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             if (!h) throwUsage("--head-statistic: only with --view heads");
             h->setStatistic(parseHeadStatistic(p.value(headStatistic).trimmed().toStdString()));
         }
+        if (auto* s = dynamic_cast<SweepView*>(v.get()); s && saved)
+            s->restoreChoices(saved->sweepParadigm, saved->sweepParameter, saved->sweepRange);
         if (p.isSet(sweep) || p.isSet(sweepParadigm)) {
             auto* s = dynamic_cast<SweepView*>(v.get());
             if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "attnlens/analysis/report.h"
+#include "attnlens/analysis/sweep.h"
 #include "attnlens/error.h"
 #include "attnlens/json_message.h"
 #include "attnlens/text.h"
@@ -137,6 +138,9 @@ json sessionToJson(const SessionState& s) {
         {"difference",
          s.compareDifference ? json::array({s.compareDifference->first, s.compareDifference->second}) : json(nullptr)},
         {"shared_range", s.compareSharedRange}};
+    if (!s.sweepParadigm.empty() || !s.sweepParameter.empty() || !s.sweepRange.isEmpty())
+        j["sweep"] = {
+            {"paradigm", s.sweepParadigm}, {"parameter", s.sweepParameter}, {"range", s.sweepRange.toStdString()}};
     if (!s.windowGeometry.isEmpty() || !s.windowState.isEmpty())
         j["window"] = {{"geometry", s.windowGeometry.toBase64().toStdString()},
                        {"state", s.windowState.toBase64().toStdString()}};
@@ -220,6 +224,16 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
         s.compareDifference = std::make_pair((*d)[0].get<std::string>(), (*d)[1].get<std::string>());
     }
     s.compareSharedRange = cmp.boolean("shared_range", false);
+    const FieldReader sweep(r.object("sweep"), where);
+    s.sweepParadigm = sweep.text("paradigm");
+    s.sweepParameter = sweep.text("parameter");
+    s.sweepRange = QString::fromStdString(sweep.text("range"));
+    try {
+        if (!s.sweepParameter.empty()) parseSweepParameter(s.sweepParameter);
+        if (!s.sweepRange.isEmpty()) parseSweepRange(s.sweepRange.toStdString(), "range");
+    } catch (const Error& e) {
+        r.fail("sweep", e.what());
+    }
     const json& window = r.object("window");
     const FieldReader w(window, where);
     s.windowGeometry = fromBase64(w, "geometry");

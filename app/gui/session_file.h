@@ -55,6 +55,11 @@ struct SessionState {
     // shared colour range.
     std::optional<std::pair<std::string, std::string>> compareDifference;
     bool compareSharedRange = false;
+    // Statistics > Sweep: the swept paradigm by name, the parameter ("p", "alpha", ...) and the
+    // range text; "" where the view follows its defaults (the layer's paradigm, the paradigm's
+    // parameter, the parameter's range).
+    std::string sweepParadigm, sweepParameter;
+    QString sweepRange;
     QByteArray windowGeometry, windowState;  // QMainWindow::saveGeometry / saveState
 };
 

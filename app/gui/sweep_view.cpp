@@ -246,6 +246,42 @@ void SweepView::setRange(const QString& text) {
     invalidate();
 }
 
+std::string SweepView::chosenParadigm() const {
+    const int n = int(session_->paradigms().size());
+    return paradigm_ >= 0 && paradigm_ < n ? session_->paradigms()[std::size_t(paradigm_)].name : std::string();
+}
+
+std::string SweepView::chosenParameter() const {
+    return parameterChosen_ ? std::string(sweepParameterName(parameter_)) : std::string();
+}
+
+void SweepView::restoreChoices(const std::string& paradigm, const std::string& parameter, const QString& range) {
+    int index = -1;
+    if (!paradigm.empty()) {
+        index = session_->paradigmIndex(paradigm);
+        if (index < 0) throwInput("the session's sweep paradigm \"" + paradigm + "\" is not defined");
+    }
+    const int oldParadigm = paradigm_;
+    const bool oldChosen = parameterChosen_;
+    const SweepParameter oldParameter = parameter_;
+    const QString oldRange = range_;
+    try {
+        paradigm_ = index;
+        parameterChosen_ = !parameter.empty();
+        if (parameterChosen_) parameter_ = parseSweepParameter(parameter);
+        range_.clear();
+        if (!range.isEmpty()) setRange(range);
+    } catch (...) {
+        paradigm_ = oldParadigm;
+        parameterChosen_ = oldChosen;
+        parameter_ = oldParameter;
+        range_ = oldRange;
+        throw;
+    }
+    rangeProblem_.clear();
+    invalidate();
+}
+
 void SweepView::saveJson(const QString& path) const {
     if (!shown_) throwUsage("save sweep: no sweep is shown");
     writeFileAtomically(path.toStdString(), shown_->dump(1) + "\n", {session_->path().toStdString()});

@@ -53,6 +53,15 @@ public:
     // slope 0..0.5; alpha 0..1 (11 points).
     static QString defaultRange(SweepParameter parameter, double trainedValue);
 
+    // What a session file keeps (SessionState::sweep*): the paradigm's name, the parameter's and
+    // the range, each "" while the view follows its default.
+    std::string chosenParadigm() const;
+    std::string chosenParameter() const;
+    QString chosenRange() const { return range_; }
+    // Restores them; Error(Input) naming the session's paradigm when it is not defined, Error(Usage)
+    // for a range outside the parameter's domain (the choices before it stay).
+    void restoreChoices(const std::string& paradigm, const std::string& parameter, const QString& range);
+
     // The document drawn now (nullptr while computing, failed or not asked for).
     std::shared_ptr<const nlohmann::json> shownSweep() const { return shown_; }
     // The statistics drawn, one panel each (JSON names).

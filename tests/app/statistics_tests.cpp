@@ -30,6 +30,7 @@
 #include "locality_view.h"
 #include "plot_helpers.h"
 #include "render_command.h"
+#include "session_file.h"
 #include "stats_views.h"
 #include "sweep_view.h"
 
@@ -786,6 +787,30 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     QCOMPARE(render({dwc_, "--view", "local", "--sweep", "p=1:3:3", "-o", bad}, &err), 2);
     QVERIFY2(err.contains("only with --view sweep"), qPrintable(err));
     QVERIFY(!QFile::exists(bad));
+
+    // A saved session keeps the sweep's choices (by name) and restores them, in the program and in render.
+    const SessionState state = w.sessionState();
+    QCOMPARE(state.sweepParadigm, std::string("focused"));
+    QCOMPARE(state.sweepParameter, std::string("alpha"));
+    QCOMPARE(state.sweepRange, QString("0:1:3"));
+    const QString sessionPath = QDir(dir_.path()).filePath("sweep-session.json");
+    writeSessionFile(sessionPath, state);
+    const SessionState read = readSessionFile(sessionPath);
+    QCOMPARE(read.sweepRange, QString("0:1:3"));
+    err.clear();
+    const QString fromSession = QDir(dir_.path()).filePath("sweep-session.png");
+    QCOMPARE(render({"--session", sessionPath, "--view", "sweep", "-o", fromSession}, &err), 0);
+    v->restoreChoices("", "", "");  // back to the defaults
+    QCOMPARE(v->chosenParameter(), std::string());
+    QVERIFY(w.restoreSession(read, false));
+    QCOMPARE(v->chosenParadigm(), std::string("focused"));
+    QCOMPARE(v->parameter(), SweepParameter::BranchWeight);
+    QCOMPARE(v->range(), QString("0:1:3"));
+    QVERIFY_THROWS_EXCEPTION(Error, v->restoreChoices("nonesuch", "", ""));
+    QCOMPARE(v->chosenParadigm(), std::string("focused"));  // unchanged by the refusal
+    nlohmann::json badSession = sessionToJson(state);
+    badSession["sweep"]["parameter"] = "q";
+    QVERIFY_THROWS_EXCEPTION(Error, sessionFromJson(badSession, "bad.json"));
 
     // On a dump without a branch, alpha says why instead of computing.
     MainWindow& plain = openWindow(small_);

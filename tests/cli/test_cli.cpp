@@ -719,8 +719,9 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
     const std::string stats = " --stats rank,local,entropy,confusion,distance --quiet";
     // p = 1, 2, 3, 4, 5: the focused preset's own p = 3 is the third point.
     // The sweep's own statistic beside analyze's: the mean attention distance (locality).
-    const RunResult r = run("sweep " + in + " --paradigm focused --param p=1:5:5 --stats rank,local,entropy,confusion," +
-                            "distance,locality --quiet -o " + path("s.json"));
+    const RunResult r =
+        run("sweep " + in + " --paradigm focused --param p=1:5:5 --stats rank,local,entropy,confusion," +
+            "distance,locality --quiet -o " + path("s.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("normalised_entropy (mean over heads and images) at p = 1 2 3 4 5"));
     ASSERT_EQ(run("analyze " + in + " --paradigms focused" + stats + " -o " + path("a.json")).code, 0);
