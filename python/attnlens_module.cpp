@@ -36,6 +36,7 @@
 #include "attnlens/analysis/formats.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/report.h"
+#include "attnlens/analysis/sweep.h"
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
@@ -384,6 +385,30 @@ py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
     return toPython(reportToJson(report, tool));
 }
 
+const std::vector<std::string> kSweepOptions{"--layers",       "--heads",          "--images",         "--stats",
+                                             "--threads",      "--rank-tol",       "--local-k",        "--tau",
+                                             "--local-branch", "--local-channels", "--local-spectra",  "--model",
+                                             "--distance-ref", "--spatial-only",   "--skip-unreadable"};
+
+py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string& param, const py::kwargs& kwargs) {
+    const DumpReader& reader = dump.reader();
+    OptionText text = optionText(kwargs, kSweepOptions);
+    text.options["--paradigm"] = paradigm;
+    text.options["--param"] = param;
+    SweepRequest request = sweepRequestFromText(text);
+    sweepSelectionFromText(text, reader.info(), request);
+    request.analysis.threads = planMemory(reader.info(), request.analysis, memoryBudget()).threads;
+    std::atomic<bool> cancel{false};
+    const auto shared = dump.shared();
+    ToolInfo tool;
+    tool.name = "attnlens (Python)";
+    tool.command = "sweep";
+    const json j = runInterruptible<json>(
+        [&, shared] { return sweepDump(*shared, request, tool, [&](const SweepProgress&) { return !cancel.load(); }); },
+        cancel);
+    return toPython(j);
+}
+
 py::object pyLocality(PyDump& dump, const py::kwargs& kwargs) {
     const DumpReader& reader = dump.reader();
     const OptionText text = optionText(kwargs, kLocalityOptions);
@@ -649,6 +674,11 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
              "The attnlens.analysis report (attnlens-cli analyze's JSON) as a dict; keyword arguments are analyze's "
              "options: paradigms, layers, heads, images, stats, rank_tol, local_k, tau, magnitude, local_branch, "
              "local_channels, local_spectra, model, spatial_only, per_query_maps, skip_unreadable, threads, config.")
+        .def("sweep", &pySweep, py::arg("paradigm"), py::arg("param"),
+             "The attnlens.sweep document (attnlens-cli sweep's JSON) as a dict: param is NAME=LO:HI:POINTS "
+             "(p, scale, c, eps, shift, slope, qscale, alpha); options: layers, heads, images, stats (with "
+             "'locality'), threads, rank_tol, local_k, tau, local_branch, local_channels, local_spectra, model, "
+             "distance_ref, spatial_only, skip_unreadable.")
         .def("locality", &pyLocality,
              "The attnlens.locality document as a dict; options: paradigms, layers, model, images, threads, "
              "offset_radius, no_labels, config.")

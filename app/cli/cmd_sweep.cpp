@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "attnlens/analysis/report.h"
@@ -59,47 +58,11 @@ int cmdSweep(int argc, char** argv) {
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
     if (!output) output = a.get("--output");
-    const std::optional<std::string> paradigm = a.get("--paradigm");
-    if (!paradigm) throwUsage("sweep: --paradigm P is required (a preset or a custom paradigm)");
-    const std::optional<std::string> param = a.get("--param");
-    if (!param) throwUsage("sweep: --param NAME=LO:HI:POINTS is required, e.g. p=1:8:15");
-    const std::size_t eq = param->find('=');
-    if (eq == std::string::npos)
-        throwUsage("--param: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " + quotedText(*param));
-
-    SweepRequest request;
-    try {
-        request.paradigm = Paradigm::parse(*paradigm);
-    } catch (const Error& e) {
-        throwUsage(std::string("--paradigm: ") + e.what());
-    }
-    request.parameter = parseSweepParameter(param->substr(0, eq));
-    request.values = parseSweepRange(param->substr(eq + 1), "--param");
-    // The magnitude curves are curves themselves: a sweep follows the other statistics by default,
-    // and the mean attention distance ("locality", attnlens-cli locality's), which analyze has not.
-    if (!a.get("--stats")) a.options["--stats"] = "rank,local,entropy,confusion,distance,locality";
-    {
-        std::string kept;
-        request.meanDistance = false;
-        std::stringstream list(*a.get("--stats"));
-        for (std::string item; std::getline(list, item, ',');) {
-            if (item == "locality" || item == "all") request.meanDistance = true;
-            if (item != "locality") kept += (kept.empty() ? "" : ",") + item;
-        }
-        if (kept.empty()) throwUsage("--stats: 'locality' needs at least one of analyze's statistics beside it");
-        a.options["--stats"] = kept;
-    }
-    request.analysis = analyzeRequestFromText(a);
-    if (request.parameter == SweepParameter::BranchWeight && !request.analysis.options.localBranch.enabled)
-        throwUsage("--param alpha: the local branch is off (--local-branch off)");
-    for (double v : request.values) withSweepParameter(request.paradigm, request.parameter, v);  // refuse early
+    SweepRequest request = sweepRequestFromText(a);
 
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
-    analyzeSelectionFromText(a, info, request.analysis);
-    if (request.parameter == SweepParameter::BranchWeight &&
-        std::none_of(info.layers.begin(), info.layers.end(), [](const LayerInfo& l) { return l.localBranch; }))
-        throwUsage("--param alpha: " + printableText(info.path) + " has no layer with a local branch");
+    sweepSelectionFromText(a, info, request);
     if (output) checkOutputWritable(*output, {input});
     request.analysis.threads = planMemory(info, request.analysis, memoryBudget()).threads;
 

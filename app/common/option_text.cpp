@@ -210,6 +210,48 @@ AnalyzeRequest analyzeRequestFromText(const OptionText& a) {
     return req;
 }
 
+SweepRequest sweepRequestFromText(const OptionText& text) {
+    const std::optional<std::string> paradigm = text.get("--paradigm");
+    if (!paradigm) throwUsage("sweep: --paradigm P is required (a preset or a custom paradigm)");
+    const std::optional<std::string> param = text.get("--param");
+    if (!param) throwUsage("sweep: --param NAME=LO:HI:POINTS is required, e.g. p=1:8:15");
+    const std::size_t eq = param->find('=');
+    if (eq == std::string::npos)
+        throwUsage("--param: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " + quotedText(*param));
+    SweepRequest request;
+    try {
+        request.paradigm = Paradigm::parse(*paradigm);
+    } catch (const Error& e) {
+        throwUsage(std::string("--paradigm: ") + e.what());
+    }
+    request.parameter = parseSweepParameter(param->substr(0, eq));
+    request.values = parseSweepRange(param->substr(eq + 1), "--param");
+    // The magnitude curves are curves themselves: a sweep follows the other statistics by default,
+    // and the mean attention distance ("locality", attnlens-cli locality's), which analyze has not.
+    OptionText analysis = text;
+    std::string kept;
+    std::stringstream list(text.get("--stats").value_or("rank,local,entropy,confusion,distance,locality"));
+    request.meanDistance = false;
+    for (std::string item; std::getline(list, item, ',');) {
+        if (item == "locality" || item == "all") request.meanDistance = true;
+        if (item != "locality") kept += (kept.empty() ? "" : ",") + item;
+    }
+    if (kept.empty()) throwUsage("--stats: 'locality' needs at least one of analyze's statistics beside it");
+    analysis.options["--stats"] = kept;
+    request.analysis = analyzeRequestFromText(analysis);
+    if (request.parameter == SweepParameter::BranchWeight && !request.analysis.options.localBranch.enabled)
+        throwUsage("--param alpha: the local branch is off (--local-branch off)");
+    for (double v : request.values) withSweepParameter(request.paradigm, request.parameter, v);  // refuse early
+    return request;
+}
+
+void sweepSelectionFromText(const OptionText& text, const DumpInfo& info, SweepRequest& request) {
+    analyzeSelectionFromText(text, info, request.analysis);
+    if (request.parameter == SweepParameter::BranchWeight &&
+        std::none_of(info.layers.begin(), info.layers.end(), [](const LayerInfo& l) { return l.localBranch; }))
+        throwUsage("--param alpha: " + printableText(info.path) + " has no layer with a local branch");
+}
+
 void analyzeSelectionFromText(const OptionText& a, const DumpInfo& info, AnalyzeRequest& req) {
     req.layers = layersFromText(a, info, false);
     if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");

@@ -16,6 +16,7 @@
 #include "attnlens/analysis/formats.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/statistics.h"
+#include "attnlens/analysis/sweep.h"
 #include "attnlens/dump.h"
 #include "attnlens/paradigm.h"
 
@@ -62,6 +63,13 @@ void analyzeSelectionFromText(const OptionText& text, const DumpInfo& info, Anal
 // for "full", default 3); then --layers, --model, --images.
 LocalityRequest localityRequestFromText(const OptionText& text, int& radius);
 void localitySelectionFromText(const OptionText& text, const DumpInfo& info, LocalityRequest& request);
+
+// `sweep`'s: --paradigm P and --param NAME=LO:HI:POINTS (both required, each value in the
+// parameter's domain), --stats with the sweep's own `locality` (default
+// rank,local,entropy,confusion,distance,locality) and analyze's options; then, with the dump,
+// analyze's selection and the check that alpha has a branch to weigh.
+SweepRequest sweepRequestFromText(const OptionText& text);
+void sweepSelectionFromText(const OptionText& text, const DumpInfo& info, SweepRequest& request);
 
 // `rollout`'s options besides the file, the image and the query: --residual, --discard, --fusion,
 // --weights (validated), --threads (default: the processors) and --paradigms/--config (default:

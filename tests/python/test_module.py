@@ -96,6 +96,23 @@ def test_rollout_locality_and_confusion_equal_the_cli(dump, tmp_path):
 
 
 @needs_cli
+def test_sweep_equals_the_cli(dump, tmp_path):
+    got = dump.sweep("mala", "qscale=0.5:2:3", layers="mala.block1", images=[0, 1], heads="0")
+    want = cli_json(tmp_path, "sweep", EXAMPLE, "--paradigm", "mala", "--param", "qscale=0.5:2:3", "--layers",
+                    "mala.block1", "--images", "0,1", "--heads", "0", "--quiet")
+    for doc in (got, want):
+        for key in ("tool", "created_utc", "timing"):
+            doc.pop(key)
+    assert got == want
+    assert got["parameter"]["name"] == "qscale"
+    assert "mean_distance" in got["layers"][0]["heads"][0]["statistics"]
+    with pytest.raises(attnlens.UsageError, match="unknown sweep parameter 'q'"):
+        dump.sweep("mala", "q=1:2:2")
+    with pytest.raises(attnlens.UsageError, match="sweep of qscale: every value must be > 0"):
+        dump.sweep("mala", "qscale=0:2:2")
+
+
+@needs_cli
 def test_attention_and_row_equal_the_cli_matrix(dump, tmp_path):
     for paradigm in ("softmax", "focused", "mala"):
         want = cli_json(tmp_path, "attention", EXAMPLE, "--image", "2", "--layer", "3", "--head", "1",
