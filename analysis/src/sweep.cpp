@@ -226,6 +226,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
     std::vector<double> pointSeconds;
     bool localityWanted = request.meanDistance && request.parameter != SweepParameter::BranchWeight;
     std::string localityFailure;
+    std::vector<std::string> skippedNotes;
     for (int point = 0; point < points; ++point) {
         const auto pointStart = std::chrono::steady_clock::now();
         AnalyzeRequest req = request.analysis;
@@ -291,6 +292,11 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
             provenance["input"] = reportOutcomeJson(report)["input"];
             provenance["input"].erase("sha256");
             provenance["timing_threads"] = report.request.threads;
+            // What skipUnreadable left out is the same at every point (the data, not the parameter).
+            for (const SkippedLayer& skip : report.skipped)
+                skippedNotes.push_back("image " + std::to_string(skip.image) + ", layer " +
+                                       report.dump.layers[std::size_t(skip.layer)].name +
+                                       " is left out of every point (unreadable): " + skip.message);
         }
         pointSeconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - pointStart).count());
     }
@@ -384,6 +390,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                         std::string(info.name) +
                         " does not act and their curves are flat; sweep it on layers with raw q and k");
     }
+    for (const std::string& note : skippedNotes) notes.push_back(note);
     if (!localityFailure.empty())
         notes.push_back("mean_distance is left out: the locality cannot skip unreadable data (" + localityFailure +
                         ")");

@@ -382,6 +382,9 @@ void SweepView::rebuild() {
     request.analysis.options.stats =
         StatSelection::parse(alpha ? "rank,local,distance" : "rank,local,entropy,confusion,distance");
     request.analysis.options.localBranch.enabled = alpha;
+    // As the other statistics views: an unreadable image is left out (the sweep's notes say which),
+    // so that one damaged chunk does not cost the curves of every other image.
+    request.analysis.skipUnreadable = true;
     const std::string key = sweepKey(request);
     shownKey_ = key;
     auto& store = session_->sweeps();
@@ -434,9 +437,14 @@ void SweepView::rebuild() {
     const json* layerJson = nullptr;
     for (const json& l : doc["layers"])
         if (l["layer_position"] == sel.layer) layerJson = &l;
-    if (!layerJson) {
-        statusText_ =
-            QStringLiteral("FAILED: the sweep holds no record of layer %1").arg(QString::fromStdString(layer.name));
+    if (!layerJson || (*layerJson)["heads"].empty()) {
+        QStringList notes;
+        for (const json& n : doc["notes"]) notes << QString::fromStdString(n.get<std::string>());
+        statusText_ = QStringLiteral("FAILED: the sweep holds no record of layer %1%2")
+                          .arg(QString::fromStdString(layer.name),
+                               notes.isEmpty() ? QString()
+                                               : QStringLiteral(": ") +
+                                                     shortError(notes.join(QStringLiteral(" · ")), session_->path()));
         showState(title, statusText_, true);
         return;
     }
@@ -460,7 +468,16 @@ void SweepView::rebuild() {
             QStringLiteral(" · %1 points, %2 s").arg(x.size()).arg(doc["timing"]["seconds"].get<double>(), 0, 'f', 1));
     int row = 1;
     QStringList notes;
-    for (const json& n : doc["notes"]) notes << QString::fromStdString(n.get<std::string>());
+    // Notes of left-out data without the read error itself (the Issues list and Save JSON have it):
+    // the plots keep their room.
+    for (const json& n : doc["notes"]) {
+        QString note = QString::fromStdString(n.get<std::string>());
+        if (const qsizetype cut = note.indexOf(QLatin1String("(unreadable): ")); cut >= 0)
+            note = note.left(cut + 12);
+        else if (note.startsWith(QLatin1String("mean_distance is left out")))
+            note = note.left(note.indexOf(QLatin1String(" ("))) + QStringLiteral(" (details in Save JSON)");
+        notes << note;
+    }
     if (!notes.isEmpty()) {
         auto* note = addWrappedText(plot_, 9);
         note->setTextColor(QColor(180, 0, 0));
@@ -470,7 +487,7 @@ void SweepView::rebuild() {
     if (shownStatistics_.isEmpty()) {
         auto* none = addWrappedText(plot_, 10);
         plot_->plotLayout()->addElement(row, 0, none);
-        setWrappedText(none, QStringLiteral("No statistic of this layer to draw (its records were all skipped)."));
+        setWrappedText(none, QStringLiteral("No statistic of this layer to draw."));
         return;
     }
     // The legend in one line under the title: the panels keep the whole width.

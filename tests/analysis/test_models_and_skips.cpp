@@ -14,6 +14,7 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
+#include "attnlens/analysis/sweep.h"
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "core/test_support.h"
@@ -49,6 +50,43 @@ protected:
 
     test::TempDir dir_;
 };
+
+// A sweep with skipUnreadable: the damaged (image, layer) is left out of every point and named in
+// the notes; the other images' curves are the clean dump's curves over those images; the mean
+// attention distance (the locality cannot skip) is left out with a note saying why.
+TEST_F(ModelsDump, SweepsSkipTheDamagedImageLayerAndSaySo) {
+    const auto cleanReader = DumpReader::open(clean());
+    const auto damagedReader = DumpReader::open(damaged());
+    SweepRequest sweep;
+    sweep.paradigm = Paradigm::parse("mala");
+    sweep.parameter = SweepParameter::QueryScale;
+    sweep.values = {0.5, 2.0};
+    sweep.analysis = request(true);
+    sweep.analysis.layers = {kDamagedLayer};
+    sweep.analysis.options.stats = StatSelection::parse("local,entropy");
+    const json damagedSweep = sweepDump(*damagedReader, sweep, ToolInfo{});
+    std::string notes;
+    for (const json& n : damagedSweep["notes"]) notes += n.get<std::string>() + "\n";
+    EXPECT_NE(notes.find("image 1, layer alpha.block1 is left out of every point (unreadable)"), std::string::npos)
+        << notes;
+    EXPECT_NE(notes.find("mean_distance is left out"), std::string::npos) << notes;
+    EXPECT_FALSE(damagedSweep["layers"][0]["statistics"].contains("mean_distance"));
+    // The clean dump over the other images gives the same curves.
+    sweep.analysis.images = {0, 2};
+    sweep.meanDistance = false;
+    const json cleanSweep = sweepDump(*cleanReader, sweep, ToolInfo{});
+    EXPECT_EQ(damagedSweep["layers"][0]["heads"], cleanSweep["layers"][0]["heads"]);
+    // Without skipUnreadable the damage ends the sweep, naming the dataset.
+    sweep.analysis.images.clear();
+    sweep.analysis.skipUnreadable = false;
+    try {
+        sweepDump(*damagedReader, sweep, ToolInfo{});
+        ADD_FAILURE() << "the damaged chunk was read";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Input);
+        EXPECT_NE(std::string(e.what()).find("/layers/alpha.block1/k"), std::string::npos) << e.what();
+    }
+}
 
 std::map<std::tuple<int, int, int, int>, json> recordsByKey(const AnalysisReport& report) {
     std::map<std::tuple<int, int, int, int>, json> out;

@@ -498,6 +498,14 @@ void DamagedFileTests::renderRefusesAnUnreadableHeadUnlessAsked() {
              3);
     QVERIFY2(e.contains(QStringLiteral("nothing written")) && e.contains(QStringLiteral("/layers/2/k")), qPrintable(e));
     QVERIFY(!QFile::exists(out));
+    // Over all images the damaged one is left out (the sweep's notes name it): image 1's curves are drawn.
+    QString o2, e2;
+    QTextStream os2(&o2), es2(&e2);
+    QCOMPARE(
+        runRender({path, "--view", "sweep", "--layer", "2", "--scope", "all", "--sweep", "qscale=1:2:2", "-o", out},
+                  os2, es2),
+        0);
+    QVERIFY2(QFile::exists(out), qPrintable(e2));
 }
 
 int main(int argc, char** argv) {
