@@ -66,22 +66,26 @@ QStringList panelStatistics(SweepParameter parameter, int k) {
             QStringLiteral("output_relative_error")};
 }
 
-QString statisticLabel(const QString& name, const QString& reference) {
+// channel: the one V channel an alpha sweep analyses (the dock's Branch channel), -1 for all of them.
+QString statisticLabel(const QString& name, const QString& reference, int channel) {
+    const QString e = channel >= 0 ? QStringLiteral("E_c, channel %1").arg(channel) : QStringLiteral("E_mean");
+    if (name == QLatin1String("branch_rank_median"))
+        return channel >= 0 ? QStringLiteral("rank of E_c, channel %1").arg(channel)
+                            : QStringLiteral("median rank of E_c");
+    if (name == QLatin1String("branch_share")) return QStringLiteral("branch share of %1").arg(e);
     if (name == QLatin1String("rank")) return QStringLiteral("rank of A");
     if (name == QLatin1String("normalised_entropy")) return QStringLiteral("entropy / log n");
     if (name == QLatin1String("confused_pairs")) return QStringLiteral("confused pairs");
     if (name == QLatin1String("mean_distance")) return QStringLiteral("mean attention distance");
     if (name == QLatin1String("total_variation")) return QStringLiteral("TV to %1").arg(reference);
     if (name == QLatin1String("output_relative_error")) return QStringLiteral("output error vs %1").arg(reference);
-    if (name == QLatin1String("branch_rank_median")) return QStringLiteral("median rank of E_c");
-    if (name == QLatin1String("branch_share")) return QStringLiteral("branch share of E_mean");
     if (name == QLatin1String("output_relative_error_with_branch"))
         return QStringLiteral("output error vs %1, with branch").arg(reference);
     for (const QString& prefix : {QStringLiteral("branch_local_mass_k"), QStringLiteral("local_mass_k")})
         if (name.startsWith(prefix)) {
             const QString k = name.mid(prefix.size());
             return QStringLiteral("%1 x %1 mass%2")
-                .arg(k, prefix.startsWith(QLatin1String("branch")) ? " of E_mean" : "");
+                .arg(k, prefix.startsWith(QLatin1String("branch")) ? QStringLiteral(" of ") + e : QString());
         }
     return name;
 }
@@ -382,6 +386,10 @@ void SweepView::rebuild() {
     request.analysis.options.stats =
         StatSelection::parse(alpha ? "rank,local,distance" : "rank,local,entropy,confusion,distance");
     request.analysis.options.localBranch.enabled = alpha;
+    // The dock's Branch channel: one V channel's E_c (two SVDs per head and point, what N = 3136
+    // affords), or every channel's (the median rank over them, as analyze's default).
+    const int channel = alpha && sel.localChannel >= 0 ? sel.localChannel : -1;
+    if (channel >= 0) request.analysis.options.localBranch.channels = {channel};
     // As the other statistics views: an unreadable image is left out (the sweep's notes say which),
     // so that one damaged chunk does not cost the curves of every other image.
     request.analysis.skipUnreadable = true;
@@ -465,7 +473,10 @@ void SweepView::rebuild() {
     setWrappedText(
         titleElement,
         title +
-            QStringLiteral(" · %1 points, %2 s").arg(x.size()).arg(doc["timing"]["seconds"].get<double>(), 0, 'f', 1));
+            QStringLiteral(" · %1 points, %2 s").arg(x.size()).arg(doc["timing"]["seconds"].get<double>(), 0, 'f', 1) +
+            (!alpha         ? QString()
+             : channel >= 0 ? QStringLiteral(" · E_c of V channel %1").arg(channel)
+                            : QStringLiteral(" · E_c of every V channel (one: Branch channel)")));
     int row = 1;
     QStringList notes;
     // Notes of left-out data without the read error itself (the Issues list and Save JSON have it):
@@ -536,7 +547,7 @@ void SweepView::rebuild() {
             for (double v : y) all.push_back(v);
         }
         fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
-        rect->axis(QCPAxis::atLeft)->setLabel(statisticLabel(shownStatistics_[i], reference));
+        rect->axis(QCPAxis::atLeft)->setLabel(statisticLabel(shownStatistics_[i], reference, channel));
         rect->axis(QCPAxis::atBottom)->setRange(lo - margin, hi + margin);
         rect->axis(QCPAxis::atBottom)->setLabel(name);
         rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(columns >= 3 ? 4 : 5);

@@ -748,6 +748,12 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     QCOMPARE(branchRank->data()->at(0)->value, double(sr.rank));
     QVERIFY(branchRank->data()->at(1)->value > double(sr.rank));  // the DWC lifts the rank
     QVERIFY(sweepGraph(v, "branch_rank_median", "the model's alpha = 1"));
+    // The dock's Branch channel narrows the sweep to that channel's E_c (what large N affords).
+    s->setLocalChannel(2);
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
+    QCOMPARE((*v->shownSweep())["options"]["local_branch"]["channels"], nlohmann::json({2}));
+    QVERIFY(v->plot()->axisRects().value(0)->axis(QCPAxis::atLeft)->label().contains("channel 2"));
+    s->setLocalChannel(-1);
 
     // Cancel stops the job and says so, with Retry, which runs it again.
     v->setRange("0:1:3");
