@@ -58,6 +58,7 @@ QStringList panelStatistics(SweepParameter parameter, int k) {
         return {QStringLiteral("branch_rank_median"), QStringLiteral("branch_local_mass_k") + kk,
                 QStringLiteral("branch_share"), QStringLiteral("output_relative_error_with_branch")};
     return {QStringLiteral("rank"),
+            QStringLiteral("effective_rank"),
             QStringLiteral("normalised_entropy"),
             QStringLiteral("local_mass_k") + kk,
             QStringLiteral("mean_distance"),
@@ -74,6 +75,7 @@ QString statisticLabel(const QString& name, const QString& reference, int channe
                             : QStringLiteral("median rank of E_c");
     if (name == QLatin1String("branch_share")) return QStringLiteral("branch share of %1").arg(e);
     if (name == QLatin1String("rank")) return QStringLiteral("rank of A");
+    if (name == QLatin1String("effective_rank")) return QStringLiteral("effective rank of A");
     if (name == QLatin1String("normalised_entropy")) return QStringLiteral("entropy / log n");
     if (name == QLatin1String("confused_pairs")) return QStringLiteral("confused pairs");
     if (name == QLatin1String("mean_distance")) return QStringLiteral("mean attention distance");
@@ -514,7 +516,7 @@ void SweepView::rebuild() {
     legend->setColumnSpacing(12);
     plot_->plotLayout()->setRowStretchFactor(row - 1, 0.001);
     QCPLayoutGrid* grid = addBody(plot_, row);
-    const int columns = shownStatistics_.size() <= 4 ? 2 : shownStatistics_.size() <= 6 ? 3 : 4;
+    const int columns = shownStatistics_.size() <= 4 ? 2 : shownStatistics_.size() <= 6 ? 3 : 4;  // 8: 4 x 2
     const QColor headColour = paradigmColor(p);
     const QColor otherColour(175, 175, 175);
     const double lo = x.isEmpty() ? 0 : *std::min_element(x.begin(), x.end());

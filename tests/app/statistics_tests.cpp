@@ -668,8 +668,9 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     v->setRange("1:3:3");
     QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
     QCOMPARE(v->statusText(), QString());
-    QCOMPARE(v->shownStatistics(), QStringList({"rank", "normalised_entropy", "local_mass_k3", "mean_distance",
-                                                "confused_pairs", "total_variation", "output_relative_error"}));
+    QCOMPARE(v->shownStatistics(),
+             QStringList({"rank", "effective_rank", "normalised_entropy", "local_mass_k3", "mean_distance",
+                          "confused_pairs", "total_variation", "output_relative_error"}));
     QCOMPARE((*v->shownSweep())["parameter"]["values"], nlohmann::json({1.0, 2.0, 3.0}));
 
     // Second computation: the head's dense matrix with p set, its entropy and TV to softmax by formula.
@@ -716,7 +717,7 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     int markers = 0;
     for (int i = 0; i < v->plot()->itemCount(); ++i)
         markers += qobject_cast<QCPItemStraightLine*>(v->plot()->item(i)) != nullptr;
-    QCOMPARE(markers, 7);
+    QCOMPARE(markers, 8);
 
     // Save JSON writes the document shown, as attnlens-cli sweep writes it.
     const QString saved = QDir(dir_.path()).filePath("sweep.json");
