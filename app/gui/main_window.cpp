@@ -166,7 +166,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     tokenMap_->setImageOpacity(session_->preferences().imageOpacityPercent);
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+    // The sessions are children: QWidget's destructor deletes them after this object has stopped
+    // being a MainWindow, and their destructors stop their jobs, whose busyChanged would then reach
+    // the status bar's lambdas of a half-destroyed window (UBSan saw it when a window with a sweep
+    // running was replaced). Cut every connection from them to this window while it is whole.
+    for (Session* s : {session_, second_})
+        if (s) {
+            s->jobs().disconnect(this);
+            s->disconnect(this);
+        }
+}
 
 void MainWindow::createViews() {
     tabs_ = new QTabWidget(this);
