@@ -29,7 +29,8 @@ ConfusedPairsView::ConfusedPairsView(Session* session, QWidget* parent) : PlotVi
     // the pair's two maps get the width (a table beside them left both cut and small at 1024 px).
     // Exports draw the plot (title, conditions, the pair's rows).
     auto* split = new QSplitter(Qt::Vertical, this);
-    static_cast<QVBoxLayout*>(layout())->replaceWidget(plot_, split);
+    // replaceWidget hands back the plot's old layout item, which the caller owns (LeakSanitizer).
+    delete static_cast<QVBoxLayout*>(layout())->replaceWidget(plot_, split);
     split->addWidget(table_);
     split->addWidget(plot_);
     split->setStretchFactor(0, 0);
