@@ -3,7 +3,6 @@
 #include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
-#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -15,6 +14,7 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/error.h"
 #include "display_text.h"
+#include "export_dialog.h"
 #include "plot_helpers.h"
 #include "session.h"
 
@@ -187,10 +187,10 @@ SweepView::SweepView(Session* session, QWidget* parent) : PlotView(session, pare
     });
     connect(save_, &QPushButton::clicked, this, [this]() {
         if (!shown_) return;
+        // The export dialogs' folder: the one used last, else the dump's (never a bundled example's).
         const QString path = QFileDialog::getSaveFileName(
             this, QStringLiteral("Save sweep"),
-            QFileInfo(session_->path())
-                .dir()
+            QDir(lastExportFolder(session_->path()))
                 .filePath(QStringLiteral("sweep-%1-%2.json")
                               .arg(QString::fromStdString(session_->paradigms()[std::size_t(sweptParadigm())].name))
                               .arg(QString::fromUtf8(sweepParameterName(parameter())))),
@@ -198,6 +198,7 @@ SweepView::SweepView(Session* session, QWidget* parent) : PlotView(session, pare
         if (path.isEmpty()) return;
         try {
             saveJson(path);
+            rememberExportFolder(path);
         } catch (const std::exception& e) {
             QMessageBox::warning(this, QStringLiteral("Save failed"), QString::fromStdString(e.what()));
         }
