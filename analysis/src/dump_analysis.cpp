@@ -237,6 +237,17 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
 
     if (progress && !progress(AnalysisProgress{0, totalSteps, "starting"}))
         throw Error(ErrorKind::Cancelled, "analysis cancelled");
+    // Labels are read before the work (one small read per image), so that streamed records are
+    // summarised per label as they arrive. An unreadable label leaves its image out of the
+    // per-label tables only, with a note.
+    for (int b : req.images) {
+        try {
+            if (const std::optional<std::int64_t> label = reader.label(b)) report.labels[b] = *label;
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::Input) throw;
+            report.notes.push_back("image " + std::to_string(b) + " is left out of the per-label summary: " + e.what());
+        }
+    }
     if (sink && sink->begin) sink->begin(report);
     detail::parallelFor(tasks.size(), threads, runTask);
     if (cancelled) throw Error(ErrorKind::Cancelled, "analysis cancelled");

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "attnlens/error.h"
+#include "attnlens/json_message.h"
 #include "attnlens/output_path.h"
 #include "attnlens/text.h"
 #include "parallel.h"
@@ -226,7 +227,56 @@ struct Mean {
     }
     double mean() const { return n ? sum / double(n) : std::numeric_limits<double>::quiet_NaN(); }
     json value() const { return n ? json(sum / double(n)) : json(nullptr); }
+    void merge(const Mean& o) {
+        sum += o.sum;
+        n += o.n;
+    }
+    // [sum, n]: exact for merging (summary_state).
+    json state() const { return json::array({sum, n}); }
+    static Mean fromState(const json& j) {
+        Mean m;
+        if (!j.is_array() || j.size() != 2 || !j[0].is_number() || !j[1].is_number_integer() ||
+            j[1].get<std::int64_t>() < 0)
+            throw std::invalid_argument("a running mean must be [sum, count], got " + printableText(j.dump(), 80));
+        m.sum = j[0].get<double>();
+        m.n = j[1].get<std::int64_t>();
+        return m;
+    }
 };
+
+json meansState(const std::map<int, Mean>& means) {
+    json j = json::object();
+    for (const auto& [k, m] : means) j[std::to_string(k)] = m.state();
+    return j;
+}
+
+std::map<int, Mean> meansFromState(const json& j) {
+    std::map<int, Mean> out;
+    for (const auto& [k, v] : j.items()) out[std::stoi(k)] = Mean::fromState(v);
+    return out;
+}
+
+void mergeMeans(std::map<int, Mean>& into, const std::map<int, Mean>& from) {
+    for (const auto& [k, m] : from) into[k].merge(m);
+}
+
+json curveState(const std::vector<Mean>& curve) {
+    json j = json::array();
+    for (const Mean& m : curve) j.push_back(m.state());
+    return j;
+}
+
+std::vector<Mean> curveFromState(const json& j) {
+    std::vector<Mean> out;
+    for (const json& v : j) out.push_back(Mean::fromState(v));
+    return out;
+}
+
+void mergeCurve(std::vector<Mean>& into, const std::vector<Mean>& from) {
+    if (into.empty()) into.resize(from.size());
+    if (from.size() != into.size()) throw std::invalid_argument("magnitude curves of different lengths");
+    for (std::size_t i = 0; i < from.size(); ++i) into[i].merge(from[i]);
+}
 
 // The means and totals of a set of records (one paradigm, or one paradigm and layer), from the
 // statistics as analyzeHead made them. Non-finite values (null in a report) are left out of means.
@@ -323,6 +373,162 @@ struct Aggregate {
                 if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
             }
         }
+    }
+
+    // Adds another set of records' aggregate: the same as adding its records here.
+    void merge(const Aggregate& o) {
+        records += o.records;
+        for (auto [mine, theirs] : {std::pair{&rank, &o.rank},
+                                    {&effectiveRank, &o.effectiveRank},
+                                    {&entropy, &o.entropy},
+                                    {&normalisedEntropy, &o.normalisedEntropy},
+                                    {&maxWeight, &o.maxWeight},
+                                    {&negativeRows, &o.negativeRows},
+                                    {&negativeMass, &o.negativeMass},
+                                    {&branchRankWithout, &o.branchRankWithout},
+                                    {&branchRankMedian, &o.branchRankMedian},
+                                    {&branchRankMeanChannel, &o.branchRankMeanChannel},
+                                    {&branchShare, &o.branchShare},
+                                    {&totalVariation, &o.totalVariation},
+                                    {&jensenShannon, &o.jensenShannon},
+                                    {&outputError, &o.outputError},
+                                    {&outputErrorWithBranch, &o.outputErrorWithBranch},
+                                    {&outputCosine, &o.outputCosine}})
+            mine->merge(*theirs);
+        for (auto [mine, theirs] : {std::pair{&local, &o.local},
+                                    {&localUniform, &o.localUniform},
+                                    {&localPaper, &o.localPaper},
+                                    {&localOutputShare, &o.localOutputShare},
+                                    {&branchLocalWithout, &o.branchLocalWithout},
+                                    {&branchLocalWith, &o.branchLocalWith},
+                                    {&branchAbsWithout, &o.branchAbsWithout},
+                                    {&branchAbsWith, &o.branchAbsWith}})
+            mergeMeans(*mine, *theirs);
+        confused += o.confused;
+        flagged += o.flagged;
+        hasConfusion = hasConfusion || o.hasConfusion;
+        if (!o.magMax.empty()) {
+            if (!factors.empty() && factors != o.factors) throw std::invalid_argument("different magnitude factors");
+            factors = o.factors;
+            mergeCurve(magMax, o.magMax);
+            mergeCurve(magEntropy, o.magEntropy);
+            mergeCurve(magTop, o.magTop);
+            mergeCurve(magLogRatio, o.magLogRatio);
+        }
+        branchRecords += o.branchRecords;
+        branchRankMin = std::min(branchRankMin, o.branchRankMin);
+        branchRankMax = std::max(branchRankMax, o.branchRankMax);
+        distanceRecords += o.distanceRecords;
+        if (!o.reference.empty()) reference = o.reference;
+    }
+
+    // Every running sum and count, for summary_state (exact merging of runs without JSON records).
+    // withMagnitude: the mean curves too (only the per-paradigm summary shows them).
+    json state(bool withMagnitude) const {
+        json j;
+        j["records"] = records;
+        j["means"] = {{"rank", rank.state()},
+                      {"effective_rank", effectiveRank.state()},
+                      {"entropy", entropy.state()},
+                      {"normalised_entropy", normalisedEntropy.state()},
+                      {"max_weight", maxWeight.state()},
+                      {"negative_rows", negativeRows.state()},
+                      {"negative_mass", negativeMass.state()},
+                      {"branch_rank_without", branchRankWithout.state()},
+                      {"branch_rank_median", branchRankMedian.state()},
+                      {"branch_rank_mean_channel", branchRankMeanChannel.state()},
+                      {"branch_share", branchShare.state()},
+                      {"total_variation", totalVariation.state()},
+                      {"jensen_shannon", jensenShannon.state()},
+                      {"output_error", outputError.state()},
+                      {"output_error_with_branch", outputErrorWithBranch.state()},
+                      {"output_cosine", outputCosine.state()}};
+        j["per_k"] = {{"local", meansState(local)},
+                      {"local_uniform", meansState(localUniform)},
+                      {"local_paper", meansState(localPaper)},
+                      {"local_output_share", meansState(localOutputShare)},
+                      {"branch_local_without", meansState(branchLocalWithout)},
+                      {"branch_local_with", meansState(branchLocalWith)},
+                      {"branch_abs_without", meansState(branchAbsWithout)},
+                      {"branch_abs_with", meansState(branchAbsWith)}};
+        j["confused"] = confused;
+        j["flagged"] = flagged;
+        j["has_confusion"] = hasConfusion;
+        if (withMagnitude)
+            j["magnitude"] = {{"factors", factors},
+                              {"max_weight", curveState(magMax)},
+                              {"entropy", curveState(magEntropy)},
+                              {"top_mass", curveState(magTop)},
+                              {"log_ratio", curveState(magLogRatio)}};
+        j["branch_records"] = branchRecords;
+        j["branch_rank_min"] = branchRankMin == INT_MAX ? json(nullptr) : json(branchRankMin);
+        j["branch_rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
+        j["distance_records"] = distanceRecords;
+        j["reference"] = reference;
+        return j;
+    }
+
+    // The inverse of state(); std::invalid_argument or json::exception on a malformed state.
+    static Aggregate fromState(const json& j) {
+        Aggregate a;
+        a.records = j.at("records").get<std::int64_t>();
+        const json& m = j.at("means");
+        a.rank = Mean::fromState(m.at("rank"));
+        a.effectiveRank = Mean::fromState(m.at("effective_rank"));
+        a.entropy = Mean::fromState(m.at("entropy"));
+        a.normalisedEntropy = Mean::fromState(m.at("normalised_entropy"));
+        a.maxWeight = Mean::fromState(m.at("max_weight"));
+        a.negativeRows = Mean::fromState(m.at("negative_rows"));
+        a.negativeMass = Mean::fromState(m.at("negative_mass"));
+        a.branchRankWithout = Mean::fromState(m.at("branch_rank_without"));
+        a.branchRankMedian = Mean::fromState(m.at("branch_rank_median"));
+        a.branchRankMeanChannel = Mean::fromState(m.at("branch_rank_mean_channel"));
+        a.branchShare = Mean::fromState(m.at("branch_share"));
+        a.totalVariation = Mean::fromState(m.at("total_variation"));
+        a.jensenShannon = Mean::fromState(m.at("jensen_shannon"));
+        a.outputError = Mean::fromState(m.at("output_error"));
+        a.outputErrorWithBranch = Mean::fromState(m.at("output_error_with_branch"));
+        a.outputCosine = Mean::fromState(m.at("output_cosine"));
+        const json& k = j.at("per_k");
+        a.local = meansFromState(k.at("local"));
+        a.localUniform = meansFromState(k.at("local_uniform"));
+        a.localPaper = meansFromState(k.at("local_paper"));
+        a.localOutputShare = meansFromState(k.at("local_output_share"));
+        a.branchLocalWithout = meansFromState(k.at("branch_local_without"));
+        a.branchLocalWith = meansFromState(k.at("branch_local_with"));
+        a.branchAbsWithout = meansFromState(k.at("branch_abs_without"));
+        a.branchAbsWith = meansFromState(k.at("branch_abs_with"));
+        for (const auto* perK : {&a.localUniform, &a.localPaper})
+            for (const auto& [kk, mean] : a.local)
+                if (!perK->count(kk)) throw std::invalid_argument("per_k lacks window size " + std::to_string(kk));
+        for (const auto* perK : {&a.branchLocalWith, &a.branchAbsWithout, &a.branchAbsWith})
+            for (const auto& [kk, mean] : a.branchLocalWithout)
+                if (!perK->count(kk)) throw std::invalid_argument("per_k lacks window size " + std::to_string(kk));
+        a.confused = j.at("confused").get<std::int64_t>();
+        a.flagged = j.at("flagged").get<std::int64_t>();
+        a.hasConfusion = j.at("has_confusion").get<bool>();
+        const json& mag = j.contains("magnitude") ? j["magnitude"]
+                                                  : json::object({{"factors", json::array()},
+                                                                  {"max_weight", json::array()},
+                                                                  {"entropy", json::array()},
+                                                                  {"top_mass", json::array()},
+                                                                  {"log_ratio", json::array()}});
+        a.factors = mag.at("factors").get<std::vector<double>>();
+        a.magMax = curveFromState(mag.at("max_weight"));
+        a.magEntropy = curveFromState(mag.at("entropy"));
+        a.magTop = curveFromState(mag.at("top_mass"));
+        a.magLogRatio = curveFromState(mag.at("log_ratio"));
+        for (const auto* curve : {&a.magMax, &a.magEntropy, &a.magTop, &a.magLogRatio})
+            if (curve->size() != a.factors.size())
+                throw std::invalid_argument("a magnitude curve's length differs from its factors'");
+        a.branchRecords = j.at("branch_records").get<std::int64_t>();
+        a.branchRankMin = j.at("branch_rank_min").is_null() ? INT_MAX : j["branch_rank_min"].get<int>();
+        a.branchRankMax = j.at("branch_rank_max").is_null() ? INT_MIN : j["branch_rank_max"].get<int>();
+        a.distanceRecords = j.at("distance_records").get<std::int64_t>();
+        a.reference = j.at("reference").get<std::string>();
+        if (a.records < 0 || a.branchRecords < 0 || a.distanceRecords < 0 || a.confused < 0 || a.flagged < 0)
+            throw std::invalid_argument("a negative count");
+        return a;
     }
 
     // The running mean of one statistic (nullptr: no value of window size k was added).
@@ -912,6 +1118,12 @@ nlohmann::json reportProvenanceJson(const AnalysisReport& report, const ToolInfo
     for (const auto& p : report.paradigms) paradigms.push_back(p.toJson());
     j["paradigms"] = paradigms;
     j["options"] = report.request.options.toJson();
+    // Only for dumps with /labels, so that other reports keep the fields they always had.
+    if (!report.labels.empty()) {
+        json labels = json::array();
+        for (const auto& [image, label] : report.labels) labels.push_back({{"image", image}, {"label", label}});
+        j["image_labels"] = std::move(labels);
+    }
     return j;
 }
 
@@ -1133,12 +1345,20 @@ struct ReportSummary::State {
     // Confused pairs per image, per model (modelOfLayer of the record's layer) -> image ->; the
     // whole dump's count of an image is the sum over the models.
     std::vector<std::map<std::string, std::map<int, std::int64_t>>> perModelImage;
+    std::vector<std::map<std::pair<int, int>, Aggregate>> perHead;  // (layer position, head) ->
+    std::vector<std::map<std::int64_t, Aggregate>> perLabel;        // the image's label ->
+    std::map<int, std::int64_t> imageLabels;                        // images with a record and a label
     std::map<int, std::string> layerNames;
     bool anyConfusion = false;
     std::int64_t skipped = 0;
 
     explicit State(std::vector<std::string> paradigms)
-        : order(std::move(paradigms)), overall(order.size()), perLayer(order.size()), perModelImage(order.size()) {}
+        : order(std::move(paradigms)),
+          overall(order.size()),
+          perLayer(order.size()),
+          perModelImage(order.size()),
+          perHead(order.size()),
+          perLabel(order.size()) {}
 };
 
 ReportSummary::ReportSummary(std::vector<std::string> paradigmOrder)
@@ -1152,19 +1372,28 @@ ReportSummary::ReportSummary(const std::vector<Paradigm>& paradigms)
       }()) {}
 
 ReportSummary::ReportSummary(const AnalysisReport& report) : ReportSummary(report.paradigms) {
-    for (const HeadRecord& r : report.records) add(r, report.dump.layers[std::size_t(r.layer)].name);
+    for (const HeadRecord& r : report.records) {
+        const auto label = report.labels.find(r.image);
+        add(r, report.dump.layers[std::size_t(r.layer)].name,
+            label == report.labels.end() ? std::nullopt : std::optional<std::int64_t>(label->second));
+    }
 }
 
 ReportSummary::~ReportSummary() = default;
 ReportSummary::ReportSummary(ReportSummary&&) noexcept = default;
 ReportSummary& ReportSummary::operator=(ReportSummary&&) noexcept = default;
 
-void ReportSummary::add(const HeadRecord& r, const std::string& layerName) {
+void ReportSummary::add(const HeadRecord& r, const std::string& layerName, std::optional<std::int64_t> label) {
     State& s = *state_;
     if (r.paradigm < 0 || std::size_t(r.paradigm) >= s.order.size()) return;  // not summarised
     const auto p = std::size_t(r.paradigm);
     s.overall[p].add(r.stats);
     s.perLayer[p][r.layer].add(r.stats);
+    s.perHead[p][{r.layer, r.head}].add(r.stats);
+    if (label) {
+        s.perLabel[p][*label].add(r.stats);
+        s.imageLabels[r.image] = *label;
+    }
     s.layerNames[r.layer] = layerName;
     std::int64_t& confused = s.perModelImage[p][modelOfLayer(layerName)][r.image];
     if (r.stats.confusion) {
@@ -1173,14 +1402,139 @@ void ReportSummary::add(const HeadRecord& r, const std::string& layerName) {
     }
 }
 
-void ReportSummary::add(const nlohmann::json& record) {
-    add(recordFromJson(record, state_->order), record.at("layer").get<std::string>());
+void ReportSummary::add(const nlohmann::json& record, std::optional<std::int64_t> label) {
+    add(recordFromJson(record, state_->order), record.at("layer").get<std::string>(), label);
 }
 
 double ReportSummary::layerMean(int paradigm, int layerPosition, Statistic statistic, int k) const {
     const auto& layers = state_->perLayer.at(std::size_t(paradigm));
     const auto it = layers.find(layerPosition);
     return it == layers.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+}
+
+double ReportSummary::headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k) const {
+    const auto& heads = state_->perHead.at(std::size_t(paradigm));
+    const auto it = heads.find({layerPosition, head});
+    return it == heads.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+}
+
+double ReportSummary::labelMean(int paradigm, std::int64_t label, Statistic statistic, int k) const {
+    const auto& labels = state_->perLabel.at(std::size_t(paradigm));
+    const auto it = labels.find(label);
+    return it == labels.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+}
+
+std::map<std::int64_t, std::int64_t> ReportSummary::imagesPerLabel() const {
+    std::map<std::int64_t, std::int64_t> out;
+    for (const auto& [image, label] : state_->imageLabels) ++out[label];
+    return out;
+}
+
+std::int64_t ReportSummary::records() const {
+    std::int64_t n = 0;
+    for (const Aggregate& a : state_->overall) n += a.records;
+    return n;
+}
+
+nlohmann::json ReportSummary::stateJson() const {
+    const State& s = *state_;
+    json j;
+    j["schema"] = "attnlens.summary_state";
+    j["schema_version"] = 1;
+    j["note"] = "the summary's running sums and counts ([sum, count] per mean), for merge; read \"summary\" instead";
+    j["paradigms"] = s.order;
+    json layers = json::array();
+    for (const auto& [position, name] : s.layerNames) layers.push_back({position, name});
+    j["layer_names"] = std::move(layers);
+    json overall = json::array(), perLayer = json::array(), perHead = json::array(), perLabel = json::array(),
+         confusion = json::array();
+    for (std::size_t p = 0; p < s.order.size(); ++p) {
+        overall.push_back(s.overall[p].state(true));
+        json l = json::array(), h = json::array(), b = json::array(), c = json::object();
+        for (const auto& [position, aggregate] : s.perLayer[p]) l.push_back({position, aggregate.state(false)});
+        for (const auto& [key, aggregate] : s.perHead[p]) h.push_back({key.first, key.second, aggregate.state(false)});
+        for (const auto& [label, aggregate] : s.perLabel[p]) b.push_back({label, aggregate.state(false)});
+        for (const auto& [model, perImage] : s.perModelImage[p]) {
+            json counts = json::array();
+            for (const auto& [image, count] : perImage) counts.push_back({image, count});
+            c[model] = std::move(counts);
+        }
+        perLayer.push_back(std::move(l));
+        perHead.push_back(std::move(h));
+        perLabel.push_back(std::move(b));
+        confusion.push_back(std::move(c));
+    }
+    j["overall"] = std::move(overall);
+    j["per_layer"] = std::move(perLayer);
+    j["per_head"] = std::move(perHead);
+    j["per_label"] = std::move(perLabel);
+    j["confusion_per_model_image"] = std::move(confusion);
+    json labels = json::array();
+    for (const auto& [image, label] : s.imageLabels) labels.push_back({image, label});
+    j["image_labels"] = std::move(labels);
+    j["any_confusion"] = s.anyConfusion;
+    j["skipped"] = s.skipped;
+    return j;
+}
+
+ReportSummary ReportSummary::fromStateJson(const nlohmann::json& j) {
+    if (!j.is_object() || j.value("schema", json()) != "attnlens.summary_state" ||
+        j.value("schema_version", json()) != 1)
+        throw std::invalid_argument("not an attnlens.summary_state of schema_version 1");
+    ReportSummary out(j.at("paradigms").get<std::vector<std::string>>());
+    State& s = *out.state_;
+    const std::size_t paradigms = s.order.size();
+    for (const json& l : j.at("layer_names")) s.layerNames[l.at(0).get<int>()] = l.at(1).get<std::string>();
+    const auto perParadigm = [&](const char* key) -> const json& {
+        const json& v = j.at(key);
+        if (!v.is_array() || v.size() != paradigms)
+            throw std::invalid_argument(std::string(key) + " must have one entry per paradigm");
+        return v;
+    };
+    const json &overall = perParadigm("overall"), &perLayer = perParadigm("per_layer"),
+               &perHead = perParadigm("per_head"), &perLabel = perParadigm("per_label"),
+               &confusion = perParadigm("confusion_per_model_image");
+    const auto knownLayer = [&](int position) {
+        if (!s.layerNames.count(position))
+            throw std::invalid_argument("layer position " + std::to_string(position) + " is not in layer_names");
+        return position;
+    };
+    for (std::size_t p = 0; p < paradigms; ++p) {
+        s.overall[p] = Aggregate::fromState(overall[p]);
+        for (const json& e : perLayer[p]) s.perLayer[p][knownLayer(e.at(0).get<int>())] = Aggregate::fromState(e.at(1));
+        for (const json& e : perHead[p])
+            s.perHead[p][{knownLayer(e.at(0).get<int>()), e.at(1).get<int>()}] = Aggregate::fromState(e.at(2));
+        for (const json& e : perLabel[p]) s.perLabel[p][e.at(0).get<std::int64_t>()] = Aggregate::fromState(e.at(1));
+        for (const auto& [model, counts] : confusion[p].items())
+            for (const json& e : counts) s.perModelImage[p][model][e.at(0).get<int>()] = e.at(1).get<std::int64_t>();
+    }
+    for (const json& e : j.at("image_labels")) s.imageLabels[e.at(0).get<int>()] = e.at(1).get<std::int64_t>();
+    s.anyConfusion = j.at("any_confusion").get<bool>();
+    s.skipped = j.at("skipped").get<std::int64_t>();
+    return out;
+}
+
+void ReportSummary::merge(const ReportSummary& other) {
+    State& s = *state_;
+    const State& o = *other.state_;
+    if (s.order != o.order) throw std::invalid_argument("summaries of different paradigms");
+    for (const auto& [position, name] : o.layerNames) {
+        const auto [it, inserted] = s.layerNames.emplace(position, name);
+        if (!inserted && it->second != name)
+            throw std::invalid_argument("layer position " + std::to_string(position) + " is " + it->second +
+                                        " in one summary and " + name + " in the other");
+    }
+    for (std::size_t p = 0; p < s.order.size(); ++p) {
+        s.overall[p].merge(o.overall[p]);
+        for (const auto& [key, aggregate] : o.perLayer[p]) s.perLayer[p][key].merge(aggregate);
+        for (const auto& [key, aggregate] : o.perHead[p]) s.perHead[p][key].merge(aggregate);
+        for (const auto& [key, aggregate] : o.perLabel[p]) s.perLabel[p][key].merge(aggregate);
+        for (const auto& [model, perImage] : o.perModelImage[p])
+            for (const auto& [image, count] : perImage) s.perModelImage[p][model][image] += count;
+    }
+    for (const auto& [image, label] : o.imageLabels) s.imageLabels[image] = label;
+    s.anyConfusion = s.anyConfusion || o.anyConfusion;
+    s.skipped += o.skipped;
 }
 
 void ReportSummary::addSkipped(std::int64_t imageLayers) { state_->skipped += imageLayers; }
@@ -1251,6 +1605,28 @@ nlohmann::json ReportSummary::toJson() const {
             layers.push_back(le);
         }
         e["layers"] = layers;
+        json heads = json::array();
+        for (const auto& [key, agg] : s.perHead[p]) {
+            json he = agg.toJson();
+            he.erase("magnitude_mean");
+            he["layer"] = s.layerNames.at(key.first);
+            he["layer_position"] = key.first;
+            he["head"] = key.second;
+            heads.push_back(std::move(he));
+        }
+        e["heads"] = std::move(heads);
+        if (!s.perLabel[p].empty()) {
+            const std::map<std::int64_t, std::int64_t> images = imagesPerLabel();
+            json labels = json::array();
+            for (const auto& [label, agg] : s.perLabel[p]) {
+                json be = agg.toJson();
+                be.erase("magnitude_mean");
+                be["label"] = label;
+                be["images"] = images.count(label) ? images.at(label) : 0;
+                labels.push_back(std::move(be));
+            }
+            e["labels"] = std::move(labels);
+        }
         if (s.anyConfusion) {
             json perImg = json::array();
             for (const auto& [img, count] : confusionPerImage(int(p)))
@@ -1273,7 +1649,10 @@ nlohmann::json ReportSummary::toJson() const {
     }
     json summary = {
         {"per_paradigm", out},
-        {"note", "means over (image, layer, head) records; confusion counts summed over layers and heads per image"}};
+        {"note",
+         "means over (image, layer, head) records (per_paradigm[].layers: per layer; .heads: per (layer, "
+         "head); .labels: per image label, for dumps with /labels); confusion counts summed over layers and "
+         "heads per image"}};
     if (s.skipped > 0) {
         summary["skipped_image_layers"] = s.skipped;
         summary["note"] = summary["note"].get<std::string>() +
@@ -1282,11 +1661,22 @@ nlohmann::json ReportSummary::toJson() const {
     return summary;
 }
 
+std::map<int, std::int64_t> imageLabelsOf(const nlohmann::json& report) {
+    std::map<int, std::int64_t> out;
+    if (report.contains("image_labels"))
+        for (const json& e : report["image_labels"]) out[e.at("image").get<int>()] = e.at("label").get<std::int64_t>();
+    return out;
+}
+
 nlohmann::json summarize(const nlohmann::json& report) {
     std::vector<std::string> order;
     for (const auto& p : report.at("paradigms")) order.push_back(p.at("name").get<std::string>());
     ReportSummary summary(std::move(order));
-    for (const auto& r : report.at("results")) summary.add(r);
+    const std::map<int, std::int64_t> labels = imageLabelsOf(report);
+    for (const auto& r : report.at("results")) {
+        const auto it = labels.find(r.at("image").get<int>());
+        summary.add(r, it == labels.end() ? std::nullopt : std::optional<std::int64_t>(it->second));
+    }
     if (report.contains("skipped")) summary.addSkipped(std::int64_t(report["skipped"].size()));
     return summary.toJson();
 }
@@ -1310,6 +1700,54 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         for (const char* key : {"input", "selection", "paradigms", "options", "results"})
             if (!r.contains(key)) throwInput("merge: " + printableText(names[i]) + ": missing \"" + key + "\"");
         inputs.push_back(checkMergeInput(r, names[i]));
+    }
+    // Reports without JSON records (analyze --records hdf5|none) merge by their summary states.
+    const auto detailOf = [](const json& r) {
+        return r.contains("record_detail") && r["record_detail"].is_object()
+                   ? r["record_detail"].value("format", std::string("?"))
+                   : std::string("json");
+    };
+    const std::string detail = detailOf(reports[0]);
+    std::optional<ReportSummary> mergedState;
+    std::int64_t detailRecords = 0;
+    json imageLabels = json::array();
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        const json& r = reports[i];
+        if (detailOf(r) != detail)
+            fail(i, "records kept as " + printableText(detailOf(r), 20) + " where the first has them as " +
+                        printableText(detail, 20) + " (merge reports written with one --records)");
+        if (r.contains("image_labels")) {
+            if (!r["image_labels"].is_array()) fail(i, "\"image_labels\" is not an array");
+            for (const json& e : r["image_labels"]) {
+                if (!e.is_object() || !e.contains("image") || !e["image"].is_number_integer() || !e.contains("label") ||
+                    !e["label"].is_number_integer())
+                    fail(i, "an \"image_labels\" entry is not {image, label} with integers: " + shown(e));
+                imageLabels.push_back(e);
+            }
+        }
+        if (detail == "json") continue;
+        if (detail != "hdf5" && detail != "none")
+            fail(i, "record_detail.format " + printableText(detail, 20) + " is not json, hdf5 or none");
+        const json& d = r["record_detail"];
+        if (!d.contains("records") || !d["records"].is_number_integer() || d["records"].get<std::int64_t>() < 0)
+            fail(i, "record_detail.records is not a count");
+        if (!r["results"].empty()) fail(i, "results listed beside record_detail " + detail);
+        if (!r.contains("summary_state")) fail(i, "no \"summary_state\" (needed to merge reports without records)");
+        try {
+            ReportSummary state = ReportSummary::fromStateJson(r["summary_state"]);
+            if (state.records() != d["records"].get<std::int64_t>())
+                throw std::invalid_argument("it counts " + std::to_string(state.records()) +
+                                            " records where record_detail.records says " +
+                                            std::to_string(d["records"].get<std::int64_t>()));
+            if (mergedState)
+                mergedState->merge(state);
+            else
+                mergedState = std::move(state);
+        } catch (const std::exception& e) {
+            throwInput("merge: " + printableText(names[i]) + ": summary_state: " + printableText(e.what(), 300) +
+                       "; merge takes reports written by attnlens-cli analyze");
+        }
+        detailRecords += d["records"].get<std::int64_t>();
     }
     std::map<RecordKey, std::size_t> seenRecords;  // -> the input that has it
     const json& first = reports[0];
@@ -1396,8 +1834,63 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     merged["created_utc"] = utcNow();
     merged["merged_from"] = sources;
     merged["timing"] = {{"seconds", seconds}, {"threads", nullptr}, {"note", "sum of the merged runs' times"}};
-    merged["summary"] = summarize(merged);
+    if (imageLabels.empty()) {
+        merged.erase("image_labels");
+    } else {
+        std::stable_sort(imageLabels.begin(), imageLabels.end(),
+                         [](const json& a, const json& b) { return a["image"].get<int>() < b["image"].get<int>(); });
+        merged["image_labels"] = std::move(imageLabels);
+    }
+    if (mergedState) {
+        merged["summary"] = mergedState->toJson();
+        merged["summary_state"] = mergedState->stateJson();
+        merged["record_detail"]["records"] = detailRecords;
+    } else {
+        merged["summary"] = summarize(merged);
+    }
     return merged;
+}
+
+void mergeRecordTables(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                       nlohmann::json& merged, const std::string& outputReport, const std::string& outputTable,
+                       const std::vector<std::string>& forbidden) {
+    namespace fs = std::filesystem;
+    if (!merged.contains("record_detail") || merged["record_detail"].value("format", "") != "hdf5") return;
+    const json& detail = reports.at(0)["record_detail"];
+    std::vector<RecordColumn> columns;
+    try {
+        for (const json& c : detail.at("columns"))
+            columns.push_back({c.at("name").get<std::string>(), c.at("dtype").get<std::string>() == "int32",
+                               c.at("width").get<std::uint64_t>(), c.value("definition", std::string())});
+    } catch (const json::exception& e) {
+        throwInput("merge: " + printableText(names[0]) + ": record_detail.columns: " + jsonErrorText(e));
+    }
+    std::vector<RecordTableInput> inputs;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        if (reports[i]["record_detail"].value("columns", json()) != detail["columns"])
+            throwInput("merge: " + printableText(names[i]) + ": other record table columns than " +
+                       printableText(names[0]) + " (made with other options)");
+        RecordTableInput in;
+        in.file = recordTableOf(reports[i], names[i]);
+        in.report = names[i];
+        in.records = reports[i]["record_detail"]["records"].get<std::int64_t>();
+        in.images = reports[i]["selection"]["images"].get<std::vector<int>>();
+        inputs.push_back(std::move(in));
+    }
+    // In image order, so that shards of disjoint image ranges give a table ordered by image.
+    std::stable_sort(inputs.begin(), inputs.end(), [](const RecordTableInput& a, const RecordTableInput& b) {
+        const int ia = a.images.empty() ? INT_MAX : *std::min_element(a.images.begin(), a.images.end());
+        const int ib = b.images.empty() ? INT_MAX : *std::min_element(b.images.begin(), b.images.end());
+        return ia < ib;
+    });
+    std::vector<int> layerHeads;
+    for (const json& layer : merged["input"]["dump"]["layers"]) layerHeads.push_back(layer["heads"].get<int>());
+    std::vector<std::string> tableForbidden = forbidden;
+    tableForbidden.push_back(outputReport);
+    for (const RecordTableInput& in : inputs) tableForbidden.push_back(in.file);
+    concatenateRecordTables(inputs, columns, layerHeads, int(merged["paradigms"].size()), outputTable, tableForbidden);
+    const fs::path folder = fs::absolute(fs::path(outputReport)).parent_path();
+    merged["record_detail"]["file"] = fs::absolute(fs::path(outputTable)).lexically_relative(folder).string();
 }
 
 std::string reportText(const nlohmann::json& report) {

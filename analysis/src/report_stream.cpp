@@ -91,11 +91,44 @@ void appendField(std::string& out, const std::string& key, const json& value) {
 
 }  // namespace
 
+RecordDetail parseRecordDetail(const std::string& text) {
+    if (text == "json") return RecordDetail::Json;
+    if (text == "hdf5") return RecordDetail::Hdf5;
+    if (text == "none") return RecordDetail::None;
+    throwUsage("--records: must be json, hdf5 or none, got '" + printableText(text) + "'");
+}
+
+std::string recordTableOf(const nlohmann::json& report, const std::string& reportPath) {
+    namespace fs = std::filesystem;
+    if (!report.contains("record_detail") || report["record_detail"].value("format", "") != "hdf5") return {};
+    const fs::path file(report["record_detail"].at("file").get<std::string>());
+    if (file.is_absolute()) return file.string();
+    const fs::path folder = fs::path(reportPath).parent_path();
+    return (folder.empty() ? file : folder / file).string();
+}
+
 ReportStream::ReportStream(const std::string& path, const std::vector<std::string>& inputs,
-                           const AnalysisReport& header, const ToolInfo& tool)
-    : report_(&header), summary_(header.paradigms) {
+                           const AnalysisReport& header, const ToolInfo& tool, RecordDetail detail,
+                           const std::string& tablePath)
+    : report_(&header), summary_(header.paradigms), detail_(detail) {
+    namespace fs = std::filesystem;
     provenance_ = reportProvenanceJson(header, tool);
-    if (path.empty()) return;
+    if (path.empty()) {
+        if (detail != RecordDetail::Json)
+            throwUsage("--records " + std::string(detail == RecordDetail::Hdf5 ? "hdf5" : "none") +
+                       " needs a report (-o)");
+        return;
+    }
+    if (detail == RecordDetail::Hdf5) {
+        const std::string table = tablePath.empty() ? defaultRecordTablePath(path) : tablePath;
+        std::vector<std::string> forbidden = inputs;
+        forbidden.push_back(path);
+        checkOutputPath(table, forbidden);
+        const fs::path folder = fs::absolute(fs::path(path)).parent_path();
+        const fs::path relative = fs::absolute(fs::path(table)).lexically_relative(folder);
+        tableFile_ = relative.empty() ? fs::absolute(fs::path(table)).string() : relative.string();
+        table_ = std::make_unique<RecordTableWriter>(table, header);
+    }
     file_.emplace(path, inputs);
     std::string text = "{";
     bool first = true;
@@ -108,24 +141,38 @@ ReportStream::ReportStream(const std::string& path, const std::vector<std::strin
     file_->append(text);
 }
 
+ReportStream::~ReportStream() = default;
+
 void ReportStream::write(std::vector<HeadRecord>&& records) {
     std::string lines;
+    const bool jsonRecords = file_ && detail_ == RecordDetail::Json;
     for (const HeadRecord& r : records) {
-        const json record = recordJson(*report_, r);
-        summary_.add(r, report_->dump.layers[std::size_t(r.layer)].name);
-        if (file_) {
+        const auto label = report_->labels.find(r.image);
+        summary_.add(r, report_->dump.layers[std::size_t(r.layer)].name,
+                     label == report_->labels.end() ? std::nullopt : std::optional<std::int64_t>(label->second));
+        if (jsonRecords) {
             lines += records_ == 0 ? "\n  " : ",\n  ";
-            lines += record.dump(-1, ' ', false, json::error_handler_t::replace);
+            lines += recordJson(*report_, r).dump(-1, ' ', false, json::error_handler_t::replace);
         }
+        if (table_) table_->add(r);
         ++records_;
     }
-    if (file_) file_->append(lines);
+    if (jsonRecords) file_->append(lines);
 }
 
 json ReportStream::finish(const AnalysisReport& report) {
     json tail = reportOutcomeJson(report);
     summary_.addSkipped(std::int64_t(report.skipped.size()));
     tail["summary"] = summary_.toJson();
+    if (detail_ == RecordDetail::Hdf5) {
+        tail["record_detail"] = recordTableJson(table_->columns(), tableFile_, records_);
+    } else if (detail_ == RecordDetail::None) {
+        tail["record_detail"] = {{"format", "none"},
+                                 {"records", records_},
+                                 {"note", "records were summarised only (analyze --records none)"}};
+    }
+    if (detail_ != RecordDetail::Json) tail["summary_state"] = summary_.stateJson();
+    if (table_) table_->commit();  // before the report that names it
     if (file_) {
         std::string text = records_ == 0 ? "]" : "\n ]";
         for (const auto& [key, value] : tail.items()) {

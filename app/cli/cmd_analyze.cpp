@@ -51,22 +51,31 @@ using nlohmann::json;
 namespace attnlens::cli {
 
 int cmdAnalyze(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2,
-                       {"-o", "--output", "--paradigms", "--config", "--layers", "--heads", "--images", "--stats",
-                        "--threads", "--rank-tol", "--local-k", "--tau", "--magnitude", "--local-branch",
-                        "--local-channels", "--local-spectra", "--model", "--distance-ref"},
+    Args a = parseArgs(argc, argv, 2, {"-o",          "--output",       "--paradigms",      "--config",
+                                       "--layers",    "--heads",        "--images",         "--stats",
+                                       "--threads",   "--rank-tol",     "--local-k",        "--tau",
+                                       "--magnitude", "--local-branch", "--local-channels", "--local-spectra",
+                                       "--model",     "--distance-ref", "--records",        "--records-file"},
                        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet", "--skip-unreadable"}, "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
     if (!output) output = a.get("--output");
 
+    const RecordDetail detail = parseRecordDetail(a.get("--records").value_or("json"));
+    if (detail != RecordDetail::Json && !output)
+        throwUsage("analyze: --records " + *a.get("--records") + " needs -o OUT.json (the report that names it)");
+    if (a.get("--records-file") && detail != RecordDetail::Hdf5)
+        throwUsage("analyze: --records-file is for --records hdf5");
+    const std::string tablePath =
+        detail == RecordDetail::Hdf5 ? a.get("--records-file").value_or(defaultRecordTablePath(*output)) : "";
     AnalyzeRequest req = analyzeRequestFromText(a);
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
     analyzeSelectionFromText(a, info, req);
     // Fail before hours of work, not after: the output must be writable and not the input.
     if (output) checkOutputWritable(*output, {input});
+    if (!tablePath.empty()) checkOutputWritable(tablePath, {input, *output});
 
     // Declared sizes too large for this machine are refused before anything is allocated (analyzeDump
     // checks the same; asked here first, so that the note comes before the progress bar).
@@ -89,7 +98,8 @@ int cmdAnalyze(int argc, char** argv) {
     std::optional<ReportStream> stream;
     RecordSink sink;
     sink.begin = [&](const AnalysisReport& header) {
-        stream.emplace(output ? *output : std::string(), std::vector<std::string>{input}, header, tool);
+        stream.emplace(output ? *output : std::string(), std::vector<std::string>{input}, header, tool, detail,
+                       tablePath);
     };
     sink.write = [&](std::vector<HeadRecord>&& records) { stream->write(std::move(records)); };
     AnalysisReport report;
@@ -114,6 +124,7 @@ int cmdAnalyze(int argc, char** argv) {
     std::printf("%lld records, %.2f s on %d threads\n", (long long)stream->records(), report.seconds,
                 report.request.threads);
     if (output) std::printf("wrote %s\n", output->c_str());
+    if (!tablePath.empty()) std::printf("wrote %s\n", tablePath.c_str());
     return kExitOk;
 }
 

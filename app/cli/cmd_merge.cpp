@@ -51,7 +51,7 @@ using nlohmann::json;
 namespace attnlens::cli {
 
 int cmdMerge(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2, {"-o", "--output"}, {}, "merge");
+    Args a = parseArgs(argc, argv, 2, {"-o", "--output", "--records-file"}, {}, "merge");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("merge: -o OUT.json is required");
     if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
@@ -69,8 +69,21 @@ int cmdMerge(int argc, char** argv) {
         throwInput("merge: a report lacks a field or has one of the wrong type (" + jsonErrorText(e) +
                    "); merge takes reports written by attnlens-cli analyze");
     }
+    // Reports with record tables: the tables are concatenated first (the report names the result).
+    const bool tables = merged.contains("record_detail") && merged["record_detail"].value("format", "") == "hdf5";
+    if (a.get("--records-file") && !tables)
+        throwUsage("merge: --records-file is for reports written with --records hdf5");
+    const std::string tablePath = tables ? a.get("--records-file").value_or(defaultRecordTablePath(*output)) : "";
+    if (tables) {
+        std::vector<std::string> forbidden = a.positional;
+        checkOutputWritable(tablePath, forbidden);
+        mergeRecordTables(reports, a.positional, merged, *output, tablePath, forbidden);
+    }
     std::cout << formatSummary(merged);
     writeFileAtomically(*output, reportText(merged), a.positional);
+    if (tables)
+        std::printf("wrote %s (%lld rows)\n", tablePath.c_str(),
+                    (long long)merged["record_detail"]["records"].get<std::int64_t>());
     std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
                 output->c_str());
     return kExitOk;

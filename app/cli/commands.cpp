@@ -46,6 +46,12 @@ const std::vector<Command>& commands() {
                                    skipped with a warning and listed in the report's "skipped"
                                    instead of ending the run (exit 0 when the rest succeeds)
       --no-hash                    skip the input's SHA-256 (for very large dumps)
+      --records json|hdf5|none     where the per-record detail goes: the report's "results" (json,
+                                   default), a compressed HDF5 table of columns beside the report
+                                   (hdf5; OUT.records.h5, or --records-file), or nowhere (none); the
+                                   summary (per paradigm, layer, head and label) is always complete,
+                                   and merge combines hdf5/none shards in bounded memory
+      --records-file PATH          the table of --records hdf5 (default OUT.records.h5)
       --quiet                      no progress on stderr
 )",
          cmdAnalyze},
@@ -79,8 +85,11 @@ const std::vector<Command>& commands() {
                                    (locality: the mean attention distance, as attnlens-cli locality)
 )",
          cmdSweep},
-        {"merge", R"(  merge A.json B.json ... -o OUT.json
-                                   combines analyses of disjoint image ranges of one dump
+        {"merge", R"(  merge A.json B.json ... -o OUT.json [--records-file PATH]
+                                   combines analyses of disjoint image ranges of one dump; reports
+                                   written with --records hdf5 get their tables concatenated into
+                                   PATH (default OUT.records.h5), those with hdf5 or none merge by
+                                   their summary states
 )",
          cmdMerge},
         {"rollout",

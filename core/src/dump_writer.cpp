@@ -439,6 +439,31 @@ struct DumpWriter::Impl {
         if (!created.close()) fail(where(normalised(path)) + ": writing the dataset failed");
         checkWrites();
     }
+
+    // Grows the column at `path` by `rows` rows and writes them. Lock held.
+    void appendRows(const std::string& path, hid_t memoryType, const void* values, std::uint64_t rows) {
+        requireOpen();
+        if (rows == 0) return;
+        const std::string shown = where(normalised(path));
+        h5::Handle dataset(H5Dopen2(file.get(), normalised(path).c_str(), H5P_DEFAULT));
+        if (!dataset.valid()) fail(shown + ": no such column (createColumn first)");
+        std::vector<hsize_t> dims = h5::datasetDims(dataset.get());
+        if (dims.empty()) fail(shown + ": not a column");
+        const hsize_t start = dims[0];
+        dims[0] += rows;
+        if (H5Dset_extent(dataset.get(), dims.data()) < 0) fail(shown + ": cannot grow the column");
+        h5::Handle fileSpace(H5Dget_space(dataset.get()));
+        std::vector<hsize_t> offset(dims.size(), 0), count = dims;
+        offset[0] = start;
+        count[0] = rows;
+        h5::Handle memorySpace(H5Screate_simple(int(count.size()), count.data(), nullptr));
+        if (!fileSpace.valid() || !memorySpace.valid() ||
+            H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, offset.data(), nullptr, count.data(), nullptr) < 0 ||
+            H5Dwrite(dataset.get(), memoryType, memorySpace.get(), fileSpace.get(), H5P_DEFAULT, values) < 0)
+            fail(shown + ": writing rows failed");
+        if (!dataset.close()) fail(shown + ": writing rows failed");
+        checkWrites();
+    }
 };
 
 DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -593,6 +618,38 @@ void DumpWriter::writeStringDataset(const std::string& path, const std::vector<s
     std::vector<const char*> pointers;
     for (const std::string& v : values) pointers.push_back(v.c_str());
     impl_->writeDataset(path, shape, values.size(), type.get(), type.get(), pointers.data());
+}
+
+void DumpWriter::createColumn(const std::string& path, bool integer, std::uint64_t width, std::uint64_t chunkRows) {
+    h5::Lock lock;
+    impl_->requireOpen();
+    h5::Handle parent = impl_->group(parentOf(path));
+    const std::string name = baseName(path);
+    if (H5Lexists(parent.get(), name.c_str(), H5P_DEFAULT) > 0) H5Ldelete(parent.get(), name.c_str(), H5P_DEFAULT);
+    const int rank = width == 0 ? 1 : 2;
+    const hsize_t dims[2] = {0, hsize_t(width)};
+    const hsize_t maxDims[2] = {H5S_UNLIMITED, hsize_t(width)};
+    const hsize_t chunk[2] = {hsize_t(std::max<std::uint64_t>(1, chunkRows)),
+                              hsize_t(std::max<std::uint64_t>(1, width))};
+    h5::Handle space(H5Screate_simple(rank, dims, maxDims));
+    h5::Handle properties(H5Pcreate(H5P_DATASET_CREATE));
+    if (!space.valid() || !properties.valid() || H5Pset_chunk(properties.get(), rank, chunk) < 0 ||
+        H5Pset_shuffle(properties.get()) < 0 || H5Pset_deflate(properties.get(), 1) < 0)
+        impl_->fail(impl_->where(normalised(path)) + ": cannot set up the column");
+    h5::Handle created(H5Dcreate2(parent.get(), name.c_str(), integer ? H5T_STD_I32LE : H5T_IEEE_F64LE, space.get(),
+                                  H5P_DEFAULT, properties.get(), H5P_DEFAULT));
+    if (!created.valid()) impl_->fail(impl_->where(normalised(path)) + ": cannot create the column");
+    impl_->checkWrites();
+}
+
+void DumpWriter::appendColumn(const std::string& path, const double* values, std::uint64_t rows) {
+    h5::Lock lock;
+    impl_->appendRows(path, H5T_NATIVE_DOUBLE, values, rows);
+}
+
+void DumpWriter::appendColumn(const std::string& path, const std::int32_t* values, std::uint64_t rows) {
+    h5::Lock lock;
+    impl_->appendRows(path, H5T_NATIVE_INT32, values, rows);
 }
 
 void DumpWriter::commit() {

@@ -1576,3 +1576,104 @@ TEST_F(CliTest, WindowAttentionDumpsWorkInEveryCommand) {
     EXPECT_THAT(r.err, HasSubstr("does not divide the grid 8 x 6"));
     EXPECT_FALSE(fs::exists(path("x.h5")));
 }
+
+// Studies of many images (issue 30 goal 5): shards written with --records hdf5 or none merge into
+// the one run's summary, the tables concatenate, and NumPy recomputes the summary from the rows.
+TEST_F(CliTest, RecordTablesAndSummaryStatesMergeIntoTheOneRunsSummary) {
+    const std::string in = path("labelled.h5");
+    ASSERT_EQ(run("synth -o " + in +
+                  " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 5 --class-names "
+                  "--local-branch dwc")
+                  .code,
+              0);
+    const std::string common = " --paradigms softmax,linear_relu,mala --quiet ";
+    ASSERT_EQ(run("analyze " + in + common + "-o " + path("all.json")).code, 0);
+    RunResult r = run("analyze " + in + common + "--images 0-2 --records hdf5 -o " + path("s1.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("wrote " + path("s1.records.h5")));
+    ASSERT_EQ(run("analyze " + in + common + "--images 3-4 --records hdf5 --records-file " + path("t2.h5") + " -o " +
+                  path("s2.json"))
+                  .code,
+              0);
+    const json all = readJson(path("all.json")), s1 = readJson(path("s1.json"));
+    EXPECT_TRUE(s1["results"].empty());
+    EXPECT_EQ(s1["record_detail"]["file"], "s1.records.h5");
+    EXPECT_EQ(s1["record_detail"]["records"], 3 * 2 * 2 * 3);
+    EXPECT_TRUE(s1.contains("summary_state"));
+    EXPECT_EQ(all["image_labels"].size(), 5u);
+    EXPECT_TRUE(schemaValid(path("s1.json"), "analysis.schema.json"));
+    EXPECT_TRUE(schemaValid(path("all.json"), "analysis.schema.json"));
+    // Merged in the other order: the tables in image order, the summary the one run's.
+    r = run("merge " + path("s2.json") + " " + path("s1.json") + " -o " + path("m.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json merged = readJson(path("m.json"));
+    EXPECT_EQ(merged["record_detail"]["file"], "m.records.h5");
+    EXPECT_EQ(merged["record_detail"]["records"], all["results"].size());
+    EXPECT_EQ(merged["image_labels"], all["image_labels"]);
+    EXPECT_TRUE(schemaValid(path("m.json"), "analysis.schema.json"));
+    const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                              "/tests/cli/record_table_check.py " + path("m.json") + " " + path("all.json");
+    EXPECT_EQ(std::system(check.c_str()), 0) << check;
+    EXPECT_EQ(std::system(("/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                           "/tests/cli/record_table_check.py " + path("s2.json"))
+                              .c_str()),
+              0);
+    // The summary of the merged summary states is the one run's (to rounding: sums in another order).
+    const std::function<void(const json&, const json&, const std::string&)> near = [&](const json& a, const json& b,
+                                                                                       const std::string& where) {
+        if (a.is_number_float() || b.is_number_float()) {
+            ASSERT_TRUE(a.is_number() && b.is_number()) << where;
+            EXPECT_NEAR(a.get<double>(), b.get<double>(), 1e-12 * std::max(1.0, std::abs(a.get<double>()))) << where;
+        } else if (a.is_object()) {
+            ASSERT_EQ(a.size(), b.size()) << where;
+            for (const auto& [key, value] : a.items()) near(value, b.at(key), where + "/" + key);
+        } else if (a.is_array()) {
+            ASSERT_EQ(a.size(), b.size()) << where;
+            for (std::size_t i = 0; i < a.size(); ++i) near(a[i], b[i], where + "[" + std::to_string(i) + "]");
+        } else {
+            EXPECT_EQ(a, b) << where;
+        }
+    };
+    near(merged["summary"], all["summary"], "summary");
+    // --records none keeps only the summary, and merges the same way.
+    ASSERT_EQ(run("analyze " + in + common + "--images 0-2 --records none -o " + path("n1.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + common + "--images 3-4 --records none -o " + path("n2.json")).code, 0);
+    EXPECT_FALSE(fs::exists(path("n1.records.h5")));
+    ASSERT_EQ(run("merge " + path("n1.json") + " " + path("n2.json") + " -o " + path("n.json")).code, 0);
+    near(readJson(path("n.json"))["summary"], all["summary"], "summary of none");
+    EXPECT_FALSE(fs::exists(path("n.records.h5")));
+
+    // Usage errors (exit 2, nothing written) and bad inputs (exit 3, nothing written).
+    r = run("analyze " + in + " --records xml -o " + path("x.json"));
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("--records: must be json, hdf5 or none, got 'xml'"));
+    r = run("analyze " + in + " --records hdf5");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_THAT(r.err, HasSubstr("needs -o"));
+    r = run("analyze " + in + " --records-file " + path("x.h5") + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 2);
+    r = run("analyze " + in + " --records hdf5 --records-file " + in + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 4);  // the table would replace the input
+    EXPECT_FALSE(fs::exists(path("x.json")));
+    r = run("merge " + path("s1.json") + " " + path("n2.json") + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("records kept as none where the first has them as hdf5"));
+    r = run("merge " + path("s1.json") + " " + path("all.json") + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    json tampered = readJson(path("n2.json"));
+    tampered["summary_state"]["overall"][0]["records"] = 1;
+    std::ofstream(path("tampered.json")) << tampered.dump();
+    r = run("merge " + path("n1.json") + " " + path("tampered.json") + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("summary_state"));
+    fs::remove(path("t2.h5"));
+    r = run("merge " + path("s1.json") + " " + path("s2.json") + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("t2.h5"));
+    std::ofstream(path("t2.h5")) << "not a table";
+    r = run("merge " + path("s1.json") + " " + path("s2.json") + " -o " + path("x.json"));
+    EXPECT_EQ(r.code, 3);
+    EXPECT_THAT(r.err, HasSubstr("not an HDF5 file"));
+    EXPECT_FALSE(fs::exists(path("x.json")));
+    EXPECT_FALSE(fs::exists(path("x.records.h5")));
+}

@@ -252,6 +252,13 @@ public:
     // String attributes and datasets are variable-length UTF-8 (as h5py writes str); after
     // setFixedLengthStrings(true) they are fixed-length, NUL-padded ASCII (as numpy bytes_).
     void setFixedLengthStrings(bool fixed);
+    // Extendible columns, for tables written while their rows arrive (record tables, analyze
+    // --records hdf5): a dataset of shape [0] (width 0) or [0, width], chunked `chunkRows` rows at a
+    // time, byte-shuffled and deflated (level 1), grown by each append. Float columns are stored as
+    // little-endian float64, integer columns as int32; `rows` rows of `width` (or 1) values each.
+    void createColumn(const std::string& path, bool integer, std::uint64_t width, std::uint64_t chunkRows);
+    void appendColumn(const std::string& path, const double* values, std::uint64_t rows);
+    void appendColumn(const std::string& path, const std::int32_t* values, std::uint64_t rows);
     void commit();  // close and rename into place
 
 private:

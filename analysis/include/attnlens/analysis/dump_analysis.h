@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct AnalysisReport {
     std::vector<HeadRecord> records;  // sorted by image, layer, head, paradigm
     std::vector<NonFiniteValue> nonFinite;
     std::vector<SkippedLayer> skipped;  // sorted by image, layer; also filled when records are streamed
+    // The selected images' labels (the dump's /labels; images without one, or whose label cannot
+    // be read, are absent), for the summary's per-label tables. Known before the first record.
+    std::map<int, std::int64_t> labels;
     double seconds = 0;
     std::vector<std::string> notes;  // e.g. fewer threads than asked, to fit in memory (not exported)
 };

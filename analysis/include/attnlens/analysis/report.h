@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/record_table.h"
 #include "attnlens/temporary_files.h"
 
 namespace attnlens {
@@ -48,11 +49,21 @@ public:
     ~ReportSummary();
     ReportSummary(ReportSummary&&) noexcept;
     ReportSummary& operator=(ReportSummary&&) noexcept;
-    // record.paradigm indexes the paradigm order; records of other paradigms are left out.
-    void add(const HeadRecord& record, const std::string& layerName);
+    // record.paradigm indexes the paradigm order; records of other paradigms are left out. `label`:
+    // the record's image label (the dump's /labels), for the per-label tables.
+    void add(const HeadRecord& record, const std::string& layerName, std::optional<std::int64_t> label = std::nullopt);
     // A "results" entry of a report (recordFromJson).
-    void add(const nlohmann::json& record);
+    void add(const nlohmann::json& record, std::optional<std::int64_t> label = std::nullopt);
     nlohmann::json toJson() const;
+    // Every running sum and count ("summary_state" of reports written without JSON records):
+    // fromStateJson(stateJson()) summarises exactly as this, and merge() adds another set of
+    // records' summary as if its records had been added here. fromStateJson throws
+    // std::invalid_argument or json::exception on a malformed state; merge std::invalid_argument
+    // for another paradigm order or other layer names.
+    nlohmann::json stateJson() const;
+    static ReportSummary fromStateJson(const nlohmann::json& state);
+    void merge(const ReportSummary& other);
+    std::int64_t records() const;
 
     // The per-record statistics that are averaged.
     enum class Statistic {
@@ -77,6 +88,11 @@ public:
     // Mean over the records of (paradigm, layer position), finite values only; NaN where there is
     // nothing to average.
     double layerMean(int paradigm, int layerPosition, Statistic statistic, int k = 0) const;
+    // The same over the records of one head of a layer, and over the records of images with a label.
+    double headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k = 0) const;
+    double labelMean(int paradigm, std::int64_t label, Statistic statistic, int k = 0) const;
+    // Images with a record, per label.
+    std::map<std::int64_t, std::int64_t> imagesPerLabel() const;
     // Mean over the records of `paradigm` in the layers of `model` (modelOfLayer of the layer's
     // name; "" for layers whose names name no model), finite values only; NaN where there is none.
     double modelMean(int paradigm, const std::string& model, Statistic statistic, int k = 0) const;
@@ -101,11 +117,20 @@ private:
 // Summary tables derived from the "results" array of a report JSON (a ReportSummary over them).
 // Recomputed by merge.
 nlohmann::json summarize(const nlohmann::json& report);
+// A report's "image_labels" (image -> label; empty when it has none).
+std::map<int, std::int64_t> imageLabelsOf(const nlohmann::json& report);
 // Combines reports of disjoint image sets of one dump (same SHA-256, layers, heads, paradigms and
 // options; reports without a SHA-256, from analyze --no-hash, need the same input path, size and
 // dump description instead). Error(Input) naming the file and the mismatch otherwise.
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
                             const ToolInfo& tool);
+// For merged reports with record tables (record_detail format "hdf5"): concatenates the inputs'
+// tables (each found through recordTableOf(reports[i], names[i])) into `outputTable`, in image
+// order and block by block, checking every row against its report, and points the merged report's
+// record_detail.file at it (relative to `outputReport`'s folder). Nothing for other reports.
+void mergeRecordTables(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                       nlohmann::json& merged, const std::string& outputReport, const std::string& outputTable,
+                       const std::vector<std::string>& forbidden);
 // The text of a report file: top-level fields indented by one space, and the "results" array with
 // one record per line, so that a file of thousands of records stays greppable (one line per
 // (image, layer, head, paradigm)) and is written fast. Records are serialised on all cores.
@@ -144,11 +169,21 @@ private:
 // The same text and fields as reportText(reportToJson(...)), in another key order; memory stays
 // bounded by the records in flight whatever the image count. An empty path keeps only the
 // summary (for the terminal table).
+//
+// Record detail (analyze --records): Json puts every record in "results" (the default, as always);
+// Hdf5 writes them to a record table at `tablePath` instead (record_table.h) and None keeps none.
+// Both leave "results" empty and add "record_detail" (what and where) and "summary_state" (the
+// summary's exact running sums, from which merge combines shards without records).
+enum class RecordDetail { Json, Hdf5, None };
+// "json", "hdf5", "none"; Error(Usage) naming --records otherwise.
+RecordDetail parseRecordDetail(const std::string& text);
+
 class ReportStream {
 public:
     // `header` is the report analyzeDump passes to RecordSink::begin; it must outlive the stream.
     ReportStream(const std::string& path, const std::vector<std::string>& inputs, const AnalysisReport& header,
-                 const ToolInfo& tool);
+                 const ToolInfo& tool, RecordDetail detail = RecordDetail::Json, const std::string& tablePath = {});
+    ~ReportStream();
     void write(std::vector<HeadRecord>&& records);
     // Writes the rest and renames the file into place; returns the report without "results"
     // (for formatSummary and the warnings).
@@ -160,7 +195,14 @@ private:
     ReportSummary summary_;
     nlohmann::json provenance_;
     std::optional<AtomicFileWriter> file_;
+    RecordDetail detail_ = RecordDetail::Json;
+    std::string tableFile_;  // as the report names it: relative to the report's folder
+    std::unique_ptr<RecordTableWriter> table_;
     std::int64_t records_ = 0;
 };
+
+// The record table a report names (its "record_detail" with format "hdf5"), as a path usable from
+// here: relative names are relative to the report's folder. Empty for reports without one.
+std::string recordTableOf(const nlohmann::json& report, const std::string& reportPath);
 
 }  // namespace attnlens

@@ -1,0 +1,372 @@
+// Record tables (record_table.h): the columns, their definitions, and the writer and concatenation
+// over core's extendible columns (DumpWriter::createColumn, ColumnTableReader).
+#include "attnlens/analysis/record_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include "attnlens/column_table.h"
+#include "attnlens/error.h"
+#include "attnlens/output_path.h"
+#include "attnlens/text.h"
+
+namespace attnlens {
+
+namespace {
+
+constexpr const char* kGroup = "/records";
+constexpr const char* kSchema = "attnlens.records";
+constexpr std::int64_t kSchemaVersion = 1;
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+
+// A column and how a record fills it: `integer` columns through `integerOf`, float columns
+// through `valuesOf` (width values, or one).
+struct ColumnRule {
+    RecordColumn column;
+    std::function<std::int32_t(const HeadRecord&)> integerOf;
+    std::function<void(const HeadRecord&, double*)> valuesOf;
+};
+
+ColumnRule integerColumn(std::string name, std::string definition, std::function<std::int32_t(const HeadRecord&)> f) {
+    return {{std::move(name), true, 0, std::move(definition)}, std::move(f), {}};
+}
+
+ColumnRule floatColumn(std::string name, std::string definition, std::function<double(const HeadRecord&)> f) {
+    return {{std::move(name), false, 0, std::move(definition)},
+            {},
+            [f = std::move(f)](const HeadRecord& r, double* out) { *out = f(r); }};
+}
+
+template <typename T>
+double valueOr(const std::optional<T>& o, const std::function<double(const T&)>& f) {
+    return o ? f(*o) : kNone;
+}
+
+std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
+    const AnalysisOptions& options = header.request.options;
+    std::vector<ColumnRule> rules;
+    rules.push_back(integerColumn("image", "image index in the dump", [](const HeadRecord& r) { return r.image; }));
+    rules.push_back(integerColumn("layer_position", "position of the layer in the dump (layer_names)",
+                                  [](const HeadRecord& r) { return r.layer; }));
+    rules.push_back(integerColumn("head", "head index within the layer", [](const HeadRecord& r) { return r.head; }));
+    rules.push_back(integerColumn("paradigm", "index into paradigm_names (the report's paradigms)",
+                                  [](const HeadRecord& r) { return r.paradigm; }));
+    rules.push_back(integerColumn("tokens", "N, the queries (rows of A)",
+                                  [](const HeadRecord& r) { return std::int32_t(r.stats.tokens); }));
+    rules.push_back(integerColumn("flagged_rows", "rows of A with a non-finite value or no mass, left out",
+                                  [](const HeadRecord& r) { return std::int32_t(r.stats.flaggedRows); }));
+    rules.push_back(integerColumn("rank", "numerical rank of A (results[].rank.rank); -1 where rank was not computed",
+                                  [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->rank : -1; }));
+    rules.push_back(
+        floatColumn("effective_rank", "exp of the entropy of the normalised singular values",
+                    [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->effectiveRank : kNone; }));
+    for (std::size_t i = 0; i < options.localK.size(); ++i) {
+        const std::string k = std::to_string(options.localK[i]);
+        const auto local = [i](const HeadRecord& r) -> const LocalMassResult* {
+            return i < r.stats.local.size() ? &r.stats.local[i] : nullptr;
+        };
+        rules.push_back(floatColumn("local_mass_k" + k,
+                                    "mean " + k + " x " + k + " local mass (results[].local[].mean)",
+                                    [local](const HeadRecord& r) { return local(r) ? local(r)->mean : kNone; }));
+        rules.push_back(
+            floatColumn("local_uniform_baseline_k" + k, "mean |window| / n of a uniform row",
+                        [local](const HeadRecord& r) { return local(r) ? local(r)->uniformBaseline : kNone; }));
+        rules.push_back(floatColumn("local_paper_baseline_k" + k, "k^2 / n", [local](const HeadRecord& r) {
+            return local(r) ? local(r)->paperBaseline : kNone;
+        }));
+        rules.push_back(floatColumn("local_output_share_k" + k, "the window's share of the output rows (layers with v)",
+                                    [local](const HeadRecord& r) {
+                                        return local(r) && local(r)->outputShare ? *local(r)->outputShare : kNone;
+                                    }));
+    }
+    const auto entropy = [](double EntropyResult::*field) {
+        return [field](const HeadRecord& r) { return r.stats.entropy ? (*r.stats.entropy).*field : kNone; };
+    };
+    rules.push_back(floatColumn("entropy_mean", "mean row entropy in nats (results[].entropy.mean_entropy)",
+                                entropy(&EntropyResult::meanEntropy)));
+    rules.push_back(
+        floatColumn("normalised_entropy", "mean row entropy / log N", entropy(&EntropyResult::meanNormalisedEntropy)));
+    rules.push_back(floatColumn("max_weight", "mean largest weight per row", entropy(&EntropyResult::meanMaxWeight)));
+    rules.push_back(floatColumn("negative_row_fraction", "rows with a negative weight / rows",
+                                entropy(&EntropyResult::negativeRowFraction)));
+    rules.push_back(floatColumn("negative_mass_per_row", "mean sum of the negative weights per row",
+                                entropy(&EntropyResult::meanNegativeMass)));
+    rules.push_back(floatColumn(
+        "confused_pairs",
+        "unordered pairs of distinct queries with rows closer than tau "
+        "(an integer, stored as float64 to hold N^2/2)",
+        [](const HeadRecord& r) { return r.stats.confusion ? double(r.stats.confusion->confusedPairs) : kNone; }));
+    rules.push_back(floatColumn("identical_query_pairs", "pairs skipped because their queries are the same",
+                                [](const HeadRecord& r) {
+                                    return r.stats.confusion ? double(r.stats.confusion->identicalQueryPairs) : kNone;
+                                }));
+    const auto distance = [](std::function<double(const DistanceResult&)> f) {
+        return [f = std::move(f)](const HeadRecord& r) { return r.stats.distance ? f(*r.stats.distance) : kNone; };
+    };
+    rules.push_back(floatColumn("total_variation_mean", "mean over queries of the TV distance to the reference",
+                                distance([](const DistanceResult& d) { return d.totalVariation.mean; })));
+    rules.push_back(floatColumn("jensen_shannon_mean", "mean over queries of the Jensen-Shannon divergence (nats)",
+                                distance([](const DistanceResult& d) { return d.jensenShannon.mean; })));
+    rules.push_back(
+        floatColumn("output_relative_error", "||A V - A_ref V||_F / ||A_ref V||_F",
+                    distance([](const DistanceResult& d) { return d.hasOutput ? d.outputRelativeError : kNone; })));
+    rules.push_back(floatColumn("output_relative_error_with_branch", "the same with the local branch's output added",
+                                distance([](const DistanceResult& d) {
+                                    return d.outputRelativeErrorWithBranch ? *d.outputRelativeErrorWithBranch : kNone;
+                                })));
+    rules.push_back(
+        floatColumn("output_cosine_mean", "mean over queries of the output rows' cosine",
+                    distance([](const DistanceResult& d) { return d.hasOutput ? d.outputCosine.mean : kNone; })));
+    const auto branch = [](std::function<double(const LocalBranchResult&)> f) {
+        return
+            [f = std::move(f)](const HeadRecord& r) { return r.stats.localBranch ? f(*r.stats.localBranch) : kNone; };
+    };
+    const auto hasRank = [](const LocalBranchResult& b) { return b.mean && b.mean->spectrum; };
+    rules.push_back(
+        floatColumn("branch_rank_min", "least rank of E_c = A + M_c over the analysed channels",
+                    branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? b.rankMin : kNone; })));
+    rules.push_back(
+        floatColumn("branch_rank_median", "median rank of E_c",
+                    branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? b.rankMedian : kNone; })));
+    rules.push_back(floatColumn("branch_rank_max", "largest rank of E_c", branch([hasRank](const LocalBranchResult& b) {
+                                    return hasRank(b) ? b.rankMax : kNone;
+                                })));
+    rules.push_back(floatColumn(
+        "branch_rank_mean_channel", "rank of E_mean = A + mean_c M_c",
+        branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? double(b.mean->spectrum->rank) : kNone; })));
+    rules.push_back(
+        floatColumn("branch_share_mean_channel", "mean |M row|_1 / (|A row|_1 + |M row|_1) of E_mean",
+                    branch([](const LocalBranchResult& b) { return b.mean ? b.mean->branchShare : kNone; })));
+    for (std::size_t i = 0; i < options.localK.size(); ++i) {
+        const std::string k = std::to_string(options.localK[i]);
+        rules.push_back(floatColumn("branch_local_mass_k" + k, "mean " + k + " x " + k + " local mass of E_mean",
+                                    branch([i](const LocalBranchResult& b) {
+                                        return b.mean && i < b.mean->localMass.size() ? b.mean->localMass[i] : kNone;
+                                    })));
+    }
+    if (options.stats.magnitude) {
+        const auto width = std::uint64_t(options.magnitude.points);
+        const auto curve = [width](std::vector<double> MagnitudeCurve::*field) {
+            return [field, width](const HeadRecord& r, double* out) {
+                for (std::uint64_t i = 0; i < width; ++i)
+                    out[i] = r.stats.magnitude && i < ((*r.stats.magnitude).*field).size()
+                                 ? ((*r.stats.magnitude).*field)[i]
+                                 : kNone;
+            };
+        };
+        const auto magnitude = [&](std::string name, std::string definition, std::vector<double> MagnitudeCurve::*f) {
+            rules.push_back({{std::move(name), false, width, std::move(definition)}, {}, curve(f)});
+        };
+        magnitude("magnitude_max_weight",
+                  "mean largest weight per query at each factor (the report's "
+                  "options.magnitude factors)",
+                  &MagnitudeCurve::maxWeight);
+        magnitude("magnitude_entropy", "mean row entropy at each factor", &MagnitudeCurve::entropy);
+        magnitude("magnitude_top_mass", "mean top-k mass at each factor", &MagnitudeCurve::topMass);
+        magnitude("magnitude_ratio", "mean largest / smallest weight at each factor", &MagnitudeCurve::ratio);
+    }
+    return rules;
+}
+
+std::string columnPath(const std::string& name) { return std::string(kGroup) + "/" + name; }
+
+}  // namespace
+
+std::vector<RecordColumn> recordTableColumns(const AnalysisReport& header) {
+    std::vector<RecordColumn> out;
+    for (ColumnRule& rule : columnRules(header)) out.push_back(std::move(rule.column));
+    return out;
+}
+
+nlohmann::json recordTableJson(const std::vector<RecordColumn>& columns, const std::string& file,
+                               std::int64_t records) {
+    nlohmann::json cols = nlohmann::json::array();
+    for (const RecordColumn& c : columns)
+        cols.push_back({{"name", c.name},
+                        {"dtype", c.integer ? "int32" : "float64"},
+                        {"width", c.width},
+                        {"definition", c.definition}});
+    return {{"format", "hdf5"},
+            {"file", file},
+            {"group", kGroup},
+            {"records", records},
+            {"schema", kSchema},
+            {"schema_version", kSchemaVersion},
+            {"note",
+             "one row per (image, layer, head, paradigm) record, in the order the analysis finished them; "
+             "float columns hold NaN where the record has no value; paradigm_names and layer_names beside "
+             "the columns name the key columns' indices"},
+            {"columns", cols}};
+}
+
+std::string defaultRecordTablePath(const std::string& reportPath) {
+    std::string base = reportPath;
+    if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0) base.resize(base.size() - 5);
+    return base + ".records.h5";
+}
+
+struct RecordTableWriter::Impl {
+    std::vector<ColumnRule> rules;
+    DumpWriter writer;
+    std::vector<std::vector<double>> floats;  // per column: buffered rows * width
+    std::vector<std::vector<std::int32_t>> integers;
+    std::size_t buffered = 0;
+    explicit Impl(const std::string& path) : writer(path) {}
+};
+
+namespace {
+
+void writeNames(DumpWriter& writer, const AnalysisReport& header) {
+    std::vector<std::string> paradigms, layers;
+    for (const Paradigm& p : header.paradigms) paradigms.push_back(p.name);
+    for (const LayerInfo& l : header.dump.layers) layers.push_back(l.name);
+    writer.writeStringDataset(columnPath("paradigm_names"), paradigms);
+    writer.writeStringDataset(columnPath("layer_names"), layers);
+}
+
+void createColumns(DumpWriter& writer, const std::vector<RecordColumn>& columns) {
+    for (const RecordColumn& c : columns)
+        writer.createColumn(columnPath(c.name), c.integer, c.width, RecordTableWriter::kRowsPerBlock);
+    writer.setGroupAttribute(kGroup, "schema", std::string(kSchema));
+    writer.setGroupAttribute(kGroup, "schema_version", kSchemaVersion);
+}
+
+}  // namespace
+
+RecordTableWriter::RecordTableWriter(const std::string& path, const AnalysisReport& header)
+    : impl_(std::make_unique<Impl>(path)) {
+    impl_->rules = columnRules(header);
+    for (const ColumnRule& rule : impl_->rules) columns_.push_back(rule.column);
+    createColumns(impl_->writer, columns_);
+    writeNames(impl_->writer, header);
+    impl_->floats.resize(columns_.size());
+    impl_->integers.resize(columns_.size());
+}
+
+RecordTableWriter::~RecordTableWriter() = default;
+
+void RecordTableWriter::add(const HeadRecord& record) {
+    for (std::size_t c = 0; c < impl_->rules.size(); ++c) {
+        const ColumnRule& rule = impl_->rules[c];
+        if (rule.column.integer) {
+            impl_->integers[c].push_back(rule.integerOf(record));
+        } else {
+            auto& values = impl_->floats[c];
+            const std::size_t at = values.size();
+            values.resize(at + std::max<std::uint64_t>(rule.column.width, 1));
+            rule.valuesOf(record, values.data() + at);
+        }
+    }
+    ++rows_;
+    if (++impl_->buffered >= kRowsPerBlock) flush();
+}
+
+void RecordTableWriter::flush() {
+    if (impl_->buffered == 0) return;
+    for (std::size_t c = 0; c < columns_.size(); ++c) {
+        const std::string path = columnPath(columns_[c].name);
+        if (columns_[c].integer) {
+            impl_->writer.appendColumn(path, impl_->integers[c].data(), impl_->buffered);
+            impl_->integers[c].clear();
+        } else {
+            impl_->writer.appendColumn(path, impl_->floats[c].data(), impl_->buffered);
+            impl_->floats[c].clear();
+        }
+    }
+    impl_->buffered = 0;
+}
+
+void RecordTableWriter::commit() {
+    flush();
+    impl_->writer.commit();
+}
+
+std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs,
+                                     const std::vector<RecordColumn>& columns, const std::vector<int>& layerHeads,
+                                     int paradigms, const std::string& output,
+                                     const std::vector<std::string>& forbidden) {
+    checkOutputPath(output, forbidden);
+    std::vector<std::string> paradigmNames, layerNames;
+    // Every table is opened and checked before the output is created.
+    std::vector<std::unique_ptr<ColumnTableReader>> tables;
+    for (const RecordTableInput& in : inputs) {
+        const std::string shown =
+            "merge: " + printableText(in.file) + " (the record table of " + printableText(in.report) + ")";
+        auto table = std::make_unique<ColumnTableReader>(in.file, kGroup);
+        if (table->attribute("schema") != std::optional<std::string>(kSchema))
+            throwInput(shown + ": not an attnlens record table (no schema attribute \"" + kSchema + "\")");
+        for (const RecordColumn& c : columns) {
+            const ColumnTableReader::Column* have = table->column(c.name);
+            if (!have || have->integer != c.integer || have->width != c.width)
+                throwInput(shown + ": column '" + c.name +
+                           "' is missing or has another type or width than the "
+                           "report's record_detail says");
+        }
+        if (table->columns().size() != columns.size())
+            throwInput(shown + ": " + std::to_string(table->columns().size()) + " columns where the report lists " +
+                       std::to_string(columns.size()));
+        if (std::int64_t(table->rows()) != in.records)
+            throwInput(shown + ": " + std::to_string(table->rows()) + " rows where its report counts " +
+                       std::to_string(in.records) + " records");
+        const auto p = table->strings("paradigm_names");
+        const auto l = table->strings("layer_names");
+        if (tables.empty()) {
+            paradigmNames = p;
+            layerNames = l;
+        } else if (p != paradigmNames || l != layerNames) {
+            throwInput(shown + ": other paradigm or layer names than " + printableText(inputs[0].file));
+        }
+        if (int(paradigmNames.size()) != paradigms || layerNames.size() != layerHeads.size())
+            throwInput(shown + ": its paradigm and layer names do not match its report's");
+        tables.push_back(std::move(table));
+    }
+    DumpWriter writer(output);
+    createColumns(writer, columns);
+    writer.writeStringDataset(columnPath("paradigm_names"), paradigmNames);
+    writer.writeStringDataset(columnPath("layer_names"), layerNames);
+    std::int64_t written = 0;
+    constexpr std::uint64_t kBlock = 1 << 16;
+    std::vector<double> floats;
+    std::vector<std::int32_t> image, layer, head, paradigm, integers;
+    for (std::size_t t = 0; t < tables.size(); ++t) {
+        const ColumnTableReader& table = *tables[t];
+        const std::set<int> images(inputs[t].images.begin(), inputs[t].images.end());
+        for (std::uint64_t begin = 0; begin < table.rows(); begin += kBlock) {
+            const std::uint64_t count = std::min(kBlock, table.rows() - begin);
+            table.read("image", begin, count, image);
+            table.read("layer_position", begin, count, layer);
+            table.read("head", begin, count, head);
+            table.read("paradigm", begin, count, paradigm);
+            for (std::uint64_t i = 0; i < count; ++i) {
+                const auto fail = [&](const std::string& column, std::int32_t value, const std::string& why) {
+                    throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) + ": " +
+                               column + " " + std::to_string(value) + " " + why);
+                };
+                if (!images.count(image[i])) fail("image", image[i], "is not among its report's images");
+                if (layer[i] < 0 || std::size_t(layer[i]) >= layerHeads.size())
+                    fail("layer_position", layer[i], "is not a layer of the dump");
+                if (head[i] < 0 || head[i] >= layerHeads[std::size_t(layer[i])])
+                    fail("head", head[i], "is not a head of layer " + printableText(layerNames[std::size_t(layer[i])]));
+                if (paradigm[i] < 0 || paradigm[i] >= paradigms)
+                    fail("paradigm", paradigm[i], "is not one of the report's paradigms");
+            }
+            for (const RecordColumn& c : columns) {
+                if (c.integer) {
+                    table.read(c.name, begin, count, integers);
+                    writer.appendColumn(columnPath(c.name), integers.data(), count);
+                } else {
+                    table.read(c.name, begin, count, floats);
+                    writer.appendColumn(columnPath(c.name), floats.data(), count);
+                }
+            }
+            written += std::int64_t(count);
+        }
+    }
+    writer.commit();
+    return written;
+}
+
+}  // namespace attnlens

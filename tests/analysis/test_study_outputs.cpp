@@ -1,0 +1,318 @@
+// Outputs for studies of many images (issue 30 goal 5): the summary's per-head and per-label tables,
+// its exact state (summary_state) and merging, and record tables (analyze --records hdf5), each
+// checked against a direct computation over the records.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/record_table.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/column_table.h"
+#include "attnlens/dump.h"
+#include "attnlens/error.h"
+#include "attnlens/synth.h"
+#include "core/test_support.h"
+
+namespace attnlens {
+namespace {
+
+using nlohmann::json;
+using Statistic = ReportSummary::Statistic;
+
+AnalysisReport analyzeLabelledDump(const test::TempDir& dir, int images = 5) {
+    SynthOptions o;
+    o.layers = 2;
+    o.heads = 2;
+    o.gridH = 4;
+    o.gridW = 4;
+    o.dim = 6;
+    o.images = images;
+    o.localBranch = "dwc";
+    const std::string path = dir.file("study.h5");
+    writeSynthDump(path, o);
+    auto reader = DumpReader::open(path);
+    AnalyzeRequest req;
+    req.paradigms = {presetParadigm("softmax"), presetParadigm("mala"), presetParadigm("linear_relu")};
+    req.options.localBranch.allParadigms = true;
+    return analyzeDump(*reader, req);
+}
+
+// Every number of two JSON trees, relative tolerance `tol` for floats; other values exactly.
+void expectNear(const json& a, const json& b, double tol, const std::string& where = "") {
+    if (a.is_number_float() || b.is_number_float()) {
+        ASSERT_TRUE(a.is_number() && b.is_number()) << where << ": " << a << " vs " << b;
+        const double x = a.get<double>(), y = b.get<double>();
+        EXPECT_NEAR(x, y, tol * std::max(1.0, std::abs(x))) << where;
+        return;
+    }
+    ASSERT_EQ(a.type(), b.type()) << where << ": " << a << " vs " << b;
+    if (a.is_object()) {
+        ASSERT_EQ(a.size(), b.size()) << where;
+        for (const auto& [key, value] : a.items()) {
+            ASSERT_TRUE(b.contains(key)) << where << "/" << key;
+            expectNear(value, b[key], tol, where + "/" + key);
+        }
+    } else if (a.is_array()) {
+        ASSERT_EQ(a.size(), b.size()) << where;
+        for (std::size_t i = 0; i < a.size(); ++i) expectNear(a[i], b[i], tol, where + "[" + std::to_string(i) + "]");
+    } else {
+        EXPECT_EQ(a, b) << where;
+    }
+}
+
+TEST(StudySummary, PerHeadAndPerLabelMeansAreTheMeansOfTheirRecords) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeLabelledDump(dir);
+    ASSERT_EQ(report.labels.size(), 5u);  // synth writes /labels
+    const ReportSummary summary(report);
+    const int k = report.request.options.localK.front();
+    for (int p = 0; p < int(report.paradigms.size()); ++p) {
+        std::map<std::pair<int, int>, std::pair<double, int>> heads;
+        std::map<std::int64_t, std::pair<double, int>> labels;
+        for (const HeadRecord& r : report.records) {
+            if (r.paradigm != p) continue;
+            auto& h = heads[{r.layer, r.head}];
+            h.first += r.stats.local.front().mean;
+            ++h.second;
+            auto& l = labels[report.labels.at(r.image)];
+            l.first += r.stats.entropy->meanNormalisedEntropy;
+            ++l.second;
+        }
+        ASSERT_EQ(heads.size(), 4u);
+        for (const auto& [key, sum] : heads)
+            EXPECT_DOUBLE_EQ(summary.headMean(p, key.first, key.second, Statistic::LocalMass, k),
+                             sum.first / sum.second);
+        for (const auto& [label, sum] : labels)
+            EXPECT_DOUBLE_EQ(summary.labelMean(p, label, Statistic::NormalisedEntropy), sum.first / sum.second);
+        EXPECT_TRUE(std::isnan(summary.headMean(p, 0, 7, Statistic::Rank)));
+        EXPECT_TRUE(std::isnan(summary.labelMean(p, 999, Statistic::Rank)));
+    }
+    std::map<std::int64_t, std::int64_t> images;
+    for (const auto& [image, label] : report.labels) ++images[label];
+    EXPECT_EQ(summary.imagesPerLabel(), images);
+    // The JSON tables carry the same numbers, for both paths (records and their JSON).
+    const json j = reportToJson(report, {});
+    const json& heads = j["summary"]["per_paradigm"][1]["heads"];
+    ASSERT_EQ(heads.size(), 4u);
+    EXPECT_DOUBLE_EQ(heads[3]["local"][std::to_string(k)]["mean"].get<double>(),
+                     summary.headMean(1, heads[3]["layer_position"].get<int>(), heads[3]["head"].get<int>(),
+                                      Statistic::LocalMass, k));
+    ASSERT_TRUE(j["summary"]["per_paradigm"][1].contains("labels"));
+    EXPECT_EQ(j["summary"], summarize(json::parse(reportText(j))));
+}
+
+TEST(StudySummary, StateRoundTripsExactlyAndMergedShardsEqualOneRun) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeLabelledDump(dir, 6);
+    const ReportSummary whole(report);
+    // fromStateJson(stateJson()) summarises exactly as the original, through the JSON text.
+    const ReportSummary back = ReportSummary::fromStateJson(json::parse(whole.stateJson().dump()));
+    EXPECT_EQ(back.toJson(), whole.toJson());
+    EXPECT_EQ(back.records(), std::int64_t(report.records.size()));
+    // Three shards of images, merged in another order: the one run's summary, to rounding.
+    std::vector<ReportSummary> shards;
+    for (int s = 0; s < 3; ++s) shards.emplace_back(report.paradigms);
+    for (const HeadRecord& r : report.records)
+        shards[std::size_t(r.image % 3)].add(r, report.dump.layers[std::size_t(r.layer)].name,
+                                             report.labels.at(r.image));
+    ReportSummary merged = ReportSummary::fromStateJson(shards[2].stateJson());
+    merged.merge(ReportSummary::fromStateJson(shards[0].stateJson()));
+    merged.merge(shards[1]);
+    expectNear(merged.toJson(), whole.toJson(), 1e-13);
+    EXPECT_EQ(merged.confusionPerImage(0), whole.confusionPerImage(0));
+}
+
+TEST(StudySummary, MalformedStatesAreRefusedWithWhatIsWrong) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeLabelledDump(dir, 2);
+    const json good = ReportSummary(report).stateJson();
+    const auto refused = [](json state, const std::string& what) {
+        try {
+            ReportSummary::fromStateJson(state);
+            ADD_FAILURE() << "accepted: " << what;
+        } catch (const std::exception& e) {
+            SUCCEED() << e.what();
+        }
+    };
+    json bad = good;
+    bad["schema"] = "other";
+    refused(bad, "schema");
+    bad = good;
+    bad["overall"].erase(0);
+    refused(bad, "one paradigm short");
+    bad = good;
+    bad["per_layer"][0][0][0] = 17;
+    refused(bad, "a layer without a name");
+    bad = good;
+    bad["overall"][0]["means"]["rank"] = json::array({1.0, -3});
+    refused(bad, "a negative count");
+    bad = good;
+    bad["overall"][0]["records"] = "many";
+    refused(bad, "a string count");
+    // Another paradigm order does not merge.
+    ReportSummary a = ReportSummary::fromStateJson(good);
+    EXPECT_THROW(a.merge(ReportSummary(std::vector<std::string>{"x"})), std::invalid_argument);
+}
+
+// A header of `layers` layers of `heads` heads and the presets, for tables without a dump.
+AnalysisReport tableHeader(int layers, int heads) {
+    AnalysisReport h;
+    for (int l = 0; l < layers; ++l) {
+        LayerInfo layer;
+        layer.name = "blocks." + std::to_string(l);
+        layer.heads = heads;
+        h.dump.layers.push_back(layer);
+    }
+    h.paradigms = presetParadigms();
+    h.request.options.stats = StatSelection::parse("rank,local,entropy,confusion,magnitude");
+    return h;
+}
+
+HeadRecord randomRecord(int image, int layer, int head, int paradigm, std::mt19937_64& rng, int factors) {
+    std::uniform_real_distribution<double> u(0, 1);
+    HeadRecord r{image, layer, head, paradigm, {}};
+    r.stats.tokens = 17;
+    r.stats.spectrum = SpectrumResult{};
+    r.stats.spectrum->rank = int(rng() % 17);
+    r.stats.spectrum->effectiveRank = 17 * u(rng);
+    for (int k : {3, 5, 7}) {
+        LocalMassResult l;
+        l.k = k;
+        l.mean = u(rng);
+        l.uniformBaseline = u(rng);
+        l.paperBaseline = k * k / 17.0;
+        r.stats.local.push_back(l);
+    }
+    r.stats.entropy = EntropyResult{};
+    r.stats.entropy->meanEntropy = u(rng);
+    r.stats.confusion = ConfusionResult{};
+    r.stats.confusion->confusedPairs = std::int64_t(rng() % 100);
+    r.stats.magnitude = MagnitudeCurve{};
+    for (int i = 0; i < factors; ++i) r.stats.magnitude->entropy.push_back(u(rng));
+    return r;
+}
+
+TEST(RecordTable, RowsReadBackAsTheRecordsAcrossBlocks) {
+    test::TempDir dir;
+    const AnalysisReport header = tableHeader(3, 2);
+    const int factors = header.request.options.magnitude.points;
+    std::mt19937_64 rng(7);
+    std::vector<HeadRecord> records;
+    // More than two blocks of rows, so that appends and chunk boundaries are crossed.
+    const std::size_t rows = 2 * RecordTableWriter::kRowsPerBlock + 123;
+    for (std::size_t i = 0; i < rows; ++i)
+        records.push_back(randomRecord(int(i / 48), int(i / 16 % 3), int(i / 8 % 2), int(i % 8), rng, factors));
+    const std::string path = dir.file("t.records.h5");
+    {
+        RecordTableWriter writer(path, header);
+        for (const HeadRecord& r : records) writer.add(r);
+        EXPECT_FALSE(std::filesystem::exists(path));  // nothing before commit
+        writer.commit();
+        EXPECT_EQ(writer.rows(), std::int64_t(rows));
+    }
+    const ColumnTableReader table(path, "/records");
+    ASSERT_EQ(table.rows(), rows);
+    EXPECT_EQ(table.attribute("schema"), std::optional<std::string>("attnlens.records"));
+    EXPECT_EQ(table.strings("layer_names"), (std::vector<std::string>{"blocks.0", "blocks.1", "blocks.2"}));
+    ASSERT_EQ(table.columns().size(), recordTableColumns(header).size());
+    std::vector<std::int32_t> image, rank;
+    std::vector<double> local5, entropy, confused, curve, distance;
+    table.read("image", 0, rows, image);
+    table.read("rank", 0, rows, rank);
+    table.read("local_mass_k5", 0, rows, local5);
+    table.read("entropy_mean", 0, rows, entropy);
+    table.read("confused_pairs", 0, rows, confused);
+    table.read("magnitude_entropy", 0, rows, curve);
+    table.read("total_variation_mean", 0, rows, distance);
+    ASSERT_EQ(curve.size(), rows * std::size_t(factors));
+    for (std::size_t i = 0; i < rows; ++i) {
+        const HeadStatistics& s = records[i].stats;
+        ASSERT_EQ(image[i], records[i].image);
+        ASSERT_EQ(rank[i], s.spectrum->rank);
+        ASSERT_EQ(local5[i], s.local[1].mean);
+        ASSERT_EQ(entropy[i], s.entropy->meanEntropy);
+        ASSERT_EQ(confused[i], double(s.confusion->confusedPairs));
+        ASSERT_TRUE(std::isnan(distance[i]));  // no distance: NaN
+        for (int f = 0; f < factors; ++f)
+            ASSERT_EQ(curve[i * std::size_t(factors) + std::size_t(f)], s.magnitude->entropy[std::size_t(f)]);
+    }
+    // A block in the middle, an integer column read as doubles, and reads outside the rows.
+    std::vector<double> middle;
+    table.read("image", 8190, 5, middle);
+    EXPECT_EQ(middle, (std::vector<double>{double(image[8190]), double(image[8191]), double(image[8192]),
+                                           double(image[8193]), double(image[8194])}));
+    EXPECT_THROW(table.read("image", rows - 2, 5, middle), Error);
+    EXPECT_THROW(table.read("entropy_mean", 0, 1, rank), Error);  // a float column as integers
+    EXPECT_THROW(table.read("no_such_column", 0, 1, middle), Error);
+}
+
+TEST(RecordTable, ConcatenationChecksEveryRowAgainstItsReport) {
+    test::TempDir dir;
+    const AnalysisReport header = tableHeader(2, 2);
+    std::mt19937_64 rng(3);
+    const auto writeTable = [&](const std::string& name, std::vector<int> images, int badHead = -1) {
+        RecordTableWriter writer(dir.file(name), header);
+        for (int b : images)
+            for (int l = 0; l < 2; ++l)
+                for (int h = 0; h < 2; ++h) writer.add(randomRecord(b, l, badHead >= 0 ? badHead : h, 0, rng, 13));
+        writer.commit();
+        return RecordTableInput{dir.file(name), name + ".json", std::int64_t(images.size() * 4), images};
+    };
+    const RecordTableInput a = writeTable("a.h5", {0, 1}), b = writeTable("b.h5", {2});
+    const std::vector<RecordColumn> columns = recordTableColumns(header);
+    EXPECT_EQ(concatenateRecordTables({a, b}, columns, {2, 2}, 8, dir.file("ab.h5"), {}), 12);
+    const ColumnTableReader ab(dir.file("ab.h5"), "/records");
+    std::vector<std::int32_t> images;
+    ab.read("image", 0, 12, images);
+    EXPECT_EQ(images, (std::vector<std::int32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
+    std::vector<double> ea, eb, eab;
+    ColumnTableReader(a.file, "/records").read("entropy_mean", 0, 8, ea);
+    ColumnTableReader(b.file, "/records").read("entropy_mean", 0, 4, eb);
+    ab.read("entropy_mean", 0, 12, eab);
+    ea.insert(ea.end(), eb.begin(), eb.end());
+    EXPECT_EQ(eab, ea);
+
+    const auto refused = [&](const std::vector<RecordTableInput>& inputs, const std::vector<int>& heads,
+                             const std::string& message) {
+        try {
+            concatenateRecordTables(inputs, columns, heads, 8, dir.file("bad.h5"), {});
+            ADD_FAILURE() << "accepted: " << message;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Input);
+            EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        }
+        EXPECT_FALSE(std::filesystem::exists(dir.file("bad.h5")));
+    };
+    RecordTableInput wrongImages = b;
+    wrongImages.images = {5};
+    refused({a, wrongImages}, {2, 2}, "row 0: image 2 is not among its report's images");
+    RecordTableInput wrongCount = b;
+    wrongCount.records = 5;
+    refused({a, wrongCount}, {2, 2}, "4 rows where its report counts 5 records");
+    refused({a, b}, {2, 1}, "head 1 is not a head of layer blocks.1");
+    std::ofstream(dir.file("junk.h5")) << "not hdf5";
+    RecordTableInput junk = b;
+    junk.file = dir.file("junk.h5");
+    refused({a, junk}, {2, 2}, "not an HDF5 file");
+    // A truncated table.
+    std::filesystem::copy_file(a.file, dir.file("cut.h5"));
+    std::filesystem::resize_file(dir.file("cut.h5"), std::filesystem::file_size(a.file) / 2);
+    RecordTableInput cut = a;
+    cut.file = dir.file("cut.h5");
+    try {
+        ColumnTableReader t(cut.file, "/records");
+        std::vector<double> all;
+        for (const auto& c : t.columns()) t.read(c.name, 0, t.rows(), all);
+        ADD_FAILURE() << "a truncated table was read";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Input) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace attnlens
