@@ -17,6 +17,13 @@ namespace {
 constexpr std::uint64_t kMaxRows = std::uint64_t(1) << 40;
 constexpr std::uint64_t kMaxWidth = 1 << 16;
 
+// "/<name>" for messages (built by appending: GCC 12 warns wrongly about "/" + std::string&&).
+std::string member(const std::string& name) {
+    std::string out = "/";
+    out += printableText(name);
+    return out;
+}
+
 herr_t collectName(hid_t, const char* name, const H5L_info_t*, void* data) {
     static_cast<std::vector<std::string>*>(data)->push_back(name);
     return 0;
@@ -62,15 +69,15 @@ ColumnTableReader::ColumnTableReader(const std::string& path, const std::string&
     for (const std::string& name : names) {
         H5O_info_t info;
         if (H5Oget_info_by_name(impl_->groupHandle.get(), name.c_str(), &info, H5P_DEFAULT) < 0)
-            throwInput(impl_->where("/" + printableText(name) + ": cannot be read") + h5::errorSuffix());
+            throwInput(impl_->where(member(name) + ": cannot be read") + h5::errorSuffix());
         if (info.type != H5O_TYPE_DATASET) continue;
         h5::Handle dataset(H5Dopen2(impl_->groupHandle.get(), name.c_str(), H5P_DEFAULT));
         h5::Handle type(dataset.valid() ? H5Dget_type(dataset.get()) : H5I_INVALID_HID);
-        if (!type.valid()) throwInput(impl_->where("/" + printableText(name) + ": cannot be read") + h5::errorSuffix());
+        if (!type.valid()) throwInput(impl_->where(member(name) + ": cannot be read") + h5::errorSuffix());
         const H5T_class_t cls = H5Tget_class(type.get());
         if (cls == H5T_STRING) continue;  // names beside the columns (strings())
         const std::vector<hsize_t> dims = h5::datasetDims(dataset.get());
-        const std::string shownName = "/" + printableText(name);
+        const std::string shownName = member(name);
         if (cls != H5T_INTEGER && !(cls == H5T_FLOAT && h5::isIeeeFloat(type.get())))
             throwInput(impl_->where(shownName + ": dtype " + h5::describeType(type.get()) +
                                     " is not a column type (int32 or float64)"));
@@ -111,7 +118,7 @@ std::optional<std::string> ColumnTableReader::attribute(const std::string& name)
 
 std::vector<std::string> ColumnTableReader::strings(const std::string& name) const {
     h5::Lock lock;
-    const std::string shown = impl_->where("/" + printableText(name));
+    const std::string shown = impl_->where(member(name));
     if (!h5::linkExists(impl_->groupHandle.get(), name.c_str(), impl_->where(""))) throwInput(shown + ": missing");
     h5::Handle dataset(H5Dopen2(impl_->groupHandle.get(), name.c_str(), H5P_DEFAULT));
     h5::Handle type(dataset.valid() ? H5Dget_type(dataset.get()) : H5I_INVALID_HID);
@@ -144,13 +151,13 @@ void readRows(const ColumnTableReader::Column* column, hid_t group, const std::s
               std::vector<T>& out) {
     if (!column) throwInput(where + ": no column '" + printableText(name) + "'");
     if (begin > rows || count > rows - begin)
-        throwInput(where + "/" + printableText(name) + ": rows " + std::to_string(begin) + " to " +
-                   std::to_string(begin + count) + " lie outside its " + std::to_string(rows) + " rows");
+        throwInput(where + member(name) + ": rows " + std::to_string(begin) + " to " + std::to_string(begin + count) +
+                   " lie outside its " + std::to_string(rows) + " rows");
     const std::uint64_t width = std::max<std::uint64_t>(column->width, 1);
     out.resize(std::size_t(count * width));
     if (count == 0) return;
     h5::Handle dataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT));
-    if (!dataset.valid()) throwInput(where + "/" + printableText(name) + ": cannot be opened" + h5::errorSuffix());
+    if (!dataset.valid()) throwInput(where + member(name) + ": cannot be opened" + h5::errorSuffix());
     std::vector<hsize_t> start{hsize_t(begin)}, extent{hsize_t(count)};
     if (column->width > 0) {
         start.push_back(0);
@@ -183,8 +190,7 @@ void ColumnTableReader::read(const std::string& name, std::uint64_t begin, std::
                              std::vector<std::int32_t>& out) const {
     h5::Lock lock;
     const Column* c = column(name);
-    if (c && !c->integer)
-        throwInput(impl_->where("/" + printableText(name)) + ": a float column cannot be read as integers");
+    if (c && !c->integer) throwInput(impl_->where(member(name)) + ": a float column cannot be read as integers");
     readRows(c, impl_->groupHandle.get(), impl_->path, impl_->where(""), name, begin, count, impl_->rows,
              H5T_NATIVE_INT32, out);
 }
