@@ -1681,8 +1681,41 @@ nlohmann::json summarize(const nlohmann::json& report) {
     return summary.toJson();
 }
 
+namespace {
+
+// Adds a report's summary_state to `into`, checked against its record_detail.
+void addSummaryState(const json& report, const std::string& name, std::optional<ReportSummary>& into) {
+    const json& d = report.contains("record_detail") ? report["record_detail"] : json();
+    try {
+        if (!d.is_object() || !d.contains("records") || !d["records"].is_number_integer())
+            throw std::invalid_argument("a summary_state without record_detail.records");
+        ReportSummary state = ReportSummary::fromStateJson(report["summary_state"]);
+        if (state.records() != d["records"].get<std::int64_t>())
+            throw std::invalid_argument("it counts " + std::to_string(state.records()) +
+                                        " records where record_detail.records says " +
+                                        std::to_string(d["records"].get<std::int64_t>()));
+        if (into)
+            into->merge(state);
+        else
+            into = std::move(state);
+    } catch (const std::exception& e) {
+        throwInput("merge: " + printableText(name) + ": summary_state: " + printableText(e.what(), 300) +
+                   "; merge takes reports written by attnlens-cli analyze");
+    }
+}
+
+}  // namespace
+
+void foldSummaryState(nlohmann::json& report, const std::string& name, std::optional<ReportSummary>& into) {
+    if (!report.is_object() || !report.contains("summary_state")) return;
+    addSummaryState(report, name, into);
+    report.erase("summary_state");
+    report.erase("summary");
+    report["summary_state_folded"] = true;
+}
+
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
-                            const ToolInfo& tool) {
+                            const ToolInfo& tool, std::optional<ReportSummary> folded) {
     if (reports.empty()) throwUsage("merge: no input reports");
     auto fail = [&](std::size_t i, const std::string& what) {
         throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) +
@@ -1732,20 +1765,10 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         if (!d.contains("records") || !d["records"].is_number_integer() || d["records"].get<std::int64_t>() < 0)
             fail(i, "record_detail.records is not a count");
         if (!r["results"].empty()) fail(i, "results listed beside record_detail " + detail);
-        if (!r.contains("summary_state")) fail(i, "no \"summary_state\" (needed to merge reports without records)");
-        try {
-            ReportSummary state = ReportSummary::fromStateJson(r["summary_state"]);
-            if (state.records() != d["records"].get<std::int64_t>())
-                throw std::invalid_argument("it counts " + std::to_string(state.records()) +
-                                            " records where record_detail.records says " +
-                                            std::to_string(d["records"].get<std::int64_t>()));
-            if (mergedState)
-                mergedState->merge(state);
-            else
-                mergedState = std::move(state);
-        } catch (const std::exception& e) {
-            throwInput("merge: " + printableText(names[i]) + ": summary_state: " + printableText(e.what(), 300) +
-                       "; merge takes reports written by attnlens-cli analyze");
+        if (r.contains("summary_state")) {
+            addSummaryState(r, names[i], mergedState);
+        } else if (!r.value("summary_state_folded", false)) {
+            fail(i, "no \"summary_state\" (needed to merge reports without records)");
         }
         detailRecords += d["records"].get<std::int64_t>();
     }
@@ -1841,6 +1864,14 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
                          [](const json& a, const json& b) { return a["image"].get<int>() < b["image"].get<int>(); });
         merged["image_labels"] = std::move(imageLabels);
     }
+    if (folded) {
+        if (mergedState)
+            mergedState->merge(*folded);
+        else
+            mergedState = std::move(*folded);
+    }
+    merged.erase("summary_state_folded");
+    if (detail != "json" && !mergedState) throwUsage("merge: the summary states of the reports were not given");
     if (mergedState) {
         merged["summary"] = mergedState->toJson();
         merged["summary_state"] = mergedState->stateJson();

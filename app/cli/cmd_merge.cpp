@@ -56,15 +56,21 @@ int cmdMerge(int argc, char** argv) {
     if (!output) throwUsage("merge: -o OUT.json is required");
     if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
     checkOutputWritable(*output, a.positional);
+    // Each report's summary state is folded in as it is read, so that only the light parts of the
+    // shards (selection, labels, provenance) are held at once, whatever their labels and images.
     std::vector<json> reports;
-    for (const auto& f : a.positional) reports.push_back(readJsonFile(f, "merge"));
+    std::optional<ReportSummary> folded;
+    for (const auto& f : a.positional) {
+        reports.push_back(readJsonFile(f, "merge"));
+        foldSummaryState(reports.back(), f, folded);
+    }
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);
     json merged;
     try {
         // Validates every record of every input (mergeReports); this catch is a last resort.
-        merged = mergeReports(reports, a.positional, tool);
+        merged = mergeReports(reports, a.positional, tool, std::move(folded));
     } catch (const json::exception& e) {
         throwInput("merge: a report lacks a field or has one of the wrong type (" + jsonErrorText(e) +
                    "); merge takes reports written by attnlens-cli analyze");

@@ -159,6 +159,67 @@ TEST(StudySummary, MalformedStatesAreRefusedWithWhatIsWrong) {
     EXPECT_THROW(a.merge(ReportSummary(std::vector<std::string>{"x"})), std::invalid_argument);
 }
 
+// A report of `images` written as analyze writes it with --records none.
+json summaryOnlyReport(const test::TempDir& dir, const std::string& name, std::vector<int> images) {
+    auto reader = DumpReader::open(dir.file("study.h5"));
+    AnalyzeRequest req;
+    req.paradigms = {presetParadigm("softmax"), presetParadigm("mala")};
+    req.options.localBranch.allParadigms = true;  // as analyzeLabelledDump
+    req.images = std::move(images);
+    std::optional<ReportStream> stream;
+    RecordSink sink;
+    sink.begin = [&](const AnalysisReport& header) {
+        stream.emplace(dir.file(name), std::vector<std::string>{}, header, ToolInfo{}, RecordDetail::None);
+    };
+    sink.write = [&](std::vector<HeadRecord>&& records) { stream->write(std::move(records)); };
+    const AnalysisReport report = analyzeDump(*reader, req, {}, &sink);
+    stream->finish(report);
+    std::ifstream in(dir.file(name));
+    return json::parse(in);
+}
+
+TEST(StudySummary, FoldingStatesAsReportsAreReadMergesAsTheWholeReports) {
+    test::TempDir dir;
+    const AnalysisReport whole = analyzeLabelledDump(dir, 6);  // writes study.h5
+    const std::vector<std::string> names{"a.json", "b.json", "c.json"};
+    std::vector<json> reports{summaryOnlyReport(dir, names[0], {4, 5}), summaryOnlyReport(dir, names[1], {0, 1}),
+                              summaryOnlyReport(dir, names[2], {2, 3})};
+    ASSERT_TRUE(reports[0]["results"].empty());
+    ASSERT_EQ(reports[0]["record_detail"]["format"], "none");
+    json direct = mergeReports(reports, names, {});
+    std::optional<ReportSummary> folded;
+    std::vector<json> light = reports;
+    for (std::size_t i = 0; i < light.size(); ++i) {
+        const std::size_t before = light[i].dump().size();
+        foldSummaryState(light[i], names[i], folded);
+        EXPECT_FALSE(light[i].contains("summary_state"));
+        EXPECT_FALSE(light[i].contains("summary"));
+        EXPECT_LT(light[i].dump().size(), before / 3);  // the state and summary were the bulk
+    }
+    json viaFolding = mergeReports(light, names, {}, std::move(folded));
+    direct.erase("created_utc");
+    viaFolding.erase("created_utc");
+    EXPECT_EQ(viaFolding, direct);
+    EXPECT_EQ(direct["selection"]["images"], (std::vector<int>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(direct["record_detail"]["records"], 6 * 2 * 2 * 2);
+    // The merged summary is the one run's over the same paradigms (to rounding).
+    AnalysisReport same = whole;
+    same.records.clear();
+    for (const HeadRecord& r : whole.records)
+        if (r.paradigm < 2) same.records.push_back(r);
+    same.paradigms.resize(2);
+    expectNear(direct["summary"], ReportSummary(same).toJson(), 1e-13);
+    // A folded report whose state went missing is refused by name.
+    json lost = light[1];
+    lost.erase("summary_state_folded");
+    try {
+        mergeReports({light[0], lost}, {names[0], names[1]}, {});
+        ADD_FAILURE() << "merged without a state";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("b.json"), std::string::npos) << e.what();
+    }
+}
+
 // A header of `layers` layers of `heads` heads and the presets, for tables without a dump.
 AnalysisReport tableHeader(int layers, int heads) {
     AnalysisReport h;

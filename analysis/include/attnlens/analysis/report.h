@@ -122,8 +122,15 @@ std::map<int, std::int64_t> imageLabelsOf(const nlohmann::json& report);
 // Combines reports of disjoint image sets of one dump (same SHA-256, layers, heads, paradigms and
 // options; reports without a SHA-256, from analyze --no-hash, need the same input path, size and
 // dump description instead). Error(Input) naming the file and the mismatch otherwise.
+// Reports without JSON records (record_detail) merge through their summary_state; `folded` holds the
+// states foldSummaryState() already took out of them.
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
-                            const ToolInfo& tool);
+                            const ToolInfo& tool, std::optional<ReportSummary> folded = std::nullopt);
+// For merging many shards in bounded memory: adds `report`'s summary_state to `into` (checked as
+// merge checks it: Error(Input) naming `name`) and removes its summary_state and summary, which a
+// report of many labels and images makes the bulk of its size, so that only the light parts of
+// every shard are held at once. Nothing for reports without a summary_state (JSON records).
+void foldSummaryState(nlohmann::json& report, const std::string& name, std::optional<ReportSummary>& into);
 // For merged reports with record tables (record_detail format "hdf5"): concatenates the inputs'
 // tables (each found through recordTableOf(reports[i], names[i])) into `outputTable`, in image
 // order and block by block, checking every row against its report, and points the merged report's
