@@ -40,11 +40,6 @@ ColumnRule floatColumn(std::string name, std::string definition, std::function<d
             [f = std::move(f)](const HeadRecord& r, double* out) { *out = f(r); }};
 }
 
-template <typename T>
-double valueOr(const std::optional<T>& o, const std::function<double(const T&)>& f) {
-    return o ? f(*o) : kNone;
-}
-
 std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
     const AnalysisOptions& options = header.request.options;
     std::vector<ColumnRule> rules;
