@@ -127,9 +127,10 @@ Index checkLayers(const std::vector<RolloutLayer>& layers, const RolloutOptions&
     return n;
 }
 
-// Rows of one head's weights W in place (signed: as they are).
-void weighRows(Eigen::Ref<Matrix> rows, RolloutWeights weights) {
-    if (weights == RolloutWeights::Signed) return;
+// Rows of one head's weights W in place (signed: as they are). Softmax rows are distributions
+// already (exp >= 0, divided by their sum): clipping and renormalising them would only cost a pass.
+void weighRows(Eigen::Ref<Matrix> rows, RolloutWeights weights, const AttentionHead& head) {
+    if (weights == RolloutWeights::Signed || head.paradigm().normalisation == Normalisation::Softmax) return;
     for (Index i = 0; i < rows.rows(); ++i) {
         auto row = rows.row(i);
         if (weights == RolloutWeights::Clipped)
@@ -149,7 +150,7 @@ void fusedRows(const RolloutLayer& heads, Index begin, Index count, const Rollou
     for (std::size_t h = 0; h < heads.size(); ++h) {
         auto block = scratch.topRows(count);
         heads[h]->rows(begin, count, block);
-        weighRows(block, o.weights);
+        weighRows(block, o.weights, *heads[h]);
         if (h == 0)
             out = block;
         else if (o.fusion == HeadFusion::Mean)
@@ -304,6 +305,17 @@ RowVector stepByRows(const RolloutLayer& heads, const RowVector& r, const Rollou
     return out;
 }
 
+// e_q R_l: the query's row of F only (the other rows carry no weight).
+RowVector stepOfQueryRow(const RolloutLayer& heads, Index query, const RolloutOptions& o) {
+    const Index n = heads.front()->tokens();
+    Matrix scratch(1, n), fused(1, n);
+    fusedRows(heads, query, 1, o, scratch, fused);
+    RowVector e = RowVector::Zero(n), out = RowVector::Zero(n);
+    e[query] = 1.0;
+    accumulateRows(e, o.residual, query, fused, out);
+    return out;
+}
+
 }  // namespace
 
 double& detail::rolloutFormedBytes() {
@@ -329,9 +341,13 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
     // whole rollout instead of one per layer, and no worker waits for the slower half of a layer);
     // the steps are then products with them. The choice depends on N and L only, so the row is the
     // same on any number of threads.
+    // The last layer is applied to e_q: only its row q is needed (the discard's threshold is over
+    // the whole matrix, so with a discard it is formed like the others).
+    const std::size_t last = layers.size() - 1;
+    const bool lastByRow = !factorisable(layers[last], options) && options.discardRatio == 0;
     std::vector<std::size_t> dense;
     for (std::size_t l = 0; l < layers.size(); ++l)
-        if (!factorisable(layers[l], options)) dense.push_back(l);
+        if (!factorisable(layers[l], options) && !(l == last && lastByRow)) dense.push_back(l);
     std::vector<Matrix> formed(layers.size());
     if (!dense.empty() && double(dense.size()) * double(n) * double(n) * 8.0 <= detail::rolloutFormedBytes()) {
         detail::parallelFor(dense.size(), threads, [&](std::size_t i) {
@@ -343,7 +359,9 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
     r[query] = 1.0;
     for (std::size_t l = layers.size(); l-- > 0;) {
         checkCancel(cancel);
-        if (factorisable(layers[l], options))
+        if (l == last && lastByRow)
+            r = stepOfQueryRow(layers[l], query, options);
+        else if (factorisable(layers[l], options))
             r = stepFactorised(layers[l], r, options);
         else if (formed[l].size() > 0)
             r = stepFromMatrix(formed[l], r, options.residual);

@@ -14,7 +14,9 @@
 //   last layer backwards as a row times a matrix. With mean fusion, no discard and signed weights
 //   (or a paradigm whose weights are non-negative anyway), r F = mean_h r A_h needs only the
 //   factorised form: r A = ((r diag(rowScale)) phiQ) phiK^T + (r . rowOffset) 1^T, O(N d) per head;
-//   otherwise (and for softmax) A's rows are formed in blocks, O(N^2 d) time, O(N * block) memory.
+//   otherwise (and for softmax) A's rows are formed in blocks, O(N^2 d) time, O(N * block) memory;
+//   of the last layer lL, which is applied to e_q, only row q is formed (without a discard).
+//   Softmax rows are used as they are under every weight rule (they are distributions already).
 #include <atomic>
 #include <string>
 #include <vector>
@@ -44,7 +46,8 @@ using RolloutLayer = std::vector<const AttentionHead*>;
 
 // e_q^T R_L ... R_1 for layers[0] = l1 .. layers.back() = lL. Error(Usage) when the layers' token
 // counts differ (hierarchical models are out of scope until token counts match) or q is out of
-// range. Rows that are not Ok (non-finite) make the result NaN where they reach.
+// range. Rows that are not Ok (non-finite) make the result NaN where they reach (as in the dense
+// product R_L ... R_1: a row of lL other than q does not reach row q).
 // threads: the budget of the blockwise steps (their row blocks run in parallel, each thread with its
 // own partial row, summed in block order, so the result does not depend on the budget). cancel:
 // polled between blocks and layers; when set, Error(Cancelled).
