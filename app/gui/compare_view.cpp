@@ -214,7 +214,7 @@ void CompareView::rebuild() {
     const auto& ps = session_->paradigms();
 
     // With the local branch every panel is that paradigm's E_c = A + M_c (the same M_c for all).
-    const auto branch = session_->localBranch();
+    const auto branch = session_->branch().kernel();
     // An unreadable head (damaged chunk): every panel is empty and the note says why. With rollout,
     // the rollout rows (each panel's own: pending, or failed when a layer on the way is unreadable).
     const bool rollout = session_->rolloutShown();
@@ -323,7 +323,7 @@ void CompareView::rebuild() {
                                                 : QStringLiteral("attention weight (shared range)"));
         }
         setWrappedText(p.title, title);
-        const Index query = rollout ? session_->rolloutQuery() : sel.query;
+        const Index query = rollout ? session_->rollout().query() : sel.query;
         if (l.isSpatial(query)) {
             p.marker.place(l.col(query), l.row(query));
             p.marker.setVisible(true);
@@ -342,16 +342,16 @@ void CompareView::rebuild() {
                                       "colour: %1, own range per panel (signed: diverging, white = 0) · "
                                       "query framed · prefix-token weights in the titles")
                                       .arg(what);
-    const QString branchError = rollout ? QString() : session_->localBranchError();
+    const QString branchError = rollout ? QString() : session_->branch().error();
     if (rollout)  // one paragraph, wrapped: the note's width is the grid's minimum width
-        note = wrapText(session_->rolloutDescription() + QStringLiteral(" · ") + note, 110);
+        note = wrapText(session_->rollout().description() + QStringLiteral(" · ") + note, 110);
     else if (branch)
         note = QStringLiteral("with local branch (%1): every panel is E_c = A + M_c of its paradigm\n")
                    .arg(branch->describe()) +
                note;
     else if (!branchError.isEmpty())
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
-    else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
+    else if (const QString status = session_->branch().status(); !status.isEmpty())
         note = QStringLiteral("A, %1\n").arg(status) + note;
     if (heldRange_) note += QStringLiteral(" · colour range held (all paradigm panels)");
     if (!rollout) {
@@ -369,8 +369,8 @@ void CompareView::rebuild() {
     note_->setTextColor(branchError.isEmpty() && (readError.isEmpty() || pending) ? QColor(Qt::black)
                                                                                   : QColor(180, 0, 0));
     QString header = rollout ? QStringLiteral("rollout of %1 (token %2) — image %3, up to layer %4")
-                                   .arg(tokenName(l, session_->rolloutQuery()))
-                                   .arg(session_->rolloutQuery())
+                                   .arg(tokenName(l, session_->rollout().query()))
+                                   .arg(session_->rollout().query())
                                    .arg(sel.image)
                                    .arg(QString::fromStdString(session_->layerInfo().name))
                              : QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
@@ -401,13 +401,13 @@ void CompareView::onMouseMove(QMouseEvent* e) {
         if (cellAt(p.map, e->position(), &x, &y)) {
             const Index key = session_->attentionLayout().keyToken(y, x);
             const bool rollout = session_->rolloutShown();
-            const bool e = !rollout && p.paradigm >= 0 && session_->localBranch() != nullptr;
+            const bool e = !rollout && p.paradigm >= 0 && session_->branch().kernel() != nullptr;
             Q_EMIT hoverText(
                 QStringLiteral("%1: %2[%3, %4 %5] = %6")
                     .arg(unwrappedText(p.title).section(QStringLiteral("  "), 0, 0), rollout ? QStringLiteral("rollout")
                                                                                      : e     ? QStringLiteral("E_c")
                                                                                              : QStringLiteral("A"))
-                    .arg(rollout ? session_->rolloutQuery() : session_->selection().query)
+                    .arg(rollout ? session_->rollout().query() : session_->selection().query)
                     .arg(key)
                     .arg(tokenName(session_->keyLayout(), key) + keyGridNote(session_->attentionLayout()),
                          formatWeight(p.map->data()->cell(x, y))));

@@ -174,7 +174,7 @@ ReportContent HeadOverviewView::reportContent() const {
 
 void HeadOverviewView::retry() {
     if (stat_ == HeadStatistic::MeanDistance)
-        session_->retryLocality();
+        session_->statistics().retryLocality();
     else
         LayerReportView::retry();
 }
@@ -286,12 +286,12 @@ void HeadOverviewView::rebuild() {
     const std::vector<Paradigm>* reportParadigms = nullptr;
     const DumpInfo* dump = nullptr;
     if (distance) {
-        loc = session_->localityReport();
+        loc = session_->statistics().locality();
         const QString all = QStringLiteral("all %1 images").arg(session_->info().images);
         if (!loc) {
-            const QString error = session_->localityError();
+            const QString error = session_->statistics().localityError();
             showState(what, all, error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty(), error,
-                      session_->localityCancelled());
+                      session_->statistics().localityCancelled());
             return;
         }
         clearState();

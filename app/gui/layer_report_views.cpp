@@ -20,7 +20,7 @@ namespace {
 QString scopeText(Session* s, StatsScope scope) {
     const QString images = scope == StatsScope::AllImages ? QStringLiteral("all %1 images").arg(s->info().images)
                                                           : QStringLiteral("image %1").arg(s->selection().image);
-    return QStringLiteral("%1, %2").arg(images, s->statsCoverageText());
+    return QStringLiteral("%1, %2").arg(images, s->statistics().coverageText());
 }
 
 // Layers whose names differ other than in their digits belong to different models or stages
@@ -82,18 +82,18 @@ LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optiona
     });
     connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
     connect(session, &Session::selectionChanged, this, [this]() {
-        const bool branchNote = session_->selection().localBranch && session_->layerHasLocalBranch();
+        const bool branchNote = session_->selection().localBranch && session_->branch().inLayer();
         if (scope() == StatsScope::CurrentImage || branchNote != branchNoteShown_) invalidate();
         branchNoteShown_ = branchNote;
     });
     connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
 }
 
-StatsScope LayerReportView::scope() const { return ownScope_ ? *ownScope_ : session_->statsScope(); }
+StatsScope LayerReportView::scope() const { return ownScope_ ? *ownScope_ : session_->statistics().scope(); }
 
 void LayerReportView::setScope(StatsScope scope) {
     if (!ownScope_) {
-        session_->setStatsScope(scope);  // every view that follows the session updates
+        session_->statistics().setScope(scope);  // every view that follows the session updates
         return;
     }
     if (*ownScope_ == scope) return;
@@ -105,13 +105,13 @@ void LayerReportView::setScope(StatsScope scope) {
 
 QString LayerReportView::scopeDescription() const { return scopeText(session_, scope()); }
 
-void LayerReportView::retry() { session_->retryLayerReport(scope(), reportContent()); }
+void LayerReportView::retry() { session_->statistics().retry(scope(), reportContent()); }
 
 std::shared_ptr<const AnalysisReport> LayerReportView::report(const QString& what) {
     layerAxes_.clear();
-    auto r = session_->layerReport(scope(), true, reportContent());
-    const QString error = r ? QString() : session_->layerReportError(scope(), reportContent());
-    const bool cancelled = !error.isEmpty() && session_->layerReportCancelled(scope(), reportContent());
+    auto r = session_->statistics().report(scope(), true, reportContent());
+    const QString error = r ? QString() : session_->statistics().error(scope(), reportContent());
+    const bool cancelled = !error.isEmpty() && session_->statistics().cancelled(scope(), reportContent());
     const bool waiting = r == nullptr && error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty();
     if (r) {
         clearState();
@@ -151,7 +151,7 @@ void LayerReportView::showState(const QString& what, const QString& scopeText, b
 
 void LayerReportView::addReportNotes(const AnalysisReport& r) {
     // The maps follow the local-branch toggle (B); these statistics do not, and say so.
-    if (session_->selection().localBranch && session_->layerHasLocalBranch()) {
+    if (session_->selection().localBranch && session_->branch().inLayer()) {
         auto* note = addWrappedText(plot_, 9);
         plot_->plotLayout()->insertRow(1);
         plot_->plotLayout()->addElement(1, 0, note);

@@ -48,7 +48,7 @@ LocalityView::LocalityView(Session* session, QWidget* parent) : PlotView(session
     connect(radiusBox_, &QSpinBox::valueChanged, this, [this](int r) {
         if (!syncing_) setRadius(r);
     });
-    connect(retry_, &QPushButton::clicked, this, [this]() { session_->retryLocality(); });
+    connect(retry_, &QPushButton::clicked, this, [this]() { session_->statistics().retryLocality(); });
     for (auto signal :
          {&Session::dumpChanged, &Session::selectionChanged, &Session::paradigmsChanged, &Session::layerReportChanged})
         connect(session, signal, this, &PlotView::invalidate);
@@ -110,10 +110,10 @@ void LocalityView::rebuild() {
         waiting_ = false;
         return;
     }
-    const auto report = session_->localityReport();
+    const auto report = session_->statistics().locality();
     syncControls(report.get());
-    const QString error = report ? QString() : session_->localityError();
-    const bool cancelled = !error.isEmpty() && session_->localityCancelled();
+    const QString error = report ? QString() : session_->statistics().localityError();
+    const bool cancelled = !error.isEmpty() && session_->statistics().localityCancelled();
     waiting_ = !report && error.isEmpty();
     retry_->setVisible(!error.isEmpty());
     if (!report) {
@@ -121,7 +121,7 @@ void LocalityView::rebuild() {
                       : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
                                          : QStringLiteral("computing over all %1 images, %2… (progress below)")
                                                .arg(session_->info().images)
-                                               .arg(session_->statsCoverageText());
+                                               .arg(session_->statistics().coverageText());
         resetWithTitle(plot_, what);
         auto* state = addWrappedText(plot_, 11);
         state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
@@ -139,7 +139,7 @@ void LocalityView::rebuild() {
                               .arg(QString::fromStdString(g.name))
                               .arg(g.images)
                               .arg(g.images == 1 ? QString() : QStringLiteral("s"))
-                              .arg(session_->statsCoverageText()));
+                              .arg(session_->statistics().coverageText()));
     auto* body = addBody(plot_, 1);
 
     // Left: mean distance per layer, mean over heads, a line per paradigm.
@@ -194,7 +194,7 @@ void LocalityView::rebuild() {
     if (!shown_) {
         setWrappedText(mapTitle, QStringLiteral("No offset map: layer %1 is not among\nthe statistics' layers (%2)")
                                      .arg(QString::fromStdString(session_->layerInfo().name))
-                                     .arg(session_->statsCoverageText()));
+                                     .arg(session_->statistics().coverageText()));
         mapTitle->setTextColor(QColor(180, 0, 0));
         return;
     }

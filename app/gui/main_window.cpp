@@ -358,9 +358,9 @@ void MainWindow::createDocks() {
         }
         try {
             if (data == QLatin1String(kFollowModel))
-                session_->setStatsModelFollowsLayer(true);
+                session_->statistics().setModelFollowsLayer(true);
             else
-                session_->setStatsModel(data.toStdString());
+                session_->statistics().setModel(data.toStdString());
         } catch (const Error& e) {
             addIssue(Issue{IssueKind::Error, QString::fromStdString(e.what())});
         }
@@ -531,11 +531,11 @@ void MainWindow::createMenus() {
         session_->setParadigm((session_->selection().paradigm + n - 1) % n);
     });
     add(QStringLiteral("Local branch on / off"), QKeySequence(Qt::Key_B), [this]() {
-        if (session_->layerHasLocalBranch()) session_->setLocalBranch(!session_->selection().localBranch);
+        if (session_->branch().inLayer()) session_->setLocalBranch(!session_->selection().localBranch);
     });
     add(QStringLiteral("Next local-branch channel"), QKeySequence(Qt::SHIFT | Qt::Key_B), [this]() {
         const int dv = session_->layerInfo().valueDim;
-        if (!session_->layerHasLocalBranch() || dv <= 0) return;
+        if (!session_->branch().inLayer() || dv <= 0) return;
         const int c = session_->selection().localChannel;  // -1 (mean), 0, ..., dv - 1, then -1
         session_->setLocalChannel(c + 1 >= dv ? -1 : c + 1);
     });
@@ -776,16 +776,16 @@ void MainWindow::syncStatsCoverage() {
     const bool was = syncing_;
     syncing_ = true;
     const int chosen = statsModel_->findData(QLatin1String(kChosenLayers));
-    const auto& layers = session_->statsLayers();
+    const auto& layers = session_->statistics().layers();
     if (chosen >= 0)
-        statsModel_->setItemText(chosen, layers.empty()
-                                             ? QStringLiteral("chosen layers…")
-                                             : QStringLiteral("%1 (change…)").arg(session_->statsCoverageText()));
+        statsModel_->setItemText(
+            chosen, layers.empty() ? QStringLiteral("chosen layers…")
+                                   : QStringLiteral("%1 (change…)").arg(session_->statistics().coverageText()));
     statsModel_->setCurrentIndex(
         !layers.empty() ? chosen
-        : session_->statsModelFollowsLayer()
+        : session_->statistics().modelFollowsLayer()
             ? 0
-            : std::max(1, statsModel_->findData(QString::fromStdString(session_->statsModel()))));
+            : std::max(1, statsModel_->findData(QString::fromStdString(session_->statistics().model()))));
     statsModel_->setEnabled(session_->isOpen() && session_->info().layers.size() > 1);
     if (!layers.empty()) {
         QStringList names;
@@ -818,7 +818,7 @@ void MainWindow::chooseStatsLayers() {
     layout->addWidget(new QLabel(QStringLiteral("Layers the per-layer statistics cover (in dump order):")));
     auto* list = new QListWidget;
     list->setObjectName(QStringLiteral("statsLayers"));
-    const std::vector<int> covered = session_->statsCoveredLayers();
+    const std::vector<int> covered = session_->statistics().coveredLayers();
     const DumpInfo& info = session_->info();
     for (std::size_t i = 0; i < info.layers.size(); ++i) {
         const LayerInfo& l = info.layers[i];
@@ -862,7 +862,7 @@ void MainWindow::chooseStatsLayers() {
         for (int i = 0; i < list->count(); ++i)
             if (list->item(i)->checkState() == Qt::Checked) layers.push_back(list->item(i)->data(Qt::UserRole).toInt());
         try {
-            session_->setStatsLayers(layers);
+            session_->statistics().setLayers(layers);
         } catch (const Error& e) {
             addIssue(Issue{IssueKind::Error, QString::fromStdString(e.what())});
         }
@@ -956,7 +956,7 @@ void MainWindow::syncRolloutWidgets() {
     const Selection& sel = session_->selection();
     mapContent_->setEnabled(open);
     mapContent_->setCurrentIndex(std::max(0, mapContent_->findData(QString::fromUtf8(toString(sel.map)))));
-    const RolloutOptions& o = session_->rolloutOptions();
+    const RolloutOptions& o = session_->rollout().options();
     rolloutFusion_->setCurrentText(QString::fromUtf8(toString(o.fusion)));
     rolloutWeights_->setCurrentText(QString::fromUtf8(toString(o.weights)));
     rolloutResidual_->setValue(o.residual);
@@ -974,14 +974,14 @@ void MainWindow::applyRolloutOptions() {
     o.weights = parseRolloutWeights(rolloutWeights_->currentText().toStdString());
     o.residual = rolloutResidual_->value();
     o.discardRatio = rolloutDiscard_->value();
-    session_->setRolloutOptions(o);  // the widgets' ranges are the options' ranges
+    session_->rollout().setOptions(o);  // the widgets' ranges are the options' ranges
 }
 
 void MainWindow::syncBranchWidgets() {
     syncing_ = true;
     const bool open = session_->isOpen();
-    const bool dumpHas = open && session_->dumpHasLocalBranch();
-    const bool layerHas = open && session_->layerHasLocalBranch();
+    const bool dumpHas = open && session_->branch().inDump();
+    const bool layerHas = open && session_->branch().inLayer();
     const Selection& sel = session_->selection();
     const LayerInfo& layer = session_->layerInfo();
     const int dv = layerHas ? layer.valueDim : 0;
@@ -1040,10 +1040,10 @@ void MainWindow::syncBranchWidgets() {
     branchChannel_->setCurrentIndex(idx >= 0 ? idx : 0);
 
     // Status bar: always says whether the views include the branch, and which channel.
-    const QString status = session_->localBranchStatus();
+    const QString status = session_->branch().status();
     branchLabel_->setText(status.isEmpty() ? QString() : QStringLiteral("· %1").arg(status));
     branchLabel_->setVisible(!status.isEmpty());
-    const QString error = session_->localBranchError();
+    const QString error = session_->branch().error();
     branchLabel_->setStyleSheet(error.isEmpty() ? QString() : QStringLiteral("color: #b40000"));
     if (!error.isEmpty()) {
         branchLabel_->setToolTip(error);
@@ -1096,8 +1096,7 @@ void MainWindow::updateStatusFile() {
                              .arg(info.model.empty() ? QString() : QStringLiteral(" · ") + elidedModel));
     shapeLabel_->setToolTip(QString::fromStdString(info.model));
     // Dumps with a local branch somewhere have the branch label beside this one instead.
-    if (!session_->dumpHasLocalBranch())
-        shapeLabel_->setText(shapeLabel_->text() + QStringLiteral(" · no local branch"));
+    if (!session_->branch().inDump()) shapeLabel_->setText(shapeLabel_->text() + QStringLiteral(" · no local branch"));
 }
 
 void MainWindow::addIssue(const Issue& issue) {
@@ -1410,7 +1409,7 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
                                                      .arg(QString::fromStdString(session_->layerInfo().name))
                                                      .arg(sel.head),
                                      dumpPath);
-    session_->runAnalysis(
+    session_->statistics().runAnalysis(
         req, wholeDump ? QStringLiteral("statistics of the whole dump") : QStringLiteral("statistics of the selection"),
         [this, path, dumpPath, command](std::shared_ptr<const AnalysisReport> report) {
             try {

@@ -171,7 +171,7 @@ QString MatrixView::titleText() const {
 
 std::string MatrixView::currentKey() const {
     const Selection& s = session_->selection();
-    const auto branch = session_->localBranch();
+    const auto branch = session_->branch().kernel();
     return session_->path().toStdString() + '/' + std::to_string(s.image) + '/' + std::to_string(s.layer) + '/' +
            std::to_string(s.head) + '/' + session_->paradigms()[std::size_t(s.paradigm)].toJson().dump() +
            (log_ ? "/log" : "/linear") + (branch ? "/branch/" + branch->key() : std::string()) +
@@ -227,7 +227,7 @@ void MatrixView::rebuild() {
     const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
     const std::string key = currentKey();
     // With the local branch the matrix is E_c = A + M_c (computed on the worker with A).
-    const auto branch = session_->localBranch();
+    const auto branch = session_->branch().kernel();
     const QString where = QStringLiteral("%1 — image %2, layer %3, head %4")
                               .arg(session_->paradigmLabel(sel.paradigm) +
                                    (branch ? QStringLiteral(" + local branch: E_c = A + M_c") : QString()))
@@ -384,8 +384,8 @@ void MatrixView::rebuild() {
     // An N x n matrix has at most min(N, n) singular values (its tolerance uses max(N, n)).
     const bool rectangular = img.keys != img.tokens;
     const long long rankCeiling = std::min(img.keys, img.tokens);
-    const SpectrumResult* s = session_->spectrum(sel.paradigm);
-    const SpectrumResult* e = branch ? session_->branchSpectrum(sel.paradigm) : nullptr;
+    const SpectrumResult* s = session_->spectra().spectrum(sel.paradigm);
+    const SpectrumResult* e = branch ? session_->spectra().branchSpectrum(sel.paradigm) : nullptr;
     if (branch) {
         const QString with = QStringLiteral("with local branch (%1)").arg(branch->describe());
         if (e && s) {
@@ -420,10 +420,10 @@ void MatrixView::rebuild() {
     } else {
         rank = QStringLiteral("rank: computing…");
     }
-    const QString branchError = session_->localBranchError();
+    const QString branchError = session_->branch().error();
     if (!branchError.isEmpty())
         rank += '\n' + branchErrorNote(branchError, session_->path());
-    else if (const QString status = session_->localBranchStatus(); !branch && !status.isEmpty())
+    else if (const QString status = session_->branch().status(); !branch && !status.isEmpty())
         rank += QStringLiteral(" · ") + status;
     if (img.flaggedRows > 0) rank += QStringLiteral(" · %1 flagged rows (NaN colour)").arg(img.flaggedRows);
     setWrappedText(title_, where);
@@ -451,7 +451,7 @@ void MatrixView::onMouseMove(QMouseEvent* e) {
         i = int(img->tokenAt(i));
         j = int(img->tokenAt(j));
         Q_EMIT hoverText(QStringLiteral("%1[%2 %3, %4 %5] → %6 (%7)")
-                             .arg(session_->localBranch() ? QStringLiteral("E_c") : QStringLiteral("A"))
+                             .arg(session_->branch().kernel() ? QStringLiteral("E_c") : QStringLiteral("A"))
                              .arg(i)
                              .arg(tokenName(g.queries, i))
                              .arg(j)

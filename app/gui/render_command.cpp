@@ -213,15 +213,15 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             session.setShown(shown);
         }
         if (p.isSet(channel) && !p.isSet(localBranch)) throwUsage("--channel: only with --local-branch");
-        if (!p.isSet(localBranch) && saved && saved->localBranch && session.layerHasLocalBranch()) {
+        if (!p.isSet(localBranch) && saved && saved->localBranch && session.branch().inLayer()) {
             // The session's branch and channel (applySelection) stand; its weights must be readable.
-            if (const QString e = session.localBranchError(); !e.isEmpty()) throwInput(e.toStdString());
+            if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
         }
         if (p.isSet(localBranch)) {
             const std::string layerName = session.layerInfo().name;
-            if (!session.layerHasLocalBranch())
+            if (!session.branch().inLayer())
                 throwUsage("--local-branch: layer " + layerName + " has no local branch" +
-                           (session.dumpHasLocalBranch() ? "" : " (no layer of this dump has one)"));
+                           (session.branch().inDump() ? "" : " (no layer of this dump has one)"));
             int ch = -1;
             const QString c = p.value(channel).trimmed().toLower();
             if (p.isSet(channel) && c != QStringLiteral("mean"))
@@ -229,16 +229,16 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             session.setLocalChannel(ch);
             session.setLocalBranch(true);
             // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
-            if (const QString e = session.localBranchError(); !e.isEmpty()) throwInput(e.toStdString());
+            if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
         }
-        RolloutOptions ro = session.rolloutOptions();  // the session's, else the defaults
+        RolloutOptions ro = session.rollout().options();  // the session's, else the defaults
         if (p.isSet(rolloutFusion)) ro.fusion = parseHeadFusion(p.value(rolloutFusion).toStdString());
         if (p.isSet(rolloutWeights)) ro.weights = parseRolloutWeights(p.value(rolloutWeights).toStdString());
         if (p.isSet(rolloutResidual))
             ro.residual = parseNumber(p.value(rolloutResidual).toStdString(), "--rollout-residual");
         if (p.isSet(rolloutDiscard))
             ro.discardRatio = parseNumber(p.value(rolloutDiscard).toStdString(), "--rollout-discard");
-        session.setRolloutOptions(ro);  // Error(Usage) naming the option out of range
+        session.rollout().setOptions(ro);  // Error(Usage) naming the option out of range
         if (p.isSet(rollout)) {
             const QString of = p.value(rollout).trimmed().toLower();
             if (of == QStringLiteral("query"))
@@ -254,7 +254,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
             throwUsage("--scope: 'image' or 'all'");
         const StatsScope statsScope = sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage;
-        if (p.isSet(scope)) session.setStatsScope(statsScope);
+        if (p.isSet(scope)) session.statistics().setScope(statsScope);
 
         const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(view) ? saved->view : p.value(view);
         const ViewEntry* entry = findView(viewId);

@@ -279,12 +279,13 @@ SessionState captureSelection(const Session& session) {
     s.localBranch = sel.localBranch;
     s.localChannel = sel.localChannel;
     s.map = std::string(toString(sel.map));
-    s.rollout = session.rolloutOptions();
+    s.rollout = session.rollout().options();
     s.paradigmDefinitions = session.preferences().paradigmSpecs;
-    s.statsModel = session.statsModel();
-    s.statsModelFollowsLayer = session.statsModelFollowsLayer();
-    for (int l : session.statsLayers()) s.statsLayers.push_back(session.info().layers[std::size_t(l)].name);
-    s.statsScope = session.statsScope() == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image");
+    s.statsModel = session.statistics().model();
+    s.statsModelFollowsLayer = session.statistics().modelFollowsLayer();
+    for (int l : session.statistics().layers()) s.statsLayers.push_back(session.info().layers[std::size_t(l)].name);
+    s.statsScope =
+        session.statistics().scope() == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image");
     return s;
 }
 
@@ -325,7 +326,7 @@ void applySelection(Session& session, const SessionState& s) {
         if (at < 0) throwInput(where + ": statistics layer " + quotedText(name) + " does not exist in the dump");
         statsLayers.push_back(at);
     }
-    if (!s.statsModelFollowsLayer) session.setStatsModel(s.statsModel);  // checks the name
+    if (!s.statsModelFollowsLayer) session.statistics().setModel(s.statsModel);  // checks the name
 
     session.setImage(s.image);
     session.setLayer(layer);
@@ -336,12 +337,13 @@ void applySelection(Session& session, const SessionState& s) {
     if (!s.shown.empty()) session.setShown(shown);
     session.setLocalChannel(s.localChannel);
     session.setLocalBranch(s.localBranch);
-    session.setRolloutOptions(s.rollout);
+    session.rollout().setOptions(s.rollout);
     session.setMapContent(parseMapContent(s.map));
-    if (s.statsModelFollowsLayer) session.setStatsModelFollowsLayer(true);
-    if (!statsLayers.empty()) session.setStatsLayers(statsLayers);
+    if (s.statsModelFollowsLayer) session.statistics().setModelFollowsLayer(true);
+    if (!statsLayers.empty()) session.statistics().setLayers(statsLayers);
     if (!s.statsScope.isEmpty())
-        session.setStatsScope(s.statsScope == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage);
+        session.statistics().setScope(s.statsScope == QStringLiteral("all") ? StatsScope::AllImages
+                                                                            : StatsScope::CurrentImage);
 }
 
 }  // namespace attnlens::gui

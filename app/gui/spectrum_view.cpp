@@ -32,7 +32,7 @@ void SpectrumView::rebuild() {
     }
     const Selection& sel = session_->selection();
     if (showReadError(plot_, session_, QStringLiteral("Singular value spectrum"))) {
-        session_->requestSpectra(sel.shown);  // cancels spectra of the head shown before
+        session_->spectra().request(sel.shown);  // cancels spectra of the head shown before
         waiting_ = false;
         return;
     }
@@ -40,9 +40,9 @@ void SpectrumView::rebuild() {
     // With the local branch: each paradigm's A and E_c = A + M_c, each with its own threshold
     // (the same tolerance rule, relative to its own sigma_max). A second, smaller title line says
     // whether the branch is included and which channel.
-    const auto branch = session_->localBranch();
-    const QString branchError = session_->localBranchError();
-    const QString status = session_->localBranchStatus();
+    const auto branch = session_->branch().kernel();
+    const QString branchError = session_->branch().error();
+    const QString status = session_->branch().status();
     // The title stays short: it shares its column with the plot, and a wider title would squeeze
     // the legend beside the plot out of a small window. The rest goes into a smaller second line.
     auto* subtitle = addWrappedText(plot_, 9);
@@ -63,8 +63,8 @@ void SpectrumView::rebuild() {
     rect->axis(QCPAxis::atLeft)
         ->setLabel(branch ? QStringLiteral("singular value σ_k of A, of E_c = A + M_c")
                           : QStringLiteral("singular value σ_k of A (dimensionless)"));
-    session_->requestSpectra(sel.shown);
-    if (branch) session_->requestBranchSpectra(sel.shown);
+    session_->spectra().request(sel.shown);
+    if (branch) session_->spectra().requestBranch(sel.shown);
     // Two passes: the value range needs every spectrum, the floor markers need the range.
     struct Curve {
         const SpectrumResult* s;
@@ -79,17 +79,17 @@ void SpectrumView::rebuild() {
     for (int p : sel.shown) {
         const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
         const QColor c = paradigmColor(p);
-        if (const SpectrumResult* s = session_->spectrum(p, false))
+        if (const SpectrumResult* s = session_->spectra().spectrum(p, false))
             curves.push_back({s, branch ? c.lighter(125) : c, branch ? name + QStringLiteral(" A") : name,
                               branch ? 1.2 : 1.6, Qt::DashLine});
-        else if (const QString e = session_->spectrumError(p); !e.isEmpty())
+        else if (const QString e = session_->spectra().error(p); !e.isEmpty())
             failures << QStringLiteral("%1: %2").arg(name, e);
         else
             ++missing;
         if (!branch) continue;
-        if (const SpectrumResult* e = session_->branchSpectrum(p, false))
+        if (const SpectrumResult* e = session_->spectra().branchSpectrum(p, false))
             curves.push_back({e, c.darker(125), name + QStringLiteral(" A+M_c"), 2.4, Qt::DotLine});
-        else if (const QString e = session_->branchSpectrumError(p); !e.isEmpty())
+        else if (const QString e = session_->spectra().branchError(p); !e.isEmpty())
             failures << QStringLiteral("%1 A+M_c: %2").arg(name, e);
         else
             ++missing;

@@ -350,7 +350,7 @@ void SweepView::rebuild() {
     const Paradigm& paradigm = session_->paradigms()[std::size_t(p)];
     const SweepParameter parameter = this->parameter();
     const QString name = QString::fromUtf8(sweepParameterName(parameter));
-    const bool allImages = session_->statsScope() == StatsScope::AllImages;
+    const bool allImages = session_->statistics().scope() == StatsScope::AllImages;
     const QString scopeText = allImages ? QStringLiteral("all %1 images").arg(session_->info().images)
                                         : QStringLiteral("image %1").arg(sel.image);
     const QString title =

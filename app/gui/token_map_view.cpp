@@ -279,13 +279,13 @@ void TokenMapView::rebuild() {
     // With the local branch: the query's row of E_c = A + M_c (kernels have negative taps: signed).
     // With rollout: the rollout row of the rolled-out token (computed in the background).
     const RowData& row = session_->mapContentRow(sel.paradigm);
-    const Index query = row.rollout ? session_->rolloutQuery() : sel.query;
+    const Index query = row.rollout ? session_->rollout().query() : sel.query;
     // An unreadable head (damaged chunk), or a rollout not computed yet or impossible: no map at
     // all, the reason in the title and the note.
     const bool unreadable = !row.error.isEmpty() || row.pending;
     map_->setVisible(!unreadable);
     scale_->setVisible(!unreadable);  // a colour bar without a map would read as data
-    const auto branch = row.withBranch ? session_->localBranch() : nullptr;
+    const auto branch = row.withBranch ? session_->branch().kernel() : nullptr;
     const Preferences& prefs = session_->preferences();
 
     // Spatial reduction: each query cell shows the weight of its key cell (the reduced grid drawn
@@ -394,16 +394,16 @@ void TokenMapView::rebuild() {
         note += QStringLiteral(" · colour range without %1's own %2")
                     .arg(tokenName(l, query), formatWeight(row.values[query]));
     // Whether the branch is included, and which channel (nothing for dumps without any branch).
-    const QString branchError = row.rollout ? QString() : session_->localBranchError();
+    const QString branchError = row.rollout ? QString() : session_->branch().error();
     if (row.rollout)
-        note = wrapText(session_->rolloutDescription(), 90) +
-               (session_->localBranchStatus().isEmpty() ? QString() : QStringLiteral(" (local branch not included)")) +
+        note = wrapText(session_->rollout().description(), 90) +
+               (session_->branch().status().isEmpty() ? QString() : QStringLiteral(" (local branch not included)")) +
                '\n' + note;
     else if (branch)
         note = QStringLiteral("E_c = A + M_c, local branch %1\n").arg(branch->describe()) + note;
     else if (!branchError.isEmpty())
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
-    else if (const QString status = session_->localBranchStatus(); !status.isEmpty())
+    else if (const QString status = session_->branch().status(); !status.isEmpty())
         note = QStringLiteral("A, %1 · ").arg(status) + note;
     if (!row.rollout && layerOfMap.window)
         note = (layerOfMap.window->perHead() ? QStringLiteral("head %1's ").arg(mapHead) : QString()) +
@@ -440,7 +440,7 @@ void TokenMapView::rebuild() {
                                    .arg(QString::fromStdString(paradigm.name), tokenName(l, query))
                                    .arg(query)
                                    .arg(sel.image));
-        setWrappedText(note_, wrapText(session_->rolloutDescription(), 90));
+        setWrappedText(note_, wrapText(session_->rollout().description(), 90));
         note_->setTextColor(QColor(Qt::black));
     } else if (unreadable) {
         marker_.setVisible(false);
@@ -485,10 +485,10 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
     const TokenLayout& l = session_->layout();
     const Selection& sel = session_->selection();
     const QString name = QString::fromStdString(session_->paradigms()[std::size_t(sel.paradigm)].name);
-    const QString sym = session_->rolloutShown()  ? QStringLiteral("rollout")
-                        : session_->localBranch() ? QStringLiteral("E_c")
-                                                  : QStringLiteral("A");
-    const Index query = session_->rolloutShown() ? session_->rolloutQuery() : sel.query;
+    const QString sym = session_->rolloutShown()      ? QStringLiteral("rollout")
+                        : session_->branch().kernel() ? QStringLiteral("E_c")
+                                                      : QStringLiteral("A");
+    const Index query = session_->rolloutShown() ? session_->rollout().query() : sel.query;
     int x = 0, y = 0;
     if (cellAt(map_, e->position(), &x, &y)) {
         const AttentionLayout g = session_->rolloutShown() ? AttentionLayout(l) : session_->attentionLayout();

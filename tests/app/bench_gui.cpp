@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
     Session worker(Preferences{});
     worker.open(path);
     worker.setLocalBranch(true);
-    auto kernel = worker.localBranch();
+    auto kernel = worker.branch().kernel();
     auto softmax = worker.currentHead(worker.paradigmIndex("softmax"));
     auto linear = worker.currentHead(worker.paradigmIndex("linear_relu"));
     t.restart();

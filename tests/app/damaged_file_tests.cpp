@@ -256,10 +256,10 @@ void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
     // The whole-dump statistics skip the damaged (image, layer) only: every other one has its
     // records, and the statistics view names what was skipped.
     s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
-    s->layerReport(StatsScope::AllImages);
+    s->statistics().report(StatsScope::AllImages);
     waitIdle(s);
-    const auto report = s->layerReport(StatsScope::AllImages, false);
-    QVERIFY2(report, qPrintable(s->layerReportError(StatsScope::AllImages)));
+    const auto report = s->statistics().report(StatsScope::AllImages, false);
+    QVERIFY2(report, qPrintable(s->statistics().error(StatsScope::AllImages)));
     QCOMPARE(int(report->skipped.size()), 1);
     QCOMPARE(report->skipped[0].image, 0);
     QCOMPARE(report->skipped[0].layer, 2);
@@ -384,12 +384,12 @@ void DamagedFileTests::damagedCopyOfTheExampleStaysUsable() {
         listed |= w.issuesList()->topLevelItem(i)->text(2).contains("/layers/mala.block1/k");
     QVERIFY(listed);
     // Statistics over every layer of every image skip exactly the lost (image, layer).
-    s->setStatsModel("");
+    s->statistics().setModel("");
     s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
-    s->layerReport(StatsScope::AllImages);
+    s->statistics().report(StatsScope::AllImages);
     waitIdle(s);
-    const auto report = s->layerReport(StatsScope::AllImages, false);
-    QVERIFY2(report, qPrintable(s->layerReportError(StatsScope::AllImages)));
+    const auto report = s->statistics().report(StatsScope::AllImages, false);
+    QVERIFY2(report, qPrintable(s->statistics().error(StatsScope::AllImages)));
     QCOMPARE(int(report->skipped.size()), 1);
     QCOMPARE(report->skipped[0].image, 0);
     QCOMPARE(report->skipped[0].layer, lost);

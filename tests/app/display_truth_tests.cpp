@@ -131,7 +131,7 @@ void DisplayTruthTests::localMassBaselinesSpanSkippedLayers() {
     Session* s = w.session();
     QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
     s->setImage(0);  // mala.block1 cannot be read for image 0
-    s->setStatsModel("");
+    s->statistics().setModel("");
     w.showView("local");
     auto* v = qobject_cast<LocalMassView*>(w.view("local"));
     QVERIFY(v);
@@ -228,7 +228,7 @@ void DisplayTruthTests::kernelAppliedLayersSayWhyParadigmsCoincide() {
     map->refreshNow();
     QVERIFY2(!map->noteText().contains(QStringLiteral("kernel_applied")), qPrintable(map->noteText()));
     // The per-layer statistics over the focused model, and the comparison of its layer.
-    s->setStatsModel("focused");
+    s->statistics().setModel("focused");
     w.showView("local");
     PlotView* local = w.view("local");
     QTRY_VERIFY_WITH_TIMEOUT((local->refreshNow(), !local->waitingForResults()), 240000);
@@ -239,7 +239,7 @@ void DisplayTruthTests::kernelAppliedLayersSayWhyParadigmsCoincide() {
     w.compareView()->refreshNow();
     QVERIFY2(plotTexts(w.compareView()).contains(QStringLiteral("kernel_applied")),
              qPrintable(plotTexts(w.compareView())));
-    s->setStatsModel("softmax");
+    s->statistics().setModel("softmax");
     QTRY_VERIFY_WITH_TIMEOUT((local->refreshNow(), !local->waitingForResults()), 240000);
     local->refreshNow();
     QVERIFY2(!plotTexts(local).contains(QStringLiteral("kernel_applied")), qPrintable(plotTexts(local)));
@@ -249,7 +249,7 @@ void DisplayTruthTests::statisticsSayTheLocalBranchIsLeftOut() {
     MainWindow& w = openWindow(dwc_);
     Session* s = w.session();
     QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
-    QVERIFY(s->layerHasLocalBranch());
+    QVERIFY(s->branch().inLayer());
     const QString leftOut = QStringLiteral("statistics of A alone");
     for (const QString id : {"local", "layers", "confusion"}) {
         w.showView(id);

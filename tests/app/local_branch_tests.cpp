@@ -221,7 +221,7 @@ void LocalBranchTests::localBranchAbsentDisablesToggle() {
     QVERIFY2(toggle->toolTip().contains("no local branch"), qPrintable(toggle->toolTip()));
     w.session()->setLocalBranch(true);  // a persisted wish does not matter here
     QVERIFY(!toggle->isChecked());
-    QVERIFY(w.session()->localBranch() == nullptr);
+    QVERIFY(w.session()->branch().kernel() == nullptr);
     QVERIFY(!w.tokenMapView()->titleText().contains("branch"));
     QVERIFY(w.findChild<QLabel*>("shape")->text().contains("no local branch"));
     QVERIFY(!w.findChild<QLabel*>("branchStatus")->isVisible());
@@ -231,14 +231,14 @@ void LocalBranchTests::localBranchAbsentDisablesToggle() {
     Session* s = w.session();
     QVERIFY(toggle->isEnabled());
     QVERIFY(toggle->isChecked());  // the wish from above
-    QVERIFY(s->localBranch() != nullptr);
+    QVERIFY(s->branch().kernel() != nullptr);
     QVERIFY(w.tokenMapView()->titleText().contains("+ M_c"));
     s->setLayer(1);
     QVERIFY(!toggle->isEnabled());
     QVERIFY(!toggle->isChecked());
     QCOMPARE(toggle->toolTip(), QString("this layer has no local branch"));
     QVERIFY(!w.findChild<QComboBox*>("localBranchChannel")->isEnabled());
-    QVERIFY(s->localBranch() == nullptr);
+    QVERIFY(s->branch().kernel() == nullptr);
     QString why;
     TokenMapView* v = w.tokenMapView();
     QVERIFY2(mapShowsRow(v->colorMap(), s->layout(), coreRow(mixed_, 0, 1, 0, "softmax", s->selection().query), &why),
@@ -261,10 +261,10 @@ void LocalBranchTests::localBranchNanWeightShowsInlineError() {
     Session* s = w.session();
     s->setLocalBranch(true);
     s->setLocalChannel(1);  // head 0, V channel 1 -> weight channel 1 (image 1's NaN is in channel 5)
-    QVERIFY(s->localBranch() != nullptr);
+    QVERIFY(s->branch().kernel() != nullptr);
     s->setImage(1);  // image 1's weights hold a NaN: reading them fails
-    QVERIFY(s->localBranch() == nullptr);
-    QVERIFY2(s->localBranchError().contains("non-finite"), qPrintable(s->localBranchError()));
+    QVERIFY(s->branch().kernel() == nullptr);
+    QVERIFY2(s->branch().error().contains("non-finite"), qPrintable(s->branch().error()));
     TokenMapView* v = w.tokenMapView();
     layoutNow(v);
     QString why;
@@ -291,7 +291,7 @@ void LocalBranchTests::localBranchNanWeightShowsInlineError() {
     // Image 0 is fine.
     w.showView("matrix");
     s->setImage(0);
-    QVERIFY(s->localBranch() != nullptr);
+    QVERIFY(s->branch().kernel() != nullptr);
     QTRY_VERIFY_WITH_TIMEOUT(!w.matrixView()->waitingForResults(), 30000);
     QVERIFY(w.matrixView()->titleText().contains("with local branch (inline_residual, channel 1)"));
 }

@@ -380,14 +380,14 @@ void ReadabilityTests::cancelledStatisticsOfferRetry() {
     QVERIFY(s->jobs().busy());
     QVERIFY(!confusion->retryButton()->isVisible());
     s->jobs().cancelAll();
-    QTRY_VERIFY(s->layerReportCancelled(StatsScope::AllImages));
+    QTRY_VERIFY(s->statistics().cancelled(StatsScope::AllImages));
     confusion->refreshNow();
     QCOMPARE(confusion->statusText(), QStringLiteral("Cancelled"));
     QVERIFY2(plotTexts(confusion).contains("Cancelled"), qPrintable(plotTexts(confusion)));
     QVERIFY(confusion->retryButton()->isVisible());
     QVERIFY(!confusion->waitingForResults());
     // Another statistics tab over all images shows the same state.
-    s->setStatsScope(StatsScope::AllImages);
+    s->statistics().setScope(StatsScope::AllImages);
     w.showView("local");
     auto* local = qobject_cast<LayerReportView*>(w.view("local"));
     local->refreshNow();
@@ -396,8 +396,8 @@ void ReadabilityTests::cancelledStatisticsOfferRetry() {
     // Retry computes the statistics again; the plot fills and the button goes.
     w.showView("confusion");
     QTest::mouseClick(confusion->retryButton(), Qt::LeftButton);
-    QVERIFY(!s->layerReportCancelled(StatsScope::AllImages));
-    QTRY_VERIFY_WITH_TIMEOUT(s->layerReport(StatsScope::AllImages, false) != nullptr, 120000);
+    QVERIFY(!s->statistics().cancelled(StatsScope::AllImages));
+    QTRY_VERIFY_WITH_TIMEOUT(s->statistics().report(StatsScope::AllImages, false) != nullptr, 120000);
     confusion->refreshNow();
     QVERIFY(confusion->statusText().isEmpty());
     QVERIFY(confusion->plot()->plottableCount() >= 8);
@@ -429,8 +429,8 @@ void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
     Session* s = w.session();
     w.showView("confusion");
     auto* v = qobject_cast<ConfusionView*>(w.view("confusion"));
-    QTRY_VERIFY_WITH_TIMEOUT(!s->layerReportError(StatsScope::AllImages).isEmpty(), 60000);
-    QVERIFY(!s->layerReportCancelled(StatsScope::AllImages));
+    QTRY_VERIFY_WITH_TIMEOUT(!s->statistics().error(StatsScope::AllImages).isEmpty(), 60000);
+    QVERIFY(!s->statistics().cancelled(StatsScope::AllImages));
     v->refreshNow();
     QVERIFY2(v->statusText().startsWith("FAILED: ") && v->statusText().contains("N = 160001"),
              qPrintable(v->statusText()));
@@ -441,7 +441,7 @@ void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
     int changes = 0;
     connect(s, &Session::layerReportChanged, this, [&changes]() { ++changes; });
     QTest::mouseClick(v->retryButton(), Qt::LeftButton);
-    QTRY_VERIFY_WITH_TIMEOUT(changes >= 2 && !s->layerReportError(StatsScope::AllImages).isEmpty(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(changes >= 2 && !s->statistics().error(StatsScope::AllImages).isEmpty(), 60000);
     v->refreshNow();
     QVERIFY(v->statusText().startsWith("FAILED: "));
     QVERIFY(v->retryButton()->isVisible());
@@ -451,8 +451,8 @@ void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
     // the softmax spectrum and the matrix say why instead of dying of bad_alloc.
     s->setShown({s->paradigmIndex("softmax")});
     w.showView("spectrum");
-    QTRY_VERIFY_WITH_TIMEOUT(!s->spectrumError(s->paradigmIndex("softmax")).isEmpty(), 60000);
-    const QString spectrumWhy = s->spectrumError(s->paradigmIndex("softmax"));
+    QTRY_VERIFY_WITH_TIMEOUT(!s->spectra().error(s->paradigmIndex("softmax")).isEmpty(), 60000);
+    const QString spectrumWhy = s->spectra().error(s->paradigmIndex("softmax"));
     QVERIFY2(spectrumWhy.contains("160001 x 160001 softmax matrix needs about") &&
                  spectrumWhy.contains("this process may use"),
              qPrintable(spectrumWhy));
@@ -526,7 +526,7 @@ void ReadabilityTests::confusionLabelsCentredUnderTheirGroups() {
     layoutNow(v);
     QVERIFY(v->binAxis());
     // Every bin that holds an image is shown and labelled with its range.
-    auto report = w.session()->layerReport(StatsScope::AllImages, false);
+    auto report = w.session()->statistics().report(StatsScope::AllImages, false);
     QVERIFY(report);
     const ReportSummary summary(*report);
     auto ticker = v->binAxis()->ticker().dynamicCast<QCPAxisTickerText>();
@@ -585,7 +585,7 @@ void ReadabilityTests::spectrumShowsZeroSingularValuesOnTheFloor() {
     QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 60000);
     layoutNow(v);
     const int p = s->paradigmIndex("linear_relu");
-    const SpectrumResult* sr = s->spectrum(p, false);
+    const SpectrumResult* sr = s->spectra().spectrum(p, false);
     QVERIFY(sr);
     QVERIFY(sr->rank < sr->size);
     QCPGraph* line = nullptr;
@@ -871,7 +871,7 @@ void ReadabilityTests::windowNeverOutgrowsTheScreen() {
     QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
     const QRect available = w.screen()->availableGeometry();
     QVERIFY(w.openSecondFile(small_));  // Compare dumps with a second dump
-    s->setStatsModel("");               // the statistics over all 20 layers
+    s->statistics().setModel("");       // the statistics over all 20 layers
     std::vector<int> all(s->paradigms().size());
     std::iota(all.begin(), all.end(), 0);
     s->setShown(all);

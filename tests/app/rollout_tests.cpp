@@ -21,7 +21,7 @@ namespace {
 
 // The core's rollout of `query` through layers 0..upTo of the dump (every layer of one model), from
 // heads built on a second reader. The desktop program forms the whole product for N up to
-// Session::kRolloutProductMaxTokens and each row on its own above: the reference is the other way.
+// RolloutStore::kProductMaxTokens and each row on its own above: the reference is the other way.
 RowVector coreRollout(const QString& path, int image, int upTo, const std::string& paradigm, Index query,
                       const RolloutOptions& options) {
     auto reader = DumpReader::open(path.toStdString());
@@ -39,8 +39,7 @@ RowVector coreRollout(const QString& path, int image, int upTo, const std::strin
         }
         layers.push_back(layer);
     }
-    if (layers.front().front()->tokens() <= Session::kRolloutProductMaxTokens)
-        return rolloutRow(layers, query, options);
+    if (layers.front().front()->tokens() <= RolloutStore::kProductMaxTokens) return rolloutRow(layers, query, options);
     return rolloutMatrix(layers, options).row(query);
 }
 
@@ -71,7 +70,7 @@ void RolloutTests::tokenMapShowsTheRolloutOfTheQueryAndOfCls() {
     QVERIFY(box);
     box->setCurrentIndex(box->findData(QStringLiteral("rollout-query")));
     QVERIFY(s->rolloutShown());
-    QCOMPARE(s->rolloutLayers(), (std::vector<int>{0, 1, 2}));
+    QCOMPARE(s->rollout().layers(), (std::vector<int>{0, 1, 2}));
     waitIdle(s);
     TokenMapView* t = w.tokenMapView();
     t->refreshNow();
@@ -136,7 +135,7 @@ void RolloutTests::furtherQueriesAreRowsOfTheProduct() {
     // Other options are another product.
     RolloutOptions o;
     o.residual = 0.2;
-    s->setRolloutOptions(o);
+    s->rollout().setOptions(o);
     t->refreshNow();
     QVERIFY(s->mapContentRow(s->selection().paradigm).pending || s->jobs().delivered() > delivered);
     waitIdle(s);
@@ -160,7 +159,7 @@ void RolloutTests::largeGridsComputeEachRowOnItsOwn() {
     writeSynthDump(large.toStdString(), o);
     MainWindow& w = openWindow(large);
     Session* s = w.session();
-    QVERIFY(s->layout().tokens() > Session::kRolloutProductMaxTokens);
+    QVERIFY(s->layout().tokens() > RolloutStore::kProductMaxTokens);
     w.showView("tokenmap");
     s->setLayer(1);
     s->setParadigm(s->paradigmIndex("softmax"));
@@ -228,8 +227,8 @@ void RolloutTests::dockOptionsReachTheRollout() {
     o.weights = RolloutWeights::Absolute;
     o.residual = 0.3;
     o.discardRatio = 0.2;
-    QVERIFY(s->rolloutOptions().fusion == o.fusion);
-    QCOMPARE(s->rolloutOptions().discardRatio, 0.2);
+    QVERIFY(s->rollout().options().fusion == o.fusion);
+    QCOMPARE(s->rollout().options().discardRatio, 0.2);
     waitIdle(s);
     TokenMapView* t = w.tokenMapView();
     t->refreshNow();
@@ -263,7 +262,7 @@ void RolloutTests::sessionFileKeepsTheRollout() {
     RolloutOptions o;
     o.fusion = HeadFusion::Min;
     o.residual = 0.7;
-    s->setRolloutOptions(o);
+    s->rollout().setOptions(o);
     const SessionState saved = captureSelection(*s);
     const QString file = dir_.filePath("rollout.session.json");
     writeSessionFile(file, saved);
@@ -278,7 +277,7 @@ void RolloutTests::sessionFileKeepsTheRollout() {
     other.open(read.dump);
     applySelection(other, read);
     QVERIFY(other.selection().map == MapContent::RolloutOfCls);
-    QCOMPARE(other.rolloutOptions().residual, 0.7);
+    QCOMPARE(other.rollout().options().residual, 0.7);
     const RowData& r = other.mapContentRow(other.selection().paradigm);
     QVERIFY2(r.error.isEmpty() && !r.pending, qPrintable(r.error));
     const RowVector want =

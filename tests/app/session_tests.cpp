@@ -183,7 +183,7 @@ void SessionTests::statisticsCanCoverOneModel() {
 
     bool threw = false;
     try {
-        s->setStatsModel("no-such-model");
+        s->statistics().setModel("no-such-model");
     } catch (const Error& e) {
         threw = true;
         QVERIFY2(QString(e.what()).contains("models: softmax, linear_relu, focused, inline, mala"), e.what());
@@ -191,23 +191,23 @@ void SessionTests::statisticsCanCoverOneModel() {
     QVERIFY(threw);
 
     // By default the statistics cover the selected layer's model, following it.
-    QVERIFY(s->statsModelFollowsLayer());
-    QCOMPARE(s->statsModel(), std::string("softmax"));
+    QVERIFY(s->statistics().modelFollowsLayer());
+    QCOMPARE(s->statistics().model(), std::string("softmax"));
     s->setLayer(malaLayers.front());
-    QCOMPARE(s->statsModel(), std::string("mala"));
+    QCOMPARE(s->statistics().model(), std::string("mala"));
     s->setLayer(0);
-    QCOMPARE(s->statsModel(), std::string("softmax"));
+    QCOMPARE(s->statistics().model(), std::string("softmax"));
 
     // A chosen model stays while flipping layers.
     auto* statsModel = w.findChild<QComboBox*>("statsModel");
     statsModel->setCurrentIndex(statsModel->findData(QStringLiteral("mala")));
-    QCOMPARE(s->statsModel(), std::string("mala"));
-    QVERIFY(!s->statsModelFollowsLayer());
+    QCOMPARE(s->statistics().model(), std::string("mala"));
+    QVERIFY(!s->statistics().modelFollowsLayer());
     s->setLayer(1);
-    QCOMPARE(s->statsModel(), std::string("mala"));
-    s->layerReport(StatsScope::AllImages);
+    QCOMPARE(s->statistics().model(), std::string("mala"));
+    s->statistics().report(StatsScope::AllImages);
     waitIdle(s);
-    auto report = s->layerReport(StatsScope::AllImages, false);
+    auto report = s->statistics().report(StatsScope::AllImages, false);
     QVERIFY(report);
     QCOMPARE(report->request.layers, malaLayers);
     std::set<int> seen;
@@ -226,11 +226,11 @@ void SessionTests::statisticsCanCoverOneModel() {
 
     // Every layer again.
     statsModel->setCurrentIndex(statsModel->findData(QString()));
-    QCOMPARE(s->statsModel(), std::string());
-    QVERIFY(!s->statsModelFollowsLayer());
-    s->layerReport(StatsScope::AllImages);
+    QCOMPARE(s->statistics().model(), std::string());
+    QVERIFY(!s->statistics().modelFollowsLayer());
+    s->statistics().report(StatsScope::AllImages);
     waitIdle(s);
-    report = s->layerReport(StatsScope::AllImages, false);
+    report = s->statistics().report(StatsScope::AllImages, false);
     QVERIFY(report);
     QCOMPARE(int(report->request.layers.size()), int(s->info().layers.size()));
 }
@@ -247,21 +247,21 @@ void SessionTests::statisticsCanCoverChosenLayers() {
     for (const std::vector<int>& bad : {std::vector<int>{}, std::vector<int>{int(info.layers.size())}}) {
         bool threw = false;
         try {
-            s->setStatsLayers(bad);
+            s->statistics().setLayers(bad);
         } catch (const Error& e) {
             threw = true;
             QVERIFY2(QString(e.what()).contains(bad.empty() ? "no layers chosen" : "is not in the dump"), e.what());
         }
         QVERIFY(threw);
     }
-    QVERIFY(s->statsLayers().empty());
+    QVERIFY(s->statistics().layers().empty());
 
     // The "Statistics over" box opens a list of the dump's layers; OK needs at least one checked.
     auto* box = w.findChild<QComboBox*>("statsModel");
     box->setCurrentIndex(box->count() - 1);
     QDialog* dialog = nullptr;
     QTRY_VERIFY((dialog = w.findChild<QDialog*>("statsLayersDialog")) != nullptr);
-    QVERIFY(s->statsModelFollowsLayer());  // nothing changes before OK
+    QVERIFY(s->statistics().modelFollowsLayer());  // nothing changes before OK
     auto* list = dialog->findChild<QListWidget*>("statsLayers");
     QCOMPARE(list->count(), int(info.layers.size()));
     auto* ok = dialog->findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok);
@@ -271,18 +271,18 @@ void SessionTests::statisticsCanCoverChosenLayers() {
     list->item(soft1)->setCheckState(Qt::Checked);
     QVERIFY(ok->isEnabled());
     ok->click();
-    QCOMPARE(s->statsLayers(), (std::vector<int>{soft1, mala2}));
-    QVERIFY(!s->statsModelFollowsLayer());
-    QCOMPARE(s->statsCoverageText(), QStringLiteral("2 chosen layers"));
+    QCOMPARE(s->statistics().layers(), (std::vector<int>{soft1, mala2}));
+    QVERIFY(!s->statistics().modelFollowsLayer());
+    QCOMPARE(s->statistics().coverageText(), QStringLiteral("2 chosen layers"));
     QVERIFY2(box->currentText().contains("2 chosen layers"), qPrintable(box->currentText()));
     QVERIFY(box->toolTip().contains("softmax.block1") && box->toolTip().contains("mala.block2"));
 
     // The choice stays while flipping layers, and the statistics cover exactly those layers.
     s->setLayer(0);
-    QCOMPARE(s->statsLayers(), (std::vector<int>{soft1, mala2}));
-    s->layerReport(StatsScope::AllImages);
+    QCOMPARE(s->statistics().layers(), (std::vector<int>{soft1, mala2}));
+    s->statistics().report(StatsScope::AllImages);
     waitIdle(s);
-    auto chosen = s->layerReport(StatsScope::AllImages, false);
+    auto chosen = s->statistics().report(StatsScope::AllImages, false);
     QVERIFY(chosen);
     QCOMPARE(chosen->request.layers, (std::vector<int>{soft1, mala2}));
     std::set<int> seen;
@@ -291,11 +291,11 @@ void SessionTests::statisticsCanCoverChosenLayers() {
 
     // Second computation: the same records from the statistics over every layer.
     box->setCurrentIndex(box->findData(QString()));
-    QVERIFY(s->statsLayers().empty());
-    QCOMPARE(s->statsModel(), std::string());
-    s->layerReport(StatsScope::AllImages);
+    QVERIFY(s->statistics().layers().empty());
+    QCOMPARE(s->statistics().model(), std::string());
+    s->statistics().report(StatsScope::AllImages);
     waitIdle(s);
-    auto every = s->layerReport(StatsScope::AllImages, false);
+    auto every = s->statistics().report(StatsScope::AllImages, false);
     QVERIFY(every);
     std::size_t matched = 0;
     for (const HeadRecord& a : chosen->records)
@@ -311,7 +311,7 @@ void SessionTests::statisticsCanCoverChosenLayers() {
     QCOMPARE(matched, chosen->records.size());
 
     // Kept in the session file by name, and restored from it.
-    s->setStatsLayers({mala2, soft1});
+    s->statistics().setLayers({mala2, soft1});
     const QString file = dir_.filePath("chosen-layers-session.json");
     QString error;
     QVERIFY2(w.saveSession(file, &error), qPrintable(error));
@@ -319,10 +319,10 @@ void SessionTests::statisticsCanCoverChosenLayers() {
     QVERIFY(f.open(QIODevice::ReadOnly));
     const auto j = nlohmann::json::parse(f.readAll().toStdString());
     QCOMPARE(j["statistics_layers"], nlohmann::json({"softmax.block1", "mala.block2"}));
-    s->setStatsModelFollowsLayer(true);
-    QVERIFY(s->statsLayers().empty());
+    s->statistics().setModelFollowsLayer(true);
+    QVERIFY(s->statistics().layers().empty());
     QVERIFY2(w.openSession(file), qPrintable(w.lastError()));
-    QCOMPARE(s->statsLayers(), (std::vector<int>{soft1, mala2}));
+    QCOMPARE(s->statistics().layers(), (std::vector<int>{soft1, mala2}));
     QVERIFY(box->currentText().contains("2 chosen layers"));
 
     // A layer name the dump does not have is an error naming it.
@@ -400,8 +400,8 @@ void SessionTests::sessionSaveAndOpenRestoresEverything() {
     s->setQuery(s->layout().token(3, 4));
     s->setParadigm(s->paradigmIndex("softmax"));
     s->setShown({s->paradigmIndex("mala"), s->paradigmIndex("softmax")});
-    s->setStatsScope(StatsScope::AllImages);
-    s->setStatsModel("inline");
+    s->statistics().setScope(StatsScope::AllImages);
+    s->statistics().setModel("inline");
     w.tokenMapView()->setImageOpacity(30);
     w.tokenMapView()->holdColourRange(true, QCPRange(-0.02, 0.05));
     w.compareView()->setDifference(s->paradigmIndex("softmax"), s->paradigmIndex("inline"));
@@ -437,8 +437,8 @@ void SessionTests::sessionSaveAndOpenRestoresEverything() {
     QCOMPARE(r->selection().paradigm, r->paradigmIndex("softmax"));
     QVERIFY(!r->selection().paradigmFollowsLayer);
     QCOMPARE(r->selection().shown, (std::vector<int>{r->paradigmIndex("mala"), r->paradigmIndex("softmax")}));
-    QCOMPARE(r->statsScope(), StatsScope::AllImages);
-    QCOMPARE(r->statsModel(), std::string("inline"));
+    QCOMPARE(r->statistics().scope(), StatsScope::AllImages);
+    QCOMPARE(r->statistics().model(), std::string("inline"));
     QCOMPARE(other.tokenMapView()->imageOpacity(), 30);
     QVERIFY(other.tokenMapView()->colourRangeHeld());
     QCOMPARE(other.tokenMapView()->heldColourRange().lower, -0.02);
@@ -664,7 +664,7 @@ void SessionTests::statusBarReadableAt1024() {
 
     // The progress bar says how far a job is, the number first.
     auto* progress = w.findChild<QProgressBar*>("progress");
-    w.session()->layerReport(StatsScope::AllImages);
+    w.session()->statistics().report(StatsScope::AllImages);
     QTRY_VERIFY(progress->isVisible());
     QTRY_VERIFY_WITH_TIMEOUT(progress->maximum() > 0, 20000);
     QVERIFY2(progress->text().contains('%'), qPrintable(progress->text()));

@@ -87,7 +87,7 @@ private Q_SLOTS:
 void StatisticsTests::cancelStopsWholeDumpStatistics() {
     MainWindow& w = openWindow(small_);
     Session* s = w.session();
-    s->setStatsScope(StatsScope::AllImages);
+    s->statistics().setScope(StatsScope::AllImages);
     w.showView("local");
     QVERIFY(s->jobs().busy());
     auto* cancel = w.findChild<QToolButton*>("cancel");
@@ -97,10 +97,10 @@ void StatisticsTests::cancelStopsWholeDumpStatistics() {
     QVERIFY(!cancel->isVisible());
     s->jobs().waitForIdle();
     QTest::qWait(50);  // the worker's queued finish arrives and is dropped
-    QVERIFY(s->layerReport(StatsScope::AllImages, false) == nullptr);
+    QVERIFY(s->statistics().report(StatsScope::AllImages, false) == nullptr);
     // The view no longer waits: it says the job was cancelled (and offers Retry) and does not
     // start it again by itself.
-    QVERIFY(s->layerReportCancelled(StatsScope::AllImages));
+    QVERIFY(s->statistics().cancelled(StatsScope::AllImages));
     w.view("local")->refreshNow();
     QVERIFY(!w.view("local")->waitingForResults());
     QVERIFY(!s->jobs().busy());
@@ -155,7 +155,7 @@ void StatisticsTests::statisticsViewsMatchAnalyzeDump() {
 void StatisticsTests::confusionHistogramIsOverAllImages() {
     MainWindow& w = openWindow(small_);
     Session* s = w.session();
-    QCOMPARE(s->statsScope(), StatsScope::CurrentImage);  // local mass, entropy: the selected image
+    QCOMPARE(s->statistics().scope(), StatsScope::CurrentImage);  // local mass, entropy: the selected image
     w.showView("confusion");
     auto* v = qobject_cast<ConfusionView*>(w.view("confusion"));
     QVERIFY(v);
@@ -182,15 +182,15 @@ void StatisticsTests::confusionHistogramIsOverAllImages() {
     // The local mass view (following the session) still uses the selected image.
     w.showView("local");
     QTRY_VERIFY_WITH_TIMEOUT(!w.view("local")->waitingForResults(), 60000);
-    QVERIFY(s->layerReport(StatsScope::CurrentImage, false) != nullptr);
-    QVERIFY(s->layerReport(StatsScope::AllImages, false) != nullptr);  // both cached side by side
+    QVERIFY(s->statistics().report(StatsScope::CurrentImage, false) != nullptr);
+    QVERIFY(s->statistics().report(StatsScope::AllImages, false) != nullptr);  // both cached side by side
 }
 
 void StatisticsTests::layerPlotsBreakBetweenModels() {
     const QString path = dir_.filePath("two-models.h5");
     writeNamedLayersDump(path, {"softmax.block0", "softmax.block1", "mala.block0", "mala.block1"}, 4, 5);
     MainWindow& w = openWindow(path);
-    w.session()->setStatsModel("");  // every layer, across models (the default covers one model)
+    w.session()->statistics().setModel("");  // every layer, across models (the default covers one model)
     w.showView("local");
     PlotView* local = w.view("local");
     QTRY_VERIFY_WITH_TIMEOUT(!local->waitingForResults(), 60000);
@@ -233,16 +233,16 @@ void StatisticsTests::localityViewShowsDistanceAndOffsetMaps() {
     // Cancel, then Retry.
     QVERIFY(s->jobs().busy());
     s->jobs().cancelAll();
-    QTRY_VERIFY(s->localityCancelled());
+    QTRY_VERIFY(s->statistics().localityCancelled());
     v->refreshNow();
     QCOMPARE(v->statusText(), QStringLiteral("Cancelled"));
     QVERIFY(v->retryButton()->isVisible());
     QTest::mouseClick(v->retryButton(), Qt::LeftButton);
-    QTRY_VERIFY_WITH_TIMEOUT(s->localityReport(false) != nullptr, 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(s->statistics().locality(false) != nullptr, 120000);
     v->refreshNow();
     QVERIFY(!v->waitingForResults());
     QVERIFY(!v->retryButton()->isVisible());
-    const auto report = s->localityReport(false);
+    const auto report = s->statistics().locality(false);
     QCOMPARE(report->request.layers, s->modelLayers("mala"));  // the statistics' layers: the model's
 
     // The map drawn is the report's cell for this layer, head and the first shown paradigm (softmax).
@@ -303,7 +303,7 @@ void StatisticsTests::localityViewShowsDistanceAndOffsetMaps() {
     v->refreshNow();
     QVERIFY(plotTexts(v).contains("head 2 · mala"));
     // A layer outside the statistics' layers: said, no map.
-    s->setStatsModel("mala");
+    s->statistics().setModel("mala");
     s->setLayer(0);
     v->refreshNow();
     QVERIFY2(plotTexts(v).contains("not among"), qPrintable(plotTexts(v)));
@@ -330,7 +330,7 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     Session* s = w.session();
     s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("inline")});
     s->setLayer(s->modelLayers("inline")[0]);
-    s->setStatsScope(StatsScope::AllImages);
+    s->statistics().setScope(StatsScope::AllImages);
     w.showView("heads");
     auto* v = qobject_cast<HeadOverviewView*>(w.view("heads"));
     QVERIFY(v);
@@ -375,7 +375,7 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     v->findChild<QComboBox*>("headMode")->setCurrentIndex(0);
     v->setStatistic(HeadStatistic::ConfusedPairs);
     v->refreshNow();
-    const auto report = s->layerReport(StatsScope::AllImages, false);
+    const auto report = s->statistics().report(StatsScope::AllImages, false);
     double pairs = 0;
     int images = 0;
     for (const HeadRecord& r : report->records)
@@ -486,7 +486,7 @@ void StatisticsTests::distanceViewsAndOutputShareMatchADenseComputation() {
     const int soft = s->paradigmIndex("softmax"), relu = s->paradigmIndex("linear_relu"),
               inl = s->paradigmIndex("inline");
     s->setShown({soft, relu, inl});
-    s->setStatsScope(StatsScope::CurrentImage);
+    s->statistics().setScope(StatsScope::CurrentImage);
     w.showView("distance");
     auto* v = qobject_cast<DistanceView*>(w.view("distance"));
     QVERIFY(v);
@@ -655,7 +655,7 @@ QCPGraph* sweepGraph(SweepView* v, const QString& statistic, const QString& name
 void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     MainWindow& w = openWindow(dwc_);
     Session* s = w.session();
-    s->setStatsScope(StatsScope::CurrentImage);
+    s->statistics().setScope(StatsScope::CurrentImage);
     s->setLayer(1);
     s->setHead(1);
     w.showView("sweep");
