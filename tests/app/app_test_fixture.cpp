@@ -13,8 +13,8 @@
 #include "attnlens/dump.h"
 #include "attnlens/head_inputs.h"
 #include "attnlens/synth.h"
-#include "example_dump.h"
-#include "plot_helpers.h"
+#include "document/example_dump.h"
+#include "plot/plot_helpers.h"
 
 namespace attnlens::gui::test {
 

@@ -14,9 +14,9 @@
 
 #include "attnlens/attention.h"
 #include "attnlens/open_check.h"
-#include "main_window.h"
-#include "plot_view.h"
-#include "session.h"
+#include "document/session.h"
+#include "shell/main_window.h"
+#include "views/plot_view.h"
 
 namespace attnlens::gui::test {
 

@@ -24,9 +24,9 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/open_check.h"
 #include "attnlens/synth.h"
-#include "compare_view.h"
-#include "session.h"
-#include "token_map_view.h"
+#include "document/session.h"
+#include "views/compare_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

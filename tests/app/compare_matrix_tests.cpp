@@ -8,9 +8,9 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
-#include "compare_view.h"
-#include "matrix_view.h"
-#include "token_map_view.h"
+#include "views/compare_view.h"
+#include "views/matrix_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

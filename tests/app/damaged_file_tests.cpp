@@ -18,11 +18,11 @@
 #include "attnlens/dump.h"
 #include "attnlens/error.h"
 #include "attnlens/synth.h"
-#include "dump_pair_view.h"
-#include "example_dump.h"
-#include "matrix_view.h"
-#include "render_command.h"
-#include "token_map_view.h"
+#include "document/example_dump.h"
+#include "shell/render_command.h"
+#include "views/dump_pair_view.h"
+#include "views/matrix_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

@@ -17,13 +17,13 @@
 #include <cmath>
 
 #include "attnlens/analysis/statistics.h"
-#include "compare_view.h"
-#include "display_text.h"
-#include "example_dump.h"
-#include "export_dialog.h"
-#include "plot_helpers.h"
-#include "stats_views.h"
-#include "token_map_view.h"
+#include "document/display_text.h"
+#include "document/example_dump.h"
+#include "plot/plot_helpers.h"
+#include "shell/export_dialog.h"
+#include "views/compare_view.h"
+#include "views/stats_views.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

@@ -2,7 +2,7 @@
 // and of all views, failures, statistics JSON against the schema, and the headless `attnlens render`
 // (in process and as the program's command line).
 #include "app_test_fixture.h"
-#include "view_registry.h"
+#include "views/view_registry.h"
 
 #include <QComboBox>
 #include <QDir>
@@ -22,10 +22,10 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump.h"
-#include "export_dialog.h"
-#include "figure_export.h"
-#include "render_command.h"
-#include "token_map_view.h"
+#include "shell/export_dialog.h"
+#include "shell/figure_export.h"
+#include "shell/render_command.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

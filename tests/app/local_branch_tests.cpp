@@ -16,12 +16,12 @@
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
 #include "attnlens/local_branch.h"
-#include "compare_view.h"
-#include "figure_export.h"
-#include "matrix_view.h"
-#include "preferences.h"
-#include "render_command.h"
-#include "token_map_view.h"
+#include "document/preferences.h"
+#include "shell/figure_export.h"
+#include "shell/render_command.h"
+#include "views/compare_view.h"
+#include "views/matrix_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

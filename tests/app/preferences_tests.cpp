@@ -10,8 +10,8 @@
 #include <QSettings>
 
 #include "attnlens/dump.h"
-#include "preferences.h"
-#include "preferences_dialog.h"
+#include "document/preferences.h"
+#include "shell/preferences_dialog.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

@@ -9,8 +9,8 @@
 #include "app_test_fixture.h"
 #include "attnlens/head_inputs.h"
 #include "attnlens/synth.h"
-#include "matrix_view.h"
-#include "token_map_view.h"
+#include "views/matrix_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

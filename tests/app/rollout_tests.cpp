@@ -9,9 +9,9 @@
 #include "app_test_fixture.h"
 #include "attnlens/error.h"
 #include "attnlens/synth.h"
-#include "compare_view.h"
-#include "session_file.h"
-#include "token_map_view.h"
+#include "shell/session_file.h"
+#include "views/compare_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

@@ -27,13 +27,13 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/error.h"
 #include "attnlens/synth.h"
-#include "compare_view.h"
-#include "dump_pair_view.h"
-#include "example_dump.h"
-#include "export_dialog.h"
-#include "render_command.h"
-#include "session_file.h"
-#include "token_map_view.h"
+#include "document/example_dump.h"
+#include "shell/export_dialog.h"
+#include "shell/render_command.h"
+#include "shell/session_file.h"
+#include "views/compare_view.h"
+#include "views/dump_pair_view.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

@@ -11,8 +11,8 @@
 #include <QSpinBox>
 #include <algorithm>
 
-#include "example_dump.h"
-#include "token_map_view.h"
+#include "document/example_dump.h"
+#include "views/token_map_view.h"
 
 using namespace attnlens;
 using namespace attnlens::gui;

@@ -1,0 +1,137 @@
+#include "document/spectrum_store.h"
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/error.h"
+#include "document/session.h"
+
+namespace attnlens::gui {
+
+void SpectrumStore::clear() {
+    spectra_.clear();
+    branchSpectra_.clear();
+}
+
+std::string SpectrumStore::key(const HeadKey& head, int paradigm) const {
+    return std::to_string(head.image) + '/' + std::to_string(head.layer) + '/' + std::to_string(head.head) + '/' +
+           session_.paradigmKey(paradigm) + '/' + session_.preferences().analysis.toJson()["spectrum"].dump();
+}
+
+std::string SpectrumStore::branchKey(int paradigm, const BranchKernel& kernel) const {
+    return key(session_.currentKey(), paradigm) + "/branch/" + kernel.key();
+}
+
+const SpectrumResult* SpectrumStore::spectrum(int paradigm, bool request) {
+    if (!session_.isOpen()) return nullptr;
+    const std::string k = key(session_.currentKey(), paradigm);
+    if (const SpectrumResult* s = spectra_.find(k)) return s;
+    if (!request) return nullptr;
+    this->request({paradigm});
+    // Synchronous runners (headless rendering) have delivered already.
+    return spectra_.find(k);
+}
+
+void SpectrumStore::request(const std::vector<int>& paradigms) {
+    if (!session_.isOpen()) return;
+    for (int p : paradigms) {
+        const std::string k = key(session_.currentKey(), p);
+        if (spectra_.contains(k) || spectra_.failed(k)) continue;
+        // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
+        // and the fast low-rank spectra never wait behind a dense softmax SVD.
+        const QString slot = QStringLiteral("spectrum/%1").arg(p);
+        if (spectra_.computing(session_.jobs(), slot, k)) continue;
+        const QString label =
+            QStringLiteral("spectrum of %1").arg(QString::fromStdString(session_.paradigms()[std::size_t(p)].name));
+        const AttentionLayout lay = session_.attentionLayout();
+        const SpectrumOptions opts = session_.preferences().analysis.spectrum;
+        const std::string where = session_.layerWhere();
+        submit(slot, k, p, label, spectra_, [lay, opts, where](const AttentionHead& h, const JobContext&) {
+            // Softmax has no factorised form: its spectrum is a dense SVD (the matrices as the
+            // analysis counts them for a rank statistic).
+            if (!h.hasLowRankForm())
+                checkFitsInMemory(
+                    denseMatrixBytes(
+                        h.tokens(),
+                        denseNeeds(StatSelection::parse("rank"), false, h.tokens(), false).matricesAtOnce()),
+                    where + ": the dense SVD of the " + std::to_string(h.tokens()) + " x " +
+                        std::to_string(h.tokens()) + " softmax matrix");
+            return attnlens::spectrum(h, lay, opts);
+        });
+    }
+}
+
+const SpectrumResult* SpectrumStore::branchSpectrum(int paradigm, bool request) {
+    auto kernel = session_.branch().kernel();
+    if (!kernel) return nullptr;
+    const std::string k = branchKey(paradigm, *kernel);
+    if (const SpectrumResult* s = branchSpectra_.find(k)) return s;
+    if (!request) return nullptr;
+    requestBranch({paradigm});
+    return branchSpectra_.find(k);
+}
+
+void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
+    auto kernel = session_.branch().kernel();
+    if (!kernel) return;
+    for (int p : paradigms) {
+        const std::string k = branchKey(p, *kernel);
+        if (branchSpectra_.contains(k) || branchSpectra_.failed(k)) continue;
+        // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
+        // newer selection (channel, head, ...) supersedes the older E_c job.
+        const QString slot = QStringLiteral("branch spectrum/%1").arg(p);
+        if (branchSpectra_.computing(session_.jobs(), slot, k)) continue;
+        const QString label = QStringLiteral("spectrum of %1 + local branch")
+                                  .arg(QString::fromStdString(session_.paradigms()[std::size_t(p)].name));
+        const TokenLayout lay = session_.layout();
+        const SpectrumOptions opts = session_.preferences().analysis.spectrum;
+        const std::string where = session_.layerWhere();
+        submit(slot, k, p, label, branchSpectra_,
+               [kernel, lay, opts, where](const AttentionHead& h, const JobContext& ctx) {
+                   // E_c, its finite rows and dgesdd's copy (DenseNeeds: the branch's copies).
+                   checkFitsInMemory(denseMatrixBytes(h.tokens(), 3),
+                                     where + ": the dense SVD of the " + std::to_string(h.tokens()) + " x " +
+                                         std::to_string(h.tokens()) + " matrix A + M_c");
+                   Matrix e = h.matrix();
+                   if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                   const LocalBranchGrid grid = kernel->grid();
+                   addLocalBranch(e, kernel->kernel(), grid);
+                   return matrixSpectrum(e, lay, opts, grid.windows);
+               });
+    }
+}
+
+void SpectrumStore::submit(const QString& slot, const std::string& key, int paradigm, const QString& label,
+                           JobResultCache<SpectrumResult>& cache,
+                           std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
+    if (!session_.currentHeadError().isEmpty()) {
+        session_.jobs().discard(slot);  // an older head's spectrum must not land for this selection
+        return;
+    }
+    std::shared_ptr<const AttentionHead> h;
+    try {
+        h = session_.currentHead(paradigm);
+    } catch (const std::exception& e) {
+        session_.reportIssue(IssueKind::JobFailed, QString::fromStdString(e.what()));
+        return;
+    }
+    // A failure is remembered, so that the view says why and the job is not submitted again for
+    // this head.
+    Session& s = session_;
+    cache.submit(
+        s.jobs(), slot, key, label,
+        [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
+        [&s](const SpectrumResult&) { Q_EMIT s.spectraChanged(); },
+        s.jobFailureHandler(label, &Session::spectraChanged));
+}
+
+QString SpectrumStore::error(int paradigm) const {
+    return session_.isOpen() ? shortError(spectra_.error(key(session_.currentKey(), paradigm)), session_.path())
+                             : QString();
+}
+
+QString SpectrumStore::branchError(int paradigm) {
+    const auto kernel = session_.isOpen() ? session_.branch().kernel() : nullptr;
+    if (!kernel) return {};
+    return shortError(branchSpectra_.error(branchKey(paradigm, *kernel)), session_.path());
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,54 @@
+#pragma once
+// The spectra of the selected head (the spectrum and head overview views): of A under each
+// paradigm, and of E_c = A + M_c with the active branch kernel, computed in the background (one
+// job slot per paradigm and kind) and kept by head, paradigm and options. Failures are kept too, so
+// that a view says why and the job is not submitted again until the dump or the preferences change.
+#include <QString>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnlens/analysis/statistics.h"
+#include "attnlens/attention.h"
+#include "document/head_cache.h"
+#include "document/job_result_cache.h"
+
+namespace attnlens::gui {
+
+class Session;
+struct BranchKernel;
+
+class SpectrumStore {
+public:
+    explicit SpectrumStore(Session& session) : session_(session) {}
+
+    // Spectrum of the selected head under a paradigm, or nullptr while not yet computed; a missing
+    // one is requested in the background (Session::spectraChanged fires when it lands).
+    const SpectrumResult* spectrum(int paradigm, bool request = true);
+    void request(const std::vector<int>& paradigms);
+    // Spectrum of E_c = A + M_c of the selected head under a paradigm with the active branch kernel
+    // (dense SVD with A's tolerance rule, SpectrumOptions of the preferences), or nullptr while not
+    // computed or when no branch is active. Computed in the background like spectrum().
+    const SpectrumResult* branchSpectrum(int paradigm, bool request = true);
+    void requestBranch(const std::vector<int>& paradigms);
+    // Why the selected head's spectrum (of A, of A + M_c) failed, e.g. more memory than the
+    // process may use; empty when it did not.
+    QString error(int paradigm) const;
+    QString branchError(int paradigm);
+    void clear();  // a new dump or new preferences
+
+private:
+    std::string key(const HeadKey& head, int paradigm) const;
+    std::string branchKey(int paradigm, const BranchKernel& kernel) const;
+    // One spectrum job of `paradigm` for the current head in `slot`, its result stored under key
+    // (A's spectra and E_c's alike); heads that cannot be read cancel the slot's older job.
+    void submit(const QString& slot, const std::string& key, int paradigm, const QString& label,
+                JobResultCache<SpectrumResult>& cache,
+                std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute);
+
+    Session& session_;
+    JobResultCache<SpectrumResult> spectra_;        // A's
+    JobResultCache<SpectrumResult> branchSpectra_;  // E_c's
+};
+
+}  // namespace attnlens::gui

@@ -1,0 +1,272 @@
+#include "document/statistics_store.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "attnlens/error.h"
+#include "attnlens/sha256.h"
+#include "attnlens/text.h"
+#include "document/session.h"
+
+namespace attnlens::gui {
+namespace {
+
+const QString kLocalitySlot = QStringLiteral("locality");
+
+}  // namespace
+
+void StatisticsStore::clear() {
+    reports_.clear();
+    locality_.clear();
+}
+
+void StatisticsStore::resetForDump() {
+    clear();
+    // Dumps of several models: the statistics cover the selected layer's model (following it), so
+    // that no histogram sums over different models unless "every layer" is chosen.
+    modelFollowsLayer_ = true;
+    model_.clear();
+    layers_.clear();
+    followModel();
+}
+
+void StatisticsStore::setModelFollowsLayer(bool on) {
+    const bool hadLayers = !layers_.empty();
+    if (on) layers_.clear();
+    modelFollowsLayer_ = on;
+    if (followModel() || (on && hadLayers)) Q_EMIT session_.layerReportChanged();
+}
+
+void StatisticsStore::setLayers(std::vector<int> layers) {
+    if (!session_.isOpen()) return;
+    if (layers.empty()) throwInput("no layers chosen for the statistics (choose at least one)");
+    const int count = int(session_.info().layers.size());
+    for (int l : layers)
+        if (l < 0 || l >= count)
+            throwInput("layer " + std::to_string(l) + " is not in the dump (it has " + std::to_string(count) +
+                       " layers)");
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    if (layers == layers_) return;
+    layers_ = std::move(layers);
+    modelFollowsLayer_ = false;
+    model_.clear();
+    Q_EMIT session_.layerReportChanged();
+}
+
+std::vector<int> StatisticsStore::coveredLayers() const {
+    if (!session_.isOpen()) return {};
+    if (!layers_.empty()) return layers_;
+    if (!model_.empty()) return session_.modelLayers(model_);
+    std::vector<int> all(session_.info().layers.size());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+}
+
+QString StatisticsStore::coverageText() const {
+    if (!session_.isOpen()) return {};
+    if (layers_.size() == 1)
+        return QStringLiteral("layer %1")
+            .arg(QString::fromStdString(session_.info().layers[std::size_t(layers_[0])].name));
+    if (!layers_.empty()) return QStringLiteral("%1 chosen layers").arg(layers_.size());
+    if (!model_.empty()) return QStringLiteral("model %1").arg(QString::fromStdString(model_));
+    return QStringLiteral("every layer");
+}
+
+bool StatisticsStore::followModel() {
+    if (!modelFollowsLayer_ || !session_.isOpen()) return false;
+    int named = 0;
+    for (const LayerModel& m : layerModels(session_.info())) named += !m.name.empty();
+    const std::string before = model_;
+    model_ = named >= 2 ? session_.layerModel() : std::string();
+    return model_ != before;
+}
+
+void StatisticsStore::setModel(const std::string& model) {
+    if (model == model_ && !modelFollowsLayer_ && layers_.empty()) return;
+    if (!model.empty()) {
+        bool known = false;
+        std::string names;
+        for (const LayerModel& m : layerModels(session_.info())) {
+            known = known || m.name == model;
+            if (!m.name.empty()) names += (names.empty() ? "" : ", ") + m.name;
+        }
+        if (!known)
+            throwInput("model " + quotedText(model) + " is not in the dump" +
+                       (names.empty() ? std::string(" (its layer names name no models)") : " (models: " + names + ")"));
+    }
+    modelFollowsLayer_ = false;
+    model_ = model;
+    layers_.clear();
+    Q_EMIT session_.layerReportChanged();
+}
+
+std::string StatisticsStore::reportKey(StatsScope scope, ReportContent content) const {
+    std::string k = content == ReportContent::Rank ? "rank/" : content == ReportContent::Distance ? "distance/" : "";
+    k += scope == StatsScope::AllImages ? "all" : "image " + std::to_string(session_.selection().image);
+    k += "/model " + model_ + "/layers";
+    for (int l : layers_) k += ' ' + std::to_string(l);
+    for (int p : session_.selection().shown) k += '/' + session_.paradigmKey(p);
+    return k + '/' + session_.preferences().analysis.toJson().dump();
+}
+
+void StatisticsStore::setScope(StatsScope scope) {
+    if (scope == scope_) return;
+    scope_ = scope;
+    Q_EMIT session_.layerReportChanged();
+}
+
+std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, bool request, ReportContent content) {
+    const Selection& sel = session_.selection();
+    if (!session_.isOpen() || sel.shown.empty()) return nullptr;
+    const std::string key = reportKey(scope, content);
+    if (const auto* r = reports_.find(key)) return *r;
+    if (!request || reports_.failed(key)) return nullptr;
+    // One slot per scope: views over the selected image and over all images (the confusion
+    // histogram) can both be on their way without superseding each other.
+    const bool rank = content == ReportContent::Rank, distance = content == ReportContent::Distance;
+    const QString slot = QStringLiteral("layer statistics/%1%2")
+                             .arg(rank       ? QStringLiteral("rank ")
+                                  : distance ? QStringLiteral("distance ")
+                                             : QString(),
+                                  scope == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image"));
+    Session& s = session_;
+    if (reports_.computing(s.jobs(), slot, key)) return nullptr;
+
+    const Preferences& prefs = s.preferences();
+    AnalyzeRequest req;
+    for (int p : sel.shown) req.paradigms.push_back(s.paradigms()[std::size_t(p)]);
+    if (scope == StatsScope::CurrentImage) req.images = {sel.image};
+    if (!layers_.empty() || !model_.empty()) req.layers = coveredLayers();
+    req.options = prefs.analysis;
+    req.options.stats = StatSelection::parse(rank ? "rank" : distance ? "distance" : "local,entropy,confusion");
+    // The per-layer views show A's statistics only; exports keep the branch (as the CLI does). The
+    // distance reads the branch's weights for its output with the branch (and analyses no E_c).
+    req.options.localBranch.enabled = distance;
+    // One unreadable chunk costs its (image, layer) only; the views and the issues list say which.
+    req.skipUnreadable = true;
+    const QString what =
+        rank ? QStringLiteral("per-head rank")
+        : distance
+            ? QStringLiteral("distance to %1").arg(QString::fromStdString(prefs.analysis.distance.reference.name))
+            : QStringLiteral("per-layer statistics");
+    const QString label = scope == StatsScope::AllImages ? QStringLiteral("%1, all images").arg(what)
+                                                         : QStringLiteral("%1, image %2").arg(what).arg(sel.image);
+    // A failure is kept so that the views say why instead of "computing…" and do not resubmit forever.
+    reports_.submit(
+        s.jobs(), slot, key, label, analysisJob(req, /*hash=*/false),
+        [this, &s](const std::shared_ptr<const AnalysisReport>& r) {
+            reportAnalysisIssues(*r);
+            Q_EMIT s.layerReportChanged();
+        },
+        s.jobFailureHandler(label, &Session::layerReportChanged));
+    // Synchronous runners (headless rendering) have delivered already.
+    const auto* r = reports_.find(key);
+    return r ? *r : nullptr;
+}
+
+bool StatisticsStore::cancelled(StatsScope scope, ReportContent content) const {
+    return session_.isOpen() && reports_.cancelled(reportKey(scope, content));
+}
+
+void StatisticsStore::retry(StatsScope scope, ReportContent content) {
+    if (!session_.isOpen()) return;
+    reports_.forget(reportKey(scope, content));
+    report(scope, /*request=*/true, content);
+    Q_EMIT session_.layerReportChanged();
+}
+
+QString StatisticsStore::error(StatsScope scope, ReportContent content) const {
+    if (!session_.isOpen()) return {};
+    return shortError(reports_.error(reportKey(scope, content)), session_.path());
+}
+
+void StatisticsStore::runAnalysis(const AnalyzeRequest& request, const QString& label,
+                                  std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
+                                  std::function<void(const JobFailure&)> onFailed) {
+    Session& s = session_;
+    s.jobs().submit<std::shared_ptr<const AnalysisReport>>(
+        QStringLiteral("export"), label, analysisJob(request, /*hash=*/true),
+        [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
+            reportAnalysisIssues(*r);
+            if (onDone) onDone(r);
+        },
+        [&s, label, onFailed](const JobFailure& f) {
+            if (!f.cancelled()) s.reportIssue(IssueKind::JobFailed, label + QStringLiteral(": ") + f.message);
+            if (onFailed) onFailed(f);
+        });
+}
+
+std::string StatisticsStore::localityKey() const {
+    std::string k = "locality/layers";
+    for (int l : coveredLayers()) k += ' ' + std::to_string(l);
+    for (int p : session_.selection().shown) k += '/' + session_.paradigmKey(p);
+    return k;
+}
+
+std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
+    const Selection& sel = session_.selection();
+    if (!session_.isOpen() || sel.shown.empty()) return nullptr;
+    const std::string key = localityKey();
+    if (const auto* r = locality_.find(key)) return *r;
+    Session& s = session_;
+    if (!request || locality_.failed(key) || locality_.computing(s.jobs(), kLocalitySlot, key)) return nullptr;
+    LocalityRequest req;
+    for (int p : sel.shown) req.paradigms.push_back(s.paradigms()[std::size_t(p)]);
+    req.layers = coveredLayers();
+    req.perLabel = true;
+    auto reader = s.reader();
+    locality_.submit(
+        s.jobs(), kLocalitySlot, key, QStringLiteral("locality, all images"),
+        [reader, req](const JobContext& ctx) {
+            return std::shared_ptr<const LocalityReport>(
+                std::make_shared<LocalityReport>(localityOverDump(*reader, req, [&ctx](const AnalysisProgress& p) {
+                    ctx.progress(p.done, p.total, QString::fromStdString(p.current));
+                    return !ctx.cancelled();
+                })));
+        },
+        [&s](const std::shared_ptr<const LocalityReport>&) { Q_EMIT s.layerReportChanged(); },
+        s.jobFailureHandler(QStringLiteral("locality"), &Session::layerReportChanged));
+    return locality_.find(key) ? *locality_.find(key) : nullptr;  // synchronous runners delivered already
+}
+
+QString StatisticsStore::localityError() const {
+    return session_.isOpen() ? shortError(locality_.error(localityKey()), session_.path()) : QString();
+}
+
+bool StatisticsStore::localityCancelled() const { return session_.isOpen() && locality_.cancelled(localityKey()); }
+
+void StatisticsStore::retryLocality() {
+    if (!session_.isOpen()) return;
+    locality_.forget(localityKey());
+    locality(true);
+    Q_EMIT session_.layerReportChanged();
+}
+
+std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> StatisticsStore::analysisJob(
+    const AnalyzeRequest& request, bool hash) const {
+    auto reader = session_.reader();
+    return [reader, request, hash](const JobContext& ctx) {
+        auto report = std::make_shared<AnalysisReport>(analyzeDump(*reader, request, [&ctx](const AnalysisProgress& p) {
+            ctx.progress(p.done, p.total, QString::fromStdString(p.current));
+            return !ctx.cancelled();
+        }));
+        // Provenance for exports; the views' reports skip hashing a possibly huge file.
+        if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path, ctx.cancelFlag());
+        return std::shared_ptr<const AnalysisReport>(report);
+    };
+}
+
+void StatisticsStore::reportAnalysisIssues(const AnalysisReport& r) {
+    for (const auto& bad : r.nonFinite)
+        session_.reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(r.dump)));
+    for (const auto& note : r.notes) session_.reportIssue(IssueKind::Memory, QString::fromStdString(note));
+    for (const SkippedLayer& skip : r.skipped)
+        session_.reportIssue(IssueKind::UnreadableData,
+                             QStringLiteral("statistics skip image %1, layer %2: %3")
+                                 .arg(skip.image)
+                                 .arg(QString::fromStdString(r.dump.layers[std::size_t(skip.layer)].name),
+                                      shortError(QString::fromStdString(skip.message), session_.path())));
+}
+
+}  // namespace attnlens::gui

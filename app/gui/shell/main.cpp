@@ -1,0 +1,231 @@
+// attnlens: the desktop program, and `attnlens render` for figures without a window.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QEvent>
+#include <QTextStream>
+#include <QTimer>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attnlens/error.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/open_check.h"
+#include "attnlens/text.h"
+#include "document/job_runner.h"
+#include "document/session.h"
+#include "shell/main_window.h"
+#include "shell/render_command.h"
+#include "views/token_map_view.h"
+#include "views/view_registry.h"
+
+namespace {
+
+// --first-map-time: prints the wall-clock time (Unix seconds) once the token map has painted its
+// first map, then quits. tests/bench/gui_start_time.py subtracts the time it started the process,
+// so loading the libraries, opening the dump and computing the row are all counted.
+class FirstMapTimer : public QObject {
+public:
+    explicit FirstMapTimer(attnlens::gui::TokenMapView* view) : QObject(view), view_(view) {
+        view->plot()->installEventFilter(this);
+    }
+
+protected:
+    bool eventFilter(QObject*, QEvent* e) override {
+        if (e->type() == QEvent::Paint && !done_ && view_->showsMap()) {
+            done_ = true;
+            // A zero-delay timer fires after this paint event has been handled, i.e. painted.
+            QTimer::singleShot(0, this, [] {
+                const auto now = std::chrono::system_clock::now().time_since_epoch();
+                std::printf("first map painted at %.6f\n", std::chrono::duration<double>(now).count());
+                std::fflush(stdout);
+                QApplication::exit(0);
+            });
+        }
+        return false;
+    }
+
+private:
+    attnlens::gui::TokenMapView* view_;
+    bool done_ = false;
+};
+
+// QGuiApplication takes "-session ID" and "--session ID" for X11 session management and removes
+// them from the arguments before any parser sees them: our --session (a session file) would
+// vanish. Renamed before QApplication starts; both parsers accept the internal name
+// (attnlens::gui::kSessionOptionAlias).
+std::vector<std::string> renameSessionOption(int argc, char** argv) {
+    std::vector<std::string> args(argv, argv + argc);
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        std::string& a = args[i];
+        if (a == "--") break;
+        if (a == "--session" || a == "-session")
+            a = std::string("--") + attnlens::gui::kSessionOptionAlias;
+        else if (a.rfind("--session=", 0) == 0 || a.rfind("-session=", 0) == 0)
+            a = std::string("--") + attnlens::gui::kSessionOptionAlias + a.substr(a.find('='));
+    }
+    return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
+    const bool render = argc > 1 && std::strcmp(argv[1], "render") == 0;
+    // Rendering needs no display; an explicit QT_QPA_PLATFORM (e.g. xcb) still wins.
+    if (render && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    std::vector<std::string> args = renameSessionOption(argc, argv);
+    std::vector<char*> appArgv;
+    for (std::string& a : args) appArgv.push_back(a.data());
+    appArgv.push_back(nullptr);
+    int appArgc = argc;
+    QApplication app(appArgc, appArgv.data());
+    QApplication::setOrganizationName(QStringLiteral("AttnLens"));
+    QApplication::setApplicationName(QStringLiteral("attnlens"));
+    QApplication::setApplicationVersion(QStringLiteral(ATTNLENS_VERSION));
+
+    if (render) {
+        QTextStream out(stdout), err(stderr);
+        return attnlens::gui::runRender(QApplication::arguments().mid(2), out, err);
+    }
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        QStringLiteral("AttnLens: attention of vision transformers under softmax and linear paradigms.\n"
+                       "Without FILE or --session, the session of the last exit is restored, else the\n"
+                       "bundled example dump is opened.\n\n") +
+        attnlens::gui::renderUsage());
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
+    // For documentation: open, show a view, wait for its analyses, save the whole window, quit.
+    const QCommandLineOption view(QStringLiteral("view"),
+                                  QStringLiteral("view to show first (%1)").arg(attnlens::gui::viewIdList()),
+                                  QStringLiteral("V"));
+    const QCommandLineOption image(QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I"));
+    const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"),
+                                   QStringLiteral("L"));
+    const QCommandLineOption query(QStringLiteral("query"),
+                                   QStringLiteral("query token: its index, y,x on the grid, or cls"),
+                                   QStringLiteral("Q"));
+    const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
+                                      QStringLiteral("P"));
+    const QCommandLineOption opacity(QStringLiteral("opacity"),
+                                     QStringLiteral("opacity of the input image's outlines over the token map, 0..100"),
+                                     QStringLiteral("PCT"));
+    const QCommandLineOption screenshot(
+        QStringLiteral("screenshot"),
+        QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
+        QStringLiteral("PNG"));
+    const QCommandLineOption windowSize(QStringLiteral("window-size"), QStringLiteral("window size WxH"),
+                                        QStringLiteral("WxH"));
+    const QCommandLineOption localBranch(QStringLiteral("local-branch"),
+                                         QStringLiteral("show the local branch (E_c = A + M_c) where layers have one"));
+    const QCommandLineOption channel(QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
+                                     QStringLiteral("C"));
+    const QCommandLineOption sessionFile(
+        QStringList{QStringLiteral("session"), QString::fromLatin1(attnlens::gui::kSessionOptionAlias)},
+        QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
+                       "the other options then change it"),
+        QStringLiteral("JSON"));
+    const QCommandLineOption rollout(QStringLiteral("rollout"),
+                                     QStringLiteral("maps show the rollout of the query ('query') or of CLS ('cls')"),
+                                     QStringLiteral("OF"));
+    const QCommandLineOption firstMapTime(
+        QStringLiteral("first-map-time"),
+        QStringLiteral("print the wall-clock time (Unix seconds) at which the token map's first map was painted, "
+                       "then quit (tests/bench/gui_start_time.py)"));
+    parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize,
+                       sessionFile, rollout, firstMapTime});
+    parser.process(app);
+
+    // Numbers and indices are read by the parser of attnlens-cli and `attnlens render`
+    // (list_parser.h): a bad value ends the program with the same message and exit code.
+    using attnlens::parseInt;
+    auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
+    attnlens::gui::MainWindow window;
+    attnlens::gui::Session* session = window.session();
+    if (parser.isSet(firstMapTime)) new FirstMapTimer(window.tokenMapView());
+    QSize requestedSize;  // --window-size
+    try {
+        window.show();
+        const QStringList files = parser.positionalArguments();
+        if (parser.isSet(sessionFile)) {
+            // A session that cannot be restored is an error for a reproducible command line.
+            if (!window.openSession(parser.value(sessionFile))) attnlens::throwInput(window.lastError().toStdString());
+            if (!files.isEmpty()) attnlens::throwUsage("give either FILE or --session, not both");
+        } else if (!files.isEmpty()) {
+            window.openFile(files.front());
+        } else if (!window.restoreLastSession()) {
+            window.openExample();
+        }
+        // After the session, whose window layout it changes like any other option.
+        if (parser.isSet(windowSize)) {
+            const QStringList wh = parser.value(windowSize).split('x');
+            if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
+            requestedSize = QSize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
+                                  parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
+            window.resize(requestedSize);
+        }
+        if (session->isOpen()) {
+            const attnlens::DumpInfo& info = session->info();
+            if (parser.isSet(image)) session->setImage(parseInt(text(image), 0, info.images - 1, "--image"));
+            if (parser.isSet(layer)) session->setLayer(attnlens::parseLayer(text(layer), info, "--layer"));
+            if (parser.isSet(query))
+                session->setQuery(
+                    attnlens::Index(attnlens::parseQueryToken(text(query), session->layout(), "--query")));
+        }
+        if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(text(paradigm)));
+        if (parser.isSet(rollout)) {
+            const QString of = parser.value(rollout).trimmed().toLower();
+            if (of != QStringLiteral("query") && of != QStringLiteral("cls"))
+                attnlens::throwUsage("--rollout: 'query' or 'cls', got " + attnlens::quotedText(of.toStdString()));
+            session->setMapContent(of == QStringLiteral("cls") ? attnlens::gui::MapContent::RolloutOfCls
+                                                               : attnlens::gui::MapContent::RolloutOfQuery);
+        }
+        if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(opacity), 0, 100, "--opacity"));
+        if (parser.isSet(view) && !attnlens::gui::findView(parser.value(view)))
+            attnlens::throwUsage("--view: unknown view \"" + text(view) + "\" (" +
+                                 attnlens::gui::viewIdList().toStdString() + ")");
+        if (parser.isSet(channel))
+            session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean")
+                                         ? -1
+                                         : parseInt(text(channel), 0, std::numeric_limits<int>::max(), "--channel"));
+    } catch (const attnlens::Error& e) {
+        QTextStream(stderr) << "attnlens: error: " << e.what() << "\n";
+        // A command line that makes a picture must fail; one that starts the program for work
+        // opens the window with the message (the options after the bad one are left out).
+        if (parser.isSet(screenshot)) return attnlens::exitCodeFor(e.kind());
+        if (window.lastError() != QString::fromUtf8(e.what()))
+            window.showError(QStringLiteral("Cannot start as asked"), QString::fromUtf8(e.what()));
+        return app.exec();
+    }
+    if (parser.isSet(localBranch)) session->setLocalBranch(true);
+    if (parser.isSet(view)) window.showView(parser.value(view));
+
+    if (parser.isSet(screenshot)) {
+        const QString path = parser.value(screenshot);
+        const QSize size = requestedSize;
+        auto poll = std::make_shared<std::function<void()>>();
+        *poll = [&window, session, path, poll, size]() {
+            if (session->jobs().busy()) {
+                QTimer::singleShot(200, &window, *poll);
+                return;
+            }
+            // Once more, after the views filled in (the window can only grow while they do), then
+            // the picture once the layouts and plots have followed.
+            if (size.isValid()) window.resize(size);
+            QTimer::singleShot(300, &window, [&window, path]() {
+                const bool ok = window.grab().save(path);
+                QTextStream(stderr) << (ok ? "wrote " : "could not write ") << path << "\n";
+                QApplication::exit(ok ? 0 : 4);
+            });
+        };
+        QTimer::singleShot(500, &window, *poll);
+    }
+    return app.exec();
+}

@@ -1,0 +1,376 @@
+#include "shell/render_command.h"
+
+#include <QCommandLineParser>
+#include <QTextStream>
+#include <memory>
+#include <optional>
+
+#include "attnlens/error.h"
+#include "attnlens/list_parser.h"
+#include "attnlens/text.h"
+#include "document/session.h"
+#include "shell/export_dialog.h"
+#include "shell/figure_export.h"
+#include "shell/session_file.h"
+#include "views/compare_view.h"
+#include "views/confused_pairs_view.h"
+#include "views/dump_pair_view.h"
+#include "views/head_overview_view.h"
+#include "views/locality_view.h"
+#include "views/matrix_view.h"
+#include "views/stats_views.h"
+#include "views/sweep_view.h"
+#include "views/token_map_view.h"
+#include "views/view_registry.h"
+
+namespace attnlens::gui {
+namespace {
+
+// An integer option in [min, max], by the parser of attnlens-cli (list_parser.h).
+int intOption(const QString& text, int min, int max, const char* option) {
+    return parseInt(text.toStdString(), min, max, option);
+}
+
+std::unique_ptr<PlotView> makeView(const ViewEntry& entry, Session* s, Session* second) {
+    if (entry.needsSecondDump && !second->isOpen())
+        throwUsage("--view " + entry.id.toStdString() + ": needs --second FILE (the dump shown beside FILE)");
+    return entry.make(s, second);
+}
+
+int paradigmByName(Session& s, const QString& name) {
+    const int i = s.paradigmIndex(name.trimmed().toStdString());
+    if (i < 0) {
+        std::string known;
+        for (const auto& p : s.paradigms()) known += (known.empty() ? "" : ", ") + p.name;
+        throwUsage("unknown paradigm \"" + name.trimmed().toStdString() + "\" (known: " + known + ")");
+    }
+    return i;
+}
+
+}  // namespace
+
+QString renderUsage() {
+    return QStringLiteral(
+               "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+               "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+               "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
+               "  --view V          %1\n"
+               "                    (locality over every image, dumps with --second)\n"
+               "  --image I         image index (default 0)\n"
+               "  --layer L         layer name or position (default 0)\n"
+               "  --head H          head (default 0)\n"
+               "  --query Q         token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)\n"
+               "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default: the\n"
+               "                    layer's own `attention` when it names a paradigm, else softmax)\n"
+               "  --paradigms A,B   paradigms of compare and statistics (default: the eight presets)\n"
+               "  --define SPEC     add or replace a paradigm, NAME:key=value,... (repeatable)\n"
+               "  --size WxH        canvas in logical pixels (default 1100x800)\n"
+               "  --dpi D           PNG resolution (default 96: one pixel per logical pixel)\n"
+               "  --log             matrix: logarithmic colour scale\n"
+               "  --shared-range    compare: one colour range for all panels\n"
+               "  --diff A,B        compare: add the difference map A - B\n"
+               "  --scope S         statistics over the selected 'image' or 'all' images\n"
+               "                    (default: all for confusion, image for local and layers)\n"
+               "  --k K             local view: window size (default 3)\n"
+               "  --opacity PCT     tokenmap: opacity of the input image's outlines drawn over the map,\n"
+               "                    0..100 (default 60, as the desktop program; 0: no outlines)\n"
+               "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
+               "                    E_c = A + M_c (the layer must have a local_branch group)\n"
+               "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
+               "  --second FILE     dumps: the second dump, shown beside FILE at the same image, head and\n"
+               "                    query place, on the layer of the same name (else the same position)\n"
+               "  --second-layer L  dumps: the second dump's layer, name or position\n"
+               "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
+               "  --rollout OF      tokenmap, compare: the attention rollout of the query ('query') or of CLS\n"
+               "                    ('cls') through the layer's model up to --layer, instead of the head's\n"
+               "                    row ('off'); README \"Rollout\"\n"
+               "  --rollout-fusion F   heads fused by mean (default), max or min\n"
+               "  --rollout-weights W  clipped (default), signed or absolute\n"
+               "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
+               "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
+               "  --sweep NAME=RANGE  sweep: the parameter and its values, as attnlens-cli sweep --param\n"
+               "                    (p, scale, c, eps, shift, slope, qscale, alpha; RANGE LO:HI:POINTS or one\n"
+               "                    value; default: the paradigm's telling one around the model's value)\n"
+               "  --sweep-paradigm P  sweep: the swept paradigm (default: the layer's own)\n"
+               "  --head-statistic S  heads: local3 (default), entropy, max-weight, negative-mass,\n"
+               "                    negative-rows, confused-pairs, rank, effective-rank, mean-distance,\n"
+               "                    total-variation, output-error\n"
+               "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
+               "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
+               "                    options above change it\n"
+               "  --render-unreadable  draw the figure even when the selected head cannot be read (its\n"
+               "                    panels say NOT SHOWN and why) or the view's statistics failed (it says\n"
+               "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
+               "                    is not written and the exit code is 3\n"
+               "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n")
+        .arg(viewIdList());
+}
+
+int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
+    QCommandLineParser p;
+    p.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+    auto opt = [](const QStringList& names, const QString& value = {}, const QString& def = {}) {
+        return QCommandLineOption(names, QString(), value, def);
+    };
+    const QCommandLineOption view = opt({"view"}, "V", "tokenmap"), image = opt({"image"}, "I", "0"),
+                             layer = opt({"layer"}, "L", "0"), head = opt({"head"}, "H", "0"),
+                             query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P"),
+                             paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
+                             size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"), log = opt({"log"}),
+                             shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"), scope = opt({"scope"}, "S"),
+                             k = opt({"k"}, "K", "3"),
+                             opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
+                             output = opt({"o", "output"}, "OUT"), localBranch = opt({"local-branch"}),
+                             channel = opt({"channel"}, "C"), help = opt({"h", "help"}),
+                             sessionFile = opt({"session", kSessionOptionAlias}, "JSON"),
+                             secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
+                             sameParadigm = opt({"same-paradigm"}), rollout = opt({"rollout"}, "OF"),
+                             rolloutFusion = opt({"rollout-fusion"}, "F"),
+                             rolloutWeights = opt({"rollout-weights"}, "W"),
+                             rolloutResidual = opt({"rollout-residual"}, "R"),
+                             rolloutDiscard = opt({"rollout-discard"}, "D"),
+                             headStatistic = opt({"head-statistic"}, "S"), unreadable = opt({"render-unreadable"}),
+                             sweep = opt({"sweep"}, "NAME=RANGE"), sweepParadigm = opt({"sweep-paradigm"}, "P");
+    p.addOptions({view,
+                  image,
+                  layer,
+                  head,
+                  query,
+                  paradigm,
+                  paradigms,
+                  define,
+                  size,
+                  dpi,
+                  log,
+                  shared,
+                  diff,
+                  scope,
+                  k,
+                  opacity,
+                  localBranch,
+                  channel,
+                  output,
+                  help,
+                  sessionFile,
+                  secondFile,
+                  secondLayer,
+                  sameParadigm,
+                  rollout,
+                  rolloutFusion,
+                  rolloutWeights,
+                  rolloutResidual,
+                  rolloutDiscard,
+                  headStatistic,
+                  unreadable,
+                  sweep,
+                  sweepParadigm});
+    try {
+        if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
+            throwUsage("render: " + p.errorText().toStdString());
+        if (p.isSet(help)) {
+            out << renderUsage();
+            return 0;
+        }
+        std::optional<SessionState> saved;
+        if (p.isSet(sessionFile)) {
+            if (!p.positionalArguments().isEmpty()) throwUsage("render: give either FILE or --session, not both");
+            saved = readSessionFile(p.value(sessionFile));
+        } else if (p.positionalArguments().size() != 1) {
+            throwUsage("render: expected one FILE (see attnlens render --help)");
+        }
+        if (!p.isSet(output)) throwUsage("render: -o OUT.png|svg|pdf is required");
+        const QString outPath = p.value(output);
+        figureFormatFromPath(outPath);  // usage error before any work
+        const QStringList wh = p.value(size).toLower().split('x');
+        if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
+        const QSize canvas(intOption(wh[0], kMinFigureSide, kMaxFigureSide, "--size"),
+                           intOption(wh[1], kMinFigureSide, kMaxFigureSide, "--size"));
+
+        Preferences prefs;
+        if (saved) prefs.paradigmSpecs = saved->paradigmDefinitions;
+        prefs.paradigmSpecs += p.values(define);
+        QStringList problems;
+        prefs.paradigms(&problems);
+        if (!problems.isEmpty()) throwUsage(problems.join("; ").toStdString());
+
+        Session session(prefs);
+        session.jobs().setSynchronous(true);
+        session.open(saved ? saved->dump : p.positionalArguments().front());
+        const DumpInfo& info = session.info();
+        if (saved) applySelection(session, *saved);
+
+        if (!saved || p.isSet(image)) session.setImage(intOption(p.value(image), 0, info.images - 1, "--image"));
+        if (!saved || p.isSet(layer)) session.setLayer(parseLayer(p.value(layer).toStdString(), info, "--layer"));
+        if (!saved || p.isSet(head))
+            session.setHead(intOption(p.value(head), 0, session.layerInfo().heads - 1, "--head"));
+        if (p.isSet(query))
+            session.setQuery(Index(parseQueryToken(p.value(query).toStdString(), session.layout(), "--query")));
+        if (p.isSet(paradigm)) session.setParadigm(paradigmByName(session, p.value(paradigm)));
+        if (p.isSet(paradigms)) {
+            std::vector<int> shown;
+            for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts))
+                shown.push_back(paradigmByName(session, n));
+            session.setShown(shown);
+        }
+        if (p.isSet(channel) && !p.isSet(localBranch)) throwUsage("--channel: only with --local-branch");
+        if (!p.isSet(localBranch) && saved && saved->localBranch && session.branch().inLayer()) {
+            // The session's branch and channel (applySelection) stand; its weights must be readable.
+            if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
+        }
+        if (p.isSet(localBranch)) {
+            const std::string layerName = session.layerInfo().name;
+            if (!session.branch().inLayer())
+                throwUsage("--local-branch: layer " + layerName + " has no local branch" +
+                           (session.branch().inDump() ? "" : " (no layer of this dump has one)"));
+            int ch = -1;
+            const QString c = p.value(channel).trimmed().toLower();
+            if (p.isSet(channel) && c != QStringLiteral("mean"))
+                ch = intOption(c, 0, session.layerInfo().valueDim - 1, "--channel");
+            session.setLocalChannel(ch);
+            session.setLocalBranch(true);
+            // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
+            if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
+        }
+        RolloutOptions ro = session.rollout().options();  // the session's, else the defaults
+        if (p.isSet(rolloutFusion)) ro.fusion = parseHeadFusion(p.value(rolloutFusion).toStdString());
+        if (p.isSet(rolloutWeights)) ro.weights = parseRolloutWeights(p.value(rolloutWeights).toStdString());
+        if (p.isSet(rolloutResidual))
+            ro.residual = parseNumber(p.value(rolloutResidual).toStdString(), "--rollout-residual");
+        if (p.isSet(rolloutDiscard))
+            ro.discardRatio = parseNumber(p.value(rolloutDiscard).toStdString(), "--rollout-discard");
+        session.rollout().setOptions(ro);  // Error(Usage) naming the option out of range
+        if (p.isSet(rollout)) {
+            const QString of = p.value(rollout).trimmed().toLower();
+            if (of == QStringLiteral("query"))
+                session.setMapContent(MapContent::RolloutOfQuery);
+            else if (of == QStringLiteral("cls"))
+                session.setMapContent(MapContent::RolloutOfCls);
+            else if (of == QStringLiteral("off"))
+                session.setMapContent(MapContent::Attention);
+            else
+                throwUsage("--rollout: 'query', 'cls' or 'off', got " + quotedText(of.toStdString()));
+        }
+        const QString sc = p.value(scope);
+        if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
+            throwUsage("--scope: 'image' or 'all'");
+        const StatsScope statsScope = sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage;
+        if (p.isSet(scope)) session.statistics().setScope(statsScope);
+
+        const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(view) ? saved->view : p.value(view);
+        const ViewEntry* entry = findView(viewId);
+        if (!entry)
+            throwUsage("--view: unknown view \"" + viewId.toStdString() + "\" (" + viewIdList().toStdString() + ")");
+        // The second dump of "Compare dumps": --second, else the session's.
+        Session second(prefs);
+        second.jobs().setSynchronous(true);
+        const QString secondPath = p.isSet(secondFile) ? p.value(secondFile) : saved ? saved->secondDump : QString();
+        if ((p.isSet(secondLayer) || p.isSet(sameParadigm)) && viewId != QStringLiteral("dumps"))
+            throwUsage("--second-layer, --same-paradigm: only with --view dumps");
+        if (viewId == QStringLiteral("dumps") && !secondPath.isEmpty()) second.open(secondPath);
+        std::unique_ptr<PlotView> v = makeView(*entry, &session, &second);
+        if (auto* d = dynamic_cast<DumpPairView*>(v.get())) {
+            if (p.isSet(secondLayer))
+                d->setSecondLayer(parseLayer(p.value(secondLayer).toStdString(), second.info(), "--second-layer"));
+            d->setSameParadigm(p.isSet(sameParadigm));
+        }
+        const bool rolloutMap = session.rolloutShown() && entry->drawsMapContent;
+        if (rolloutMap) {
+            // A rollout that cannot be computed (an unreadable layer on the way, stages of different
+            // sizes, no CLS) is an input error, not a figure without a map.
+            std::vector<int> drawn = viewId == QStringLiteral("tokenmap")
+                                         ? std::vector<int>{session.selection().paradigm}
+                                         : session.selection().shown;
+            for (int para : drawn)
+                if (const QString e = session.mapContentRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
+        }
+        // Views of the selected head cannot show a head that cannot be read (a damaged chunk): a
+        // figure script must notice, so that is an input error unless --render-unreadable asks
+        // for the figure that says NOT SHOWN. Rollout maps were checked above.
+        if (entry->drawsSelectedHead && !rolloutMap) {
+            if (const QString e = session.currentHeadError(); !e.isEmpty()) {
+                const Selection& sel = session.selection();
+                const std::string what = "image " + std::to_string(sel.image) + ", layer " + session.layerInfo().name +
+                                         ", head " + std::to_string(sel.head) + " cannot be read: " + e.toStdString();
+                if (!p.isSet(unreadable))
+                    throwInput(what + " (nothing written; --render-unreadable draws the figure with NOT SHOWN)");
+                err << "attnlens render: warning: " << QString::fromStdString(what)
+                    << " (drawn as NOT SHOWN, --render-unreadable)\n";
+            }
+        }
+        v->resize(canvas);
+        if (auto* t = dynamic_cast<TokenMapView*>(v.get()))
+            t->setImageOpacity(saved && saved->imageOpacity >= 0 && !p.isSet(opacity)
+                                   ? saved->imageOpacity
+                                   : intOption(p.value(opacity), 0, 100, "--opacity"));
+        if (auto* t = dynamic_cast<TokenMapView*>(v.get()); t && saved && saved->heldColourRange)
+            t->holdColourRange(true, QCPRange(saved->heldColourRange->lower, saved->heldColourRange->upper));
+        if (auto* m = dynamic_cast<MatrixView*>(v.get())) m->setLogScale(p.isSet(log));
+        if (auto* c = dynamic_cast<CompareView*>(v.get())) {
+            c->setSharedRange(p.isSet(shared) || (saved && saved->compareSharedRange));
+            if (saved && saved->compareDifference && !p.isSet(diff)) {
+                const int a = session.paradigmIndex(saved->compareDifference->first);
+                const int b = session.paradigmIndex(saved->compareDifference->second);
+                if (a < 0 || b < 0)
+                    throwInput("the session's difference panel names a paradigm that is not defined: " +
+                               saved->compareDifference->first + ", " + saved->compareDifference->second);
+                c->setDifference(a, b);
+            }
+            if (p.isSet(diff)) {
+                const QStringList ab = p.value(diff).split(',');
+                if (ab.size() != 2) throwUsage("--diff: expected A,B");
+                c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
+            }
+        }
+        if (p.isSet(headStatistic)) {
+            auto* h = dynamic_cast<HeadOverviewView*>(v.get());
+            if (!h) throwUsage("--head-statistic: only with --view heads");
+            h->setStatistic(parseHeadStatistic(p.value(headStatistic).trimmed().toStdString()));
+        }
+        if (auto* s = dynamic_cast<SweepView*>(v.get()); s && saved)
+            s->restoreChoices(saved->sweepParadigm, saved->sweepParameter, saved->sweepRange);
+        if (p.isSet(sweep) || p.isSet(sweepParadigm)) {
+            auto* s = dynamic_cast<SweepView*>(v.get());
+            if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");
+            if (p.isSet(sweepParadigm)) s->setSweepParadigm(paradigmByName(session, p.value(sweepParadigm)));
+            if (p.isSet(sweep)) {
+                const QString text = p.value(sweep);
+                const qsizetype eq = text.indexOf('=');
+                if (eq < 0)
+                    throwUsage("--sweep: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " +
+                               quotedText(text.toStdString()));
+                try {
+                    s->setParameter(parseSweepParameter(text.left(eq).trimmed().toStdString()));
+                    s->setRange(text.mid(eq + 1));
+                } catch (const Error& e) {
+                    throwUsage(std::string("--sweep: ") + e.what());
+                }
+            }
+        }
+        if (auto* l = dynamic_cast<LocalMassView*>(v.get()))
+            l->setK(intOption(p.value(k), kMinLocalK, kMaxLocalK, "--k"));
+        if (auto* r = dynamic_cast<LayerReportView*>(v.get()); r && p.isSet(scope)) r->setScope(statsScope);
+        // Whole-dump statistics that failed (data that cannot be read, a dump too large for this
+        // machine) would be a figure that says FAILED: as for an unreadable head, an input error.
+        v->refreshNow();
+        if (const QString failure = v->analysisFailure(); !failure.isEmpty()) {
+            if (!p.isSet(unreadable))
+                throwInput(failure.toStdString() +
+                           " (nothing written; --render-unreadable draws the figure with FAILED)");
+            err << "attnlens render: warning: " << failure << " (drawn as FAILED, --render-unreadable)\n";
+        }
+        FigureOptions fo;
+        fo.size = canvas;
+        fo.dpi = intOption(p.value(dpi), 24, 1200, "--dpi");
+        exportFigure(*v, outPath, fo);
+        out << "wrote " << outPath << "\n";
+        return 0;
+    } catch (const Error& e) {
+        err << "attnlens render: " << e.what() << "\n";
+        return exitCodeFor(e.kind());
+    } catch (const std::exception& e) {
+        err << "attnlens render: " << e.what() << "\n";
+        return kExitInternal;  // as attnlens-cli's
+    }
+}
+
+}  // namespace attnlens::gui

@@ -1,7 +1,0 @@
-#pragma once
-// The statistics views: each one QCustomPlot with axes, legend and units: SpectrumView, MagnitudeView
-// (the selected head and query) and the per-layer report views (LocalMassView, ConfusionView,
-// LayerStatsView, DistanceView).
-#include "layer_report_views.h"
-#include "magnitude_view.h"
-#include "spectrum_view.h"

@@ -1,0 +1,454 @@
+#include "views/head_overview_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMouseEvent>
+#include <algorithm>
+#include <cmath>
+
+#include "attnlens/error.h"
+#include "attnlens/text.h"
+#include "plot/color_maps.h"
+#include "plot/plot_helpers.h"
+
+namespace attnlens::gui {
+
+QString headStatisticName(HeadStatistic s) {
+    switch (s) {
+        case HeadStatistic::LocalMass3:
+            return QStringLiteral("3 x 3 local mass");
+        case HeadStatistic::NormalisedEntropy:
+            return QStringLiteral("normalised entropy");
+        case HeadStatistic::MaxWeight:
+            return QStringLiteral("mean max weight");
+        case HeadStatistic::NegativeMass:
+            return QStringLiteral("negative mass per row");
+        case HeadStatistic::NegativeRowFraction:
+            return QStringLiteral("rows with negative weights");
+        case HeadStatistic::ConfusedPairs:
+            return QStringLiteral("confused query pairs");
+        case HeadStatistic::Rank:
+            return QStringLiteral("numerical rank");
+        case HeadStatistic::EffectiveRank:
+            return QStringLiteral("effective rank");
+        case HeadStatistic::MeanDistance:
+            return QStringLiteral("mean attention distance");
+        case HeadStatistic::TotalVariation:
+            return QStringLiteral("total variation to the reference");
+        case HeadStatistic::OutputError:
+            return QStringLiteral("output error |O - O_ref| / |O_ref|");
+    }
+    return {};
+}
+
+namespace {
+
+constexpr HeadStatistic kHeadStatistics[] = {
+    HeadStatistic::LocalMass3,     HeadStatistic::NormalisedEntropy,   HeadStatistic::MaxWeight,
+    HeadStatistic::NegativeMass,   HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs,
+    HeadStatistic::Rank,           HeadStatistic::EffectiveRank,       HeadStatistic::MeanDistance,
+    HeadStatistic::TotalVariation, HeadStatistic::OutputError};
+
+}  // namespace
+
+std::string_view headStatisticKey(HeadStatistic s) {
+    switch (s) {
+        case HeadStatistic::LocalMass3:
+            return "local3";
+        case HeadStatistic::NormalisedEntropy:
+            return "entropy";
+        case HeadStatistic::MaxWeight:
+            return "max-weight";
+        case HeadStatistic::NegativeMass:
+            return "negative-mass";
+        case HeadStatistic::NegativeRowFraction:
+            return "negative-rows";
+        case HeadStatistic::ConfusedPairs:
+            return "confused-pairs";
+        case HeadStatistic::Rank:
+            return "rank";
+        case HeadStatistic::EffectiveRank:
+            return "effective-rank";
+        case HeadStatistic::MeanDistance:
+            return "mean-distance";
+        case HeadStatistic::TotalVariation:
+            return "total-variation";
+        case HeadStatistic::OutputError:
+            return "output-error";
+    }
+    return "?";
+}
+
+HeadStatistic parseHeadStatistic(std::string_view key) {
+    std::string known;
+    for (HeadStatistic s : kHeadStatistics) {
+        if (key == headStatisticKey(s)) return s;
+        known += (known.empty() ? "" : ", ") + std::string(headStatisticKey(s));
+    }
+    throwUsage("head statistic " + quotedText(std::string(key)) + " is not one of " + known);
+}
+
+namespace {
+
+double statisticOf(const HeadStatistics& s, HeadStatistic which) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    switch (which) {
+        case HeadStatistic::LocalMass3:
+            for (const LocalMassResult& l : s.local)
+                if (l.k == 3) return l.queries > 0 ? l.mean : nan;
+            return nan;
+        case HeadStatistic::NormalisedEntropy:
+            return s.entropy ? s.entropy->meanNormalisedEntropy : nan;
+        case HeadStatistic::MaxWeight:
+            return s.entropy ? s.entropy->meanMaxWeight : nan;
+        case HeadStatistic::NegativeMass:
+            return s.entropy ? s.entropy->meanNegativeMass : nan;
+        case HeadStatistic::NegativeRowFraction:
+            return s.entropy ? s.entropy->negativeRowFraction : nan;
+        case HeadStatistic::ConfusedPairs:
+            return s.confusion ? double(s.confusion->confusedPairs) : nan;
+        case HeadStatistic::Rank:
+            return s.spectrum ? double(s.spectrum->rank) : nan;
+        case HeadStatistic::EffectiveRank:
+            return s.spectrum ? s.spectrum->effectiveRank : nan;
+        case HeadStatistic::MeanDistance:
+            return nan;  // from the locality report (meanDistanceGrid)
+        case HeadStatistic::TotalVariation:
+            return s.distance ? s.distance->totalVariation.mean : nan;
+        case HeadStatistic::OutputError:
+            return s.distance && s.distance->hasOutput ? s.distance->outputRelativeError : nan;
+    }
+    return nan;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
+                                                   int reportParadigm) {
+    const std::vector<int>& layers = report.request.layers;
+    std::vector<std::vector<double>> sum(layers.size()), count(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const int heads = report.dump.layers[std::size_t(layers[i])].heads;
+        sum[i].assign(std::size_t(heads), 0.0);
+        count[i].assign(std::size_t(heads), 0.0);
+    }
+    for (const HeadRecord& r : report.records) {
+        if (r.paradigm != reportParadigm) continue;
+        const auto it = std::find(layers.begin(), layers.end(), r.layer);
+        if (it == layers.end()) continue;
+        const double v = statisticOf(r.stats, statistic);
+        if (!std::isfinite(v)) continue;
+        const std::size_t i = std::size_t(it - layers.begin());
+        sum[i][std::size_t(r.head)] += v;
+        count[i][std::size_t(r.head)] += 1;
+    }
+    for (std::size_t i = 0; i < sum.size(); ++i)
+        for (std::size_t h = 0; h < sum[i].size(); ++h)
+            sum[i][h] = count[i][h] > 0 ? sum[i][h] / count[i][h] : std::numeric_limits<double>::quiet_NaN();
+    return sum;
+}
+
+std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, int reportParadigm) {
+    const std::vector<int>& layers = report.request.layers;
+    std::vector<std::vector<double>> grid(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        grid[i].assign(std::size_t(report.dump.layers[std::size_t(layers[i])].heads),
+                       std::numeric_limits<double>::quiet_NaN());
+    if (report.groups.empty()) return grid;
+    for (const LocalityCell& c : report.groups.front().cells) {  // "all" comes first
+        if (c.paradigm != reportParadigm) continue;
+        const auto it = std::find(layers.begin(), layers.end(), c.layer);
+        if (it == layers.end()) continue;
+        auto& row = grid[std::size_t(it - layers.begin())];
+        if (c.head >= 0 && c.head < int(row.size())) row[std::size_t(c.head)] = c.sums.meanDistance();
+    }
+    return grid;
+}
+
+ReportContent HeadOverviewView::reportContent() const {
+    if (stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::EffectiveRank) return ReportContent::Rank;
+    if (stat_ == HeadStatistic::TotalVariation || stat_ == HeadStatistic::OutputError) return ReportContent::Distance;
+    return ReportContent::Statistics;
+}
+
+void HeadOverviewView::retry() {
+    if (stat_ == HeadStatistic::MeanDistance)
+        session_->statistics().retryLocality();
+    else
+        LayerReportView::retry();
+}
+
+HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
+    statistic_ = new QComboBox(this);
+    statistic_->setObjectName(QStringLiteral("headStatistic"));
+    for (HeadStatistic s : kHeadStatistics) statistic_->addItem(headStatisticName(s), int(s));
+    mode_ = new QComboBox(this);
+    mode_->setObjectName(QStringLiteral("headMode"));
+    mode_->addItems({QStringLiteral("each paradigm"), QStringLiteral("minus the first shown")});
+    toolbar()->addSpacing(12);
+    toolbar()->addWidget(new QLabel(QStringLiteral("Colour by:"), this));
+    toolbar()->addWidget(statistic_);
+    toolbar()->addWidget(mode_);
+    toolbar()->addStretch(1);
+    connect(statistic_, &QComboBox::currentIndexChanged, this,
+            [this](int i) { setStatistic(HeadStatistic(statistic_->itemData(i).toInt())); });
+    connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) { setDifference(i == 1); });
+    connect(plot_, &QCustomPlot::mousePress, this, &HeadOverviewView::onMousePress);
+    connect(plot_, &QCustomPlot::mouseMove, this, &HeadOverviewView::onMouseMove);
+    // The marked head follows the selection (the report stays).
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+}
+
+void HeadOverviewView::setStatistic(HeadStatistic s) {
+    stat_ = s;
+    QSignalBlocker block(statistic_);
+    statistic_->setCurrentIndex(statistic_->findData(int(s)));
+    invalidate();
+}
+
+void HeadOverviewView::setDifference(bool on) {
+    difference_ = on;
+    QSignalBlocker block(mode_);
+    mode_->setCurrentIndex(on ? 1 : 0);
+    invalidate();
+}
+
+int HeadOverviewView::layerNameRoom(const QStringList& layerNames) const {
+    const QFontMetrics names(QFont(plot_->font().family(), 7));
+    int width = 0;
+    for (const QString& name : layerNames) width = std::max(width, names.horizontalAdvance(name));
+    return width + 12;  // ticks and padding
+}
+
+std::pair<int, double> HeadOverviewView::panelColumns(int panels, const QStringList& layerNames) const {
+    // The arrangement with the largest square cells in this plot: many layers and few heads give
+    // tall, narrow panels best put side by side in one row; few layers a grid of panels. A panel's
+    // name, head axis and spacing take the room estimated here.
+    if (heads_ <= 0 || layerNames.isEmpty()) return {std::max(1, panels), 1.0};
+    const double width = plot_->width() - 90.0 - layerNameRoom(layerNames);  // colour bar, layer names
+    const double height = plot_->height() - 80.0;                            // title and notes
+    int best = std::max(1, panels);
+    double bestCell = -INFINITY;
+    for (int cols = 1; cols <= panels; ++cols) {
+        const int rows = (panels + cols - 1) / cols;
+        const double cellW = (width - cols * kPanelSpacing) / double(cols * heads_);
+        const double cellH = (height - rows * 48.0) / double(rows * layerNames.size());
+        const double cell = std::min(cellW, cellH);
+        if (cell > bestCell + 1e-9) {
+            bestCell = cell;
+            best = cols;
+        }
+    }
+    return {best, std::max(1.0, bestCell)};
+}
+
+bool HeadOverviewView::fitAspect() {
+    bool changed = LayerReportView::fitAspect();
+    // Square cells of one size in every panel: the layer names take room only left of each row's
+    // first panel (its column is wider, columnStretch), and every panel's cells are the smallest
+    // panel's.
+    if (heads_ <= 0 || layers_.empty()) return changed;
+    const int rows = int(layers_.size());
+    double cell = INFINITY;
+    for (Panel& p : panels_)
+        if (p.rect) cell = std::min(cell, gridCellSize(p.rect, rows, heads_));
+    if (!std::isfinite(cell) || cell < 1) cell = 1;
+    for (Panel& p : panels_)
+        if (p.rect) changed |= fitGridMargins(p.rect, rows, heads_, nullptr, true, 0, std::floor(cell));
+    // Names centred over their grids, but never squeezed below their width by the layer names'
+    // margin: then they move off centre rather than lose letters.
+    for (Panel& p : panels_)
+        if (p.rect && p.name) {
+            QMargins m = p.rect->margins();
+            const int room = p.name->outerRect().width() - m.left() - m.right();
+            const int need = QFontMetrics(p.name->font()).horizontalAdvance(unwrappedText(p.name)) + 8;
+            if (room < need) {
+                const int give = need - room;
+                m.setLeft(std::max(0, m.left() - (give + 1) / 2));
+                m.setRight(std::max(0, m.right() - give / 2));
+            }
+            changed |= alignHorizontally(p.name, m);
+        }
+    return changed;
+}
+
+void HeadOverviewView::rebuild() {
+    panels_.clear();
+    layers_.clear();
+    heads_ = 0;
+    const QString what = QStringLiteral("Heads: %1 per layer and head").arg(headStatisticName(stat_));
+    // The grid's source: the per-layer report (its scope), or the locality report (all images).
+    const bool distance = stat_ == HeadStatistic::MeanDistance;
+    std::shared_ptr<const AnalysisReport> r;
+    std::shared_ptr<const LocalityReport> loc;
+    QString scopeText;
+    const std::vector<Paradigm>* reportParadigms = nullptr;
+    const DumpInfo* dump = nullptr;
+    if (distance) {
+        loc = session_->statistics().locality();
+        const QString all = QStringLiteral("all %1 images").arg(session_->info().images);
+        if (!loc) {
+            const QString error = session_->statistics().localityError();
+            showState(what, all, error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty(), error,
+                      session_->statistics().localityCancelled());
+            return;
+        }
+        clearState();
+        layers_ = loc->request.layers;
+        reportParadigms = &loc->paradigms;
+        dump = &loc->dump;
+        scopeText = all;
+    } else {
+        r = report(what);
+        if (!r) return;
+        layers_ = r->request.layers;
+        reportParadigms = &r->paradigms;
+        dump = &r->dump;
+        scopeText = scopeDescription();
+    }
+    auto grid = [&](int reportParadigm) {
+        return distance ? meanDistanceGrid(*loc, reportParadigm) : headStatisticGrid(*r, stat_, reportParadigm);
+    };
+    const Selection& sel = session_->selection();
+    for (int l : layers_) heads_ = std::max(heads_, dump->layers[std::size_t(l)].heads);
+    auto* title = resetWithTitle(plot_, QString());
+    std::vector<int> shown;  // report paradigm indices in the shown order
+    for (std::size_t p = 0; p < reportParadigms->size(); ++p) shown.push_back(int(p));
+    const bool diff = difference_ && shown.size() >= 2;
+    QString statisticName = headStatisticName(stat_);
+    if (distance) statisticName += QStringLiteral(" (grid units)");
+    if (r && reportContent() == ReportContent::Distance)
+        statisticName +=
+            QStringLiteral(" (reference: %1)").arg(QString::fromStdString(r->request.options.distance.reference.name));
+    setWrappedText(title,
+                   QStringLiteral("%1 per layer and head%2 — %3")
+                       .arg(statisticName)
+                       .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString((*reportParadigms)[0].name))
+                                 : QString())
+                       .arg(scopeText));
+    if (r) addReportNotes(*r);
+    auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
+    const std::vector<std::vector<double>> base = grid(0);
+    std::vector<int> panelParadigms;
+    for (int p : shown)
+        if (!diff || p != 0) panelParadigms.push_back(p);
+    const int n = int(panelParadigms.size());
+    double lo = INFINITY, hi = -INFINITY;
+    QStringList layerNames;
+    for (int l : layers_) layerNames << QString::fromStdString(dump->layers[std::size_t(l)].name);
+    const auto [cols, cellEstimate] = panelColumns(n, layerNames);
+    for (int i = 0; i < n; ++i) {
+        Panel p;
+        p.paradigm = session_->paradigmIndex((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name);
+        p.values = grid(panelParadigms[std::size_t(i)]);
+        if (diff)
+            for (std::size_t a = 0; a < p.values.size(); ++a)
+                for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= base[a][h];
+        auto* cell = new QCPLayoutGrid;
+        body->addElement(i / cols, i % cols, cell);
+        QCPTextElement* name = addWrappedText(plot_, 8, true);
+        cell->addElement(0, 0, name);
+        setWrappedText(name,
+                       QString::fromStdString((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name));
+        p.name = name;
+        cell->setRowStretchFactor(0, 0.01);
+        p.rect = new QCPAxisRect(plot_);
+        cell->addElement(1, 0, p.rect);
+        setupGridAxes(p.rect, int(layers_.size()), heads_, QStringLiteral("head"), QString());
+        // Layer names on the left of the first panel of each row only, whose column is wider by
+        // their room.
+        QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
+        if (i % cols == 0)
+            for (int a = 0; a < int(layerNames.size()); ++a) names->addTick(a, layerNames[a]);
+        p.rect->axis(QCPAxis::atLeft)->setTicker(names);
+        p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(plot_->font().family(), 7));
+        p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+        p.map->setInterpolate(false);
+        p.map->data()->setSize(heads_, int(layers_.size()));
+        p.map->data()->setRange(QCPRange(0, std::max(0, heads_ - 1)),
+                                QCPRange(0, std::max(0, int(layers_.size()) - 1)));
+        for (std::size_t a = 0; a < p.values.size(); ++a)
+            for (int h = 0; h < heads_; ++h) {
+                const double v = h < int(p.values[a].size()) ? p.values[a][std::size_t(h)] : qQNaN();
+                p.map->data()->setCell(h, int(a), v);
+                if (std::isfinite(v)) {
+                    lo = std::min(lo, v);
+                    hi = std::max(hi, v);
+                }
+            }
+        p.marker.create(plot_, p.rect);
+        const auto at = std::find(layers_.begin(), layers_.end(), sel.layer);
+        p.marker.setVisible(at != layers_.end());
+        if (at != layers_.end()) p.marker.place(sel.head, double(at - layers_.begin()));
+        panels_.push_back(std::move(p));
+    }
+    if (cols > 1) {
+        const double panel = heads_ * cellEstimate + kPanelSpacing;
+        body->setColumnStretchFactor(0, (panel + layerNameRoom(layerNames)) / panel);
+    }
+    // One colour range for every panel, so that panels compare; differences on a diverging scale.
+    auto* scale = new QCPColorScale(plot_);
+    scale->setType(QCPAxis::atRight);
+    scale->setBarWidth(12);
+    scale->axis()->setLabel(diff ? QStringLiteral("difference") : headStatisticName(stat_));
+    auto* side = new QCPLayoutGrid;
+    plot_->plotLayout()->addElement(plot_->plotLayout()->rowCount() - 1, 1, side);
+    side->addElement(0, 0, scale);
+    plot_->plotLayout()->setColumnStretchFactor(1, 0.01);
+    const Preferences& prefs = session_->preferences();
+    const bool diverging = diff || lo < 0;
+    const ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);
+    const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                         : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+    scale->setGradient(g);
+    scale->setDataRange(QCPRange(range.lower, range.upper));
+    for (Panel& p : panels_) {
+        p.map->setColorScale(scale);
+        p.map->setGradient(g);
+        p.map->setDataRange(QCPRange(range.lower, range.upper));
+    }
+    fitAspect();
+}
+
+bool HeadOverviewView::headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const {
+    for (const Panel& p : panels_) {
+        int x = 0, y = 0;
+        if (!p.map || !attnlens::gui::cellAt(p.map, pos, &x, &y)) continue;
+        *panel = &p;
+        *layer = y;
+        *head = x;
+        return true;
+    }
+    return false;
+}
+
+void HeadOverviewView::onMousePress(QMouseEvent* e) {
+    const Panel* p = nullptr;
+    int layer = 0, head = 0;
+    if (e->button() != Qt::LeftButton || !headAt(e->position(), &p, &layer, &head)) return;
+    const int l = layers_[std::size_t(layer)];
+    if (head >= session_->info().layers[std::size_t(l)].heads) return;
+    session_->setLayer(l);
+    session_->setHead(head);
+}
+
+void HeadOverviewView::onMouseMove(QMouseEvent* e) {
+    const Panel* p = nullptr;
+    int layer = 0, head = 0;
+    if (!headAt(e->position(), &p, &layer, &head)) {
+        Q_EMIT hoverText(QString());
+        return;
+    }
+    const double v =
+        head < int(p->values[std::size_t(layer)].size()) ? p->values[std::size_t(layer)][std::size_t(head)] : qQNaN();
+    Q_EMIT hoverText(
+        QStringLiteral("%1: %2, head %3: %4 = %5")
+            .arg(QString::fromStdString(session_->paradigms()[std::size_t(p->paradigm)].name))
+            .arg(QString::fromStdString(session_->info().layers[std::size_t(layers_[std::size_t(layer)])].name))
+            .arg(head)
+            .arg(headStatisticName(stat_))
+            .arg(std::isfinite(v) ? formatWeight(v) : QStringLiteral("none")));
+}
+
+}  // namespace attnlens::gui

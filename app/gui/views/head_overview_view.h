@@ -1,0 +1,94 @@
+#pragma once
+// Statistics > Heads: a layers x heads grid per shown paradigm, coloured by one per-head statistic
+// of the per-layer report (Session::layerReport: the selected image or the mean over all images),
+// or each paradigm's difference from the first shown. Hover shows the value; a click selects that
+// layer and head in every view. Layers are those "Statistics over" covers.
+#include <vector>
+
+#include "views/layer_report_views.h"
+
+namespace attnlens::gui {
+
+// Rank and EffectiveRank come from a report of every head's spectrum (ReportContent::Rank),
+// TotalVariation and OutputError from a report of the distance to the reference paradigm
+// (ReportContent::Distance), MeanDistance from the locality report (Session::localityReport:
+// always over all images).
+enum class HeadStatistic {
+    LocalMass3,
+    NormalisedEntropy,
+    MaxWeight,
+    NegativeMass,
+    NegativeRowFraction,
+    ConfusedPairs,
+    Rank,
+    EffectiveRank,
+    MeanDistance,
+    TotalVariation,
+    OutputError
+};
+QString headStatisticName(HeadStatistic s);
+// The command-line names (render --head-statistic): "local3", "entropy", "max-weight",
+// "negative-mass", "negative-rows", "confused-pairs", "rank", "effective-rank", "mean-distance",
+// "total-variation", "output-error".
+std::string_view headStatisticKey(HeadStatistic s);
+HeadStatistic parseHeadStatistic(std::string_view key);  // Error(Usage) naming the choices
+
+// One paradigm's statistic per (layer, head): values[i][h] for report.request.layers[i], the mean
+// over the report's images (NaN where the head has no record or the statistic is undefined).
+std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
+                                                   int reportParadigm);
+// The "all" group's mean attention distance per (layer, head) of one paradigm of a locality report,
+// values[i][h] for report.request.layers[i] (NaN where no query counted).
+std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, int reportParadigm);
+
+class HeadOverviewView : public LayerReportView {
+    Q_OBJECT
+public:
+    HeadOverviewView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("heads"); }
+    QString viewTitle() const override { return QStringLiteral("Heads"); }
+    bool ownsHover() const override { return true; }
+    bool fitAspect() override;
+    // Panels per row for `panels` panels in the current plot size and the side of their cells
+    // (estimate, pixels).
+    std::pair<int, double> panelColumns(int panels, const QStringList& layerNames) const;
+
+    void setStatistic(HeadStatistic s);
+    // Panels show each paradigm (false) or its difference from the first shown paradigm (true).
+    void setDifference(bool on);
+
+    struct Panel {
+        int paradigm = -1;  // session paradigm
+        QCPAxisRect* rect = nullptr;
+        QCPTextElement* name = nullptr;  // centred over the map, not over the layer names
+        QCPColorMap* map = nullptr;
+        std::vector<std::vector<double>> values;  // [layer position][head], as drawn
+        CellMarker marker;
+    };
+    const std::vector<Panel>& panels() const { return panels_; }
+    const std::vector<int>& layers() const { return layers_; }
+
+protected:
+    void rebuild() override;
+    ReportContent reportContent() const override;
+    void retry() override;
+
+private:
+    void onMousePress(QMouseEvent* e);
+    void onMouseMove(QMouseEvent* e);
+    // The panel and (layer position, head) under a pixel; false when none.
+    bool headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const;
+    // The width the layer names take left of a row's first panel.
+    int layerNameRoom(const QStringList& layerNames) const;
+    static constexpr double kPanelSpacing = 16;  // between panels, and a panel's own margins
+
+    QComboBox* statistic_ = nullptr;
+    QComboBox* mode_ = nullptr;
+    HeadStatistic stat_ = HeadStatistic::LocalMass3;
+    bool difference_ = false;
+    std::vector<Panel> panels_;
+    std::vector<int> layers_;  // report.request.layers
+    int heads_ = 0;
+};
+
+}  // namespace attnlens::gui

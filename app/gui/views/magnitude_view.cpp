@@ -1,0 +1,220 @@
+#include "views/magnitude_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "attnlens/error.h"
+#include "document/head_results.h"
+#include "document/session.h"
+#include "plot/plot_helpers.h"
+
+namespace attnlens::gui {
+
+// ---- magnitude scaling ------------------------------------------------------------------------------
+
+MagnitudeView::MagnitudeView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    magnitudeParadigm_ = new QComboBox(this);
+    magnitudeParadigm_->setObjectName(QStringLiteral("magnitudeParadigm"));
+    toolbar()->addWidget(new QLabel(QStringLiteral("Distribution of:"), this));
+    toolbar()->addWidget(magnitudeParadigm_);
+    toolbar()->addStretch(1);
+    auto sync = [this]() {
+        QSignalBlocker block(magnitudeParadigm_);
+        const int keep = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
+        magnitudeParadigm_->clear();
+        magnitudeParadigm_->addItem(QStringLiteral("the selected paradigm"), -1);
+        const auto& ps = session_->paradigms();
+        for (std::size_t i = 0; i < ps.size(); ++i)
+            magnitudeParadigm_->addItem(QString::fromStdString(ps[i].name), int(i));
+        const int idx = magnitudeParadigm_->findData(keep);
+        magnitudeParadigm_->setCurrentIndex(idx >= 0 ? idx : 0);
+    };
+    sync();
+    connect(magnitudeParadigm_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
+    connect(session, &Session::paradigmsChanged, this, sync);
+    connect(session, &Session::paradigmsChanged, this, &PlotView::invalidate);
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
+    connect(session, &Session::queryChanged, this, &PlotView::invalidate);
+    connect(session, &Session::headResultsChanged, this, &PlotView::invalidate);
+}
+
+std::string MagnitudeView::curvesKey(int rowParadigm) const {
+    const Selection& sel = session_->selection();
+    std::string k = std::to_string(session_->dumpEpoch()) + '/' + std::to_string(sel.image) + '/' +
+                    std::to_string(sel.layer) + '/' + std::to_string(sel.head) + '/' + std::to_string(sel.query) +
+                    "/row " + session_->paradigms()[std::size_t(rowParadigm)].toJson().dump();
+    for (int p : sel.shown) k += '/' + session_->paradigms()[std::size_t(p)].toJson().dump();
+    return k + '/' + session_->preferences().analysis.toJson()["magnitude"].dump();
+}
+
+void MagnitudeView::rebuild() {
+    shown_.reset();
+    if (!session_->isOpen()) {
+        resetWithTitle(plot_, QStringLiteral("no dump open"));
+        return;
+    }
+    const Selection& sel = session_->selection();
+    const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
+    if (showReadError(plot_, session_, QStringLiteral("Magnitude scaling"))) return;
+    // (a) the row at several factors, keys in the order of their weight at a = 1.
+    int shown = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
+    if (shown < 0) shown = sel.paradigm;
+    const QString where = QStringLiteral("query %1 (token %2), image %3, layer %4, head %5")
+                              .arg(tokenName(session_->layout(), sel.query))
+                              .arg(sel.query)
+                              .arg(sel.image)
+                              .arg(QString::fromStdString(session_->layerInfo().name))
+                              .arg(sel.head);
+    auto& store = session_->magnitudeCurves();
+    const std::string key = curvesKey(shown);
+    const QString slot = QStringLiteral("magnitude");
+    if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
+        std::vector<std::pair<int, std::shared_ptr<const AttentionHead>>> heads;
+        std::shared_ptr<const AttentionHead> rowHead;
+        try {
+            rowHead = session_->currentHead(shown);
+            for (int p : sel.shown) heads.emplace_back(p, session_->currentHead(p));
+        } catch (const Error& e) {
+            store.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        }
+        if (rowHead) {
+            const Index query = sel.query;
+            store.trim(15);
+            store.submit(
+                session_->jobs(), slot, key, QStringLiteral("magnitude curves"),
+                [rowHead, heads, query, opts, shown](const JobContext& ctx) {
+                    auto c = std::make_shared<MagnitudeCurves>();
+                    c->rowParadigm = shown;
+                    const auto all = opts.factors();
+                    for (std::size_t i = 0; i < all.size(); i += 2) c->rowFactors.push_back(all[i]);
+                    c->scaledRows.resize(Index(c->rowFactors.size()), rowHead->keys());
+                    rowHead->scaledRows(query, c->rowFactors, c->scaledRows);
+                    for (const auto& [p, h] : heads) {
+                        if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+                        c->curves.emplace_back(p, magnitudeCurve(*h, query, opts));
+                    }
+                    return std::shared_ptr<const MagnitudeCurves>(c);
+                },
+                [session = session_](const std::shared_ptr<const MagnitudeCurves>&) {
+                    Q_EMIT session->headResultsChanged();
+                },
+                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
+        }
+    }
+    const auto* found = store.find(key);  // a synchronous runner has delivered already
+    waiting_ = found == nullptr && !store.failed(key);
+    shown_ = found ? *found : nullptr;
+    if (!found) {
+        auto* title = resetWithTitle(plot_, QString());
+        setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
+        auto* state = addWrappedText(plot_, 10);
+        const bool failed = store.failed(key);
+        state->setTextColor(failed && !store.cancelled(key) ? QColor(180, 0, 0) : QColor(Qt::black));
+        plot_->plotLayout()->addElement(1, 0, state);
+        setWrappedText(state, !failed ? QStringLiteral("computing…")
+                              : store.cancelled(key)
+                                  ? QStringLiteral("Cancelled: computed again when the selection changes")
+                                  : QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path()));
+        return;
+    }
+    const std::shared_ptr<const MagnitudeCurves> data = *found;
+    auto* title = resetWithTitle(plot_, QString());
+    // The plots and their legend side by side under a title that spans both.
+    QCPLayoutGrid* body = addBody(plot_, 1);
+    auto* grid = new QCPLayoutGrid;
+    body->addElement(0, 0, grid);
+    QCPAxisRect* dist = addRect(plot_, 0, 0, grid);
+    QCPAxisRect* maxw = addRect(plot_, 0, 1, grid);
+    QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
+    QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
+
+    const RowData& base = session_->attentionRow(shown);
+    std::vector<Index> order(std::size_t(base.values.size()));
+    std::iota(order.begin(), order.end(), Index(0));
+    std::stable_sort(order.begin(), order.end(), [&](Index a, Index b) {
+        const double va = base.values[a], vb = base.values[b];
+        if (std::isnan(va)) return false;
+        if (std::isnan(vb)) return true;
+        return va > vb;
+    });
+    const int shownKeys = int(std::min<Index>(48, base.values.size()));
+    const std::vector<double>& factors = data->rowFactors;
+    const Matrix& scaled = data->scaledRows;
+    QCPLegend* distLegend = addLegend(plot_, dist, Qt::AlignTop | Qt::AlignRight);
+    std::vector<double> distValues;
+    QCPColorGradient fg;  // light to dark as a grows (no yellow: invisible on white)
+    fg.clearColorStops();
+    fg.setColorStopAt(0, QColor(120, 190, 240));
+    fg.setColorStopAt(0.5, QColor(200, 60, 120));
+    fg.setColorStopAt(1, QColor(40, 0, 60));
+    for (std::size_t f = 0; f < factors.size(); ++f) {
+        QVector<double> x, y;
+        for (int r = 0; r < shownKeys; ++r) {
+            x << r + 1;
+            y << scaled(Index(f), order[std::size_t(r)]);
+            distValues.push_back(y.back());
+        }
+        const QColor c =
+            QColor::fromRgb(fg.color(double(f), QCPRange(0, double(std::max<std::size_t>(1, factors.size() - 1)))));
+        addLine(dist, x, y, c, QStringLiteral("a = %1").arg(factors[f]), distLegend);
+    }
+    fitValueRange(dist->axis(QCPAxis::atLeft), distValues, false);
+    dist->axis(QCPAxis::atBottom)->setRange(0.5, shownKeys + 0.5);
+    dist->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key rank at a = 1 (top %1 keys)").arg(shownKeys));
+    dist->axis(QCPAxis::atLeft)
+        ->setLabel(QStringLiteral("A[q, key] of %1")
+                       .arg(QString::fromStdString(session_->paradigms()[std::size_t(shown)].name)));
+
+    // (b-d) curves per shown paradigm.
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
+    std::vector<double> mv, ev, rv;
+    QStringList nonPositive;
+    for (const auto& [p, c] : data->curves) {
+        bool positive = true;
+        for (double v : c.ratio) positive &= !(std::isfinite(v) && !(v > 0));
+        if (!positive) nonPositive << QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
+    }
+    for (const auto& [p, c] : data->curves) {
+        const QColor col = paradigmColor(p);
+        const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
+        const QVector<double> x(c.factors.begin(), c.factors.end());
+        addLine(maxw, x, QVector<double>(c.maxWeight.begin(), c.maxWeight.end()), col, name, legend, Qt::SolidLine,
+                QCPScatterStyle::ssDisc);
+        addLine(ent, x, QVector<double>(c.entropy.begin(), c.entropy.end()), col, name, nullptr, Qt::SolidLine,
+                QCPScatterStyle::ssDisc);
+        // A log axis cannot show a non-positive ratio (signed rows): those points are gaps, and
+        // the paradigms concerned are named in the axis label.
+        QVector<double> r;
+        for (double v : c.ratio) r << (v > 0 ? v : qQNaN());
+        addLine(ratio, x, r, col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+        mv.insert(mv.end(), c.maxWeight.begin(), c.maxWeight.end());
+        ev.insert(ev.end(), c.entropy.begin(), c.entropy.end());
+        rv.insert(rv.end(), c.ratio.begin(), c.ratio.end());
+    }
+    for (QCPAxisRect* r : {maxw, ent, ratio}) {
+        setLogAxis(r->axis(QCPAxis::atBottom), 2);
+        r->axis(QCPAxis::atBottom)->setRange(std::exp2(opts.log2Min) / 1.2, std::exp2(opts.log2Max) * 1.2);
+        r->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("query scale factor a"));
+    }
+    fitValueRange(maxw->axis(QCPAxis::atLeft), mv, false);
+    fitValueRange(ent->axis(QCPAxis::atLeft), ev, false);
+    setLogAxis(ratio->axis(QCPAxis::atLeft));
+    fitValueRange(ratio->axis(QCPAxis::atLeft), rv, true);
+    maxw->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("max weight"));
+    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy (nats)"));
+    // The axis label stays short enough to fit the plot's height; which paradigms are missing
+    // because their ratio is <= 0 somewhere (no place on a log axis) goes under the x axis.
+    ratio->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A_qm / A_qn (top / median key)"));
+    if (!nonPositive.isEmpty())
+        ratio->axis(QCPAxis::atBottom)
+            ->setLabel(QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1")
+                           .arg(nonPositive.join(", ")));
+    setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
+}
+
+}  // namespace attnlens::gui

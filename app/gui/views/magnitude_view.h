@@ -1,0 +1,37 @@
+#pragma once
+// MagnitudeView: the selected query's row at several scale factors a, and max weight / entropy /
+// ratio against a, one line per paradigm (MALA Fig. 2). The curves are computed on a worker
+// (O(factors N d) per paradigm) and kept in Session::magnitudeCurves().
+#include <memory>
+#include <string>
+
+#include "views/plot_view.h"
+
+class QComboBox;
+
+namespace attnlens::gui {
+
+struct MagnitudeCurves;
+
+class MagnitudeView : public PlotView {
+    Q_OBJECT
+public:
+    MagnitudeView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("magnitude"); }
+    QString viewTitle() const override { return QStringLiteral("Magnitude scaling"); }
+    bool waitingForResults() const override { return waiting_; }
+    // The curves drawn now (nullptr while computing or failed).
+    std::shared_ptr<const MagnitudeCurves> shownCurves() const { return shown_; }
+
+protected:
+    void rebuild() override;
+
+private:
+    // Key of the selection's curves in Session::magnitudeCurves().
+    std::string curvesKey(int rowParadigm) const;
+    bool waiting_ = false;
+    std::shared_ptr<const MagnitudeCurves> shown_;
+    QComboBox* magnitudeParadigm_ = nullptr;  // paradigm whose distribution is drawn (-1: the selected one)
+};
+
+}  // namespace attnlens::gui

@@ -1,0 +1,576 @@
+#include "views/sweep_view.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
+#include <algorithm>
+#include <cmath>
+
+#include "attnlens/analysis/report.h"
+#include "attnlens/error.h"
+#include "document/display_text.h"
+#include "document/export_folder.h"
+#include "document/session.h"
+#include "plot/plot_helpers.h"
+
+namespace attnlens::gui {
+namespace {
+
+using nlohmann::json;
+
+constexpr SweepParameter kParameters[] = {
+    SweepParameter::FocusingPower, SweepParameter::SoftmaxScale, SweepParameter::C,
+    SweepParameter::QueryScale,    SweepParameter::BranchWeight, SweepParameter::Eps,
+    SweepParameter::FocusingShift, SweepParameter::LeakySlope,
+};
+
+QString parameterLabel(SweepParameter p) {
+    switch (p) {
+        case SweepParameter::FocusingPower:
+            return QStringLiteral("p (focused kernel's power)");
+        case SweepParameter::SoftmaxScale:
+            return QStringLiteral("scale (softmax logits)");
+        case SweepParameter::C:
+            return QStringLiteral("c (scale of D: InLine, MALA)");
+        case SweepParameter::QueryScale:
+            return QStringLiteral("qscale (query magnitude, MALA)");
+        case SweepParameter::BranchWeight:
+            return QStringLiteral("alpha (branch weight)");
+        case SweepParameter::Eps:
+            return QStringLiteral("eps");
+        case SweepParameter::FocusingShift:
+            return QStringLiteral("shift (focused kernel)");
+        case SweepParameter::LeakySlope:
+            return QStringLiteral("slope (leaky ReLU)");
+    }
+    return {};
+}
+
+// The panels of a sweep: what the papers' claims are about, for A or, for alpha, for E = A + alpha M.
+QStringList panelStatistics(SweepParameter parameter, int k) {
+    const QString kk = QString::number(k);
+    if (parameter == SweepParameter::BranchWeight)
+        return {QStringLiteral("branch_rank_median"), QStringLiteral("branch_local_mass_k") + kk,
+                QStringLiteral("branch_share"), QStringLiteral("output_relative_error_with_branch")};
+    return {QStringLiteral("rank"),
+            QStringLiteral("effective_rank"),
+            QStringLiteral("normalised_entropy"),
+            QStringLiteral("local_mass_k") + kk,
+            QStringLiteral("mean_distance"),
+            QStringLiteral("confused_pairs"),
+            QStringLiteral("total_variation"),
+            QStringLiteral("output_relative_error")};
+}
+
+// channel: the one V channel an alpha sweep analyses (the dock's Branch channel), -1 for all of them.
+QString statisticLabel(const QString& name, const QString& reference, int channel) {
+    const QString e = channel >= 0 ? QStringLiteral("E_c, channel %1").arg(channel) : QStringLiteral("E_mean");
+    if (name == QLatin1String("branch_rank_median"))
+        return channel >= 0 ? QStringLiteral("rank of E_c, channel %1").arg(channel)
+                            : QStringLiteral("median rank of E_c");
+    if (name == QLatin1String("branch_share")) return QStringLiteral("branch share of %1").arg(e);
+    if (name == QLatin1String("rank")) return QStringLiteral("rank of A");
+    if (name == QLatin1String("effective_rank")) return QStringLiteral("effective rank of A");
+    if (name == QLatin1String("normalised_entropy")) return QStringLiteral("entropy / log n");
+    if (name == QLatin1String("confused_pairs")) return QStringLiteral("confused pairs");
+    if (name == QLatin1String("mean_distance")) return QStringLiteral("mean attention distance");
+    if (name == QLatin1String("total_variation")) return QStringLiteral("TV to %1").arg(reference);
+    if (name == QLatin1String("output_relative_error")) return QStringLiteral("output error vs %1").arg(reference);
+    if (name == QLatin1String("output_relative_error_with_branch"))
+        return QStringLiteral("output error vs %1, with branch").arg(reference);
+    for (const QString& prefix : {QStringLiteral("branch_local_mass_k"), QStringLiteral("local_mass_k")})
+        if (name.startsWith(prefix)) {
+            const QString k = name.mid(prefix.size());
+            return QStringLiteral("%1 x %1 mass%2")
+                .arg(k, prefix.startsWith(QLatin1String("branch")) ? QStringLiteral(" of ") + e : QString());
+        }
+    return name;
+}
+
+QVector<double> curveOf(const json& values) {
+    QVector<double> y;
+    for (const json& v : values) y << (v.is_number() ? v.get<double>() : qQNaN());
+    return y;
+}
+
+QString number(double v) { return QString::number(v, 'g', 4); }
+
+}  // namespace
+
+SweepParameter SweepView::defaultParameter(const Paradigm& paradigm, bool kernelApplied, bool localBranch) {
+    if (paradigm.usesKernel() && paradigm.kernel == Kernel::Focused && !kernelApplied)
+        return SweepParameter::FocusingPower;
+    if (localBranch) return SweepParameter::BranchWeight;
+    switch (paradigm.normalisation) {
+        case Normalisation::Softmax:
+            return SweepParameter::SoftmaxScale;
+        case Normalisation::Subtract:
+            return SweepParameter::C;
+        default:
+            return SweepParameter::QueryScale;
+    }
+}
+
+QString SweepView::defaultRange(SweepParameter parameter, double t) {
+    switch (parameter) {
+        case SweepParameter::FocusingPower:
+            return QStringLiteral("1:8:15");
+        case SweepParameter::SoftmaxScale:
+        case SweepParameter::C:
+            return QStringLiteral("%1:%2:16").arg(number(t / 4), number(4 * t));
+        case SweepParameter::QueryScale:
+            return QStringLiteral("0.25:4:16");
+        case SweepParameter::Eps:
+            return QStringLiteral("0:%1:11").arg(number(t > 0 ? 10 * t : 1e-5));
+        case SweepParameter::FocusingShift:
+        case SweepParameter::LeakySlope:
+            return QStringLiteral("0:0.5:11");
+        case SweepParameter::BranchWeight:
+            return QStringLiteral("0:1:11");
+    }
+    return {};
+}
+
+SweepView::SweepView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    paradigmBox_ = new QComboBox(this);
+    paradigmBox_->setObjectName(QStringLiteral("sweepParadigm"));
+    paradigmBox_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    paradigmBox_->setMinimumContentsLength(12);
+    parameterBox_ = new QComboBox(this);
+    parameterBox_->setObjectName(QStringLiteral("sweepParameter"));
+    parameterBox_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    parameterBox_->setMinimumContentsLength(16);
+    for (SweepParameter p : kParameters) parameterBox_->addItem(parameterLabel(p), int(p));
+    rangeEdit_ = new QLineEdit(this);
+    rangeEdit_->setObjectName(QStringLiteral("sweepRange"));
+    rangeEdit_->setToolTip(QStringLiteral("LO:HI:POINTS (2 to 1000 evenly spaced values) or one value; Enter runs it"));
+    rangeEdit_->setMaximumWidth(fontMetrics().horizontalAdvance(QStringLiteral("0.00000:0.00000:00")));
+    retry_ = new QPushButton(QStringLiteral("Retry"), this);
+    retry_->setObjectName(QStringLiteral("retrySweep"));
+    retry_->setVisible(false);
+    save_ = new QPushButton(QStringLiteral("Save JSON…"), this);
+    save_->setObjectName(QStringLiteral("saveSweep"));
+    save_->setToolTip(
+        QStringLiteral("The attnlens.sweep document (resources/sweep.schema.json), as attnlens-cli "
+                       "sweep writes it"));
+    toolbar()->addWidget(new QLabel(QStringLiteral("Sweep:"), this));
+    toolbar()->addWidget(paradigmBox_);
+    toolbar()->addWidget(parameterBox_);
+    toolbar()->addWidget(new QLabel(QStringLiteral("over"), this));
+    toolbar()->addWidget(rangeEdit_);
+    toolbar()->addWidget(retry_);
+    toolbar()->addWidget(save_);
+    toolbar()->addStretch(1);
+    connect(paradigmBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!syncing_ && i >= 0) setSweepParadigm(paradigmBox_->itemData(i).toInt());
+    });
+    connect(parameterBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!syncing_ && i >= 0) setParameter(SweepParameter(parameterBox_->itemData(i).toInt()));
+    });
+    connect(rangeEdit_, &QLineEdit::editingFinished, this, [this]() {
+        if (syncing_ || rangeEdit_->text() == range()) return;
+        try {
+            setRange(rangeEdit_->text());
+        } catch (const Error& e) {
+            rangeProblem_ = QString::fromStdString(e.what());
+            invalidate();
+        }
+    });
+    connect(retry_, &QPushButton::clicked, this, [this]() {
+        session_->sweeps().forget(shownKey_);
+        invalidate();
+    });
+    connect(save_, &QPushButton::clicked, this, [this]() {
+        if (!shown_) return;
+        // The export dialogs' folder: the one used last, else the dump's (never a bundled example's).
+        const QString path = QFileDialog::getSaveFileName(
+            this, QStringLiteral("Save sweep"),
+            QDir(lastExportFolder(session_->path()))
+                .filePath(QStringLiteral("sweep-%1-%2.json")
+                              .arg(QString::fromStdString(session_->paradigms()[std::size_t(sweptParadigm())].name))
+                              .arg(QString::fromUtf8(sweepParameterName(parameter())))),
+            QStringLiteral("JSON (*.json)"));
+        if (path.isEmpty()) return;
+        try {
+            saveJson(path);
+            rememberExportFolder(path);
+        } catch (const std::exception& e) {
+            QMessageBox::warning(this, QStringLiteral("Save failed"), QString::fromStdString(e.what()));
+        }
+    });
+    for (auto signal : {&Session::dumpChanged, &Session::selectionChanged, &Session::paradigmsChanged,
+                        &Session::layerReportChanged, &Session::headResultsChanged})
+        connect(session, signal, this, &PlotView::invalidate);
+}
+
+int SweepView::sweptParadigm() const {
+    const int n = int(session_->paradigms().size());
+    if (paradigm_ >= 0 && paradigm_ < n) return paradigm_;
+    if (const int own = session_->layerParadigm(); own >= 0) return own;
+    return std::clamp(session_->selection().paradigm, 0, std::max(0, n - 1));
+}
+
+SweepParameter SweepView::parameter() const {
+    if (parameterChosen_ || !session_->isOpen()) return parameter_;
+    const LayerInfo& layer = session_->layerInfo();
+    return defaultParameter(session_->paradigms()[std::size_t(sweptParadigm())], layer.kernelApplied,
+                            layer.localBranch.has_value());
+}
+
+QString SweepView::range() const {
+    if (!range_.isEmpty() || !session_->isOpen()) return range_;
+    const SweepParameter p = parameter();
+    return defaultRange(p, trainedSweepValue(session_->paradigms()[std::size_t(sweptParadigm())], p,
+                                             session_->layerInfo(), session_->selection().head));
+}
+
+void SweepView::setSweepParadigm(int paradigm) {
+    paradigm_ = paradigm;
+    if (!parameterChosen_) range_.clear();  // the default parameter may change with the paradigm
+    invalidate();
+}
+
+void SweepView::setParameter(SweepParameter parameter) {
+    parameter_ = parameter;
+    parameterChosen_ = true;
+    range_.clear();
+    rangeProblem_.clear();
+    invalidate();
+}
+
+void SweepView::setRange(const QString& text) {
+    // Error(Usage) before anything changes: the text, then each value in the parameter's domain.
+    const std::vector<double> values = parseSweepRange(text.trimmed().toStdString(), "sweep range");
+    if (session_->isOpen())
+        for (double v : values) withSweepParameter(session_->paradigms()[std::size_t(sweptParadigm())], parameter(), v);
+    range_ = text.trimmed();
+    rangeProblem_.clear();
+    invalidate();
+}
+
+std::string SweepView::chosenParadigm() const {
+    const int n = int(session_->paradigms().size());
+    return paradigm_ >= 0 && paradigm_ < n ? session_->paradigms()[std::size_t(paradigm_)].name : std::string();
+}
+
+std::string SweepView::chosenParameter() const {
+    return parameterChosen_ ? std::string(sweepParameterName(parameter_)) : std::string();
+}
+
+void SweepView::restoreChoices(const std::string& paradigm, const std::string& parameter, const QString& range) {
+    int index = -1;
+    if (!paradigm.empty()) {
+        index = session_->paradigmIndex(paradigm);
+        if (index < 0) throwInput("the session's sweep paradigm \"" + paradigm + "\" is not defined");
+    }
+    const int oldParadigm = paradigm_;
+    const bool oldChosen = parameterChosen_;
+    const SweepParameter oldParameter = parameter_;
+    const QString oldRange = range_;
+    try {
+        paradigm_ = index;
+        parameterChosen_ = !parameter.empty();
+        if (parameterChosen_) parameter_ = parseSweepParameter(parameter);
+        range_.clear();
+        if (!range.isEmpty()) setRange(range);
+    } catch (...) {
+        paradigm_ = oldParadigm;
+        parameterChosen_ = oldChosen;
+        parameter_ = oldParameter;
+        range_ = oldRange;
+        throw;
+    }
+    rangeProblem_.clear();
+    invalidate();
+}
+
+void SweepView::saveJson(const QString& path) const {
+    if (!shown_) throwUsage("save sweep: no sweep is shown");
+    writeFileAtomically(path.toStdString(), shown_->dump(1) + "\n", {session_->path().toStdString()});
+}
+
+void SweepView::syncControls() {
+    syncing_ = true;
+    paradigmBox_->clear();
+    if (session_->isOpen()) {
+        const int own = session_->layerParadigm();
+        paradigmBox_->addItem(own >= 0 ? QStringLiteral("layer's: %1")
+                                             .arg(QString::fromStdString(session_->paradigms()[std::size_t(own)].name))
+                                       : QStringLiteral("the selected paradigm"),
+                              -1);
+        for (std::size_t i = 0; i < session_->paradigms().size(); ++i)
+            paradigmBox_->addItem(QString::fromStdString(session_->paradigms()[i].name), int(i));
+        paradigmBox_->setCurrentIndex(std::max(0, paradigmBox_->findData(paradigm_)));
+        parameterBox_->setCurrentIndex(std::max(0, parameterBox_->findData(int(parameter()))));
+        rangeEdit_->setText(range());
+    }
+    for (QWidget* w : std::initializer_list<QWidget*>{paradigmBox_, parameterBox_, rangeEdit_})
+        w->setEnabled(session_->isOpen());
+    rangeEdit_->setStyleSheet(rangeProblem_.isEmpty() ? QString() : QStringLiteral("color: rgb(180, 0, 0)"));
+    syncing_ = false;
+}
+
+std::string SweepView::sweepKey(const SweepRequest& request) const {
+    std::string k =
+        std::to_string(session_->dumpEpoch()) + "/layer " + std::to_string(request.analysis.layers.at(0)) + "/images";
+    for (int i : request.analysis.images) k += ' ' + std::to_string(i);
+    return k + '/' + request.paradigm.toJson().dump() + '/' + std::string(sweepParameterName(request.parameter)) + '/' +
+           json(request.values).dump() + '/' + request.analysis.options.toJson().dump();
+}
+
+void SweepView::showState(const QString& title, const QString& state, bool error) {
+    auto* t = resetWithTitle(plot_, QString());
+    setWrappedText(t, title);
+    auto* text = addWrappedText(plot_, 10);
+    text->setTextColor(error ? QColor(180, 0, 0) : QColor(Qt::black));
+    plot_->plotLayout()->addElement(1, 0, text);
+    setWrappedText(text, state);
+}
+
+void SweepView::rebuild() {
+    shown_.reset();
+    shownStatistics_.clear();
+    waiting_ = false;
+    statusText_.clear();
+    syncControls();
+    retry_->setVisible(false);
+    save_->setEnabled(false);
+    if (!session_->isOpen()) {
+        resetWithTitle(plot_, QString());
+        return;
+    }
+    const Selection& sel = session_->selection();
+    const LayerInfo& layer = session_->layerInfo();
+    const int p = sweptParadigm();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(p)];
+    const SweepParameter parameter = this->parameter();
+    const QString name = QString::fromUtf8(sweepParameterName(parameter));
+    const bool allImages = session_->statistics().scope() == StatsScope::AllImages;
+    const QString scopeText = allImages ? QStringLiteral("all %1 images").arg(session_->info().images)
+                                        : QStringLiteral("image %1").arg(sel.image);
+    const QString title =
+        QStringLiteral("Sweep of %1 of %2 — layer %3, %4")
+            .arg(name, QString::fromStdString(paradigm.name), QString::fromStdString(layer.name), scopeText);
+    if (!rangeProblem_.isEmpty()) {
+        statusText_ = QStringLiteral("range: ") + rangeProblem_;
+        showState(title, statusText_ + QStringLiteral(" — the last good range is kept: ") + range(), true);
+        return;
+    }
+    SweepRequest request;
+    request.paradigm = paradigm;
+    request.parameter = parameter;
+    try {
+        request.values = parseSweepRange(range().toStdString(), "sweep range");
+        for (double v : request.values) withSweepParameter(paradigm, parameter, v);
+    } catch (const Error& e) {
+        statusText_ = QStringLiteral("FAILED: ") + QString::fromStdString(e.what());
+        showState(title, statusText_, true);
+        return;
+    }
+    const bool alpha = parameter == SweepParameter::BranchWeight;
+    if (alpha && !layer.localBranch) {
+        statusText_ = QStringLiteral(
+                          "FAILED: layer %1 has no local branch, so alpha has nothing to weigh: choose "
+                          "another parameter or a layer with a branch")
+                          .arg(QString::fromStdString(layer.name));
+        showState(title, statusText_, true);
+        return;
+    }
+    const Preferences& prefs = session_->preferences();
+    request.analysis.layers = {sel.layer};
+    if (!allImages) request.analysis.images = {sel.image};
+    request.analysis.options = prefs.analysis;
+    // alpha moves E = A + alpha M only: A's entropy and confusion stay where they are.
+    request.analysis.options.stats =
+        StatSelection::parse(alpha ? "rank,local,distance" : "rank,local,entropy,confusion,distance");
+    request.analysis.options.localBranch.enabled = alpha;
+    // The dock's Branch channel: one V channel's E_c (two SVDs per head and point, what N = 3136
+    // affords), or every channel's (the median rank over them, as analyze's default).
+    const int channel = alpha && sel.localChannel >= 0 ? sel.localChannel : -1;
+    if (channel >= 0) request.analysis.options.localBranch.channels = {channel};
+    // As the other statistics views: an unreadable image is left out (the sweep's notes say which),
+    // so that one damaged chunk does not cost the curves of every other image.
+    request.analysis.skipUnreadable = true;
+    const std::string key = sweepKey(request);
+    shownKey_ = key;
+    auto& store = session_->sweeps();
+    const QString slot = QStringLiteral("sweep");
+    if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
+        store.trim(8);
+        auto reader = session_->reader();
+        ToolInfo tool;
+        tool.name = "attnlens";
+        tool.command = QStringLiteral("attnlens (GUI) sweep %1 --paradigm %2 --param %3=%4 --layers %5%6")
+                           .arg(session_->path(), QString::fromStdString(paradigm.name), name, range(),
+                                QString::fromStdString(layer.name),
+                                allImages ? QString() : QStringLiteral(" --images %1").arg(sel.image))
+                           .toStdString();
+        const QString label = QStringLiteral("sweep of %1, layer %2").arg(name, QString::fromStdString(layer.name));
+        store.submit(
+            session_->jobs(), slot, key, label,
+            [reader, request, tool](const JobContext& ctx) {
+                return std::shared_ptr<const json>(
+                    std::make_shared<json>(sweepDump(*reader, request, tool, [&ctx](const SweepProgress& s) {
+                        ctx.progress(std::int64_t(s.point) * s.analysis.total + s.analysis.done,
+                                     std::int64_t(s.points) * s.analysis.total,
+                                     QStringLiteral("point %1/%2, %3")
+                                         .arg(s.point + 1)
+                                         .arg(s.points)
+                                         .arg(QString::fromStdString(s.analysis.current)));
+                        return !ctx.cancelled();
+                    })));
+            },
+            [session = session_](const std::shared_ptr<const json>&) { Q_EMIT session->headResultsChanged(); },
+            [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
+    }
+    const auto* found = store.find(key);  // a synchronous runner has delivered already
+    if (!found) {
+        const bool failed = store.failed(key), cancelled = store.cancelled(key);
+        waiting_ = !failed;
+        retry_->setVisible(failed);
+        statusText_ = cancelled ? QStringLiteral("Cancelled")
+                      : failed  ? QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path())
+                                : QStringLiteral("computing %1 points over %2… (progress below)")
+                                     .arg(request.values.size())
+                                     .arg(scopeText);
+        showState(title, statusText_ + (failed ? QStringLiteral(" — Retry runs it again.") : QString()),
+                  failed && !cancelled);
+        return;
+    }
+    shown_ = *found;
+    save_->setEnabled(true);
+    const json& doc = *shown_;
+    const json* layerJson = nullptr;
+    for (const json& l : doc["layers"])
+        if (l["layer_position"] == sel.layer) layerJson = &l;
+    if (!layerJson || (*layerJson)["heads"].empty()) {
+        QStringList notes;
+        for (const json& n : doc["notes"]) notes << QString::fromStdString(n.get<std::string>());
+        statusText_ = QStringLiteral("FAILED: the sweep holds no record of layer %1%2")
+                          .arg(QString::fromStdString(layer.name),
+                               notes.isEmpty() ? QString()
+                                               : QStringLiteral(": ") +
+                                                     shortError(notes.join(QStringLiteral(" · ")), session_->path()));
+        showState(title, statusText_, true);
+        return;
+    }
+    const QVector<double> x = curveOf(doc["parameter"]["values"]);
+    const json& layerCurves = (*layerJson)["statistics"];
+    const QString reference = QString::fromStdString(prefs.analysis.distance.reference.name);
+    for (const QString& s : panelStatistics(parameter, prefs.analysis.localK.empty() ? 3 : prefs.analysis.localK[0]))
+        if (layerCurves.contains(s.toStdString())) shownStatistics_ << s;
+
+    // The value the selected head's model uses (rules evaluated), and whether the curves can move.
+    const json* headJson = nullptr;
+    for (const json& h : (*layerJson)["heads"])
+        if (h["head"] == sel.head) headJson = &h;
+    const double trained = headJson && (*headJson).contains("trained_value")
+                               ? (*headJson)["trained_value"].get<double>()
+                               : trainedSweepValue(paradigm, parameter, layer, sel.head);
+    auto* titleElement = resetWithTitle(plot_, QString());
+    setWrappedText(
+        titleElement,
+        title +
+            QStringLiteral(" · %1 points, %2 s").arg(x.size()).arg(doc["timing"]["seconds"].get<double>(), 0, 'f', 1) +
+            (!alpha         ? QString()
+             : channel >= 0 ? QStringLiteral(" · E_c of V channel %1").arg(channel)
+                            : QStringLiteral(" · E_c of every V channel (one: Branch channel)")));
+    int row = 1;
+    QStringList notes;
+    // Notes of left-out data without the read error itself (the Issues list and Save JSON have it):
+    // the plots keep their room.
+    for (const json& n : doc["notes"]) {
+        QString note = QString::fromStdString(n.get<std::string>());
+        if (const qsizetype cut = note.indexOf(QLatin1String("(unreadable): ")); cut >= 0)
+            note = note.left(cut + 12);
+        else if (note.startsWith(QLatin1String("mean_distance is left out")))
+            note = note.left(note.indexOf(QLatin1String(" ("))) + QStringLiteral(" (details in Save JSON)");
+        notes << note;
+    }
+    if (!notes.isEmpty()) {
+        auto* note = addWrappedText(plot_, 9);
+        note->setTextColor(QColor(180, 0, 0));
+        plot_->plotLayout()->addElement(row++, 0, note);
+        setWrappedText(note, notes.join(QStringLiteral(" · ")));
+    }
+    if (shownStatistics_.isEmpty()) {
+        auto* none = addWrappedText(plot_, 10);
+        plot_->plotLayout()->addElement(row, 0, none);
+        setWrappedText(none, QStringLiteral("No statistic of this layer to draw."));
+        return;
+    }
+    // The legend in one line under the title: the panels keep the whole width.
+    auto* legendRow = new QCPLayoutGrid;
+    plot_->plotLayout()->addElement(row++, 0, legendRow);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, legendRow);
+    legendRow->addElement(0, 0, new QCPLayoutElement(plot_));
+    legendRow->addElement(0, 2, new QCPLayoutElement(plot_));
+    legendRow->setColumnStretchFactor(0, 1);
+    legendRow->setColumnStretchFactor(2, 1);
+    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    legend->setWrap(0);
+    legend->setColumnSpacing(12);
+    plot_->plotLayout()->setRowStretchFactor(row - 1, 0.001);
+    QCPLayoutGrid* grid = addBody(plot_, row);
+    const int columns = shownStatistics_.size() <= 4 ? 2 : shownStatistics_.size() <= 6 ? 3 : 4;  // 8: 4 x 2
+    const QColor headColour = paradigmColor(p);
+    const QColor otherColour(175, 175, 175);
+    const double lo = x.isEmpty() ? 0 : *std::min_element(x.begin(), x.end());
+    const double hi = x.isEmpty() ? 1 : *std::max_element(x.begin(), x.end());
+    const double margin = hi > lo ? 0.04 * (hi - lo) : 0.5 * std::max(1.0, std::abs(lo));
+    for (int i = 0; i < shownStatistics_.size(); ++i) {
+        const std::string statistic = shownStatistics_[i].toStdString();
+        QCPAxisRect* rect = addRect(plot_, i / columns, i % columns, grid);
+        std::vector<double> all;
+        const bool first = i == 0;
+        bool otherListed = false;
+        for (const json& h : (*layerJson)["heads"]) {
+            if (h["head"] == sel.head || !h["statistics"].contains(statistic)) continue;
+            const QVector<double> y = curveOf(h["statistics"][statistic]);
+            addLine(rect, x, y, otherColour, QStringLiteral("other heads"), first && !otherListed ? legend : nullptr);
+            otherListed = true;
+            for (double v : y) all.push_back(v);
+        }
+        const QVector<double> mean = curveOf(layerCurves[statistic]);
+        addLine(rect, x, mean, QColor(Qt::black), QStringLiteral("mean over heads"), first ? legend : nullptr,
+                Qt::DashLine);
+        for (double v : mean) all.push_back(v);
+        if (headJson && (*headJson)["statistics"].contains(statistic)) {
+            const QVector<double> y = curveOf((*headJson)["statistics"][statistic]);
+            QCPGraph* g = addLine(rect, x, y, headColour, QStringLiteral("head %1").arg(sel.head),
+                                  first ? legend : nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
+            QPen pen = g->pen();
+            pen.setWidthF(2);
+            g->setPen(pen);
+            for (double v : y) all.push_back(v);
+        }
+        fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
+        rect->axis(QCPAxis::atLeft)->setLabel(statisticLabel(shownStatistics_[i], reference, channel));
+        rect->axis(QCPAxis::atBottom)->setRange(lo - margin, hi + margin);
+        rect->axis(QCPAxis::atBottom)->setLabel(name);
+        rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(columns >= 3 ? 4 : 5);
+        // The model's value: a vertical line (and its legend key, a graph without points).
+        if (std::isfinite(trained)) {
+            const QPen marker(QColor(200, 40, 40), 1.2, Qt::DotLine);
+            auto* line = new QCPItemStraightLine(plot_);
+            line->setClipAxisRect(rect);
+            line->point1->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+            line->point2->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+            line->point1->setCoords(trained, 0);
+            line->point2->setCoords(trained, 1);
+            line->setPen(marker);
+            if (first) {
+                QCPGraph* key = addLine(rect, {}, {}, marker.color(),
+                                        QStringLiteral("the model's %1 = %2").arg(name, number(trained)), legend);
+                key->setPen(marker);
+            }
+        }
+    }
+}
+
+}  // namespace attnlens::gui
