@@ -106,89 +106,250 @@ QString renderUsage() {
         .arg(viewIdList());
 }
 
+namespace {
+
+// The options of `attnlens render` (renderUsage), by what they set.
+struct RenderFlags {
+    static QCommandLineOption opt(const QStringList& names, const QString& value = {}, const QString& def = {}) {
+        return QCommandLineOption(names, QString(), value, def);
+    }
+    // What is drawn and where
+    QCommandLineOption view = opt({"view"}, "V", "tokenmap"), output = opt({"o", "output"}, "OUT"),
+                       size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"),
+                       sessionFile = opt({"session", kSessionOptionAlias}, "JSON"), help = opt({"h", "help"}),
+                       unreadable = opt({"render-unreadable"});
+    // The selection
+    QCommandLineOption image = opt({"image"}, "I", "0"), layer = opt({"layer"}, "L", "0"),
+                       head = opt({"head"}, "H", "0"), query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P"),
+                       paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
+                       localBranch = opt({"local-branch"}), channel = opt({"channel"}, "C"),
+                       scope = opt({"scope"}, "S");
+    // Rollout
+    QCommandLineOption rollout = opt({"rollout"}, "OF"), rolloutFusion = opt({"rollout-fusion"}, "F"),
+                       rolloutWeights = opt({"rollout-weights"}, "W"), rolloutResidual = opt({"rollout-residual"}, "R"),
+                       rolloutDiscard = opt({"rollout-discard"}, "D");
+    // One view's own settings
+    QCommandLineOption log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
+                       k = opt({"k"}, "K", "3"),
+                       opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
+                       secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
+                       sameParadigm = opt({"same-paradigm"}), headStatistic = opt({"head-statistic"}, "S"),
+                       sweep = opt({"sweep"}, "NAME=RANGE"), sweepParadigm = opt({"sweep-paradigm"}, "P");
+
+    void addTo(QCommandLineParser& p) const {
+        p.addOptions({view,
+                      output,
+                      size,
+                      dpi,
+                      sessionFile,
+                      help,
+                      unreadable,
+                      image,
+                      layer,
+                      head,
+                      query,
+                      paradigm,
+                      paradigms,
+                      define,
+                      localBranch,
+                      channel,
+                      scope,
+                      rollout,
+                      rolloutFusion,
+                      rolloutWeights,
+                      rolloutResidual,
+                      rolloutDiscard,
+                      log,
+                      shared,
+                      diff,
+                      k,
+                      opacity,
+                      secondFile,
+                      secondLayer,
+                      sameParadigm,
+                      headStatistic,
+                      sweep,
+                      sweepParadigm});
+    }
+};
+
+// Image, layer, head, query, paradigms and the local branch: the session's (applySelection), then
+// the options'.
+void applySelectionOptions(Session& session, const QCommandLineParser& p, const RenderFlags& f,
+                           const std::optional<SessionState>& saved) {
+    const DumpInfo& info = session.info();
+    if (!saved || p.isSet(f.image)) session.setImage(intOption(p.value(f.image), 0, info.images - 1, "--image"));
+    if (!saved || p.isSet(f.layer)) session.setLayer(parseLayer(p.value(f.layer).toStdString(), info, "--layer"));
+    if (!saved || p.isSet(f.head))
+        session.setHead(intOption(p.value(f.head), 0, session.layerInfo().heads - 1, "--head"));
+    if (p.isSet(f.query))
+        session.setQuery(Index(parseQueryToken(p.value(f.query).toStdString(), session.layout(), "--query")));
+    if (p.isSet(f.paradigm)) session.setParadigm(paradigmByName(session, p.value(f.paradigm)));
+    if (p.isSet(f.paradigms)) {
+        std::vector<int> shown;
+        for (const QString& n : p.value(f.paradigms).split(',', Qt::SkipEmptyParts))
+            shown.push_back(paradigmByName(session, n));
+        session.setShown(shown);
+    }
+    if (p.isSet(f.channel) && !p.isSet(f.localBranch)) throwUsage("--channel: only with --local-branch");
+    if (!p.isSet(f.localBranch) && saved && saved->localBranch && session.branch().inLayer()) {
+        // The session's branch and channel (applySelection) stand; its weights must be readable.
+        if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
+    }
+    if (p.isSet(f.localBranch)) {
+        const std::string layerName = session.layerInfo().name;
+        if (!session.branch().inLayer())
+            throwUsage("--local-branch: layer " + layerName + " has no local branch" +
+                       (session.branch().inDump() ? "" : " (no layer of this dump has one)"));
+        int ch = -1;
+        const QString c = p.value(f.channel).trimmed().toLower();
+        if (p.isSet(f.channel) && c != QStringLiteral("mean"))
+            ch = intOption(c, 0, session.layerInfo().valueDim - 1, "--channel");
+        session.setLocalChannel(ch);
+        session.setLocalBranch(true);
+        // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
+        if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
+    }
+}
+
+void applyRollout(Session& session, const QCommandLineParser& p, const RenderFlags& f) {
+    RolloutOptions ro = session.rollout().options();  // the session's, else the defaults
+    if (p.isSet(f.rolloutFusion)) ro.fusion = parseHeadFusion(p.value(f.rolloutFusion).toStdString());
+    if (p.isSet(f.rolloutWeights)) ro.weights = parseRolloutWeights(p.value(f.rolloutWeights).toStdString());
+    if (p.isSet(f.rolloutResidual))
+        ro.residual = parseNumber(p.value(f.rolloutResidual).toStdString(), "--rollout-residual");
+    if (p.isSet(f.rolloutDiscard))
+        ro.discardRatio = parseNumber(p.value(f.rolloutDiscard).toStdString(), "--rollout-discard");
+    session.rollout().setOptions(ro);  // Error(Usage) naming the option out of range
+    if (!p.isSet(f.rollout)) return;
+    const QString of = p.value(f.rollout).trimmed().toLower();
+    if (of == QStringLiteral("query"))
+        session.setMapContent(MapContent::RolloutOfQuery);
+    else if (of == QStringLiteral("cls"))
+        session.setMapContent(MapContent::RolloutOfCls);
+    else if (of == QStringLiteral("off"))
+        session.setMapContent(MapContent::Attention);
+    else
+        throwUsage("--rollout: 'query', 'cls' or 'off', got " + quotedText(of.toStdString()));
+}
+
+// A figure of data that cannot be had (a rollout that cannot be computed, a head that cannot be
+// read) is an input error, unless --render-unreadable asks for the figure that says why.
+void checkDrawable(Session& session, const ViewEntry& entry, const QCommandLineParser& p, const RenderFlags& f,
+                   QTextStream& err) {
+    const bool rolloutMap = session.rolloutShown() && entry.drawsMapContent;
+    if (rolloutMap) {
+        // A rollout that cannot be computed (an unreadable layer on the way, stages of different
+        // sizes, no CLS) is an input error, not a figure without a map.
+        std::vector<int> drawn = entry.id == QStringLiteral("tokenmap") ? std::vector<int>{session.selection().paradigm}
+                                                                        : session.selection().shown;
+        for (int para : drawn)
+            if (const QString e = session.mapContentRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
+    }
+    // Views of the selected head cannot show a head that cannot be read (a damaged chunk): a
+    // figure script must notice, so that is an input error unless --render-unreadable asks
+    // for the figure that says NOT SHOWN. Rollout maps were checked above.
+    if (entry.drawsSelectedHead && !rolloutMap) {
+        if (const QString e = session.currentHeadError(); !e.isEmpty()) {
+            const Selection& sel = session.selection();
+            const std::string what = "image " + std::to_string(sel.image) + ", layer " + session.layerInfo().name +
+                                     ", head " + std::to_string(sel.head) + " cannot be read: " + e.toStdString();
+            if (!p.isSet(f.unreadable))
+                throwInput(what + " (nothing written; --render-unreadable draws the figure with NOT SHOWN)");
+            err << "attnlens render: warning: " << QString::fromStdString(what)
+                << " (drawn as NOT SHOWN, --render-unreadable)\n";
+        }
+    }
+}
+
+// The sweep view's parameter and range: the session's, then --sweep-paradigm and --sweep.
+void configureSweep(SweepView* s, Session& session, const QCommandLineParser& p, const RenderFlags& f,
+                    const std::optional<SessionState>& saved) {
+    if (s && saved) s->restoreChoices(saved->sweepParadigm, saved->sweepParameter, saved->sweepRange);
+    if (!p.isSet(f.sweep) && !p.isSet(f.sweepParadigm)) return;
+    if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");
+    if (p.isSet(f.sweepParadigm)) s->setSweepParadigm(paradigmByName(session, p.value(f.sweepParadigm)));
+    if (!p.isSet(f.sweep)) return;
+    const QString text = p.value(f.sweep);
+    const qsizetype eq = text.indexOf('=');
+    if (eq < 0) throwUsage("--sweep: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " + quotedText(text.toStdString()));
+    try {
+        s->setParameter(parseSweepParameter(text.left(eq).trimmed().toStdString()));
+        s->setRange(text.mid(eq + 1));
+    } catch (const Error& e) {
+        throwUsage(std::string("--sweep: ") + e.what());
+    }
+}
+
+// The view's own settings: the session's, then the options'.
+void configureView(PlotView* v, Session& session, const QCommandLineParser& p, const RenderFlags& f,
+                   const std::optional<SessionState>& saved) {
+    if (auto* t = dynamic_cast<TokenMapView*>(v)) {
+        t->setImageOpacity(saved && saved->imageOpacity >= 0 && !p.isSet(f.opacity)
+                               ? saved->imageOpacity
+                               : intOption(p.value(f.opacity), 0, 100, "--opacity"));
+        if (saved && saved->heldColourRange)
+            t->holdColourRange(true, QCPRange(saved->heldColourRange->lower, saved->heldColourRange->upper));
+    }
+    if (auto* m = dynamic_cast<MatrixView*>(v)) m->setLogScale(p.isSet(f.log));
+    if (auto* c = dynamic_cast<CompareView*>(v)) {
+        c->setSharedRange(p.isSet(f.shared) || (saved && saved->compareSharedRange));
+        if (saved && saved->compareDifference && !p.isSet(f.diff)) {
+            const int a = session.paradigmIndex(saved->compareDifference->first);
+            const int b = session.paradigmIndex(saved->compareDifference->second);
+            if (a < 0 || b < 0)
+                throwInput("the session's difference panel names a paradigm that is not defined: " +
+                           saved->compareDifference->first + ", " + saved->compareDifference->second);
+            c->setDifference(a, b);
+        }
+        if (p.isSet(f.diff)) {
+            const QStringList ab = p.value(f.diff).split(',');
+            if (ab.size() != 2) throwUsage("--diff: expected A,B");
+            c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
+        }
+    }
+    if (p.isSet(f.headStatistic)) {
+        auto* h = dynamic_cast<HeadOverviewView*>(v);
+        if (!h) throwUsage("--head-statistic: only with --view heads");
+        h->setStatistic(parseHeadStatistic(p.value(f.headStatistic).trimmed().toStdString()));
+    }
+    configureSweep(dynamic_cast<SweepView*>(v), session, p, f, saved);
+    if (auto* l = dynamic_cast<LocalMassView*>(v)) l->setK(intOption(p.value(f.k), kMinLocalK, kMaxLocalK, "--k"));
+    if (auto* r = dynamic_cast<LayerReportView*>(v); r && p.isSet(f.scope)) r->setScope(session.statistics().scope());
+}
+
+}  // namespace
+
 int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
     QCommandLineParser p;
     p.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
-    auto opt = [](const QStringList& names, const QString& value = {}, const QString& def = {}) {
-        return QCommandLineOption(names, QString(), value, def);
-    };
-    const QCommandLineOption view = opt({"view"}, "V", "tokenmap"), image = opt({"image"}, "I", "0"),
-                             layer = opt({"layer"}, "L", "0"), head = opt({"head"}, "H", "0"),
-                             query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P"),
-                             paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
-                             size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"), log = opt({"log"}),
-                             shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"), scope = opt({"scope"}, "S"),
-                             k = opt({"k"}, "K", "3"),
-                             opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
-                             output = opt({"o", "output"}, "OUT"), localBranch = opt({"local-branch"}),
-                             channel = opt({"channel"}, "C"), help = opt({"h", "help"}),
-                             sessionFile = opt({"session", kSessionOptionAlias}, "JSON"),
-                             secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
-                             sameParadigm = opt({"same-paradigm"}), rollout = opt({"rollout"}, "OF"),
-                             rolloutFusion = opt({"rollout-fusion"}, "F"),
-                             rolloutWeights = opt({"rollout-weights"}, "W"),
-                             rolloutResidual = opt({"rollout-residual"}, "R"),
-                             rolloutDiscard = opt({"rollout-discard"}, "D"),
-                             headStatistic = opt({"head-statistic"}, "S"), unreadable = opt({"render-unreadable"}),
-                             sweep = opt({"sweep"}, "NAME=RANGE"), sweepParadigm = opt({"sweep-paradigm"}, "P");
-    p.addOptions({view,
-                  image,
-                  layer,
-                  head,
-                  query,
-                  paradigm,
-                  paradigms,
-                  define,
-                  size,
-                  dpi,
-                  log,
-                  shared,
-                  diff,
-                  scope,
-                  k,
-                  opacity,
-                  localBranch,
-                  channel,
-                  output,
-                  help,
-                  sessionFile,
-                  secondFile,
-                  secondLayer,
-                  sameParadigm,
-                  rollout,
-                  rolloutFusion,
-                  rolloutWeights,
-                  rolloutResidual,
-                  rolloutDiscard,
-                  headStatistic,
-                  unreadable,
-                  sweep,
-                  sweepParadigm});
+    const RenderFlags f;
+    f.addTo(p);
     try {
         if (!p.parse(QStringList{QStringLiteral("attnlens-render")} + args))
             throwUsage("render: " + p.errorText().toStdString());
-        if (p.isSet(help)) {
+        if (p.isSet(f.help)) {
             out << renderUsage();
             return 0;
         }
         std::optional<SessionState> saved;
-        if (p.isSet(sessionFile)) {
+        if (p.isSet(f.sessionFile)) {
             if (!p.positionalArguments().isEmpty()) throwUsage("render: give either FILE or --session, not both");
-            saved = readSessionFile(p.value(sessionFile));
+            saved = readSessionFile(p.value(f.sessionFile));
         } else if (p.positionalArguments().size() != 1) {
             throwUsage("render: expected one FILE (see attnlens render --help)");
         }
-        if (!p.isSet(output)) throwUsage("render: -o OUT.png|svg|pdf is required");
-        const QString outPath = p.value(output);
+        if (!p.isSet(f.output)) throwUsage("render: -o OUT.png|svg|pdf is required");
+        const QString outPath = p.value(f.output);
         figureFormatFromPath(outPath);  // usage error before any work
-        const QStringList wh = p.value(size).toLower().split('x');
+        const QStringList wh = p.value(f.size).toLower().split('x');
         if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
         const QSize canvas(intOption(wh[0], kMinFigureSide, kMaxFigureSide, "--size"),
                            intOption(wh[1], kMinFigureSide, kMaxFigureSide, "--size"));
 
         Preferences prefs;
         if (saved) prefs.paradigmSpecs = saved->paradigmDefinitions;
-        prefs.paradigmSpecs += p.values(define);
+        prefs.paradigmSpecs += p.values(f.define);
         QStringList problems;
         prefs.paradigms(&problems);
         if (!problems.isEmpty()) throwUsage(problems.join("; ").toStdString());
@@ -196,171 +357,50 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         Session session(prefs);
         session.jobs().setSynchronous(true);
         session.open(saved ? saved->dump : p.positionalArguments().front());
-        const DumpInfo& info = session.info();
         if (saved) applySelection(session, *saved);
-
-        if (!saved || p.isSet(image)) session.setImage(intOption(p.value(image), 0, info.images - 1, "--image"));
-        if (!saved || p.isSet(layer)) session.setLayer(parseLayer(p.value(layer).toStdString(), info, "--layer"));
-        if (!saved || p.isSet(head))
-            session.setHead(intOption(p.value(head), 0, session.layerInfo().heads - 1, "--head"));
-        if (p.isSet(query))
-            session.setQuery(Index(parseQueryToken(p.value(query).toStdString(), session.layout(), "--query")));
-        if (p.isSet(paradigm)) session.setParadigm(paradigmByName(session, p.value(paradigm)));
-        if (p.isSet(paradigms)) {
-            std::vector<int> shown;
-            for (const QString& n : p.value(paradigms).split(',', Qt::SkipEmptyParts))
-                shown.push_back(paradigmByName(session, n));
-            session.setShown(shown);
-        }
-        if (p.isSet(channel) && !p.isSet(localBranch)) throwUsage("--channel: only with --local-branch");
-        if (!p.isSet(localBranch) && saved && saved->localBranch && session.branch().inLayer()) {
-            // The session's branch and channel (applySelection) stand; its weights must be readable.
-            if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
-        }
-        if (p.isSet(localBranch)) {
-            const std::string layerName = session.layerInfo().name;
-            if (!session.branch().inLayer())
-                throwUsage("--local-branch: layer " + layerName + " has no local branch" +
-                           (session.branch().inDump() ? "" : " (no layer of this dump has one)"));
-            int ch = -1;
-            const QString c = p.value(channel).trimmed().toLower();
-            if (p.isSet(channel) && c != QStringLiteral("mean"))
-                ch = intOption(c, 0, session.layerInfo().valueDim - 1, "--channel");
-            session.setLocalChannel(ch);
-            session.setLocalBranch(true);
-            // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
-            if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
-        }
-        RolloutOptions ro = session.rollout().options();  // the session's, else the defaults
-        if (p.isSet(rolloutFusion)) ro.fusion = parseHeadFusion(p.value(rolloutFusion).toStdString());
-        if (p.isSet(rolloutWeights)) ro.weights = parseRolloutWeights(p.value(rolloutWeights).toStdString());
-        if (p.isSet(rolloutResidual))
-            ro.residual = parseNumber(p.value(rolloutResidual).toStdString(), "--rollout-residual");
-        if (p.isSet(rolloutDiscard))
-            ro.discardRatio = parseNumber(p.value(rolloutDiscard).toStdString(), "--rollout-discard");
-        session.rollout().setOptions(ro);  // Error(Usage) naming the option out of range
-        if (p.isSet(rollout)) {
-            const QString of = p.value(rollout).trimmed().toLower();
-            if (of == QStringLiteral("query"))
-                session.setMapContent(MapContent::RolloutOfQuery);
-            else if (of == QStringLiteral("cls"))
-                session.setMapContent(MapContent::RolloutOfCls);
-            else if (of == QStringLiteral("off"))
-                session.setMapContent(MapContent::Attention);
-            else
-                throwUsage("--rollout: 'query', 'cls' or 'off', got " + quotedText(of.toStdString()));
-        }
-        const QString sc = p.value(scope);
-        if (p.isSet(scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
+        applySelectionOptions(session, p, f, saved);
+        applyRollout(session, p, f);
+        const QString sc = p.value(f.scope);
+        if (p.isSet(f.scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
             throwUsage("--scope: 'image' or 'all'");
-        const StatsScope statsScope = sc == QStringLiteral("all") ? StatsScope::AllImages : StatsScope::CurrentImage;
-        if (p.isSet(scope)) session.statistics().setScope(statsScope);
+        if (p.isSet(f.scope))
+            session.statistics().setScope(sc == QStringLiteral("all") ? StatsScope::AllImages
+                                                                      : StatsScope::CurrentImage);
 
-        const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(view) ? saved->view : p.value(view);
+        const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(f.view) ? saved->view : p.value(f.view);
         const ViewEntry* entry = findView(viewId);
         if (!entry)
             throwUsage("--view: unknown view \"" + viewId.toStdString() + "\" (" + viewIdList().toStdString() + ")");
         // The second dump of "Compare dumps": --second, else the session's.
         Session second(prefs);
         second.jobs().setSynchronous(true);
-        const QString secondPath = p.isSet(secondFile) ? p.value(secondFile) : saved ? saved->secondDump : QString();
-        if ((p.isSet(secondLayer) || p.isSet(sameParadigm)) && viewId != QStringLiteral("dumps"))
+        const QString secondPath = p.isSet(f.secondFile) ? p.value(f.secondFile)
+                                   : saved               ? saved->secondDump
+                                                         : QString();
+        if ((p.isSet(f.secondLayer) || p.isSet(f.sameParadigm)) && viewId != QStringLiteral("dumps"))
             throwUsage("--second-layer, --same-paradigm: only with --view dumps");
         if (viewId == QStringLiteral("dumps") && !secondPath.isEmpty()) second.open(secondPath);
         std::unique_ptr<PlotView> v = makeView(*entry, &session, &second);
         if (auto* d = dynamic_cast<DumpPairView*>(v.get())) {
-            if (p.isSet(secondLayer))
-                d->setSecondLayer(parseLayer(p.value(secondLayer).toStdString(), second.info(), "--second-layer"));
-            d->setSameParadigm(p.isSet(sameParadigm));
+            if (p.isSet(f.secondLayer))
+                d->setSecondLayer(parseLayer(p.value(f.secondLayer).toStdString(), second.info(), "--second-layer"));
+            d->setSameParadigm(p.isSet(f.sameParadigm));
         }
-        const bool rolloutMap = session.rolloutShown() && entry->drawsMapContent;
-        if (rolloutMap) {
-            // A rollout that cannot be computed (an unreadable layer on the way, stages of different
-            // sizes, no CLS) is an input error, not a figure without a map.
-            std::vector<int> drawn = viewId == QStringLiteral("tokenmap")
-                                         ? std::vector<int>{session.selection().paradigm}
-                                         : session.selection().shown;
-            for (int para : drawn)
-                if (const QString e = session.mapContentRow(para).error; !e.isEmpty()) throwInput(e.toStdString());
-        }
-        // Views of the selected head cannot show a head that cannot be read (a damaged chunk): a
-        // figure script must notice, so that is an input error unless --render-unreadable asks
-        // for the figure that says NOT SHOWN. Rollout maps were checked above.
-        if (entry->drawsSelectedHead && !rolloutMap) {
-            if (const QString e = session.currentHeadError(); !e.isEmpty()) {
-                const Selection& sel = session.selection();
-                const std::string what = "image " + std::to_string(sel.image) + ", layer " + session.layerInfo().name +
-                                         ", head " + std::to_string(sel.head) + " cannot be read: " + e.toStdString();
-                if (!p.isSet(unreadable))
-                    throwInput(what + " (nothing written; --render-unreadable draws the figure with NOT SHOWN)");
-                err << "attnlens render: warning: " << QString::fromStdString(what)
-                    << " (drawn as NOT SHOWN, --render-unreadable)\n";
-            }
-        }
+        checkDrawable(session, *entry, p, f, err);
         v->resize(canvas);
-        if (auto* t = dynamic_cast<TokenMapView*>(v.get()))
-            t->setImageOpacity(saved && saved->imageOpacity >= 0 && !p.isSet(opacity)
-                                   ? saved->imageOpacity
-                                   : intOption(p.value(opacity), 0, 100, "--opacity"));
-        if (auto* t = dynamic_cast<TokenMapView*>(v.get()); t && saved && saved->heldColourRange)
-            t->holdColourRange(true, QCPRange(saved->heldColourRange->lower, saved->heldColourRange->upper));
-        if (auto* m = dynamic_cast<MatrixView*>(v.get())) m->setLogScale(p.isSet(log));
-        if (auto* c = dynamic_cast<CompareView*>(v.get())) {
-            c->setSharedRange(p.isSet(shared) || (saved && saved->compareSharedRange));
-            if (saved && saved->compareDifference && !p.isSet(diff)) {
-                const int a = session.paradigmIndex(saved->compareDifference->first);
-                const int b = session.paradigmIndex(saved->compareDifference->second);
-                if (a < 0 || b < 0)
-                    throwInput("the session's difference panel names a paradigm that is not defined: " +
-                               saved->compareDifference->first + ", " + saved->compareDifference->second);
-                c->setDifference(a, b);
-            }
-            if (p.isSet(diff)) {
-                const QStringList ab = p.value(diff).split(',');
-                if (ab.size() != 2) throwUsage("--diff: expected A,B");
-                c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
-            }
-        }
-        if (p.isSet(headStatistic)) {
-            auto* h = dynamic_cast<HeadOverviewView*>(v.get());
-            if (!h) throwUsage("--head-statistic: only with --view heads");
-            h->setStatistic(parseHeadStatistic(p.value(headStatistic).trimmed().toStdString()));
-        }
-        if (auto* s = dynamic_cast<SweepView*>(v.get()); s && saved)
-            s->restoreChoices(saved->sweepParadigm, saved->sweepParameter, saved->sweepRange);
-        if (p.isSet(sweep) || p.isSet(sweepParadigm)) {
-            auto* s = dynamic_cast<SweepView*>(v.get());
-            if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");
-            if (p.isSet(sweepParadigm)) s->setSweepParadigm(paradigmByName(session, p.value(sweepParadigm)));
-            if (p.isSet(sweep)) {
-                const QString text = p.value(sweep);
-                const qsizetype eq = text.indexOf('=');
-                if (eq < 0)
-                    throwUsage("--sweep: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " +
-                               quotedText(text.toStdString()));
-                try {
-                    s->setParameter(parseSweepParameter(text.left(eq).trimmed().toStdString()));
-                    s->setRange(text.mid(eq + 1));
-                } catch (const Error& e) {
-                    throwUsage(std::string("--sweep: ") + e.what());
-                }
-            }
-        }
-        if (auto* l = dynamic_cast<LocalMassView*>(v.get()))
-            l->setK(intOption(p.value(k), kMinLocalK, kMaxLocalK, "--k"));
-        if (auto* r = dynamic_cast<LayerReportView*>(v.get()); r && p.isSet(scope)) r->setScope(statsScope);
+        configureView(v.get(), session, p, f, saved);
         // Whole-dump statistics that failed (data that cannot be read, a dump too large for this
         // machine) would be a figure that says FAILED: as for an unreadable head, an input error.
         v->refreshNow();
         if (const QString failure = v->analysisFailure(); !failure.isEmpty()) {
-            if (!p.isSet(unreadable))
+            if (!p.isSet(f.unreadable))
                 throwInput(failure.toStdString() +
                            " (nothing written; --render-unreadable draws the figure with FAILED)");
             err << "attnlens render: warning: " << failure << " (drawn as FAILED, --render-unreadable)\n";
         }
         FigureOptions fo;
         fo.size = canvas;
-        fo.dpi = intOption(p.value(dpi), 24, 1200, "--dpi");
+        fo.dpi = intOption(p.value(f.dpi), 24, 1200, "--dpi");
         exportFigure(*v, outPath, fo);
         out << "wrote " << outPath << "\n";
         return 0;
