@@ -14,6 +14,11 @@
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
+namespace {
+
+const QString kMatrixSlot = QStringLiteral("matrix");
+
+}  // namespace
 
 MatrixImage buildMatrixImage(const Eigen::Ref<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>& a,
                              bool signedParadigm, bool logScale) {
@@ -224,7 +229,6 @@ void MatrixView::rebuild() {
         windowBox_->setChecked(windowed && byWindow_);
     }
     const Selection& sel = session_->selection();
-    const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
     const std::string key = currentKey();
     // With the local branch the matrix is E_c = A + M_c (computed on the worker with A).
     const auto branch = session_->branch().kernel();
@@ -235,7 +239,6 @@ void MatrixView::rebuild() {
                               .arg(QString::fromStdString(session_->layerInfo().name))
                               .arg(sel.head);
 
-    const QString slot = QStringLiteral("matrix");
     // An unreadable head (damaged chunk) or a failed job: the reason instead of a matrix.
     auto& images = session_->matrixImages();
     QString readError = session_->currentHeadError();
@@ -244,98 +247,130 @@ void MatrixView::rebuild() {
     else if (readError.isEmpty() && images.failed(key))
         readError = shortError(images.error(key), session_->path());
     if (!readError.isEmpty()) {
-        session_->jobs().discard(slot);  // an older head's matrix must not land
-        waiting_ = false;
-        setWrappedText(title_, where + QStringLiteral(": NOT SHOWN"));
-        setWrappedText(subtitle_, wrapText(readError, 110));
-        subtitle_->setTextColor(QColor(180, 0, 0));
-        map_->setVisible(false);
-        scale_->setVisible(false);  // no bar without its map
-        highlight_->setVisible(false);
-        shownKey_.clear();
-        shownImage_.reset();
-        // The empty axes are the selected layer's, never those of the matrix shown before (another
-        // layer's or another file's size and key grid).
-        const LayerInfo& layer = session_->layerInfo();
-        shownTokens_ = layer.tokens;
-        shownKeys_ = layer.keyTokens();
-        userZoomed_ = false;
-        rect_->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key token j"));
-        rect_->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("query token i"));
-        rect_->axis(QCPAxis::atBottom)->setRange(-0.5, double(shownKeys_) - 0.5);
-        rect_->axis(QCPAxis::atLeft)->setRange(-0.5, double(shownTokens_) - 0.5);
+        showNotShown(where, readError);
         return;
     }
-    if (!images.find(key) && images.computing(session_->jobs(), slot, key)) {
+    if (!images.find(key) && images.computing(session_->jobs(), kMatrixSlot, key)) {
         waiting_ = true;  // already on its way; resubmitting would only restart it
         return;
     }
-    if (!images.find(key)) {
-        waiting_ = true;
-        std::shared_ptr<const AttentionHead> head;
-        try {
-            head = session_->currentHead(sel.paradigm);
-        } catch (const Error& e) {
-            images.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
-            waiting_ = false;
-            invalidate();
-            return;
-        }
-        const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
-        const bool logScale = log_;
-        const long long n = head->tokens(), nKeys = head->keys();
-        // The windows' tokens one after the other (each in position order).
-        std::vector<Index> order;
-        if (byWindow_ && session_->layerInfo().window) {
-            const WindowPartition& p = session_->layerInfo().window->partitionOf(sel.head);
-            for (int w = 0; w < p.windows(); ++w)
-                for (Index t : p.windowTokens(w)) order.push_back(t);
-        }
-        const std::string whereHead = session_->layerWhere();
-        // At most two matrices are kept (N^2 doubles each) besides the one shown.
-        images.trim(1);
-        images.submit(
-            session_->jobs(), slot, key,
-            QStringLiteral("%1 matrix %2 x %3")
-                .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
-                .arg(n)
-                .arg(nKeys),
-            [head, signedP, logScale, branch, order, headWhere = whereHead](const JobContext& ctx) {
-                // A and its N x N image (4 bytes a pixel).
-                checkFitsInMemory(double(head->tokens()) * double(head->keys()) * 8.0 * 1.5,
-                                  headWhere + ": the " + std::to_string(head->tokens()) + " x " +
-                                      std::to_string(head->keys()) + " attention matrix and its image");
-                ctx.progress(0, 2, QStringLiteral("computing A"));
-                Matrix a = head->matrix();
-                if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
-                if (branch) addLocalBranch(a, branch->kernel(), branch->grid());
-                ctx.progress(1, 2, QStringLiteral("colouring"));
-                if (!order.empty()) {
-                    Matrix ordered(a.rows(), a.cols());
-                    for (std::size_t r = 0; r < order.size(); ++r)
-                        for (std::size_t c = 0; c < order.size(); ++c)
-                            ordered(Index(r), Index(c)) = a(order[r], order[c]);
-                    a = std::move(ordered);
-                }
-                auto image = std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale));
-                image->order = order;
-                image->position.resize(order.size());
-                for (std::size_t r = 0; r < order.size(); ++r) image->position[std::size_t(order[r])] = Index(r);
-                return std::shared_ptr<const MatrixImage>(image);
-            },
-            [session = session_](const std::shared_ptr<const MatrixImage>&) { Q_EMIT session->headResultsChanged(); },
-            [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
-        if (!images.find(key)) {  // a synchronous runner has delivered already
+    if (!images.find(key) && !submitMatrix(key, branch)) {
+        if (!images.failed(key)) {
+            const LayerInfo& layer = session_->layerInfo();
             setWrappedText(title_, where);
-            setWrappedText(subtitle_, QStringLiteral("computing the %1 x %2 matrix…").arg(n).arg(nKeys));
+            setWrappedText(subtitle_,
+                           QStringLiteral("computing the %1 x %2 matrix…").arg(layer.tokens).arg(layer.keyTokens()));
             subtitle_->setTextColor(Qt::black);
             map_->setVisible(false);
             scale_->setVisible(false);
             highlight_->setVisible(false);
-            return;
         }
+        return;
     }
     const std::shared_ptr<const MatrixImage> image = *images.find(key);
+    showImage(image, key, branch != nullptr);
+    const SpectrumResult* s = session_->spectra().spectrum(sel.paradigm);
+    const SpectrumResult* e = branch ? session_->spectra().branchSpectrum(sel.paradigm) : nullptr;
+    QString rank = rankLine(*image, branch.get(), s, e);
+    const QString branchError = session_->branch().error();
+    if (!branchError.isEmpty())
+        rank += '\n' + branchErrorNote(branchError, session_->path());
+    else if (const QString status = session_->branch().status(); !branch && !status.isEmpty())
+        rank += QStringLiteral(" · ") + status;
+    if (image->flaggedRows > 0) rank += QStringLiteral(" · %1 flagged rows (NaN colour)").arg(image->flaggedRows);
+    setWrappedText(title_, where);
+    setWrappedText(subtitle_, rank);
+    subtitle_->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
+    // Exports and screenshots wait for the rank too.
+    waiting_ = !s || (branch && !e);
+    fitAspect();
+}
+
+void MatrixView::showNotShown(const QString& where, const QString& reason) {
+    session_->jobs().discard(kMatrixSlot);  // an older head's matrix must not land
+    waiting_ = false;
+    setWrappedText(title_, where + QStringLiteral(": NOT SHOWN"));
+    setWrappedText(subtitle_, wrapText(reason, 110));
+    subtitle_->setTextColor(QColor(180, 0, 0));
+    map_->setVisible(false);
+    scale_->setVisible(false);  // no bar without its map
+    highlight_->setVisible(false);
+    shownKey_.clear();
+    shownImage_.reset();
+    // The empty axes are the selected layer's, never those of the matrix shown before (another
+    // layer's or another file's size and key grid).
+    const LayerInfo& layer = session_->layerInfo();
+    shownTokens_ = layer.tokens;
+    shownKeys_ = layer.keyTokens();
+    userZoomed_ = false;
+    rect_->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("key token j"));
+    rect_->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("query token i"));
+    rect_->axis(QCPAxis::atBottom)->setRange(-0.5, double(shownKeys_) - 0.5);
+    rect_->axis(QCPAxis::atLeft)->setRange(-0.5, double(shownTokens_) - 0.5);
+}
+
+bool MatrixView::submitMatrix(const std::string& key, const std::shared_ptr<const BranchKernel>& branch) {
+    const Selection& sel = session_->selection();
+    const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
+    auto& images = session_->matrixImages();
+    waiting_ = true;
+    std::shared_ptr<const AttentionHead> head;
+    try {
+        head = session_->currentHead(sel.paradigm);
+    } catch (const Error& e) {
+        images.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        waiting_ = false;
+        invalidate();
+        return false;
+    }
+    const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
+    const bool logScale = log_;
+    const long long n = head->tokens(), nKeys = head->keys();
+    // The windows' tokens one after the other (each in position order).
+    std::vector<Index> order;
+    if (byWindow_ && session_->layerInfo().window) {
+        const WindowPartition& p = session_->layerInfo().window->partitionOf(sel.head);
+        for (int w = 0; w < p.windows(); ++w)
+            for (Index t : p.windowTokens(w)) order.push_back(t);
+    }
+    const std::string whereHead = session_->layerWhere();
+    // At most two matrices are kept (N^2 doubles each) besides the one shown.
+    images.trim(1);
+    images.submit(
+        session_->jobs(), kMatrixSlot, key,
+        QStringLiteral("%1 matrix %2 x %3")
+            .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
+            .arg(n)
+            .arg(nKeys),
+        [head, signedP, logScale, branch, order, headWhere = whereHead](const JobContext& ctx) {
+            // A and its N x N image (4 bytes a pixel).
+            checkFitsInMemory(double(head->tokens()) * double(head->keys()) * 8.0 * 1.5,
+                              headWhere + ": the " + std::to_string(head->tokens()) + " x " +
+                                  std::to_string(head->keys()) + " attention matrix and its image");
+            ctx.progress(0, 2, QStringLiteral("computing A"));
+            Matrix a = head->matrix();
+            if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
+            if (branch) addLocalBranch(a, branch->kernel(), branch->grid());
+            ctx.progress(1, 2, QStringLiteral("colouring"));
+            if (!order.empty()) {
+                Matrix ordered(a.rows(), a.cols());
+                for (std::size_t r = 0; r < order.size(); ++r)
+                    for (std::size_t c = 0; c < order.size(); ++c) ordered(Index(r), Index(c)) = a(order[r], order[c]);
+                a = std::move(ordered);
+            }
+            auto image = std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale));
+            image->order = order;
+            image->position.resize(order.size());
+            for (std::size_t r = 0; r < order.size(); ++r) image->position[std::size_t(order[r])] = Index(r);
+            return std::shared_ptr<const MatrixImage>(image);
+        },
+        [session = session_](const std::shared_ptr<const MatrixImage>&) { Q_EMIT session->headResultsChanged(); },
+        [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
+    return images.find(key) != nullptr;  // a synchronous runner has delivered already
+}
+
+void MatrixView::showImage(const std::shared_ptr<const MatrixImage>& image, const std::string& key, bool withBranch) {
+    const Selection& sel = session_->selection();
     const MatrixImage& img = *image;
     const Preferences& prefs = session_->preferences();
     if (shownKey_ != key) {
@@ -346,9 +381,9 @@ void MatrixView::rebuild() {
         map_->setDataRange(QCPRange(img.lower, img.upper));
         scale_->setGradient(g);
         scale_->setDataRange(QCPRange(img.lower, img.upper));
-        const QString m = branch ? QStringLiteral("E_c") : QStringLiteral("A");
+        const QString m = withBranch ? QStringLiteral("E_c") : QStringLiteral("A");
         QString label = img.transform == QStringLiteral("linear")
-                            ? (branch ? QStringLiteral("E_c[i,j] = A[i,j] + M_c[i,j]") : QStringLiteral("A[i,j]"))
+                            ? (withBranch ? QStringLiteral("E_c[i,j] = A[i,j] + M_c[i,j]") : QStringLiteral("A[i,j]"))
                         : img.transform == QStringLiteral("log10 A")
                             ? QStringLiteral("log10 %1[i,j] (floor %2)").arg(m, formatWeight(img.floor))
                             : QStringLiteral("sign(%1) log10(1 + |%1|/%2)").arg(m, formatWeight(img.floor));
@@ -378,14 +413,15 @@ void MatrixView::rebuild() {
     rect_->axis(QCPAxis::atLeft)
         ->setLabel(img.order.empty() ? QStringLiteral("query token i") : QStringLiteral("query i, ordered by window"));
     highlight_->setVisible(true);
+}
 
+QString MatrixView::rankLine(const MatrixImage& img, const BranchKernel* branch, const SpectrumResult* s,
+                             const SpectrumResult* e) const {
     // The rank line: A's alone, or E_c's beside A's (both with A's tolerance rule).
     QString rank;
     // An N x n matrix has at most min(N, n) singular values (its tolerance uses max(N, n)).
     const bool rectangular = img.keys != img.tokens;
     const long long rankCeiling = std::min(img.keys, img.tokens);
-    const SpectrumResult* s = session_->spectra().spectrum(sel.paradigm);
-    const SpectrumResult* e = branch ? session_->spectra().branchSpectrum(sel.paradigm) : nullptr;
     if (branch) {
         const QString with = QStringLiteral("with local branch (%1)").arg(branch->describe());
         if (e && s) {
@@ -420,18 +456,7 @@ void MatrixView::rebuild() {
     } else {
         rank = QStringLiteral("rank: computing…");
     }
-    const QString branchError = session_->branch().error();
-    if (!branchError.isEmpty())
-        rank += '\n' + branchErrorNote(branchError, session_->path());
-    else if (const QString status = session_->branch().status(); !branch && !status.isEmpty())
-        rank += QStringLiteral(" · ") + status;
-    if (img.flaggedRows > 0) rank += QStringLiteral(" · %1 flagged rows (NaN colour)").arg(img.flaggedRows);
-    setWrappedText(title_, where);
-    setWrappedText(subtitle_, rank);
-    subtitle_->setTextColor(branchError.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
-    // Exports and screenshots wait for the rank too.
-    waiting_ = !s || (branch && !e);
-    fitAspect();
+    return rank;
 }
 
 void MatrixView::onMousePress(QMouseEvent* e) {

@@ -6,7 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "attnlens/analysis/statistics.h"
 #include "document/head_results.h"
+#include "document/local_branch_store.h"
 #include "views/plot_view.h"
 
 class QCheckBox;
@@ -38,6 +40,16 @@ protected:
     void rebuild() override;
 
 private:
+    // The reason instead of a matrix (an unreadable head, a failed or cancelled job), on the
+    // selected layer's empty axes.
+    void showNotShown(const QString& where, const QString& reason);
+    // Submits the matrix image job of `key`; true when a synchronous runner delivered it already.
+    bool submitMatrix(const std::string& key, const std::shared_ptr<const BranchKernel>& branch);
+    // The image, its colour scale and axes, and the query's row highlighted.
+    void showImage(const std::shared_ptr<const MatrixImage>& image, const std::string& key, bool withBranch);
+    // "numerical rank 197 / 197 (σ > ...) · effective rank ...": A's, or E_c's beside A's.
+    QString rankLine(const MatrixImage& img, const BranchKernel* branch, const SpectrumResult* s,
+                     const SpectrumResult* e) const;
     std::string currentKey() const;
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);

@@ -275,7 +275,6 @@ void TokenMapView::rebuild() {
     if (!(l == built_)) buildLayout(l);
 
     const Selection& sel = session_->selection();
-    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     // With the local branch: the query's row of E_c = A + M_c (kernels have negative taps: signed).
     // With rollout: the rollout row of the rolled-out token (computed in the background).
     const RowData& row = session_->mapContentRow(sel.paradigm);
@@ -286,75 +285,16 @@ void TokenMapView::rebuild() {
     map_->setVisible(!unreadable);
     scale_->setVisible(!unreadable);  // a colour bar without a map would read as data
     const auto branch = row.withBranch ? session_->branch().kernel() : nullptr;
-    const Preferences& prefs = session_->preferences();
 
     // Spatial reduction: each query cell shows the weight of its key cell (the reduced grid drawn
     // over the queries' grid and the image), the key cells outlined.
     const AttentionLayout geometry = row.rollout ? AttentionLayout(l) : session_->attentionLayout();
-    const TokenLayout& keys = geometry.keys;
     fillTokenGrid(map_, geometry, row.values);
     updateKeyCells(geometry);
-
-    // A clipped or absolute rollout is non-negative whatever the paradigm: diverging only when it
-    // holds negative values.
-    const bool diverging = (!row.rollout && paradigm.signedWeights()) || row.minFinite < 0 || branch != nullptr ||
-                           (heldRange_ && heldRange_->lower < 0);
-    ColorRange range = colorRangeFor(row.colourMin, row.colourMax, diverging);
-    if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
-    QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
-                                          : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
-    map_->setGradient(gradient);
-    map_->setDataRange(QCPRange(range.lower, range.upper));
-    scale_->setGradient(gradient);
-    scale_->setDataRange(QCPRange(range.lower, range.upper));
-    // Shorter forms for a short colour bar (fitColourBarLabels shows the longest that fits).
-    const QStringList scaleLabels =
-        row.rollout ? (diverging ? QStringList{QStringLiteral("rollout weight (signed, 0 = white)"),
-                                               QStringLiteral("rollout (signed, 0 = white)"), QStringLiteral("rollout")}
-                                 : QStringList{QStringLiteral("rollout weight of token k"),
-                                               QStringLiteral("rollout weight"), QStringLiteral("rollout")})
-        : branch    ? QStringList{QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)"),
-                               QStringLiteral("E_c[q,k] (signed, 0 = white)"), QStringLiteral("E_c[q,k]")}
-        : diverging ? QStringList{QStringLiteral("attention weight A[q,k] (signed, 0 = white)"),
-                                  QStringLiteral("A[q,k] (signed, 0 = white)"), QStringLiteral("A[q,k]")}
-                    : QStringList{QStringLiteral("attention weight A[q,k]"), QStringLiteral("A[q,k]")};
-    if (scaleLabels != scale_->property("attnlensLabelForms").toStringList()) setColourBarLabels(scale_, scaleLabels);
-
-    updateImage(QColor::fromRgba(
-        gradient.color(std::clamp(0.0, range.lower, range.upper), QCPRange(range.lower, range.upper))));
+    const auto [gradient, range] = applyColours(row, branch != nullptr);
     if (unreadable) image_->setVisible(false);  // outlines over no map would read as the map
-
-    // Prefix tokens share the colour range of the grid (keys' prefix tokens: a reduced layer's keys
-    // may keep fewer than the queries).
-    prefixValues_.assign(std::size_t(l.prefix), NAN);
-    prefixLabelParts_.assign(std::size_t(l.prefix), {});
-    for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
-        const double v = i < keys.prefix ? row.values[i] : NAN;
-        prefixValues_[std::size_t(i)] = v;
-        const QColor c =
-            std::isfinite(v) ? QColor::fromRgba(gradient.color(v, QCPRange(range.lower, range.upper))) : prefs.nanColor;
-        prefixCells_[std::size_t(i)]->setBrush(c);
-        prefixLabelParts_[std::size_t(i)] = {prefixName(i, l.prefix), formatWeight(v)};
-        prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  %2").arg(prefixName(i, l.prefix), formatWeight(v)));
-        prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
-    }
-
-    // Window attention: the windows as the model cut them, the query's outlined (not for rollout,
-    // which runs over many layers).
-    const LayerInfo& layerOfMap = session_->layerInfo();
-    const int mapHead = session_->selection().head;
-    windows_.update(plot_, rect_,
-                    !row.rollout && layerOfMap.window ? &layerOfMap.window->partitionOf(mapHead) : nullptr, query);
-    if (l.isSpatial(query)) {
-        marker_.place(l.col(query), l.row(query));
-        marker_.setVisible(true);
-        prefixMarker_.setVisible(false);
-    } else {
-        marker_.setVisible(false);
-        const double w = prefixCellWidth(l);
-        prefixMarker_.place(-0.5 + (double(query) + 0.5) * w, 0, w / 2, 0.45);
-        prefixMarker_.setVisible(true);
-    }
+    fillPrefixCells(row, geometry.keys, gradient, range);
+    placeQueryMarkers(row, query);
 
     const LayerInfo& layer = session_->layerInfo();
     if (row.rollout)
@@ -372,6 +312,94 @@ void TokenMapView::rebuild() {
                            .arg(sel.image)
                            .arg(QString::fromStdString(layer.name))
                            .arg(sel.head));
+    bool alarming = false;
+    const QString note = rowNote(row, geometry, branch.get(), query, alarming);
+    note_->setTextColor(alarming ? QColor(180, 0, 0) : QColor(Qt::black));
+    setWrappedText(note_, note);
+    if (unreadable) showWithoutMap(row, query);
+    fitAspect();
+}
+
+std::pair<QCPColorGradient, QCPRange> TokenMapView::applyColours(const RowData& row, bool withBranch) {
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(session_->selection().paradigm)];
+    const Preferences& prefs = session_->preferences();
+    // A clipped or absolute rollout is non-negative whatever the paradigm: diverging only when it
+    // holds negative values.
+    const bool diverging = (!row.rollout && paradigm.signedWeights()) || row.minFinite < 0 || withBranch ||
+                           (heldRange_ && heldRange_->lower < 0);
+    ColorRange range = colorRangeFor(row.colourMin, row.colourMax, diverging);
+    if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
+    QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                          : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+    map_->setGradient(gradient);
+    map_->setDataRange(QCPRange(range.lower, range.upper));
+    scale_->setGradient(gradient);
+    scale_->setDataRange(QCPRange(range.lower, range.upper));
+    // Shorter forms for a short colour bar (fitColourBarLabels shows the longest that fits).
+    const QStringList scaleLabels =
+        row.rollout  ? (diverging ? QStringList{QStringLiteral("rollout weight (signed, 0 = white)"),
+                                               QStringLiteral("rollout (signed, 0 = white)"), QStringLiteral("rollout")}
+                                  : QStringList{QStringLiteral("rollout weight of token k"),
+                                               QStringLiteral("rollout weight"), QStringLiteral("rollout")})
+        : withBranch ? QStringList{QStringLiteral("E_c[q,k] = A[q,k] + M_c[q,k] (signed, 0 = white)"),
+                                   QStringLiteral("E_c[q,k] (signed, 0 = white)"), QStringLiteral("E_c[q,k]")}
+        : diverging  ? QStringList{QStringLiteral("attention weight A[q,k] (signed, 0 = white)"),
+                                  QStringLiteral("A[q,k] (signed, 0 = white)"), QStringLiteral("A[q,k]")}
+                     : QStringList{QStringLiteral("attention weight A[q,k]"), QStringLiteral("A[q,k]")};
+    if (scaleLabels != scale_->property("attnlensLabelForms").toStringList()) setColourBarLabels(scale_, scaleLabels);
+
+    updateImage(QColor::fromRgba(
+        gradient.color(std::clamp(0.0, range.lower, range.upper), QCPRange(range.lower, range.upper))));
+    return {gradient, QCPRange(range.lower, range.upper)};
+}
+
+void TokenMapView::fillPrefixCells(const RowData& row, const TokenLayout& keys, QCPColorGradient gradient,
+                                   const QCPRange& range) {
+    const TokenLayout& l = session_->layout();
+    const Preferences& prefs = session_->preferences();
+    // Prefix tokens share the colour range of the grid (keys' prefix tokens: a reduced layer's keys
+    // may keep fewer than the queries).
+    prefixValues_.assign(std::size_t(l.prefix), NAN);
+    prefixLabelParts_.assign(std::size_t(l.prefix), {});
+    for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
+        const double v = i < keys.prefix ? row.values[i] : NAN;
+        prefixValues_[std::size_t(i)] = v;
+        const QColor c = std::isfinite(v) ? QColor::fromRgba(gradient.color(v, range)) : prefs.nanColor;
+        prefixCells_[std::size_t(i)]->setBrush(c);
+        prefixLabelParts_[std::size_t(i)] = {prefixName(i, l.prefix), formatWeight(v)};
+        prefixLabels_[std::size_t(i)]->setText(QStringLiteral("%1  %2").arg(prefixName(i, l.prefix), formatWeight(v)));
+        prefixLabels_[std::size_t(i)]->setColor(labelColorOn(c));
+    }
+}
+
+void TokenMapView::placeQueryMarkers(const RowData& row, Index query) {
+    const TokenLayout& l = session_->layout();
+    // Window attention: the windows as the model cut them, the query's outlined (not for rollout,
+    // which runs over many layers).
+    const LayerInfo& layerOfMap = session_->layerInfo();
+    const int mapHead = session_->selection().head;
+    windows_.update(plot_, rect_,
+                    !row.rollout && layerOfMap.window ? &layerOfMap.window->partitionOf(mapHead) : nullptr, query);
+    if (l.isSpatial(query)) {
+        marker_.place(l.col(query), l.row(query));
+        marker_.setVisible(true);
+        prefixMarker_.setVisible(false);
+    } else {
+        marker_.setVisible(false);
+        const double w = prefixCellWidth(l);
+        prefixMarker_.place(-0.5 + (double(query) + 0.5) * w, 0, w / 2, 0.45);
+        prefixMarker_.setVisible(true);
+    }
+}
+
+QString TokenMapView::rowNote(const RowData& row, const AttentionLayout& geometry, const BranchKernel* branch,
+                              Index query, bool& alarming) const {
+    const TokenLayout& l = session_->layout();
+    const TokenLayout& keys = geometry.keys;
+    const Selection& sel = session_->selection();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
+    const LayerInfo& layerOfMap = session_->layerInfo();
+    const int mapHead = sel.head;
     double sum = 0;
     for (Index j = 0; j < row.values.size(); ++j)
         if (std::isfinite(row.values[j])) sum += row.values[j];
@@ -425,8 +453,17 @@ void TokenMapView::rebuild() {
                    .arg(keys.gridW)
                    .arg(keys.prefix > 0 ? QStringLiteral(" + %1 prefix").arg(keys.prefix) : QString()) +
                note;
-    note_->setTextColor(flagged || !branchError.isEmpty() ? QColor(180, 0, 0) : QColor(Qt::black));
-    setWrappedText(note_, note);
+    alarming = flagged || !branchError.isEmpty();
+    return note;
+}
+
+// A rollout still computing, or a map that cannot be had (an unreadable head, a rollout that
+// cannot be computed): no marker, grey prefix cells, and the reason.
+void TokenMapView::showWithoutMap(const RowData& row, Index query) {
+    const TokenLayout& l = session_->layout();
+    const Selection& sel = session_->selection();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
+    const LayerInfo& layer = session_->layerInfo();
     if (row.pending) {
         marker_.setVisible(false);
         prefixMarker_.setVisible(false);
@@ -442,7 +479,7 @@ void TokenMapView::rebuild() {
                                    .arg(sel.image));
         setWrappedText(note_, wrapText(session_->rollout().description(), 90));
         note_->setTextColor(QColor(Qt::black));
-    } else if (unreadable) {
+    } else {
         marker_.setVisible(false);
         prefixMarker_.setVisible(false);
         for (int i = 0; i < l.prefix && i < int(prefixCells_.size()); ++i) {
@@ -462,7 +499,6 @@ void TokenMapView::rebuild() {
         setWrappedText(note_, wrapText(row.error, 90));
         note_->setTextColor(QColor(180, 0, 0));
     }
-    fitAspect();
 }
 
 void TokenMapView::onMousePress(QMouseEvent* e) {

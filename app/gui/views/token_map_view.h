@@ -3,8 +3,11 @@
 // the input image's outlines drawn over it (adjustable opacity), the query marked, and the prefix tokens (CLS, ...) as
 // separate labelled cells below the grid. Clicking a cell makes it the query.
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "document/local_branch_store.h"
+#include "document/row_data.h"
 #include "views/plot_view.h"
 
 class QCheckBox;
@@ -59,6 +62,17 @@ protected:
 
 private:
     void buildLayout(const TokenLayout& layout);
+    // The colour scale of the row (sequential, or diverging for signed weights), its labels and
+    // the image's outline colour; returns the gradient and the range drawn.
+    std::pair<QCPColorGradient, QCPRange> applyColours(const RowData& row, bool withBranch);
+    void fillPrefixCells(const RowData& row, const TokenLayout& keys, QCPColorGradient gradient, const QCPRange& range);
+    // The windows (the query's outlined) and the query's marker on the grid or its prefix cell.
+    void placeQueryMarkers(const RowData& row, Index query);
+    // The note under the title: the row's sum and range or why it is flagged, the branch, windows,
+    // kernel and reduction notes; alarming when it reports a problem (drawn red).
+    QString rowNote(const RowData& row, const AttentionLayout& geometry, const BranchKernel* branch, Index query,
+                    bool& alarming) const;
+    void showWithoutMap(const RowData& row, Index query);
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);
     void updateImage(const QColor& zeroColour);
