@@ -209,7 +209,6 @@ void CompareView::rebuild() {
 
     const Selection& sel = session_->selection();
     const TokenLayout& l = session_->layout();
-    const TokenLayout& keys = session_->keyLayout();  // the row's weights (format.md 1c)
     const Preferences& prefs = session_->preferences();
     const auto& ps = session_->paradigms();
 
@@ -238,79 +237,23 @@ void CompareView::rebuild() {
     }
     if (shared_) shared_->setVisible(readError.isEmpty());
     // Pass 1: data and per-panel extents.
-    double lo = INFINITY, hi = -INFINITY;
-    bool anySigned = branch != nullptr;
+    SharedExtent extent;
+    extent.anySigned = branch != nullptr;
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
         const RowData& r = session_->mapContentRow(p.paradigm);
         fillTokenGrid(p.map, session_->attentionLayout(), r.values);
-        lo = std::min(lo, r.colourMin);
-        hi = std::max(hi, r.colourMax);
-        anySigned |= (!r.rollout && ps[std::size_t(p.paradigm)].signedWeights()) || r.minFinite < 0;
+        extent.lo = std::min(extent.lo, r.colourMin);
+        extent.hi = std::max(extent.hi, r.colourMax);
+        extent.anySigned |= (!r.rollout && ps[std::size_t(p.paradigm)].signedWeights()) || r.minFinite < 0;
     }
     // Pass 2: colours and titles.
     for (Panel& p : panels_) {
-        QString title;
         ColorRange range;
-        bool diverging = false;
-        if (p.paradigm >= 0) {
-            const Paradigm& para = ps[std::size_t(p.paradigm)];
-            const RowData& r = session_->mapContentRow(p.paradigm);
-            diverging =
-                sharedRange_ ? anySigned : ((!r.rollout && para.signedWeights()) || r.minFinite < 0 || r.withBranch);
-            if (heldRange_) diverging = anySigned || heldRange_->lower < 0;
-            range =
-                sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.colourMin, r.colourMax, diverging);
-            if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
-            title = QString::fromStdString(para.name);
-            // "rollout" is in the header: a longer title per panel would widen the grid of panels.
-            if (r.withBranch) title += QStringLiteral(" + M_c");
-            if (!readError.isEmpty()) {
-                // Nothing was computed: no weights, and no flag on rows that do not exist.
-                title += QStringLiteral(" (not shown)");
-            } else {
-                for (int i = 0; i < keys.prefix; ++i)
-                    title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(r.values[i]));
-                if (r.status != RowStatus::Ok)
-                    title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
-                else if (r.nonFiniteEntries > 0)
-                    title += QStringLiteral("  [FLAGGED: %1 non-finite weights]").arg(r.nonFiniteEntries);
-            }
-        } else {
-            // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used (or the rollouts).
-            const RowData& a = rollout ? session_->mapContentRow(diffA_) : session_->attentionRow(diffA_);
-            const RowData& b = rollout ? session_->mapContentRow(diffB_) : session_->attentionRow(diffB_);
-            const RowVector diff = a.values - b.values;
-            fillTokenGrid(p.map, session_->attentionLayout(), diff);
-            double dlo = INFINITY, dhi = -INFINITY;
-            for (Index j = 0; j < diff.size(); ++j)
-                if (std::isfinite(diff[j])) {
-                    dlo = std::min(dlo, diff[j]);
-                    dhi = std::max(dhi, diff[j]);
-                }
-            diverging = true;
-            range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
-            title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
-                                                  QString::fromStdString(ps[std::size_t(diffB_)].name));
-            if (!readError.isEmpty()) {
-                title += QStringLiteral(" (not shown)");
-            } else {
-                for (int i = 0; i < keys.prefix; ++i)
-                    title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(diff[i]));
-                // The query's distance, by the analyze statistic's definitions (symmetric in a, b).
-                if (!rollout && a.status == RowStatus::Ok && b.status == RowStatus::Ok) {
-                    DistanceReference reference;
-                    reference.name = ps[std::size_t(diffB_)].name;
-                    reference.matrix = b.values;
-                    const DistanceResult d = distanceToReference(Matrix(a.values), {}, reference);
-                    title += QStringLiteral("  · this query: total variation %1").arg(d.totalVariation.mean, 0, 'g', 3);
-                    if (d.jensenShannon.count > 0)
-                        title += QStringLiteral(", Jensen-Shannon %1 nats").arg(d.jensenShannon.mean, 0, 'g', 3);
-                }
-            }
-        }
-        const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
-                                             : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
+        const QString title = p.paradigm >= 0 ? paradigmPanel(p, extent, readError, range)
+                                              : differencePanel(p, rollout, readError, range);
+        const QCPColorGradient g = range.diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
+                                                   : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
         p.map->setGradient(g);
         p.map->setDataRange(QCPRange(range.lower, range.upper));
         if (p.scale) {
@@ -319,8 +262,8 @@ void CompareView::rebuild() {
         } else if (shared_) {
             shared_->setGradient(g);
             shared_->setDataRange(QCPRange(range.lower, range.upper));
-            shared_->axis()->setLabel(anySigned ? QStringLiteral("attention weight (signed, shared range)")
-                                                : QStringLiteral("attention weight (shared range)"));
+            shared_->axis()->setLabel(extent.anySigned ? QStringLiteral("attention weight (signed, shared range)")
+                                                       : QStringLiteral("attention weight (shared range)"));
         }
         setWrappedText(p.title, title);
         const Index query = rollout ? session_->rollout().query() : sel.query;
@@ -331,36 +274,8 @@ void CompareView::rebuild() {
             p.marker.setVisible(false);
         }
     }
-    const QString what = rollout  ? QStringLiteral("rollout")
-                         : branch ? QStringLiteral("E_c[q, k]")
-                                  : QStringLiteral("A[q, k]");
-    QString note = sharedRange_ ? QStringLiteral(
-                                      "colour: %1, one range for all paradigm panels · query framed · "
-                                      "prefix-token weights in the titles")
-                                      .arg(what)
-                                : QStringLiteral(
-                                      "colour: %1, own range per panel (signed: diverging, white = 0) · "
-                                      "query framed · prefix-token weights in the titles")
-                                      .arg(what);
     const QString branchError = rollout ? QString() : session_->branch().error();
-    if (rollout)  // one paragraph, wrapped: the note's width is the grid's minimum width
-        note = wrapText(session_->rollout().description() + QStringLiteral(" · ") + note, 110);
-    else if (branch)
-        note = QStringLiteral("with local branch (%1): every panel is E_c = A + M_c of its paradigm\n")
-                   .arg(branch->describe()) +
-               note;
-    else if (!branchError.isEmpty())
-        note = branchErrorNote(branchError, session_->path()) + '\n' + note;
-    else if (const QString status = session_->branch().status(); !status.isEmpty())
-        note = QStringLiteral("A, %1\n").arg(status) + note;
-    if (heldRange_) note += QStringLiteral(" · colour range held (all paradigm panels)");
-    if (!rollout) {
-        std::vector<Paradigm> shown;
-        for (int i : session_->selection().shown) shown.push_back(session_->paradigms()[std::size_t(i)]);
-        const int layer = sel.layer;
-        if (const QString kernel = kernelAppliedNote(session_->info(), std::span(&layer, 1), shown); !kernel.isEmpty())
-            note += '\n' + kernel;
-    }
+    QString note = noteText(branch.get(), rollout, branchError);
     if (!readError.isEmpty()) {
         for (Panel& p : panels_) p.marker.setVisible(false);
         note = wrapText(readError, 110);
@@ -381,6 +296,109 @@ void CompareView::rebuild() {
                                    .arg(sel.head);
     setWrappedText(header_, header);
     fitAspect();
+}
+
+QString CompareView::paradigmPanel(Panel& p, const SharedExtent& extent, const QString& readError,
+                                   ColorRange& range) const {
+    const auto& ps = session_->paradigms();
+    const TokenLayout& keys = session_->keyLayout();  // the row's weights (format.md 1c)
+    const double lo = extent.lo, hi = extent.hi;
+    const bool anySigned = extent.anySigned;
+    bool diverging = false;
+    QString title;
+    const Paradigm& para = ps[std::size_t(p.paradigm)];
+    const RowData& r = session_->mapContentRow(p.paradigm);
+    diverging = sharedRange_ ? anySigned : ((!r.rollout && para.signedWeights()) || r.minFinite < 0 || r.withBranch);
+    if (heldRange_) diverging = anySigned || heldRange_->lower < 0;
+    range = sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.colourMin, r.colourMax, diverging);
+    if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
+    title = QString::fromStdString(para.name);
+    // "rollout" is in the header: a longer title per panel would widen the grid of panels.
+    if (r.withBranch) title += QStringLiteral(" + M_c");
+    if (!readError.isEmpty()) {
+        // Nothing was computed: no weights, and no flag on rows that do not exist.
+        title += QStringLiteral(" (not shown)");
+    } else {
+        for (int i = 0; i < keys.prefix; ++i)
+            title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(r.values[i]));
+        if (r.status != RowStatus::Ok)
+            title += QStringLiteral("  [FLAGGED: %1]").arg(QString::fromUtf8(toString(r.status)));
+        else if (r.nonFiniteEntries > 0)
+            title += QStringLiteral("  [FLAGGED: %1 non-finite weights]").arg(r.nonFiniteEntries);
+    }
+    range.diverging = diverging;
+    return title;
+}
+
+QString CompareView::differencePanel(Panel& p, bool rollout, const QString& readError, ColorRange& range) const {
+    const auto& ps = session_->paradigms();
+    const TokenLayout& keys = session_->keyLayout();
+    QString title;
+    // E_a - E_b = A_a - A_b: the branch cancels, so the plain rows are used (or the rollouts).
+    const RowData& a = rollout ? session_->mapContentRow(diffA_) : session_->attentionRow(diffA_);
+    const RowData& b = rollout ? session_->mapContentRow(diffB_) : session_->attentionRow(diffB_);
+    const RowVector diff = a.values - b.values;
+    fillTokenGrid(p.map, session_->attentionLayout(), diff);
+    double dlo = INFINITY, dhi = -INFINITY;
+    for (Index j = 0; j < diff.size(); ++j)
+        if (std::isfinite(diff[j])) {
+            dlo = std::min(dlo, diff[j]);
+            dhi = std::max(dhi, diff[j]);
+        }
+    range = colorRangeFor(std::isfinite(dlo) ? dlo : 0, std::isfinite(dhi) ? dhi : 0, true);
+    title = QStringLiteral("%1 − %2").arg(QString::fromStdString(ps[std::size_t(diffA_)].name),
+                                          QString::fromStdString(ps[std::size_t(diffB_)].name));
+    if (!readError.isEmpty()) {
+        title += QStringLiteral(" (not shown)");
+    } else {
+        for (int i = 0; i < keys.prefix; ++i)
+            title += QStringLiteral("  %1 %2").arg(prefixName(i, keys.prefix), formatWeight(diff[i]));
+        // The query's distance, by the analyze statistic's definitions (symmetric in a, b).
+        if (!rollout && a.status == RowStatus::Ok && b.status == RowStatus::Ok) {
+            DistanceReference reference;
+            reference.name = ps[std::size_t(diffB_)].name;
+            reference.matrix = b.values;
+            const DistanceResult d = distanceToReference(Matrix(a.values), {}, reference);
+            title += QStringLiteral("  · this query: total variation %1").arg(d.totalVariation.mean, 0, 'g', 3);
+            if (d.jensenShannon.count > 0)
+                title += QStringLiteral(", Jensen-Shannon %1 nats").arg(d.jensenShannon.mean, 0, 'g', 3);
+        }
+    }
+    return title;
+}
+
+QString CompareView::noteText(const BranchKernel* branch, bool rollout, const QString& branchError) const {
+    const Selection& sel = session_->selection();
+    const QString what = rollout  ? QStringLiteral("rollout")
+                         : branch ? QStringLiteral("E_c[q, k]")
+                                  : QStringLiteral("A[q, k]");
+    QString note = sharedRange_ ? QStringLiteral(
+                                      "colour: %1, one range for all paradigm panels · query framed · "
+                                      "prefix-token weights in the titles")
+                                      .arg(what)
+                                : QStringLiteral(
+                                      "colour: %1, own range per panel (signed: diverging, white = 0) · "
+                                      "query framed · prefix-token weights in the titles")
+                                      .arg(what);
+    if (rollout)  // one paragraph, wrapped: the note's width is the grid's minimum width
+        note = wrapText(session_->rollout().description() + QStringLiteral(" · ") + note, 110);
+    else if (branch)
+        note = QStringLiteral("with local branch (%1): every panel is E_c = A + M_c of its paradigm\n")
+                   .arg(branch->describe()) +
+               note;
+    else if (!branchError.isEmpty())
+        note = branchErrorNote(branchError, session_->path()) + '\n' + note;
+    else if (const QString status = session_->branch().status(); !status.isEmpty())
+        note = QStringLiteral("A, %1\n").arg(status) + note;
+    if (heldRange_) note += QStringLiteral(" · colour range held (all paradigm panels)");
+    if (!rollout) {
+        std::vector<Paradigm> shown;
+        for (int i : session_->selection().shown) shown.push_back(session_->paradigms()[std::size_t(i)]);
+        const int layer = sel.layer;
+        if (const QString kernel = kernelAppliedNote(session_->info(), std::span(&layer, 1), shown); !kernel.isEmpty())
+            note += '\n' + kernel;
+    }
+    return note;
 }
 
 void CompareView::onMousePress(QMouseEvent* e) {

@@ -2,9 +2,12 @@
 // "Compare paradigms" (render --view compare): the token map of the same query under every shown paradigm, in a grid
 // (the layout of FLatten Fig. 3 and MALA Fig. 4); one click updates all. Colour range shared by all panels or per
 // panel; optionally a difference map A - B between two chosen paradigms.
+#include <cmath>
 #include <optional>
 #include <vector>
 
+#include "document/local_branch_store.h"
+#include "plot/color_maps.h"
 #include "views/plot_view.h"
 
 class QComboBox;
@@ -46,7 +49,18 @@ protected:
     void rebuild() override;
 
 private:
+    // Pass 1's colour extent over the paradigm panels (for the shared range).
+    struct SharedExtent {
+        double lo = INFINITY, hi = -INFINITY;
+        bool anySigned = false;
+    };
     void buildLayout();
+    // A paradigm panel's title (its name, prefix weights, flags) and colour range.
+    QString paradigmPanel(Panel& p, const SharedExtent& extent, const QString& readError, ColorRange& range) const;
+    // The difference panel A_a - A_b: its data, title (with this query's distances) and range.
+    QString differencePanel(Panel& p, bool rollout, const QString& readError, ColorRange& range) const;
+    // The note under the panels: what the colour is, the rollout or the branch, the kernel note.
+    QString noteText(const BranchKernel* branch, bool rollout, const QString& branchError) const;
     void syncControls();
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);

@@ -25,75 +25,58 @@ SpectrumView::SpectrumView(Session* session, QWidget* parent) : PlotView(session
     connect(session, &Session::spectraChanged, this, &PlotView::invalidate);
 }
 
-void SpectrumView::rebuild() {
-    if (!session_->isOpen()) {
-        resetWithTitle(plot_, QStringLiteral("no dump open"));
-        return;
-    }
-    const Selection& sel = session_->selection();
-    if (showReadError(plot_, session_, QStringLiteral("Singular value spectrum"))) {
-        session_->spectra().request(sel.shown);  // cancels spectra of the head shown before
-        waiting_ = false;
-        return;
-    }
-    auto* title = resetWithTitle(plot_, QString());
-    // With the local branch: each paradigm's A and E_c = A + M_c, each with its own threshold
-    // (the same tolerance rule, relative to its own sigma_max). A second, smaller title line says
-    // whether the branch is included and which channel.
-    const auto branch = session_->branch().kernel();
-    const QString branchError = session_->branch().error();
-    const QString status = session_->branch().status();
-    // The title stays short: it shares its column with the plot, and a wider title would squeeze
-    // the legend beside the plot out of a small window. The rest goes into a smaller second line.
-    auto* subtitle = addWrappedText(plot_, 9);
-    plot_->plotLayout()->addElement(1, 0, subtitle);
-    plot_->plotLayout()->setRowStretchFactor(1, 0.01);
-    auto* body = new QCPLayoutGrid;
-    plot_->plotLayout()->addElement(2, 0, body);
-    QCPAxisRect* rect = addRect(plot_, 0, 0, body);
-    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
-    setLogAxis(rect->axis(QCPAxis::atLeft));
-    rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("index k (descending order)"));
-    help_->setText(
-        branch
-            ? QStringLiteral("Singular values of A (thin) and of E_c = A + M_c (thick) of the selected head, "
-                             "per shown paradigm")
-            : QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"));
-    help_->setToolTip(help_->text());
-    rect->axis(QCPAxis::atLeft)
-        ->setLabel(branch ? QStringLiteral("singular value σ_k of A, of E_c = A + M_c")
-                          : QStringLiteral("singular value σ_k of A (dimensionless)"));
-    session_->spectra().request(sel.shown);
-    if (branch) session_->spectra().requestBranch(sel.shown);
-    // Two passes: the value range needs every spectrum, the floor markers need the range.
-    struct Curve {
-        const SpectrumResult* s;
-        QColor color;
-        QString name;
-        double width;
-        Qt::PenStyle thresholdStyle;
-    };
-    std::vector<Curve> curves;
-    int missing = 0;
-    QStringList failures;  // "softmax: <why>" for spectra that could not be computed
-    for (int p : sel.shown) {
-        const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
+namespace {
+
+// One line of the plot: a spectrum of A or of E_c = A + M_c under one paradigm.
+struct SpectrumCurve {
+    const SpectrumResult* s;
+    QColor color;
+    QString name;
+    double width;
+    Qt::PenStyle thresholdStyle;
+};
+
+// The shown paradigms' spectra that have landed (A's, and E_c's with the branch), counting those
+// still computing and listing those that failed ("softmax: <why>").
+std::vector<SpectrumCurve> spectrumCurves(Session& session, bool branch, int& missing, QStringList& failures) {
+    std::vector<SpectrumCurve> curves;
+    for (int p : session.selection().shown) {
+        const QString name = QString::fromStdString(session.paradigms()[std::size_t(p)].name);
         const QColor c = paradigmColor(p);
-        if (const SpectrumResult* s = session_->spectra().spectrum(p, false))
+        if (const SpectrumResult* s = session.spectra().spectrum(p, false))
             curves.push_back({s, branch ? c.lighter(125) : c, branch ? name + QStringLiteral(" A") : name,
                               branch ? 1.2 : 1.6, Qt::DashLine});
-        else if (const QString e = session_->spectra().error(p); !e.isEmpty())
+        else if (const QString e = session.spectra().error(p); !e.isEmpty())
             failures << QStringLiteral("%1: %2").arg(name, e);
         else
             ++missing;
         if (!branch) continue;
-        if (const SpectrumResult* e = session_->spectra().branchSpectrum(p, false))
+        if (const SpectrumResult* e = session.spectra().branchSpectrum(p, false))
             curves.push_back({e, c.darker(125), name + QStringLiteral(" A+M_c"), 2.4, Qt::DotLine});
-        else if (const QString e = session_->spectra().branchError(p); !e.isEmpty())
+        else if (const QString e = session.spectra().branchError(p); !e.isEmpty())
             failures << QStringLiteral("%1 A+M_c: %2").arg(name, e);
         else
             ++missing;
     }
+    return curves;
+}
+
+// Values at or below 1e-18 of the largest sit on marker rows at the bottom of the plot.
+struct FloorRows {
+    double floor = 0;    // the value axis' lower end before the rows
+    int rows = 0;        // marker rows drawn
+    long long size = 0;  // the longest spectrum's N
+    QStringList counts;  // "linear_relu 165": how many values of each spectrum are on the floor
+};
+
+// The curves, their floor markers and rank thresholds (and with the branch, the key to the
+// threshold lines) on rect and legend.
+FloorRows drawSpectra(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, const std::vector<SpectrumCurve>& curves,
+                      bool branch) {
+    using Curve = SpectrumCurve;
+    long long size = 0;
+    int row = 0;
+    QStringList floorCounts;
     // Values at or below 1e-18 of the largest (exact zeros of a low-rank head, round-off) would
     // squash the informative range: they sit on a floor marker row at the bottom instead.
     double top = 0;
@@ -120,9 +103,6 @@ void SpectrumView::rebuild() {
     int rows = 0;
     for (const Curve& c : curves) rows += onFloor(*c.s) > 0;
     yAxis->setRange(floor / std::pow(kRowStep, std::max(0, rows - 1)) / 1.8, yAxis->range().upper);
-    long long size = 0;
-    int row = 0;
-    QStringList floorCounts;  // "linear_relu 165": how many values of each spectrum are on the floor
     for (const Curve& c : curves) {
         const SpectrumResult& s = *c.s;
         size = std::max<long long>(size, s.size);
@@ -165,7 +145,7 @@ void SpectrumView::rebuild() {
             zeros->setObjectName(QStringLiteral("spectrumFloor"));
         }
         if (s.tolerance > 0) {
-            auto* line = new QCPItemStraightLine(plot_);
+            auto* line = new QCPItemStraightLine(plot);
             line->setClipAxisRect(rect);
             for (auto* pt : {line->point1, line->point2})
                 pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
@@ -184,6 +164,60 @@ void SpectrumView::rebuild() {
             key->addToLegend(legend);
         }
     }
+    return {floor, row, size, floorCounts};
+}
+
+}  // namespace
+
+void SpectrumView::rebuild() {
+    if (!session_->isOpen()) {
+        resetWithTitle(plot_, QStringLiteral("no dump open"));
+        return;
+    }
+    const Selection& sel = session_->selection();
+    if (showReadError(plot_, session_, QStringLiteral("Singular value spectrum"))) {
+        session_->spectra().request(sel.shown);  // cancels spectra of the head shown before
+        waiting_ = false;
+        return;
+    }
+    auto* title = resetWithTitle(plot_, QString());
+    // With the local branch: each paradigm's A and E_c = A + M_c, each with its own threshold
+    // (the same tolerance rule, relative to its own sigma_max). A second, smaller title line says
+    // whether the branch is included and which channel.
+    const auto branch = session_->branch().kernel();
+    const QString branchError = session_->branch().error();
+    const QString status = session_->branch().status();
+    // The title stays short: it shares its column with the plot, and a wider title would squeeze
+    // the legend beside the plot out of a small window. The rest goes into a smaller second line.
+    auto* subtitle = addWrappedText(plot_, 9);
+    plot_->plotLayout()->addElement(1, 0, subtitle);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.01);
+    auto* body = new QCPLayoutGrid;
+    plot_->plotLayout()->addElement(2, 0, body);
+    QCPAxisRect* rect = addRect(plot_, 0, 0, body);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
+    setLogAxis(rect->axis(QCPAxis::atLeft));
+    rect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("index k (descending order)"));
+    help_->setText(
+        branch
+            ? QStringLiteral("Singular values of A (thin) and of E_c = A + M_c (thick) of the selected head, "
+                             "per shown paradigm")
+            : QStringLiteral("Singular values of the selected head's attention matrix, one line per shown paradigm"));
+    help_->setToolTip(help_->text());
+    rect->axis(QCPAxis::atLeft)
+        ->setLabel(branch ? QStringLiteral("singular value σ_k of A, of E_c = A + M_c")
+                          : QStringLiteral("singular value σ_k of A (dimensionless)"));
+    session_->spectra().request(sel.shown);
+    if (branch) session_->spectra().requestBranch(sel.shown);
+    // Two passes: the value range needs every spectrum, the floor markers need the range.
+    int missing = 0;
+    QStringList failures;  // "softmax: <why>" for spectra that could not be computed
+    const std::vector<SpectrumCurve> curves = spectrumCurves(*session_, branch != nullptr, missing, failures);
+    const FloorRows floorRows = drawSpectra(plot_, rect, legend, curves, branch != nullptr);
+    const double floor = floorRows.floor;
+    const int row = floorRows.rows;
+    const long long size = floorRows.size;
+    const QStringList& floorCounts = floorRows.counts;
     waiting_ = missing > 0;
     rect->axis(QCPAxis::atBottom)->setRange(0, double(std::max<long long>(size, 2)) + 1);
     QString text = QStringLiteral("Singular value spectrum — image %1, layer %2, head %3")
