@@ -225,6 +225,18 @@ void MainWindow::createViews() {
 void MainWindow::createDocks() {
     auto* dock = new QDockWidget(QStringLiteral("Selection"), this);
     dock->setObjectName(QStringLiteral("selectionDock"));
+    QWidget* w = createSelectionForm();
+    // Scrolls on a short screen rather than making the window taller than it.
+    auto* dockPage = scrollingPage(w, QStringLiteral("selectionPage"));
+    dockPage->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    dockPage->setMinimumWidth(w->minimumSizeHint().width() + dockPage->verticalScrollBar()->sizeHint().width());
+    dock->setWidget(dockPage);
+    addDockWidget(Qt::LeftDockWidgetArea, dock);
+    connectSelectionControls();
+    createIssuesDock();
+}
+
+QWidget* MainWindow::createSelectionForm() {
     auto* w = new QWidget;
     auto* form = new QFormLayout(w);
     image_ = new QSpinBox;
@@ -264,6 +276,22 @@ void MainWindow::createDocks() {
     form->addRow(QStringLiteral("Query token"), query_);
     form->addRow(QString(), queryName_);
     form->addRow(QStringLiteral("Paradigm"), paradigm_);
+    addRolloutControls(form);
+    branch_ = new QCheckBox(QStringLiteral("With local branch"));
+    branch_->setObjectName(QStringLiteral("localBranch"));
+    branchChannel_ = new QComboBox;
+    branchChannel_->setObjectName(QStringLiteral("localBranchChannel"));
+    branchChannel_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    branchChannel_->setMinimumContentsLength(12);
+    form->addRow(branch_);
+    form->addRow(QStringLiteral("Branch channel"), branchChannel_);
+    form->addRow(new QLabel(QStringLiteral("Paradigms shown (comparison, statistics):")));
+    form->addRow(shown_);
+    form->addRow(QStringLiteral("Statistics over"), statsModel_);
+    return w;
+}
+
+void MainWindow::addRolloutControls(QFormLayout* form) {
     mapContent_ = new QComboBox;
     mapContent_->setObjectName(QStringLiteral("mapContent"));
     mapContent_->addItem(QStringLiteral("attention of the head"), QString::fromUtf8(toString(MapContent::Attention)));
@@ -320,24 +348,9 @@ void MainWindow::createDocks() {
     form->addRow(QStringLiteral("Maps show"), mapContent_);
     form->addRow(QStringLiteral("Rollout"), rolloutRow1);
     form->addRow(QString(), rolloutRow2);
-    branch_ = new QCheckBox(QStringLiteral("With local branch"));
-    branch_->setObjectName(QStringLiteral("localBranch"));
-    branchChannel_ = new QComboBox;
-    branchChannel_->setObjectName(QStringLiteral("localBranchChannel"));
-    branchChannel_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    branchChannel_->setMinimumContentsLength(12);
-    form->addRow(branch_);
-    form->addRow(QStringLiteral("Branch channel"), branchChannel_);
-    form->addRow(new QLabel(QStringLiteral("Paradigms shown (comparison, statistics):")));
-    form->addRow(shown_);
-    form->addRow(QStringLiteral("Statistics over"), statsModel_);
-    // Scrolls on a short screen rather than making the window taller than it.
-    auto* dockPage = scrollingPage(w, QStringLiteral("selectionPage"));
-    dockPage->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    dockPage->setMinimumWidth(w->minimumSizeHint().width() + dockPage->verticalScrollBar()->sizeHint().width());
-    dock->setWidget(dockPage);
-    addDockWidget(Qt::LeftDockWidgetArea, dock);
+}
 
+void MainWindow::connectSelectionControls() {
     connect(image_, &QSpinBox::valueChanged, this, [this](int v) {
         if (!syncing_) session_->setImage(v);
     });
@@ -399,7 +412,9 @@ void MainWindow::createDocks() {
             if (shown_->item(i)->checkState() == Qt::Checked) shown.push_back(i);
         session_->setShown(shown);
     });
+}
 
+void MainWindow::createIssuesDock() {
     issuesDock_ = new QDockWidget(QStringLiteral("Issues"), this);
     issuesDock_->setObjectName(QStringLiteral("issuesDock"));
     issues_ = new QTreeWidget;

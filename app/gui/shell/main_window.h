@@ -19,6 +19,7 @@ class QLabel;
 class QListWidget;
 class QProgressBar;
 class QSpinBox;
+class QFormLayout;
 class QTabWidget;
 class QToolButton;
 class QTreeWidget;
@@ -102,6 +103,12 @@ protected:
 private:
     void createViews();
     void createDocks();
+    // The Selection dock's form: image, model, layer, head, query, paradigm, map content and
+    // rollout options, local branch, paradigms shown, statistics coverage.
+    QWidget* createSelectionForm();
+    void addRolloutControls(QFormLayout* form);
+    void connectSelectionControls();  // the form's controls to the session
+    void createIssuesDock();
     void createMenus();
     void createStatusBar();
     void syncSelectionWidgets();

@@ -346,22 +346,68 @@ void SweepView::rebuild() {
     }
     const Selection& sel = session_->selection();
     const LayerInfo& layer = session_->layerInfo();
-    const int p = sweptParadigm();
-    const Paradigm& paradigm = session_->paradigms()[std::size_t(p)];
+    SweepSetup setup;
+    setup.paradigmIndex = sweptParadigm();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
     const SweepParameter parameter = this->parameter();
-    const QString name = QString::fromUtf8(sweepParameterName(parameter));
-    const bool allImages = session_->statistics().scope() == StatsScope::AllImages;
-    const QString scopeText = allImages ? QStringLiteral("all %1 images").arg(session_->info().images)
-                                        : QStringLiteral("image %1").arg(sel.image);
-    const QString title =
-        QStringLiteral("Sweep of %1 of %2 — layer %3, %4")
-            .arg(name, QString::fromStdString(paradigm.name), QString::fromStdString(layer.name), scopeText);
+    setup.name = QString::fromUtf8(sweepParameterName(parameter));
+    setup.allImages = session_->statistics().scope() == StatsScope::AllImages;
+    setup.scopeText = setup.allImages ? QStringLiteral("all %1 images").arg(session_->info().images)
+                                      : QStringLiteral("image %1").arg(sel.image);
+    setup.title = QStringLiteral("Sweep of %1 of %2 — layer %3, %4")
+                      .arg(setup.name, QString::fromStdString(paradigm.name), QString::fromStdString(layer.name),
+                           setup.scopeText);
     if (!rangeProblem_.isEmpty()) {
         statusText_ = QStringLiteral("range: ") + rangeProblem_;
-        showState(title, statusText_ + QStringLiteral(" — the last good range is kept: ") + range(), true);
+        showState(setup.title, statusText_ + QStringLiteral(" — the last good range is kept: ") + range(), true);
         return;
     }
-    SweepRequest request;
+    if (!prepareRequest(setup)) return;
+    const std::string key = sweepKey(setup.request);
+    shownKey_ = key;
+    auto& store = session_->sweeps();
+    submitSweep(setup, key);
+    const auto* found = store.find(key);  // a synchronous runner has delivered already
+    if (!found) {
+        const bool failed = store.failed(key), cancelled = store.cancelled(key);
+        waiting_ = !failed;
+        retry_->setVisible(failed);
+        statusText_ = cancelled ? QStringLiteral("Cancelled")
+                      : failed  ? QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path())
+                                : QStringLiteral("computing %1 points over %2… (progress below)")
+                                     .arg(setup.request.values.size())
+                                     .arg(setup.scopeText);
+        showState(setup.title, statusText_ + (failed ? QStringLiteral(" — Retry runs it again.") : QString()),
+                  failed && !cancelled);
+        return;
+    }
+    shown_ = *found;
+    save_->setEnabled(true);
+    const json& doc = *shown_;
+    const json* layerJson = nullptr;
+    for (const json& l : doc["layers"])
+        if (l["layer_position"] == sel.layer) layerJson = &l;
+    if (!layerJson || (*layerJson)["heads"].empty()) {
+        QStringList notes;
+        for (const json& n : doc["notes"]) notes << QString::fromStdString(n.get<std::string>());
+        statusText_ = QStringLiteral("FAILED: the sweep holds no record of layer %1%2")
+                          .arg(QString::fromStdString(layer.name),
+                               notes.isEmpty() ? QString()
+                                               : QStringLiteral(": ") +
+                                                     shortError(notes.join(QStringLiteral(" · ")), session_->path()));
+        showState(setup.title, statusText_, true);
+        return;
+    }
+    drawCurves(setup, doc, *layerJson);
+}
+
+bool SweepView::prepareRequest(SweepSetup& setup) {
+    const Selection& sel = session_->selection();
+    const LayerInfo& layer = session_->layerInfo();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
+    const SweepParameter parameter = this->parameter();
+    const QString& title = setup.title;
+    SweepRequest& request = setup.request;
     request.paradigm = paradigm;
     request.parameter = parameter;
     try {
@@ -370,34 +416,42 @@ void SweepView::rebuild() {
     } catch (const Error& e) {
         statusText_ = QStringLiteral("FAILED: ") + QString::fromStdString(e.what());
         showState(title, statusText_, true);
-        return;
+        return false;
     }
-    const bool alpha = parameter == SweepParameter::BranchWeight;
-    if (alpha && !layer.localBranch) {
+    setup.alpha = parameter == SweepParameter::BranchWeight;
+    if (setup.alpha && !layer.localBranch) {
         statusText_ = QStringLiteral(
                           "FAILED: layer %1 has no local branch, so alpha has nothing to weigh: choose "
                           "another parameter or a layer with a branch")
                           .arg(QString::fromStdString(layer.name));
         showState(title, statusText_, true);
-        return;
+        return false;
     }
     const Preferences& prefs = session_->preferences();
     request.analysis.layers = {sel.layer};
-    if (!allImages) request.analysis.images = {sel.image};
+    if (!setup.allImages) request.analysis.images = {sel.image};
     request.analysis.options = prefs.analysis;
     // alpha moves E = A + alpha M only: A's entropy and confusion stay where they are.
     request.analysis.options.stats =
-        StatSelection::parse(alpha ? "rank,local,distance" : "rank,local,entropy,confusion,distance");
-    request.analysis.options.localBranch.enabled = alpha;
+        StatSelection::parse(setup.alpha ? "rank,local,distance" : "rank,local,entropy,confusion,distance");
+    request.analysis.options.localBranch.enabled = setup.alpha;
     // The dock's Branch channel: one V channel's E_c (two SVDs per head and point, what N = 3136
     // affords), or every channel's (the median rank over them, as analyze's default).
-    const int channel = alpha && sel.localChannel >= 0 ? sel.localChannel : -1;
-    if (channel >= 0) request.analysis.options.localBranch.channels = {channel};
+    setup.channel = setup.alpha && sel.localChannel >= 0 ? sel.localChannel : -1;
+    if (setup.channel >= 0) request.analysis.options.localBranch.channels = {setup.channel};
     // As the other statistics views: an unreadable image is left out (the sweep's notes say which),
     // so that one damaged chunk does not cost the curves of every other image.
     request.analysis.skipUnreadable = true;
-    const std::string key = sweepKey(request);
-    shownKey_ = key;
+    return true;
+}
+
+void SweepView::submitSweep(const SweepSetup& setup, const std::string& key) {
+    const Selection& sel = session_->selection();
+    const LayerInfo& layer = session_->layerInfo();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
+    const SweepRequest& request = setup.request;
+    const QString& name = setup.name;
+    const bool allImages = setup.allImages;
     auto& store = session_->sweeps();
     const QString slot = QStringLiteral("sweep");
     if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
@@ -428,37 +482,20 @@ void SweepView::rebuild() {
             [session = session_](const std::shared_ptr<const json>&) { Q_EMIT session->headResultsChanged(); },
             [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
     }
-    const auto* found = store.find(key);  // a synchronous runner has delivered already
-    if (!found) {
-        const bool failed = store.failed(key), cancelled = store.cancelled(key);
-        waiting_ = !failed;
-        retry_->setVisible(failed);
-        statusText_ = cancelled ? QStringLiteral("Cancelled")
-                      : failed  ? QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path())
-                                : QStringLiteral("computing %1 points over %2… (progress below)")
-                                     .arg(request.values.size())
-                                     .arg(scopeText);
-        showState(title, statusText_ + (failed ? QStringLiteral(" — Retry runs it again.") : QString()),
-                  failed && !cancelled);
-        return;
-    }
-    shown_ = *found;
-    save_->setEnabled(true);
-    const json& doc = *shown_;
-    const json* layerJson = nullptr;
-    for (const json& l : doc["layers"])
-        if (l["layer_position"] == sel.layer) layerJson = &l;
-    if (!layerJson || (*layerJson)["heads"].empty()) {
-        QStringList notes;
-        for (const json& n : doc["notes"]) notes << QString::fromStdString(n.get<std::string>());
-        statusText_ = QStringLiteral("FAILED: the sweep holds no record of layer %1%2")
-                          .arg(QString::fromStdString(layer.name),
-                               notes.isEmpty() ? QString()
-                                               : QStringLiteral(": ") +
-                                                     shortError(notes.join(QStringLiteral(" · ")), session_->path()));
-        showState(title, statusText_, true);
-        return;
-    }
+}
+
+void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json& layerCurvesOf) {
+    const Selection& sel = session_->selection();
+    const LayerInfo& layer = session_->layerInfo();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
+    const SweepParameter parameter = this->parameter();
+    const Preferences& prefs = session_->preferences();
+    const json* layerJson = &layerCurvesOf;
+    const QString& title = setup.title;
+    const QString& name = setup.name;
+    const bool alpha = setup.alpha;
+    const int channel = setup.channel;
+    const int p = setup.paradigmIndex;
     const QVector<double> x = curveOf(doc["parameter"]["values"]);
     const json& layerCurves = (*layerJson)["statistics"];
     const QString reference = QString::fromStdString(prefs.analysis.distance.reference.name);

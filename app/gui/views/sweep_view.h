@@ -77,6 +77,22 @@ protected:
     void rebuild() override;
 
 private:
+    // What one rebuild sweeps and how it is titled.
+    struct SweepSetup {
+        QString title, name, scopeText;  // name: the parameter's
+        int paradigmIndex = 0;
+        bool allImages = false;
+        bool alpha = false;  // the branch weight: E = A + alpha M
+        int channel = -1;    // alpha of one V channel's E_c, -1 for every channel
+        SweepRequest request;
+    };
+    // The request of the selection, or false with the reason shown (a bad range, alpha on a layer
+    // without a branch).
+    bool prepareRequest(SweepSetup& setup);
+    // Submits the sweep unless it is stored, failed or computing.
+    void submitSweep(const SweepSetup& setup, const std::string& key);
+    // The panels: one statistic each, every head's curve, the mean, the model's value.
+    void drawCurves(const SweepSetup& setup, const nlohmann::json& doc, const nlohmann::json& layerJson);
     void syncControls();
     std::string sweepKey(const SweepRequest& request) const;
     void showState(const QString& title, const QString& state, bool error);
