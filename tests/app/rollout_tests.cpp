@@ -110,7 +110,7 @@ void RolloutTests::tokenMapShowsTheRolloutOfTheQueryAndOfCls() {
              qPrintable(why));
 }
 
-// Up to kRolloutProductMaxTokens the first rollout forms R_L ... R_1 once; every further query of
+// Up to RolloutStore::kProductMaxTokens the first rollout forms R_L ... R_1 once; every further query of
 // the same image, layers and options is one of its rows, shown without a job.
 void RolloutTests::furtherQueriesAreRowsOfTheProduct() {
     MainWindow& w = openWindow(small_);
@@ -144,7 +144,7 @@ void RolloutTests::furtherQueriesAreRowsOfTheProduct() {
              qPrintable(why));
 }
 
-// Above kRolloutProductMaxTokens each query's row is a job of its own (rolloutRow), checked against
+// Above RolloutStore::kProductMaxTokens each query's row is a job of its own (rolloutRow), checked against
 // the dense product; a query moved while one is computing drops the stale result.
 void RolloutTests::largeGridsComputeEachRowOnItsOwn() {
     const QString large = dir_.filePath("large-rollout.h5");

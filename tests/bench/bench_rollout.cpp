@@ -60,7 +60,7 @@ void BM_RolloutRow(benchmark::State& state, const std::string& paradigm, Index n
     state.counters["factorised"] = rolloutUsesFactorisedForm(m.layers[0], o) ? 1 : 0;
 }
 
-// The desktop program's first rollout at N <= Session::kRolloutProductMaxTokens: the whole product
+// The desktop program's first rollout at N <= RolloutStore::kProductMaxTokens: the whole product
 // R_L ... R_1, after which every further query's row is a row of it (no computation).
 void BM_RolloutProduct(benchmark::State& state, const std::string& paradigm, Index n, Index d) {
     const Model m(presetParadigm(paradigm), n, d);

@@ -1,6 +1,6 @@
 #pragma once
 // Attention rollout for the token map and the paradigm comparison (README "Rollout"): the rollout
-// row of rolloutQuery() through layers() under options(), computed in the background, one job slot
+// row of query() through layers() under options(), computed in the background, one job slot
 // per paradigm. Up to kProductMaxTokens tokens a job forms the whole product R_L ... R_1 once, so
 // that every further query's row is one of its rows at once; above it, each query's row is its own
 // job. Rows and products are kept by image, layers, options and paradigm; a failure (or the user's

@@ -1,6 +1,6 @@
 #pragma once
 // Statistics > Heads: a layers x heads grid per shown paradigm, coloured by one per-head statistic
-// of the per-layer report (Session::layerReport: the selected image or the mean over all images),
+// of the per-layer report (session.statistics().report(): the selected image or the mean over all images),
 // or each paradigm's difference from the first shown. Hover shows the value; a click selects that
 // layer and head in every view. Layers are those "Statistics over" covers.
 #include <vector>

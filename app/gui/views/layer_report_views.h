@@ -1,5 +1,5 @@
 #pragma once
-// Views of one analyzeDump report (Session::layerReport) over the selected image or all images,
+// Views of one analyzeDump report (session.statistics().report()) over the selected image or all images,
 // computed in the background with progress and cancel, and summarised by ReportSummary (the
 // aggregation behind the report's "summary"):
 //   LocalMassView   mean local k x k mass per layer, one line per paradigm, uniform baseline dashed
