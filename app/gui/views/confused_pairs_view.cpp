@@ -118,34 +118,7 @@ void ConfusedPairsView::rebuild() {
     const std::string k = key();
     const Selection& sel = session_->selection();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
-    auto& store = session_->confusedPairs();
-    const QString slot = QStringLiteral("confused pairs");
-    if (!store.find(k) && !store.failed(k) && !store.computing(session_->jobs(), slot, k)) {
-        // One head: a Gram matrix of its rows (low-rank for the kernel paradigms), on a worker.
-        std::shared_ptr<const AttentionHead> head;
-        std::shared_ptr<const HeadActivations> act;
-        try {
-            head = session_->currentHead(sel.paradigm);
-            act = session_->activations(session_->currentKey());
-        } catch (const Error& e) {
-            store.fail(k, JobFailure{e.kind(), QString::fromStdString(e.what())});
-        }
-        if (head && act) {
-            const ConfusionOptions options = session_->preferences().analysis.confusion;
-            store.trim(7);
-            store.submit(
-                session_->jobs(), slot, k,
-                QStringLiteral("confused pairs of %1").arg(QString::fromStdString(paradigm.name)),
-                [head, act, options](const JobContext&) {
-                    auto r = std::make_shared<Result>();
-                    r->list = confusedPairs(*head, act->q, options, std::size_t(kListedPairs));
-                    r->conditions = injectivityConditions(*head, act->k);
-                    return std::shared_ptr<const Result>(r);
-                },
-                [session = session_](const std::shared_ptr<const Result>&) { Q_EMIT session->headResultsChanged(); },
-                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
-        }
-    }
+    submitPairs(k);
     const QString error = errorText();
     const Result* r = result();
     auto* title = resetWithTitle(plot_, QString());
@@ -193,8 +166,47 @@ void ConfusedPairsView::rebuild() {
     conditions->setTextColor(c.conditionsMet ? QColor(Qt::black) : QColor(150, 60, 0));
     if (shownPair_ < 0 || shownPair_ >= int(r->list.pairs.size())) return;
 
+    drawPair(r->list.pairs[std::size_t(shownPair_)]);
+    fitAspect();
+}
+
+void ConfusedPairsView::submitPairs(const std::string& k) {
+    const Selection& sel = session_->selection();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
+    auto& store = session_->confusedPairs();
+    const QString slot = QStringLiteral("confused pairs");
+    if (!store.find(k) && !store.failed(k) && !store.computing(session_->jobs(), slot, k)) {
+        // One head: a Gram matrix of its rows (low-rank for the kernel paradigms), on a worker.
+        std::shared_ptr<const AttentionHead> head;
+        std::shared_ptr<const HeadActivations> act;
+        try {
+            head = session_->currentHead(sel.paradigm);
+            act = session_->activations(session_->currentKey());
+        } catch (const Error& e) {
+            store.fail(k, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        }
+        if (head && act) {
+            const ConfusionOptions options = session_->preferences().analysis.confusion;
+            store.trim(7);
+            store.submit(
+                session_->jobs(), slot, k,
+                QStringLiteral("confused pairs of %1").arg(QString::fromStdString(paradigm.name)),
+                [head, act, options](const JobContext&) {
+                    auto r = std::make_shared<Result>();
+                    r->list = confusedPairs(*head, act->q, options, std::size_t(kListedPairs));
+                    r->conditions = injectivityConditions(*head, act->k);
+                    return std::shared_ptr<const Result>(r);
+                },
+                [session = session_](const std::shared_ptr<const Result>&) { Q_EMIT session->headResultsChanged(); },
+                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
+        }
+    }
+}
+
+void ConfusedPairsView::drawPair(const ConfusedPair& pair) {
+    const Selection& sel = session_->selection();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     // The pair's two rows on the grid, one colour range, both queries framed on both maps.
-    const ConfusedPair& pair = r->list.pairs[std::size_t(shownPair_)];
     const auto headPtr = session_->currentHead(sel.paradigm);
     const TokenLayout& l = session_->layout();
     builtLayout_ = l;
@@ -249,7 +261,6 @@ void ConfusedPairsView::rebuild() {
                                                                    double(l.col(pair.p) - l.col(pair.q))),
                                                         'g', 4)
                                       : QStringLiteral("—")));
-    fitAspect();
 }
 
 }  // namespace attnlens::gui

@@ -43,6 +43,10 @@ protected:
 
 private:
     std::string key() const;
+    // Submits the selected head's confused pairs unless stored, failed or computing.
+    void submitPairs(const std::string& key);
+    // The pair's two rows on the grid in one colour range, both queries framed on both maps.
+    void drawPair(const ConfusedPair& pair);
     void fillTable(const Result& r);
 
     QTableWidget* table_ = nullptr;

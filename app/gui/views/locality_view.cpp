@@ -131,8 +131,6 @@ void LocalityView::rebuild() {
     }
     statusText_.clear();
     const LocalityGroup& g = report->groups[std::size_t(groupIndex_)];
-    const DumpInfo& info = session_->info();
-    const Selection& sel = session_->selection();
 
     auto* title = resetWithTitle(plot_, QString());
     setWrappedText(title, QStringLiteral("Locality — %1, %2 image%3, %4")
@@ -142,14 +140,24 @@ void LocalityView::rebuild() {
                               .arg(session_->statistics().coverageText()));
     auto* body = addBody(plot_, 1);
 
+    drawDistances(body, *report, g);
+    if (!drawOffsetMap(body, *report, g)) return;
+    body->setColumnStretchFactor(0, 1);
+    body->setColumnStretchFactor(1, 0.01);
+    body->setColumnStretchFactor(2, 1);
+    fitAspect();
+}
+
+void LocalityView::drawDistances(QCPLayoutGrid* body, const LocalityReport& report, const LocalityGroup& g) {
+    const DumpInfo& info = session_->info();
     // Left: mean distance per layer, mean over heads, a line per paradigm.
     QCPAxisRect* rect = addRect(plot_, 0, 0, body);
     QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
-    const std::vector<int>& layers = report->request.layers;
+    const std::vector<int>& layers = report.request.layers;
     QStringList names;
     for (int l : layers) names << QString::fromStdString(info.layers[std::size_t(l)].name);
     std::vector<double> all;
-    for (std::size_t p = 0; p < report->paradigms.size(); ++p) {
+    for (std::size_t p = 0; p < report.paradigms.size(); ++p) {
         QVector<double> x, y;
         for (std::size_t li = 0; li < layers.size(); ++li) {
             double sum = 0;
@@ -163,8 +171,8 @@ void LocalityView::rebuild() {
             y << (heads ? sum / heads : qQNaN());
             if (heads) all.push_back(sum / heads);
         }
-        const int sessionP = session_->paradigmIndex(report->paradigms[p].name);
-        addLine(rect, x, y, paradigmColor(std::max(0, sessionP)), QString::fromStdString(report->paradigms[p].name),
+        const int sessionP = session_->paradigmIndex(report.paradigms[p].name);
+        addLine(rect, x, y, paradigmColor(std::max(0, sessionP)), QString::fromStdString(report.paradigms[p].name),
                 legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
     fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
@@ -175,7 +183,10 @@ void LocalityView::rebuild() {
     layerAxis_ = bottom;
     layerNames_ = names;
     fitCategoryLabels(bottom, names);
+}
 
+bool LocalityView::drawOffsetMap(QCPLayoutGrid* body, const LocalityReport& report, const LocalityGroup& g) {
+    const Selection& sel = session_->selection();
     // Right: the offset map of the selected layer and head.
     auto* mapCell = new QCPLayoutGrid;
     body->addElement(0, 2, mapCell);
@@ -185,8 +196,8 @@ void LocalityView::rebuild() {
     const int reportParadigm = [&] {
         if (mapParadigm_ < 0) return -1;
         const std::string& name = session_->paradigms()[std::size_t(mapParadigm_)].name;
-        for (std::size_t p = 0; p < report->paradigms.size(); ++p)
-            if (report->paradigms[p].name == name) return int(p);
+        for (std::size_t p = 0; p < report.paradigms.size(); ++p)
+            if (report.paradigms[p].name == name) return int(p);
         return -1;
     }();
     for (const LocalityCell& c : g.cells)
@@ -196,7 +207,7 @@ void LocalityView::rebuild() {
                                      .arg(QString::fromStdString(session_->layerInfo().name))
                                      .arg(session_->statistics().coverageText()));
         mapTitle->setTextColor(QColor(180, 0, 0));
-        return;
+        return false;
     }
     const int r = std::min({radius_, shown_->gridH - 1, shown_->gridW - 1});
     // Spatial reduction: offsets on the key grid, from the query's key cell (format.md 1c).
@@ -209,7 +220,7 @@ void LocalityView::rebuild() {
                      : QStringLiteral("the query"))
             .arg(QString::fromStdString(session_->layerInfo().name))
             .arg(sel.head)
-            .arg(QString::fromStdString(report->paradigms[std::size_t(reportParadigm)].name)));
+            .arg(QString::fromStdString(report.paradigms[std::size_t(reportParadigm)].name)));
     auto* mapBody = new QCPLayoutGrid;
     mapBody->setColumnSpacing(0);
     mapCell->addElement(1, 0, mapBody);
@@ -243,7 +254,7 @@ void LocalityView::rebuild() {
         axis->setTicker(ticker);
     }
     const Preferences& prefs = session_->preferences();
-    const bool diverging = report->paradigms[std::size_t(reportParadigm)].signedWeights() || lo < 0;
+    const bool diverging = report.paradigms[std::size_t(reportParadigm)].signedWeights() || lo < 0;
     const ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);
     const QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                                 : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
@@ -258,10 +269,7 @@ void LocalityView::rebuild() {
     CellMarker centre;
     centre.create(plot_, mapRect_);
     centre.place(r, r);
-    body->setColumnStretchFactor(0, 1);
-    body->setColumnStretchFactor(1, 0.01);
-    body->setColumnStretchFactor(2, 1);
-    fitAspect();
+    return true;
 }
 
 }  // namespace attnlens::gui

@@ -12,6 +12,7 @@ class QSpinBox;
 
 namespace attnlens {
 struct LocalityReport;
+struct LocalityGroup;
 struct LocalityAccumulator;
 }  // namespace attnlens
 
@@ -48,6 +49,11 @@ protected:
 
 private:
     void syncControls(const LocalityReport* report);
+    // Left: the mean distance per layer (mean over heads), a line per paradigm.
+    void drawDistances(QCPLayoutGrid* body, const LocalityReport& report, const LocalityGroup& g);
+    // Right: the offset map of the selected layer and head; false (the reason drawn instead) when
+    // the layer is not among the statistics' layers.
+    bool drawOffsetMap(QCPLayoutGrid* body, const LocalityReport& report, const LocalityGroup& g);
 
     QComboBox* group_ = nullptr;
     QComboBox* paradigm_ = nullptr;

@@ -59,7 +59,6 @@ void MagnitudeView::rebuild() {
         return;
     }
     const Selection& sel = session_->selection();
-    const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
     if (showReadError(plot_, session_, QStringLiteral("Magnitude scaling"))) return;
     // (a) the row at several factors, keys in the order of their weight at a = 1.
     int shown = magnitudeParadigm_->currentData().isValid() ? magnitudeParadigm_->currentData().toInt() : -1;
@@ -72,6 +71,43 @@ void MagnitudeView::rebuild() {
                               .arg(sel.head);
     auto& store = session_->magnitudeCurves();
     const std::string key = curvesKey(shown);
+    submitCurves(key, shown);
+    const auto* found = store.find(key);  // a synchronous runner has delivered already
+    waiting_ = found == nullptr && !store.failed(key);
+    shown_ = found ? *found : nullptr;
+    if (!found) {
+        auto* title = resetWithTitle(plot_, QString());
+        setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
+        auto* state = addWrappedText(plot_, 10);
+        const bool failed = store.failed(key);
+        state->setTextColor(failed && !store.cancelled(key) ? QColor(180, 0, 0) : QColor(Qt::black));
+        plot_->plotLayout()->addElement(1, 0, state);
+        setWrappedText(state, !failed ? QStringLiteral("computing…")
+                              : store.cancelled(key)
+                                  ? QStringLiteral("Cancelled: computed again when the selection changes")
+                                  : QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path()));
+        return;
+    }
+    const std::shared_ptr<const MagnitudeCurves> data = *found;
+    auto* title = resetWithTitle(plot_, QString());
+    // The plots and their legend side by side under a title that spans both.
+    QCPLayoutGrid* body = addBody(plot_, 1);
+    auto* grid = new QCPLayoutGrid;
+    body->addElement(0, 0, grid);
+    QCPAxisRect* dist = addRect(plot_, 0, 0, grid);
+    QCPAxisRect* maxw = addRect(plot_, 0, 1, grid);
+    QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
+    QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
+
+    drawDistribution(dist, *data, shown);
+    drawCurves(maxw, ent, ratio, addSideLegend(plot_, 0, 1, body), *data);
+    setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
+}
+
+void MagnitudeView::submitCurves(const std::string& key, int shown) {
+    const Selection& sel = session_->selection();
+    const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
+    auto& store = session_->magnitudeCurves();
     const QString slot = QStringLiteral("magnitude");
     if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
         std::vector<std::pair<int, std::shared_ptr<const AttentionHead>>> heads;
@@ -106,33 +142,9 @@ void MagnitudeView::rebuild() {
                 [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
         }
     }
-    const auto* found = store.find(key);  // a synchronous runner has delivered already
-    waiting_ = found == nullptr && !store.failed(key);
-    shown_ = found ? *found : nullptr;
-    if (!found) {
-        auto* title = resetWithTitle(plot_, QString());
-        setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
-        auto* state = addWrappedText(plot_, 10);
-        const bool failed = store.failed(key);
-        state->setTextColor(failed && !store.cancelled(key) ? QColor(180, 0, 0) : QColor(Qt::black));
-        plot_->plotLayout()->addElement(1, 0, state);
-        setWrappedText(state, !failed ? QStringLiteral("computing…")
-                              : store.cancelled(key)
-                                  ? QStringLiteral("Cancelled: computed again when the selection changes")
-                                  : QStringLiteral("FAILED: ") + shortError(store.error(key), session_->path()));
-        return;
-    }
-    const std::shared_ptr<const MagnitudeCurves> data = *found;
-    auto* title = resetWithTitle(plot_, QString());
-    // The plots and their legend side by side under a title that spans both.
-    QCPLayoutGrid* body = addBody(plot_, 1);
-    auto* grid = new QCPLayoutGrid;
-    body->addElement(0, 0, grid);
-    QCPAxisRect* dist = addRect(plot_, 0, 0, grid);
-    QCPAxisRect* maxw = addRect(plot_, 0, 1, grid);
-    QCPAxisRect* ent = addRect(plot_, 1, 0, grid);
-    QCPAxisRect* ratio = addRect(plot_, 1, 1, grid);
+}
 
+void MagnitudeView::drawDistribution(QCPAxisRect* dist, const MagnitudeCurves& data, int shown) {
     const RowData& base = session_->attentionRow(shown);
     std::vector<Index> order(std::size_t(base.values.size()));
     std::iota(order.begin(), order.end(), Index(0));
@@ -143,8 +155,8 @@ void MagnitudeView::rebuild() {
         return va > vb;
     });
     const int shownKeys = int(std::min<Index>(48, base.values.size()));
-    const std::vector<double>& factors = data->rowFactors;
-    const Matrix& scaled = data->scaledRows;
+    const std::vector<double>& factors = data.rowFactors;
+    const Matrix& scaled = data.scaledRows;
     QCPLegend* distLegend = addLegend(plot_, dist, Qt::AlignTop | Qt::AlignRight);
     std::vector<double> distValues;
     QCPColorGradient fg;  // light to dark as a grows (no yellow: invisible on white)
@@ -169,17 +181,20 @@ void MagnitudeView::rebuild() {
     dist->axis(QCPAxis::atLeft)
         ->setLabel(QStringLiteral("A[q, key] of %1")
                        .arg(QString::fromStdString(session_->paradigms()[std::size_t(shown)].name)));
+}
 
+void MagnitudeView::drawCurves(QCPAxisRect* maxw, QCPAxisRect* ent, QCPAxisRect* ratio, QCPLegend* legend,
+                               const MagnitudeCurves& data) {
+    const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
     // (b-d) curves per shown paradigm.
-    QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
     std::vector<double> mv, ev, rv;
     QStringList nonPositive;
-    for (const auto& [p, c] : data->curves) {
+    for (const auto& [p, c] : data.curves) {
         bool positive = true;
         for (double v : c.ratio) positive &= !(std::isfinite(v) && !(v > 0));
         if (!positive) nonPositive << QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
     }
-    for (const auto& [p, c] : data->curves) {
+    for (const auto& [p, c] : data.curves) {
         const QColor col = paradigmColor(p);
         const QString name = QString::fromStdString(session_->paradigms()[std::size_t(p)].name);
         const QVector<double> x(c.factors.begin(), c.factors.end());
@@ -214,7 +229,6 @@ void MagnitudeView::rebuild() {
         ratio->axis(QCPAxis::atBottom)
             ->setLabel(QStringLiteral("query scale factor a\nratio \u2264 0 at some a (not drawn there): %1")
                            .arg(nonPositive.join(", ")));
-    setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
 }
 
 }  // namespace attnlens::gui

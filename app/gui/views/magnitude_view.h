@@ -29,6 +29,14 @@ protected:
 private:
     // Key of the selection's curves in Session::magnitudeCurves().
     std::string curvesKey(int rowParadigm) const;
+    // Submits the selection's curves (rows of `shown` at several factors, curves of the shown
+    // paradigms) unless stored, failed or computing.
+    void submitCurves(const std::string& key, int shown);
+    // (a) the query's row of `shown` at several factors, keys in the order of their weight at a = 1.
+    void drawDistribution(QCPAxisRect* dist, const MagnitudeCurves& data, int shown);
+    // (b-d) max weight, entropy and top / median ratio against a, one curve per shown paradigm.
+    void drawCurves(QCPAxisRect* maxw, QCPAxisRect* ent, QCPAxisRect* ratio, QCPLegend* legend,
+                    const MagnitudeCurves& data);
     bool waiting_ = false;
     std::shared_ptr<const MagnitudeCurves> shown_;
     QComboBox* magnitudeParadigm_ = nullptr;  // paradigm whose distribution is drawn (-1: the selected one)
