@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -46,20 +47,12 @@ DistanceReference distanceReferenceOf(const AttentionHead& reference, const Laye
     return distanceReference(reference, v);
 }
 
-AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
-                           const RecordSink* sink) {
-    const auto start = std::chrono::steady_clock::now();
-    retainFreedMemory();
-    validate(request.options);
-    if (!std::isfinite(request.queryScale) || !(request.queryScale > 0))
-        throwUsage("query scale: must be finite and > 0, got " + std::to_string(request.queryScale));
-    const DumpInfo& info = reader.info();
-    AnalysisReport report;
-    report.dump = info;
-    report.request = request;
-    report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
-    report.request.paradigms = report.paradigms;
-    AnalyzeRequest& req = report.request;
+namespace {
+
+// Every layer and image when none are given; Error(Usage) for a layer, image, head or branch
+// channel the dump does not have.
+void resolveSelection(const DumpInfo& info, AnalyzeRequest& req) {
+    const LocalBranchOptions& branchOptions = req.options.localBranch;
     if (req.layers.empty())
         for (int l = 0; l < int(info.layers.size()); ++l) req.layers.push_back(l);
     if (req.images.empty())
@@ -76,7 +69,6 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                 throwUsage("head " + std::to_string(h) + " out of range for layer '" + info.layers[l].name + "' (" +
                            std::to_string(info.layers[l].heads) + " heads)");
 
-    const LocalBranchOptions& branchOptions = req.options.localBranch;
     for (int l : req.layers) {
         const LayerInfo& layer = info.layers[std::size_t(l)];
         if (!branchOptions.enabled || !layer.localBranch) continue;
@@ -86,19 +78,127 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                            layer.name + "' (its v has " + std::to_string(layer.valueDim) +
                            " channels, numbered from 0)");
     }
-    // Which paradigms a layer's branch is analysed under (LocalBranchOptions::allParadigms).
-    auto branchApplies = [&](const LayerInfo& layer, int paradigm) {
-        if (!branchOptions.enabled || !layer.localBranch) return false;
-        if (branchOptions.allParadigms) return true;
-        const bool ownSelected = std::any_of(report.paradigms.begin(), report.paradigms.end(),
-                                             [&](const Paradigm& p) { return p.name == layer.attention; });
-        return !ownSelected || report.paradigms[std::size_t(paradigm)].name == layer.attention;
-    };
+}
 
-    struct Task {
-        int image, layer;
-    };
-    std::vector<Task> tasks;
+// The labels of the selected images, read before the work (one small read per image), so that
+// streamed records are summarised per label as they arrive. An unreadable label leaves its image
+// out of the per-label tables only, with a note.
+void readLabels(const DumpReader& reader, AnalysisReport& report) {
+    for (int b : report.request.images) {
+        try {
+            if (const std::optional<std::int64_t> label = reader.label(b)) report.labels[b] = *label;
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::Input) throw;
+            report.notes.push_back("image " + std::to_string(b) + " is left out of the per-label summary: " + e.what());
+        }
+    }
+}
+
+// One task's inputs: the layer's heads (V only for the distance's outputs and the local mass's
+// output share) and its local branch's weights, scaled by the branch weight.
+void readTaskInputs(const DumpReader& reader, const AnalyzeRequest& req, int image, int layerIndex,
+                    std::vector<HeadActivations>& heads, std::optional<LocalBranchWeights>& branchWeights) {
+    const LayerInfo& layer = reader.info().layers[std::size_t(layerIndex)];
+    const LocalBranchOptions& branchOptions = req.options.localBranch;
+    heads = reader.readLayer(image, layerIndex,
+                             (req.options.stats.distance || req.options.stats.local) && layer.hasValues());
+    if (branchOptions.enabled && layer.localBranch) {
+        branchWeights = reader.readLocalBranch(image, layerIndex);
+        if (branchOptions.weight != 1.0) {
+            for (double& w : branchWeights->weights) w *= branchOptions.weight;
+            for (double& b : branchWeights->bias) b *= branchOptions.weight;
+        }
+    }
+}
+
+struct AnalysisTask {
+    int image, layer;
+};
+
+// Whether a layer's branch is analysed under `paradigm` (LocalBranchOptions::allParadigms).
+bool branchApplies(const LocalBranchOptions& branchOptions, const std::vector<Paradigm>& paradigms,
+                   const LayerInfo& layer, int paradigm) {
+    if (!branchOptions.enabled || !layer.localBranch) return false;
+    if (branchOptions.allParadigms) return true;
+    const bool ownSelected =
+        std::any_of(paradigms.begin(), paradigms.end(), [&](const Paradigm& p) { return p.name == layer.attention; });
+    return !ownSelected || paradigms[std::size_t(paradigm)].name == layer.attention;
+}
+
+// One head of a task under every paradigm of the report, its records appended to out; false when
+// `stop` was set on the way. advance(steps, what) counts each finished paradigm.
+bool analyzeTaskHead(const AnalysisReport& report, const AnalysisTask& task, int h, const HeadActivations& act,
+                     const LocalBranchWeights* branchWeights, std::vector<HeadRecord>& out,
+                     const std::atomic<bool>& stop,
+                     const std::function<void(std::int64_t, const std::string&)>& advance) {
+    const AnalyzeRequest& req = report.request;
+    const LayerInfo& layer = report.dump.layers[std::size_t(task.layer)];
+    const HeadInputs in = headInputs(layer, act, h);
+    // The reference's matrix and outputs, once for all of the head's paradigms.
+    std::optional<DistanceReference> reference;
+    if (req.options.stats.distance)
+        reference =
+            distanceReferenceOf(AttentionHead(req.options.distance.reference, in), layer, act, h, branchWeights);
+    for (int p = 0; p < int(report.paradigms.size()); ++p) {
+        if (stop.load()) return false;
+        AttentionHead head(report.paradigms[p], in);
+        if (req.queryScale != 1.0) head.scaleQueries(req.queryScale);
+        HeadRecord rec;
+        rec.image = task.image;
+        rec.layer = task.layer;
+        rec.head = h;
+        rec.paradigm = p;
+        std::optional<LocalBranchHead> branch;
+        if (branchWeights && branchApplies(req.options.localBranch, report.paradigms, layer, p))
+            branch = LocalBranchHead{branchWeights,  layer.localBranch->channelMap, h,
+                                     layer.valueDim, layer.localBranch->kind,       localBranchGrid(layer, h).windows};
+        rec.stats =
+            analyzeHead(head, act.q, layer.attentionLayout(), req.options, branch ? &*branch : nullptr,
+                        reference ? &*reference : nullptr, layer.hasValues() && act.v.size() > 0 ? &act.v : nullptr);
+        out.push_back(std::move(rec));
+        advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " + std::to_string(h) +
+                       ", " + report.paradigms[p].name);
+    }
+    return true;
+}
+
+// The tasks' records, non-finite inputs and skipped layers into the report, in (image, layer,
+// head, paradigm) order whatever order the workers finished in.
+void collectResults(AnalysisReport& report, const std::vector<AnalysisTask>& tasks,
+                    std::vector<std::vector<HeadRecord>>& taskRecords,
+                    std::vector<std::vector<NonFiniteValue>>& taskNonFinite,
+                    std::vector<std::optional<std::string>>& taskSkipped) {
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+        for (auto& r : taskRecords[t]) report.records.push_back(std::move(r));  // empty when streamed
+        for (auto& nf : taskNonFinite[t]) report.nonFinite.push_back(nf);
+        if (taskSkipped[t]) report.skipped.push_back({tasks[t].image, tasks[t].layer, std::move(*taskSkipped[t])});
+    }
+    std::sort(report.skipped.begin(), report.skipped.end(), [](const SkippedLayer& a, const SkippedLayer& b) {
+        return std::tie(a.image, a.layer) < std::tie(b.image, b.layer);
+    });
+    std::sort(report.records.begin(), report.records.end(), [](const HeadRecord& a, const HeadRecord& b) {
+        return std::tie(a.image, a.layer, a.head, a.paradigm) < std::tie(b.image, b.layer, b.head, b.paradigm);
+    });
+}
+
+}  // namespace
+
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
+                           const RecordSink* sink) {
+    const auto start = std::chrono::steady_clock::now();
+    retainFreedMemory();
+    validate(request.options);
+    if (!std::isfinite(request.queryScale) || !(request.queryScale > 0))
+        throwUsage("query scale: must be finite and > 0, got " + std::to_string(request.queryScale));
+    const DumpInfo& info = reader.info();
+    AnalysisReport report;
+    report.dump = info;
+    report.request = request;
+    report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    report.request.paradigms = report.paradigms;
+    AnalyzeRequest& req = report.request;
+    resolveSelection(info, req);
+    std::vector<AnalysisTask> tasks;
     for (int b : req.images)
         for (int l : req.layers) tasks.push_back({b, l});
     std::vector<std::vector<HeadRecord>> taskRecords(tasks.size());
@@ -109,7 +209,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
         return list;
     };
     std::int64_t totalSteps = 0;
-    for (const Task& t : tasks) totalSteps += std::int64_t(headsOf(t.layer).size() * report.paradigms.size());
+    for (const AnalysisTask& t : tasks) totalSteps += std::int64_t(headsOf(t.layer).size() * report.paradigms.size());
     std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
     std::vector<std::optional<std::string>> taskSkipped(tasks.size());  // the read error of a skipped task
 
@@ -165,7 +265,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
 
     auto runTask = [&](std::size_t t) {
         if (stop.load()) return;
-        const Task task = tasks[t];
+        const AnalysisTask task = tasks[t];
         if (sink) {
             std::unique_lock lock(sinkMutex);
             sinkProgress.wait(lock, [&] { return stop.load() || t < written + window; });
@@ -176,16 +276,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             std::vector<HeadActivations> heads;
             std::optional<LocalBranchWeights> branchWeights;
             try {
-                // V only for the distance's outputs and the local mass's output share.
-                heads = reader.readLayer(task.image, task.layer,
-                                         (req.options.stats.distance || req.options.stats.local) && layer.hasValues());
-                if (branchOptions.enabled && layer.localBranch) {
-                    branchWeights = reader.readLocalBranch(task.image, task.layer);
-                    if (branchOptions.weight != 1.0) {
-                        for (double& w : branchWeights->weights) w *= branchOptions.weight;
-                        for (double& b : branchWeights->bias) b *= branchOptions.weight;
-                    }
-                }
+                readTaskInputs(reader, req, task.image, task.layer, heads, branchWeights);
             } catch (const Error& e) {
                 if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
                 taskSkipped[t] = e.what();
@@ -196,33 +287,9 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
             }
             for (int h : headsOf(task.layer)) {
                 for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
-                const HeadInputs in = headInputs(layer, heads[h], h);
-                // The reference's matrix and outputs, once for all of the head's paradigms.
-                std::optional<DistanceReference> reference;
-                if (req.options.stats.distance)
-                    reference = distanceReferenceOf(AttentionHead(req.options.distance.reference, in), layer, heads[h],
-                                                    h, branchWeights ? &*branchWeights : nullptr);
-                for (int p = 0; p < int(report.paradigms.size()); ++p) {
-                    if (stop.load()) return;
-                    AttentionHead head(report.paradigms[p], in);
-                    if (req.queryScale != 1.0) head.scaleQueries(req.queryScale);
-                    HeadRecord rec;
-                    rec.image = task.image;
-                    rec.layer = task.layer;
-                    rec.head = h;
-                    rec.paradigm = p;
-                    std::optional<LocalBranchHead> branch;
-                    if (branchWeights && branchApplies(layer, p))
-                        branch = LocalBranchHead{
-                            &*branchWeights, layer.localBranch->channelMap, h,
-                            layer.valueDim,  layer.localBranch->kind,       localBranchGrid(layer, h).windows};
-                    rec.stats = analyzeHead(head, heads[h].q, layer.attentionLayout(), req.options,
-                                            branch ? &*branch : nullptr, reference ? &*reference : nullptr,
-                                            layer.hasValues() && heads[h].v.size() > 0 ? &heads[h].v : nullptr);
-                    taskRecords[t].push_back(std::move(rec));
-                    advance(1, "image " + std::to_string(task.image) + ", layer " + layer.name + ", head " +
-                                   std::to_string(h) + ", " + report.paradigms[p].name);
-                }
+                if (!analyzeTaskHead(report, task, h, heads[h], branchWeights ? &*branchWeights : nullptr,
+                                     taskRecords[t], stop, advance))
+                    return;
             }
             if (sink) emitFinished(t);
         } catch (...) {
@@ -237,32 +304,12 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
 
     if (progress && !progress(AnalysisProgress{0, totalSteps, "starting"}))
         throw Error(ErrorKind::Cancelled, "analysis cancelled");
-    // Labels are read before the work (one small read per image), so that streamed records are
-    // summarised per label as they arrive. An unreadable label leaves its image out of the
-    // per-label tables only, with a note.
-    for (int b : req.images) {
-        try {
-            if (const std::optional<std::int64_t> label = reader.label(b)) report.labels[b] = *label;
-        } catch (const Error& e) {
-            if (e.kind() != ErrorKind::Input) throw;
-            report.notes.push_back("image " + std::to_string(b) + " is left out of the per-label summary: " + e.what());
-        }
-    }
+    readLabels(reader, report);
     if (sink && sink->begin) sink->begin(report);
     detail::parallelFor(tasks.size(), threads, runTask);
     if (cancelled) throw Error(ErrorKind::Cancelled, "analysis cancelled");
 
-    for (std::size_t t = 0; t < tasks.size(); ++t) {
-        for (auto& r : taskRecords[t]) report.records.push_back(std::move(r));  // empty when streamed
-        for (auto& nf : taskNonFinite[t]) report.nonFinite.push_back(nf);
-        if (taskSkipped[t]) report.skipped.push_back({tasks[t].image, tasks[t].layer, std::move(*taskSkipped[t])});
-    }
-    std::sort(report.skipped.begin(), report.skipped.end(), [](const SkippedLayer& a, const SkippedLayer& b) {
-        return std::tie(a.image, a.layer) < std::tie(b.image, b.layer);
-    });
-    std::sort(report.records.begin(), report.records.end(), [](const HeadRecord& a, const HeadRecord& b) {
-        return std::tie(a.image, a.layer, a.head, a.paradigm) < std::tie(b.image, b.layer, b.head, b.paradigm);
-    });
+    collectResults(report, tasks, taskRecords, taskNonFinite, taskSkipped);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
 }
