@@ -376,9 +376,8 @@ py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
     request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
-    const AnalysisReport report = runInterruptible<AnalysisReport>(
-        [&, shared] { return analyzeDump(*shared, request, [&](const AnalysisProgress&) { return !cancel.load(); }); },
-        cancel);
+    const AnalysisReport report =
+        runInterruptible<AnalysisReport>([&, shared] { return analyzeDump(*shared, request, {}, &cancel); }, cancel);
     ToolInfo tool;
     tool.name = "attnlens (Python)";
     tool.command = "analyze";
@@ -403,9 +402,8 @@ py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string&
     ToolInfo tool;
     tool.name = "attnlens (Python)";
     tool.command = "sweep";
-    const json j = runInterruptible<json>(
-        [&, shared] { return sweepDump(*shared, request, tool, [&](const SweepProgress&) { return !cancel.load(); }); },
-        cancel);
+    const json j =
+        runInterruptible<json>([&, shared] { return sweepDump(*shared, request, tool, {}, &cancel); }, cancel);
     return toPython(j);
 }
 
@@ -418,10 +416,7 @@ py::object pyLocality(PyDump& dump, const py::kwargs& kwargs) {
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
     const LocalityReport report = runInterruptible<LocalityReport>(
-        [&, shared] {
-            return localityOverDump(*shared, request, [&](const AnalysisProgress&) { return !cancel.load(); });
-        },
-        cancel);
+        [&, shared] { return localityOverDump(*shared, request, {}, &cancel); }, cancel);
     return toPython(localityToJson(report, radius));
 }
 

@@ -181,10 +181,60 @@ void collectResults(AnalysisReport& report, const std::vector<AnalysisTask>& tas
     });
 }
 
+// Streaming: finished tasks wait in their record lists until every earlier task has been written;
+// a worker does not start a task more than `window` tasks after the oldest unwritten one, so at
+// most about window + threads tasks' records are held at once. Without a sink, nothing waits.
+class OrderedRecordWriter {
+public:
+    OrderedRecordWriter(const RecordSink* sink, std::vector<std::vector<HeadRecord>>& taskRecords, std::size_t window,
+                        const std::atomic<bool>& stop)
+        : sink_(sink),
+          taskRecords_(taskRecords),
+          finished_(sink ? taskRecords.size() : 0, 0),
+          window_(window),
+          stop_(stop) {}
+    // Waits until task t is within the window of the oldest unwritten task; false when the run
+    // stopped meanwhile.
+    bool waitForTurn(std::size_t t) {
+        if (!sink_) return true;
+        std::unique_lock lock(mutex_);
+        progress_.wait(lock, [&] { return stop_.load() || t < written_ + window_; });
+        return !stop_.load();
+    }
+    // Task t is done: it and every finished task after it, in order, go to the sink.
+    void finished(std::size_t t) {
+        if (!sink_) return;
+        std::unique_lock lock(mutex_);
+        finished_[t] = 1;
+        while (written_ < taskRecords_.size() && finished_[written_]) {
+            sink_->write(std::move(taskRecords_[written_]));
+            std::vector<HeadRecord>().swap(taskRecords_[written_]);
+            ++written_;
+        }
+        progress_.notify_all();
+    }
+    // After the run's stop flag was set: no worker keeps waiting for its turn.
+    void wake() {
+        if (!sink_) return;
+        std::lock_guard lock(mutex_);
+        progress_.notify_all();
+    }
+
+private:
+    const RecordSink* sink_;
+    std::vector<std::vector<HeadRecord>>& taskRecords_;
+    std::vector<char> finished_;
+    std::size_t written_ = 0;
+    const std::size_t window_;
+    const std::atomic<bool>& stop_;
+    std::mutex mutex_;
+    std::condition_variable progress_;
+};
+
 }  // namespace
 
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
-                           const RecordSink* sink) {
+                           CancelToken cancel, const RecordSink* sink) {
     const auto start = std::chrono::steady_clock::now();
     retainFreedMemory();
     validate(request.options);
@@ -217,7 +267,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     const MemoryPlan memory = planMemory(info, req, memoryBudget());
     if (!memory.note.empty()) report.notes.push_back(memory.note);
     const int threads = std::max(1, std::min<int>(memory.threads, int(tasks.size())));
-    req.threads = threads;
+    req.threads = req.threads.withThreads(threads);
     // BLAS threads only for big heads analysed one at a time, and only as many as fit (planMemory
     // says why); the count before is restored when the analysis ends.
     const ScopedBlasThreads blasThreads(memory.blasThreads);
@@ -231,46 +281,22 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     std::mutex progressMutex;
     std::int64_t done = 0;
 
-    // Streaming: finished tasks wait in taskRecords until every earlier task has been written; a
-    // worker does not start a task more than `window` tasks after the oldest unwritten one, so at
-    // most about window + threads tasks' records are held at once.
-    std::mutex sinkMutex;
-    std::condition_variable sinkProgress;
-    std::vector<char> finished(sink ? tasks.size() : 0, 0);
-    std::size_t written = 0;
-    const std::size_t window = std::size_t(2 * threads + 2);
-    auto emitFinished = [&](std::size_t t) {
-        std::unique_lock lock(sinkMutex);
-        finished[t] = 1;
-        while (written < tasks.size() && finished[written]) {
-            sink->write(std::move(taskRecords[written]));
-            std::vector<HeadRecord>().swap(taskRecords[written]);
-            ++written;
-        }
-        sinkProgress.notify_all();
-    };
+    OrderedRecordWriter writer(sink, taskRecords, std::size_t(2 * threads + 2), stop);
 
-    // Counts `steps` finished steps and asks the progress callback whether to go on.
+    // Counts `steps` finished steps, reports them and looks at the cancel token.
     auto advance = [&](std::int64_t steps, const std::string& current) {
         std::lock_guard lock(progressMutex);
         done += steps;
-        if (!progress || progress(AnalysisProgress{done, totalSteps, current})) return;
+        if (progress) progress(AnalysisProgress{done, totalSteps, current});
+        if (!cancel.requested()) return;
         cancelled = true;
         stop = true;
-        if (sink) {
-            std::lock_guard wake(sinkMutex);
-            sinkProgress.notify_all();
-        }
+        writer.wake();
     };
 
     auto runTask = [&](std::size_t t) {
-        if (stop.load()) return;
+        if (stop.load() || !writer.waitForTurn(t)) return;
         const AnalysisTask task = tasks[t];
-        if (sink) {
-            std::unique_lock lock(sinkMutex);
-            sinkProgress.wait(lock, [&] { return stop.load() || t < written + window; });
-            if (stop.load()) return;
-        }
         try {
             const LayerInfo& layer = info.layers[task.layer];
             std::vector<HeadActivations> heads;
@@ -282,7 +308,7 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                 taskSkipped[t] = e.what();
                 advance(std::int64_t(headsOf(task.layer).size() * report.paradigms.size()),
                         "image " + std::to_string(task.image) + ", layer " + layer.name + ": skipped (unreadable)");
-                if (sink) emitFinished(t);
+                writer.finished(t);
                 return;
             }
             for (int h : headsOf(task.layer)) {
@@ -291,19 +317,16 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
                                      taskRecords[t], stop, advance))
                     return;
             }
-            if (sink) emitFinished(t);
+            writer.finished(t);
         } catch (...) {
             stop = true;
-            if (sink) {
-                std::lock_guard lock(sinkMutex);
-                sinkProgress.notify_all();
-            }
+            writer.wake();
             throw;  // parallelFor rethrows the first failure once every worker has ended
         }
     };
 
-    if (progress && !progress(AnalysisProgress{0, totalSteps, "starting"}))
-        throw Error(ErrorKind::Cancelled, "analysis cancelled");
+    if (progress) progress(AnalysisProgress{0, totalSteps, "starting"});
+    cancel.throwIfRequested("analysis");
     readLabels(reader, report);
     if (sink && sink->begin) sink->begin(report);
     detail::parallelFor(tasks.size(), threads, runTask);

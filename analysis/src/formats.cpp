@@ -14,7 +14,7 @@ namespace attnlens {
 
 using nlohmann::json;
 
-json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, const std::atomic<bool>* cancel) {
+json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, CancelToken cancel) {
     const DumpInfo& info = reader.info();
     validate(request.options);
     std::vector<int> layers = request.layers;
@@ -32,7 +32,7 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, co
         throwUsage("rollout: query " + std::to_string(request.query) + " is not a token of layer " +
                    printableText(info.layers[std::size_t(layers.front())].name) + " (" +
                    std::to_string(first.tokens()) + " tokens)");
-    const int threads = std::max(1, request.threads);
+    const ThreadBudget threads = request.threads;
     // Before anything is read: the row and grid of every paradigm are kept as JSON (about 100 bytes
     // per token each, with their text).
     checkFitsInMemory(rolloutMemoryBytes(info, layers, request.options, threads, 100.0 * double(paradigms.size())),

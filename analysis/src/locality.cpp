@@ -125,7 +125,8 @@ std::string groupName(const DumpInfo& info, std::int64_t label) {
 
 }  // namespace
 
-LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request, const ProgressFn& progress) {
+LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request, const ProgressFn& progress,
+                                CancelToken cancel) {
     const auto start = std::chrono::steady_clock::now();
     // Each head allocates a block of rows and its inputs: kept in the heap instead of being mapped
     // and zeroed by the kernel again for every head (most of the time otherwise).
@@ -159,7 +160,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     // Before anything is allocated: an absurd grid is a message, not minutes of paging.
     const MemoryPlan memory = planLocalityMemory(info, report.request, memoryBudgetBytes());
     const int threads = memory.threads;
-    report.request.threads = threadsOrProcessors(request.threads);
+    report.request.threads = request.threads.withThreads(request.threads.count());
 
     // The cells of one group, in (layer, head, paradigm) order; first[l]: where layer l's start.
     std::vector<LocalityCell> layout;
@@ -179,6 +180,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     for (int img : report.request.images) {
         for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].attentionLayout());
         detail::parallelFor(layers.size(), threads, [&](std::size_t li) {
+            cancel.throwIfRequested("locality");
             const int l = layers[li];
             const LayerInfo& layer = info.layers[std::size_t(l)];
             const std::vector<HeadActivations> heads = reader.readLayer(img, l, false);
@@ -204,8 +206,10 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
                 addTo(it->second);
             }
         ++done;
-        if (progress && !progress(AnalysisProgress{done, std::int64_t(report.request.images.size()),
-                                                   "image " + std::to_string(img)}))
+        if (progress)
+            progress(
+                AnalysisProgress{done, std::int64_t(report.request.images.size()), "image " + std::to_string(img)});
+        if (cancel.requested())
             throw Error(ErrorKind::Cancelled, "locality: cancelled after " + std::to_string(done) + " images");
     }
     report.groups.push_back(std::move(all));

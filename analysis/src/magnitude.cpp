@@ -536,7 +536,7 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
             }
         }
     };
-    const int budget = threadsOrProcessors(options.threads);
+    const int budget = options.threads.count();
     detail::parallelFor(std::size_t(chunks), meanMagnitudeCurveIsParallel(n, options.points) ? budget : 1, makeScratch,
                         measureChunk);
 

@@ -126,6 +126,13 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
     return read + head + dense + svd + rows + magnitude + values + distance + threadResidentBytes(n);
 }
 
+// The end of "more than the X GiB<shareText>": whose memory a plan was made within.
+std::string shareText(const ThreadBudget& budget) {
+    if (budget.parts() == 1) return " this process may use";
+    return " this computation may use (1/" + std::to_string(budget.parts()) +
+           " of what the process may use: it runs beside other computations)";
+}
+
 }  // namespace
 
 void useOneMallocArenaUnderAddressLimit() {
@@ -215,8 +222,12 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, doubl
     return planMemory(info, request, MemoryBudget{budgetBytes, 0});
 }
 
-MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& budget) {
+MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& processBudget) {
     MemoryPlan plan;
+    // A share of the machine plans within its share of the memory (ThreadBudget, execution.h).
+    const double fraction = request.threads.memoryFraction();
+    const MemoryBudget budget{processBudget.residentBytes * fraction, processBudget.addressBytes * fraction};
+    const std::string mayUse = shareText(request.threads);
     const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
     const AnalysisOptions& options = request.options;
     std::vector<int> layers = request.layers;
@@ -237,8 +248,8 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
             largest = &layer;
         }
     }
-    const int processors = detail::processorCount();
-    plan.threads = request.threads > 0 ? request.threads : processors;
+    const int processors = request.threads.processors();
+    plan.threads = request.threads.count();
     const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
     const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
 
@@ -270,8 +281,8 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
                    (residentShort ? std::string()
                                   : "; under ulimit -v also the " + formatGiB(kBlasBufferBytes) +
                                         " buffer OpenBLAS maps for its work") +
-                   "), more than the " + formatGiB(have) +
-                   " this process may use; select fewer layers or statistics (for kernel paradigms rank, "
+                   "), more than the " + formatGiB(have) + mayUse +
+                   "; select fewer layers or statistics (for kernel paradigms rank, "
                    "confusion and magnitude need no N x N matrix)");
     }
     if (largest && !fits(plan.threads, {})) {
@@ -357,7 +368,8 @@ double headFeatureBytes(const LayerInfo& layer) {
 }  // namespace
 
 double rolloutMemoryBytes(const DumpInfo& info, const std::vector<int>& layers, const RolloutOptions& options,
-                          int threads, double resultBytesPerToken) {
+                          ThreadBudget budget, double resultBytesPerToken) {
+    const int threads = budget.count();
     // Per selected layer: its activations (kept for every paradigm) and its heads of the paradigm
     // being rolled out. Per step (the largest layer): the row-block path's two block x n matrices
     // per worker and one partial row per block; with a discard ratio, the fused N x N matrix and a
@@ -406,8 +418,10 @@ MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& reque
             largest = &layer;
         }
     }
-    const int wanted = threadsOrProcessors(request.threads);
+    const int wanted = request.threads.count();
     plan.threads = std::max(1, std::min<int>(wanted, int(std::max<std::size_t>(1, layers.size()))));
+    budgetBytes *= request.threads.memoryFraction();
+    const std::string mayUse = shareText(request.threads);
     plan.budgetBytes = budgetBytes;
     if (budgetBytes <= 0 || largest == nullptr) return plan;
     const double need = sums + plan.perWorkerBytes;
@@ -416,13 +430,13 @@ MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& reque
                    " tokens, " + std::to_string(largest->keyTokens()) + " keys) needs about " + formatGiB(need) +
                    " of memory (the offset sums of every layer, head, paradigm and group, and one worker), more "
                    "than the " +
-                   formatGiB(budgetBytes) + " this process may use; select fewer layers, paradigms or images");
+                   formatGiB(budgetBytes) + mayUse + "; select fewer layers, paradigms or images");
     }
     const int fit = int(std::min<double>(plan.threads, std::floor((budgetBytes - sums) / plan.perWorkerBytes)));
     if (fit < plan.threads) {
         plan.note = "locality runs " + std::to_string(fit) + " worker(s) instead of " + std::to_string(plan.threads) +
                     ": each needs about " + formatGiB(plan.perWorkerBytes) + " beside the sums' " + formatGiB(sums) +
-                    ", of the " + formatGiB(budgetBytes) + " this process may use";
+                    ", of the " + formatGiB(budgetBytes) + mayUse;
         plan.threads = std::max(1, fit);
     }
     return plan;

@@ -14,6 +14,20 @@ namespace attnlens {
 int processorCount() { return int(std::max(1u, std::thread::hardware_concurrency())); }
 int threadsOrProcessors(int requested) { return requested > 0 ? requested : processorCount(); }
 
+ThreadBudget ThreadBudget::shareOf(int parts) {
+    ThreadBudget b;
+    b.parts_ = std::max(1, parts);
+    return b;
+}
+
+ThreadBudget ThreadBudget::withThreads(int threads) const {
+    ThreadBudget b = *this;
+    b.threads_ = threads;
+    return b;
+}
+
+int ThreadBudget::processors() const { return std::max(1, processorCount() / parts_); }
+
 }  // namespace attnlens
 
 namespace attnlens::detail {

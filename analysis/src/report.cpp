@@ -1163,7 +1163,7 @@ nlohmann::json reportOutcomeJson(const AnalysisReport& report) {
                                {"message", s.message}});
         j["skipped"] = std::move(skipped);
     }
-    j["timing"] = {{"seconds", report.seconds}, {"threads", report.request.threads}};
+    j["timing"] = {{"seconds", report.seconds}, {"threads", report.request.threads.count()}};
     return j;
 }
 

@@ -237,8 +237,8 @@ RowVector stepFactorised(const RolloutLayer& heads, const RowVector& r, const Ro
     return out;
 }
 
-void checkCancel(const std::atomic<bool>* cancel) {
-    if (cancel && cancel->load(std::memory_order_relaxed)) throw Error(ErrorKind::Cancelled, "rollout cancelled");
+void checkCancel(const CancelToken& cancel) {
+    if (cancel.requested()) throw Error(ErrorKind::Cancelled, "rollout cancelled");
 }
 
 // Blocks of at most kBlockRows rows, of equal size (197 rows: 99 + 98, not 128 + 69), so that two
@@ -278,7 +278,7 @@ RowVector stepFromMatrix(const Matrix& f, const RowVector& r, double w) {
 // is kept apart and the shares are summed in block order, so the row is the same on any number of
 // threads.
 RowVector stepByRows(const RolloutLayer& heads, const RowVector& r, const RolloutOptions& o, int threads,
-                     const std::atomic<bool>* cancel) {
+                     const CancelToken& cancel) {
     const Index n = r.size();
     const double w = o.residual;
     if (o.discardRatio > 0) return stepFromMatrix(fusedMatrix(heads, o), r, w);
@@ -327,8 +327,9 @@ bool rolloutUsesFactorisedForm(const RolloutLayer& layer, const RolloutOptions& 
     return factorisable(layer, options);
 }
 
-RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const RolloutOptions& options, int threads,
-                     const std::atomic<bool>* cancel) {
+RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const RolloutOptions& options,
+                     ThreadBudget budget, CancelToken cancel) {
+    const int threads = budget.count();
     const Index n = checkLayers(layers, options);
     if (query < 0 || query >= n)
         throwUsage("rollout: query " + std::to_string(query) + " is not a token (N = " + std::to_string(n) + ")");
@@ -371,8 +372,7 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
     return r;
 }
 
-Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options,
-                     const std::atomic<bool>* cancel) {
+Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options, CancelToken cancel) {
     const Index n = checkLayers(layers, options);
     Matrix result = Matrix::Identity(n, n);
     for (const RolloutLayer& layer : layers) {

@@ -209,7 +209,7 @@ double trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter, con
 }
 
 nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
-                         const SweepProgressFn& progress) {
+                         const SweepProgressFn& progress, CancelToken cancel) {
     if (request.values.empty()) throwUsage("sweep: no values");
     const auto start = std::chrono::steady_clock::now();
     const ParameterInfo& info = infoOf(request.parameter);
@@ -255,9 +255,9 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         std::atomic<std::int64_t> analysisTotal = 0;  // the point's steps (progress may come from workers)
         const ProgressFn analysisProgress = [&](const AnalysisProgress& p) {
             analysisTotal = p.total;
-            return !progress || progress(SweepProgress{point, points, p});
+            if (progress) progress(SweepProgress{point, points, p});
         };
-        const AnalysisReport report = analyzeDump(reader, req, analysisProgress, &sink);
+        const AnalysisReport report = analyzeDump(reader, req, analysisProgress, cancel, &sink);
         if (localityWanted) {
             LocalityRequest locality;
             locality.paradigms = req.paradigms;
@@ -271,10 +271,10 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                 const AnalysisProgress whole{
                     analysisTotal.load(), analysisTotal.load(),
                     "mean attention distance, image " + std::to_string(p.done) + " of " + std::to_string(p.total)};
-                return !progress || progress(SweepProgress{point, points, whole});
+                if (progress) progress(SweepProgress{point, points, whole});
             };
             try {
-                const LocalityReport distances = localityOverDump(reader, locality, localityProgress);
+                const LocalityReport distances = localityOverDump(reader, locality, localityProgress, cancel);
                 for (const LocalityCell& c : distances.groups.front().cells) {
                     std::vector<Mean>& curve = curves[{c.layer, c.head}]["mean_distance"];
                     curve.resize(std::size_t(points));
@@ -291,7 +291,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         if (point == 0) {
             provenance["input"] = reportOutcomeJson(report)["input"];
             provenance["input"].erase("sha256");
-            provenance["timing_threads"] = report.request.threads;
+            provenance["timing_threads"] = report.request.threads.count();
             // What skipUnreadable left out is the same at every point (the data, not the parameter).
             for (const SkippedLayer& skip : report.skipped)
                 skippedNotes.push_back("image " + std::to_string(skip.image) + ", layer " +

@@ -17,7 +17,7 @@
 
 namespace attnlens::cli {
 
-// Set by the first SIGINT or SIGTERM; polled by the progress callbacks and the cancel flags.
+// Set by the first SIGINT or SIGTERM: every long call gets it as its CancelToken (cancel.h).
 extern std::atomic<bool> gInterrupted;
 void installInterruptHandlers();
 void installFaultHandlers();
@@ -38,9 +38,8 @@ std::string commandLine(int argc, char** argv);
 class ProgressBar {
 public:
     explicit ProgressBar(bool enabled) : tty_(::isatty(2)), enabled_(enabled) {}
-    bool operator()(const AnalysisProgress& p) {
-        if (gInterrupted) return false;
-        if (!enabled_ || p.total == 0) return true;
+    void operator()(const AnalysisProgress& p) {
+        if (!enabled_ || p.total == 0) return;
         const int percent = int(100 * p.done / p.total);
         if (tty_) {
             const int width = 30, filled = int(width * p.done / p.total);
@@ -53,7 +52,6 @@ public:
             std::fprintf(stderr, "progress: %d%% (%lld/%lld)\n", percent, (long long)p.done, (long long)p.total);
         }
         std::fflush(stderr);
-        return true;
     }
 
 private:

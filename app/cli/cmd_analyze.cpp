@@ -105,7 +105,7 @@ int cmdAnalyze(int argc, char** argv) {
     AnalysisReport report;
     try {
         report = analyzeDump(
-            *reader, req, [&](const AnalysisProgress& p) { return bar(p); }, &sink);
+            *reader, req, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted, &sink);
     } catch (...) {
         stopHash = true;
         if (hash.valid()) hash.wait();
@@ -122,7 +122,7 @@ int cmdAnalyze(int argc, char** argv) {
                      printableText(skipped["message"].get<std::string>(), 1000).c_str());
     std::cout << formatSummary(j);
     std::printf("%lld records, %.2f s on %d threads\n", (long long)stream->records(), report.seconds,
-                report.request.threads);
+                report.request.threads.count());
     if (output) std::printf("wrote %s\n", output->c_str());
     if (!tablePath.empty()) std::printf("wrote %s\n", tablePath.c_str());
     return kExitOk;

@@ -50,31 +50,30 @@ using nlohmann::json;
 
 namespace attnlens::cli {
 
-int cmdInspect(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
-    if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
-    auto reader = openDump(a.positional[0]);
-    const DumpInfo& info = reader->info();
-    const std::vector<LayerModel> models = layerModels(info);
-    if (a.flag("--json")) {
-        json j = info.toJson();
-        json modelsJson = json::array();
-        for (const LayerModel& m : models) {
-            json layers = json::array();
-            for (int l : m.layers) layers.push_back(info.layers[std::size_t(l)].name);
-            modelsJson.push_back({{"name", m.name}, {"layers", layers}});
-        }
-        j["models"] = std::move(modelsJson);
-        if (!reader->unreadableDatasets().empty()) {
-            json unreadable = json::array();
-            for (const auto& [dataset, message] : reader->unreadableDatasets())
-                unreadable.push_back({{"dataset", dataset}, {"message", message}});
-            j["unreadable_datasets"] = std::move(unreadable);
-        }
-        std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-        requireEveryDatasetReadable(*reader);
-        return kExitOk;
+namespace {
+
+// inspect --json: the dump's description, its models and any dataset the open check could not walk.
+json inspectJson(const DumpReader& reader, const std::vector<LayerModel>& models) {
+    const DumpInfo& info = reader.info();
+    json j = info.toJson();
+    json modelsJson = json::array();
+    for (const LayerModel& m : models) {
+        json layers = json::array();
+        for (int l : m.layers) layers.push_back(info.layers[std::size_t(l)].name);
+        modelsJson.push_back({{"name", m.name}, {"layers", layers}});
     }
+    j["models"] = std::move(modelsJson);
+    if (!reader.unreadableDatasets().empty()) {
+        json unreadable = json::array();
+        for (const auto& [dataset, message] : reader.unreadableDatasets())
+            unreadable.push_back({{"dataset", dataset}, {"message", message}});
+        j["unreadable_datasets"] = std::move(unreadable);
+    }
+    return j;
+}
+
+// The file, its format, model, grid, images, classes and models.
+void printDumpSummary(const DumpInfo& info, const std::vector<LayerModel>& models) {
     std::printf("file          %s (%llu bytes)\n", info.path.c_str(), (unsigned long long)info.fileSize);
     std::printf("format        attnlens.dump version %d\n", info.formatVersion);
     std::printf("model         %s\n", info.model.empty() ? "(not recorded)" : info.model.c_str());
@@ -102,6 +101,10 @@ int cmdInspect(int argc, char** argv) {
                     std::to_string(m.layers.size()) + (m.layers.size() == 1 ? " layer)" : " layers)");
         std::printf("models        %zu: %s\n", models.size(), list.c_str());
     }
+}
+
+// One line per layer.
+void printLayerTable(const DumpInfo& info) {
     std::printf("layers        %zu\n\n", info.layers.size());
     std::printf("%-4s %-24s %5s %6s %5s %5s %-9s %-9s %-10s %-9s %-8s %s\n", "pos", "name", "heads", "N", "d", "dv",
                 "q/k", "v", "attention", "scale", "grid", "kernel_applied");
@@ -116,8 +119,9 @@ int cmdInspect(int argc, char** argv) {
                     l.vType ? toString(*l.vType) : "absent", l.attention.empty() ? "-" : l.attention.c_str(), scale,
                     grid.c_str(), l.kernelApplied ? "yes" : "no");
     }
-    const bool defaultScale =
-        std::any_of(info.layers.begin(), info.layers.end(), [](const LayerInfo& l) { return !l.scaleFromFile; });
+}
+
+void printLocalBranches(const DumpInfo& info) {
     bool anyBranch = false;
     for (std::size_t i = 0; i < info.layers.size(); ++i) {
         const auto& b = info.layers[i].localBranch;
@@ -136,6 +140,9 @@ int cmdInspect(int argc, char** argv) {
                     : b->windowScope         ? ", inside each window"
                                              : ", on the whole grid (not inside windows)");
     }
+}
+
+void printWindowAttention(const DumpInfo& info) {
     bool anyWindow = false;
     for (std::size_t i = 0; i < info.layers.size(); ++i) {
         const auto& w = info.layers[i].window;
@@ -158,6 +165,9 @@ int cmdInspect(int argc, char** argv) {
         std::printf("%-4zu %-24s %s, %d windows, %s\n", i, info.layers[i].name.c_str(), describe(w->rule).c_str(),
                     w->partition->windows(), w->hasPositionBias() ? "position bias" : "no position bias");
     }
+}
+
+void printSpatialReduction(const DumpInfo& info) {
     bool anyReduced = false;
     for (std::size_t i = 0; i < info.layers.size(); ++i) {
         const LayerInfo& l = info.layers[i];
@@ -169,6 +179,28 @@ int cmdInspect(int argc, char** argv) {
                     l.keyLayout.gridH, l.keyLayout.gridW, l.keyLayout.prefix, l.keyTokens(), l.layout.gridH,
                     l.layout.gridW, l.layout.prefix, l.tokens);
     }
+}
+
+}  // namespace
+
+int cmdInspect(int argc, char** argv) {
+    Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
+    if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
+    auto reader = openDump(a.positional[0]);
+    const DumpInfo& info = reader->info();
+    const std::vector<LayerModel> models = layerModels(info);
+    if (a.flag("--json")) {
+        std::cout << inspectJson(*reader, models).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+        requireEveryDatasetReadable(*reader);
+        return kExitOk;
+    }
+    printDumpSummary(info, models);
+    printLayerTable(info);
+    printLocalBranches(info);
+    printWindowAttention(info);
+    printSpatialReduction(info);
+    const bool defaultScale =
+        std::any_of(info.layers.begin(), info.layers.end(), [](const LayerInfo& l) { return !l.scaleFromFile; });
     if (!reader->unreadableDatasets().empty()) {
         std::printf("\nunreadable datasets (the open check could not walk their chunk index):\n");
         for (const auto& [dataset, message] : reader->unreadableDatasets())

@@ -69,7 +69,8 @@ int cmdLocality(int argc, char** argv) {
     const MemoryPlan memory = planLocalityMemory(info, req, memoryBudgetBytes());
     if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
     ProgressBar bar(!a.flag("--quiet"));
-    const LocalityReport report = localityOverDump(*reader, req, [&](const AnalysisProgress& p) { return bar(p); });
+    const LocalityReport report = localityOverDump(
+        *reader, req, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted);
     json j = localityToJson(report, radius);
     j["tool"] = {{"name", "attnlens-cli"}, {"version", ATTNLENS_VERSION}, {"command", commandLine(argc, argv)}};
 
@@ -94,7 +95,7 @@ int cmdLocality(int argc, char** argv) {
         std::printf("\n");
     }
     std::printf("%zu groups (all%s), %.2f s on %d threads\n", report.groups.size(),
-                report.groups.size() > 1 ? " and per label" : "", report.seconds, report.request.threads);
+                report.groups.size() > 1 ? " and per label" : "", report.seconds, report.request.threads.count());
     if (output) {
         writeFileAtomically(*output, localityText(j), {input});
         std::printf("wrote %s\n", output->c_str());

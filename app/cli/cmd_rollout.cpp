@@ -68,7 +68,7 @@ int cmdRollout(int argc, char** argv) {
     req.layers = layersFromText(a, info, true);
     req.query = parseQueryToken(*a.get("--query"), info.layers[std::size_t(req.layers.front())].layout, "--query");
     if (output) checkOutputWritable(*output, {a.positional[0]});
-    const json j = rolloutOverDump(*reader, req);
+    const json j = rolloutOverDump(*reader, req, &gInterrupted);
     for (const json& result : j["results"]) {
         const json& row = result["row"];
         std::size_t top = 0;

@@ -70,14 +70,17 @@ int cmdSweep(int argc, char** argv) {
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);
-    const json sweep = sweepDump(*reader, request, tool, [&](const SweepProgress& p) {
-        AnalysisProgress whole = p.analysis;
-        whole.done = std::int64_t(p.point) * p.analysis.total + p.analysis.done;
-        whole.total = std::int64_t(p.points) * p.analysis.total;
-        whole.current =
-            "point " + std::to_string(p.point + 1) + "/" + std::to_string(p.points) + ", " + p.analysis.current;
-        return bar(whole);
-    });
+    const json sweep = sweepDump(
+        *reader, request, tool,
+        [&](const SweepProgress& p) {
+            AnalysisProgress whole = p.analysis;
+            whole.done = std::int64_t(p.point) * p.analysis.total + p.analysis.done;
+            whole.total = std::int64_t(p.points) * p.analysis.total;
+            whole.current =
+                "point " + std::to_string(p.point + 1) + "/" + std::to_string(p.points) + ", " + p.analysis.current;
+            bar(whole);
+        },
+        &gInterrupted);
     if (output) writeFileAtomically(*output, sweep.dump(1) + "\n", {input});
     for (const json& note : sweep["notes"]) std::fprintf(stderr, "note: %s\n", note.get<std::string>().c_str());
     printCurves(sweep);

@@ -51,13 +51,13 @@ std::string sha256Hex(const void* data, std::size_t size) {
     return finish(c.get(), "sha256Hex");
 }
 
-std::string sha256File(const std::string& path, const std::atomic<bool>* cancel) {
+std::string sha256File(const std::string& path, CancelToken cancel) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throwInput(path + ": cannot be read to compute its SHA-256");
     DigestContext c = newSha256(path);
     std::vector<char> buffer(std::size_t(1) << 20);
     while (in) {
-        if (cancel && cancel->load()) throw Error(ErrorKind::Cancelled, path + ": SHA-256 cancelled");
+        cancel.throwIfRequested(path + ": SHA-256");
         in.read(buffer.data(), std::streamsize(buffer.size()));
         const std::streamsize got = in.gcount();
         if (got > 0 && EVP_DigestUpdate(c.get(), buffer.data(), std::size_t(got)) != 1)

@@ -34,7 +34,6 @@ TEST(AnalyzeDump, ReportsProgressAfterEveryHeadAndParadigm) {
     std::vector<AnalysisProgress> seen;
     const AnalysisReport report = analyzeDump(*reader, request, [&](const AnalysisProgress& p) {
         seen.push_back(p);  // calls are serialised by analyzeDump
-        return true;
     });
     // 2 images x 2 layers x 2 heads x 8 presets, plus the call before the first step.
     const std::int64_t steps = 2 * 2 * 2 * 8;
@@ -57,12 +56,16 @@ TEST(AnalyzeDump, CancelStopsWithinOneStepPerWorker) {
         request.threads = threads;
         request.options.stats = StatSelection::parse("entropy");
         std::int64_t calls = 0, lastDone = 0;
+        std::atomic<bool> cancel{false};
         try {
-            analyzeDump(*reader, request, [&](const AnalysisProgress& p) {
-                ++calls;
-                lastDone = p.done;
-                return p.done < 3;  // cancel at the third step
-            });
+            analyzeDump(
+                *reader, request,
+                [&](const AnalysisProgress& p) {
+                    ++calls;
+                    lastDone = p.done;
+                    if (p.done >= 3) cancel = true;  // cancel at the third step
+                },
+                &cancel);
             FAIL() << "not cancelled";
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::Cancelled);
@@ -74,7 +77,10 @@ TEST(AnalyzeDump, CancelStopsWithinOneStepPerWorker) {
     // A cancel before the first step: nothing is analysed.
     AnalyzeRequest request;
     std::int64_t calls = 0;
-    EXPECT_THROW(analyzeDump(*reader, request, [&](const AnalysisProgress&) { return ++calls > 100; }), Error);
+    std::atomic<bool> cancelled{true};
+    EXPECT_THROW(analyzeDump(
+                     *reader, request, [&](const AnalysisProgress&) { ++calls; }, &cancelled),
+                 Error);
     EXPECT_EQ(calls, 1);
 }
 

@@ -3,6 +3,7 @@
 // computation on random heads of every preset, and the dump driver against a per-image recomputation
 // (threads, labels, cancel, JSON).
 #include <gtest/gtest.h>
+#include <atomic>
 
 #include <algorithm>
 #include <cmath>
@@ -244,7 +245,14 @@ TEST_F(LocalityDumpTest, AllImagesAndLabelsAgreeWithAPerImageRecomputation) {
     }
 
     int calls = 0;
-    EXPECT_THROW(localityOverDump(*reader, req, [&](const AnalysisProgress&) { return ++calls < 2; }), Error);
+    std::atomic<bool> cancel{false};
+    EXPECT_THROW(localityOverDump(
+                     *reader, req,
+                     [&](const AnalysisProgress&) {
+                         if (++calls == 2) cancel = true;
+                     },
+                     &cancel),
+                 Error);
     EXPECT_EQ(calls, 2);
     req.perLabel = false;
     EXPECT_EQ(localityOverDump(*reader, req).groups.size(), 1u);

@@ -8,6 +8,8 @@
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/execution.h"
+#include "attnlens/analysis/locality.h"
 #include "attnlens/error.h"
 
 namespace attnlens {
@@ -121,6 +123,74 @@ TEST(PlanMemory, WorkersAndTheirMagnitudeCurvesShareTheProcessors) {
         EXPECT_EQ(plan.magnitudeThreads, std::max(1, processors / running));
         EXPECT_LE(running * plan.magnitudeThreads, std::max(processors, running));
     }
+}
+
+// ThreadBudget: a plain count reads as before, 0 is the share's processors, a share of `parts` has
+// processorCount() / parts of them (at least 1) and 1 / parts of the memory.
+TEST(ThreadBudget, CountsSharesAndMemoryFractions) {
+    const int processors = int(std::max(1u, std::thread::hardware_concurrency()));
+    EXPECT_EQ(processorCount(), processors);
+    const ThreadBudget whole;
+    EXPECT_EQ(whole.requested(), 0);
+    EXPECT_EQ(whole.count(), processors);
+    EXPECT_EQ(whole.parts(), 1);
+    EXPECT_DOUBLE_EQ(whole.memoryFraction(), 1.0);
+    const ThreadBudget four = 4;
+    EXPECT_EQ(four.count(), 4);
+    EXPECT_EQ(four.parts(), 1);
+    for (int parts : {1, 2, 3, 2 * processors}) {
+        SCOPED_TRACE(parts);
+        const ThreadBudget share = ThreadBudget::shareOf(parts);
+        EXPECT_EQ(share.parts(), parts);
+        EXPECT_EQ(share.count(), std::max(1, processors / parts));
+        EXPECT_EQ(share.processors(), share.count());
+        EXPECT_DOUBLE_EQ(share.memoryFraction(), 1.0 / parts);
+        // An explicit count keeps the share's memory fraction.
+        const ThreadBudget three = share.withThreads(3);
+        EXPECT_EQ(three.count(), 3);
+        EXPECT_EQ(three.parts(), parts);
+        EXPECT_EQ(three.withThreads(0).count(), share.count());
+    }
+    EXPECT_EQ(ThreadBudget::shareOf(0).parts(), 1);  // no share smaller than the whole
+    EXPECT_EQ(threadsOrProcessors(0), processors);
+    EXPECT_EQ(threadsOrProcessors(5), 5);
+}
+
+// Two computations side by side each plan within half the memory: what one worker fits alone does
+// not fit in a half share, and the message says whose memory it is.
+TEST(PlanMemory, AShareOfTheMachinePlansWithinItsShareOfTheMemory) {
+    const DumpInfo info = oneBigHead(4);
+    AnalyzeRequest request;
+    request.threads = 2;
+    const double perWorker = workerBytes(info.layers[0], presetParadigms(), request.options.stats);
+    const MemoryBudget roomForTwo{2.2 * perWorker, 0};
+    EXPECT_EQ(planMemory(info, request, roomForTwo).threads, 2);
+    request.threads = ThreadBudget::shareOf(2).withThreads(2);
+    const MemoryPlan half = planMemory(info, request, roomForTwo);
+    EXPECT_EQ(half.threads, 1);
+    EXPECT_NEAR(half.budgetBytes, 1.1 * perWorker, 1.0);
+    EXPECT_NE(half.note.find("using 1 thread instead of 2"), std::string::npos) << half.note;
+    request.threads = ThreadBudget::shareOf(3);
+    try {
+        planMemory(info, request, roomForTwo);
+        FAIL() << "a third of room for two workers held one";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Input);
+        EXPECT_NE(std::string(e.what()).find("this computation may use (1/3 of what the process may use"),
+                  std::string::npos)
+            << e.what();
+    }
+    // The share's processors, not the machine's, unless a count is given.
+    request.threads = ThreadBudget::shareOf(2);
+    EXPECT_EQ(planMemory(info, request, 0).threads, std::max(1, processorCount() / 2));
+
+    // Locality: the same rule.
+    LocalityRequest locality;
+    locality.threads = 2;
+    const MemoryPlan alone = planLocalityMemory(info, locality, 1e12);
+    EXPECT_NEAR(alone.budgetBytes, 1e12, 1.0);
+    locality.threads = ThreadBudget::shareOf(4).withThreads(2);
+    EXPECT_NEAR(planLocalityMemory(info, locality, 1e12).budgetBytes, 0.25e12, 1.0);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // report's "skipped" list through summary and merge, and the per-model summaries of a dump holding
 // several models (layer names <model>.<block>).
 #include <gtest/gtest.h>
+#include <atomic>
 
 #include <cmath>
 #include <cstdlib>
@@ -103,7 +104,6 @@ TEST_F(ModelsDump, SkipUnreadableLeavesOutOnlyTheDamagedImageLayer) {
     const AnalysisReport report = analyzeDump(*damagedReader, request(true), [&](const AnalysisProgress& p) {
         lastDone = p.done;
         total = p.total;
-        return true;
     });
     EXPECT_EQ(lastDone, total);  // the skipped steps count as done
     ASSERT_EQ(report.skipped.size(), 1u);
@@ -145,7 +145,7 @@ TEST_F(ModelsDump, StreamedRecordsAndSkippedListMatchTheReport) {
     sink.write = [&](std::vector<HeadRecord>&& records) {
         for (auto& r : records) streamed.push_back(std::move(r));
     };
-    const AnalysisReport report = analyzeDump(*reader, request(true), {}, &sink);
+    const AnalysisReport report = analyzeDump(*reader, request(true), {}, {}, &sink);
     EXPECT_TRUE(begun);
     EXPECT_TRUE(report.records.empty());
     ASSERT_EQ(report.skipped.size(), 1u);
@@ -161,8 +161,13 @@ TEST_F(ModelsDump, CancelStillEndsARunThatSkips) {
     r.threads = 1;
     const std::string message = test::errorMessage(
         [&] {
-            analyzeDump(*reader, r,
-                        [](const AnalysisProgress& p) { return p.current.find("skipped") == std::string::npos; });
+            std::atomic<bool> cancel{false};
+            analyzeDump(
+                *reader, r,
+                [&](const AnalysisProgress& p) {
+                    if (p.current.find("skipped") != std::string::npos) cancel = true;
+                },
+                &cancel);
         },
         ErrorKind::Cancelled);
     EXPECT_NE(message.find("cancelled"), std::string::npos);

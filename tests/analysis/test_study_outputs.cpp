@@ -172,7 +172,7 @@ json summaryOnlyReport(const test::TempDir& dir, const std::string& name, std::v
         stream.emplace(dir.file(name), std::vector<std::string>{}, header, ToolInfo{}, RecordDetail::None);
     };
     sink.write = [&](std::vector<HeadRecord>&& records) { stream->write(std::move(records)); };
-    const AnalysisReport report = analyzeDump(*reader, req, {}, &sink);
+    const AnalysisReport report = analyzeDump(*reader, req, {}, {}, &sink);
     stream->finish(report);
     std::ifstream in(dir.file(name));
     return json::parse(in);

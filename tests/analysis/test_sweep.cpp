@@ -5,6 +5,7 @@
 // scale) against the heads' own constants, per head where CSwin-like stripes make them differ.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "analysis_test_util.h"
@@ -225,6 +226,41 @@ TEST(Sweep, TrainedValuesOfRulesAreEachHeadsOwnConstants) {
     request.parameter = SweepParameter::FocusingPower;
     const json p = sweepDump(*reader, request, ToolInfo{});
     EXPECT_EQ(p["layers"][1]["heads"][1]["trained_value"], 3.0);
+}
+
+// One cancel shape: the token stops a sweep wherever it is, in a point's analysis or in its
+// mean-distance pass, and the progress callback only reports.
+TEST(Sweep, TheCancelTokenStopsAnyPartOfAnyPoint) {
+    test::TempDir dir;
+    const auto reader = DumpReader::open(synthDump(dir, "s.h5", smallDump()));
+    SweepRequest request;
+    request.paradigm = presetParadigm("softmax");
+    request.parameter = SweepParameter::QueryScale;
+    request.values = {0.5, 1.0, 2.0};
+    request.analysis.options.stats = StatSelection::parse("entropy");
+    request.analysis.threads = 1;
+    for (const std::string part : {"point 1 analysis", "point 1 distance"}) {
+        SCOPED_TRACE(part);
+        std::atomic<bool> cancel{false};
+        int lastPoint = -1;
+        bool sawDistance = false;
+        try {
+            sweepDump(
+                *reader, request, ToolInfo{},
+                [&](const SweepProgress& p) {
+                    lastPoint = p.point;
+                    const bool distance = p.analysis.current.find("mean attention distance") != std::string::npos;
+                    sawDistance = sawDistance || distance;
+                    if (p.point == 1 && (part == "point 1 distance" ? distance : p.analysis.done >= 2)) cancel = true;
+                },
+                &cancel);
+            FAIL() << "not cancelled";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.what();
+        }
+        EXPECT_EQ(lastPoint, 1);  // point 2 never started
+        EXPECT_TRUE(sawDistance);
+    }
 }
 
 }  // namespace

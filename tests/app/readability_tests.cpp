@@ -11,17 +11,22 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QThread>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <numeric>
+#include <optional>
 #include <vector>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
+#include "attnlens/sha256.h"
 #include "attnlens/synth.h"
 #include "document/example_dump.h"
 #include "document/head_results.h"
@@ -223,6 +228,7 @@ class ReadabilityTests : public AppTestFixture {
     Q_OBJECT
 private Q_SLOTS:
     void jobFailuresKeepTheirKind();
+    void jobsShareTheMachineAndStopLibraryCalls();
     void perHeadJobsLiveInTheSessionStores();
     void cancelledStatisticsOfferRetry();
     void failedStatisticsSayWhyAndOfferRetry();
@@ -317,6 +323,58 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     QTRY_VERIFY(store.find("fine") != nullptr);
     QCOMPARE(*store.find("fine"), 7);
     jobs.waitForIdle();
+}
+
+void ReadabilityTests::jobsShareTheMachineAndStopLibraryCalls() {
+    // Jobs run JobRunner::kConcurrentJobs at a time: each gets that share of the processors and of
+    // the memory (execution.h), so that two analyses side by side never plan as if alone; headless
+    // rendering runs one at a time and gets the whole machine.
+    JobRunner jobs;
+    std::optional<ThreadBudget> seen;
+    jobs.submit<int>(
+        "a", "budget", [](const JobContext& ctx) { return ctx.budget().parts(); },
+        [&](int& parts) { seen = ThreadBudget::shareOf(parts); });
+    QTRY_VERIFY(seen.has_value());
+    QCOMPARE(seen->parts(), JobRunner::kConcurrentJobs);
+    QCOMPARE(seen->count(), std::max(1, processorCount() / JobRunner::kConcurrentJobs));
+    JobRunner inline_;
+    inline_.setSynchronous(true);
+    int parts = 0;
+    inline_.submit<int>(
+        "a", "budget", [](const JobContext& ctx) { return ctx.budget().parts(); }, [&](int& p) { parts = p; });
+    QCOMPARE(parts, 1);
+
+    // The job's CancelToken is what stops a library call: the user's Cancel ends a SHA-256 of a
+    // large file between its blocks with Error(Cancelled), told to the submitter as a cancellation.
+    QTemporaryDir dir;
+    const std::string big = (dir.path() + QStringLiteral("/big.bin")).toStdString();
+    {
+        std::ofstream out(big, std::ios::binary);
+        const std::string block(1 << 20, 'x');
+        for (int i = 0; i < 256; ++i) out << block;
+    }
+    std::atomic<bool> started{false};
+    std::optional<JobFailure> failure;
+    jobs.submit<std::string>(
+        "b", "hash",
+        [&started, big](const JobContext& ctx) {
+            started = true;
+            while (!ctx.cancelled()) QThread::msleep(1);
+            return sha256File(big, ctx.cancelToken());
+        },
+        {}, [&](const JobFailure& f) { failure = f; });
+    QTRY_VERIFY(started.load());
+    jobs.cancel("b");
+    jobs.waitForIdle();
+    QVERIFY(failure.has_value() && failure->cancelled());
+    std::atomic<bool> flag{true};
+    bool threw = false;
+    try {
+        sha256File(big, &flag);
+    } catch (const Error& e) {
+        threw = e.kind() == ErrorKind::Cancelled;
+    }
+    QVERIFY(threw);
 }
 
 void ReadabilityTests::perHeadJobsLiveInTheSessionStores() {

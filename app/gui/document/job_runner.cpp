@@ -12,11 +12,7 @@ void JobContext::progress(long long done, long long total, const QString& what) 
     if (report_) report_(done, total, what);
 }
 
-JobRunner::JobRunner(QObject* parent) : QObject(parent) {
-    // Analyses use their own worker threads (analyzeDump's pool, OpenBLAS); two jobs at a time keep
-    // the GUI thread's core free on small machines.
-    pool_.setMaxThreadCount(2);
-}
+JobRunner::JobRunner(QObject* parent) : QObject(parent) { pool_.setMaxThreadCount(kConcurrentJobs); }
 
 JobRunner::~JobRunner() {
     for (auto& [slot, r] : running_) r.cancel->store(true);
@@ -94,6 +90,7 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::
 
     JobContext ctx;
     ctx.cancel_ = cancelFlag;
+    ctx.budget_ = synchronous_ ? ThreadBudget() : ThreadBudget::shareOf(kConcurrentJobs);
 
     if (synchronous_) {
         ctx.report_ = [](long long, long long, const QString&) {};

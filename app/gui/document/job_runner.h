@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/error.h"
 
 namespace attnlens::gui {
@@ -35,8 +36,13 @@ struct JobFailure {
 class JobContext {
 public:
     bool cancelled() const { return cancel_->load(std::memory_order_relaxed); }
-    // The flag itself, for library calls that poll one (sha256File).
-    const std::atomic<bool>* cancelFlag() const { return cancel_.get(); }
+    // What every long library call takes to be stopped by the user's Cancel (analyzeDump,
+    // localityOverDump, rolloutRow, sha256File, ...).
+    CancelToken cancelToken() const { return CancelToken(cancel_.get()); }
+    // This job's share of the machine: the pool runs kConcurrentJobs jobs at once, so each plans
+    // its threads and its memory within 1/kConcurrentJobs of them (the whole machine when the runner
+    // is synchronous: headless rendering runs one job at a time).
+    ThreadBudget budget() const { return budget_; }
     // May be called from any thread, as often as wanted; the display is throttled by the event loop.
     void progress(long long done, long long total, const QString& what) const;
 
@@ -44,11 +50,15 @@ private:
     friend class JobRunner;
     std::shared_ptr<std::atomic<bool>> cancel_;
     std::function<void(long long, long long, const QString&)> report_;
+    ThreadBudget budget_;
 };
 
 class JobRunner : public QObject {
     Q_OBJECT
 public:
+    // Jobs that run at once: analyses use their own worker threads (analyzeDump's pool, OpenBLAS);
+    // two keep the GUI thread's core free on small machines.
+    static constexpr int kConcurrentJobs = 2;
     explicit JobRunner(QObject* parent = nullptr);
     ~JobRunner() override;
 

@@ -213,17 +213,16 @@ QString RolloutStore::submitRow(int paradigm, const std::string& key) {
     if (const QString why = this->heads(paradigm, heads, headCounts); !why.isEmpty()) return why;
     const Index query = this->query();
     const RolloutOptions options = options_;
-    // Two jobs run at once (the comparison asks for one per paradigm): each gets half the processors.
-    const int threads = std::max(1, processorCount() / 2);
     const QString label =
         QStringLiteral("rollout (%1)").arg(QString::fromStdString(session_.paradigms()[std::size_t(paradigm)].name));
     rows_.trim(kRowsKept);
     Session& s = session_;
     rows_.submit(
         s.jobs(), QStringLiteral("rollout/%1").arg(paradigm), key, label,
-        [heads, headCounts, query, options, threads](const JobContext& ctx) {
+        [heads, headCounts, query, options](const JobContext& ctx) {
+            // The comparison asks for one row per paradigm: the jobs run side by side, each on its share.
             return rolloutRowData(
-                rolloutRow(rolloutLayersOf(heads, headCounts), query, options, threads, ctx.cancelFlag()), query);
+                rolloutRow(rolloutLayersOf(heads, headCounts), query, options, ctx.budget(), ctx.cancelToken()), query);
         },
         [&s](const RowData&) { Q_EMIT s.rolloutChanged(); }, s.jobFailureHandler(label, &Session::rolloutChanged));
     return {};
@@ -240,8 +239,8 @@ QString RolloutStore::submitProduct(int paradigm, const std::string& productKey)
     products_.submit(
         s.jobs(), QStringLiteral("rollout product/%1").arg(paradigm), productKey, label,
         [heads, headCounts, options](const JobContext& ctx) {
-            return std::shared_ptr<const Matrix>(
-                std::make_shared<Matrix>(rolloutMatrix(rolloutLayersOf(heads, headCounts), options, ctx.cancelFlag())));
+            return std::shared_ptr<const Matrix>(std::make_shared<Matrix>(
+                rolloutMatrix(rolloutLayersOf(heads, headCounts), options, ctx.cancelToken())));
         },
         [&s](const std::shared_ptr<const Matrix>&) { Q_EMIT s.rolloutChanged(); },
         s.jobFailureHandler(label, &Session::rolloutChanged));

@@ -219,11 +219,12 @@ std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
     locality_.submit(
         s.jobs(), kLocalitySlot, key, QStringLiteral("locality, all images"),
         [reader, req](const JobContext& ctx) {
-            return std::shared_ptr<const LocalityReport>(
-                std::make_shared<LocalityReport>(localityOverDump(*reader, req, [&ctx](const AnalysisProgress& p) {
-                    ctx.progress(p.done, p.total, QString::fromStdString(p.current));
-                    return !ctx.cancelled();
-                })));
+            LocalityRequest shared = req;
+            shared.threads = ctx.budget();
+            return std::shared_ptr<const LocalityReport>(std::make_shared<LocalityReport>(localityOverDump(
+                *reader, shared,
+                [&ctx](const AnalysisProgress& p) { ctx.progress(p.done, p.total, QString::fromStdString(p.current)); },
+                ctx.cancelToken())));
         },
         [&s](const std::shared_ptr<const LocalityReport>&) { Q_EMIT s.layerReportChanged(); },
         s.jobFailureHandler(QStringLiteral("locality"), &Session::layerReportChanged));
@@ -247,12 +248,14 @@ std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> Statisti
     const AnalyzeRequest& request, bool hash) const {
     auto reader = session_.reader();
     return [reader, request, hash](const JobContext& ctx) {
-        auto report = std::make_shared<AnalysisReport>(analyzeDump(*reader, request, [&ctx](const AnalysisProgress& p) {
-            ctx.progress(p.done, p.total, QString::fromStdString(p.current));
-            return !ctx.cancelled();
-        }));
+        AnalyzeRequest shared = request;
+        shared.threads = ctx.budget();  // its share: another job may run beside it
+        auto report = std::make_shared<AnalysisReport>(analyzeDump(
+            *reader, shared,
+            [&ctx](const AnalysisProgress& p) { ctx.progress(p.done, p.total, QString::fromStdString(p.current)); },
+            ctx.cancelToken()));
         // Provenance for exports; the views' reports skip hashing a possibly huge file.
-        if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path, ctx.cancelFlag());
+        if (hash && report->sha256.empty()) report->sha256 = sha256File(reader->info().path, ctx.cancelToken());
         return std::shared_ptr<const AnalysisReport>(report);
     };
 }

@@ -71,6 +71,136 @@ std::vector<std::string> renameSessionOption(int argc, char** argv) {
     return args;
 }
 
+// The desktop program's options (beside `attnlens render`'s, in render_command.cpp).
+struct StartOptions {
+    // For documentation: open, show a view, wait for its analyses, save the whole window, quit.
+    QCommandLineOption view{QStringLiteral("view"),
+                            QStringLiteral("view to show first (%1)").arg(attnlens::gui::viewIdList()),
+                            QStringLiteral("V")};
+    QCommandLineOption image{QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I")};
+    QCommandLineOption layer{QStringLiteral("layer"), QStringLiteral("layer position to show first"),
+                             QStringLiteral("L")};
+    QCommandLineOption query{QStringLiteral("query"), QStringLiteral("query token: its index, y,x on the grid, or cls"),
+                             QStringLiteral("Q")};
+    QCommandLineOption paradigm{QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
+                                QStringLiteral("P")};
+    QCommandLineOption opacity{QStringLiteral("opacity"),
+                               QStringLiteral("opacity of the input image's outlines over the token map, 0..100"),
+                               QStringLiteral("PCT")};
+    QCommandLineOption screenshot{
+        QStringLiteral("screenshot"),
+        QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
+        QStringLiteral("PNG")};
+    QCommandLineOption windowSize{QStringLiteral("window-size"), QStringLiteral("window size WxH"),
+                                  QStringLiteral("WxH")};
+    QCommandLineOption localBranch{QStringLiteral("local-branch"),
+                                   QStringLiteral("show the local branch (E_c = A + M_c) where layers have one")};
+    QCommandLineOption channel{QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
+                               QStringLiteral("C")};
+    QCommandLineOption sessionFile{
+        QStringList{QStringLiteral("session"), QString::fromLatin1(attnlens::gui::kSessionOptionAlias)},
+        QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
+                       "the other options then change it"),
+        QStringLiteral("JSON")};
+    QCommandLineOption rollout{QStringLiteral("rollout"),
+                               QStringLiteral("maps show the rollout of the query ('query') or of CLS ('cls')"),
+                               QStringLiteral("OF")};
+    QCommandLineOption firstMapTime{
+        QStringLiteral("first-map-time"),
+        QStringLiteral("print the wall-clock time (Unix seconds) at which the token map's first map was painted, "
+                       "then quit (tests/bench/gui_start_time.py)")};
+
+    void addTo(QCommandLineParser& parser) const {
+        parser.setApplicationDescription(
+            QStringLiteral("AttnLens: attention of vision transformers under softmax and linear paradigms.\n"
+                           "Without FILE or --session, the session of the last exit is restored, else the\n"
+                           "bundled example dump is opened.\n\n") +
+            attnlens::gui::renderUsage());
+        parser.addHelpOption();
+        parser.addVersionOption();
+        parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
+        parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize,
+                           sessionFile, rollout, firstMapTime});
+    }
+};
+
+// Opens what the command line names (a session, a file, the last session or the example) and
+// sizes the window; returns the size asked for (invalid when none). Error(Usage, Input) when the
+// command line cannot be followed.
+QSize openAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& parser, const StartOptions& o) {
+    const QStringList files = parser.positionalArguments();
+    if (parser.isSet(o.sessionFile)) {
+        // A session that cannot be restored is an error for a reproducible command line.
+        if (!window.openSession(parser.value(o.sessionFile))) attnlens::throwInput(window.lastError().toStdString());
+        if (!files.isEmpty()) attnlens::throwUsage("give either FILE or --session, not both");
+    } else if (!files.isEmpty()) {
+        window.openFile(files.front());
+    } else if (!window.restoreLastSession()) {
+        window.openExample();
+    }
+    // After the session, whose window layout it changes like any other option.
+    if (!parser.isSet(o.windowSize)) return {};
+    const QStringList wh = parser.value(o.windowSize).split('x');
+    if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
+    const QSize size(attnlens::parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
+                     attnlens::parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
+    window.resize(size);
+    return size;
+}
+
+// The selection and display options, in the order a user would set them. Numbers and indices are
+// read by the parser of attnlens-cli and `attnlens render` (list_parser.h): a bad value ends the
+// program with the same message and exit code.
+void selectAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& parser, const StartOptions& o) {
+    using attnlens::parseInt;
+    auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
+    attnlens::gui::Session* session = window.session();
+    if (session->isOpen()) {
+        const attnlens::DumpInfo& info = session->info();
+        if (parser.isSet(o.image)) session->setImage(parseInt(text(o.image), 0, info.images - 1, "--image"));
+        if (parser.isSet(o.layer)) session->setLayer(attnlens::parseLayer(text(o.layer), info, "--layer"));
+        if (parser.isSet(o.query))
+            session->setQuery(attnlens::Index(attnlens::parseQueryToken(text(o.query), session->layout(), "--query")));
+    }
+    if (parser.isSet(o.paradigm)) session->setParadigm(session->paradigmIndex(text(o.paradigm)));
+    if (parser.isSet(o.rollout)) {
+        const QString of = parser.value(o.rollout).trimmed().toLower();
+        if (of != QStringLiteral("query") && of != QStringLiteral("cls"))
+            attnlens::throwUsage("--rollout: 'query' or 'cls', got " + attnlens::quotedText(of.toStdString()));
+        session->setMapContent(of == QStringLiteral("cls") ? attnlens::gui::MapContent::RolloutOfCls
+                                                           : attnlens::gui::MapContent::RolloutOfQuery);
+    }
+    if (parser.isSet(o.opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(o.opacity), 0, 100, "--opacity"));
+    if (parser.isSet(o.view) && !attnlens::gui::findView(parser.value(o.view)))
+        attnlens::throwUsage("--view: unknown view \"" + text(o.view) + "\" (" +
+                             attnlens::gui::viewIdList().toStdString() + ")");
+    if (parser.isSet(o.channel))
+        session->setLocalChannel(parser.value(o.channel).trimmed().toLower() == QStringLiteral("mean")
+                                     ? -1
+                                     : parseInt(text(o.channel), 0, std::numeric_limits<int>::max(), "--channel"));
+}
+
+// --screenshot: once no job is running, the window (at `size` again: it can only grow while the
+// views fill in) is saved to `path` and the program quits (0, or 4 when it cannot be written).
+void saveWhenIdle(attnlens::gui::MainWindow& window, const QString& path, QSize size) {
+    attnlens::gui::Session* session = window.session();
+    auto poll = std::make_shared<std::function<void()>>();
+    *poll = [&window, session, path, poll, size]() {
+        if (session->jobs().busy()) {
+            QTimer::singleShot(200, &window, *poll);
+            return;
+        }
+        if (size.isValid()) window.resize(size);
+        // The picture once the layouts and plots have followed.
+        QTimer::singleShot(300, &window, [&window, path]() {
+            const bool ok = window.grab().save(path);
+            QTextStream(stderr) << (ok ? "wrote " : "could not write ") << path << "\n";
+            QApplication::exit(ok ? 0 : 4);
+        });
+    };
+    QTimer::singleShot(500, &window, *poll);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,139 +223,29 @@ int main(int argc, char** argv) {
         return attnlens::gui::runRender(QApplication::arguments().mid(2), out, err);
     }
 
+    const StartOptions options;
     QCommandLineParser parser;
-    parser.setApplicationDescription(
-        QStringLiteral("AttnLens: attention of vision transformers under softmax and linear paradigms.\n"
-                       "Without FILE or --session, the session of the last exit is restored, else the\n"
-                       "bundled example dump is opened.\n\n") +
-        attnlens::gui::renderUsage());
-    parser.addHelpOption();
-    parser.addVersionOption();
-    parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
-    // For documentation: open, show a view, wait for its analyses, save the whole window, quit.
-    const QCommandLineOption view(QStringLiteral("view"),
-                                  QStringLiteral("view to show first (%1)").arg(attnlens::gui::viewIdList()),
-                                  QStringLiteral("V"));
-    const QCommandLineOption image(QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I"));
-    const QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer position to show first"),
-                                   QStringLiteral("L"));
-    const QCommandLineOption query(QStringLiteral("query"),
-                                   QStringLiteral("query token: its index, y,x on the grid, or cls"),
-                                   QStringLiteral("Q"));
-    const QCommandLineOption paradigm(QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
-                                      QStringLiteral("P"));
-    const QCommandLineOption opacity(QStringLiteral("opacity"),
-                                     QStringLiteral("opacity of the input image's outlines over the token map, 0..100"),
-                                     QStringLiteral("PCT"));
-    const QCommandLineOption screenshot(
-        QStringLiteral("screenshot"),
-        QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
-        QStringLiteral("PNG"));
-    const QCommandLineOption windowSize(QStringLiteral("window-size"), QStringLiteral("window size WxH"),
-                                        QStringLiteral("WxH"));
-    const QCommandLineOption localBranch(QStringLiteral("local-branch"),
-                                         QStringLiteral("show the local branch (E_c = A + M_c) where layers have one"));
-    const QCommandLineOption channel(QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
-                                     QStringLiteral("C"));
-    const QCommandLineOption sessionFile(
-        QStringList{QStringLiteral("session"), QString::fromLatin1(attnlens::gui::kSessionOptionAlias)},
-        QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
-                       "the other options then change it"),
-        QStringLiteral("JSON"));
-    const QCommandLineOption rollout(QStringLiteral("rollout"),
-                                     QStringLiteral("maps show the rollout of the query ('query') or of CLS ('cls')"),
-                                     QStringLiteral("OF"));
-    const QCommandLineOption firstMapTime(
-        QStringLiteral("first-map-time"),
-        QStringLiteral("print the wall-clock time (Unix seconds) at which the token map's first map was painted, "
-                       "then quit (tests/bench/gui_start_time.py)"));
-    parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize,
-                       sessionFile, rollout, firstMapTime});
+    options.addTo(parser);
     parser.process(app);
 
-    // Numbers and indices are read by the parser of attnlens-cli and `attnlens render`
-    // (list_parser.h): a bad value ends the program with the same message and exit code.
-    using attnlens::parseInt;
-    auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
     attnlens::gui::MainWindow window;
-    attnlens::gui::Session* session = window.session();
-    if (parser.isSet(firstMapTime)) new FirstMapTimer(window.tokenMapView());
+    if (parser.isSet(options.firstMapTime)) new FirstMapTimer(window.tokenMapView());
     QSize requestedSize;  // --window-size
     try {
         window.show();
-        const QStringList files = parser.positionalArguments();
-        if (parser.isSet(sessionFile)) {
-            // A session that cannot be restored is an error for a reproducible command line.
-            if (!window.openSession(parser.value(sessionFile))) attnlens::throwInput(window.lastError().toStdString());
-            if (!files.isEmpty()) attnlens::throwUsage("give either FILE or --session, not both");
-        } else if (!files.isEmpty()) {
-            window.openFile(files.front());
-        } else if (!window.restoreLastSession()) {
-            window.openExample();
-        }
-        // After the session, whose window layout it changes like any other option.
-        if (parser.isSet(windowSize)) {
-            const QStringList wh = parser.value(windowSize).split('x');
-            if (wh.size() != 2) attnlens::throwUsage("--window-size: expected WxH, e.g. 1100x800");
-            requestedSize = QSize(parseInt(wh[0].toStdString(), 100, 20000, "--window-size"),
-                                  parseInt(wh[1].toStdString(), 100, 20000, "--window-size"));
-            window.resize(requestedSize);
-        }
-        if (session->isOpen()) {
-            const attnlens::DumpInfo& info = session->info();
-            if (parser.isSet(image)) session->setImage(parseInt(text(image), 0, info.images - 1, "--image"));
-            if (parser.isSet(layer)) session->setLayer(attnlens::parseLayer(text(layer), info, "--layer"));
-            if (parser.isSet(query))
-                session->setQuery(
-                    attnlens::Index(attnlens::parseQueryToken(text(query), session->layout(), "--query")));
-        }
-        if (parser.isSet(paradigm)) session->setParadigm(session->paradigmIndex(text(paradigm)));
-        if (parser.isSet(rollout)) {
-            const QString of = parser.value(rollout).trimmed().toLower();
-            if (of != QStringLiteral("query") && of != QStringLiteral("cls"))
-                attnlens::throwUsage("--rollout: 'query' or 'cls', got " + attnlens::quotedText(of.toStdString()));
-            session->setMapContent(of == QStringLiteral("cls") ? attnlens::gui::MapContent::RolloutOfCls
-                                                               : attnlens::gui::MapContent::RolloutOfQuery);
-        }
-        if (parser.isSet(opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(opacity), 0, 100, "--opacity"));
-        if (parser.isSet(view) && !attnlens::gui::findView(parser.value(view)))
-            attnlens::throwUsage("--view: unknown view \"" + text(view) + "\" (" +
-                                 attnlens::gui::viewIdList().toStdString() + ")");
-        if (parser.isSet(channel))
-            session->setLocalChannel(parser.value(channel).trimmed().toLower() == QStringLiteral("mean")
-                                         ? -1
-                                         : parseInt(text(channel), 0, std::numeric_limits<int>::max(), "--channel"));
+        requestedSize = openAsAsked(window, parser, options);
+        selectAsAsked(window, parser, options);
     } catch (const attnlens::Error& e) {
         QTextStream(stderr) << "attnlens: error: " << e.what() << "\n";
         // A command line that makes a picture must fail; one that starts the program for work
         // opens the window with the message (the options after the bad one are left out).
-        if (parser.isSet(screenshot)) return attnlens::exitCodeFor(e.kind());
+        if (parser.isSet(options.screenshot)) return attnlens::exitCodeFor(e.kind());
         if (window.lastError() != QString::fromUtf8(e.what()))
             window.showError(QStringLiteral("Cannot start as asked"), QString::fromUtf8(e.what()));
         return app.exec();
     }
-    if (parser.isSet(localBranch)) session->setLocalBranch(true);
-    if (parser.isSet(view)) window.showView(parser.value(view));
-
-    if (parser.isSet(screenshot)) {
-        const QString path = parser.value(screenshot);
-        const QSize size = requestedSize;
-        auto poll = std::make_shared<std::function<void()>>();
-        *poll = [&window, session, path, poll, size]() {
-            if (session->jobs().busy()) {
-                QTimer::singleShot(200, &window, *poll);
-                return;
-            }
-            // Once more, after the views filled in (the window can only grow while they do), then
-            // the picture once the layouts and plots have followed.
-            if (size.isValid()) window.resize(size);
-            QTimer::singleShot(300, &window, [&window, path]() {
-                const bool ok = window.grab().save(path);
-                QTextStream(stderr) << (ok ? "wrote " : "could not write ") << path << "\n";
-                QApplication::exit(ok ? 0 : 4);
-            });
-        };
-        QTimer::singleShot(500, &window, *poll);
-    }
+    if (parser.isSet(options.localBranch)) window.session()->setLocalBranch(true);
+    if (parser.isSet(options.view)) window.showView(parser.value(options.view));
+    if (parser.isSet(options.screenshot)) saveWhenIdle(window, parser.value(options.screenshot), requestedSize);
     return app.exec();
 }

@@ -273,131 +273,96 @@ bool HeadOverviewView::fitAspect() {
     return changed;
 }
 
-void HeadOverviewView::rebuild() {
-    panels_.clear();
-    layers_.clear();
-    heads_ = 0;
-    const QString what = QStringLiteral("Heads: %1 per layer and head").arg(headStatisticName(stat_));
-    // The grid's source: the per-layer report (its scope), or the locality report (all images).
-    const bool distance = stat_ == HeadStatistic::MeanDistance;
-    std::shared_ptr<const AnalysisReport> r;
-    std::shared_ptr<const LocalityReport> loc;
-    QString scopeText;
-    const std::vector<Paradigm>* reportParadigms = nullptr;
-    const DumpInfo* dump = nullptr;
-    if (distance) {
-        loc = session_->statistics().locality();
-        const QString all = QStringLiteral("all %1 images").arg(session_->info().images);
-        if (!loc) {
+std::vector<std::vector<double>> HeadOverviewView::GridSource::grid(HeadStatistic stat, int reportParadigm) const {
+    return locality ? meanDistanceGrid(*locality, reportParadigm) : headStatisticGrid(*report, stat, reportParadigm);
+}
+
+std::optional<HeadOverviewView::GridSource> HeadOverviewView::gridSource(const QString& what) {
+    GridSource source;
+    if (stat_ == HeadStatistic::MeanDistance) {
+        source.locality = session_->statistics().locality();
+        source.scope = QStringLiteral("all %1 images").arg(session_->info().images);
+        if (!source.locality) {
             const QString error = session_->statistics().localityError();
-            showState(what, all, error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty(), error,
-                      session_->statistics().localityCancelled());
-            return;
+            showState(what, source.scope, error.isEmpty() && session_->isOpen() && !session_->selection().shown.empty(),
+                      error, session_->statistics().localityCancelled());
+            return std::nullopt;
         }
         clearState();
-        layers_ = loc->request.layers;
-        reportParadigms = &loc->paradigms;
-        dump = &loc->dump;
-        scopeText = all;
-    } else {
-        r = report(what);
-        if (!r) return;
-        layers_ = r->request.layers;
-        reportParadigms = &r->paradigms;
-        dump = &r->dump;
-        scopeText = scopeDescription();
+        layers_ = source.locality->request.layers;
+        source.paradigms = &source.locality->paradigms;
+        source.dump = &source.locality->dump;
+        return source;
     }
-    auto grid = [&](int reportParadigm) {
-        return distance ? meanDistanceGrid(*loc, reportParadigm) : headStatisticGrid(*r, stat_, reportParadigm);
-    };
-    const Selection& sel = session_->selection();
-    for (int l : layers_) heads_ = std::max(heads_, dump->layers[std::size_t(l)].heads);
-    auto* title = resetWithTitle(plot_, QString());
-    std::vector<int> shown;  // report paradigm indices in the shown order
-    for (std::size_t p = 0; p < reportParadigms->size(); ++p) shown.push_back(int(p));
-    const bool diff = difference_ && shown.size() >= 2;
-    QString statisticName = headStatisticName(stat_);
-    if (distance) statisticName += QStringLiteral(" (grid units)");
-    if (r && reportContent() == ReportContent::Distance)
-        statisticName +=
-            QStringLiteral(" (reference: %1)").arg(QString::fromStdString(r->request.options.distance.reference.name));
-    setWrappedText(title,
-                   QStringLiteral("%1 per layer and head%2 — %3")
-                       .arg(statisticName)
-                       .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString((*reportParadigms)[0].name))
-                                 : QString())
-                       .arg(scopeText));
-    if (r) addReportNotes(*r);
-    auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
-    const std::vector<std::vector<double>> base = grid(0);
-    std::vector<int> panelParadigms;
-    for (int p : shown)
-        if (!diff || p != 0) panelParadigms.push_back(p);
-    const int n = int(panelParadigms.size());
-    double lo = INFINITY, hi = -INFINITY;
-    QStringList layerNames;
-    for (int l : layers_) layerNames << QString::fromStdString(dump->layers[std::size_t(l)].name);
-    const auto [cols, cellEstimate] = panelColumns(n, layerNames);
-    for (int i = 0; i < n; ++i) {
-        Panel p;
-        p.paradigm = session_->paradigmIndex((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name);
-        p.values = grid(panelParadigms[std::size_t(i)]);
-        if (diff)
-            for (std::size_t a = 0; a < p.values.size(); ++a)
-                for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= base[a][h];
-        auto* cell = new QCPLayoutGrid;
-        body->addElement(i / cols, i % cols, cell);
-        QCPTextElement* name = addWrappedText(plot_, 8, true);
-        cell->addElement(0, 0, name);
-        setWrappedText(name,
-                       QString::fromStdString((*reportParadigms)[std::size_t(panelParadigms[std::size_t(i)])].name));
-        p.name = name;
-        cell->setRowStretchFactor(0, 0.01);
-        p.rect = new QCPAxisRect(plot_);
-        cell->addElement(1, 0, p.rect);
-        setupGridAxes(p.rect, int(layers_.size()), heads_, QStringLiteral("head"), QString());
-        // Layer names on the left of the first panel of each row only, whose column is wider by
-        // their room.
-        QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
-        if (i % cols == 0)
-            for (int a = 0; a < int(layerNames.size()); ++a) names->addTick(a, layerNames[a]);
-        p.rect->axis(QCPAxis::atLeft)->setTicker(names);
-        p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(plot_->font().family(), 7));
-        p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
-        p.map->setInterpolate(false);
-        p.map->data()->setSize(heads_, int(layers_.size()));
-        p.map->data()->setRange(QCPRange(0, std::max(0, heads_ - 1)),
-                                QCPRange(0, std::max(0, int(layers_.size()) - 1)));
+    source.report = report(what);
+    if (!source.report) return std::nullopt;
+    layers_ = source.report->request.layers;
+    source.paradigms = &source.report->paradigms;
+    source.dump = &source.report->dump;
+    source.scope = scopeDescription();
+    return source;
+}
+
+HeadOverviewView::Panel HeadOverviewView::addPanel(QCPLayoutGrid* body, int index, int cols, const GridSource& source,
+                                                   int reportParadigm, const QStringList& layerNames,
+                                                   const std::vector<std::vector<double>>* base, double& lo,
+                                                   double& hi) {
+    const std::string& paradigmName = (*source.paradigms)[std::size_t(reportParadigm)].name;
+    Panel p;
+    p.paradigm = session_->paradigmIndex(paradigmName);
+    p.values = source.grid(stat_, reportParadigm);
+    if (base)
         for (std::size_t a = 0; a < p.values.size(); ++a)
-            for (int h = 0; h < heads_; ++h) {
-                const double v = h < int(p.values[a].size()) ? p.values[a][std::size_t(h)] : qQNaN();
-                p.map->data()->setCell(h, int(a), v);
-                if (std::isfinite(v)) {
-                    lo = std::min(lo, v);
-                    hi = std::max(hi, v);
-                }
+            for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= (*base)[a][h];
+    auto* cell = new QCPLayoutGrid;
+    body->addElement(index / cols, index % cols, cell);
+    QCPTextElement* name = addWrappedText(plot_, 8, true);
+    cell->addElement(0, 0, name);
+    setWrappedText(name, QString::fromStdString(paradigmName));
+    p.name = name;
+    cell->setRowStretchFactor(0, 0.01);
+    p.rect = new QCPAxisRect(plot_);
+    cell->addElement(1, 0, p.rect);
+    setupGridAxes(p.rect, int(layers_.size()), heads_, QStringLiteral("head"), QString());
+    // Layer names on the left of the first panel of each row only, whose column is wider by their
+    // room.
+    QSharedPointer<QCPAxisTickerText> names(new QCPAxisTickerText);
+    if (index % cols == 0)
+        for (int a = 0; a < int(layerNames.size()); ++a) names->addTick(a, layerNames[a]);
+    p.rect->axis(QCPAxis::atLeft)->setTicker(names);
+    p.rect->axis(QCPAxis::atLeft)->setTickLabelFont(QFont(plot_->font().family(), 7));
+    p.map = new QCPColorMap(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+    p.map->setInterpolate(false);
+    p.map->data()->setSize(heads_, int(layers_.size()));
+    p.map->data()->setRange(QCPRange(0, std::max(0, heads_ - 1)), QCPRange(0, std::max(0, int(layers_.size()) - 1)));
+    for (std::size_t a = 0; a < p.values.size(); ++a)
+        for (int h = 0; h < heads_; ++h) {
+            const double v = h < int(p.values[a].size()) ? p.values[a][std::size_t(h)] : qQNaN();
+            p.map->data()->setCell(h, int(a), v);
+            if (std::isfinite(v)) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
             }
-        p.marker.create(plot_, p.rect);
-        const auto at = std::find(layers_.begin(), layers_.end(), sel.layer);
-        p.marker.setVisible(at != layers_.end());
-        if (at != layers_.end()) p.marker.place(sel.head, double(at - layers_.begin()));
-        panels_.push_back(std::move(p));
-    }
-    if (cols > 1) {
-        const double panel = heads_ * cellEstimate + kPanelSpacing;
-        body->setColumnStretchFactor(0, (panel + layerNameRoom(layerNames)) / panel);
-    }
-    // One colour range for every panel, so that panels compare; differences on a diverging scale.
+        }
+    p.marker.create(plot_, p.rect);
+    const Selection& sel = session_->selection();
+    const auto at = std::find(layers_.begin(), layers_.end(), sel.layer);
+    p.marker.setVisible(at != layers_.end());
+    if (at != layers_.end()) p.marker.place(sel.head, double(at - layers_.begin()));
+    return p;
+}
+
+void HeadOverviewView::addColourScale(double lo, double hi, bool difference) {
     auto* scale = new QCPColorScale(plot_);
     scale->setType(QCPAxis::atRight);
     scale->setBarWidth(12);
-    scale->axis()->setLabel(diff ? QStringLiteral("difference") : headStatisticName(stat_));
+    scale->axis()->setLabel(difference ? QStringLiteral("difference") : headStatisticName(stat_));
     auto* side = new QCPLayoutGrid;
     plot_->plotLayout()->addElement(plot_->plotLayout()->rowCount() - 1, 1, side);
     side->addElement(0, 0, scale);
     plot_->plotLayout()->setColumnStretchFactor(1, 0.01);
     const Preferences& prefs = session_->preferences();
-    const bool diverging = diff || lo < 0;
+    const bool diverging = difference || lo < 0;
     const ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);
     const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                          : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
@@ -408,6 +373,50 @@ void HeadOverviewView::rebuild() {
         p.map->setGradient(g);
         p.map->setDataRange(QCPRange(range.lower, range.upper));
     }
+}
+
+void HeadOverviewView::rebuild() {
+    panels_.clear();
+    layers_.clear();
+    heads_ = 0;
+    const QString what = QStringLiteral("Heads: %1 per layer and head").arg(headStatisticName(stat_));
+    const std::optional<GridSource> source = gridSource(what);
+    if (!source) return;
+    const std::shared_ptr<const AnalysisReport>& r = source->report;
+    const std::vector<Paradigm>& paradigms = *source->paradigms;
+    for (int l : layers_) heads_ = std::max(heads_, source->dump->layers[std::size_t(l)].heads);
+    auto* title = resetWithTitle(plot_, QString());
+    // Every paradigm of the report, in its order; with a difference, each but the first minus it.
+    const bool diff = difference_ && paradigms.size() >= 2;
+    QString statisticName = headStatisticName(stat_);
+    if (source->locality) statisticName += QStringLiteral(" (grid units)");
+    if (r && reportContent() == ReportContent::Distance)
+        statisticName +=
+            QStringLiteral(" (reference: %1)").arg(QString::fromStdString(r->request.options.distance.reference.name));
+    setWrappedText(
+        title, QStringLiteral("%1 per layer and head%2 — %3")
+                   .arg(statisticName)
+                   .arg(diff ? QStringLiteral(", minus %1").arg(QString::fromStdString(paradigms[0].name)) : QString())
+                   .arg(source->scope));
+    if (r) addReportNotes(*r);
+    auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
+    const std::vector<std::vector<double>> base = source->grid(stat_, 0);
+    std::vector<int> panelParadigms;
+    for (int p = 0; p < int(paradigms.size()); ++p)
+        if (!diff || p != 0) panelParadigms.push_back(p);
+    const int n = int(panelParadigms.size());
+    double lo = INFINITY, hi = -INFINITY;
+    QStringList layerNames;
+    for (int l : layers_) layerNames << QString::fromStdString(source->dump->layers[std::size_t(l)].name);
+    const auto [cols, cellEstimate] = panelColumns(n, layerNames);
+    for (int i = 0; i < n; ++i)
+        panels_.push_back(addPanel(body, i, cols, *source, panelParadigms[std::size_t(i)], layerNames,
+                                   diff ? &base : nullptr, lo, hi));
+    if (cols > 1) {
+        const double panel = heads_ * cellEstimate + kPanelSpacing;
+        body->setColumnStretchFactor(0, (panel + layerNameRoom(layerNames)) / panel);
+    }
+    addColourScale(lo, hi, diff);
     fitAspect();
 }
 

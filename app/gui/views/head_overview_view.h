@@ -3,6 +3,8 @@
 // of the per-layer report (session.statistics().report(): the selected image or the mean over all images),
 // or each paradigm's difference from the first shown. Hover shows the value; a click selects that
 // layer and head in every view. Layers are those "Statistics over" covers.
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "views/layer_report_views.h"
@@ -80,6 +82,24 @@ private:
     bool headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const;
     // The width the layer names take left of a row's first panel.
     int layerNameRoom(const QStringList& layerNames) const;
+    // Where the grid's values come from: the per-layer report (its scope) or the locality report
+    // (all images, for the mean distance).
+    struct GridSource {
+        std::shared_ptr<const AnalysisReport> report;
+        std::shared_ptr<const LocalityReport> locality;
+        const std::vector<Paradigm>* paradigms = nullptr;
+        const DumpInfo* dump = nullptr;
+        QString scope;
+        std::vector<std::vector<double>> grid(HeadStatistic stat, int reportParadigm) const;
+    };
+    // nullopt (the view showing why) while the source is not there.
+    std::optional<GridSource> gridSource(const QString& what);
+    // The panel of report paradigm `reportParadigm` at `index` of `body` (cols per row); values
+    // less `base` when given. Widens [lo, hi] by its finite values.
+    Panel addPanel(QCPLayoutGrid* body, int index, int cols, const GridSource& source, int reportParadigm,
+                   const QStringList& layerNames, const std::vector<std::vector<double>>* base, double& lo, double& hi);
+    // One colour range for every panel, so that panels compare; differences on a diverging scale.
+    void addColourScale(double lo, double hi, bool difference);
     static constexpr double kPanelSpacing = 16;  // between panels, and a panel's own margins
 
     QComboBox* statistic_ = nullptr;

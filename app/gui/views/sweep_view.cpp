@@ -468,16 +468,19 @@ void SweepView::submitSweep(const SweepSetup& setup, const std::string& key) {
         store.submit(
             session_->jobs(), slot, key, label,
             [reader, request, tool](const JobContext& ctx) {
-                return std::shared_ptr<const json>(
-                    std::make_shared<json>(sweepDump(*reader, request, tool, [&ctx](const SweepProgress& s) {
+                SweepRequest shared = request;
+                shared.analysis.threads = ctx.budget();
+                return std::shared_ptr<const json>(std::make_shared<json>(sweepDump(
+                    *reader, shared, tool,
+                    [&ctx](const SweepProgress& s) {
                         ctx.progress(std::int64_t(s.point) * s.analysis.total + s.analysis.done,
                                      std::int64_t(s.points) * s.analysis.total,
                                      QStringLiteral("point %1/%2, %3")
                                          .arg(s.point + 1)
                                          .arg(s.points)
                                          .arg(QString::fromStdString(s.analysis.current)));
-                        return !ctx.cancelled();
-                    })));
+                    },
+                    ctx.cancelToken())));
             },
             [session = session_](const std::shared_ptr<const json>&) { Q_EMIT session->headResultsChanged(); },
             [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });

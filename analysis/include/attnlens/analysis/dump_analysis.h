@@ -1,6 +1,6 @@
 #pragma once
 // Whole-dump analysis: every selected (image, layer, head, paradigm), on a pool of worker threads,
-// with a progress callback that returns false to cancel (then Error(Cancelled) is thrown).
+// reporting progress, stopped by a CancelToken (then Error(Cancelled) is thrown).
 // Used by `attnlens-cli analyze` and by the GUI's background jobs: one code path for both.
 #include <atomic>
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump.h"
 
@@ -20,7 +21,7 @@ struct AnalyzeRequest {
     std::vector<int> heads;           // empty = all heads of each layer
     std::vector<int> images;          // empty = all images
     AnalysisOptions options;
-    int threads = 0;  // 0: processorCount() (execution.h)
+    ThreadBudget threads;  // the workers' budget (execution.h): 0 threads, the share's processors
     // An Error(Input) while reading one (image, layer)'s inputs (q, k, the local branch's weights:
     // a damaged chunk, a truncated file) skips that (image, layer) only, listed in
     // AnalysisReport::skipped, instead of ending the run. Other errors (cancel, memory, options)
@@ -67,7 +68,8 @@ struct AnalysisProgress {
     std::int64_t total = 0;
     std::string current;  // "image 3, layer blocks.2, head 1, mala"
 };
-using ProgressFn = std::function<bool(const AnalysisProgress&)>;
+// Reports only: a run is stopped by its CancelToken.
+using ProgressFn = std::function<void(const AnalysisProgress&)>;
 
 // Memory this process may still use, in two kinds, because they are spent differently: a limit on
 // resident memory (physical memory, the cgroup's memory.max of containers and Slurm jobs) counts
@@ -142,7 +144,8 @@ struct RecordSink {
 DistanceReference distanceReferenceOf(const AttentionHead& reference, const LayerInfo& layer,
                                       const HeadActivations& act, int head, const LocalBranchWeights* branch);
 
+// cancel: polled by every worker between heads (a cancel is noticed within one head's statistics).
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress = {},
-                           const RecordSink* sink = nullptr);
+                           CancelToken cancel = {}, const RecordSink* sink = nullptr);
 
 }  // namespace attnlens

@@ -4,7 +4,6 @@
 // built here so that attnlens-cli, the desktop program and the
 // Python module produce the same content with the same definitions. `attnlens.analysis` is built
 // by report.h, `attnlens.locality` by locality.h.
-#include <atomic>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -21,15 +20,14 @@ struct RolloutRequest {
     std::vector<int> layers;          // positions in DumpInfo::layers, in rollout order; empty: all
     std::vector<Paradigm> paradigms;  // empty: the presets
     RolloutOptions options;
-    int threads = 1;
+    ThreadBudget threads = 1;
 };
 
 // Plans memory (Error(Input) when it does not fit), reads the image's activations of every layer
 // once, rolls the query out under each paradigm (rolloutRow) and returns the attnlens.rollout
 // document: input, options, definitions, and per paradigm its row (null where not finite) and the
 // row's spatial tokens on the first layer's grid. cancel: polled between blocks and layers.
-nlohmann::json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request,
-                               const std::atomic<bool>* cancel = nullptr);
+nlohmann::json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, CancelToken cancel = {});
 
 struct ConfusionRequest {
     int image = 0, layer = 0, head = 0;

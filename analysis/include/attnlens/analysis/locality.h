@@ -72,7 +72,7 @@ struct LocalityRequest {
     std::vector<int> layers;          // positions in DumpInfo::layers; empty: every layer
     std::vector<int> images;          // empty: every image
     bool perLabel = true;             // a group per label besides "all" (dumps with /labels)
-    int threads = 0;                  // 0: the processors
+    ThreadBudget threads;             // execution.h; 0 threads: the share's processors
     // What if every query were a times larger (AnalyzeRequest::queryScale; only sweeps set it).
     double queryScale = 1.0;
 };
@@ -101,7 +101,8 @@ struct LocalityReport {
 
 // Streams the images in order; each image's layers run on the threads, each (layer, head,
 // paradigm) adds to its own sums in image order, so the result does not depend on the thread
-// count. progress gets (images done, images); returning false cancels (Error(Cancelled)). Data
+// count. progress gets (images done, images); cancel is polled between images and layers
+// (Error(Cancelled)). Data
 // that cannot be read ends the run (Error(Input) naming the dataset): a locality figure over
 // fewer images than asked would not say so in its numbers.
 // Memory: the sums of every (layer, head, paradigm) cell for the image, "all" and each label group
@@ -111,7 +112,7 @@ struct LocalityReport {
 // use" when even one worker does not fit; fewer workers when that is what fits.
 MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& request, double budgetBytes);
 LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request,
-                                const ProgressFn& progress = {});
+                                const ProgressFn& progress = {}, CancelToken cancel = {});
 
 // The JSON export ("format": "attnlens.locality", version 1; resources/locality.schema.json).
 // Offset maps are cropped to |dy|, |dx| <= radius (negative: whole maps).

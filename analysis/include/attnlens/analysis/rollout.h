@@ -17,9 +17,10 @@
 //   otherwise (and for softmax) A's rows are formed in blocks, O(N^2 d) time, O(N * block) memory;
 //   of the last layer lL, which is applied to e_q, only row q is formed (without a discard).
 //   Softmax rows are used as they are under every weight rule (they are distributions already).
-#include <atomic>
 #include <string>
 #include <vector>
+
+#include "attnlens/analysis/execution.h"
 
 #include "attnlens/attention.h"
 #include "attnlens/dump.h"
@@ -50,20 +51,19 @@ using RolloutLayer = std::vector<const AttentionHead*>;
 // product R_L ... R_1: a row of lL other than q does not reach row q).
 // threads: the budget of the blockwise steps (their row blocks run in parallel, each thread with its
 // own partial row, summed in block order, so the result does not depend on the budget). cancel:
-// polled between blocks and layers; when set, Error(Cancelled).
+// polled between blocks and layers; when requested, Error(Cancelled).
 RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const RolloutOptions& options,
-                     int threads = 1, const std::atomic<bool>* cancel = nullptr);
+                     ThreadBudget threads = 1, CancelToken cancel = {});
 // The whole product R_L ... R_1 by forming every R_l densely (O(L N^2 d + L N^3)): the reference
 // for tests, and the desktop program's cache for small N, where every further query's row is a row
 // of it. cancel: polled between layers (Error(Cancelled)).
-Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options,
-                     const std::atomic<bool>* cancel = nullptr);
+Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options, CancelToken cancel = {});
 // Bytes that reading one image of `layers` (positions in info.layers) and rolling one query out
 // through them for one paradigm at a time need, with `threads` workers, plus `resultBytes` per
 // token for the result's text (an estimate from above: terms in memory_plan.cpp and README
 // "Memory"). For checkFitsInMemory before anything is read.
 double rolloutMemoryBytes(const DumpInfo& info, const std::vector<int>& layers, const RolloutOptions& options,
-                          int threads, double resultBytesPerToken = 0);
+                          ThreadBudget threads, double resultBytesPerToken = 0);
 // Whether a rollout through `layers` (positions in info.layers, in order) is defined, before
 // anything is read: every layer is in the dump, attends over its own tokens (no reduced key grid)
 // and has the first layer's token count. Error(Usage) naming the layer that breaks a rule. The one

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attnlens/analysis/execution.h"
 #include "attnlens/attention.h"
 #include "attnlens/local_branch.h"
 #include "attnlens/token_layout.h"
@@ -153,10 +154,10 @@ struct MagnitudeOptions {
     // The grid's limits (validate): at least two points, factors between 2^-60 and 2^60.
     static constexpr int kMinPoints = 2, kMaxPoints = 1000;
     static constexpr double kLog2Limit = 60;
-    // Threads of the mean curve of a big head (0: one per processor); analyzeDump sets it from
-    // its memory plan (each costs a QueryScaler, a thread stack, a malloc arena and a BLAS buffer).
-    // Not part of the definition: the curve does not depend on it.
-    int threads = 0;
+    // Threads of the mean curve of a big head (execution.h; 0 threads: the processors); analyzeDump
+    // sets it from its memory plan (each costs a QueryScaler, a thread stack, a malloc arena and a
+    // BLAS buffer). Not part of the definition: the curve does not depend on it.
+    ThreadBudget threads;
     std::vector<double> factors() const;
 };
 struct MagnitudeCurve {

@@ -54,13 +54,13 @@ struct SweepProgress {
     int point = 0, points = 0;
     AnalysisProgress analysis;
 };
-using SweepProgressFn = std::function<bool(const SweepProgress&)>;
+using SweepProgressFn = std::function<void(const SweepProgress&)>;  // reports only
 
 // Runs analyzeDump once per point with the paradigm (or the branch weight) at that value and
 // returns the attnlens.sweep document: per (layer, head) and per layer (mean over heads) one
 // curve per statistic, each value the mean over the selected images of that head's record at the
 // point (README "Sweeps"). Memory holds the curves, never the records.
 nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
-                         const SweepProgressFn& progress = {});
+                         const SweepProgressFn& progress = {}, CancelToken cancel = {});
 
 }  // namespace attnlens
