@@ -5,7 +5,7 @@
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <vector>
 
-#include "attnlens/blas.h"
+#include "attnlens/math/blas.h"
 
 namespace attnlens {
 namespace {

@@ -34,7 +34,7 @@
 #include <tuple>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "linalg.h"
 #include "shared_work.h"
 

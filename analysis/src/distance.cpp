@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "linalg.h"
 
 namespace attnlens {

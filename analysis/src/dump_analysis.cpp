@@ -16,8 +16,8 @@
 #endif
 
 #include "attnlens/analysis/blas_threads.h"
-#include "attnlens/error.h"
-#include "attnlens/head_inputs.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/error.h"
 #include "parallel.h"
 
 namespace attnlens {

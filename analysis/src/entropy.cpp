@@ -17,7 +17,7 @@
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "row_summary.h"
 
 namespace attnlens {

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/error.h"
-#include "attnlens/head_inputs.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 
 namespace attnlens {
 

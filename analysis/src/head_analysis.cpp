@@ -6,8 +6,8 @@
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "shared_work.h"
 
 namespace attnlens {

@@ -1,14 +1,14 @@
 #include "linalg.h"
 
-#include "attnlens/blas.h"
+#include "attnlens/math/blas.h"
 
 #include <algorithm>
 #include <string>
 
 #include <Eigen/QR>
 
-#include "attnlens/attention.h"
-#include "attnlens/error.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens::linalg {
 

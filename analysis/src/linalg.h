@@ -4,7 +4,7 @@
 // All matrices are attnlens::Matrix (row-major doubles).
 #include <vector>
 
-#include "attnlens/tensor.h"
+#include "attnlens/math/tensor.h"
 
 namespace attnlens {
 class AttentionHead;

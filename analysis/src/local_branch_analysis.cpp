@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <numeric>
 
-#include "attnlens/error.h"
-#include "attnlens/head_inputs.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/error.h"
 #include "parallel.h"
 
 namespace attnlens {

@@ -28,8 +28,8 @@
 
 #include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
-#include "attnlens/vector_math.h"
+#include "attnlens/io/error.h"
+#include "attnlens/math/vector_math.h"
 #include "parallel.h"
 #include "row_summary.h"
 #include "shared_work.h"

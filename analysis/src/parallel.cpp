@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attnlens/analysis/execution.h"
-#include "attnlens/signal_stack.h"
+#include "attnlens/io/signal_stack.h"
 
 namespace attnlens {
 

@@ -8,10 +8,10 @@
 #include <limits>
 #include <set>
 
-#include "attnlens/column_table.h"
-#include "attnlens/error.h"
-#include "attnlens/output_path.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/column_table.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/output_path.h"
+#include "attnlens/io/text.h"
 
 namespace attnlens {
 

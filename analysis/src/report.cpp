@@ -20,10 +20,10 @@
 #include <sstream>
 #include <tuple>
 
-#include "attnlens/error.h"
-#include "attnlens/json_message.h"
-#include "attnlens/output_path.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/json_message.h"
+#include "attnlens/io/output_path.h"
+#include "attnlens/io/text.h"
 #include "parallel.h"
 
 namespace attnlens {

@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "attnlens/analysis/report.h"
-#include "attnlens/error.h"
-#include "attnlens/output_path.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/output_path.h"
+#include "attnlens/io/text.h"
 
 namespace attnlens {
 
@@ -95,7 +95,7 @@ RecordDetail parseRecordDetail(const std::string& text) {
     if (text == "json") return RecordDetail::Json;
     if (text == "hdf5") return RecordDetail::Hdf5;
     if (text == "none") return RecordDetail::None;
-    throwUsage("--records: must be json, hdf5 or none, got '" + printableText(text) + "'");
+    throwUsage("record detail: must be json, hdf5 or none, got '" + printableText(text) + "'");
 }
 
 std::string recordTableOf(const nlohmann::json& report, const std::string& reportPath) {
@@ -115,8 +115,8 @@ ReportStream::ReportStream(const std::string& path, const std::vector<std::strin
     provenance_ = reportProvenanceJson(header, tool);
     if (path.empty()) {
         if (detail != RecordDetail::Json)
-            throwUsage("--records " + std::string(detail == RecordDetail::Hdf5 ? "hdf5" : "none") +
-                       " needs a report (-o)");
+            throwUsage("record detail: " + std::string(detail == RecordDetail::Hdf5 ? "hdf5" : "none") +
+                       " needs a report file (the summary and the records' place are written there)");
         return;
     }
     if (detail == RecordDetail::Hdf5) {

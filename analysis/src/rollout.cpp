@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "attnlens/analysis/blas_threads.h"
-#include "attnlens/error.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "parallel.h"
 #include "rollout_internal.h"
 

@@ -29,7 +29,7 @@
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "linalg.h"
 #include "shared_work.h"
 

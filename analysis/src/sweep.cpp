@@ -12,9 +12,9 @@
 #include <optional>
 #include <sstream>
 
-#include "attnlens/error.h"
-#include "attnlens/list_parser.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/list_parser.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 
 namespace attnlens {
 namespace {

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/io/error.h"
 #include "option_text.h"
 
 namespace attnlens::cli {

@@ -6,8 +6,8 @@
 
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/sweep.h"
-#include "attnlens/error.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "cli_support.h"
 #include "option_text.h"
 

@@ -125,10 +125,7 @@ usage: attnlens-cli COMMAND [options]
 commands:
 )";
     for (const Command& c : commands()) text += c.help;
-    return text + R"(  --help, --version
-
-exit codes: 0 ok, 2 usage error, 3 input error, 4 output error, 5 cancelled (Ctrl-C), 70 internal error
-)";
+    return text + "  --help, --version\n\nexit codes: " + exitCodeText() + "\n";
 }
 
 }  // namespace attnlens::cli

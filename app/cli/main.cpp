@@ -10,11 +10,11 @@
 #include <iostream>
 #include <string>
 
-#include "attnlens/blas.h"
-#include "attnlens/error.h"
-#include "attnlens/json_message.h"
-#include "attnlens/open_check.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/open_check.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/json_message.h"
+#include "attnlens/io/text.h"
+#include "attnlens/math/blas.h"
 #include "cli_support.h"
 #include "option_text.h"
 

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "attnlens/analysis/execution.h"
-#include "attnlens/error.h"
-#include "attnlens/json_message.h"
-#include "attnlens/list_parser.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/list_parser.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/json_message.h"
+#include "attnlens/io/text.h"
 
 namespace attnlens {
 
@@ -293,13 +293,15 @@ RolloutRequest rolloutRequestFromText(const OptionText& a) {
 }
 
 std::string withFlagNames(const std::string& message) {
-    // The library's words for its options (analysis_options.cpp, dump_analysis.cpp) and their flags.
+    // The library's words for its options (analysis_options.cpp, dump_analysis.cpp, report_stream.cpp)
+    // and their flags.
     static const std::pair<const char*, const char*> kFlags[] = {
         {"rank tolerance: ", "--rank-tol: "},
         {"local mass window sizes: ", "--local-k: "},
         {"confusion threshold tau: ", "--tau: "},
         {"magnitude factors: ", "--magnitude: "},
         {"local-branch channels: ", "--local-channels: "},
+        {"record detail: ", "--records: "},
     };
     for (const auto& [words, flag] : kFlags)
         if (message.rfind(words, 0) == 0) return flag + message.substr(std::strlen(words));

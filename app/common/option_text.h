@@ -17,8 +17,8 @@
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/analysis/sweep.h"
-#include "attnlens/dump.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/dump/dump.h"
 
 namespace attnlens {
 

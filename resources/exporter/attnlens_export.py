@@ -1464,7 +1464,7 @@ def _kernel(name, t, kernel_applied):
 
 
 def _attention_rows(name, scale, kernel_applied, q, k, qz=None, kz=None, logit_bias=None):
-    """A [..., N, n] as AttnLens computes the preset `name` (core/src/attention.cpp): softmax with
+    """A [..., N, n] as AttnLens computes the preset `name` (core/src/attention/attention.cpp): softmax with
     the layer's scale (plus logit_bias); Divide eps 1e-6; Subtract and Magnitude with
     c = 1/(sqrt(d) n), eps 1e-6; the normaliser from qz/kz when given (format.md 1d)."""
     import torch

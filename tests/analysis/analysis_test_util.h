@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "attnlens/attention.h"
-#include "attnlens/paradigm.h"
-#include "attnlens/tensor.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/math/tensor.h"
 
 namespace attnlens::testing {
 

@@ -7,7 +7,7 @@
 
 #include "analysis_test_util.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

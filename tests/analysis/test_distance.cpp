@@ -11,8 +11,8 @@
 #include "analysis_test_util.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/head_inputs.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/dump/synth.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/synth.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -5,7 +5,7 @@
 
 #include "../../analysis/src/linalg.h"
 #include "analysis_test_util.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

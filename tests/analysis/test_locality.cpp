@@ -14,9 +14,9 @@
 
 #include "analysis_test_util.h"
 #include "attnlens/analysis/locality.h"
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

@@ -10,7 +10,7 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/locality.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

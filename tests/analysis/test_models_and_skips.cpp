@@ -16,8 +16,8 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/analysis/sweep.h"
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/io/error.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -12,7 +12,7 @@
 #include "../../analysis/src/rollout_internal.h"
 #include "analysis_test_util.h"
 #include "attnlens/analysis/rollout.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

@@ -9,8 +9,8 @@
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/rollout.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/error.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

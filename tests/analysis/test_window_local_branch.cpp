@@ -12,10 +12,10 @@
 #include "analysis/analysis_test_util.h"
 #include "analysis/timm_partition.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/attention.h"
-#include "attnlens/dump.h"
-#include "attnlens/head_inputs.h"
-#include "attnlens/local_branch.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/local_branch.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/head_inputs.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -1,9 +1,9 @@
 #pragma once
-// timm's Swin partition written out independently of core/src/window.cpp, for the window tests.
+// timm's Swin partition written out independently of core/src/attention/window.cpp, for the window tests.
 #include <utility>
 #include <vector>
 
-#include "attnlens/window.h"
+#include "attnlens/attention/window.h"
 
 namespace attnlens::test {
 

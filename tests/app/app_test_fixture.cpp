@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "attnlens/dump.h"
-#include "attnlens/head_inputs.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/dump/synth.h"
 #include "document/example_dump.h"
 #include "plot/plot_helpers.h"
 

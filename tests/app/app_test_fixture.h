@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "attnlens/attention.h"
-#include "attnlens/open_check.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/dump/open_check.h"
 #include "document/session.h"
 #include "shell/main_window.h"
 #include "views/plot_view.h"

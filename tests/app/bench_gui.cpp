@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/open_check.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/open_check.h"
+#include "attnlens/dump/synth.h"
 #include "document/session.h"
 #include "views/compare_view.h"
 #include "views/token_map_view.h"

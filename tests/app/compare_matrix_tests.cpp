@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/dump.h"
+#include "attnlens/dump/dump.h"
 #include "views/compare_view.h"
 #include "views/matrix_view.h"
 #include "views/token_map_view.h"

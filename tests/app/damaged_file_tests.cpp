@@ -15,9 +15,9 @@
 #include <utility>
 
 #include "attnlens/analysis/report.h"
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
 #include "document/example_dump.h"
 #include "shell/render_command.h"
 #include "views/dump_pair_view.h"

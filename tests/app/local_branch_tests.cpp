@@ -14,8 +14,8 @@
 #include <cmath>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/dump.h"
-#include "attnlens/local_branch.h"
+#include "attnlens/attention/local_branch.h"
+#include "attnlens/dump/dump.h"
 #include "document/preferences.h"
 #include "shell/figure_export.h"
 #include "shell/render_command.h"

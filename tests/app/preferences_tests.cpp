@@ -9,7 +9,7 @@
 #include <QPlainTextEdit>
 #include <QSettings>
 
-#include "attnlens/dump.h"
+#include "attnlens/dump/dump.h"
 #include "document/preferences.h"
 #include "shell/preferences_dialog.h"
 

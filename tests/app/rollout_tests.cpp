@@ -7,8 +7,8 @@
 #include <QProcess>
 
 #include "app_test_fixture.h"
-#include "attnlens/error.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
 #include "shell/session_file.h"
 #include "views/compare_view.h"
 #include "views/token_map_view.h"

@@ -25,8 +25,8 @@
 
 #include "app_test_fixture.h"
 #include "attnlens/analysis/report.h"
-#include "attnlens/error.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
 #include "document/example_dump.h"
 #include "shell/export_dialog.h"
 #include "shell/render_command.h"

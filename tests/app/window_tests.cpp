@@ -6,8 +6,8 @@
 #include <QProcess>
 
 #include "app_test_fixture.h"
-#include "attnlens/head_inputs.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/dump/synth.h"
 #include "views/matrix_view.h"
 #include "views/token_map_view.h"
 

@@ -14,9 +14,9 @@
 #include <Eigen/SVD>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/attention.h"
-#include "attnlens/local_branch.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/local_branch.h"
+#include "attnlens/attention/paradigm.h"
 
 using namespace attnlens;
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <random>
 
-#include "attnlens/attention.h"
+#include "attnlens/attention/attention.h"
 
 using namespace attnlens;
 

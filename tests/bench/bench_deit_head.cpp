@@ -12,10 +12,10 @@
 #include "../../analysis/src/row_summary.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/attention.h"
-#include "attnlens/dump.h"
-#include "attnlens/paradigm.h"
-#include "attnlens/synth.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
 
 extern "C" void openblas_set_num_threads(int);
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "attnlens/analysis/locality.h"
-#include "attnlens/attention.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/paradigm.h"
 
 using namespace attnlens;
 

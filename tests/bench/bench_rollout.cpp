@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "attnlens/analysis/rollout.h"
-#include "attnlens/attention.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/paradigm.h"
 
 using namespace attnlens;
 

@@ -18,7 +18,8 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
-#include "attnlens/dump.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/io/error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -116,7 +117,13 @@ protected:
 TEST_F(CliTest, HelpAndVersion) {
     RunResult r = run("--help");
     EXPECT_EQ(r.code, 0);
-    EXPECT_THAT(r.out, HasSubstr("exit codes"));
+    EXPECT_THAT(r.out, HasSubstr("exit codes: " + attnlens::exitCodeText() + "\n"));
+    // The table is made from the codes themselves, one entry per ErrorKind and the internal error.
+    for (attnlens::ErrorKind kind : {attnlens::ErrorKind::Usage, attnlens::ErrorKind::Input,
+                                     attnlens::ErrorKind::Output, attnlens::ErrorKind::Cancelled})
+        EXPECT_THAT(attnlens::exitCodeText(), HasSubstr(", " + std::to_string(attnlens::exitCodeFor(kind)) + " "))
+            << int(kind);
+    EXPECT_THAT(attnlens::exitCodeText(), HasSubstr(std::to_string(attnlens::kExitInternal) + " internal error"));
     r = run("--version");
     EXPECT_EQ(r.code, 0);
     EXPECT_THAT(r.out, HasSubstr(ATTNLENS_VERSION));

@@ -6,8 +6,8 @@
 #include <limits>
 #include <random>
 
-#include "attnlens/attention.h"
-#include "attnlens/error.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/io/error.h"
 
 using namespace attnlens;
 

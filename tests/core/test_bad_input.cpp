@@ -12,7 +12,7 @@
 #include <optional>
 #include <thread>
 
-#include "attnlens/dump.h"
+#include "attnlens/dump/dump.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
 #include "test_support.h"
 
 namespace attnlens {

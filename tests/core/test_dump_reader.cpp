@@ -11,9 +11,9 @@
 #include <limits>
 #include <thread>
 
-#include "../../core/src/float16.h"
-#include "attnlens/dump.h"
-#include "attnlens/synth.h"
+#include "../../core/src/dump/float16.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
 #include "core/test_support.h"
 
 namespace attnlens {
@@ -21,7 +21,7 @@ namespace {
 
 using Shape = std::vector<std::uint64_t>;
 
-// ---- float16 conversion (core/src/float16.h) ------------------------------------------------
+// ---- float16 conversion (core/src/dump/float16.h) ------------------------------------------------
 
 TEST(Float16, KnownBitPatterns) {
     EXPECT_EQ(float16::toDouble(0x3c00), 1.0);

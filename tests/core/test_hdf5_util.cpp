@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../../core/src/hdf5_util.h"
-#include "attnlens/dump.h"
+#include "../../core/src/dump/hdf5_util.h"
+#include "attnlens/dump/dump.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -1,6 +1,6 @@
 // The one parser of numbers, integers, index lists, layer lists and integer lists (list_parser.h):
 // every message starts with the option's name as given.
-#include "attnlens/list_parser.h"
+#include "attnlens/dump/list_parser.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens {
 namespace {

@@ -8,9 +8,9 @@
 #include <limits>
 #include <random>
 
-#include "attnlens/dump.h"
-#include "attnlens/local_branch.h"
-#include "attnlens/synth.h"
+#include "attnlens/attention/local_branch.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
 #include "core/test_support.h"
 
 namespace attnlens {
@@ -28,7 +28,7 @@ std::vector<double> randomKernel(int kh, int kw, std::uint64_t seed) {
 }
 
 // out[y][x] = bias + sum_{i,j} w[i][j] in[y - ph + i][x - pw + j], zero outside: PyTorch's Conv2d
-// written once more, independently of core/src/local_branch.cpp, over a padded copy of the image.
+// written once more, independently of core/src/attention/local_branch.cpp, over a padded copy of the image.
 Vector referenceConvolution(const std::vector<double>& w, int kh, int kw, double bias, const TokenLayout& layout,
                             const Vector& v) {
     const int ph = (kh - 1) / 2, pw = (kw - 1) / 2;

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "attnlens/error.h"
-#include "attnlens/sha256.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/sha256.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens::test {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "attnlens/dump.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
 #include "core/test_support.h"
 
 namespace attnlens {

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "attnlens/vector_math.h"
+#include "attnlens/math/vector_math.h"
 
 namespace attnlens::vecmath {
 namespace {

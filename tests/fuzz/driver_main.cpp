@@ -51,7 +51,7 @@
 #include <thread>
 #include <vector>
 
-#include "attnlens/dump.h"
+#include "attnlens/dump/dump.h"
 #include "fuzz_target.h"
 
 namespace {

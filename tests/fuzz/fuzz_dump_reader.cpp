@@ -35,9 +35,9 @@
 
 #include <hdf5.h>
 
-#include "attnlens/dump.h"
-#include "attnlens/error.h"
-#include "attnlens/head_inputs.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/error.h"
 
 #if defined(__has_include)
 #if __has_include(<cxxabi.h>)

@@ -296,7 +296,7 @@ def test_keyboard_interrupt_cancels_a_long_analysis(tmp_path):
 
 
 def test_h5py_in_the_same_process_reads_and_writes_as_before(dump, tmp_path):
-    # attnlens replaces the process's deflate filter (bounded inflation, core/src/bounded_deflate.cpp);
+    # attnlens replaces the process's deflate filter (bounded inflation, core/src/dump/bounded_deflate.cpp);
     # h5py shares the library: its gzip datasets, with chunks far larger than the first buffer,
     # must still read back exactly, and what it writes must be what HDF5's filter writes.
     import h5py

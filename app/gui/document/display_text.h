@@ -5,9 +5,9 @@
 #include <span>
 #include <vector>
 
-#include "attnlens/dump.h"
-#include "attnlens/paradigm.h"
-#include "attnlens/token_layout.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/attention/token_layout.h"
+#include "attnlens/dump/dump.h"
 
 namespace attnlens::gui {
 

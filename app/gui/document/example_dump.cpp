@@ -4,8 +4,8 @@
 #include <QDir>
 #include <QFileInfo>
 
-#include "attnlens/error.h"
-#include "attnlens/synth.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens::gui {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "attnlens/error.h"
-#include "attnlens/head_inputs.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/error.h"
 #include "document/display_text.h"
 
 namespace attnlens::gui {

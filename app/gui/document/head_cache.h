@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "attnlens/attention.h"
-#include "attnlens/dump.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/dump/dump.h"
 #include "document/issues.h"
 
 namespace attnlens::gui {

@@ -10,7 +10,7 @@
 #include <qcustomplot.h>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/tensor.h"
+#include "attnlens/math/tensor.h"
 
 namespace attnlens::gui {
 

@@ -4,7 +4,7 @@
 #include <QPointer>
 #include <exception>
 
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens::gui {
 

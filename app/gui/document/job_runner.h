@@ -19,7 +19,7 @@
 #include <optional>
 
 #include "attnlens/analysis/execution.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens::gui {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "attnlens/head_inputs.h"
+#include "attnlens/dump/head_inputs.h"
 #include "document/session.h"
 
 namespace attnlens::gui {

@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
-#include "attnlens/local_branch.h"
-#include "attnlens/token_layout.h"
-#include "attnlens/window.h"
+#include "attnlens/attention/local_branch.h"
+#include "attnlens/attention/token_layout.h"
+#include "attnlens/attention/window.h"
 
 namespace attnlens::gui {
 

@@ -5,8 +5,8 @@
 #include <functional>
 #include <initializer_list>
 
-#include "attnlens/error.h"
-#include "attnlens/list_parser.h"
+#include "attnlens/dump/list_parser.h"
+#include "attnlens/io/error.h"
 
 namespace attnlens::gui {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/paradigm.h"
 
 namespace attnlens::gui {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "attnlens/analysis/execution.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "document/session.h"
 
 namespace attnlens::gui {

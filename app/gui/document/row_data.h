@@ -3,7 +3,7 @@
 // a rollout row, with what the colour scale and the notes need.
 #include <QString>
 
-#include "attnlens/attention.h"
+#include "attnlens/attention/attention.h"
 
 namespace attnlens::gui {
 

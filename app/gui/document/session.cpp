@@ -7,11 +7,11 @@
 #include <thread>
 
 #include "attnlens/analysis/execution.h"
-#include "attnlens/error.h"
-#include "attnlens/head_inputs.h"
-#include "attnlens/open_check.h"
-#include "attnlens/sha256.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/dump/open_check.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/sha256.h"
+#include "attnlens/io/text.h"
 
 namespace attnlens::gui {
 namespace {

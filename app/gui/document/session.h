@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "attnlens/analysis/rollout.h"
-#include "attnlens/attention.h"
-#include "attnlens/dump.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/dump/dump.h"
 #include "document/display_text.h"
 #include "document/head_cache.h"
 #include "document/issues.h"

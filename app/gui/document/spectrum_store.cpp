@@ -1,7 +1,7 @@
 #include "document/spectrum_store.h"
 
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "document/session.h"
 
 namespace attnlens::gui {

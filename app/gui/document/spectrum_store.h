@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/attention.h"
+#include "attnlens/attention/attention.h"
 #include "document/head_cache.h"
 #include "document/job_result_cache.h"
 

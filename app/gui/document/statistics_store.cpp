@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "attnlens/error.h"
-#include "attnlens/sha256.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/sha256.h"
+#include "attnlens/io/text.h"
 #include "document/session.h"
 
 namespace attnlens::gui {

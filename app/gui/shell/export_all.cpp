@@ -5,7 +5,7 @@
 #include <QDir>
 #include <QFileInfo>
 
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "views/plot_view.h"
 
 namespace attnlens::gui {

@@ -10,7 +10,7 @@
 #include <QSvgGenerator>
 #include <cmath>
 
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "views/plot_view.h"
 
 namespace attnlens::gui {

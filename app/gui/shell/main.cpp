@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "attnlens/error.h"
-#include "attnlens/list_parser.h"
-#include "attnlens/open_check.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/list_parser.h"
+#include "attnlens/dump/open_check.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "document/job_runner.h"
 #include "document/session.h"
 #include "shell/main_window.h"

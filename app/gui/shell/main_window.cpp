@@ -38,7 +38,7 @@
 #include <QVBoxLayout>
 
 #include "attnlens/analysis/report.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "document/example_dump.h"
 #include "document/session.h"
 #include "plot/elided_label.h"

@@ -16,8 +16,8 @@
 #include <QVBoxLayout>
 #include <utility>
 
-#include "attnlens/error.h"
-#include "attnlens/list_parser.h"
+#include "attnlens/dump/list_parser.h"
+#include "attnlens/io/error.h"
 #include "plot/color_maps.h"
 
 namespace attnlens::gui {

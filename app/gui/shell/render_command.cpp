@@ -1,13 +1,14 @@
 #include "shell/render_command.h"
 
 #include <QCommandLineParser>
+#include <QLayout>
 #include <QTextStream>
 #include <memory>
 #include <optional>
 
-#include "attnlens/error.h"
-#include "attnlens/list_parser.h"
-#include "attnlens/text.h"
+#include "attnlens/dump/list_parser.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "document/session.h"
 #include "shell/export_dialog.h"
 #include "shell/figure_export.h"
@@ -102,8 +103,8 @@ QString renderUsage() {
                "                    panels say NOT SHOWN and why) or the view's statistics failed (it says\n"
                "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
                "                    is not written and the exit code is 3\n"
-               "Exit codes: 0 ok, 2 usage, 3 input, 4 output.\n")
-        .arg(viewIdList());
+               "Exit codes: %2.\n")
+        .arg(viewIdList(), QString::fromStdString(exitCodeText()));
 }
 
 namespace {
@@ -388,6 +389,10 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
         }
         checkDrawable(session, *entry, p, f, err);
         v->resize(canvas);
+        // The view is never shown: without this its layout would keep the plot at its default size
+        // until the export, and views that arrange their panels by the plot's size (the heads
+        // view's columns) would arrange them for that size instead of the figure's.
+        if (QLayout* layout = v->layout()) layout->activate();
         configureView(v.get(), session, p, f, saved);
         // Whole-dump statistics that failed (data that cannot be read, a dump too large for this
         // machine) would be a figure that says FAILED: as for an unreadable head, an input error.

@@ -7,9 +7,9 @@
 
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/sweep.h"
-#include "attnlens/error.h"
-#include "attnlens/json_message.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/json_message.h"
+#include "attnlens/io/text.h"
 #include "document/session.h"
 
 namespace attnlens::gui {

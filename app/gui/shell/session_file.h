@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "attnlens/analysis/rollout.h"
-#include "attnlens/tensor.h"
+#include "attnlens/math/tensor.h"
 
 namespace attnlens::gui {
 

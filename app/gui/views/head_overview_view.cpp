@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "attnlens/error.h"
-#include "attnlens/text.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "plot/color_maps.h"
 #include "plot/plot_helpers.h"
 

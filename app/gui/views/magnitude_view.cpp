@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "document/head_results.h"
 #include "document/session.h"
 #include "plot/plot_helpers.h"

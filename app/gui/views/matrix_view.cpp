@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "document/session.h"
 #include "plot/color_maps.h"
 #include "plot/elided_label.h"

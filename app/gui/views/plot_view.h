@@ -10,9 +10,9 @@
 
 #include <qcustomplot.h>
 
-#include "attnlens/tensor.h"
-#include "attnlens/token_layout.h"
-#include "attnlens/window.h"
+#include "attnlens/attention/token_layout.h"
+#include "attnlens/attention/window.h"
+#include "attnlens/math/tensor.h"
 
 class QVBoxLayout;
 class QHBoxLayout;

@@ -12,7 +12,7 @@
 #include <cmath>
 
 #include "attnlens/analysis/report.h"
-#include "attnlens/error.h"
+#include "attnlens/io/error.h"
 #include "document/display_text.h"
 #include "document/export_folder.h"
 #include "document/session.h"

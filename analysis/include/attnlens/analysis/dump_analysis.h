@@ -11,7 +11,7 @@
 
 #include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/dump.h"
+#include "attnlens/dump/dump.h"
 
 namespace attnlens {
 

@@ -2,7 +2,7 @@
 // How a long computation runs, defined once for every front end: on how many threads and within
 // how much of the memory (ThreadBudget), and how it is stopped (CancelToken, core/cancel.h).
 // Progress callbacks only report; every long call takes a CancelToken.
-#include "attnlens/cancel.h"
+#include "attnlens/io/cancel.h"
 
 namespace attnlens {
 

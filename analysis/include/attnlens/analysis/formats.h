@@ -9,8 +9,8 @@
 
 #include "attnlens/analysis/rollout.h"
 #include "attnlens/analysis/statistics.h"
-#include "attnlens/dump.h"
-#include "attnlens/paradigm.h"
+#include "attnlens/attention/paradigm.h"
+#include "attnlens/dump/dump.h"
 
 namespace attnlens {
 

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/attention.h"
-#include "attnlens/dump.h"
-#include "attnlens/token_layout.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/token_layout.h"
+#include "attnlens/dump/dump.h"
 
 namespace attnlens {
 

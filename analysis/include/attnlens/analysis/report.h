@@ -13,7 +13,7 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/record_table.h"
-#include "attnlens/temporary_files.h"
+#include "attnlens/io/temporary_files.h"
 
 namespace attnlens {
 
@@ -182,7 +182,7 @@ private:
 // Both leave "results" empty and add "record_detail" (what and where) and "summary_state" (the
 // summary's exact running sums, from which merge combines shards without records).
 enum class RecordDetail { Json, Hdf5, None };
-// "json", "hdf5", "none"; Error(Usage) naming --records otherwise.
+// "json", "hdf5", "none"; Error(Usage) "record detail: ..." otherwise (the CLI names --records).
 RecordDetail parseRecordDetail(const std::string& text);
 
 class ReportStream {

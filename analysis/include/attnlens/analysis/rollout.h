@@ -22,8 +22,8 @@
 
 #include "attnlens/analysis/execution.h"
 
-#include "attnlens/attention.h"
-#include "attnlens/dump.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/dump/dump.h"
 
 namespace attnlens {
 

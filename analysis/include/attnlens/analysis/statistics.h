@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "attnlens/analysis/execution.h"
-#include "attnlens/attention.h"
-#include "attnlens/local_branch.h"
-#include "attnlens/token_layout.h"
+#include "attnlens/attention/attention.h"
+#include "attnlens/attention/local_branch.h"
+#include "attnlens/attention/token_layout.h"
 
 namespace attnlens {
 

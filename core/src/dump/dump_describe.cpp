@@ -1,0 +1,172 @@
+// The description of a dump: dtype names, non-finite value locations and DumpInfo as JSON (for
+// `inspect --json` and the provenance of every export and report).
+#include <string>
+
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/head_inputs.h"
+#include "dump_reader_impl.h"
+
+namespace attnlens {
+
+const char* toString(DType t) {
+    switch (t) {
+        case DType::Float16:
+            return "float16";
+        case DType::Float32:
+            return "float32";
+        case DType::Float64:
+            return "float64";
+    }
+    return "unknown";
+}
+
+const char* tensorName(char tensor) {
+    switch (tensor) {
+        case 'q':
+            return "q";
+        case 'k':
+            return "k";
+        case 'v':
+            return "v";
+        case 'Q':
+            return "q_normaliser";
+        case 'K':
+            return "k_normaliser";
+    }
+    return "?";
+}
+
+std::string NonFiniteValue::describe(const DumpInfo& info) const {
+    const std::string layerName = layer >= 0 && std::size_t(layer) < info.layers.size()
+                                      ? info.layers[std::size_t(layer)].name
+                                      : "#" + std::to_string(layer);
+    return "image " + std::to_string(image) + ", layer " + layerName + ", head " + std::to_string(head) + ", token " +
+           std::to_string(token) + " of " + tensorName(tensor);
+}
+
+HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int head) {
+    HeadInputs in{&act.q, &act.k, layer.scale, layer.kernelApplied};
+    if (layer.hasNormaliserFeatures()) {
+        in.qNormaliser = &act.qNormaliser;
+        in.kNormaliser = &act.kNormaliser;
+    }
+    if (layer.window) {
+        in.windows = &layer.window->partitionOf(head);
+        if (layer.window->hasPositionBias()) in.positionBias = &layer.window->positionBias->at(std::size_t(head));
+    }
+    return in;
+}
+
+LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head) {
+    if (layer.localBranch && layer.localBranch->interpolatedValues)
+        return LocalBranchGrid::interpolated(layer.layout, layer.keyLayout);
+    const bool windows = layer.localBranch && layer.localBranch->windowScope && layer.window;
+    return LocalBranchGrid(layer.layout, windows ? &layer.window->partitionOf(head) : nullptr);
+}
+
+Matrix localBranchOutput(const LayerInfo& layer, const LocalBranchWeights& weights, int head, const Matrix& v) {
+    const LocalBranchInfo& branch = *layer.localBranch;
+    const LocalBranchGrid grid = localBranchGrid(layer, head);
+    Matrix out(layer.tokens, v.cols());
+    for (Index c = 0; c < v.cols(); ++c)
+        out.col(c) =
+            applyLocalBranch(weights.kernel(branch.weightChannel(head, int(c), layer.valueDim)), grid, v.col(c));
+    return out;
+}
+
+nlohmann::json DumpInfo::toJson() const {
+    nlohmann::json layersJson = nlohmann::json::array();
+    for (const LayerInfo& l : layers) {
+        layersJson.push_back({
+            {"name", l.name},
+            {"index", l.index},
+            {"batch", l.batch},
+            {"heads", l.heads},
+            {"tokens", l.tokens},
+            {"dim", l.dim},
+            {"value_dim", l.valueDim},
+            {"qk_dtype", toString(l.qkType)},
+            {"v_dtype", l.vType ? nlohmann::json(toString(*l.vType)) : nlohmann::json(nullptr)},
+            {"attention", l.attention},
+            {"scale", l.scale},
+            {"scale_from_file", l.scaleFromFile},
+            {"grid", {l.layout.gridH, l.layout.gridW}},
+            {"prefix_tokens", l.layout.prefix},
+            {"kernel_applied", l.kernelApplied},
+            {"local_branch", l.localBranch
+                                 ? nlohmann::json{{"kind", l.localBranch->kind},
+                                                  {"channels", toString(l.localBranch->channelMap)},
+                                                  {"weight_channels", l.localBranch->channels},
+                                                  {"kernel", {l.localBranch->kernelH, l.localBranch->kernelW}},
+                                                  {"per_image", l.localBranch->perImage},
+                                                  {"bias", l.localBranch->hasBias
+                                                               ? (l.localBranch->biasPerImage ? "per_image" : "shared")
+                                                               : "none"},
+                                                  {"dtype", toString(l.localBranch->weightType)}}
+                                 : nlohmann::json(nullptr)},
+        });
+        if (l.localBranch && l.localBranch->interpolatedValues)
+            layersJson.back()["local_branch"]["values"] = "interpolated";
+        // Only on window layers, so that descriptions of other layers stay as they were.
+        if (l.window && l.localBranch) {
+            layersJson.back()["local_branch"]["scope"] = l.localBranch->windowScope ? "window" : "grid";
+            layersJson.back()["local_branch"]["per_window"] = l.localBranch->perWindow;
+        }
+        // Only under spatial reduction, so that descriptions of other layers stay as they were.
+        if (l.reducedKeys())
+            layersJson.back()["keys"] = {
+                {"grid", {l.keyLayout.gridH, l.keyLayout.gridW}},
+                {"prefix_tokens", l.keyLayout.prefix},
+                {"tokens", l.keyTokens()},
+            };
+        // Only for window attention, so that descriptions of other layers stay as they were.
+        if (l.window)
+            layersJson.back()["window"] = {
+                {"size", {l.window->rule.sizeH, l.window->rule.sizeW}},
+                {"shift", {l.window->rule.shiftH, l.window->rule.shiftW}},
+                {"mask", l.window->rule.masked},
+                {"windows", l.window->partition->windows()},
+                {"position_bias", l.window->hasPositionBias()},
+            };
+        // Per-head windows (@head_windows, CSwin's stripes): the groups of consecutive heads, each with
+        // its size and number of windows; size and windows above are head 0's.
+        if (l.window && l.window->perHead()) {
+            nlohmann::json groups = nlohmann::json::array();
+            for (int h = 0; h < l.heads; ++h) {
+                const WindowPartition& p = l.window->partitionOf(h);
+                if (h > 0 && &p == &l.window->partitionOf(h - 1)) {
+                    groups.back()["heads"] = groups.back()["heads"].get<int>() + 1;
+                    continue;
+                }
+                groups.push_back({{"heads", 1}, {"size", {p.rule().sizeH, p.rule().sizeW}}, {"windows", p.windows()}});
+            }
+            layersJson.back()["window"]["head_windows"] = std::move(groups);
+        }
+        // Only where present, so that descriptions of other layers stay as they were.
+        if (l.hasNormaliserFeatures()) layersJson.back()["normaliser_dim"] = l.normaliserDim;
+        if (l.hasOutputGate) layersJson.back()["output_gate"] = true;
+    }
+    nlohmann::json description = {
+        {"path", path},
+        {"file_size", fileSize},
+        {"format", kDumpFormatName},
+        {"format_version", formatVersion},
+        {"model", model},
+        {"grid", {layout.gridH, layout.gridW}},
+        {"prefix_tokens", layout.prefix},
+        {"tokens", layout.tokens()},
+        {"images", images},
+        {"layers", layersJson},
+        {"image_data",
+         {{"present", imageInfo.present},
+          {"height", imageInfo.height},
+          {"width", imageInfo.width},
+          {"channels", imageInfo.channels}}},
+        {"labels", hasLabels},
+    };
+    // Only when present, so that descriptions of dumps without class names stay as they were.
+    if (!classNames.empty()) description["class_names"] = classNames;
+    return description;
+}
+
+}  // namespace attnlens

@@ -1,0 +1,93 @@
+#pragma once
+// Private to DumpReader: the HDF5 objects an open dump keeps, shared by the validation on open
+// (dump_validation.cpp), the reads (dump_reader.cpp) and the description (dump_describe.cpp).
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attnlens/dump/dump.h"
+#include "attnlens/io/error.h"
+#include "hdf5_util.h"
+
+namespace attnlens {
+
+// The root attribute 'format' and the newest 'format_version' this reader understands.
+inline constexpr const char* kDumpFormatName = "attnlens.dump";
+inline constexpr std::int64_t kSupportedFormatVersion = 1;
+
+// "/layers/blocks.0": where a layer's group lives in the file.
+inline std::string layerGroupPath(const std::string& layerName) { return "/layers/" + layerName; }
+
+// One float dataset of a layer: q, k, v, or the local branch's weight or bias.
+struct FloatDataset {
+    h5::Handle dataset;
+    DType type = DType::Float32;
+    std::string path;  // "/layers/blocks.0/q"
+};
+
+struct LayerHandles {
+    FloatDataset q, k, v;
+    FloatDataset qNormaliser, kNormaliser, outputGate;  // format.md 1d (invalid when absent)
+    FloatDataset branchWeight, branchBias;              // local_branch/weight and bias (invalid when absent)
+    FloatDataset positionBias;                          // window attention's position_bias (invalid when absent)
+    // Weights and bias shared by all images, read and checked on open; per-image parts are empty.
+    LocalBranchWeights sharedBranch;
+};
+
+struct DumpReader::Impl {
+    std::string path;
+    h5::Handle file;
+    h5::Handle halfMemoryType;
+    std::vector<LayerHandles> layers;  // in DumpInfo::layers order
+    h5::Handle images;
+    h5::Handle labels;
+    // Datasets the open check found unreadable, with the message their reads throw.
+    std::map<std::string, std::string> unreadable;
+
+    ~Impl();
+
+    // Error(Input) with the open check's message when `dataset` is marked unreadable.
+    void requireReadable(const std::string& dataset) const {
+        if (unreadable.empty()) return;
+        if (const auto it = unreadable.find(dataset); it != unreadable.end()) throwInput(it->second);
+    }
+
+    // Opens the file at `dumpPath`, validates its whole structure and reads the shared branch
+    // weights, filling `info` (dump_validation.cpp). Error(Input) on anything invalid.
+    void open(const std::string& dumpPath, DumpInfo& info);
+
+    // The in-memory type a dataset stored as `type` is read as (its stored size and byte layout).
+    hid_t memoryType(DType type) const;
+    // Reads the block [start, start + extent) of `tensor` in its stored type into the calling
+    // thread's scratch buffer and returns it; valid until the thread's next read.
+    const unsigned char* readStored(const FloatDataset& tensor, std::span<const hsize_t> start,
+                                    std::span<const hsize_t> extent, const std::string& what) const;
+    // The same block converted to double.
+    std::vector<double> readDoubles(const FloatDataset& tensor, std::span<const hsize_t> start,
+                                    std::span<const hsize_t> extent, const std::string& what) const;
+    // Reads and checks the parts of a layer's branch weights that are stored per image (image >= 0:
+    // that image's) or shared by all images (image < 0) into `out`.
+    void readBranchParts(const LayerHandles& handles, const LocalBranchInfo& branch, int image,
+                         LocalBranchWeights& out) const;
+};
+
+// Labels checked against /class_names when the dump is opened (8 MiB of int64); the labels of later
+// images are checked when they are read (DumpReader::label).
+inline constexpr std::size_t kLabelsCheckedOnOpen = std::size_t(1) << 20;
+
+// "/labels: image B has label X, not one of the N classes of /class_names (0 to N-1)", or empty
+// when `label` names one of `classes` classes (or the dump has no class names: classes == 0).
+inline std::string labelProblem(std::int64_t label, std::size_t classes, int image) {
+    if (classes == 0 || (label >= 0 && label < std::int64_t(classes))) return {};
+    return "/labels: image " + std::to_string(image) + " has label " + std::to_string(label) + ", not one of the " +
+           std::to_string(classes) + " classes of /class_names (0 to " + std::to_string(classes - 1) + ")";
+}
+
+// Error(Input) naming the channel and the value when `values` (channels of `perChannel` values
+// each) hold a non-finite value: a branch's weights must be finite (dump_validation.cpp).
+void requireFiniteBranchValues(const std::string& file, const FloatDataset& tensor, const std::vector<double>& values,
+                               std::size_t perChannel, int image);
+
+}  // namespace attnlens

@@ -1,0 +1,414 @@
+#include "attnlens/dump/open_check.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "attnlens/dump/dump.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
+
+extern char** environ;
+
+namespace attnlens {
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+constexpr const char* kStartedLine = "attnlens-open-check: started\n";
+constexpr std::size_t kMaxChildOutput = 64 * 1024;
+
+void writeAll(int fd, const std::string& text) {
+    const char* p = text.data();
+    std::size_t left = text.size();
+    while (left > 0) {
+        const ssize_t n = ::write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        p += n;
+        left -= std::size_t(n);
+    }
+}
+
+std::string signalName(int signal) {
+    switch (signal) {
+        case SIGSEGV:
+            return "SIGSEGV";
+        case SIGBUS:
+            return "SIGBUS";
+        case SIGABRT:
+            return "SIGABRT";
+        case SIGFPE:
+            return "SIGFPE";
+        case SIGILL:
+            return "SIGILL";
+        case SIGKILL:
+            return "SIGKILL";
+        default:
+            return "signal " + std::to_string(signal);
+    }
+}
+
+std::string formatSeconds(double seconds) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%g", seconds);
+    return buffer;
+}
+
+struct FileDescriptor {
+    int fd = -1;
+    ~FileDescriptor() { reset(); }
+    void reset() {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+    }
+};
+
+}  // namespace
+
+OpenCheckOptions openCheckOptionsFromEnvironment() {
+    OpenCheckOptions options;
+    if (const char* text = std::getenv("ATTNLENS_OPEN_TIMEOUT"); text != nullptr && *text != '\0') {
+        char* end = nullptr;
+        errno = 0;
+        const double seconds = std::strtod(text, &end);
+        if (end == text || *end != '\0' || errno != 0 || !std::isfinite(seconds) || seconds < 0 || seconds > 86400) {
+            throwUsage(
+                "ATTNLENS_OPEN_TIMEOUT must be a number of seconds from 0 (no child-process "
+                "check) to 86400, got '" +
+                printableText(text, 40) + "'");
+        }
+        options.timeoutSeconds = seconds;
+    }
+    return options;
+}
+
+namespace {
+
+std::atomic<pid_t> gRunningChild{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free, "killOpenCheckChild runs in signal handlers");
+
+// One run of the child: what it wrote after kStartedLine, and how it ended.
+struct ChildRun {
+    bool spawned = false;
+    bool started = false;
+    bool timedOut = false;
+    int status = 0;
+    std::string body;
+};
+
+ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std::size_t firstDataset,
+                  double secondsLeft) {
+    ChildRun run;
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+
+    int pipeFds[2];
+    if (::pipe2(pipeFds, O_CLOEXEC) != 0) return run;
+    FileDescriptor readEnd{pipeFds[0]}, writeEnd{pipeFds[1]};
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, writeEnd.fd, 1);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    // The child's signals start at their defaults, whatever the caller (Qt, the CLI) installed.
+    sigset_t defaults, none;
+    sigfillset(&defaults);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attributes, &defaults);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+
+    // One BLAS thread: opening needs none, and each idle OpenBLAS thread reserves address space.
+    std::vector<std::string> environment;
+    std::string asanOptions;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        if (std::strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) == 0 || std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0)
+            continue;
+        if (kSanitized && std::strncmp(*e, "ASAN_OPTIONS=", 13) == 0) {
+            asanOptions = *e + 13;
+            continue;
+        }
+        environment.emplace_back(*e);
+    }
+    environment.emplace_back("OPENBLAS_NUM_THREADS=1");
+    environment.emplace_back("OMP_NUM_THREADS=1");
+    environment.emplace_back("ATTNLENS_OPEN_CHECK_MEMORY=" + std::to_string(options.memoryLimitBytes));
+    if (kSanitized) {
+        // AddressSanitizer reserves terabytes of address space, so the child cannot run under
+        // RLIMIT_AS: its allocator enforces the same limit instead (an allocation beyond it fails,
+        // as under the limit). And the child must meet damaged metadata as the unsanitized program
+        // does: HDF5's out-of-bounds memcpy (uninstrumented library, checked only by ASan's
+        // memcpy replacement) runs and the child dies of the signal, instead of exiting 1 from
+        // ASan's report; a stack overflow in HDF5 must kill it too. Later options win over the user's.
+        const std::size_t limitMiB = std::max<std::size_t>(1, options.memoryLimitBytes >> 20);
+        asanOptions += (asanOptions.empty() ? "" : ":") +
+                       std::string("replace_intrin=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0") +
+                       (options.memoryLimitBytes > 0
+                            ? ":allocator_may_return_null=1:max_allocation_size_mb=" + std::to_string(limitMiB)
+                            : std::string());
+        environment.emplace_back("ASAN_OPTIONS=" + asanOptions);
+    }
+    std::vector<char*> envp;
+    for (auto& e : environment) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string executable = options.executable, flag = kOpenCheckArgument, file = path,
+                first = std::to_string(firstDataset);
+    char* argv[] = {executable.data(), flag.data(), file.data(), first.data(), nullptr};
+
+    pid_t child = -1;
+    const int spawned = posix_spawn(&child, executable.c_str(), &actions, &attributes, argv, envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    writeEnd.reset();
+    if (spawned != 0) return run;
+    run.spawned = true;
+    gRunningChild.store(child);
+
+    std::string output;
+    for (;;) {
+        const double left = secondsLeft - elapsed();
+        if (left <= 0) {
+            run.timedOut = true;
+            break;
+        }
+        pollfd poller{readEnd.fd, POLLIN, 0};
+        const int ready = ::poll(&poller, 1, int(std::ceil(std::min(left, 3600.0) * 1000)));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) break;
+        if (ready == 0) continue;
+        char buffer[4096];
+        const ssize_t n = ::read(readEnd.fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
+    }
+    if (run.timedOut) ::kill(child, SIGKILL);
+    while (::waitpid(child, &run.status, 0) < 0 && errno == EINTR) {
+    }
+    gRunningChild.store(0);
+    run.started = output.rfind(kStartedLine, 0) == 0;
+    if (run.started) run.body = output.substr(std::strlen(kStartedLine));
+    return run;
+}
+
+std::string crashMessage(const std::string& path, int status, const std::string& reading) {
+    if (WIFSIGNALED(status)) {
+        const int signal = WTERMSIG(status);
+        if (signal == SIGKILL) {
+            return path + ": " + reading +
+                   " was killed (SIGKILL, e.g. for memory) while reading its HDF5 metadata: it is probably damaged";
+        }
+        return path + ": the HDF5 library crashed (" + signalName(signal) + ") " + reading +
+               ": its HDF5 metadata is damaged";
+    }
+    return path + ": " + reading + " ended the checking process without a result (exit status " +
+           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "): its HDF5 metadata is probably damaged";
+}
+
+std::string timeOutAdvice(double seconds) {
+    return "did not finish within " + formatSeconds(seconds) +
+           " s: HDF5 is stuck on damaged metadata (ATTNLENS_OPEN_TIMEOUT=SECONDS sets the limit, e.g. on a very "
+           "slow disk)";
+}
+
+}  // namespace
+
+void killOpenCheckChild() noexcept {
+    const pid_t child = gRunningChild.load();
+    if (child > 0) ::kill(child, SIGKILL);
+}
+
+OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheckOptions& options) {
+    OpenCheckResult result;
+    if (options.timeoutSeconds <= 0) return result;
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+
+    // Each run opens the file and walks the chunk indexes from `first` on. A run that dies or stalls
+    // during a walk marks that dataset unreadable, and the next run goes on after it.
+    std::size_t first = 0;
+    for (;;) {
+        const ChildRun run = runChild(path, options, first, options.timeoutSeconds - elapsed());
+        result.seconds = elapsed();
+        if (!run.spawned) return result;
+        if (!run.started) return result;  // the program itself did not run (no /proc, too slow): open in-process
+
+        // Lines: "walk I", "unreadable I MESSAGE", then "valid", or "invalid KIND\nMESSAGE".
+        long long walking = -1;  // the dataset being walked, -1 between walks
+        std::string walkingDataset;
+        bool valid = false;
+        std::size_t begin = 0;
+        const std::string& body = run.body;
+        if (body.rfind("invalid ", 0) == 0) {
+            const std::size_t newline = body.find('\n');
+            result.outcome = OpenCheckOutcome::Invalid;
+            result.errorKind = std::atoi(body.c_str() + 8);
+            result.message = newline == std::string::npos ? std::string() : body.substr(newline + 1);
+            while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
+            if (result.message.empty()) result.message = path + ": the file cannot be opened";
+            return result;
+        }
+        if (body.rfind("unknown\n", 0) == 0) return result;
+        while (begin < body.size()) {
+            const std::size_t newline = body.find('\n', begin);
+            if (newline == std::string::npos) break;  // a line cut by the crash
+            const std::string line = body.substr(begin, newline - begin);
+            begin = newline + 1;
+            if (line.rfind("walk ", 0) == 0) {
+                walking = std::strtoll(line.c_str() + 5, nullptr, 10);
+                ++result.walked;
+            } else if (line.rfind("dataset ", 0) == 0) {
+                walkingDataset = line.substr(8);
+            } else if (line.rfind("unreadable ", 0) == 0) {
+                char* end = nullptr;
+                std::strtoull(line.c_str() + 11, &end, 10);
+                const std::string rest = end != nullptr && *end == ' ' ? std::string(end + 1) : std::string();
+                const std::size_t tab = rest.find('\t');
+                result.unreadable.push_back(
+                    {rest.substr(0, tab), tab == std::string::npos ? rest : rest.substr(tab + 1)});
+                walking = -1;
+            } else if (line == "walked") {
+                walking = -1;
+            } else if (line == "valid") {
+                valid = true;
+            }
+        }
+        if (valid) {
+            result.outcome = OpenCheckOutcome::Valid;
+            return result;
+        }
+        // Killed or crashed: during the open (the whole file), or walking one dataset's index.
+        if (walking >= 0 && !walkingDataset.empty()) {
+            const std::string& dataset = walkingDataset;
+            const std::string reading = "reading the chunk index of " + dataset;
+            result.unreadable.push_back(
+                {dataset, run.timedOut ? path + ": " + reading + " " + timeOutAdvice(options.timeoutSeconds)
+                                       : crashMessage(path, run.status, reading)});
+            if (int(result.unreadable.size()) > kMaxUnreadableDatasets) {
+                result.outcome = OpenCheckOutcome::Crashed;
+                result.message = path + ": more than " + std::to_string(kMaxUnreadableDatasets) +
+                                 " datasets have damaged chunk indexes: the file is damaged";
+                return result;
+            }
+            if (run.timedOut || elapsed() >= options.timeoutSeconds) {
+                // No time left for the rest: they are read in-process as without the walk.
+                result.outcome = OpenCheckOutcome::Valid;
+                return result;
+            }
+            first = std::size_t(walking) + 1;
+            continue;
+        }
+        if (run.timedOut) {
+            result.outcome = OpenCheckOutcome::TimedOut;
+            result.message = path + ": opening the file " + timeOutAdvice(options.timeoutSeconds);
+            return result;
+        }
+        result.outcome = OpenCheckOutcome::Crashed;
+        result.message = crashMessage(path, run.status, "reading this file");
+        return result;
+    }
+}
+
+OpenCheckResult requireDumpOpensInChildProcess(const std::string& path, const OpenCheckOptions& options) {
+    OpenCheckResult check = checkDumpInChildProcess(path, options);
+    switch (check.outcome) {
+        case OpenCheckOutcome::Valid:
+        case OpenCheckOutcome::NotRun:
+            return check;
+        case OpenCheckOutcome::Invalid:
+            if (check.errorKind >= int(ErrorKind::Usage) && check.errorKind <= int(ErrorKind::Cancelled))
+                throw Error(ErrorKind(check.errorKind), check.message);
+            throwInput(check.message);
+        case OpenCheckOutcome::Crashed:
+        case OpenCheckOutcome::TimedOut:
+            throwInput(check.message);
+    }
+    return check;
+}
+
+std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
+    if ((argc != 3 && argc != 4) || std::strcmp(argv[1], kOpenCheckArgument) != 0) return std::nullopt;
+    if (!kSanitized) {
+        if (const char* limit = std::getenv("ATTNLENS_OPEN_CHECK_MEMORY")) {
+            const unsigned long long bytes = std::strtoull(limit, nullptr, 10);
+            if (bytes > 0) {
+                rlimit r{rlim_t(bytes), rlim_t(bytes)};
+                ::setrlimit(RLIMIT_AS, &r);
+            }
+        }
+    }
+    const std::size_t first = argc == 4 ? std::size_t(std::strtoull(argv[3], nullptr, 10)) : 0;
+    const auto oneLine = [](std::string text) {
+        std::replace(text.begin(), text.end(), '\n', ' ');
+        return text;
+    };
+    writeAll(1, kStartedLine);
+    try {
+        const auto reader = DumpReader::open(argv[2]);
+        const std::vector<std::string> datasets = reader->datasetsReadLater();
+        for (std::size_t i = first; i < datasets.size(); ++i) {
+            // Written before the walk: when it kills the child, the parent knows which dataset did.
+            writeAll(1, "walk " + std::to_string(i) + "\ndataset " + datasets[i] + "\n");
+            try {
+                reader->walkChunkIndex(i);
+                writeAll(1, "walked\n");
+            } catch (const Error& e) {
+                writeAll(1, "unreadable " + std::to_string(i) + " " + datasets[i] + "\t" + oneLine(e.what()) + "\n");
+            }
+        }
+        writeAll(1, "valid\n");
+    } catch (const Error& e) {
+        writeAll(1, "invalid " + std::to_string(int(e.kind())) + "\n" + e.what() + "\n");
+    } catch (const std::bad_alloc&) {
+        writeAll(1, "invalid " + std::to_string(int(ErrorKind::Input)) + "\n" + argv[2] +
+                        ": opening the file needed more than the check's memory limit: its HDF5 "
+                        "metadata is damaged\n");
+    } catch (const std::exception&) {
+        // Not a property of the file: the caller's own open reports it as it always would.
+        writeAll(1, "unknown\n");
+    }
+    // Leave without static destructors or HDF5's atexit handlers: the library may be in a bad state.
+    ::_exit(0);
+}
+
+std::unique_ptr<DumpReader> openCheckedDump(const std::string& path, const OpenCheckOptions& options) {
+    const OpenCheckResult check = requireDumpOpensInChildProcess(path, options);
+    std::unique_ptr<DumpReader> reader = DumpReader::open(path);
+    for (const UnreadableDataset& u : check.unreadable) reader->markUnreadable(u.dataset, u.message);
+    return reader;
+}
+
+}  // namespace attnlens

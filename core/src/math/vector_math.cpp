@@ -1,0 +1,169 @@
+#include "attnlens/math/vector_math.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <cmath>
+
+#include <Eigen/Core>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATTNLENS_EXP_AVX2 1
+#endif
+
+namespace attnlens::vecmath {
+namespace {
+
+#ifdef ATTNLENS_EXP_AVX2
+#define ATTNLENS_AVX2 __attribute__((target("avx2,fma")))
+
+// exp(t) = 2^k exp(r), k = round(t / ln 2), r = t - k ln 2 in [-ln2/2, ln2/2] (ln 2 split in a
+// 32-bit head, so k * head is exact, and a tail: fdlibm's constants). exp(r) by its Taylor series
+// to r^13 / 13!: the first term left out, r^14 / 14!, is below 6e-18 relative. 2^k is added to
+// the exponent field, which is valid for t in [-708, 709] (no subnormal or infinite result).
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kShifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+
+ATTNLENS_AVX2 inline __m256d expAvx2(__m256d t) {
+    const __m256d shifter = _mm256_set1_pd(kShifter);
+    const __m256d kShifted = _mm256_fmadd_pd(t, _mm256_set1_pd(kLog2e), shifter);
+    const __m256d k = _mm256_sub_pd(kShifted, shifter);
+    __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Hi), t);
+    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(kLn2Lo), r);
+    constexpr double c[14] = {
+        1.0,        1.0,         1.0 / 2,      1.0 / 6,       1.0 / 24,       1.0 / 120,       1.0 / 720,
+        1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800};
+    __m256d p = _mm256_set1_pd(c[13]);
+    for (int i = 12; i >= 0; --i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[i]));
+    // The low bits of kShifted hold k as a two's-complement integer.
+    const __m256i kBits = _mm256_sub_epi64(_mm256_castpd_si256(kShifted), _mm256_castpd_si256(shifter));
+    return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(p), _mm256_slli_epi64(kBits, 52)));
+}
+
+ATTNLENS_AVX2 double expAffineAvx2(const double* x, std::size_t n, double a, double shift, double* out) {
+    const __m256d va = _mm256_set1_pd(a), vs = _mm256_set1_pd(-shift);
+    const __m256d lo = _mm256_set1_pd(-708.0), hi = _mm256_set1_pd(709.0);
+    __m256d sum0 = _mm256_setzero_pd(), sum1 = sum0;
+    std::size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256d t0 = _mm256_fmadd_pd(va, _mm256_loadu_pd(x + j), vs);
+        const __m256d t1 = _mm256_fmadd_pd(va, _mm256_loadu_pd(x + j + 4), vs);
+        __m256d e0 = expAvx2(t0), e1 = expAvx2(t1);
+        // Arguments outside [-708, 709] or NaN: libm, lane by lane (rare in softmax rows).
+        const int bad =
+            _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(t0, lo, _CMP_NGE_UQ), _mm256_cmp_pd(t0, hi, _CMP_NLE_UQ))) |
+            (_mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(t1, lo, _CMP_NGE_UQ), _mm256_cmp_pd(t1, hi, _CMP_NLE_UQ)))
+             << 4);
+        if (bad) {
+            alignas(32) double t[8], e[8];
+            _mm256_store_pd(t, t0);
+            _mm256_store_pd(t + 4, t1);
+            _mm256_store_pd(e, e0);
+            _mm256_store_pd(e + 4, e1);
+            for (int l = 0; l < 8; ++l)
+                if (bad & (1 << l)) e[l] = std::exp(t[l]);
+            e0 = _mm256_load_pd(e);
+            e1 = _mm256_load_pd(e + 4);
+        }
+        _mm256_storeu_pd(out + j, e0);
+        _mm256_storeu_pd(out + j + 4, e1);
+        sum0 = _mm256_add_pd(sum0, e0);
+        sum1 = _mm256_add_pd(sum1, e1);
+    }
+    alignas(32) double s[4];
+    _mm256_store_pd(s, _mm256_add_pd(sum0, sum1));
+    double sum = (s[0] + s[1]) + (s[2] + s[3]);
+    for (; j < n; ++j) {
+        // The tail through the same kernel, one lane used, so that every value is computed alike.
+        const double t = std::fma(a, x[j], -shift);
+        double e;
+        if (t >= -708.0 && t <= 709.0) {
+            alignas(32) double lane[4];
+            _mm256_store_pd(lane, expAvx2(_mm256_set1_pd(t)));
+            e = lane[0];
+        } else {
+            e = std::exp(t);
+        }
+        out[j] = e;
+        sum += e;
+    }
+    return sum;
+}
+// One pass: the largest value, and whether every value is finite (|x| < inf, not NaN).
+ATTNLENS_AVX2 bool finiteMaxAvx2(const double* x, std::size_t n, double* max) {
+    const __m256d absMask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    const __m256d inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    __m256d m0 = _mm256_set1_pd(-std::numeric_limits<double>::infinity()), m1 = m0;
+    __m256d bad = _mm256_setzero_pd();
+    std::size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256d v0 = _mm256_loadu_pd(x + j), v1 = _mm256_loadu_pd(x + j + 4);
+        // Not less than inf, unordered included: an infinity or a NaN.
+        bad = _mm256_or_pd(bad, _mm256_cmp_pd(_mm256_and_pd(v0, absMask), inf, _CMP_NLT_UQ));
+        bad = _mm256_or_pd(bad, _mm256_cmp_pd(_mm256_and_pd(v1, absMask), inf, _CMP_NLT_UQ));
+        m0 = _mm256_max_pd(m0, v0);
+        m1 = _mm256_max_pd(m1, v1);
+    }
+    if (_mm256_movemask_pd(bad)) return false;
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_max_pd(m0, m1));
+    double m = std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+    for (; j < n; ++j) {
+        if (!std::isfinite(x[j])) return false;
+        m = std::max(m, x[j]);
+    }
+    *max = m;
+    return true;
+}
+#endif
+
+bool detectAvx2() {
+#ifdef ATTNLENS_EXP_AVX2
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+bool expAffineUsesAvx2() {
+    static const bool avx2 = detectAvx2();
+    return avx2;
+}
+
+double expAffinePortable(const double* x, std::size_t n, double a, double shift, double* out) {
+    using Array = Eigen::Array<double, Eigen::Dynamic, 1>;
+    const Eigen::Map<const Array> in(x, Eigen::Index(n));
+    Eigen::Map<Array> result(out, Eigen::Index(n));
+    result = (in * a - shift).exp();
+    return result.sum();
+}
+
+bool finiteMaxPortable(const double* x, std::size_t n, double* max) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!std::isfinite(x[j])) return false;
+        m = std::max(m, x[j]);
+    }
+    *max = m;
+    return true;
+}
+
+bool finiteMax(const double* x, std::size_t n, double* max) {
+#ifdef ATTNLENS_EXP_AVX2
+    if (expAffineUsesAvx2()) return finiteMaxAvx2(x, n, max);
+#endif
+    return finiteMaxPortable(x, n, max);
+}
+
+double expAffine(const double* x, std::size_t n, double a, double shift, double* out) {
+#ifdef ATTNLENS_EXP_AVX2
+    if (expAffineUsesAvx2()) return expAffineAvx2(x, n, a, shift, out);
+#endif
+    return expAffinePortable(x, n, a, shift, out);
+}
+
+}  // namespace attnlens::vecmath
