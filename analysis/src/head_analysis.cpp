@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
@@ -18,7 +19,18 @@ constexpr std::array<std::string_view, 6> kStatNames{"rank", "local", "entropy",
 std::string knownStatNames() {
     std::string s;
     for (std::size_t i = 0; i < kStatNames.size(); ++i) s += (i ? ", " : "") + std::string(kStatNames[i]);
+    for (const RegisteredStatistic& r : registeredStatistics()) s += ", " + r.key;
     return s;
+}
+
+void selectRegistered(StatSelection& s, const std::string& key) {
+    // Registration order, whatever order the list names them in.
+    if (std::find(s.registered.begin(), s.registered.end(), key) != s.registered.end()) return;
+    s.registered.push_back(key);
+    std::vector<std::string> ordered;
+    for (const RegisteredStatistic& r : registeredStatistics())
+        if (std::find(s.registered.begin(), s.registered.end(), r.key) != s.registered.end()) ordered.push_back(r.key);
+    s.registered = std::move(ordered);
 }
 
 std::string_view trim(std::string_view s) {
@@ -40,9 +52,10 @@ StatSelection StatSelection::parse(std::string_view list) {
         start = comma + 1;
         if (name.empty()) continue;  // tolerate "rank,,local" and a trailing comma
         any = true;
-        if (name == "all")
+        if (name == "all") {
             s.rank = s.local = s.entropy = s.confusion = s.magnitude = s.distance = true;
-        else if (name == "rank")
+            for (const RegisteredStatistic& r : registeredStatistics()) selectRegistered(s, r.key);
+        } else if (name == "rank")
             s.rank = true;
         else if (name == "local")
             s.local = true;
@@ -54,6 +67,8 @@ StatSelection StatSelection::parse(std::string_view list) {
             s.magnitude = true;
         else if (name == "distance")
             s.distance = true;
+        else if (findRegisteredStatistic(name))
+            selectRegistered(s, std::string(name));
         else
             throwUsage("unknown statistic '" + printableText(name) + "' (known: " + knownStatNames() + ")");
     }
@@ -66,6 +81,7 @@ std::vector<std::string> StatSelection::names() const {
     const std::array<bool, 6> on{rank, local, entropy, confusion, magnitude, distance};
     for (std::size_t i = 0; i < kStatNames.size(); ++i)
         if (on[i]) out.emplace_back(kStatNames[i]);
+    out.insert(out.end(), registered.begin(), registered.end());
     return out;
 }
 
@@ -73,6 +89,13 @@ nlohmann::json AnalysisOptions::toJson() const {
     using nlohmann::json;
     json j;
     j["statistics"] = stats.names();
+    if (!stats.registered.empty()) {
+        json registered = json::object();
+        for (const std::string& key : stats.registered)
+            if (const RegisteredStatistic* r = findRegisteredStatistic(key))
+                registered[key] = {{"title", r->title}, {"definition", r->definition}};
+        j["registered_statistics"] = registered;
+    }
 
     json rank;
     rank["definition"] =
@@ -182,8 +205,8 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
     DenseNeeds needs;
     needs.branch = withBranch && (stats.rank || stats.local);
     // Kernel paradigms get rank and confusion from the low-rank factors, without A.
-    needs.matrix =
-        stats.local || stats.entropy || stats.distance || needs.branch || (!lowRank && (stats.confusion || stats.rank));
+    needs.matrix = stats.local || stats.entropy || stats.distance || needs.branch || !stats.registered.empty() ||
+                   (!lowRank && (stats.confusion || stats.rank));
     needs.sharedRawRows = needs.matrix && stats.magnitude && tokens <= kSharedRawRowsMaxTokens;
     needs.denseSvd = (!lowRank && stats.rank) || (needs.branch && stats.rank);
     needs.reference = stats.distance;
@@ -268,6 +291,11 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
                                                       : LocalBranchGrid(layout, branch->windows),
                                *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
     if (sel.entropy) stats.entropy = entropyStatistics(a, status);
+    for (const std::string& key : sel.registered) {
+        const RegisteredStatistic* r = findRegisteredStatistic(key);
+        if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + knownStatNames() + ")");
+        stats.registered.emplace_back(key, r->compute(a, status, geometry));
+    }
     if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)

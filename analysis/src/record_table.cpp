@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/dump/column_table.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/output_path.h"
@@ -162,6 +163,16 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
         magnitude("magnitude_entropy", "mean row entropy at each factor", &MagnitudeCurve::entropy);
         magnitude("magnitude_top_mass", "mean top-k mass at each factor", &MagnitudeCurve::topMass);
         magnitude("magnitude_ratio", "mean largest / smallest weight at each factor", &MagnitudeCurve::ratio);
+    }
+    // Registered statistics (registered_statistics.h): one column each, NaN where not finite.
+    for (const std::string& key : options.stats.registered) {
+        const RegisteredStatistic* r = findRegisteredStatistic(key);
+        rules.push_back(floatColumn("registered_" + key, r ? r->definition : "a registered statistic",
+                                    [key](const HeadRecord& rec) {
+                                        for (const auto& [k, v] : rec.stats.registered)
+                                            if (k == key) return v;
+                                        return kNone;
+                                    }));
     }
     return rules;
 }

@@ -151,6 +151,11 @@ json distanceJson(const DistanceResult& d) {
 
 json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& ks) {
     json j;
+    if (!s.registered.empty()) {
+        json registered = json::object();
+        for (const auto& [key, value] : s.registered) registered[key] = finiteOrNull(value);
+        j["registered"] = registered;
+    }
     j["tokens"] = s.tokens;
     if (s.keys != s.tokens && s.keys > 0) j["keys"] = s.keys;  // spatial reduction only: records stay as they were
     j["flagged_rows"] = s.flaggedRows;
@@ -297,10 +302,13 @@ struct Aggregate {
     std::int64_t distanceRecords = 0;
     Mean totalVariation, jensenShannon, outputError, outputErrorWithBranch, outputCosine;
     std::string reference;
+    // Registered statistics (registered_statistics.h), by key.
+    std::map<std::string, Mean> registered;
 
     void add(const HeadStatistics& s) {
         constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         ++records;
+        for (const auto& [key, value] : s.registered) registered[key].add(value);
         if (s.distance) {
             const DistanceResult& d = *s.distance;
             ++distanceRecords;
@@ -420,6 +428,7 @@ struct Aggregate {
         branchRankMax = std::max(branchRankMax, o.branchRankMax);
         distanceRecords += o.distanceRecords;
         if (!o.reference.empty()) reference = o.reference;
+        for (const auto& [key, mean] : o.registered) registered[key].merge(mean);
     }
 
     // Every running sum and count, for summary_state (exact merging of runs without JSON records).
@@ -465,6 +474,11 @@ struct Aggregate {
         j["branch_rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
         j["distance_records"] = distanceRecords;
         j["reference"] = reference;
+        if (!registered.empty()) {
+            json r = json::object();
+            for (const auto& [key, mean] : registered) r[key] = mean.state();
+            j["registered"] = r;
+        }
         return j;
     }
 
@@ -526,6 +540,8 @@ struct Aggregate {
         a.branchRankMax = j.at("branch_rank_max").is_null() ? INT_MIN : j["branch_rank_max"].get<int>();
         a.distanceRecords = j.at("distance_records").get<std::int64_t>();
         a.reference = j.at("reference").get<std::string>();
+        if (j.contains("registered"))  // states of reports without registered statistics have none
+            for (const auto& [key, mean] : j["registered"].items()) a.registered[key] = Mean::fromState(mean);
         if (a.records < 0 || a.branchRecords < 0 || a.distanceRecords < 0 || a.confused < 0 || a.flagged < 0)
             throw std::invalid_argument("a negative count");
         return a;
@@ -646,6 +662,11 @@ struct Aggregate {
             m["top_mass"] = tp;
             m["ratio_geometric_mean"] = ra;
             j["magnitude_mean"] = m;
+        }
+        if (!registered.empty()) {
+            json r = json::object();
+            for (const auto& [key, mean] : registered) r[key] = mean.value();
+            j["registered_means"] = r;
         }
         return j;
     }
@@ -1334,6 +1355,8 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
     }
     if (r.contains("local_branch")) s.localBranch = localBranchFromJson(r["local_branch"]);
     if (r.contains("distance")) s.distance = distanceFromJson(r["distance"]);
+    if (r.contains("registered"))
+        for (const auto& [key, value] : r["registered"].items()) s.registered.emplace_back(key, numberOrNaN(value));
     return record;
 }
 
@@ -2007,6 +2030,13 @@ std::string formatSummary(const nlohmann::json& report) {
     out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
         << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass";
     out << "\n";
+    // Registered statistics (registered_statistics.h): one line per paradigm that has them.
+    for (const auto& p : s)
+        if (p.contains("registered_means")) {
+            out << "registered, " << p["paradigm"].get<std::string>() << ":";
+            for (const auto& [key, mean] : p["registered_means"].items()) out << " " << key << " " << fmt(mean, 4);
+            out << "\n";
+        }
     // The local branch beside the attention, per (paradigm, layer) that has one.
     bool header = false;
     for (const auto& p : s)

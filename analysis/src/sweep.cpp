@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
@@ -101,6 +102,7 @@ std::vector<std::pair<std::string, double>> sweptValues(const HeadStatistics& s)
                 out.emplace_back("branch_local_mass_k" + std::to_string(s.local[i].k), b.mean->localMass[i]);
         if (b.mean) out.emplace_back("branch_share", b.mean->branchShare);
     }
+    for (const auto& [key, value] : s.registered) out.emplace_back("registered_" + key, value);
     return out;
 }
 
@@ -328,6 +330,9 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         "rules give them for the head: scale = the layer's, c = 1 / (sqrt(d) n) with n its keys or its window's "
         "tokens); layers[].trained_value: the heads' common value, null when they differ";
     definitions["statistics"] = statisticDefinitions();
+    for (const std::string& key : request.analysis.options.stats.registered)
+        if (const RegisteredStatistic* r = findRegisteredStatistic(key))
+            definitions["statistics"]["registered_" + key] = r->definition;
     j["definitions"] = definitions;
 
     json layers = json::array();

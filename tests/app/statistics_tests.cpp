@@ -4,6 +4,8 @@
 #include "app_test_fixture.h"
 
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QImage>
 #include <QLabel>
@@ -19,10 +21,12 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/locality.h"
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/dump/dump.h"
 #include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/error.h"
 #include "document/example_dump.h"
 #include "plot/plot_helpers.h"
 #include "shell/render_command.h"
@@ -79,6 +83,7 @@ private Q_SLOTS:
     void layerPlotsBreakBetweenModels();
     void localityViewShowsDistanceAndOffsetMaps();
     void headOverviewMatchesTheRows();
+    void registeredStatisticsReachTheHeadsView();
     void distanceViewsAndOutputShareMatchADenseComputation();
     void sweepViewDrawsTheCurvesOfADenseComputation();
     void confusedPairsViewListsThePairs();
@@ -324,6 +329,83 @@ void StatisticsTests::localityViewShowsDistanceAndOffsetMaps() {
 // 3 x 3 local mass recomputed here from the dump's rows (border-clipped windows, spatial queries),
 // the mean over images for "all images", the difference mode subtracts the first shown paradigm,
 // hover says the value and a click selects that layer and head.
+void StatisticsTests::registeredStatisticsReachTheHeadsView() {
+    // A registered statistic (registered_statistics.h) reaches the Heads view with no line of GUI
+    // code of its own: its title in "Colour by", its grid the mean over images of each head's value
+    // (here the self-attention mass, mean over the Ok rows i of A_ii, against each head's dense
+    // matrix), and render --head-statistic KEY. Registered before the window is made, removed at
+    // the end (the other test functions of this program see the product's registry).
+    struct Unregister {
+        ~Unregister() { unregisterStatistic("self_mass"); }
+    } unregister;
+    registerStatistic({"self_mass", "self-attention mass", "mean over the Ok rows i of A_ii",
+                       [](const Matrix& a, std::span<const RowStatus> status, const AttentionLayout&) {
+                           double sum = 0;
+                           Index rows = 0;
+                           for (Index i = 0; i < std::min(a.rows(), a.cols()); ++i)
+                               if (status[std::size_t(i)] == RowStatus::Ok) {
+                                   sum += a(i, i);
+                                   ++rows;
+                               }
+                           return rows ? sum / double(rows) : qQNaN();
+                       }});
+    const QString example = findOrCreateExampleDump();
+    MainWindow& w = openWindow(example);
+    Session* s = w.session();
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
+    s->setLayer(s->modelLayers("mala")[0]);
+    s->statistics().setScope(StatsScope::AllImages);
+    w.showView("heads");
+    auto* v = qobject_cast<HeadOverviewView*>(w.view("heads"));
+    QVERIFY(v);
+    auto* colourBy = v->findChild<QComboBox*>("headStatistic");
+    QVERIFY(colourBy->findText(QStringLiteral("self-attention mass")) >= 0);
+    colourBy->setCurrentIndex(colourBy->findText(QStringLiteral("self-attention mass")));
+    QCOMPARE(v->statisticTitle(), QStringLiteral("self-attention mass"));
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && !v->panels().empty()), 120000);
+    QCOMPARE(int(v->panels().size()), 2);
+
+    auto reader = DumpReader::open(example.toStdString());
+    auto selfMass = [&](int layer, int head, const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        double total = 0;
+        for (int img = 0; img < reader->info().images; ++img) {
+            const HeadActivations act = reader->readHead(img, layer, head);
+            const Matrix a =
+                AttentionHead(presetParadigm(paradigm), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied})
+                    .matrix();
+            total += a.diagonal().mean();
+        }
+        return total / reader->info().images;
+    };
+    for (int layerPos : {0, 3})
+        for (int head : {0, 2}) {
+            const int layer = v->layers()[std::size_t(layerPos)];
+            QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - selfMass(layer, head, "softmax")) <
+                    1e-12);
+            QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - selfMass(layer, head, "mala")) < 1e-12);
+        }
+    // The command line knows it by its key, and lists it among the choices.
+    v->setStatistic(HeadStatistic::LocalMass3);
+    v->setStatisticByKey("self_mass");
+    QCOMPARE(colourBy->currentText(), QStringLiteral("self-attention mass"));
+    try {
+        v->setStatisticByKey("nonesuch");
+        QFAIL("an unknown statistic was accepted");
+    } catch (const Error& e) {
+        QVERIFY2(std::string(e.what()).find("self_mass") != std::string::npos, e.what());
+    }
+    QString out, err;
+    QTextStream os(&out), es(&err);
+    const QString png = QDir::temp().filePath(QStringLiteral("attnlens-registered-heads.png"));
+    QCOMPARE(
+        runRender({example, "--view", "heads", "--head-statistic", "self_mass", "--layer", "mala.block0", "-o", png},
+                  os, es),
+        0);
+    QVERIFY2(QFileInfo(png).size() > 0, qPrintable(err));
+    QFile::remove(png);
+}
+
 void StatisticsTests::headOverviewMatchesTheRows() {
     const QString example = findOrCreateExampleDump();
     MainWindow& w = openWindow(example);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/sha256.h"
 #include "attnlens/io/text.h"
@@ -139,7 +140,10 @@ std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, 
     if (scope == StatsScope::CurrentImage) req.images = {sel.image};
     if (!layers_.empty() || !model_.empty()) req.layers = coveredLayers();
     req.options = prefs.analysis;
-    req.options.stats = StatSelection::parse(rank ? "rank" : distance ? "distance" : "local,entropy,confusion");
+    // The layer statistics carry every registered statistic too (the Heads view lists them).
+    std::string statistics = "local,entropy,confusion";
+    for (const RegisteredStatistic& r : registeredStatistics()) statistics += "," + r.key;
+    req.options.stats = StatSelection::parse(rank ? "rank" : distance ? "distance" : statistics);
     // The per-layer views show A's statistics only; exports keep the branch (as the CLI does). The
     // distance reads the branch's weights for its output with the branch (and analyses no E_c).
     req.options.localBranch.enabled = distance;

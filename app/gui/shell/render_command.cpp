@@ -312,7 +312,7 @@ void configureView(PlotView* v, Session& session, const QCommandLineParser& p, c
     if (p.isSet(f.headStatistic)) {
         auto* h = dynamic_cast<HeadOverviewView*>(v);
         if (!h) throwUsage("--head-statistic: only with --view heads");
-        h->setStatistic(parseHeadStatistic(p.value(f.headStatistic).trimmed().toStdString()));
+        h->setStatisticByKey(p.value(f.headStatistic).trimmed().toStdString());
     }
     configureSweep(dynamic_cast<SweepView*>(v), session, p, f, saved);
     if (auto* l = dynamic_cast<LocalMassView*>(v)) l->setK(intOption(p.value(f.k), kMinLocalK, kMaxLocalK, "--k"));

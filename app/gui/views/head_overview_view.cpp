@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
 #include "plot/color_maps.h"
@@ -38,6 +39,8 @@ QString headStatisticName(HeadStatistic s) {
             return QStringLiteral("total variation to the reference");
         case HeadStatistic::OutputError:
             return QStringLiteral("output error |O - O_ref| / |O_ref|");
+        case HeadStatistic::Registered:
+            return QStringLiteral("registered statistic");
     }
     return {};
 }
@@ -76,6 +79,8 @@ std::string_view headStatisticKey(HeadStatistic s) {
             return "total-variation";
         case HeadStatistic::OutputError:
             return "output-error";
+        case HeadStatistic::Registered:
+            return "registered";
     }
     return "?";
 }
@@ -86,14 +91,19 @@ HeadStatistic parseHeadStatistic(std::string_view key) {
         if (key == headStatisticKey(s)) return s;
         known += (known.empty() ? "" : ", ") + std::string(headStatisticKey(s));
     }
+    for (const RegisteredStatistic& r : registeredStatistics()) known += ", " + r.key;  // setStatisticByKey
     throwUsage("head statistic " + quotedText(std::string(key)) + " is not one of " + known);
 }
 
 namespace {
 
-double statisticOf(const HeadStatistics& s, HeadStatistic which) {
+double statisticOf(const HeadStatistics& s, HeadStatistic which, const std::string& registeredKey) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     switch (which) {
+        case HeadStatistic::Registered:
+            for (const auto& [key, value] : s.registered)
+                if (key == registeredKey) return value;
+            return nan;
         case HeadStatistic::LocalMass3:
             for (const LocalMassResult& l : s.local)
                 if (l.k == 3) return l.queries > 0 ? l.mean : nan;
@@ -125,7 +135,7 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which) {
 }  // namespace
 
 std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
-                                                   int reportParadigm) {
+                                                   int reportParadigm, const std::string& registeredKey) {
     const std::vector<int>& layers = report.request.layers;
     std::vector<std::vector<double>> sum(layers.size()), count(layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -137,7 +147,7 @@ std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report,
         if (r.paradigm != reportParadigm) continue;
         const auto it = std::find(layers.begin(), layers.end(), r.layer);
         if (it == layers.end()) continue;
-        const double v = statisticOf(r.stats, statistic);
+        const double v = statisticOf(r.stats, statistic, registeredKey);
         if (!std::isfinite(v)) continue;
         const std::size_t i = std::size_t(it - layers.begin());
         sum[i][std::size_t(r.head)] += v;
@@ -183,6 +193,9 @@ HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerRep
     statistic_ = new QComboBox(this);
     statistic_->setObjectName(QStringLiteral("headStatistic"));
     for (HeadStatistic s : kHeadStatistics) statistic_->addItem(headStatisticName(s), int(s));
+    // Registered statistics after the built-in ones, by title; their data is their key.
+    for (const RegisteredStatistic& r : registeredStatistics())
+        statistic_->addItem(QString::fromStdString(r.title), QString::fromStdString(r.key));
     mode_ = new QComboBox(this);
     mode_->setObjectName(QStringLiteral("headMode"));
     mode_->addItems({QStringLiteral("each paradigm"), QStringLiteral("minus the first shown")});
@@ -191,8 +204,13 @@ HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerRep
     toolbar()->addWidget(statistic_);
     toolbar()->addWidget(mode_);
     toolbar()->addStretch(1);
-    connect(statistic_, &QComboBox::currentIndexChanged, this,
-            [this](int i) { setStatistic(HeadStatistic(statistic_->itemData(i).toInt())); });
+    connect(statistic_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        const QVariant data = statistic_->itemData(i);
+        if (data.typeId() == QMetaType::QString)
+            setStatistic(HeadStatistic::Registered, data.toString().toStdString());
+        else
+            setStatistic(HeadStatistic(data.toInt()));
+    });
     connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) { setDifference(i == 1); });
     connect(plot_, &QCustomPlot::mousePress, this, &HeadOverviewView::onMousePress);
     connect(plot_, &QCustomPlot::mouseMove, this, &HeadOverviewView::onMouseMove);
@@ -200,11 +218,28 @@ HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerRep
     connect(session, &Session::selectionChanged, this, &PlotView::invalidate);
 }
 
-void HeadOverviewView::setStatistic(HeadStatistic s) {
+void HeadOverviewView::setStatistic(HeadStatistic s, const std::string& registeredKey) {
+    if (s == HeadStatistic::Registered && !findRegisteredStatistic(registeredKey))
+        throwUsage("head statistic " + quotedText(registeredKey) + " is not a registered statistic");
     stat_ = s;
+    registeredKey_ = s == HeadStatistic::Registered ? registeredKey : std::string();
     QSignalBlocker block(statistic_);
-    statistic_->setCurrentIndex(statistic_->findData(int(s)));
+    statistic_->setCurrentIndex(s == HeadStatistic::Registered
+                                    ? statistic_->findData(QString::fromStdString(registeredKey))
+                                    : statistic_->findData(int(s)));
     invalidate();
+}
+
+void HeadOverviewView::setStatisticByKey(std::string_view key) {
+    if (findRegisteredStatistic(key)) return setStatistic(HeadStatistic::Registered, std::string(key));
+    setStatistic(parseHeadStatistic(key));
+}
+
+QString HeadOverviewView::statisticTitle() const {
+    if (const RegisteredStatistic* r =
+            stat_ == HeadStatistic::Registered ? findRegisteredStatistic(registeredKey_) : nullptr)
+        return QString::fromStdString(r->title);
+    return headStatisticName(stat_);
 }
 
 void HeadOverviewView::setDifference(bool on) {
@@ -273,8 +308,11 @@ bool HeadOverviewView::fitAspect() {
     return changed;
 }
 
-std::vector<std::vector<double>> HeadOverviewView::GridSource::grid(HeadStatistic stat, int reportParadigm) const {
-    return locality ? meanDistanceGrid(*locality, reportParadigm) : headStatisticGrid(*report, stat, reportParadigm);
+std::vector<std::vector<double>> HeadOverviewView::GridSource::grid(HeadStatistic stat,
+                                                                    const std::string& registeredKey,
+                                                                    int reportParadigm) const {
+    return locality ? meanDistanceGrid(*locality, reportParadigm)
+                    : headStatisticGrid(*report, stat, reportParadigm, registeredKey);
 }
 
 std::optional<HeadOverviewView::GridSource> HeadOverviewView::gridSource(const QString& what) {
@@ -310,7 +348,7 @@ HeadOverviewView::Panel HeadOverviewView::addPanel(QCPLayoutGrid* body, int inde
     const std::string& paradigmName = (*source.paradigms)[std::size_t(reportParadigm)].name;
     Panel p;
     p.paradigm = session_->paradigmIndex(paradigmName);
-    p.values = source.grid(stat_, reportParadigm);
+    p.values = source.grid(stat_, registeredKey_, reportParadigm);
     if (base)
         for (std::size_t a = 0; a < p.values.size(); ++a)
             for (std::size_t h = 0; h < p.values[a].size(); ++h) p.values[a][h] -= (*base)[a][h];
@@ -356,7 +394,7 @@ void HeadOverviewView::addColourScale(double lo, double hi, bool difference) {
     auto* scale = new QCPColorScale(plot_);
     scale->setType(QCPAxis::atRight);
     scale->setBarWidth(12);
-    scale->axis()->setLabel(difference ? QStringLiteral("difference") : headStatisticName(stat_));
+    scale->axis()->setLabel(difference ? QStringLiteral("difference") : statisticTitle());
     auto* side = new QCPLayoutGrid;
     plot_->plotLayout()->addElement(plot_->plotLayout()->rowCount() - 1, 1, side);
     side->addElement(0, 0, scale);
@@ -379,7 +417,7 @@ void HeadOverviewView::rebuild() {
     panels_.clear();
     layers_.clear();
     heads_ = 0;
-    const QString what = QStringLiteral("Heads: %1 per layer and head").arg(headStatisticName(stat_));
+    const QString what = QStringLiteral("Heads: %1 per layer and head").arg(statisticTitle());
     const std::optional<GridSource> source = gridSource(what);
     if (!source) return;
     const std::shared_ptr<const AnalysisReport>& r = source->report;
@@ -388,7 +426,7 @@ void HeadOverviewView::rebuild() {
     auto* title = resetWithTitle(plot_, QString());
     // Every paradigm of the report, in its order; with a difference, each but the first minus it.
     const bool diff = difference_ && paradigms.size() >= 2;
-    QString statisticName = headStatisticName(stat_);
+    QString statisticName = statisticTitle();
     if (source->locality) statisticName += QStringLiteral(" (grid units)");
     if (r && reportContent() == ReportContent::Distance)
         statisticName +=
@@ -400,7 +438,7 @@ void HeadOverviewView::rebuild() {
                    .arg(source->scope));
     if (r) addReportNotes(*r);
     auto* body = addBody(plot_, plot_->plotLayout()->rowCount());
-    const std::vector<std::vector<double>> base = source->grid(stat_, 0);
+    const std::vector<std::vector<double>> base = source->grid(stat_, registeredKey_, 0);
     std::vector<int> panelParadigms;
     for (int p = 0; p < int(paradigms.size()); ++p)
         if (!diff || p != 0) panelParadigms.push_back(p);
@@ -456,7 +494,7 @@ void HeadOverviewView::onMouseMove(QMouseEvent* e) {
             .arg(QString::fromStdString(session_->paradigms()[std::size_t(p->paradigm)].name))
             .arg(QString::fromStdString(session_->info().layers[std::size_t(layers_[std::size_t(layer)])].name))
             .arg(head)
-            .arg(headStatisticName(stat_))
+            .arg(statisticTitle())
             .arg(std::isfinite(v) ? formatWeight(v) : QStringLiteral("none")));
 }
 

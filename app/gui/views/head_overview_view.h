@@ -26,7 +26,8 @@ enum class HeadStatistic {
     EffectiveRank,
     MeanDistance,
     TotalVariation,
-    OutputError
+    OutputError,
+    Registered  // a registered statistic (registered_statistics.h), named by its key beside it
 };
 QString headStatisticName(HeadStatistic s);
 // The command-line names (render --head-statistic): "local3", "entropy", "max-weight",
@@ -37,8 +38,9 @@ HeadStatistic parseHeadStatistic(std::string_view key);  // Error(Usage) naming 
 
 // One paradigm's statistic per (layer, head): values[i][h] for report.request.layers[i], the mean
 // over the report's images (NaN where the head has no record or the statistic is undefined).
+// registeredKey: the registered statistic's key when statistic is Registered.
 std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
-                                                   int reportParadigm);
+                                                   int reportParadigm, const std::string& registeredKey = {});
 // The "all" group's mean attention distance per (layer, head) of one paradigm of a locality report,
 // values[i][h] for report.request.layers[i] (NaN where no query counted).
 std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, int reportParadigm);
@@ -55,7 +57,13 @@ public:
     // (estimate, pixels).
     std::pair<int, double> panelColumns(int panels, const QStringList& layerNames) const;
 
-    void setStatistic(HeadStatistic s);
+    // registeredKey: which registered statistic, when s is Registered.
+    void setStatistic(HeadStatistic s, const std::string& registeredKey = {});
+    // By the command-line name (parseHeadStatistic) or a registered statistic's key; Error(Usage)
+    // naming every choice.
+    void setStatisticByKey(std::string_view key);
+    // The colour's name: headStatisticName, or the registered statistic's title.
+    QString statisticTitle() const;
     // Panels show each paradigm (false) or its difference from the first shown paradigm (true).
     void setDifference(bool on);
 
@@ -90,7 +98,8 @@ private:
         const std::vector<Paradigm>* paradigms = nullptr;
         const DumpInfo* dump = nullptr;
         QString scope;
-        std::vector<std::vector<double>> grid(HeadStatistic stat, int reportParadigm) const;
+        std::vector<std::vector<double>> grid(HeadStatistic stat, const std::string& registeredKey,
+                                              int reportParadigm) const;
     };
     // nullopt (the view showing why) while the source is not there.
     std::optional<GridSource> gridSource(const QString& what);
@@ -105,6 +114,7 @@ private:
     QComboBox* statistic_ = nullptr;
     QComboBox* mode_ = nullptr;
     HeadStatistic stat_ = HeadStatistic::LocalMass3;
+    std::string registeredKey_;  // stat_ == Registered
     bool difference_ = false;
     std::vector<Panel> panels_;
     std::vector<int> layers_;  // report.request.layers

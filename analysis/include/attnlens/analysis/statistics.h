@@ -287,7 +287,11 @@ DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> s
 // ---- Everything for one head -----------------------------------------------------------------------
 struct StatSelection {
     bool rank = true, local = true, entropy = true, confusion = true, magnitude = true, distance = true;
-    // "rank,local,entropy,confusion,magnitude,distance" (any subset; "all"); Error(Usage) on unknown names.
+    // The registered statistics selected (registered_statistics.h), by key, in registration order.
+    // A default selection has none: "all" (parse) selects every one.
+    std::vector<std::string> registered;
+    // "rank,local,entropy,confusion,magnitude,distance" and the registered keys (any subset; "all");
+    // Error(Usage) on unknown names.
     static StatSelection parse(std::string_view list);
     std::vector<std::string> names() const;
 };
@@ -323,6 +327,8 @@ struct HeadStatistics {
     std::optional<MagnitudeCurve> magnitude;       // mean curve over queries
     std::optional<LocalBranchResult> localBranch;  // when the head was analysed with its branch
     std::optional<DistanceResult> distance;        // when distance is selected (and a reference given)
+    // The selected registered statistics (StatSelection::registered), in its order: key, value.
+    std::vector<std::pair<std::string, double>> registered;
 };
 // When the dense matrix is built anyway (local mass, entropy) and the magnitude curves are
 // selected, analyzeHead keeps the raw rows of the one GEMM for both, for heads up to this many

@@ -1,0 +1,232 @@
+// Registered statistics (registered_statistics.h): a per-head statistic added by one entry reaches
+// the selection, the record, the JSON report, the summary with its exact mergeable state, and the
+// record table. The example is the self-attention mass, mean over the Ok rows i of A_ii, registered
+// here by the test (the product registers none yet) and checked against the same number taken
+// directly from each head's dense matrix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/record_table.h"
+#include "attnlens/analysis/registered_statistics.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/analysis/sweep.h"
+#include "attnlens/dump/head_inputs.h"
+#include "attnlens/dump/synth.h"
+#include "attnlens/io/error.h"
+#include "core/test_support.h"
+
+namespace attnlens {
+namespace {
+
+using nlohmann::json;
+
+double selfMass(const Matrix& a, std::span<const RowStatus> status, const AttentionLayout&) {
+    if (a.rows() != a.cols()) return std::numeric_limits<double>::quiet_NaN();
+    double sum = 0;
+    Index rows = 0;
+    for (Index i = 0; i < a.rows(); ++i)
+        if (status.empty() || status[std::size_t(i)] == RowStatus::Ok) {
+            sum += a(i, i);
+            ++rows;
+        }
+    return rows ? sum / double(rows) : std::numeric_limits<double>::quiet_NaN();
+}
+
+// Registered for one test and removed after it, so that the other tests of this program (run in
+// one process outside ctest) see the product's registry.
+struct SelfMassRegistered {
+    SelfMassRegistered() {
+        registerStatistic(
+            {"self_mass", "self-attention mass", "mean over the Ok rows i of A_ii (square A only)", selfMass});
+    }
+    ~SelfMassRegistered() { unregisterStatistic("self_mass"); }
+};
+
+// The same number the direct way: the head from the dump, its whole matrix, its diagonal.
+double directSelfMass(const DumpReader& reader, const HeadRecord& r, const Paradigm& p) {
+    const LayerInfo& layer = reader.info().layers[std::size_t(r.layer)];
+    const HeadActivations act = reader.readHead(r.image, r.layer, r.head);
+    std::vector<RowStatus> status;
+    const Matrix a = AttentionHead(p, headInputs(layer, act, r.head)).matrix(&status);
+    double sum = 0;
+    int rows = 0;
+    for (Index i = 0; i < a.rows(); ++i)
+        if (status[std::size_t(i)] == RowStatus::Ok) {
+            sum += a(i, i);
+            ++rows;
+        }
+    return sum / rows;
+}
+
+std::unique_ptr<DumpReader> synthReader(const test::TempDir& dir) {
+    SynthOptions o;
+    o.layers = 2;
+    o.heads = 2;
+    o.images = 3;
+    o.gridH = o.gridW = 4;
+    o.dim = 8;
+    const std::string path = dir.file("d.h5");
+    writeSynthDump(path, o);
+    return DumpReader::open(path);
+}
+
+TEST(RegisteredStatistics, KeysAreCheckedWhenRegistered) {
+    EXPECT_TRUE(registeredStatistics().empty());  // the product registers none yet
+    {
+        const SelfMassRegistered registered;
+        auto compute = [](const Matrix&, std::span<const RowStatus>, const AttentionLayout&) { return 0.0; };
+        for (const std::string bad : {"", "Self", "self-mass", "rank", "all", "self_mass"})
+            EXPECT_THROW(registerStatistic({bad, "t", "d", compute}), Error) << bad;
+        EXPECT_THROW(registerStatistic({"no_compute", "t", "d", {}}), Error);
+        EXPECT_EQ(findRegisteredStatistic("no_compute"), nullptr);
+        ASSERT_NE(findRegisteredStatistic("self_mass"), nullptr);
+        EXPECT_EQ(registeredStatistics().size(), 1u);
+    }
+    EXPECT_EQ(findRegisteredStatistic("self_mass"), nullptr);
+    EXPECT_THROW(StatSelection::parse("self_mass"), Error);
+}
+
+TEST(RegisteredStatistics, SelectedByKeyAndByAll) {
+    const SelfMassRegistered registered;
+    EXPECT_TRUE(StatSelection().registered.empty());  // the default selection is the built-in one
+    const StatSelection byKey = StatSelection::parse("entropy,self_mass");
+    EXPECT_TRUE(byKey.entropy);
+    EXPECT_FALSE(byKey.rank);
+    EXPECT_EQ(byKey.registered, std::vector<std::string>{"self_mass"});
+    EXPECT_EQ(byKey.names(), (std::vector<std::string>{"entropy", "self_mass"}));
+    EXPECT_EQ(StatSelection::parse("all").registered, std::vector<std::string>{"self_mass"});
+    EXPECT_EQ(StatSelection::parse("self_mass,self_mass").registered.size(), 1u);
+    try {
+        StatSelection::parse("selfmass");
+        FAIL() << "unknown name accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("self_mass"), std::string::npos) << e.what();  // named among the known
+    }
+    // It needs A: the memory plan counts the matrix even where nothing else would.
+    EXPECT_TRUE(denseNeeds(StatSelection::parse("self_mass"), true, 100, false).matrix);
+    EXPECT_FALSE(denseNeeds(StatSelection::parse("confusion"), true, 100, false).matrix);
+}
+
+TEST(RegisteredStatistics, RecordsReportsSummariesAndTablesCarryThem) {
+    const SelfMassRegistered registered;
+    test::TempDir dir;
+    const auto reader = synthReader(dir);
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax"), presetParadigm("linear_relu"), presetParadigm("inline")};
+    request.options.stats = StatSelection::parse("entropy,self_mass");
+    request.threads = 2;
+    const AnalysisReport report = analyzeDump(*reader, request);
+    ASSERT_EQ(report.records.size(), std::size_t(3 * 2 * 2 * 3));
+    double sum[3] = {0, 0, 0};
+    for (const HeadRecord& r : report.records) {
+        ASSERT_EQ(r.stats.registered.size(), 1u);
+        EXPECT_EQ(r.stats.registered[0].first, "self_mass");
+        const double expected = directSelfMass(*reader, r, report.paradigms[std::size_t(r.paradigm)]);
+        EXPECT_NEAR(r.stats.registered[0].second, expected, 1e-14) << r.image << " " << r.layer << " " << r.head;
+        sum[r.paradigm] += r.stats.registered[0].second;
+    }
+
+    // The report: each record's value, the definition, the per-paradigm mean.
+    const json j = reportToJson(report, ToolInfo{});
+    EXPECT_EQ(j["options"]["registered_statistics"]["self_mass"]["definition"],
+              "mean over the Ok rows i of A_ii (square A only)");
+    EXPECT_EQ(j["options"]["statistics"], (json{"entropy", "self_mass"}));
+    for (std::size_t i = 0; i < report.records.size(); ++i)
+        EXPECT_EQ(j["results"][i]["registered"]["self_mass"].get<double>(),
+                  report.records[i].stats.registered[0].second);
+    for (int p = 0; p < 3; ++p) {
+        const json& entry = j["summary"]["per_paradigm"][std::size_t(p)];
+        EXPECT_NEAR(entry["registered_means"]["self_mass"].get<double>(), sum[p] / 12.0, 1e-14) << p;
+        for (const json& layer : entry["layers"]) EXPECT_TRUE(layer["registered_means"].contains("self_mass"));
+    }
+    // Back from JSON: the same records, the same summary.
+    const std::vector<std::string> names{"softmax", "linear_relu", "inline"};
+    const HeadRecord back = recordFromJson(j["results"][5], names);
+    ASSERT_EQ(back.stats.registered.size(), 1u);
+    EXPECT_EQ(back.stats.registered[0], report.records[5].stats.registered[0]);
+    EXPECT_EQ(summarize(json::parse(reportText(j))), j["summary"]);
+
+    // The summary's exact state: two halves merged give the whole.
+    ReportSummary first(report.paradigms), second(report.paradigms), whole(report.paradigms);
+    for (std::size_t i = 0; i < report.records.size(); ++i) {
+        const std::string& layer = report.dump.layers[std::size_t(report.records[i].layer)].name;
+        (i % 2 ? first : second).add(report.records[i], layer);
+        whole.add(report.records[i], layer);
+    }
+    ReportSummary merged = ReportSummary::fromStateJson(first.stateJson());
+    merged.merge(ReportSummary::fromStateJson(second.stateJson()));
+    const json m = merged.toJson(), w = whole.toJson();  // equal up to the order of the sums
+    for (std::size_t p = 0; p < 3; ++p)
+        for (const char* part : {"layers", "heads"}) {
+            const json &a = m["per_paradigm"][p][part], &b = w["per_paradigm"][p][part];
+            ASSERT_EQ(a.size(), b.size());
+            for (std::size_t i = 0; i < a.size(); ++i)
+                EXPECT_NEAR(a[i]["registered_means"]["self_mass"].get<double>(),
+                            b[i]["registered_means"]["self_mass"].get<double>(), 1e-15)
+                    << p << " " << part << " " << i;
+        }
+    EXPECT_TRUE(whole.stateJson().dump().find("self_mass") != std::string::npos);
+
+    // The record table has its column, with its definition.
+    bool found = false;
+    for (const RecordColumn& c : recordTableColumns(report))
+        if (c.name == "registered_self_mass") {
+            found = true;
+            EXPECT_FALSE(c.integer);
+            EXPECT_EQ(c.definition, "mean over the Ok rows i of A_ii (square A only)");
+        }
+    EXPECT_TRUE(found);
+}
+
+// Sweeps curve them too: at the model's own query scale, each head's curve is the mean over the
+// images of its records' values.
+TEST(RegisteredStatistics, SweepsCurveThem) {
+    const SelfMassRegistered registered;
+    test::TempDir dir;
+    const auto reader = synthReader(dir);
+    SweepRequest request;
+    request.paradigm = presetParadigm("softmax");
+    request.parameter = SweepParameter::QueryScale;
+    request.values = {1.0, 2.0};
+    request.meanDistance = false;
+    request.analysis.options.stats = StatSelection::parse("self_mass");
+    const json sweep = sweepDump(*reader, request, ToolInfo{});
+    EXPECT_EQ(sweep["definitions"]["statistics"]["registered_self_mass"],
+              "mean over the Ok rows i of A_ii (square A only)");
+    AnalyzeRequest analyze = request.analysis;
+    analyze.paradigms = {request.paradigm};
+    const AnalysisReport report = analyzeDump(*reader, analyze);
+    for (int layer = 0; layer < 2; ++layer)
+        for (int head = 0; head < 2; ++head) {
+            double sum = 0;
+            int n = 0;
+            for (const HeadRecord& r : report.records)
+                if (r.layer == layer && r.head == head) {
+                    sum += r.stats.registered.at(0).second;
+                    ++n;
+                }
+            const json& curve =
+                sweep["layers"][std::size_t(layer)]["heads"][std::size_t(head)]["statistics"]["registered_self_mass"];
+            EXPECT_NEAR(curve[0].get<double>(), sum / n, 1e-14) << layer << " " << head;
+            EXPECT_NE(curve[1].get<double>(), curve[0].get<double>());  // sharper queries, more self-mass or less
+        }
+}
+
+// A report without registered statistics is unchanged: no "registered" anywhere.
+TEST(RegisteredStatistics, ReportsWithoutThemHaveNoTrace) {
+    const SelfMassRegistered registered;
+    test::TempDir dir;
+    const auto reader = synthReader(dir);
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax")};
+    request.options.stats = StatSelection::parse("entropy");
+    const json j = reportToJson(analyzeDump(*reader, request), ToolInfo{});
+    EXPECT_EQ(j.dump().find("registered"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnlens
