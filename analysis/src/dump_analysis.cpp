@@ -201,15 +201,24 @@ public:
         progress_.wait(lock, [&] { return stop_.load() || t < written_ + window_; });
         return !stop_.load();
     }
-    // Task t is done: it and every finished task after it, in order, go to the sink.
+    // Task t is done: it and every finished task after it, in order, go to the sink. Once the sink
+    // has failed (a full disk), nothing more is written: a worker that finishes later would only
+    // meet the closed file, and its "already closed" could be reported instead of the cause.
     void finished(std::size_t t) {
         if (!sink_) return;
         std::unique_lock lock(mutex_);
         finished_[t] = 1;
-        while (written_ < taskRecords_.size() && finished_[written_]) {
-            sink_->write(std::move(taskRecords_[written_]));
-            std::vector<HeadRecord>().swap(taskRecords_[written_]);
-            ++written_;
+        if (failed_) return;
+        try {
+            while (written_ < taskRecords_.size() && finished_[written_]) {
+                sink_->write(std::move(taskRecords_[written_]));
+                std::vector<HeadRecord>().swap(taskRecords_[written_]);
+                ++written_;
+            }
+        } catch (...) {
+            failed_ = true;
+            progress_.notify_all();
+            throw;
         }
         progress_.notify_all();
     }
@@ -225,6 +234,7 @@ private:
     std::vector<std::vector<HeadRecord>>& taskRecords_;
     std::vector<char> finished_;
     std::size_t written_ = 0;
+    bool failed_ = false;  // the sink threw: its first error ends the run
     const std::size_t window_;
     const std::atomic<bool>& stop_;
     std::mutex mutex_;
