@@ -4,11 +4,14 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/dump/head_inputs.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
+#include "parallel.h"
+#include "rollout_internal.h"
 
 namespace attnlens {
 
@@ -41,8 +44,8 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, Ca
     // The activations of every selected layer, read once for all paradigms.
     std::vector<std::vector<HeadActivations>> acts;
     for (int layer : layers) acts.push_back(reader.readLayer(request.image, layer, false));
-    json results = json::array();
-    for (const Paradigm& p : paradigms) {
+    // One paradigm's row, on `threads` threads (the row is the same on any number).
+    auto rowOf = [&](const Paradigm& p, int threads) {
         std::vector<std::unique_ptr<AttentionHead>> heads;
         std::vector<RolloutLayer> rollout;
         for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -54,7 +57,25 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, Ca
             }
             rollout.push_back(layer);
         }
-        const RowVector r = rolloutRow(rollout, request.query, request.options, threads, cancel);
+        return rolloutRow(rollout, request.query, request.options, threads, cancel);
+    };
+    // Small layers (all of one paradigm's fused matrices, times the threads, within the bytes
+    // rolloutRow forms at once): the paradigms in parallel, one thread each. A few layers of 197
+    // tokens leave a rollout's own workers idle for half its time (3 dense layers on 2 threads,
+    // the factorised paradigms and the last layer's row on one); the presets keep both busy.
+    const double n = double(first.tokens());
+    const bool byParadigm =
+        paradigms.size() > 1 && threads.count() > 1 &&
+        double(layers.size()) * n * n * 8.0 * double(threads.count()) <= detail::rolloutFormedBytes();
+    std::vector<RowVector> rows(paradigms.size());
+    if (byParadigm)
+        detail::parallelFor(paradigms.size(), threads.count(),
+                            [&](std::size_t i) { rows[i] = rowOf(paradigms[i], 1); });
+    else
+        for (std::size_t i = 0; i < paradigms.size(); ++i) rows[i] = rowOf(paradigms[i], threads.count());
+    json results = json::array();
+    for (std::size_t i = 0; i < paradigms.size(); ++i) {
+        const RowVector& r = rows[i];
         json row = json::array();
         for (Index j = 0; j < r.size(); ++j) row.push_back(std::isfinite(r[j]) ? json(r[j]) : json(nullptr));
         json grid = json::array();
@@ -63,7 +84,7 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, Ca
             for (int x = 0; x < first.gridW; ++x) line.push_back(row[std::size_t(first.token(y, x))]);
             grid.push_back(line);
         }
-        results.push_back({{"paradigm", p.toJson()}, {"row", row}, {"grid", grid}});
+        results.push_back({{"paradigm", paradigms[i].toJson()}, {"row", row}, {"grid", grid}});
     }
     json layerNames = json::array();
     for (int layer : layers) layerNames.push_back(info.layers[std::size_t(layer)].name);

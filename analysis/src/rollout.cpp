@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <optional>
+#include <vector>
 
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
+#include "attnlens/math/vector_math.h"
 #include "parallel.h"
 #include "rollout_internal.h"
 
@@ -144,13 +144,53 @@ void weighRows(Eigen::Ref<Matrix> rows, RolloutWeights weights, const AttentionH
     }
 }
 
+vecmath::AffineWeight affineWeight(RolloutWeights w) {
+    switch (w) {
+        case RolloutWeights::Signed:
+            return vecmath::AffineWeight::Signed;
+        case RolloutWeights::Clipped:
+            return vecmath::AffineWeight::Clipped;
+        case RolloutWeights::Absolute:
+            break;
+    }
+    return vecmath::AffineWeight::Absolute;
+}
+
+// Rows [begin, begin + count) of one head's W_h into rows. A linear-family row is affine in its
+// dot products (A_ij = alpha_i raw_ij + beta_i): one GEMM, then one pass per row that normalises,
+// weighs, checks and sums (vecmath::affineWeights), where A's rows and weighRows took six.
+// Softmax rows and window attention go through the head's rows as they are.
+void headWeights(const AttentionHead& head, Index begin, Index count, RolloutWeights weights, Eigen::Ref<Matrix> rows) {
+    if (head.windows() || head.paradigm().normalisation == Normalisation::Softmax) {
+        head.rows(begin, count, rows);
+        weighRows(rows, weights, head);
+        return;
+    }
+    std::vector<double> dotSums(std::size_t(count), 0.0);
+    head.rawRows(begin, count, rows, dotSums.data());
+    const std::size_t n = std::size_t(rows.cols());
+    for (Index i = 0; i < count; ++i) {
+        auto row = rows.row(i);
+        const AttentionHead::Affine f = head.affineCoefficients(dotSums[std::size_t(i)], 1.0);
+        double sum = 0;
+        const bool finite =
+            f.status == RowStatus::Ok &&
+            vecmath::affineWeights(row.data(), n, f.alpha, f.beta, affineWeight(weights), row.data(), &sum);
+        if (finite && weights == RolloutWeights::Signed) continue;
+        // A flagged row, or one without positive weight (no distribution to follow): NaN.
+        if (finite && sum > 0)
+            row /= sum;
+        else
+            row.setConstant(std::numeric_limits<double>::quiet_NaN());
+    }
+}
+
 // Rows [begin, begin + count) of the fused F into out.
 void fusedRows(const RolloutLayer& heads, Index begin, Index count, const RolloutOptions& o, Matrix& scratch,
                Eigen::Ref<Matrix> out) {
     for (std::size_t h = 0; h < heads.size(); ++h) {
         auto block = scratch.topRows(count);
-        heads[h]->rows(begin, count, block);
-        weighRows(block, o.weights, *heads[h]);
+        headWeights(*heads[h], begin, count, o.weights, block);
         if (h == 0)
             out = block;
         else if (o.fusion == HeadFusion::Mean)
@@ -334,18 +374,21 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
     if (query < 0 || query >= n)
         throwUsage("rollout: query " + std::to_string(query) + " is not a token (N = " + std::to_string(n) + ")");
     // Our threads each run small products (128 rows x N x d): OpenBLAS's own threads would only
-    // compete with them.
-    std::optional<ScopedBlasThreads> blas;
-    if (threads > 1) blas.emplace(1);
+    // compete with them, and on one thread of ours they spin more than they help (a third of the
+    // samples at N = 197 were sched_yield) and break the budget.
+    const ScopedBlasThreads blas(1);
     // The fused matrices F_l do not depend on the row being rolled out: when every layer's F fits in
     // kFormedBytes they are formed first, the layers in parallel (one start of the workers for the
     // whole rollout instead of one per layer, and no worker waits for the slower half of a layer);
     // the steps are then products with them. The choice depends on N and L only, so the row is the
     // same on any number of threads.
     // The last layer is applied to e_q: only its row q is needed (the discard's threshold is over
-    // the whole matrix, so with a discard it is formed like the others).
+    // the whole matrix, so with a discard it is formed like the others). Also for a factorisable
+    // layer (the same O(N d) per head): its factorised step divides every row's weight by that
+    // row's sum, so a flagged row the query never reaches made the whole row NaN, where row q of
+    // the product R_L ... R_1 (rolloutMatrix, NumPy) is finite.
     const std::size_t last = layers.size() - 1;
-    const bool lastByRow = !factorisable(layers[last], options) && options.discardRatio == 0;
+    const bool lastByRow = options.discardRatio == 0;
     std::vector<std::size_t> dense;
     for (std::size_t l = 0; l < layers.size(); ++l)
         if (!factorisable(layers[l], options) && !(l == last && lastByRow)) dense.push_back(l);

@@ -4,8 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -115,6 +117,74 @@ TEST(Rollout, RowEqualsTheDenseProductForEveryOption) {
                                             p.kernel != Kernel::LeakyRelu));
                     EXPECT_EQ(factorised, expected) << p.name << " " << toString(fusion) << " " << toString(weights);
                 }
+    }
+}
+
+// The linear family's weights come from one pass over the dot products (vecmath::affineWeights);
+// here against the head's own matrix (rows(): the normalisation written out) weighed, fused and
+// chained by the direct formula, with flagged rows: a query whose ReLU features are all zero under
+// divide with eps = 0 (zero denominator), a NaN in a query (non-finite), and inline_relu's constant
+// rows. Flagged rows are NaN in F and carry NaN into every entry they reach; the rest agree.
+TEST(Rollout, LinearFamilyWeightsEqualTheDirectFormulaWithFlaggedRows) {
+    const Index n = 12, d = 3;
+    for (const char* spec : {"inline", "inline_relu", "mala", "zero_den:norm=divide,kernel=relu,eps=0"}) {
+        const Paradigm p = Paradigm::parse(spec);
+        Layers l;
+        for (int layer = 0; layer < 2; ++layer) {
+            RolloutLayer heads;
+            for (int h = 0; h < 2; ++h) {
+                Matrix q = randomNormal(n, d, 40 + 7 * layer + h), k = randomNormal(n, d, 90 + 7 * layer + h);
+                if (layer == 0 && h == 0) q.row(4).setConstant(-1.0);  // ReLU(q_4) = 0
+                if (layer == 1 && h == 1) q(6, 1) = std::numeric_limits<double>::quiet_NaN();
+                l.owned.push_back(makeHead(p, q, k));
+                heads.push_back(l.owned.back()->head.get());
+            }
+            l.layers.push_back(heads);
+        }
+        for (RolloutWeights weights : {RolloutWeights::Signed, RolloutWeights::Clipped, RolloutWeights::Absolute}) {
+            RolloutOptions o;
+            o.weights = weights;
+            o.residual = 0.3;
+            o.discardRatio = 0;
+            Matrix product = Matrix::Identity(n, n);
+            for (const RolloutLayer& heads : l.layers) {
+                Matrix fused = Matrix::Zero(n, n);
+                for (const AttentionHead* h : heads) {
+                    Matrix w = h->matrix();
+                    for (Index i = 0; i < n; ++i) {
+                        if (weights == RolloutWeights::Signed || !w.row(i).allFinite()) continue;
+                        for (Index j = 0; j < n; ++j)
+                            w(i, j) = weights == RolloutWeights::Clipped ? std::max(w(i, j), 0.0) : std::abs(w(i, j));
+                        const double sum = w.row(i).sum();
+                        if (sum > 0)
+                            w.row(i) /= sum;
+                        else
+                            w.row(i).setConstant(std::numeric_limits<double>::quiet_NaN());
+                    }
+                    fused += w / double(heads.size());
+                }
+                Matrix r = (1 - o.residual) * fused + o.residual * Matrix::Identity(n, n);
+                for (Index i = 0; i < n; ++i) r.row(i) /= r.row(i).sum();
+                product = r * product;
+            }
+            const Matrix viaMatrix = rolloutMatrix(l.layers, o);
+            int nan = 0;
+            for (Index q = 0; q < n; ++q) {
+                const RowVector row = rolloutRow(l.layers, q, o);
+                for (Index j = 0; j < n; ++j) {
+                    if (std::isnan(product(q, j))) {
+                        EXPECT_TRUE(std::isnan(row[j]) && std::isnan(viaMatrix(q, j))) << spec << " " << q << " " << j;
+                        ++nan;
+                        continue;
+                    }
+                    ASSERT_NEAR(row[j], product(q, j), 1e-13 * (1 + std::abs(product(q, j))))
+                        << spec << " " << toString(weights) << " " << q << " " << j;
+                    ASSERT_NEAR(viaMatrix(q, j), product(q, j), 1e-13 * (1 + std::abs(product(q, j)))) << spec;
+                }
+            }
+            // The NaN query of layer 1 reaches every row through the product (R_1 has a NaN row).
+            EXPECT_GT(nan, 0) << spec << " " << toString(weights);
+        }
     }
 }
 

@@ -21,3 +21,42 @@ def attention(name, q, k, scale):
         d = c * (q @ k.T)
         return d - d.sum(axis=1, keepdims=True) / n + 1.0 / n
     return None
+
+
+def _elu1(x):
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _focused(x, p=3, shift=1e-6):
+    """FLatten's f_p(ReLU(x) + shift) = ||y|| / ||y^p|| y^p, y^3 by multiplication (as PyTorch)."""
+    y = np.maximum(x, 0) + shift
+    yp = y * y * y if p == 3 else y ** p
+    return np.linalg.norm(y, axis=1, keepdims=True) / np.linalg.norm(yp, axis=1, keepdims=True) * yp
+
+
+def preset_attention(name, q, k, scale, kernel_applied=False):
+    """A for each of the eight presets (README "Paradigms", default parameters), N x n. On a layer
+    whose q and k went through the model's kernel already (kernel_applied), kernels are the identity."""
+    n, d = k.shape[0], q.shape[1]
+    identity = lambda x: x  # noqa: E731
+    relu = identity if kernel_applied else (lambda x: np.maximum(x, 0))
+    elu1 = identity if kernel_applied else _elu1
+    focused = identity if kernel_applied else _focused
+    if name == "softmax":
+        return attention("softmax", q, k, scale)
+    if name == "softmax_l2":
+        return attention("softmax", q / np.linalg.norm(q, axis=1, keepdims=True), k, scale)
+    if name in ("linear_relu", "linear_elu", "focused"):
+        phi = {"linear_relu": relu, "linear_elu": elu1, "focused": focused}[name]
+        num = phi(q) @ phi(k).T
+        return num / (num.sum(axis=1, keepdims=True) + n * 1e-6)
+    c = 1.0 / (np.sqrt(d) * n)
+    if name in ("inline", "inline_relu"):  # InLine's subtract
+        phi = identity if name == "inline" else relu
+        dd = c * (phi(q) @ phi(k).T)
+        return dd - dd.sum(axis=1, keepdims=True) / n + 1.0 / n
+    if name == "mala":  # MALA Eq. 8-9: magnitude normalisation, phi = ELU + 1
+        dd = c * (elu1(q) @ elu1(k).T)
+        z = dd.sum(axis=1, keepdims=True)
+        return dd * (1.0 + 1.0 / (z + 1e-6)) - z / n
+    raise ValueError(f"not a preset: {name}")

@@ -1442,15 +1442,16 @@ TEST_F(CliTest, ConfusionListsPairsAndInjectivity) {
 }
 
 // rollout (issue 11, part 1): NumPy's dense product of the R_l (tests/cli/rollout_check.py) agrees on
-// the bundled example for two option sets; rows of clipped rollouts are distributions; bad options
-// and layers of different token counts are usage errors.
+// the bundled example for every preset and three option sets (layers whose q and k carry the kernel
+// already among them); rows of clipped rollouts are distributions; bad options and layers of
+// different token counts are usage errors.
 TEST_F(CliTest, RolloutAgreesWithNumpy) {
     const std::string example = std::string(ATTNLENS_SOURCE_DIR) + "/resources/examples/attnlens-example.h5";
-    for (const std::string& options : {std::string("--model mala --query 7,7"),
-                                       std::string("--model softmax --query cls --fusion max --weights absolute "
-                                                   "--residual 0.3")}) {
-        const RunResult r = run("rollout " + example + " --image 2 --paradigms softmax,linear_relu,inline " + options +
-                                " -o " + path("r.json"));
+    for (const std::string& options :
+         {std::string("--model mala --query 7,7"),
+          std::string("--model softmax --query cls --fusion max --weights absolute --residual 0.3"),
+          std::string("--model focused --query 3,3 --weights signed --fusion min")}) {
+        const RunResult r = run("rollout " + example + " --image 2 " + options + " -o " + path("r.json"));
         ASSERT_EQ(r.code, 0) << r.err;
         const json j = readJson(path("r.json"));
         EXPECT_EQ(j["format"], "attnlens.rollout");

@@ -133,5 +133,62 @@ TEST(FiniteMax, AgreesWithAPlainLoopAndFindsEveryNonFiniteValue) {
     EXPECT_EQ(m, -7.5);
 }
 
+// affineWeights (rollout's one pass over a linear-family row) against the direct formula: every
+// length up to 40 (the AVX2 body and every tail), the three weights, and a non-finite value
+// (from the input, or from overflow of alpha * x + beta) anywhere, which no clipping may hide.
+TEST(AffineWeights, AgreeWithTheDirectFormulaAndFindEveryNonFiniteValue) {
+    std::mt19937_64 rng(9);
+    std::normal_distribution<double> g(0.0, 3.0);
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    for (AffineWeight w : {AffineWeight::Signed, AffineWeight::Clipped, AffineWeight::Absolute}) {
+        for (std::size_t n = 0; n <= 40; ++n) {
+            std::vector<double> x(n);
+            for (double& v : x) v = g(rng);
+            const double alpha = 0.37, beta = -0.11;
+            std::vector<double> fast(n), slow(n);
+            double fastSum = -1, slowSum = -1, direct = 0;
+            ASSERT_TRUE(affineWeights(x.data(), n, alpha, beta, w, fast.data(), &fastSum));
+            ASSERT_TRUE(affineWeightsPortable(x.data(), n, alpha, beta, w, slow.data(), &slowSum));
+            for (std::size_t j = 0; j < n; ++j) {
+                const double product = x[j] * alpha;
+                const double v = product + beta;
+                const double expected = w == AffineWeight::Clipped    ? (v > 0 ? v : 0.0)
+                                        : w == AffineWeight::Absolute ? std::fabs(v)
+                                                                      : v;
+                EXPECT_EQ(fast[j], expected) << n << " " << j;
+                EXPECT_EQ(slow[j], expected) << n << " " << j;
+                direct += expected;
+            }
+            EXPECT_NEAR(fastSum, direct, 1e-14 * (1 + std::fabs(direct))) << n;
+            EXPECT_NEAR(slowSum, direct, 1e-14 * (1 + std::fabs(direct))) << n;
+            // In place, as rollout calls it.
+            std::vector<double> y = x;
+            double inPlace = 0;
+            ASSERT_TRUE(affineWeights(y.data(), n, alpha, beta, w, y.data(), &inPlace));
+            EXPECT_EQ(y, fast);
+            for (std::size_t at = 0; at < n; ++at) {
+                for (double bad : {inf, -inf, nan, 1e308}) {
+                    std::vector<double> z = x, out(n);
+                    z[at] = bad;
+                    double sum = 0;
+                    // 1e308 * 10 overflows: the affine value is what must be finite.
+                    const double a = bad == 1e308 ? 10.0 : alpha;
+                    EXPECT_FALSE(affineWeights(z.data(), n, a, beta, w, out.data(), &sum))
+                        << n << " " << at << " " << bad;
+                    EXPECT_FALSE(affineWeightsPortable(z.data(), n, a, beta, w, out.data(), &sum)) << n << " " << at;
+                }
+            }
+        }
+    }
+    // allFinite: finiteMax's pass.
+    const std::vector<double> ok{1.0, -2.0, DBL_MAX, 0.0, 5e-324, 3.0, 4.0, 5.0, 6.0};
+    EXPECT_TRUE(allFinite(ok.data(), ok.size()));
+    for (std::size_t at = 0; at < ok.size(); ++at) {
+        std::vector<double> z = ok;
+        z[at] = nan;
+        EXPECT_FALSE(allFinite(z.data(), z.size())) << at;
+    }
+}
+
 }  // namespace
 }  // namespace attnlens::vecmath

@@ -283,7 +283,9 @@ static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector>
         row /= vecmath::expAffine(row.data(), std::size_t(row.size()), 1.0, m, row.data());
         return RowStatus::Ok;
     }
-    if (!row.allFinite() || !std::isfinite(dotSum)) return fail(RowStatus::NonFinite);
+    // vecmath::allFinite: Eigen's allFinite is a scalar loop here and cost rollout 15 % of its time.
+    const auto finite = [&] { return vecmath::allFinite(row.data(), std::size_t(row.size())); };
+    if (!finite() || !std::isfinite(dotSum)) return fail(RowStatus::NonFinite);
     switch (p.normalisation) {
         case Normalisation::Softmax:
             break;  // above
@@ -305,7 +307,7 @@ static RowStatus normaliseRow(const Paradigm& p, double c, Eigen::Ref<RowVector>
             break;
         }
     }
-    return row.allFinite() ? RowStatus::Ok : fail(RowStatus::NonFinite);
+    return finite() ? RowStatus::Ok : fail(RowStatus::NonFinite);
 }
 
 RowStatus AttentionHead::windowedRow(Index i, double a, Eigen::Ref<RowVector> out) const {

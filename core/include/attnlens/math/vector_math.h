@@ -19,6 +19,19 @@ double expAffine(const double* x, std::size_t n, double a, double shift, double*
 bool finiteMax(const double* x, std::size_t n, double* max);
 bool finiteMaxPortable(const double* x, std::size_t n, double* max);
 
+// Whether every x[j] (j < n) is finite: finiteMax's pass without keeping the maximum.
+bool allFinite(const double* x, std::size_t n);
+
+// How rollout takes a weight from a linear-family entry v = alpha * x + beta (README "Rollout").
+enum class AffineWeight { Signed, Clipped, Absolute };
+
+// out[j] = w(alpha * x[j] + beta) for j < n, w the identity, max(., 0) or |.| (out may be x): one
+// pass for a row's affine normalisation and its rollout weight. Returns whether every alpha * x[j]
+// + beta is finite (a NaN is not clipped away); if so, *sum is the sum of the out[j].
+bool affineWeights(const double* x, std::size_t n, double alpha, double beta, AffineWeight w, double* out, double* sum);
+bool affineWeightsPortable(const double* x, std::size_t n, double alpha, double beta, AffineWeight w, double* out,
+                           double* sum);
+
 // Whether expAffine uses the AVX2 kernel on this CPU.
 bool expAffineUsesAvx2();
 
