@@ -1,6 +1,6 @@
 #pragma once
 // Helpers for the analysis tests: heads that own their Q/K (AttentionHead keeps a pointer to K),
-// seeded random matrices and paradigm shortcuts.
+// seeded random matrices, paradigm shortcuts and a small synthetic dump.
 #include <cmath>
 #include <memory>
 #include <random>
@@ -9,7 +9,10 @@
 
 #include "attnlens/attention/attention.h"
 #include "attnlens/attention/paradigm.h"
+#include "attnlens/dump/dump.h"
+#include "attnlens/dump/synth.h"
 #include "attnlens/math/tensor.h"
+#include "core/test_support.h"
 
 namespace attnlens::testing {
 
@@ -69,6 +72,19 @@ inline std::vector<std::string> lowRankPresetNames() {
 }
 inline std::vector<std::string> allPresetNames() {
     return {"softmax", "linear_relu", "linear_elu", "focused", "inline", "inline_relu", "mala", "softmax_l2"};
+}
+
+// A synthetic dump of 2 layers on a 4 x 4 grid with a CLS token (d = 8) written into dir, opened.
+inline std::unique_ptr<DumpReader> smallSynthReader(const test::TempDir& dir, int heads, int images) {
+    SynthOptions o;
+    o.layers = 2;
+    o.heads = heads;
+    o.images = images;
+    o.gridH = o.gridW = 4;
+    o.dim = 8;
+    const std::string path = dir.file("d.h5");
+    writeSynthDump(path, o);
+    return DumpReader::open(path);
 }
 
 }  // namespace attnlens::testing

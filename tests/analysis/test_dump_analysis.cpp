@@ -5,28 +5,15 @@
 #include <atomic>
 #include <mutex>
 
+#include "analysis_test_util.h"
 #include "attnlens/analysis/dump_analysis.h"
-#include "attnlens/dump/synth.h"
-#include "core/test_support.h"
 
 namespace attnlens {
 namespace {
 
-std::unique_ptr<DumpReader> synthReader(const test::TempDir& dir) {
-    SynthOptions o;
-    o.layers = 2;
-    o.heads = 3;
-    o.images = 2;
-    o.gridH = o.gridW = 4;
-    o.dim = 8;
-    const std::string path = dir.file("d.h5");
-    writeSynthDump(path, o);
-    return DumpReader::open(path);
-}
-
 TEST(AnalyzeDump, ReportsProgressAfterEveryHeadAndParadigm) {
     test::TempDir dir;
-    auto reader = synthReader(dir);
+    auto reader = testing::smallSynthReader(dir, 3, 2);
     AnalyzeRequest request;
     request.threads = 2;
     request.heads = {0, 2};
@@ -49,7 +36,7 @@ TEST(AnalyzeDump, ReportsProgressAfterEveryHeadAndParadigm) {
 
 TEST(AnalyzeDump, CancelStopsWithinOneStepPerWorker) {
     test::TempDir dir;
-    auto reader = synthReader(dir);
+    auto reader = testing::smallSynthReader(dir, 3, 2);
     for (int threads : {1, 2}) {
         SCOPED_TRACE(threads);
         AnalyzeRequest request;

@@ -9,15 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis_test_util.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/record_table.h"
 #include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/sweep.h"
 #include "attnlens/dump/head_inputs.h"
-#include "attnlens/dump/synth.h"
 #include "attnlens/io/error.h"
-#include "core/test_support.h"
 
 namespace attnlens {
 namespace {
@@ -62,18 +61,6 @@ double directSelfMass(const DumpReader& reader, const HeadRecord& r, const Parad
     return sum / rows;
 }
 
-std::unique_ptr<DumpReader> synthReader(const test::TempDir& dir) {
-    SynthOptions o;
-    o.layers = 2;
-    o.heads = 2;
-    o.images = 3;
-    o.gridH = o.gridW = 4;
-    o.dim = 8;
-    const std::string path = dir.file("d.h5");
-    writeSynthDump(path, o);
-    return DumpReader::open(path);
-}
-
 TEST(RegisteredStatistics, KeysAreCheckedWhenRegistered) {
     EXPECT_TRUE(registeredStatistics().empty());  // the product registers none yet
     {
@@ -114,7 +101,7 @@ TEST(RegisteredStatistics, SelectedByKeyAndByAll) {
 TEST(RegisteredStatistics, RecordsReportsSummariesAndTablesCarryThem) {
     const SelfMassRegistered registered;
     test::TempDir dir;
-    const auto reader = synthReader(dir);
+    const auto reader = testing::smallSynthReader(dir, 2, 3);
     AnalyzeRequest request;
     request.paradigms = {presetParadigm("softmax"), presetParadigm("linear_relu"), presetParadigm("inline")};
     request.options.stats = StatSelection::parse("entropy,self_mass");
@@ -187,7 +174,7 @@ TEST(RegisteredStatistics, RecordsReportsSummariesAndTablesCarryThem) {
 TEST(RegisteredStatistics, SweepsCurveThem) {
     const SelfMassRegistered registered;
     test::TempDir dir;
-    const auto reader = synthReader(dir);
+    const auto reader = testing::smallSynthReader(dir, 2, 3);
     SweepRequest request;
     request.paradigm = presetParadigm("softmax");
     request.parameter = SweepParameter::QueryScale;
@@ -220,7 +207,7 @@ TEST(RegisteredStatistics, SweepsCurveThem) {
 TEST(RegisteredStatistics, ReportsWithoutThemHaveNoTrace) {
     const SelfMassRegistered registered;
     test::TempDir dir;
-    const auto reader = synthReader(dir);
+    const auto reader = testing::smallSynthReader(dir, 2, 3);
     AnalyzeRequest request;
     request.paradigms = {presetParadigm("softmax")};
     request.options.stats = StatSelection::parse("entropy");
