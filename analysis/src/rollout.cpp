@@ -156,12 +156,17 @@ vecmath::AffineWeight affineWeight(RolloutWeights w) {
     return vecmath::AffineWeight::Absolute;
 }
 
-// Rows [begin, begin + count) of one head's W_h into rows. A linear-family row is affine in its
-// dot products (A_ij = alpha_i raw_ij + beta_i): one GEMM, then one pass per row that normalises,
+// Rows [begin, begin + count) of one head's W_h, as rows[i] * scales[i]: the row's own factor
+// (1 / its sum for clipped and absolute weights of the linear family; NaN for a flagged row or one
+// without positive weight, which has no distribution to follow) is left to the fusion, which
+// applies it in the pass that adds the row anyway. A linear-family row is affine in its dot
+// products (A_ij = alpha_i raw_ij + beta_i): one GEMM, then one pass per row that normalises,
 // weighs, checks and sums (vecmath::affineWeights), where A's rows and weighRows took six.
-// Softmax rows and window attention go through the head's rows as they are.
-void headWeights(const AttentionHead& head, Index begin, Index count, RolloutWeights weights, Eigen::Ref<Matrix> rows) {
-    if (head.windows() || head.paradigm().normalisation == Normalisation::Softmax) {
+// Softmax rows and window attention go through the head's rows as they are (factor 1).
+void headWeights(const AttentionHead& head, Index begin, Index count, RolloutWeights weights, Eigen::Ref<Matrix> rows,
+                 std::vector<double>& scales) {
+    scales.assign(std::size_t(count), 1.0);
+    if (head.windows()) {
         head.rows(begin, count, rows);
         weighRows(rows, weights, head);
         return;
@@ -169,38 +174,61 @@ void headWeights(const AttentionHead& head, Index begin, Index count, RolloutWei
     std::vector<double> dotSums(std::size_t(count), 0.0);
     head.rawRows(begin, count, rows, dotSums.data());
     const std::size_t n = std::size_t(rows.cols());
+    if (head.paradigm().normalisation == Normalisation::Softmax) {
+        // As AttentionHead::rows (finiteness and the shift in one pass, then exp), the division by
+        // the row's sum left to the fusion. Softmax weights are the same under every option.
+        for (Index i = 0; i < count; ++i) {
+            double max = 0;
+            double* row = rows.row(i).data();
+            scales[std::size_t(i)] = vecmath::finiteMax(row, n, &max) ? 1.0 / vecmath::expAffine(row, n, 1.0, max, row)
+                                                                      : std::numeric_limits<double>::quiet_NaN();
+        }
+        return;
+    }
     for (Index i = 0; i < count; ++i) {
-        auto row = rows.row(i);
         const AttentionHead::Affine f = head.affineCoefficients(dotSums[std::size_t(i)], 1.0);
         double sum = 0;
         const bool finite =
-            f.status == RowStatus::Ok &&
-            vecmath::affineWeights(row.data(), n, f.alpha, f.beta, affineWeight(weights), row.data(), &sum);
-        if (finite && weights == RolloutWeights::Signed) continue;
-        // A flagged row, or one without positive weight (no distribution to follow): NaN.
-        if (finite && sum > 0)
-            row /= sum;
-        else
-            row.setConstant(std::numeric_limits<double>::quiet_NaN());
+            f.status == RowStatus::Ok && vecmath::affineWeights(rows.row(i).data(), n, f.alpha, f.beta,
+                                                                affineWeight(weights), rows.row(i).data(), &sum);
+        double& scale = scales[std::size_t(i)];
+        if (!finite || (weights != RolloutWeights::Signed && !(sum > 0)))
+            scale = std::numeric_limits<double>::quiet_NaN();
+        else if (weights != RolloutWeights::Signed)
+            scale = 1.0 / sum;
     }
 }
 
-// Rows [begin, begin + count) of the fused F into out.
+// Rows [begin, begin + count) of the fused F into out. Mean fusion adds each head's rows with
+// their factor over the head count in one pass (out_i += (scale_i / H) W_i).
 void fusedRows(const RolloutLayer& heads, Index begin, Index count, const RolloutOptions& o, Matrix& scratch,
                Eigen::Ref<Matrix> out) {
+    std::vector<double> scales;
+    const double share = 1.0 / double(heads.size());
     for (std::size_t h = 0; h < heads.size(); ++h) {
         auto block = scratch.topRows(count);
-        headWeights(*heads[h], begin, count, o.weights, block);
-        if (h == 0)
-            out = block;
-        else if (o.fusion == HeadFusion::Mean)
-            out += block;
-        else if (o.fusion == HeadFusion::Max)
-            out = out.cwiseMax(block);
-        else
-            out = out.cwiseMin(block);
+        headWeights(*heads[h], begin, count, o.weights, block, scales);
+        for (Index i = 0; i < count; ++i) {
+            const double scale = scales[std::size_t(i)];
+            auto row = out.row(i);
+            if (o.fusion == HeadFusion::Mean) {
+                // A flagged row is NaN in F, whatever its scratch holds (NaN * x is NaN).
+                if (h == 0)
+                    row.noalias() = (scale * share) * block.row(i);
+                else
+                    row.noalias() += (scale * share) * block.row(i);
+                continue;
+            }
+            auto weighed = block.row(i);
+            if (scale != 1.0) weighed *= scale;
+            if (h == 0)
+                row = weighed;
+            else if (o.fusion == HeadFusion::Max)
+                row = row.cwiseMax(weighed);
+            else
+                row = row.cwiseMin(weighed);
+        }
     }
-    if (o.fusion == HeadFusion::Mean) out /= double(heads.size());
 }
 
 // F with the discard applied, densely (the discard's threshold is over the whole matrix).

@@ -9,7 +9,8 @@ the README's formulas), fuse the heads (clipped weights renormalised, mean), add
 normalise, multiply R_L ... R_1 and take the query's row. It runs as its own process (this script
 with --numpy-process), which reports two times: the whole process (Python's start, importing NumPy
 and h5py, reading, computing) and the computation alone (q and k in memory). Against them:
-  - attnlens-cli rollout, a whole process (start, open check, reading, the 8 presets, the JSON);
+  - attnlens-cli rollout, a whole process (start, open check, reading, the 8 presets, the JSON), and
+    the same with ATTNLENS_OPEN_TIMEOUT=0 (no open check in a child process: what the check costs);
   - with --module, Dump.rollout in process (reading included).
 Every preset's row is checked against NumPy's (relative 1e-9) before any time is reported.
 Cases: N = 197, the bundled example (d = 32, 3 heads), CLS through layers 0-3; with --big, N = 3137
@@ -79,9 +80,9 @@ def numpy_rollout(heads, query):
     return rows
 
 
-def cli_rollout(cli, path, layers, out):
+def cli_rollout(cli, path, layers, out, env=None):
     subprocess.run([cli, "rollout", path, "--image", "0", "--query", "cls", "--layers", layers, "--threads", "2",
-                    "-o", out], check=True, capture_output=True)
+                    "-o", out], check=True, capture_output=True, env=env)
 
 
 def check(rows, export_path):
@@ -127,12 +128,17 @@ def run_case(label, path, layers, args, numpy_repeat, repeat):
         cli_rollout(args.cli, path, f"0-{layers - 1}", out)
         worst = check(rows, out)
         whole = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out), repeat)
+        # ATTNLENS_OPEN_TIMEOUT=0: without the open check in a child process (README "Command line").
+        unchecked = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out,
+                                                    dict(os.environ, ATTNLENS_OPEN_TIMEOUT="0")), repeat)
     n = len(rows["softmax"])
     print(f"{label}: N = {n}, {layers} layers, 8 presets; rows agree to {worst:.2g}")
     print(f"  NumPy, whole process: {numpy_whole * 1e3:.1f} ms; its computation alone (q, k in memory): "
           f"{numpy_compute * 1e3:.1f} ms")
     print(f"  attnlens-cli rollout, whole process: {whole * 1e3:.1f} ms: {numpy_whole / whole:.1f}x NumPy's whole "
           f"process, {numpy_compute / whole:.1f}x its computation alone")
+    print(f"  the same without the open check (ATTNLENS_OPEN_TIMEOUT=0): {unchecked * 1e3:.1f} ms: "
+          f"{numpy_whole / unchecked:.1f}x NumPy's whole process")
     if args.module:
         sys.path.insert(0, args.module)
         import attnlens
