@@ -4,9 +4,9 @@
 
 1. one Head.row() call (the paradigm's head already built): median over 20000 calls;
 2. rollout of one query (CLS) through 4 layers under the 8 presets: Dump.rollout (reading, the
-   heads, the rows) against NumPy's dense product as vit-explain forms it (fuse the heads, add the
-   residual, normalise, multiply R_L ... R_1), given the attention matrices already formed (the
-   cheapest NumPy can be: its time to form them is not counted);
+   heads, the rows) against NumPy's dense product as vit-explain forms it (every preset's matrices
+   from q and k, fuse the heads, add the residual, normalise, multiply R_L ... R_1), q and k in
+   memory (rollout_vs_numpy.py has the whole-process comparison);
 3. analyze of 4 images (all statistics, 8 presets, all 20 layers) in process against the CLI
    (a whole process, --no-hash, the same options).
 Medians of 5 unless said.
@@ -20,6 +20,9 @@ import time
 import numpy as np
 
 import attnlens
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rollout_vs_numpy  # noqa: E402
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources", "examples",
                        "attnlens-example.h5")
@@ -49,22 +52,16 @@ def main():
 
     layers = [0, 1, 2, 3]
     module = median_time(lambda: d.rollout(0, "cls", layers=layers))
-    mats = {p: [[d.head(0, l, hh).attention(p) for hh in range(d.layers[l]["heads"])] for l in layers]
-            for p in attnlens.presets()}
-
-    def numpy_rollout():
-        for p, per_layer in mats.items():
-            result = None
-            for heads in per_layer:
-                a = np.stack([np.maximum(x, 0) / np.maximum(x, 0).sum(1, keepdims=True) for x in heads]).mean(0)
-                r = 0.5 * a + 0.5 * np.eye(a.shape[0])
-                r = r / r.sum(1, keepdims=True)
-                result = r if result is None else r @ result
-            _ = result[0]
-
-    dense = median_time(numpy_rollout)
-    print(f"rollout of one query, 8 presets, 4 layers: module {module * 1e3:.1f} ms, NumPy dense product "
-          f"{dense * 1e3:.1f} ms (matrices given): {dense / module:.1f}x")
+    # NumPy's dense product as rollout_vs_numpy.py forms it (every preset's matrices from q and k,
+    # then R_L ... R_1), q and k read beforehand; the rows checked against the module's.
+    heads, _ = rollout_vs_numpy.read_heads(EXAMPLE, 0, layers)
+    rows = rollout_vs_numpy.numpy_rollout(heads, 0)
+    for r in d.rollout(0, "cls", layers=layers)["results"]:
+        want = rows[r["paradigm"]["name"]]
+        assert np.max(np.abs(np.asarray(r["row"], dtype=float) - want) / np.abs(want)) < 1e-9
+    dense = median_time(lambda: rollout_vs_numpy.numpy_rollout(heads, 0))
+    print(f"rollout of one query, 8 presets, 4 layers: module {module * 1e3:.1f} ms (reading included), NumPy's "
+          f"dense product {dense * 1e3:.1f} ms (matrices formed from q and k in memory): {dense / module:.1f}x")
 
     images = "0-3"
     inproc = median_time(lambda: d.analyze(images=images), repeat=3)
