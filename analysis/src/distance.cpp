@@ -57,7 +57,8 @@ DistanceReference distanceReference(const AttentionHead& reference, const Matrix
     return r;
 }
 
-DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> status, const DistanceReference& ref) {
+DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> status, const DistanceReference& ref,
+                                   const Matrix* output) {
     const Matrix& r = ref.matrix;
     if (a.rows() != r.rows() || a.cols() != r.cols())
         throwInput("distance: the matrix is " + std::to_string(a.rows()) + " x " + std::to_string(a.cols()) +
@@ -101,8 +102,16 @@ DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> s
 
     if (ref.values && ref.output.size() > 0) {
         d.hasOutput = true;
-        Matrix out(a.rows(), ref.values->cols());
-        linalg::gemm(false, false, 1.0, a, *ref.values, 0.0, out);
+        Matrix computed;
+        if (!output) {
+            computed.resize(a.rows(), ref.values->cols());
+            linalg::gemm(false, false, 1.0, a, *ref.values, 0.0, computed);
+        } else if (output->rows() != a.rows() || output->cols() != ref.values->cols()) {
+            throwInput("distance: the output given is " + std::to_string(output->rows()) + " x " +
+                       std::to_string(output->cols()) + ", A V is " + std::to_string(a.rows()) + " x " +
+                       std::to_string(ref.values->cols()));
+        }
+        const Matrix& out = output ? *output : computed;
         double diff = 0, norm = 0, normWithBranch = 0;
         const bool branch = ref.branchOutput.size() > 0;
         std::vector<double> cosine;

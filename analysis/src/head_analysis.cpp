@@ -278,8 +278,16 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     if (sel.rank)
         stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
                                  : spectrum(head, geometry, options.spectrum, full);
+    // O = A V once for the local mass's output share and the distance's output error.
+    const bool distanceOutput = sel.distance && reference && reference->values && reference->output.size() > 0;
+    Matrix output;
+    if (values && sel.local && distanceOutput && reference->values == values) {
+        output.resize(a.rows(), values->cols());
+        linalg::gemm(false, false, 1.0, a, *values, 0.0, output);
+    }
+    const Matrix* sharedOutput = output.size() > 0 ? &output : nullptr;
     if (sel.local) {
-        stats.local = localMass(a, status, geometry, options.localK, values);
+        stats.local = localMass(a, status, geometry, options.localK, values, sharedOutput);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
@@ -296,7 +304,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
         if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + knownStatNames() + ")");
         stats.registered.emplace_back(key, r->compute(a, status, geometry));
     }
-    if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference);
+    if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference, sharedOutput);
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);

@@ -296,42 +296,80 @@ TEST(LocalOutputShare, WithAOnesColumnForVItIsTheLocalMassOfRowsSummingToOne) {
     EXPECT_FALSE(localMass(a, {}, layout, ks).front().outputShare);
 }
 
+// Every k of an unsorted list (the windows of one query are computed ring by ring, smallest
+// first), on a grid where the larger windows meet the border, against loops over all keys.
 TEST(LocalOutputShare, AgreesWithExplicitLoopsOnEveryParadigm) {
-    const TokenLayout grid{4, 5, 1};
+    const TokenLayout grid{6, 7, 1};
     const AttentionLayout layout(grid);
     const Index n = grid.tokens(), dv = 3;
     const Matrix q = testing::randomNormal(n, 6, 31), k = testing::randomNormal(n, 6, 32),
                  v = testing::randomNormal(n, dv, 33);
+    const std::vector<int> ks{5, 1, 3, 7};
     for (const Paradigm& p : presetParadigms()) {
         SCOPED_TRACE(p.name);
         auto head = testing::makeHead(p, q, k, 0.4);
         const Matrix a = (*head)->matrix();
-        const auto results = localMass(a, {}, layout, std::vector<int>{3}, &v);
-        double sum = 0;
-        Index count = 0;
-        for (int y = 0; y < grid.gridH; ++y)
-            for (int x = 0; x < grid.gridW; ++x) {
-                const Index i = grid.token(y, x);
-                std::vector<double> local(std::size_t(dv), 0.0), whole(std::size_t(dv), 0.0);
-                for (Index j = 0; j < n; ++j)
+        const auto results = localMass(a, {}, layout, ks, &v);
+        ASSERT_EQ(results.size(), ks.size());
+        for (std::size_t r = 0; r < ks.size(); ++r) {
+            const int half = (ks[r] - 1) / 2;
+            double sum = 0;
+            Index count = 0;
+            for (int y = 0; y < grid.gridH; ++y)
+                for (int x = 0; x < grid.gridW; ++x) {
+                    const Index i = grid.token(y, x);
+                    std::vector<double> local(std::size_t(dv), 0.0), whole(std::size_t(dv), 0.0);
+                    for (Index j = 0; j < n; ++j)
+                        for (Index c = 0; c < dv; ++c) {
+                            whole[std::size_t(c)] += a(i, j) * v(j, c);
+                            if (grid.isSpatial(j) && std::abs(grid.row(j) - y) <= half &&
+                                std::abs(grid.col(j) - x) <= half)
+                                local[std::size_t(c)] += a(i, j) * v(j, c);
+                        }
+                    double nl = 0, nw = 0;
                     for (Index c = 0; c < dv; ++c) {
-                        whole[std::size_t(c)] += a(i, j) * v(j, c);
-                        if (grid.isSpatial(j) && std::abs(grid.row(j) - y) <= 1 && std::abs(grid.col(j) - x) <= 1)
-                            local[std::size_t(c)] += a(i, j) * v(j, c);
+                        nl += local[std::size_t(c)] * local[std::size_t(c)];
+                        nw += whole[std::size_t(c)] * whole[std::size_t(c)];
                     }
-                double nl = 0, nw = 0;
-                for (Index c = 0; c < dv; ++c) {
-                    nl += local[std::size_t(c)] * local[std::size_t(c)];
-                    nw += whole[std::size_t(c)] * whole[std::size_t(c)];
+                    if (nw == 0) continue;  // a zero output row has no share (linear_relu: ReLU zeroes whole rows)
+                    sum += std::sqrt(nl) / std::sqrt(nw);
+                    ++count;
                 }
-                if (nw == 0) continue;  // a zero output row has no share (linear_relu: ReLU zeroes whole rows)
-                sum += std::sqrt(nl) / std::sqrt(nw);
-                ++count;
-            }
-        ASSERT_TRUE(results[0].outputShare);
-        EXPECT_EQ(results[0].outputQueries, count);
-        EXPECT_NEAR(*results[0].outputShare, sum / double(count), 1e-12);
+            EXPECT_EQ(results[r].k, ks[r]);
+            ASSERT_TRUE(results[r].outputShare);
+            EXPECT_EQ(results[r].outputQueries, count) << ks[r];
+            EXPECT_NEAR(*results[r].outputShare, sum / double(count), 1e-12) << ks[r];
+        }
     }
+}
+
+// analyzeHead computes O = A V once for both statistics and hands it to them: the results equal
+// those computed without it, and an O of the wrong shape is an input error naming both sizes.
+TEST(LocalOutputShare, AGivenOutputIsUsedAsComputed) {
+    const TokenLayout grid{4, 5, 1};
+    const AttentionLayout layout(grid);
+    const Index n = grid.tokens();
+    const Matrix q = testing::randomNormal(n, 6, 41), k = testing::randomNormal(n, 6, 42),
+                 v = testing::randomNormal(n, 4, 43);
+    auto softmax = testing::makeHead(presetParadigm("softmax"), q, k, 0.4);
+    auto inline_ = testing::makeHead(presetParadigm("inline"), q, k, 0.4);
+    const Matrix a = (*inline_)->matrix();
+    const Matrix output = a * v;
+    const std::vector<int> ks{3, 5};
+    const auto computed = localMass(a, {}, layout, ks, &v);
+    const auto given = localMass(a, {}, layout, ks, &v, &output);
+    for (std::size_t i = 0; i < ks.size(); ++i)
+        EXPECT_NEAR(*given[i].outputShare, *computed[i].outputShare, 1e-14) << ks[i];
+    const DistanceReference ref = distanceReference(**softmax, &v);
+    const DistanceResult dComputed = distanceToReference(a, {}, ref);
+    const DistanceResult dGiven = distanceToReference(a, {}, ref, &output);
+    EXPECT_NEAR(dGiven.outputRelativeError, dComputed.outputRelativeError, 1e-14);
+    EXPECT_GT(dGiven.outputRelativeError, 0.0);
+    const Matrix wrong = Matrix::Zero(n, 3);
+    EXPECT_NE(test::errorMessage([&] { localMass(a, {}, layout, ks, &v, &wrong); }).find("is 21 x 3, A V is 21 x 4"),
+              std::string::npos);
+    EXPECT_NE(test::errorMessage([&] { distanceToReference(a, {}, ref, &wrong); }).find("is 21 x 3, A V is 21 x 4"),
+              std::string::npos);
 }
 
 }  // namespace

@@ -190,5 +190,31 @@ TEST(AffineWeights, AgreeWithTheDirectFormulaAndFindEveryNonFiniteValue) {
     }
 }
 
+// addWeightedRows (the local mass's window part of an output row) against the direct sum, in long
+// double: every width up to 40 (the 16- and 4-column bodies and every tail), 0 to 9 rows, a stride
+// wider than the rows, and y's previous content kept.
+TEST(AddWeightedRows, AgreesWithTheDirectSum) {
+    std::mt19937_64 rng(13);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (std::size_t n = 0; n <= 40; ++n)
+        for (std::size_t count = 0; count <= 9; ++count) {
+            const std::size_t stride = n + 3;
+            std::vector<double> w(count), rows(count * stride), y0(n);
+            for (double& v : w) v = g(rng);
+            for (double& v : rows) v = g(rng);
+            for (double& v : y0) v = g(rng);
+            std::vector<double> fast = y0, slow = y0;
+            addWeightedRows(w.data(), rows.data(), count, stride, n, fast.data());
+            addWeightedRowsPortable(w.data(), rows.data(), count, stride, n, slow.data());
+            for (std::size_t c = 0; c < n; ++c) {
+                long double exact = y0[c];
+                for (std::size_t r = 0; r < count; ++r)
+                    exact += static_cast<long double>(w[r]) * static_cast<long double>(rows[r * stride + c]);
+                EXPECT_NEAR(fast[c], double(exact), 1e-14 * (1 + std::fabs(double(exact)))) << n << " " << count;
+                EXPECT_NEAR(slow[c], double(exact), 1e-14 * (1 + std::fabs(double(exact)))) << n << " " << count;
+            }
+        }
+}
+
 }  // namespace
 }  // namespace attnlens::vecmath

@@ -63,10 +63,11 @@ struct LocalMassResult {
 inline constexpr int kMinLocalK = 1, kMaxLocalK = 99;
 // a: the full N x n matrix; status: per-row status (may be empty = all Ok). Under spatial reduction
 // the window is centred on the query's key cell (AttentionLayout::keyRow/keyCol) on the key grid.
-// values: V (n x d_v) for LocalMassResult::outputShare; nullptr: none.
+// values: V (n x d_v) for LocalMassResult::outputShare; nullptr: none. output: O = a V when the
+// caller has it already (the distance statistic needs it too); nullptr: computed here.
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
                                        const AttentionLayout& layout, std::span<const int> ks,
-                                       const Matrix* values = nullptr);
+                                       const Matrix* values = nullptr, const Matrix* output = nullptr);
 // The uniform baseline of a layer's geometry alone: mean over every spatial query of
 // |window_i| / n, which is localMass's uniformBaseline when no row is flagged. For a layer whose
 // data could not be read, the baseline is still defined.
@@ -280,9 +281,10 @@ struct DistanceReference {
 // values and branchOutput may be null; branchOutput needs values.
 DistanceReference distanceReference(const AttentionHead& reference, const Matrix* values,
                                     const Matrix* branchOutput = nullptr);
-// a: the paradigm's N x n matrix with its row statuses (empty: all ok).
+// a: the paradigm's N x n matrix with its row statuses (empty: all ok). output: O = a V for the
+// reference's V when the caller has it already; nullptr: computed here.
 DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> status,
-                                   const DistanceReference& reference);
+                                   const DistanceReference& reference, const Matrix* output = nullptr);
 
 // ---- Everything for one head -----------------------------------------------------------------------
 struct StatSelection {

@@ -32,6 +32,14 @@ bool affineWeights(const double* x, std::size_t n, double alpha, double beta, Af
 bool affineWeightsPortable(const double* x, std::size_t n, double alpha, double beta, AffineWeight w, double* out,
                            double* sum);
 
+// y[c] += sum_{r < count} w[r] * rows[r * stride + c] for c < n: a few weighted rows added to one
+// (the local mass's window part of an output row, a window row of keys at a time). AVX2 + FMA
+// when the CPU has them (the sum of products then rounds once per term).
+void addWeightedRows(const double* w, const double* rows, std::size_t count, std::size_t stride, std::size_t n,
+                     double* y);
+void addWeightedRowsPortable(const double* w, const double* rows, std::size_t count, std::size_t stride, std::size_t n,
+                             double* y);
+
 // Whether expAffine uses the AVX2 kernel on this CPU.
 bool expAffineUsesAvx2();
 
