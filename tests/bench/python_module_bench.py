@@ -23,18 +23,10 @@ import attnlens
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rollout_vs_numpy  # noqa: E402
+from rollout_vs_numpy import median_time  # noqa: E402
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "resources", "examples",
                        "attnlens-example.h5")
-
-
-def median_time(f, repeat=5):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main():

@@ -38,7 +38,7 @@ EXAMPLE = os.path.join(ROOT, "resources", "examples", "attnlens-example.h5")
 PRESETS = ["softmax", "linear_relu", "linear_elu", "focused", "inline", "inline_relu", "mala", "softmax_l2"]
 
 
-def median_time(f, repeat):
+def median_time(f, repeat=5):
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
