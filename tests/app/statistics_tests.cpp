@@ -89,6 +89,16 @@ private Q_SLOTS:
     void confusedPairsViewListsThePairs();
 };
 
+// The Heads view over all images with softmax beside `other`, on the first layer of `other`'s model.
+static HeadOverviewView* showHeadsBeside(MainWindow& w, const char* other) {
+    Session* s = w.session();
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex(other)});
+    s->setLayer(s->modelLayers(other)[0]);
+    s->statistics().setScope(StatsScope::AllImages);
+    w.showView("heads");
+    return qobject_cast<HeadOverviewView*>(w.view("heads"));
+}
+
 void StatisticsTests::cancelStopsWholeDumpStatistics() {
     MainWindow& w = openWindow(small_);
     Session* s = w.session();
@@ -351,12 +361,7 @@ void StatisticsTests::registeredStatisticsReachTheHeadsView() {
                        }});
     const QString example = findOrCreateExampleDump();
     MainWindow& w = openWindow(example);
-    Session* s = w.session();
-    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
-    s->setLayer(s->modelLayers("mala")[0]);
-    s->statistics().setScope(StatsScope::AllImages);
-    w.showView("heads");
-    auto* v = qobject_cast<HeadOverviewView*>(w.view("heads"));
+    auto* v = showHeadsBeside(w, "mala");
     QVERIFY(v);
     auto* colourBy = v->findChild<QComboBox*>("headStatistic");
     QVERIFY(colourBy->findText(QStringLiteral("self-attention mass")) >= 0);
@@ -410,11 +415,7 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     const QString example = findOrCreateExampleDump();
     MainWindow& w = openWindow(example);
     Session* s = w.session();
-    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("inline")});
-    s->setLayer(s->modelLayers("inline")[0]);
-    s->statistics().setScope(StatsScope::AllImages);
-    w.showView("heads");
-    auto* v = qobject_cast<HeadOverviewView*>(w.view("heads"));
+    auto* v = showHeadsBeside(w, "inline");
     QVERIFY(v);
     QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults() && !v->panels().empty(), 120000);
     v->refreshNow();
