@@ -43,6 +43,7 @@
 #include "attnlens/io/signal_stack.h"
 #include "attnlens/io/temporary_files.h"
 #include "attnlens/io/text.h"
+#include "attnlens/math/blas.h"
 #include "option_text.h"
 
 #include "cli_support.h"
@@ -112,9 +113,12 @@ void setInputPath(const std::string& path) { std::snprintf(gInputPath, sizeof gI
 
 // Every dump the CLI reads is opened here: first in a child process (open_check.h: HDF5 can
 // crash or stall on damaged metadata), then in-process under the fault guard below.
-std::unique_ptr<attnlens::DumpReader> openDumpImpl(const std::string& path) {
+std::unique_ptr<attnlens::DumpReader> openDumpImpl(const std::string& path, BlasUse blas) {
     setInputPath(path);
-    return attnlens::openCheckedDump(path, attnlens::openCheckOptionsFromEnvironment());
+    attnlens::OpenCheckOptions options = attnlens::openCheckOptionsFromEnvironment();
+    // Loading OpenBLAS and LAPACKE takes about 6 ms, as long as the child's open: done side by side.
+    if (blas == BlasUse::Computes) options.whileChecking = [] { attnlens::blas::library(); };
+    return attnlens::openCheckedDump(path, options);
 }
 
 // HDF5 1.10 trusts some sizes it reads from a file's metadata (e.g. the global heap objects that
@@ -154,7 +158,7 @@ void installFaultHandlersImpl() {
 
 void installInterruptHandlers() { installInterruptHandlersImpl(); }
 void installFaultHandlers() { installFaultHandlersImpl(); }
-std::unique_ptr<DumpReader> openDump(const std::string& path) { return openDumpImpl(path); }
+std::unique_ptr<DumpReader> openDump(const std::string& path, BlasUse blas) { return openDumpImpl(path, blas); }
 
 Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>& valueOptions,
                const std::vector<std::string>& flagOptions, const std::string& command) {

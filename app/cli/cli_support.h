@@ -23,8 +23,10 @@ void installInterruptHandlers();
 void installFaultHandlers();
 
 // Every dump the CLI reads is opened here: first in a child process (open_check.h: HDF5 can
-// crash or stall on damaged metadata), then in-process under the fault guard.
-std::unique_ptr<DumpReader> openDump(const std::string& path);
+// crash or stall on damaged metadata), then in-process under the fault guard. A command that
+// computes attention (all but inspect) loads OpenBLAS while the child checks.
+enum class BlasUse { Computes, None };
+std::unique_ptr<DumpReader> openDump(const std::string& path, BlasUse blas = BlasUse::Computes);
 
 // argv after the command: the options (option_text.h) and the positional arguments.
 struct Args : OptionText {

@@ -186,7 +186,7 @@ void printSpatialReduction(const DumpInfo& info) {
 int cmdInspect(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2, {}, {"--json"}, "inspect");
     if (a.positional.size() != 1) throwUsage("inspect: expected one FILE");
-    auto reader = openDump(a.positional[0]);
+    auto reader = openDump(a.positional[0], BlasUse::None);
     const DumpInfo& info = reader->info();
     const std::vector<LayerModel> models = layerModels(info);
     if (a.flag("--json")) {

@@ -13,12 +13,14 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/dump/dump.h"
+#include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
 
 namespace fs = std::filesystem;
@@ -600,6 +602,95 @@ TEST_F(CliTest, FaultInsideHdf5AfterOpeningRemovesTheTemporaryOutput) {
     const RunResult checked = run("analyze " + in + " --quiet --skip-unreadable -o " + path("out.json"));
     EXPECT_EQ(checked.code, 0) << checked.err;
     EXPECT_THAT(checked.err, HasSubstr("reading the chunk index of /layers/blocks.1/k"));
+}
+
+TEST_F(CliTest, OpenCheckByForkReachesTheStartedChildsVerdict) {
+    // The CLI's open check forks itself (one thread, no sanitizer) where the desktop program starts
+    // the executable again: on every kind of damage both reach the same verdict with the same
+    // message and the same unreadable datasets, and the caller's work beside the check runs once.
+    using attnlens::OpenCheckOutcome;
+    const std::string intact = synth("intact.h5");
+    const std::string bytes = readFile(intact);
+    const auto heap = bytes.find("GCOL");
+    ASSERT_NE(heap, std::string::npos) << "no global heap in " << intact;
+    // The size of the heap's first object (after signature, version, reserved, collection size,
+    // object index, reference count, reserved): HDF5 1.10 trusts it.
+    const auto damaged = [&](const std::string& name, std::uint64_t size) {
+        std::string copy = bytes;
+        for (int i = 0; i < 8; ++i) copy[heap + 24 + std::size_t(i)] = char((size >> (8 * i)) & 0xff);
+        std::ofstream(path(name), std::ios::binary | std::ios::trunc) << copy;
+        return path(name);
+    };
+    struct Case {
+        std::string file;
+        OpenCheckOutcome outcome;
+        std::string message;  // part of it
+        std::size_t unreadable = 0;
+    };
+    const std::vector<Case> cases = {
+        {intact, OpenCheckOutcome::Valid, ""},
+        {damaged("crashes.h5", 0x7fffffff0ull), OpenCheckOutcome::Crashed,
+         ": the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 metadata is damaged"},
+        {damaged("stalls.h5", 4000), OpenCheckOutcome::TimedOut, ": opening the file did not finish within 2 s"},
+        {std::string(ATTNLENS_SOURCE_DIR) + "/tests/fuzz/regressions/btree_loop_k.h5", OpenCheckOutcome::Valid, "", 1},
+        {path("absent.h5"), OpenCheckOutcome::Invalid, "absent.h5"},
+    };
+    for (const Case& c : cases) {
+        int calls = 0;
+        attnlens::OpenCheckOptions options;
+        options.timeoutSeconds = 2;
+        options.executable = ATTNLENS_CLI_PATH;
+        options.whileChecking = [&] {
+            ++calls;
+            throw std::runtime_error("dropped");
+        };
+        options.allowFork = false;
+        const attnlens::OpenCheckResult started = attnlens::checkDumpInChildProcess(c.file, options);
+        EXPECT_EQ(calls, 1) << c.file;
+        options.allowFork = true;
+        const attnlens::OpenCheckResult forked = attnlens::checkDumpInChildProcess(c.file, options);
+        EXPECT_EQ(calls, 2) << c.file;
+        EXPECT_FALSE(started.forked);
+        EXPECT_EQ(forked.forked, !ATTNLENS_TEST_ASAN) << "the test process should have one thread";
+        EXPECT_EQ(started.outcome, c.outcome) << c.file << ": " << started.message;
+        EXPECT_EQ(forked.outcome, c.outcome) << c.file << ": " << forked.message;
+        EXPECT_EQ(forked.message, started.message);
+        if (!c.message.empty()) {
+            EXPECT_THAT(forked.message, HasSubstr(c.message));
+        }
+        EXPECT_EQ(forked.walked, started.walked) << c.file;
+        ASSERT_EQ(started.unreadable.size(), c.unreadable) << c.file;
+        ASSERT_EQ(forked.unreadable.size(), c.unreadable) << c.file;
+        for (std::size_t i = 0; i < c.unreadable; ++i) {
+            EXPECT_EQ(forked.unreadable[i].dataset, started.unreadable[i].dataset);
+            EXPECT_EQ(forked.unreadable[i].message, started.unreadable[i].message);
+        }
+        if (c.outcome == OpenCheckOutcome::TimedOut) {
+            EXPECT_LT(forked.seconds, 4.0);
+        }
+    }
+    // Caller's work that outlasts the limit does not turn a check the child finished in time into a
+    // time-out (the pipe is read after the limit too).
+    attnlens::OpenCheckOptions slow;
+    slow.timeoutSeconds = 1;
+    slow.executable = ATTNLENS_CLI_PATH;
+    slow.whileChecking = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2000)); };
+    for (const bool fork : {false, true}) {
+        slow.allowFork = fork;
+        const attnlens::OpenCheckResult r = attnlens::checkDumpInChildProcess(intact, slow);
+        EXPECT_EQ(r.outcome, OpenCheckOutcome::Valid) << fork << ": " << r.message;
+        EXPECT_GT(r.walked, 0);
+    }
+    // The CLI itself (forking) on the damaged files: exit 3 and the message.
+    for (const auto& [file, message] : std::vector<std::pair<std::string, std::string>>{
+             {path("crashes.h5"), "the HDF5 library crashed (SIGSEGV) reading this file"},
+             {path("stalls.h5"), "opening the file did not finish within 2 s"}}) {
+        const RunResult r =
+            run("rollout " + file + " --image 0 --query 0 -o " + path("out.json"), "ATTNLENS_OPEN_TIMEOUT=2 ");
+        EXPECT_EQ(r.code, 3) << r.err;
+        EXPECT_THAT(r.err, HasSubstr(file + ": " + message));
+        EXPECT_FALSE(fs::exists(path("out.json")));
+    }
 }
 
 TEST_F(CliTest, NonFiniteValuesAreReportedAndAnalysisCarriesOn) {

@@ -21,6 +21,7 @@
 #include "attnlens/dump/dump.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
+#include "hdf5_util.h"
 
 extern char** environ;
 
@@ -116,14 +117,99 @@ static_assert(std::atomic<pid_t>::is_always_lock_free, "killOpenCheckChild runs 
 // One run of the child: what it wrote after kStartedLine, and how it ended.
 struct ChildRun {
     bool spawned = false;
+    bool forked = false;
     bool started = false;
     bool timedOut = false;
     int status = 0;
     std::string body;
 };
 
+// The child's part, on standard output: open `path`, walk the chunk indexes from `first` on, and
+// the lines checkDumpInChildProcess reads. Never returns.
+[[noreturn]] void runCheck(const char* path, std::size_t first) {
+    const auto oneLine = [](std::string text) {
+        std::replace(text.begin(), text.end(), '\n', ' ');
+        return text;
+    };
+    writeAll(1, kStartedLine);
+    try {
+        const auto reader = DumpReader::open(path);
+        const std::vector<std::string> datasets = reader->datasetsReadLater();
+        for (std::size_t i = first; i < datasets.size(); ++i) {
+            // Written before the walk: when it kills the child, the parent knows which dataset did.
+            writeAll(1, "walk " + std::to_string(i) + "\ndataset " + datasets[i] + "\n");
+            try {
+                reader->walkChunkIndex(i);
+                writeAll(1, "walked\n");
+            } catch (const Error& e) {
+                writeAll(1, "unreadable " + std::to_string(i) + " " + datasets[i] + "\t" + oneLine(e.what()) + "\n");
+            }
+        }
+        writeAll(1, "valid\n");
+    } catch (const Error& e) {
+        writeAll(1, "invalid " + std::to_string(int(e.kind())) + "\n" + e.what() + "\n");
+    } catch (const std::bad_alloc&) {
+        writeAll(1, "invalid " + std::to_string(int(ErrorKind::Input)) + "\n" + path +
+                        ": opening the file needed more than the check's memory limit: its HDF5 "
+                        "metadata is damaged\n");
+    } catch (const std::exception&) {
+        // Not a property of the file: the caller's own open reports it as it always would.
+        writeAll(1, "unknown\n");
+    }
+    // Leave without static destructors or HDF5's atexit handlers: the library may be in a bad state.
+    ::_exit(0);
+}
+
+// The caller's thread count from /proc/self/status; 0 when it cannot be read.
+int threadCount() {
+    const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buffer[4096];
+    std::size_t size = 0;
+    for (ssize_t n; size < sizeof buffer - 1 && (n = ::read(fd, buffer + size, sizeof buffer - 1 - size)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        size += std::size_t(n);
+    }
+    ::close(fd);
+    buffer[size] = '\0';
+    const char* line = std::strstr(buffer, "\nThreads:");
+    return line != nullptr ? std::atoi(line + 9) : 0;
+}
+
+// The caller's address space in bytes (/proc/self/statm); 0 when it cannot be read.
+std::uint64_t addressSpaceBytes() {
+    std::FILE* f = std::fopen("/proc/self/statm", "re");
+    if (f == nullptr) return 0;
+    unsigned long long pages = 0;
+    const bool read = std::fscanf(f, "%llu", &pages) == 1;
+    std::fclose(f);
+    return read ? pages * std::uint64_t(::sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// A fork() child starts where a started program would: default signals (a crash must end it by
+// its signal, not in the caller's handlers), nothing blocked, standard input and error on
+// /dev/null, output on the pipe, and the memory limit on top of the address space it inherited.
+[[noreturn]] void checkInForkedChild(const std::string& path, std::size_t first, int pipeWrite,
+                                     std::uint64_t addressLimit) {
+    struct sigaction defaults {};
+    defaults.sa_handler = SIG_DFL;
+    sigemptyset(&defaults.sa_mask);
+    for (int signal = 1; signal < NSIG; ++signal) ::sigaction(signal, &defaults, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int devNull = ::open("/dev/null", O_RDWR);
+    if (devNull < 0 || ::dup2(devNull, 0) < 0 || ::dup2(pipeWrite, 1) < 0 || ::dup2(devNull, 2) < 0) ::_exit(127);
+    if (addressLimit > 0) {
+        const rlimit r{rlim_t(addressLimit), rlim_t(addressLimit)};
+        ::setrlimit(RLIMIT_AS, &r);
+    }
+    runCheck(path.c_str(), first);
+}
+
 ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std::size_t firstDataset,
-                  double secondsLeft) {
+                  double secondsLeft, bool runWhileChecking) {
     ChildRun run;
     const auto start = std::chrono::steady_clock::now();
     const auto elapsed = [&] {
@@ -187,30 +273,60 @@ ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std:
     char* argv[] = {executable.data(), flag.data(), file.data(), first.data(), nullptr};
 
     pid_t child = -1;
-    const int spawned = posix_spawn(&child, executable.c_str(), &actions, &attributes, argv, envp.data());
+    int spawned = -1;
+    // fork() only with one thread: no other thread can hold a lock (malloc's, HDF5's, the
+    // caller's) that the child would wait on for ever; and not under a sanitizer, whose options
+    // (set above for a started child) are read only when a program starts.
+    if (options.allowFork && !kSanitized && threadCount() == 1) {
+        const std::uint64_t limit = options.memoryLimitBytes > 0 ? addressSpaceBytes() + options.memoryLimitBytes : 0;
+        // HDF5's start (the library, its error stack silenced, the bounded deflate filter: about
+        // 3 ms, no file read) happens once, here, for the child and for the caller's own open.
+        { h5::Lock initialise; }
+        child = ::fork();
+        if (child == 0) {
+            readEnd.reset();
+            checkInForkedChild(path, firstDataset, writeEnd.fd, limit);
+        }
+        if (child > 0) {
+            spawned = 0;
+            run.forked = true;
+        }
+    }
+    if (!run.forked) spawned = posix_spawn(&child, executable.c_str(), &actions, &attributes, argv, envp.data());
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
     writeEnd.reset();
     if (spawned != 0) return run;
     run.spawned = true;
     gRunningChild.store(child);
+    if (runWhileChecking && options.whileChecking) {
+        try {
+            options.whileChecking();
+        } catch (...) {
+        }
+    }
 
     std::string output;
+    // What the child wrote before the time was up counts even when the caller sees it later
+    // (whileChecking may take long): after the limit the pipe is drained without waiting, up to
+    // kMaxChildOutput more bytes (a child still writing then is timed out).
+    std::size_t lateBytes = 0;
     for (;;) {
         const double left = secondsLeft - elapsed();
-        if (left <= 0) {
+        pollfd poller{readEnd.fd, POLLIN, 0};
+        const int ready = ::poll(&poller, 1, left > 0 ? int(std::ceil(std::min(left, 3600.0) * 1000)) : 0);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) break;
+        if (ready == 0 || (left <= 0 && lateBytes > kMaxChildOutput)) {
+            if (ready == 0 && left > 0) continue;
             run.timedOut = true;
             break;
         }
-        pollfd poller{readEnd.fd, POLLIN, 0};
-        const int ready = ::poll(&poller, 1, int(std::ceil(std::min(left, 3600.0) * 1000)));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready < 0) break;
-        if (ready == 0) continue;
         char buffer[4096];
         const ssize_t n = ::read(readEnd.fd, buffer, sizeof buffer);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
+        if (left <= 0) lateBytes += std::size_t(n);
         if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
     }
     if (run.timedOut) ::kill(child, SIGKILL);
@@ -261,8 +377,9 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
     // during a walk marks that dataset unreadable, and the next run goes on after it.
     std::size_t first = 0;
     for (;;) {
-        const ChildRun run = runChild(path, options, first, options.timeoutSeconds - elapsed());
+        const ChildRun run = runChild(path, options, first, options.timeoutSeconds - elapsed(), first == 0);
         result.seconds = elapsed();
+        result.forked = run.forked;
         if (!run.spawned) return result;
         if (!run.started) return result;  // the program itself did not run (no /proc, too slow): open in-process
 
@@ -370,38 +487,7 @@ std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
             }
         }
     }
-    const std::size_t first = argc == 4 ? std::size_t(std::strtoull(argv[3], nullptr, 10)) : 0;
-    const auto oneLine = [](std::string text) {
-        std::replace(text.begin(), text.end(), '\n', ' ');
-        return text;
-    };
-    writeAll(1, kStartedLine);
-    try {
-        const auto reader = DumpReader::open(argv[2]);
-        const std::vector<std::string> datasets = reader->datasetsReadLater();
-        for (std::size_t i = first; i < datasets.size(); ++i) {
-            // Written before the walk: when it kills the child, the parent knows which dataset did.
-            writeAll(1, "walk " + std::to_string(i) + "\ndataset " + datasets[i] + "\n");
-            try {
-                reader->walkChunkIndex(i);
-                writeAll(1, "walked\n");
-            } catch (const Error& e) {
-                writeAll(1, "unreadable " + std::to_string(i) + " " + datasets[i] + "\t" + oneLine(e.what()) + "\n");
-            }
-        }
-        writeAll(1, "valid\n");
-    } catch (const Error& e) {
-        writeAll(1, "invalid " + std::to_string(int(e.kind())) + "\n" + e.what() + "\n");
-    } catch (const std::bad_alloc&) {
-        writeAll(1, "invalid " + std::to_string(int(ErrorKind::Input)) + "\n" + argv[2] +
-                        ": opening the file needed more than the check's memory limit: its HDF5 "
-                        "metadata is damaged\n");
-    } catch (const std::exception&) {
-        // Not a property of the file: the caller's own open reports it as it always would.
-        writeAll(1, "unknown\n");
-    }
-    // Leave without static destructors or HDF5's atexit handlers: the library may be in a bad state.
-    ::_exit(0);
+    runCheck(argv[2], argc == 4 ? std::size_t(std::strtoull(argv[3], nullptr, 10)) : 0);
 }
 
 std::unique_ptr<DumpReader> openCheckedDump(const std::string& path, const OpenCheckOptions& options) {
