@@ -46,6 +46,7 @@
 #include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
+#include "attnlens/math/blas.h"
 #include "option_text.h"
 
 namespace py = pybind11;
@@ -492,6 +493,13 @@ PYBIND11_MODULE(_attnlens, m) {
             return names;
         },
         "The preset paradigms' names (softmax, linear_relu, ..., softmax_l2).");
+    m.def(
+        "_blas_core_for_this_processor",
+        [] {
+            const char* core = blas::coreForThisProcessor();
+            return std::string(core != nullptr ? core : "");
+        },
+        "The OPENBLAS_CORETYPE AttnLens names when the user did not (math/blas.h), or ''.");
 
     py::class_<PyHead, std::shared_ptr<PyHead>>(m, "Head",
                                                 R"(One attention head: q, k (and v) and the attention of every paradigm.

@@ -24,6 +24,7 @@
 #include "attnlens/io/json_message.h"
 #include "attnlens/io/output_path.h"
 #include "attnlens/io/text.h"
+#include "attnlens/math/blas.h"
 #include "parallel.h"
 
 namespace attnlens {
@@ -1184,7 +1185,9 @@ nlohmann::json reportOutcomeJson(const AnalysisReport& report) {
                                {"message", s.message}});
         j["skipped"] = std::move(skipped);
     }
-    j["timing"] = {{"seconds", report.seconds}, {"threads", report.request.threads.count()}};
+    // The kernels the timing was measured with (math/blas.h: OpenBLAS's choice can be 2.5x slower).
+    j["timing"] = {
+        {"seconds", report.seconds}, {"threads", report.request.threads.count()}, {"blas", blas::coreDescription()}};
     return j;
 }
 

@@ -15,7 +15,19 @@ InputError, OutputError (also an OSError), CancelledError; Ctrl-C interrupts lon
 KeyboardInterrupt. The exporter (resources/exporter/attnlens_export.py: Exporter, DumpWriter,
 validate, ...) is reachable here too, loaded on first use (it imports torch).
 """
-from ._attnlens import (  # noqa: F401
+import os as _os
+import sys as _sys
+
+from . import _attnlens
+
+# Debian 12's OpenBLAS runs its SSE3 kernels on processors newer than itself, and AttnLens names
+# better ones where it loads OpenBLAS (README, "Memory"). Here numpy loads it: imported before numpy,
+# the module names the same kernels for it, so that its numbers equal attnlens-cli's to the last bit.
+if "numpy" not in _sys.modules and not _os.environ.get("OPENBLAS_CORETYPE"):
+    if _attnlens._blas_core_for_this_processor():
+        _os.environ["OPENBLAS_CORETYPE"] = _attnlens._blas_core_for_this_processor()
+
+from ._attnlens import (  # noqa: F401,E402
     CancelledError,
     Dump,
     Error,

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """One query's rollout against NumPy's dense product (issue 30 goal 2, issue 29's rollout figure).
 
-usage: rollout_vs_numpy.py [--cli build/release/app/attnlens-cli] [--module build/release/python] [--big]
+usage: rollout_vs_numpy.py [--cli build/release/app/attnlens-cli] [--baseline OLDER_CLI]
+                           [--module build/release/python] [--big]
 
 The comparison the issues define: the code a researcher writes in NumPy the vit-explain way: read
 each head's q and k with h5py, form every preset's attention matrices (tests/cli/numpy_attention.py,
@@ -127,7 +128,17 @@ def run_case(label, path, layers, args, numpy_repeat, repeat):
         out = os.path.join(tmp, "rollout.json")
         cli_rollout(args.cli, path, f"0-{layers - 1}", out)
         worst = check(rows, out)
-        whole = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out), repeat)
+        if args.baseline:
+            cli_rollout(args.baseline, path, f"0-{layers - 1}", out)
+            check(rows, out)
+            # Alternately, so that the machine's drift falls on both builds alike.
+            pairs = [(median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out), 1),
+                      median_time(lambda: cli_rollout(args.baseline, path, f"0-{layers - 1}", out), 1))
+                     for _ in range(repeat)]
+            whole = statistics.median(p[0] for p in pairs)
+            baseline = statistics.median(p[1] for p in pairs)
+        else:
+            whole = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out), repeat)
         # ATTNLENS_OPEN_TIMEOUT=0: without the open check in a child process (README "Command line").
         unchecked = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out,
                                                     dict(os.environ, ATTNLENS_OPEN_TIMEOUT="0")), repeat)
@@ -137,6 +148,9 @@ def run_case(label, path, layers, args, numpy_repeat, repeat):
           f"{numpy_compute * 1e3:.1f} ms")
     print(f"  attnlens-cli rollout, whole process: {whole * 1e3:.1f} ms: {numpy_whole / whole:.1f}x NumPy's whole "
           f"process, {numpy_compute / whole:.1f}x its computation alone")
+    if args.baseline:
+        print(f"  {args.baseline} rollout, whole process, alternately: {baseline * 1e3:.1f} ms: "
+              f"{numpy_whole / baseline:.1f}x NumPy's whole process")
     print(f"  the same without the open check (ATTNLENS_OPEN_TIMEOUT=0): {unchecked * 1e3:.1f} ms: "
           f"{numpy_whole / unchecked:.1f}x NumPy's whole process")
     if args.module:
@@ -158,6 +172,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cli", default=os.path.join(ROOT, "build", "release", "app", "attnlens-cli"))
     parser.add_argument("--module", help="the folder holding the attnlens package (build/release/python)")
+    parser.add_argument("--baseline", help="another attnlens-cli (an older build) timed alternately with --cli")
     parser.add_argument("--big", action="store_true", help="also N = 3137")
     parser.add_argument("--numpy-process", nargs=3, metavar=("DUMP", "LAYERS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -490,6 +490,25 @@ TEST_F(CliTest, OpenBlasIsLoadedOnlyByCommandsThatUseIt) {
     EXPECT_EQ(loads(r.err, "libhdf5"), 1u) << "the program ran twice";
 }
 
+// Debian 12's OpenBLAS falls back to its SSE3 kernels on processors newer than itself; AttnLens
+// names the kernels unless the user did, and the report says which ran (math/blas.h).
+TEST_F(CliTest, ReportNamesTheBlasKernelsAndTheUsersChoiceWins) {
+    const std::string in = synth("a.h5");
+    const RunResult chosen = run("analyze " + in + " --stats rank --quiet -o " + path("auto.json"));
+    ASSERT_EQ(chosen.code, 0) << chosen.err;
+    const std::string automatic = readJson(path("auto.json"))["timing"]["blas"].get<std::string>();
+    EXPECT_EQ(automatic.rfind("OpenBLAS ", 0), 0u) << automatic;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        EXPECT_THAT(automatic, HasSubstr("(chosen by AttnLens from the processor's features)"));
+        EXPECT_THAT(automatic, Not(HasSubstr("Prescott")));
+    }
+    const RunResult user =
+        run("analyze " + in + " --stats rank --quiet -o " + path("user.json"), "OPENBLAS_CORETYPE=Prescott ");
+    ASSERT_EQ(user.code, 0) << user.err;
+    EXPECT_EQ(readJson(path("user.json"))["timing"]["blas"], "OpenBLAS Prescott (OPENBLAS_CORETYPE)");
+    EXPECT_TRUE(schemaValid(path("auto.json"), "analysis.schema.json"));
+}
+
 // N = 3137 (56 x 56 + 1): softmax rank holds three 79 MB matrices. Under `ulimit -v` every
 // thread's stack and OpenBLAS buffer counts too: the run either fits or is refused before it
 // starts (exit 3), never out of memory half-way (exit 70) or stuck in OpenBLAS.

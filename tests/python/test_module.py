@@ -67,6 +67,12 @@ def test_analyze_equals_the_cli_report(dump, tmp_path):
     for key in ("options", "paradigms", "selection", "schema", "schema_version", "non_finite"):
         assert got[key] == want[key], key
     assert got["input"]["dump"] == want["input"]["dump"]
+    # The same OpenBLAS kernels ran in both (conftest.py imports attnlens before numpy).
+    core = attnlens._attnlens._blas_core_for_this_processor()
+    if core:
+        assert os.environ.get("OPENBLAS_CORETYPE")
+        assert got["timing"]["blas"].startswith("OpenBLAS " + os.environ["OPENBLAS_CORETYPE"]), got["timing"]
+        assert want["timing"]["blas"].startswith("OpenBLAS " + os.environ["OPENBLAS_CORETYPE"]), want["timing"]
 
 
 @needs_cli

@@ -15,6 +15,7 @@ namespace attnlens::blas {
 namespace {
 
 constexpr const char* kThreadsVariable = "OPENBLAS_NUM_THREADS";
+constexpr const char* kCoreVariable = "OPENBLAS_CORETYPE";
 // Debian's names (libopenblas0-pthread, liblapacke): the runtime packages the README installs.
 constexpr const char* kOpenBlas = "libopenblas.so.0";
 constexpr const char* kLapacke = "liblapacke.so.3";
@@ -25,6 +26,25 @@ std::mutex gCountMutex;
 bool gLoaded = false;
 int gPendingThreads = 0;  // the count OpenBLAS is given when it is loaded; 0: its own choice
 int gDefaultThreads = 0;  // 0 until computed
+
+CoreChoice gCoreChoice = CoreChoice::NotLoaded;
+
+// Sets `name` to `value` (nullptr: unsets it) until the guard ends, then puts the old value back:
+// OpenBLAS reads its variables in its constructor, and child processes must see the user's.
+class ScopedVariable {
+public:
+    ScopedVariable(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) saved_ = old;
+        if (value) ::setenv(name, value, 1);
+    }
+    ~ScopedVariable() { saved_ ? (void)::setenv(name_, saved_->c_str(), 1) : (void)::unsetenv(name_); }
+    ScopedVariable(const ScopedVariable&) = delete;
+    ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> saved_;
+};
 
 int positiveVariable(const char* name) {
     const char* v = std::getenv(name);
@@ -61,6 +81,7 @@ void load() {
     const bool already = ::dlopen(kOpenBlas, RTLD_NOW | RTLD_NOLOAD) != nullptr;
     void* openblas = nullptr;
     void* lapacke = nullptr;
+    CoreChoice choice = CoreChoice::AlreadyLoaded;
     if (already) {
         openblas = open(kOpenBlas);
         lapacke = open(kLapacke);
@@ -70,24 +91,25 @@ void load() {
             std::lock_guard lock(gCountMutex);
             wanted = gPendingThreads;
         }
-        // OpenBLAS reads the variable in its constructor and starts that many threads at once.
-        const char* old = std::getenv(kThreadsVariable);
-        const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
-        if (wanted > 0) ::setenv(kThreadsVariable, std::to_string(wanted).c_str(), 1);
-        try {
-            openblas = open(kOpenBlas);
-            lapacke = open(kLapacke);
-        } catch (...) {
-            saved ? (void)::setenv(kThreadsVariable, saved->c_str(), 1) : (void)::unsetenv(kThreadsVariable);
-            throw;
-        }
-        saved ? (void)::setenv(kThreadsVariable, saved->c_str(), 1) : (void)::unsetenv(kThreadsVariable);
+        // OpenBLAS reads the variables in its constructor: it starts that many threads at once, and
+        // picks its kernels.
+        const std::string threads = std::to_string(wanted);
+        const ScopedVariable threadCount(kThreadsVariable, wanted > 0 ? threads.c_str() : nullptr);
+        const char* user = std::getenv(kCoreVariable);
+        const char* core = user != nullptr && *user != '\0' ? nullptr : coreForThisProcessor();
+        choice = user != nullptr && *user != '\0' ? CoreChoice::User
+                 : core != nullptr                ? CoreChoice::AttnLens
+                                                  : CoreChoice::OpenBlas;
+        const ScopedVariable coreType(kCoreVariable, core);
+        openblas = open(kOpenBlas);
+        lapacke = open(kLapacke);
     }
     Library lib;
     lib.dgemm = symbol<decltype(lib.dgemm)>(openblas, kOpenBlas, "cblas_dgemm");
     lib.dsyrk = symbol<decltype(lib.dsyrk)>(openblas, kOpenBlas, "cblas_dsyrk");
     lib.getThreads = symbol<decltype(lib.getThreads)>(openblas, kOpenBlas, "openblas_get_num_threads");
     lib.setThreads = symbol<decltype(lib.setThreads)>(openblas, kOpenBlas, "openblas_set_num_threads");
+    lib.coreName = symbol<decltype(lib.coreName)>(openblas, kOpenBlas, "openblas_get_corename");
     lib.dgesdd = symbol<decltype(lib.dgesdd)>(lapacke, kLapacke, "LAPACKE_dgesdd");
     lib.dgesddWork = symbol<decltype(lib.dgesddWork)>(lapacke, kLapacke, "LAPACKE_dgesdd_work");
     lib.dgeqrf = symbol<decltype(lib.dgeqrf)>(lapacke, kLapacke, "LAPACKE_dgeqrf");
@@ -101,9 +123,44 @@ void load() {
     }
     gLibrary = lib;
     gLoaded = true;
+    gCoreChoice = choice;
 }
 
 }  // namespace
+
+const char* coreForThisProcessor() {
+    __builtin_cpu_init();
+    // GCC's checks include the operating system's support of the registers (XGETBV).
+    if (__builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+    return nullptr;
+}
+
+CoreChoice coreChoice() {
+    std::lock_guard lock(gCountMutex);
+    return gCoreChoice;
+}
+
+std::string coreDescription() {
+    if (!loaded()) return "not loaded";
+    const char* name = library().coreName();
+    std::string text = "OpenBLAS " + std::string(name != nullptr ? name : "?");
+    switch (coreChoice()) {
+        case CoreChoice::User:
+            return text + " (OPENBLAS_CORETYPE)";
+        case CoreChoice::AttnLens:
+            return text + " (chosen by AttnLens from the processor's features)";
+        case CoreChoice::OpenBlas:
+            return text + " (OpenBLAS's own detection)";
+        case CoreChoice::AlreadyLoaded:
+            return text + " (the copy the process had loaded)";
+        case CoreChoice::NotLoaded:
+            break;
+    }
+    return text;
+}
 
 const Library& library() {
     std::call_once(gLoadOnce, load);

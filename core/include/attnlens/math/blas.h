@@ -12,8 +12,17 @@
 // desktop program and the Python module leave OpenBLAS its own choice, as a linked OpenBLAS had.
 // In a process that loaded OpenBLAS already (numpy beside the Python module) the loaded copy is
 // used as it is.
+//
+// OpenBLAS picks its kernels by the processor's model number, and Debian 12's OpenBLAS 0.3.21
+// knows no model newer than itself: on an Intel Emerald Rapids (family 6, model 207) it falls back
+// to its Prescott kernels (SSE3), whose DGEMM is 2.5x slower there (one rollout at N = 3137: 2.37
+// against 0.96 s). Unless the user named a core (OPENBLAS_CORETYPE), library() names the one
+// OpenBLAS picks itself on the models it knows, from the processor's features
+// (coreForThisProcessor); the variable is put back afterwards.
 #include <cblas.h>
 #include <lapacke.h>
+
+#include <string>
 
 namespace attnlens::blas {
 
@@ -25,7 +34,18 @@ struct Library {
     decltype(&::LAPACKE_dgeqrf) dgeqrf = nullptr;
     int (*getThreads)() = nullptr;
     void (*setThreads)(int) = nullptr;
+    char* (*coreName)() = nullptr;  // openblas_get_corename: the kernels in use ("SkylakeX")
 };
+
+// "SkylakeX" on Intel processors with AVX-512 (F, CD, BW, DQ, VL), "Haswell" on any with AVX2 and
+// FMA, nullptr otherwise (OpenBLAS's own detection then).
+const char* coreForThisProcessor();
+
+// Who chose the kernels of the loaded OpenBLAS.
+enum class CoreChoice { NotLoaded, User, AttnLens, OpenBlas, AlreadyLoaded };
+CoreChoice coreChoice();
+// "OpenBLAS SkylakeX (chosen by AttnLens from the processor's features)", or "not loaded".
+std::string coreDescription();
 
 // Loads the libraries on the first call (thread-safe); std::runtime_error naming the library and
 // dlerror()'s reason when one cannot be loaded.
