@@ -17,9 +17,8 @@ import subprocess
 import sys
 import time
 
+import attnlens  # before numpy: numpy's OpenBLAS then runs the kernels the CLI chooses (README, "Memory")
 import numpy as np
-
-import attnlens
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rollout_vs_numpy  # noqa: E402

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The statistics of 4 images against the NumPy code a researcher writes for them (issue 30 goal 2).
 
-usage: statistics_vs_numpy.py [--cli build/release/app/attnlens-cli] [--images 4] [--repeat 3]
+usage: statistics_vs_numpy.py [--cli build/release/app/attnlens-cli] [--baseline OLDER_CLI] [--images 4]
+                              [--repeat 3]
 
 The comparison issue 30 defines: rank, local mass, entropy and confusion of every (image, layer, head,
 preset) of 4 images of the bundled example (20 layers x 3 heads, N = 197, d = 32, the 8 presets:
@@ -172,6 +173,7 @@ def main():
     parser.add_argument("--images", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dump", default=EXAMPLE)
+    parser.add_argument("--baseline", help="another attnlens-cli (an older build) timed alternately with --cli")
     parser.add_argument("--numpy-process", nargs=3, metavar=("DUMP", "IMAGES", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.numpy_process:
@@ -181,7 +183,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         numpy_out, report = os.path.join(tmp, "numpy.json"), os.path.join(tmp, "report.json")
         runs = [run_numpy(args.dump, args.images, numpy_out) for _ in range(args.repeat)]
-        cli = [run_cli(args.cli, args.dump, args.images, report) for _ in range(args.repeat)]
+        if args.baseline:
+            run_cli(args.baseline, args.dump, args.images, report)
+            check(numpy_out, report)
+        # Alternately with the baseline, so that the machine's drift falls on both builds alike.
+        cli, baseline = [], []
+        for _ in range(args.repeat):
+            cli.append(run_cli(args.cli, args.dump, args.images, report))
+            if args.baseline:
+                baseline.append(run_cli(args.baseline, args.dump, args.images, os.path.join(tmp, "baseline.json")))
         worst = check(numpy_out, report)
     numpy_whole = statistics.median(r[0] for r in runs)
     numpy_compute = statistics.median(r[1] for r in runs)
@@ -191,6 +201,9 @@ def main():
     print(f"  NumPy, whole process: {numpy_whole:.2f} s; its computation alone: {numpy_compute:.2f} s")
     print(f"  attnlens-cli analyze, whole process: {cli_whole:.3f} s: {numpy_whole / cli_whole:.1f}x NumPy's whole "
           f"process, {numpy_compute / cli_whole:.1f}x its computation alone")
+    if args.baseline:
+        old = statistics.median(baseline)
+        print(f"  {args.baseline}, alternately: {old:.3f} s: {numpy_whole / old:.1f}x NumPy's whole process")
 
 
 if __name__ == "__main__":
