@@ -22,6 +22,7 @@
 #include "attnlens/dump/dump.h"
 #include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
+#include "attnlens/math/blas.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -498,7 +499,7 @@ TEST_F(CliTest, ReportNamesTheBlasKernelsAndTheUsersChoiceWins) {
     ASSERT_EQ(chosen.code, 0) << chosen.err;
     const std::string automatic = readJson(path("auto.json"))["timing"]["blas"].get<std::string>();
     EXPECT_EQ(automatic.rfind("OpenBLAS ", 0), 0u) << automatic;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (attnlens::blas::coreForThisProcessor() != nullptr) {
         EXPECT_THAT(automatic, HasSubstr("(chosen by AttnLens from the processor's features)"));
         EXPECT_THAT(automatic, Not(HasSubstr("Prescott")));
     }

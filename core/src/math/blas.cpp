@@ -129,6 +129,9 @@ void load() {
 }  // namespace
 
 const char* coreForThisProcessor() {
+#if !defined(__x86_64__) && !defined(__i386__)
+    return nullptr;  // OpenBLAS's own detection elsewhere
+#else
     __builtin_cpu_init();
     // GCC's checks include the operating system's support of the registers (XGETBV).
     if (__builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
@@ -136,6 +139,7 @@ const char* coreForThisProcessor() {
         return "SkylakeX";
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
     return nullptr;
+#endif
 }
 
 CoreChoice coreChoice() {
