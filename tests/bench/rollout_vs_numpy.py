@@ -109,11 +109,16 @@ def numpy_process(path, layers, out):
     print(compute)
 
 
-def run_numpy(path, layers, out):
+def run_numpy_process(script, *args):
+    """`script --numpy-process ARGS` as its own process: its whole time and the computation's time it printed."""
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--numpy-process", path, str(layers), out],
+    p = subprocess.run([sys.executable, script, "--numpy-process", *(str(a) for a in args)],
                        check=True, capture_output=True, text=True)
     return time.perf_counter() - t, float(p.stdout.strip().splitlines()[-1])
+
+
+def run_numpy(path, layers, out):
+    return run_numpy_process(os.path.abspath(__file__), path, layers, out)
 
 
 def run_case(label, path, layers, args, numpy_repeat, repeat):

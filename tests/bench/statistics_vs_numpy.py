@@ -37,6 +37,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cli"))
 import numpy_attention  # noqa: E402
+from rollout_vs_numpy import run_numpy_process  # noqa: E402
 
 ROOT = os.path.join(HERE, "..", "..")
 EXAMPLE = os.path.join(ROOT, "resources", "examples", "attnlens-example.h5")
@@ -125,10 +126,7 @@ def numpy_process(path, images, out):
 
 
 def run_numpy(path, images, out):
-    t = time.perf_counter()
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--numpy-process", path, str(images), out],
-                       check=True, capture_output=True, text=True)
-    return time.perf_counter() - t, float(p.stdout.strip().splitlines()[-1])
+    return run_numpy_process(os.path.abspath(__file__), path, images, out)
 
 
 def run_cli(cli, path, images, out):
