@@ -23,9 +23,9 @@ from . import _attnlens
 # Debian 12's OpenBLAS runs its SSE3 kernels on processors newer than itself, and AttnLens names
 # better ones where it loads OpenBLAS (README, "Memory"). Here numpy loads it: imported before numpy,
 # the module names the same kernels for it, so that its numbers equal attnlens-cli's to the last bit.
-if "numpy" not in _sys.modules and not _os.environ.get("OPENBLAS_CORETYPE"):
-    if _attnlens._blas_core_for_this_processor():
-        _os.environ["OPENBLAS_CORETYPE"] = _attnlens._blas_core_for_this_processor()
+_core = _attnlens._blas_core_for_this_processor()
+if _core and "numpy" not in _sys.modules and not _os.environ.get("OPENBLAS_CORETYPE"):
+    _os.environ["OPENBLAS_CORETYPE"] = _core
 
 from ._attnlens import (  # noqa: F401,E402
     CancelledError,

@@ -96,10 +96,9 @@ void load() {
         const std::string threads = std::to_string(wanted);
         const ScopedVariable threadCount(kThreadsVariable, wanted > 0 ? threads.c_str() : nullptr);
         const char* user = std::getenv(kCoreVariable);
-        const char* core = user != nullptr && *user != '\0' ? nullptr : coreForThisProcessor();
-        choice = user != nullptr && *user != '\0' ? CoreChoice::User
-                 : core != nullptr                ? CoreChoice::AttnLens
-                                                  : CoreChoice::OpenBlas;
+        const bool userChose = user != nullptr && *user != '\0';
+        const char* core = userChose ? nullptr : coreForThisProcessor();
+        choice = userChose ? CoreChoice::User : core != nullptr ? CoreChoice::AttnLens : CoreChoice::OpenBlas;
         const ScopedVariable coreType(kCoreVariable, core);
         openblas = open(kOpenBlas);
         lapacke = open(kLapacke);
