@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -89,12 +90,50 @@ void raise(const Error& e) {
 
 // ---- JSON and arrays ----------------------------------------------------------------------------
 
-// The documents the CLI writes, as Python objects (exactly its numbers: nlohmann's text of a double
-// reads back as the same double).
+// The documents the CLI writes, as Python objects, built directly from the JSON tree: exactly the
+// CLI's numbers and what json.loads would give for its text (a non-finite double is null there,
+// so None here; objects keep nlohmann's key order), without printing and parsing every number
+// (that round trip was a quarter of a small rollout's time in the module).
 py::object toPython(const json& j) {
-    // Kept for the process (never destroyed after the interpreter is gone).
-    static py::object* loads = new py::object(py::module_::import("json").attr("loads"));
-    return (*loads)(j.dump(-1, ' ', false, json::error_handler_t::replace));
+    switch (j.type()) {
+        case json::value_t::null:
+        case json::value_t::discarded:
+            return py::none();
+        case json::value_t::boolean:
+            return py::bool_(j.get<bool>());
+        case json::value_t::number_integer:
+            return py::reinterpret_steal<py::object>(PyLong_FromLongLong(j.get<std::int64_t>()));
+        case json::value_t::number_unsigned:
+            return py::reinterpret_steal<py::object>(PyLong_FromUnsignedLongLong(j.get<std::uint64_t>()));
+        case json::value_t::number_float: {
+            const double v = j.get<double>();
+            if (!std::isfinite(v)) return py::none();
+            return py::reinterpret_steal<py::object>(PyFloat_FromDouble(v));
+        }
+        case json::value_t::string: {
+            const std::string& s = j.get_ref<const std::string&>();
+            if (PyObject* text = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), nullptr))
+                return py::reinterpret_steal<py::object>(text);
+            PyErr_Clear();
+            // Not UTF-8 (a hostile file's names): nlohmann's replacement characters, as in the CLI's text.
+            static py::object* loads = new py::object(py::module_::import("json").attr("loads"));
+            return (*loads)(j.dump(-1, ' ', false, json::error_handler_t::replace));
+        }
+        case json::value_t::array: {
+            py::list out(j.size());
+            std::size_t i = 0;
+            for (const json& item : j) out[i++] = toPython(item);
+            return out;
+        }
+        case json::value_t::object: {
+            py::dict out;
+            for (const auto& [key, value] : j.items()) out[toPython(json(key))] = toPython(value);
+            return out;
+        }
+        case json::value_t::binary:
+            break;
+    }
+    throw Error(ErrorKind::Input, "a result holds binary data, which has no Python form");
 }
 
 // A NumPy array that owns `m` (moved, not copied).

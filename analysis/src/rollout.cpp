@@ -274,13 +274,13 @@ bool factorisable(const RolloutLayer& heads, const RolloutOptions& o) {
 // (clipped or absolute of non-negative weights), F = mean_h W_h, s = (1 - w) F 1 + w.
 RowVector stepFactorised(const RolloutLayer& heads, const RowVector& r, const RolloutOptions& o) {
     const Index n = r.size();
-    std::vector<LowRankForm> forms;
+    // The heads' own phi(Q) and phi(K), not copies of them (lowRankForm): only the row factors are new.
+    std::vector<AttentionHead::LowRankRows> forms;
     std::vector<Vector> norms, sums;  // per head: norm_h and A_h 1
     Vector fusedSum = Vector::Zero(n);
     for (const AttentionHead* h : heads) {
-        LowRankForm f = h->lowRankForm();
-        const RowVector kSum = f.phiK.colwise().sum();
-        Vector rowSum = f.rowScale.cwiseProduct(f.phiQ * kSum.transpose());
+        AttentionHead::LowRankRows f = h->lowRankRows();
+        Vector rowSum = f.rowScale.cwiseProduct(h->phiQ() * h->phiKSum().transpose());
         if (f.hasOffset) rowSum += double(n) * f.rowOffset;
         Vector norm = o.weights == RolloutWeights::Signed ? Vector(Vector::Ones(n)) : Vector(rowSum.cwiseInverse());
         fusedSum += norm.cwiseProduct(rowSum);
@@ -295,10 +295,10 @@ RowVector stepFactorised(const RolloutLayer& heads, const RowVector& r, const Ro
     RowVector out = w * u.transpose();
     const double share = (1.0 - w) / double(heads.size());
     for (std::size_t h = 0; h < heads.size(); ++h) {
-        const LowRankForm& f = forms[h];
+        const AttentionHead::LowRankRows& f = forms[h];
         const Vector v = u.cwiseProduct(norms[h]);  // u diag(norm_h)
-        const RowVector left = v.cwiseProduct(f.rowScale).transpose() * f.phiQ;
-        RowVector contribution = left * f.phiK.transpose();
+        const RowVector left = v.cwiseProduct(f.rowScale).transpose() * heads[h]->phiQ();
+        RowVector contribution = left * heads[h]->phiK().transpose();
         if (f.hasOffset) contribution.array() += v.dot(f.rowOffset);
         out += share * contribution;
     }

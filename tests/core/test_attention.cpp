@@ -471,3 +471,26 @@ TEST(Attention, HeadConstantsAreTheHeadsOwn) {
     EXPECT_DOUBLE_EQ(headConstants(presetParadigm("softmax"), 0.0, 16, 49.0).softmaxScale, 0.25);
     EXPECT_EQ(headConstants(presetParadigm("linear_relu"), 0.0, 16, 49.0).c, 1.0);
 }
+
+TEST(Attention, EluKernelMatchesTheBranchyFormOnEveryKindOfValue) {
+    // exp(min(x, 0)) + max(x, 0) against x > 0 ? x + 1 : exp(x): bit for bit where x > 0 (and at
+    // +-0 and the infinities), to the SIMD exponential's 1 ulp elsewhere, NaN kept; 37 columns so
+    // that the SIMD body and its scalar tail both run.
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    Matrix x = randomMatrix(3, 37, 21, 4.0);
+    const std::vector<double> special{0.0, -0.0, inf, -inf, nan, 1e-300, -1e-300, 800.0, -800.0, 709.5, -745.0};
+    for (std::size_t i = 0; i < special.size(); ++i) x(Index(i % 3), Index(5 * i % 37)) = special[i];
+    const Matrix y = applyKernel(Kernel::Elu1, Paradigm{}, x);
+    for (Index i = 0; i < x.rows(); ++i)
+        for (Index j = 0; j < x.cols(); ++j) {
+            const double v = x(i, j), want = phi(Kernel::Elu1, v), got = y(i, j);
+            SCOPED_TRACE(v);
+            if (std::isnan(v)) {
+                EXPECT_TRUE(std::isnan(got));
+            } else if (v > 0 || v == 0 || std::isinf(v)) {
+                EXPECT_EQ(got, want);
+            } else {
+                EXPECT_NEAR(got, want, 2.3e-16 * want);
+            }
+        }
+}

@@ -324,3 +324,35 @@ def test_the_exporter_shares_the_import():
     pytest.importorskip("torch")
     assert attnlens.Exporter.__name__ == "Exporter"
     assert callable(attnlens.validate)
+
+
+
+@needs_cli
+def test_non_finite_statistics_are_none_as_in_the_cli_text(tmp_path):
+    # The module builds its dicts from the engine's JSON tree without printing it: a non-finite
+    # statistic must still be None, as json.loads gives for the null in the CLI's text.
+    import h5py
+    path = tmp_path / "nan.h5"
+    cli("synth", "-o", path, "--layers", "2", "--heads", "2", "--grid", "4x4", "--prefix", "1", "--dim", "8",
+        "--images", "2")
+    with h5py.File(path, "r+") as f:
+        q = f["layers"][list(f["layers"])[0]]["q"]
+        block = q[0, 0]
+        block[:] = np.nan
+        q[0, 0] = block
+    with attnlens.open(str(path)) as d:
+        got = d.analyze(stats="rank,local,entropy", images="0-1")
+    want = cli_json(tmp_path, "analyze", path, "--stats", "rank,local,entropy", "--images", "0-1", "--no-hash",
+                    "--quiet")
+    assert got["results"] == want["results"]
+    assert got["summary"] == want["summary"]
+
+    def nones(x):
+        if isinstance(x, dict):
+            return sum(nones(v) for v in x.values())
+        if isinstance(x, list):
+            return sum(nones(v) for v in x)
+        assert not (isinstance(x, float) and not np.isfinite(x)), x
+        return x is None
+
+    assert nones(got["results"]) > 0

@@ -95,10 +95,13 @@ Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
         case Kernel::Relu:
             return x.cwiseMax(0.0);
         case Kernel::Elu1: {
-            // exp of every entry with the SIMD kernel (the positive ones are then replaced).
-            Matrix e(x.rows(), x.cols());
-            vecmath::expAffine(x.data(), std::size_t(x.size()), 1.0, 0.0, e.data());
-            return x.binaryExpr(e, [](double v, double ev) { return v > 0 ? v + 1.0 : ev; });
+            // elu(x) + 1 = exp(min(x, 0)) + max(x, 0): x + 1 for x > 0 (exp(0) is exactly 1), exp(x)
+            // otherwise, NaN and the infinities as the branchy form gives them, in passes that
+            // vectorise (the per-entry branch was most of a small rollout's kernel time).
+            Matrix e = x.cwiseMin(0.0);
+            vecmath::expAffine(e.data(), std::size_t(e.size()), 1.0, 0.0, e.data());
+            e += x.cwiseMax(0.0);
+            return e;
         }
         case Kernel::LeakyRelu: {
             const double slope = p.leakySlope;
@@ -475,12 +478,21 @@ AttentionHead::Affine AttentionHead::affineCoefficients(double dotSum, double a)
 }
 
 LowRankForm AttentionHead::lowRankForm() const {
-    if (!paradigm_.usesKernel())
-        throwUsage("paradigm '" + paradigm_.name + "' (softmax) has no low-rank factorisation");
-    requirePlainLayout("a global low-rank form");
+    LowRankRows rows = lowRankRows();
     LowRankForm f;
     f.phiQ = phiQ_;
     f.phiK = phiK_;
+    f.rowScale = std::move(rows.rowScale);
+    f.rowOffset = std::move(rows.rowOffset);
+    f.hasOffset = rows.hasOffset;
+    return f;
+}
+
+AttentionHead::LowRankRows AttentionHead::lowRankRows() const {
+    if (!paradigm_.usesKernel())
+        throwUsage("paradigm '" + paradigm_.name + "' (softmax) has no low-rank factorisation");
+    requirePlainLayout("a global low-rank form");
+    LowRankRows f;
     const Vector dotSums = zq() * zkSum().transpose();
     const double n = double(keys_);
     f.rowScale.resize(n_);

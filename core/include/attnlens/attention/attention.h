@@ -105,8 +105,15 @@ public:
     bool hasLowRankForm() const { return paradigm_.usesKernel() && !windows_; }
     const WindowPartition* windows() const { return windows_; }
     bool hasPositionBias() const { return positionBias_ != nullptr; }
-    // Error(Usage) for softmax and window attention. Built on first call.
+    // Error(Usage) for softmax and window attention. Built on every call (it copies phiQ and phiK).
     LowRankForm lowRankForm() const;
+    // The same form's row factors only, for callers that use phiQ() and phiK() in place.
+    struct LowRankRows {
+        Vector rowScale;   // N
+        Vector rowOffset;  // N
+        bool hasOffset = false;
+    };
+    LowRankRows lowRankRows() const;
 
     // State exposed for analyses and tests.
     const Matrix& transformedQueries() const { return tq_; }  // after the query transform
