@@ -5,6 +5,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -91,6 +92,35 @@ TEST(ExpAffine, ScaledShiftedRowsAndTheirSums) {
         std::vector<double> inPlace = x;
         expAffine(inPlace.data(), n, a, shift, inPlace.data());
         EXPECT_EQ(inPlace, out);
+    }
+}
+
+// The eight-lane kernel (AVX-512F processors) against the four-lane one: every value and the sum
+// bit for bit, for every length up to 40 (body and tail), with arguments outside the fast range
+// and NaN in either half of a vector, in place too.
+TEST(ExpAffine, EightLanesGiveTheFourLaneKernelsBits) {
+    if (!expAffineUsesAvx512()) GTEST_SKIP() << "this processor has no AVX-512F";
+    std::mt19937_64 rng(8);
+    std::normal_distribution<double> g(0.0, 40.0);
+    const std::vector<double> odd{
+        -708.5, -745.2, 709.5, 1e308, -INFINITY, INFINITY, std::numeric_limits<double>::quiet_NaN(), 0.0, -0.0};
+    for (std::size_t n = 0; n <= 40; ++n) {
+        for (int round = 0; round < 4; ++round) {
+            SCOPED_TRACE(testing::Message() << "n " << n << " round " << round);
+            std::vector<double> x(n);
+            for (double& v : x) v = g(rng);
+            if (round > 0 && n > 0)
+                for (std::size_t i = 0; i < std::size_t(round); ++i) x[rng() % n] = odd[rng() % odd.size()];
+            const double a = round == 3 ? 1.0 : 0.17677669529663687, shift = round == 2 ? 0.0 : 3.5;
+            std::vector<double> wide(n), narrow(n);
+            const double wideSum = expAffine(x.data(), n, a, shift, wide.data());
+            const double narrowSum = expAffineAvx2Kernel(x.data(), n, a, shift, narrow.data());
+            EXPECT_EQ(std::memcmp(wide.data(), narrow.data(), n * sizeof(double)), 0);
+            EXPECT_EQ(std::memcmp(&wideSum, &narrowSum, sizeof(double)), 0) << wideSum << " vs " << narrowSum;
+            std::vector<double> inPlace = x;
+            expAffine(inPlace.data(), n, a, shift, inPlace.data());
+            EXPECT_EQ(std::memcmp(inPlace.data(), narrow.data(), n * sizeof(double)), 0);
+        }
     }
 }
 
