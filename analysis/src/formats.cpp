@@ -26,9 +26,6 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, Ca
         std::iota(layers.begin(), layers.end(), 0);
     }
     checkRolloutLayers(info, layers);
-    // Each paradigm's heads and fused matrices are allocated and freed on fresh worker threads:
-    // without this, every call faulted its pages in again (a quarter of a small rollout's time).
-    retainFreedMemory();
     if (request.image < 0 || request.image >= info.images)
         throwUsage("rollout: image " + std::to_string(request.image) + " is not in the dump (" +
                    std::to_string(info.images) + " images)");

@@ -2,17 +2,21 @@
 // (default options: mean fusion, residual 0.5, clipped weights), at N = 197 (DeiT-T, d = 64; the
 // target is one frame, 16 ms, for all eight) and N = 3137 (56 x 56 + CLS, d = 32; target < 1 s), on
 // 1 and 2 threads (wall-clock time); and the whole product at N = 197, the desktop program's cache.
+// BM_RolloutGemmFloor: the dense presets' floor, their logit products alone (see there).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/rollout.h"
 #include "attnlens/attention/attention.h"
 #include "attnlens/attention/paradigm.h"
+#include "attnlens/math/blas.h"
 
 using namespace attnlens;
 
@@ -70,6 +74,34 @@ void BM_RolloutProduct(benchmark::State& state, const std::string& paradigm, Ind
         benchmark::DoNotOptimize(p.data());
     }
 }
+
+// The floor under the five presets rollout cannot factorise (softmax, softmax_l2 and the signed
+// inline, inline_relu, mala): each forms Q K^T of 11 layers x 3 heads (the last layer needs only
+// the query's row), 197 x 64 x 197 each, by the same OpenBLAS call (one BLAS thread, the layers
+// split over two threads as rolloutRow splits them). The time is one preset's; x 5 is the floor
+// of the eight presets' sum before any exponential, weighting or fusion.
+void BM_RolloutGemmFloor(benchmark::State& state) {
+    const Model m(presetParadigm("softmax"), 197, 64);
+    const ScopedBlasThreads blas(1);
+    std::vector<Matrix> out(33, Matrix(197, 197));
+    const auto layers = [&](int first, int step) {
+        for (int l = first; l < 11; l += step)
+            for (int h = 0; h < 3; ++h) {
+                const Matrix& q = m.q[std::size_t(3 * l + h)];
+                const Matrix& k = m.k[std::size_t(3 * l + h)];
+                Matrix& c = out[std::size_t(3 * l + h)];
+                blas::library().dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 197, 197, 64, 0.125, q.data(), 64,
+                                      k.data(), 64, 0.0, c.data(), 197);
+            }
+    };
+    for (auto _ : state) {
+        std::thread other(layers, 1, 2);
+        layers(0, 2);
+        other.join();
+        benchmark::DoNotOptimize(out.front().data());
+    }
+}
+BENCHMARK(BM_RolloutGemmFloor)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 const int registered = [] {
     for (const Paradigm& p : presetParadigms()) {

@@ -117,7 +117,8 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
 MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, double budgetBytes);
 
 // Tunes glibc's allocator (once per process) so that freed matrices stay in the heap instead of
-// going back to the kernel and being faulted in again; analyzeDump calls it. No-op elsewhere.
+// going back to the kernel and being faulted in again; analyzeDump, localityOverDump, rolloutRow and
+// rolloutMatrix call it. No-op elsewhere.
 void retainFreedMemory();
 // Under RLIMIT_AS (ulimit -v), makes every thread allocate from glibc's main heap instead of an
 // arena of its own (each arena reserves 64 MiB of address space); planMemory then counts none.
