@@ -214,10 +214,7 @@ void fusedRows(const RolloutLayer& heads, Index begin, Index count, const Rollou
             auto row = out.row(i);
             if (o.fusion == HeadFusion::Mean) {
                 // A flagged row is NaN in F, whatever its scratch holds (NaN * x is NaN).
-                if (h == 0)
-                    row.noalias() = (scale * share) * block.row(i);
-                else
-                    row.noalias() += (scale * share) * block.row(i);
+                vecmath::scaleAdd(scale * share, block.row(i).data(), std::size_t(block.cols()), h != 0, row.data());
                 continue;
             }
             auto weighed = block.row(i);

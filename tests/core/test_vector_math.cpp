@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "attnlens/math/vector_math.h"
 
 namespace attnlens::vecmath {
@@ -217,6 +219,39 @@ TEST(AffineWeights, AgreeWithTheDirectFormulaAndFindEveryNonFiniteValue) {
         std::vector<double> z = ok;
         z[at] = nan;
         EXPECT_FALSE(allFinite(z.data(), z.size())) << at;
+    }
+}
+
+// scaleAdd (rollout's mean over heads) against Eigen's y = c * x and y += c * x, which it replaces:
+// bit for bit (the product rounded before the sum, no fma), every length up to 40 (the 8-wide body
+// and every tail), NaN and infinities passed through, and the portable loop alike.
+TEST(ScaleAdd, GivesEigensNumbersBitForBit) {
+    std::mt19937_64 rng(12);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (std::size_t n = 0; n <= 40; ++n) {
+        SCOPED_TRACE(n);
+        Eigen::RowVectorXd x(static_cast<Eigen::Index>(n)), y0(static_cast<Eigen::Index>(n));
+        for (Eigen::Index j = 0; j < x.size(); ++j) {
+            x[j] = g(rng);
+            y0[j] = g(rng);
+        }
+        if (n > 3) {
+            x[1] = std::numeric_limits<double>::quiet_NaN();
+            y0[2] = INFINITY;
+        }
+        const double c = 0.1 / 3.0;
+        for (bool accumulate : {false, true}) {
+            Eigen::RowVectorXd want = y0;
+            if (accumulate)
+                want.noalias() += c * x;
+            else
+                want.noalias() = c * x;
+            Eigen::RowVectorXd got = y0, portable = y0;
+            scaleAdd(c, x.data(), n, accumulate, got.data());
+            scaleAddPortable(c, x.data(), n, accumulate, portable.data());
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(double)), 0) << accumulate;
+            EXPECT_EQ(std::memcmp(portable.data(), want.data(), n * sizeof(double)), 0) << accumulate;
+        }
     }
 }
 

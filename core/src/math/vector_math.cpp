@@ -215,7 +215,29 @@ ATTNLENS_AVX2 bool finiteMaxAvx2(const double* x, std::size_t n, double* max) {
     *max = m;
     return true;
 }
-#endif
+
+// scaleAdd: four lanes, the product rounded before the sum. No fma in the target: GCC would
+// otherwise contract the two (it does for vector arithmetic) and change the numbers.
+__attribute__((target("avx2"))) void scaleAddAvx2(double c, const double* x, std::size_t n, bool accumulate,
+                                                  double* y) {
+    const __m256d vc = _mm256_set1_pd(c);
+    std::size_t j = 0;
+    if (accumulate) {
+        for (; j + 8 <= n; j += 8) {
+            const __m256d p0 = _mm256_mul_pd(vc, _mm256_loadu_pd(x + j));
+            const __m256d p1 = _mm256_mul_pd(vc, _mm256_loadu_pd(x + j + 4));
+            _mm256_storeu_pd(y + j, _mm256_add_pd(_mm256_loadu_pd(y + j), p0));
+            _mm256_storeu_pd(y + j + 4, _mm256_add_pd(_mm256_loadu_pd(y + j + 4), p1));
+        }
+        for (; j < n; ++j) y[j] = y[j] + c * x[j];
+    } else {
+        for (; j + 8 <= n; j += 8) {
+            _mm256_storeu_pd(y + j, _mm256_mul_pd(vc, _mm256_loadu_pd(x + j)));
+            _mm256_storeu_pd(y + j + 4, _mm256_mul_pd(vc, _mm256_loadu_pd(x + j + 4)));
+        }
+        for (; j < n; ++j) y[j] = c * x[j];
+    }
+}
 
 ATTNLENS_AVX2 inline __m256d affineWeightAvx2(__m256d v, AffineWeight w) {
     if (w == AffineWeight::Clipped) return _mm256_max_pd(v, _mm256_setzero_pd());
@@ -285,6 +307,8 @@ ATTNLENS_AVX2 void addWeightedRowsAvx2(const double* w, const double* rows, std:
     for (; c < n; ++c)
         for (std::size_t r = 0; r < count; ++r) y[c] = std::fma(w[r], rows[r * stride + c], y[c]);
 }
+
+#endif  // ATTNLENS_EXP_AVX2: every kernel above needs it (their targets are x86 instruction sets)
 
 bool detectAvx2() {
 #ifdef ATTNLENS_EXP_AVX2
@@ -382,6 +406,20 @@ void addWeightedRows(const double* w, const double* rows, std::size_t count, std
     if (expAffineUsesAvx2()) return addWeightedRowsAvx2(w, rows, count, stride, n, y);
 #endif
     addWeightedRowsPortable(w, rows, count, stride, n, y);
+}
+
+void scaleAddPortable(double c, const double* x, std::size_t n, bool accumulate, double* y) {
+    if (accumulate)
+        for (std::size_t j = 0; j < n; ++j) y[j] = y[j] + c * x[j];
+    else
+        for (std::size_t j = 0; j < n; ++j) y[j] = c * x[j];
+}
+
+void scaleAdd(double c, const double* x, std::size_t n, bool accumulate, double* y) {
+#ifdef ATTNLENS_EXP_AVX2
+    if (expAffineUsesAvx2()) return scaleAddAvx2(c, x, n, accumulate, y);
+#endif
+    scaleAddPortable(c, x, n, accumulate, y);
 }
 
 bool finiteMax(const double* x, std::size_t n, double* max) {

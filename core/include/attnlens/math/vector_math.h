@@ -40,6 +40,12 @@ void addWeightedRows(const double* w, const double* rows, std::size_t count, std
 void addWeightedRowsPortable(const double* w, const double* rows, std::size_t count, std::size_t stride, std::size_t n,
                              double* y);
 
+// y[j] = c * x[j] (accumulate false) or y[j] + c * x[j] (true) for j < n, the product rounded
+// before the sum (no fma): the numbers of Eigen's y = c * x and y += c * x, four lanes at a time
+// with AVX2 (rollout's mean over heads).
+void scaleAdd(double c, const double* x, std::size_t n, bool accumulate, double* y);
+void scaleAddPortable(double c, const double* x, std::size_t n, bool accumulate, double* y);
+
 // Whether expAffine uses the AVX2 kernel on this CPU.
 bool expAffineUsesAvx2();
 // Whether it runs that kernel eight lanes at a time (AVX-512F): the same values and sums, bit for
