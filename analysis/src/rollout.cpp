@@ -321,7 +321,7 @@ void accumulateRows(const RowVector& r, double w, Index begin, const Eigen::Ref<
         const Index t = begin + i;
         const double s = (1.0 - w) * rows.row(i).sum() + w;
         const double u = r[t] / s;
-        out += ((1.0 - w) * u) * rows.row(i);
+        vecmath::scaleAdd((1.0 - w) * u, rows.row(i).data(), std::size_t(rows.cols()), true, out.data());
         out[t] += w * u;
     }
 }
