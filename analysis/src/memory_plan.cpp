@@ -45,8 +45,11 @@ constexpr double kMiB = 1024.0 * 1024.0;
 //   stack            the default thread stack (RLIMIT_STACK, usually 8 MiB) and its guard page.
 //   resident         the pages a thread touches beyond the data counted for it: 1 MiB for its
 //                    stack and arena bookkeeping, and the part of its OpenBLAS buffer that GEMM
-//                    packs panels into, at most (P Q + Q N) doubles with OpenBLAS's blocking
-//                    P = 512, Q = 256 (2.8 MiB measured at N = 3137 with every statistic).
+//                    packs panels into, at most (P Q + Q N) doubles for OpenBLAS's blocking P x Q:
+//                    P Q <= 512 * 256 and Q <= 384 over the kernel sets AttnLens names for it
+//                    (Haswell 512 x 256, SkylakeX 192 x 384: OpenBLAS 0.3.21's param.h) and its
+//                    other x86-64 ones with fixed blocking (2.8 MiB measured at N = 3137 with every
+//                    statistic under Haswell's).
 constexpr double kBlasBufferBytes = 128.0 * kMiB + 4096.0;
 constexpr double kMallocArenaBytes = 64.0 * kMiB;
 // Address space the run maps besides the workers' data and threads: HDF5's chunk caches and
@@ -55,7 +58,7 @@ constexpr double kMallocArenaBytes = 64.0 * kMiB;
 constexpr double kAddressSlackBytes = 32.0 * kMiB;
 // useOneMallocArenaUnderAddressLimit() took effect: threads allocate from the main heap.
 std::atomic<bool> gOneMallocArena{false};
-double threadResidentBytes(double n) { return kMiB + std::min(kBlasBufferBytes, (512.0 * 256.0 + 256.0 * n) * 8.0); }
+double threadResidentBytes(double n) { return kMiB + blasPackingBytes(n); }
 
 double threadStackBytes() {
     std::size_t size = std::size_t(8) << 20, guard = 4096;
@@ -134,6 +137,8 @@ std::string shareText(const ThreadBudget& budget) {
 }
 
 }  // namespace
+
+double blasPackingBytes(double tokens) { return std::min(kBlasBufferBytes, (512.0 * 256.0 + 384.0 * tokens) * 8.0); }
 
 void useOneMallocArenaUnderAddressLimit() {
 #if defined(__GLIBC__)

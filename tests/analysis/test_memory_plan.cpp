@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -11,6 +13,7 @@
 #include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/io/error.h"
+#include "attnlens/math/blas.h"
 
 namespace attnlens {
 namespace {
@@ -47,6 +50,53 @@ TEST(CheckFitsInMemory, RefusesMoreThanTheBudgetAndSaysWhat) {
         EXPECT_NE(m.find("this process may use"), std::string::npos) << m;
     }
     EXPECT_DOUBLE_EQ(denseMatrixBytes(1000, 3), 1000.0 * 1000.0 * 8.0 * 3.0);
+}
+
+// The largest resident size of the mappings OpenBLAS's thread buffers have (BUFFER_SIZE,
+// 32 << 22 bytes, and a page), from /proc/self/smaps; 0 when there are none.
+double largestBlasBufferResident() {
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool buffer = false;
+    double largest = 0;
+    while (std::getline(smaps, line)) {
+        unsigned long begin = 0, end = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+            const unsigned long size = end - begin;
+            buffer = size >= (32ul << 22) && size <= (32ul << 22) + 65536;
+        } else if (buffer && line.rfind("Rss:", 0) == 0) {
+            largest = std::max(largest, 1024.0 * std::stod(line.substr(4)));
+        }
+    }
+    return largest;
+}
+
+// blasPackingBytes against what OpenBLAS's GEMMs touch under the kernels this process runs (on an
+// Intel processor with AVX-512: SkylakeX, whose Q = 384 touched 9.8 MiB at N = 3137 with an inner
+// size of 384 or more, above the 7.1 MiB of the Haswell-only bound used before): one thread's
+// products C (N x N) = A B, as head.matrix() forms A (the packed panel grows with C's rows: row
+// major is column major transposed), with inner sizes below, at and above both kernels' Q; the
+// buffer is fresh (ctest runs each test in a process of its own).
+TEST(PlanMemory, BlasPackingBoundCoversWhatTheKernelsTouch) {
+    const ScopedBlasThreads oneBlasThread(1);
+    for (const int n : {1024, 3137}) {
+        for (const int k : {64, 384, 1024}) {
+            SCOPED_TRACE(::testing::Message() << "N " << n << " inner " << k);
+            std::thread worker([&] {
+                const Matrix a = Matrix::Constant(n, k, 1e-3), b = Matrix::Constant(k, n, 2e-3);
+                Matrix c(n, n);
+                blas::library().dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, k, 1.0, a.data(), k, b.data(), n,
+                                      0.0, c.data(), n);
+                EXPECT_NEAR(c(n - 1, n - 1), 2e-6 * k, 1e-15 * k);
+                const double touched = largestBlasBufferResident();
+                EXPECT_GT(touched, 0.0) << "no OpenBLAS buffer mapping found in /proc/self/smaps";
+                EXPECT_LE(touched, blasPackingBytes(n) + 4096.0) << blas::coreDescription();
+            });
+            worker.join();
+        }
+    }
 }
 
 TEST(PlanMemory, CountsLapackWorkspaceAndTheMagnitudeCurve) {

@@ -99,6 +99,9 @@ inline double denseMatrixBytes(Index tokens, int matrices) {
 // localBranch: the request analyses local branches (LocalBranchOptions::enabled).
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch = true);
+// The pages of its OpenBLAS buffer a thread's GEMMs on heads of N tokens touch, from above: the
+// packed panels, P Q + Q N doubles (README "Memory"); workerBytes and planMemory count it per thread.
+double blasPackingBytes(double tokens);
 // Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in the
 // budget (0: unknown, no check); otherwise the number of workers that fit (at most the
 // request's), with a note when that is fewer than asked, and the BLAS threads and magnitude-curve
