@@ -90,6 +90,16 @@ void raise(const Error& e) {
 
 // ---- JSON and arrays ----------------------------------------------------------------------------
 
+// A string of a result as Python text. Every name reaching a result was checked as UTF-8 when the
+// dump was opened; anything else gets nlohmann's replacement characters, as in the CLI's text.
+py::object pythonText(const std::string& s) {
+    if (PyObject* text = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), nullptr))
+        return py::reinterpret_steal<py::object>(text);
+    PyErr_Clear();
+    static py::object* loads = new py::object(py::module_::import("json").attr("loads"));
+    return (*loads)(json(s).dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 // The documents the CLI writes, as Python objects, built directly from the JSON tree: exactly the
 // CLI's numbers and what json.loads would give for its text (a non-finite double is null there,
 // so None here; objects keep nlohmann's key order), without printing and parsing every number
@@ -110,15 +120,8 @@ py::object toPython(const json& j) {
             if (!std::isfinite(v)) return py::none();
             return py::reinterpret_steal<py::object>(PyFloat_FromDouble(v));
         }
-        case json::value_t::string: {
-            const std::string& s = j.get_ref<const std::string&>();
-            if (PyObject* text = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), nullptr))
-                return py::reinterpret_steal<py::object>(text);
-            PyErr_Clear();
-            // Not UTF-8 (a hostile file's names): nlohmann's replacement characters, as in the CLI's text.
-            static py::object* loads = new py::object(py::module_::import("json").attr("loads"));
-            return (*loads)(j.dump(-1, ' ', false, json::error_handler_t::replace));
-        }
+        case json::value_t::string:
+            return pythonText(j.get_ref<const std::string&>());
         case json::value_t::array: {
             py::list out(j.size());
             std::size_t i = 0;
@@ -127,7 +130,7 @@ py::object toPython(const json& j) {
         }
         case json::value_t::object: {
             py::dict out;
-            for (const auto& [key, value] : j.items()) out[toPython(json(key))] = toPython(value);
+            for (const auto& [key, value] : j.items()) out[pythonText(key)] = toPython(value);
             return out;
         }
         case json::value_t::binary:

@@ -121,7 +121,7 @@ ATTNLENS_AVX512 inline __m512d expAvx512(__m512d t) {
 
 // expAffineAvx2 with one 8-lane vector where it takes two 4-lane ones: the same values, and the
 // same sum (the low and high halves go into the two accumulators expAffineAvx2 keeps), so results
-// do not depend on whether the processor has AVX-512; about half the time where it does.
+// do not depend on whether the processor has AVX-512; 0.72x of the time per value where measured.
 ATTNLENS_AVX512 double expAffineAvx512(const double* x, std::size_t n, double a, double shift, double* out) {
     const __m512d va = _mm512_set1_pd(a), vs = _mm512_set1_pd(-shift);
     const __m512d lo = _mm512_set1_pd(-708.0), hi = _mm512_set1_pd(709.0);
