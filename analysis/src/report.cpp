@@ -25,11 +25,13 @@
 #include "attnlens/io/output_path.h"
 #include "attnlens/io/text.h"
 #include "attnlens/math/blas.h"
+#include "finite_mean.h"
 #include "parallel.h"
 
 namespace attnlens {
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
 
 json finiteOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
@@ -221,64 +223,35 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
     return j;
 }
 
-// Mean of the finite values pushed (NaN, and null in JSON, where there are none).
-struct Mean {
-    double sum = 0;
-    std::int64_t n = 0;
-    void add(double x) {
-        if (std::isfinite(x)) {
-            sum += x;
-            ++n;
-        }
-    }
-    double mean() const { return n ? sum / double(n) : std::numeric_limits<double>::quiet_NaN(); }
-    json value() const { return n ? json(sum / double(n)) : json(nullptr); }
-    void merge(const Mean& o) {
-        sum += o.sum;
-        n += o.n;
-    }
-    // [sum, n]: exact for merging (summary_state).
-    json state() const { return json::array({sum, n}); }
-    static Mean fromState(const json& j) {
-        Mean m;
-        if (!j.is_array() || j.size() != 2 || !j[0].is_number() || !j[1].is_number_integer() ||
-            j[1].get<std::int64_t>() < 0)
-            throw std::invalid_argument("a running mean must be [sum, count], got " + printableText(j.dump(), 80));
-        m.sum = j[0].get<double>();
-        m.n = j[1].get<std::int64_t>();
-        return m;
-    }
-};
-
-json meansState(const std::map<int, Mean>& means) {
+json meansState(const std::map<int, FiniteMean>& means) {
     json j = json::object();
     for (const auto& [k, m] : means) j[std::to_string(k)] = m.state();
     return j;
 }
 
-std::map<int, Mean> meansFromState(const json& j) {
-    std::map<int, Mean> out;
-    for (const auto& [k, v] : j.items()) out[std::stoi(k)] = Mean::fromState(v);
+std::map<int, FiniteMean> meansFromState(const json& j) {
+    std::map<int, FiniteMean> out;
+    for (const auto& [k, v] : j.items()) out[std::stoi(k)] = FiniteMean::fromState(v);
     return out;
 }
 
-void mergeMeans(std::map<int, Mean>& into, const std::map<int, Mean>& from) {
+void mergeMeans(std::map<int, FiniteMean>& into, const std::map<int, FiniteMean>& from) {
     for (const auto& [k, m] : from) into[k].merge(m);
 }
 
-json curveState(const std::vector<Mean>& curve) {
+json curveState(const std::vector<FiniteMean>& curve) {
     json j = json::array();
-    for (const Mean& m : curve) j.push_back(m.state());
+    for (const FiniteMean& m : curve) j.push_back(m.state());
     return j;
 }
 
-std::vector<Mean> curveFromState(const json& j) {
-    std::vector<Mean> out;
-    for (const json& v : j) out.push_back(Mean::fromState(v));
+std::vector<FiniteMean> curveFromState(const json& j) {
+    std::vector<FiniteMean> out;
+    for (const json& v : j) out.push_back(FiniteMean::fromState(v));
     return out;
 }
 
-void mergeCurve(std::vector<Mean>& into, const std::vector<Mean>& from) {
+void mergeCurve(std::vector<FiniteMean>& into, const std::vector<FiniteMean>& from) {
     if (into.empty()) into.resize(from.size());
     if (from.size() != into.size()) throw std::invalid_argument("magnitude curves of different lengths");
     for (std::size_t i = 0; i < from.size(); ++i) into[i].merge(from[i]);
@@ -288,23 +261,23 @@ void mergeCurve(std::vector<Mean>& into, const std::vector<Mean>& from) {
 // statistics as analyzeHead made them. Non-finite values (null in a report) are left out of means.
 struct Aggregate {
     std::int64_t records = 0;
-    Mean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
-    std::map<int, Mean> local, localUniform, localPaper, localOutputShare;
+    FiniteMean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
+    std::map<int, FiniteMean> local, localUniform, localPaper, localOutputShare;
     std::int64_t confused = 0, flagged = 0;
     bool hasConfusion = false;
-    std::vector<Mean> magMax, magEntropy, magTop, magLogRatio;
+    std::vector<FiniteMean> magMax, magEntropy, magTop, magLogRatio;
     std::vector<double> factors;
     // Local branch (records that carry one).
     std::int64_t branchRecords = 0;
-    Mean branchRankWithout, branchRankMedian, branchRankMeanChannel, branchShare;
+    FiniteMean branchRankWithout, branchRankMedian, branchRankMeanChannel, branchShare;
     int branchRankMin = INT_MAX, branchRankMax = INT_MIN;
-    std::map<int, Mean> branchLocalWithout, branchLocalWith, branchAbsWithout, branchAbsWith;
+    std::map<int, FiniteMean> branchLocalWithout, branchLocalWith, branchAbsWithout, branchAbsWith;
     // Distance to the reference (records that carry one).
     std::int64_t distanceRecords = 0;
-    Mean totalVariation, jensenShannon, outputError, outputErrorWithBranch, outputCosine;
+    FiniteMean totalVariation, jensenShannon, outputError, outputErrorWithBranch, outputCosine;
     std::string reference;
     // Registered statistics (registered_statistics.h), by key.
-    std::map<std::string, Mean> registered;
+    std::map<std::string, FiniteMean> registered;
 
     void add(const HeadStatistics& s) {
         constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
@@ -488,22 +461,22 @@ struct Aggregate {
         Aggregate a;
         a.records = j.at("records").get<std::int64_t>();
         const json& m = j.at("means");
-        a.rank = Mean::fromState(m.at("rank"));
-        a.effectiveRank = Mean::fromState(m.at("effective_rank"));
-        a.entropy = Mean::fromState(m.at("entropy"));
-        a.normalisedEntropy = Mean::fromState(m.at("normalised_entropy"));
-        a.maxWeight = Mean::fromState(m.at("max_weight"));
-        a.negativeRows = Mean::fromState(m.at("negative_rows"));
-        a.negativeMass = Mean::fromState(m.at("negative_mass"));
-        a.branchRankWithout = Mean::fromState(m.at("branch_rank_without"));
-        a.branchRankMedian = Mean::fromState(m.at("branch_rank_median"));
-        a.branchRankMeanChannel = Mean::fromState(m.at("branch_rank_mean_channel"));
-        a.branchShare = Mean::fromState(m.at("branch_share"));
-        a.totalVariation = Mean::fromState(m.at("total_variation"));
-        a.jensenShannon = Mean::fromState(m.at("jensen_shannon"));
-        a.outputError = Mean::fromState(m.at("output_error"));
-        a.outputErrorWithBranch = Mean::fromState(m.at("output_error_with_branch"));
-        a.outputCosine = Mean::fromState(m.at("output_cosine"));
+        a.rank = FiniteMean::fromState(m.at("rank"));
+        a.effectiveRank = FiniteMean::fromState(m.at("effective_rank"));
+        a.entropy = FiniteMean::fromState(m.at("entropy"));
+        a.normalisedEntropy = FiniteMean::fromState(m.at("normalised_entropy"));
+        a.maxWeight = FiniteMean::fromState(m.at("max_weight"));
+        a.negativeRows = FiniteMean::fromState(m.at("negative_rows"));
+        a.negativeMass = FiniteMean::fromState(m.at("negative_mass"));
+        a.branchRankWithout = FiniteMean::fromState(m.at("branch_rank_without"));
+        a.branchRankMedian = FiniteMean::fromState(m.at("branch_rank_median"));
+        a.branchRankMeanChannel = FiniteMean::fromState(m.at("branch_rank_mean_channel"));
+        a.branchShare = FiniteMean::fromState(m.at("branch_share"));
+        a.totalVariation = FiniteMean::fromState(m.at("total_variation"));
+        a.jensenShannon = FiniteMean::fromState(m.at("jensen_shannon"));
+        a.outputError = FiniteMean::fromState(m.at("output_error"));
+        a.outputErrorWithBranch = FiniteMean::fromState(m.at("output_error_with_branch"));
+        a.outputCosine = FiniteMean::fromState(m.at("output_cosine"));
         const json& k = j.at("per_k");
         a.local = meansFromState(k.at("local"));
         a.localUniform = meansFromState(k.at("local_uniform"));
@@ -542,16 +515,16 @@ struct Aggregate {
         a.distanceRecords = j.at("distance_records").get<std::int64_t>();
         a.reference = j.at("reference").get<std::string>();
         if (j.contains("registered"))  // states of reports without registered statistics have none
-            for (const auto& [key, mean] : j["registered"].items()) a.registered[key] = Mean::fromState(mean);
+            for (const auto& [key, mean] : j["registered"].items()) a.registered[key] = FiniteMean::fromState(mean);
         if (a.records < 0 || a.branchRecords < 0 || a.distanceRecords < 0 || a.confused < 0 || a.flagged < 0)
             throw std::invalid_argument("a negative count");
         return a;
     }
 
     // The running mean of one statistic (nullptr: no value of window size k was added).
-    const Mean* meanOf(ReportSummary::Statistic statistic, int k) const {
+    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int k) const {
         using S = ReportSummary::Statistic;
-        auto ofK = [k](const std::map<int, Mean>& perK) -> const Mean* {
+        auto ofK = [k](const std::map<int, FiniteMean>& perK) -> const FiniteMean* {
             const auto it = perK.find(k);
             return it == perK.end() ? nullptr : &it->second;
         };
@@ -592,7 +565,7 @@ struct Aggregate {
         return nullptr;
     }
     double mean(ReportSummary::Statistic statistic, int k) const {
-        const Mean* m = meanOf(statistic, k);
+        const FiniteMean* m = meanOf(statistic, k);
         return m ? m->mean() : std::numeric_limits<double>::quiet_NaN();
     }
 
@@ -1575,10 +1548,10 @@ std::vector<std::string> ReportSummary::models() const {
 }
 
 double ReportSummary::modelMean(int paradigm, const std::string& model, Statistic statistic, int k) const {
-    Mean pooled;
+    FiniteMean pooled;
     for (const auto& [position, aggregate] : state_->perLayer.at(std::size_t(paradigm))) {
         if (modelOfLayer(state_->layerNames.at(position)) != model) continue;
-        if (const Mean* m = aggregate.meanOf(statistic, k)) {
+        if (const FiniteMean* m = aggregate.meanOf(statistic, k)) {
             pooled.sum += m->sum;
             pooled.n += m->n;
         }

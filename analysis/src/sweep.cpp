@@ -16,10 +16,12 @@
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
+#include "finite_mean.h"
 
 namespace attnlens {
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
 
 struct ParameterInfo {
@@ -49,18 +51,6 @@ const ParameterInfo& infoOf(SweepParameter p) {
         if (i.parameter == p) return i;
     return kParameters[0];
 }
-
-// A running mean of the finite values added.
-struct Mean {
-    double sum = 0;
-    std::int64_t n = 0;
-    void add(double v) {
-        if (!std::isfinite(v)) return;
-        sum += v;
-        ++n;
-    }
-    json value() const { return n > 0 ? json(sum / double(n)) : json(nullptr); }
-};
 
 // The per-record numbers a sweep follows, by JSON name (NaN: not in this record).
 std::vector<std::pair<std::string, double>> sweptValues(const HeadStatistics& s) {
@@ -221,7 +211,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
     for (double v : request.values) paradigms.push_back(withSweepParameter(request.paradigm, request.parameter, v));
 
     // (layer position, head) -> statistic -> one mean per point.
-    std::map<std::pair<int, int>, std::map<std::string, std::vector<Mean>>> curves;
+    std::map<std::pair<int, int>, std::map<std::string, std::vector<FiniteMean>>> curves;
     std::map<int, std::string> layerNames;
     std::vector<int> kernelAppliedLayers;  // where a kernel parameter cannot act
     json provenance;
@@ -249,7 +239,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         sink.write = [&](std::vector<HeadRecord>&& records) {
             for (const HeadRecord& r : records)
                 for (const auto& [name, value] : sweptValues(r.stats)) {
-                    std::vector<Mean>& curve = curves[{r.layer, r.head}][name];
+                    std::vector<FiniteMean>& curve = curves[{r.layer, r.head}][name];
                     curve.resize(std::size_t(points));
                     curve[std::size_t(point)].add(value);
                 }
@@ -278,7 +268,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
             try {
                 const LocalityReport distances = localityOverDump(reader, locality, localityProgress, cancel);
                 for (const LocalityCell& c : distances.groups.front().cells) {
-                    std::vector<Mean>& curve = curves[{c.layer, c.head}]["mean_distance"];
+                    std::vector<FiniteMean>& curve = curves[{c.layer, c.head}]["mean_distance"];
                     curve.resize(std::size_t(points));
                     curve[std::size_t(point)].add(c.sums.meanDistance());
                 }
@@ -343,7 +333,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         const LayerInfo& layerInfo = reader.info().layers[std::size_t(position)];
         std::optional<double> common;
         bool differ = false;
-        std::map<std::string, std::vector<Mean>> perLayer;
+        std::map<std::string, std::vector<FiniteMean>> perLayer;
         json heads = json::array();
         for (const auto& [key, statistics] : curves) {
             if (key.first != position) continue;
@@ -356,7 +346,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
             json values = json::object();
             for (const auto& [statistic, curve] : statistics) {
                 json v = json::array();
-                std::vector<Mean>& layerCurve = perLayer[statistic];
+                std::vector<FiniteMean>& layerCurve = perLayer[statistic];
                 layerCurve.resize(std::size_t(points));
                 for (int i = 0; i < points; ++i) {
                     v.push_back(curve[std::size_t(i)].value());
@@ -371,7 +361,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         json meanValues = json::object();
         for (const auto& [statistic, curve] : perLayer) {
             json v = json::array();
-            for (const Mean& m : curve) v.push_back(m.value());
+            for (const FiniteMean& m : curve) v.push_back(m.value());
             meanValues[statistic] = std::move(v);
         }
         layer["trained_value"] = common && !differ ? json(*common) : json(nullptr);

@@ -195,7 +195,10 @@ Args parseArgs(int argc, char** argv, int first, const std::vector<std::string>&
 
 std::string commandLine(int argc, char** argv) {
     std::string s;
-    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    for (int i = 0; i < argc; ++i) {
+        if (i) s += ' ';
+        s += argv[i];
+    }
     return s;
 }
 
@@ -208,7 +211,10 @@ void checkOutputWritable(const std::string& output, const std::vector<std::strin
     checkOutputPath(output, inputs);
     const fs::path target(output);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    std::string probe = (dir / ("." + target.filename().string() + ".probe-XXXXXX")).string();
+    std::string name = ".";  // appended: "." + string trips GCC 12's -Wrestrict false positive at -O3
+    name += target.filename().string();
+    name += ".probe-XXXXXX";
+    std::string probe = (dir / name).string();
     const int fd = ::mkstemp(probe.data());
     if (fd < 0)
         throwOutput("cannot write " + quotedText(output) + ": cannot create files in " + quotedText(dir.string()) +

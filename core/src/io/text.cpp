@@ -88,7 +88,14 @@ std::string printableText(std::string_view text, std::size_t maxBytes) {
     return out;
 }
 
-std::string quotedText(std::string_view text) { return "'" + printableText(text) + "'"; }
+// Appended rather than "'" + ...: GCC 12 at -O3 warns (-Wrestrict, a false positive, GCC PR 105329)
+// where a string literal is prepended to a temporary std::string.
+std::string quotedText(std::string_view text) {
+    std::string out(1, '\'');
+    out += printableText(text);
+    out += '\'';
+    return out;
+}
 
 std::string formatGiB(double bytes) {
     char text[32];
