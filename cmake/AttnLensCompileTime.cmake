@@ -26,7 +26,7 @@
 # Unity batches for the libraries and attnlens-cli too (ATTNLENS_UNITY_LIBRARIES, default ON):
 # attnlens_core, attnlens_analysis, the desktop program's attnlens_gui_lib and the command-line
 # program, eight files a batch. The desktop library compiled in 116 s of CPU against 275 s file by
-# file (dev preset, 2 cores), the engine libraries in about 60 % of their time (each file
+# file (dev preset, 2 cores), the engine libraries in about two thirds of their time (each file
 # instantiated the same Qt, Eigen and json templates); the dev build of the test command went from
 # 628 to 470 s with the libraries alone.
 # The same rule as for tests: helpers in anonymous namespaces need names of their own across a
