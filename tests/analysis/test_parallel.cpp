@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -87,6 +88,10 @@ TEST(ParallelFor, TheFirstExceptionStopsTheLoopAndIsRethrown) {
             detail::parallelFor(100000, budget, [&](std::size_t i) {
                 ++ran;
                 if (i == 10) throw std::runtime_error("index 10");
+                // Each other index takes a few microseconds, so the others cannot run the whole range
+                // while the thrower is descheduled (seen once under ASan on a busy 2-core machine:
+                // all 100000 ran). A loop that does not stop still runs them all, and fails.
+                std::this_thread::sleep_for(std::chrono::microseconds(5));
             });
             FAIL() << "no exception";
         } catch (const std::runtime_error& e) {
