@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/dump/head_inputs.h"
 #include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
 #include "parallel.h"
 
 namespace attnlens {
@@ -345,6 +347,19 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     collectResults(report, tasks, taskRecords, taskNonFinite, taskSkipped);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
+}
+
+AdmissibleKeys admissibleKeysOf(const LayerInfo& layer, int head) {
+    if (head < 0 || head >= std::max(layer.heads, 1))
+        throwUsage("layer " + printableText(layer.name) + " has no head " + std::to_string(head));
+    return AdmissibleKeys(layer.attentionLayout(), layer.window ? &layer.window->partitionOf(head) : nullptr);
+}
+
+double layerAdmissibleLocalBaseline(const LayerInfo& layer, int k) {
+    if (!layer.window || !layer.window->perHead()) return admissibleLocalBaseline(admissibleKeysOf(layer, 0), k);
+    double sum = 0;
+    for (int h = 0; h < layer.heads; ++h) sum += admissibleLocalBaseline(admissibleKeysOf(layer, h), k);
+    return layer.heads > 0 ? sum / double(layer.heads) : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace attnlens

@@ -6,6 +6,9 @@
 //                  part renormalised, because signed rows (subtract, magnitude) are not
 //                  distributions; NaN when the positive mass is zero;
 //   normalised     H / log N (1 for uniform attention, 0 for one-hot); 0 when N = 1;
+//   admissible     H_i / log |S_i|, S_i the keys row i may attend to (admissible_keys.h): 1 for a row
+//   normalised     uniform over them, also on window layers where log N is the wrong yardstick;
+//                  rows with |S_i| = 1 have nothing to spread over and are left out of its mean;
 //   max weight     max_j a_j (signed, as stored);
 //   negative row   any a_j < 0;
 //   negative mass  sum_j min(a_j, 0) (<= 0), summed over rows (total) and divided by the rows
@@ -29,14 +32,19 @@ double rowEntropy(std::span<const double> row) {
     return detail::entropyFromSummary(detail::summariseRow(row, 0));
 }
 
-EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> status) {
+EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> status, const AdmissibleKeys* admissible) {
     const Index n = a.rows();
     if (!status.empty() && Index(status.size()) != n)
         throwInput("entropyStatistics: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) +
                    " rows");
     const double logN = a.cols() > 1 ? std::log(double(a.cols())) : 0.0;
+    if (admissible && (admissible->layout().queries.tokens() != n || admissible->layout().keys.tokens() != a.cols()))
+        throwInput("entropyStatistics: the admissible keys are of a " +
+                   std::to_string(admissible->layout().queries.tokens()) + " x " +
+                   std::to_string(admissible->layout().keys.tokens()) + " layout, the matrix is " + std::to_string(n) +
+                   " x " + std::to_string(a.cols()));
     EntropyResult r;
-    double entropySum = 0, maxSum = 0;
+    double entropySum = 0, maxSum = 0, admissibleSum = 0, keySum = 0;
     Index entropyRows = 0, negativeRows = 0;
     for (Index i = 0; i < n; ++i) {
         const auto row = a.row(i);
@@ -49,9 +57,15 @@ EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> stat
         const detail::RowSummary summary =
             detail::summariseRow(std::span<const double>(row.data(), std::size_t(row.size())), 0);
         const double h = detail::entropyFromSummary(summary);
+        const Index keys = admissible ? admissible->count(i) : a.cols();
+        keySum += double(keys);
         if (std::isfinite(h)) {
             entropySum += h;
             ++entropyRows;
+            if (keys > 1) {
+                admissibleSum += h / std::log(double(keys));
+                ++r.admissibleNormalisedRows;
+            }
         }
         maxSum += summary.maxWeight;
         if (summary.negativeMass < 0) ++negativeRows;
@@ -60,6 +74,9 @@ EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> stat
     const double nan = std::numeric_limits<double>::quiet_NaN();
     r.meanEntropy = entropyRows > 0 ? entropySum / double(entropyRows) : nan;
     r.meanNormalisedEntropy = entropyRows == 0 ? nan : logN > 0 ? r.meanEntropy / logN : 0.0;
+    r.meanAdmissibleNormalisedEntropy =
+        r.admissibleNormalisedRows > 0 ? admissibleSum / double(r.admissibleNormalisedRows) : nan;
+    r.meanAdmissibleKeys = r.rows > 0 ? keySum / double(r.rows) : nan;
     r.meanMaxWeight = r.rows > 0 ? maxSum / double(r.rows) : nan;
     r.negativeRowFraction = r.rows > 0 ? double(negativeRows) / double(r.rows) : nan;
     r.meanNegativeMass = r.rows > 0 ? r.totalNegativeMass / double(r.rows) : nan;

@@ -124,7 +124,18 @@ nlohmann::json AnalysisOptions::toJson() const {
         "for a spatial query at (y, x): sum of its weights on spatial keys with |dy|, |dx| <= "
         "(k-1)/2, clipped at the grid border, the query itself included; signed weights as they "
         "are; mean over spatial queries whose row status is ok";
-    local["uniform_baseline"] = "mean over the same queries of |window| / N, N = all tokens incl. prefix";
+    local["uniform_baseline"] =
+        "mean over the same queries of |window| / N, N = all tokens incl. prefix (the layer's keys: the wrong "
+        "uniform on window layers, kept for older readers; see admissible_baseline)";
+    local["admissible_keys"] =
+        "S_i, the keys row i may attend to: every key (N incl. prefix; the n keys under spatial reduction); on "
+        "window layers the query's window, under Swin's mask (window_mask true) only the window's keys of the "
+        "query's own region; per-head windows (CSwin's stripes) the head's own";
+    local["admissible_baseline"] =
+        "mean over the same queries of |window_i ∩ S_i| / |S_i|, window_i on the image grid (the key grid under "
+        "spatial reduction), clipped at its border, never wrapped: what attention uniform over S_i gives; equal to "
+        "uniform_baseline unless the layer has windows";
+    local["x_uniform"] = "mean / admissible_baseline (null when the baseline is 0 or undefined)";
     local["paper_baseline"] = "k^2 / N";
     local["spatial_reduction"] =
         "keys on a reduced h x w grid (format.md 1c): the window is centred on the query's key cell "
@@ -143,6 +154,11 @@ nlohmann::json AnalysisOptions::toJson() const {
         "left out of the entropy means)";
     entropy["max_weight"] = "mean over ok rows of max_j A_ij";
     entropy["spatial_reduction"] = "rows over the n keys of a reduced grid: normalised = entropy / log n";
+    entropy["normalised_entropy_admissible"] =
+        "mean of entropy_i / log |S_i| (S_i as in local.admissible_keys) over the rows with an entropy and "
+        "|S_i| > 1: 1 for a row uniform over the keys it may attend to; equal to normalised_entropy unless the "
+        "layer has windows";
+    entropy["admissible_keys_mean"] = "mean |S_i| over the ok rows";
     entropy["negative_rows"] = "fraction of ok rows with any A_ij < 0";
     entropy["negative_mass"] = "sum over ok rows of sum_j min(A_ij, 0); mean = total / ok rows";
     j["entropy"] = entropy;
@@ -265,6 +281,8 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     stats.flaggedRows =
         Index(std::count_if(status.begin(), status.end(), [](RowStatus s) { return s != RowStatus::Ok; }));
     const Matrix* full = needs.matrix ? &a : nullptr;
+    // The keys each row may attend to: the yardstick of the local baseline and normalised entropy.
+    const AdmissibleKeys admissible(geometry, head.windows());
 
     // The low-rank spectrum and confusion count share one factorisation and one QR.
     std::optional<linalg::LowRankFactors> factors;
@@ -287,7 +305,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     }
     const Matrix* sharedOutput = output.size() > 0 ? &output : nullptr;
     if (sel.local) {
-        stats.local = localMass(a, status, geometry, options.localK, values, sharedOutput);
+        stats.local = localMass(a, status, geometry, options.localK, values, sharedOutput, &admissible);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
@@ -298,7 +316,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
                                geometry.reducedKeys() ? LocalBranchGrid::interpolated(layout, geometry.keys)
                                                       : LocalBranchGrid(layout, branch->windows),
                                *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
-    if (sel.entropy) stats.entropy = entropyStatistics(a, status);
+    if (sel.entropy) stats.entropy = entropyStatistics(a, status, &admissible);
     for (const std::string& key : sel.registered) {
         const RegisteredStatistic* r = findRegisteredStatistic(key);
         if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + knownStatNames() + ")");

@@ -8,7 +8,11 @@
 //   perQuery = mass_i on the grid (row-major), NaN for flagged rows;
 //   uniformBaseline = mean over the same queries of |window_i| / N, N = all tokens incl. prefix:
 //              exactly what uniform attention (A_ij = 1/N) gives;
-//   paperBaseline   = k^2 / N, the paper's figure, which ignores the border clipping.
+//   paperBaseline   = k^2 / N, the paper's figure, which ignores the border clipping;
+//   admissibleBaseline = mean over the same queries of |window_i ∩ S_i| / |S_i|, S_i the keys row i
+//              may attend to (admissible_keys.h): uniform attention over what the query can see.
+//              On window layers (Swin's windows, its mask, CSwin's stripes) this is the yardstick;
+//              elsewhere S_i is every key and it equals uniformBaseline.
 // Spatial reduction (keys on a reduced h x w grid, A is N x n): the window is centred on the key
 // cell of the query, (ky, kx) = (floor((y + 0.5) h / H), floor((x + 0.5) w / W)), and lies on the
 // key grid; N in the baselines is then n, the keys.
@@ -28,7 +32,7 @@ namespace attnlens {
 
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
                                        const AttentionLayout& geometry, std::span<const int> ks, const Matrix* values,
-                                       const Matrix* givenOutput) {
+                                       const Matrix* givenOutput, const AdmissibleKeys* admissible) {
     const TokenLayout& layout = geometry.queries;
     const TokenLayout& keys = geometry.keys;
     const Index n = layout.tokens();
@@ -41,6 +45,10 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
     if (!status.empty() && Index(status.size()) != n)
         throwInput("local mass: " + std::to_string(status.size()) + " row statuses for " + std::to_string(n) + " rows");
     validateLocalK(ks);
+    const AdmissibleKeys everyKey(geometry);
+    if (admissible && !(admissible->layout() == geometry))
+        throwInput("local mass: the admissible keys are of another layout than the attention matrix");
+    const AdmissibleKeys& keySets = admissible ? *admissible : everyKey;
 
     // A non-finite row counts as flagged even when no status was passed (direct callers).
     std::vector<unsigned char> rowUsable(std::size_t(n), 0);
@@ -117,7 +125,7 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
         r.k = k;
         r.paperBaseline = double(k) * double(k) / double(keys.tokens());
         r.perQuery.assign(std::size_t(h) * std::size_t(w), nan);
-        double massSum = 0, windowSum = 0, shareSum = 0;
+        double massSum = 0, windowSum = 0, shareSum = 0, admissibleSum = 0;
         for (int y = 0; y < h; ++y) {
             const int ky = geometry.keyRow(y);
             const int y0 = std::max(0, ky - half), y1 = std::min(keys.gridH - 1, ky + half);
@@ -138,12 +146,18 @@ std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatu
                 }
                 massSum += mass;
                 windowSum += double(y1 - y0 + 1) * double(x1 - x0 + 1);
+                if (!keySets.everyKey()) admissibleSum += keySets.uniformLocalShare(y, x, k);
                 ++r.queries;
             }
         }
         // Nothing to average (empty grid or every spatial row flagged): NaN, never a made-up 0.
         r.mean = r.queries > 0 ? massSum / double(r.queries) : nan;
         r.uniformBaseline = r.queries > 0 ? windowSum / double(r.queries) / double(keys.tokens()) : nan;
+        // Every key admissible: the same number as uniformBaseline, bit for bit (one sum, not a sum
+        // of shares), so that plain and reduced layers read exactly as before.
+        r.admissibleBaseline = keySets.everyKey() ? r.uniformBaseline
+                               : r.queries > 0    ? admissibleSum / double(r.queries)
+                                                  : nan;
         if (values) r.outputShare = r.outputQueries > 0 ? shareSum / double(r.outputQueries) : nan;
         results.push_back(std::move(r));
     }
@@ -168,6 +182,21 @@ double uniformLocalBaseline(const AttentionLayout& geometry, int k) {
     const double windowSum = rows * cols;
     const double queries = double(layout.gridH) * double(layout.gridW);
     return queries > 0 ? windowSum / queries / double(keys.tokens()) : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace attnlens
+
+namespace attnlens {
+
+double admissibleLocalBaseline(const AdmissibleKeys& admissible, int k) {
+    validateLocalK(std::span<const int>(&k, 1));
+    const TokenLayout& layout = admissible.layout().queries;
+    if (admissible.everyKey()) return uniformLocalBaseline(admissible.layout(), k);
+    double sum = 0;
+    for (int y = 0; y < layout.gridH; ++y)
+        for (int x = 0; x < layout.gridW; ++x) sum += admissible.uniformLocalShare(y, x, k);
+    const double queries = double(layout.spatialTokens());
+    return queries > 0 ? sum / queries : std::numeric_limits<double>::quiet_NaN();
 }
 
 }  // namespace attnlens

@@ -73,6 +73,14 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
         rules.push_back(floatColumn("local_paper_baseline_k" + k, "k^2 / n", [local](const HeadRecord& r) {
             return local(r) ? local(r)->paperBaseline : kNone;
         }));
+        rules.push_back(floatColumn(
+            "local_admissible_baseline_k" + k,
+            "mean |window ∩ S_i| / |S_i| of a row uniform over its admissible keys S_i (its window on window layers)",
+            [local](const HeadRecord& r) { return local(r) ? local(r)->admissibleBaseline : kNone; }));
+        rules.push_back(floatColumn(
+            "local_x_uniform_k" + k, "local_mass_k / local_admissible_baseline_k", [local](const HeadRecord& r) {
+                return local(r) ? timesUniform(local(r)->mean, local(r)->admissibleBaseline) : kNone;
+            }));
         rules.push_back(floatColumn("local_output_share_k" + k, "the window's share of the output rows (layers with v)",
                                     [local](const HeadRecord& r) {
                                         return local(r) && local(r)->outputShare ? *local(r)->outputShare : kNone;
@@ -85,6 +93,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                 entropy(&EntropyResult::meanEntropy)));
     rules.push_back(
         floatColumn("normalised_entropy", "mean row entropy / log N", entropy(&EntropyResult::meanNormalisedEntropy)));
+    rules.push_back(floatColumn("normalised_entropy_admissible",
+                                "mean of row entropy / log |S_i|, S_i the row's admissible keys (its window on "
+                                "window layers)",
+                                entropy(&EntropyResult::meanAdmissibleNormalisedEntropy)));
     rules.push_back(floatColumn("max_weight", "mean largest weight per row", entropy(&EntropyResult::meanMaxWeight)));
     rules.push_back(floatColumn("negative_row_fraction", "rows with a negative weight / rows",
                                 entropy(&EntropyResult::negativeRowFraction)));

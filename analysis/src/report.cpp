@@ -180,6 +180,8 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                       {"mean", finiteOrNull(l.mean)},
                       {"uniform_baseline", l.uniformBaseline},
                       {"paper_baseline", l.paperBaseline},
+                      {"admissible_baseline", finiteOrNull(l.admissibleBaseline)},
+                      {"x_uniform", finiteOrNull(timesUniform(l.mean, l.admissibleBaseline))},
                       {"queries", l.queries}};
             if (l.outputShare) {
                 e["output_share"] = finiteOrNull(*l.outputShare);
@@ -194,6 +196,8 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
         const auto& f = *s.entropy;
         j["entropy"] = {{"mean_entropy", finiteOrNull(f.meanEntropy)},
                         {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
+                        {"normalised_entropy_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropy)},
+                        {"admissible_keys_mean", finiteOrNull(f.meanAdmissibleKeys)},
                         {"max_weight", finiteOrNull(f.meanMaxWeight)},
                         {"negative_row_fraction", finiteOrNull(f.negativeRowFraction)},
                         {"negative_mass_total", finiteOrNull(f.totalNegativeMass)},
@@ -263,6 +267,11 @@ struct Aggregate {
     std::int64_t records = 0;
     FiniteMean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
     std::map<int, FiniteMean> local, localUniform, localPaper, localOutputShare;
+    // Over the rows' admissible keys (admissible_keys.h). A summary state written before they existed
+    // has none: a merge with it cannot know them for its records, so they are null (incomplete).
+    FiniteMean admissibleNormalisedEntropy;
+    std::map<int, FiniteMean> localAdmissible, localTimesUniform;
+    bool admissibleIncomplete = false;
     std::int64_t confused = 0, flagged = 0;
     bool hasConfusion = false;
     std::vector<FiniteMean> magMax, magEntropy, magTop, magLogRatio;
@@ -323,6 +332,8 @@ struct Aggregate {
         for (const LocalMassResult& l : s.local) {
             local[l.k].add(l.mean);
             localUniform[l.k].add(l.uniformBaseline);
+            localAdmissible[l.k].add(l.admissibleBaseline);
+            localTimesUniform[l.k].add(timesUniform(l.mean, l.admissibleBaseline));
             localPaper[l.k].add(l.paperBaseline);
             if (l.outputShare) localOutputShare[l.k].add(*l.outputShare);
         }
@@ -330,6 +341,7 @@ struct Aggregate {
             const EntropyResult& e = *s.entropy;
             entropy.add(e.meanEntropy);
             normalisedEntropy.add(e.meanNormalisedEntropy);
+            admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
             maxWeight.add(e.meanMaxWeight);
             negativeRows.add(e.negativeRowFraction);
             negativeMass.add(e.meanNegativeMass);
@@ -364,6 +376,7 @@ struct Aggregate {
                                     {&effectiveRank, &o.effectiveRank},
                                     {&entropy, &o.entropy},
                                     {&normalisedEntropy, &o.normalisedEntropy},
+                                    {&admissibleNormalisedEntropy, &o.admissibleNormalisedEntropy},
                                     {&maxWeight, &o.maxWeight},
                                     {&negativeRows, &o.negativeRows},
                                     {&negativeMass, &o.negativeMass},
@@ -379,6 +392,8 @@ struct Aggregate {
             mine->merge(*theirs);
         for (auto [mine, theirs] : {std::pair{&local, &o.local},
                                     {&localUniform, &o.localUniform},
+                                    {&localAdmissible, &o.localAdmissible},
+                                    {&localTimesUniform, &o.localTimesUniform},
                                     {&localPaper, &o.localPaper},
                                     {&localOutputShare, &o.localOutputShare},
                                     {&branchLocalWithout, &o.branchLocalWithout},
@@ -386,6 +401,7 @@ struct Aggregate {
                                     {&branchAbsWithout, &o.branchAbsWithout},
                                     {&branchAbsWith, &o.branchAbsWith}})
             mergeMeans(*mine, *theirs);
+        admissibleIncomplete = admissibleIncomplete || o.admissibleIncomplete;
         confused += o.confused;
         flagged += o.flagged;
         hasConfusion = hasConfusion || o.hasConfusion;
@@ -414,6 +430,7 @@ struct Aggregate {
                       {"effective_rank", effectiveRank.state()},
                       {"entropy", entropy.state()},
                       {"normalised_entropy", normalisedEntropy.state()},
+                      {"normalised_entropy_admissible", admissibleNormalisedEntropy.state()},
                       {"max_weight", maxWeight.state()},
                       {"negative_rows", negativeRows.state()},
                       {"negative_mass", negativeMass.state()},
@@ -428,12 +445,15 @@ struct Aggregate {
                       {"output_cosine", outputCosine.state()}};
         j["per_k"] = {{"local", meansState(local)},
                       {"local_uniform", meansState(localUniform)},
+                      {"local_admissible", meansState(localAdmissible)},
+                      {"local_x_uniform", meansState(localTimesUniform)},
                       {"local_paper", meansState(localPaper)},
                       {"local_output_share", meansState(localOutputShare)},
                       {"branch_local_without", meansState(branchLocalWithout)},
                       {"branch_local_with", meansState(branchLocalWith)},
                       {"branch_abs_without", meansState(branchAbsWithout)},
                       {"branch_abs_with", meansState(branchAbsWith)}};
+        if (admissibleIncomplete) j["admissible_incomplete"] = true;
         j["confused"] = confused;
         j["flagged"] = flagged;
         j["has_confusion"] = hasConfusion;
@@ -465,6 +485,11 @@ struct Aggregate {
         a.effectiveRank = FiniteMean::fromState(m.at("effective_rank"));
         a.entropy = FiniteMean::fromState(m.at("entropy"));
         a.normalisedEntropy = FiniteMean::fromState(m.at("normalised_entropy"));
+        // States written before the admissible keys: those means are unknown for these records.
+        a.admissibleIncomplete =
+            j.value("admissible_incomplete", false) || !m.contains("normalised_entropy_admissible");
+        if (m.contains("normalised_entropy_admissible"))
+            a.admissibleNormalisedEntropy = FiniteMean::fromState(m.at("normalised_entropy_admissible"));
         a.maxWeight = FiniteMean::fromState(m.at("max_weight"));
         a.negativeRows = FiniteMean::fromState(m.at("negative_rows"));
         a.negativeMass = FiniteMean::fromState(m.at("negative_mass"));
@@ -480,6 +505,15 @@ struct Aggregate {
         const json& k = j.at("per_k");
         a.local = meansFromState(k.at("local"));
         a.localUniform = meansFromState(k.at("local_uniform"));
+        if (k.contains("local_admissible") && k.contains("local_x_uniform")) {
+            a.localAdmissible = meansFromState(k.at("local_admissible"));
+            a.localTimesUniform = meansFromState(k.at("local_x_uniform"));
+            for (const auto* perK : {&a.localAdmissible, &a.localTimesUniform})
+                for (const auto& [kk, mean] : a.local)
+                    if (!perK->count(kk)) throw std::invalid_argument("per_k lacks window size " + std::to_string(kk));
+        } else {
+            a.admissibleIncomplete = true;
+        }
         a.localPaper = meansFromState(k.at("local_paper"));
         a.localOutputShare = meansFromState(k.at("local_output_share"));
         a.branchLocalWithout = meansFromState(k.at("branch_local_without"));
@@ -539,6 +573,12 @@ struct Aggregate {
                 return ofK(localUniform);
             case S::LocalPaperBaseline:
                 return ofK(localPaper);
+            case S::LocalAdmissibleBaseline:
+                return admissibleIncomplete ? nullptr : ofK(localAdmissible);
+            case S::LocalTimesUniform:
+                return admissibleIncomplete ? nullptr : ofK(localTimesUniform);
+            case S::AdmissibleNormalisedEntropy:
+                return admissibleIncomplete ? nullptr : &admissibleNormalisedEntropy;
             case S::LocalOutputShare:
                 return ofK(localOutputShare);
             case S::Entropy:
@@ -576,15 +616,23 @@ struct Aggregate {
         j["effective_rank_mean"] = effectiveRank.value();
         json l = json::object();
         for (const auto& [k, m] : local) {
+            const auto admissible = [&](const std::map<int, FiniteMean>& perK) {
+                const auto it = perK.find(k);
+                return admissibleIncomplete || it == perK.end() ? json(nullptr) : it->second.value();
+            };
             l[std::to_string(k)] = {{"mean", m.value()},
                                     {"uniform_baseline", localUniform.at(k).value()},
-                                    {"paper_baseline", localPaper.at(k).value()}};
+                                    {"paper_baseline", localPaper.at(k).value()},
+                                    {"admissible_baseline", admissible(localAdmissible)},
+                                    {"x_uniform", admissible(localTimesUniform)}};
             if (const auto it = localOutputShare.find(k); it != localOutputShare.end())
                 l[std::to_string(k)]["output_share"] = it->second.value();
         }
         j["local"] = l;
         j["entropy_mean"] = entropy.value();
         j["normalised_entropy_mean"] = normalisedEntropy.value();
+        j["normalised_entropy_admissible_mean"] =
+            admissibleIncomplete ? json(nullptr) : admissibleNormalisedEntropy.value();
         j["max_weight_mean"] = maxWeight.value();
         j["negative_row_fraction_mean"] = negativeRows.value();
         j["negative_mass_per_row_mean"] = negativeMass.value();
@@ -753,6 +801,8 @@ public:
             within(e, "mean_entropy", w + ".entropy", 0, std::log(std::max(keys, 1.0)),
                    "the entropy of a row over n keys lies in");
             within(e, "normalised_entropy", w + ".entropy", 0, 1, "normalised entropy lies in");
+            within(e, "normalised_entropy_admissible", w + ".entropy", 0, 1, "normalised entropy lies in");
+            within(e, "admissible_keys_mean", w + ".entropy", 1, keys, "a row's admissible keys number in");
             within(e, "negative_row_fraction", w + ".entropy", 0, 1, "a fraction of rows lies in");
             within(e, "negative_mass_total", w + ".entropy", -std::numeric_limits<double>::infinity(), 0,
                    "a sum of negative weights lies in");
@@ -773,6 +823,10 @@ public:
             if (d.contains("output_cosine"))
                 within(d["output_cosine"], "mean", w + ".distance.output_cosine", -1, 1, "a cosine lies in");
         }
+        if (r.contains("local"))
+            for (std::size_t i = 0; i < r["local"].size(); ++i)
+                within(r["local"][i], "admissible_baseline", w + ".local[" + std::to_string(i) + "]", 0, 1,
+                       "a share of a row uniform over its admissible keys lies in");
         if (softmax && r.contains("local"))
             for (std::size_t i = 0; i < r["local"].size(); ++i)
                 within(r["local"][i], "mean", w + ".local[" + std::to_string(i) + "]", 0, 1,
@@ -831,6 +885,9 @@ public:
                 const std::string e = where + "[" + std::to_string(i) + "]";
                 // The schema says number, but a head without a valid query writes null here.
                 numbers(r["local"][i], e, {"uniform_baseline", "paper_baseline"});
+                // Reports before the admissible keys lack these two.
+                for (const char* k : {"admissible_baseline", "x_uniform"})
+                    if (r["local"][i].contains(k)) numberOrNull(r["local"][i][k], e + "." + k);
                 integer(field(r["local"][i], "queries", e), e + ".queries", 0);
                 if (r["local"][i].contains("per_query")) numberArray(r["local"][i]["per_query"], e + ".per_query");
                 if (r["local"][i].contains("output_share")) {
@@ -844,6 +901,8 @@ public:
             numbers(e, w + ".entropy",
                     {"mean_entropy", "normalised_entropy", "max_weight", "negative_row_fraction", "negative_mass_total",
                      "negative_mass_per_row"});
+            for (const char* k : {"normalised_entropy_admissible", "admissible_keys_mean"})
+                if (e.contains(k)) numberOrNull(e[k], w + ".entropy." + k);
             integer(field(e, "rows", w + ".entropy"), w + ".entropy.rows", 0);
             integer(field(e, "flagged_rows", w + ".entropy"), w + ".entropy.flagged_rows", 0);
         }
@@ -1287,6 +1346,8 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
             m.mean = numberOrNaN(l.at("mean"));
             m.uniformBaseline = numberOrNaN(l.at("uniform_baseline"));
             m.paperBaseline = numberOrNaN(l.at("paper_baseline"));
+            // Reports before the admissible keys have none: unknown, never taken to be uniform_baseline.
+            m.admissibleBaseline = numberOrNaN(l.value("admissible_baseline", json()));
             m.queries = l.value("queries", Index(0));
             if (l.contains("per_query")) m.perQuery = numbersOrNaN(l["per_query"]);
             if (l.contains("output_share")) {
@@ -1300,6 +1361,8 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
         EntropyResult f;
         f.meanEntropy = numberOrNaN(e.at("mean_entropy"));
         f.meanNormalisedEntropy = numberOrNaN(e.at("normalised_entropy"));
+        f.meanAdmissibleNormalisedEntropy = numberOrNaN(e.value("normalised_entropy_admissible", json()));
+        f.meanAdmissibleKeys = numberOrNaN(e.value("admissible_keys_mean", json()));
         f.meanMaxWeight = numberOrNaN(e.at("max_weight"));
         f.negativeRowFraction = numberOrNaN(e.at("negative_row_fraction"));
         f.totalNegativeMass = numberOrNaN(e.value("negative_mass_total", json()));
@@ -1978,8 +2041,8 @@ std::string formatSummary(const nlohmann::json& report) {
     col("paradigm", 13);
     col("rank", 8);
     col("eff.rank", 9);
-    for (int k : ks) col("local" + std::to_string(k) + "x" + std::to_string(k), 10);
-    col("H/logN", 8);
+    for (int k : ks) col("local" + std::to_string(k) + "x" + std::to_string(k) + " (x unif)", 19);
+    col("H/log|S|", 9);
     col("max w", 8);
     col("neg rows", 9);
     col("confused", 9);
@@ -1989,8 +2052,13 @@ std::string formatSummary(const nlohmann::json& report) {
         col(p["paradigm"].get<std::string>(), 13);
         col(fmt(p["rank_mean"], 1), 8);
         col(fmt(p["effective_rank_mean"], 1), 9);
-        for (int k : ks) col(fmt(p["local"][std::to_string(k)]["mean"]), 10);
-        col(fmt(p["normalised_entropy_mean"]), 8);
+        for (int k : ks) {
+            const json& l = p["local"][std::to_string(k)];
+            const json times = l.value("x_uniform", json());
+            col(fmt(l["mean"]) + (times.is_number() ? " (" + fmt(times, 2) + "x)" : std::string(" (-)")), 19);
+        }
+        const json admissible = p.value("normalised_entropy_admissible_mean", json());
+        col(fmt(admissible.is_number() ? admissible : p["normalised_entropy_mean"]), 9);
         col(fmt(p["max_weight_mean"]), 8);
         col(fmt(p["negative_row_fraction_mean"]), 9);
         col(p["confused_pairs_total"].is_number() ? p["confused_pairs_total"].dump() : "-", 9);
@@ -1998,13 +2066,36 @@ std::string formatSummary(const nlohmann::json& report) {
         out << "\n";
     }
     if (!s.empty() && !ks.empty()) {
-        out << "uniform baseline:";
-        for (int k : ks)
-            out << " " << k << "x" << k << " " << fmt(s[0]["local"][std::to_string(k)]["uniform_baseline"], 4);
-        out << " (mean |window| / keys: N, or n under spatial reduction)\n";
+        // The baseline of each layer (uniform attention over the keys each row may attend to): one
+        // line when every layer has the same, else one per layer; a single figure would be wrong.
+        const auto baselines = [&](const json& entry) {
+            std::string line;
+            for (int k : ks) {
+                const json& l = entry["local"][std::to_string(k)];
+                const json b = l.value("admissible_baseline", json());
+                line += " " + std::to_string(k) + "x" + std::to_string(k) + " " +
+                        fmt(b.is_number() ? b : l["uniform_baseline"], 4);
+            }
+            return line;
+        };
+        std::vector<std::pair<std::string, std::string>> perLayer;
+        if (s[0].contains("layers"))
+            for (const auto& l : s[0]["layers"]) perLayer.emplace_back(l["layer"].get<std::string>(), baselines(l));
+        const bool same = std::all_of(perLayer.begin(), perLayer.end(),
+                                      [&](const auto& l) { return l.second == perLayer.front().second; });
+        const char* what =
+            " (mean over queries of |k x k window ∩ S_i| / |S_i|, S_i the keys row i may attend to: "
+            "all N, the n reduced keys, or its window)\n";
+        if (perLayer.empty() || same) {
+            out << "uniform baseline:" << (perLayer.empty() ? baselines(s[0]) : perLayer.front().second) << what;
+        } else {
+            out << "uniform baseline per layer" << what;
+            for (const auto& [name, line] : perLayer) out << "  " << printableText(name) << ":" << line << "\n";
+        }
     }
     out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
-        << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass";
+        << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass, x unif = mass "
+           "over its uniform baseline (mean over records), H/log|S| = entropy over log of the admissible keys";
     out << "\n";
     // Registered statistics (registered_statistics.h): one line per paradigm that has them.
     for (const auto& p : s)

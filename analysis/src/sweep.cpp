@@ -61,11 +61,13 @@ std::vector<std::pair<std::string, double>> sweptValues(const HeadStatistics& s)
     }
     for (const LocalMassResult& l : s.local) {
         out.emplace_back("local_mass_k" + std::to_string(l.k), l.mean);
+        out.emplace_back("local_x_uniform_k" + std::to_string(l.k), timesUniform(l.mean, l.admissibleBaseline));
         if (l.outputShare) out.emplace_back("local_output_share_k" + std::to_string(l.k), *l.outputShare);
     }
     if (s.entropy) {
         out.emplace_back("entropy", s.entropy->meanEntropy);
         out.emplace_back("normalised_entropy", s.entropy->meanNormalisedEntropy);
+        out.emplace_back("normalised_entropy_admissible", s.entropy->meanAdmissibleNormalisedEntropy);
         out.emplace_back("max_weight", s.entropy->meanMaxWeight);
         out.emplace_back("negative_row_fraction", s.entropy->negativeRowFraction);
     }
@@ -101,9 +103,13 @@ const std::map<std::string, std::string>& statisticDefinitions() {
         {"rank", "numerical rank of A (options.rank)"},
         {"effective_rank", "effective rank of A"},
         {"local_mass_k<k>", "mean k x k mass of A (options.local)"},
+        {"local_x_uniform_k<k>",
+         "local_mass_k<k> over its uniform baseline on the admissible keys (options.local.x_uniform)"},
         {"local_output_share_k<k>", "the window's share of the output rows (options.local.output_share)"},
         {"entropy", "mean row entropy in nats (options.entropy)"},
         {"normalised_entropy", "mean row entropy / log n"},
+        {"normalised_entropy_admissible",
+         "mean row entropy / log |S_i| (options.entropy.normalised_entropy_admissible)"},
         {"max_weight", "mean max weight of a row"},
         {"negative_row_fraction", "fraction of rows with a negative weight"},
         {"confused_pairs", "confused query pairs of the head (options.confusion)"},

@@ -2,6 +2,8 @@
 // the core, the common main().
 #include "app_test_fixture.h"
 
+#include "test_environment.h"
+
 #include <QApplication>
 #include <QFile>
 #include <QFileInfo>
@@ -292,6 +294,7 @@ void AppTestFixture::cleanup() {
 }
 
 int runAppTests(int argc, char** argv, const std::function<std::unique_ptr<QObject>()>& makeTests) {
+    attnlens::test::controlTestEnvironment();
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     QTemporaryDir config, data;
     qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());

@@ -526,7 +526,9 @@ void DamagedFileTests::damagedStructuresAfterOpenLeaveTheRestUsable() {
         QString reason;
     };
     const std::vector<Case> cases{
-        {"btree_loop_k.h5", 1, "crashed (SIGSEGV) reading the chunk index of /layers/blocks.1/k"},
+        // The check's child either crashes in HDF5 or gets a wrong B-tree signature from it, by
+        // machine and by run (HDF5 reads memory the file never defined): both name the dataset.
+        {"btree_loop_k.h5", 1, "reading the chunk index of /layers/blocks.1/k"},
         {"deflate_bomb.h5", 0, "inflates beyond its declared size of 544 bytes"},
         {"btree_loop_images.h5", -1, "reading the chunk index of /images"},
     };

@@ -492,21 +492,33 @@ TEST_F(CliTest, OpenBlasIsLoadedOnlyByCommandsThatUseIt) {
 }
 
 // Debian 12's OpenBLAS falls back to its SSE3 kernels on processors newer than itself; AttnLens
-// names the kernels unless the user did, and the report says which ran (math/blas.h).
+// names the kernels unless the user did, and the report says which ran (math/blas.h). Each run sets
+// or clears OPENBLAS_CORETYPE itself: machines that export it (OPENBLAS_CORETYPE=Haswell with
+// OPENBLAS_L2_SIZE on some AMD processors) must not decide which branch is tested.
 TEST_F(CliTest, ReportNamesTheBlasKernelsAndTheUsersChoiceWins) {
     const std::string in = synth("a.h5");
-    const RunResult chosen = run("analyze " + in + " --stats rank --quiet -o " + path("auto.json"));
+    const RunResult chosen = run("analyze " + in + " --stats rank --quiet -o " + path("auto.json"),
+                                 "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ");
     ASSERT_EQ(chosen.code, 0) << chosen.err;
     const std::string automatic = readJson(path("auto.json"))["timing"]["blas"].get<std::string>();
     EXPECT_EQ(automatic.rfind("OpenBLAS ", 0), 0u) << automatic;
     if (attnlens::blas::coreForThisProcessor() != nullptr) {
-        EXPECT_THAT(automatic, HasSubstr("(chosen by AttnLens from the processor's features)"));
-        EXPECT_THAT(automatic, Not(HasSubstr("Prescott")));
+        EXPECT_EQ(automatic, std::string("OpenBLAS ") + attnlens::blas::coreForThisProcessor() +
+                                 " (chosen by AttnLens from the processor's features)");
+    } else {
+        EXPECT_THAT(automatic, HasSubstr("(OpenBLAS's own detection)"));
     }
-    const RunResult user =
-        run("analyze " + in + " --stats rank --quiet -o " + path("user.json"), "OPENBLAS_CORETYPE=Prescott ");
-    ASSERT_EQ(user.code, 0) << user.err;
-    EXPECT_EQ(readJson(path("user.json"))["timing"]["blas"], "OpenBLAS Prescott (OPENBLAS_CORETYPE)");
+    // The user's choice wins, whichever kernels the processor would get, and OPENBLAS_L2_SIZE
+    // beside it changes nothing in what is reported. (Prescott is an x86 kernel of OpenBLAS's
+    // DYNAMIC_ARCH builds, which Debian's are.)
+#if defined(__x86_64__) || defined(__i386__)
+    for (const std::string prefix :
+         {"OPENBLAS_CORETYPE=Prescott ", "OPENBLAS_CORETYPE=Prescott OPENBLAS_L2_SIZE=512 "}) {
+        const RunResult user = run("analyze " + in + " --stats rank --quiet -o " + path("user.json"), prefix);
+        ASSERT_EQ(user.code, 0) << user.err;
+        EXPECT_EQ(readJson(path("user.json"))["timing"]["blas"], "OpenBLAS Prescott (OPENBLAS_CORETYPE)") << prefix;
+    }
+#endif
     EXPECT_TRUE(schemaValid(path("auto.json"), "analysis.schema.json"));
 }
 
@@ -556,9 +568,14 @@ TEST_F(CliTest, HdfCrashOnDamagedMetadataIsAnInputError) {
          std::vector<std::string>{"inspect " + in, "analyze " + in + " -o " + path("out.json")}) {
         const RunResult r = run(command);
         EXPECT_EQ(r.code, 3) << command << "\n" << r.err;
-        EXPECT_THAT(r.err,
-                    HasSubstr("attnlens-cli: error: " + in +
-                              ": the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 metadata is damaged"));
+        // The over-read crashes HDF5 here; where the memory after the heap happens to be mapped it
+        // reads garbage instead, and the open refuses the file for what it read. The contract is
+        // the same (issue 52): exit 3 naming the file, no output.
+        EXPECT_THAT(r.err, HasSubstr("attnlens-cli: error: " + in + ": "));
+        if (r.err.find("the HDF5 library crashed (") != std::string::npos) {
+            EXPECT_THAT(r.err, HasSubstr(": the HDF5 library crashed (SIG"));
+            EXPECT_THAT(r.err, HasSubstr(") reading this file: its HDF5 metadata is damaged"));
+        }
         EXPECT_FALSE(fs::exists(path("out.json")));
     }
 }
@@ -567,9 +584,12 @@ TEST_F(CliTest, TerminationSignalCancelsCleanly) {
     // A batch scheduler's time limit sends SIGTERM: exit 5, no output, no temporary file.
     const std::string in = path("mid.h5");
     ASSERT_EQ(run("synth -o " + in + " --layers 4 --heads 3 --grid 24x24 --prefix 1 --dim 32 --images 8").code, 0);
+    // The signal is sent once the first progress line is out (the handlers are installed and the
+    // analysis under way) rather than after a fixed sleep, which a loaded machine can outlast.
     const std::string script = std::string(ATTNLENS_CLI_PATH) + " analyze " + in + " --threads 1 -o " +
-                               path("out.json") + " >/dev/null 2>" + path("err") +
-                               " & pid=$!; sleep 1; kill -TERM $pid; wait $pid; echo $? >" + path("rc");
+                               path("out.json") + " >/dev/null 2>" + path("err") + " & pid=$!; i=0; while ! grep -q " +
+                               "progress: " + path("err") + " && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
+                               "kill -TERM $pid; wait $pid; echo $? >" + path("rc");
     ASSERT_EQ(std::system(("sh -c '" + script + "'").c_str()), 0);
     EXPECT_EQ(readFile(path("rc")), "5\n") << readFile(path("err"));
     EXPECT_THAT(readFile(path("err")), HasSubstr("analysis cancelled"));
@@ -578,9 +598,10 @@ TEST_F(CliTest, TerminationSignalCancelsCleanly) {
         EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
 }
 
-TEST_F(CliTest, TerminationSignalEndsACommandWithoutProgressStepsWithinASecond) {
+TEST_F(CliTest, TerminationSignalEndsACommandWithoutProgressStepsPromptly) {
     // Issue 27 item 5: synth has no progress step to cancel at; SIGTERM (and SIGINT) still end it
-    // within the grace time (0.5 s) as cancelled, with its temporary file removed.
+    // after the grace time (0.5 s) as cancelled, with its temporary file removed. The bound leaves
+    // room for a loaded machine (issue 52); writing the whole dump would take far longer.
     for (const char* signal : {"TERM", "INT"}) {
         const std::string out = path(std::string("big-") + signal + ".h5");
         const std::string script = std::string(ATTNLENS_CLI_PATH) + " synth -o " + out +
@@ -593,7 +614,7 @@ TEST_F(CliTest, TerminationSignalEndsACommandWithoutProgressStepsWithinASecond) 
         int code = -1, milliseconds = -1;
         result >> code >> milliseconds;
         EXPECT_EQ(code, 5) << readFile(path("err"));
-        EXPECT_LT(milliseconds, 1000) << signal;
+        EXPECT_LT(milliseconds, 5000) << signal;
         EXPECT_THAT(readFile(path("err")),
                     HasSubstr(std::string("attnlens-cli: error: cancelled (SIG") + signal + ")"));
         EXPECT_FALSE(fs::exists(out));
@@ -602,26 +623,66 @@ TEST_F(CliTest, TerminationSignalEndsACommandWithoutProgressStepsWithinASecond) 
     }
 }
 
+namespace {
+// The contract for a file that HDF5 cannot read, whichever way HDF5 went through it on this
+// machine: HDF5's walk through damaged metadata reads memory the file never defined, so one machine
+// crashes inside it (the fault handler's message) and another gets an error from HDF5 (the reader's
+// message naming the dataset). Both are exit 3, name the file, and say its metadata is damaged.
+void expectDamagedFileRefused(const RunResult& r, const std::string& file, const std::string& dataset) {
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("attnlens-cli: error: " + file + ": "));
+    EXPECT_THAT(r.err, HasSubstr("its HDF5 metadata is damaged"));
+    if (r.err.find("the HDF5 library crashed (") == std::string::npos) {
+        EXPECT_THAT(r.err, HasSubstr(dataset)) << "an HDF5 error that does not name the dataset";
+    }
+}
+}  // namespace
+
 TEST_F(CliTest, FaultInsideHdf5AfterOpeningRemovesTheTemporaryOutput) {
-    // Issue 27 items 1 and 2, the second line of defence: with the open check off, a chunk B-tree
-    // looping onto itself overflows the stack of whichever thread reads it (here a worker). The
-    // handler runs on that thread's alternate stack, says what happened, removes the report's
-    // temporary file and exits 3.
+    // Issue 27 items 1 and 2, the second line of defence: with the open check off, a fault in HDF5's
+    // read (a stack overflow, as a chunk B-tree looping onto itself gives) on whichever thread reads,
+    // here a worker or the main thread. The handler runs on that thread's alternate stack, says what
+    // happened, removes the report's temporary file and exits 3. The fault is injected into H5Dread
+    // (tests/cli/hdf5_fault_shim.c), so it happens on every machine.
     if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer reports the stack overflow itself";
-    const std::string in = std::string(ATTNLENS_SOURCE_DIR) + "/tests/fuzz/regressions/btree_loop_k.h5";
-    for (const char* threads : {"1", "2"}) {
-        const RunResult r = run("analyze " + in + " --quiet --threads " + threads + " -o " + path("out.json"),
-                                "ATTNLENS_OPEN_TIMEOUT=0 ");
-        EXPECT_EQ(r.code, 3) << r.err;
-        EXPECT_THAT(r.err, HasSubstr(in + ": the HDF5 library crashed (SIGSEGV) reading this file"));
-        EXPECT_FALSE(fs::exists(path("out.json")));
+    const std::string in = synth("a.h5");
+    const auto noTemporaryFiles = [&] {
         for (const auto& e : fs::directory_iterator(dir_))
             EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
+    };
+    const std::string inject = std::string("LD_PRELOAD=") + ATTNLENS_HDF5_FAULT_SHIM + " ";
+    for (const char* threads : {"1", "2"}) {
+        const RunResult r = run("analyze " + in + " --quiet --threads " + threads + " -o " + path("out.json"),
+                                inject + "ATTNLENS_TEST_HDF5_FAULT=/layers/blocks.1/k ATTNLENS_OPEN_TIMEOUT=0 ");
+        EXPECT_EQ(r.code, 3) << r.err;
+        EXPECT_THAT(r.err, HasSubstr("attnlens-cli: error: " + in +
+                                     ": the HDF5 library crashed (SIGSEGV) reading this file: its HDF5 "
+                                     "metadata is damaged"));
+        EXPECT_FALSE(fs::exists(path("out.json")));
+        noTemporaryFiles();
+    }
+    // The shim alone changes nothing: the same run without a dataset to fault on succeeds.
+    const RunResult clean =
+        run("analyze " + in + " --quiet -o " + path("out.json"), inject + "ATTNLENS_OPEN_TIMEOUT=0 ");
+    EXPECT_EQ(clean.code, 0) << clean.err;
+    EXPECT_TRUE(fs::exists(path("out.json")));
+    fs::remove(path("out.json"));
+
+    // A real damaged file: a chunk B-tree looping onto itself. With the check off, HDF5 crashes on
+    // some machines and reports a wrong B-tree signature on others; either way the same contract.
+    const std::string loop = std::string(ATTNLENS_SOURCE_DIR) + "/tests/fuzz/regressions/btree_loop_k.h5";
+    for (const char* threads : {"1", "2"}) {
+        const RunResult r = run("analyze " + loop + " --quiet --threads " + threads + " -o " + path("out.json"),
+                                "ATTNLENS_OPEN_TIMEOUT=0 ");
+        expectDamagedFileRefused(r, loop, "/layers/blocks.1/k");
+        EXPECT_FALSE(fs::exists(path("out.json")));
+        noTemporaryFiles();
     }
     // With the check (the default) the damaged dataset is named and only it is refused.
-    const RunResult checked = run("analyze " + in + " --quiet --skip-unreadable -o " + path("out.json"));
+    const RunResult checked = run("analyze " + loop + " --quiet --skip-unreadable -o " + path("out.json"));
     EXPECT_EQ(checked.code, 0) << checked.err;
     EXPECT_THAT(checked.err, HasSubstr("reading the chunk index of /layers/blocks.1/k"));
+    EXPECT_THAT(checked.err, HasSubstr("its HDF5 metadata is damaged"));
 }
 
 TEST_F(CliTest, OpenCheckByForkReachesTheStartedChildsVerdict) {
@@ -658,7 +719,9 @@ TEST_F(CliTest, OpenCheckByForkReachesTheStartedChildsVerdict) {
     for (const Case& c : cases) {
         int calls = 0;
         attnlens::OpenCheckOptions options;
-        options.timeoutSeconds = 2;
+        // Only the stalling file needs the short limit; the others must reach their verdict on a
+        // loaded machine too (issue 52).
+        options.timeoutSeconds = c.outcome == OpenCheckOutcome::TimedOut ? 2 : 60;
         options.executable = ATTNLENS_CLI_PATH;
         options.whileChecking = [&] {
             ++calls;
@@ -682,8 +745,14 @@ TEST_F(CliTest, OpenCheckByForkReachesTheStartedChildsVerdict) {
         ASSERT_EQ(started.unreadable.size(), c.unreadable) << c.file;
         ASSERT_EQ(forked.unreadable.size(), c.unreadable) << c.file;
         for (std::size_t i = 0; i < c.unreadable; ++i) {
+            // The same dataset, each run's message naming it: HDF5 may crash in one run and report a
+            // wrong B-tree signature in the other (its walk reads memory the file never defined).
             EXPECT_EQ(forked.unreadable[i].dataset, started.unreadable[i].dataset);
-            EXPECT_EQ(forked.unreadable[i].message, started.unreadable[i].message);
+            for (const auto* result : {&started, &forked}) {
+                EXPECT_THAT(result->unreadable[i].message,
+                            HasSubstr("reading the chunk index of " + started.unreadable[i].dataset));
+                EXPECT_THAT(result->unreadable[i].message, HasSubstr("its HDF5 metadata is damaged"));
+            }
         }
         if (c.outcome == OpenCheckOutcome::TimedOut) {
             EXPECT_LT(forked.seconds, 4.0);
@@ -772,6 +841,54 @@ TEST_F(CliTest, LocalBranchStatisticsAgreeWithNumPyAndTheSchema) {
         const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
                                   "/tests/cli/local_branch_check.py " + in + " " + out;
         EXPECT_EQ(std::system(check.c_str()), 0) << check;
+        EXPECT_TRUE(schemaValid(out, "analysis.schema.json"));
+    }
+}
+
+// Issue 46 item 1: on window layers the uniform baseline and the normalised entropy are taken over
+// the keys each row may attend to (its window; its window's region under Swin's mask). Checked by
+// tests/cli/admissible_check.py (NumPy: timm's roll and img_mask, distances on the image grid).
+TEST_F(CliTest, AdmissibleBaselinesAgreeWithNumPyAndTheSchema) {
+    const std::string windows = path("swin.h5");
+    ASSERT_EQ(
+        run("synth -o " + windows + " --layers 2 --heads 2 --grid 8x8 --prefix 0 --dim 8 --images 2 --window 4").code,
+        0);
+    const std::string plain = synth("plain.h5");
+    for (const std::string& in : {windows, plain}) {
+        SCOPED_TRACE(in);
+        const std::string out = in + ".json";
+        const RunResult r = run("analyze " + in + " --paradigms softmax,linear_relu --stats local,entropy -o " + out);
+        ASSERT_EQ(r.code, 0) << r.err;
+        const json j = readJson(out);
+        for (const auto& rec : j["results"]) {
+            for (const auto& l : rec["local"]) {
+                ASSERT_TRUE(l["admissible_baseline"].is_number()) << l;
+                EXPECT_DOUBLE_EQ(l["x_uniform"].get<double>(),
+                                 l["mean"].get<double>() / l["admissible_baseline"].get<double>());
+                if (in == plain) {
+                    EXPECT_DOUBLE_EQ(l["admissible_baseline"].get<double>(), l["uniform_baseline"].get<double>());
+                } else {
+                    // A 4 x 4 window's share is far above |window| / 64.
+                    EXPECT_GT(l["admissible_baseline"].get<double>(), 2 * l["uniform_baseline"].get<double>());
+                }
+            }
+            const json& e = rec["entropy"];
+            if (in == plain)
+                EXPECT_NEAR(e["normalised_entropy_admissible"].get<double>(), e["normalised_entropy"].get<double>(),
+                            1e-15);
+            else
+                EXPECT_GT(e["normalised_entropy_admissible"].get<double>(), e["normalised_entropy"].get<double>());
+        }
+        // The summary's local entries and the terminal's table say x uniform; the window dump's two
+        // layers (unshifted, shifted with the mask) have different baselines: one line each.
+        const json& summary = j["summary"]["per_paradigm"][0];
+        EXPECT_TRUE(summary["local"]["3"]["x_uniform"].is_number());
+        EXPECT_TRUE(summary["normalised_entropy_admissible_mean"].is_number());
+        EXPECT_THAT(r.out, HasSubstr("(x unif)"));
+        EXPECT_THAT(r.out, HasSubstr(in == windows ? "uniform baseline per layer" : "uniform baseline: 3x3"));
+        const std::string check =
+            "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) + "/tests/cli/admissible_check.py " + in + " " + out;
+        EXPECT_EQ(std::system(check.c_str()) == 0, in == windows) << check << " (it needs a window layer to pass)";
         EXPECT_TRUE(schemaValid(out, "analysis.schema.json"));
     }
 }
@@ -1358,7 +1475,10 @@ TEST_F(CliTest, AnalyzeMemoryDoesNotGrowWithTheImageCount) {
     if (ATTNLENS_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's quarantine holds freed memory";
     const long few = peakKiB(path("30.h5")), many = peakKiB(path("300.h5"));
     EXPECT_GT(fs::file_size(path("out.json")), 10u << 20);  // the report itself is 13 MB
-    EXPECT_LT(many - few, 8 * 1024) << "peak RSS " << few << " KiB at 30 images, " << many << " KiB at 300";
+    // Holding the records grew the peak by about 90 MiB over these 270 images; allocator arenas and
+    // how far the two workers run ahead of each other add a few MiB that depend on the machine's
+    // load (9.6 MiB seen with both cores busy, issue 52), so the bound separates the two by margin.
+    EXPECT_LT(many - few, 24 * 1024) << "peak RSS " << few << " KiB at 30 images, " << many << " KiB at 300";
 }
 
 // Issue 12: tests/cli/write_models_dump.py's dump (models alpha and beta, a layer "stem" without a

@@ -143,8 +143,9 @@ class DamagedAttributes(Hostile):
         # was called missing); now the damage is named.
         patch(self.path, b"HEAP", 16, (3).to_bytes(8, "little"))
         self.h5dump_fails()
+        # HDF5's own words in the parentheses differ between HDF5 versions: the sentence is ours.
         self.refused(f"{self.path}: root: cannot tell whether 'layers' exists: the group's "
-                     "metadata is damaged (HDF5: bad heap free list)")
+                     "metadata is damaged (HDF5: ")
 
 
 class FloatLayouts(Hostile):
@@ -305,7 +306,10 @@ GUI = os.environ.get("ATTNLENS_GUI")
 
 # Issue 27: files that open cleanly and then damage a read (tests/fuzz/make_structure_regressions.py).
 # Per file: {command: (exit status, text stderr must hold)}; "-" commands are not run.
-LOOP_K = "crashed (SIGSEGV) reading the chunk index of /layers/blocks.1/k: its HDF5 metadata is damaged"
+# The open check's child either crashes inside HDF5 on btree_loop_k.h5 or gets "wrong B-tree
+# signature" from it, by machine and by run (HDF5's walk reads memory the file never defined): the
+# contract is the dataset named and the damage said, not which of the two paths HDF5 took.
+LOOP_K = ("reading the chunk index of /layers/blocks.1/k", "its HDF5 metadata is damaged")
 BOMB = "reading /layers/blocks.0/k (image 0, all heads) failed: a compressed chunk inflates beyond its declared size"
 HUGE = "this process may use"
 STRUCTURE_EXPECTED = {
@@ -318,6 +322,12 @@ STRUCTURE_EXPECTED = {
     "huge_grid.h5": {"inspect": (0, ""), "analyze": (3, HUGE), "rollout": (3, HUGE), "locality": (3, HUGE),
                      "confusion": (3, HUGE), "skip": (3, HUGE)},
 }
+
+
+def assert_holds(test, text, err):
+    """`text`: one part stderr must hold, or a tuple of parts that it must all hold."""
+    for part in (text,) if isinstance(text, str) else text:
+        test.assertIn(part, err)
 
 
 class StructureRegressions(unittest.TestCase):
@@ -353,7 +363,7 @@ class StructureRegressions(unittest.TestCase):
                 with self.subTest(file=name, command=command):
                     proc = run(*commands[command], timeout=60)
                     self.assertEqual(proc.returncode, status, proc.err)
-                    self.assertIn(text, proc.err)
+                    assert_holds(self, text, proc.err)
                     self.assertLess(proc.seconds, 10)
                     if status == 3:
                         self.assertTrue(proc.err.startswith(f"attnlens-cli: error: {path}: "), proc.err)
@@ -421,7 +431,7 @@ class StructureRegressions(unittest.TestCase):
                                       env=environment)
                 err = proc.stderr.decode("utf-8", "backslashreplace")
                 self.assertEqual(proc.returncode, status, err)
-                self.assertIn(text, err)
+                assert_holds(self, text, err)
                 self.assertNotIn("pixmap is null", err)
                 self.assertLess(time.monotonic() - start, 60)
                 self.assertEqual(os.path.exists(out), status == 0)

@@ -41,7 +41,10 @@ protected:
             // A zero-delay timer fires after this paint event has been handled, i.e. painted.
             QTimer::singleShot(0, this, [] {
                 const auto now = std::chrono::system_clock::now().time_since_epoch();
-                std::printf("first map painted at %.6f\n", std::chrono::duration<double>(now).count());
+                // Whatever the locale (QApplication calls setlocale: printf's %f would write a
+                // decimal comma under de_DE), the reader expects a point.
+                const QByteArray seconds = QByteArray::number(std::chrono::duration<double>(now).count(), 'f', 6);
+                std::printf("first map painted at %s\n", seconds.constData());
                 std::fflush(stdout);
                 QApplication::exit(0);
             });

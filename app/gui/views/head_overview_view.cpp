@@ -19,8 +19,10 @@ QString headStatisticName(HeadStatistic s) {
     switch (s) {
         case HeadStatistic::LocalMass3:
             return QStringLiteral("3 x 3 local mass");
+        case HeadStatistic::LocalTimesUniform3:
+            return QStringLiteral("3 x 3 local mass, x uniform");
         case HeadStatistic::NormalisedEntropy:
-            return QStringLiteral("normalised entropy");
+            return QStringLiteral("normalised entropy (H / log |S_i|)");
         case HeadStatistic::MaxWeight:
             return QStringLiteral("mean max weight");
         case HeadStatistic::NegativeMass:
@@ -47,11 +49,12 @@ QString headStatisticName(HeadStatistic s) {
 
 namespace {
 
-constexpr HeadStatistic kHeadStatistics[] = {
-    HeadStatistic::LocalMass3,     HeadStatistic::NormalisedEntropy,   HeadStatistic::MaxWeight,
-    HeadStatistic::NegativeMass,   HeadStatistic::NegativeRowFraction, HeadStatistic::ConfusedPairs,
-    HeadStatistic::Rank,           HeadStatistic::EffectiveRank,       HeadStatistic::MeanDistance,
-    HeadStatistic::TotalVariation, HeadStatistic::OutputError};
+constexpr HeadStatistic kHeadStatistics[] = {HeadStatistic::LocalMass3,        HeadStatistic::LocalTimesUniform3,
+                                             HeadStatistic::NormalisedEntropy, HeadStatistic::MaxWeight,
+                                             HeadStatistic::NegativeMass,      HeadStatistic::NegativeRowFraction,
+                                             HeadStatistic::ConfusedPairs,     HeadStatistic::Rank,
+                                             HeadStatistic::EffectiveRank,     HeadStatistic::MeanDistance,
+                                             HeadStatistic::TotalVariation,    HeadStatistic::OutputError};
 
 }  // namespace
 
@@ -59,6 +62,8 @@ std::string_view headStatisticKey(HeadStatistic s) {
     switch (s) {
         case HeadStatistic::LocalMass3:
             return "local3";
+        case HeadStatistic::LocalTimesUniform3:
+            return "local3-x-uniform";
         case HeadStatistic::NormalisedEntropy:
             return "entropy";
         case HeadStatistic::MaxWeight:
@@ -108,8 +113,13 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which, const std::stri
             for (const LocalMassResult& l : s.local)
                 if (l.k == 3) return l.queries > 0 ? l.mean : nan;
             return nan;
+        case HeadStatistic::LocalTimesUniform3:
+            for (const LocalMassResult& l : s.local)
+                if (l.k == 3) return l.queries > 0 ? timesUniform(l.mean, l.admissibleBaseline) : nan;
+            return nan;
         case HeadStatistic::NormalisedEntropy:
-            return s.entropy ? s.entropy->meanNormalisedEntropy : nan;
+            // Over each row's admissible keys: log N would call window rows focused.
+            return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropy : nan;
         case HeadStatistic::MaxWeight:
             return s.entropy ? s.entropy->meanMaxWeight : nan;
         case HeadStatistic::NegativeMass:

@@ -17,6 +17,7 @@ namespace attnlens::gui {
 // always over all images).
 enum class HeadStatistic {
     LocalMass3,
+    LocalTimesUniform3,  // 3 x 3 mass over its uniform baseline on the admissible keys ("x uniform")
     NormalisedEntropy,
     MaxWeight,
     NegativeMass,
@@ -30,7 +31,7 @@ enum class HeadStatistic {
     Registered  // a registered statistic (registered_statistics.h), named by its key beside it
 };
 QString headStatisticName(HeadStatistic s);
-// The command-line names (render --head-statistic): "local3", "entropy", "max-weight",
+// The command-line names (render --head-statistic): "local3", "local3-x-uniform", "entropy", "max-weight",
 // "negative-mass", "negative-rows", "confused-pairs", "rank", "effective-rank", "mean-distance",
 // "total-variation", "output-error".
 std::string_view headStatisticKey(HeadStatistic s);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "document/display_text.h"
@@ -302,19 +303,25 @@ void LocalMassView::rebuild() {
         // The baselines belong to a layer's geometry, not to a paradigm's data: the report's
         // value (which leaves out flagged rows) where some paradigm has one, the geometry's
         // otherwise (a layer whose data could not be read still has its baseline).
-        std::vector<double> uniform = layerMeans(summary, *r, 0, Statistic::LocalUniformBaseline, k);
+        // Uniform over the keys each row may attend to (its window on window layers, where k²/N
+        // and |window|/N would call a row below uniform "local").
+        std::vector<double> uniform = layerMeans(summary, *r, 0, Statistic::LocalAdmissibleBaseline, k);
         std::vector<double> paper(uniform.size());
+        bool windowed = false;
         for (std::size_t a = 0; a < uniform.size(); ++a) {
             for (int p = 1; p < int(r->paradigms.size()) && !std::isfinite(uniform[a]); ++p)
-                uniform[a] = summary.layerMean(p, r->request.layers[a], Statistic::LocalUniformBaseline, k);
-            const AttentionLayout geometry = r->dump.layers[std::size_t(r->request.layers[a])].attentionLayout();
-            if (!std::isfinite(uniform[a])) uniform[a] = uniformLocalBaseline(geometry, k);
-            paper[a] = double(k) * double(k) / double(geometry.keys.tokens());
+                uniform[a] = summary.layerMean(p, r->request.layers[a], Statistic::LocalAdmissibleBaseline, k);
+            const LayerInfo& layer = r->dump.layers[std::size_t(r->request.layers[a])];
+            if (!std::isfinite(uniform[a])) uniform[a] = layerAdmissibleLocalBaseline(layer, k);
+            paper[a] = double(k) * double(k) / double(layer.attentionLayout().keys.tokens());
+            windowed = windowed || layer.window.has_value();
         }
         all.insert(all.end(), uniform.begin(), uniform.end());
         layerSeries(uniform, starts, x, y);
-        addLine(rect, x, y, Qt::black, QStringLiteral("uniform attention\n(border-clipped windows)"), legend,
-                Qt::DashLine);
+        addLine(rect, x, y, Qt::black,
+                windowed ? QStringLiteral("uniform over each query's\nwindow (its admissible keys)")
+                         : QStringLiteral("uniform attention\n(border-clipped windows)"),
+                legend, Qt::DashLine);
         layerSeries(paper, starts, x, y);
         addLine(rect, x, y, Qt::gray, QStringLiteral("k²/N"), legend, Qt::DotLine);
     }
@@ -549,7 +556,7 @@ LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : StackedLayer
 
 std::vector<StackedLayerView::Panel> LayerStatsView::panels() const {
     using S = ReportSummary::Statistic;
-    return {{S::NormalisedEntropy, QStringLiteral("entropy / log N"), {0, 1}, std::nullopt, {}},
+    return {{S::AdmissibleNormalisedEntropy, QStringLiteral("entropy / log |S_i|"), {0, 1}, std::nullopt, {}},
             {S::NegativeMassPerRow, QStringLiteral("negative mass per row"), {0}, std::nullopt, {}},
             {S::NegativeRowFraction, QStringLiteral("rows with A<0 (fraction)"), {0, 1}, std::nullopt, {}}};
 }
@@ -557,7 +564,9 @@ std::vector<StackedLayerView::Panel> LayerStatsView::panels() const {
 QString LayerStatsView::what() const { return QStringLiteral("Entropy and negative mass per layer"); }
 
 QString LayerStatsView::title(const AnalysisReport&) const {
-    return QStringLiteral("Row entropy (on max(A,0) renormalised) and negative weights per layer — mean over heads, %1")
+    return QStringLiteral(
+               "Row entropy (on max(A,0) renormalised, over log |S_i|, S_i the keys a row may attend to: "
+               "its window on window layers) and negative weights per layer — mean over heads, %1")
         .arg(scopeDescription());
 }
 

@@ -148,6 +148,14 @@ struct RecordSink {
 DistanceReference distanceReferenceOf(const AttentionHead& reference, const LayerInfo& layer,
                                       const HeadActivations& act, int head, const LocalBranchWeights* branch);
 
+// The admissible keys of one head of a layer (attention/admissible_keys.h): its window partition on
+// window layers (the head's own under @head_windows), every key otherwise. Valid while `layer` is.
+AdmissibleKeys admissibleKeysOf(const LayerInfo& layer, int head);
+// A layer's k x k uniform baseline over the admissible keys from its geometry alone, mean over its
+// heads (they differ under @head_windows): what the report gives when no row is flagged, and what a
+// layer whose data could not be read still has.
+double layerAdmissibleLocalBaseline(const LayerInfo& layer, int k);
+
 // cancel: polled by every worker between heads (a cancel is noticed within one head's statistics).
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress = {},
                            CancelToken cancel = {}, const RecordSink* sink = nullptr);

@@ -73,8 +73,12 @@ public:
         LocalUniformBaseline,
         LocalPaperBaseline,
         LocalOutputShare,  // the window's share of the output rows (layers with v)
+        // Over the rows' admissible keys (attention/admissible_keys.h); NaN for reports written before.
+        LocalAdmissibleBaseline,
+        LocalTimesUniform,  // mean over records of mass / admissible baseline
         Entropy,
         NormalisedEntropy,
+        AdmissibleNormalisedEntropy,
         MaxWeight,
         NegativeRowFraction,
         NegativeMassPerRow,

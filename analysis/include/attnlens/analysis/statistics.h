@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnlens/analysis/execution.h"
+#include "attnlens/attention/admissible_keys.h"
 #include "attnlens/attention/attention.h"
 #include "attnlens/attention/local_branch.h"
 #include "attnlens/attention/token_layout.h"
@@ -48,9 +49,13 @@ SpectrumResult blockDiagonalSpectrum(const Matrix& a, const WindowPartition& win
 // ---- Local k x k mass (InLine Sec. 4.2, Fig. 3) ---------------------------------------------------
 struct LocalMassResult {
     int k = 3;
-    double mean = 0;               // mean over spatial queries with finite rows
-    double uniformBaseline = 0;    // mean_i |window_i| / n (border-clipped windows; n keys, N without reduction)
-    double paperBaseline = 0;      // k^2 / n
+    double mean = 0;             // mean over spatial queries with finite rows
+    double uniformBaseline = 0;  // mean_i |window_i| / n (border-clipped windows; n keys, N without reduction)
+    double paperBaseline = 0;    // k^2 / n
+    // The yardstick (admissible_keys.h): mean over the same queries of |N_k(i) ∩ S_i| / |S_i|, what
+    // a row uniform over the keys it may attend to puts in the window. Equals uniformBaseline on
+    // plain and spatial-reduction layers; on window layers uniformBaseline is the wrong uniform.
+    double admissibleBaseline = 0;
     std::vector<double> perQuery;  // gridH*gridW, row-major; NaN for flagged rows
     Index queries = 0;             // spatial queries averaged
     // With V (InLine Table 2's local tokens asked of the output): the window's share of each output
@@ -65,18 +70,37 @@ inline constexpr int kMinLocalK = 1, kMaxLocalK = 99;
 // the window is centred on the query's key cell (AttentionLayout::keyRow/keyCol) on the key grid.
 // values: V (n x d_v) for LocalMassResult::outputShare; nullptr: none. output: O = a V when the
 // caller has it already (the distance statistic needs it too); nullptr: computed here.
+// admissible: the rows' key sets (nullptr: every key, the plain and spatial-reduction rule); its
+// layout must be `layout`.
 std::vector<LocalMassResult> localMass(const Matrix& a, std::span<const RowStatus> status,
                                        const AttentionLayout& layout, std::span<const int> ks,
-                                       const Matrix* values = nullptr, const Matrix* output = nullptr);
+                                       const Matrix* values = nullptr, const Matrix* output = nullptr,
+                                       const AdmissibleKeys* admissible = nullptr);
 // The uniform baseline of a layer's geometry alone: mean over every spatial query of
 // |window_i| / n, which is localMass's uniformBaseline when no row is flagged. For a layer whose
 // data could not be read, the baseline is still defined.
 double uniformLocalBaseline(const AttentionLayout& layout, int k);
+// The same over the rows' admissible keys: mean over every spatial query of |N_k(i) ∩ S_i| / |S_i|
+// (localMass's admissibleBaseline when no row is flagged).
+double admissibleLocalBaseline(const AdmissibleKeys& admissible, int k);
+// "x uniform": a local mass over its admissible baseline (how many times what uniform attention over
+// the admissible keys puts there); NaN when the baseline is not positive and finite.
+inline double timesUniform(double mass, double admissibleBaseline) {
+    return admissibleBaseline > 0 && admissibleBaseline < std::numeric_limits<double>::infinity()
+               ? mass / admissibleBaseline
+               : std::numeric_limits<double>::quiet_NaN();
+}
 
 // ---- Entropy, maximum weight and negative mass of rows -------------------------------------------
 struct EntropyResult {
     double meanEntropy = 0;            // nats, on max(A,0) renormalised per row
-    double meanNormalisedEntropy = 0;  // divided by log N
+    double meanNormalisedEntropy = 0;  // divided by log N (the layer's keys)
+    // Mean of H_i / log |S_i| over the rows with an entropy and |S_i| > 1 (admissible_keys.h): 1 for a
+    // row uniform over the keys it may attend to, also on window layers (where log N is the wrong
+    // yardstick). Equals meanNormalisedEntropy on plain and spatial-reduction layers.
+    double meanAdmissibleNormalisedEntropy = 0;
+    Index admissibleNormalisedRows = 0;  // the rows behind it
+    double meanAdmissibleKeys = 0;       // mean |S_i| over the Ok rows
     double meanMaxWeight = 0;
     double negativeRowFraction = 0;  // rows with any A_ij < 0
     double totalNegativeMass = 0;    // sum over rows of sum_j min(A_ij, 0)   (<= 0)
@@ -84,7 +108,8 @@ struct EntropyResult {
     Index rows = 0;                  // finite rows used
     Index flaggedRows = 0;           // rows with status != Ok
 };
-EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> status);
+EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> status,
+                                const AdmissibleKeys* admissible = nullptr);
 // Entropy (nats) of max(row,0) renormalised; NaN when the positive mass is zero.
 double rowEntropy(std::span<const double> row);
 
