@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "attnlens/analysis/blas_threads.h"
+#include "attnlens/analysis/claims.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/formats.h"
@@ -427,6 +428,26 @@ py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
     return toPython(reportToJson(report, tool));
 }
 
+// claims: the selection only (the analysis is claimsAnalyzeRequest's).
+const std::vector<std::string> kClaimsOptions{"--layers", "--model", "--heads", "--images", "--threads"};
+
+py::object pyClaims(PyDump& dump, const py::kwargs& kwargs) {
+    const DumpReader& reader = dump.reader();
+    const OptionText text = optionText(kwargs, kClaimsOptions);
+    AnalyzeRequest request = claimsAnalyzeRequest();
+    if (auto t = text.get("--threads")) request.threads = parseInt(*t, 1, 256, "--threads");
+    analyzeSelectionFromText(text, reader.info(), request);
+    request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
+    std::atomic<bool> cancel{false};
+    const auto shared = dump.shared();
+    const AnalysisReport report =
+        runInterruptible<AnalysisReport>([&, shared] { return analyzeDump(*shared, request, {}, &cancel); }, cancel);
+    ToolInfo tool;
+    tool.name = "attnlens (Python)";
+    tool.command = "claims";
+    return toPython(evaluateClaims(report, reader.info().path, tool));
+}
+
 const std::vector<std::string> kSweepOptions{"--layers",       "--heads",          "--images",         "--stats",
                                              "--threads",      "--rank-tol",       "--local-k",        "--tau",
                                              "--local-branch", "--local-channels", "--local-spectra",  "--model",
@@ -724,6 +745,9 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
              "(p, scale, c, eps, shift, slope, qscale, alpha); options: layers, heads, images, stats (with "
              "'locality'), threads, rank_tol, local_k, tau, local_branch, local_channels, local_spectra, model, "
              "distance_ref, spatial_only, skip_unreadable.")
+        .def("claims", &pyClaims,
+             "The attnlens.claims document (attnlens-cli claims' JSON) as a dict: the papers' claims with their "
+             "verdicts on the dump's own models; options: layers, model, heads, images, threads.")
         .def("locality", &pyLocality,
              "The attnlens.locality document as a dict; options: paradigms, layers, model, images, threads, "
              "offset_radius, no_labels, config.")

@@ -9,6 +9,12 @@
 //   admissible     H_i / log |S_i|, S_i the keys row i may attend to (admissible_keys.h): 1 for a row
 //   normalised     uniform over them, also on window layers where log N is the wrong yardstick;
 //                  rows with |S_i| = 1 have nothing to spread over and are left out of its mean;
+//   on |A|         the entropy (plain and over log |S_i|) of |a| / sum_j |a_j| and the largest share
+//                  max_j |a_j| / sum_j |a_j|: for signed rows max(A, 0) renormalised drops the
+//                  negative weights and looks sharper than the row is; equal to the above for rows
+//                  without negative weights (one pass reused);
+//   negative weight fraction  sum over rows of #{j : a_j < 0} / sum over rows of |S_i| (the
+//                  admissible keys: weights outside them are exactly 0);
 //   max weight     max_j a_j (signed, as stored);
 //   negative row   any a_j < 0;
 //   negative mass  sum_j min(a_j, 0) (<= 0), summed over rows (total) and divided by the rows
@@ -18,6 +24,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/io/error.h"
@@ -45,7 +52,9 @@ EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> stat
                    " x " + std::to_string(a.cols()));
     EntropyResult r;
     double entropySum = 0, maxSum = 0, admissibleSum = 0, keySum = 0;
-    Index entropyRows = 0, negativeRows = 0;
+    double absEntropySum = 0, absAdmissibleSum = 0, maxShareSum = 0, negativeWeights = 0;
+    Index entropyRows = 0, negativeRows = 0, absRows = 0, absAdmissibleRows = 0, maxShareRows = 0;
+    std::vector<double> absolute;  // |a_i| of a signed row
     for (Index i = 0; i < n; ++i) {
         const auto row = a.row(i);
         // A non-finite row counts as flagged even when no status was passed (direct callers).
@@ -67,6 +76,28 @@ EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> stat
                 ++r.admissibleNormalisedRows;
             }
         }
+        // The same on |A|: a second pass only for rows with a negative weight.
+        detail::RowSummary onAbs = summary;
+        if (summary.negativeMass < 0) {
+            absolute.resize(std::size_t(row.size()));
+            for (Index j = 0; j < row.size(); ++j) {
+                absolute[std::size_t(j)] = std::abs(row[j]);
+                negativeWeights += row[j] < 0;
+            }
+            onAbs = detail::summariseRow(absolute, 0);
+        }
+        if (const double habs = detail::entropyFromSummary(onAbs); std::isfinite(habs)) {
+            absEntropySum += habs;
+            ++absRows;
+            if (keys > 1) {
+                absAdmissibleSum += habs / std::log(double(keys));
+                ++absAdmissibleRows;
+            }
+        }
+        if (onAbs.positiveMass > 0) {
+            maxShareSum += onAbs.maxWeight / onAbs.positiveMass;
+            ++maxShareRows;
+        }
         maxSum += summary.maxWeight;
         if (summary.negativeMass < 0) ++negativeRows;
         r.totalNegativeMass += summary.negativeMass;
@@ -77,6 +108,10 @@ EntropyResult entropyStatistics(const Matrix& a, std::span<const RowStatus> stat
     r.meanAdmissibleNormalisedEntropy =
         r.admissibleNormalisedRows > 0 ? admissibleSum / double(r.admissibleNormalisedRows) : nan;
     r.meanAdmissibleKeys = r.rows > 0 ? keySum / double(r.rows) : nan;
+    r.meanEntropyAbs = absRows > 0 ? absEntropySum / double(absRows) : nan;
+    r.meanAdmissibleNormalisedEntropyAbs = absAdmissibleRows > 0 ? absAdmissibleSum / double(absAdmissibleRows) : nan;
+    r.meanMaxAbsShare = maxShareRows > 0 ? maxShareSum / double(maxShareRows) : nan;
+    r.negativeWeightFraction = keySum > 0 ? negativeWeights / keySum : nan;
     r.meanMaxWeight = r.rows > 0 ? maxSum / double(r.rows) : nan;
     r.negativeRowFraction = r.rows > 0 ? double(negativeRows) / double(r.rows) : nan;
     r.meanNegativeMass = r.rows > 0 ? r.totalNegativeMass / double(r.rows) : nan;

@@ -106,6 +106,11 @@ nlohmann::json AnalysisOptions::toJson() const {
     else
         rank["relative_tolerance"] = "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
     rank["float32_resolution"] = 1.0 / 8388608.0;
+    rank["bound"] =
+        "the rank the paradigm's algebra allows on the analysed matrix (FLatten Sec. 4.2): min(N, n) for softmax; "
+        "r, the feature count of phi(q) (d for most kernels), for division-normalised linear attention; r + 1 for the "
+        "subtract and magnitude normalisations (InLine, MALA), whose rows carry an offset; on window layers the sum "
+        "over the key sets (windows, or windows' regions under a masked rule) of min(|set|, that)";
     rank["spatial_only"] = spectrum.spatialOnly;
     rank["spatial_only_rule"] = "prefix rows and columns removed when true";
     rank["flagged_rows"] = "rows with a non-Ok status are left out of the matrix";
@@ -159,6 +164,15 @@ nlohmann::json AnalysisOptions::toJson() const {
         "|S_i| > 1: 1 for a row uniform over the keys it may attend to; equal to normalised_entropy unless the "
         "layer has windows";
     entropy["admissible_keys_mean"] = "mean |S_i| over the ok rows";
+    entropy["entropy_abs"] =
+        "mean over ok rows of the entropy in nats of |A_i| / sum_j |A_ij| (signed rows: max(A, 0) renormalised "
+        "drops the negative weights and reads sharper than the row is); equal to mean_entropy when no weight is "
+        "negative";
+    entropy["normalised_entropy_abs_admissible"] = "mean of entropy_abs_i / log |S_i| over rows with |S_i| > 1";
+    entropy["max_abs_share"] = "mean over ok rows of max_j |A_ij| / sum_j |A_ij|";
+    entropy["negative_weight_fraction"] =
+        "sum over ok rows of #{j : A_ij < 0} / sum over ok rows of |S_i| (MALA Sec. 3.3 says this is 0 for its "
+        "attention)";
     entropy["negative_rows"] = "fraction of ok rows with any A_ij < 0";
     entropy["negative_mass"] = "sum over ok rows of sum_j min(A_ij, 0); mean = total / ok rows";
     j["entropy"] = entropy;

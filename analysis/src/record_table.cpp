@@ -57,6 +57,11 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
     rules.push_back(integerColumn("rank", "numerical rank of A (results[].rank.rank); -1 where rank was not computed",
                                   [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->rank : -1; }));
     rules.push_back(
+        integerColumn("rank_bound", "the rank the paradigm's algebra allows (results[].rank.bound); -1 where unknown",
+                      [](const HeadRecord& r) {
+                          return r.stats.spectrum && r.stats.spectrum->bound > 0 ? r.stats.spectrum->bound : -1;
+                      }));
+    rules.push_back(
         floatColumn("effective_rank", "exp of the entropy of the normalised singular values",
                     [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->effectiveRank : kNone; }));
     for (std::size_t i = 0; i < options.localK.size(); ++i) {
@@ -98,6 +103,14 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                 "window layers)",
                                 entropy(&EntropyResult::meanAdmissibleNormalisedEntropy)));
     rules.push_back(floatColumn("max_weight", "mean largest weight per row", entropy(&EntropyResult::meanMaxWeight)));
+    rules.push_back(floatColumn("entropy_abs", "mean entropy of |A_i| renormalised, nats",
+                                entropy(&EntropyResult::meanEntropyAbs)));
+    rules.push_back(floatColumn("normalised_entropy_abs_admissible", "mean entropy of |A_i| renormalised / log |S_i|",
+                                entropy(&EntropyResult::meanAdmissibleNormalisedEntropyAbs)));
+    rules.push_back(
+        floatColumn("max_abs_share", "mean max_j |A_ij| / sum_j |A_ij|", entropy(&EntropyResult::meanMaxAbsShare)));
+    rules.push_back(floatColumn("negative_weight_fraction", "negative weights / admissible weights of the ok rows",
+                                entropy(&EntropyResult::negativeWeightFraction)));
     rules.push_back(floatColumn("negative_row_fraction", "rows with a negative weight / rows",
                                 entropy(&EntropyResult::negativeRowFraction)));
     rules.push_back(floatColumn("negative_mass_per_row", "mean sum of the negative weights per row",

@@ -172,6 +172,10 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                      {"method", sp.method},
                      {"singular_values", vectorJson(sp.singularValues)}};
         if (!sp.windowRanks.empty()) j["rank"]["window_ranks"] = sp.windowRanks;
+        if (sp.bound > 0) {
+            j["rank"]["bound"] = sp.bound;
+            j["rank"]["bound_rule"] = sp.boundRule;
+        }
     }
     if (!s.local.empty()) {
         json a = json::array();
@@ -198,6 +202,10 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                         {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
                         {"normalised_entropy_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropy)},
                         {"admissible_keys_mean", finiteOrNull(f.meanAdmissibleKeys)},
+                        {"entropy_abs", finiteOrNull(f.meanEntropyAbs)},
+                        {"normalised_entropy_abs_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropyAbs)},
+                        {"max_abs_share", finiteOrNull(f.meanMaxAbsShare)},
+                        {"negative_weight_fraction", finiteOrNull(f.negativeWeightFraction)},
                         {"max_weight", finiteOrNull(f.meanMaxWeight)},
                         {"negative_row_fraction", finiteOrNull(f.negativeRowFraction)},
                         {"negative_mass_total", finiteOrNull(f.totalNegativeMass)},
@@ -266,12 +274,17 @@ void mergeCurve(std::vector<FiniteMean>& into, const std::vector<FiniteMean>& fr
 struct Aggregate {
     std::int64_t records = 0;
     FiniteMean rank, effectiveRank, entropy, normalisedEntropy, maxWeight, negativeRows, negativeMass;
+    FiniteMean rankBound;  // records whose spectrum has a bound (none in reports before it)
     std::map<int, FiniteMean> local, localUniform, localPaper, localOutputShare;
     // Over the rows' admissible keys (admissible_keys.h). A summary state written before they existed
     // has none: a merge with it cannot know them for its records, so they are null (incomplete).
     FiniteMean admissibleNormalisedEntropy;
+    // On |A| and the share of negative weights (signed rows, issue 46 item 3); absent in older states.
+    FiniteMean entropyAbs, admissibleNormalisedEntropyAbs, maxAbsShare, negativeWeights;
     std::map<int, FiniteMean> localAdmissible, localTimesUniform;
-    bool admissibleIncomplete = false;
+    // True when a merged summary state predates these yardsticks (admissible keys, |A|): their means
+    // would cover only some records, so the summary gives null for them.
+    bool yardsticksIncomplete = false;
     std::int64_t confused = 0, flagged = 0;
     bool hasConfusion = false;
     std::vector<FiniteMean> magMax, magEntropy, magTop, magLogRatio;
@@ -327,6 +340,7 @@ struct Aggregate {
         flagged += s.flaggedRows;
         if (s.spectrum) {
             rank.add(double(s.spectrum->rank));
+            if (s.spectrum->bound > 0) rankBound.add(double(s.spectrum->bound));
             effectiveRank.add(s.spectrum->effectiveRank);
         }
         for (const LocalMassResult& l : s.local) {
@@ -342,6 +356,10 @@ struct Aggregate {
             entropy.add(e.meanEntropy);
             normalisedEntropy.add(e.meanNormalisedEntropy);
             admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
+            entropyAbs.add(e.meanEntropyAbs);
+            admissibleNormalisedEntropyAbs.add(e.meanAdmissibleNormalisedEntropyAbs);
+            maxAbsShare.add(e.meanMaxAbsShare);
+            negativeWeights.add(e.negativeWeightFraction);
             maxWeight.add(e.meanMaxWeight);
             negativeRows.add(e.negativeRowFraction);
             negativeMass.add(e.meanNegativeMass);
@@ -376,7 +394,12 @@ struct Aggregate {
                                     {&effectiveRank, &o.effectiveRank},
                                     {&entropy, &o.entropy},
                                     {&normalisedEntropy, &o.normalisedEntropy},
+                                    {&rankBound, &o.rankBound},
                                     {&admissibleNormalisedEntropy, &o.admissibleNormalisedEntropy},
+                                    {&entropyAbs, &o.entropyAbs},
+                                    {&admissibleNormalisedEntropyAbs, &o.admissibleNormalisedEntropyAbs},
+                                    {&maxAbsShare, &o.maxAbsShare},
+                                    {&negativeWeights, &o.negativeWeights},
                                     {&maxWeight, &o.maxWeight},
                                     {&negativeRows, &o.negativeRows},
                                     {&negativeMass, &o.negativeMass},
@@ -401,7 +424,7 @@ struct Aggregate {
                                     {&branchAbsWithout, &o.branchAbsWithout},
                                     {&branchAbsWith, &o.branchAbsWith}})
             mergeMeans(*mine, *theirs);
-        admissibleIncomplete = admissibleIncomplete || o.admissibleIncomplete;
+        yardsticksIncomplete = yardsticksIncomplete || o.yardsticksIncomplete;
         confused += o.confused;
         flagged += o.flagged;
         hasConfusion = hasConfusion || o.hasConfusion;
@@ -431,6 +454,11 @@ struct Aggregate {
                       {"entropy", entropy.state()},
                       {"normalised_entropy", normalisedEntropy.state()},
                       {"normalised_entropy_admissible", admissibleNormalisedEntropy.state()},
+                      {"rank_bound", rankBound.state()},
+                      {"entropy_abs", entropyAbs.state()},
+                      {"normalised_entropy_abs_admissible", admissibleNormalisedEntropyAbs.state()},
+                      {"max_abs_share", maxAbsShare.state()},
+                      {"negative_weight_fraction", negativeWeights.state()},
                       {"max_weight", maxWeight.state()},
                       {"negative_rows", negativeRows.state()},
                       {"negative_mass", negativeMass.state()},
@@ -453,7 +481,7 @@ struct Aggregate {
                       {"branch_local_with", meansState(branchLocalWith)},
                       {"branch_abs_without", meansState(branchAbsWithout)},
                       {"branch_abs_with", meansState(branchAbsWith)}};
-        if (admissibleIncomplete) j["admissible_incomplete"] = true;
+        if (yardsticksIncomplete) j["yardsticks_incomplete"] = true;
         j["confused"] = confused;
         j["flagged"] = flagged;
         j["has_confusion"] = hasConfusion;
@@ -486,8 +514,19 @@ struct Aggregate {
         a.entropy = FiniteMean::fromState(m.at("entropy"));
         a.normalisedEntropy = FiniteMean::fromState(m.at("normalised_entropy"));
         // States written before the admissible keys: those means are unknown for these records.
-        a.admissibleIncomplete =
-            j.value("admissible_incomplete", false) || !m.contains("normalised_entropy_admissible");
+        a.yardsticksIncomplete =
+            j.value("yardsticks_incomplete", false) || !m.contains("normalised_entropy_admissible");
+        if (m.contains("rank_bound")) a.rankBound = FiniteMean::fromState(m.at("rank_bound"));
+        // States before the |A| statistics: those means are unknown for their records.
+        for (auto [key, mean] : {std::pair{"entropy_abs", &a.entropyAbs},
+                                 {"normalised_entropy_abs_admissible", &a.admissibleNormalisedEntropyAbs},
+                                 {"max_abs_share", &a.maxAbsShare},
+                                 {"negative_weight_fraction", &a.negativeWeights}}) {
+            if (m.contains(key))
+                *mean = FiniteMean::fromState(m.at(key));
+            else
+                a.yardsticksIncomplete = true;
+        }
         if (m.contains("normalised_entropy_admissible"))
             a.admissibleNormalisedEntropy = FiniteMean::fromState(m.at("normalised_entropy_admissible"));
         a.maxWeight = FiniteMean::fromState(m.at("max_weight"));
@@ -512,7 +551,7 @@ struct Aggregate {
                 for (const auto& [kk, mean] : a.local)
                     if (!perK->count(kk)) throw std::invalid_argument("per_k lacks window size " + std::to_string(kk));
         } else {
-            a.admissibleIncomplete = true;
+            a.yardsticksIncomplete = true;
         }
         a.localPaper = meansFromState(k.at("local_paper"));
         a.localOutputShare = meansFromState(k.at("local_output_share"));
@@ -574,11 +613,15 @@ struct Aggregate {
             case S::LocalPaperBaseline:
                 return ofK(localPaper);
             case S::LocalAdmissibleBaseline:
-                return admissibleIncomplete ? nullptr : ofK(localAdmissible);
+                return yardsticksIncomplete ? nullptr : ofK(localAdmissible);
             case S::LocalTimesUniform:
-                return admissibleIncomplete ? nullptr : ofK(localTimesUniform);
+                return yardsticksIncomplete ? nullptr : ofK(localTimesUniform);
             case S::AdmissibleNormalisedEntropy:
-                return admissibleIncomplete ? nullptr : &admissibleNormalisedEntropy;
+                return yardsticksIncomplete ? nullptr : &admissibleNormalisedEntropy;
+            case S::AdmissibleNormalisedEntropyAbs:
+                return yardsticksIncomplete ? nullptr : &admissibleNormalisedEntropyAbs;
+            case S::NegativeWeightFraction:
+                return yardsticksIncomplete ? nullptr : &negativeWeights;
             case S::LocalOutputShare:
                 return ofK(localOutputShare);
             case S::Entropy:
@@ -614,11 +657,14 @@ struct Aggregate {
         j["records"] = records;
         j["rank_mean"] = rank.value();
         j["effective_rank_mean"] = effectiveRank.value();
+        // Mean of the records' bounds, over those that have one (rank_bound_records of rank's records).
+        j["rank_bound_mean"] = rankBound.value();
+        j["rank_bound_records"] = rankBound.n;
         json l = json::object();
         for (const auto& [k, m] : local) {
             const auto admissible = [&](const std::map<int, FiniteMean>& perK) {
                 const auto it = perK.find(k);
-                return admissibleIncomplete || it == perK.end() ? json(nullptr) : it->second.value();
+                return yardsticksIncomplete || it == perK.end() ? json(nullptr) : it->second.value();
             };
             l[std::to_string(k)] = {{"mean", m.value()},
                                     {"uniform_baseline", localUniform.at(k).value()},
@@ -632,7 +678,12 @@ struct Aggregate {
         j["entropy_mean"] = entropy.value();
         j["normalised_entropy_mean"] = normalisedEntropy.value();
         j["normalised_entropy_admissible_mean"] =
-            admissibleIncomplete ? json(nullptr) : admissibleNormalisedEntropy.value();
+            yardsticksIncomplete ? json(nullptr) : admissibleNormalisedEntropy.value();
+        j["entropy_abs_mean"] = yardsticksIncomplete ? json(nullptr) : entropyAbs.value();
+        j["normalised_entropy_abs_admissible_mean"] =
+            yardsticksIncomplete ? json(nullptr) : admissibleNormalisedEntropyAbs.value();
+        j["max_abs_share_mean"] = yardsticksIncomplete ? json(nullptr) : maxAbsShare.value();
+        j["negative_weight_fraction_mean"] = yardsticksIncomplete ? json(nullptr) : negativeWeights.value();
         j["max_weight_mean"] = maxWeight.value();
         j["negative_row_fraction_mean"] = negativeRows.value();
         j["negative_mass_per_row_mean"] = negativeMass.value();
@@ -794,6 +845,10 @@ public:
         const double side = std::min(tokens, keys);
         if (r.contains("rank")) {
             within(r["rank"], "rank", w + ".rank", 0, side, "a head of N x n allows rank in");
+            within(r["rank"], "bound", w + ".rank", 0, side, "a head of N x n allows a rank bound in");
+            if (r["rank"].contains("bound") && r["rank"]["bound"].is_number())
+                within(r["rank"], "rank", w + ".rank", 0, r["rank"]["bound"].get<double>(),
+                       "the paradigm's algebra (rank.bound) allows rank in");
             within(r["rank"], "effective_rank", w + ".rank", 0, side, "a head of N x n allows effective rank in");
         }
         if (r.contains("entropy")) {
@@ -803,6 +858,11 @@ public:
             within(e, "normalised_entropy", w + ".entropy", 0, 1, "normalised entropy lies in");
             within(e, "normalised_entropy_admissible", w + ".entropy", 0, 1, "normalised entropy lies in");
             within(e, "admissible_keys_mean", w + ".entropy", 1, keys, "a row's admissible keys number in");
+            within(e, "entropy_abs", w + ".entropy", 0, std::log(std::max(keys, 1.0)),
+                   "the entropy of a row over n keys lies in");
+            within(e, "normalised_entropy_abs_admissible", w + ".entropy", 0, 1, "normalised entropy lies in");
+            within(e, "max_abs_share", w + ".entropy", 0, 1, "a share of a row's |weights| lies in");
+            within(e, "negative_weight_fraction", w + ".entropy", 0, 1, "a fraction of weights lies in");
             within(e, "negative_row_fraction", w + ".entropy", 0, 1, "a fraction of rows lies in");
             within(e, "negative_mass_total", w + ".entropy", -std::numeric_limits<double>::infinity(), 0,
                    "a sum of negative weights lies in");
@@ -875,6 +935,8 @@ public:
             integer(field(s, "size", w + ".rank"), w + ".rank.size", 0);
             numbers(s, w + ".rank", {"effective_rank", "tolerance"});
             numbers(s, w + ".rank", {"relative_tolerance"}, false);
+            if (s.contains("bound")) integer(s["bound"], w + ".rank.bound", 0);
+            if (s.contains("bound_rule")) string(s["bound_rule"], w + ".rank.bound_rule");
             string(field(s, "method", w + ".rank"), w + ".rank.method");
             numberArray(field(s, "singular_values", w + ".rank"), w + ".rank.singular_values");
         }
@@ -901,7 +963,8 @@ public:
             numbers(e, w + ".entropy",
                     {"mean_entropy", "normalised_entropy", "max_weight", "negative_row_fraction", "negative_mass_total",
                      "negative_mass_per_row"});
-            for (const char* k : {"normalised_entropy_admissible", "admissible_keys_mean"})
+            for (const char* k : {"normalised_entropy_admissible", "admissible_keys_mean", "entropy_abs",
+                                  "normalised_entropy_abs_admissible", "max_abs_share", "negative_weight_fraction"})
                 if (e.contains(k)) numberOrNull(e[k], w + ".entropy." + k);
             integer(field(e, "rows", w + ".entropy"), w + ".entropy.rows", 0);
             integer(field(e, "flagged_rows", w + ".entropy"), w + ".entropy.flagged_rows", 0);
@@ -1260,6 +1323,8 @@ SpectrumResult spectrumFromJson(const json& j) {
     s.method = j.value("method", std::string());
     if (j.contains("singular_values")) s.singularValues = numbersOrNaN(j["singular_values"]);
     if (j.contains("window_ranks")) s.windowRanks = j["window_ranks"].get<std::vector<int>>();
+    s.bound = j.value("bound", 0);
+    s.boundRule = j.value("bound_rule", std::string());
     return s;
 }
 
@@ -1363,6 +1428,10 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
         f.meanNormalisedEntropy = numberOrNaN(e.at("normalised_entropy"));
         f.meanAdmissibleNormalisedEntropy = numberOrNaN(e.value("normalised_entropy_admissible", json()));
         f.meanAdmissibleKeys = numberOrNaN(e.value("admissible_keys_mean", json()));
+        f.meanEntropyAbs = numberOrNaN(e.value("entropy_abs", json()));
+        f.meanAdmissibleNormalisedEntropyAbs = numberOrNaN(e.value("normalised_entropy_abs_admissible", json()));
+        f.meanMaxAbsShare = numberOrNaN(e.value("max_abs_share", json()));
+        f.negativeWeightFraction = numberOrNaN(e.value("negative_weight_fraction", json()));
         f.meanMaxWeight = numberOrNaN(e.at("max_weight"));
         f.negativeRowFraction = numberOrNaN(e.at("negative_row_fraction"));
         f.totalNegativeMass = numberOrNaN(e.value("negative_mass_total", json()));
@@ -2039,18 +2108,20 @@ std::string formatSummary(const nlohmann::json& report) {
     std::sort(ks.begin(), ks.end());
     auto col = [&](const std::string& text, int width) { out << std::left << std::setw(width) << text; };
     col("paradigm", 13);
-    col("rank", 8);
+    col("rank/bound", 10);
     col("eff.rank", 9);
     for (int k : ks) col("local" + std::to_string(k) + "x" + std::to_string(k) + " (x unif)", 19);
     col("H/log|S|", 9);
     col("max w", 8);
     col("neg rows", 9);
+    col("neg w", 8);
     col("confused", 9);
     col("flagged", 8);
     out << "\n";
     for (const auto& p : s) {
         col(p["paradigm"].get<std::string>(), 13);
-        col(fmt(p["rank_mean"], 1), 8);
+        const json bound = p.value("rank_bound_mean", json());
+        col(fmt(p["rank_mean"], 1) + (bound.is_number() ? "/" + fmt(bound, 0) : std::string()), 10);
         col(fmt(p["effective_rank_mean"], 1), 9);
         for (int k : ks) {
             const json& l = p["local"][std::to_string(k)];
@@ -2061,6 +2132,7 @@ std::string formatSummary(const nlohmann::json& report) {
         col(fmt(admissible.is_number() ? admissible : p["normalised_entropy_mean"]), 9);
         col(fmt(p["max_weight_mean"]), 8);
         col(fmt(p["negative_row_fraction_mean"]), 9);
+        col(fmt(p.value("negative_weight_fraction_mean", json())), 8);
         col(p["confused_pairs_total"].is_number() ? p["confused_pairs_total"].dump() : "-", 9);
         col(p["flagged_rows_total"].dump(), 8);
         out << "\n";
@@ -2094,8 +2166,10 @@ std::string formatSummary(const nlohmann::json& report) {
         }
     }
     out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
-        << " (image, layer, head) records per paradigm; rank = numerical rank, local = k x k mass, x unif = mass "
-           "over its uniform baseline (mean over records), H/log|S| = entropy over log of the admissible keys";
+        << " (image, layer, head) records per paradigm; rank = numerical rank / the bound its algebra allows (d, d + 1 "
+           "with a row offset, min(N, n) for softmax), local = k x k mass, x unif = mass "
+           "over its uniform baseline (mean over records), H/log|S| = entropy over log of the admissible keys, "
+           "neg rows / neg w = rows with a negative weight / negative weights";
     out << "\n";
     // Registered statistics (registered_statistics.h): one line per paradigm that has them.
     for (const auto& p : s)

@@ -27,6 +27,8 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/io/error.h"
@@ -189,10 +191,38 @@ SpectrumResult lowRankSpectrum(const AttentionHead& head, const AttentionLayout&
         const Matrix leftR = linalg::thinQrR(l);
         values = linalg::singularValuesLapack(leftR * rightR.transpose());
     }
-    return summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
+    SpectrumResult result = summarise(std::move(values), size, options, withExcluded("low-rank QR", excluded));
+    std::tie(result.bound, result.boundRule) = rankBound(head, layout, options);
+    return result;
 }
 
 }  // namespace detail
+
+std::pair<int, std::string> rankBound(const AttentionHead& head, const AttentionLayout& layout,
+                                      const SpectrumOptions& options) {
+    const Index rows = head.tokens() - (options.spatialOnly ? Index(layout.queries.prefix) : 0);
+    const Index cols = head.keys() - (options.spatialOnly ? Index(layout.keys.prefix) : 0);
+    const Paradigm& p = head.paradigm();
+    if (!p.usesKernel()) {
+        // Window blocks are square and cover the grid: min(N, n) too.
+        return {int(std::min(rows, cols)), "min(N, n) = " + std::to_string(std::min(rows, cols)) + " (softmax)"};
+    }
+    // A = diag(s) phi(Q) phi(K)^T (+ offset 1^T for the subtract and magnitude normalisations).
+    const Index features = head.phiQ().cols();
+    const Index factor = features + (p.signedWeights() ? 1 : 0);
+    const std::string form = "r" + std::string(p.signedWeights() ? " + 1" : "") + " = " + std::to_string(factor) +
+                             " (phi(q) has r = " + std::to_string(features) + " features" +
+                             (p.signedWeights() ? ", plus the row offset" : "") + ")";
+    if (const WindowPartition* w = head.windows()) {
+        // Block diagonal: each key set (a window, or a window's region under a masked rule) is a
+        // sequence of its own, rank <= min(|set|, r (+ 1)).
+        Index sum = 0;
+        for (int g = 0; g < w->groups(); ++g) sum += std::min(Index(w->groupTokens(g).size()), factor);
+        return {int(sum), "sum over the " + std::to_string(w->groups()) + " key sets of min(|set|, " + form + ")"};
+    }
+    const Index bound = std::min({rows, cols, factor});
+    return {int(bound), bound == factor ? form : "min(N, n) = " + std::to_string(bound) + " < " + form};
+}
 
 SpectrumResult spectrum(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options,
                         const Matrix* fullMatrix) {
@@ -202,17 +232,17 @@ SpectrumResult spectrum(const AttentionHead& head, const AttentionLayout& layout
     const Index keyBegin = options.spatialOnly ? Index(layout.keys.prefix) : 0;
     const Index size = std::max(n - begin, head.keys() - keyBegin);
 
-    if (head.windows()) return windowedSpectrum(head, options, fullMatrix);  // windows have no prefix tokens
+    const auto withBound = [&](SpectrumResult r) {
+        std::tie(r.bound, r.boundRule) = rankBound(head, layout, options);
+        return r;
+    };
+    if (head.windows()) return withBound(windowedSpectrum(head, options, fullMatrix));  // windows have no prefix
     if (!head.hasLowRankForm()) {
-        if (fullMatrix) {
-            Index excluded = 0;
-            const Matrix block = finiteBlock(*fullMatrix, begin, keyBegin, &excluded);
-            return summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded));
-        }
-        const Matrix a = head.matrix();
         Index excluded = 0;
-        const Matrix block = finiteBlock(a, begin, keyBegin, &excluded);
-        return summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded));
+        const Matrix computed = fullMatrix ? Matrix() : head.matrix();
+        const Matrix block = finiteBlock(fullMatrix ? *fullMatrix : computed, begin, keyBegin, &excluded);
+        return withBound(
+            summarise(linalg::singularValuesLapack(block), size, options, withExcluded(kDenseMethod, excluded)));
     }
     linalg::LowRankFactors factors;
     factors.f = linalg::factorise(head);  // rightR is left to lowRankSpectrum: it knows which rows

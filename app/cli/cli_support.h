@@ -87,5 +87,6 @@ int cmdRollout(int argc, char** argv);
 int cmdConfusion(int argc, char** argv);
 int cmdLocality(int argc, char** argv);
 int cmdSweep(int argc, char** argv);
+int cmdClaims(int argc, char** argv);
 
 }  // namespace attnlens::cli

@@ -74,6 +74,16 @@ const std::vector<Command>& commands() {
                                    keys and values on the grid reduced by R, A is N x n)
 )",
          cmdSynth},
+        {"claims",
+         R"(  claims FILE [-o OUT.json] [--images LIST] [--layers LIST] [--model LIST] [--heads LIST] [--threads N] [--quiet]
+                                   the three papers' central claims (FLatten, InLine, MALA) as measured
+                                   inequalities on the dump's own models, each with its paper, equation
+                                   or figure, the models and layers used, the numbers and a verdict:
+                                   holds, fails or not_measurable (why); only each layer's own attention
+                                   decides, other paradigms on its q, k are labelled what-ifs
+                                   (attnlens.claims, resources/claims.schema.json; README "Claims")
+)",
+         cmdClaims},
         {"sweep",
          R"(  sweep FILE --paradigm P --param NAME=LO:HI:POINTS [-o OUT.json] [analyze's selection and options]
                                    analyze's statistics as curves over one parameter, per layer and head,

@@ -218,16 +218,16 @@ void StatisticsTests::layerPlotsBreakBetweenModels() {
     for (int i : {0, 1, 3, 4}) QVERIFY(std::isfinite(g->data()->at(i)->value));
     QVERIFY(local->plot()->itemCount() >= 1);  // the separator
 
-    // Entropy & negative mass: the three plots get the same data height, although only the bottom
-    // one carries the layer names.
+    // Entropy & negative weights: the four plots (entropy on max(A, 0) and on |A|, negative mass,
+    // negative weights) get the same data height, although only the bottom one carries the layer names.
     w.showView("layers");
     PlotView* layers = w.view("layers");
     QTRY_VERIFY_WITH_TIMEOUT(!layers->waitingForResults(), 60000);
     for (int i = 0; i < 4; ++i) layers->plot()->replot(QCustomPlot::rpImmediateRefresh);
     const auto rects = layers->plot()->axisRects();
-    QCOMPARE(rects.size(), 3);
-    const int h0 = rects[0]->height(), h2 = rects[2]->height();
-    QVERIFY2(std::abs(h0 - h2) <= 3, qPrintable(QString("heights %1 %2 %3").arg(h0).arg(rects[1]->height()).arg(h2)));
+    QCOMPARE(rects.size(), 4);
+    const int h0 = rects[0]->height(), h3 = rects[3]->height();
+    QVERIFY2(std::abs(h0 - h3) <= 3, qPrintable(QString("heights %1 %2 %3").arg(h0).arg(rects[1]->height()).arg(h3)));
 }
 
 // Statistics > Locality (issue 11, part 2) on the bundled example: the offset map drawn equals

@@ -893,6 +893,48 @@ TEST_F(CliTest, AdmissibleBaselinesAgreeWithNumPyAndTheSchema) {
     }
 }
 
+// Issue 46 item 6: the papers' claims on the bundled example (two images), recomputed from analyze's
+// records by tests/cli/claims_check.py, and on a dump of softmax layers only, where every claim about
+// another model is not measurable whatever the what-ifs say.
+TEST_F(CliTest, ClaimsAgreeWithAnalyzeAndTheSchema) {
+    const std::string example = std::string(ATTNLENS_SOURCE_DIR) + "/resources/examples/attnlens-example.h5";
+    const RunResult r = run("claims " + example + " --images 0-1 --quiet -o " + path("claims.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("flatten.linear_rank_at_most_d"));
+    EXPECT_THAT(r.out, ::testing::ContainsRegex("[0-9]+ hold, [0-9]+ fail, 0 not measurable"));
+    const json claims = readJson(path("claims.json"));
+    EXPECT_EQ(claims["format"], "attnlens.claims");
+    EXPECT_GE(claims["claims"].size(), 10u);
+    EXPECT_TRUE(schemaValid(path("claims.json"), "claims.schema.json"));
+    const RunResult analyze = run("analyze " + example +
+                                  " --images 0-1 --stats rank,local,entropy,confusion,magnitude --local-k 3 --no-hash "
+                                  "--quiet -o " +
+                                  path("analysis.json"));
+    ASSERT_EQ(analyze.code, 0) << analyze.err;
+    const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) + "/tests/cli/claims_check.py " +
+                              example + " " + path("analysis.json") + " " + path("claims.json");
+    EXPECT_EQ(std::system(check.c_str()), 0) << check;
+
+    const std::string softmaxOnly = synth("vit.h5");
+    const RunResult s = run("claims " + softmaxOnly + " --quiet -o " + path("vit.json"));
+    ASSERT_EQ(s.code, 0) << s.err;
+    const json vit = readJson(path("vit.json"));
+    for (const json& c : vit["claims"]) {
+        if (c["id"] == "flatten.softmax_rank_above_d" || c["id"] == "mala.softmax_sharpens" ||
+            c["id"] == "inline.softmax_injective")
+            EXPECT_NE(c["verdict"], "not_measurable") << c;
+        else
+            EXPECT_EQ(c["verdict"], "not_measurable") << c;
+    }
+    EXPECT_TRUE(schemaValid(path("vit.json"), "claims.schema.json"));
+    // Bad input: a missing file (exit 3, named), a bad option (exit 2), nothing written.
+    const RunResult missing = run("claims " + path("absent.h5") + " -o " + path("x.json"));
+    EXPECT_EQ(missing.code, 3) << missing.err;
+    EXPECT_THAT(missing.err, HasSubstr("absent.h5"));
+    EXPECT_EQ(run("claims " + softmaxOnly + " --images 99 -o " + path("x.json")).code, 2);
+    EXPECT_FALSE(fs::exists(path("x.json")));
+}
+
 TEST_F(CliTest, DistanceAndLocalOutputShareAgreeWithNumPyAndTheSchema) {
     // A plain layer, a per-head branch (FLatten's DWC, bias) and an all-channel one (MALA's LePE).
     const std::string shape = " --layers 2 --heads 2 --grid 5x6 --prefix 1 --dim 8 --images 2";

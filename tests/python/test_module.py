@@ -76,6 +76,19 @@ def test_analyze_equals_the_cli_report(dump, tmp_path):
 
 
 @needs_cli
+def test_claims_equal_the_cli(dump, tmp_path):
+    # Issue 46 item 6: dump.claims() is attnlens-cli claims' document (provenance aside).
+    got = dump.claims(images="0-1", layers=[0, 4, 16])
+    want = cli_json(tmp_path, "claims", EXAMPLE, "--images", "0-1", "--layers", "0,4,16", "--quiet")
+    for doc in (got, want):
+        doc.pop("tool")
+        doc["input"].pop("file")
+    assert got == want
+    assert {c["verdict"] for c in got["claims"]} <= {"holds", "fails", "not_measurable"}
+    assert got["counts"]["holds"] + got["counts"]["fails"] + got["counts"]["not_measurable"] == len(got["claims"])
+
+
+@needs_cli
 def test_rollout_locality_and_confusion_equal_the_cli(dump, tmp_path):
     got = dump.rollout(0, "cls", layers="0-3", residual=0.4, discard=0.1)
     want = cli_json(tmp_path, "rollout", EXAMPLE, "--image", "0", "--query", "cls", "--layers", "0-3",

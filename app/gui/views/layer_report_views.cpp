@@ -557,16 +557,17 @@ LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : StackedLayer
 std::vector<StackedLayerView::Panel> LayerStatsView::panels() const {
     using S = ReportSummary::Statistic;
     return {{S::AdmissibleNormalisedEntropy, QStringLiteral("entropy / log |S_i|"), {0, 1}, std::nullopt, {}},
+            {S::AdmissibleNormalisedEntropyAbs, QStringLiteral("entropy of |A| / log |S_i|"), {0, 1}, std::nullopt, {}},
             {S::NegativeMassPerRow, QStringLiteral("negative mass per row"), {0}, std::nullopt, {}},
-            {S::NegativeRowFraction, QStringLiteral("rows with A<0 (fraction)"), {0, 1}, std::nullopt, {}}};
+            {S::NegativeWeightFraction, QStringLiteral("weights A<0 (fraction)"), {0, 1}, std::nullopt, {}}};
 }
 
 QString LayerStatsView::what() const { return QStringLiteral("Entropy and negative mass per layer"); }
 
 QString LayerStatsView::title(const AnalysisReport&) const {
     return QStringLiteral(
-               "Row entropy (on max(A,0) renormalised, over log |S_i|, S_i the keys a row may attend to: "
-               "its window on window layers) and negative weights per layer — mean over heads, %1")
+               "Row entropy (on max(A,0) and on |A| renormalised, over log |S_i|, S_i the keys a row may attend "
+               "to: its window on window layers) and negative weights per layer — mean over heads, %1")
         .arg(scopeDescription());
 }
 

@@ -79,6 +79,8 @@ public:
         Entropy,
         NormalisedEntropy,
         AdmissibleNormalisedEntropy,
+        AdmissibleNormalisedEntropyAbs,  // on |A| renormalised (signed rows)
+        NegativeWeightFraction,
         MaxWeight,
         NegativeRowFraction,
         NegativeMassPerRow,

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnlens/analysis/execution.h"
@@ -34,7 +35,15 @@ struct SpectrumResult {
     // Window attention: each window's numerical rank (its block A[window, window], tolerance
     // relativeTolerance(Mh Mw) times the block's sigma_max), in window order; empty otherwise.
     std::vector<int> windowRanks;
+    // The rank the paradigm's algebra allows (FLatten Sec. 4.2: rank(linear) <= d; InLine and MALA
+    // add a row offset: <= d + 1; softmax: <= min(N, n)), on the analysed (sub)matrix, per window
+    // block summed on window layers; 0 where unknown (a spectrum read back from an older report).
+    int bound = 0;
+    std::string boundRule;  // how bound was reached, e.g. "r + 1 = 33 (phi(q) has r = 32 features, row offset)"
 };
+// The bound above for a head and the spectrum's options (spatial_only drops prefix rows and columns).
+std::pair<int, std::string> rankBound(const AttentionHead& head, const AttentionLayout& layout,
+                                      const SpectrumOptions& options);
 // Linear family: from the factorised form in O(N r^2). Softmax: dense SVD of the matrix.
 // layout: the layer's queries and keys (a TokenLayout converts to one where the keys are the queries').
 SpectrumResult spectrum(const AttentionHead& head, const AttentionLayout& layout, const SpectrumOptions& options,
@@ -101,6 +110,13 @@ struct EntropyResult {
     double meanAdmissibleNormalisedEntropy = 0;
     Index admissibleNormalisedRows = 0;  // the rows behind it
     double meanAdmissibleKeys = 0;       // mean |S_i| over the Ok rows
+    // Signed rows honestly (MALA Sec. 3.3 says negative scores do not occur; InLine's rows carry
+    // them): the same on |A| renormalised per row, which for a row without negative weights is
+    // the same number as above, and how many weights are negative.
+    double meanEntropyAbs = 0;                      // nats, H(|a_i| / sum_j |a_ij|)
+    double meanAdmissibleNormalisedEntropyAbs = 0;  // H_abs,i / log |S_i| over rows with |S_i| > 1
+    double meanMaxAbsShare = 0;                     // mean over rows of max_j |a_ij| / sum_j |a_ij|
+    double negativeWeightFraction = 0;              // sum_i #{j : a_ij < 0} / sum_i |S_i|
     double meanMaxWeight = 0;
     double negativeRowFraction = 0;  // rows with any A_ij < 0
     double totalNegativeMass = 0;    // sum over rows of sum_j min(A_ij, 0)   (<= 0)

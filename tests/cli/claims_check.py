@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Independent check of `attnlens-cli claims` from `attnlens-cli analyze`'s records (issue 46 item 6).
+
+usage: claims_check.py DUMP.h5 ANALYSIS.json CLAIMS.json
+
+ANALYSIS.json: analyze over the same selection with every preset and --stats
+rank,local,entropy,confusion,magnitude --local-k 3. The trained records are those whose paradigm is
+the layer's `attention` attribute (read from the dump with h5py); the claims' numbers are
+recomputed from them with plain Python means, and every verdict from its rule. Exits 1 on any
+difference (numbers to 1e-12 relative) or when fewer than 8 claims were checked.
+"""
+import json
+import math
+import sys
+
+import h5py
+
+FAMILY = {"softmax": "softmax", "softmax_l2": "softmax", "linear_relu": "linear", "linear_elu": "linear",
+          "focused": "linear", "inline": "inline", "inline_relu": "inline", "mala": "mala"}
+
+
+def mean(values):
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(values) / len(values) if values else None
+
+
+def close(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= 1e-12 * max(1.0, abs(a), abs(b))
+
+
+def main(dump, analysis, claims_file):
+    with h5py.File(dump, "r") as f:
+        own = {name: (g.attrs["attention"].decode() if isinstance(g.attrs["attention"], bytes) else str(g.attrs["attention"]))
+               for name, g in f["layers"].items() if "attention" in g.attrs}
+        dims = {name: int(g["q"].shape[3]) for name, g in f["layers"].items()}
+    records = json.load(open(analysis))["results"]
+    claims = {c["id"]: c for c in json.load(open(claims_file))["claims"]}
+    trained = [r for r in records if own.get(r["layer"]) == r["paradigm"]]
+
+    def of(family, need=None):
+        return [r for r in trained if FAMILY.get(r["paradigm"]) == family and (need is None or need in r)]
+
+    def x3(r):
+        l = [e for e in r["local"] if e["k"] == 3][0]
+        return l["mean"] / l["admissible_baseline"]
+
+    def growth(r):
+        m = r["magnitude"]
+        unit = m["factors"].index(1.0)
+        return m["max_weight"][-1] / m["max_weight"][unit]
+
+    def ent(r):
+        return r["entropy"]["normalised_entropy_abs_admissible"]
+
+    failures, checked = [], 0
+
+    def expect(cid, verdict, **numbers):
+        nonlocal checked
+        c = claims[cid]
+        if c["verdict"] != verdict:
+            failures.append(f"{cid}: verdict {c['verdict']}, recomputed {verdict}")
+        for key, value in numbers.items():
+            if not close(c["evidence"].get(key), value):
+                failures.append(f"{cid}: {key} {c['evidence'].get(key)}, recomputed {value}")
+        checked += 1
+
+    lin = of("linear", "rank")
+    if lin:
+        over = sum(r["rank"]["rank"] > dims[r["layer"]] for r in lin)
+        expect("flatten.linear_rank_at_most_d", "holds" if over == 0 else "fails",
+               rank_mean=mean([r["rank"]["rank"] for r in lin]), records_above_d=over)
+    soft = of("softmax", "rank")
+    if soft:
+        layers = sorted({r["layer"] for r in soft})
+        holds = all(mean([r["rank"]["rank"] for r in soft if r["layer"] == l]) > dims[l] for l in layers)
+        expect("flatten.softmax_rank_above_d", "holds" if holds else "fails")
+    foc = [r for r in of("linear", "entropy") if r["paradigm"] == "focused"]
+    plain = [r for r in of("linear", "entropy") if r["paradigm"] != "focused"]
+    if foc and plain:
+        f, p = mean(map(ent, foc)), mean(map(ent, plain))
+        expect("flatten.focused_sharper_than_linear", "holds" if f < p else "fails",
+               normalised_entropy_abs_admissible_focused=f, normalised_entropy_abs_admissible_plain=p)
+    lc = of("linear", "confusion")
+    if lc:
+        m = mean([r["confusion"]["confused_pairs"] for r in lc])
+        expect("inline.linear_not_injective", "holds" if m > 0 else "fails", confused_pairs_per_head_mean=m)
+    for family, cid in (("softmax", "inline.softmax_injective"), ("inline", "inline.inline_injective")):
+        rs = of(family, "confusion")
+        if rs:
+            total = sum(r["confusion"]["confused_pairs"] for r in rs)
+            expect(cid, "holds" if total == 0 else "fails", confused_pairs_total=total)
+    sl, ll = of("softmax", "local"), of("linear", "local")
+    if sl and ll:
+        s, l = mean(map(x3, sl)), mean(map(x3, ll))
+        expect("inline.softmax_more_local", "holds" if s > l else "fails",
+               x_uniform_3x3_softmax=s, x_uniform_3x3_linear=l)
+    sm, mm = of("softmax", "magnitude"), of("mala", "magnitude")
+    if sm:
+        change = mean([r["magnitude"]["entropy"][-1] - r["magnitude"]["entropy"][0] for r in sm])
+        expect("mala.softmax_sharpens", "holds" if change < 0 else "fails", entropy_change_mean=change)
+    if sm and mm:
+        gm, gs = mean(map(growth, mm)), mean(map(growth, sm))
+        expect("mala.sharpens_more_gently_than_softmax", "holds" if 1 < gm < gs else "fails",
+               max_weight_growth_mala=gm, max_weight_growth_softmax=gs)
+    me = of("mala", "entropy")
+    if me:
+        frac = mean([r["entropy"]["negative_weight_fraction"] for r in me])
+        expect("mala.no_negative_weights", "holds" if frac == 0 else "fails", negative_weight_fraction_mean=frac)
+    se, le = of("softmax", "entropy"), of("linear", "entropy")
+    if se and me and le:
+        s, m, l = mean(map(ent, se)), mean(map(ent, me)), mean(map(ent, le))
+        expect("mala.entropy_order", "holds" if s < m < l else "fails", normalised_entropy_abs_admissible_softmax=s,
+               normalised_entropy_abs_admissible_mala=m, normalised_entropy_abs_admissible_linear=l)
+    print(f"checked {checked} claims against {len(trained)} trained records")
+    for f in failures:
+        print("MISMATCH", f)
+    return 0 if checked >= 8 and not failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
