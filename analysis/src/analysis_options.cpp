@@ -39,6 +39,8 @@ void validate(const ConfusionOptions& o) {
     if (!(std::isfinite(o.tau) && o.tau > 0)) throwUsage("confusion threshold tau: must be > 0, got " + number(o.tau));
     if (!(std::isfinite(o.queryRelTolerance) && o.queryRelTolerance >= 0))
         throwUsage("distinct-query tolerance: must be >= 0, got " + number(o.queryRelTolerance));
+    if (!(std::isfinite(o.queryRelativeFloor) && o.queryRelativeFloor >= 0 && o.queryRelativeFloor <= 2))
+        throwUsage("confusion query floor: must be in [0, 2], got " + number(o.queryRelativeFloor));
 }
 
 void validate(const MagnitudeOptions& o) {

@@ -288,10 +288,14 @@ json linearConfuses(const ClaimEvidence& e) {
         e.trained(ClaimFamily::Linear, [](const HeadRecord& r) { return r.stats.confusion.has_value(); });
     if (records.empty()) return notMeasurable(c, noModel(ClaimFamily::Linear));
     const ClaimMean pairs = meanOf(records, confused);
-    json evidence = {{"trained", e.coverage(records)},
-                     {"confused_pairs_per_head_mean", claimNumber(pairs.value())},
-                     {"tau", records.front()->stats.confusion->tau},
-                     {"rule", "mean confused pairs per (image, head) > 0 (InLine's definition, ||A_p - A_q|| < tau)"}};
+    json evidence = {
+        {"trained", e.coverage(records)},
+        {"confused_pairs_per_head_mean", claimNumber(pairs.value())},
+        {"confused_pairs_far_per_head_mean",
+         claimNumber(
+             meanOf(records, [](const HeadRecord& r) { return double(r.stats.confusion->confusedPairsFar); }).value())},
+        {"tau", records.front()->stats.confusion->tau},
+        {"rule", "mean confused pairs per (image, head) > 0 (InLine's definition, ||A_p - A_q|| < tau)"}};
     const auto softmax =
         e.trained(ClaimFamily::Softmax, [](const HeadRecord& r) { return r.stats.confusion.has_value(); });
     if (!softmax.empty())
@@ -299,19 +303,43 @@ json linearConfuses(const ClaimEvidence& e) {
     return decided(c, pairs.value() > 0, evidence);
 }
 
+json linearConstantAlongRays(const ClaimEvidence& e) {
+    json c = newClaim("inline.linear_rows_constant_along_rays", "InLine", "Prop. 2, Fig. 1a",
+                      "Division-normalised linear attention gives a query and its multiples the same row: it cannot "
+                      "tell queries on one ray apart.");
+    const auto records =
+        e.trained(ClaimFamily::Linear, [](const HeadRecord& r) { return r.stats.rayProbe.has_value(); });
+    if (records.empty()) return notMeasurable(c, noModel(ClaimFamily::Linear));
+    const auto equal = [](const HeadRecord& r) { return r.stats.rayProbe->equalFraction; };
+    const double fraction = meanOf(records, equal).value();
+    json evidence = {{"trained", e.coverage(records)},
+                     {"equal_fraction_mean", claimNumber(fraction)},
+                     {"tolerance", kRayEqualTolerance},
+                     {"factors", records.front()->stats.rayProbe->factors},
+                     {"rule",
+                      "mean over records of ray_probe.equal_fraction >= 0.99 (rows equal to the tolerance in "
+                      "total variation at every factor)"}};
+    const auto softmax =
+        e.trained(ClaimFamily::Softmax, [](const HeadRecord& r) { return r.stats.rayProbe.has_value(); });
+    if (!softmax.empty()) evidence["softmax_equal_fraction_mean"] = claimNumber(meanOf(softmax, equal).value());
+    return decided(c, fraction >= 0.99, evidence);
+}
+
 json injectiveHasNoConfusion(const ClaimEvidence& e, ClaimFamily family, const char* id, const char* reference,
                              const char* statement) {
     json c = newClaim(id, "InLine", reference, statement);
     const auto records = e.trained(family, [](const HeadRecord& r) { return r.stats.confusion.has_value(); });
     if (records.empty()) return notMeasurable(c, noModel(family));
-    std::int64_t total = 0, heads = 0;
+    std::int64_t total = 0, heads = 0, far = 0;
     for (const HeadRecord* r : records) {
         total += r->stats.confusion->confusedPairs;
+        far += r->stats.confusion->confusedPairsFar;
         heads += r->stats.confusion->confusedPairs > 0;
     }
     return decided(c, total == 0,
                    {{"trained", e.coverage(records)},
                     {"confused_pairs_total", total},
+                    {"confused_pairs_far_total", far},
                     {"records_with_confused_pairs", heads},
                     {"rule",
                      "no confused pairs in any record; near-identical rows of flat attention also count "
@@ -508,6 +536,7 @@ nlohmann::json evaluateClaims(const AnalysisReport& report, const std::string& f
         focusedSharperThanLinear(e),
         localBranchFullRank(e),
         linearConfuses(e),
+        linearConstantAlongRays(e),
         injectiveHasNoConfusion(e, ClaimFamily::Softmax, "inline.softmax_injective", "Prop. 1, Fig. 2",
                                 "Softmax attention is injective: distinct queries get distinct rows (no confused "
                                 "pairs)."),

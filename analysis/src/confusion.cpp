@@ -8,7 +8,10 @@
 //   confusedPairs       = #pairs with close rows and differing queries: different inputs that the
 //                         attention function cannot tell apart;
 //   identicalQueryPairs = #pairs with close rows whose queries do not differ: not a failure of
-//                         injectivity, so they are skipped and counted separately.
+//                         injectivity, so they are skipped and counted separately;
+//   confusedPairsFar    = of confusedPairs, those whose queries are far apart, ||Q_p - Q_q||_2 >=
+//                         queryRelativeFloor * max(||Q_p||, ||Q_q||): close rows of near-identical
+//                         queries are continuity, far queries with one row are non-injectivity.
 // Both comparisons are made on squares (d^2 < tau^2, dq^2 > qtol^2), in both the fast path and the
 // brute-force reference, so that the two agree exactly.
 //
@@ -54,6 +57,13 @@ double queryTolerance(const Matrix& q, const ConfusionOptions& o) {
     return o.queryRelTolerance * (1.0 + maxNorm);
 }
 
+// ||Q_p - Q_q||^2 >= (floor max(||Q_p||, ||Q_q||))^2 (squares, as every comparison here).
+template <class Row>
+bool farApart(const Row& p, const Row& q, double distance2, double floor) {
+    const double scale = floor * std::max(p.norm(), q.norm());
+    return distance2 >= scale * scale;
+}
+
 bool usable(std::span<const RowStatus> status, Index i) {
     return status.empty() || status[std::size_t(i)] == RowStatus::Ok;
 }
@@ -93,6 +103,7 @@ void countPairs(const Matrix& x, const std::vector<Index>& index, const Matrix& 
         const double queryDistance2 = (q.row(tp) - q.row(tc)).squaredNorm();
         if (queryDistance2 > qtol2) {
             ++result.confusedPairs;
+            result.confusedPairsFar += farApart(q.row(tp), q.row(tc), queryDistance2, result.queryRelativeFloor);
             if (collect)
                 collect->add(ConfusedPair{std::min(tp, tc), std::max(tp, tc), (x.row(p) - x.row(c)).norm(),
                                           std::sqrt(queryDistance2)});
@@ -161,6 +172,7 @@ ConfusionResult lowRankConfusion(const AttentionHead& head, const Matrix& q, con
     ConfusionResult result;
     result.tau = options.tau;
     result.queryTolerance = queryTolerance(q, options);
+    result.queryRelativeFloor = options.queryRelativeFloor;
     result.method = "low-rank Gram";
     const linalg::FactorisedAttention& f = factors.f;
     std::vector<Index> index;
@@ -198,6 +210,7 @@ ConfusionResult confusionCollecting(const AttentionHead& head, const Matrix& q, 
     ConfusionResult result;
     result.tau = options.tau;
     result.queryTolerance = queryTolerance(q, options);
+    result.queryRelativeFloor = options.queryRelativeFloor;
     std::vector<Index> index;
     result.method = "dense Gram (GEMM)";
     std::vector<RowStatus> ownStatus;
@@ -348,6 +361,7 @@ ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const Conf
     ConfusionResult result;
     result.tau = options.tau;
     result.queryTolerance = queryTolerance(q, options);
+    result.queryRelativeFloor = options.queryRelativeFloor;
     result.method = "brute force";
     const double tau2 = options.tau * options.tau;
     const double qtol2 = result.queryTolerance * result.queryTolerance;
@@ -356,9 +370,10 @@ ConfusionResult confusionBruteForce(const Matrix& a, const Matrix& q, const Conf
         for (Index c = p + 1; c < n; ++c) {
             if (!usable(status, c) || !a.row(c).allFinite()) continue;
             if (!((a.row(p) - a.row(c)).squaredNorm() < tau2)) continue;
-            if ((q.row(p) - q.row(c)).squaredNorm() > qtol2)
+            if (const double d2 = (q.row(p) - q.row(c)).squaredNorm(); d2 > qtol2) {
                 ++result.confusedPairs;
-            else
+                result.confusedPairsFar += farApart(q.row(p), q.row(c), d2, options.queryRelativeFloor);
+            } else
                 ++result.identicalQueryPairs;
         }
     }

@@ -2,6 +2,7 @@
 // the JSON record of every definition and parameter that produced the numbers.
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -191,6 +192,19 @@ nlohmann::json AnalysisOptions::toJson() const {
         "G_qq - 2 G_pq; pairs within 1e-8 (G_pp + G_qq) + 1e-300 of tau^2 re-decided from the row "
         "difference; query distances computed exactly from the rows";
     conf["histogram_bins"] = "0, 1, 2-3, 4-7, ...: bin b >= 1 holds counts in [2^(b-1), 2^b - 1]";
+    conf["query_relative_floor"] = confusion.queryRelativeFloor;
+    conf["confused_pairs_far"] =
+        "of confused_pairs, those whose queries are far apart: ||Q_p - Q_q||_2 >= query_relative_floor * "
+        "max(||Q_p||, ||Q_q||) (near-identical queries with near-identical rows are continuity; far queries with "
+        "one row are the non-injectivity of InLine's Prop. 2)";
+    conf["ray_probe"] = {
+        {"factors", std::vector<double>(std::begin(kRayProbeFactors), std::end(kRayProbeFactors))},
+        {"equal_tolerance", kRayEqualTolerance},
+        {"definition",
+         "per ok query, TV(a) = 1/2 sum_j |A_ij(a) - A_ij(1)| with the vector entering the normalisation scaled by a "
+         "(softmax: the transformed query; kernel paradigms: phi(q_i)); total_variation_mean per factor; "
+         "equal_fraction = queries with TV(a) <= equal_tolerance at every factor (rows constant along the ray: "
+         "InLine's Prop. 2)"}};
     j["confusion"] = conf;
 
     json mag;
@@ -340,6 +354,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);
+    if (sel.confusion) stats.rayProbe = rayProbe(head);
     if (sel.magnitude)
         stats.magnitude = needs.sharedRawRows
                               ? detail::meanMagnitudeCurve(head, options.magnitude, {&raw, dotSums.data()})

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -120,6 +121,24 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
         "unordered pairs of distinct queries with rows closer than tau "
         "(an integer, stored as float64 to hold N^2/2)",
         [](const HeadRecord& r) { return r.stats.confusion ? double(r.stats.confusion->confusedPairs) : kNone; }));
+    rules.push_back(floatColumn(
+        "confused_pairs_far", "confused pairs whose queries are far apart (options.confusion.confused_pairs_far)",
+        [](const HeadRecord& r) { return r.stats.confusion ? double(r.stats.confusion->confusedPairsFar) : kNone; }));
+    static_assert(std::size(kRayProbeFactors) == 2, "the columns are named ray_tv_half and ray_tv_double");
+    for (std::size_t f = 0; f < std::size(kRayProbeFactors); ++f) {
+        const std::string a = f == 0 ? "half" : "double";
+        rules.push_back(floatColumn("ray_tv_" + a,
+                                    "the ray probe: mean TV between each row and its row at a = " +
+                                        std::string(f == 0 ? "1/2" : "2") + " (results[].ray_probe)",
+                                    [f](const HeadRecord& r) {
+                                        return r.stats.rayProbe && f < r.stats.rayProbe->totalVariationMean.size()
+                                                   ? r.stats.rayProbe->totalVariationMean[f]
+                                                   : kNone;
+                                    }));
+    }
+    rules.push_back(
+        floatColumn("ray_equal_fraction", "queries whose rows are equal along the ray (results[].ray_probe)",
+                    [](const HeadRecord& r) { return r.stats.rayProbe ? r.stats.rayProbe->equalFraction : kNone; }));
     rules.push_back(floatColumn("identical_query_pairs", "pairs skipped because their queries are the same",
                                 [](const HeadRecord& r) {
                                     return r.stats.confusion ? double(r.stats.confusion->identicalQueryPairs) : kNone;

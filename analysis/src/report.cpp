@@ -219,7 +219,16 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                           {"identical_query_pairs", c.identicalQueryPairs},
                           {"tau", c.tau},
                           {"query_tolerance", c.queryTolerance},
+                          {"confused_pairs_far", c.confusedPairsFar},
+                          {"query_relative_floor", c.queryRelativeFloor},
                           {"method", c.method}};
+    }
+    if (s.rayProbe) {
+        const auto& p = *s.rayProbe;
+        j["ray_probe"] = {{"factors", p.factors},
+                          {"total_variation_mean", vectorJson(p.totalVariationMean)},
+                          {"equal_fraction", finiteOrNull(p.equalFraction)},
+                          {"queries", p.queries}};
     }
     if (s.magnitude) {
         const auto& m = *s.magnitude;
@@ -286,6 +295,9 @@ struct Aggregate {
     // would cover only some records, so the summary gives null for them.
     bool yardsticksIncomplete = false;
     std::int64_t confused = 0, flagged = 0;
+    std::int64_t confusedFar = 0;   // confused pairs with far-apart queries (ConfusionOptions::queryRelativeFloor)
+    FiniteMean rayEqual;            // the ray probe's equal fraction
+    std::vector<FiniteMean> rayTv;  // per kRayProbeFactors
     bool hasConfusion = false;
     std::vector<FiniteMean> magMax, magEntropy, magTop, magLogRatio;
     std::vector<double> factors;
@@ -367,6 +379,13 @@ struct Aggregate {
         if (s.confusion) {
             hasConfusion = true;
             confused += s.confusion->confusedPairs;
+            confusedFar += s.confusion->confusedPairsFar;
+        }
+        if (s.rayProbe) {
+            rayEqual.add(s.rayProbe->equalFraction);
+            if (rayTv.empty()) rayTv.resize(s.rayProbe->totalVariationMean.size());
+            for (std::size_t f = 0; f < rayTv.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
+                rayTv[f].add(s.rayProbe->totalVariationMean[f]);
         }
         if (s.magnitude) {
             const MagnitudeCurve& m = *s.magnitude;
@@ -426,6 +445,9 @@ struct Aggregate {
             mergeMeans(*mine, *theirs);
         yardsticksIncomplete = yardsticksIncomplete || o.yardsticksIncomplete;
         confused += o.confused;
+        confusedFar += o.confusedFar;
+        rayEqual.merge(o.rayEqual);
+        if (!o.rayTv.empty()) mergeCurve(rayTv, o.rayTv);
         flagged += o.flagged;
         hasConfusion = hasConfusion || o.hasConfusion;
         if (!o.magMax.empty()) {
@@ -483,6 +505,8 @@ struct Aggregate {
                       {"branch_abs_with", meansState(branchAbsWith)}};
         if (yardsticksIncomplete) j["yardsticks_incomplete"] = true;
         j["confused"] = confused;
+        j["confused_far"] = confusedFar;
+        j["ray_probe"] = {{"equal_fraction", rayEqual.state()}, {"total_variation", curveState(rayTv)}};
         j["flagged"] = flagged;
         j["has_confusion"] = hasConfusion;
         if (withMagnitude)
@@ -566,6 +590,15 @@ struct Aggregate {
             for (const auto& [kk, mean] : a.branchLocalWithout)
                 if (!perK->count(kk)) throw std::invalid_argument("per_k lacks window size " + std::to_string(kk));
         a.confused = j.at("confused").get<std::int64_t>();
+        if (j.contains("confused_far") && j.contains("ray_probe")) {
+            a.confusedFar = j.at("confused_far").get<std::int64_t>();
+            a.rayEqual = FiniteMean::fromState(j.at("ray_probe").at("equal_fraction"));
+            a.rayTv = curveFromState(j.at("ray_probe").at("total_variation"));
+            if (a.confusedFar < 0 || a.confusedFar > a.confused)
+                throw std::invalid_argument("confused_far outside [0, confused]");
+        } else {
+            a.yardsticksIncomplete = true;
+        }
         a.flagged = j.at("flagged").get<std::int64_t>();
         a.hasConfusion = j.at("has_confusion").get<bool>();
         const json& mag = j.contains("magnitude") ? j["magnitude"]
@@ -688,6 +721,15 @@ struct Aggregate {
         j["negative_row_fraction_mean"] = negativeRows.value();
         j["negative_mass_per_row_mean"] = negativeMass.value();
         j["confused_pairs_total"] = hasConfusion ? json(confused) : json(nullptr);
+        j["confused_pairs_far_total"] = hasConfusion && !yardsticksIncomplete ? json(confusedFar) : json(nullptr);
+        if (!rayTv.empty() && !yardsticksIncomplete) {
+            json tv = json::array();
+            for (const FiniteMean& m : rayTv) tv.push_back(m.value());
+            j["ray_probe_mean"] = {
+                {"factors", std::vector<double>(std::begin(kRayProbeFactors), std::end(kRayProbeFactors))},
+                {"total_variation_mean", tv},
+                {"equal_fraction_mean", rayEqual.value()}};
+        }
         j["flagged_rows_total"] = flagged;
         if (branchRecords > 0) {
             json b;
@@ -870,6 +912,18 @@ public:
                    "a sum of negative weights lies in");
             if (softmax) within(e, "max_weight", w + ".entropy", 0, 1, "softmax weights lie in");
         }
+        if (r.contains("confusion") && r["confusion"].is_object() && r["confusion"].contains("confused_pairs") &&
+            r["confusion"]["confused_pairs"].is_number())
+            within(r["confusion"], "confused_pairs_far", w + ".confusion", 0,
+                   r["confusion"]["confused_pairs"].get<double>(), "a part of the confused pairs lies in");
+        if (r.contains("ray_probe") && r["ray_probe"].is_object()) {
+            within(r["ray_probe"], "equal_fraction", w + ".ray_probe", 0, 1, "a fraction of queries lies in");
+            const json& tv = r["ray_probe"].value("total_variation_mean", json::array());
+            for (std::size_t i = 0; tv.is_array() && i < tv.size(); ++i)
+                if (tv[i].is_number() && !(tv[i].get<double>() >= 0))
+                    fail(w + ".ray_probe.total_variation_mean[" + std::to_string(i) + "]",
+                         shown(tv[i]) + " is impossible: half an L1 distance is >= 0");
+        }
         if (r.contains("distance") && r["distance"].is_object()) {
             const json& d = r["distance"];
             const double inf = std::numeric_limits<double>::infinity();
@@ -975,6 +1029,17 @@ public:
             integer(field(c, "identical_query_pairs", w + ".confusion"), w + ".confusion.identical_query_pairs", 0);
             numbers(c, w + ".confusion", {"tau", "query_tolerance"});
             string(field(c, "method", w + ".confusion"), w + ".confusion.method");
+            if (c.contains("confused_pairs_far"))
+                integer(c["confused_pairs_far"], w + ".confusion.confused_pairs_far", 0);
+            if (c.contains("query_relative_floor"))
+                numberOrNull(c["query_relative_floor"], w + ".confusion.query_relative_floor");
+        }
+        if (r.contains("ray_probe")) {
+            const json& p = object(r["ray_probe"], w + ".ray_probe");
+            numberArray(field(p, "factors", w + ".ray_probe"), w + ".ray_probe.factors");
+            numberArray(field(p, "total_variation_mean", w + ".ray_probe"), w + ".ray_probe.total_variation_mean");
+            numberOrNull(field(p, "equal_fraction", w + ".ray_probe"), w + ".ray_probe.equal_fraction");
+            integer(field(p, "queries", w + ".ray_probe"), w + ".ray_probe.queries", 0);
         }
         if (r.contains("magnitude")) {
             const std::string where = w + ".magnitude";
@@ -1448,7 +1513,18 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
         f.tau = numberOrNaN(c.value("tau", json()));
         f.queryTolerance = numberOrNaN(c.value("query_tolerance", json()));
         f.method = c.value("method", std::string());
+        f.confusedPairsFar = c.value("confused_pairs_far", std::int64_t(0));
+        f.queryRelativeFloor = numberOrNaN(c.value("query_relative_floor", json()));
         s.confusion = f;
+    }
+    if (r.contains("ray_probe")) {
+        const json& p = r["ray_probe"];
+        RayProbe probe;
+        probe.factors = numbersOrNaN(p.at("factors"));
+        probe.totalVariationMean = numbersOrNaN(p.at("total_variation_mean"));
+        probe.equalFraction = numberOrNaN(p.at("equal_fraction"));
+        probe.queries = p.value("queries", Index(0));
+        s.rayProbe = probe;
     }
     if (r.contains("magnitude")) {
         const json& m = r["magnitude"];
@@ -2108,20 +2184,20 @@ std::string formatSummary(const nlohmann::json& report) {
     std::sort(ks.begin(), ks.end());
     auto col = [&](const std::string& text, int width) { out << std::left << std::setw(width) << text; };
     col("paradigm", 13);
-    col("rank/bound", 10);
+    col("rank/bound", 11);
     col("eff.rank", 9);
     for (int k : ks) col("local" + std::to_string(k) + "x" + std::to_string(k) + " (x unif)", 19);
     col("H/log|S|", 9);
     col("max w", 8);
     col("neg rows", 9);
     col("neg w", 8);
-    col("confused", 9);
+    col("confused (far)", 16);
     col("flagged", 8);
     out << "\n";
     for (const auto& p : s) {
         col(p["paradigm"].get<std::string>(), 13);
         const json bound = p.value("rank_bound_mean", json());
-        col(fmt(p["rank_mean"], 1) + (bound.is_number() ? "/" + fmt(bound, 0) : std::string()), 10);
+        col(fmt(p["rank_mean"], 1) + (bound.is_number() ? "/" + fmt(bound, 0) : std::string()), 11);
         col(fmt(p["effective_rank_mean"], 1), 9);
         for (int k : ks) {
             const json& l = p["local"][std::to_string(k)];
@@ -2133,7 +2209,12 @@ std::string formatSummary(const nlohmann::json& report) {
         col(fmt(p["max_weight_mean"]), 8);
         col(fmt(p["negative_row_fraction_mean"]), 9);
         col(fmt(p.value("negative_weight_fraction_mean", json())), 8);
-        col(p["confused_pairs_total"].is_number() ? p["confused_pairs_total"].dump() : "-", 9);
+        col(p["confused_pairs_total"].is_number()
+                ? p["confused_pairs_total"].dump() + (p.value("confused_pairs_far_total", json()).is_number()
+                                                          ? " (" + p["confused_pairs_far_total"].dump() + ")"
+                                                          : std::string())
+                : "-",
+            16);
         col(p["flagged_rows_total"].dump(), 8);
         out << "\n";
     }
@@ -2169,7 +2250,8 @@ std::string formatSummary(const nlohmann::json& report) {
         << " (image, layer, head) records per paradigm; rank = numerical rank / the bound its algebra allows (d, d + 1 "
            "with a row offset, min(N, n) for softmax), local = k x k mass, x unif = mass "
            "over its uniform baseline (mean over records), H/log|S| = entropy over log of the admissible keys, "
-           "neg rows / neg w = rows with a negative weight / negative weights";
+           "neg rows / neg w = rows with a negative weight / negative weights, far = confused pairs whose queries are "
+           "far apart";
     out << "\n";
     // Registered statistics (registered_statistics.h): one line per paradigm that has them.
     for (const auto& p : s)

@@ -31,6 +31,9 @@ const std::vector<Command>& commands() {
       --spatial-only               spectra of the spatial sub-matrix (prefix rows/columns removed)
       --local-k LIST               window sizes for the local mass (default 3,5,7)
       --tau X                      confusion threshold on ||A_p - A_q||_2 (default 1e-3)
+      --confusion-floor D          confused pairs whose queries are also far apart, ||Q_p - Q_q|| >=
+                                   D max(||Q_p||, ||Q_q||), counted apart as confused_pairs_far
+                                   (non-injectivity rather than continuity; default 0.1)
       --magnitude A:B:N            log2 range and points of the scale factors (default -2:4:13)
       --per-query-maps             include per-query local-mass maps in the JSON
       --distance-ref P             the paradigm the distance statistic compares with (default softmax;

@@ -79,6 +79,7 @@ AnalysisOptions analysisOptionsFromText(const OptionText& a) {
     o.spectrum.spatialOnly = a.flag("--spatial-only");
     if (auto s = a.get("--local-k")) o.localK = parseIntList(*s, kMinLocalK, kMaxLocalK, "--local-k");
     if (auto s = a.get("--tau")) o.confusion.tau = parseNumber(*s, "--tau");
+    if (auto s = a.get("--confusion-floor")) o.confusion.queryRelativeFloor = parseNumber(*s, "--confusion-floor");
     if (auto s = a.get("--magnitude")) {
         std::stringstream ss(*s);
         std::string lo, hi, n;
@@ -296,11 +297,9 @@ std::string withFlagNames(const std::string& message) {
     // The library's words for its options (analysis_options.cpp, dump_analysis.cpp, report_stream.cpp)
     // and their flags.
     static const std::pair<const char*, const char*> kFlags[] = {
-        {"rank tolerance: ", "--rank-tol: "},
-        {"local mass window sizes: ", "--local-k: "},
-        {"confusion threshold tau: ", "--tau: "},
-        {"magnitude factors: ", "--magnitude: "},
-        {"local-branch channels: ", "--local-channels: "},
+        {"rank tolerance: ", "--rank-tol: "},     {"local mass window sizes: ", "--local-k: "},
+        {"confusion threshold tau: ", "--tau: "}, {"confusion query floor: ", "--confusion-floor: "},
+        {"magnitude factors: ", "--magnitude: "}, {"local-branch channels: ", "--local-channels: "},
         {"record detail: ", "--records: "},
     };
     for (const auto& [words, flag] : kFlags)

@@ -86,11 +86,16 @@ def main(dump, analysis, claims_file):
     if lc:
         m = mean([r["confusion"]["confused_pairs"] for r in lc])
         expect("inline.linear_not_injective", "holds" if m > 0 else "fails", confused_pairs_per_head_mean=m)
+    lr = of("linear", "ray_probe")
+    if lr:
+        frac = mean([r["ray_probe"]["equal_fraction"] for r in lr])
+        expect("inline.linear_rows_constant_along_rays", "holds" if frac >= 0.99 else "fails", equal_fraction_mean=frac)
     for family, cid in (("softmax", "inline.softmax_injective"), ("inline", "inline.inline_injective")):
         rs = of(family, "confusion")
         if rs:
             total = sum(r["confusion"]["confused_pairs"] for r in rs)
-            expect(cid, "holds" if total == 0 else "fails", confused_pairs_total=total)
+            far = sum(r["confusion"]["confused_pairs_far"] for r in rs)
+            expect(cid, "holds" if total == 0 else "fails", confused_pairs_total=total, confused_pairs_far_total=far)
     sl, ll = of("softmax", "local"), of("linear", "local")
     if sl and ll:
         s, l = mean(map(x3, sl)), mean(map(x3, ll))

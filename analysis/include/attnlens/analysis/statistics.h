@@ -133,10 +133,29 @@ double rowEntropy(std::span<const double> row);
 struct ConfusionOptions {
     double tau = 1e-3;                // ||A_p - A_q||_2 < tau
     double queryRelTolerance = 1e-6;  // queries differ when ||Q_p - Q_q|| > 1e-6 (1 + max_i ||Q_i||)
+    // Issue 46 item 5: confused pairs whose queries are also far apart, ||Q_p - Q_q|| >= floor *
+    // max(||Q_p||, ||Q_q||), are counted apart (confusedPairsFar): two near-identical background tokens
+    // with near-identical flat rows are continuity, not the non-injectivity of InLine's Prop. 2.
+    double queryRelativeFloor = 0.1;
 };
+// The ray probe of injectivity (InLine Fig. 1a, Prop. 2): each query's row against its row with the
+// vector that enters the normalisation scaled by a (as the magnitude curves scale it).
+inline constexpr double kRayProbeFactors[] = {0.5, 2.0};
+// Rows count as equal along the ray below this total variation: division-normalised attention
+// is exactly invariant but for its N eps in the denominator (about 2e-5 on the bundled example).
+inline constexpr double kRayEqualTolerance = 1e-4;
+struct RayProbe {
+    std::vector<double> factors;             // kRayProbeFactors
+    std::vector<double> totalVariationMean;  // per factor: mean over ok queries of TV(A_i(a), A_i(1))
+    double equalFraction = 0;                // ok queries whose rows are equal (TV <= tolerance) at every factor
+    Index queries = 0;
+};
+RayProbe rayProbe(const AttentionHead& head);
 struct ConfusionResult {
     std::int64_t confusedPairs = 0;        // unordered pairs with distinct queries and rows closer than tau
     std::int64_t identicalQueryPairs = 0;  // pairs skipped because the queries are the same
+    std::int64_t confusedPairsFar = 0;     // of confusedPairs, those with queries far apart (queryRelativeFloor)
+    double queryRelativeFloor = 0;
     double tau = 0;
     double queryTolerance = 0;  // the absolute query-distance threshold used
     std::string method;         // "low-rank Gram" or "dense Gram (GEMM)"
@@ -367,6 +386,7 @@ struct HeadStatistics {
     std::vector<LocalMassResult> local;
     std::optional<EntropyResult> entropy;
     std::optional<ConfusionResult> confusion;
+    std::optional<RayProbe> rayProbe;              // with confusion (issue 46 item 5)
     std::optional<MagnitudeCurve> magnitude;       // mean curve over queries
     std::optional<LocalBranchResult> localBranch;  // when the head was analysed with its branch
     std::optional<DistanceResult> distance;        // when distance is selected (and a reference given)
