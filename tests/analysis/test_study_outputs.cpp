@@ -127,6 +127,48 @@ TEST(StudySummary, StateRoundTripsExactlyAndMergedShardsEqualOneRun) {
     EXPECT_EQ(merged.confusionPerImage(0), whole.confusionPerImage(0));
 }
 
+// A summary state written before the admissible keys, the |A| statistics and the far confused pairs
+// (issue 46) still merges; the yardsticks it cannot know are null in the merged summary instead of a
+// mean over only the newer records, and the old means are untouched.
+TEST(StudySummary, StatesBeforeTheYardsticksMergeWithThemNull) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeLabelledDump(dir, 4);
+    std::vector<ReportSummary> shards;
+    for (int s = 0; s < 2; ++s) shards.emplace_back(report.paradigms);
+    for (const HeadRecord& r : report.records)
+        shards[std::size_t(r.image % 2)].add(r, report.dump.layers[std::size_t(r.layer)].name,
+                                             report.labels.at(r.image));
+    json old = shards[0].stateJson();
+    const auto strip = [](json& aggregate) {
+        for (const char* key : {"normalised_entropy_admissible", "entropy_abs", "normalised_entropy_abs_admissible",
+                                "max_abs_share", "negative_weight_fraction", "rank_bound"})
+            aggregate["means"].erase(key);
+        aggregate["per_k"].erase("local_admissible");
+        aggregate["per_k"].erase("local_x_uniform");
+        aggregate.erase("confused_far");
+        aggregate.erase("ray_probe");
+    };
+    for (json& a : old["overall"]) strip(a);
+    ReportSummary merged = ReportSummary::fromStateJson(old);
+    merged.merge(shards[1]);
+    const ReportSummary whole(report);
+    const json m = merged.toJson()["per_paradigm"], w = whole.toJson()["per_paradigm"];
+    for (std::size_t p = 0; p < m.size(); ++p) {
+        SCOPED_TRACE(m[p]["paradigm"].get<std::string>());
+        EXPECT_TRUE(m[p]["normalised_entropy_admissible_mean"].is_null());
+        EXPECT_TRUE(m[p]["negative_weight_fraction_mean"].is_null());
+        EXPECT_TRUE(m[p]["local"]["3"]["admissible_baseline"].is_null());
+        EXPECT_TRUE(m[p]["local"]["3"]["x_uniform"].is_null());
+        EXPECT_TRUE(m[p]["confused_pairs_far_total"].is_null());
+        EXPECT_TRUE(w[p]["local"]["3"]["x_uniform"].is_number());
+        EXPECT_NEAR(m[p]["local"]["3"]["mean"].get<double>(), w[p]["local"]["3"]["mean"].get<double>(), 1e-13);
+        EXPECT_EQ(m[p]["confused_pairs_total"], w[p]["confused_pairs_total"]);
+    }
+    // The merged state says so, and keeps saying so through another round trip.
+    const ReportSummary again = ReportSummary::fromStateJson(merged.stateJson());
+    EXPECT_TRUE(again.toJson()["per_paradigm"][0]["normalised_entropy_admissible_mean"].is_null());
+}
+
 TEST(StudySummary, MalformedStatesAreRefusedWithWhatIsWrong) {
     test::TempDir dir;
     const AnalysisReport report = analyzeLabelledDump(dir, 2);
