@@ -449,6 +449,24 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     const double soft = localMass(layer, head, "softmax"), inl = localMass(layer, head, "inline");
     QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - soft) < 1e-12);
     QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - inl) < 1e-12);
+    // "x uniform" (issue 46): the same masses over what a row uniform over the layer's keys puts in
+    // the clipped 3 x 3 windows, counted here by hand (N = 197 keys, CLS included).
+    v->setStatistic(HeadStatistic::LocalTimesUniform3);
+    v->refreshNow();
+    {
+        const TokenLayout& l = reader->info().layers[std::size_t(layer)].layout;
+        double windows = 0;
+        for (int y = 0; y < l.gridH; ++y)
+            for (int x = 0; x < l.gridW; ++x)
+                windows += double(std::min(y + 1, l.gridH - 1) - std::max(y - 1, 0) + 1) *
+                           double(std::min(x + 1, l.gridW - 1) - std::max(x - 1, 0) + 1);
+        const double baseline = windows / double(l.spatialTokens()) / double(l.tokens());
+        QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - soft / baseline) < 1e-10);
+        QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - inl / baseline) < 1e-10);
+        QCOMPARE(v->statisticTitle(), QStringLiteral("3 x 3 local mass, x uniform"));
+    }
+    v->setStatistic(HeadStatistic::LocalMass3);
+    v->refreshNow();
     // Difference: inline minus softmax, one panel.
     v->findChild<QComboBox*>("headMode")->setCurrentIndex(1);
     v->refreshNow();
