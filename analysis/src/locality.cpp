@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <utility>
 
 #include "attnlens/dump/head_inputs.h"
 #include "attnlens/io/error.h"
@@ -218,6 +220,34 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     return report;
 }
 
+double uniformMeanDistance(const AdmissibleKeys& keys) {
+    const AttentionLayout& g = keys.layout();
+    const TokenLayout &q = g.queries, &k = g.keys;
+    const auto position = [&](Index key) {
+        return g.reducedKeys() ? std::pair{g.keyCentreY(k.row(key)), g.keyCentreX(k.col(key))}
+                               : std::pair{double(k.row(key)), double(k.col(key))};
+    };
+    double sum = 0;
+    Index queries = 0;
+    for (int y = 0; y < q.gridH; ++y)
+        for (int x = 0; x < q.gridW; ++x) {
+            const Index i = q.token(y, x);
+            double d = 0;
+            const auto add = [&](Index key) {
+                if (!k.isSpatial(key)) return;  // prefix keys have no position (weight, no distance)
+                const auto [ky, kx] = position(key);
+                d += std::hypot(ky - double(y), kx - double(x));
+            };
+            if (keys.everyKey())
+                for (Index key = 0; key < k.tokens(); ++key) add(key);
+            else
+                for (const Index key : keys.keys(i)) add(key);
+            sum += d / double(keys.count(i));
+            ++queries;
+        }
+    return queries > 0 ? sum / double(queries) : std::numeric_limits<double>::quiet_NaN();
+}
+
 json localityDefinitions() {
     return {
         {"position",
@@ -232,6 +262,11 @@ json localityDefinitions() {
          "||p_i - p_j||_2 in grid units; equals sum over offsets of S(dy, dx) * sqrt(dy^2 + dx^2) "
          "/ queries with S the offset sums of the whole map (not cropped)"},
         {"mean_prefix_mass", "mean over the same queries of the weight on prefix keys"},
+        {"uniform_mean_distance",
+         "mean_distance of attention uniform over each row's admissible keys S_i (every key; on window layers the "
+         "query's window, or its window's region under Swin's mask; per-head windows the head's own): mean over "
+         "every spatial query of (1 / |S_i|) sum over spatial j in S_i of ||p_i - p_j||_2, prefix keys counted in "
+         "|S_i| with no distance; the yardstick mean_distance is read against"},
         {"spatial_reduction",
          "layers whose keys lie on a reduced h x w grid (format.md 1c): a key's position is its cell's "
          "centre in query grid units, ((ky + 0.5) H / h - 0.5, (kx + 0.5) W / w - 0.5), and D_i is summed "
@@ -256,6 +291,16 @@ json localityToJson(const LocalityReport& report, int radius) {
                       {"images", report.request.images},
                       {"per_label", report.request.perLabel},
                       {"offset_radius", radius < 0 ? json(nullptr) : json(radius)}};
+    // The uniform yardstick per (layer, head): geometry only, the same in every group and paradigm;
+    // a layer's heads share it unless they have windows of their own.
+    std::map<std::pair<int, int>, double> uniform;
+    const auto uniformOf = [&](int layer, int head) {
+        const LayerInfo& info = report.dump.layers[std::size_t(layer)];
+        const int key = info.window && info.window->perHead() ? head : 0;
+        const auto found = uniform.find({layer, key});
+        if (found != uniform.end()) return found->second;
+        return uniform[{layer, key}] = uniformMeanDistance(admissibleKeysOf(info, head));
+    };
     json groups = json::array();
     for (const LocalityGroup& g : report.groups) {
         json cells = json::array();
@@ -283,6 +328,7 @@ json localityToJson(const LocalityReport& report, int radius) {
                              {"queries", a.queries},
                              {"flagged_queries", a.flagged},
                              {"mean_distance", finite(a.meanDistance())},
+                             {"uniform_mean_distance", finite(uniformOf(c.layer, c.head))},
                              {"mean_prefix_mass", finite(a.meanPrefixMass())},
                              {"offset_map", {{"radius", {ry, rx}}, {"mean", mean}, {"count", count}}}});
             if (a.directDistance) cells.back()["offset_grid"] = "keys";

@@ -76,10 +76,13 @@ int cmdLocality(int argc, char** argv) {
 
     // Summary: the "all" group's mean distance per layer (mean over heads) and paradigm.
     const LocalityGroup& all = report.groups.front();
-    std::printf("mean attention distance (grid units), %d images, mean over heads\n", all.images);
+    std::printf(
+        "mean attention distance (grid units), %d images, mean over heads; uniform: attention uniform over "
+        "each row's admissible keys (its window on window layers)\n",
+        all.images);
     std::printf("%-28s", "layer");
     for (const Paradigm& p : report.paradigms) std::printf(" %12.12s", p.name.c_str());
-    std::printf("\n");
+    std::printf(" %12s\n", "uniform");
     for (int l : report.request.layers) {
         std::printf("%-28.28s", printableText(info.layers[std::size_t(l)].name).c_str());
         for (int p = 0; p < int(report.paradigms.size()); ++p) {
@@ -92,7 +95,10 @@ int cmdLocality(int argc, char** argv) {
                 }
             std::printf(" %12.4f", heads ? sum / heads : std::nan(""));
         }
-        std::printf("\n");
+        const LayerInfo& layer = info.layers[std::size_t(l)];
+        double uniform = 0;
+        for (int h = 0; h < layer.heads; ++h) uniform += uniformMeanDistance(admissibleKeysOf(layer, h));
+        std::printf(" %12.4f\n", layer.heads > 0 ? uniform / layer.heads : std::nan(""));
     }
     std::printf("%zu groups (all%s), %.2f s on %d threads\n", report.groups.size(),
                 report.groups.size() > 1 ? " and per label" : "", report.seconds, report.request.threads.count());

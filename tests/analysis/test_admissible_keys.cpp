@@ -13,6 +13,7 @@
 #include "analysis/analysis_test_util.h"
 #include "analysis/timm_partition.h"
 #include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention/admissible_keys.h"
 #include "attnlens/attention/attention.h"
@@ -224,6 +225,39 @@ TEST(AdmissibleKeys, PerHeadStripesAverageTheirHeadsBaselines) {
     }
     // A stripe of 2 columns: the 3-neighbourhood holds 2 columns of the stripe everywhere.
     EXPECT_NEAR(bruteForceBaseline(8, 8, timmKeySets(8, 8, {8, 2, 0, 0, false}), 3), (22.0 / 8.0) * 2.0 / 16.0, 1e-15);
+}
+
+// The locality yardstick: the mean attention distance of a row uniform over S_i, against closed forms
+// and a brute force over timm's sets and the key cells' centres.
+TEST(AdmissibleKeys, UniformMeanDistanceOverTheAdmissibleKeys) {
+    const double square = (2.0 + std::sqrt(2.0)) / 4.0;  // one 2 x 2 block: 0, 1, 1, sqrt 2
+    EXPECT_NEAR(uniformMeanDistance(AdmissibleKeys(TokenLayout{2, 2, 0})), square, 1e-15);
+    EXPECT_NEAR(uniformMeanDistance(AdmissibleKeys(TokenLayout{2, 2, 1})), square * 4.0 / 5.0, 1e-15);  // CLS in |S|
+    const TokenLayout grid{4, 4, 0};
+    const WindowPartition blocks(grid, {2, 2, 0, 0, false});
+    EXPECT_NEAR(uniformMeanDistance(AdmissibleKeys(grid, &blocks)), square, 1e-15);
+    for (const auto& [h, w, rule] : admissibleRules()) {
+        SCOPED_TRACE(::testing::Message() << h << "x" << w << " shift " << rule.shiftH << " masked " << rule.masked);
+        const TokenLayout layout{h, w, 0};
+        const WindowPartition p(layout, rule);
+        const auto sets = timmKeySets(h, w, rule);
+        double sum = 0;
+        for (int i = 0; i < h * w; ++i) {
+            double d = 0;
+            for (const Index j : sets[std::size_t(i)]) d += std::hypot(double(j / w - i / w), double(j % w - i % w));
+            sum += d / double(sets[std::size_t(i)].size());
+        }
+        EXPECT_NEAR(uniformMeanDistance(AdmissibleKeys(layout, &p)), sum / double(h * w), 1e-13);
+    }
+    // Spatial reduction: 4 x 4 queries, 2 x 2 key cells centred at (0.5, 0.5), (0.5, 2.5), ... and a
+    // prefix key (counted in |S|, no distance).
+    const AttentionLayout reduced(TokenLayout{4, 4, 0}, TokenLayout{2, 2, 1});
+    double sum = 0;
+    for (int y = 0; y < 4; ++y)
+        for (int x = 0; x < 4; ++x)
+            for (const double cy : {0.5, 2.5})
+                for (const double cx : {0.5, 2.5}) sum += std::hypot(cy - y, cx - x) / 5.0;
+    EXPECT_NEAR(uniformMeanDistance(AdmissibleKeys(reduced)), sum / 16.0, 1e-14);
 }
 
 TEST(AdmissibleKeys, MismatchedLayoutsAreInputErrors) {

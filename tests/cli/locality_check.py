@@ -26,7 +26,7 @@ def attention(name, q, k, scale):
 
 def main(dump_path, export_path):
     export = json.load(open(export_path))
-    worst = {"distance": 0.0, "prefix": 0.0, "offset": 0.0}
+    worst = {"distance": 0.0, "prefix": 0.0, "offset": 0.0, "uniform": 0.0}
     checked = 0
     with h5py.File(dump_path, "r") as f:
         gh, gw = (int(v) for v in f.attrs["grid"])
@@ -81,6 +81,10 @@ def main(dump_path, export_path):
                 worst["prefix"] = max(worst["prefix"], rel(cell["mean_prefix_mass"], prefix_mass / queries)
                                       if prefix else 0.0)
                 worst["offset"] = max(worst["offset"], float(np.nanmax(np.abs(got - want) / np.abs(want))))
+                # Uniform attention over every key (these plain layers): each query's distances to the
+                # spatial keys over N = prefix + H W.
+                uniform = float(dist.sum(axis=1).mean() / (prefix + gh * gw))
+                worst["uniform"] = max(worst["uniform"], rel(cell["uniform_mean_distance"], uniform))
                 checked += 1
     print(f"checked {checked} cells; largest relative deviations: {worst}")
     if checked == 0:

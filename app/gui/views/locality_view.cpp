@@ -175,6 +175,21 @@ void LocalityView::drawDistances(QCPLayoutGrid* body, const LocalityReport& repo
         addLine(rect, x, y, paradigmColor(std::max(0, sessionP)), QString::fromStdString(report.paradigms[p].name),
                 legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
+    // The yardstick: attention uniform over each row's admissible keys (its window on window layers),
+    // mean over the layer's heads (they differ under per-head windows).
+    {
+        QVector<double> x, y;
+        for (std::size_t li = 0; li < layers.size(); ++li) {
+            const LayerInfo& layer = info.layers[std::size_t(layers[li])];
+            double sum = 0;
+            for (int h = 0; h < layer.heads; ++h) sum += uniformMeanDistance(admissibleKeysOf(layer, h));
+            x << double(li);
+            y << (layer.heads > 0 ? sum / layer.heads : qQNaN());
+            if (layer.heads > 0) all.push_back(sum / layer.heads);
+        }
+        addLine(rect, x, y, Qt::black, QStringLiteral("uniform over each\nquery's admissible keys"), legend,
+                Qt::DashLine);
+    }
     fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
     rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("mean attention distance (grid cells)"));
     QCPAxis* bottom = rect->axis(QCPAxis::atBottom);

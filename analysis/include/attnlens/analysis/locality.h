@@ -63,6 +63,12 @@ struct LocalityAccumulator {
     double offsetMean(int dy, int dx) const;
 };
 
+// The mean attention distance of uniform attention over each row's admissible keys (admissible_keys.h):
+// mean over every spatial query i of (1 / |S_i|) sum over spatial j in S_i of ||p_i - p_j||_2, key
+// positions as in D_i (key cells' centres under spatial reduction). The yardstick of mean_distance: a
+// window layer's uniform row stays within its window. Geometry only: every spatial query counts.
+double uniformMeanDistance(const AdmissibleKeys& keys);
+
 // Adds the spatial rows of one head: rows are computed in blocks of blockRows (never N x N).
 void accumulateLocality(const AttentionHead& head, const AttentionLayout& layout, LocalityAccumulator& acc,
                         Index blockRows = 128);
