@@ -770,8 +770,8 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults() && v->shownSweep()), 60000);
     QCOMPARE(v->statusText(), QString());
     QCOMPARE(v->shownStatistics(),
-             QStringList({"rank", "effective_rank", "normalised_entropy", "local_mass_k3", "mean_distance",
-                          "confused_pairs", "total_variation", "output_relative_error"}));
+             QStringList({"rank", "effective_rank", "normalised_entropy_admissible", "local_x_uniform_k3",
+                          "mean_distance", "confused_pairs", "total_variation", "output_relative_error"}));
     QCOMPARE((*v->shownSweep())["parameter"]["values"], nlohmann::json({1.0, 2.0, 3.0}));
 
     // Second computation: the head's dense matrix with p set, its entropy and TV to softmax by formula.
@@ -780,7 +780,8 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     const HeadActivations act = reader->readHead(s->selection().image, 1, 1, true);
     const HeadInputs in = headInputs(li, act, 1);
     const Matrix soft = AttentionHead(presetParadigm("softmax"), in).matrix();
-    QCPGraph* entropy = sweepGraph(v, "normalised_entropy", "head 1");
+    // A plain layer: log |S_i| = log n, so the formula below is the admissible one too.
+    QCPGraph* entropy = sweepGraph(v, "normalised_entropy_admissible", "head 1");
     QCPGraph* tv = sweepGraph(v, "total_variation", "head 1");
     QCPGraph* distance = sweepGraph(v, "mean_distance", "head 1");
     QVERIFY(entropy && tv && distance);

@@ -59,8 +59,8 @@ QStringList panelStatistics(SweepParameter parameter, int k) {
                 QStringLiteral("branch_share"), QStringLiteral("output_relative_error_with_branch")};
     return {QStringLiteral("rank"),
             QStringLiteral("effective_rank"),
-            QStringLiteral("normalised_entropy"),
-            QStringLiteral("local_mass_k") + kk,
+            QStringLiteral("normalised_entropy_admissible"),
+            QStringLiteral("local_x_uniform_k") + kk,
             QStringLiteral("mean_distance"),
             QStringLiteral("confused_pairs"),
             QStringLiteral("total_variation"),
@@ -77,6 +77,9 @@ QString statisticLabel(const QString& name, const QString& reference, int channe
     if (name == QLatin1String("rank")) return QStringLiteral("rank of A");
     if (name == QLatin1String("effective_rank")) return QStringLiteral("effective rank of A");
     if (name == QLatin1String("normalised_entropy")) return QStringLiteral("entropy / log n");
+    if (name == QLatin1String("normalised_entropy_admissible")) return QStringLiteral("entropy / log |S_i|");
+    if (name.startsWith(QLatin1String("local_x_uniform_k")))
+        return QStringLiteral("%1 x %1 mass, x uniform").arg(name.mid(int(qstrlen("local_x_uniform_k"))));
     if (name == QLatin1String("confused_pairs")) return QStringLiteral("confused pairs");
     if (name == QLatin1String("mean_distance")) return QStringLiteral("mean attention distance");
     if (name == QLatin1String("total_variation")) return QStringLiteral("TV to %1").arg(reference);
