@@ -412,40 +412,36 @@ const std::vector<std::string> kLocalityOptions{"--paradigms", "--config",  "--l
 const std::vector<std::string> kRolloutOptions{"--layers", "--model",   "--paradigms", "--config", "--residual",
                                                "--fusion", "--discard", "--weights",   "--threads"};
 
-py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
+// analyzeDump of a request whose options come from `text`, with the dump's selection and the
+// threads the memory plan allows, interruptible.
+AnalysisReport analyzeSelected(PyDump& dump, const OptionText& text, AnalyzeRequest request) {
     const DumpReader& reader = dump.reader();
-    const OptionText text = optionText(kwargs, kAnalyzeOptions);
-    AnalyzeRequest request = analyzeRequestFromText(text);
     analyzeSelectionFromText(text, reader.info(), request);
     request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
-    const AnalysisReport report =
-        runInterruptible<AnalysisReport>([&, shared] { return analyzeDump(*shared, request, {}, &cancel); }, cancel);
+    return runInterruptible<AnalysisReport>([&, shared] { return analyzeDump(*shared, request, {}, &cancel); }, cancel);
+}
+
+ToolInfo pythonTool(const char* command) {
     ToolInfo tool;
     tool.name = "attnlens (Python)";
-    tool.command = "analyze";
-    return toPython(reportToJson(report, tool));
+    tool.command = command;
+    return tool;
+}
+
+py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
+    const OptionText text = optionText(kwargs, kAnalyzeOptions);
+    return toPython(reportToJson(analyzeSelected(dump, text, analyzeRequestFromText(text)), pythonTool("analyze")));
 }
 
 // claims: the selection only (the analysis is claimsAnalyzeRequest's).
 const std::vector<std::string> kClaimsOptions{"--layers", "--model", "--heads", "--images", "--threads"};
 
 py::object pyClaims(PyDump& dump, const py::kwargs& kwargs) {
-    const DumpReader& reader = dump.reader();
     const OptionText text = optionText(kwargs, kClaimsOptions);
-    AnalyzeRequest request = claimsAnalyzeRequest();
-    if (auto t = text.get("--threads")) request.threads = parseInt(*t, 1, 256, "--threads");
-    analyzeSelectionFromText(text, reader.info(), request);
-    request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
-    std::atomic<bool> cancel{false};
-    const auto shared = dump.shared();
-    const AnalysisReport report =
-        runInterruptible<AnalysisReport>([&, shared] { return analyzeDump(*shared, request, {}, &cancel); }, cancel);
-    ToolInfo tool;
-    tool.name = "attnlens (Python)";
-    tool.command = "claims";
-    return toPython(evaluateClaims(report, reader.info().path, tool));
+    const AnalysisReport report = analyzeSelected(dump, text, claimsRequestFromText(text));
+    return toPython(evaluateClaims(report, dump.reader().info().path, pythonTool("claims")));
 }
 
 const std::vector<std::string> kSweepOptions{"--layers",       "--heads",          "--images",         "--stats",
@@ -463,9 +459,7 @@ py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string&
     request.analysis.threads = planMemory(reader.info(), request.analysis, memoryBudget()).threads;
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
-    ToolInfo tool;
-    tool.name = "attnlens (Python)";
-    tool.command = "sweep";
+    const ToolInfo tool = pythonTool("sweep");
     const json j =
         runInterruptible<json>([&, shared] { return sweepDump(*shared, request, tool, {}, &cancel); }, cancel);
     return toPython(j);

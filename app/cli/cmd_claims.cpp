@@ -26,8 +26,7 @@ int cmdClaims(int argc, char** argv) {
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
     if (!output) output = a.get("--output");
-    AnalyzeRequest req = claimsAnalyzeRequest();
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    AnalyzeRequest req = claimsRequestFromText(a);
     auto reader = openDump(input);
     analyzeSelectionFromText(a, reader->info(), req);
     if (output) checkOutputWritable(*output, {input});

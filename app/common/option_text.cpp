@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "attnlens/analysis/claims.h"
 #include "attnlens/analysis/execution.h"
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/io/error.h"
@@ -208,6 +209,12 @@ AnalyzeRequest analyzeRequestFromText(const OptionText& a) {
     req.paradigms = paradigmsFromText(a);
     if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
     req.skipUnreadable = a.flag("--skip-unreadable");
+    return req;
+}
+
+AnalyzeRequest claimsRequestFromText(const OptionText& text) {
+    AnalyzeRequest req = claimsAnalyzeRequest();
+    if (auto t = text.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
     return req;
 }
 

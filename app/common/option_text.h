@@ -59,6 +59,9 @@ std::vector<int> layersFromText(const OptionText& text, const DumpInfo& info, bo
 // the dump, --layers, --model, --images, --heads and the branch channels.
 AnalyzeRequest analyzeRequestFromText(const OptionText& text);
 void analyzeSelectionFromText(const OptionText& text, const DumpInfo& info, AnalyzeRequest& request);
+// `claims`'s: claimsAnalyzeRequest() (claims.h) with --threads; the selection as analyze's
+// (analyzeSelectionFromText: --layers, --model, --images, --heads).
+AnalyzeRequest claimsRequestFromText(const OptionText& text);
 // `locality`'s: --paradigms/--config, --no-labels, --threads and --offset-radius into `radius` (-1
 // for "full", default 3); then --layers, --model, --images.
 LocalityRequest localityRequestFromText(const OptionText& text, int& radius);
