@@ -410,8 +410,18 @@ void HeadOverviewView::addColourScale(double lo, double hi, bool difference) {
     side->addElement(0, 0, scale);
     plot_->plotLayout()->setColumnStretchFactor(1, 0.01);
     const Preferences& prefs = session_->preferences();
-    const bool diverging = difference || lo < 0;
-    const ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);
+    // "x uniform" reads against 1 (what uniform attention over the admissible keys gives): a diverging
+    // scale centred there, white = uniform, instead of a sequential one from 0.
+    const bool aroundOne = stat_ == HeadStatistic::LocalTimesUniform3 && !difference;
+    const bool diverging = difference || lo < 0 || aroundOne;
+    ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);
+    if (aroundOne) {
+        double m = std::max(std::isfinite(lo) ? std::abs(lo - 1) : 0.0, std::isfinite(hi) ? std::abs(hi - 1) : 0.0);
+        if (!(m > 0)) m = 1;
+        range.lower = 1 - m;
+        range.upper = 1 + m;
+        scale->axis()->setLabel(statisticTitle() + QStringLiteral(" (1 = uniform, white)"));
+    }
     const QCPColorGradient g = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                          : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
     scale->setGradient(g);
