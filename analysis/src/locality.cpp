@@ -216,8 +216,26 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     }
     report.groups.push_back(std::move(all));
     for (auto& [label, g] : byLabel) report.groups.push_back(std::move(g));
+    // The uniform yardstick per (layer, head); a layer's heads share it unless they have windows of
+    // their own.
+    for (const int l : report.request.layers) {
+        const LayerInfo& info = report.dump.layers[std::size_t(l)];
+        const bool perHead = info.window && info.window->perHead();
+        const double shared = perHead ? 0.0 : uniformMeanDistance(admissibleKeysOf(info, 0));
+        for (int h = 0; h < info.heads; ++h)
+            report.uniformDistance[{l, h}] = perHead ? uniformMeanDistance(admissibleKeysOf(info, h)) : shared;
+    }
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
+}
+
+double LocalityReport::layerUniformDistance(int layer) const {
+    double sum = 0;
+    int heads = 0;
+    for (auto it = uniformDistance.lower_bound({layer, 0}); it != uniformDistance.end() && it->first.first == layer;
+         ++it, ++heads)
+        sum += it->second;
+    return heads > 0 ? sum / heads : std::numeric_limits<double>::quiet_NaN();
 }
 
 double uniformMeanDistance(const AdmissibleKeys& keys) {
@@ -291,15 +309,9 @@ json localityToJson(const LocalityReport& report, int radius) {
                       {"images", report.request.images},
                       {"per_label", report.request.perLabel},
                       {"offset_radius", radius < 0 ? json(nullptr) : json(radius)}};
-    // The uniform yardstick per (layer, head): geometry only, the same in every group and paradigm;
-    // a layer's heads share it unless they have windows of their own.
-    std::map<std::pair<int, int>, double> uniform;
     const auto uniformOf = [&](int layer, int head) {
-        const LayerInfo& info = report.dump.layers[std::size_t(layer)];
-        const int key = info.window && info.window->perHead() ? head : 0;
-        const auto found = uniform.find({layer, key});
-        if (found != uniform.end()) return found->second;
-        return uniform[{layer, key}] = uniformMeanDistance(admissibleKeysOf(info, head));
+        const auto found = report.uniformDistance.find({layer, head});
+        return found == report.uniformDistance.end() ? std::numeric_limits<double>::quiet_NaN() : found->second;
     };
     json groups = json::array();
     for (const LocalityGroup& g : report.groups) {

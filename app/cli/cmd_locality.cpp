@@ -95,10 +95,7 @@ int cmdLocality(int argc, char** argv) {
                 }
             std::printf(" %12.4f", heads ? sum / heads : std::nan(""));
         }
-        const LayerInfo& layer = info.layers[std::size_t(l)];
-        double uniform = 0;
-        for (int h = 0; h < layer.heads; ++h) uniform += uniformMeanDistance(admissibleKeysOf(layer, h));
-        std::printf(" %12.4f\n", layer.heads > 0 ? uniform / layer.heads : std::nan(""));
+        std::printf(" %12.4f\n", report.layerUniformDistance(l));
     }
     std::printf("%zu groups (all%s), %.2f s on %d threads\n", report.groups.size(),
                 report.groups.size() > 1 ? " and per label" : "", report.seconds, report.request.threads.count());

@@ -176,16 +176,14 @@ void LocalityView::drawDistances(QCPLayoutGrid* body, const LocalityReport& repo
                 legend, Qt::SolidLine, QCPScatterStyle::ssDisc);
     }
     // The yardstick: attention uniform over each row's admissible keys (its window on window layers),
-    // mean over the layer's heads (they differ under per-head windows).
+    // mean over the layer's heads (they differ under per-head windows); computed with the report.
     {
         QVector<double> x, y;
         for (std::size_t li = 0; li < layers.size(); ++li) {
-            const LayerInfo& layer = info.layers[std::size_t(layers[li])];
-            double sum = 0;
-            for (int h = 0; h < layer.heads; ++h) sum += uniformMeanDistance(admissibleKeysOf(layer, h));
+            const double uniform = report.layerUniformDistance(layers[li]);
             x << double(li);
-            y << (layer.heads > 0 ? sum / layer.heads : qQNaN());
-            if (layer.heads > 0) all.push_back(sum / layer.heads);
+            y << uniform;
+            if (std::isfinite(uniform)) all.push_back(uniform);
         }
         addLine(rect, x, y, Qt::black, QStringLiteral("uniform over each\nquery's admissible keys"), legend,
                 Qt::DashLine);

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
@@ -102,7 +103,12 @@ struct LocalityReport {
     std::vector<Paradigm> paradigms;
     LocalityRequest request;            // with defaults made explicit (paradigms, layers, images)
     std::vector<LocalityGroup> groups;  // "all" first, then labels in ascending order
+    // uniformMeanDistance of each (layer position, head) of the request's layers: geometry only,
+    // computed once with the sums (not by each reader of the report: it is O(N n) per layer).
+    std::map<std::pair<int, int>, double> uniformDistance;
     double seconds = 0;
+    // The mean over a layer's heads of uniformDistance (NaN when the report has none for it).
+    double layerUniformDistance(int layer) const;
 };
 
 // Streams the images in order; each image's layers run on the threads, each (layer, head,
