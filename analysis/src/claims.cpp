@@ -173,18 +173,34 @@ std::string noModel(ClaimFamily f) {
 
 // ---- The claims ------------------------------------------------------------------------------
 
+// The rank a division-normalised kernel map (r = d features) can reach on the record's layer and
+// head: min(N, n, d), or on a window layer the sum over its key sets of min(|set|, d) (each window
+// is a sequence of its own; rankBound's rule for those paradigms).
+int kernelRankBound(const LayerInfo& layer, int head) {
+    if (!layer.window) return std::min({layer.tokens, layer.keyTokens(), layer.dim});
+    const WindowPartition& w = layer.window->partitionOf(head);
+    int sum = 0;
+    for (int g = 0; g < w.groups(); ++g) sum += std::min(int(w.groupTokens(g).size()), layer.dim);
+    return sum;
+}
+
+// The rank softmax can reach there: min(N, n) (window blocks cover the grid).
+int softmaxRankCeiling(const LayerInfo& layer) { return std::min(layer.tokens, layer.keyTokens()); }
+
 json linearRankAtMostD(const ClaimEvidence& e) {
     json c = newClaim("flatten.linear_rank_at_most_d", "FLatten", "Sec. 4.2, Eq. 9, Fig. 5",
-                      "Linear attention's matrix has rank at most d (the feature dimension of phi).");
+                      "Linear attention's matrix has rank at most d (the feature dimension of phi), per window on "
+                      "window layers.");
     const auto records =
         e.trained(ClaimFamily::Linear, [](const HeadRecord& r) { return r.stats.spectrum.has_value(); });
     if (records.empty()) return notMeasurable(c, noModel(ClaimFamily::Linear));
-    int maxRank = 0, worstBound = std::numeric_limits<int>::max(), over = 0, d = 0;
+    int maxRank = 0, maxBound = 0, over = 0, d = 0, windowed = 0;
     for (const HeadRecord* r : records) {
         maxRank = std::max(maxRank, r->stats.spectrum->rank);
-        worstBound = std::min(worstBound, r->stats.spectrum->bound);
+        maxBound = std::max(maxBound, r->stats.spectrum->bound);
         d = std::max(d, e.layer(*r).dim);
-        over += r->stats.spectrum->rank > e.layer(*r).dim;
+        over += r->stats.spectrum->rank > r->stats.spectrum->bound;
+        windowed += e.layer(*r).window.has_value();
     }
     const ClaimMean rank = meanOf(records, [](const HeadRecord& r) { return double(r.stats.spectrum->rank); });
     return decided(c, over == 0,
@@ -192,31 +208,57 @@ json linearRankAtMostD(const ClaimEvidence& e) {
                     {"rank_mean", claimNumber(rank.value())},
                     {"rank_max", maxRank},
                     {"d", d},
-                    {"records_above_d", over},
-                    {"rule", "every record's numerical rank <= the layer's d"}});
+                    {"bound_max", maxBound},
+                    {"records_on_window_layers", windowed},
+                    {"records_above_bound", over},
+                    {"rule",
+                     "every record's numerical rank <= its rank.bound: d (+ 1 for the offset forms) on a "
+                     "global layer, the sum over its windows of min(|window|, d) on a window layer"}});
 }
 
 json softmaxRankAboveD(const ClaimEvidence& e) {
     json c = newClaim("flatten.softmax_rank_above_d", "FLatten", "Sec. 4.2, Fig. 5",
-                      "Softmax attention's matrix has rank above d: it is not capped by the feature dimension.");
+                      "Softmax attention's matrix has rank above d: it is not capped by the feature dimension (per "
+                      "window on window layers).");
     const auto records =
         e.trained(ClaimFamily::Softmax, [](const HeadRecord& r) { return r.stats.spectrum.has_value(); });
     if (records.empty()) return notMeasurable(c, noModel(ClaimFamily::Softmax));
-    std::map<std::string, ClaimMean> perLayer;
-    std::map<std::string, int> dims;
+    std::map<std::string, ClaimMean> perLayer, bounds;
+    std::map<std::string, int> dims, ceilings;
     for (const HeadRecord* r : records) {
         perLayer[e.layer(*r).name].add(double(r->stats.spectrum->rank));
+        bounds[e.layer(*r).name].add(double(kernelRankBound(e.layer(*r), r->head)));
+        ceilings[e.layer(*r).name] = softmaxRankCeiling(e.layer(*r));
         dims[e.layer(*r).name] = e.layer(*r).dim;
     }
-    json layers = json::array();
+    json layers = json::array(), untestable = json::array();
     bool holds = true;
+    int tested = 0;
     for (const auto& [name, m] : perLayer) {
-        holds = holds && m.value() > dims[name];
-        layers.push_back({{"layer", name}, {"rank_mean", claimNumber(m.value())}, {"d", dims[name]}});
+        const double cap = bounds[name].value();
+        // Reduced keys (n <= d) cap softmax as much as a kernel: the layer cannot tell them apart.
+        if (double(ceilings[name]) <= cap) {
+            untestable.push_back(name);
+            continue;
+        }
+        ++tested;
+        holds = holds && m.value() > cap;
+        layers.push_back({{"layer", name},
+                          {"rank_mean", claimNumber(m.value())},
+                          {"d", dims[name]},
+                          {"linear_cap", claimNumber(cap)}});
     }
+    if (tested == 0)
+        return notMeasurable(c,
+                             "on every softmax layer of this dump min(N, n) <= the kernel cap (reduced keys or "
+                             "tiny windows): softmax cannot exceed d there");
     json evidence = {{"trained", e.coverage(records)},
                      {"layers", layers},
-                     {"rule", "every softmax layer's mean numerical rank over its heads and images > d"}};
+                     {"rule",
+                      "every softmax layer's mean numerical rank over its heads and images > linear_cap: "
+                      "min(N, n, d), or on a window layer the sum over its windows of min(|window|, d); "
+                      "layers where min(N, n) <= that cap cannot tell the two apart and are left out"}};
+    if (!untestable.empty()) evidence["layers_untestable"] = untestable;
     const auto what = e.whatIf("linear_relu", ClaimFamily::Softmax);
     if (!what.empty())
         evidence["what_if"] = {{"note", "linear_relu applied to the softmax models' q, k: never decides the verdict"},
@@ -567,7 +609,7 @@ nlohmann::json evaluateClaims(const AnalysisReport& report, const std::string& f
         {"flat_tolerance", kFlatTolerance},
         {"statistics", report.request.options.toJson()},
     };
-    return {
+    json out = {
         {"format", "attnlens.claims"},
         {"schema_version", kSchemaVersion},
         {"input", {{"file", file}, {"images", report.request.images.size()}, {"layers", report.request.layers.size()}}},
@@ -575,6 +617,16 @@ nlohmann::json evaluateClaims(const AnalysisReport& report, const std::string& f
         {"definitions", definitions},
         {"claims", claims},
         {"counts", counts}};
+    // An analysis that skipped unreadable (image, layer) (the desktop program's) says what its
+    // evidence lacks; the evidence's coverage counts only what was read.
+    if (!report.skipped.empty()) {
+        json skipped = json::array();
+        for (const SkippedLayer& s : report.skipped)
+            skipped.push_back(
+                {{"image", s.image}, {"layer", report.dump.layers[std::size_t(s.layer)].name}, {"message", s.message}});
+        out["skipped"] = std::move(skipped);
+    }
+    return out;
 }
 
 }  // namespace attnlens

@@ -623,6 +623,135 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+# ---- CSwin's cross-shaped windows (per-head stripes; format.md 1b) -----------------------------
+
+
+def cswin_img2windows(t, h_sp, w_sp, h, w):
+    """[B, H*W, C] -> [B * windows, h_sp * w_sp, C] (CSwin's img2windows on the transposed map)."""
+    b, _, c = t.shape
+    t = t.transpose(-2, -1).reshape(b, c, h // h_sp, h_sp, w // w_sp, w_sp)
+    return t.permute(0, 2, 4, 3, 5, 1).reshape(-1, h_sp * w_sp, c)
+
+
+def cswin_windows2img(t, h_sp, w_sp, h, w):
+    b = t.shape[0] // (h * w // (h_sp * w_sp))
+    t = t.reshape(b, h // h_sp, w // w_sp, h_sp, w_sp, -1).permute(0, 1, 3, 2, 4, 5)
+    return t.reshape(b, h * w, -1)
+
+
+class LePEAttention(nn.Module):
+    """flatten_cswin.py / inline_cswin.py LePEAttention: softmax inside stripes (idx 0: H_sp = the
+    resolution, W_sp = split_size; idx 1: the transpose; idx -1: the whole grid) plus LePE, a 3x3
+    depthwise convolution of V inside each stripe."""
+
+    def __init__(self, dim, resolution, idx, split_size=7, dim_out=None, num_heads=8, attn_drop=0.,
+                 proj_drop=0., qk_scale=None):
+        super().__init__()
+        self.dim, self.resolution, self.split_size, self.num_heads = dim, resolution, split_size, num_heads
+        self.scale = qk_scale or (dim // num_heads) ** -0.5
+        self.H_sp, self.W_sp = {-1: (resolution, resolution), 0: (resolution, split_size),
+                                1: (split_size, resolution)}[idx]
+        self.get_v = nn.Conv2d(dim, dim, kernel_size=3, stride=1, padding=1, groups=dim)
+
+    def attention(self, q, k):
+        """The softmax weights per stripe, [B * windows, heads, M, M]."""
+        r = self.resolution
+        q, k = (cswin_img2windows(t, self.H_sp, self.W_sp, r, r).reshape(
+            -1, self.H_sp * self.W_sp, self.num_heads, self.dim // self.num_heads).permute(0, 2, 1, 3)
+            for t in (q, k))
+        return torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)
+
+    def forward(self, qkv):
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        r, (h_sp, w_sp), c = self.resolution, (self.H_sp, self.W_sp), q.shape[-1]
+        vw = cswin_img2windows(v, h_sp, w_sp, r, r)  # [B', M, C]
+        img = vw.transpose(1, 2).reshape(-1, c, h_sp, w_sp)
+        lepe = self.get_v(img).reshape(-1, self.num_heads, c // self.num_heads, h_sp * w_sp)
+        lepe = lepe.permute(0, 1, 3, 2)
+        vh = vw.reshape(-1, h_sp * w_sp, self.num_heads, c // self.num_heads).permute(0, 2, 1, 3)
+        x = self.attention(q, k) @ vh + lepe
+        x = x.transpose(1, 2).reshape(-1, h_sp * w_sp, c)
+        return cswin_windows2img(x, h_sp, w_sp, r, r)
+
+
+class CSWinBlock(nn.Module):
+    """flatten_cswin.py / inline_cswin.py CSWinBlock: qkv of norm1(x), the first half of the
+    channels (and heads) to attns[0] in vertical stripes (reso x split_size), the second to attns[1]
+    in horizontal ones (split_size x reso), one attention over the whole grid in the last stage;
+    then proj and the residual, then x + mlp(norm2(x)) (mlp_ratio 0: no MLP, the attention part
+    alone). Tokens [B, reso*reso, C], no prefix token."""
+
+    def __init__(self, dim, reso, num_heads, split_size=7, mlp_ratio=0.0, qkv_bias=False,
+                 last_stage=False):
+        super().__init__()
+        self.dim, self.num_heads, self.patches_resolution, self.split_size = dim, num_heads, reso, split_size
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.norm1 = nn.LayerNorm(dim)
+        last_stage = last_stage or reso == split_size
+        self.branch_num = 1 if last_stage else 2
+        self.proj = nn.Linear(dim, dim)
+        if last_stage:
+            self.attns = nn.ModuleList([LePEAttention(dim, reso, -1, split_size, num_heads=num_heads)])
+        else:
+            self.attns = nn.ModuleList([LePEAttention(dim // 2, reso, i, split_size,
+                                                      num_heads=num_heads // 2) for i in range(2)])
+        self.norm2 = nn.LayerNorm(dim) if mlp_ratio > 0 else None
+        self.mlp = Mlp(dim, int(dim * mlp_ratio)) if mlp_ratio > 0 else None
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(self.norm1(x)).reshape(b, -1, 3, c).permute(2, 0, 1, 3)
+        if self.branch_num == 2:
+            out = torch.cat([self.attns[0](qkv[:, :, :, :c // 2]),
+                             self.attns[1](qkv[:, :, :, c // 2:])], dim=2)
+        else:
+            out = self.attns[0](qkv)
+        x = x + self.proj(out)
+        return x if self.mlp is None else x + self.mlp(self.norm2(x))
+
+
+def sincos_2d_position_embedding(embed_dim, grid, prefix_tokens):
+    """MAE's 2D sin-cos position embedding (get_2d_sincos_pos_embed, re-implemented): the first half
+    of the channels encode the token's column, the second half its row, each as [sin(p w), cos(p w)]
+    with w_i = 1 / 10000^(i / (D/4)), i < D/4; the prefix tokens' rows are zero. [1, P + H*W, D]."""
+    if embed_dim % 4:
+        raise ValueError(f"2D sin-cos positions need embed_dim divisible by 4, not {embed_dim}")
+    quarter = embed_dim // 4
+    omega = 1.0 / 10000.0 ** (torch.arange(quarter, dtype=torch.float64) / quarter)
+    ys, xs = torch.meshgrid(torch.arange(grid[0], dtype=torch.float64),
+                            torch.arange(grid[1], dtype=torch.float64), indexing="ij")
+
+    def one_axis(pos):
+        out = pos.reshape(-1, 1) * omega.reshape(1, -1)
+        return torch.cat([out.sin(), out.cos()], dim=1)
+
+    table = torch.cat([one_axis(xs), one_axis(ys)], dim=1)
+    table = torch.cat([torch.zeros(prefix_tokens, embed_dim, dtype=torch.float64), table], dim=0)
+    return table.unsqueeze(0).float()
+
+
+def mimetic_qk_init(model, gain=2.0):
+    """Mimetic initialisation of every attention's fused `qkv` Linear (Trockman & Kolter 2023, as
+    issue 46 measured it): W_k := W_q, both scaled by `gain`, the q and k biases zero, so that
+    W_q W_k^T starts positive semi-definite and every query starts out attending to keys like
+    itself: with 2D sin-cos positions, to its spatial neighbours. V and the other layers keep their
+    initialisation. Returns the number of layers changed."""
+    changed = 0
+    with torch.no_grad():
+        for module in model.modules():
+            qkv = getattr(module, "qkv", None)
+            if not isinstance(qkv, nn.Linear) or qkv.out_features != 3 * qkv.in_features:
+                continue
+            c = qkv.in_features
+            w_q = qkv.weight[:c] * gain
+            qkv.weight[:c] = w_q
+            qkv.weight[c:2 * c] = w_q
+            if qkv.bias is not None:
+                qkv.bias[:2 * c] = 0.0
+            changed += 1
+    return changed
+
+
 class VisionTransformer(nn.Module):
     """A small timm-style ViT (DeiT layout: CLS token first, then the patch grid row-major;
     `blocks[i].attn` is the attention module). Same size and recipe for every paradigm.
@@ -632,11 +761,14 @@ class VisionTransformer(nn.Module):
     is that of a plain patch embedding; on the 2-core budget it learns far faster than the plain
     linear patch projection (62% vs 34-47% Fashion-MNIST test accuracy after 3840 images).
     Linear layers keep PyTorch's default initialisation, which learned faster than ViT's
-    trunc_normal(0.02) in the same budget."""
+    trunc_normal(0.02) in the same budget. position_init "random" starts the learned position
+    embedding at N(0, 0.02) (timm's); "sincos" at MAE's 2D sin-cos table (CLS row zero), still
+    learnable: the bundled example's, with mimetic_qk_init (issue 46: without both, a small ViT
+    trained on Fashion-MNIST keeps softmax rows nearly flat)."""
 
     def __init__(self, paradigm="softmax", img_size=28, patch_size=2, in_chans=1, num_classes=10,
                  embed_dim=96, depth=4, num_heads=3, mlp_ratio=2.0, stem_channels=32,
-                 attn_kwargs=None):
+                 attn_kwargs=None, position_init="random"):
         super().__init__()
         self.paradigm = paradigm
         self.patch_size = patch_size
@@ -649,7 +781,13 @@ class VisionTransformer(nn.Module):
             nn.GELU(),
             nn.Conv2d(stem_channels, embed_dim, kernel_size=patch_size, stride=patch_size))
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
-        self.pos_embed = nn.Parameter(torch.randn(1, n, embed_dim) * 0.02)
+        if position_init == "sincos":  # still learnable, started on the grid's geometry
+            self.pos_embed = nn.Parameter(sincos_2d_position_embedding(embed_dim, self.grid,
+                                                                       self.prefix_tokens))
+        elif position_init == "random":
+            self.pos_embed = nn.Parameter(torch.randn(1, n, embed_dim) * 0.02)
+        else:
+            raise ValueError(f"position_init {position_init!r}: expected 'random' or 'sincos'")
         attn_kwargs = dict(attn_kwargs or {})
         self.blocks = nn.ModuleList([
             Block(make_attention(paradigm, embed_dim, num_heads, self.grid, self.prefix_tokens,

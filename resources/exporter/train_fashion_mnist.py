@@ -70,9 +70,13 @@ def to_input(images_uint8):
 
 
 def build_model(paradigm, args):
-    return ra.VisionTransformer(paradigm, img_size=28, patch_size=2, in_chans=1, num_classes=10,
-                                embed_dim=args.embed_dim, depth=args.depth,
-                                num_heads=args.heads, mlp_ratio=args.mlp_ratio)
+    model = ra.VisionTransformer(paradigm, img_size=28, patch_size=2, in_chans=1, num_classes=10,
+                                 embed_dim=args.embed_dim, depth=args.depth,
+                                 num_heads=args.heads, mlp_ratio=args.mlp_ratio,
+                                 position_init=getattr(args, "position_init", "random"))
+    if getattr(args, "qk_init", "default") == "mimetic":
+        ra.mimetic_qk_init(model, gain=args.mimetic_gain)
+    return model
 
 
 def lr_at(step, args):
@@ -143,7 +147,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(REPO_ROOT, "resources", "examples",
                                                  "attnlens-example.h5"))
     p.add_argument("--paradigms", default=",".join(ra.PARADIGMS))
-    p.add_argument("--steps", type=int, default=220, help="optimiser steps per model")
+    p.add_argument("--steps", type=int, default=1000, help="optimiser steps per model")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--weight-decay", type=float, default=0.05)
@@ -151,6 +155,12 @@ def main(argv=None):
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--heads", type=int, default=3)
     p.add_argument("--mlp-ratio", type=float, default=2.0)
+    p.add_argument("--position-init", choices=("sincos", "random"), default="sincos",
+                   help="learned position embedding started at MAE's 2D sin-cos table (CLS row "
+                        "zero) or at N(0, 0.02)")
+    p.add_argument("--qk-init", choices=("mimetic", "default"), default="mimetic",
+                   help="mimetic: W_k := W_q, both times --mimetic-gain, q/k biases zero")
+    p.add_argument("--mimetic-gain", type=float, default=2.0)
     p.add_argument("--train-subset", type=int, default=0,
                    help="draw the mini-batches from this many training images (0: all 60000)")
     p.add_argument("--test-subset", type=int, default=0,

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnlens/analysis/claims.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/locality.h"
 #include "attnlens/analysis/registered_statistics.h"
@@ -31,6 +32,7 @@
 #include "plot/plot_helpers.h"
 #include "shell/render_command.h"
 #include "shell/session_file.h"
+#include "views/claims_view.h"
 #include "views/compare_view.h"
 #include "views/confused_pairs_view.h"
 #include "views/head_overview_view.h"
@@ -87,6 +89,7 @@ private Q_SLOTS:
     void distanceViewsAndOutputShareMatchADenseComputation();
     void sweepViewDrawsTheCurvesOfADenseComputation();
     void confusedPairsViewListsThePairs();
+    void claimsViewShowsTheClaimsOfTheEngine();
 };
 
 // The Heads view over all images with softmax beside `other`, on the first layer of `other`'s model.
@@ -728,6 +731,86 @@ void StatisticsTests::confusedPairsViewListsThePairs() {
     QTRY_VERIFY_WITH_TIMEOUT(v->result() != nullptr, 60000);
     v->refreshNow();
     QVERIFY2(plotTexts(v).contains("Proposition 1"), qPrintable(plotTexts(v)));
+}
+
+// Statistics > Claims (issue 46 item 6) on the hierarchical example: the claims drawn are
+// evaluateClaims of a claimsAnalyzeRequest analysis of the whole dump (what attnlens-cli claims
+// prints), one row per claim with its verdict, statement and evidence; hover gives the evidence,
+// Save JSON writes the claims file, render draws the view. On a dump with an unreadable chunk the
+// (image, layer) is left out, said in the note and listed in the JSON's "skipped".
+void StatisticsTests::claimsViewShowsTheClaimsOfTheEngine() {
+    QString why;
+    const QString example = findHierarchicalExampleDump(&why);
+    QVERIFY2(!example.isEmpty(), qPrintable(why));
+    MainWindow& w = openWindow(example);
+    w.showView("claims");
+    auto* v = qobject_cast<ClaimsView*>(w.view("claims"));
+    QVERIFY(v);
+    QTRY_VERIFY_WITH_TIMEOUT(w.session()->statistics().claims(false) != nullptr, 120000);
+    v->refreshNow();
+    QVERIFY(!v->waitingForResults());
+    QVERIFY(v->shownClaims() != nullptr);
+
+    auto reader = DumpReader::open(example.toStdString());
+    const AnalysisReport report = analyzeDump(*reader, claimsAnalyzeRequest());
+    const nlohmann::json expected = evaluateClaims(report, example.toStdString());
+    const nlohmann::json& shown = *v->shownClaims();
+    QCOMPARE(shown["claims"].dump(), expected["claims"].dump());
+    QCOMPARE(shown["counts"].dump(), expected["counts"].dump());
+    QVERIFY(!shown.contains("skipped"));
+    QCOMPARE(v->rowCount(), int(expected["claims"].size()));
+    QVERIFY(v->rowCount() >= 10);
+    int holds = 0;
+    for (int i = 0; i < v->rowCount(); ++i) {
+        const nlohmann::json& c = expected["claims"][std::size_t(i)];
+        const std::string verdict = c["verdict"].get<std::string>();
+        holds += verdict == "holds";
+        const QString word = verdict == "holds" ? "HOLDS" : verdict == "fails" ? "FAILS" : "NOT MEASURABLE";
+        QCOMPARE(v->rowVerdict(i), word);
+        const QString text = v->rowText(i);
+        QVERIFY2(text.contains(QString::fromStdString(c["statement"].get<std::string>())), qPrintable(text));
+        QVERIFY2(text.contains(QString::fromStdString(c["reference"].get<std::string>())), qPrintable(text));
+        const std::string key = verdict == "not_measurable" ? "reason" : "rule";
+        QVERIFY2(text.contains(QString::fromStdString(c["evidence"][key].get<std::string>())), qPrintable(text));
+        if (c["evidence"].contains("what_if")) QVERIFY2(text.contains("what-if, never decides"), qPrintable(text));
+        QVERIFY(v->rowDetails(i).startsWith(QString::fromStdString(c["id"].get<std::string>()) + ": {"));
+    }
+    QVERIFY2(plotTexts(v).contains(QString("%1 hold").arg(holds)), qPrintable(plotTexts(v)));
+
+    // Save JSON: the claims file, as the engine makes it.
+    const QString saved = dir_.filePath("claims.json");
+    v->saveJson(saved);
+    QFile f(saved);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const nlohmann::json file = nlohmann::json::parse(f.readAll().toStdString());
+    QCOMPARE(file["format"].get<std::string>(), std::string("attnlens.claims"));
+    QCOMPARE(file["claims"].dump(), expected["claims"].dump());
+
+    // render draws it headless.
+    QString out, err;
+    QTextStream os(&out), es(&err);
+    const QString png = dir_.filePath("claims.png");
+    QCOMPARE(runRender({example, "--view", "claims", "--size", "1024x700", "-o", png}, os, es), 0);
+    QVERIFY(!QImage(png).isNull());
+
+    // A damaged chunk: its (image, layer) is left out and said.
+    const QString damaged = writeDamagedDump(dir_.filePath("claims-damaged.h5"), &why);
+    if (damaged.isEmpty()) {
+        if (pythonUnavailable(why)) QSKIP(qPrintable(why));
+        QFAIL(qPrintable(why));
+    }
+    MainWindow& dw = openWindow(damaged);
+    dw.showView("claims");
+    auto* dv = qobject_cast<ClaimsView*>(dw.view("claims"));
+    QTRY_VERIFY_WITH_TIMEOUT(dw.session()->statistics().claims(false) != nullptr, 60000);
+    dv->refreshNow();
+    const nlohmann::json& partial = *dv->shownClaims();
+    QVERIFY(partial.contains("skipped"));
+    QCOMPARE(partial["skipped"].size(), std::size_t(1));
+    QCOMPARE(partial["skipped"][0]["image"].get<int>(), 0);
+    QCOMPARE(partial["skipped"][0]["layer"].get<std::string>(), std::string("2"));
+    QVERIFY2(plotTexts(dv).contains("1 unreadable (image, layer) left out"), qPrintable(plotTexts(dv)));
+    QVERIFY(dv->analysisFailure().isEmpty());
 }
 
 int main(int argc, char** argv) {

@@ -897,23 +897,32 @@ TEST_F(CliTest, AdmissibleBaselinesAgreeWithNumPyAndTheSchema) {
 // records by tests/cli/claims_check.py, and on a dump of softmax layers only, where every claim about
 // another model is not measurable whatever the what-ifs say.
 TEST_F(CliTest, ClaimsAgreeWithAnalyzeAndTheSchema) {
-    const std::string example = std::string(ATTNLENS_SOURCE_DIR) + "/resources/examples/attnlens-example.h5";
-    const RunResult r = run("claims " + example + " --images 0-1 --quiet -o " + path("claims.json"));
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_THAT(r.out, HasSubstr("flatten.linear_rank_at_most_d"));
-    EXPECT_THAT(r.out, ::testing::ContainsRegex("[0-9]+ hold, [0-9]+ fail, 0 not measurable"));
-    const json claims = readJson(path("claims.json"));
-    EXPECT_EQ(claims["format"], "attnlens.claims");
-    EXPECT_GE(claims["claims"].size(), 10u);
-    EXPECT_TRUE(schemaValid(path("claims.json"), "claims.schema.json"));
-    const RunResult analyze = run("analyze " + example +
-                                  " --images 0-1 --stats rank,local,entropy,confusion,magnitude --local-k 3 --no-hash "
-                                  "--quiet -o " +
-                                  path("analysis.json"));
-    ASSERT_EQ(analyze.code, 0) << analyze.err;
-    const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) + "/tests/cli/claims_check.py " +
-                              example + " " + path("analysis.json") + " " + path("claims.json");
-    EXPECT_EQ(std::system(check.c_str()), 0) << check;
+    // The flat example (two images) and the hierarchical one (window, stripe and reduced-key layers,
+    // where the rank caps count windows and reduced keys).
+    for (const std::string name : {"attnlens-example.h5", "attnlens-example-hierarchical.h5"}) {
+        SCOPED_TRACE(name);
+        const std::string example = std::string(ATTNLENS_SOURCE_DIR) + "/resources/examples/" + name;
+        const std::string images = name == "attnlens-example.h5" ? " --images 0-1" : "";
+        const RunResult r = run("claims " + example + images + " --quiet -o " + path("claims.json"));
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_THAT(r.out, HasSubstr("flatten.linear_rank_at_most_d"));
+        if (name == "attnlens-example.h5") {
+            EXPECT_THAT(r.out, ::testing::ContainsRegex("[0-9]+ hold, [0-9]+ fail, 0 not measurable"));
+        }
+        const json claims = readJson(path("claims.json"));
+        EXPECT_EQ(claims["format"], "attnlens.claims");
+        EXPECT_GE(claims["claims"].size(), 10u);
+        EXPECT_TRUE(schemaValid(path("claims.json"), "claims.schema.json"));
+        const RunResult analyze = run("analyze " + example + images +
+                                      " --stats rank,local,entropy,confusion,magnitude --local-k 3 --no-hash "
+                                      "--quiet -o " +
+                                      path("analysis.json"));
+        ASSERT_EQ(analyze.code, 0) << analyze.err;
+        const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                                  "/tests/cli/claims_check.py " + example + " " + path("analysis.json") + " " +
+                                  path("claims.json") + (name == "attnlens-example.h5" ? " 8" : " 5");
+        EXPECT_EQ(std::system(check.c_str()), 0) << check;
+    }
 
     const std::string softmaxOnly = synth("vit.h5");
     const RunResult s = run("claims " + softmaxOnly + " --quiet -o " + path("vit.json"));

@@ -222,82 +222,10 @@ class MALAStage(nn.Module):
         return x
 
 
-def _img2windows(t, h_sp, w_sp, h, w):
-    """[B, H*W, C] -> [B * windows, h_sp * w_sp, C] (CSwin's img2windows on the transposed map)."""
-    b, _, c = t.shape
-    t = t.transpose(-2, -1).reshape(b, c, h // h_sp, h_sp, w // w_sp, w_sp)
-    return t.permute(0, 2, 4, 3, 5, 1).reshape(-1, h_sp * w_sp, c)
-
-
-def _windows2img(t, h_sp, w_sp, h, w):
-    b = t.shape[0] // (h * w // (h_sp * w_sp))
-    t = t.reshape(b, h // h_sp, w // w_sp, h_sp, w_sp, -1).permute(0, 1, 3, 2, 4, 5)
-    return t.reshape(b, h * w, -1)
-
-
-class LePEAttention(nn.Module):
-    """flatten_cswin.py / inline_cswin.py LePEAttention: softmax inside stripes (idx 0: H_sp = the
-    resolution, W_sp = split_size; idx 1: the transpose; idx -1: the whole grid) plus LePE, a 3x3
-    depthwise convolution of V inside each stripe."""
-
-    def __init__(self, dim, resolution, idx, split_size=7, dim_out=None, num_heads=8, attn_drop=0.,
-                 proj_drop=0., qk_scale=None):
-        super().__init__()
-        self.dim, self.resolution, self.split_size, self.num_heads = dim, resolution, split_size, num_heads
-        self.scale = qk_scale or (dim // num_heads) ** -0.5
-        self.H_sp, self.W_sp = {-1: (resolution, resolution), 0: (resolution, split_size),
-                                1: (split_size, resolution)}[idx]
-        self.get_v = nn.Conv2d(dim, dim, kernel_size=3, stride=1, padding=1, groups=dim)
-
-    def attention(self, q, k):
-        """The softmax weights per stripe, [B * windows, heads, M, M]."""
-        r = self.resolution
-        q, k = (_img2windows(t, self.H_sp, self.W_sp, r, r).reshape(
-            -1, self.H_sp * self.W_sp, self.num_heads, self.dim // self.num_heads).permute(0, 2, 1, 3)
-            for t in (q, k))
-        return torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)
-
-    def forward(self, qkv):
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        r, (h_sp, w_sp), c = self.resolution, (self.H_sp, self.W_sp), q.shape[-1]
-        vw = _img2windows(v, h_sp, w_sp, r, r)  # [B', M, C]
-        img = vw.transpose(1, 2).reshape(-1, c, h_sp, w_sp)
-        lepe = self.get_v(img).reshape(-1, self.num_heads, c // self.num_heads, h_sp * w_sp)
-        lepe = lepe.permute(0, 1, 3, 2)
-        vh = vw.reshape(-1, h_sp * w_sp, self.num_heads, c // self.num_heads).permute(0, 2, 1, 3)
-        x = self.attention(q, k) @ vh + lepe
-        x = x.transpose(1, 2).reshape(-1, h_sp * w_sp, c)
-        return _windows2img(x, h_sp, w_sp, r, r)
-
-
-class CSWinBlock(nn.Module):
-    """flatten_cswin.py / inline_cswin.py CSWinBlock: qkv of norm1(x), the first half of the
-    channels (and heads) to attns[0] in vertical stripes, the second to attns[1] in horizontal ones
-    (one attention over the whole grid in the last stage), then proj."""
-
-    def __init__(self, dim, reso, num_heads, split_size=7, qkv_bias=False, last_stage=False):
-        super().__init__()
-        self.dim, self.num_heads, self.patches_resolution, self.split_size = dim, num_heads, reso, split_size
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
-        self.norm1 = nn.LayerNorm(dim)
-        last_stage = last_stage or reso == split_size
-        self.branch_num = 1 if last_stage else 2
-        self.proj = nn.Linear(dim, dim)
-        if last_stage:
-            self.attns = nn.ModuleList([LePEAttention(dim, reso, -1, split_size, num_heads=num_heads)])
-        else:
-            self.attns = nn.ModuleList([LePEAttention(dim // 2, reso, i, split_size,
-                                                      num_heads=num_heads // 2) for i in range(2)])
-
-    def forward(self, x):
-        b, n, c = x.shape
-        qkv = self.qkv(self.norm1(x)).reshape(b, -1, 3, c).permute(2, 0, 1, 3)
-        if self.branch_num == 2:
-            out = torch.cat([self.attns[0](qkv[:, :, :, :c // 2]),
-                             self.attns[1](qkv[:, :, :, c // 2:])], dim=2)
-        else:
-            out = self.attns[0](qkv)
-        return x + self.proj(out)
+# CSwin (flatten_cswin.py / inline_cswin.py): the softmax look-alike is also the bundled hierarchical
+# example's third model, so it lives once, in reference_attention.py.
+LePEAttention = ra.LePEAttention
+CSWinBlock = ra.CSWinBlock
 
 
 class CSWinStructure(nn.Module):

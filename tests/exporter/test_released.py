@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 import exporter_test_util as u
+import reference_attention as ra
 import released_lookalikes as rl
 
 ax = u.ax
@@ -110,7 +111,7 @@ class ZeroConfiguration(unittest.TestCase):
             ch = slice(8 * half, 8 * half + 8)
             with torch.no_grad():
                 w = attn.attention(q[..., ch], k[..., ch]).double()  # [B * 4, 2, 16, 16]
-            order = rl._img2windows(torch.arange(64.0).reshape(1, 64, 1), attn.H_sp, attn.W_sp, 8,
+            order = ra.cswin_img2windows(torch.arange(64.0).reshape(1, 64, 1), attn.H_sp, attn.W_sp, 8,
                                     8).reshape(4, 16).long()
             for image in range(2):
                 for local in range(2):

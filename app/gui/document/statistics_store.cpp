@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "attnlens/analysis/claims.h"
 #include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/sha256.h"
@@ -13,12 +14,14 @@ namespace attnlens::gui {
 namespace {
 
 const QString kLocalitySlot = QStringLiteral("locality");
+const QString kClaimsSlot = QStringLiteral("claims");
 
 }  // namespace
 
 void StatisticsStore::clear() {
     reports_.clear();
     locality_.clear();
+    claims_.clear();
 }
 
 void StatisticsStore::resetForDump() {
@@ -245,6 +248,55 @@ void StatisticsStore::retryLocality() {
     if (!session_.isOpen()) return;
     locality_.forget(localityKey());
     locality(true);
+    Q_EMIT session_.layerReportChanged();
+}
+
+std::shared_ptr<const nlohmann::json> StatisticsStore::claims(bool request) {
+    if (!session_.isOpen()) return nullptr;
+    const std::string key = session_.path().toStdString();
+    if (const auto* r = claims_.find(key)) return *r;
+    Session& s = session_;
+    if (!request || claims_.failed(key) || claims_.computing(s.jobs(), kClaimsSlot, key)) return nullptr;
+    AnalyzeRequest req = claimsAnalyzeRequest();
+    req.skipUnreadable = true;
+    const QString label = QStringLiteral("the papers' claims, all images");
+    claims_.submit(
+        s.jobs(), kClaimsSlot, key, label,
+        [analyse = analysisJob(req, /*hash=*/false), path = key](const JobContext& ctx) {
+            const std::shared_ptr<const AnalysisReport> report = analyse(ctx);
+            ToolInfo tool;
+            tool.name = "attnlens";
+            tool.command = "attnlens (GUI) Statistics > Claims of " + path;
+            auto j = std::make_shared<nlohmann::json>(evaluateClaims(*report, path, tool));
+            return std::shared_ptr<const nlohmann::json>(std::move(j));
+        },
+        [this, &s](const std::shared_ptr<const nlohmann::json>& j) {
+            if (j->contains("skipped"))
+                for (const nlohmann::json& skip : (*j)["skipped"])
+                    s.reportIssue(IssueKind::UnreadableData,
+                                  QStringLiteral("claims skip image %1, layer %2: %3")
+                                      .arg(skip["image"].get<int>())
+                                      .arg(QString::fromStdString(skip["layer"].get<std::string>()),
+                                           shortError(QString::fromStdString(skip["message"].get<std::string>()),
+                                                      session_.path())));
+            Q_EMIT s.layerReportChanged();
+        },
+        s.jobFailureHandler(label, &Session::layerReportChanged));
+    return claims_.find(key) ? *claims_.find(key) : nullptr;  // synchronous runners delivered already
+}
+
+QString StatisticsStore::claimsError() const {
+    return session_.isOpen() ? shortError(claims_.error(session_.path().toStdString()), session_.path()) : QString();
+}
+
+bool StatisticsStore::claimsCancelled() const {
+    return session_.isOpen() && claims_.cancelled(session_.path().toStdString());
+}
+
+void StatisticsStore::retryClaims() {
+    if (!session_.isOpen()) return;
+    claims_.forget(session_.path().toStdString());
+    claims(true);
     Q_EMIT session_.layerReportChanged();
 }
 

@@ -9,6 +9,7 @@
 #include <QString>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,16 @@ public:
     bool localityCancelled() const;
     void retryLocality();
 
+    // The papers' claims (attnlens-cli claims: evaluateClaims of a claimsAnalyzeRequest analysis with
+    // its defaults) over every layer and every image, whatever the coverage: a claim compares
+    // models. An unreadable (image, layer) is left out and listed in the JSON's "skipped" (and the
+    // Issues list). nullptr while computing, failed (claimsError) or cancelled (claimsCancelled;
+    // retryClaims runs it again).
+    std::shared_ptr<const nlohmann::json> claims(bool request = true);
+    QString claimsError() const;
+    bool claimsCancelled() const;
+    void retryClaims();
+
     // Runs analyzeDump for an export; onDone receives the report on the GUI thread.
     void runAnalysis(const AnalyzeRequest& request, const QString& label,
                      std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
@@ -99,6 +110,7 @@ private:
     std::vector<int> layers_;  // non-empty: hand-picked layers (model_ is then unused)
     JobResultCache<std::shared_ptr<const AnalysisReport>> reports_;   // by reportKey
     JobResultCache<std::shared_ptr<const LocalityReport>> locality_;  // by localityKey
+    JobResultCache<std::shared_ptr<const nlohmann::json>> claims_;    // by the dump's path
 };
 
 }  // namespace attnlens::gui

@@ -1,5 +1,6 @@
 #include "views/view_registry.h"
 
+#include "views/claims_view.h"
 #include "views/compare_view.h"
 #include "views/confused_pairs_view.h"
 #include "views/dump_pair_view.h"
@@ -40,6 +41,7 @@ const std::vector<ViewEntry>& viewRegistry() {
         {QStringLiteral("locality"), ViewPlace::StatisticsTab, false, false, false, maker<LocalityView>()},
         {QStringLiteral("heads"), ViewPlace::StatisticsTab, false, false, false, maker<HeadOverviewView>()},
         {QStringLiteral("pairs"), ViewPlace::StatisticsTab, true, false, false, maker<ConfusedPairsView>()},
+        {QStringLiteral("claims"), ViewPlace::StatisticsTab, false, false, false, maker<ClaimsView>()},
     };
     return views;
 }

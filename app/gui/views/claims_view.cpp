@@ -1,0 +1,232 @@
+#include "views/claims_view.h"
+
+#include <QDir>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QMessageBox>
+#include <QPushButton>
+#include <cmath>
+
+#include "attnlens/analysis/report.h"
+#include "attnlens/io/error.h"
+#include "attnlens/io/text.h"
+#include "document/export_folder.h"
+#include "document/session.h"
+#include "plot/plot_helpers.h"
+
+namespace attnlens::gui {
+namespace {
+
+using nlohmann::json;
+
+QString numberText(const json& v) {
+    if (v.is_number_integer() || v.is_number_unsigned()) return QString::number(v.get<long long>());
+    if (v.is_number()) return QString::number(v.get<double>(), 'g', 3);
+    if (v.is_null()) return QStringLiteral("n/a");
+    if (v.is_string()) return QString::fromStdString(v.get<std::string>());
+    if (v.is_boolean()) return v.get<bool>() ? QStringLiteral("yes") : QStringLiteral("no");
+    return QString::fromStdString(v.dump());
+}
+
+// A group of records the evidence compares: {"models", "layers", "paradigms", "images", "records"}.
+bool isCoverage(const json& v) { return v.is_object() && v.contains("records") && v.contains("models"); }
+
+QString coverageText(const json& v) {
+    QStringList models;
+    for (const json& m : v["models"]) models << QString::fromStdString(m.get<std::string>());
+    return QStringLiteral("%1 (%2 records)").arg(models.join(QStringLiteral(", "))).arg(numberText(v["records"]));
+}
+
+QString keyText(const std::string& key) { return QString::fromStdString(key); }
+
+// The numbers of an evidence object (no coverage, no rule), in its key order.
+QStringList numbersOf(const json& evidence) {
+    QStringList parts;
+    for (const auto& [key, v] : evidence.items()) {
+        if (key == "rule" || key == "reason" || key == "note" || key == "what_if" || isCoverage(v)) continue;
+        if (v.is_array() && !v.empty() && v.front().is_number()) {
+            parts << QStringLiteral("%1 %2 … %3 (%4)")
+                         .arg(keyText(key), numberText(v.front()), numberText(v.back()))
+                         .arg(v.size());
+        } else if (v.is_array() && !v.empty() && v.front().is_object()) {
+            QStringList items;
+            for (const json& item : v) {
+                QStringList fields;
+                for (const auto& [k, f] : item.items())
+                    fields << (f.is_string() ? numberText(f) : keyText(k) + QLatin1Char(' ') + numberText(f));
+                items << fields.join(QLatin1Char(' '));
+            }
+            parts << QStringLiteral("%1: %2").arg(keyText(key), items.join(QStringLiteral("; ")));
+        } else if (!v.is_object() && !v.is_array()) {
+            parts << keyText(key) + QLatin1Char(' ') + numberText(v);
+        }
+    }
+    return parts;
+}
+
+QColor verdictColour(const std::string& verdict) {
+    if (verdict == "holds") return QColor(0, 120, 40);
+    if (verdict == "fails") return QColor(180, 0, 0);
+    return QColor(110, 110, 110);
+}
+
+QString verdictWord(const std::string& verdict) {
+    if (verdict == "holds") return QStringLiteral("HOLDS");
+    if (verdict == "fails") return QStringLiteral("FAILS");
+    return QStringLiteral("NOT\nMEASURABLE");
+}
+
+}  // namespace
+
+QString claimEvidenceLine(const json& claim) {
+    const json& e = claim["evidence"];
+    if (claim["verdict"] == "not_measurable") return QStringLiteral("why: ") + numberText(e["reason"]);
+    QStringList parts;
+    for (const auto& [key, v] : e.items())
+        if (isCoverage(v)) parts << QStringLiteral("%1: %2").arg(keyText(key), coverageText(v));
+    parts << numbersOf(e);
+    if (e.contains("what_if"))
+        parts << QStringLiteral("what-if, never decides: %1 (%2)")
+                     .arg(numbersOf(e["what_if"]).join(QStringLiteral(", ")), numberText(e["what_if"]["note"]));
+    return parts.join(QStringLiteral(" · ")) + QStringLiteral(" — rule: ") + numberText(e["rule"]);
+}
+
+ClaimsView::ClaimsView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    retry_ = new QPushButton(QStringLiteral("Retry"), this);
+    retry_->setObjectName(QStringLiteral("retryClaims"));
+    retry_->setVisible(false);
+    save_ = new QPushButton(QStringLiteral("Save JSON…"), this);
+    save_->setObjectName(QStringLiteral("saveClaims"));
+    save_->setToolTip(QStringLiteral("The claims as attnlens-cli claims writes them (format attnlens.claims)"));
+    toolbar()->addWidget(retry_);
+    toolbar()->addStretch(1);
+    toolbar()->addWidget(save_);
+    connect(retry_, &QPushButton::clicked, this, [this]() { session_->statistics().retryClaims(); });
+    connect(save_, &QPushButton::clicked, this, [this]() {
+        if (!shown_) return;
+        const QString path = QFileDialog::getSaveFileName(
+            this, QStringLiteral("Save the claims"),
+            QDir(lastExportFolder(session_->path()))
+                .filePath(QFileInfo(session_->path()).completeBaseName() + QStringLiteral("-claims.json")),
+            QStringLiteral("JSON (*.json)"));
+        if (path.isEmpty()) return;
+        try {
+            saveJson(path);
+            rememberExportFolder(path);
+        } catch (const std::exception& e) {
+            QMessageBox::warning(this, QStringLiteral("Save failed"), QString::fromStdString(e.what()));
+        }
+    });
+    connect(plot_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+        const int row = rowAt(e->position());
+        Q_EMIT hoverText(row < 0 ? QString() : rowDetails(row));
+    });
+    for (auto signal : {&Session::dumpChanged, &Session::layerReportChanged})
+        connect(session, signal, this, &PlotView::invalidate);
+}
+
+QString ClaimsView::rowVerdict(int row) const {
+    return rows_[std::size_t(row)].verdict->text().replace(QLatin1Char('\n'), QLatin1Char(' '));
+}
+
+QString ClaimsView::rowText(int row) const { return unwrappedText(rows_[std::size_t(row)].text); }
+
+QString ClaimsView::rowDetails(int row) const {
+    const json& c = rows_[std::size_t(row)].claim;
+    return QStringLiteral("%1: %2").arg(numberText(c["id"]),
+                                        QString::fromStdString(printableText(c["evidence"].dump(), 2000)));
+}
+
+int ClaimsView::rowAt(const QPointF& pos) const {
+    for (std::size_t i = 0; i < rows_.size(); ++i) {
+        const QRect a = rows_[i].verdict->outerRect(), b = rows_[i].text->outerRect();
+        if (a.united(b).contains(pos.toPoint())) return int(i);
+    }
+    return -1;
+}
+
+void ClaimsView::saveJson(const QString& path) const {
+    if (!shown_) throwUsage("save claims: no claims are shown");
+    writeFileAtomically(path.toStdString(), shown_->dump(1) + "\n", {session_->path().toStdString()});
+}
+
+void ClaimsView::rebuild() {
+    rows_.clear();
+    shown_.reset();
+    const QString what = QStringLiteral("The papers' claims");
+    save_->setEnabled(false);
+    if (!session_->isOpen()) {
+        resetWithTitle(plot_, QString());
+        retry_->setVisible(false);
+        waiting_ = false;
+        return;
+    }
+    StatisticsStore& stats = session_->statistics();
+    const auto claims = stats.claims();
+    const QString error = claims ? QString() : stats.claimsError();
+    const bool cancelled = !error.isEmpty() && stats.claimsCancelled();
+    waiting_ = !claims && error.isEmpty();
+    retry_->setVisible(!error.isEmpty());
+    if (!claims) {
+        statusText_ = cancelled ? QStringLiteral("Cancelled")
+                      : !error.isEmpty()
+                          ? QStringLiteral("FAILED: ") + error
+                          : QStringLiteral("computing over all %1 images and every layer… (progress below)")
+                                .arg(session_->info().images);
+        resetWithTitle(plot_, what);
+        auto* state = addWrappedText(plot_, 11);
+        state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
+        plot_->plotLayout()->addElement(1, 0, state);
+        setWrappedText(state, statusText_ + (error.isEmpty() ? QString() : QStringLiteral(" — Retry runs it again.")));
+        return;
+    }
+    statusText_.clear();
+    shown_ = claims;
+    save_->setEnabled(true);
+    const json& counts = (*claims)["counts"];
+    QString title = QStringLiteral("The papers' claims on this dump's models — %1 hold, %2 fail, %3 not measurable")
+                        .arg(counts["holds"].get<int>())
+                        .arg(counts["fails"].get<int>())
+                        .arg(counts["not_measurable"].get<int>());
+    resetWithTitle(plot_, title);
+    auto* note = addWrappedText(plot_, 8);
+    plot_->plotLayout()->addElement(1, 0, note);
+    plot_->plotLayout()->setRowStretchFactor(1, 0.01);
+    QString noteText = QStringLiteral(
+                           "%1 images, every layer · only each layer's own paradigm (the one its model was trained "
+                           "with) decides a verdict; a paradigm applied to another model's q, k is a what-if · "
+                           "attnlens-cli claims' definitions · hover a claim for its whole evidence")
+                           .arg((*claims)["input"]["images"].get<int>());
+    if (claims->contains("skipped"))
+        noteText +=
+            QStringLiteral(" · %1 unreadable (image, layer) left out (Issues list)").arg((*claims)["skipped"].size());
+    setWrappedText(note, noteText);
+    if (claims->contains("skipped")) note->setTextColor(QColor(180, 0, 0));
+    auto* body = addBody(plot_, 2);
+    body->setRowSpacing(2);
+    body->setColumnSpacing(6);
+    int row = 0;
+    for (const json& c : (*claims)["claims"]) {
+        Row r;
+        r.claim = c;
+        const std::string verdict = c["verdict"].get<std::string>();
+        r.verdict = addWrappedText(plot_, 8, true);
+        r.verdict->setText(verdictWord(verdict));
+        r.verdict->setTextColor(verdictColour(verdict));
+        r.verdict->setMinimumSize(QSize(82, 10));
+        r.verdict->setMaximumSize(QSize(82, QWIDGETSIZE_MAX));
+        body->addElement(row, 0, r.verdict);
+        r.text = addWrappedText(plot_, 8);
+        r.text->setTextFlags(Qt::AlignLeft | Qt::AlignVCenter);
+        body->addElement(row, 1, r.text);
+        setWrappedText(r.text, QStringLiteral("%1 %2 — %3\n%4")
+                                   .arg(numberText(c["paper"]), numberText(c["reference"]), numberText(c["statement"]),
+                                        claimEvidenceLine(c)));
+        rows_.push_back(std::move(r));
+        ++row;
+    }
+    body->setColumnStretchFactor(0, 0.01);
+    body->setColumnStretchFactor(1, 1);
+}
+
+}  // namespace attnlens::gui

@@ -1,0 +1,66 @@
+#pragma once
+// Statistics > Claims: the three papers' central claims as measured inequalities on the open dump's
+// own models (StatisticsStore::claims; the same JSON as `attnlens-cli claims`): per claim its
+// verdict (holds, fails, not measurable), the paper and its equation or figure, the statement, and
+// the evidence's numbers in one line. Hovering a claim puts its whole evidence in the status bar;
+// "Save JSON…" writes the claims file (format attnlens.claims). Only the layers' own paradigms
+// decide a verdict; what-ifs are labelled.
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "views/plot_view.h"
+
+class QPushButton;
+
+namespace attnlens::gui {
+
+class ClaimsView : public PlotView {
+    Q_OBJECT
+public:
+    ClaimsView(Session* session, QWidget* parent = nullptr);
+    QString viewId() const override { return QStringLiteral("claims"); }
+    QString viewTitle() const override { return QStringLiteral("Claims"); }
+    bool waitingForResults() const override { return waiting_; }
+    QString analysisFailure() const override {
+        return statusText_.startsWith(QLatin1String("FAILED: ")) ? statusText_.mid(8) : QString();
+    }
+    bool ownsHover() const override { return true; }
+
+    // The claims shown (nullptr when none are); what a row says (verdict, then its text) for tests.
+    const nlohmann::json* shownClaims() const { return shown_.get(); }
+    int rowCount() const { return int(rows_.size()); }
+    QString rowVerdict(int row) const;
+    QString rowText(int row) const;
+    // What hovering the row puts in the status bar: the claim's id and its whole evidence.
+    QString rowDetails(int row) const;
+    QString statusText() const { return statusText_; }
+    QPushButton* retryButton() const { return retry_; }
+    // Writes the claims shown (Error(Usage) when none are).
+    void saveJson(const QString& path) const;
+
+protected:
+    void rebuild() override;
+
+private:
+    struct Row {
+        QCPTextElement* verdict = nullptr;
+        QCPTextElement* text = nullptr;
+        nlohmann::json claim;
+    };
+    int rowAt(const QPointF& pos) const;
+
+    QPushButton* retry_ = nullptr;
+    QPushButton* save_ = nullptr;
+    std::shared_ptr<const nlohmann::json> shown_;
+    std::vector<Row> rows_;
+    bool waiting_ = false;
+    QString statusText_;
+};
+
+// One line of a claim's evidence for reading: its numbers by name ("rank_mean 24.1, d 32"), the
+// models each compared group covers, the what-if marked as such, then the rule in parentheses; or
+// the reason a not measurable claim gives.
+QString claimEvidenceLine(const nlohmann::json& claim);
+
+}  // namespace attnlens::gui
