@@ -203,8 +203,9 @@ nlohmann::json AnalysisOptions::toJson() const {
         {"definition",
          "per ok query, TV(a) = 1/2 sum_j |A_ij(a) - A_ij(1)| with the vector entering the normalisation scaled by a "
          "(softmax: the transformed query; kernel paradigms: phi(q_i)); total_variation_mean per factor; "
-         "equal_fraction = queries with TV(a) <= equal_tolerance at every factor (rows constant along the ray: "
-         "InLine's Prop. 2)"}};
+         "equal_fraction = queries with TV(a) <= equal_tolerance + 1/2 |sum_j A_ij(a) - sum_j A_ij(1)| at every "
+         "factor (rows constant along the ray: InLine's Prop. 2; the second term forgives only a change of the row's "
+         "total, which the N eps of a division-normalised denominator makes, and is 0 for rows that sum to 1)"}};
     j["confusion"] = conf;
 
     json mag;

@@ -5,8 +5,11 @@
 //   TV_i(a) = 1/2 sum_j |A_ij(a) - A_ij(1)|
 // Division-normalised linear attention gives the same row all along the ray (Prop. 2: not
 // injective), up to its N eps; softmax's row sharpens or flattens. Queries whose rows are not Ok at
-// every factor are left out. equalFraction counts the queries with TV_i(a) <= kRayEqualTolerance at
-// every factor.
+// every factor are left out. equalFraction counts the queries with
+//   TV_i(a) <= kRayEqualTolerance + 1/2 |sum_j A_ij(a) - sum_j A_ij(1)|
+// at every factor: the N eps of a division-normalised denominator, a s_j / (a S + N eps), only moves
+// mass out of the row (a row proportional to the other has exactly TV = 1/2 |difference of totals|),
+// which is not a different row; rows that sum to 1 (softmax, InLine, MALA) get no allowance.
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -35,8 +38,9 @@ RayProbe rayProbe(const AttentionHead& head) {
         bool allEqual = true;
         for (std::size_t f = 0; f < probe.factors.size(); ++f) {
             const double tv = 0.5 * (rows.row(Index(f)) - rows.row(Index(unit))).cwiseAbs().sum();
+            const double totalMoved = 0.5 * std::abs(rows.row(Index(f)).sum() - rows.row(Index(unit)).sum());
             sums[f] += tv;
-            allEqual = allEqual && tv <= kRayEqualTolerance;
+            allEqual = allEqual && tv <= kRayEqualTolerance + totalMoved;
         }
         equal += allEqual;
         ++probe.queries;

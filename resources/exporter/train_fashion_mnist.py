@@ -40,6 +40,18 @@ CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shi
            "Bag", "Ankle boot")
 # Mean and standard deviation of the Fashion-MNIST training pixels (scaled to [0, 1]).
 PIXEL_MEAN, PIXEL_STD = 0.2860, 0.3530
+# The sidecar's words for the recipe's initialisation (issue 46 item 7).
+INITIALISATION = {
+    ("sincos", "mimetic"): "learned position embedding started at MAE's 2D sin-cos table (CLS row zero, "
+                           "still learnable); mimetic W_q/W_k: W_k := W_q, both x{gain}, q/k biases zero; "
+                           "everything else PyTorch's default",
+    ("sincos", "default"): "learned position embedding started at MAE's 2D sin-cos table (CLS row zero, "
+                           "still learnable); everything else PyTorch's default",
+    ("random", "mimetic"): "learned position embedding started at N(0, 0.02); mimetic W_q/W_k: W_k := W_q, "
+                           "both x{gain}, q/k biases zero; everything else PyTorch's default",
+    ("random", "default"): "learned position embedding started at N(0, 0.02); everything else PyTorch's "
+                           "default",
+}
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
@@ -240,6 +252,7 @@ def main(argv=None):
                      "grad-norm clip 1.0, cross-entropy, no augmentation; weight decay on "
                      "linear and convolution weights only",
         "input": f"pixels / 255, normalised with mean {PIXEL_MEAN}, std {PIXEL_STD}",
+        "initialisation": INITIALISATION[(args.position_init, args.qk_init)].format(gain=args.mimetic_gain),
         "exported_test_indices": chosen.tolist(),
         "exported_labels": test_labels[chosen].tolist(),
         "classes": CLASSES,

@@ -54,6 +54,47 @@ TEST(RayProbe, EqualsHeadsBuiltFromScaledQueries) {
     EXPECT_GT(softmax.totalVariationMean[1], 1e-3);
 }
 
+// The equal fraction by its definition from heads built from scaled queries: TV_i(a) <= tolerance
+// + 1/2 |sum A_i(a) - sum A_i(1)| at every factor.
+double denseEqualFraction(const Paradigm& p, const Matrix& q, const Matrix& k) {
+    const AttentionHead head(p, HeadInputs{&q, &k, 0.4, false});
+    const Matrix r0 = head.matrix();
+    std::vector<bool> equal(std::size_t(q.rows()), true);
+    for (const double a : kRayProbeFactors) {
+        const Matrix scaled = a * q;
+        const Matrix r1 = AttentionHead(p, HeadInputs{&scaled, &k, 0.4, false}).matrix();
+        for (Index i = 0; i < q.rows(); ++i) {
+            const double tv = 0.5 * (r1.row(i) - r0.row(i)).cwiseAbs().sum();
+            const double moved = 0.5 * std::abs(r1.row(i).sum() - r0.row(i).sum());
+            if (!(tv <= kRayEqualTolerance + moved)) equal[std::size_t(i)] = false;
+        }
+    }
+    double n = 0;
+    for (const bool e : equal) n += e;
+    return n / double(q.rows());
+}
+
+TEST(RayProbe, TheRowsTotalMovedByEpsIsNotADifferentRow) {
+    // phi(q) . sum phi(k) comparable to N eps: the N eps in the denominator takes mass out of the
+    // rows (TV far above the tolerance), yet every row keeps its shape and counts as equal along the
+    // ray; softmax's rows change shape and get no allowance (they sum to 1). Both against the
+    // definition computed from dense matrices.
+    const Matrix tiny = 1e-6 * randomNormal(30, 4, 71).cwiseAbs(), k = randomNormal(30, 4, 72).cwiseAbs();
+    const Paradigm& linear = presetParadigm("linear_relu");
+    const RayProbe probe = rayProbe(AttentionHead(linear, HeadInputs{&tiny, &k, 0.4, false}));
+    EXPECT_GT(probe.totalVariationMean[0], 100 * kRayEqualTolerance);
+    EXPECT_EQ(probe.equalFraction, 1.0);
+    EXPECT_EQ(denseEqualFraction(linear, tiny, k), 1.0);
+    const Matrix q = randomNormal(30, 4, 73);
+    for (const char* name : {"softmax", "linear_relu", "inline", "focused"}) {
+        SCOPED_TRACE(name);
+        const Paradigm& p = presetParadigm(name);
+        EXPECT_EQ(rayProbe(AttentionHead(p, HeadInputs{&q, &k, 0.4, false})).equalFraction,
+                  denseEqualFraction(p, q, k));
+    }
+    EXPECT_LT(rayProbe(AttentionHead(presetParadigm("softmax"), HeadInputs{&q, &k, 0.4, false})).equalFraction, 0.5);
+}
+
 TEST(ConfusionFloor, FarPairsAreNonInjectivityNearTwinsAreNot) {
     // q0 = (1, 0), q1 = 2 q0 on its ray, q2 a near twin of q0: linear_relu gives all three one row.
     // All three pairs are confused; (0, 1) and (1, 2) have queries at least 0.1 max norm apart, (0, 2)

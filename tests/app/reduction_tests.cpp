@@ -139,13 +139,18 @@ void ReductionTests::bundledHierarchicalExampleOpens() {
     MainWindow& w = openWindow(pvtDump());
     QVERIFY2(w.openHierarchicalExample(), qPrintable(w.lastError()));
     Session* s = w.session();
-    QCOMPARE(s->info().layers.size(), std::size_t(4));
+    QCOMPARE(s->info().layers.size(), std::size_t(7));  // swinpvt's 4, then cswin's 3
     auto* layers = w.findChild<QComboBox*>(QStringLiteral("layer"));
     QVERIFY2(layers->itemText(0).startsWith(QStringLiteral("S1 · swinpvt.s1.b0")), qPrintable(layers->itemText(0)));
     QVERIFY2(layers->itemText(3).startsWith(QStringLiteral("S2 · swinpvt.s2.b1 · focused · 7x7 → keys 3x3")),
              qPrintable(layers->itemText(3)));
     s->setLayer(3);
     s->setLocalBranch(true);
+    expectEveryViewShows(w);
+    // CSwin's stripes (per-head windows): every view draws a stripe head too.
+    QVERIFY2(layers->itemText(4).contains(QStringLiteral("cswin.s1.b0")), qPrintable(layers->itemText(4)));
+    s->setLayer(4);
+    s->setHead(3);
     expectEveryViewShows(w);
 }
 

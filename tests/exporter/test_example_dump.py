@@ -100,8 +100,9 @@ HIERARCHICAL = os.path.join(EXAMPLES, "attnlens-example-hierarchical.h5")
 
 
 class HierarchicalExample(unittest.TestCase):
-    """Issue 10: a two-stage model (FLatten-Swin, merge, PVT with FLatten-PVT) trained on
-    Fashion-MNIST by resources/exporter/train_hierarchical.py."""
+    """Issues 10 and 46: a two-stage model (FLatten-Swin, merge, PVT with FLatten-PVT) and a CSwin
+    model (per-head stripes, then one window over the grid) trained on Fashion-MNIST by
+    resources/exporter/train_hierarchical.py."""
 
     @classmethod
     def setUpClass(cls):
@@ -117,11 +118,12 @@ class HierarchicalExample(unittest.TestCase):
     def test_stages_and_their_layouts(self):
         summary = u.ax.validate(HIERARCHICAL)
         names = [l["name"] for l in summary["layers"]]
-        self.assertEqual(names, ["swinpvt.s1.b0", "swinpvt.s1.b1", "swinpvt.s2.b0", "swinpvt.s2.b1"])
+        self.assertEqual(names, ["swinpvt.s1.b0", "swinpvt.s1.b1", "swinpvt.s2.b0", "swinpvt.s2.b1",
+                                 "cswin.s1.b0", "cswin.s1.b1", "cswin.s2.b0"])
         self.assertEqual(self.sidecar["layers"], names)
         with h5py.File(HIERARCHICAL, "r") as f:
             s1 = [f["layers"][n] for n in names[:2]]
-            s2 = [f["layers"][n] for n in names[2:]]
+            s2 = [f["layers"][n] for n in names[2:4]]
             for g, shift in zip(s1, ((0, 0), (3, 3))):
                 self.assertEqual(tuple(g.attrs["grid"]), (14, 14))
                 self.assertEqual(tuple(g.attrs["window_size"]), (7, 7))
@@ -139,8 +141,23 @@ class HierarchicalExample(unittest.TestCase):
             self.assertNotIn("local_branch", s2[0])
             self.assertEqual(s2[1]["local_branch"].attrs["values"], "interpolated")
             self.assertEqual(list(f["labels"][()]), self.sidecar["exported_labels"])
-        self.assertGreater(self.sidecar["test_accuracy"], 0.5)  # far above chance (0.1)
-        self.assertEqual(self.sidecar["test_images"], 10000)
+            # CSwin: heads 0-1 in vertical 14 x 2 stripes, heads 2-3 in horizontal 2 x 14 ones, LePE
+            # inside them; the last stage one window over the 7 x 7 grid (a plain layer).
+            for name in names[4:6]:
+                g = f["layers"][name]
+                self.assertEqual(tuple(g.attrs["grid"]), (14, 14))
+                self.assertEqual([int(x) for x in g.attrs["head_windows"]], [2, 14, 2, 2, 2, 14])
+                self.assertEqual(str(g.attrs["attention"]), "softmax")
+                self.assertEqual(g["q"].shape, (10, 4, 196, 12))
+                self.assertEqual(g["local_branch"].attrs["scope"], "window")
+            last = f["layers"][names[6]]
+            self.assertEqual(tuple(last.attrs["grid"]), (7, 7))
+            self.assertNotIn("head_windows", last.attrs)
+            self.assertEqual(last["q"].shape, (10, 8, 49, 12))
+        self.assertEqual([m["name"] for m in self.sidecar["models"]], ["swinpvt", "cswin"])
+        for m in self.sidecar["models"]:
+            self.assertGreater(m["test_accuracy"], 0.5, m["name"])  # far above chance (0.1)
+            self.assertEqual(m["test_images"], 10000)
 
     def test_flattens_claim_on_both_stages(self):
         """FLatten Sec. 4.2 on a trained hierarchical model: inside the windows the focused
@@ -154,7 +171,7 @@ class HierarchicalExample(unittest.TestCase):
         with open(out) as f:
             report = json.load(f)
         for r in report["results"]:
-            if r["layer"] == "swinpvt.s2.b0":
+            if r["layer"] == "swinpvt.s2.b0" or not r["layer"].startswith("swinpvt."):
                 continue
             branch = r["local_branch"]
             if r["layer"].startswith("swinpvt.s1"):

@@ -141,13 +141,14 @@ struct ConfusionOptions {
 // The ray probe of injectivity (InLine Fig. 1a, Prop. 2): each query's row against its row with the
 // vector that enters the normalisation scaled by a (as the magnitude curves scale it).
 inline constexpr double kRayProbeFactors[] = {0.5, 2.0};
-// Rows count as equal along the ray below this total variation: division-normalised attention
-// is exactly invariant but for its N eps in the denominator (about 2e-5 on the bundled example).
+// Rows count as equal along the ray below this total variation plus half the change of the row's
+// total: division-normalised attention is exactly invariant but for the N eps in its denominator,
+// which scales the whole row (ray_probe.cpp).
 inline constexpr double kRayEqualTolerance = 1e-4;
 struct RayProbe {
     std::vector<double> factors;             // kRayProbeFactors
     std::vector<double> totalVariationMean;  // per factor: mean over ok queries of TV(A_i(a), A_i(1))
-    double equalFraction = 0;                // ok queries whose rows are equal (TV <= tolerance) at every factor
+    double equalFraction = 0;  // ok queries whose rows are equal (TV <= tolerance + row total moved) at every factor
     Index queries = 0;
 };
 RayProbe rayProbe(const AttentionHead& head);
