@@ -466,18 +466,18 @@ json linearIgnoresMagnitude(const ClaimEvidence& e) {
     // The row's shape decides: its entropy is taken on the row normalised to sum 1, so the N eps of a
     // division-normalised denominator (a s_j / (a S + N eps), which scales the whole row and with it
     // the largest weight, by up to 1 % at a = 1/4 on small models) leaves it alone.
-    return decided(c, entropy.maxRelative.value() <= kFlatTolerance,
-                   {{"trained", e.coverage(records)},
-                    {"largest_relative_entropy_change", claimNumber(entropy.maxRelative.value())},
-                    {"largest_relative_change", claimNumber(std::max(entropy.maxRelative.value(),
-                                                                     maxWeight.maxRelative.value()))},
-                    {"largest_relative_max_weight_change", claimNumber(maxWeight.maxRelative.value())},
-                    {"tolerance", kFlatTolerance},
-                    {"rule",
-                     "the mean entropy curve (of each row's max(A, 0) renormalised to sum 1: its shape) changes by at most "
-                     "the tolerance, relative to 1 + its value at a = 1, over every factor; the max weight's change "
-                     "is reported beside it: it also follows the row's total, which the N eps of a division-"
-                     "normalised denominator moves"}});
+    return decided(
+        c, entropy.maxRelative.value() <= kFlatTolerance,
+        {{"trained", e.coverage(records)},
+         {"largest_relative_entropy_change", claimNumber(entropy.maxRelative.value())},
+         {"largest_relative_change", claimNumber(std::max(entropy.maxRelative.value(), maxWeight.maxRelative.value()))},
+         {"largest_relative_max_weight_change", claimNumber(maxWeight.maxRelative.value())},
+         {"tolerance", kFlatTolerance},
+         {"rule",
+          "the mean entropy curve (of each row's max(A, 0) renormalised to sum 1: its shape) changes by at most "
+          "the tolerance, relative to 1 + its value at a = 1, over every factor; the max weight's change "
+          "is reported beside it: it also follows the row's total, which the N eps of a division-"
+          "normalised denominator moves"}});
 }
 
 json softmaxSharpens(const ClaimEvidence& e) {

@@ -740,12 +740,12 @@ void StatisticsTests::confusedPairsViewListsThePairs() {
     QCOMPARE(v->shownPair(), 3);
     QCOMPARE(s->selection().query, pair.p);
     QString why;
-    QVERIFY2(mapShowsRow(v->panel(0).map, s->layout(), coreRow(example, 0, layer, headIndex, "linear_relu", pair.p),
-                         &why),
-             qPrintable(why));
-    QVERIFY2(mapShowsRow(v->panel(1).map, s->layout(), coreRow(example, 0, layer, headIndex, "linear_relu", pair.q),
-                         &why),
-             qPrintable(why));
+    QVERIFY2(
+        mapShowsRow(v->panel(0).map, s->layout(), coreRow(example, 0, layer, headIndex, "linear_relu", pair.p), &why),
+        qPrintable(why));
+    QVERIFY2(
+        mapShowsRow(v->panel(1).map, s->layout(), coreRow(example, 0, layer, headIndex, "linear_relu", pair.q), &why),
+        qPrintable(why));
     // Softmax of the softmax model: Proposition 1's ranks.
     s->setParadigmFollowsLayer(true);
     s->setLayer(s->modelLayers("softmax")[0]);
