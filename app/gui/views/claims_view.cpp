@@ -31,12 +31,6 @@ QString numberText(const json& v) {
 // A group of records the evidence compares: {"models", "layers", "paradigms", "images", "records"}.
 bool isCoverage(const json& v) { return v.is_object() && v.contains("records") && v.contains("models"); }
 
-QString coverageText(const json& v) {
-    QStringList models;
-    for (const json& m : v["models"]) models << QString::fromStdString(m.get<std::string>());
-    return QStringLiteral("%1 (%2 records)").arg(models.join(QStringLiteral(", "))).arg(numberText(v["records"]));
-}
-
 QString keyText(const std::string& key) { return QString::fromStdString(key); }
 
 // The numbers of an evidence object (no coverage, no rule), in its key order.
@@ -51,10 +45,11 @@ QStringList numbersOf(const json& evidence) {
         } else if (v.is_array() && !v.empty() && v.front().is_object()) {
             QStringList items;
             for (const json& item : v) {
-                QStringList fields;
+                QStringList names, fields;  // a layer's name first, then its numbers
                 for (const auto& [k, f] : item.items())
-                    fields << (f.is_string() ? numberText(f) : keyText(k) + QLatin1Char(' ') + numberText(f));
-                items << fields.join(QLatin1Char(' '));
+                    (f.is_string() ? names : fields)
+                        << (f.is_string() ? numberText(f) : keyText(k) + QLatin1Char(' ') + numberText(f));
+                items << (names + fields).join(QLatin1Char(' '));
             }
             parts << QStringLiteral("%1: %2").arg(keyText(key), items.join(QStringLiteral("; ")));
         } else if (!v.is_object() && !v.is_array()) {
@@ -81,14 +76,20 @@ QString verdictWord(const std::string& verdict) {
 QString claimEvidenceLine(const json& claim) {
     const json& e = claim["evidence"];
     if (claim["verdict"] == "not_measurable") return QStringLiteral("why: ") + numberText(e["reason"]);
-    QStringList parts;
+    // The models each compared group covers, then the numbers; the rule, the records and the
+    // what-if's note are in the hover text (the whole evidence).
+    QStringList models;
     for (const auto& [key, v] : e.items())
-        if (isCoverage(v)) parts << QStringLiteral("%1: %2").arg(keyText(key), coverageText(v));
-    parts << numbersOf(e);
+        if (isCoverage(v)) {
+            QStringList names;
+            for (const json& m : v["models"]) names << QString::fromStdString(m.get<std::string>());
+            models << (key == "trained" ? names.join(QStringLiteral(", "))
+                                        : keyText(key) + QStringLiteral(" = ") + names.join(QStringLiteral(", ")));
+        }
+    QStringList parts = numbersOf(e);
     if (e.contains("what_if"))
-        parts << QStringLiteral("what-if, never decides: %1 (%2)")
-                     .arg(numbersOf(e["what_if"]).join(QStringLiteral(", ")), numberText(e["what_if"]["note"]));
-    return parts.join(QStringLiteral(" · ")) + QStringLiteral(" — rule: ") + numberText(e["rule"]);
+        parts << QStringLiteral("what-if, never decides: %1").arg(numbersOf(e["what_if"]).join(QStringLiteral(", ")));
+    return QStringLiteral("[%1] %2").arg(models.join(QStringLiteral("; ")), parts.join(QStringLiteral(" · ")));
 }
 
 ClaimsView::ClaimsView(Session* session, QWidget* parent) : PlotView(session, parent) {
@@ -133,8 +134,10 @@ QString ClaimsView::rowText(int row) const { return unwrappedText(rows_[std::siz
 
 QString ClaimsView::rowDetails(int row) const {
     const json& c = rows_[std::size_t(row)].claim;
-    return QStringLiteral("%1: %2").arg(numberText(c["id"]),
-                                        QString::fromStdString(printableText(c["evidence"].dump(), 2000)));
+    const json& e = c["evidence"];
+    const QString rule = e.contains("rule") ? QStringLiteral(" — rule: ") + numberText(e["rule"]) : QString();
+    return QStringLiteral("%1%2 — evidence: %3")
+        .arg(numberText(c["id"]), rule, QString::fromStdString(printableText(e.dump(), 2000)));
 }
 
 int ClaimsView::rowAt(const QPointF& pos) const {

@@ -32,7 +32,7 @@ public:
     int rowCount() const { return int(rows_.size()); }
     QString rowVerdict(int row) const;
     QString rowText(int row) const;
-    // What hovering the row puts in the status bar: the claim's id and its whole evidence.
+    // What hovering the row puts in the status bar: the claim's id, its rule and its whole evidence.
     QString rowDetails(int row) const;
     QString statusText() const { return statusText_; }
     QPushButton* retryButton() const { return retry_; }
@@ -58,9 +58,9 @@ private:
     QString statusText_;
 };
 
-// One line of a claim's evidence for reading: its numbers by name ("rank_mean 24.1, d 32"), the
-// models each compared group covers, the what-if marked as such, then the rule in parentheses; or
-// the reason a not measurable claim gives.
+// One line of a claim's evidence for reading: the models each compared group covers in brackets,
+// then its numbers by name ("rank_mean 24.1 · d 32"), the what-if's marked as such; or the reason
+// a not measurable claim gives. The rule and the rest are in rowDetails (the hover text).
 QString claimEvidenceLine(const nlohmann::json& claim);
 
 }  // namespace attnlens::gui
