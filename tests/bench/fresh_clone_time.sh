@@ -15,7 +15,9 @@ log="$work/bootstrap.log"
 start=$SECONDS
 if ! (cd "$work/clone" && CI=true bash scripts/bootstrap.sh "$mode") >"$log" 2>&1; then
   tail -40 "$log"
-  echo "fresh_clone_time: bootstrap.sh $mode failed after $((SECONDS - start)) s (log above)" >&2
+  kept="${TMPDIR:-/tmp}/fresh_clone_bootstrap.log"
+  cp "$log" "$kept"
+  echo "fresh_clone_time: bootstrap.sh $mode failed after $((SECONDS - start)) s (its end above, the whole log in $kept)" >&2
   exit 1
 fi
 total=$((SECONDS - start))
