@@ -31,6 +31,7 @@ void PreferencesTests::preferencesRoundTripAndApply() {
     p.analysis.spectrum.relativeTolerance = 1e-9;
     p.analysis.localK = {3, 5};
     p.analysis.confusion.tau = 0.01;
+    p.analysis.confusion.queryRelativeFloor = 0.25;
     p.sequentialMap = "magma";
     p.divergingMap = "purple-white-green";
     p.nanColor = QColor(10, 200, 30);
@@ -44,6 +45,7 @@ void PreferencesTests::preferencesRoundTripAndApply() {
     QCOMPARE(*q.analysis.spectrum.relativeTolerance, 1e-9);
     QCOMPARE(q.analysis.localK, (std::vector<int>{3, 5}));
     QCOMPARE(q.analysis.confusion.tau, 0.01);
+    QCOMPARE(q.analysis.confusion.queryRelativeFloor, 0.25);
     QCOMPARE(q.sequentialMap, QString("magma"));
     QCOMPARE(q.nanColor, QColor(10, 200, 30));
 
@@ -87,7 +89,16 @@ void PreferencesTests::preferencesDialogRejectsBadInput() {
     QVERIFY(!d.collect(&out, &error));
     QCOMPARE(error, QString("rank tolerance: must be in (0, 1), got 5"));
     rankTol->setText("1e-6");
+    // The confused pairs' query floor (attnlens-cli --confusion-floor, issue 46 item 5), its rule too.
+    auto* floor = d.findChild<QLineEdit*>("confusionFloor");
+    QVERIFY(floor);
+    QCOMPARE(floor->toolTip(), QString("attnlens-cli --confusion-floor"));
+    floor->setText("3");
+    QVERIFY(!d.collect(&out, &error));
+    QCOMPARE(error, QString("confusion query floor: must be in [0, 2], got 3"));
+    floor->setText("0.3");
     QVERIFY2(d.collect(&out, &error), qPrintable(error));
+    QCOMPARE(out.analysis.confusion.queryRelativeFloor, 0.3);
     QCOMPARE(out.analysis.localK, (std::vector<int>{3, 5}));
     QCOMPARE(*out.analysis.spectrum.relativeTolerance, 1e-6);
 
@@ -97,12 +108,14 @@ void PreferencesTests::preferencesDialogRejectsBadInput() {
     settings.setValue("rankRelativeTolerance", "5");
     settings.setValue("localK", "3,4");
     settings.setValue("tau", "0.01");
+    settings.setValue("confusionFloor", "-1");
     settings.setValue("magnitudePoints", "1");
     settings.endGroup();
     QStringList problems;
     const Preferences loaded = Preferences::load(settings, &problems);
     QCOMPARE(problems, (QStringList{"rank tolerance: must be in (0, 1), got 5 (the default is kept)",
                                     "local mass window sizes: must be odd, got 4 (the default is kept)",
+                                    "confusion query floor: must be in [0, 2], got -1 (the default is kept)",
                                     "magnitude factors: 1 is out of range [2, 1000] (the default is kept)"}));
     QVERIFY(!loaded.analysis.spectrum.relativeTolerance);
     QCOMPARE(loaded.analysis.localK, Preferences{}.analysis.localK);

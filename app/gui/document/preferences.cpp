@@ -72,6 +72,9 @@ Preferences Preferences::load(QSettings& s, QStringList* problems) {
     loadOption({"queryRelTolerance"}, [&](AnalysisOptions& o) {
         o.confusion.queryRelTolerance = parseNumber(stored("queryRelTolerance"), "distinct-query tolerance");
     });
+    loadOption({"confusionFloor"}, [&](AnalysisOptions& o) {
+        o.confusion.queryRelativeFloor = parseNumber(stored("confusionFloor"), "confusion query floor");
+    });
     loadOption({"magnitudeLog2Min", "magnitudeLog2Max", "magnitudePoints"}, [&](AnalysisOptions& o) {
         if (s.contains(QStringLiteral("magnitudeLog2Min")))
             o.magnitude.log2Min = parseNumber(stored("magnitudeLog2Min"), "magnitude factors");
@@ -103,6 +106,7 @@ void Preferences::save(QSettings& s) const {
     s.setValue(QStringLiteral("localK"), formatKList(analysis.localK));
     s.setValue(QStringLiteral("tau"), analysis.confusion.tau);
     s.setValue(QStringLiteral("queryRelTolerance"), analysis.confusion.queryRelTolerance);
+    s.setValue(QStringLiteral("confusionFloor"), analysis.confusion.queryRelativeFloor);
     s.setValue(QStringLiteral("magnitudeLog2Min"), analysis.magnitude.log2Min);
     s.setValue(QStringLiteral("magnitudeLog2Max"), analysis.magnitude.log2Max);
     s.setValue(QStringLiteral("magnitudePoints"), analysis.magnitude.points);

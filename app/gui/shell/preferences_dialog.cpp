@@ -82,6 +82,9 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     queryTol_ = new QLineEdit(QString::number(a.confusion.queryRelTolerance, 'g', 6));
     queryTol_->setObjectName(QStringLiteral("queryTolerance"));
     form->addRow(QStringLiteral("Distinct-query tolerance (relative)"), queryTol_);
+    confusionFloor_ = new QLineEdit(QString::number(a.confusion.queryRelativeFloor, 'g', 6));
+    confusionFloor_->setObjectName(QStringLiteral("confusionFloor"));
+    form->addRow(QStringLiteral("Confused pairs \"far\": ‖Q_p − Q_q‖ ≥ D · max ‖Q‖, D"), confusionFloor_);
     log2Min_ = new QDoubleSpinBox;
     log2Max_ = new QDoubleSpinBox;
     for (auto* s : {log2Min_, log2Max_}) {
@@ -100,6 +103,7 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     for (const auto& [field, option] : {std::pair<QWidget*, const char*>{rankTol_, "--rank-tol"},
                                         {kList_, "--local-k"},
                                         {tau_, "--tau"},
+                                        {confusionFloor_, "--confusion-floor"},
                                         {log2Min_, "--magnitude"},
                                         {log2Max_, "--magnitude"},
                                         {points_, "--magnitude"}})
@@ -144,6 +148,7 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
         kList_->setText(formatKList(d.analysis.localK));
         tau_->setText(QString::number(d.analysis.confusion.tau, 'g', 6));
         queryTol_->setText(QString::number(d.analysis.confusion.queryRelTolerance, 'g', 6));
+        confusionFloor_->setText(QString::number(d.analysis.confusion.queryRelativeFloor, 'g', 6));
         log2Min_->setValue(d.analysis.magnitude.log2Min);
         log2Max_->setValue(d.analysis.magnitude.log2Max);
         points_->setValue(d.analysis.magnitude.points);
@@ -197,6 +202,7 @@ bool PreferencesDialog::collect(Preferences* out, QString* error) const {
         a.localK = parseIntList(fieldText(kList_), kMinLocalK, kMaxLocalK, "local mass window sizes");
         a.confusion.tau = parseNumber(fieldText(tau_), "confusion threshold tau");
         a.confusion.queryRelTolerance = parseNumber(fieldText(queryTol_), "distinct-query tolerance");
+        a.confusion.queryRelativeFloor = parseNumber(fieldText(confusionFloor_), "confusion query floor");
         a.magnitude.log2Min = log2Min_->value();
         a.magnitude.log2Max = log2Max_->value();
         a.magnitude.points = points_->value();

@@ -35,6 +35,7 @@ private:
     QLineEdit* kList_;
     QLineEdit* tau_;
     QLineEdit* queryTol_;
+    QLineEdit* confusionFloor_;
     QDoubleSpinBox* log2Min_;
     QDoubleSpinBox* log2Max_;
     QSpinBox* points_;
