@@ -229,6 +229,16 @@ void BM_ConfusionDense(benchmark::State& state) {
     }
 }
 
+// The ray probe (issue 46 item 5): three scaled rows per query (a = 1/2, 2 and 1) through
+// AttentionHead::scaledRows, N = 3136 queries; beside BM_MeanMagnitudeCurve (13 factors).
+void BM_RayProbe(benchmark::State& state, std::string preset) {
+    const AttentionHead& head = *Data::get().heads.at(preset);
+    for (auto _ : state) {
+        RayProbe r = rayProbe(head);
+        benchmark::DoNotOptimize(r.equalFraction);
+    }
+}
+
 // CPU time is the whole process's (all threads: OpenBLAS's and the magnitude curve's), which on a
 // busy machine says more than the wall time.
 void registerAll() {
@@ -295,6 +305,11 @@ void registerAll() {
         ->Unit(benchmark::kMillisecond)
         ->MeasureProcessCPUTime()
         ->UseRealTime();
+    for (const char* p : {"softmax", "linear_relu", "mala"})
+        benchmark::RegisterBenchmark((std::string("BM_RayProbe/") + p).c_str(), BM_RayProbe, std::string(p))
+            ->Unit(benchmark::kMillisecond)
+            ->MeasureProcessCPUTime()
+            ->UseRealTime();
 }
 
 }  // namespace
