@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Retakes the README's screenshots at 1024 x 700 from the bundled examples with the desktop program
 # (offscreen; no display needed):  docs/screenshots/retake.sh [BUILD_DIR]   (default build/dev)
-# Two pictures need dumps the GUI tests write: a CSwin look-alike and a damaged copy of the example
-# (with h5py). Give their folder (ATTNLENS_KEEP_TEST_DUMPS=1 app_window_tests stripesFollowTheSelectedHead;
-# ATTNLENS_KEEP_TEST_DUMPS=1 app_damaged_file_tests damagedCopyOfTheExampleStaysUsable; each prints
-# where it kept them) as CSWIN_DIR and DAMAGED_DIR; without them those two pictures are left as they are.
+# One picture needs a dump the GUI tests write: a damaged copy of the example (with h5py). Give its
+# folder (ATTNLENS_KEEP_TEST_DUMPS=1 app_damaged_file_tests damagedCopyOfTheExampleStaysUsable prints
+# where it kept it) as DAMAGED_DIR; without it that picture is left as it is.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-build/dev}"
@@ -29,7 +28,10 @@ shot magnitude "$example" --view magnitude --layer mala.block2 --query 7,7
 shot compare "$example" --view compare --layer inline.block3 --query 7,7
 shot locality-1024 "$example" --view locality --layer mala.block3
 shot heads-1024 "$example" --view heads --layer softmax.block1
-shot pairs-1024 "$example" --view pairs --layer linear_relu.block2 --paradigm linear_relu
+# The trained linear_relu model confuses few pairs; linear_relu on the softmax model's q, k many.
+shot pairs-1024 "$example" --view pairs --layer softmax.block2 --paradigm linear_relu
+shot claims-1024 "$example" --view claims
+shot cswin-stripes-tokenmap-1024 "$hierarchical" --view tokenmap --layer cswin.s1.b0 --query 5,3
 shot confusion-1024 "$example" --view confusion --layer inline.block0
 shot distance-1024 "$example" --view distance --layer focused.block0
 shot sweep-alpha-1024 "$example" --view sweep --layer focused.block1
@@ -53,9 +55,6 @@ JSON
 "$app" --session "$session" --window-size 1024x700 --screenshot "$out/local-chosen-layers-1024.png"
 rm -f "$session"
 
-if [ -n "${CSWIN_DIR:-}" ]; then
-  shot cswin-stripes-tokenmap-1024 "$CSWIN_DIR/cswin.h5" --view tokenmap --query 5,3
-fi
 if [ -n "${DAMAGED_DIR:-}" ]; then
   shot damaged-example-1024 "$DAMAGED_DIR/damaged-example.h5" --view tokenmap --layer mala.block1
 fi

@@ -3,6 +3,7 @@
 // break between models.
 #include "app_test_fixture.h"
 
+#include <QApplication>
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
@@ -12,6 +13,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QResizeEvent>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTextStream>
@@ -808,6 +810,21 @@ void StatisticsTests::claimsViewShowsTheClaimsOfTheEngine() {
         QVERIFY(v->rowDetails(i).contains(QStringLiteral("evidence: {")));
     }
     QVERIFY2(plotTexts(v).contains(QString("%1 hold").arg(holds)), qPrintable(plotTexts(v)));
+
+    // A small canvas shows fewer words per row, so that no row is squeezed under its text; a large
+    // one every word.
+    v->prepareForSize(640, 420);
+    QVERIFY2(v->detailShown() < 2, qPrintable(QString::number(v->detailShown())));
+    // The full words stay available (rowText, the hover text).
+    QVERIFY(v->rowText(0).contains(QString::fromStdString(expected["claims"][0]["statement"].get<std::string>())));
+    for (QCPLayoutElement* e : v->plot()->plotLayout()->elements(true))
+        if (auto* t = qobject_cast<QCPTextElement*>(e); t && t->text().count('\n') == 0 && !t->text().isEmpty())
+            QVERIFY2(t->rect().height() + 2 >= QFontMetrics(t->font()).lineSpacing(), qPrintable(t->text()));
+    QResizeEvent grow(QSize(1600, 1200), v->plot()->size());
+    QApplication::sendEvent(v->plot(), &grow);
+    QCOMPARE(v->detailShown(), 2);
+    v->prepareForSize(1600, 1200);
+    QCOMPARE(v->detailShown(), 2);
 
     // Save JSON: the claims file, as the engine makes it.
     const QString saved = dir_.filePath("claims.json");

@@ -1,7 +1,9 @@
 #include "views/claims_view.h"
 
 #include <QDir>
+#include <QEvent>
 #include <QFileDialog>
+#include <QFontMetrics>
 #include <QHBoxLayout>
 #include <QMessageBox>
 #include <QPushButton>
@@ -130,7 +132,53 @@ QString ClaimsView::rowVerdict(int row) const {
     return rows_[std::size_t(row)].verdict->text().replace(QLatin1Char('\n'), QLatin1Char(' '));
 }
 
-QString ClaimsView::rowText(int row) const { return unwrappedText(rows_[std::size_t(row)].text); }
+namespace {
+
+QString claimRowText(const json& c, int detail) {
+    const QString reference = numberText(c["paper"]) + QLatin1Char(' ') + numberText(c["reference"]);
+    if (detail <= 0) return reference + QStringLiteral(" — ") + numberText(c["id"]);
+    const QString statement = reference + QStringLiteral(" — ") + numberText(c["statement"]);
+    return detail == 1 ? statement : statement + QLatin1Char('\n') + claimEvidenceLine(c);
+}
+
+}  // namespace
+
+QString ClaimsView::rowText(int row) const { return claimRowText(rows_[std::size_t(row)].claim, 2); }
+
+void ClaimsView::setRowTexts() {
+    for (Row& r : rows_) setWrappedText(r.text, claimRowText(r.claim, detail_));
+}
+
+bool ClaimsView::fitAspect() {
+    if (rows_.empty()) return false;
+    // Judge a settled layout only: rows whose words or wrapping changed since the last call are laid
+    // out again first (their rects are still the old words').
+    QStringList shown;
+    for (const Row& r : rows_) shown << r.text->text();
+    if (shown != laidOut_) {
+        laidOut_ = shown;
+        return true;
+    }
+    if (detail_ == 0) return false;
+    for (const Row& r : rows_) {
+        const int lines = int(r.text->text().count(QLatin1Char('\n'))) + 1;
+        const int needed = lines * QFontMetrics(r.text->font()).lineSpacing();
+        if (r.text->rect().height() + 2 < needed) {
+            --detail_;
+            setRowTexts();
+            return true;
+        }
+    }
+    return false;
+}
+
+bool ClaimsView::eventFilter(QObject* watched, QEvent* e) {
+    if (watched == plot_ && e->type() == QEvent::Resize && detail_ < 2 && !rows_.empty()) {
+        detail_ = 2;
+        setRowTexts();
+    }
+    return PlotView::eventFilter(watched, e);
+}
 
 QString ClaimsView::rowDetails(int row) const {
     const json& c = rows_[std::size_t(row)].claim;
@@ -198,7 +246,8 @@ void ClaimsView::rebuild() {
     QString noteText = QStringLiteral(
                            "%1 images, every layer · only each layer's own paradigm (the one its model was trained "
                            "with) decides a verdict; a paradigm applied to another model's q, k is a what-if · "
-                           "attnlens-cli claims' definitions · hover a claim for its whole evidence")
+                           "attnlens-cli claims' definitions · hover a claim for its whole evidence (a small "
+                           "window shows fewer words per claim)")
                            .arg((*claims)["input"]["images"].get<int>());
     if (claims->contains("skipped"))
         noteText +=
@@ -222,12 +271,11 @@ void ClaimsView::rebuild() {
         r.text = addWrappedText(plot_, 8);
         r.text->setTextFlags(Qt::AlignLeft | Qt::AlignVCenter);
         body->addElement(row, 1, r.text);
-        setWrappedText(r.text, QStringLiteral("%1 %2 — %3\n%4")
-                                   .arg(numberText(c["paper"]), numberText(c["reference"]), numberText(c["statement"]),
-                                        claimEvidenceLine(c)));
         rows_.push_back(std::move(r));
         ++row;
     }
+    detail_ = 2;
+    setRowTexts();
     body->setColumnStretchFactor(0, 0.01);
     body->setColumnStretchFactor(1, 1);
 }

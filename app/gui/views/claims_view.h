@@ -26,11 +26,16 @@ public:
         return statusText_.startsWith(QLatin1String("FAILED: ")) ? statusText_.mid(8) : QString();
     }
     bool ownsHover() const override { return true; }
+    // Fewer words per row when the rows do not fit (statement and evidence, then the statement, then
+    // the claim's id); a resize starts again from the most.
+    bool fitAspect() override;
+    int detailShown() const { return detail_; }
 
     // The claims shown (nullptr when none are); what a row says (verdict, then its text) for tests.
     const nlohmann::json* shownClaims() const { return shown_.get(); }
     int rowCount() const { return int(rows_.size()); }
     QString rowVerdict(int row) const;
+    // The row's words when there is room (reference, statement, evidence line).
     QString rowText(int row) const;
     // What hovering the row puts in the status bar: the claim's id, its rule and its whole evidence.
     QString rowDetails(int row) const;
@@ -41,6 +46,7 @@ public:
 
 protected:
     void rebuild() override;
+    bool eventFilter(QObject* watched, QEvent* e) override;
 
 private:
     struct Row {
@@ -49,12 +55,15 @@ private:
         nlohmann::json claim;
     };
     int rowAt(const QPointF& pos) const;
+    void setRowTexts();  // the rows' words at detail_
 
     QPushButton* retry_ = nullptr;
     QPushButton* save_ = nullptr;
     std::shared_ptr<const nlohmann::json> shown_;
     std::vector<Row> rows_;
     bool waiting_ = false;
+    int detail_ = 2;       // 2: statement and evidence, 1: statement, 0: id
+    QStringList laidOut_;  // the rows' texts of the last layout fitAspect judged
     QString statusText_;
 };
 

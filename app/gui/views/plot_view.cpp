@@ -88,9 +88,10 @@ void PlotView::showEvent(QShowEvent* e) {
 }
 
 void PlotView::prepareForSize(int width, int height) {
-    // Two layout passes at the target size: the first computes the axis rects, the aspect fix
-    // adjusts ranges, the second settles tick labels and margins for the new ranges.
-    for (int pass = 0; pass < 3; ++pass) {
+    // Layout passes at the target size until nothing changes: the first computes the axis rects, the
+    // aspect fix adjusts ranges, the second settles tick labels and margins for the new ranges (a
+    // view that trims its words to fit, as the Claims view, may take a few more).
+    for (int pass = 0; pass < 6; ++pass) {
         plot_->toPixmap(width, height, 1.0);
         const bool wrapped = fitWrappedTexts(plot_) | fitColourBarLabels(plot_);
         if (!fitAspect() && !wrapped) break;
