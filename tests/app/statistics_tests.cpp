@@ -766,9 +766,26 @@ void StatisticsTests::claimsViewShowsTheClaimsOfTheEngine() {
     const QString example = findHierarchicalExampleDump(&why);
     QVERIFY2(!example.isEmpty(), qPrintable(why));
     MainWindow& w = openWindow(example);
+    // The selected image (the statistics' default scope), then every image.
+    w.session()->setImage(3);
     w.showView("claims");
     auto* v = qobject_cast<ClaimsView*>(w.view("claims"));
     QVERIFY(v);
+    QTRY_VERIFY_WITH_TIMEOUT(w.session()->statistics().claims(false) != nullptr, 120000);
+    v->refreshNow();
+    {
+        auto reader = DumpReader::open(example.toStdString());
+        AnalyzeRequest one = claimsAnalyzeRequest();
+        one.images = {3};
+        const nlohmann::json want = evaluateClaims(analyzeDump(*reader, one), example.toStdString());
+        QCOMPARE((*v->shownClaims())["input"]["images"].get<int>(), 1);
+        QCOMPARE((*v->shownClaims())["claims"].dump(), want["claims"].dump());
+        QVERIFY2(plotTexts(v).contains("image 3, every layer"), qPrintable(plotTexts(v)));
+    }
+    auto* scope = v->findChild<QComboBox*>("claimsScope");
+    QVERIFY(scope);
+    scope->setCurrentIndex(1);
+    QCOMPARE(w.session()->statistics().scope(), StatsScope::AllImages);
     QTRY_VERIFY_WITH_TIMEOUT(w.session()->statistics().claims(false) != nullptr, 120000);
     v->refreshNow();
     QVERIFY(!v->waitingForResults());

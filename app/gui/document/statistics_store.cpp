@@ -251,18 +251,27 @@ void StatisticsStore::retryLocality() {
     Q_EMIT session_.layerReportChanged();
 }
 
+std::string StatisticsStore::claimsKey() const {
+    return (scope_ == StatsScope::AllImages ? std::string("all")
+                                            : "image " + std::to_string(session_.selection().image)) +
+           '/' + session_.path().toStdString();
+}
+
 std::shared_ptr<const nlohmann::json> StatisticsStore::claims(bool request) {
     if (!session_.isOpen()) return nullptr;
-    const std::string key = session_.path().toStdString();
+    const std::string key = claimsKey();
     if (const auto* r = claims_.find(key)) return *r;
     Session& s = session_;
     if (!request || claims_.failed(key) || claims_.computing(s.jobs(), kClaimsSlot, key)) return nullptr;
     AnalyzeRequest req = claimsAnalyzeRequest();
     req.skipUnreadable = true;
-    const QString label = QStringLiteral("the papers' claims, all images");
+    if (scope_ == StatsScope::CurrentImage) req.images = {s.selection().image};
+    const QString label = scope_ == StatsScope::AllImages
+                              ? QStringLiteral("the papers' claims, all images")
+                              : QStringLiteral("the papers' claims, image %1").arg(s.selection().image);
     claims_.submit(
         s.jobs(), kClaimsSlot, key, label,
-        [analyse = analysisJob(req, /*hash=*/false), path = key](const JobContext& ctx) {
+        [analyse = analysisJob(req, /*hash=*/false), path = s.path().toStdString()](const JobContext& ctx) {
             const std::shared_ptr<const AnalysisReport> report = analyse(ctx);
             ToolInfo tool;
             tool.name = "attnlens";
@@ -286,16 +295,14 @@ std::shared_ptr<const nlohmann::json> StatisticsStore::claims(bool request) {
 }
 
 QString StatisticsStore::claimsError() const {
-    return session_.isOpen() ? shortError(claims_.error(session_.path().toStdString()), session_.path()) : QString();
+    return session_.isOpen() ? shortError(claims_.error(claimsKey()), session_.path()) : QString();
 }
 
-bool StatisticsStore::claimsCancelled() const {
-    return session_.isOpen() && claims_.cancelled(session_.path().toStdString());
-}
+bool StatisticsStore::claimsCancelled() const { return session_.isOpen() && claims_.cancelled(claimsKey()); }
 
 void StatisticsStore::retryClaims() {
     if (!session_.isOpen()) return;
-    claims_.forget(session_.path().toStdString());
+    claims_.forget(claimsKey());
     claims(true);
     Q_EMIT session_.layerReportChanged();
 }

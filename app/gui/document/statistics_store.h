@@ -76,9 +76,9 @@ public:
     void retryLocality();
 
     // The papers' claims (attnlens-cli claims: evaluateClaims of a claimsAnalyzeRequest analysis with
-    // its defaults) over every layer and every image, whatever the coverage: a claim compares
-    // models. An unreadable (image, layer) is left out and listed in the JSON's "skipped" (and the
-    // Issues list). nullptr while computing, failed (claimsError) or cancelled (claimsCancelled;
+    // its defaults) over every layer, whatever the coverage (a claim compares models), and the
+    // selected image or every image (scope()). An unreadable (image, layer) is left out and listed in the JSON's
+    // "skipped" (and the Issues list). nullptr while computing, failed (claimsError) or cancelled (claimsCancelled;
     // retryClaims runs it again).
     std::shared_ptr<const nlohmann::json> claims(bool request = true);
     QString claimsError() const;
@@ -97,6 +97,7 @@ public:
 private:
     std::string reportKey(StatsScope scope, ReportContent content) const;
     std::string localityKey() const;
+    std::string claimsKey() const;
     // analyzeDump of the open dump on a worker (with the file's SHA-256 for exports when hash).
     std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> analysisJob(const AnalyzeRequest& request,
                                                                                         bool hash) const;
@@ -110,7 +111,7 @@ private:
     std::vector<int> layers_;  // non-empty: hand-picked layers (model_ is then unused)
     JobResultCache<std::shared_ptr<const AnalysisReport>> reports_;   // by reportKey
     JobResultCache<std::shared_ptr<const LocalityReport>> locality_;  // by localityKey
-    JobResultCache<std::shared_ptr<const nlohmann::json>> claims_;    // by the dump's path
+    JobResultCache<std::shared_ptr<const nlohmann::json>> claims_;    // by claimsKey
 };
 
 }  // namespace attnlens::gui

@@ -1,12 +1,15 @@
 #include "views/claims_view.h"
 
+#include <QComboBox>
 #include <QDir>
 #include <QEvent>
 #include <QFileDialog>
 #include <QFontMetrics>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <cmath>
 
 #include "attnlens/analysis/report.h"
@@ -95,6 +98,15 @@ QString claimEvidenceLine(const json& claim) {
 }
 
 ClaimsView::ClaimsView(Session* session, QWidget* parent) : PlotView(session, parent) {
+    scope_ = new QComboBox(this);
+    scope_->setObjectName(QStringLiteral("claimsScope"));
+    scope_->addItems({QStringLiteral("Selected image"), QStringLiteral("All images (whole dump)")});
+    scope_->setCurrentIndex(session->statistics().scope() == StatsScope::AllImages ? 1 : 0);
+    toolbar()->addWidget(new QLabel(QStringLiteral("Over:"), this));
+    toolbar()->addWidget(scope_);
+    connect(scope_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        session_->statistics().setScope(i == 1 ? StatsScope::AllImages : StatsScope::CurrentImage);
+    });
     retry_ = new QPushButton(QStringLiteral("Retry"), this);
     retry_->setObjectName(QStringLiteral("retryClaims"));
     retry_->setVisible(false);
@@ -124,8 +136,15 @@ ClaimsView::ClaimsView(Session* session, QWidget* parent) : PlotView(session, pa
         const int row = rowAt(e->position());
         Q_EMIT hoverText(row < 0 ? QString() : rowDetails(row));
     });
-    for (auto signal : {&Session::dumpChanged, &Session::layerReportChanged})
-        connect(session, signal, this, &PlotView::invalidate);
+    connect(session, &Session::layerReportChanged, this, [this]() {
+        QSignalBlocker block(scope_);
+        scope_->setCurrentIndex(session_->statistics().scope() == StatsScope::AllImages ? 1 : 0);
+        invalidate();
+    });
+    connect(session, &Session::dumpChanged, this, &PlotView::invalidate);
+    connect(session, &Session::selectionChanged, this, [this]() {
+        if (session_->statistics().scope() == StatsScope::CurrentImage) invalidate();
+    });
 }
 
 QString ClaimsView::rowVerdict(int row) const {
@@ -219,11 +238,13 @@ void ClaimsView::rebuild() {
     waiting_ = !claims && error.isEmpty();
     retry_->setVisible(!error.isEmpty());
     if (!claims) {
-        statusText_ = cancelled ? QStringLiteral("Cancelled")
-                      : !error.isEmpty()
-                          ? QStringLiteral("FAILED: ") + error
-                          : QStringLiteral("computing over all %1 images and every layer… (progress below)")
-                                .arg(session_->info().images);
+        statusText_ = cancelled          ? QStringLiteral("Cancelled")
+                      : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
+                      : stats.scope() == StatsScope::AllImages
+                          ? QStringLiteral("computing over all %1 images and every layer… (progress below)")
+                                .arg(session_->info().images)
+                          : QStringLiteral("computing over image %1 and every layer… (progress below)")
+                                .arg(session_->selection().image);
         resetWithTitle(plot_, what);
         auto* state = addWrappedText(plot_, 11);
         state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
@@ -243,12 +264,15 @@ void ClaimsView::rebuild() {
     auto* note = addWrappedText(plot_, 8);
     plot_->plotLayout()->addElement(1, 0, note);
     plot_->plotLayout()->setRowStretchFactor(1, 0.01);
+    const int images = (*claims)["input"]["images"].get<int>();
     QString noteText = QStringLiteral(
-                           "%1 images, every layer · only each layer's own paradigm (the one its model was trained "
+                           "%1, every layer · only each layer's own paradigm (the one its model was trained "
                            "with) decides a verdict; a paradigm applied to another model's q, k is a what-if · "
                            "attnlens-cli claims' definitions · hover a claim for its whole evidence (a small "
                            "window shows fewer words per claim)")
-                           .arg((*claims)["input"]["images"].get<int>());
+                           .arg(images == 1 && stats.scope() == StatsScope::CurrentImage
+                                    ? QStringLiteral("image %1").arg(session_->selection().image)
+                                    : QStringLiteral("%1 images").arg(images));
     if (claims->contains("skipped"))
         noteText +=
             QStringLiteral(" · %1 unreadable (image, layer) left out (Issues list)").arg((*claims)["skipped"].size());

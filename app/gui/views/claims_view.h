@@ -11,6 +11,7 @@
 
 #include "views/plot_view.h"
 
+class QComboBox;
 class QPushButton;
 
 namespace attnlens::gui {
@@ -57,6 +58,7 @@ private:
     int rowAt(const QPointF& pos) const;
     void setRowTexts();  // the rows' words at detail_
 
+    QComboBox* scope_ = nullptr;  // the selected image or all images (the session's statistics scope)
     QPushButton* retry_ = nullptr;
     QPushButton* save_ = nullptr;
     std::shared_ptr<const nlohmann::json> shown_;
