@@ -505,6 +505,14 @@ json malaGentler(const ClaimEvidence& e) {
         const int unit = unitFactor(m);
         return unit < 0 || m.maxWeight.empty() ? noValue() : m.maxWeight.back() / m.maxWeight[std::size_t(unit)];
     };
+    // The same growth of the spread (reports before it have none: no value), which negative weights
+    // cannot bend; reported beside the verdict's max weight.
+    const auto spreadGrowth = [](const HeadRecord& r) {
+        const MagnitudeCurve& m = *r.stats.magnitude;
+        const int unit = unitFactor(m);
+        return unit < 0 || m.spread.size() != m.factors.size() ? noValue()
+                                                               : m.spread.back() / m.spread[std::size_t(unit)];
+    };
     const auto mala = e.trained(ClaimFamily::Mala, [](const HeadRecord& r) { return r.stats.magnitude.has_value(); });
     const auto softmax =
         e.trained(ClaimFamily::Softmax, [](const HeadRecord& r) { return r.stats.magnitude.has_value(); });
@@ -515,7 +523,11 @@ json malaGentler(const ClaimEvidence& e) {
                      {"softmax", e.coverage(softmax)},
                      {"max_weight_growth_mala", claimNumber(gm)},
                      {"max_weight_growth_softmax", claimNumber(gs)},
-                     {"rule", "mean over records of max_weight(a_max) / max_weight(1): 1 < MALA's < softmax's"}};
+                     {"spread_growth_mala", claimNumber(meanOf(mala, spreadGrowth).value())},
+                     {"spread_growth_softmax", claimNumber(meanOf(softmax, spreadGrowth).value())},
+                     {"rule",
+                      "mean over records of max_weight(a_max) / max_weight(1): 1 < MALA's < softmax's (the spread's "
+                      "growth, spread(a_max) / spread(1), is reported beside it and does not decide)"}};
     const auto what = e.whatIf("softmax", ClaimFamily::Mala);
     if (!what.empty())
         evidence["what_if"] = {{"note", "softmax applied to the MALA models' q, k: never decides the verdict"},

@@ -218,11 +218,15 @@ nlohmann::json AnalysisOptions::toJson() const {
         "row of query i with the vector entering the normalisation multiplied by a (softmax: the "
         "query; kernel paradigms: phi(q)); per factor: max weight, entropy (as above), top-k mass "
         "(sum of the k largest weights) and ratio A_im / A_in, m = argmax of the row at a = 1, "
-        "n = key with the lower median weight at a = 1 (a = 1 always evaluated)";
+        "n = key with the lower median weight at a = 1 (a = 1 always evaluated), and spread = "
+        "||A_i(a) - mean_j A_ij(a)||_2 / |sum_j A_ij(a)| over the keys the row may attend to (its L2 distance from "
+        "the uniform row per unit of its total; null where the row sums to 0): monotone in a for softmax and in "
+        "|alpha(a)| / |sum| for the affine rows alpha(a) raw + beta(a) of the linear family, negative weights or not, "
+        "where the ratio is not (its median weight can cross 0) and max(A, 0)'s entropy drops the negative weights";
     mag["mean_curve"] =
         "over queries whose rows are ok at every factor and at a = 1: arithmetic means of max "
-        "weight, entropy, top-k mass; ratio = exp(mean log ratio) over ratios that are finite and "
-        "> 0, the others counted as skipped_ratios";
+        "weight, entropy, top-k mass and spread (over the queries where it is finite); ratio = exp(mean log ratio) "
+        "over ratios that are finite and > 0, the others counted as skipped_ratios";
     j["magnitude"] = mag;
     j["local_branch"] = localBranch.toJson();
 

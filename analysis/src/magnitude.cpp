@@ -10,15 +10,17 @@
 //   top-k mass   sum of the k largest weights (k = topK = 9), signed as they are;
 //   ratio        A_im(a) / A_in(a), m = argmax_j A_ij(1) (first on ties), n = the key holding the
 //                lower median weight of the row at a = 1 (element (N-1)/2 of the ascending sorted
-//                row; the first such key on ties). a = 1 is always evaluated, on the grid or not.
+//                row; the first such key on ties). a = 1 is always evaluated, on the grid or not;
+//   spread       ||A_i(a) - mean_j A_ij(a)||_2 / |sum_j A_ij(a)| over the row's keys: monotone in a
+//                for softmax and in |alpha(a)| / |sum| for the affine rows of the linear family,
+//                negative weights or not (the ratio is not: its median weight can cross 0).
 // Mean curve over queries: queries whose rows are Ok at every factor and at a = 1; maxWeight,
-// entropy and topMass are arithmetic means; ratio is exp(mean log ratio) over the queries whose
-// ratio at that factor is finite and > 0 (the others are counted in skippedRatios).
-// Cost per query: its row of one GEMM per 64 queries (rawRows), then closed forms per factor (QueryScaler):
-// softmax one exp pass, subtract/magnitude one SIMD summary pass, divide none; the mean curve
-// runs on all cores for large heads.
-// The papers' laws (tested): softmax ratio(a) = ratio(1)^a (Eq. 5-6); divide: ratio and row shape
-// independent of a (Eq. 7); magnitude (MALA, eps = 0): Eq. 12.
+// entropy, topMass and spread are arithmetic means (spread over the queries where it is finite); ratio is exp(mean log
+// ratio) over the queries whose ratio at that factor is finite and > 0 (the others are counted in skippedRatios). Cost
+// per query: its row of one GEMM per 64 queries (rawRows), then closed forms per factor (QueryScaler): softmax one exp
+// pass, subtract/magnitude one SIMD summary pass, divide none; the mean curve runs on all cores for large heads. The
+// papers' laws (tested): softmax ratio(a) = ratio(1)^a (Eq. 5-6); divide: ratio and row shape independent of a (Eq. 7);
+// magnitude (MALA, eps = 0): Eq. 12.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -43,9 +45,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // the closed forms of the scaled row, so that no factor needs a normalised copy of the row:
 //   softmax   A_j(a) = e_j / Z, e_j = exp(a (l_j - l_max)), Z = sum e: max = 1/Z, top-k mass from
 //             the k largest logits, entropy = log Z - a sum_j e_j (l_j - l_max) / Z (no logarithm
-//             per weight), ratio = exp(a (l_m - l_n)) (exact even when A_n underflows);
+//             per weight), ratio = exp(a (l_m - l_n)) (exact even when A_n underflows), spread =
+//             ||e - Z/n|| / Z (one centred pass over e, which is kept per factor);
 //   kernels   A_j(a) = alpha(a) raw_j + beta(a) (AttentionHead::affineCoefficients): max and top-k
 //             mass from the extreme raw values (largest for alpha > 0, smallest for alpha < 0);
+//             spread = |alpha| ||raw - mean raw|| / |alpha sum raw + n beta| (the raw row's centred
+//             norm once per query);
 //             entropy of max(A, 0): divide (beta = 0) depends only on the sign of alpha, so one
 //             summary per sign; subtract and magnitude take one summary pass per factor.
 // The direct evaluation (scaledRows, then a summary of each row) is the second way of computing
@@ -93,8 +98,8 @@ public:
 
     // Fills the per-factor values of query i; returns false when a row (any factor or a = 1) is
     // flagged, in which case the flagged factors hold NaN.
-    bool measure(Index i, double* maxWeight, double* entropy, double* topMass, double* ratio, Index* topKey,
-                 Index* medianKey) {
+    bool measure(Index i, double* maxWeight, double* entropy, double* topMass, double* ratio, double* spread,
+                 Index* topKey, Index* medianKey) {
         const std::size_t f = factors_.size();
         if (i < blockBegin_ || i >= blockBegin_ + blockCount_) load(i, 1);
         // Precomputed raw rows are read where they are; otherwise from the block's GEMM.
@@ -105,7 +110,7 @@ public:
         const double dotSum =
             precomputed_.rows ? precomputed_.dotSums[std::size_t(i)] : dotSums_[std::size_t(i - blockBegin_)];
         *topKey = *medianKey = -1;
-        auto flag = [&](std::size_t k) { maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = kNaN; };
+        auto flag = [&](std::size_t k) { maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = spread[k] = kNaN; };
         if (!raw_.allFinite() || !std::isfinite(dotSum)) {
             for (std::size_t k = 0; k < f; ++k) flag(k);
             return false;
@@ -121,9 +126,10 @@ public:
         }
         std::fill(entropyPending_.begin(), entropyPending_.end(), false);
         for (std::size_t k = 0; k < f; ++k) {
-            const bool ok = softmax_ ? factorSoftmax(k, *topKey, &maxWeight[k], &entropy[k], &topMass[k], &ratio[k])
-                                     : factorAffine(dotSum, k, *topKey, *medianKey, &maxWeight[k], &entropy[k],
-                                                    &topMass[k], &ratio[k]);
+            const bool ok =
+                softmax_ ? factorSoftmax(k, *topKey, &maxWeight[k], &entropy[k], &topMass[k], &ratio[k], &spread[k])
+                         : factorAffine(dotSum, k, *topKey, *medianKey, &maxWeight[k], &entropy[k], &topMass[k],
+                                        &ratio[k], &spread[k]);
             if (!ok) {
                 flag(k);
                 entropyPending_[k] = false;
@@ -169,6 +175,10 @@ private:
                                                           softmax_ ? &topValues_ : nullptr);
         rawMax_ = top.extreme;
         rawTopSum_ = top.sum;
+        if (!softmax_) {
+            rawSum_ = raw_.sum();
+            rawCentredNorm_ = centredNorm(raw_.data(), n, rawSum_ / double(n));
+        }
         bottomKnown_ = false;  // only rows with alpha < 0 need it: see bottom()
         positiveEntropy_.reset();
         negativeEntropy_.reset();
@@ -238,6 +248,21 @@ private:
         }
     }
 
+    // sqrt(sum_j (x_j - mean)^2), four accumulators as in sumsOfRow.
+    static double centredNorm(const double* x, Index n, double mean) {
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        Index j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const double d0 = x[j] - mean, d1 = x[j + 1] - mean, d2 = x[j + 2] - mean, d3 = x[j + 3] - mean;
+            s0 += d0 * d0;
+            s1 += d1 * d1;
+            s2 += d2 * d2;
+            s3 += d3 * d3;
+        }
+        for (; j < n; ++j) s0 += (x[j] - mean) * (x[j] - mean);
+        return std::sqrt((s0 + s1) + (s2 + s3));
+    }
+
     // out_j = value(j) for every j, z = sum_j out_j, w = sum_j out_j s_j; four independent
     // accumulators per sum so that the adds pipeline (and pair up in SIMD registers).
     template <class Value>
@@ -288,7 +313,8 @@ private:
         return true;
     }
 
-    bool factorSoftmax(std::size_t f, Index m, double* maxWeight, double* entropy, double* topMass, double* ratio) {
+    bool factorSoftmax(std::size_t f, Index m, double* maxWeight, double* entropy, double* topMass, double* ratio,
+                       double* spread) {
         // e_j <= 1 and e at the largest logit is exactly 1, so Z >= 1: no overflow, no zero.
         const double a = factors_[f];
         const double z = expSums_[f];
@@ -298,11 +324,13 @@ private:
         *topMass = topExpRows_.col(Index(f)).sum() / z;
         *entropy = std::max(0.0, logSums_[f] - a * weighted / z);
         *ratio = m >= 0 ? ratios_[f] : kNaN;  // exp(a (l_m - l_n)), computed in measure()
+        const Index n = expRows_.cols();
+        *spread = centredNorm(expRows_.row(Index(f)).data(), n, z / double(n)) / z;
         return std::isfinite(*maxWeight) && std::isfinite(*entropy);
     }
 
     bool factorAffine(double dotSum, std::size_t f, Index m, Index med, double* maxWeight, double* entropy,
-                      double* topMass, double* ratio) {
+                      double* topMass, double* ratio, double* spread) {
         const AttentionHead::Affine c = head_.affineCoefficients(dotSum, factors_[f]);
         if (c.status != RowStatus::Ok) return false;
         const double kd = double(k_);
@@ -332,6 +360,8 @@ private:
             *entropy = kNaN;
         }
         *ratio = m >= 0 ? (c.alpha * raw_[m] + c.beta) / (c.alpha * raw_[med] + c.beta) : kNaN;
+        const double total = c.alpha * rawSum_ + double(raw_.size()) * c.beta;
+        *spread = total != 0 ? std::abs(c.alpha) * rawCentredNorm_ / std::abs(total) : kNaN;
         return std::isfinite(*maxWeight) && std::isfinite(*topMass);
     }
 
@@ -351,7 +381,8 @@ private:
     std::vector<double> expSums_, weightedSums_;  // z_f and w_f of expRowsSoftmax
     std::vector<double> topValues_;               // the k largest raw values of the current query
     double rawTopSum_ = 0, rawMax_ = 0;
-    detail::RowTail bottom_;  // the k smallest raw values' sum and the minimum, when bottomKnown_
+    double rawSum_ = 0, rawCentredNorm_ = 0;  // kernel paradigms: sum_j raw_j and ||raw - mean raw||
+    detail::RowTail bottom_;                  // the k smallest raw values' sum and the minimum, when bottomKnown_
     bool bottomKnown_ = false;
     double rawLowerMedian_ = 0, rawUpperMedian_ = 0;
     std::optional<double> positiveEntropy_, negativeEntropy_;  // divide: one per sign of alpha
@@ -368,6 +399,7 @@ MagnitudeCurve emptyCurve(const std::vector<double>& factors) {
     c.entropy.assign(f, kNaN);
     c.topMass.assign(f, kNaN);
     c.ratio.assign(f, kNaN);
+    c.spread.assign(f, kNaN);
     return c;
 }
 
@@ -376,18 +408,20 @@ MagnitudeCurve emptyCurve(const std::vector<double>& factors) {
 // the scaled rows (scaledRows) restricted to those keys: the window is the query's whole row, as in
 // the model. Returns false when a row (any factor or a = 1) is flagged.
 bool measureWindowed(const AttentionHead& head, Index i, const std::vector<double>& factors, int topK,
-                     double* maxWeight, double* entropy, double* topMass, double* ratio, Index* topKey,
+                     double* maxWeight, double* entropy, double* topMass, double* ratio, double* spread, Index* topKey,
                      Index* medianKey) {
     const std::size_t f = factors.size();
     const std::span<const Index> keys = head.attendedKeys(i);
     const Index m = Index(keys.size());
+    const WindowPartition& windows = *head.windows();
+    const std::span<const Index> admissible = windows.rule().masked ? windows.groupTokens(windows.groupOf(i)) : keys;
     std::vector<double> all(factors);
     all.push_back(1.0);
     Matrix rows(Index(all.size()), head.tokens());
     std::vector<RowStatus> status(all.size());
     head.scaledRows(i, all, rows, status.data());
     *topKey = *medianKey = -1;
-    for (std::size_t k = 0; k < f; ++k) maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = kNaN;
+    for (std::size_t k = 0; k < f; ++k) maxWeight[k] = entropy[k] = topMass[k] = ratio[k] = spread[k] = kNaN;
     if (status.back() != RowStatus::Ok) return false;
     std::vector<double> g(static_cast<std::size_t>(m)), sorted(static_cast<std::size_t>(m));
     auto gather = [&](std::size_t r) {
@@ -423,6 +457,13 @@ bool measureWindowed(const AttentionHead& head, Index i, const std::vector<doubl
             entropy[k] = h;
         }
         ratio[k] = g[std::size_t(top)] / g[std::size_t(med)];
+        // Over S_i: softmax's row holds the whole window, but under Swin's mask the other regions'
+        // keys (e^-100 relative) are not keys it may attend to (admissible_keys.h).
+        double total = 0, squares = 0;
+        for (Index j : admissible) total += rows(Index(k), j);
+        const double mean = total / double(admissible.size());
+        for (Index j : admissible) squares += (rows(Index(k), j) - mean) * (rows(Index(k), j) - mean);
+        spread[k] = total != 0 ? std::sqrt(squares) / std::abs(total) : kNaN;
     }
     return allOk;
 }
@@ -448,7 +489,7 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const Magn
         MagnitudeCurve c = emptyCurve(options.factors());
         c.query = query;
         const bool ok = measureWindowed(head, query, c.factors, options.topK, c.maxWeight.data(), c.entropy.data(),
-                                        c.topMass.data(), c.ratio.data(), &c.topKey, &c.medianKey);
+                                        c.topMass.data(), c.ratio.data(), c.spread.data(), &c.topKey, &c.medianKey);
         c.queriesAveraged = ok ? 1 : 0;
         return c;
     }
@@ -456,7 +497,7 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const Magn
     MagnitudeCurve c = emptyCurve(scaler.factors());
     c.query = query;
     const bool ok = scaler.measure(query, c.maxWeight.data(), c.entropy.data(), c.topMass.data(), c.ratio.data(),
-                                   &c.topKey, &c.medianKey);
+                                   c.spread.data(), &c.topKey, &c.medianKey);
     c.queriesAveraged = ok ? 1 : 0;
     return c;
 }
@@ -483,8 +524,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
     constexpr Index kChunk = QueryScaler::kBlock;
     const Index chunks = (n + kChunk - 1) / kChunk;
     struct Partial {
-        std::vector<double> sumMax, sumEntropy, sumTop, sumLogRatio;
-        std::vector<Index> entropyCount, ratioCount;
+        std::vector<double> sumMax, sumEntropy, sumTop, sumLogRatio, sumSpread;
+        std::vector<Index> entropyCount, ratioCount, spreadCount;
         Index queries = 0, skipped = 0;
     };
     std::vector<Partial> partials(static_cast<std::size_t>(chunks));
@@ -492,11 +533,11 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
     const bool windowed = head.windows() != nullptr;
     struct Scratch {
         std::optional<QueryScaler> scaler;  // absent under window attention (measureWindowed)
-        std::vector<double> maxWeight, entropy, topMass, ratio, logRatio;
+        std::vector<double> maxWeight, entropy, topMass, ratio, logRatio, spread;
         Index topKey = -1, medianKey = -1;
     };
     auto makeScratch = [&] {
-        Scratch s{std::nullopt,           std::vector<double>(f), std::vector<double>(f),
+        Scratch s{std::nullopt,           std::vector<double>(f), std::vector<double>(f), std::vector<double>(f),
                   std::vector<double>(f), std::vector<double>(f), std::vector<double>(f)};
         if (!windowed) s.scaler.emplace(head, options, raw);
         return s;
@@ -508,15 +549,17 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
         p.sumEntropy.assign(f, 0.0);
         p.sumTop.assign(f, 0.0);
         p.sumLogRatio.assign(f, 0.0);
+        p.sumSpread.assign(f, 0.0);
         p.entropyCount.assign(f, 0);
         p.ratioCount.assign(f, 0);
+        p.spreadCount.assign(f, 0);
         if (!windowed) s.scaler->load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
         for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-            const bool ok = windowed
-                                ? measureWindowed(head, i, factors, options.topK, s.maxWeight.data(), s.entropy.data(),
-                                                  s.topMass.data(), s.ratio.data(), &s.topKey, &s.medianKey)
-                                : s.scaler->measure(i, s.maxWeight.data(), s.entropy.data(), s.topMass.data(),
-                                                    s.ratio.data(), &s.topKey, &s.medianKey);
+            const bool ok =
+                windowed ? measureWindowed(head, i, factors, options.topK, s.maxWeight.data(), s.entropy.data(),
+                                           s.topMass.data(), s.ratio.data(), s.spread.data(), &s.topKey, &s.medianKey)
+                         : s.scaler->measure(i, s.maxWeight.data(), s.entropy.data(), s.topMass.data(), s.ratio.data(),
+                                             s.spread.data(), &s.topKey, &s.medianKey);
             if (!ok) continue;
             ++p.queries;
             detail::logs(s.ratio.data(), f, s.logRatio.data());
@@ -526,6 +569,10 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
                 if (std::isfinite(s.entropy[k])) {  // NaN only for a row without positive weight
                     p.sumEntropy[k] += s.entropy[k];
                     ++p.entropyCount[k];
+                }
+                if (std::isfinite(s.spread[k])) {  // NaN only for a row summing to exactly 0
+                    p.sumSpread[k] += s.spread[k];
+                    ++p.spreadCount[k];
                 }
                 if (std::isfinite(s.ratio[k]) && s.ratio[k] > 0) {
                     p.sumLogRatio[k] += s.logRatio[k];
@@ -541,8 +588,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
                         measureChunk);
 
     MagnitudeCurve c = emptyCurve(factors);
-    std::vector<double> sumMax(f, 0.0), sumEntropy(f, 0.0), sumTop(f, 0.0), sumLogRatio(f, 0.0);
-    std::vector<Index> entropyCount(f, 0), ratioCount(f, 0);
+    std::vector<double> sumMax(f, 0.0), sumEntropy(f, 0.0), sumTop(f, 0.0), sumLogRatio(f, 0.0), sumSpread(f, 0.0);
+    std::vector<Index> entropyCount(f, 0), ratioCount(f, 0), spreadCount(f, 0);
     for (const Partial& p : partials) {
         c.queriesAveraged += p.queries;
         c.skippedRatios += p.skipped;
@@ -553,6 +600,8 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
             sumLogRatio[k] += p.sumLogRatio[k];
             entropyCount[k] += p.entropyCount[k];
             ratioCount[k] += p.ratioCount[k];
+            sumSpread[k] += p.sumSpread[k];
+            spreadCount[k] += p.spreadCount[k];
         }
     }
     for (std::size_t k = 0; k < f; ++k) {
@@ -562,6 +611,7 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
         }
         if (entropyCount[k] > 0) c.entropy[k] = sumEntropy[k] / double(entropyCount[k]);
         if (ratioCount[k] > 0) c.ratio[k] = std::exp(sumLogRatio[k] / double(ratioCount[k]));
+        if (spreadCount[k] > 0) c.spread[k] = sumSpread[k] / double(spreadCount[k]);
     }
     return c;
 }

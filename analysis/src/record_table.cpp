@@ -206,7 +206,14 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                   &MagnitudeCurve::maxWeight);
         magnitude("magnitude_entropy", "mean row entropy at each factor", &MagnitudeCurve::entropy);
         magnitude("magnitude_top_mass", "mean top-k mass at each factor", &MagnitudeCurve::topMass);
-        magnitude("magnitude_ratio", "mean largest / smallest weight at each factor", &MagnitudeCurve::ratio);
+        magnitude(
+            "magnitude_ratio",
+            "geometric mean over queries of A_im / A_in at each factor (m: the top key, n: the median key at a = 1)",
+            &MagnitudeCurve::ratio);
+        magnitude("magnitude_spread",
+                  "mean ||A_i(a) - mean A_i(a)||_2 / |sum A_i(a)| at each factor (the row's distance from uniform; "
+                  "monotone for signed rows)",
+                  &MagnitudeCurve::spread);
     }
     // Registered statistics (registered_statistics.h): one column each, NaN where not finite.
     for (const std::string& key : options.stats.registered) {

@@ -237,6 +237,7 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
                           {"entropy", vectorJson(m.entropy)},
                           {"top_mass", vectorJson(m.topMass)},
                           {"ratio", vectorJson(m.ratio)},
+                          {"spread", vectorJson(m.spread)},
                           {"queries_averaged", m.queriesAveraged}};
     }
     if (s.localBranch) j["local_branch"] = localBranchJson(*s.localBranch, s, ks);
@@ -299,7 +300,10 @@ struct Aggregate {
     FiniteMean rayEqual;            // the ray probe's equal fraction
     std::vector<FiniteMean> rayTv;  // per kRayProbeFactors
     bool hasConfusion = false;
-    std::vector<FiniteMean> magMax, magEntropy, magTop, magLogRatio;
+    std::vector<FiniteMean> magMax, magEntropy, magTop, magLogRatio, magSpread;
+    // Some magnitude curve came without its spread (a record or state from before it): the merged
+    // spread would cover a hidden subset, so it is null instead.
+    bool magSpreadMissing = false;
     std::vector<double> factors;
     // Local branch (records that carry one).
     std::int64_t branchRecords = 0;
@@ -395,13 +399,16 @@ struct Aggregate {
                 magEntropy.resize(points);
                 magTop.resize(points);
                 magLogRatio.resize(points);
+                magSpread.resize(points);
                 factors = m.factors;
             }
+            magSpreadMissing = magSpreadMissing || m.spread.size() != points;
             for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
                 magMax[i].add(m.maxWeight[i]);
                 magEntropy[i].add(m.entropy[i]);
                 magTop[i].add(m.topMass[i]);
                 if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
+                if (i < m.spread.size()) magSpread[i].add(m.spread[i]);
             }
         }
     }
@@ -457,6 +464,8 @@ struct Aggregate {
             mergeCurve(magEntropy, o.magEntropy);
             mergeCurve(magTop, o.magTop);
             mergeCurve(magLogRatio, o.magLogRatio);
+            mergeCurve(magSpread, o.magSpread);
+            magSpreadMissing = magSpreadMissing || o.magSpreadMissing;
         }
         branchRecords += o.branchRecords;
         branchRankMin = std::min(branchRankMin, o.branchRankMin);
@@ -509,12 +518,14 @@ struct Aggregate {
         j["ray_probe"] = {{"equal_fraction", rayEqual.state()}, {"total_variation", curveState(rayTv)}};
         j["flagged"] = flagged;
         j["has_confusion"] = hasConfusion;
-        if (withMagnitude)
+        if (withMagnitude) {
             j["magnitude"] = {{"factors", factors},
                               {"max_weight", curveState(magMax)},
                               {"entropy", curveState(magEntropy)},
                               {"top_mass", curveState(magTop)},
                               {"log_ratio", curveState(magLogRatio)}};
+            if (!magSpreadMissing) j["magnitude"]["spread"] = curveState(magSpread);
+        }
         j["branch_records"] = branchRecords;
         j["branch_rank_min"] = branchRankMin == INT_MAX ? json(nullptr) : json(branchRankMin);
         j["branch_rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
@@ -612,7 +623,12 @@ struct Aggregate {
         a.magEntropy = curveFromState(mag.at("entropy"));
         a.magTop = curveFromState(mag.at("top_mass"));
         a.magLogRatio = curveFromState(mag.at("log_ratio"));
-        for (const auto* curve : {&a.magMax, &a.magEntropy, &a.magTop, &a.magLogRatio})
+        if (mag.contains("spread"))
+            a.magSpread = curveFromState(mag["spread"]);
+        else  // a state from before the spread: its curves merge, the spread does not
+            a.magSpread.resize(a.magMax.size());
+        a.magSpreadMissing = !mag.contains("spread") && !a.magMax.empty();
+        for (const auto* curve : {&a.magMax, &a.magEntropy, &a.magTop, &a.magLogRatio, &a.magSpread})
             if (curve->size() != a.factors.size())
                 throw std::invalid_argument("a magnitude curve's length differs from its factors'");
         a.branchRecords = j.at("branch_records").get<std::int64_t>();
@@ -764,11 +780,12 @@ struct Aggregate {
         if (!magMax.empty()) {
             json m;
             m["factors"] = factors;
-            json mx = json::array(), en = json::array(), tp = json::array(), ra = json::array();
+            json mx = json::array(), en = json::array(), tp = json::array(), ra = json::array(), sp = json::array();
             for (std::size_t i = 0; i < magMax.size(); ++i) {
                 mx.push_back(magMax[i].value());
                 en.push_back(magEntropy[i].value());
                 tp.push_back(magTop[i].value());
+                sp.push_back(magSpreadMissing ? json(nullptr) : magSpread[i].value());
                 ra.push_back(magLogRatio[i].n ? json(std::exp(magLogRatio[i].sum / double(magLogRatio[i].n)))
                                               : json(nullptr));
             }
@@ -776,6 +793,7 @@ struct Aggregate {
             m["entropy"] = en;
             m["top_mass"] = tp;
             m["ratio_geometric_mean"] = ra;
+            m["spread"] = sp;
             j["magnitude_mean"] = m;
         }
         if (!registered.empty()) {
@@ -1052,6 +1070,16 @@ public:
                 if (v.size() != factors.size())
                     fail(where + "." + k, "has " + std::to_string(v.size()) + " values for " +
                                               std::to_string(factors.size()) + " factors");
+            }
+            if (m.contains("spread")) {  // reports before it have none
+                const json& v = m["spread"];
+                numberArray(v, where + ".spread");
+                if (v.size() != factors.size())
+                    fail(where + ".spread", "has " + std::to_string(v.size()) + " values for " +
+                                                std::to_string(factors.size()) + " factors");
+                for (std::size_t i = 0; i < v.size(); ++i)
+                    if (v[i].is_number() && !(v[i].get<double>() >= 0))
+                        fail(where + ".spread[" + std::to_string(i) + "]", "is negative (a norm)");
             }
             integer(field(m, "queries_averaged", where), where + ".queries_averaged", 0);
         }
@@ -1534,6 +1562,7 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
         c.entropy = numbersOrNaN(m.at("entropy"));
         c.topMass = numbersOrNaN(m.at("top_mass"));
         c.ratio = numbersOrNaN(m.at("ratio"));
+        if (m.contains("spread")) c.spread = numbersOrNaN(m["spread"]);
         c.queriesAveraged = m.value("queries_averaged", Index(0));
         s.magnitude = std::move(c);
     }

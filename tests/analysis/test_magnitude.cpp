@@ -201,9 +201,19 @@ void checkClosedFormsAgainstRows(Index n, Index distinctKeys) {
                     SCOPED_TRACE(c.factors[f]);
                     if (status[f] != RowStatus::Ok) {
                         EXPECT_TRUE(std::isnan(c.maxWeight[f]));
+                        EXPECT_TRUE(std::isnan(c.spread[f]));
                         continue;
                     }
                     std::vector<double> r(rows.row(Index(f)).data(), rows.row(Index(f)).data() + n);
+                    // The spread by its definition: a two-pass centred norm over the row, divided by |sum|.
+                    const double total = std::accumulate(r.begin(), r.end(), 0.0);
+                    double squares = 0;
+                    for (double v : r) squares += (v - total / double(n)) * (v - total / double(n));
+                    if (total == 0)
+                        EXPECT_TRUE(std::isnan(c.spread[f]));
+                    else
+                        EXPECT_NEAR(c.spread[f], std::sqrt(squares) / std::abs(total),
+                                    1e-10 * std::max(1.0, std::sqrt(squares) / std::abs(total)));
                     const double tol = 1e-12 * std::max(1.0, rows.row(Index(f)).cwiseAbs().maxCoeff());
                     // 0 / 0 when the row is all zero (relu kernel, phi(q) orthogonal to every key).
                     const double ratio = r[std::size_t(c.topKey)] / r[std::size_t(c.medianKey)];
@@ -248,8 +258,8 @@ TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
         const MagnitudeCurve mean = meanMagnitudeCurve(**h, {});
         EXPECT_EQ(mean.query, -1);
         EXPECT_EQ(mean.queriesAveraged, n);
-        std::vector<double> sMax(13), sEnt(13), sTop(13), sLog(13);
-        std::vector<int> cnt(13), entCnt(13);
+        std::vector<double> sMax(13), sEnt(13), sTop(13), sLog(13), sSpread(13);
+        std::vector<int> cnt(13), entCnt(13), spreadCnt(13);
         Index skipped = 0;
         for (Index i = 0; i < n; ++i) {
             const MagnitudeCurve c = magnitudeCurve(**h, i, {});
@@ -260,6 +270,10 @@ TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
                     ++entCnt[f];
                 }
                 sTop[f] += c.topMass[f];
+                if (std::isfinite(c.spread[f])) {  // NaN: a row summing to 0 (linear_relu, phi(q) = 0)
+                    sSpread[f] += c.spread[f];
+                    ++spreadCnt[f];
+                }
                 if (std::isfinite(c.ratio[f]) && c.ratio[f] > 0) {
                     sLog[f] += std::log(c.ratio[f]);
                     ++cnt[f];
@@ -273,6 +287,8 @@ TEST(Magnitude, MeanCurveIsTheMeanOfQueryCurves) {
             EXPECT_NEAR(mean.maxWeight[f], sMax[f] / double(n), 1e-14);
             EXPECT_NEAR(mean.entropy[f], sEnt[f] / entCnt[f], 1e-12);
             EXPECT_NEAR(mean.topMass[f], sTop[f] / double(n), 1e-14);
+            ASSERT_GT(spreadCnt[f], 0);
+            EXPECT_NEAR(mean.spread[f], sSpread[f] / spreadCnt[f], 1e-12);
             if (cnt[f] > 0) {
                 EXPECT_NEAR(std::log(mean.ratio[f]), sLog[f] / cnt[f], 1e-12);
             }
@@ -321,8 +337,61 @@ TEST(Magnitude, MeanCurveIsTheSameOnAnyNumberOfThreads) {
         EXPECT_EQ(c.entropy, one.entropy);
         EXPECT_EQ(c.topMass, one.topMass);
         EXPECT_EQ(c.ratio, one.ratio);
+        EXPECT_EQ(c.spread, one.spread);
         EXPECT_EQ(c.queriesAveraged, one.queriesAveraged);
         EXPECT_EQ(c.skippedRatios, one.skippedRatios);
+    }
+}
+
+// The spread's laws, derived by hand from each normalisation with phi(q) scaled by a (D_ij =
+// phi(q_i) phi(k_j)^T up to the paradigm's constant, z_i = sum_j D_ij, Dbar_i = z_i / N):
+//   divide     A = a D / (a z + N eps): |alpha| / |sum| = 1 / z, so the spread does not move;
+//   subtract   A = a (D - Dbar) + 1/N (InLine, sum 1): spread(a) = a spread(1);
+//   magnitude  A = a D (1 + 1/(a z + eps)) - a z / N (MALA Eq. 8-9, sum a z / (a z + eps)):
+//              spread(a) = (a z + eps + 1) ||D - Dbar|| / z, affine in a with slope ||D - Dbar||;
+//   softmax    sum_j A_j^2 = Z(2a) / Z(a)^2 grows with a (its log's derivative is 2 E_2a[l] - 2 E_a[l] >= 0),
+//              so the spread, sqrt(sum A^2 - 1/N), does too.
+// Their rows carry negative weights (subtract, magnitude): the ratio of the same rows turns back
+// or changes sign for some query; the spread follows its law for every one.
+TEST(Magnitude, SpreadFollowsEachNormalisationsLawAndIsMonotoneOnSignedRows) {
+    const Index n = 49;
+    std::uint64_t seed = 400;
+    MagnitudeOptions o;
+    const std::vector<double> a = o.factors();
+    const std::size_t unit = 4, two = 6;
+    ASSERT_EQ(a[unit], 1.0);
+    ASSERT_EQ(a[two], 2.0);
+    for (const std::string name : {"linear_elu", "linear_relu", "inline", "mala", "softmax"}) {
+        SCOPED_TRACE(name);
+        auto h = makeHead(presetParadigm(name), randomNormal(n, 6, seed), randomNormal(n, 6, seed + 1));
+        seed += 2;
+        bool ratioTurnsBack = false;
+        for (Index i = 0; i < n; ++i) {
+            SCOPED_TRACE(i);
+            const MagnitudeCurve c = magnitudeCurve(**h, i, o);
+            if (c.queriesAveraged == 0 || !std::isfinite(c.spread[unit])) continue;
+            for (std::size_t f = 0; f < a.size(); ++f) {
+                const double s = c.spread[f], s1 = c.spread[unit], tol = 1e-9 * (1 + s);
+                if (name == "linear_elu" || name == "linear_relu") {
+                    EXPECT_NEAR(s, s1, tol);
+                } else if (name == "inline") {
+                    EXPECT_NEAR(s, a[f] * s1, tol);
+                } else if (name == "mala") {
+                    EXPECT_NEAR(s - s1, (a[f] - 1) * (c.spread[two] - s1), tol);
+                }
+                if (f > 0 && name != "linear_elu" && name != "linear_relu") {
+                    EXPECT_GE(s, c.spread[f - 1] * (1 - 1e-12));
+                }
+                if (f > 0 && (name == "inline" || name == "mala"))
+                    ratioTurnsBack = ratioTurnsBack || !(c.ratio[f] >= c.ratio[f - 1]);
+            }
+            if (name == "inline" || name == "mala") {
+                EXPECT_GT(c.spread.back(), c.spread.front());  // strictly sharper
+            }
+        }
+        if (name == "inline" || name == "mala") {
+            EXPECT_TRUE(ratioTurnsBack) << "no query's ratio turned back: the test does not show what it claims";
+        }
     }
 }
 

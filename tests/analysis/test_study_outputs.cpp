@@ -169,6 +169,40 @@ TEST(StudySummary, StatesBeforeTheYardsticksMergeWithThemNull) {
     EXPECT_TRUE(again.toJson()["per_paradigm"][0]["normalised_entropy_admissible_mean"].is_null());
 }
 
+// A state from before the magnitude curves' spread merges: the spread of the merged mean curve is
+// null at every factor (not a mean over the newer records only), the other curves are the whole run's.
+TEST(StudySummary, StatesBeforeTheSpreadMergeWithTheSpreadNull) {
+    test::TempDir dir;
+    const AnalysisReport report = analyzeLabelledDump(dir, 4);
+    std::vector<ReportSummary> shards;
+    for (int s = 0; s < 2; ++s) shards.emplace_back(report.paradigms);
+    for (const HeadRecord& r : report.records)
+        shards[std::size_t(r.image % 2)].add(r, report.dump.layers[std::size_t(r.layer)].name,
+                                             report.labels.at(r.image));
+    json old = shards[0].stateJson();
+    for (json& a : old["overall"]) {
+        ASSERT_TRUE(a["magnitude"].contains("spread"));
+        a["magnitude"].erase("spread");
+    }
+    ReportSummary merged = ReportSummary::fromStateJson(old);
+    merged.merge(shards[1]);
+    const json m = merged.toJson()["per_paradigm"], w = ReportSummary(report).toJson()["per_paradigm"];
+    for (std::size_t p = 0; p < m.size(); ++p) {
+        SCOPED_TRACE(m[p]["paradigm"].get<std::string>());
+        const json& spread = m[p]["magnitude_mean"]["spread"];
+        ASSERT_EQ(spread.size(), w[p]["magnitude_mean"]["spread"].size());
+        for (const json& v : spread) EXPECT_TRUE(v.is_null());
+        for (const json& v : w[p]["magnitude_mean"]["spread"]) EXPECT_TRUE(v.is_number());
+        expectNear(m[p]["magnitude_mean"]["max_weight"], w[p]["magnitude_mean"]["max_weight"], 1e-13);
+    }
+    // Through another round trip, and in the other merge order.
+    const ReportSummary again = ReportSummary::fromStateJson(merged.stateJson());
+    EXPECT_TRUE(again.toJson()["per_paradigm"][0]["magnitude_mean"]["spread"][0].is_null());
+    ReportSummary other = ReportSummary::fromStateJson(shards[1].stateJson());
+    other.merge(ReportSummary::fromStateJson(old));
+    EXPECT_TRUE(other.toJson()["per_paradigm"][0]["magnitude_mean"]["spread"][0].is_null());
+}
+
 TEST(StudySummary, MalformedStatesAreRefusedWithWhatIsWrong) {
     test::TempDir dir;
     const AnalysisReport report = analyzeLabelledDump(dir, 2);

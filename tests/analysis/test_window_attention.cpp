@@ -295,6 +295,9 @@ TEST(WindowAttention, MagnitudeCurvesMatchThePerWindowHeads) {
                 if (std::isfinite(want.ratio[f])) {
                     EXPECT_NEAR(got.ratio[f], want.ratio[f], 1e-9 * std::abs(want.ratio[f]));
                 }
+                if (std::isfinite(want.spread[f])) {
+                    EXPECT_NEAR(got.spread[f], want.spread[f], 1e-10 * (1 + want.spread[f]));
+                }
             }
             meanMax0 += want.maxWeight[0];
             ++counted;

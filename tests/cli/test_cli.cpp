@@ -893,6 +893,42 @@ TEST_F(CliTest, AdmissibleBaselinesAgreeWithNumPyAndTheSchema) {
     }
 }
 
+// Issue 46 item 3: the magnitude curves' spread, recomputed by tests/cli/magnitude_check.py (NumPy: each
+// query's row at every factor, over the keys it may attend to; Swin's mask on the window dump), and
+// in the schema; the signed presets on the plain dump, softmax on the window dump's two layers.
+TEST_F(CliTest, MagnitudeSpreadAgreesWithNumPyAndTheSchema) {
+    const std::string windows = path("swin_magnitude.h5");
+    ASSERT_EQ(
+        run("synth -o " + windows + " --layers 2 --heads 2 --grid 8x8 --prefix 0 --dim 8 --images 2 --window 4").code,
+        0);
+    const std::string plain = synth("plain_magnitude.h5");
+    for (const std::string& in : {windows, plain}) {
+        SCOPED_TRACE(in);
+        const std::string out = in + ".json";
+        const RunResult r =
+            run("analyze " + in + " --paradigms softmax,linear_relu,inline,mala --stats magnitude -o " + out);
+        ASSERT_EQ(r.code, 0) << r.err;
+        const json j = readJson(out);
+        for (const auto& rec : j["results"]) {
+            const json& m = rec["magnitude"];
+            ASSERT_EQ(m["spread"].size(), m["factors"].size());
+            // The signed presets' spread grows with the query, the division-normalised one's does not.
+            const double first = m["spread"].front().get<double>(), last = m["spread"].back().get<double>();
+            if (rec["paradigm"] == "linear_relu")
+                EXPECT_NEAR(last, first, 1e-9 * first);
+            else
+                EXPECT_GT(last, first);
+        }
+        const json& summary = j["summary"]["per_paradigm"][0]["magnitude_mean"];
+        EXPECT_EQ(summary["spread"].size(), summary["factors"].size());
+        const std::string check = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                                  "/tests/cli/magnitude_check.py " + in + " " + out +
+                                  (in == windows ? " --expect-window" : " --expect-signed");
+        EXPECT_EQ(std::system(check.c_str()), 0) << check;
+        EXPECT_TRUE(schemaValid(out, "analysis.schema.json"));
+    }
+}
+
 // Issue 46 item 6: the papers' claims on the bundled example (two images), recomputed from analyze's
 // records by tests/cli/claims_check.py, and on a dump of softmax layers only, where every claim about
 // another model is not measurable whatever the what-ifs say.

@@ -200,6 +200,9 @@ void MagnitudeView::drawCurves(QCPAxisRect* maxw, QCPAxisRect* ent, QCPAxisRect*
         const QVector<double> x(c.factors.begin(), c.factors.end());
         addLine(maxw, x, QVector<double>(c.maxWeight.begin(), c.maxWeight.end()), col, name, legend, Qt::SolidLine,
                 QCPScatterStyle::ssDisc);
+        // The spread beside the max weight, in the same units: it does not turn back on signed rows.
+        addLine(maxw, x, QVector<double>(c.spread.begin(), c.spread.end()), col, name, nullptr, Qt::DashLine,
+                QCPScatterStyle::ssCircle);
         addLine(ent, x, QVector<double>(c.entropy.begin(), c.entropy.end()), col, name, nullptr, Qt::SolidLine,
                 QCPScatterStyle::ssDisc);
         // A log axis cannot show a non-positive ratio (signed rows): those points are gaps, and
@@ -208,6 +211,7 @@ void MagnitudeView::drawCurves(QCPAxisRect* maxw, QCPAxisRect* ent, QCPAxisRect*
         for (double v : c.ratio) r << (v > 0 ? v : qQNaN());
         addLine(ratio, x, r, col, name, nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
         mv.insert(mv.end(), c.maxWeight.begin(), c.maxWeight.end());
+        mv.insert(mv.end(), c.spread.begin(), c.spread.end());
         ev.insert(ev.end(), c.entropy.begin(), c.entropy.end());
         rv.insert(rv.end(), c.ratio.begin(), c.ratio.end());
     }
@@ -220,7 +224,8 @@ void MagnitudeView::drawCurves(QCPAxisRect* maxw, QCPAxisRect* ent, QCPAxisRect*
     fitValueRange(ent->axis(QCPAxis::atLeft), ev, false);
     setLogAxis(ratio->axis(QCPAxis::atLeft));
     fitValueRange(ratio->axis(QCPAxis::atLeft), rv, true);
-    maxw->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("max weight"));
+    maxw->axis(QCPAxis::atLeft)
+        ->setLabel(QStringLiteral("max weight (solid)\nspread \u2016A \u2212 \u0100\u2016 / |\u03a3A| (dashed)"));
     ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy (nats)"));
     // The axis label stays short enough to fit the plot's height; which paradigms are missing
     // because their ratio is <= 0 somewhere (no place on a log axis) goes under the x axis.

@@ -225,8 +225,13 @@ struct MagnitudeOptions {
 struct MagnitudeCurve {
     std::vector<double> factors;
     std::vector<double> maxWeight, entropy, topMass, ratio;  // one per factor
-    Index query = -1;                                        // -1 for the mean curve over queries
-    Index topKey = -1;                                       // m: argmax of the row at a = 1
+    // ||A_i(a) - mean_j A_ij(a)||_2 / |sum_j A_ij(a)| over the keys the row may attend to: its L2
+    // distance from the uniform row per unit of its total. Unlike the ratio and the entropy of
+    // max(A, 0), negative weights cannot turn it back: it grows with |alpha| for every affine row
+    // alpha(a) raw + beta(a) of the linear family and with a for softmax (sum_j A_ij^2 does).
+    std::vector<double> spread;
+    Index query = -1;      // -1 for the mean curve over queries
+    Index topKey = -1;     // m: argmax of the row at a = 1
     Index medianKey = -1;  // n: the key with the median weight at a = 1 (lower median)
     Index queriesAveraged = 0;
     // Mean curve: (query, factor) ratios left out of the log-mean because they were <= 0 or not
