@@ -148,6 +148,61 @@ class DamagedAttributes(Hostile):
                      "metadata is damaged (HDF5: ")
 
 
+class ChunkLayouts(Hostile):
+    """Issue 47 item 1: a layout message whose chunk dimensions exceed the dataset's fixed size (a
+    metadata flip: 27,920 on a dimension of 256) passed the open check, and HDF5 then read memory
+    the file never defined: garbage with exit 0, or a crash, in the CLI, render, the desktop program
+    and the Python module. Now every front end refuses it on open, naming the dataset."""
+
+    MESSAGE = ("/layers/blocks.0/q is stored in chunks of [1, 1, 27920, 8] on a dataset of shape [2, 2, 256, 8] "
+               "whose size is fixed: chunk dimension 2 is larger than the dataset's: the file's HDF5 metadata is "
+               "damaged")
+
+    def setUp(self):
+        super().setUp()
+        proc = run("synth", "-o", self.path, "--layers", "1", "--heads", "2", "--images", "2", "--grid", "16x16",
+                   "--prefix", "0", "--dim", "8")
+        self.assertEqual(proc.returncode, 0, proc.err)
+        with h5py.File(self.path, "r+") as f:
+            q = f[LAYER]["q"][...]
+            del f[LAYER]["q"]
+            f[LAYER].create_dataset("q", data=q, chunks=(1, 1, 256, 8))
+        # The layout message's chunk dimensions (4 bytes each, then the element size).
+        chunk = b"".join(v.to_bytes(4, "little") for v in (1, 1, 256, 8, 4))
+        patch(self.path, chunk, 8, (27920).to_bytes(4, "little"))
+        with h5py.File(self.path, "r") as f:
+            self.assertEqual(f[LAYER]["q"].chunks, (1, 1, 27920, 8))
+
+    def test_cli_refuses_it_on_open_every_time(self):
+        for _ in range(3):  # it used to depend on what memory held
+            self.refused(f"{self.path}: {self.MESSAGE}")
+
+    @unittest.skipIf(not os.environ.get("ATTNLENS_GUI"), "ATTNLENS_GUI is not set (run through ctest)")
+    def test_render_refuses_it(self):
+        out = os.path.join(self.dir, "local.png")
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+        proc = subprocess.run([os.environ["ATTNLENS_GUI"], "render", self.path, "--view", "local", "-o", out],
+                              capture_output=True, timeout=120, env=env)
+        err = proc.stderr.decode("utf-8", "backslashreplace")
+        self.assertEqual(proc.returncode, 3, err)
+        self.assertIn(self.MESSAGE, err)
+        self.assertFalse(os.path.exists(out))
+
+    @unittest.skipIf(not os.environ.get("ATTNLENS_PYTHON_MODULE_DIR"), "the Python module is not built")
+    def test_python_module_raises_an_input_error(self):
+        script = ("import sys, attnlens\n"
+                  "try:\n"
+                  f"    attnlens.open({self.path!r})\n"
+                  "except attnlens.InputError as e:\n"
+                  "    print('InputError:', e)\n")
+        env = dict(os.environ, PYTHONPATH=os.environ["ATTNLENS_PYTHON_MODULE_DIR"])
+        proc = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, timeout=60, env=env)
+        out = proc.stdout.decode("utf-8", "backslashreplace")
+        self.assertEqual(proc.returncode, 0, proc.stderr.decode("utf-8", "backslashreplace"))
+        self.assertIn("InputError:", out)
+        self.assertIn(self.MESSAGE, out)
+
+
 class FloatLayouts(Hostile):
     """Item 3: only IEEE half, single and double (either byte order) are accepted."""
 

@@ -33,6 +33,8 @@ constexpr double kMaxImageBytes = 1.0 * double(1ull << 30);
 // this (uncompressed) are refused on open: a dataset chunked over many images would otherwise cost
 // a gigabyte of memory and seconds per (image, head) read.
 constexpr double kMaxFilteredChunkBytes = 256.0 * double(1u << 20);
+// HDF5 stores a chunk's size in 32 bits: no valid file has a larger chunk.
+constexpr double kMaxStoredChunkBytes = 4.0 * double(1ull << 30);
 
 // Natural order: digit runs compare as numbers, so "blocks.2" < "blocks.10".
 int naturalCompare(const std::string& a, const std::string& b) {
@@ -233,7 +235,7 @@ public:
             fail("/images holds " + std::to_string(dims[0]) +
                  " images but the layers have B = " + std::to_string(images));
         }
-        requireFilters(dataset.get(), "/images");
+        checkStorage(dataset.get(), "/images");
         imageInfo.present = true;
         imageInfo.height = int(dims[1]);
         imageInfo.width = int(dims[2]);
@@ -259,7 +261,7 @@ public:
         if (dims.size() != 1 || dims[0] != hsize_t(images)) {
             fail("/labels has shape " + h5::describeDims(dims) + "; expected [B] = [" + std::to_string(images) + "]");
         }
-        requireFilters(dataset.get(), "/labels");
+        checkStorage(dataset.get(), "/labels");
         return dataset;
     }
 
@@ -280,7 +282,7 @@ public:
             fail("/class_names has shape " + h5::describeDims(dims) +
                  "; expected [C] with 1 <= C <= " + std::to_string(kMaxClassNames));
         }
-        requireFilters(dataset.get(), "/class_names");
+        checkStorage(dataset.get(), "/class_names");
         const std::size_t count = std::size_t(dims[0]);
         std::vector<std::string> names(count);
         const htri_t variable = H5Tis_variable_str(type.get());
@@ -393,13 +395,13 @@ private:
                  " must be float16, float32 or float64");
         }
         tensor.type = *dtype;
-        requireFilters(tensor.dataset.get(), tensor.path);
+        checkStorage(tensor.dataset.get(), tensor.path);
         return tensor;
     }
 
     // A dataset compressed with a filter this HDF5 library lacks (e.g. h5py's built-in lzf) would
     // only fail on the first read; say so on open instead.
-    void requireFilters(hid_t dataset, const std::string& datasetPath) const {
+    void checkStorage(hid_t dataset, const std::string& datasetPath) const {
         h5::Handle properties(H5Dget_create_plist(dataset));
         if (!properties.valid()) fail(datasetPath + " has damaged storage properties" + h5::errorSuffix());
         // Raw data must live in the dump: external files and virtual datasets would let a crafted
@@ -433,25 +435,63 @@ private:
                  (name[0] ? " (" + std::string(name) + ")" : std::string()) +
                  ", which this HDF5 library does not provide; store it uncompressed or with gzip");
         }
-        if (filters > 0 && H5Pget_layout(properties.get()) == H5D_CHUNKED) {
+        h5::Handle type(H5Dget_type(dataset));
+        h5::Handle space(H5Dget_space(dataset));
+        const int datasetRank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+        if (!type.valid() || datasetRank < 0)
+            fail(datasetPath + " has a damaged type or shape: the file's HDF5 metadata is damaged" + h5::errorSuffix());
+        std::vector<hsize_t> dims(static_cast<std::size_t>(datasetRank)), maxDims(dims.size());
+        H5Sget_simple_extent_dims(space.get(), dims.data(), maxDims.data());
+        const double elementBytes = double(H5Tget_size(type.get()));
+        const auto damaged = [&](const std::string& what) {
+            fail(datasetPath + " " + what + ": the file's HDF5 metadata is damaged (HDF5 would read memory the " +
+                 "file never defined)");
+        };
+        if (layout == H5D_CONTIGUOUS) {
+            // Unallocated storage (HADDR_UNDEF) reads as the fill value; allocated storage must lie
+            // inside the file.
+            const haddr_t offset = H5Dget_offset(dataset);
+            double bytes = elementBytes;  // the file type's size (a variable-length string's is less)
+            for (hsize_t d : dims) bytes *= double(d);
+            bytes = std::max(bytes, double(H5Dget_storage_size(dataset)));
+            h5::Handle file(H5Iget_file_id(dataset));
+            hsize_t fileBytes = 0;
+            if (offset != HADDR_UNDEF && file.valid() && H5Fget_filesize(file.get(), &fileBytes) >= 0 &&
+                double(offset) + bytes > double(fileBytes))
+                damaged("declares " + formatGiB(bytes) + " of data at byte " + std::to_string(offset) +
+                        " of a file of " + std::to_string(fileBytes) + " bytes");
+        }
+        if (layout == H5D_CHUNKED) {
             const int rank = H5Pget_chunk(properties.get(), 0, nullptr);
             std::vector<hsize_t> chunk(std::size_t(std::max(rank, 0)));
-            h5::Handle type(H5Dget_type(dataset));
-            if (rank > 0 && type.valid() && H5Pget_chunk(properties.get(), rank, chunk.data()) == rank) {
-                double bytes = double(H5Tget_size(type.get()));
-                for (hsize_t c : chunk) bytes *= double(c);
+            if (rank != datasetRank || (rank > 0 && H5Pget_chunk(properties.get(), rank, chunk.data()) != rank))
+                damaged("has chunks of rank " + std::to_string(rank) + " on a dataset of rank " +
+                        std::to_string(datasetRank));
+            // HDF5 refuses to create such chunks; a damaged layout message can still declare them.
+            for (int i = 0; i < rank; ++i)
+                if (chunk[std::size_t(i)] == 0 ||
+                    (maxDims[std::size_t(i)] != H5S_UNLIMITED && chunk[std::size_t(i)] > maxDims[std::size_t(i)]))
+                    damaged("is stored in chunks of " + h5::describeDims(chunk) + " on a dataset of shape " +
+                            h5::describeDims(dims) + " whose size is fixed: chunk dimension " + std::to_string(i) +
+                            " is " + (chunk[std::size_t(i)] == 0 ? "0" : "larger than the dataset's"));
+            double bytes = elementBytes;
+            for (hsize_t c : chunk) bytes *= double(c);
+            if (bytes > kMaxStoredChunkBytes)
+                damaged("declares chunks of " + h5::describeDims(chunk) + " (" + formatGiB(bytes) +
+                        "), more than HDF5's limit of 4 GiB per chunk");
+            if (filters > 0) {
                 if (bytes > kMaxFilteredChunkBytes) {
                     std::vector<hsize_t> suggested = h5::datasetDims(dataset);
                     if (!suggested.empty()) suggested[0] = 1;
-                    std::string dims;
+                    std::string suggestion;
                     for (std::size_t i = 0; i < suggested.size(); ++i)
-                        dims += (i ? "x" : "") + std::to_string(suggested[i]);
+                        suggestion += (i ? "x" : "") + std::to_string(suggested[i]);
                     fail(datasetPath + " is compressed in chunks of " + h5::describeDims(chunk) + " (" +
                          formatGiB(bytes) + " uncompressed), more than the limit of " +
                          formatGiB(kMaxFilteredChunkBytes) +
                          ": every read would decompress a whole chunk; store one image per chunk, e.g. "
                          "h5repack -l " +
-                         datasetPath + ":CHUNK=" + dims + " IN.h5 OUT.h5");
+                         datasetPath + ":CHUNK=" + suggestion + " IN.h5 OUT.h5");
                 }
             }
         }
