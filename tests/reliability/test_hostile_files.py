@@ -148,11 +148,12 @@ class DamagedAttributes(Hostile):
                      "metadata is damaged (HDF5: ")
 
 
-class ChunkLayouts(Hostile):
+class StorageLayouts(Hostile):
     """Issue 47 item 1: a layout message whose chunk dimensions exceed the dataset's fixed size (a
     metadata flip: 27,920 on a dimension of 256) passed the open check, and HDF5 then read memory
     the file never defined: garbage with exit 0, or a crash, in the CLI, render, the desktop program
-    and the Python module. Now every front end refuses it on open, naming the dataset."""
+    and the Python module. Now every front end refuses it on open, naming the dataset; so is
+    contiguous data that the layout places past the end of the file."""
 
     MESSAGE = ("/layers/blocks.0/q is stored in chunks of [1, 1, 27920, 8] on a dataset of shape [2, 2, 256, 8] "
                "whose size is fixed: chunk dimension 2 is larger than the dataset's: the file's HDF5 metadata is "
@@ -163,6 +164,8 @@ class ChunkLayouts(Hostile):
         proc = run("synth", "-o", self.path, "--layers", "1", "--heads", "2", "--images", "2", "--grid", "16x16",
                    "--prefix", "0", "--dim", "8")
         self.assertEqual(proc.returncode, 0, proc.err)
+
+    def chunks_beyond_the_shape(self):
         with h5py.File(self.path, "r+") as f:
             q = f[LAYER]["q"][...]
             del f[LAYER]["q"]
@@ -174,11 +177,26 @@ class ChunkLayouts(Hostile):
             self.assertEqual(f[LAYER]["q"].chunks, (1, 1, 27920, 8))
 
     def test_cli_refuses_it_on_open_every_time(self):
+        self.chunks_beyond_the_shape()
         for _ in range(3):  # it used to depend on what memory held
             self.refused(f"{self.path}: {self.MESSAGE}")
 
+    def test_contiguous_data_past_the_end_of_the_file_is_refused(self):
+        with h5py.File(self.path, "r+") as f:
+            k = f[LAYER]["k"][...]
+            del f[LAYER]["k"]
+            f[LAYER].create_dataset("k", data=k)  # contiguous
+        with h5py.File(self.path, "r") as f:
+            offset, size = f[LAYER]["k"].id.get_offset(), f[LAYER]["k"].id.get_storage_size()
+        end = os.path.getsize(self.path) - 100
+        # The layout message's address and size of the contiguous data.
+        patch(self.path, offset.to_bytes(8, "little") + size.to_bytes(8, "little"), 0, end.to_bytes(8, "little"))
+        self.refused(f"{self.path}: /layers/blocks.0/k declares {size} bytes of data at byte {end} of a file of "
+                     f"{end + 100} bytes: the file's HDF5 metadata is damaged")
+
     @unittest.skipIf(not os.environ.get("ATTNLENS_GUI"), "ATTNLENS_GUI is not set (run through ctest)")
     def test_render_refuses_it(self):
+        self.chunks_beyond_the_shape()
         out = os.path.join(self.dir, "local.png")
         env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
         proc = subprocess.run([os.environ["ATTNLENS_GUI"], "render", self.path, "--view", "local", "-o", out],
@@ -190,6 +208,7 @@ class ChunkLayouts(Hostile):
 
     @unittest.skipIf(not os.environ.get("ATTNLENS_PYTHON_MODULE_DIR"), "the Python module is not built")
     def test_python_module_raises_an_input_error(self):
+        self.chunks_beyond_the_shape()
         script = ("import sys, attnlens\n"
                   "try:\n"
                   f"    attnlens.open({self.path!r})\n"

@@ -458,7 +458,7 @@ private:
             hsize_t fileBytes = 0;
             if (offset != HADDR_UNDEF && file.valid() && H5Fget_filesize(file.get(), &fileBytes) >= 0 &&
                 double(offset) + bytes > double(fileBytes))
-                damaged("declares " + formatGiB(bytes) + " of data at byte " + std::to_string(offset) +
+                damaged("declares " + std::to_string(std::uint64_t(bytes)) + " bytes of data at byte " + std::to_string(offset) +
                         " of a file of " + std::to_string(fileBytes) + " bytes");
         }
         if (layout == H5D_CHUNKED) {
