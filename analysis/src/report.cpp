@@ -882,8 +882,13 @@ public:
     // A number (when present and not null) within [lo, hi] up to rounding: what a head allows.
     void within(const json& o, const char* key, const std::string& where, double lo, double hi,
                 const std::string& because) const {
-        if (!o.contains(key) || !o[key].is_number()) return;
-        const double v = o[key].get<double>();
+        if (o.contains(key)) inRange(o[key], where + "." + key, lo, hi, because);
+    }
+
+    // A number (null passes: a value that was not finite) in [lo, hi], up to 1e-9 relative.
+    void inRange(const json& value, const std::string& where, double lo, double hi, const std::string& because) const {
+        if (!value.is_number()) return;
+        const double v = value.get<double>();
         double scale = 1.0;
         for (double b : {lo, hi})
             if (std::isfinite(b)) scale = std::max(scale, std::abs(b));
@@ -891,7 +896,7 @@ public:
         if (!(v >= lo - slack && v <= hi + slack)) {
             std::ostringstream range;
             range << "[" << lo << ", " << hi << "]";
-            fail(where + "." + key, shown(o[key]) + " is impossible: " + because + " " + range.str());
+            fail(where, shown(value) + " is impossible: " + because + " " + range.str());
         }
     }
 
@@ -903,6 +908,30 @@ public:
         const double tokens = r["tokens"].get<double>();
         const double keys = r.contains("keys") ? r["keys"].get<double>() : tokens;
         const double side = std::min(tokens, keys);
+        const double pairs = tokens * (tokens - 1) / 2;
+        within(r, "flagged_rows", w, 0, tokens, "a head of N rows flags a number of rows in");
+        if (r.contains("confusion") && r["confusion"].is_object()) {
+            within(r["confusion"], "confused_pairs", w + ".confusion", 0, pairs, "N rows make a number of pairs in");
+            within(r["confusion"], "identical_query_pairs", w + ".confusion", 0, pairs,
+                   "N rows make a number of pairs in");
+        }
+        if (r.contains("local") && r["local"].is_array())
+            for (std::size_t i = 0; i < r["local"].size(); ++i)
+                within(r["local"][i], "queries", w + ".local[" + std::to_string(i) + "]", 0, tokens,
+                       "a head of N queries has a number of them in");
+        if (r.contains("magnitude") && r["magnitude"].is_object()) {
+            const json& m = r["magnitude"];
+            const std::string where = w + ".magnitude";
+            within(m, "queries_averaged", where, 0, tokens, "a head of N queries has a number of them in");
+            eachWithin(m, "entropy", where, 0, std::log(std::max(keys, 1.0)),
+                       "the entropy of a row over n keys lies in");
+            if (softmax) {
+                eachWithin(m, "max_weight", where, 0, 1, "softmax weights lie in");
+                eachWithin(m, "top_mass", where, 0, 1, "a part of a softmax row's mass lies in");
+                eachWithin(m, "ratio", where, 0, std::numeric_limits<double>::infinity(),
+                           "a ratio of two softmax weights lies in");
+            }
+        }
         if (r.contains("rank")) {
             within(r["rank"], "rank", w + ".rank", 0, side, "a head of N x n allows rank in");
             within(r["rank"], "bound", w + ".rank", 0, side, "a head of N x n allows a rank bound in");
@@ -945,9 +974,15 @@ public:
         if (r.contains("distance") && r["distance"].is_object()) {
             const json& d = r["distance"];
             const double inf = std::numeric_limits<double>::infinity();
+            within(d, "queries", w + ".distance", 0, tokens, "a head of N queries has a number of them in");
+            // Half the L1 distance of two non-negative rows with sums at most 1 is at most 1; signed
+            // rows can be farther apart.
+            const bool signedRows = !d.contains("signed_queries") || !d["signed_queries"].is_number() ||
+                                    d["signed_queries"].get<double>() != 0;
             if (d.contains("total_variation"))
-                within(d["total_variation"], "mean", w + ".distance.total_variation", 0, inf,
-                       "half an L1 distance lies in");
+                within(d["total_variation"], "mean", w + ".distance.total_variation", 0, signedRows ? inf : 1.0,
+                       signedRows ? "half an L1 distance lies in"
+                                  : "half the L1 distance of two rows without negative weights lies in");
             if (d.contains("jensen_shannon"))
                 within(d["jensen_shannon"], "mean", w + ".distance.jensen_shannon", 0, std::log(2.0),
                        "a Jensen-Shannon divergence in nats lies in");
@@ -963,6 +998,14 @@ public:
             for (std::size_t i = 0; i < r["local"].size(); ++i)
                 within(r["local"][i], "mean", w + ".local[" + std::to_string(i) + "]", 0, 1,
                        "a softmax row's mass in a window lies in");
+    }
+
+    // within() for every number of the array o[key] (nulls pass: values that were not finite).
+    void eachWithin(const json& o, const char* key, const std::string& where, double lo, double hi,
+                    const std::string& because) const {
+        if (!o.contains(key) || !o[key].is_array()) return;
+        for (std::size_t i = 0; i < o[key].size(); ++i)
+            inRange(o[key][i], where + "." + key + "[" + std::to_string(i) + "]", lo, hi, because);
     }
 
     void numbers(const json& o, const std::string& where, std::initializer_list<const char*> keys,
@@ -1230,6 +1273,23 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
         if (paradigmList[i].value("normalisation", json()) == "softmax") softmaxParadigms.insert(p);
     }
 
+    // The statistics every record carries (options.statistics) and the window sizes of its local
+    // entries (options.local.k); reports that do not say are not held to them.
+    std::set<std::string> selectedStatistics;
+    if (r.contains("options") && r["options"].is_object() && r["options"].contains("statistics")) {
+        const json& stats = check.array(r["options"]["statistics"], "options.statistics");
+        for (std::size_t i = 0; i < stats.size(); ++i)
+            selectedStatistics.insert(check.string(stats[i], "options.statistics[" + std::to_string(i) + "]"));
+    }
+    std::optional<std::vector<std::int64_t>> windowSizes;
+    if (r.contains("options") && r["options"].is_object() && r["options"].contains("local") &&
+        r["options"]["local"].is_object() && r["options"]["local"].contains("k")) {
+        const json& ks = check.array(r["options"]["local"]["k"], "options.local.k");
+        windowSizes.emplace();
+        for (std::size_t i = 0; i < ks.size(); ++i)
+            windowSizes->push_back(check.integer(ks[i], "options.local.k[" + std::to_string(i) + "]", 1));
+    }
+
     const json& results = check.array(check.field(r, "results", "report"), "results");
     for (std::size_t i = 0; i < results.size(); ++i) {
         const json& record = results[i];
@@ -1260,6 +1320,28 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
         if (heads && !heads->count(key.head)) check.fail(where, "the head is not in the report's selection.heads");
         check.statistics(record, where);
         check.plausible(record, where, softmaxParadigms.count(key.paradigm) > 0);
+        // Only the statistics analyze computes per record; distance needs a reference, local a grid.
+        for (const char* statistic : {"rank", "entropy", "confusion", "magnitude"}) {
+            const std::string field = std::string(statistic) == "rank" ? "rank" : statistic;
+            if (selectedStatistics.count(statistic) && !record.contains(field))
+                check.fail(where, "the statistic \"" + field +
+                                      "\" is missing, though the report's options.statistics selects it");
+        }
+        if (selectedStatistics.count("local") && windowSizes && !windowSizes->empty()) {
+            if (!record.contains("local"))
+                check.fail(where,
+                           "the statistic \"local\" is missing, though the report's options.statistics selects it");
+            std::vector<std::int64_t> ks;
+            for (const json& entry : record["local"]) ks.push_back(entry["k"].get<std::int64_t>());
+            const auto listed = [](const std::vector<std::int64_t>& values) {
+                std::string text;
+                for (std::size_t v = 0; v < values.size(); ++v) text += (v ? ", " : "") + std::to_string(values[v]);
+                return "[" + text + "]";
+            };
+            if (ks != *windowSizes)
+                check.fail(where + ".local", "has window sizes " + listed(ks) +
+                                                 " where the report's options.local.k are " + listed(*windowSizes));
+        }
         if (!seen.insert(key).second) check.fail(where, "this record appears twice in the file");
         out.keys.push_back(std::move(key));
     }
@@ -1290,6 +1372,60 @@ MergeInput checkMergeInput(const json& r, const std::string& name) {
                 check.fail(where, "image " + std::to_string(image) + ", layer " + printableText(layer) +
                                       " is listed as skipped but has records");
             out.skipped.emplace_back(image, position);
+        }
+    }
+    // The records cover the selection exactly: every (image, layer, head, paradigm) of it whose
+    // (image, layer) was not skipped. A dropped record would leave the merged summary over fewer
+    // images than the report says it covers.
+    {
+        std::set<std::pair<std::int64_t, std::int64_t>> skippedSet(out.skipped.begin(), out.skipped.end());
+        std::vector<int> layerPositions;
+        for (const std::string& layer : layers) layerPositions.push_back(dump.layerPosition(layer));
+        std::sort(layerPositions.begin(), layerPositions.end());
+        const auto headsOf = [&](int position) {
+            const std::int64_t count = dump.layerHeads[std::size_t(position)];
+            if (!heads) return count;
+            return std::int64_t(std::count_if(heads->begin(), heads->end(), [&](std::int64_t h) { return h < count; }));
+        };
+        std::int64_t expected = 0;
+        for (int position : layerPositions) {
+            std::int64_t readImages = 0;
+            for (std::int64_t image : images) readImages += skippedSet.count({image, position}) ? 0 : 1;
+            expected += readImages * headsOf(position) * std::int64_t(paradigms.size());
+        }
+        const bool jsonRecords = !(r.contains("record_detail") && r["record_detail"].is_object() &&
+                                   r["record_detail"].value("format", std::string("json")) != "json");
+        const std::int64_t have =
+            jsonRecords ? std::int64_t(out.keys.size())
+                        : (r["record_detail"].contains("records") && r["record_detail"]["records"].is_number_integer()
+                               ? r["record_detail"]["records"].get<std::int64_t>()
+                               : -1);
+        if (have >= 0 && have != expected) {
+            std::string first;
+            if (jsonRecords) {  // the first (image, layer, head, paradigm) of the selection without a record
+                for (std::int64_t image : images) {
+                    for (int position : layerPositions) {
+                        if (skippedSet.count({image, position})) continue;
+                        for (std::int64_t head = 0; head < dump.layerHeads[std::size_t(position)] && first.empty();
+                             ++head) {
+                            if (heads && !heads->count(head)) continue;
+                            for (const std::string& p : paradigms)
+                                if (!seen.count(RecordKey{image, position, head, p}) && first.empty())
+                                    first = describeKey(RecordKey{image, position, head, p},
+                                                        dump.layerNames[std::size_t(position)]);
+                        }
+                        if (!first.empty()) break;
+                    }
+                    if (!first.empty()) break;
+                }
+            }
+            check.fail(jsonRecords ? "results" : "record_detail.records",
+                       std::to_string(have) + " records where the selection (" + std::to_string(images.size()) +
+                           " images, " + std::to_string(layerPositions.size()) + " layers, their selected heads, " +
+                           std::to_string(paradigms.size()) + " paradigms, less " + std::to_string(skippedSet.size()) +
+                           " skipped (image, layer)s) has " + std::to_string(expected) +
+                           (first.empty() ? std::string() : "; the first without a record is " + first) +
+                           ": a report covers its selection exactly");
         }
     }
     if (r.contains("non_finite")) {

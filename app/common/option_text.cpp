@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "attnlens/analysis/claims.h"
@@ -49,7 +50,15 @@ json readJsonFile(const std::string& file, const std::string& context) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throwInput(context + ": cannot open " + quotedText(file) + ": " + std::strerror(errno));
     try {
-        return json::parse(in);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (in.bad()) throw std::ios_base::failure(std::strerror(errno));
+        if (const auto at = jsonNestingBeyond(text))
+            throwInput(context + ": " + quotedText(file) + " nests arrays and objects more than " +
+                       std::to_string(kMaxJsonNesting) + " deep (at byte " + std::to_string(*at) +
+                       "); AttnLens's JSON files nest about ten deep");
+        return json::parse(text);
+    } catch (const Error&) {
+        throw;
     } catch (const json::exception& e) {
         throwInput(context + ": " + jsonParseProblem(file, e));
     } catch (const std::exception& e) {  // the stream's own read error (std::ios_base::failure)

@@ -1377,7 +1377,8 @@ TEST_F(CliTest, DirectoriesAndOutOfRangeNumbersAreRefusedWithTheirName) {
 
 TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
     const std::string in = synth("a.h5");
-    const std::string common = " --stats rank,local,entropy,confusion,magnitude --paradigms softmax,mala --quiet ";
+    const std::string common =
+        " --stats rank,local,entropy,confusion,magnitude,distance --paradigms softmax,mala --quiet ";
     ASSERT_EQ(run("analyze " + in + common + "--images 0 -o " + path("s0.json")).code, 0);
     ASSERT_EQ(run("analyze " + in + common + "--images 1 -o " + path("s1.json")).code, 0);
     ASSERT_EQ(run("merge " + path("s0.json") + " " + path("s1.json") + " -o " + path("m.json")).code, 0);
@@ -1427,6 +1428,30 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
          first + ".entropy.max_weight: 2.5 is impossible: softmax weights lie in [0, 1]"},
         {[](json& j) { j["results"][0]["entropy"]["negative_mass_total"] = 0.5; },
          first + ".entropy.negative_mass_total: 0.5 is impossible: a sum of negative weights lies in [-inf, 0]"},
+        // Issue 47 item 2: a window size the report does not have (exit 70 before), a missing
+        // statistic, counts no head of N = 31 tokens allows, and records dropped from the selection.
+        {[](json& j) { j["results"][0]["local"][0]["k"] = 4; },
+         first + ".local: has window sizes [4, 5, 7] where the report's options.local.k are [3, 5, 7]"},
+        {[](json& j) { j["results"][0].erase("local"); },
+         first + ": the statistic \"local\" is missing, though the report's options.statistics selects it"},
+        {[](json& j) { j["results"][0].erase("magnitude"); },
+         first + ": the statistic \"magnitude\" is missing, though the report's options.statistics selects it"},
+        {[](json& j) { j["results"][0]["confusion"]["confused_pairs"] = 1000; },
+         first + ".confusion.confused_pairs: 1000 is impossible: N rows make a number of pairs in [0, 465]"},
+        {[](json& j) { j["results"][0]["flagged_rows"] = 100; },
+         first + ".flagged_rows: 100 is impossible: a head of N rows flags a number of rows in [0, 31]"},
+        {[](json& j) { j["results"][0]["distance"]["total_variation"]["mean"] = 2.0; },
+         first + ".distance.total_variation.mean: 2.0 is impossible: half the L1 distance of two rows without "
+                 "negative weights lies in [0, 1]"},
+        {[](json& j) { j["results"][0]["magnitude"]["entropy"][3] = -7.0; },
+         first + ".magnitude.entropy[3]: -7.0 is impossible: the entropy of a row over n keys lies in [0, "},
+        {[](json& j) { j["results"][0]["magnitude"]["max_weight"][0] = 1.5; },
+         first + ".magnitude.max_weight[0]: 1.5 is impossible: softmax weights lie in [0, 1]"},
+        {[](json& j) { j["results"].erase(1); },
+         "results: 7 records where the selection (1 images, 2 layers, their selected heads, 2 paradigms, less 0 "
+         "skipped (image, layer)s) has 8; the first without a record is (image 1, layer blocks.0, head 0, paradigm "
+         "mala): a report covers its selection exactly"},
+        {[](json& j) { j["results"] = json::array(); }, "results: 0 records where the selection (1 images"},
     };
     for (const auto& [mutate, message] : cases) {
         json bad = good;
@@ -1436,6 +1461,16 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
         EXPECT_EQ(r.code, 3) << message << "\n" << r.err;
         EXPECT_THAT(r.err, HasSubstr("merge: " + path("bad.json") + ": " + message));
         EXPECT_THAT(r.err, ::testing::Not(HasSubstr("json.exception")));
+        EXPECT_FALSE(fs::exists(path("out.json")));
+    }
+    // A report nested 60,000 deep (a recursive copy crashed merge): refused before it is parsed.
+    {
+        std::string text = good.dump();
+        text.insert(text.size() - 1, ",\"deep\":" + std::string(60000, '[') + std::string(60000, ']'));
+        std::ofstream(path("deep.json")) << text;
+        const RunResult r = run("merge " + path("s0.json") + " " + path("deep.json") + " -o " + path("out.json"));
+        EXPECT_EQ(r.code, 3) << r.err;
+        EXPECT_THAT(r.err, HasSubstr("merge: '" + path("deep.json") + "' nests arrays and objects more than 256 deep"));
         EXPECT_FALSE(fs::exists(path("out.json")));
     }
     // A signed paradigm's weights may pass 1: mala's max weight 2.5 is not refused for that.
@@ -1968,6 +2003,19 @@ TEST_F(CliTest, RecordTablesAndSummaryStatesMergeIntoTheOneRunsSummary) {
     ASSERT_EQ(run("merge " + path("n1.json") + " " + path("n2.json") + " -o " + path("n.json")).code, 0);
     near(readJson(path("n.json"))["summary"], all["summary"], "summary of none");
     EXPECT_FALSE(fs::exists(path("n.records.h5")));
+    // A report whose record count is not its selection's (its summary counts an image the selection
+    // does not name) is refused.
+    {
+        json short1 = readJson(path("n1.json"));
+        short1["selection"]["images"] = json::array({0, 1});
+        std::ofstream(path("n1short.json")) << short1.dump();
+        const RunResult shortRun =
+            run("merge " + path("n1short.json") + " " + path("n2.json") + " -o " + path("nshort.json"));
+        EXPECT_EQ(shortRun.code, 3) << shortRun.err;
+        EXPECT_THAT(shortRun.err, HasSubstr("record_detail.records: "));
+        EXPECT_THAT(shortRun.err, HasSubstr("a report covers its selection exactly"));
+        EXPECT_FALSE(fs::exists(path("nshort.json")));
+    }
 
     // Usage errors (exit 2, nothing written) and bad inputs (exit 3, nothing written).
     r = run("analyze " + in + " --records xml -o " + path("x.json"));

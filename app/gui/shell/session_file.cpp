@@ -250,6 +250,9 @@ SessionState readSessionFile(const QString& path) {
                    std::to_string(kMaxSessionBytes) + ")");
     if (!f.open(QIODevice::ReadOnly)) throwInput(where + ": cannot read: " + f.errorString().toStdString());
     const QByteArray bytes = f.read(kMaxSessionBytes + 1);
+    if (const auto at = jsonNestingBeyond(std::string_view(bytes.constData(), std::size_t(bytes.size()))))
+        throwInput(where + ": nests arrays and objects more than " + std::to_string(kMaxJsonNesting) +
+                   " deep (at byte " + std::to_string(*at) + "); a session file nests about five deep");
     json j;
     try {
         j = json::parse(bytes.constData(), bytes.constData() + bytes.size());
