@@ -458,8 +458,8 @@ private:
             hsize_t fileBytes = 0;
             if (offset != HADDR_UNDEF && file.valid() && H5Fget_filesize(file.get(), &fileBytes) >= 0 &&
                 double(offset) + bytes > double(fileBytes))
-                damaged("declares " + std::to_string(std::uint64_t(bytes)) + " bytes of data at byte " + std::to_string(offset) +
-                        " of a file of " + std::to_string(fileBytes) + " bytes");
+                damaged("declares " + std::to_string(std::uint64_t(bytes)) + " bytes of data at byte " +
+                        std::to_string(offset) + " of a file of " + std::to_string(fileBytes) + " bytes");
         }
         if (layout == H5D_CHUNKED) {
             const int rank = H5Pget_chunk(properties.get(), 0, nullptr);
