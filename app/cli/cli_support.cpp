@@ -76,8 +76,20 @@ void writeStderr(const char* text) {
 [[noreturn]] void endCancelled(int signal) {
     attnlens::killOpenCheckChild();
     attnlens::removeRegisteredTemporaryFiles();
-    writeStderr(signal == SIGINT ? "attnlens-cli: error: cancelled (SIGINT)\n"
-                                 : "attnlens-cli: error: cancelled (SIGTERM)\n");
+    switch (signal) {  // string literals: async-signal-safe
+        case SIGINT:
+            writeStderr("attnlens-cli: error: cancelled (SIGINT)\n");
+            break;
+        case SIGHUP:
+            writeStderr("attnlens-cli: error: cancelled (SIGHUP)\n");
+            break;
+        case SIGALRM:
+            writeStderr("attnlens-cli: error: cancelled (SIGALRM)\n");
+            break;
+        default:
+            writeStderr("attnlens-cli: error: cancelled (SIGTERM)\n");
+            break;
+    }
     ::_exit(exitCodeFor(ErrorKind::Cancelled));
 }
 
@@ -94,7 +106,14 @@ extern "C" void onInterrupt(int signal) {
     ::setitimer(ITIMER_REAL, &deadline, nullptr);
 }
 
-extern "C" void onCancelDeadline(int) { endCancelled(gInterruptSignal == SIGINT ? SIGINT : SIGTERM); }
+// SIGALRM is both the grace deadline's timer (setitimer) and a signal someone may send (timeout -s
+// ALRM): before any interrupt it is one, named as itself.
+extern "C" void onAlarm(int) {
+    if (gInterruptSignal == 0)
+        onInterrupt(SIGALRM);
+    else
+        endCancelled(gInterruptSignal);
+}
 
 void installInterruptHandlersImpl() {
     struct sigaction action {};
@@ -102,8 +121,13 @@ void installInterruptHandlersImpl() {
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
-    action.sa_handler = onCancelDeadline;
+    sigaction(SIGHUP, &action, nullptr);  // the terminal closed: cancelled like SIGTERM, nothing left behind
+    action.sa_handler = onAlarm;
     sigaction(SIGALRM, &action, nullptr);
+    // A reader of the progress or the table that went away (| head) makes writes fail with EPIPE
+    // instead of killing the process before it removes its temporary files.
+    action.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &action, nullptr);
 }
 
 // The input being read, for the crash handler's message (written before reading starts).
@@ -204,6 +228,16 @@ std::string commandLine(int argc, char** argv) {
 
 // Fails early, before any analysis, when `output` cannot be written or is one of `inputs`. Only
 // creates (and removes) a uniquely named probe file: nothing of the user's is touched.
+void checkRecordTableIsNotTheReport(const std::string& table, const std::string& report) {
+    namespace fs = std::filesystem;
+    std::error_code e1, e2;
+    const fs::path t = fs::weakly_canonical(fs::absolute(table), e1),
+                   r = fs::weakly_canonical(fs::absolute(report), e2);
+    if (!e1 && !e2 && t == r)
+        throwUsage("--records-file " + quotedText(table) + " names the report's own file (-o " + quotedText(report) +
+                   "): the record table and the report are two files");
+}
+
 void checkOutputWritable(const std::string& output, const std::vector<std::string>& inputs) {
     namespace fs = std::filesystem;
     // Not empty, not an input, not a directory, symbolic link or device node (e.g. /dev/null,

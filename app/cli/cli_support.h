@@ -64,6 +64,8 @@ private:
 
 // Fails early, before any analysis, when `output` cannot be written or is one of `inputs`.
 void checkOutputWritable(const std::string& output, const std::vector<std::string>& inputs);
+// Usage error when the record table's path is the report's (they would overwrite each other).
+void checkRecordTableIsNotTheReport(const std::string& table, const std::string& report);
 // inspect validates: a dump with a damaged chunk index is described, and then refused (exit 3).
 void requireEveryDatasetReadable(const DumpReader& reader);
 

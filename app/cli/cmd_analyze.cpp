@@ -75,7 +75,10 @@ int cmdAnalyze(int argc, char** argv) {
     analyzeSelectionFromText(a, info, req);
     // Fail before hours of work, not after: the output must be writable and not the input.
     if (output) checkOutputWritable(*output, {input});
-    if (!tablePath.empty()) checkOutputWritable(tablePath, {input, *output});
+    if (!tablePath.empty()) {
+        checkRecordTableIsNotTheReport(tablePath, *output);
+        checkOutputWritable(tablePath, {input, *output});
+    }
 
     // Declared sizes too large for this machine are refused before anything is allocated (analyzeDump
     // checks the same; asked here first, so that the note comes before the progress bar).
@@ -123,8 +126,8 @@ int cmdAnalyze(int argc, char** argv) {
     std::cout << formatSummary(j);
     std::printf("%lld records, %.2f s on %d threads\n", (long long)stream->records(), report.seconds,
                 report.request.threads.count());
-    if (output) std::printf("wrote %s\n", output->c_str());
-    if (!tablePath.empty()) std::printf("wrote %s\n", tablePath.c_str());
+    if (output) std::printf("wrote %s\n", printableText(*output).c_str());
+    if (!tablePath.empty()) std::printf("wrote %s\n", printableText(tablePath).c_str());
     return kExitOk;
 }
 

@@ -51,7 +51,7 @@ int cmdClaims(int argc, char** argv) {
                 j["counts"]["not_measurable"].get<int>());
     if (output) {
         writeFileAtomically(*output, j.dump(1) + "\n", {input});
-        std::printf("wrote %s\n", output->c_str());
+        std::printf("wrote %s\n", printableText(*output).c_str());
     }
     return kExitOk;
 }

@@ -74,7 +74,7 @@ json inspectJson(const DumpReader& reader, const std::vector<LayerModel>& models
 
 // The file, its format, model, grid, images, classes and models.
 void printDumpSummary(const DumpInfo& info, const std::vector<LayerModel>& models) {
-    std::printf("file          %s (%llu bytes)\n", info.path.c_str(), (unsigned long long)info.fileSize);
+    std::printf("file          %s (%llu bytes)\n", printableText(info.path).c_str(), (unsigned long long)info.fileSize);
     std::printf("format        attnlens.dump version %d\n", info.formatVersion);
     std::printf("model         %s\n", info.model.empty() ? "(not recorded)" : info.model.c_str());
     std::printf("grid          %d x %d, prefix tokens %d, N = %lld\n", info.layout.gridH, info.layout.gridW,

@@ -101,7 +101,7 @@ int cmdLocality(int argc, char** argv) {
                 report.groups.size() > 1 ? " and per label" : "", report.seconds, report.request.threads.count());
     if (output) {
         writeFileAtomically(*output, localityText(j), {input});
-        std::printf("wrote %s\n", output->c_str());
+        std::printf("wrote %s\n", printableText(*output).c_str());
     }
     return kExitOk;
 }

@@ -56,6 +56,7 @@ int cmdMerge(int argc, char** argv) {
     if (!output) throwUsage("merge: -o OUT.json is required");
     if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
     checkOutputWritable(*output, a.positional);
+    if (a.get("--records-file")) checkRecordTableIsNotTheReport(*a.get("--records-file"), *output);
     // Each report's summary state is folded in as it is read, so that only the light parts of the
     // shards (selection, labels, provenance) are held at once, whatever their labels and images.
     std::vector<json> reports;
@@ -88,10 +89,10 @@ int cmdMerge(int argc, char** argv) {
     std::cout << formatSummary(merged);
     writeFileAtomically(*output, reportText(merged), a.positional);
     if (tables)
-        std::printf("wrote %s (%lld rows)\n", tablePath.c_str(),
+        std::printf("wrote %s (%lld rows)\n", printableText(tablePath).c_str(),
                     (long long)merged["record_detail"]["records"].get<std::int64_t>());
     std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
-                output->c_str());
+                printableText(*output).c_str());
     return kExitOk;
 }
 

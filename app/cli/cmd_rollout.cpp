@@ -85,7 +85,7 @@ int cmdRollout(int argc, char** argv) {
     }
     if (output) {
         writeFileAtomically(*output, j.dump(1) + "\n", {a.positional[0]});
-        std::printf("wrote %s\n", output->c_str());
+        std::printf("wrote %s\n", printableText(*output).c_str());
     }
     return kExitOk;
 }

@@ -86,7 +86,7 @@ int cmdSweep(int argc, char** argv) {
     printCurves(sweep);
     std::printf("%zu points, %.2f s on %d threads\n", request.values.size(), sweep["timing"]["seconds"].get<double>(),
                 sweep["timing"]["threads"].get<int>());
-    if (output) std::printf("wrote %s\n", output->c_str());
+    if (output) std::printf("wrote %s\n", printableText(*output).c_str());
     return kExitOk;
 }
 

@@ -90,8 +90,8 @@ int cmdSynth(int argc, char** argv) {
     if (auto s = a.get("--reduction")) o.reduction = parseInt(*s, 1, 64, "--reduction");
     checkOutputWritable(*output, {});  // DumpWriter checks the path again when it creates the file
     writeSynthDump(*output, o);
-    std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", output->c_str(), o.layers, o.heads,
-                o.images, o.prefix + o.gridH * o.gridW, o.dim, toString(o.dtype));
+    std::printf("wrote %s: %d layers x %d heads, %d images, N = %d, d = %d, %s\n", printableText(*output).c_str(),
+                o.layers, o.heads, o.images, o.prefix + o.gridH * o.gridW, o.dim, toString(o.dtype));
     return kExitOk;
 }
 

@@ -2,6 +2,7 @@
 // process around a command: standard streams, the command table (commands.cpp), errors to exit
 // codes (attnlens/error.h). Each command lives in its own cmd_*.cpp.
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,7 +76,16 @@ int runCli(int argc, char** argv) {
 // exit 4 with a message on stderr, checked here once for every command. A closed descriptor 0, 1
 // or 2 is first taken by /dev/null, so that no file the command opens gets that number (and
 // messages meant for the terminal never land in an output file); a closed stdout is refused
-// before any work.
+// before any work. A reader that went away (EPIPE) is not an error.
+namespace {
+// A pipe whose reading end is closed polls as POLLERR on its writing end; an earlier failed write
+// (EPIPE, errno long gone) is recognised by that.
+bool readerGone(int fd) {
+    pollfd p{fd, 0, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     bool stdoutClosed = false;
     for (int fd = 0; fd <= 2; ++fd) {
@@ -96,7 +106,9 @@ int main(int argc, char** argv) {
     errno = 0;
     const bool flushed = std::fflush(stdout) == 0;
     const int error = errno;
-    if (!flushed || std::ferror(stdout) || std::cout.fail()) {
+    // EPIPE: the reader went away (| head), as the user chose; the command's files are complete
+    // (SIGPIPE is ignored so that it could finish them), so its outcome stands.
+    if ((!flushed || std::ferror(stdout) || std::cout.fail()) && error != EPIPE && !readerGone(1)) {
         std::fprintf(stderr, "attnlens-cli: error: cannot write to standard output: %s\n",
                      error != 0 ? std::strerror(error) : "a write to it failed");
         if (code == kExitOk) code = exitCodeFor(ErrorKind::Output);

@@ -601,8 +601,10 @@ TEST_F(CliTest, TerminationSignalCancelsCleanly) {
 TEST_F(CliTest, TerminationSignalEndsACommandWithoutProgressStepsPromptly) {
     // Issue 27 item 5: synth has no progress step to cancel at; SIGTERM (and SIGINT) still end it
     // after the grace time (0.5 s) as cancelled, with its temporary file removed. The bound leaves
-    // room for a loaded machine (issue 52); writing the whole dump would take far longer.
-    for (const char* signal : {"TERM", "INT"}) {
+    // room for a loaded machine (issue 52); writing the whole dump would take far longer. Issue 47
+    // item 3: SIGHUP (the terminal closed) is handled the same way, and every signal is named as
+    // itself (SIGALRM, also the grace timer's signal, used to say SIGTERM).
+    for (const char* signal : {"TERM", "INT", "HUP", "ALRM"}) {
         const std::string out = path(std::string("big-") + signal + ".h5");
         const std::string script = std::string(ATTNLENS_CLI_PATH) + " synth -o " + out +
                                    " --layers 12 --heads 6 --grid 56x56 --prefix 1 --dim 64 --images 8 >/dev/null 2>" +
@@ -621,6 +623,43 @@ TEST_F(CliTest, TerminationSignalEndsACommandWithoutProgressStepsPromptly) {
         for (const auto& e : fs::directory_iterator(dir_))
             EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
     }
+}
+
+// Issue 47 item 3: the record table and the report are two files; a reader that goes away (| head)
+// does not kill a run before it finishes its files; names reach the terminal escaped.
+TEST_F(CliTest, OutputsAreTwoFilesSurviveAClosedPipeAndAreNamedEscaped) {
+    const std::string in = synth("a.h5");
+    for (const std::string& table : {path("r.json"), dir_.string() + "/./r.json"}) {
+        const RunResult r =
+            run("analyze " + in + " --quiet --records hdf5 --records-file " + table + " -o " + path("r.json"));
+        EXPECT_EQ(r.code, 2) << r.err;
+        EXPECT_THAT(r.err, HasSubstr("names the report's own file (-o '" + path("r.json") +
+                                     "'): the record table and the report are two files"));
+        EXPECT_FALSE(fs::exists(path("r.json")));
+    }
+    ASSERT_EQ(run("analyze " + in + " --quiet --records hdf5 --images 0 -o " + path("p0.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + " --quiet --records hdf5 --images 1 -o " + path("p1.json")).code, 0);
+    RunResult r = run("merge " + path("p0.json") + " " + path("p1.json") + " --records-file " + path("m.json") +
+                      " -o " + path("m.json"));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("the record table and the report are two files"));
+    EXPECT_FALSE(fs::exists(path("m.json")));
+    // Progress and the table into a pipe whose reader leaves after one byte: the run still ends
+    // with its report written (SIGPIPE would have ended it at the next write, files half done).
+    const std::string script = std::string(ATTNLENS_CLI_PATH) + " analyze " + in + " -o " + path("piped.json") +
+                               " 2>&1 | head -c 1 >/dev/null; echo ${PIPESTATUS[0]} >" + path("rc");
+    ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
+    EXPECT_EQ(readFile(path("rc")), "0\n");
+    EXPECT_TRUE(fs::exists(path("piped.json")));
+    for (const auto& e : fs::directory_iterator(dir_))
+        EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
+    // An output name with a terminal escape is shown escaped, not sent raw to the terminal.
+    const std::string odd = path("odd\x1b[31mred.json");
+    r = run("analyze " + in + " --quiet --stats local -o '" + odd + "'");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(odd));
+    EXPECT_THAT(r.out, ::testing::Not(HasSubstr("\x1b")));
+    EXPECT_THAT(r.out, HasSubstr("wrote "));
 }
 
 namespace {
