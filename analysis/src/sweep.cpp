@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -153,15 +154,75 @@ std::vector<double> parseSweepRange(const std::string& text, const std::string& 
     const double lo = parseNumber(parts[0], option), hi = parseNumber(parts[1], option);
     const int n = parseInt(parts[2], 2, 1000, option);
     std::vector<double> values(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) values[std::size_t(i)] = i + 1 == n ? hi : lo + (hi - lo) * double(i) / double(n - 1);
+    // hi - lo can overflow (-1e308:1e308), and 0 * inf would make the first point NaN: then
+    // lo (1 - t) + hi t, which cannot.
+    const double span = hi - lo;
+    for (int i = 0; i < n; ++i) {
+        const double t = double(i) / double(n - 1);
+        values[std::size_t(i)] = i + 1 == n ? hi : std::isfinite(span) ? lo + span * t : lo * (1 - t) + hi * t;
+    }
     return values;
+}
+
+namespace {
+// A value as the user would write it: %g, with "inf"/"nan" spelled out (std::to_string gives "-nan").
+std::string shownSweepValue(double v) {
+    if (std::isnan(v)) return "not a number (NaN)";
+    if (std::isinf(v)) return v > 0 ? "infinity" : "-infinity";
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return text;
+}
+}  // namespace
+
+std::string sweepParameterInaction(const Paradigm& paradigm, SweepParameter parameter) {
+    const Normalisation n = paradigm.normalisation;
+    const bool kernel = n != Normalisation::Softmax;
+    switch (parameter) {
+        case SweepParameter::FocusingPower:
+        case SweepParameter::FocusingShift:
+            return kernel && paradigm.kernel == Kernel::Focused ? ""
+                                                                : "it belongs to the focused kernel (kernel focused)";
+        case SweepParameter::LeakySlope:
+            return kernel && paradigm.kernel == Kernel::LeakyRelu
+                       ? ""
+                       : "it belongs to the leaky ReLU kernel (kernel leaky_relu)";
+        case SweepParameter::SoftmaxScale:
+            return n == Normalisation::Softmax ? "" : "it scales softmax's logits (normalisation softmax)";
+        case SweepParameter::C:
+            return n == Normalisation::Subtract || n == Normalisation::Magnitude
+                       ? ""
+                       : "it scales D in subtract and magnitude normalisation";
+        case SweepParameter::Eps:
+            return n == Normalisation::Divide || n == Normalisation::Magnitude
+                       ? ""
+                       : "it is the eps of divide and magnitude normalisation";
+        case SweepParameter::QueryScale:
+        case SweepParameter::BranchWeight:
+            return "";
+    }
+    return "";
+}
+
+std::string sweepParametersActingOn(const Paradigm& paradigm) {
+    std::string names;
+    for (const ParameterInfo& i : kParameters)
+        if (sweepParameterInaction(paradigm, i.parameter).empty())
+            names += (names.empty() ? "" : ", ") + std::string(i.name);
+    return names;
 }
 
 Paradigm withSweepParameter(const Paradigm& paradigm, SweepParameter parameter, double value) {
     const ParameterInfo& info = infoOf(parameter);
     auto fail = [&](const char* rule) {
-        throwUsage("sweep of " + std::string(info.name) + ": " + rule + ", got " + std::to_string(value));
+        throwUsage("sweep of " + std::string(info.name) + ": " + rule + ", got " + shownSweepValue(value));
     };
+    if (const std::string why = sweepParameterInaction(paradigm, parameter); !why.empty())
+        throwUsage("sweep of " + std::string(info.name) + ": it does not act on paradigm '" +
+                   printableText(paradigm.name) + "' (" + why +
+                   "), so every curve would be flat; parameters that "
+                   "act on it: " +
+                   sweepParametersActingOn(paradigm));
     if (!std::isfinite(value)) fail("every value must be finite");
     if ((parameter == SweepParameter::FocusingPower || parameter == SweepParameter::SoftmaxScale ||
          parameter == SweepParameter::QueryScale) &&

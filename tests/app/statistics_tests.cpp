@@ -15,6 +15,7 @@
 #include <QRegularExpression>
 #include <QResizeEvent>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTableWidget>
 #include <QTextStream>
 #include <QToolButton>
@@ -986,6 +987,31 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     QVERIFY2(v->statusText().startsWith("range: "), qPrintable(v->statusText()));
     QCOMPARE(v->range(), QString("1:3:3"));
     QVERIFY_THROWS_EXCEPTION(Error, v->setRange("0:2"));
+
+    // Issue 47 item 6: parameters the swept paradigm does not have cannot be chosen (their curves
+    // would be flat by construction); their tooltips say why.
+    {
+        auto* box = v->findChild<QComboBox*>("sweepParameter");
+        QVERIFY(box);
+        auto* items = qobject_cast<QStandardItemModel*>(box->model());
+        QVERIFY(items);
+        const auto enabled = [&] {
+            QStringList names;
+            for (int i = 0; i < box->count(); ++i)
+                if (items->item(i)->isEnabled())
+                    names << QString::fromUtf8(sweepParameterName(SweepParameter(box->itemData(i).toInt())));
+            return names;
+        };
+        QCOMPARE(enabled(), QStringList({"p", "qscale", "alpha", "eps", "shift"}));  // the box's order
+        v->setSweepParadigm(s->paradigmIndex("softmax"));
+        v->refreshNow();
+        QCOMPARE(enabled(), QStringList({"scale", "qscale", "alpha"}));
+        const int p = box->findData(int(SweepParameter::FocusingPower));
+        QVERIFY(items->item(p)->toolTip().contains("does not act on softmax: it belongs to the focused kernel"));
+        v->setSweepParadigm(focused);
+        v->setParameter(SweepParameter::FocusingPower);
+        v->setRange("1:3:3");
+    }
 
     // alpha: E = A + alpha M of the selected head; at alpha = 0 the median rank is A's own rank.
     v->setParameter(SweepParameter::BranchWeight);

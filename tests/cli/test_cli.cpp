@@ -1171,6 +1171,23 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
     bad = run("sweep " + in + " --param p=1:2:3 -o " + path("bad.json"));
     EXPECT_EQ(bad.code, 2);
     EXPECT_THAT(bad.err, HasSubstr("--paradigm P is required"));
+    // Issue 47 item 6: a parameter the paradigm does not have drew flat curves with exit 0; a range
+    // whose span overflows said "got -nan".
+    for (const auto& [paradigm, parameter, acting] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"softmax", "p=1:3:3", "scale, qscale, alpha"},
+             {"softmax", "c=1:3:3", "scale, qscale, alpha"},
+             {"softmax", "eps=0:1:3", "scale, qscale, alpha"},
+             {"linear_relu", "scale=1:3:3", "eps, qscale, alpha"},
+             {"inline", "p=1:3:3", "c, qscale, alpha"}}) {
+        bad = run("sweep " + in + " --paradigm " + paradigm + " --param " + parameter + " -o " + path("bad.json"));
+        EXPECT_EQ(bad.code, 2) << bad.err;
+        EXPECT_THAT(bad.err, HasSubstr("it does not act on paradigm '" + paradigm + "'"));
+        EXPECT_THAT(bad.err, HasSubstr("so every curve would be flat; parameters that act on it: " + acting));
+    }
+    bad = run(base + "--param shift=-1e308:1e308:3");
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_THAT(bad.err, HasSubstr("sweep of shift: every value must be >= 0, got -1e+308"));
+    EXPECT_THAT(bad.err, ::testing::Not(HasSubstr("nan")));
     const std::string plain = synth("plain.h5");
     bad = run("sweep " + plain + " --paradigm focused --param alpha=0:1:2 -o " + path("bad.json"));
     EXPECT_EQ(bad.code, 2);

@@ -8,6 +8,7 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QStandardItemModel>
 #include <algorithm>
 #include <cmath>
 
@@ -309,6 +310,19 @@ void SweepView::syncControls() {
         for (std::size_t i = 0; i < session_->paradigms().size(); ++i)
             paradigmBox_->addItem(QString::fromStdString(session_->paradigms()[i].name), int(i));
         paradigmBox_->setCurrentIndex(std::max(0, paradigmBox_->findData(paradigm_)));
+        // A parameter the paradigm does not have cannot be chosen: its curves would be flat by
+        // construction; the item's tooltip says why.
+        const Paradigm& swept = session_->paradigms()[std::size_t(sweptParadigm())];
+        if (auto* items = qobject_cast<QStandardItemModel*>(parameterBox_->model()))
+            for (int i = 0; i < parameterBox_->count(); ++i) {
+                const std::string why =
+                    sweepParameterInaction(swept, SweepParameter(parameterBox_->itemData(i).toInt()));
+                items->item(i)->setEnabled(why.empty());
+                items->item(i)->setToolTip(
+                    why.empty() ? QString()
+                                : QStringLiteral("does not act on %1: %2")
+                                      .arg(QString::fromStdString(swept.name), QString::fromStdString(why)));
+            }
         parameterBox_->setCurrentIndex(std::max(0, parameterBox_->findData(int(parameter()))));
         rangeEdit_->setText(range());
     }

@@ -38,9 +38,18 @@ struct SweepRequest {
 // naming `option`.
 std::vector<double> parseSweepRange(const std::string& text, const std::string& option);
 
+// Why the parameter does not act on the paradigm (a sweep of it draws flat curves by
+// construction), or "" when it acts: p and shift only on the focused kernel, slope only on leaky
+// ReLU, scale only on softmax, c only on subtract and magnitude normalisation, eps only on divide
+// and magnitude normalisation; qscale and alpha act on every paradigm (qscale's effect on division
+// is the point of MALA Sec. 3.2; alpha needs a layer with a branch, which the sweep checks).
+std::string sweepParameterInaction(const Paradigm& paradigm, SweepParameter parameter);
+// The parameters that act on the paradigm, in sweepParameterName's order ("scale, qscale, alpha").
+std::string sweepParametersActingOn(const Paradigm& paradigm);
 // The paradigm with the parameter set to `value` (unchanged for qscale and alpha); Error(Usage)
-// when the value is out of the parameter's domain: p > 0, scale > 0, c != 0, eps >= 0, shift >= 0,
-// qscale > 0, every value finite.
+// when the parameter does not act on the paradigm (sweepParameterInaction) or the value is out of
+// the parameter's domain: p > 0, scale > 0, c != 0, eps >= 0, shift >= 0, qscale > 0, every value
+// finite.
 Paradigm withSweepParameter(const Paradigm& paradigm, SweepParameter parameter, double value);
 // The value the model was trained with: the paradigm's own (its c and scale rules, unset, give
 // null), 1 for qscale and alpha.
