@@ -1509,6 +1509,10 @@ nlohmann::json reportOutcomeJson(const AnalysisReport& report) {
                                {"message", s.message}});
         j["skipped"] = std::move(skipped);
     }
+    // What the run left out or chose and would otherwise say only on the terminal (an image whose
+    // label cannot be read, left out of the per-label tables; the memory plan's thread budget).
+    // Only when there is one, so that other reports keep the fields they always had.
+    if (!report.notes.empty()) j["notes"] = report.notes;
     // The kernels the timing was measured with (math/blas.h: OpenBLAS's choice can be 2.5x slower).
     j["timing"] = {
         {"seconds", report.seconds}, {"threads", report.request.threads.count()}, {"blas", blas::coreDescription()}};
@@ -2151,6 +2155,7 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     merged["results"] = json::array();
     merged["non_finite"] = json::array();
     json skipped = json::array();
+    json notes = json::array();
     json images = json::array();
     json sources = json::array();
     double seconds = 0;
@@ -2205,6 +2210,9 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
             for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
         if (r.contains("skipped"))
             for (const auto& entry : r["skipped"]) skipped.push_back(entry);
+        if (r.contains("notes") && r["notes"].is_array())
+            for (const auto& note : r["notes"])
+                if (note.is_string()) notes.push_back(note);
         if (r.contains("timing") && r["timing"].contains("seconds") && r["timing"]["seconds"].is_number())
             seconds += r["timing"]["seconds"].get<double>();
         sources.push_back(
@@ -2225,6 +2233,10 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         merged.erase("skipped");
     else
         merged["skipped"] = std::move(skipped);
+    if (notes.empty())
+        merged.erase("notes");
+    else
+        merged["notes"] = std::move(notes);
     merged["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
     merged["created_utc"] = utcNow();
     merged["merged_from"] = sources;

@@ -119,6 +119,9 @@ int cmdAnalyze(int argc, char** argv) {
 
     for (const auto& nf : j["non_finite"])
         std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
+    for (const auto& note : j.value("notes", json::array()))  // the memory plan's is out already
+        if (note.get<std::string>() != memory.note)
+            std::fprintf(stderr, "note: %s\n", printableText(note.get<std::string>(), 1000).c_str());
     for (const auto& skipped : j.value("skipped", json::array()))
         std::fprintf(stderr, "warning: skipped image %d, layer %s: %s\n", skipped["image"].get<int>(),
                      printableText(skipped["layer"].get<std::string>()).c_str(),

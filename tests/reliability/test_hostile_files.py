@@ -487,6 +487,54 @@ class StructureRegressions(unittest.TestCase):
         self.assertEqual(proc.returncode, 3, proc.err)
         self.assertIn("/labels: image 1000 has label -1", proc.err)
 
+    @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
+    def test_labels_that_cannot_be_used_are_said_not_dropped(self):
+        # Issue 47 item 6: a label past the open check's 2^20 outside /class_names left the image out
+        # of the per-label tables with no word (the note never reached the report or the terminal);
+        # an unsigned 64-bit label above 2^63 - 1 saturated silently.
+        images = 2**20 + 5
+        path = os.path.join(self.dir, "late_label.h5")
+        with h5py.File(path, "w") as f:
+            f.attrs["format"] = "attnlens.dump"
+            f.attrs["format_version"] = np.int64(1)
+            f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
+            f.attrs["prefix_tokens"] = np.int64(1)
+            rng = np.random.default_rng(3)
+            for name in ("q", "k"):
+                d = f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=(1, 1, 5, 2))
+                d[0] = rng.standard_normal((1, 5, 2))
+                d[images - 1] = rng.standard_normal((1, 5, 2))
+            f.create_dataset("labels", shape=(images,), dtype=np.int64, chunks=(65536,))
+            f.create_dataset("class_names", data=np.array([b"cat", b"dog"]))
+            f["labels"][images - 1] = 7
+            f["labels"][0] = 1
+        out = os.path.join(self.dir, "late.json")
+        proc = run("analyze", path, "--images", f"0,{images - 1}", "--stats", "local", "--quiet", "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.err)
+        note = (f"image {images - 1} is left out of the per-label summary: {path}: /labels: image {images - 1} has "
+                "label 7, not one of the 2 classes of /class_names (0 to 1)")
+        self.assertIn("note: " + note, proc.err)
+        with open(out) as f:
+            report = json.load(f)
+        self.assertIn(note, report["notes"])
+        self.assertEqual(report["image_labels"], [{"image": 0, "label": 1}])
+        os.remove(out)
+        # uint64 labels: 2^63 + 5 is refused by name, 1 is read as 1.
+        path = os.path.join(self.dir, "uint64_labels.h5")
+        proc = run("synth", "-o", path, "--layers", "1", "--heads", "1", "--images", "2", "--grid", "2x2", "--dim", "2")
+        self.assertEqual(proc.returncode, 0, proc.err)
+        with h5py.File(path, "r+") as f:
+            del f["labels"]
+            if "class_names" in f:
+                del f["class_names"]
+            f.create_dataset("labels", data=np.array([2**63 + 5, 1], dtype=np.uint64))
+        proc = run("analyze", path, "--stats", "local", "--quiet", "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.err)
+        self.assertIn(f"note: image 0 is left out of the per-label summary: {path}: /labels: image 0 has label "
+                      f"{2**63 + 5}, more than a label can be", proc.err)
+        with open(out) as f:
+            self.assertEqual(json.load(f)["image_labels"], [{"image": 1, "label": 1}])
+
     @unittest.skipIf(not GUI, "ATTNLENS_GUI is not set (run through ctest)")
     def test_headless_render(self):
         env = {"QT_QPA_PLATFORM": "offscreen"}

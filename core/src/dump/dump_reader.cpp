@@ -282,11 +282,8 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
     checkImage(info_, image);
     impl_->requireReadable("/labels");
     std::int64_t value = 0;
-    const hsize_t start[1] = {hsize_t(image)}, extent[1] = {1};
     h5::Lock lock;
-    h5::readHyperslab(impl_->labels.get(), H5T_NATIVE_INT64, start, extent,
-                      std::span(reinterpret_cast<unsigned char*>(&value), sizeof value),
-                      {info_.path, "/labels", "image " + std::to_string(image)});
+    readLabelBlock(impl_->labels.get(), std::size_t(image), std::span(&value, 1), info_.path);
     if (std::size_t(image) >= kLabelsCheckedOnOpen)
         if (const std::string problem = labelProblem(value, info_.classNames.size(), image); !problem.empty())
             throwInput(info_.path + ": " + problem);

@@ -1,4 +1,6 @@
 #pragma once
+#include <cstring>
+#include <limits>
 // Private to DumpReader: the HDF5 objects an open dump keeps, shared by the validation on open
 // (dump_validation.cpp), the reads (dump_reader.cpp) and the description (dump_describe.cpp).
 #include <cstdint>
@@ -83,6 +85,30 @@ inline std::string labelProblem(std::int64_t label, std::size_t classes, int ima
     if (classes == 0 || (label >= 0 && label < std::int64_t(classes))) return {};
     return "/labels: image " + std::to_string(image) + " has label " + std::to_string(label) + ", not one of the " +
            std::to_string(classes) + " classes of /class_names (0 to " + std::to_string(classes - 1) + ")";
+}
+
+// Labels [first, first + values.size()) of /labels as int64. An unsigned 64-bit /labels is read as
+// such and each value checked against int64's range: HDF5's conversion would saturate a value above
+// 2^63 - 1 to that bound without a word. Error(Input) naming the image.
+inline void readLabelBlock(hid_t labels, std::size_t first, std::span<std::int64_t> values, const std::string& file) {
+    h5::Handle type(H5Dget_type(labels));
+    const bool unsigned64 =
+        type.valid() && H5Tget_sign(type.get()) == H5T_SGN_NONE && H5Tget_size(type.get()) >= sizeof(std::int64_t);
+    const hsize_t start[1] = {hsize_t(first)}, extent[1] = {hsize_t(values.size())};
+    const std::string what =
+        values.size() == 1 ? "image " + std::to_string(first)
+                           : "images " + std::to_string(first) + " to " + std::to_string(first + values.size() - 1);
+    h5::readHyperslab(labels, unsigned64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, extent,
+                      std::span(reinterpret_cast<unsigned char*>(values.data()), values.size() * sizeof(std::int64_t)),
+                      {file, "/labels", what});
+    if (!unsigned64) return;
+    for (std::size_t b = 0; b < values.size(); ++b) {
+        std::uint64_t value = 0;
+        std::memcpy(&value, &values[b], sizeof value);
+        if (value > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+            throwInput(file + ": /labels: image " + std::to_string(first + b) + " has label " + std::to_string(value) +
+                       ", more than a label can be (at most 2^63 - 1; /labels is unsigned 64-bit)");
+    }
 }
 
 // Error(Input) naming the channel and the value when `values` (channels of `perChannel` values

@@ -334,11 +334,7 @@ public:
             std::vector<std::int64_t> values(std::min<std::size_t>(checked, kLabelBlock), 0);
             for (std::size_t first = 0; first < checked; first += values.size()) {
                 const std::size_t n = std::min(values.size(), checked - first);
-                const hsize_t start[1] = {hsize_t(first)}, extent[1] = {hsize_t(n)};
-                h5::readHyperslab(
-                    labels, H5T_NATIVE_INT64, start, extent,
-                    std::span(reinterpret_cast<unsigned char*>(values.data()), n * sizeof(std::int64_t)),
-                    {path_, "/labels", "images " + std::to_string(first) + " to " + std::to_string(first + n - 1)});
+                readLabelBlock(labels, first, std::span(values.data(), n), path_);
                 for (std::size_t b = 0; b < n; ++b)
                     if (const std::string problem = labelProblem(values[b], count, int(first + b)); !problem.empty())
                         fail(problem);
