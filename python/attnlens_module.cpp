@@ -190,6 +190,9 @@ std::string optionValue(const py::handle& value) {
     return py::str(value).cast<std::string>();
 }
 
+// The options that are switches (attnlens-cli's flags); every other option takes a value.
+const std::vector<std::string> kFlagOptions{"--spatial-only", "--per-query-maps", "--skip-unreadable", "--no-labels"};
+
 // stats="rank,local" -> "--stats rank,local"; True -> the flag; None and False are left out.
 OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& allowed) {
     OptionText text;
@@ -206,7 +209,18 @@ OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& 
             throwUsage("unknown keyword argument " + quotedText(key.cast<std::string>()) + " (allowed: " + list + ")");
         }
         if (value.is_none()) continue;
-        if (py::isinstance<py::bool_>(value)) {
+        // True/False switch a flag; an option that takes a value does not silently become its
+        // default (analyze(stats=True) meant every statistic).
+        const bool flag = std::find(kFlagOptions.begin(), kFlagOptions.end(), name) != kFlagOptions.end();
+        if (py::isinstance<py::bool_>(value) != flag) {
+            std::string key = name.substr(2);
+            std::replace(key.begin(), key.end(), '-', '_');
+            throwUsage(flag ? key + " is a switch: True or False, got " +
+                                  printableText(py::repr(value).cast<std::string>(), 80)
+                            : key + " takes a value (as attnlens-cli's " + name + " does), not " +
+                                  printableText(py::repr(value).cast<std::string>(), 80));
+        }
+        if (flag) {
             if (value.cast<bool>()) text.flags.push_back(name);
             continue;
         }
@@ -260,15 +274,25 @@ Result runInterruptible(Work&& work, std::atomic<bool>& cancel) {
 
 // A query as Python gives it: a token index, (y, x) or a string ("cls", "3,4", "40"); the one
 // syntax of parseQueryToken.
+// An integer as Python writes it, for anything with __index__ (int, numpy integers), so that the
+// parser's range check names it however large; nothing for other types (bool too: not a token).
+std::optional<std::string> indexText(const py::handle& v) {
+    if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) return std::nullopt;
+    return py::str(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()))).cast<std::string>();
+}
+
 Index queryToken(const py::handle& q, const TokenLayout& layout) {
-    if (py::isinstance<py::int_>(q))
-        return Index(parseQueryToken(std::to_string(q.cast<long long>()), layout, "query"));
+    const auto shown = [&] { return printableText(py::repr(q).cast<std::string>(), 80); };
+    if (const auto token = indexText(q)) return Index(parseQueryToken(*token, layout, "query"));
     if (py::isinstance<py::tuple>(q) || py::isinstance<py::list>(q)) {
-        const auto yx = q.cast<std::vector<int>>();
-        if (yx.size() != 2) throwUsage("query: a token, (y, x) or 'cls'");
-        return Index(parseQueryToken(std::to_string(yx[0]) + "," + std::to_string(yx[1]), layout, "query"));
+        const py::sequence yx = py::reinterpret_borrow<py::sequence>(q);
+        const auto y = yx.size() == 2 ? indexText(yx[0]) : std::nullopt;
+        const auto x = yx.size() == 2 ? indexText(yx[1]) : std::nullopt;
+        if (!y || !x) throwUsage("query: (y, x) must be two integers, got " + shown());
+        return Index(parseQueryToken(*y + "," + *x, layout, "query"));
     }
-    return Index(parseQueryToken(q.cast<std::string>(), layout, "query"));
+    if (py::isinstance<py::str>(q)) return Index(parseQueryToken(q.cast<std::string>(), layout, "query"));
+    throwUsage("query: a token index (an integer), (y, x) or 'cls', got " + shown());
 }
 
 class PyDump;

@@ -193,6 +193,42 @@ def _as_numpy(t):
     return np.asarray(t)
 
 
+def _check_output_path(path):
+    """ExportError unless `path` is a regular file or a new name in an existing directory: the dump
+    is written to a temporary file and renamed over `path` (os.replace), which would replace a
+    device (/dev/null), a FIFO or a symbolic link itself, and fails on a directory only at the end."""
+    import stat
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise ExportError(f"cannot write {path!r}: {e.strerror}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise ExportError(f"refusing to write {path!r}: it is a symbolic link (to {os.readlink(path)!r}); "
+                              "the dump is written to a temporary file and renamed, which would replace the "
+                              "link: name the file itself")
+        if stat.S_ISDIR(st.st_mode):
+            raise ExportError(f"cannot write {path!r}: it is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device"
+                    if stat.S_ISBLK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                    "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise ExportError(f"refusing to write {path!r}: it is {kind}, not a regular file; the dump is "
+                              "written to a temporary file and renamed, which would replace it")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ExportError(f"cannot write {path!r}: directory {directory!r} does not exist")
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
 class DumpWriter:
     """Streams layers, images and labels into an attnlens.dump v1 file.
 
@@ -213,12 +249,21 @@ class DumpWriter:
         if int(prefix_tokens) < 0:
             raise ExportError(f"prefix_tokens must be >= 0, got {prefix_tokens}")
         self.path = os.fspath(path)
+        _check_output_path(self.path)
         self.grid = grid
         self.prefix_tokens = int(prefix_tokens)
         self.dtype = DTYPES[dtype]
         self.compression = compression
         self._tmp = f"{self.path}.tmp-{os.getpid()}"
         self._file = h5py.File(self._tmp, "w")
+        self._closed = False
+        try:
+            self._start(model, grid, class_names)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _start(self, model, grid, class_names):
         self._file.attrs["format"] = FORMAT
         self._file.attrs["format_version"] = np.int64(FORMAT_VERSION)
         if model:
@@ -232,7 +277,6 @@ class DumpWriter:
         self._layers = OrderedDict()  # name -> {"count": images written}
         self._images = 0
         self._labels = 0
-        self._closed = False
 
     # -- layers --
 
@@ -737,19 +781,26 @@ class DumpWriter:
             for image, label in _labels_outside(self._file["labels"][()], len(self._class_names))[:1]:
                 problems.append(f"image {image} has label {label}, not one of the "
                                 f"{len(self._class_names)} class names")
-        self._file.close()
         self._closed = True
-        if problems:
-            os.remove(self._tmp)
-            raise ExportError(f"{self.path}: " + "; ".join(problems))
-        os.replace(self._tmp, self.path)
+        try:
+            self._file.close()  # flushes: can fail (a full disk)
+            if problems:
+                raise ExportError(f"{self.path}: " + "; ".join(problems))
+            _check_output_path(self.path)  # it may have changed since the writer began
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            _remove_quietly(self._tmp)
+            raise
 
     def abort(self):
+        """Closes without renaming and removes the temporary file, whatever state the file is in."""
         if not self._closed:
-            self._file.close()
             self._closed = True
-            if os.path.exists(self._tmp):
-                os.remove(self._tmp)
+            try:
+                self._file.close()
+            except Exception:  # a full disk: the file is removed below all the same
+                pass
+        _remove_quietly(self._tmp)
 
     def __enter__(self):
         return self
@@ -1955,6 +2006,17 @@ class Exporter:
     def _check_batch(self):
         """Recompute every layer of the batch from what will be written and compare it with the
         input of the module's own projection; ExportError on a miss above check_tolerance."""
+        # NaN or Inf in what a layer gave is said as such (the writer's words), not as a miss of the
+        # recomputation, which would send the user to the exporter protocol.
+        for name, captured in self.recorder.captured.items():
+            for key, t in zip(("q", "k", "v"), captured[:3]):
+                if t is None:
+                    continue
+                a = np.asarray(t.float() if hasattr(t, "float") else t)
+                if not np.all(np.isfinite(a)):
+                    first = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+                    raise ExportError(f"layer {name}: {key} holds NaN or Inf (first at index {list(first)} of "
+                                      f"this batch's {key}, shape {list(a.shape)}: {a[first]})")
         for spec in self.recorder.layers:
             name = spec.name
             reference = self.recorder.references.get(name)

@@ -255,6 +255,21 @@ def test_bad_input_gives_clear_exceptions(dump, tmp_path):
         dump.analyze(stats="rank,bogus")
     with pytest.raises(attnlens.UsageError, match="query y: 99 is out of range"):
         dump.head(0, 0, 0).row("softmax", (99, 0))
+    # Issue 47 item 7: arguments Python would pass are checked as the CLI checks them (no pybind
+    # "Unable to cast" RuntimeError), numpy integers are tokens, and True is not a statistic list.
+    head = dump.head(0, 0, 0)
+    with pytest.raises(attnlens.UsageError, match="query y: 2147483648 is out of range"):
+        head.row("softmax", (2**31, 0))
+    with pytest.raises(attnlens.UsageError, match="query: a token index .an integer., .y, x. or 'cls', got 3.5"):
+        head.row("softmax", 3.5)
+    with pytest.raises(attnlens.UsageError, match=r"query: \(y, x\) must be two integers, got \(1.5, 0\)"):
+        head.row("softmax", (1.5, 0))
+    assert np.array_equal(head.row("softmax", np.int64(5)), head.row("softmax", 5))
+    assert np.array_equal(head.row("softmax", (np.int32(1), np.int64(2))), head.row("softmax", (1, 2)))
+    with pytest.raises(attnlens.UsageError, match=r"stats takes a value \(as attnlens-cli's --stats does\), not True"):
+        dump.analyze(stats=True, images=[0], layers="softmax.block0")
+    with pytest.raises(attnlens.UsageError, match="spatial_only is a switch: True or False, got 'yes'"):
+        dump.analyze(spatial_only="yes", images=[0], layers="softmax.block0")
     with pytest.raises(attnlens.UsageError, match="q and k must have the same dim"):
         attnlens.Head(np.zeros((5, 4)), np.zeros((5, 3)), grid=(2, 2), prefix=1)
     with pytest.raises(attnlens.UsageError, match="must be 2-D"):
