@@ -727,9 +727,23 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                                [](PyDump& d) -> py::object {
                                    const DumpReader& r = d.reader();
                                    if (!r.info().hasLabels) return py::none();
-                                   std::vector<std::int64_t> labels;
-                                   for (int i = 0; i < r.info().images; ++i) labels.push_back(*r.label(i));
-                                   return py::array_t<std::int64_t>(py::ssize_t(labels.size()), labels.data());
+                                   // Planned before it is made (a dump can declare 2^31 images), read
+                                   // in blocks with the GIL released, Ctrl-C between blocks.
+                                   const int images = r.info().images;
+                                   checkFitsInMemory(double(images) * 8.0, r.info().path + ": Dump.labels of " +
+                                                                               std::to_string(images) + " images");
+                                   py::array_t<std::int64_t> labels(py::ssize_t{images});
+                                   std::int64_t* out = labels.mutable_data();
+                                   constexpr int kBlock = 1 << 16;
+                                   for (int first = 0; first < images; first += kBlock) {
+                                       const int n = std::min(kBlock, images - first);
+                                       {
+                                           py::gil_scoped_release release;
+                                           r.readLabels(first, std::span(out + first, std::size_t(n)));
+                                       }
+                                       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+                                   }
+                                   return labels;
                                })
         .def_property_readonly(
             "unreadable", [](PyDump& d) { return d.reader().unreadableDatasets(); },

@@ -259,6 +259,9 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
     report.request.paradigms = report.paradigms;
     AnalyzeRequest& req = report.request;
+    // A declared image count too large for this machine is refused before its list is built.
+    checkSelectionFits(info, req.images.empty() ? std::size_t(std::max(0, info.images)) : req.images.size(),
+                       req.layers.empty() ? info.layers.size() : req.layers.size(), memoryBudgetBytes());
     resolveSelection(info, req);
     std::vector<AnalysisTask> tasks;
     for (int b : req.images)

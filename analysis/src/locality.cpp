@@ -143,6 +143,10 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
         report.request.layers.resize(info.layers.size());
         std::iota(report.request.layers.begin(), report.request.layers.end(), 0);
     }
+    // A declared image count too large for this machine is refused before its list is built.
+    checkSelectionFits(
+        info, report.request.images.empty() ? std::size_t(std::max(0, info.images)) : report.request.images.size(),
+        report.request.layers.size(), memoryBudgetBytes());
     if (report.request.images.empty()) {
         report.request.images.resize(std::size_t(info.images));
         std::iota(report.request.images.begin(), report.request.images.end(), 0);

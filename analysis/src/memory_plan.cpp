@@ -216,6 +216,23 @@ void checkFitsInMemory(double bytes, const std::string& what) {
                    " this process may use");
 }
 
+double selectionBytes(std::size_t images, std::size_t layers) {
+    return double(images) * kSelectionBytesPerImage + double(images) * double(layers) * kSelectionBytesPerTask;
+}
+
+void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t layers, double budgetBytes,
+                        const std::string& mayUse) {
+    const double bytes = selectionBytes(images, layers);
+    // Half the budget at most: the workers' matrices need the rest.
+    if (budgetBytes > 0 && bytes > budgetBytes / 2)
+        throwInput(info.path + ": the selection of " + std::to_string(images) +
+                   (images == 1 ? " image x " : " images x ") + std::to_string(layers) +
+                   (layers == 1 ? " layer" : " layers") + " (the dump declares " + std::to_string(info.images) +
+                   " images) needs about " + formatGiB(bytes) +
+                   " of bookkeeping before any data is read, more than half the " + formatGiB(budgetBytes) + mayUse +
+                   "; select images with --images, or split the run into shards (README \"Studies of many images\")");
+}
+
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch) {
     AnalysisOptions options;
@@ -257,6 +274,11 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     plan.threads = request.threads.count();
     const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
     const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
+    checkSelectionFits(info, images, layers.size(),
+                       budget.residentBytes > 0 && budget.addressBytes > 0
+                           ? std::min(budget.residentBytes, budget.addressBytes)
+                           : std::max(budget.residentBytes, budget.addressBytes),  // 0: unknown
+                       mayUse);
 
     // Resident: W workers hold W per-worker sets. Address space: besides, every worker thread but
     // the caller has a stack and an arena, and each has a BLAS buffer.
@@ -403,6 +425,8 @@ MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& reque
     if (layers.empty())
         for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
     const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
+    checkSelectionFits(info, images, layers.size(), budgetBytes * request.threads.memoryFraction(),
+                       shareText(request.threads));
     // Groups whose sums exist at once: the image's, "all", and one per label that can occur.
     double groups = 2;
     if (request.perLabel && info.hasLabels)

@@ -227,6 +227,14 @@ def test_results_own_their_memory_and_survive_the_dump(tmp_path):
     assert h.row("inline", 5).shape == (197,)  # the head keeps what it read
 
 
+def test_labels_equal_h5py(dump):
+    import h5py
+    with h5py.File(EXAMPLE, "r") as f:
+        want = f["labels"][()]
+    got = dump.labels
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
 def test_hierarchical_dump_has_reduced_keys():
     with attnlens.open(HIERARCHICAL) as d:
         reduced = [i for i, l in enumerate(d.layers) if l.get("keys")]

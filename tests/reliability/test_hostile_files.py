@@ -488,6 +488,63 @@ class StructureRegressions(unittest.TestCase):
         self.assertIn("/labels: image 1000 has label -1", proc.err)
 
     @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
+    def test_a_declared_image_count_is_planned_before_its_list_is_built(self):
+        # Issue 47 item 4: a 9 KB file declaring 2^31 - 1 images made analyze allocate until the OOM
+        # killer (or exit 70 "out of memory" under a ulimit), locality exit 70, render bad_alloc.
+        images = 2**31 - 1
+        path = os.path.join(self.dir, "declared.h5")
+        with h5py.File(path, "w") as f:
+            f.attrs["format"] = "attnlens.dump"
+            f.attrs["format_version"] = np.int64(1)
+            f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
+            f.attrs["prefix_tokens"] = np.int64(1)
+            for name in ("q", "k"):
+                f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=(1, 1, 5, 2))
+        self.assertLess(os.path.getsize(path), 64 * 1024)
+        out = os.path.join(self.dir, "out.json")
+
+        def limited():  # a 6 GiB address space, as the issue's held-out runs
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+
+        message = (f"{path}: the selection of {images} images x 1 layer (the dump declares {images} images) needs "
+                   "about 328 GiB of bookkeeping before any data is read")
+        commands = [[CLI, "analyze", path, "--quiet", "-o", out], [CLI, "locality", path, "--quiet", "-o", out]]
+        if GUI:
+            commands.append([GUI, "render", path, "--view", "locality", "--scope", "all", "-o",
+                             os.path.join(self.dir, "map.png")])
+        for command in commands:
+            with self.subTest(command=command[1]):
+                env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+                start = time.monotonic()
+                proc = subprocess.run(command, capture_output=True, timeout=120, env=env, preexec_fn=limited)
+                err = proc.stderr.decode("utf-8", "backslashreplace")
+                self.assertEqual(proc.returncode, 3, err)
+                # The desktop program names the file by its name only.
+                self.assertIn(message if command[0] == CLI else message.replace(path, "declared.h5"), err)
+                self.assertLess(time.monotonic() - start, 30)
+                self.assertEqual([f for f in self.left_behind() if f != "declared.h5"], [])
+        # A selection of two of them runs.
+        proc = run("analyze", path, "--images", f"0,{images - 1}", "--stats", "local", "--quiet", "-o", out)
+        self.assertEqual(proc.returncode, 0, proc.err)
+        # Python's Dump.labels plans its array too (it made 2^31 single reads with the GIL held).
+        module_dir = os.environ.get("ATTNLENS_PYTHON_MODULE_DIR")
+        if module_dir:
+            with h5py.File(path, "r+") as f:
+                f.create_dataset("labels", shape=(images,), dtype=np.int64, chunks=(65536,))
+            script = ("import attnlens\n"
+                      f"d = attnlens.open({path!r})\n"
+                      "try:\n"
+                      "    d.labels\n"
+                      "except attnlens.InputError as e:\n"
+                      "    print('InputError:', e)\n")
+            proc = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, timeout=60,
+                                  env=dict(os.environ, PYTHONPATH=module_dir), preexec_fn=limited)
+            self.assertEqual(proc.returncode, 0, proc.stderr.decode("utf-8", "backslashreplace"))
+            self.assertIn(f"InputError: {path}: Dump.labels of {images} images needs about 16 GiB of memory",
+                          proc.stdout.decode())
+
+    @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
     def test_labels_that_cannot_be_used_are_said_not_dropped(self):
         # Issue 47 item 6: a label past the open check's 2^20 outside /class_names left the image out
         # of the per-label tables with no word (the note never reached the report or the terminal);

@@ -290,6 +290,25 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
     return value;
 }
 
+void DumpReader::readLabels(int first, std::span<std::int64_t> out) const {
+    if (!info_.hasLabels) throwUsage(info_.path + ": the dump has no /labels");
+    if (out.empty()) return;
+    if (first < 0 || std::int64_t(first) + std::int64_t(out.size()) > std::int64_t(info_.images))
+        throwUsage(info_.path + ": labels " + std::to_string(first) + " to " +
+                   std::to_string(std::int64_t(first) + std::int64_t(out.size()) - 1) + " are not in the dump (" +
+                   std::to_string(info_.images) + " images)");
+    impl_->requireReadable("/labels");
+    {
+        h5::Lock lock;
+        readLabelBlock(impl_->labels.get(), std::size_t(first), out, info_.path);
+    }
+    for (std::size_t b = 0; b < out.size(); ++b)
+        if (std::size_t(first) + b >= kLabelsCheckedOnOpen)
+            if (const std::string problem = labelProblem(out[b], info_.classNames.size(), int(first + int(b)));
+                !problem.empty())
+                throwInput(info_.path + ": " + problem);
+}
+
 std::vector<std::string> DumpReader::datasetsReadLater() const {
     std::vector<std::string> out;
     for (const LayerHandles& l : impl_->layers) {

@@ -88,6 +88,17 @@ double memoryBudgetBytes();
 // computation about to allocate dense matrices outside analyzeDump's plan (the CLI's `attention`,
 // the desktop program's matrix and spectra), so that an absurd N is a message, not a bad_alloc.
 void checkFitsInMemory(double bytes, const std::string& what);
+// The bookkeeping a run over `images` images and `layers` layers holds for its whole length, before
+// any data is read: the image list, a label per image, and per (image, layer) task its records'
+// list, its non-finite values' list and its skip message (kSelectionBytesPerImage,
+// kSelectionBytesPerTask). A dump can declare 2^31 - 1 images in 9 KB.
+inline constexpr double kSelectionBytesPerImage = 4.0 + 64.0;
+inline constexpr double kSelectionBytesPerTask = 8.0 + 24.0 + 24.0 + 40.0;
+double selectionBytes(std::size_t images, std::size_t layers);
+// Error(Input) naming the dump, the selection and the estimate when selectionBytes exceeds the
+// budget's smaller part (`budgetBytes` 0: unknown, nothing is checked); `mayUse` ends the sentence.
+void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t layers, double budgetBytes,
+                        const std::string& mayUse = " this process may use");
 // Bytes of the dense N x N matrices `matrices` doubles each.
 inline double denseMatrixBytes(Index tokens, int matrices) {
     return double(tokens) * double(tokens) * 8.0 * double(matrices);

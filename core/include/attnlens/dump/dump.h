@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -189,6 +190,9 @@ public:
 
     ImageData readImage(int image) const;  // Error(Input) when the dump has no images
     std::optional<std::int64_t> label(int image) const;
+    // The labels of images [first, first + out.size()) in one read, each checked as label() checks
+    // it. Error(Usage) when the dump has no labels or the block is out of range.
+    void readLabels(int first, std::span<std::int64_t> out) const;
 
     // The datasets read after opening, in a fixed order: every layer's q, k, v, normaliser
     // features, output gate, position bias and local-branch weight and bias, then /images and
