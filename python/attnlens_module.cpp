@@ -674,6 +674,10 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                     reference =
                         distanceReferenceOf(r, h.layer(), h.activations(), h.head(), weights ? &*weights : nullptr);
                 }
+                // Planned as analyze plans a worker: a head of large N needs dense N x N matrices.
+                checkFitsInMemory(
+                    workerBytes(h.layer(), report.paradigms, report.request.options.stats, false),
+                    "Head.statistics of layer " + h.layer().name + " (N = " + std::to_string(h.layer().tokens) + ")");
                 HeadRecord record;
                 record.image = std::max(0, h.image());
                 record.head = h.head();

@@ -201,6 +201,19 @@ void DamagedFileTests::damagedChunkShowsInlineErrorInEveryView() {
                 QCOMPARE(tm->colorMap()->visible(), !damaged);
                 // The input image's outlines go with the map: alone they would read as one.
                 if (damaged) QVERIFY(!tm->imageShown());
+                // Issue 49 item 3: the status bar said "A[106, 147 (y 10, x 6)] = NaN" over the
+                // hidden map of a head that was never read.
+                if (damaged && head == 0) {
+                    w.showView("tokenmap");
+                    layoutNow(tm);
+                    QSignalSpy spy(tm, &PlotView::hoverText);
+                    QTest::mouseMove(tm->plot(), pixelOf(tm->gridRect(), 1, 1));
+                    QTRY_VERIFY(!spy.isEmpty());
+                    const QString hover = spy.last().first().toString();
+                    QVERIFY2(hover.contains("A not read: ") && hover.contains("layer 2 cannot be read") &&
+                                 !hover.contains("NaN"),
+                             qPrintable(hover));
+                }
                 if (!damaged) {
                     QString why;
                     QVERIFY2(mapShowsRow(tm->colorMap(), s->layout(),

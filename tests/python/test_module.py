@@ -8,6 +8,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -225,6 +226,22 @@ def test_results_own_their_memory_and_survive_the_dump(tmp_path):
     assert a.shape == (197, 197) and np.isfinite(a).all()
     np.testing.assert_allclose(a.sum(1), 1.0, atol=1e-12)  # InLine rows sum to 1 (signed)
     assert h.row("inline", 5).shape == (197,)  # the head keeps what it read
+
+
+def test_head_statistics_plans_its_memory(tmp_path):
+    # A head of N = 4096 tokens: its dense statistics need far more than a 1 GiB address space.
+    script = ("import resource, numpy as np, attnlens\n"
+              "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+              "h = attnlens.Head(np.ones((4096, 4)), np.ones((4096, 4)), grid=(64, 64))\n"
+              "try:\n"
+              "    h.statistics('softmax')\n"
+              "except attnlens.InputError as e:\n"
+              "    print('InputError:', e)\n")
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "InputError: Head.statistics of layer (in memory) (N = 4096) needs about" in proc.stdout
+    assert "this process may use" in proc.stdout
 
 
 def test_labels_equal_h5py(dump):

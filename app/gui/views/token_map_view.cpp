@@ -526,6 +526,15 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
                                                       : QStringLiteral("A");
     const Index query = session_->rolloutShown() ? session_->rollout().query() : sel.query;
     int x = 0, y = 0;
+    if (!map_->visible()) {
+        // No map is drawn (the head could not be read): its cells hold no weights, NaN or other.
+        const QString error = session_->currentHeadError();
+        Q_EMIT hoverText(
+            error.isEmpty()
+                ? QString()
+                : QStringLiteral("%1: %2 not read: %3").arg(name, sym, shortError(error, session_->path())));
+        return;
+    }
     if (cellAt(map_, e->position(), &x, &y)) {
         const AttentionLayout g = session_->rolloutShown() ? AttentionLayout(l) : session_->attentionLayout();
         const Index key = g.keyToken(y, x);
