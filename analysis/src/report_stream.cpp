@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "attnlens/analysis/report.h"
 #include "attnlens/io/error.h"
@@ -110,7 +111,7 @@ std::string recordTableOf(const nlohmann::json& report, const std::string& repor
 ReportStream::ReportStream(const std::string& path, const std::vector<std::string>& inputs,
                            const AnalysisReport& header, const ToolInfo& tool, RecordDetail detail,
                            const std::string& tablePath)
-    : report_(&header), summary_(header.paradigms), detail_(detail) {
+    : report_(&header), summary_(header.paradigms), path_(path), detail_(detail) {
     namespace fs = std::filesystem;
     provenance_ = reportProvenanceJson(header, tool);
     if (path.empty()) {
@@ -172,6 +173,10 @@ json ReportStream::finish(const AnalysisReport& report) {
                                  {"note", "records were summarised only (analyze --records none)"}};
     }
     if (detail_ != RecordDetail::Json) tail["summary_state"] = summary_.stateJson();
+    // The table and the report are renamed as a pair: another run to the same -o cannot put its
+    // report beside this run's table (or the other way round).
+    std::optional<OutputDirectoryLock> pair;
+    if (table_ && file_) pair.emplace(path_);
     if (table_) table_->commit();  // before the report that names it
     if (file_) {
         std::string text = records_ == 0 ? "]" : "\n ]";

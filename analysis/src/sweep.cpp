@@ -452,6 +452,13 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                         std::string(info.name) +
                         " does not act and their curves are flat; sweep it on layers with raw q and k");
     }
+    // Division cancels the query's scale up to N eps: flat curves are the finding (MALA Sec. 3.2),
+    // not a failure to sweep; said so that they are not taken for one.
+    if (request.parameter == SweepParameter::QueryScale && request.paradigm.normalisation == Normalisation::Divide)
+        notes.push_back("qscale scales phi(q), which division-normalised attention (" +
+                        printableText(request.paradigm.name) +
+                        ") cancels up to its N eps: flat curves here are MALA's point (Sec. 3.2, Eq. 7), not a "
+                        "failed sweep");
     for (const std::string& note : skippedNotes) notes.push_back(note);
     if (!localityFailure.empty())
         notes.push_back("mean_distance is left out: the locality cannot skip unreadable data (" + localityFailure +

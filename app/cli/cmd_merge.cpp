@@ -81,13 +81,18 @@ int cmdMerge(int argc, char** argv) {
     if (a.get("--records-file") && !tables)
         throwUsage("merge: --records-file is for reports written with --records hdf5");
     const std::string tablePath = tables ? a.get("--records-file").value_or(defaultRecordTablePath(*output)) : "";
+    // The table and the report are renamed as a pair (OutputDirectoryLock): another run to the same
+    // -o cannot put its report beside this run's table.
+    std::optional<OutputDirectoryLock> pair;
     if (tables) {
         std::vector<std::string> forbidden = a.positional;
         checkOutputWritable(tablePath, forbidden);
+        pair.emplace(*output);
         mergeRecordTables(reports, a.positional, merged, *output, tablePath, forbidden);
     }
     std::cout << formatSummary(merged);
     writeFileAtomically(*output, reportText(merged), a.positional);
+    pair.reset();
     if (tables)
         std::printf("wrote %s (%lld rows)\n", printableText(tablePath).c_str(),
                     (long long)merged["record_detail"]["records"].get<std::int64_t>());

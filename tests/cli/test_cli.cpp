@@ -653,6 +653,20 @@ TEST_F(CliTest, OutputsAreTwoFilesSurviveAClosedPipeAndAreNamedEscaped) {
     EXPECT_TRUE(fs::exists(path("piped.json")));
     for (const auto& e : fs::directory_iterator(dir_))
         EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp-")));
+    // Two runs to the same -o with record tables leave one run's pair: the report's record count is
+    // its table's (merge checks exactly that). The runs differ in size so that a crossed pair shows.
+    ASSERT_EQ(run("analyze " + in + " --quiet --stats local --records hdf5 --images 2 -o " + path("third.json")).code,
+              0);
+    for (int trial = 0; trial < 8; ++trial) {
+        const std::string common = std::string(ATTNLENS_CLI_PATH) + " analyze " + in +
+                                   " --quiet --stats local --records hdf5 -o " + path("same.json");
+        const std::string script =
+            common + " --images 0 >/dev/null 2>&1 & " + common + " --images 0-1 >/dev/null 2>&1 & wait";
+        ASSERT_EQ(std::system(("sh -c '" + script + "'").c_str()), 0);
+        const RunResult pairCheck =
+            run("merge " + path("same.json") + " " + path("third.json") + " -o " + path("pair.json"));
+        ASSERT_EQ(pairCheck.code, 0) << "trial " << trial << ": " << pairCheck.err;
+    }
     // An output name with a terminal escape is shown escaped, not sent raw to the terminal.
     const std::string odd = path("odd\x1b[31mred.json");
     r = run("analyze " + in + " --quiet --stats local -o '" + odd + "'");
@@ -1209,6 +1223,14 @@ TEST_F(CliTest, SweepAtTheTrainedValueEqualsAnalyzeAndFollowsTheSchema) {
     EXPECT_EQ(focusedCurve[0], focusedCurve[1]);
     const json& softmaxCurve = flatSweep["layers"][0]["statistics"]["normalised_entropy"];
     EXPECT_NE(softmaxCurve[0], softmaxCurve[1]);  // raw q and k: p acts
+
+    // Issue 49 item 5: a query-scale sweep of a division-normalised paradigm is flat by construction and
+    // says so (MALA's point), as a note in the file and on the terminal.
+    const RunResult divided =
+        run("sweep " + in + " --paradigm linear_relu --param qscale=1:4:2 --stats entropy -o " + path("divided.json"));
+    ASSERT_EQ(divided.code, 0) << divided.err;
+    EXPECT_THAT(divided.err, HasSubstr("cancels up to its N eps: flat curves here are MALA's point"));
+    EXPECT_EQ(readJson(path("divided.json"))["notes"].size(), 1u);
 
     // MALA's query scale: the point at 1 is analyze's number, the file follows the schema, and every
     // head and layer names the value its model uses.

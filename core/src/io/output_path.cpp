@@ -1,6 +1,9 @@
 #include "attnlens/io/output_path.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -54,6 +57,24 @@ void checkOutputPath(const std::string& path, const std::vector<std::string>& in
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
     if (!fs::is_directory(dir, ec))
         throwOutput("cannot write " + shown + ": directory '" + printableText(dir.string()) + "' does not exist");
+}
+
+OutputDirectoryLock::OutputDirectoryLock(const std::string& path) {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;  // a signal: try again (the handlers end the run if they must)
+        ::close(fd_);
+        fd_ = -1;
+        return;
+    }
+}
+
+OutputDirectoryLock::~OutputDirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 }  // namespace attnlens

@@ -208,6 +208,7 @@ private:
     ReportSummary summary_;
     nlohmann::json provenance_;
     std::optional<AtomicFileWriter> file_;
+    std::string path_;  // the report's
     RecordDetail detail_ = RecordDetail::Json;
     std::string tableFile_;  // as the report names it: relative to the report's folder
     std::unique_ptr<RecordTableWriter> table_;

@@ -13,4 +13,19 @@ namespace attnlens {
 // in a directory that does not exist. Touches nothing.
 void checkOutputPath(const std::string& path, const std::vector<std::string>& inputs = {});
 
+// Holds an exclusive lock (flock) on the directory of `path` while alive, so that the renames of
+// files written as a pair (a report and its record table) are not interleaved with another run's:
+// two runs to the same -o leave one run's pair, never one's report with the other's table. Best
+// effort: where the file system has no flock the pair is renamed unlocked, as before.
+class OutputDirectoryLock {
+public:
+    explicit OutputDirectoryLock(const std::string& path);
+    ~OutputDirectoryLock();
+    OutputDirectoryLock(const OutputDirectoryLock&) = delete;
+    OutputDirectoryLock& operator=(const OutputDirectoryLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
 }  // namespace attnlens
