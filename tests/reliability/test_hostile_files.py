@@ -49,6 +49,16 @@ def patch(path, marker, offset, data, occurrence=0):
         f.write(raw)
 
 
+def write_declared_dump(f, images, chunks=(1, 1, 5, 2)):
+    """Root attributes and one layer's q and k declaring `images` images (unwritten chunks: a few KB)."""
+    f.attrs["format"] = "attnlens.dump"
+    f.attrs["format_version"] = np.int64(1)
+    f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
+    f.attrs["prefix_tokens"] = np.int64(1)
+    return [f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=chunks)
+            for name in ("q", "k")]
+
+
 @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
 class Hostile(unittest.TestCase):
     def setUp(self):
@@ -464,12 +474,7 @@ class StructureRegressions(unittest.TestCase):
         images = 2**31 - 1
         path = os.path.join(self.dir, "labels.h5")
         with h5py.File(path, "w") as f:
-            f.attrs["format"] = "attnlens.dump"
-            f.attrs["format_version"] = np.int64(1)
-            f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
-            f.attrs["prefix_tokens"] = np.int64(1)
-            for name in ("q", "k"):
-                f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=(1, 1, 5, 2))
+            write_declared_dump(f, images)
             f.create_dataset("labels", shape=(images,), dtype=np.int64, chunks=(65536,))
             f.create_dataset("class_names", data=np.array([b"cat", b"dog"]))
             f["labels"][images - 1] = 7
@@ -494,12 +499,7 @@ class StructureRegressions(unittest.TestCase):
         images = 2**31 - 1
         path = os.path.join(self.dir, "declared.h5")
         with h5py.File(path, "w") as f:
-            f.attrs["format"] = "attnlens.dump"
-            f.attrs["format_version"] = np.int64(1)
-            f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
-            f.attrs["prefix_tokens"] = np.int64(1)
-            for name in ("q", "k"):
-                f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=(1, 1, 5, 2))
+            write_declared_dump(f, images)
         self.assertLess(os.path.getsize(path), 64 * 1024)
         out = os.path.join(self.dir, "out.json")
 
@@ -557,13 +557,8 @@ class StructureRegressions(unittest.TestCase):
         images = 2**20 + 5
         path = os.path.join(self.dir, "late_label.h5")
         with h5py.File(path, "w") as f:
-            f.attrs["format"] = "attnlens.dump"
-            f.attrs["format_version"] = np.int64(1)
-            f.attrs["grid"] = np.array([2, 2], dtype=np.int64)
-            f.attrs["prefix_tokens"] = np.int64(1)
             rng = np.random.default_rng(3)
-            for name in ("q", "k"):
-                d = f.create_dataset(f"{LAYER}/{name}", shape=(images, 1, 5, 2), dtype=np.float32, chunks=(1, 1, 5, 2))
+            for d in write_declared_dump(f, images):
                 d[0] = rng.standard_normal((1, 5, 2))
                 d[images - 1] = rng.standard_normal((1, 5, 2))
             f.create_dataset("labels", shape=(images,), dtype=np.int64, chunks=(65536,))
