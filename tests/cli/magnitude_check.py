@@ -21,6 +21,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from admissible_check import key_sets  # noqa: E402
 from local_branch_check import swin_windows, window_softmax  # noqa: E402
 from numpy_attention import _elu1  # noqa: E402
 
@@ -81,12 +82,10 @@ def main(dump, report, expect_signed, expect_window):
                 masked = bool(g.attrs.get("window_mask", False))
                 wins, region = swin_windows(gh, gw, size, shift)
                 bias = g["position_bias"][rec["head"]].astype(np.float64) if "position_bias" in g else None
-                sets = [None] * n
-                for win in wins:
-                    for t in win:
-                        sets[t] = np.array([j for j in win if not masked or region[j] == region[t]])
             else:
-                sets = [np.arange(n)] * n
+                wins = region = None
+                masked = False
+            sets = key_sets(n, 0, wins, region, masked)
             m = rec["magnitude"]
             for f_index, a in enumerate(m["factors"]):
                 if window:
