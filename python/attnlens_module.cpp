@@ -681,13 +681,16 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                 HeadRecord record;
                 record.image = std::max(0, h.image());
                 record.head = h.head();
-                {
-                    py::gil_scoped_release release;
-                    const ScopedBlasThreads oneBlasThread(1);
-                    record.stats = analyzeHead(a, h.activations().q, h.layer().attentionLayout(),
-                                               report.request.options, nullptr, reference ? &*reference : nullptr,
-                                               h.activations().v.size() > 0 ? &h.activations().v : nullptr);
-                }
+                // On a worker thread, so that Ctrl-C stops it between statistics (issue 47 item 7).
+                std::atomic<bool> cancel{false};
+                record.stats = runInterruptible<HeadStatistics>(
+                    [&] {
+                        const ScopedBlasThreads oneBlasThread(1);
+                        return analyzeHead(a, h.activations().q, h.layer().attentionLayout(), report.request.options,
+                                           nullptr, reference ? &*reference : nullptr,
+                                           h.activations().v.size() > 0 ? &h.activations().v : nullptr, &cancel);
+                    },
+                    cancel);
                 json j = recordJson(report, record);
                 j["layer_position"] = std::max(0, h.layerIndex());
                 return toPython(j);

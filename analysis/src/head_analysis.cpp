@@ -269,8 +269,9 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
 
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& geometry,
                            const AnalysisOptions& options, const LocalBranchHead* branch,
-                           const DistanceReference* reference, const Matrix* values) {
+                           const DistanceReference* reference, const Matrix* values, CancelToken cancel) {
     validate(options);
+    const auto poll = [&] { cancel.throwIfRequested("the head's statistics"); };
     const Index n = head.tokens(), keys = head.keys();
     const TokenLayout& layout = geometry.queries;
     if (layout.tokens() != n || geometry.keys.tokens() != keys)
@@ -313,6 +314,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     }
     stats.flaggedRows =
         Index(std::count_if(status.begin(), status.end(), [](RowStatus s) { return s != RowStatus::Ok; }));
+    poll();
     const Matrix* full = needs.matrix ? &a : nullptr;
     // The keys each row may attend to: the yardstick of the local baseline and normalised entropy.
     const AdmissibleKeys admissible(geometry, head.windows());
@@ -326,6 +328,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
         if ((sel.confusion || !options.spectrum.spatialOnly) && factors->f.r.allFinite())
             factors->rightR = linalg::thinQrR(factors->f.r);
     }
+    poll();
     if (sel.rank)
         stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
                                  : spectrum(head, geometry, options.spectrum, full);
@@ -337,11 +340,13 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
         linalg::gemm(false, false, 1.0, a, *values, 0.0, output);
     }
     const Matrix* sharedOutput = output.size() > 0 ? &output : nullptr;
+    poll();
     if (sel.local) {
         stats.local = localMass(a, status, geometry, options.localK, values, sharedOutput, &admissible);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
+    poll();
     if (needs.branch)
         stats.localBranch =
             analyzeLocalBranch(a, status,
@@ -349,21 +354,27 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
                                geometry.reducedKeys() ? LocalBranchGrid::interpolated(layout, geometry.keys)
                                                       : LocalBranchGrid(layout, branch->windows),
                                *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
+    poll();
     if (sel.entropy) stats.entropy = entropyStatistics(a, status, &admissible);
     for (const std::string& key : sel.registered) {
         const RegisteredStatistic* r = findRegisteredStatistic(key);
         if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + knownStatNames() + ")");
         stats.registered.emplace_back(key, r->compute(a, status, geometry));
     }
+    poll();
     if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference, sharedOutput);
+    poll();
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
                                   : confusion(head, q, options.confusion, full, status);
+    poll();
     if (sel.confusion) stats.rayProbe = rayProbe(head);
+    poll();
     if (sel.magnitude)
         stats.magnitude = needs.sharedRawRows
                               ? detail::meanMagnitudeCurve(head, options.magnitude, {&raw, dotSums.data()})
                               : meanMagnitudeCurve(head, options.magnitude);
+    poll();
     return stats;
 }
 

@@ -233,6 +233,15 @@ void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t la
                    "; select images with --images, or split the run into shards (README \"Studies of many images\")");
 }
 
+double smallerKnownBudget(const MemoryBudget& budget) {
+    return budget.residentBytes > 0 && budget.addressBytes > 0 ? std::min(budget.residentBytes, budget.addressBytes)
+                                                               : std::max(budget.residentBytes, budget.addressBytes);
+}
+
+void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t layers) {
+    checkSelectionFits(info, images, layers, smallerKnownBudget(memoryBudget()));
+}
+
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch) {
     AnalysisOptions options;
@@ -274,11 +283,7 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     plan.threads = request.threads.count();
     const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
     const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
-    checkSelectionFits(info, images, layers.size(),
-                       budget.residentBytes > 0 && budget.addressBytes > 0
-                           ? std::min(budget.residentBytes, budget.addressBytes)
-                           : std::max(budget.residentBytes, budget.addressBytes),  // 0: unknown
-                       mayUse);
+    checkSelectionFits(info, images, layers.size(), smallerKnownBudget(budget), mayUse);
 
     // Resident: W workers hold W per-worker sets. Address space: besides, every worker thread but
     // the caller has a stack and an arena, and each has a BLAS buffer.

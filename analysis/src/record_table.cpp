@@ -7,6 +7,8 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "attnlens/analysis/registered_statistics.h"
@@ -14,6 +16,7 @@
 #include "attnlens/io/error.h"
 #include "attnlens/io/output_path.h"
 #include "attnlens/io/text.h"
+#include "statistic_bounds.h"
 
 namespace attnlens {
 
@@ -342,9 +345,10 @@ void RecordTableWriter::commit() {
 }
 
 std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs,
-                                     const std::vector<RecordColumn>& columns, const std::vector<int>& layerHeads,
-                                     int paradigms, const std::string& output,
-                                     const std::vector<std::string>& forbidden) {
+                                     const std::vector<RecordColumn>& columns, const RecordTableShape& shape,
+                                     const std::string& output, const std::vector<std::string>& forbidden) {
+    const std::vector<int>& layerHeads = shape.layerHeads;
+    const int paradigms = int(shape.softmaxParadigms.size());
     checkOutputPath(output, forbidden);
     std::vector<std::string> paradigmNames, layerNames;
     // Every table is opened and checked before the output is created.
@@ -387,7 +391,28 @@ std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs
     std::int64_t written = 0;
     constexpr std::uint64_t kBlock = 1 << 16;
     std::vector<double> floats;
-    std::vector<std::int32_t> image, layer, head, paradigm, integers;
+    std::vector<std::int32_t> image, layer, head, paradigm, integers, tokens;
+    // Each column's range (statistic_bounds.h); columns without one (keys, labels of registered
+    // statistics, signed local masses) are copied as they are.
+    std::vector<std::optional<detail::StatisticRange>> ranges;
+    for (const RecordColumn& c : columns) {
+        std::optional<detail::StatisticRange> range;
+        for (const detail::StatisticBound& b : detail::statisticBounds()) {
+            if (!b.tableColumn) continue;
+            const std::string name = b.tableColumn;
+            const bool perK = b.where == detail::StatisticBound::PerK;
+            if (perK ? c.name.size() > name.size() && c.name.compare(0, name.size(), name) == 0 &&
+                           c.name.find_first_not_of("0123456789", name.size()) == std::string::npos
+                     : c.name == name)
+                range = b.range;
+        }
+        ranges.push_back(range);
+    }
+    const auto known = [](const std::vector<std::int64_t>& sizes, std::size_t position) {
+        return position < sizes.size() ? double(sizes[position]) : 0.0;
+    };
+    // Per block: rank and rank_bound (rank <= its bound), confused pairs and the far ones among them.
+    std::map<std::string, std::vector<double>> crossChecked;
     for (std::size_t t = 0; t < tables.size(); ++t) {
         const ColumnTableReader& table = *tables[t];
         const std::set<int> images(inputs[t].images.begin(), inputs[t].images.end());
@@ -397,6 +422,7 @@ std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs
             table.read("layer_position", begin, count, layer);
             table.read("head", begin, count, head);
             table.read("paradigm", begin, count, paradigm);
+            table.read("tokens", begin, count, tokens);
             for (std::uint64_t i = 0; i < count; ++i) {
                 const auto fail = [&](const std::string& column, std::int32_t value, const std::string& why) {
                     throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) + ": " +
@@ -409,15 +435,63 @@ std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs
                     fail("head", head[i], "is not a head of layer " + printableText(layerNames[std::size_t(layer[i])]));
                 if (paradigm[i] < 0 || paradigm[i] >= paradigms)
                     fail("paradigm", paradigm[i], "is not one of the report's paradigms");
+                const double queries = known(shape.layerQueries, std::size_t(layer[i]));
+                if (queries > 0 && tokens[i] != queries)
+                    fail("tokens", tokens[i],
+                         "is not the N = " + std::to_string(std::int64_t(queries)) + " queries of layer " +
+                             printableText(layerNames[std::size_t(layer[i])]));
             }
-            for (const RecordColumn& c : columns) {
+            // A value (NaN passes: not finite, left out of means) within what its row's head allows.
+            const auto checkValue = [&](const RecordColumn& c, detail::StatisticRange range, std::uint64_t i,
+                                        double value) {
+                const std::size_t position = std::size_t(layer[i]);
+                const detail::HeadShape headShape{known(shape.layerQueries, position), known(shape.layerKeys, position),
+                                                  bool(shape.softmaxParadigms[std::size_t(paradigm[i])])};
+                const detail::AllowedInterval allowed = detail::allowedInterval(range, headShape);
+                if (!allowed.allows(value))
+                    throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) +
+                               " (image " + std::to_string(image[i]) + ", layer " +
+                               printableText(layerNames[position]) + ", head " + std::to_string(head[i]) +
+                               ", paradigm " + printableText(paradigmNames[std::size_t(paradigm[i])]) + "): " + c.name +
+                               " " + (c.integer ? std::to_string(std::int64_t(value)) : nlohmann::json(value).dump()) +
+                               " is impossible: " + allowed.because + " " + allowed.text());
+            };
+            crossChecked.clear();
+            for (std::size_t ci = 0; ci < columns.size(); ++ci) {
+                const RecordColumn& c = columns[ci];
+                const std::uint64_t width = std::max<std::uint64_t>(c.width, 1);
                 if (c.integer) {
                     table.read(c.name, begin, count, integers);
+                    if (ranges[ci])
+                        for (std::uint64_t i = 0; i < count; ++i) {
+                            // -1: not computed (rank, rank_bound)
+                            const double v = integers[i] == -1 && (c.name == "rank" || c.name == "rank_bound")
+                                                 ? kNone
+                                                 : double(integers[i]);
+                            checkValue(c, *ranges[ci], i, v);
+                            if (c.name == "rank" || c.name == "rank_bound") crossChecked[c.name].push_back(v);
+                        }
                     writer.appendColumn(columnPath(c.name), integers.data(), count);
                 } else {
                     table.read(c.name, begin, count, floats);
+                    if (ranges[ci])
+                        for (std::uint64_t i = 0; i < count; ++i)
+                            for (std::uint64_t w = 0; w < width; ++w)
+                                checkValue(c, *ranges[ci], i, floats[i * width + w]);
+                    if (c.name == "confused_pairs" || c.name == "confused_pairs_far")
+                        crossChecked[c.name].assign(floats.begin(), floats.begin() + std::ptrdiff_t(count));
                     writer.appendColumn(columnPath(c.name), floats.data(), count);
                 }
+            }
+            for (const auto& [lower, upper] :
+                 {std::pair{"rank", "rank_bound"}, {"confused_pairs_far", "confused_pairs"}}) {
+                const auto lo = crossChecked.find(lower), hi = crossChecked.find(upper);
+                if (lo == crossChecked.end() || hi == crossChecked.end()) continue;
+                for (std::uint64_t i = 0; i < count; ++i)
+                    if (lo->second[i] > hi->second[i] * (1 + 1e-9))
+                        throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) +
+                                   ": " + lower + " " + nlohmann::json(lo->second[i]).dump() + " exceeds " + upper +
+                                   " " + nlohmann::json(hi->second[i]).dump() + " (it is a part of it)");
             }
             written += std::int64_t(count);
         }

@@ -27,6 +27,7 @@
 #include "attnlens/math/blas.h"
 #include "finite_mean.h"
 #include "parallel.h"
+#include "statistic_bounds.h"
 
 namespace attnlens {
 namespace {
@@ -2059,6 +2060,158 @@ nlohmann::json summarize(const nlohmann::json& report) {
 
 namespace {
 
+// The queries and keys of each layer of a report's dump (input.dump.layers; 0 where a report does
+// not say), by layer name.
+std::map<std::string, detail::HeadShape> layerShapes(const json& report) {
+    std::map<std::string, detail::HeadShape> out;
+    const json& dump = report.value("input", json::object()).value("dump", json::object());
+    for (const json& layer : dump.value("layers", json::array())) {
+        if (!layer.is_object() || !layer.contains("name") || !layer["name"].is_string()) continue;
+        detail::HeadShape shape;
+        if (layer.contains("tokens") && layer["tokens"].is_number()) shape.queries = layer["tokens"].get<double>();
+        shape.keys = shape.queries;
+        if (layer.contains("keys") && layer["keys"].is_object() && layer["keys"].contains("tokens") &&
+            layer["keys"]["tokens"].is_number())
+            shape.keys = layer["keys"]["tokens"].get<double>();
+        out[layer["name"].get<std::string>()] = shape;
+    }
+    return out;
+}
+
+// Holds a summary state's running means and totals to what its records allow (statistic_bounds.h),
+// as merge holds JSON records: each mean over at most `records` values and within the range of its
+// statistic on the layer's head (the largest head of the dump for overall and per-label means),
+// totals within records x their per-head bound, per-layer and per-head records adding up to the
+// paradigm's, labels among the dump's classes. Throws std::invalid_argument naming the place.
+void checkSummaryStateBounds(const json& state, const json& report) {
+    using detail::StatisticBound;
+    const std::map<std::string, detail::HeadShape> shapes = layerShapes(report);
+    detail::HeadShape largest;
+    for (const auto& [name, shape] : shapes) {
+        largest.queries = std::max(largest.queries, shape.queries);
+        largest.keys = std::max(largest.keys, shape.keys);
+    }
+    if (shapes.empty() || std::any_of(shapes.begin(), shapes.end(),
+                                      [](const auto& s) { return s.second.queries <= 0 || s.second.keys <= 0; }))
+        largest = {};  // some layer's size unknown: no bound from sizes
+    std::set<std::string> softmax;
+    for (const json& p : report.value("paradigms", json::array()))
+        if (p.is_object() && p.value("normalisation", json()) == "softmax" && p.contains("name") &&
+            p["name"].is_string())
+            softmax.insert(p["name"].get<std::string>());
+    std::map<int, std::string> layerNames;
+    for (const json& l : state.at("layer_names")) layerNames[l.at(0).get<int>()] = l.at(1).get<std::string>();
+    const auto shapeOf = [&](int position) {
+        const auto name = layerNames.find(position);
+        const auto it = name == layerNames.end() ? shapes.end() : shapes.find(name->second);
+        return it == shapes.end() ? detail::HeadShape{} : it->second;
+    };
+    std::int64_t classes = -1;
+    if (report.contains("input") && report["input"].contains("dump") &&
+        report["input"]["dump"].contains("class_names") && report["input"]["dump"]["class_names"].is_array())
+        classes = std::int64_t(report["input"]["dump"]["class_names"].size());
+    const auto label = [&](const json& value, const std::string& where) {
+        const std::int64_t l = value.get<std::int64_t>();
+        if (l < 0 || (classes >= 0 && l >= classes))
+            throw std::invalid_argument(where + ": label " + std::to_string(l) + " is not one of the dump's " +
+                                        std::to_string(classes) + " classes (input.dump.class_names)");
+    };
+    const auto fail = [](const std::string& where, const std::string& what) {
+        throw std::invalid_argument(where + ": " + what);
+    };
+    // One aggregate of `shape`'s heads.
+    const auto aggregate = [&](const json& a, const std::string& where, detail::HeadShape shape) {
+        const std::int64_t records = a.at("records").get<std::int64_t>();
+        if (records < 0) fail(where + ".records", std::to_string(records) + " is not a count");
+        const auto mean = [&](const json& m, const std::string& at, detail::StatisticRange range) {
+            const detail::FiniteMean f = detail::FiniteMean::fromState(m);
+            if (f.n > records)
+                fail(at, "a mean over " + std::to_string(f.n) + " values of " + std::to_string(records) +
+                             " records (a record gives at most one)");
+            if (f.n == 0) {
+                if (f.sum != 0) fail(at, "a sum of no values must be 0");
+                return;
+            }
+            const detail::AllowedInterval allowed = detail::allowedInterval(range, shape);
+            if (!allowed.allows(f.mean()))
+                fail(at,
+                     "the mean " + shown(json(f.mean())) + " is impossible: " + allowed.because + " " + allowed.text());
+        };
+        const json& means = a.at("means");
+        const json& perK = a.at("per_k");
+        for (const StatisticBound& b : detail::statisticBounds()) {
+            if (!b.stateKey) continue;
+            if (b.where == StatisticBound::Mean && means.contains(b.stateKey)) {
+                mean(means[b.stateKey], where + ".means." + b.stateKey, b.range);
+            } else if (b.where == StatisticBound::PerK && perK.contains(b.stateKey)) {
+                for (const auto& [k, m] : perK[b.stateKey].items())
+                    mean(m, where + ".per_k." + b.stateKey + "." + k, b.range);
+            } else if (b.where == StatisticBound::MagnitudeCurve && a.contains("magnitude") &&
+                       a["magnitude"].contains(b.stateKey)) {
+                const json& curve = a["magnitude"][b.stateKey];
+                for (std::size_t i = 0; i < curve.size(); ++i)
+                    mean(curve[i], where + ".magnitude." + b.stateKey + "[" + std::to_string(i) + "]", b.range);
+            } else if (b.where == StatisticBound::RayProbe && a.contains("ray_probe") &&
+                       a["ray_probe"].contains(b.stateKey)) {
+                const json& v = a["ray_probe"][b.stateKey];
+                if (v.is_array() && (v.empty() || v[0].is_array())) {  // a curve (per factor), maybe empty
+                    for (std::size_t i = 0; i < v.size(); ++i)
+                        mean(v[i], where + ".ray_probe." + b.stateKey + "[" + std::to_string(i) + "]", b.range);
+                } else {
+                    mean(v, where + ".ray_probe." + b.stateKey, b.range);
+                }
+            }
+        }
+        const auto total = [&](const char* key, detail::StatisticRange perHead) {
+            const double v = a.at(key).get<double>();
+            const detail::AllowedInterval head = detail::allowedInterval(perHead, shape);
+            if (!(v >= 0 && v <= head.hi * double(records)))
+                fail(where + "." + key, shown(a.at(key)) + " is impossible over " + std::to_string(records) +
+                                            " records: " + head.because + " " + head.text() + " per record");
+        };
+        total("confused", detail::StatisticRange::Pairs);
+        total("flagged", detail::StatisticRange::Rows);
+        return records;
+    };
+    const std::vector<std::string> paradigms = state.at("paradigms").get<std::vector<std::string>>();
+    for (std::size_t p = 0; p < paradigms.size(); ++p) {
+        const std::string of = "[paradigm " + printableText(paradigms[p]) + "]";
+        detail::HeadShape overallShape = largest;
+        overallShape.softmax = softmax.count(paradigms[p]) > 0;
+        const std::int64_t records = aggregate(state.at("overall")[p], "overall" + of, overallShape);
+        std::int64_t layerRecords = 0;
+        std::map<int, std::int64_t> perLayer, headsOfLayer;
+        for (const json& e : state.at("per_layer")[p]) {
+            const int position = e.at(0).get<int>();
+            detail::HeadShape shape = shapeOf(position);
+            shape.softmax = overallShape.softmax;
+            const std::string where = "per_layer" + of + "[layer " + printableText(layerNames[position]) + "]";
+            perLayer[position] = aggregate(e.at(1), where, shape);
+            layerRecords += perLayer[position];
+        }
+        if (layerRecords != records)
+            fail("per_layer" + of, "its layers count " + std::to_string(layerRecords) +
+                                       " records where overall counts " + std::to_string(records));
+        for (const json& e : state.at("per_head")[p]) {
+            const int position = e.at(0).get<int>();
+            detail::HeadShape shape = shapeOf(position);
+            shape.softmax = overallShape.softmax;
+            headsOfLayer[position] += aggregate(e.at(2),
+                                                "per_head" + of + "[layer " + printableText(layerNames[position]) +
+                                                    ", head " + std::to_string(e.at(1).get<int>()) + "]",
+                                                shape);
+        }
+        if (!state.at("per_head")[p].empty() && headsOfLayer != perLayer)
+            fail("per_head" + of, "its heads' records do not add up to their layers' (per_layer)");
+        for (const json& e : state.at("per_label")[p]) {
+            const std::string where = "per_label" + of + "[label " + shown(e.at(0)) + "]";
+            label(e.at(0), where);
+            aggregate(e.at(1), where, overallShape);
+        }
+    }
+    for (const json& e : state.at("image_labels")) label(e.at(1), "image_labels[image " + shown(e.at(0)) + "]");
+}
+
 // Adds a report's summary_state to `into`, checked against its record_detail.
 void addSummaryState(const json& report, const std::string& name, std::optional<ReportSummary>& into) {
     const json& d = report.contains("record_detail") ? report["record_detail"] : json();
@@ -2066,6 +2219,7 @@ void addSummaryState(const json& report, const std::string& name, std::optional<
         if (!d.is_object() || !d.contains("records") || !d["records"].is_number_integer())
             throw std::invalid_argument("a summary_state without record_detail.records");
         ReportSummary state = ReportSummary::fromStateJson(report["summary_state"]);
+        checkSummaryStateBounds(report["summary_state"], report);
         if (state.records() != d["records"].get<std::int64_t>())
             throw std::invalid_argument("it counts " + std::to_string(state.records()) +
                                         " records where record_detail.records says " +
@@ -2298,12 +2452,20 @@ void mergeRecordTables(const std::vector<nlohmann::json>& reports, const std::ve
         const int ib = b.images.empty() ? INT_MAX : *std::min_element(b.images.begin(), b.images.end());
         return ia < ib;
     });
-    std::vector<int> layerHeads;
-    for (const json& layer : merged["input"]["dump"]["layers"]) layerHeads.push_back(layer["heads"].get<int>());
+    RecordTableShape shape;
+    const std::map<std::string, detail::HeadShape> shapes = layerShapes(merged);
+    for (const json& layer : merged["input"]["dump"]["layers"]) {
+        shape.layerHeads.push_back(layer["heads"].get<int>());
+        const detail::HeadShape head = shapes.at(layer["name"].get<std::string>());
+        shape.layerQueries.push_back(std::int64_t(head.queries));
+        shape.layerKeys.push_back(std::int64_t(head.keys));
+    }
+    for (const json& p : merged["paradigms"])
+        shape.softmaxParadigms.push_back(p.value("normalisation", json()) == "softmax");
     std::vector<std::string> tableForbidden = forbidden;
     tableForbidden.push_back(outputReport);
     for (const RecordTableInput& in : inputs) tableForbidden.push_back(in.file);
-    concatenateRecordTables(inputs, columns, layerHeads, int(merged["paradigms"].size()), outputTable, tableForbidden);
+    concatenateRecordTables(inputs, columns, shape, outputTable, tableForbidden);
     const fs::path folder = fs::absolute(fs::path(outputReport)).parent_path();
     merged["record_detail"]["file"] = fs::absolute(fs::path(outputTable)).lexically_relative(folder).string();
 }

@@ -71,6 +71,7 @@ int cmdLocality(int argc, char** argv) {
     ProgressBar bar(!a.flag("--quiet"));
     const LocalityReport report = localityOverDump(
         *reader, req, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted);
+    for (const std::string& note : report.notes) std::fprintf(stderr, "note: %s\n", printableText(note).c_str());
     json j = localityToJson(report, radius);
     j["tool"] = {{"name", "attnlens-cli"}, {"version", ATTNLENS_VERSION}, {"command", commandLine(argc, argv)}};
 

@@ -269,9 +269,23 @@ void sweepSelectionFromText(const OptionText& text, const DumpInfo& info, SweepR
         throwUsage("--param alpha: " + printableText(info.path) + " has no layer with a local branch");
 }
 
+namespace {
+
+// --images, planned before its list is made: a range over a dump that declares 2^31 images would
+// otherwise allocate gigabytes before the analysis plans its memory (issue 47 item 4).
+std::vector<int> imagesFromText(const OptionText& a, const DumpInfo& info, const std::vector<int>& layers) {
+    const auto s = a.get("--images");
+    if (!s) return {};
+    checkSelectionFits(info, indexListSize(*s, info.images, "--images"),
+                       layers.empty() ? info.layers.size() : layers.size());
+    return parseIndexList(*s, info.images, "--images");
+}
+
+}  // namespace
+
 void analyzeSelectionFromText(const OptionText& a, const DumpInfo& info, AnalyzeRequest& req) {
     req.layers = layersFromText(a, info, false);
-    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    req.images = imagesFromText(a, info, req.layers);
     localBranchChannelsFromText(a, info, req.options.localBranch);
     if (auto s = a.get("--heads")) {
         int maxHeads = 0;
@@ -292,7 +306,7 @@ LocalityRequest localityRequestFromText(const OptionText& a, int& radius) {
 
 void localitySelectionFromText(const OptionText& a, const DumpInfo& info, LocalityRequest& req) {
     req.layers = layersFromText(a, info, false);
-    if (auto s = a.get("--images")) req.images = parseIndexList(*s, info.images, "--images");
+    req.images = imagesFromText(a, info, req.layers);
 }
 
 RolloutRequest rolloutRequestFromText(const OptionText& a) {

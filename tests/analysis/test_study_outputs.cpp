@@ -402,7 +402,8 @@ TEST(RecordTable, ConcatenationChecksEveryRowAgainstItsReport) {
     };
     const RecordTableInput a = writeTable("a.h5", {0, 1}), b = writeTable("b.h5", {2});
     const std::vector<RecordColumn> columns = recordTableColumns(header);
-    EXPECT_EQ(concatenateRecordTables({a, b}, columns, {2, 2}, 8, dir.file("ab.h5"), {}), 12);
+    const RecordTableShape shape{{2, 2}, {}, {}, std::vector<bool>(8, false)};
+    EXPECT_EQ(concatenateRecordTables({a, b}, columns, shape, dir.file("ab.h5"), {}), 12);
     const ColumnTableReader ab(dir.file("ab.h5"), "/records");
     std::vector<std::int32_t> images;
     ab.read("image", 0, 12, images);
@@ -417,7 +418,8 @@ TEST(RecordTable, ConcatenationChecksEveryRowAgainstItsReport) {
     const auto refused = [&](const std::vector<RecordTableInput>& inputs, const std::vector<int>& heads,
                              const std::string& message) {
         try {
-            concatenateRecordTables(inputs, columns, heads, 8, dir.file("bad.h5"), {});
+            concatenateRecordTables(inputs, columns, RecordTableShape{heads, {}, {}, std::vector<bool>(8, false)},
+                                    dir.file("bad.h5"), {});
             ADD_FAILURE() << "accepted: " << message;
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::Input);

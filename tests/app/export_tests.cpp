@@ -54,6 +54,7 @@ private Q_SLOTS:
     void exportStatisticsJsonValidAgainstSchema();
     void renderMatchesWindowExport();
     void renderCommandLine();
+    void startCommandLineRefusesBadOptionsBeforeAnyWindow();
     void firstMapTimeIsPrintedOnceTheMapIsPainted();
     void viewRegistryIsTheOneListOfViews();
 };
@@ -341,6 +342,59 @@ void ExportTests::renderMatchesWindowExport() {
         const double share = double(differ) / double(qint64(a.width()) * a.height());
         QVERIFY2(share < 0.15, qPrintable(QStringLiteral("heads: %1 of the pixels differ").arg(share)));
     }
+}
+
+// Issue 49 item 9: `attnlens --help` without a display aborted (exit 134); `--paradigm nonesuch`
+// opened a window on paradigm 0. Help and version work without a display, a bad option or value is
+// refused with exit 2 before any window, and a window without a display is refused, not hidden.
+void ExportTests::startCommandLineRefusesBadOptionsBeforeAnyWindow() {
+    QProcessEnvironment bare = QProcessEnvironment::systemEnvironment();
+    for (const char* variable : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"}) bare.remove(variable);
+    struct Run {
+        int code;
+        QString out, err;
+    };
+    auto run = [&](const QStringList& args) {
+        QProcess p;
+        p.setProcessEnvironment(bare);
+        p.start(QStringLiteral(ATTNLENS_GUI_PATH), args);
+        if (!p.waitForFinished(60000)) {
+            p.kill();
+            return Run{-1, {}, {}};
+        }
+        return Run{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2,
+                   QString::fromLocal8Bit(p.readAllStandardOutput()), QString::fromLocal8Bit(p.readAllStandardError())};
+    };
+    Run r = run({"--help"});
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("--paradigm") && r.out.contains("--screenshot"), qPrintable(r.out));
+    r = run({"--version"});
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.contains(QStringLiteral(ATTNLENS_VERSION)));
+    r = run({small_, "--nonesuch"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("attnlens: error: Unknown option 'nonesuch'"), qPrintable(r.err));
+    const QString png = dir_.filePath("start.png");
+    for (const QStringList& bad : {QStringList{small_, "--paradigm", "nonesuch"}, QStringList{small_, "--image", "999"},
+                                   QStringList{small_, "--view", "nonesuch"}, QStringList{small_, "--opacity", "101"},
+                                   QStringList{small_, "--window-size", "big"}}) {
+        for (const bool screenshot : {false, true}) {
+            const QStringList args = screenshot ? bad + QStringList{"--screenshot", png} : bad;
+            r = run(args);
+            QVERIFY2(r.code == 2, qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + " " + r.err));
+            QVERIFY2(r.err.contains("attnlens: error: --"), qPrintable(r.err));
+            QVERIFY(!QFile::exists(png));
+        }
+    }
+    r = run({small_, "--paradigm", "nonesuch"});
+    QVERIFY2(r.err.contains("--paradigm: no paradigm named 'nonesuch' (paradigms: softmax,"), qPrintable(r.err));
+    // Without a display: a window is refused with the way to a picture; a screenshot is taken offscreen.
+    r = run({small_});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("no display to open a window on") && r.err.contains("attnlens render"), qPrintable(r.err));
+    r = run({small_, "--paradigm", "mala", "--window-size", "1024x700", "--screenshot", png});
+    QCOMPARE(r.code, 0);
+    QCOMPARE(QImage(png).size(), QSize(1024, 700));
 }
 
 void ExportTests::renderCommandLine() {

@@ -2129,3 +2129,102 @@ TEST_F(CliTest, RecordTablesAndSummaryStatesMergeIntoTheOneRunsSummary) {
     EXPECT_FALSE(fs::exists(path("x.json")));
     EXPECT_FALSE(fs::exists(path("x.records.h5")));
 }
+
+// Issue 47 item 2: summary states and record-table rows are held to what their heads allow, as JSON
+// records are: an impossible mean, total, label or row is refused with exit 3 naming the shard and
+// the place, and nothing is written.
+TEST_F(CliTest, MergeHoldsSummaryStatesAndTableRowsToWhatTheirHeadsAllow) {
+    const std::string in = path("bounded.h5");
+    ASSERT_EQ(
+        run("synth -o " + in + " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 4 --class-names").code, 0);
+    const std::string common = " --paradigms softmax,linear_relu --quiet ";
+    ASSERT_EQ(run("analyze " + in + common + "--images 0-1 --records hdf5 -o " + path("t1.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + common + "--images 2-3 --records hdf5 -o " + path("t2.json")).code, 0);
+    RunResult r = run("merge " + path("t1.json") + " " + path("t2.json") + " -o " + path("ok.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json shard = readJson(path("t2.json"));
+    const int classes = int(shard["input"]["dump"]["class_names"].size());
+    ASSERT_GT(classes, 0);
+    const double tokens = shard["input"]["dump"]["layers"][0]["tokens"].get<double>();
+    // Each change of t2's summary state, and what the refusal must name.
+    const auto scaled = [](const json& state, double mean) {
+        const std::int64_t n = std::max<std::int64_t>(state[1].get<std::int64_t>(), 1);
+        return json::array({mean * double(n), n});
+    };
+    struct Tamper {
+        std::function<void(json&)> change;
+        std::string names;
+    };
+    const std::vector<Tamper> tampers = {
+        {[&](json& s) { s["overall"][0]["means"]["rank"] = scaled(s["overall"][0]["means"]["rank"], 1.25e8); },
+         "overall[paradigm softmax].means.rank: the mean 125000000.0 is impossible"},
+        {[&](json& s) {
+             json& layer = s["per_layer"][0][0][1];
+             layer["means"]["effective_rank"] = scaled(layer["means"]["effective_rank"], 2.1e307);
+         },
+         "per_layer[paradigm softmax][layer"},
+        {[&](json& s) {
+             json& local = s["per_layer"][0][0][1]["per_k"]["local"]["3"];
+             local = scaled(local, 2.8);
+         },
+         "per_k.local.3: the mean 2.8 is impossible: a part of a softmax row"},
+        {[&](json& s) { s["overall"][1]["confused"] = std::int64_t(1) << 62; },
+         "overall[paradigm linear_relu].confused: 4611686018427387904 is impossible"},
+        {[&](json& s) { s["overall"][0]["means"]["normalised_entropy"][1] = 1000000; },
+         "a mean over 1000000 values of"},
+        {[&](json& s) { s["per_label"][0][0][0] = 99; }, "label 99 is not one of the dump's"},
+        {[&](json& s) { s["image_labels"][0][1] = 99; }, "image_labels[image"},
+        {[&](json& s) {
+             json& records = s["per_layer"][1][0][1]["records"];
+             records = records.get<std::int64_t>() + 1;
+         },
+         "its layers count"},
+        {[&](json& s) {
+             json& tv = s["overall"][1]["ray_probe"]["total_variation"][0];
+             tv = scaled(tv, -0.5);
+         },
+         "ray_probe.total_variation[0]"},
+    };
+    for (std::size_t i = 0; i < tampers.size(); ++i) {
+        json t = shard;
+        tampers[i].change(t["summary_state"]);
+        const std::string file = path("tampered" + std::to_string(i) + ".json");
+        std::ofstream(file) << t.dump();
+        r = run("merge " + path("t1.json") + " " + file + " -o " + path("x.json"));
+        EXPECT_EQ(r.code, 3) << i << ": " << r.err;
+        EXPECT_THAT(r.err, HasSubstr(file)) << i;
+        EXPECT_THAT(r.err, HasSubstr(tampers[i].names)) << i;
+        EXPECT_FALSE(fs::exists(path("x.json"))) << i;
+        EXPECT_FALSE(fs::exists(path("x.records.h5"))) << i;
+    }
+    // Rows of the record table: each change made with h5py on a copy of t2's table.
+    struct RowTamper {
+        std::string python;  // statements on `g`, the /records group
+        std::string names;
+    };
+    const std::vector<RowTamper> rows = {
+        {"g['rank'][1] = 100000000", "rank 100000000 is impossible: a head of N x n allows a rank in"},
+        {"p = list(g['paradigm'][:]).index(0); g['local_mass_k3'][p] = 2.8",
+         "local_mass_k3 2.8 is impossible: a part of a softmax row"},
+        {"g['effective_rank'][2] = 2.1e307", "effective_rank"},
+        {"g['confused_pairs'][0] = 2.0**62", "confused_pairs 4.611686018427388e+18 is impossible"},
+        {"g['confused_pairs_far'][0] = g['confused_pairs'][0] + 1", "confused_pairs_far"},
+        {"g['tokens'][3] = 5", "tokens 5 is not the N = " + std::to_string(int(tokens)) + " queries of layer"},
+        {"g['negative_row_fraction'][0] = 1.5", "negative_row_fraction 1.5 is impossible"},
+        {"g['magnitude_entropy'][0, 2] = -7", "magnitude_entropy -7.0 is impossible"},
+    };
+    const std::string table = path("t2.records.h5");
+    fs::copy_file(table, path("t2.original.h5"));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        fs::copy_file(path("t2.original.h5"), table, fs::copy_options::overwrite_existing);
+        const std::string script = "/usr/bin/python3 -c \"import h5py\nwith h5py.File('" + table +
+                                   "', 'r+') as f:\n    g = f['records']\n    " + rows[i].python + "\"";
+        ASSERT_EQ(std::system(script.c_str()), 0) << script;
+        r = run("merge " + path("t1.json") + " " + path("t2.json") + " -o " + path("x.json"));
+        EXPECT_EQ(r.code, 3) << i << ": " << r.err;
+        EXPECT_THAT(r.err, HasSubstr("t2.records.h5: row ")) << i;
+        EXPECT_THAT(r.err, HasSubstr(rows[i].names)) << i << ": " << r.err;
+        EXPECT_FALSE(fs::exists(path("x.json"))) << i;
+        EXPECT_FALSE(fs::exists(path("x.records.h5"))) << i;
+    }
+}

@@ -2,6 +2,7 @@
 // layer order, per-layer overrides, attributes in their various encodings, images and labels,
 // lazy opening of huge declared dumps, and concurrent reads.
 #include <gtest/gtest.h>
+#include <random>
 
 #include <algorithm>
 #include <atomic>
@@ -513,6 +514,52 @@ TEST(DumpReader, ColourImages) {
     const ImageData first = reader->readImage(0);
     EXPECT_EQ(first.channels, 3);
     EXPECT_EQ(first.pixels, std::vector<std::uint8_t>(pixels.begin(), pixels.begin() + 18));
+}
+
+// An image larger than maxSide is box-averaged by a whole factor while it is read (issue 47 item
+// 4): against a direct average of the full image, on grey and colour, sides not multiples of it.
+TEST(DumpReader, LargeImagesAreAveragedWhileRead) {
+    test::TempDir dir;
+    for (const int channels : {1, 3}) {
+        const std::string path = dir.file("big" + std::to_string(channels) + ".h5");
+        const int height = 37, width = 53;
+        std::vector<std::uint8_t> pixels(std::size_t(2 * height * width * channels));
+        std::mt19937 rng(5);
+        for (auto& p : pixels) p = std::uint8_t(rng() % 256);
+        {
+            DumpWriter w(path);
+            writeRoot(w, 1, 2, 0);
+            writeLayer(w, "l", {2, 1, 2, 2}, 0, DType::Float32);
+            std::vector<std::uint64_t> shape = {2, std::uint64_t(height), std::uint64_t(width)};
+            if (channels == 3) shape.push_back(3);
+            w.writeUInt8Dataset("/images", shape, pixels);
+            w.commit();
+        }
+        auto reader = DumpReader::open(path);
+        const ImageData full = reader->readImage(1);
+        EXPECT_EQ(full.pixels,
+                  std::vector<std::uint8_t>(pixels.begin() + std::ptrdiff_t(pixels.size() / 2), pixels.end()));
+        EXPECT_EQ(reader->readImage(1, width).pixels, full.pixels);  // fits: every pixel
+        for (const int maxSide : {10, 20, 1}) {
+            const int f = (width + maxSide - 1) / maxSide;
+            const ImageData small = reader->readImage(1, maxSide);
+            ASSERT_EQ(small.width, (width + f - 1) / f) << maxSide;
+            ASSERT_EQ(small.height, (height + f - 1) / f) << maxSide;
+            EXPECT_LE(std::max(small.width, small.height), maxSide);
+            EXPECT_EQ(small.channels, channels);
+            for (int oy = 0; oy < small.height; ++oy)
+                for (int ox = 0; ox < small.width; ++ox)
+                    for (int c = 0; c < channels; ++c) {
+                        double sum = 0;
+                        int n = 0;
+                        for (int y = oy * f; y < std::min(height, (oy + 1) * f); ++y)
+                            for (int x = ox * f; x < std::min(width, (ox + 1) * f); ++x, ++n)
+                                sum += full.pixels[std::size_t((y * width + x) * channels + c)];
+                        const int got = small.pixels[std::size_t((oy * small.width + ox) * channels + c)];
+                        EXPECT_LE(std::abs(got - sum / n), 0.5 + 1e-9) << maxSide << " " << oy << "," << ox;
+                    }
+        }
+    }
 }
 
 // ---- laziness and threads -------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <limits>
 
 #include <string>
 #include <vector>
@@ -75,6 +76,20 @@ TEST(ListParser, IntegerListKeepsOrderAndDuplicates) {
               "--local-k: 'x' is not an integer (allowed: [1, 99])");
     EXPECT_EQ(usageError([] { parseIntList("99999999999", 1, 99, "--k"); }),
               "--k: 99999999999 is out of range [1, 99]");
+}
+
+// A list's size is known before it is made (issue 47 item 4): overlapping and repeated ranges count
+// once, and the size of a range over 2^31 declared images costs nothing to learn.
+TEST(ListParser, IndexListSizeIsKnownBeforeTheList) {
+    EXPECT_EQ(indexListSize("0-3,7,9", 10, "--images"), 6u);
+    EXPECT_EQ(indexListSize("5,1-2,2,5,0-1", 10, "--images"), 4u);
+    constexpr int kMax = std::numeric_limits<int>::max();
+    EXPECT_EQ(indexListSize("0-2147483646,0-2147483646,5", kMax, "--images"), std::size_t(kMax));
+    EXPECT_EQ(indexListSize("2147483646", kMax, "--images"), 1u);
+    EXPECT_EQ(usageError([] { indexListSize("1-3", 3, "--images"); }), "--images: 3 is out of range (valid: 0-2)");
+    // Adjacent and overlapping ranges merge; the list is the same as item by item.
+    EXPECT_EQ(parseIndexList("0-2,3-4,4-6,9,8", 10, "--images"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 8, 9}));
+    EXPECT_EQ(parseIndexList("2147483640-2147483646", kMax, "--images").back(), kMax - 1);
 }
 
 TEST(ListParser, IndexListRangesSortedWithoutDuplicates) {

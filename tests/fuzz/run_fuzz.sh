@@ -54,6 +54,20 @@ case "$mode" in
       if grep -q "^([ac])" "$artifacts/triage.txt"; then exit 1; fi
       exit 0
     fi
+    # The driver rewrites the checksums of the latest format's structures after a mutation: it must
+    # find them (their stored checksums match its lookup3) in every latest-format seed.
+    latest=("$corpus"/*latest*.h5)
+    if [ ${#latest[@]} -gt 0 ]; then
+      line=$("$bin" "${flags[@]}" -seed=1 -runs=1 -artifact_prefix="$artifacts/" "${latest[@]}" 2>&1 |
+        grep -m1 "checksummed structures")
+      found=$(sed -n 's/.*checksummed structures in \([0-9]*\) of them.*/\1/p' <<<"$line")
+      if [ "${found:-0}" -ne ${#latest[@]} ]; then
+        echo "$line"
+        echo "run_fuzz: checksummed structures found in ${found:-0} of ${#latest[@]} latest-format seeds" >&2
+        exit 1
+      fi
+      echo "run_fuzz: checksummed structures found in all ${#latest[@]} latest-format seeds: $line"
+    fi
     "$bin" "${flags[@]}" -seed=1 -runs="$runs" -max_total_time="$seconds" -artifact_prefix="$artifacts/" "$corpus"
     rc=$?
     echo "run_fuzz: driver exit status $rc; artifacts in $artifacts"

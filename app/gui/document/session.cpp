@@ -17,6 +17,9 @@ namespace attnlens::gui {
 namespace {
 
 constexpr std::size_t kImageCacheEntries = 16;
+// Pixels on the longer side of an overlay as read (Session::inputImage): its outlines are drawn over
+// a token map a window wide, and a larger image would cost the main thread seconds and gigabytes.
+constexpr int kOverlayMaxSide = 1024;
 
 }  // namespace
 
@@ -430,7 +433,8 @@ QImage Session::inputImage(int image) {
     if (auto it = images_.find(image); it != images_.end()) return it->second;
     QImage result;
     try {
-        const ImageData d = reader_->readImage(image);
+        // The overlay is drawn behind a heatmap a window wide: larger images are averaged while read.
+        const ImageData d = reader_->readImage(image, kOverlayMaxSide);
         const auto fmt = d.channels == 3 ? QImage::Format_RGB888 : QImage::Format_Grayscale8;
         QImage view(d.pixels.data(), d.width, d.height, d.width * d.channels, fmt);
         result = view.copy();

@@ -233,7 +233,12 @@ std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
                 [&ctx](const AnalysisProgress& p) { ctx.progress(p.done, p.total, QString::fromStdString(p.current)); },
                 ctx.cancelToken())));
         },
-        [&s](const std::shared_ptr<const LocalityReport>&) { Q_EMIT s.layerReportChanged(); },
+        [&s](const std::shared_ptr<const LocalityReport>& r) {
+            // An image whose label cannot be used is in "all" but in no label group: said, not hidden.
+            for (const auto& note : r->notes)
+                s.reportIssue(IssueKind::UnreadableData, QStringLiteral("locality: ") + QString::fromStdString(note));
+            Q_EMIT s.layerReportChanged();
+        },
         s.jobFailureHandler(QStringLiteral("locality"), &Session::layerReportChanged));
     return locality_.find(key) ? *locality_.find(key) : nullptr;  // synchronous runners delivered already
 }

@@ -165,7 +165,17 @@ void selectAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& 
         if (parser.isSet(o.query))
             session->setQuery(attnlens::Index(attnlens::parseQueryToken(text(o.query), session->layout(), "--query")));
     }
-    if (parser.isSet(o.paradigm)) session->setParadigm(session->paradigmIndex(text(o.paradigm)));
+    if (parser.isSet(o.paradigm)) {
+        // An unknown name was index -1, clamped to the first paradigm: the window showed another one.
+        const int index = session->paradigmIndex(text(o.paradigm));
+        if (index < 0) {
+            std::string known;
+            for (const auto& p : session->paradigms()) known += (known.empty() ? "" : ", ") + p.name;
+            attnlens::throwUsage("--paradigm: no paradigm named " + attnlens::quotedText(text(o.paradigm)) +
+                                 " (paradigms: " + known + ")");
+        }
+        session->setParadigm(index);
+    }
     if (parser.isSet(o.rollout)) {
         const QString of = parser.value(o.rollout).trimmed().toLower();
         if (of != QStringLiteral("query") && of != QStringLiteral("cls"))
@@ -209,8 +219,13 @@ void saveWhenIdle(attnlens::gui::MainWindow& window, const QString& path, QSize 
 int main(int argc, char** argv) {
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     const bool render = argc > 1 && std::strcmp(argv[1], "render") == 0;
-    // Rendering needs no display; an explicit QT_QPA_PLATFORM (e.g. xcb) still wins.
-    if (render && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    // Rendering needs no display; an explicit QT_QPA_PLATFORM (e.g. xcb) still wins. Without a
+    // display the program still starts offscreen, so that --help, a bad option and --screenshot
+    // behave as with one (QApplication aborted on xcb: --help exited 134).
+    const bool noDisplay = qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") &&
+                           qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY");
+    if ((render || noDisplay) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
     std::vector<std::string> args = renameSessionOption(argc, argv);
     std::vector<char*> appArgv;
     for (std::string& a : args) appArgv.push_back(a.data());
@@ -229,24 +244,40 @@ int main(int argc, char** argv) {
     const StartOptions options;
     QCommandLineParser parser;
     options.addTo(parser);
-    parser.process(app);
+    // Parsed here rather than by QCommandLineParser::process, whose errors exit 1: a bad option is a
+    // usage error (exit 2) before any window, as in attnlens-cli and `attnlens render`.
+    if (!parser.parse(QCoreApplication::arguments())) {
+        QTextStream(stderr) << "attnlens: error: " << parser.errorText() << " (attnlens --help lists the options)\n";
+        return attnlens::exitCodeFor(attnlens::ErrorKind::Usage);
+    }
+    if (parser.isSet(QStringLiteral("help")) || parser.isSet(QStringLiteral("help-all"))) parser.showHelp(0);
+    if (parser.isSet(QStringLiteral("version"))) parser.showVersion();
+    const bool picture = parser.isSet(options.screenshot) || parser.isSet(options.firstMapTime);
 
     attnlens::gui::MainWindow window;
     if (parser.isSet(options.firstMapTime)) new FirstMapTimer(window.tokenMapView());
     QSize requestedSize;  // --window-size
     try {
-        window.show();
         requestedSize = openAsAsked(window, parser, options);
         selectAsAsked(window, parser, options);
     } catch (const attnlens::Error& e) {
         QTextStream(stderr) << "attnlens: error: " << e.what() << "\n";
-        // A command line that makes a picture must fail; one that starts the program for work
-        // opens the window with the message (the options after the bad one are left out).
-        if (parser.isSet(options.screenshot)) return attnlens::exitCodeFor(e.kind());
+        // A bad option, or a command line that makes a picture, ends the program before any window;
+        // a file that cannot be opened opens the window with the message (the options after it are
+        // left out), as when the user opens one.
+        if (picture || noDisplay || e.kind() == attnlens::ErrorKind::Usage) return attnlens::exitCodeFor(e.kind());
+        window.show();
         if (window.lastError() != QString::fromUtf8(e.what()))
             window.showError(QStringLiteral("Cannot start as asked"), QString::fromUtf8(e.what()));
         return app.exec();
     }
+    // After the options' own messages: a window nobody can see would run until killed.
+    if (noDisplay && !picture) {
+        QTextStream(stderr) << "attnlens: error: no display to open a window on (DISPLAY and WAYLAND_DISPLAY are "
+                               "unset); `attnlens render` draws any view to a file without one\n";
+        return attnlens::exitCodeFor(attnlens::ErrorKind::Usage);
+    }
+    window.show();
     if (parser.isSet(options.localBranch)) window.session()->setLocalBranch(true);
     if (parser.isSet(options.view)) window.showView(parser.value(options.view));
     if (parser.isSet(options.screenshot)) saveWhenIdle(window, parser.value(options.screenshot), requestedSize);

@@ -33,6 +33,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTextBrowser>
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
@@ -1507,7 +1508,16 @@ void MainWindow::showShortcuts() {
     for (const auto& s : kShortcuts) {
         html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>")
                     .arg(QString::fromUtf8(s.keys).toHtmlEscaped(), QString::fromUtf8(s.what).toHtmlEscaped());
-        for (const QString& k : QString::fromUtf8(s.keys).split(QStringLiteral(" / "))) documented << k.trimmed();
+        for (const QString& k : QString::fromUtf8(s.keys).split(QStringLiteral(" / "))) {
+            // "Ctrl+1 … Ctrl+5" documents each key of the range: it is not listed again below.
+            const QStringList range = k.split(QStringLiteral(" … "));
+            if (range.size() == 2 && range[0].size() == range[1].size() && range[0].chopped(1) == range[1].chopped(1)) {
+                for (QChar c = range[0].back(); c <= range[1].back(); c = QChar(c.unicode() + 1))
+                    documented << range[0].chopped(1) + c;
+            } else {
+                documented << k.trimmed();
+            }
+        }
     }
     // Every action with a shortcut is listed, also one added without a line above: the list is
     // never shorter than what the keys do.
@@ -1519,12 +1529,30 @@ void MainWindow::showShortcuts() {
                     .arg(key.toHtmlEscaped(), a->text().remove('&').toHtmlEscaped());
     }
     html += QStringLiteral("</table>");
-    auto* box =
-        new QMessageBox(QMessageBox::Information, QStringLiteral("Keyboard shortcuts"), html, QMessageBox::Ok, this);
+    // (For the tests: every key the list names, once each.)
+    QStringList listed = documented;
+    listed.removeDuplicates();
+    // A dialog that scrolls: the list is taller than a 700 px screen (a message box grew to 786 px,
+    // its OK button off screen).
+    auto* box = new QDialog(this);
     box->setObjectName(QStringLiteral("shortcutsBox"));
-    box->setTextFormat(Qt::RichText);
+    box->setProperty("listedKeys", listed);
+    box->setProperty("keyRows", documented.size());
+    box->setWindowTitle(QStringLiteral("Keyboard shortcuts"));
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->setModal(false);
+    auto* text = new QTextBrowser(box);
+    text->setObjectName(QStringLiteral("shortcutsText"));
+    text->setHtml(html);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok, box);
+    connect(buttons, &QDialogButtonBox::accepted, box, &QDialog::accept);
+    auto* layout = new QVBoxLayout(box);
+    layout->addWidget(text);
+    layout->addWidget(buttons);
+    const QRect screen = this->screen() ? this->screen()->availableGeometry() : QRect(0, 0, 1024, 700);
+    const int height =
+        std::min({int(text->document()->size().height()) + 120, screen.height() - 60, std::max(this->height(), 300)});
+    box->resize(std::min(640, screen.width() - 40), height);
     box->show();
 }
 

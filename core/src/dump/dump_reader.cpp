@@ -259,21 +259,67 @@ LocalBranchWeights DumpReader::readLocalBranch(int image, int layer) const {
     return out;
 }
 
-ImageData DumpReader::readImage(int image) const {
+ImageData DumpReader::readImage(int image, int maxSide) const {
     if (!info_.imageInfo.present) throwInput(info_.path + ": the dump has no /images");
     checkImage(info_, image);
     impl_->requireReadable("/images");
+    const int height = info_.imageInfo.height, width = info_.imageInfo.width, channels = info_.imageInfo.channels;
+    const std::size_t rank = channels == 3 ? 4 : 3;
+    const int factor = maxSide > 0 ? std::max(1, (std::max(height, width) + maxSide - 1) / maxSide) : 1;
     ImageData result;
-    result.height = info_.imageInfo.height;
-    result.width = info_.imageInfo.width;
-    result.channels = info_.imageInfo.channels;
-    result.pixels.resize(std::size_t(result.height) * std::size_t(result.width) * std::size_t(result.channels));
-    const hsize_t start[4] = {hsize_t(image), 0, 0, 0};
-    const hsize_t extent[4] = {1, hsize_t(result.height), hsize_t(result.width), 3};
-    const std::size_t rank = result.channels == 3 ? 4 : 3;
+    result.height = (height + factor - 1) / factor;
+    result.width = (width + factor - 1) / factor;
+    result.channels = channels;
+    const std::size_t rowBytes = std::size_t(width) * std::size_t(channels);
     h5::Lock lock;
-    h5::readHyperslab(impl_->images.get(), H5T_NATIVE_UINT8, std::span(start, rank), std::span(extent, rank),
-                      result.pixels, {info_.path, "/images", "image " + std::to_string(image)});
+    const auto readRows = [&](int first, int rows, std::vector<std::uint8_t>& into) {
+        const hsize_t start[4] = {hsize_t(image), hsize_t(first), 0, 0};
+        const hsize_t extent[4] = {1, hsize_t(rows), hsize_t(width), 3};
+        into.resize(std::size_t(rows) * rowBytes);
+        h5::readHyperslab(impl_->images.get(), H5T_NATIVE_UINT8, std::span(start, rank), std::span(extent, rank), into,
+                          {info_.path, "/images", "image " + std::to_string(image)});
+    };
+    if (factor == 1) {
+        readRows(0, height, result.pixels);
+        return result;
+    }
+    // Bands of whole output rows that also cover whole chunks of rows: each chunk is inflated once.
+    int chunkRows = 1;
+    {
+        h5::Handle properties(H5Dget_create_plist(impl_->images.get()));
+        hsize_t chunk[4] = {0, 0, 0, 0};
+        if (properties.valid() && H5Pget_layout(properties.get()) == H5D_CHUNKED &&
+            H5Pget_chunk(properties.get(), int(rank), chunk) == int(rank))
+            chunkRows = int(std::min<hsize_t>(chunk[1], hsize_t(height)));
+    }
+    const int band = (std::max(chunkRows, factor) + factor - 1) / factor * factor;
+    std::vector<std::uint32_t> sums(std::size_t(result.width) * std::size_t(channels));
+    std::vector<std::uint8_t> rows;
+    result.pixels.resize(std::size_t(result.height) * std::size_t(result.width) * std::size_t(channels));
+    for (int first = 0; first < height; first += band) {
+        const int count = std::min(band, height - first);
+        readRows(first, count, rows);
+        for (int y0 = 0; y0 < count; y0 += factor) {
+            const int ys = std::min(factor, count - y0);
+            std::fill(sums.begin(), sums.end(), 0u);
+            for (int y = y0; y < y0 + ys; ++y) {
+                const std::uint8_t* row = rows.data() + std::size_t(y) * rowBytes;
+                for (int x = 0; x < width; ++x)
+                    for (int c = 0; c < channels; ++c)
+                        sums[std::size_t(x / factor) * std::size_t(channels) + std::size_t(c)] +=
+                            row[std::size_t(x) * std::size_t(channels) + std::size_t(c)];
+            }
+            std::uint8_t* out = result.pixels.data() +
+                                std::size_t((first + y0) / factor) * std::size_t(result.width) * std::size_t(channels);
+            for (int ox = 0; ox < result.width; ++ox) {
+                const std::uint32_t n = std::uint32_t(ys) * std::uint32_t(std::min(factor, width - ox * factor));
+                for (int c = 0; c < channels; ++c) {
+                    const std::size_t i = std::size_t(ox) * std::size_t(channels) + std::size_t(c);
+                    out[i] = std::uint8_t((sums[i] + n / 2) / n);
+                }
+            }
+        }
+    }
     return result;
 }
 

@@ -4,7 +4,11 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <new>
+#include <sstream>
 #include <string>
+#include <utility>
 
 #include "attnlens/attention/token_layout.h"
 #include "attnlens/dump/dump.h"
@@ -93,8 +97,11 @@ std::vector<int> parseIntList(std::string_view text, int min, int max, std::stri
     return values;
 }
 
-std::vector<int> parseIndexList(std::string_view text, int count, std::string_view option) {
-    std::vector<int> out;
+namespace {
+
+// The ranges [lo, hi] of an index list, sorted and merged: a list's size is known before it is made.
+std::vector<std::pair<int, int>> indexRanges(std::string_view text, int count, std::string_view option) {
+    std::vector<std::pair<int, int>> ranges;
     for (const std::string_view item : splitItems(text, option)) {
         const auto dash = item.find('-');
         int lo = 0, hi = 0;
@@ -111,9 +118,45 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
         if (hi >= count)
             throwUsage(std::string(option) + ": " + std::to_string(hi) + " is out of range (valid: 0-" +
                        std::to_string(count - 1) + ")");
-        for (int v = lo; v <= hi; ++v) out.push_back(v);
+        ranges.emplace_back(lo, hi);
     }
-    sortUnique(out);
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<int, int>> merged;
+    for (const auto& r : ranges) {
+        if (!merged.empty() && std::int64_t(r.first) <= std::int64_t(merged.back().second) + 1)
+            merged.back().second = std::max(merged.back().second, r.second);
+        else
+            merged.push_back(r);
+    }
+    return merged;
+}
+
+}  // namespace
+
+std::size_t indexListSize(std::string_view text, int count, std::string_view option) {
+    std::size_t size = 0;
+    for (const auto& [lo, hi] : indexRanges(text, count, option)) size += std::size_t(std::int64_t(hi) - lo + 1);
+    return size;
+}
+
+std::vector<int> parseIndexList(std::string_view text, int count, std::string_view option) {
+    const std::vector<std::pair<int, int>> ranges = indexRanges(text, count, option);
+    std::size_t size = 0;
+    for (const auto& [lo, hi] : ranges) size += std::size_t(std::int64_t(hi) - lo + 1);
+    std::vector<int> out;
+    try {
+        out.reserve(size);
+    } catch (const std::bad_alloc&) {
+        std::ostringstream gib;
+        gib.precision(3);
+        gib << double(size) * sizeof(int) / double(1ull << 30);
+        throwInput(std::string(option) + ": " + quotedText(text) + " selects " + std::to_string(size) +
+                   " indices, whose list alone needs " + gib.str() +
+                   " GiB, more than this process may allocate; select fewer (shard a study: README \"Studies of "
+                   "many images\")");
+    }
+    for (const auto& [lo, hi] : ranges)
+        for (std::int64_t v = lo; v <= hi; ++v) out.push_back(int(v));
     return out;
 }
 

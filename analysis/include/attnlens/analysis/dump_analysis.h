@@ -99,6 +99,11 @@ double selectionBytes(std::size_t images, std::size_t layers);
 // budget's smaller part (`budgetBytes` 0: unknown, nothing is checked); `mayUse` ends the sentence.
 void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t layers, double budgetBytes,
                         const std::string& mayUse = " this process may use");
+// The same against this process's memoryBudget(): a list of images typed by the user is checked
+// before it is made (parseIndexList would allocate it).
+void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t layers);
+// The smaller of the budget's known limits (0: neither is known).
+double smallerKnownBudget(const MemoryBudget& budget);
 // Bytes of the dense N x N matrices `matrices` doubles each.
 inline double denseMatrixBytes(Index tokens, int matrices) {
     return double(tokens) * double(tokens) * 8.0 * double(matrices);

@@ -107,6 +107,10 @@ struct LocalityReport {
     // computed once with the sums (not by each reader of the report: it is O(N n) per layer).
     std::map<std::pair<int, int>, double> uniformDistance;
     double seconds = 0;
+    // What the numbers leave out: an image whose label cannot be used (outside /class_names, read
+    // past the open check's first 2^20) is in "all" but in no label group, as analyze leaves it out
+    // of its per-label summary.
+    std::vector<std::string> notes;
     // The mean over a layer's heads of uniformDistance (NaN when the report has none for it).
     double layerUniformDistance(int layer) const;
 };

@@ -63,15 +63,22 @@ struct RecordTableInput {
     std::int64_t records = 0;  // the report's record count
     std::vector<int> images;   // the report's selected images
 };
+// What the report says of the heads a table's rows belong to: per layer position its heads, queries
+// N and keys n (0: unknown, no bound from it); per paradigm whether its rows are softmax rows.
+struct RecordTableShape {
+    std::vector<int> layerHeads;
+    std::vector<std::int64_t> layerQueries, layerKeys;
+    std::vector<bool> softmaxParadigms;
+};
 // Copies the input tables, in order, into a new table at `output` (block by block: memory does not
 // grow with the rows). Every table must have `columns` (the first report's) and the first table's
 // paradigm and layer names; every row's image must be among its report's images, its layer
-// position, head and paradigm within `layerHeads` (heads per layer position) and `paradigms`.
+// position, head and paradigm within `shape`, its tokens the layer's N and every statistic within
+// what its head allows (the bounds merge applies to JSON records and summary states).
 // Error(Input) naming the file, row and column otherwise. Returns the rows written.
 std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs,
-                                     const std::vector<RecordColumn>& columns, const std::vector<int>& layerHeads,
-                                     int paradigms, const std::string& output,
-                                     const std::vector<std::string>& forbidden);
+                                     const std::vector<RecordColumn>& columns, const RecordTableShape& shape,
+                                     const std::string& output, const std::vector<std::string>& forbidden);
 // The record table file a report at `reportPath` names by default: "<report without .json>.records.h5".
 std::string defaultRecordTablePath(const std::string& reportPath);
 

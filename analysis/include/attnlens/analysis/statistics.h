@@ -426,8 +426,10 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
 // options.stats); nullptr for none. reference: the same head under options.distance.reference
 // (distanceReference), for the distance statistic; nullptr: no distance. values: the head's V, for
 // the local mass's output share; nullptr: none.
+// `cancel` is polled between the statistics (Error(Cancelled)): one head of large N takes seconds.
 HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& layout,
                            const AnalysisOptions& options, const LocalBranchHead* branch = nullptr,
-                           const DistanceReference* reference = nullptr, const Matrix* values = nullptr);
+                           const DistanceReference* reference = nullptr, const Matrix* values = nullptr,
+                           CancelToken cancel = {});
 
 }  // namespace attnlens

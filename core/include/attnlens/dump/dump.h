@@ -188,7 +188,10 @@ public:
     // Error(Usage) when the layer has no branch; Error(Input) on a failed read or non-finite weights.
     LocalBranchWeights readLocalBranch(int image, int layer) const;
 
-    ImageData readImage(int image) const;  // Error(Input) when the dump has no images
+    // Error(Input) when the dump has no images. maxSide > 0: an image larger than maxSide on a side
+    // is box-averaged by a whole factor while it is read, a band of rows at a time (a 16384^2 overlay
+    // costs its band, not its gigabytes; issue 47 item 4). 0: every pixel.
+    ImageData readImage(int image, int maxSide = 0) const;
     std::optional<std::int64_t> label(int image) const;
     // The labels of images [first, first + out.size()) in one read, each checked as label() checks
     // it. Error(Usage) when the dump has no labels or the block is out of range.

@@ -5,6 +5,7 @@
 // preferences. The option's name is a parameter, so that every Error(Usage) starts with it as the
 // user typed it ("--image: ...").
 // Items are separated by commas; spaces around an item are ignored; an empty item is an error.
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
@@ -23,7 +24,11 @@ int parseInt(std::string_view text, int min, int max, std::string_view option);
 // "3,5,7": integers in [min, max] (parseInt's messages), in the order given, duplicates kept.
 std::vector<int> parseIntList(std::string_view text, int min, int max, std::string_view option);
 // "0-3,7,9": indices and inclusive ranges A-B, each below `count`; sorted, duplicates merged.
+// The list is sized before it is made: Error(Input) with its size when it cannot be allocated.
 std::vector<int> parseIndexList(std::string_view text, int count, std::string_view option);
+// The number of distinct indices parseIndexList would return, without making the list (a selection
+// is planned before its bookkeeping is allocated); the same Error(Usage)s.
+std::size_t indexListSize(std::string_view text, int count, std::string_view option);
 // Layers by name or by position (indices and ranges as parseIndexList): "blocks.0,blocks.3" or
 // "0-3"; sorted, duplicates merged.
 std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info, std::string_view option);
