@@ -10,6 +10,7 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QThread>
@@ -239,6 +240,7 @@ private Q_SLOTS:
     void imageOutlinesFollowEdges();
     void flaggedRowNoteSaysWhy();
     void holdColourRangeKeepsTheRange();
+    void heldRangeKeepsZeroWhiteAndCountsWhatItClips();
     void statisticsFitAt1024x700AndInExports();
     void windowNeverOutgrowsTheScreen();
 
@@ -855,9 +857,11 @@ void ReadabilityTests::holdColourRangeKeepsTheRange() {
     s->setLayer(2);
     cv->refreshNow();
     bool anyWouldDiffer = false;
+    // Drawn symmetric about 0 over signed panels (0 = white, issue 49 item 1).
+    const double m = std::max(std::abs(compareHeld.lower), std::abs(compareHeld.upper));
     for (const auto& p : cv->panels()) {
         if (p.paradigm < 0) continue;
-        QCOMPARE(p.map->dataRange(), compareHeld);
+        QCOMPARE(p.map->dataRange(), QCPRange(-m, m));
         const RowData& r = s->attentionOrBranchRow(p.paradigm);
         const bool diverging = s->paradigms()[std::size_t(p.paradigm)].signedWeights() || r.minFinite < 0;
         const ColorRange c = colorRangeFor(r.minFinite, r.maxFinite, diverging);
@@ -874,6 +878,84 @@ void ReadabilityTests::holdColourRangeKeepsTheRange() {
         const ColorRange c = colorRangeFor(r.minFinite, r.maxFinite, diverging);
         QCOMPARE(p.map->dataRange(), QCPRange(c.lower, c.upper));
     }
+}
+
+// Issue 49 item 1: a range held from softmax (0 ... max) and applied to a signed paradigm drew a
+// blue-white-red bar with white at max / 2 (positive weights blue) and clipped every negative weight
+// to one blue, unsaid. A held range keeps 0 white on a diverging map (symmetric about 0), and the
+// weights beyond it are counted in the note (against a direct count) and the bar says its ends clip.
+void ReadabilityTests::heldRangeKeepsZeroWhiteAndCountsWhatItClips() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    TokenMapView* tm = w.tokenMapView();
+    w.showView("tokenmap");
+    s->setParadigm(s->paradigmIndex("softmax"));
+    s->setQuery(10);
+    tm->refreshNow();
+    tm->holdColourRange(true);
+    const QCPRange held = tm->heldColourRange();
+    QVERIFY(held.lower >= 0 && held.upper > 0);
+    tm->refreshNow();
+    QVERIFY2(!tm->noteText().contains("end colours"), qPrintable(tm->noteText()));  // its own row: nothing clipped
+    const int inlineIndex = s->paradigmIndex("inline");
+    QVERIFY(inlineIndex >= 0 && s->paradigms()[std::size_t(inlineIndex)].signedWeights());
+    s->setParadigm(inlineIndex);
+    tm->refreshNow();
+    const double heldM = std::max(std::abs(held.lower), std::abs(held.upper));
+    QCOMPARE(tm->colorScale()->dataRange(), QCPRange(-heldM, heldM));
+    QCOMPARE(tm->colorMap()->dataRange(), QCPRange(-heldM, heldM));
+    const QColor zero = QColor::fromRgba(tm->colorMap()->gradient().color(0.0, QCPRange(-heldM, heldM)));
+    QVERIFY2(zero.lightness() > 240, qPrintable(zero.name()));  // white at 0
+    // A held range narrower than the signed row: what it clips is counted.
+    const RowVector row = coreRow(small_, s->selection().image, s->selection().layer, s->selection().head, "inline",
+                                  s->selection().query);
+    const double narrow = 0.5 * row.cwiseAbs().maxCoeff();
+    tm->holdColourRange(true, QCPRange(0, narrow));
+    tm->refreshNow();
+    QCOMPARE(tm->colorScale()->dataRange(), QCPRange(-narrow, narrow));
+    const double m = narrow;
+    long long below = 0, above = 0;
+    for (Index j = 0; j < row.size(); ++j) {
+        below += row[j] < -m ? 1 : 0;
+        above += row[j] > m ? 1 : 0;
+    }
+    QVERIFY2(below + above > 0, "the test needs a row the held range clips");
+    const QString note = tm->noteText();
+    if (below > 0) QVERIFY2(note.contains(QStringLiteral("%1 weights below").arg(below)), qPrintable(note));
+    if (above > 0)
+        QVERIFY2(note.contains(QStringLiteral("%1 above the colour range").arg(above)) ||
+                     note.contains(QStringLiteral("%1 weights above the colour range").arg(above)),
+                 qPrintable(note));
+    QVERIFY2(tm->colorScale()->axis()->label().contains("ends clipped"), qPrintable(tm->colorScale()->axis()->label()));
+    tm->holdColourRange(false);
+    tm->refreshNow();
+    QVERIFY(!tm->colorScale()->axis()->label().contains("ends clipped"));
+
+    // The comparison: a range held at (0, 0.01) over signed panels is drawn as (-0.01, 0.01).
+    CompareView* cv = w.compareView();
+    w.showView("compare");
+    cv->refreshNow();
+    cv->holdColourRange(true, QCPRange(0, 0.01));
+    cv->refreshNow();
+    long long clipped = 0;
+    for (const auto& p : cv->panels()) {
+        if (p.paradigm < 0) continue;
+        QCOMPARE(p.map->dataRange(), QCPRange(-0.01, 0.01));
+        const RowVector r = coreRow(small_, s->selection().image, s->selection().layer, s->selection().head,
+                                    s->paradigms()[std::size_t(p.paradigm)].name, s->selection().query);
+        for (Index j = 0; j < r.size(); ++j) clipped += std::isfinite(r[j]) && std::abs(r[j]) > 0.01 ? 1 : 0;
+    }
+    QVERIFY(clipped > 0);
+    const QString texts = plotTexts(cv);
+    QVERIFY2(texts.contains("panel weights below") || texts.contains("panel weights above"), qPrintable(texts));
+    long long said = 0;
+    for (const QString& word : {QStringLiteral("below"), QStringLiteral("above")}) {
+        const QRegularExpression number(QStringLiteral("(\\d+) (?:panel weights )?") + word + QStringLiteral(" "));
+        const auto match = number.match(texts);
+        if (match.hasMatch()) said += match.captured(1).toLongLong();
+    }
+    QCOMPARE(said, clipped);
+    cv->holdColourRange(false);
 }
 
 void ReadabilityTests::statisticsFitAt1024x700AndInExports() {

@@ -101,4 +101,29 @@ ColorRange colorRangeFor(double lo, double hi, bool diverging) {
     return r;
 }
 
+ColorRange heldColorRange(double lower, double upper, bool diverging) {
+    if (diverging) return colorRangeFor(lower, upper, true);
+    return {lower, upper, false};
+}
+
+ClippedValues clippedValues(const double* values, long long count, const ColorRange& range) {
+    ClippedValues out;
+    for (long long i = 0; i < count; ++i) {
+        const double v = values[i];
+        if (!std::isfinite(v)) continue;
+        out.below += v < range.lower ? 1 : 0;
+        out.above += v > range.upper ? 1 : 0;
+    }
+    return out;
+}
+
+QString clippedNote(const ClippedValues& clipped, const QString& what) {
+    if (!clipped.any()) return {};
+    QStringList parts;  // "28 weights below and 87 above"
+    if (clipped.below > 0) parts << QStringLiteral("%1 below").arg(clipped.below);
+    if (clipped.above > 0) parts << QStringLiteral("%1 above").arg(clipped.above);
+    parts[0].replace(QLatin1Char(' '), QLatin1Char(' ') + what + QLatin1Char(' '));
+    return QStringLiteral(" · %1 the colour range, drawn in its end colours").arg(parts.join(QStringLiteral(" and ")));
+}
+
 }  // namespace attnlens::gui

@@ -22,4 +22,20 @@ struct ColorRange {
 };
 ColorRange colorRangeFor(double minFinite, double maxFinite, bool diverging);
 
+// A held colour range (the views' "hold colour range") as drawn on a map of this sign class: on a
+// diverging map made symmetric about 0, so that 0 stays white (a range held from a softmax map,
+// 0 ... 0.014, put white at 0.007 on a signed map and drew positive weights blue); a sequential
+// map keeps it as held.
+ColorRange heldColorRange(double lower, double upper, bool diverging);
+
+// The finite values a drawn range clips (drawn in its end colours): below its lower end, above its
+// upper end.
+struct ClippedValues {
+    long long below = 0, above = 0;
+    bool any() const { return below > 0 || above > 0; }
+};
+ClippedValues clippedValues(const double* values, long long count, const ColorRange& range);
+// " · 28 weights below and 87 above the colour range, drawn in its end colours" ("" when none).
+QString clippedNote(const ClippedValues& clipped, const QString& what = QStringLiteral("weights"));
+
 }  // namespace attnlens::gui

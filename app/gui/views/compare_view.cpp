@@ -311,7 +311,9 @@ QString CompareView::paradigmPanel(Panel& p, const SharedExtent& extent, const Q
     diverging = sharedRange_ ? anySigned : ((!r.rollout && para.signedWeights()) || r.minFinite < 0 || r.withBranch);
     if (heldRange_) diverging = anySigned || heldRange_->lower < 0;
     range = sharedRange_ ? colorRangeFor(lo, hi, diverging) : colorRangeFor(r.colourMin, r.colourMax, diverging);
-    if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
+    if (heldRange_) range = heldColorRange(heldRange_->lower, heldRange_->upper, diverging);
+    p.clipped =
+        heldRange_ && readError.isEmpty() ? clippedValues(r.values.data(), r.values.size(), range) : ClippedValues{};
     title = QString::fromStdString(para.name);
     // "rollout" is in the header: a longer title per panel would widen the grid of panels.
     if (r.withBranch) title += QStringLiteral(" + M_c");
@@ -390,7 +392,15 @@ QString CompareView::noteText(const BranchKernel* branch, bool rollout, const QS
         note = branchErrorNote(branchError, session_->path()) + '\n' + note;
     else if (const QString status = session_->branch().status(); !status.isEmpty())
         note = QStringLiteral("A, %1\n").arg(status) + note;
-    if (heldRange_) note += QStringLiteral(" · colour range held (all paradigm panels)");
+    if (heldRange_) {
+        ClippedValues clipped;
+        for (const Panel& p : panels_) {
+            clipped.below += p.clipped.below;
+            clipped.above += p.clipped.above;
+        }
+        note += QStringLiteral(" · colour range held (all paradigm panels)") +
+                clippedNote(clipped, QStringLiteral("panel weights"));
+    }
     if (!rollout) {
         std::vector<Paradigm> shown;
         for (int i : session_->selection().shown) shown.push_back(session_->paradigms()[std::size_t(i)]);

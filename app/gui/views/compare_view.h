@@ -26,6 +26,7 @@ public:
 
     struct Panel : HeatmapPanel {  // scale: its own, or nullptr when the range is shared
         int paradigm = -1;         // -1 for the difference panel
+        ClippedValues clipped;     // the weights a held range clips in this panel
     };
     const std::vector<Panel>& panels() const { return panels_; }
     QCPColorScale* sharedScale() const { return shared_; }

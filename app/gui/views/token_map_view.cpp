@@ -328,7 +328,8 @@ std::pair<QCPColorGradient, QCPRange> TokenMapView::applyColours(const RowData& 
     const bool diverging = (!row.rollout && paradigm.signedWeights()) || row.minFinite < 0 || withBranch ||
                            (heldRange_ && heldRange_->lower < 0);
     ColorRange range = colorRangeFor(row.colourMin, row.colourMax, diverging);
-    if (heldRange_) range = {heldRange_->lower, heldRange_->upper, diverging};
+    if (heldRange_) range = heldColorRange(heldRange_->lower, heldRange_->upper, diverging);
+    clipped_ = heldRange_ ? clippedValues(row.values.data(), row.values.size(), range) : ClippedValues{};
     QCPColorGradient gradient = diverging ? divergingGradient(prefs.divergingMap, prefs.nanColor)
                                           : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
     map_->setGradient(gradient);
@@ -346,7 +347,10 @@ std::pair<QCPColorGradient, QCPRange> TokenMapView::applyColours(const RowData& 
         : diverging  ? QStringList{QStringLiteral("attention weight A[q,k] (signed, 0 = white)"),
                                   QStringLiteral("A[q,k] (signed, 0 = white)"), QStringLiteral("A[q,k]")}
                      : QStringList{QStringLiteral("attention weight A[q,k]"), QStringLiteral("A[q,k]")};
-    if (scaleLabels != scale_->property("attnlensLabelForms").toStringList()) setColourBarLabels(scale_, scaleLabels);
+    QStringList labels = scaleLabels;
+    if (clipped_.any())  // the end colours also stand for the weights beyond them
+        for (QString& form : labels) form += QStringLiteral(" · ends clipped");
+    if (labels != scale_->property("attnlensLabelForms").toStringList()) setColourBarLabels(scale_, labels);
 
     updateImage(QColor::fromRgba(
         gradient.color(std::clamp(0.0, range.lower, range.upper), QCPRange(range.lower, range.upper))));
@@ -416,9 +420,10 @@ QString TokenMapView::rowNote(const RowData& row, const AttentionLayout& geometr
                       .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
                       .arg(geometry.reducedKeys() ? QStringLiteral("n") : QStringLiteral("N"))
                       .arg(row.values.size());
-    if (heldRange_)
-        note += QStringLiteral(" · colour range held");
-    else if (row.rollout && !flagged && (row.colourMax < row.maxFinite || row.colourMin > row.minFinite))
+    if (heldRange_) {
+        note += QStringLiteral(" · colour range held") + clippedNote(clipped_);
+        alarming = alarming || clipped_.any();
+    } else if (row.rollout && !flagged && (row.colourMax < row.maxFinite || row.colourMin > row.minFinite))
         note += QStringLiteral(" · colour range without %1's own %2")
                     .arg(tokenName(l, query), formatWeight(row.values[query]));
     // Whether the branch is included, and which channel (nothing for dumps without any branch).
@@ -453,7 +458,7 @@ QString TokenMapView::rowNote(const RowData& row, const AttentionLayout& geometr
                    .arg(keys.gridW)
                    .arg(keys.prefix > 0 ? QStringLiteral(" + %1 prefix").arg(keys.prefix) : QString()) +
                note;
-    alarming = flagged || !branchError.isEmpty();
+    alarming = alarming || flagged || !branchError.isEmpty();
     return note;
 }
 

@@ -8,6 +8,7 @@
 
 #include "document/local_branch_store.h"
 #include "document/row_data.h"
+#include "plot/color_maps.h"
 #include "views/plot_view.h"
 
 class QCheckBox;
@@ -99,6 +100,8 @@ private:
     QLabel* opacityValue_ = nullptr;
     QCheckBox* holdRange_ = nullptr;
     std::optional<QCPRange> heldRange_;
+    // The weights the held range clips on the map drawn last (applyColours; said in the note).
+    ClippedValues clipped_;
     int opacityPercent_ = 0;
     int imageShownFor_ = -1;
     QImage outlineMask_;
