@@ -196,14 +196,24 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     std::map<std::int64_t, LocalityGroup> byLabel;
 
     std::vector<LocalityCell> image = layout;  // one image's sums
+    // Per layer of the request: the read error of this image's layer (skipUnreadable), else empty.
+    std::vector<std::string> unreadable(layers.size());
     std::int64_t done = 0;
     for (int img : report.request.images) {
         for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].attentionLayout());
+        std::fill(unreadable.begin(), unreadable.end(), std::string());
         detail::parallelFor(layers.size(), threads, [&](std::size_t li) {
             cancel.throwIfRequested("locality");
             const int l = layers[li];
             const LayerInfo& layer = info.layers[std::size_t(l)];
-            const std::vector<HeadActivations> heads = reader.readLayer(img, l, false);
+            std::vector<HeadActivations> heads;
+            try {
+                heads = reader.readLayer(img, l, false);
+            } catch (const Error& e) {
+                if (!request.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+                unreadable[li] = e.what();  // its cells keep empty sums for this image
+                return;
+            }
             std::size_t at = first[li];
             for (int h = 0; h < layer.heads; ++h) {
                 const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
@@ -214,9 +224,21 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
                 }
             }
         });
-        auto addTo = [&image](LocalityGroup& g) {
+        std::vector<char> layerRead(info.layers.size(), 1);
+        for (std::size_t li = 0; li < layers.size(); ++li) {
+            if (unreadable[li].empty()) continue;
+            layerRead[std::size_t(layers[li])] = 0;
+            report.skipped.push_back(SkippedLayer{img, layers[li], unreadable[li]});
+            report.notes.push_back("image " + std::to_string(img) + ", layer " +
+                                   info.layers[std::size_t(layers[li])].name +
+                                   " is left out (unreadable): " + unreadable[li]);
+        }
+        auto addTo = [&image, &layerRead](LocalityGroup& g) {
             ++g.images;
-            for (std::size_t c = 0; c < image.size(); ++c) g.cells[c].sums.add(image[c].sums);
+            for (std::size_t c = 0; c < image.size(); ++c) {
+                g.cells[c].sums.add(image[c].sums);
+                g.cells[c].images += layerRead[std::size_t(image[c].layer)];
+            }
         };
         addTo(all);
         if (request.perLabel)
@@ -360,6 +382,7 @@ json localityToJson(const LocalityReport& report, int radius) {
                              {"mean_distance", finite(a.meanDistance())},
                              {"uniform_mean_distance", finite(uniformOf(c.layer, c.head))},
                              {"mean_prefix_mass", finite(a.meanPrefixMass())},
+                             {"images", c.images},
                              {"offset_map", {{"radius", {ry, rx}}, {"mean", mean}, {"count", count}}}});
             if (a.directDistance) cells.back()["offset_grid"] = "keys";
         }
@@ -371,6 +394,13 @@ json localityToJson(const LocalityReport& report, int radius) {
     j["groups"] = groups;
     j["seconds"] = report.seconds;
     j["notes"] = report.notes;
+    json skipped = json::array();
+    for (const SkippedLayer& skip : report.skipped)
+        skipped.push_back({{"image", skip.image},
+                           {"layer", report.dump.layers[std::size_t(skip.layer)].name},
+                           {"layer_position", skip.layer},
+                           {"message", skip.message}});
+    j["skipped"] = skipped;
     return j;
 }
 

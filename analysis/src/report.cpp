@@ -314,6 +314,11 @@ struct Aggregate {
     // Distance to the reference (records that carry one).
     std::int64_t distanceRecords = 0;
     FiniteMean totalVariation, jensenShannon, outputError, outputErrorWithBranch, outputCosine;
+    // The queries behind those means: compared (ok under both paradigms, total variation's) and, of
+    // them, the ones Jensen-Shannon is taken over (rows without a negative weight). A state from
+    // before them cannot say: coverage unknown.
+    std::int64_t distanceQueries = 0, jensenShannonQueries = 0;
+    bool distanceQueriesMissing = false;
     std::string reference;
     // Registered statistics (registered_statistics.h), by key.
     std::map<std::string, FiniteMean> registered;
@@ -326,6 +331,8 @@ struct Aggregate {
             const DistanceResult& d = *s.distance;
             ++distanceRecords;
             reference = d.reference;
+            distanceQueries += std::int64_t(d.queries);
+            jensenShannonQueries += std::int64_t(d.jensenShannon.count);
             totalVariation.add(d.totalVariation.mean);
             jensenShannon.add(d.jensenShannon.mean);
             if (d.hasOutput) {
@@ -472,6 +479,9 @@ struct Aggregate {
         branchRankMin = std::min(branchRankMin, o.branchRankMin);
         branchRankMax = std::max(branchRankMax, o.branchRankMax);
         distanceRecords += o.distanceRecords;
+        distanceQueries += o.distanceQueries;
+        jensenShannonQueries += o.jensenShannonQueries;
+        distanceQueriesMissing = distanceQueriesMissing || o.distanceQueriesMissing;
         if (!o.reference.empty()) reference = o.reference;
         for (const auto& [key, mean] : o.registered) registered[key].merge(mean);
     }
@@ -531,6 +541,8 @@ struct Aggregate {
         j["branch_rank_min"] = branchRankMin == INT_MAX ? json(nullptr) : json(branchRankMin);
         j["branch_rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
         j["distance_records"] = distanceRecords;
+        if (!distanceQueriesMissing)
+            j["distance_queries"] = {{"compared", distanceQueries}, {"jensen_shannon", jensenShannonQueries}};
         j["reference"] = reference;
         if (!registered.empty()) {
             json r = json::object();
@@ -639,6 +651,14 @@ struct Aggregate {
         a.reference = j.at("reference").get<std::string>();
         if (j.contains("registered"))  // states of reports without registered statistics have none
             for (const auto& [key, mean] : j["registered"].items()) a.registered[key] = FiniteMean::fromState(mean);
+        if (j.contains("distance_queries")) {
+            a.distanceQueries = j.at("distance_queries").at("compared").get<std::int64_t>();
+            a.jensenShannonQueries = j.at("distance_queries").at("jensen_shannon").get<std::int64_t>();
+            if (a.distanceQueries < 0 || a.jensenShannonQueries < 0 || a.jensenShannonQueries > a.distanceQueries)
+                throw std::invalid_argument("distance_queries: jensen_shannon outside [0, compared]");
+        } else {
+            a.distanceQueriesMissing = a.distanceRecords > 0;
+        }
         if (a.records < 0 || a.branchRecords < 0 || a.distanceRecords < 0 || a.confused < 0 || a.flagged < 0)
             throw std::invalid_argument("a negative count");
         return a;
@@ -773,6 +793,13 @@ struct Aggregate {
             d["records"] = distanceRecords;
             d["total_variation_mean"] = totalVariation.value();
             d["jensen_shannon_mean"] = jensenShannon.value();
+            // What the Jensen-Shannon mean covers: the queries it is taken over (rows without a
+            // negative weight) of those compared; null where a merged state from before it cannot say.
+            d["compared_queries"] = distanceQueriesMissing ? json(nullptr) : json(distanceQueries);
+            d["jensen_shannon_queries"] = distanceQueriesMissing ? json(nullptr) : json(jensenShannonQueries);
+            d["jensen_shannon_coverage"] = distanceQueriesMissing || distanceQueries == 0
+                                               ? json(nullptr)
+                                               : json(double(jensenShannonQueries) / double(distanceQueries));
             d["output_relative_error_mean"] = outputError.value();
             d["output_relative_error_with_branch_mean"] = outputErrorWithBranch.value();
             d["output_cosine_mean"] = outputCosine.value();
@@ -1789,6 +1816,13 @@ double ReportSummary::layerMean(int paradigm, int layerPosition, Statistic stati
     return it == layers.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
 }
 
+ReportSummary::QueryCoverage ReportSummary::layerJensenShannonCoverage(int paradigm, int layerPosition) const {
+    const auto& layers = state_->perLayer.at(std::size_t(paradigm));
+    const auto it = layers.find(layerPosition);
+    if (it == layers.end() || it->second.distanceQueriesMissing) return {};
+    return {it->second.jensenShannonQueries, it->second.distanceQueries};
+}
+
 double ReportSummary::headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k) const {
     const auto& heads = state_->perHead.at(std::size_t(paradigm));
     const auto it = heads.find({layerPosition, head});
@@ -2643,10 +2677,12 @@ std::string formatSummary(const nlohmann::json& report) {
         const json& d = p["distance"];
         if (!header) {
             out << "\ndistance to " << printableText(d.value("reference", std::string())) << " on the same q, k, v "
-                << "(means over records of the mean over queries; O = A V, with branch: O + B)\n";
+                << "(means over records of the mean over queries; JS over the rows without a negative weight, "
+                   "JS over = their share of the compared queries; O = A V, with branch: O + B)\n";
             col("paradigm", 13);
             col("TV", 8);
             col("JS", 8);
+            col("JS over", 9);
             col("|dO|/|O|", 10);
             col("with branch", 12);
             col("cos(O)", 8);
@@ -2656,6 +2692,8 @@ std::string formatSummary(const nlohmann::json& report) {
         col(p["paradigm"].get<std::string>(), 13);
         col(fmt(d["total_variation_mean"]), 8);
         col(fmt(d["jensen_shannon_mean"]), 8);
+        const json coverage = d.value("jensen_shannon_coverage", json());
+        col(coverage.is_number() ? fmt(coverage.get<double>() * 100, 1) + "%" : std::string("-"), 9);
         col(fmt(d["output_relative_error_mean"]), 10);
         col(fmt(d["output_relative_error_with_branch_mean"]), 12);
         col(fmt(d["output_cosine_mean"]), 8);

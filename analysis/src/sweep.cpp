@@ -325,6 +325,8 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
             locality.perLabel = false;
             locality.threads = report.request.threads;
             locality.queryScale = req.queryScale;
+            // What analyze skipped, the locality skips too (the same (image, layer)s, already noted).
+            locality.skipUnreadable = req.skipUnreadable;
             // The point's analysis is done: its steps stay full while the locality reads the images again.
             const ProgressFn localityProgress = [&](const AnalysisProgress& p) {
                 const AnalysisProgress whole{
@@ -335,13 +337,14 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
             try {
                 const LocalityReport distances = localityOverDump(reader, locality, localityProgress, cancel);
                 for (const LocalityCell& c : distances.groups.front().cells) {
+                    if (c.images == 0) continue;  // every image of its layer skipped: no curve, as the others
                     std::vector<FiniteMean>& curve = curves[{c.layer, c.head}]["mean_distance"];
                     curve.resize(std::size_t(points));
                     curve[std::size_t(point)].add(c.sums.meanDistance());
                 }
             } catch (const Error& e) {
-                // Unreadable data that analyze skipped (skipUnreadable) ends the locality, which
-                // cannot skip: the curve is left out and the notes say why.
+                // Anything else the locality cannot read (it skips what analyze skipped): the
+                // curve is left out and the notes say why.
                 if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
                 localityWanted = false;
                 localityFailure = e.what();

@@ -54,7 +54,7 @@ int cmdLocality(int argc, char** argv) {
     Args a = parseArgs(argc, argv, 2,
                        {"-o", "--output", "--paradigms", "--config", "--layers", "--model", "--images", "--threads",
                         "--offset-radius"},
-                       {"--no-labels", "--quiet"}, "locality");
+                       {"--no-labels", "--quiet", "--skip-unreadable"}, "locality");
     if (a.positional.size() != 1) throwUsage("locality: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");

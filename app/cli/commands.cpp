@@ -119,11 +119,14 @@ const std::vector<Command>& commands() {
 )",
          cmdConfusion},
         {"locality", R"(  locality FILE [-o OUT.json] [--paradigms LIST] [--layers LIST] [--model M] [--images LIST]
-        [--threads T] [--offset-radius R|full] [--no-labels] [--quiet]
+        [--threads T] [--offset-radius R|full] [--no-labels] [--skip-unreadable] [--quiet]
                                    mean attention distance and the query-aligned offset map of
                                    every (layer, head, paradigm), over all images and per label,
                                    streamed image by image (README "Locality"); offset maps in the
-                                   JSON cropped to |dy|, |dx| <= R (default 3; full: whole maps)
+                                   JSON cropped to |dy|, |dx| <= R (default 3; full: whole maps);
+                                   --skip-unreadable: an (image, layer) that cannot be read is left
+                                   out (the JSON's "skipped", each cell's "images") instead of
+                                   ending the run
 )",
          cmdLocality},
     };

@@ -298,6 +298,7 @@ LocalityRequest localityRequestFromText(const OptionText& a, int& radius) {
     LocalityRequest req;
     req.paradigms = paradigmsFromText(a);
     req.perLabel = !a.flag("--no-labels");
+    req.skipUnreadable = a.flag("--skip-unreadable");
     if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
     radius = 3;
     if (auto r = a.get("--offset-radius")) radius = *r == "full" ? -1 : parseInt(*r, 0, 100000, "--offset-radius");

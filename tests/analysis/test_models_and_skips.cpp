@@ -53,8 +53,8 @@ protected:
 };
 
 // A sweep with skipUnreadable: the damaged (image, layer) is left out of every point and named in
-// the notes; the other images' curves are the clean dump's curves over those images; the mean
-// attention distance (the locality cannot skip) is left out with a note saying why.
+// the notes; the other images' curves, the mean attention distance's too (the locality skips the
+// same (image, layer)), are the clean dump's curves over those images.
 TEST_F(ModelsDump, SweepsSkipTheDamagedImageLayerAndSaySo) {
     const auto cleanReader = DumpReader::open(clean());
     const auto damagedReader = DumpReader::open(damaged());
@@ -70,11 +70,10 @@ TEST_F(ModelsDump, SweepsSkipTheDamagedImageLayerAndSaySo) {
     for (const json& n : damagedSweep["notes"]) notes += n.get<std::string>() + "\n";
     EXPECT_NE(notes.find("image 1, layer alpha.block1 is left out of every point (unreadable)"), std::string::npos)
         << notes;
-    EXPECT_NE(notes.find("mean_distance is left out"), std::string::npos) << notes;
-    EXPECT_FALSE(damagedSweep["layers"][0]["statistics"].contains("mean_distance"));
+    EXPECT_EQ(notes.find("mean_distance is left out"), std::string::npos) << notes;
+    EXPECT_TRUE(damagedSweep["layers"][0]["statistics"].contains("mean_distance"));
     // The clean dump over the other images gives the same curves.
     sweep.analysis.images = {0, 2};
-    sweep.meanDistance = false;
     const json cleanSweep = sweepDump(*cleanReader, sweep, ToolInfo{});
     EXPECT_EQ(damagedSweep["layers"][0]["heads"], cleanSweep["layers"][0]["heads"]);
     // Without skipUnreadable the damage ends the sweep, naming the dataset.

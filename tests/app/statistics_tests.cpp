@@ -21,6 +21,7 @@
 #include <QToolButton>
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "attnlens/analysis/claims.h"
@@ -629,6 +630,52 @@ void StatisticsTests::distanceViewsAndOutputShareMatchADenseComputation() {
             if (p == 0) QCOMPARE(rows[p]->data()->at(l)->value, 0.0);
         }
     }
+    // Jensen-Shannon's coverage (issue 49 item 2): it is taken over rows without a negative weight
+    // under either paradigm. A second count from the dense matrices: InLine's points over less than
+    // half of a layer's queries are the hollow ones, and the title names the fewest.
+    {
+        std::vector<double> coverage(static_cast<std::size_t>(layers));
+        for (int l = 0; l < layers; ++l) {
+            long long used = 0, of = 0;
+            for (int head = 0; head < 2; ++head) {
+                const LayerInfo& li = reader->info().layers[std::size_t(l)];
+                const HeadActivations act = reader->readHead(image, l, head);
+                const HeadInputs in = headInputs(li, act, head);
+                const Matrix a = AttentionHead(presetParadigm("inline"), in).matrix();
+                const Matrix r = AttentionHead(presetParadigm("softmax"), in).matrix();
+                for (Index i = 0; i < a.rows(); ++i) {
+                    ++of;
+                    used += a.row(i).minCoeff() >= 0 && r.row(i).minCoeff() >= 0 ? 1 : 0;
+                }
+            }
+            coverage[std::size_t(l)] = double(used) / double(of);
+        }
+        std::set<double> hollowX, wantX;
+        for (QCPGraph* g : v->plots()[1]->graphs())
+            if (g->objectName() == QStringLiteral("lowCoverage")) {
+                QVERIFY2(g->name().startsWith(QStringLiteral("inline")), qPrintable(g->name()));
+                for (int k = 0; k < g->dataCount(); ++k)
+                    if (std::isfinite(g->data()->at(k)->value)) hollowX.insert(g->data()->at(k)->key);
+            }
+        // Hollow where a point is drawn (JS finite) over less than half; a point over no query is
+        // missing, and the title's "fewest" says why.
+        const QCPGraph* js = v->plots()[1]->graphs()[2];
+        QCOMPARE(js->name(), QStringLiteral("inline"));
+        for (int l = 0; l < layers; ++l)
+            if (coverage[std::size_t(l)] < 0.5 && std::isfinite(js->data()->at(l)->value))
+                wantX.insert(js->data()->at(l)->key);
+        QCOMPARE(hollowX, wantX);
+        const QString title = plotTexts(v).simplified();
+        const bool partial = *std::min_element(coverage.begin(), coverage.end()) < 1;
+        QCOMPARE(title.contains(QStringLiteral("Jensen-Shannon only over rows without a negative weight")), partial);
+        if (partial) QVERIFY2(title.contains(QStringLiteral("(fewest: inline at ")), qPrintable(title));
+        const auto fewest = std::min_element(coverage.begin(), coverage.end());
+        if (*fewest == 0)
+            QVERIFY2(title.contains(QStringLiteral(", 0 of ")) &&
+                         !std::isfinite(js->data()->at(int(fewest - coverage.begin()))->value),
+                     qPrintable(title));
+    }
+
     // The output panel: each paradigm solid, and dashed with the branch added to both outputs.
     const QList<QCPGraph*> outputs = v->plots()[2]->graphs();
     QCOMPARE(int(outputs.size()), 7);  // and the legend's key for dashing, without data

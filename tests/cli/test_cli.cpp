@@ -1056,6 +1056,33 @@ TEST_F(CliTest, DistanceAndLocalOutputShareAgreeWithNumPyAndTheSchema) {
         }
         const json& summary = j["summary"]["per_paradigm"];
         EXPECT_GT(summary[1]["distance"]["total_variation_mean"].get<double>(), 0.0);
+        // What the Jensen-Shannon mean covers (issue 49 item 2): the sums of the records' counts, per
+        // paradigm and per layer; InLine's signed rows leave some out.
+        for (const json& p : summary) {
+            std::int64_t compared = 0, used = 0;
+            std::map<std::string, std::pair<std::int64_t, std::int64_t>> perLayer;
+            for (const auto& rec : j["results"])
+                if (rec["paradigm"] == p["paradigm"]) {
+                    compared += rec["distance"]["queries"].get<std::int64_t>();
+                    used += rec["distance"]["jensen_shannon"]["queries"].get<std::int64_t>();
+                    auto& l = perLayer[rec["layer"].get<std::string>()];
+                    l.first += rec["distance"]["jensen_shannon"]["queries"].get<std::int64_t>();
+                    l.second += rec["distance"]["queries"].get<std::int64_t>();
+                }
+            EXPECT_EQ(p["distance"]["compared_queries"], compared) << p["paradigm"];
+            EXPECT_EQ(p["distance"]["jensen_shannon_queries"], used) << p["paradigm"];
+            EXPECT_DOUBLE_EQ(p["distance"]["jensen_shannon_coverage"].get<double>(), double(used) / double(compared));
+            if (p["paradigm"] == "softmax") {
+                EXPECT_EQ(used, compared);
+            }
+            if (p["paradigm"] == "inline") {
+                EXPECT_LT(used, compared);
+            }
+            for (const json& layer : p["layers"])
+                EXPECT_EQ(layer["distance"]["jensen_shannon_queries"],
+                          perLayer.at(layer["layer"].get<std::string>()).first);
+        }
+        EXPECT_THAT(r.out, HasSubstr("JS over"));
         EXPECT_GT(summary[1]["local"]["3"]["output_share"].get<double>(), 0.0);
         EXPECT_TRUE(j["results"][0]["local"][0].contains("output_share"));
         const std::string check =

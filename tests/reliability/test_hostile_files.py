@@ -465,6 +465,41 @@ class StructureRegressions(unittest.TestCase):
                                  [(0, "blocks.1"), (1, "blocks.1"), (2, "blocks.1")])
                 self.assertTrue(all(r["layer"] == "blocks.0" for r in report["results"]))
                 os.remove(out)
+                # locality the same way (issue 49 item 4: it failed for the whole dump): the damaged
+                # layer's cells count no image, blocks.0's equal a run over blocks.0 alone.
+                proc = run("locality", path, "--quiet", "--skip-unreadable", "-o", out)
+                self.assertEqual(proc.returncode, 0, proc.err)
+                with open(out) as f:
+                    report = json.load(f)
+                self.assertEqual(sorted((s["image"], s["layer"]) for s in report["skipped"]),
+                                 [(0, "blocks.1"), (1, "blocks.1"), (2, "blocks.1")])
+                self.assertIn("is left out (unreadable)", proc.err)
+                alone = os.path.join(self.dir, "alone.json")
+                proc = run("locality", path, "--quiet", "--layers", "blocks.0", "-o", alone)
+                self.assertEqual(proc.returncode, 0, proc.err)
+                with open(alone) as f:
+                    first = json.load(f)
+                for got, want in zip(report["groups"], first["groups"]):
+                    cells = {(c["layer"], c["head"], c["paradigm"]): c for c in got["cells"]}
+                    self.assertTrue(all(c["images"] == 0 for c in got["cells"] if c["layer"] == "blocks.1"))
+                    for c in want["cells"]:
+                        mine = cells[(c["layer"], c["head"], c["paradigm"])]
+                        self.assertEqual(mine["images"], want["images"])
+                        self.assertEqual(mine["mean_distance"], c["mean_distance"])
+                        self.assertEqual(mine["offset_map"], c["offset_map"])
+                os.remove(out)
+                os.remove(alone)
+                proc = run("locality", path, "--quiet", "-o", out)  # without the flag: the run ends
+                self.assertEqual(proc.returncode, 3, proc.err)
+                self.assertFalse(os.path.exists(out))
+                if GUI:  # the desktop program's view skips it too: render draws it
+                    png = os.path.join(self.dir, "locality.png")
+                    proc = subprocess.run([GUI, "render", path, "--view", "locality", "--scope", "all", "-o", png],
+                                          capture_output=True, timeout=120,
+                                          env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+                    self.assertEqual(proc.returncode, 0, proc.stderr.decode("utf-8", "backslashreplace"))
+                    self.assertGreater(os.path.getsize(png), 0)
+                    os.remove(png)
 
     @unittest.skipIf(not CLI, "ATTNLENS_CLI is not set (run through ctest)")
     def test_billions_of_labels_open_in_milliseconds(self):

@@ -222,6 +222,7 @@ std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
     for (int p : sel.shown) req.paradigms.push_back(s.paradigms()[std::size_t(p)]);
     req.layers = coveredLayers();
     req.perLabel = true;
+    req.skipUnreadable = true;  // as the other statistics views: a damaged (image, layer) is left out, said
     auto reader = s.reader();
     locality_.submit(
         s.jobs(), kLocalitySlot, key, QStringLiteral("locality, all images"),

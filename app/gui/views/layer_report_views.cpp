@@ -33,6 +33,9 @@ QString layerFamily(const std::string& name) {
 }
 
 // Per-layer values as graph data, with a NaN point (a gap in the line) between families.
+// A Jensen-Shannon point over a smaller share of its layer's compared queries is drawn hollow.
+constexpr double kHollowBelowCoverage = 0.5;
+
 void layerSeries(const std::vector<double>& values, const std::vector<int>& familyStarts, QVector<double>& x,
                  QVector<double>& y) {
     x.clear();
@@ -481,6 +484,12 @@ void StackedLayerView::rebuild() {
     std::vector<std::vector<double>> shown(static_cast<std::size_t>(count));
     const ReportSummary summary(*r);
     QString dashedKey;
+    // Jensen-Shannon is taken over the rows without a negative weight only: a point over less than
+    // half of its layer's compared queries is drawn hollow, and the fewest is named under the title
+    // (issue 49 item 2: mala's point at a softmax layer came from 2 of 591 queries, unsaid).
+    QString fewestCoverage;
+    double fewestShare = 1.0;
+    bool anyPartial = false;
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
         const QColor c = paradigmColor(sessionParadigm(*r, p));
         const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
@@ -491,6 +500,35 @@ void StackedLayerView::rebuild() {
             layerSeries(values, starts, x, y);
             addLine(rects_[std::size_t(i)], x, y, c, name, i == 0 ? legend : nullptr, Qt::SolidLine,
                     QCPScatterStyle::ssDisc);
+            if (panel.statistic == ReportSummary::Statistic::JensenShannon) {
+                std::vector<double> hollow(values.size(), qQNaN());
+                for (std::size_t a = 0; a < values.size(); ++a) {
+                    const int layer = r->request.layers[a];
+                    const ReportSummary::QueryCoverage cover = summary.layerJensenShannonCoverage(p, layer);
+                    if (cover.of <= 0) continue;
+                    const double share = double(cover.used) / double(cover.of);
+                    anyPartial = anyPartial || cover.used < cover.of;
+                    if (share < kHollowBelowCoverage && std::isfinite(values[a])) hollow[a] = values[a];
+                    if (share < fewestShare) {
+                        fewestShare = share;
+                        fewestCoverage = QStringLiteral("%1 at %2, %3 of %4 queries")
+                                             .arg(name, QString::fromStdString(r->dump.layers[std::size_t(layer)].name))
+                                             .arg(cover.used)
+                                             .arg(cover.of);
+                    }
+                }
+                if (std::any_of(hollow.begin(), hollow.end(), [](double v) { return std::isfinite(v); })) {
+                    layerSeries(hollow, starts, x, y);
+                    auto* rect = rects_[std::size_t(i)];
+                    QCPGraph* g = plot_->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+                    g->setObjectName(QStringLiteral("lowCoverage"));
+                    g->setName(name + QStringLiteral(" (under half of the queries)"));
+                    g->setLineStyle(QCPGraph::lsNone);
+                    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, c, Qt::white, 8));
+                    g->setData(x, y);
+                    g->removeFromLegend();
+                }
+            }
             if (!panel.dashed) continue;
             const auto dashed = layerMeans(summary, *r, p, *panel.dashed);
             if (std::none_of(dashed.begin(), dashed.end(), [](double v) { return std::isfinite(v); })) continue;
@@ -518,7 +556,14 @@ void StackedLayerView::rebuild() {
             rects_[std::size_t(i)]->axis(QCPAxis::atBottom)->setLabel(QString());
         }
     }
-    setWrappedText(titleElement, title(*r));
+    QString coverage;
+    if (anyPartial)
+        coverage = QStringLiteral(
+                       "\nJensen-Shannon only over rows without a negative weight; hollow: under %1 % of "
+                       "the layer's compared queries (fewest: %2)")
+                       .arg(int(kHollowBelowCoverage * 100))
+                       .arg(fewestCoverage);
+    setWrappedText(titleElement, title(*r) + coverage);
     addReportNotes(*r);
 }
 

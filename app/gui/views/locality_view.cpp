@@ -133,11 +133,18 @@ void LocalityView::rebuild() {
     const LocalityGroup& g = report->groups[std::size_t(groupIndex_)];
 
     auto* title = resetWithTitle(plot_, QString());
-    setWrappedText(title, QStringLiteral("Locality — %1, %2 image%3, %4")
+    // A damaged (image, layer) is left out, as the other statistics views do: said in the title
+    // (each left out in the Issues list), since that layer's means then cover fewer images.
+    const QString skipped = report->skipped.empty()
+                                ? QString()
+                                : QStringLiteral(" — %1 (image, layer)%2 left out, unreadable (see Issues)")
+                                      .arg(report->skipped.size())
+                                      .arg(report->skipped.size() == 1 ? QString() : QStringLiteral("s"));
+    setWrappedText(title, QStringLiteral("Locality — %1, %2 image%3, %4%5")
                               .arg(QString::fromStdString(g.name))
                               .arg(g.images)
                               .arg(g.images == 1 ? QString() : QStringLiteral("s"))
-                              .arg(session_->statistics().coverageText()));
+                              .arg(session_->statistics().coverageText(), skipped));
     auto* body = addBody(plot_, 1);
 
     drawDistances(body, *report, g);

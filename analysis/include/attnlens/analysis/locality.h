@@ -82,6 +82,9 @@ struct LocalityRequest {
     ThreadBudget threads;             // execution.h; 0 threads: the share's processors
     // What if every query were a times larger (AnalyzeRequest::queryScale; only sweeps set it).
     double queryScale = 1.0;
+    // An (image, layer) whose data cannot be read is left out (LocalityReport::skipped, a note)
+    // instead of ending the run, as analyze's --skip-unreadable (the desktop program's views).
+    bool skipUnreadable = false;
 };
 
 struct LocalityCell {
@@ -89,6 +92,7 @@ struct LocalityCell {
     int head = 0;
     int paradigm = 0;  // index in LocalityReport::paradigms
     LocalityAccumulator sums;
+    int images = 0;  // the group's images whose layer was read (fewer than the group's when skipped)
 };
 
 struct LocalityGroup {
@@ -111,6 +115,8 @@ struct LocalityReport {
     // past the open check's first 2^20) is in "all" but in no label group, as analyze leaves it out
     // of its per-label summary.
     std::vector<std::string> notes;
+    // (image, layer)s left out because their data could not be read (request.skipUnreadable).
+    std::vector<SkippedLayer> skipped;
     // The mean over a layer's heads of uniformDistance (NaN when the report has none for it).
     double layerUniformDistance(int layer) const;
 };

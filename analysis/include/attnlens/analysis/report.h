@@ -94,6 +94,13 @@ public:
     // Mean over the records of (paradigm, layer position), finite values only; NaN where there is
     // nothing to average.
     double layerMean(int paradigm, int layerPosition, Statistic statistic, int k = 0) const;
+    // The queries behind a layer's Jensen-Shannon mean: `used` (rows without a negative weight under
+    // either paradigm) of `of` compared (ok under both, total variation's); of = 0 where there is
+    // no distance or a merged state from before it cannot say.
+    struct QueryCoverage {
+        std::int64_t used = 0, of = 0;
+    };
+    QueryCoverage layerJensenShannonCoverage(int paradigm, int layerPosition) const;
     // The same over the records of one head of a layer, and over the records of images with a label.
     double headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k = 0) const;
     double labelMean(int paradigm, std::int64_t label, Statistic statistic, int k = 0) const;
