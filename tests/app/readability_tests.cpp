@@ -239,6 +239,7 @@ private Q_SLOTS:
     void signedMapOverImageUsesOnlyColourBarColours();
     void imageOutlinesFollowEdges();
     void flaggedRowNoteSaysWhy();
+    void aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar();
     void holdColourRangeKeepsTheRange();
     void heldRangeKeepsZeroWhiteAndCountsWhatItClips();
     void statisticsFitAt1024x700AndInExports();
@@ -813,6 +814,62 @@ void ReadabilityTests::flaggedRowNoteSaysWhy() {
     s->setQuery(4);
     v->refreshNow();
     QVERIFY2(v->noteText().contains("row sum") && !v->noteText().contains("FLAGGED"), qPrintable(v->noteText()));
+}
+
+// Issue 49 item 7: a head whose q is all NaN added one Issues entry per token (197) and one
+// flagged-row entry per paradigm, and its all-NaN map showed a 0-1 colour bar. Now: one entry per
+// (head, tensor) with the count, one flagged-rows entry per head, and no colour bar over no weight.
+void ReadabilityTests::aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar() {
+    const QString path = dir_.filePath(QStringLiteral("nan-head.h5"));
+    const int n = 1 + 4 * 4, d = 4;
+    {
+        DumpWriter w(path.toStdString());
+        w.setRootAttribute("format", std::string("attnlens.dump"));
+        w.setRootAttribute("format_version", std::int64_t(1));
+        w.setRootAttribute("grid", std::vector<std::int64_t>{4, 4});
+        w.setRootAttribute("prefix_tokens", std::int64_t(1));
+        std::vector<float> q(std::size_t(2 * n * d)), k(std::size_t(2 * n * d));
+        for (int i = 0; i < 2 * n * d; ++i) {
+            q[std::size_t(i)] = i < n * d ? NAN : float(std::sin(0.7 * i));  // head 0: every q is NaN
+            k[std::size_t(i)] = float(std::cos(0.3 * i));
+        }
+        w.writeFloatDataset("/layers/l0/q", {1, 2, std::uint64_t(n), std::uint64_t(d)}, q, DType::Float32);
+        w.writeFloatDataset("/layers/l0/k", {1, 2, std::uint64_t(n), std::uint64_t(d)}, k, DType::Float32);
+        w.commit();
+    }
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    s->setHead(0);
+    w.showView("compare");  // every paradigm's row of the head
+    w.view("compare")->refreshNow();
+    for (int query : {3, 5, 9}) {
+        s->setQuery(query);
+        w.view("compare")->refreshNow();
+    }
+    w.showView("tokenmap");
+    TokenMapView* v = w.tokenMapView();
+    v->refreshNow();
+    QTRY_VERIFY(!s->jobs().busy());
+    int nonFinite = 0, flagged = 0;
+    QString texts;
+    for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i) {
+        const QString text = w.issuesList()->topLevelItem(i)->text(2);
+        texts += text + '\n';
+        nonFinite +=
+            text.contains(QStringLiteral("hold NaN or Inf")) || text.contains(QStringLiteral("holds NaN or Inf"));
+        flagged += text.contains(QStringLiteral("flagged rows"));
+    }
+    QCOMPARE(nonFinite, 1);
+    QVERIFY2(texts.contains(
+                 QStringLiteral("image 0, layer l0, head 0: %1 tokens of q hold NaN or Inf (first: token 0)").arg(n)),
+             qPrintable(texts));
+    QCOMPARE(flagged, 1);
+    QVERIFY(!v->colorScale()->visible());
+    QVERIFY2(v->noteText().contains(QStringLiteral("no finite weight")), qPrintable(v->noteText()));
+    // A head with weights keeps its bar.
+    s->setHead(1);
+    v->refreshNow();
+    QVERIFY(v->colorScale()->visible());
 }
 
 void ReadabilityTests::holdColourRangeKeepsTheRange() {

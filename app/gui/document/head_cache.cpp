@@ -60,8 +60,7 @@ std::shared_ptr<const HeadActivations> HeadCache::activations(const HeadKey& key
     }
     ++activationReads_;
     if (issues_)
-        for (const auto& bad : acts->nonFinite)
-            issues_(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(info)));
+        for (const QString& text : nonFiniteIssueTexts(acts->nonFinite, info)) issues_(IssueKind::NonFiniteInput, text);
     Entry entry;
     entry.activations = acts;
     entry.lastUse = ++useClock_;

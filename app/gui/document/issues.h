@@ -3,6 +3,10 @@
 // (never a modal box) with the file they are about.
 #include <QMetaType>
 #include <QString>
+#include <QStringList>
+#include <vector>
+
+#include "attnlens/dump/dump.h"
 
 namespace attnlens::gui {
 
@@ -20,6 +24,11 @@ enum class IssueKind {
 };
 // The text of the kind column ("non-finite input").
 QString issueKindText(IssueKind kind);
+
+// One entry per (image, layer, head, tensor) with non-finite values, with their count and first
+// token ("image 0, layer blocks.2, head 1: 197 tokens of q hold NaN or Inf (first: token 0)"): a head
+// of NaN made 197 near-identical entries.
+QStringList nonFiniteIssueTexts(const std::vector<NonFiniteValue>& values, const DumpInfo& info);
 
 struct Issue {
     IssueKind kind;

@@ -80,6 +80,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     magnitudeCurves_.clear();
     sweeps_.clear();
     reportedIssues_.clear();
+    flaggedHeadsReported_.clear();
     ++dumpEpoch_;
 
     sel_.image = 0;
@@ -313,19 +314,23 @@ const RowData& Session::attentionRow(int paradigm) {
     r.values.resize(h->keys());
     r.status = h->row(sel_.query, r.values);
     summariseRow(r);
-    if (r.status != RowStatus::Ok || r.nonFiniteEntries > 0) {
+    // One entry per head (the first flagged row it shows, under which paradigm): one per paradigm
+    // and query made a head of NaN flood the list; the views mark each flagged row themselves.
+    if ((r.status != RowStatus::Ok || r.nonFiniteEntries > 0) &&
+        flaggedHeadsReported_.insert({sel_.image, sel_.layer, sel_.head}).second) {
         const auto& name = paradigms_[std::size_t(paradigm)].name;
         reportIssue(IssueKind::FlaggedRow,
-                    QStringLiteral("%1: row of token %2 %3 (image %4, layer %5, head %6): %7, %8 "
-                                   "non-finite weights")
-                        .arg(QString::fromStdString(name))
-                        .arg(sel_.query)
-                        .arg(tokenName(layout(), sel_.query))
+                    QStringLiteral("image %1, layer %2, head %3: flagged rows (each view marks them); the first: "
+                                   "token %4 %5 under %6, %7, %8 of %9 weights non-finite")
                         .arg(sel_.image)
                         .arg(QString::fromStdString(layerInfo().name))
                         .arg(sel_.head)
+                        .arg(sel_.query)
+                        .arg(tokenName(layout(), sel_.query))
+                        .arg(QString::fromStdString(name))
                         .arg(QString::fromUtf8(toString(r.status)))
-                        .arg(r.nonFiniteEntries));
+                        .arg(r.nonFiniteEntries)
+                        .arg(r.values.size()));
     }
     return rows_.emplace(paradigm, std::move(r)).first->second;
 }

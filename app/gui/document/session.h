@@ -232,6 +232,7 @@ private:
     JobResultCache<std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
     JobResultCache<std::shared_ptr<const nlohmann::json>> sweeps_;
     std::set<QString> reportedIssues_;
+    std::set<std::tuple<int, int, int>> flaggedHeadsReported_;  // (image, layer, head) with a flagged-row entry
     quint64 dumpEpoch_ = 0;
 };
 

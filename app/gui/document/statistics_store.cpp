@@ -330,8 +330,8 @@ std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> Statisti
 }
 
 void StatisticsStore::reportAnalysisIssues(const AnalysisReport& r) {
-    for (const auto& bad : r.nonFinite)
-        session_.reportIssue(IssueKind::NonFiniteInput, QString::fromStdString(bad.describe(r.dump)));
+    for (const QString& text : nonFiniteIssueTexts(r.nonFinite, r.dump))
+        session_.reportIssue(IssueKind::NonFiniteInput, text);
     for (const auto& note : r.notes) session_.reportIssue(IssueKind::Memory, QString::fromStdString(note));
     for (const SkippedLayer& skip : r.skipped)
         session_.reportIssue(IssueKind::UnreadableData,

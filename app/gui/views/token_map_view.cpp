@@ -283,7 +283,10 @@ void TokenMapView::rebuild() {
     // all, the reason in the title and the note.
     const bool unreadable = !row.error.isEmpty() || row.pending;
     map_->setVisible(!unreadable);
-    scale_->setVisible(!unreadable);  // a colour bar without a map would read as data
+    // A colour bar without a map, or over a map with no finite weight (its 0 ... 1 would be no
+    // range of this row), would read as data.
+    const bool anyFinite = row.nonFiniteEntries < row.values.size();
+    scale_->setVisible(!unreadable && anyFinite);
     const auto branch = row.withBranch ? session_->branch().kernel() : nullptr;
 
     // Spatial reduction: each query cell shows the weight of its key cell (the reduced grid drawn
@@ -410,16 +413,19 @@ QString TokenMapView::rowNote(const RowData& row, const AttentionLayout& geometr
     const bool flagged = row.status != RowStatus::Ok || row.nonFiniteEntries > 0;
     // A flagged row's sum over its finite weights (often none: "0.0000") would read as a result.
     QString note =
-        flagged ? QStringLiteral("ROW FLAGGED (%1): %2 of %3 weights non-finite, drawn in the NaN colour")
+        flagged
+            ? QStringLiteral("ROW FLAGGED (%1): %2 of %3 weights non-finite, drawn in the NaN colour")
                       .arg(row.rollout ? QStringLiteral("a row on the rollout's path is flagged or, clipped, has no "
                                                         "positive weight")
                                        : rowFlagReason(row))
                       .arg(row.nonFiniteEntries)
-                      .arg(row.values.size())
-                : QStringLiteral("row sum %1 · min %2 · max %3 · %4 = %5")
-                      .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
-                      .arg(geometry.reducedKeys() ? QStringLiteral("n") : QStringLiteral("N"))
-                      .arg(row.values.size());
+                      .arg(row.values.size()) +
+                  (row.nonFiniteEntries == row.values.size() ? QStringLiteral(" (no finite weight: no colour bar)")
+                                                             : QString())
+            : QStringLiteral("row sum %1 · min %2 · max %3 · %4 = %5")
+                  .arg(QString::number(sum, 'f', 4), formatWeight(row.minFinite), formatWeight(row.maxFinite))
+                  .arg(geometry.reducedKeys() ? QStringLiteral("n") : QStringLiteral("N"))
+                  .arg(row.values.size());
     if (heldRange_) {
         note += QStringLiteral(" · colour range held") + clippedNote(clipped_);
         alarming = alarming || clipped_.any();
