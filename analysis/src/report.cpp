@@ -1488,6 +1488,8 @@ nlohmann::json reportProvenanceJson(const AnalysisReport& report, const ToolInfo
     j["selection"] = {{"images", report.request.images},
                       {"layers", layers},
                       {"heads", report.request.heads.empty() ? json("all") : json(report.request.heads)}};
+    // Only for shards of a study (analyze --shard), so that other reports keep the fields they had.
+    if (report.request.study) j["selection"]["study"] = studyJson(*report.request.study);
     json paradigms = json::array();
     for (const auto& p : report.paradigms) paradigms.push_back(p.toJson());
     j["paradigms"] = paradigms;
@@ -2279,7 +2281,8 @@ void foldSummaryState(nlohmann::json& report, const std::string& name, std::opti
 }
 
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
-                            const ToolInfo& tool, std::optional<ReportSummary> folded) {
+                            const ToolInfo& tool, std::optional<ReportSummary> folded,
+                            const MergeCoverageOptions& coverageOptions) {
     if (reports.empty()) throwUsage("merge: no input reports");
     auto fail = [&](std::size_t i, const std::string& what) {
         throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) +
@@ -2408,6 +2411,14 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     }
     std::vector<int> sorted(seenImages.begin(), seenImages.end());
     merged["selection"]["images"] = sorted;
+    // Images are disjoint and every shard's own (checked above): now what they cover of the study.
+    std::optional<StudyShard> study;
+    const StudyCoverage coverage = checkMergeCoverage(reports, names, coverageOptions, study);
+    if (study)
+        merged["selection"]["study"] = studyJson(*study);
+    else
+        merged["selection"].erase("study");
+    merged["coverage"] = coverageJson(coverage);
     auto& res = merged["results"];
     std::stable_sort(res.begin(), res.end(), [](const json& a, const json& b) {
         return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>(), a["head"].get<int>()) <
@@ -2550,6 +2561,20 @@ std::string reportText(const nlohmann::json& report) {
 
 std::string formatSummary(const nlohmann::json& report) {
     std::ostringstream out;
+    // A merge that covers less than its study says so first: every mean below is over what is there.
+    if (report.contains("coverage") && report["coverage"].is_object() && !report["coverage"].value("complete", true)) {
+        const json& c = report["coverage"];
+        out << "PARTIAL: " << c.value("covered_count", json()).dump() << " of the "
+            << c.value("intended_count", json()).dump() << " intended images (" << c.value("source", std::string("?"))
+            << "); missing " << printableText(c.value("missing_images", std::string("?")), 200);
+        if (c.contains("missing_shards") && c["missing_shards"].is_array() && !c["missing_shards"].empty()) {
+            std::string shards;
+            for (const json& k : c["missing_shards"]) shards += (shards.empty() ? "" : ", ") + k.dump();
+            out << " (" << (c["missing_shards"].size() == 1 ? "shard " : "shards ") << printableText(shards, 200)
+                << " of " << c.value("shards", json()).dump() << ")";
+        }
+        out << "; every figure below is over the covered images only\n";
+    }
     const json& s = report.at("summary").at("per_paradigm");
     std::vector<int> ks;
     if (!s.empty())

@@ -50,13 +50,59 @@ using nlohmann::json;
 
 namespace attnlens::cli {
 
+namespace {
+
+// --skip-existing: why `output` does not hold the whole report of this same run ("" when it does).
+// Same command line, same dump (path, size, description, not changed since), same images, and its
+// record table there; reports and their tables are renamed into place as a pair, so one that is
+// there and parses is whole.
+std::string whyNotThisRunsReport(const std::string& output, const std::string& command, const std::string& input,
+                                 const DumpInfo& info, const std::vector<int>& images, const std::string& tablePath) {
+    namespace fs = std::filesystem;
+    json r;
+    try {
+        r = readJsonFile(output, "analyze");
+    } catch (const Error& e) {
+        return std::string("it is not a whole report (") + e.what() + ")";
+    }
+    if (!r.is_object() || r.value("schema", json()) != "attnlens.analysis" || r.value("schema_version", json()) != 1)
+        return "it is not an attnlens analysis report";
+    const json tool = r.value("tool", json::object());
+    if (!tool.is_object() || tool.value("command", json()) != command)
+        return "it was made by another command (" + printableText(tool.value("command", json()).dump(), 300) + ")";
+    const json in = r.value("input", json::object());
+    if (!in.is_object() || in.value("path", json()) != input || in.value("size_bytes", json()) != json(info.fileSize) ||
+        in.value("dump", json()) != info.toJson())
+        return "it is of another dump, or the dump changed size or layout";
+    std::error_code ec;
+    const auto dumpTime = fs::last_write_time(input, ec);
+    const auto reportTime = fs::last_write_time(output, ec);
+    if (!ec && dumpTime > reportTime) return "the dump was modified after it was written";
+    std::vector<int> wanted = images;
+    if (wanted.empty())
+        for (int b = 0; b < info.images; ++b) wanted.push_back(b);
+    const json selection = r.value("selection", json::object());
+    if (!selection.is_object() || selection.value("images", json()) != json(wanted)) return "it covers other images";
+    if (!tablePath.empty()) {
+        const std::string table = recordTableOf(r, output);
+        if (table.empty() || !fs::exists(table, ec) || !fs::equivalent(table, tablePath, ec) || ec ||
+            fs::file_size(table, ec) == 0)
+            return "its record table " + printableText(tablePath) + " is not there";
+    }
+    return {};
+}
+
+}  // namespace
+
 int cmdAnalyze(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2, {"-o",          "--output",       "--paradigms",      "--config",
-                                       "--layers",    "--heads",        "--images",         "--stats",
-                                       "--threads",   "--rank-tol",     "--local-k",        "--tau",
-                                       "--magnitude", "--local-branch", "--local-channels", "--local-spectra",
-                                       "--model",     "--distance-ref", "--records",        "--records-file"},
-                       {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet", "--skip-unreadable"}, "analyze");
+    Args a = parseArgs(
+        argc, argv, 2,
+        {"-o",          "--output",       "--paradigms",      "--config",        "--layers",  "--heads",
+         "--images",    "--stats",        "--threads",        "--rank-tol",      "--local-k", "--tau",
+         "--magnitude", "--local-branch", "--local-channels", "--local-spectra", "--model",   "--distance-ref",
+         "--records",   "--records-file", "--shard"},
+        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet", "--skip-unreadable", "--skip-existing"},
+        "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");
@@ -73,6 +119,33 @@ int cmdAnalyze(int argc, char** argv) {
     auto reader = openDump(input);
     const DumpInfo& info = reader->info();
     analyzeSelectionFromText(a, info, req);
+    if (auto s = a.get("--shard")) {
+        const auto [shard, shards] = parseShard(*s, "--shard");
+        StudyShard study;
+        study.images = req.images;
+        if (study.images.empty()) {  // the whole dump: planned before its list is made
+            checkSelectionFits(info, std::size_t(std::max(info.images, 0)),
+                               req.layers.empty() ? info.layers.size() : req.layers.size());
+            for (int b = 0; b < info.images; ++b) study.images.push_back(b);
+        }
+        study.shards = shards;
+        study.indices = {shard};
+        req.images = shardImages(study.images, shard, shards);
+        req.study = std::move(study);
+    }
+    if (a.flag("--skip-existing")) {
+        if (!output) throwUsage("analyze: --skip-existing needs -o OUT.json (the report it looks for)");
+        if (std::filesystem::exists(*output)) {
+            const std::string why =
+                whyNotThisRunsReport(*output, commandLine(argc, argv), input, info, req.images, tablePath);
+            if (why.empty()) {
+                std::printf("kept %s: it holds this same run's report (--skip-existing)\n",
+                            printableText(*output).c_str());
+                return kExitOk;
+            }
+            std::fprintf(stderr, "note: redoing %s: %s\n", printableText(*output).c_str(), why.c_str());
+        }
+    }
     // Fail before hours of work, not after: the output must be writable and not the input.
     if (output) checkOutputWritable(*output, {input});
     if (!tablePath.empty()) {

@@ -51,10 +51,15 @@ using nlohmann::json;
 namespace attnlens::cli {
 
 int cmdMerge(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2, {"-o", "--output", "--records-file"}, {}, "merge");
+    Args a =
+        parseArgs(argc, argv, 2, {"-o", "--output", "--records-file", "--expect-images"}, {"--allow-partial"}, "merge");
     auto output = a.get("-o") ? a.get("-o") : a.get("--output");
     if (!output) throwUsage("merge: -o OUT.json is required");
-    if (a.positional.size() < 2) throwUsage("merge: expected at least two reports");
+    // One report merges too: the study's coverage is checked all the same (a study of one shard).
+    if (a.positional.empty()) throwUsage("merge: expected at least one report");
+    MergeCoverageOptions coverage;
+    coverage.expectImages = a.get("--expect-images");
+    coverage.allowPartial = a.flag("--allow-partial");
     checkOutputWritable(*output, a.positional);
     if (a.get("--records-file")) checkRecordTableIsNotTheReport(*a.get("--records-file"), *output);
     // Each report's summary state is folded in as it is read, so that only the light parts of the
@@ -71,7 +76,7 @@ int cmdMerge(int argc, char** argv) {
     json merged;
     try {
         // Validates every record of every input (mergeReports); this catch is a last resort.
-        merged = mergeReports(reports, a.positional, tool, std::move(folded));
+        merged = mergeReports(reports, a.positional, tool, std::move(folded), coverage);
     } catch (const json::exception& e) {
         throwInput("merge: a report lacks a field or has one of the wrong type (" + jsonErrorText(e) +
                    "); merge takes reports written by attnlens-cli analyze");
@@ -96,8 +101,15 @@ int cmdMerge(int argc, char** argv) {
     if (tables)
         std::printf("wrote %s (%lld rows)\n", printableText(tablePath).c_str(),
                     (long long)merged["record_detail"]["records"].get<std::int64_t>());
-    std::printf("merged %zu reports (%zu images) into %s\n", reports.size(), merged["selection"]["images"].size(),
-                printableText(*output).c_str());
+    const json& c = merged["coverage"];
+    std::printf(
+        "merged %zu report%s (%zu of the %zu intended images%s) into %s\n", reports.size(),
+        reports.size() == 1 ? "" : "s", c["covered_count"].get<std::size_t>(), c["intended_count"].get<std::size_t>(),
+        c["complete"].get<bool>()
+            ? ""
+            : ("; PARTIAL (--allow-partial), missing " + printableText(c["missing_images"].get<std::string>(), 200))
+                  .c_str(),
+        printableText(*output).c_str());
     return kExitOk;
 }
 

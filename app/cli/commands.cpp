@@ -25,6 +25,12 @@ const std::vector<Command>& commands() {
                                    with --layers, the layers that both select
       --heads LIST                 e.g. 0,2 or 0-1 (default all)
       --images LIST                e.g. 0-15 (default all)
+      --shard K/N                  shard K (0 ... N-1, as SLURM_ARRAY_TASK_ID) of a study of the selected
+                                   images cut into N contiguous parts; the report names its study
+                                   (selection.study), from which merge knows what is missing
+      --skip-existing              -o already holds the report of this same command on this same dump
+                                   (whole, with its record table): keep it and exit 0 without work, so
+                                   that a resubmitted study redoes only its missing shards
       --stats LIST                 rank,local,entropy,confusion,magnitude,distance (default all)
       --threads N                  worker threads (default: all cores)
       --rank-tol X                 rank tolerance relative to sigma_max (default N * 2^-23)
@@ -98,11 +104,16 @@ const std::vector<Command>& commands() {
                                    (locality: the mean attention distance, as attnlens-cli locality)
 )",
          cmdSweep},
-        {"merge", R"(  merge A.json B.json ... -o OUT.json [--records-file PATH]
+        {"merge", R"(  merge A.json [B.json ...] -o OUT.json [--records-file PATH] [--expect-images LIST|all]
+        [--allow-partial]
                                    combines analyses of disjoint image ranges of one dump; reports
                                    written with --records hdf5 get their tables concatenated into
                                    PATH (default OUT.records.h5), those with hdf5 or none merge by
-                                   their summary states
+                                   their summary states. The merge must cover the images it was
+                                   meant to: the shards' study (analyze --shard), else
+                                   --expect-images, else every image of the dump; a gap is refused
+                                   (exit 3 naming the missing images and shards) unless
+      --allow-partial              merges what is there and records the gap in the report's "coverage"
 )",
          cmdMerge},
         {"rollout",

@@ -23,9 +23,11 @@
 #include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
 #include "attnlens/math/blas.h"
+#include "cli/cli_test_fixture.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace attnlens::testing_cli;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -44,11 +46,6 @@ using ::testing::Not;
 
 namespace {
 
-struct RunResult {
-    int code = -1;
-    std::string out, err;
-};
-
 // A dump of one layer "blocks.0" with q and k of shape [2, 2, 5, 4] (B 2, 2 heads, N = 5 on a 2 x 2
 // grid with one prefix token, d 4), for tests that put non-finite values into them.
 void writeOneLayerDump(const std::string& path, const std::vector<float>& q, const std::vector<float>& k) {
@@ -62,58 +59,6 @@ void writeOneLayerDump(const std::string& path, const std::vector<float>& q, con
     w.writeFloatDataset("/layers/blocks.0/k", shape, k, attnlens::DType::Float32);
     w.commit();
 }
-
-std::string readFile(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-class CliTest : public ::testing::Test {
-protected:
-    void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() /
-               ("attnlens-cli-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    RunResult run(const std::string& args, const std::string& prefix = "") const {
-        const std::string cmd = prefix + std::string(ATTNLENS_CLI_PATH) + " " + args + " >" +
-                                (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string() + " </dev/null";
-        const int status = std::system(cmd.c_str());
-        RunResult r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = readFile(dir_ / "stdout");
-        r.err = readFile(dir_ / "stderr");
-        return r;
-    }
-    std::string path(const std::string& name) const { return (dir_ / name).string(); }
-    std::string synth(const std::string& name, const std::string& extra = "") const {
-        const RunResult r =
-            run("synth -o " + path(name) + " --layers 2 --heads 2 --grid 6x5 --prefix 1 --dim 8 --images 3 " + extra);
-        EXPECT_EQ(r.code, 0) << r.err;
-        return path(name);
-    }
-    static json readJson(const std::string& p) { return json::parse(readFile(p)); }
-    // Whether /usr/bin/python3's jsonschema accepts the report against resources/<schema>.
-    static bool schemaValid(const std::string& report, const std::string& schema) {
-        const std::string cmd =
-            "/usr/bin/python3 -c \"import json,sys,jsonschema; "
-            "jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\" " +
-            report + " " + ATTNLENS_SOURCE_DIR + "/resources/" + schema;
-        return std::system(cmd.c_str()) == 0;
-    }
-    // Runs under `ulimit -v kib` (a deterministic memory limit, whatever the machine has).
-    RunResult runLimited(long kib, const std::string& args) const {
-        return run(args, "ulimit -v " + std::to_string(kib) + " && ");
-    }
-
-    fs::path dir_;
-};
 
 }  // namespace
 
@@ -664,7 +609,7 @@ TEST_F(CliTest, OutputsAreTwoFilesSurviveAClosedPipeAndAreNamedEscaped) {
             common + " --images 0 >/dev/null 2>&1 & " + common + " --images 0-1 >/dev/null 2>&1 & wait";
         ASSERT_EQ(std::system(("sh -c '" + script + "'").c_str()), 0);
         const RunResult pairCheck =
-            run("merge " + path("same.json") + " " + path("third.json") + " -o " + path("pair.json"));
+            run("merge " + path("same.json") + " " + path("third.json") + " --allow-partial -o " + path("pair.json"));
         ASSERT_EQ(pairCheck.code, 0) << "trial " << trial << ": " << pairCheck.err;
     }
     // An output name with a terminal escape is shown escaped, not sent raw to the terminal.
@@ -1486,7 +1431,9 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
         " --stats rank,local,entropy,confusion,magnitude,distance --paradigms softmax,mala --quiet ";
     ASSERT_EQ(run("analyze " + in + common + "--images 0 -o " + path("s0.json")).code, 0);
     ASSERT_EQ(run("analyze " + in + common + "--images 1 -o " + path("s1.json")).code, 0);
-    ASSERT_EQ(run("merge " + path("s0.json") + " " + path("s1.json") + " -o " + path("m.json")).code, 0);
+    // Images 0 and 1 of the dump's three: the study is named (merge refuses a gap otherwise).
+    ASSERT_EQ(
+        run("merge " + path("s0.json") + " " + path("s1.json") + " --expect-images 0-1 -o " + path("m.json")).code, 0);
     const json good = readJson(path("s1.json"));
     const std::string first = "results[0] (image 1, layer blocks.0, head 0, paradigm softmax)";
     const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
@@ -1584,7 +1531,8 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
         for (json& rec : signedOk["results"])
             if (rec["paradigm"] == "mala") rec["entropy"]["max_weight"] = 2.5;
         std::ofstream(path("signed.json")) << signedOk.dump();
-        const RunResult r = run("merge " + path("s0.json") + " " + path("signed.json") + " -o " + path("out.json"));
+        const RunResult r =
+            run("merge " + path("s0.json") + " " + path("signed.json") + " --expect-images 0-1 -o " + path("out.json"));
         EXPECT_EQ(r.code, 0) << r.err;
         fs::remove(path("out.json"));
     }

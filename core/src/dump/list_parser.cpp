@@ -139,6 +139,21 @@ std::size_t indexListSize(std::string_view text, int count, std::string_view opt
     return size;
 }
 
+std::string indexListText(std::vector<int> indices) {
+    std::sort(indices.begin(), indices.end());
+    indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+    std::string text;
+    for (std::size_t i = 0; i < indices.size();) {
+        std::size_t j = i;
+        while (j + 1 < indices.size() && std::int64_t(indices[j + 1]) == std::int64_t(indices[j]) + 1) ++j;
+        if (!text.empty()) text += ',';
+        text += std::to_string(indices[i]);
+        if (j > i) text += '-' + std::to_string(indices[j]);
+        i = j + 1;
+    }
+    return text;
+}
+
 std::vector<int> parseIndexList(std::string_view text, int count, std::string_view option) {
     const std::vector<std::pair<int, int>> ranges = indexRanges(text, count, option);
     std::size_t size = 0;

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attnlens/analysis/execution.h"
 #include "attnlens/analysis/statistics.h"
+#include "attnlens/analysis/study.h"
 #include "attnlens/dump/dump.h"
 
 namespace attnlens {
@@ -32,6 +34,9 @@ struct AnalyzeRequest {
     // comparison (the model's own queries) are not. 1 is the model; only sweeps set another value
     // (their document names it), so the analysis report does not carry it.
     double queryScale = 1.0;
+    // Which part of which study this run is (analyze --shard K/N: `images` are then the shard's
+    // own); bookkeeping only, written as the report's selection.study for merge (study.h).
+    std::optional<StudyShard> study;
 };
 
 struct HeadRecord {

@@ -13,6 +13,7 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/record_table.h"
+#include "attnlens/analysis/study.h"
 #include "attnlens/io/temporary_files.h"
 
 namespace attnlens {
@@ -136,9 +137,12 @@ std::map<int, std::int64_t> imageLabelsOf(const nlohmann::json& report);
 // options; reports without a SHA-256, from analyze --no-hash, need the same input path, size and
 // dump description instead). Error(Input) naming the file and the mismatch otherwise.
 // Reports without JSON records (record_detail) merge through their summary_state; `folded` holds the
-// states foldSummaryState() already took out of them.
+// states foldSummaryState() already took out of them. The merged report's "coverage" says what the
+// reports cover of the images they were meant to (checkMergeCoverage, study.h: a gap is refused
+// unless `coverage.allowPartial`).
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
-                            const ToolInfo& tool, std::optional<ReportSummary> folded = std::nullopt);
+                            const ToolInfo& tool, std::optional<ReportSummary> folded = std::nullopt,
+                            const MergeCoverageOptions& coverage = {});
 // For merging many shards in bounded memory: adds `report`'s summary_state to `into` (checked as
 // merge checks it: Error(Input) naming `name`) and removes its summary_state and summary, which a
 // report of many labels and images makes the bulk of its size, so that only the light parts of

@@ -6,6 +6,7 @@
 // user typed it ("--image: ...").
 // Items are separated by commas; spaces around an item are ignored; an empty item is an error.
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,9 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
 // The number of distinct indices parseIndexList would return, without making the list (a selection
 // is planned before its bookkeeping is allocated); the same Error(Usage)s.
 std::size_t indexListSize(std::string_view text, int count, std::string_view option);
+// The inverse of parseIndexList: the shortest text that it reads back as `indices` ("0-11,24-35",
+// "7"; "" for none). Any order and duplicates are accepted; the text is of the sorted set.
+std::string indexListText(std::vector<int> indices);
 // Layers by name or by position (indices and ranges as parseIndexList): "blocks.0,blocks.3" or
 // "0-3"; sorted, duplicates merged.
 std::vector<int> parseLayerList(std::string_view text, const DumpInfo& info, std::string_view option);
