@@ -98,4 +98,10 @@ else:
     print(f"record tables equal ({len(names)} datasets)")
 print("merged study equals one process: summary to 1e-12, records", study["record_detail"]["records"])
 PY
+# A study with analyze's defaults (no --analyze): nothing but the recipe's own options reaches analyze.
+if [ "$mode" = local ]; then
+    "$root/scripts/slurm-study" --dir "$work/defaults" --cli "$cli" --threads 1 --local=2 "$work/dump.h5" 2 > "$work/defaults.out" 2>&1 ||
+        { cat "$work/defaults.out"; fail "a study without --analyze failed"; }
+    grep -q "merged 2 reports (10 of the 10 intended images)" "$work/defaults.out" || fail "the default study did not merge"
+fi
 echo "PASSED ($mode)"
