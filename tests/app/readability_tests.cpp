@@ -7,6 +7,7 @@
 #include "app_test_fixture.h"
 
 #include <QCheckBox>
+#include <QDockWidget>
 #include <QFileInfo>
 #include <QLabel>
 #include <QPushButton>
@@ -14,6 +15,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QThread>
+#include <QToolButton>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -45,6 +47,24 @@ using namespace attnlens::gui;
 using namespace attnlens::gui::test;
 
 namespace {
+
+// One layer l0 on a 4 x 4 grid with a prefix token, two heads of d 4; head 0's queries are all NaN.
+void writeNanHeadDump(const QString& path) {
+    const int n = 1 + 4 * 4, d = 4;
+    DumpWriter w(path.toStdString());
+    w.setRootAttribute("format", std::string("attnlens.dump"));
+    w.setRootAttribute("format_version", std::int64_t(1));
+    w.setRootAttribute("grid", std::vector<std::int64_t>{4, 4});
+    w.setRootAttribute("prefix_tokens", std::int64_t(1));
+    std::vector<float> q(std::size_t(2 * n * d)), k(std::size_t(2 * n * d));
+    for (int i = 0; i < 2 * n * d; ++i) {
+        q[std::size_t(i)] = i < n * d ? NAN : float(std::sin(0.7 * i));  // head 0: every q is NaN
+        k[std::size_t(i)] = float(std::cos(0.3 * i));
+    }
+    w.writeFloatDataset("/layers/l0/q", {1, 2, std::uint64_t(n), std::uint64_t(d)}, q, DType::Float32);
+    w.writeFloatDataset("/layers/l0/k", {1, 2, std::uint64_t(n), std::uint64_t(d)}, k, DType::Float32);
+    w.commit();
+}
 
 // A dump with colourful RGB input images (quadrants red, green, blue, yellow): grid 6 x 6 + CLS.
 void writeColourImageDump(const QString& path) {
@@ -240,6 +260,7 @@ private Q_SLOTS:
     void imageOutlinesFollowEdges();
     void flaggedRowNoteSaysWhy();
     void aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar();
+    void issuesDockOpensSmallAndTheViewsKeepTheirRoom();
     void holdColourRangeKeepsTheRange();
     void heldRangeKeepsZeroWhiteAndCountsWhatItClips();
     void statisticsFitAt1024x700AndInExports();
@@ -819,24 +840,56 @@ void ReadabilityTests::flaggedRowNoteSaysWhy() {
 // Issue 49 item 7: a head whose q is all NaN added one Issues entry per token (197) and one
 // flagged-row entry per paradigm, and its all-NaN map showed a 0-1 colour bar. Now: one entry per
 // (head, tensor) with the count, one flagged-rows entry per head, and no colour bar over no weight.
+// Issue 49 item 6: at 1024 x 700 the Issues dock opened by itself at 45 % of the window and the
+// compare panels shrank to 40 px. Now it opens at most a fifth of the window, the views keep 420 px,
+// the status bar counts the issues and toggles the list, and an empty list closes it.
+void ReadabilityTests::issuesDockOpensSmallAndTheViewsKeepTheirRoom() {
+    const QString path = dir_.filePath(QStringLiteral("nan-head-dock.h5"));
+    writeNanHeadDump(path);
+    MainWindow& w = openWindow(path);
+    w.resize(1024, 700);
+    Session* s = w.session();
+    s->setHead(0);
+    w.showView("compare");
+    w.view("compare")->refreshNow();
+    QTRY_VERIFY(!s->jobs().busy());
+    const auto settle = [&w]() {
+        w.layout()->activate();
+        QTest::qWait(30);
+    };
+    auto* dock = w.findChild<QDockWidget*>(QStringLiteral("issuesDock"));
+    auto* button = w.findChild<QToolButton*>(QStringLiteral("issuesButton"));
+    QVERIFY(dock && button);
+    const int count = w.issuesList()->topLevelItemCount();
+    QVERIFY(count >= 2);
+    QTRY_VERIFY(dock->isVisible());
+    settle();
+    QVERIFY2(dock->height() <= w.height() / 5 + 1,
+             qPrintable(QString("dock %1 of %2 px").arg(dock->height()).arg(w.height())));
+    QVERIFY2(w.centralWidget()->height() >= 420, qPrintable(QString("views %1 px").arg(w.centralWidget()->height())));
+    QCOMPARE(button->text(), QStringLiteral("\u26A0 %1 issues").arg(count));
+    QVERIFY(button->isVisible());
+    // The user drags the dock up: the views still keep their minimum.
+    w.resizeDocks({dock}, {600}, Qt::Vertical);
+    settle();
+    QVERIFY(w.centralWidget()->height() >= 420);
+    button->click();
+    QVERIFY(dock->isHidden());
+    button->click();
+    QVERIFY(dock->isVisible());
+    settle();
+    QVERIFY(dock->height() <= w.height() / 5 + 1);
+    // Another dump without issues: its entries go, and so do the dock and the count.
+    QVERIFY(w.openFile(findOrCreateExampleDump()));
+    QTRY_VERIFY(w.issuesList()->topLevelItemCount() == 0);
+    QVERIFY(dock->isHidden());
+    QVERIFY(button->isHidden());
+}
+
 void ReadabilityTests::aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar() {
     const QString path = dir_.filePath(QStringLiteral("nan-head.h5"));
-    const int n = 1 + 4 * 4, d = 4;
-    {
-        DumpWriter w(path.toStdString());
-        w.setRootAttribute("format", std::string("attnlens.dump"));
-        w.setRootAttribute("format_version", std::int64_t(1));
-        w.setRootAttribute("grid", std::vector<std::int64_t>{4, 4});
-        w.setRootAttribute("prefix_tokens", std::int64_t(1));
-        std::vector<float> q(std::size_t(2 * n * d)), k(std::size_t(2 * n * d));
-        for (int i = 0; i < 2 * n * d; ++i) {
-            q[std::size_t(i)] = i < n * d ? NAN : float(std::sin(0.7 * i));  // head 0: every q is NaN
-            k[std::size_t(i)] = float(std::cos(0.3 * i));
-        }
-        w.writeFloatDataset("/layers/l0/q", {1, 2, std::uint64_t(n), std::uint64_t(d)}, q, DType::Float32);
-        w.writeFloatDataset("/layers/l0/k", {1, 2, std::uint64_t(n), std::uint64_t(d)}, k, DType::Float32);
-        w.commit();
-    }
+    writeNanHeadDump(path);
+    const int n = 1 + 4 * 4;  // the dump's tokens
     MainWindow& w = openWindow(path);
     Session* s = w.session();
     s->setHead(0);
@@ -866,8 +919,25 @@ void ReadabilityTests::aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar() {
     QCOMPARE(flagged, 1);
     QVERIFY(!v->colorScale()->visible());
     QVERIFY2(v->noteText().contains(QStringLiteral("no finite weight")), qPrintable(v->noteText()));
-    // A head with weights keeps its bar.
+    // The compare panels likewise: no bar beside a row without a finite weight, and the note says so.
+    auto* compare = qobject_cast<CompareView*>(w.view("compare"));
+    const auto compareScales = [&]() {
+        w.showView("compare");
+        compare->refreshNow();
+        return compare->plot()->findChildren<QCPColorScale*>();
+    };
+    QVERIFY(!compareScales().isEmpty());
+    for (QCPColorScale* scale : compareScales()) QVERIFY(!scale->visible());
+    QVERIFY2(compare->shownNote().contains(QStringLiteral("8 of 8 rows have no finite weight (no colour bar)")),
+             qPrintable(compare->shownNote()));
+    // A head with weights keeps its bars, each labelled with what it measures (issue 49 item 11).
     s->setHead(1);
+    for (QCPColorScale* scale : compareScales()) {
+        QVERIFY(scale->visible());
+        QCOMPARE(scale->axis()->label(), QStringLiteral("A[q,k]"));
+    }
+    QVERIFY(!compare->shownNote().contains(QStringLiteral("no finite weight")));
+    w.showView("tokenmap");
     v->refreshNow();
     QVERIFY(v->colorScale()->visible());
 }

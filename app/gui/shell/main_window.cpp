@@ -32,6 +32,7 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QStyle>
 #include <QTabWidget>
 #include <QTextBrowser>
 #include <QToolButton>
@@ -208,6 +209,9 @@ void MainWindow::createViews() {
     pair_ = qobject_cast<DumpPairView*>(view(QStringLiteral("dumps")));
     for (PlotView* v : views_)
         connect(v, &PlotView::hoverText, this, [this](const QString& t) { hoverLabel_->setText(t); });
+    // The views keep a readable height whatever the docks want (at 1024 x 700 the Issues dock once
+    // squeezed the compare panels to 40 px): docks give way instead.
+    tabs_->setMinimumHeight(420);
     setCentralWidget(tabs_);
 
     // Arrow keys move the query while focus is anywhere in the views (not in the selection dock,
@@ -428,6 +432,24 @@ void MainWindow::createIssuesDock() {
     issuesDock_->hide();
 }
 
+void MainWindow::syncIssueCount() {
+    const int count = issues_->topLevelItemCount();
+    issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(count));
+    if (!issuesButton_) return;
+    issuesButton_->setText(count == 1 ? QStringLiteral("\u26A0 1 issue")
+                                      : QStringLiteral("\u26A0 %1 issues").arg(count));
+    issuesButton_->setVisible(count > 0);
+    if (count == 0) issuesDock_->hide();
+}
+
+void MainWindow::showIssuesDockSmall() {
+    issuesDock_->show();
+    const int row = std::max(issues_->sizeHintForRow(0), fontMetrics().height() + 4);
+    const int titleBar = issuesDock_->style()->pixelMetric(QStyle::PM_TitleBarHeight, nullptr, issuesDock_);
+    const int fourEntries = titleBar + issues_->header()->sizeHint().height() + 4 * row + 2 * issues_->frameWidth();
+    resizeDocks({issuesDock_}, {std::max(60, std::min(fourEntries, height() / 5))}, Qt::Vertical);
+}
+
 void MainWindow::createStatusBar() {
     fileLabel_ = new ElidedLabel;
     fileLabel_->setObjectName(QStringLiteral("file"));
@@ -455,6 +477,18 @@ void MainWindow::createStatusBar() {
     statusBar()->addWidget(fileLabel_, 1);
     statusBar()->addWidget(shapeLabel_, 2);
     statusBar()->addWidget(branchLabel_, 1);
+    issuesButton_ = new QToolButton;
+    issuesButton_->setObjectName(QStringLiteral("issuesButton"));
+    issuesButton_->setAutoRaise(true);
+    issuesButton_->setToolTip(QStringLiteral("Show or hide the Issues list"));
+    issuesButton_->hide();
+    connect(issuesButton_, &QToolButton::clicked, this, [this]() {
+        if (issuesDock_->isHidden())
+            showIssuesDockSmall();
+        else
+            issuesDock_->hide();
+    });
+    statusBar()->addPermanentWidget(issuesButton_);
     statusBar()->addPermanentWidget(progress_);
     statusBar()->addPermanentWidget(cancel_);
     JobRunner& jobs = session_->jobs();
@@ -1122,8 +1156,8 @@ void MainWindow::addIssue(const Issue& issue) {
     item->setToolTip(2, issue.text);
     item->setData(0, Qt::UserRole, issue.file);
     item->setData(1, Qt::UserRole, issue.dumpEpoch);
-    issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(issues_->topLevelItemCount()));
-    if (issuesDock_->isHidden()) issuesDock_->show();
+    syncIssueCount();
+    if (issuesDock_->isHidden()) showIssuesDockSmall();
 }
 
 void MainWindow::dropIssuesOfReplacedDumps() {
@@ -1134,7 +1168,7 @@ void MainWindow::dropIssuesOfReplacedDumps() {
         if (item->data(1, Qt::UserRole).toULongLong() == session_->dumpEpoch()) continue;
         delete issues_->takeTopLevelItem(i);
     }
-    issuesDock_->setWindowTitle(QStringLiteral("Issues (%1)").arg(issues_->topLevelItemCount()));
+    syncIssueCount();
 }
 
 // Next or previous layer within the selected layer's model; at the model's first or last layer the

@@ -122,6 +122,11 @@ private:
     void updateStatusFile();
     void addIssue(const Issue& issue);
     void dropIssuesOfReplacedDumps();
+    // The dock's title and the status bar's count follow the list; an empty list hides the dock.
+    void syncIssueCount();
+    // Opens the Issues dock at about four entries' height and at most a fifth of the window, so
+    // that the views keep their room (issue 49 item 6).
+    void showIssuesDockSmall();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void tryFinishExportAll();
@@ -166,6 +171,7 @@ private:
     QListWidget* shown_ = nullptr;
     QTreeWidget* issues_ = nullptr;
     QDockWidget* issuesDock_ = nullptr;
+    QToolButton* issuesButton_ = nullptr;  // status bar: "N issues", shows or hides the dock
 
     QLabel* fileLabel_ = nullptr;
     QLabel* shapeLabel_ = nullptr;

@@ -248,6 +248,8 @@ void CompareView::rebuild() {
         extent.anySigned |= (!r.rollout && ps[std::size_t(p.paradigm)].signedWeights()) || r.minFinite < 0;
     }
     // Pass 2: colours and titles.
+    int panelsWithoutFinite = 0, paradigmPanels = 0;
+    for (const Panel& p : panels_) paradigmPanels += p.paradigm >= 0;
     for (Panel& p : panels_) {
         ColorRange range;
         const QString title = p.paradigm >= 0 ? paradigmPanel(p, extent, readError, range)
@@ -256,9 +258,18 @@ void CompareView::rebuild() {
                                                    : sequentialGradient(prefs.sequentialMap, prefs.nanColor);
         p.map->setGradient(g);
         p.map->setDataRange(QCPRange(range.lower, range.upper));
+        // A row with no finite weight has nothing to put on a bar (its 0 ... 1 would read as data).
+        const RowData* shownRow = p.paradigm >= 0 ? &session_->mapContentRow(p.paradigm) : nullptr;
+        const bool anyFinite = !shownRow || shownRow->nonFiniteEntries < shownRow->values.size();
+        if (shownRow && !anyFinite) ++panelsWithoutFinite;
         if (p.scale) {
             p.scale->setGradient(g);
             p.scale->setDataRange(QCPRange(range.lower, range.upper));
+            p.scale->axis()->setLabel(!shownRow              ? QStringLiteral("difference")
+                                      : shownRow->rollout    ? QStringLiteral("rollout")
+                                      : shownRow->withBranch ? QStringLiteral("E_c[q,k]")
+                                                             : QStringLiteral("A[q,k]"));
+            if (!anyFinite) p.scale->setVisible(false);
         } else if (shared_) {
             shared_->setGradient(g);
             shared_->setDataRange(QCPRange(range.lower, range.upper));
@@ -274,8 +285,14 @@ void CompareView::rebuild() {
             p.marker.setVisible(false);
         }
     }
+    if (shared_ && panelsWithoutFinite == paradigmPanels) shared_->setVisible(false);
     const QString branchError = rollout ? QString() : session_->branch().error();
     QString note = noteText(branch.get(), rollout, branchError);
+    if (readError.isEmpty() && panelsWithoutFinite > 0)
+        note += (note.isEmpty() ? QString() : QStringLiteral(" · ")) +
+                QStringLiteral("%1 of %2 rows have no finite weight (no colour bar)")
+                    .arg(panelsWithoutFinite)
+                    .arg(paradigmPanels);
     if (!readError.isEmpty()) {
         for (Panel& p : panels_) p.marker.setVisible(false);
         note = wrapText(readError, 110);
@@ -368,6 +385,8 @@ QString CompareView::differencePanel(Panel& p, bool rollout, const QString& read
     }
     return title;
 }
+
+QString CompareView::shownNote() const { return note_ ? note_->text() : QString(); }
 
 QString CompareView::noteText(const BranchKernel* branch, bool rollout, const QString& branchError) const {
     const Selection& sel = session_->selection();

@@ -30,6 +30,7 @@ public:
     };
     const std::vector<Panel>& panels() const { return panels_; }
     QCPColorScale* sharedScale() const { return shared_; }
+    QString shownNote() const;  // the note under the panels as drawn
 
     void setSharedRange(bool shared);
     bool sharedRange() const { return sharedRange_; }

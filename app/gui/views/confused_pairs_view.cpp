@@ -239,6 +239,7 @@ void ConfusedPairsView::drawPair(const ConfusedPair& pair) {
         p.map->setDataRange(QCPRange(range.lower, range.upper));
         p.scale->setGradient(g);
         p.scale->setDataRange(QCPRange(range.lower, range.upper));
+        p.scale->axis()->setLabel(QStringLiteral("A[q,k] (both rows)"));
         setWrappedText(p.title, QStringLiteral("row of query %1 %2").arg(queries[i]).arg(tokenName(l, queries[i])));
         // Both queries framed: the row's own query and its partner.
         if (l.isSpatial(queries[i])) p.marker.place(l.col(queries[i]), l.row(queries[i]));

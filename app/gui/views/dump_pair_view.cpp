@@ -131,6 +131,7 @@ void DumpPairView::fillPanel(Panel& p, const RowData& row, const Paradigm& parad
     p.map->setDataRange(QCPRange(range.lower, range.upper));
     p.scale->setGradient(g);
     p.scale->setDataRange(QCPRange(range.lower, range.upper));
+    p.scale->axis()->setLabel(row.withBranch ? QStringLiteral("E_c[q,k]") : QStringLiteral("A[q,k]"));
 }
 
 bool DumpPairView::fitAspect() {
