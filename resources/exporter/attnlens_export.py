@@ -77,12 +77,13 @@ window layers) and, on window layers, carry weights [B, windows, C, kh, kw].
 
 Spatial-reduction attention (format.md, section 1c: PVT): q stays [B, heads, N, d] on the stage's
 grid, k and v are [B, heads, n, d] on the reduced key grid, written with the layer attributes
-key_grid [h, w] (and key_prefix_tokens). find_layers recognises PVT's attention (a module with
+key_grid [h, w] (and key_prefix_tokens; key_stride [ry, rx] when a strided convolution made the
+key grid, which says which key cell holds each query). find_layers recognises PVT's attention (a module with
 `q` and `kv` Linears and `num_heads`: timm's pvt_v2 Attention, PVT v1's, FLatten's and InLine's
 softmax PVT attention): forward hooks on q and kv keep their outputs, and the stage's grid comes
 from the forward's feat_size (or H, W), so such layers are declared after the first batch; the
-key grid follows from the reduction (a strided sr convolution's output size, or the adaptive
-pool's). timm's class `Attention` is softmax; another class says what it is with
+key grid follows from the reduction (a strided sr convolution's output size, with its stride as
+key_stride when kernel = stride and no padding, or the adaptive pool's). timm's class `Attention` is softmax; another class says what it is with
 attnlens_layer_attrs(). An attention with attnlens_qkv (FLatten-PVT's focused linear attention,
 whose k gets a positional encoding and the feature map) returns its own q, k, v and gives grid and
 key_grid in attnlens_layer_attrs(). A local branch on such a layer must say values="interpolated"
@@ -283,11 +284,12 @@ class DumpWriter:
     def declare_layer(self, name, index, attention=None, scale=None, kernel_applied=None,
                       grid=None, prefix_tokens=None, window_size=None, window_shift=None,
                       window_mask=None, position_bias=None, key_grid=None, key_prefix_tokens=None,
-                      head_windows=None):
+                      head_windows=None, key_stride=None):
         """Create the group of one layer with its attributes (datasets come with the first batch;
         the window attention's position bias, a model parameter, is written here). key_grid [h, w]
         (and key_prefix_tokens): keys and values on a reduced grid, PVT's spatial reduction
-        (format.md 1c)."""
+        (format.md 1c); key_stride [ry, rx]: the strided convolution (kernel = stride, no padding)
+        that reduced the grid, so that h = H // ry and w = W // rx."""
         if not name or "/" in name:
             raise ExportError(f"layer name must be non-empty and contain no '/', got {name!r}")
         if name in self._layers:
@@ -296,6 +298,7 @@ class DumpWriter:
                                     self.prefix_tokens if prefix_tokens is None else prefix_tokens,
                                     window_size, window_shift, window_mask, position_bias)
         keys = self._check_key_grid(name, key_grid, key_prefix_tokens, window)
+        stride = self._check_key_stride(name, grid if grid is not None else self.grid, keys, key_stride)
         head_windows = self._check_head_windows(
             name, grid if grid is not None else self.grid,
             self.prefix_tokens if prefix_tokens is None else prefix_tokens, head_windows, window, keys)
@@ -329,6 +332,8 @@ class DumpWriter:
             g.attrs["key_grid"] = np.array(keys[0], dtype=np.int64)
             if keys[1]:
                 g.attrs["key_prefix_tokens"] = np.int64(keys[1])
+            if stride is not None:
+                g.attrs["key_stride"] = np.array(stride, dtype=np.int64)
         self._layers[name] = {"count": 0, "branch": None, "window": window, "keys": keys,
                               "head_windows": head_windows,
                               "grid": tuple(grid) if grid else self.grid,
@@ -375,6 +380,22 @@ class DumpWriter:
             raise ExportError(f"layer {name}: window attention with keys on a reduced grid is not "
                               "a layout of the format (window_size and key_grid)")
         return kg, kp
+
+    @staticmethod
+    def _check_key_stride(name, grid, keys, key_stride):
+        """(ry, rx) of the convolution that made the key grid (format.md 1c), or None."""
+        if key_stride is None:
+            return None
+        if keys is None:
+            raise ExportError(f"layer {name}: key_stride needs key_grid")
+        r = tuple(int(v) for v in np.broadcast_to(np.asarray(key_stride), (2,)))
+        if min(r) < 1:
+            raise ExportError(f"layer {name}: key_stride must be two positive integers, got {r}")
+        if grid is not None and (grid[0] // r[0], grid[1] // r[1]) != tuple(keys[0]):
+            raise ExportError(f"layer {name}: key_stride {r[0]}x{r[1]} on the {grid[0]}x{grid[1]} grid gives "
+                              f"{grid[0] // r[0]}x{grid[1] // r[1]} keys, not key_grid "
+                              f"{keys[0][0]}x{keys[0][1]}")
+        return r
 
     @staticmethod
     def _check_head_windows(name, grid, prefix, head_windows, window, keys):
@@ -835,7 +856,7 @@ class LayerSpec:
                  kernel_applied=None, grid=None, prefix_tokens=None, local_branch=None,
                  window_size=None, window_shift=None, window_mask=None, position_bias=None,
                  key_grid=None, key_prefix_tokens=None, aux_hooks=(), layout_of=None,
-                 reference=None, source=None, head_windows=None):
+                 reference=None, source=None, head_windows=None, key_stride=None):
         if local_branch is not None and not callable(local_branch):
             raise ExportError(f"LayerSpec local_branch must be callable (module, x) -> dict or "
                               f"None, got {local_branch!r}")
@@ -848,7 +869,8 @@ class LayerSpec:
                       "grid": grid, "prefix_tokens": prefix_tokens, "window_size": window_size,
                       "window_shift": window_shift, "window_mask": window_mask,
                       "position_bias": position_bias, "key_grid": key_grid,
-                      "key_prefix_tokens": key_prefix_tokens, "head_windows": head_windows}
+                      "key_prefix_tokens": key_prefix_tokens, "head_windows": head_windows,
+                      "key_stride": key_stride}
         # Forward hooks on submodules that run before the main hook fires (their outputs are
         # what `extract` reads), and layout_of(module, inputs, q, k) -> dict of layer attributes
         # known only when the model runs (a PVT stage's grid): the layer is declared after the
@@ -1032,7 +1054,10 @@ def _is_pvt_attention(module):
 
 def _reduced_size(attn, h, w):
     """The key grid that PVT's reduction of an h x w feature map gives: the adaptive pool's output
-    (PVT v2's linear variant, then a 1x1 conv), the strided convolution's output size, or (h, w)."""
+    (PVT v2's linear variant, then a 1x1 conv), the strided convolution's output size, or (h, w);
+    and the convolution's stride when it alone made the grid with kernel = stride and no padding
+    (PVT v1/v2, FLatten-PVT: the key cell of a query is then y // stride, format.md 1c), else None."""
+    stride = None
     pool = getattr(attn, "pool", None)
     if pool is not None:
         size = _pair(pool.output_size)
@@ -1040,8 +1065,10 @@ def _reduced_size(attn, h, w):
     sr = getattr(attn, "sr", None)
     if sr is not None and hasattr(sr, "kernel_size"):
         (kh, kw), (sh, sw), (ph, pw) = _pair(sr.kernel_size), _pair(sr.stride), _pair(sr.padding)
+        if pool is None and (kh, kw) == (sh, sw) and (ph, pw) == (0, 0) and (sh, sw) != (1, 1):
+            stride = (sh, sw)
         h, w = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    return h, w
+    return h, w, stride
 
 
 def _pvt_spec(path, attn):
@@ -1079,11 +1106,13 @@ def _pvt_spec(path, attn):
             raise ExportError(f"layer {path}: grid {h}x{w} does not hold q's {q.shape[2]} tokens")
         layout = {"grid": (h, w), "prefix_tokens": 0}
         if k.shape[2] != q.shape[2]:
-            kh, kw = _reduced_size(attn, h, w)
+            kh, kw, stride = _reduced_size(attn, h, w)
             if kh * kw != k.shape[2]:
                 raise ExportError(f"layer {path}: k has {k.shape[2]} tokens, not the {kh}x{kw} "
                                   "of the reduction (sr / pool); pass a LayerSpec with key_grid")
             layout["key_grid"] = (kh, kw)
+            if stride is not None:
+                layout["key_stride"] = stride
         return layout
 
     # timm's class is softmax attention; released classes are known; other classes say what they
@@ -1310,7 +1339,10 @@ def _pvt_layout(attn, inputs, q, k):
     h, w = int(inputs[1]), int(inputs[2])
     layout = {"grid": (h, w), "prefix_tokens": 0}
     if k.shape[2] != q.shape[2]:
-        layout["key_grid"] = _reduced_size(attn, h, w)
+        kh, kw, stride = _reduced_size(attn, h, w)
+        layout["key_grid"] = (kh, kw)
+        if stride is not None:
+            layout["key_stride"] = stride
     return layout
 
 
@@ -2132,6 +2164,16 @@ def validate(path):
                         problems.append(f"{where}: k {k.shape} must be [B, heads, n, d] with n = "
                                         f"{n_keys} (key_grid) and q's B, heads, d {q.shape}")
                         continue
+                    stride = g.attrs.get("key_stride")
+                    layer_grid = g.attrs.get("grid", grid)
+                    if stride is not None and (
+                            np.asarray(stride).shape != (2,) or min(int(v) for v in stride) < 1 or
+                            (int(layer_grid[0]) // int(stride[0]), int(layer_grid[1]) // int(stride[1]))
+                            != (int(key_grid[0]), int(key_grid[1]))):
+                        problems.append(f"{where}: key_stride {list(np.asarray(stride))} does not make the "
+                                        f"{list(layer_grid)} grid into key_grid {list(key_grid)}")
+                if key_grid is None and "key_stride" in g.attrs:
+                    problems.append(f"{where}: key_stride without key_grid")
                 for key in ("q", "k", "v") + EXTRA_TENSORS:
                     if key in g and g[key].dtype not in (np.float16, np.float32, np.float64):
                         problems.append(f"{where}/{key}: dtype {g[key].dtype} is not float16/32/64")

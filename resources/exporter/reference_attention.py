@@ -901,7 +901,8 @@ class PvtFocusedLinearAttention(nn.Module):
 
     def attnlens_layer_attrs(self):
         return {"attention": "focused", "kernel_applied": 1, "scale": self.head_dim ** -0.5,
-                "grid": self.grid, "prefix_tokens": 0, "key_grid": self.key_grid}
+                "grid": self.grid, "prefix_tokens": 0, "key_grid": self.key_grid,
+                "key_stride": (self.sr.stride[0], self.sr.stride[1])}
 
     def attention_parts(self, x):
         q, k, v = self._features(x)

@@ -140,6 +140,53 @@ TEST(SpatialReduction, SpectrumOfTheRectangularMatrixEqualsADenseSvd) {
     EXPECT_LE(spectrum(**makeHead(presetParadigm("linear_relu"), q, k), kGeometry, opt).rank, 3);
 }
 
+// Issue 49 item 8: a strided convolution (kernel = stride = r, @key_stride) puts the query in the
+// cell whose receptive field holds it, y div r; rows the convolution drops (y >= h r) take the
+// last cell. 7 -> 3 by r = 2: rows 0-1, 2-3, 4-5 (and 6), where the centre rule gives 0-1, 2-4, 5-6.
+TEST(SpatialReduction, AStridedReductionPutsTheQueryInTheReceptiveFieldThatHoldsIt) {
+    const AttentionLayout strided(TokenLayout{7, 7, 0}, TokenLayout{3, 3, 0}, 2, 2);
+    const AttentionLayout centre(TokenLayout{7, 7, 0}, TokenLayout{3, 3, 0});
+    const std::vector<int> byStride{0, 0, 1, 1, 2, 2, 2}, byCentre{0, 0, 1, 1, 1, 2, 2};
+    for (int y = 0; y < 7; ++y) {
+        EXPECT_EQ(strided.keyRow(y), byStride[std::size_t(y)]) << y;
+        EXPECT_EQ(strided.keyCol(y), byStride[std::size_t(y)]) << y;
+        EXPECT_EQ(centre.keyRow(y), byCentre[std::size_t(y)]) << y;
+    }
+    EXPECT_EQ(strided.coveredRows(), 6);
+    EXPECT_EQ(centre.coveredRows(), 7);
+    // The receptive field of cell ky is rows [2 ky, 2 ky + 1]: its centre 2 ky + 0.5.
+    for (int ky = 0; ky < 3; ++ky) EXPECT_DOUBLE_EQ(strided.keyCentreY(ky), 2 * ky + 0.5);
+    // Wherever r h = H the two rules agree, cell by cell and centre by centre.
+    for (int r : {1, 2, 4, 8})
+        for (int h : {1, 3, 7}) {
+            const AttentionLayout a(TokenLayout{r * h, r * h, 0}, TokenLayout{h, h, 0}, r, r);
+            const AttentionLayout b(TokenLayout{r * h, r * h, 0}, TokenLayout{h, h, 0});
+            for (int y = 0; y < r * h; ++y) EXPECT_EQ(a.keyRow(y), b.keyRow(y)) << r << " " << h << " " << y;
+            for (int ky = 0; ky < h; ++ky) EXPECT_NEAR(a.keyCentreY(ky), b.keyCentreY(ky), 1e-12);
+        }
+    // Local mass and locality follow the same rule, checked against explicit index sets and
+    // distances to the receptive fields' centres on a random row set.
+    const Matrix q = randomNormal(49, 5, 41), k = randomNormal(9, 5, 42);
+    const auto head = makeHead(presetParadigm("softmax"), q, k);
+    const Matrix a = (**head).matrix();
+    const LocalMassResult got = localMass(a, {}, strided, std::vector<int>{3})[0];
+    double distance = 0;
+    for (int y = 0; y < 7; ++y)
+        for (int x = 0; x < 7; ++x) {
+            const int ky = std::min(y / 2, 2), kx = std::min(x / 2, 2);
+            double mass = 0;
+            for (int yy = 0; yy < 3; ++yy)
+                for (int xx = 0; xx < 3; ++xx) {
+                    if (std::abs(yy - ky) <= 1 && std::abs(xx - kx) <= 1) mass += a(y * 7 + x, yy * 3 + xx);
+                    distance += a(y * 7 + x, yy * 3 + xx) * std::hypot(y - (2 * yy + 0.5), x - (2 * xx + 0.5));
+                }
+            EXPECT_NEAR(got.perQuery[std::size_t(y * 7 + x)], mass, 1e-15) << y << " " << x;
+        }
+    LocalityAccumulator acc(strided);
+    accumulateLocality(**head, strided, acc);
+    EXPECT_NEAR(acc.meanDistance(), distance / 49.0, 1e-12);
+}
+
 TEST(SpatialReduction, LocalMassCountsTheWindowAroundTheQuerysKeyCell) {
     // Queries 4 x 4, keys 2 x 2 (no prefix): every query's key cell is (y / 2, x / 2).
     const AttentionLayout g(TokenLayout{4, 4, 0}, TokenLayout{2, 2, 0});

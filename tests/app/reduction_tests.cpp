@@ -69,7 +69,9 @@ void ReductionTests::tokenMapShowsEachQueryCellItsKeyCell() {
         QCOMPARE(want.size(), Index(1 + 9));
         for (int y = 0; y < 10; ++y)
             for (int x = 0; x < 9; ++x) {
-                const int ky = int(std::floor((y + 0.5) * 3 / 10)), kx = int(std::floor((x + 0.5) * 3 / 9));
+                // The stride-3 convolution's windows (format.md 1c, issue 49 item 8): rows 0-2, 3-5,
+                // 6-8 (row 9, which it drops, takes the nearest cell), not the centre rule's 3/3/4.
+                const int ky = std::min(y / 3, 2), kx = std::min(x / 3, 2);
                 QVERIFY2(sameValue(t->colorMap()->data()->cell(x, y), want[1 + ky * 3 + kx]),
                          qPrintable(QStringLiteral("cell (%1, %2)").arg(y).arg(x)));
             }
@@ -78,8 +80,13 @@ void ReductionTests::tokenMapShowsEachQueryCellItsKeyCell() {
         QVERIFY2(t->noteText().contains(QStringLiteral("keys on a 3 x 3 grid + 1 prefix")), qPrintable(t->noteText()));
         QVERIFY2(t->noteText().contains(QStringLiteral("n = 10")), qPrintable(t->noteText()));
     }
-    // 10 rows in cells of 3, 3, 4 (floor((y + 0.5) 3 / 10)) and 9 columns in 3 x 3: two borders each.
-    QCOMPARE(t->keyCellLines(), 4);
+    // 10 rows in windows of 3 (two borders) and a dotted line before row 9, which no window holds;
+    // 9 columns in three windows of 3: two borders.
+    QCOMPARE(t->keyCellLines(), 5);
+    QVERIFY2(t->noteText().contains(QStringLiteral("stride 3 x 3: each drawn over its window's query cells")),
+             qPrintable(t->noteText()));
+    QVERIFY2(t->noteText().contains(QStringLiteral("beyond the dotted line no window: nearest key")),
+             qPrintable(t->noteText()));
     // A layer without reduction draws no key cells: none here, both layers are reduced, so a plain
     // dump is opened.
     SynthOptions plain;

@@ -7,12 +7,14 @@ For every (image, layer, head) record of `attnlens-cli analyze` whose layer has 
 grid (`key_grid`), and whose paradigm is softmax, linear_relu (Divide, ReLU, n * eps) or inline
 (Subtract, identity kernel, c = 1/(sqrt(d) n)): A (N x n) from the dump's q and k in float64, then
 - rank and effective rank: numpy's SVD of A with tolerance max(N, n) 2^-23 sigma_max;
-- local k x k mass: the window centred on the query's key cell floor((y + 0.5) h / H),
-  floor((x + 0.5) w / W) on the key grid, clipped at its border, by explicit index sets;
-  baselines |window| / n and k^2 / n;
+- local k x k mass: the window centred on the query's key cell on the key grid, clipped at its
+  border, by explicit index sets; baselines |window| / n and k^2 / n. The key cell: with
+  `key_stride` r the convolution's receptive field, min(y div r, h - 1); else the cell holding the
+  query's centre, floor((y + 0.5) h / H) (the same for columns);
 - entropy (nats, of max(A, 0) renormalised; normalised by log n) and the mean maximum weight.
 For every locality cell of such a layer (softmax and linear_relu, group "all"): the mean attention
-distance sum_j A_ij ||p_i - c_j|| with c_j the key cell's centre ((ky + 0.5) H / h - 0.5, ...) by
+distance sum_j A_ij ||p_i - c_j|| with c_j the key cell's centre ((ky + 0.5) r - 0.5 with a stride,
+else (ky + 0.5) H / h - 0.5, ...) by
 pairwise distances, the prefix mass and the offset map on the key grid (offsets from the query's
 key cell). Prints the largest deviations; exits 1 when one exceeds 1e-9 (relative to 1 + |value|).
 """
@@ -25,8 +27,16 @@ import numpy as np
 from numpy_attention import attention
 
 
-def key_cell(y, x, gh, gw, kh, kw):
+def key_cell(y, x, gh, gw, kh, kw, stride=None):
+    if stride is not None:
+        return min(y // stride[0], kh - 1), min(x // stride[1], kw - 1)
     return (2 * y + 1) * kh // (2 * gh), (2 * x + 1) * kw // (2 * gw)
+
+
+def key_centres(kys, kxs, gh, gw, kh, kw, stride=None):
+    if stride is not None:
+        return (kys + 0.5) * stride[0] - 0.5, (kxs + 0.5) * stride[1] - 0.5
+    return (kys + 0.5) * gh / kh - 0.5, (kxs + 0.5) * gw / kw - 0.5
 
 
 def entropy_rows(a):
@@ -43,7 +53,7 @@ def main(dump_path, analysis_path, locality_path):
     analysis = json.load(open(analysis_path))
     locality = json.load(open(locality_path))
     worst = {}
-    checked = {"records": 0, "cells": 0}
+    checked = {"records": 0, "cells": 0, "strided layers": set(), "centre-rule layers": set()}
 
     def compare(what, got, want):
         if got is None or want is None or not np.isfinite(want):
@@ -64,7 +74,9 @@ def main(dump_path, analysis_path, locality_path):
                 return None
             kh, kw = (int(v) for v in layer.attrs["key_grid"])
             kp = int(layer.attrs.get("key_prefix_tokens", 0))
-            return layer, gh, gw, prefix, kh, kw, kp
+            stride = tuple(int(v) for v in layer.attrs["key_stride"]) if "key_stride" in layer.attrs else None
+            checked["strided layers" if stride else "centre-rule layers"].add(name)
+            return layer, gh, gw, prefix, kh, kw, kp, stride
 
         for r in analysis["results"]:
             if r["paradigm"] not in ("softmax", "linear_relu", "inline"):
@@ -72,7 +84,7 @@ def main(dump_path, analysis_path, locality_path):
             g = geometry(r["layer"])
             if g is None:
                 continue
-            layer, gh, gw, prefix, kh, kw, kp = g
+            layer, gh, gw, prefix, kh, kw, kp, stride = g
             scale = float(layer.attrs["scale"]) if "scale" in layer.attrs else 1 / np.sqrt(layer["q"].shape[3])
             q = layer["q"][r["image"], r["head"]].astype(np.float64)
             k = layer["k"][r["image"], r["head"]].astype(np.float64)
@@ -94,7 +106,7 @@ def main(dump_path, analysis_path, locality_path):
                     masses, sizes = [], []
                     for y in range(gh):
                         for x in range(gw):
-                            ky, kx = key_cell(y, x, gh, gw, kh, kw)
+                            ky, kx = key_cell(y, x, gh, gw, kh, kw, stride)
                             cols = [kp + yy * kw + xx
                                     for yy in range(max(0, ky - half), min(kh, ky + half + 1))
                                     for xx in range(max(0, kx - half), min(kw, kx + half + 1))]
@@ -120,13 +132,12 @@ def main(dump_path, analysis_path, locality_path):
                 g = geometry(cell["layer"])
                 if g is None:
                     continue
-                layer, gh, gw, prefix, kh, kw, kp = g
+                layer, gh, gw, prefix, kh, kw, kp, stride = g
                 assert cell.get("offset_grid") == "keys" and cell["grid"] == [kh, kw], cell["grid"]
                 scale = float(layer.attrs["scale"]) if "scale" in layer.attrs else 1 / np.sqrt(layer["q"].shape[3])
                 ys, xs = np.divmod(np.arange(gh * gw), gw)
                 kys, kxs = np.divmod(np.arange(kh * kw), kw)
-                cy = (kys + 0.5) * gh / kh - 0.5
-                cx = (kxs + 0.5) * gw / kw - 0.5
+                cy, cx = key_centres(kys, kxs, gh, gw, kh, kw, stride)
                 dist = np.hypot(ys[:, None] - cy[None, :], xs[:, None] - cx[None, :])
                 ry, rx = cell["offset_map"]["radius"]
                 sums = np.zeros((2 * ry + 1, 2 * rx + 1))
@@ -142,7 +153,7 @@ def main(dump_path, analysis_path, locality_path):
                     prefix_mass += a[prefix:, :kp].sum()
                     queries += gh * gw
                     for i in range(gh * gw):
-                        qy, qx = key_cell(ys[i], xs[i], gh, gw, kh, kw)
+                        qy, qx = key_cell(ys[i], xs[i], gh, gw, kh, kw, stride)
                         for j in range(kh * kw):
                             dy, dx = kys[j] - qy, kxs[j] - qx
                             if abs(dy) <= ry and abs(dx) <= rx:
@@ -160,6 +171,7 @@ def main(dump_path, analysis_path, locality_path):
                                           float((np.abs(got[both] - want[both]) / (1 + np.abs(want[both]))).max()))
                 checked["cells"] += 1
 
+    checked = {k: (sorted(v) if isinstance(v, set) else v) for k, v in checked.items()}
     print("checked", checked, "largest relative deviations:", {k: f"{v:.2e}" for k, v in worst.items()})
     if checked["records"] == 0 or checked["cells"] == 0:
         print("nothing checked: no spatial-reduction layer in the exports")

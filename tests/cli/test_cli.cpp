@@ -1923,6 +1923,23 @@ TEST_F(CliTest, SpatialReductionDumpsWorkInEveryCommand) {
                               "/tests/cli/reduction_check.py " + in + " " + path("out.json") + " " + path("loc.json");
     EXPECT_EQ(std::system(check.c_str()), 0) << check;
     EXPECT_TRUE(schemaValid(path("loc.json"), "locality.schema.json"));
+    EXPECT_EQ(j["input"]["dump"]["layers"][0]["keys"]["stride"], json({2, 2}));
+    // A grid the stride does not divide (issue 49 item 8): 7 -> 3 by a stride-2 convolution, whose
+    // key cells hold query rows 0-1, 2-3 and 4-5 (row 6 is dropped and takes the nearest cell), not
+    // the centre rule's 0-1, 2-4, 5-6. The NumPy check follows @key_stride on its own.
+    const std::string odd = path("pvt7.h5");
+    ASSERT_EQ(
+        run("synth -o " + odd + " --layers 1 --heads 2 --grid 7x7 --prefix 0 --dim 8 --images 2 --reduction 2").code,
+        0);
+    ASSERT_EQ(run("analyze " + odd + " --paradigms softmax,linear_relu,inline -o " + path("odd.json")).code, 0);
+    ASSERT_EQ(
+        run("locality " + odd + " --paradigms softmax,linear_relu --offset-radius full -o " + path("oddloc.json")).code,
+        0);
+    EXPECT_EQ(readJson(path("odd.json"))["input"]["dump"]["layers"][0]["keys"]["stride"], json({2, 2}));
+    const std::string oddCheck = "/usr/bin/python3 " + std::string(ATTNLENS_SOURCE_DIR) +
+                                 "/tests/cli/reduction_check.py " + odd + " " + path("odd.json") + " " +
+                                 path("oddloc.json");
+    EXPECT_EQ(std::system(oddCheck.c_str()), 0) << oddCheck;
     r = run("attention " + in + " --image 1 --layer 1 --head 0 --paradigm focused --values -o " + path("a.json"));
     ASSERT_EQ(r.code, 0) << r.err;
     const json a = readJson(path("a.json"));

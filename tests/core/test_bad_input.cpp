@@ -296,6 +296,37 @@ TEST_F(BadInput, ReducedKeyGridIsCheckedAgainstTheKeys) {
     spec.v = Shape{2, 2, 5, 3};
     EXPECT_CONTAINS(openError(spec), "v has shape [2, 2, 5, 3] but k has shape [2, 2, 2, 4]");
     spec.v = Shape{2, 2, 2, 3};
+    // The strided convolution behind the key grid (issue 49 item 8): read when it makes the grid,
+    // refused, naming both grids, when it does not, and without a key grid.
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+        w.setGroupAttribute("/layers/blocks.0", "key_stride", std::vector<std::int64_t>{2, 2});
+    };
+    writeSpec(path(), spec);
+    {
+        const auto reader = DumpReader::open(path());
+        const AttentionLayout g = reader->info().layers[0].attentionLayout();
+        EXPECT_EQ(g.strideY, 2);
+        EXPECT_EQ(g.strideX, 2);
+        EXPECT_EQ(reader->info().toJson()["layers"][0]["keys"]["stride"], nlohmann::json({2, 2}));
+    }
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+        w.setGroupAttribute("/layers/blocks.0", "key_stride", std::vector<std::int64_t>{1, 2});
+    };
+    EXPECT_CONTAINS(openError(spec),
+                    "/layers/blocks.0 has key_stride 1 x 2 on a 2 x 2 query grid, which gives a 2 x 1 "
+                    "key grid (kernel = stride, no padding), not its key_grid 1 x 1");
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{1, 1});
+        w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1));
+        w.setGroupAttribute("/layers/blocks.0", "key_stride", std::vector<std::int64_t>{0, 2});
+    };
+    EXPECT_CONTAINS(openError(spec),
+                    "attribute 'key_stride' must be two positive integers [ry, rx] no larger than the "
+                    "query grid 2 x 2, got [0, 2]");
     // Malformed attributes.
     spec.extra = [](DumpWriter& w) {
         w.setGroupAttribute("/layers/blocks.0", "key_grid", std::vector<std::int64_t>{0, 2});
@@ -327,6 +358,10 @@ TEST_F(BadInput, ReducedKeyGridIsCheckedAgainstTheKeys) {
     spec.v = Shape{2, 2, 5, 3};
     spec.extra = [](DumpWriter& w) { w.setGroupAttribute("/layers/blocks.0", "key_prefix_tokens", std::int64_t(1)); };
     EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has key_prefix_tokens but no key_grid");
+    spec.extra = [](DumpWriter& w) {
+        w.setGroupAttribute("/layers/blocks.0", "key_stride", std::vector<std::int64_t>{2, 2});
+    };
+    EXPECT_CONTAINS(openError(spec), "/layers/blocks.0 has key_stride but no key_grid");
     // A branch on reduced keys must say that V is interpolated to the grid (FLatten-PVT), and only
     // such layers may say so; interpolated values need layers without prefix tokens.
     spec.k = Shape{2, 2, 2, 4};

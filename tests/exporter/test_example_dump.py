@@ -134,6 +134,8 @@ class HierarchicalExample(unittest.TestCase):
             for g in s2:
                 self.assertEqual(tuple(g.attrs["grid"]), (7, 7))
                 self.assertEqual(tuple(g.attrs["key_grid"]), (3, 3))
+                # sr 2 on 7 x 7: windows of rows 0-1, 2-3, 4-5; row 6 dropped (format.md 1c).
+                self.assertEqual(tuple(g.attrs["key_stride"]), (2, 2))
                 self.assertEqual(g["q"].shape, (10, 4, 49, 24))
                 self.assertEqual(g["k"].shape, (10, 4, 9, 24))
             self.assertEqual([str(g.attrs["attention"]) for g in s1 + s2],

@@ -154,11 +154,77 @@ class MultiStageExport(unittest.TestCase):
         self.assertIn("rollout", res.stderr)
 
 
+class OddGridPvt(nn.Module):
+    """One PVT attention with a stride-2 reduction on a 7 x 7 grid (28 x 28 images, patch 4): the
+    convolution makes 3 x 3 keys from rows and columns 0-5 and drops row and column 6."""
+
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(1, dim, kernel_size=4, stride=4)
+        self.attn = ra.PvtAttention(dim, heads, sr_ratio=2)
+
+    def forward(self, x):
+        x = self.patch_embed(x)
+        feat = tuple(x.shape[-2:])
+        x = x.flatten(2).transpose(1, 2)
+        return (x + self.attn(x, feat)).mean(dim=1)
+
+
 class SpatialReductionExport(unittest.TestCase):
+    def test_a_stride_that_does_not_divide_the_grid_puts_queries_in_their_receptive_fields(self):
+        """Issue 49 item 8: the exporter writes key_stride, and attnlens places each query in the key
+        cell whose receptive field holds it, as the model's own sr convolution does (found here by
+        perturbing one token of the feature map and seeing which key moves), not by the centre rule
+        (which would put rows 4 and 5 in other cells)."""
+        torch.manual_seed(7)
+        model = u.randomise(OddGridPvt(), 7).eval()
+        x = torch.randn(IMAGES, 1, 28, 28, generator=torch.Generator().manual_seed(8))
+        path = os.path.join(u.temp_dir(self), "odd.h5")
+        with ax.Exporter(model, path, grid=(7, 7), dtype="float32") as ex:
+            ex.run(x[:1])
+            ex.run(x[1:])
+        ax.validate(path)
+        with h5py.File(path, "r") as f:
+            g = f["layers"]["attn"]
+            self.assertEqual(tuple(g.attrs["key_grid"]), (3, 3))
+            self.assertEqual(tuple(g.attrs["key_stride"]), (2, 2))
+        # The model's receptive fields: which key a unit feature at (y, x) changes.
+        sr = model.attn.sr
+        with torch.no_grad():
+            base = sr(torch.zeros(1, sr.in_channels, 7, 7))
+            cell = {}
+            for y in range(7):
+                for xx in range(7):
+                    f = torch.zeros(1, sr.in_channels, 7, 7)
+                    f[0, :, y, xx] = 1.0
+                    moved = ((sr(f) - base).abs().sum(dim=1)[0] > 0).nonzero().tolist()
+                    if moved:
+                        self.assertEqual(len(moved), 1, (y, xx))
+                        cell[(y, xx)] = tuple(moved[0])
+        self.assertEqual(cell[(4, 5)], (2, 2))
+        self.assertNotIn((6, 0), cell)  # dropped by the convolution
+        # attnlens's 1 x 1 local mass of each query is its weight on its key cell.
+        out = os.path.join(u.temp_dir(self), "odd.json")
+        u.run_cli("analyze", path, "--paradigms", "softmax", "--stats", "local", "--local-k", "1",
+                  "--per-query-maps", "--images", "0", "--heads", "0", "-o", out)
+        with open(out) as fh:
+            record = json.load(fh)["results"][0]
+        per_query = record["local"][0]["per_query"]
+        attention = np.asarray(u.cli_attention(path, 0, "attn", 0, "softmax", u.temp_dir(self))["attention"])
+        for (y, xx), (ky, kx) in cell.items():
+            self.assertAlmostEqual(per_query[y * 7 + xx], attention[y * 7 + xx, ky * 3 + kx], places=12,
+                                   msg=f"query ({y}, {xx}) in key cell ({ky}, {kx})")
+        # Dropped rows and columns take the nearest cell (format.md 1c).
+        self.assertAlmostEqual(per_query[6 * 7 + 6], attention[6 * 7 + 6, 2 * 3 + 2], places=12)
+
     def test_layers_carry_their_key_grids(self):
         path, _ = export(self)
         ax.validate(path)
         with h5py.File(path, "r") as f:
+            # The strided convolutions say their stride; the adaptive pool does not have one.
+            self.assertEqual(tuple(f["layers"]["attns.0"].attrs["key_stride"]), (2, 2))
+            self.assertNotIn("key_stride", f["layers"]["attns.1"].attrs)
+            self.assertEqual(tuple(f["layers"]["attns.2"].attrs["key_stride"]), (4, 4))
             for name, key_grid, attention in (("attns.0", (4, 4), "softmax"),
                                               ("attns.1", (3, 3), "softmax"),
                                               ("attns.2", (2, 2), "focused")):

@@ -204,29 +204,34 @@ bool TokenMapView::fitAspect() {
 }
 
 void TokenMapView::updateKeyCells(const AttentionLayout& g) {
-    const TokenLayout want = g.reducedKeys() ? g.keys : TokenLayout{-1, -1, -1};
+    const AttentionLayout want = g.reducedKeys() ? g : AttentionLayout(TokenLayout{-1, -1, -1});
     if (want == keyLinesFor_) return;
     for (QCPItemLine* line : keyLines_) plot_->removeItem(line);
     keyLines_.clear();
     keyLinesFor_ = want;
     if (!g.reducedKeys()) return;
     // A border between query rows (columns) whose key cells differ.
-    auto add = [&](double x0, double y0, double x1, double y1) {
+    const QPen cellPen(QColor(90, 90, 90, 150), 0.8, Qt::DashLine);
+    // Where the strided convolution's windows end: the rows (columns) beyond lie in no key's window.
+    const QPen droppedPen(QColor(200, 30, 30, 200), 1.2, Qt::DotLine);
+    auto add = [&](double x0, double y0, double x1, double y1, const QPen& pen) {
         auto* line = new QCPItemLine(plot_);
         line->setClipAxisRect(rect_);
         for (auto* p : {line->start, line->end})
             p->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
         line->start->setCoords(x0, y0);
         line->end->setCoords(x1, y1);
-        line->setPen(QPen(QColor(90, 90, 90, 150), 0.8, Qt::DashLine));
+        line->setPen(pen);
         line->setSelectable(false);
         keyLines_.push_back(line);
     };
     const int h = g.queries.gridH, w = g.queries.gridW;
     for (int y = 1; y < h; ++y)
-        if (g.keyRow(y) != g.keyRow(y - 1)) add(-0.5, y - 0.5, w - 0.5, y - 0.5);
+        if (g.keyRow(y) != g.keyRow(y - 1)) add(-0.5, y - 0.5, w - 0.5, y - 0.5, cellPen);
     for (int x = 1; x < w; ++x)
-        if (g.keyCol(x) != g.keyCol(x - 1)) add(x - 0.5, -0.5, x - 0.5, h - 0.5);
+        if (g.keyCol(x) != g.keyCol(x - 1)) add(x - 0.5, -0.5, x - 0.5, h - 0.5, cellPen);
+    if (g.coveredRows() < h) add(-0.5, g.coveredRows() - 0.5, w - 0.5, g.coveredRows() - 0.5, droppedPen);
+    if (g.coveredCols() < w) add(g.coveredCols() - 0.5, -0.5, g.coveredCols() - 0.5, h - 0.5, droppedPen);
 }
 
 QString TokenMapView::titleText() const { return title_ ? unwrappedText(title_) : QString(); }
@@ -456,14 +461,21 @@ QString TokenMapView::rowNote(const RowData& row, const AttentionLayout& geometr
             !kernel.isEmpty())
             note = kernel + '\n' + note;
     }
-    if (geometry.reducedKeys())
-        note = QStringLiteral(
-                   "spatial reduction: keys on a %1 x %2 grid%3, each drawn over the query cells it covers "
-                   "(dashed)\n")
+    if (geometry.reducedKeys()) {
+        // Which rule groups the query cells (format.md 1c), and what a strided convolution drops.
+        QString rule = geometry.strideY > 0
+                           ? QStringLiteral("stride %1 x %2: each drawn over its window's query cells (dashed)")
+                                 .arg(geometry.strideY)
+                                 .arg(geometry.strideX)
+                           : QStringLiteral("each drawn over the query cells whose centres it holds (dashed)");
+        if (geometry.coveredRows() < geometry.queries.gridH || geometry.coveredCols() < geometry.queries.gridW)
+            rule += QStringLiteral("; beyond the dotted line no window: nearest key");
+        note = QStringLiteral("spatial reduction: keys on a %1 x %2 grid%3, %4\n")
                    .arg(keys.gridH)
                    .arg(keys.gridW)
-                   .arg(keys.prefix > 0 ? QStringLiteral(" + %1 prefix").arg(keys.prefix) : QString()) +
+                   .arg(keys.prefix > 0 ? QStringLiteral(" + %1 prefix").arg(keys.prefix) : QString(), rule) +
                note;
+    }
     alarming = alarming || flagged || !branchError.isEmpty();
     return note;
 }

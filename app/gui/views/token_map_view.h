@@ -94,7 +94,7 @@ private:
     CellMarker marker_, prefixMarker_;
     WindowOverlay windows_;
     std::vector<QCPItemLine*> keyLines_;
-    TokenLayout keyLinesFor_{-1, -1, -1};
+    AttentionLayout keyLinesFor_{TokenLayout{-1, -1, -1}};  // the layout keyLines_ were drawn for
     QSlider* opacity_ = nullptr;
     QLabel* opacityLabel_ = nullptr;
     QLabel* opacityValue_ = nullptr;

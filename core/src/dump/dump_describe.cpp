@@ -59,7 +59,7 @@ HeadInputs headInputs(const LayerInfo& layer, const HeadActivations& act, int he
 
 LocalBranchGrid localBranchGrid(const LayerInfo& layer, int head) {
     if (layer.localBranch && layer.localBranch->interpolatedValues)
-        return LocalBranchGrid::interpolated(layer.layout, layer.keyLayout);
+        return LocalBranchGrid::interpolated(layer.layout, layer.keyLayout, layer.keyStrideY, layer.keyStrideX);
     const bool windows = layer.localBranch && layer.localBranch->windowScope && layer.window;
     return LocalBranchGrid(layer.layout, windows ? &layer.window->partitionOf(head) : nullptr);
 }
@@ -119,6 +119,8 @@ nlohmann::json DumpInfo::toJson() const {
                 {"prefix_tokens", l.keyLayout.prefix},
                 {"tokens", l.keyTokens()},
             };
+        // Only when the dump names the reduction's stride (@key_stride), for the same reason.
+        if (l.reducedKeys() && l.keyStrideY > 0) layersJson.back()["keys"]["stride"] = {l.keyStrideY, l.keyStrideX};
         // Only for window attention, so that descriptions of other layers stay as they were.
         if (l.window)
             layersJson.back()["window"] = {

@@ -584,6 +584,7 @@ private:
                  gridSource + ", prefix_tokens from " + prefixSource + ")");
         }
         info.keyLayout = keyLayout(group.get(), layerPath, where, info.layout, k[2]);
+        readKeyStride(group.get(), layerPath, where, info);
 
         if (h5::hasAttribute(group.get(), "index", where)) {
             candidate.index = h5::readIntegerAttribute(group.get(), "index", where);
@@ -695,6 +696,30 @@ private:
                  " tokens but key_prefix_tokens + h*w = " + std::to_string(keys.prefix) + " + " +
                  std::to_string(keys.gridH) + "*" + std::to_string(keys.gridW) + " = " + std::to_string(keys.tokens()));
         return keys;
+    }
+
+    // resources/format.md, section 1c: @key_stride [ry, rx], the strided convolution (kernel = stride,
+    // no padding) that made the key grid, so that h = floor(H / ry) and w = floor(W / rx).
+    void readKeyStride(hid_t group, const std::string& layerPath, const std::string& where, LayerInfo& info) const {
+        if (!h5::hasAttribute(group, "key_stride", where)) return;
+        if (!info.reducedKeys())
+            fail(layerPath + " has key_stride but no key_grid (the stride is that of the keys' reduction)");
+        const std::vector<std::int64_t> r = h5::readIntegerArrayAttribute(group, "key_stride", where);
+        if (r.size() != 2 || r[0] <= 0 || r[1] <= 0 || r[0] > info.layout.gridH || r[1] > info.layout.gridW)
+            throwInput(where +
+                       " attribute 'key_stride' must be two positive integers [ry, rx] no larger than the "
+                       "query grid " +
+                       std::to_string(info.layout.gridH) + " x " + std::to_string(info.layout.gridW) + ", got " +
+                       h5::describeDims(r));
+        const std::int64_t h = info.layout.gridH / r[0], w = info.layout.gridW / r[1];
+        if (h != info.keyLayout.gridH || w != info.keyLayout.gridW)
+            fail(layerPath + " has key_stride " + std::to_string(r[0]) + " x " + std::to_string(r[1]) + " on a " +
+                 std::to_string(info.layout.gridH) + " x " + std::to_string(info.layout.gridW) +
+                 " query grid, which gives a " + std::to_string(h) + " x " + std::to_string(w) +
+                 " key grid (kernel = stride, no padding), not its key_grid " + std::to_string(info.keyLayout.gridH) +
+                 " x " + std::to_string(info.keyLayout.gridW));
+        info.keyStrideY = int(r[0]);
+        info.keyStrideX = int(r[1]);
     }
 
     // resources/format.md, section 1b. The position bias's values are read by open().

@@ -200,20 +200,28 @@ struct SynthGeometry {
     std::vector<std::vector<Index>> cellTokens;  // each key cell's full-grid tokens
     Matrix positional;                           // positional code per grid token
 
+    // A strided reduction (kernel = stride = r) exists when r fits the grid on both sides.
+    static bool strided(const SynthOptions& o) {
+        return o.reduction > 1 && o.reduction <= o.gridH && o.reduction <= o.gridW;
+    }
+
     explicit SynthGeometry(const SynthOptions& o, std::uint64_t tokens)
         : n(Index(tokens)),
           d(o.dim),
           queryLayout{o.gridH, o.gridW, o.prefix},
           // The keys' grid: PVT's strided reduction (floor), at least one cell.
           keyLayout{std::max(1, o.gridH / o.reduction), std::max(1, o.gridW / o.reduction), o.prefix},
-          geometry(queryLayout, keyLayout) {
+          // Written as @key_stride when the convolution fits the grid (format.md 1c).
+          geometry(queryLayout, keyLayout, strided(o) ? o.reduction : 0, strided(o) ? o.reduction : 0) {
         keyCount = keyLayout.tokens();
         frequencies = std::clamp(o.dim / 4, 1, 6);
         features = 4 * frequencies;
         scale = 1.0 / std::sqrt(double(d));
         cellTokens.resize(std::size_t(keyLayout.spatialTokens()));
-        for (int y = 0; y < o.gridH; ++y)
-            for (int x = 0; x < o.gridW; ++x)
+        // A key averages the tokens of its receptive field: those the convolution drops (rows and
+        // columns beyond h r) go into no key, as in the model.
+        for (int y = 0; y < geometry.coveredRows(); ++y)
+            for (int x = 0; x < geometry.coveredCols(); ++x)
                 cellTokens[std::size_t(geometry.keyToken(y, x) - keyLayout.prefix)].push_back(Index(y) * o.gridW + x);
         positional.resize(Index(o.gridH) * o.gridW, features);
         for (int y = 0; y < o.gridH; ++y) {
@@ -408,6 +416,9 @@ void writeSynthDump(const std::string& path, const SynthOptions& o) {
                                      std::vector<std::int64_t>{g.keyLayout.gridH, g.keyLayout.gridW});
             if (g.keyLayout.prefix > 0)
                 writer.setGroupAttribute(group, "key_prefix_tokens", std::int64_t(g.keyLayout.prefix));
+            if (g.geometry.strideY > 0)
+                writer.setGroupAttribute(group, "key_stride",
+                                         std::vector<std::int64_t>{g.geometry.strideY, g.geometry.strideX});
         }
         if (!o.localBranch.empty()) writeSynthLocalBranch(writer, group, o, l);
         if (o.window > 0) writeSynthWindows(writer, group, o, l);

@@ -51,11 +51,15 @@ struct LocalBranchGrid {
     // the grid's spatial tokens before the convolution; 0 when V is on the grid's own tokens.
     Index interpolatedFrom = 0;
     TokenLayout keys;
+    int keyStrideY = 0, keyStrideX = 0;  // the reduction's stride (AttentionLayout), 0: the centre rule
     explicit LocalBranchGrid(const TokenLayout& l, const WindowPartition* w = nullptr) : layout(l), windows(w) {}
     // The branch on a grid whose V comes from the n keys on `keyLayout` (no prefix tokens on either).
-    static LocalBranchGrid interpolated(const TokenLayout& l, const TokenLayout& keyLayout) {
+    static LocalBranchGrid interpolated(const TokenLayout& l, const TokenLayout& keyLayout, int strideY = 0,
+                                        int strideX = 0) {
         LocalBranchGrid g(l);
         g.keys = keyLayout;
+        g.keyStrideY = strideY;
+        g.keyStrideX = strideX;
         g.interpolatedFrom = keyLayout.tokens();
         return g;
     }
@@ -178,7 +182,8 @@ inline bool inLocalWindow(const AttentionLayout& g, Index query, Index key, int 
 }
 // Where the branch's keys are: the grid's own tokens, or the keys its values are interpolated from.
 inline AttentionLayout branchKeys(const LocalBranchGrid& grid) {
-    return grid.interpolatedFrom > 0 ? AttentionLayout(grid.layout, grid.keys) : AttentionLayout(grid.layout);
+    return grid.interpolatedFrom > 0 ? AttentionLayout(grid.layout, grid.keys, grid.keyStrideY, grid.keyStrideX)
+                                     : AttentionLayout(grid.layout);
 }
 
 }  // namespace attnlens

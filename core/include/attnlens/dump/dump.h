@@ -89,6 +89,9 @@ struct LayerInfo {
     // The keys' (and values') tokens: the same as layout, or the reduced key grid of
     // spatial-reduction attention (@key_grid, @key_prefix_tokens; format.md 1c).
     TokenLayout keyLayout;
+    // The strided convolution's stride behind keyLayout (@key_stride [ry, rx], format.md 1c): which
+    // key cell a query belongs to (AttentionLayout); 0 when the dump does not say (the centre rule).
+    int keyStrideY = 0, keyStrideX = 0;
     bool kernelApplied = false;
     // Normaliser features (format.md 1d, MALA's released RoPE): q_normaliser N x dz and
     // k_normaliser n x dz, from which the kernel paradigms take their normaliser
@@ -104,7 +107,7 @@ struct LayerInfo {
     bool hasNormaliserFeatures() const { return normaliserDim > 0; }
     int keyTokens() const { return int(keyLayout.tokens()); }  // n (N unless the keys are reduced)
     bool reducedKeys() const { return !(keyLayout == layout); }
-    AttentionLayout attentionLayout() const { return {layout, keyLayout}; }
+    AttentionLayout attentionLayout() const { return {layout, keyLayout, keyStrideY, keyStrideX}; }
 };
 
 struct ImageInfo {
