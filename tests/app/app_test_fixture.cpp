@@ -20,6 +20,13 @@
 
 namespace attnlens::gui::test {
 
+void writeDumpRoot(DumpWriter& writer, int gridH, int gridW, int prefix) {
+    writer.setRootAttribute("format", std::string("attnlens.dump"));
+    writer.setRootAttribute("format_version", std::int64_t(1));
+    writer.setRootAttribute("grid", std::vector<std::int64_t>{gridH, gridW});
+    writer.setRootAttribute("prefix_tokens", std::int64_t(prefix));
+}
+
 namespace {
 
 // A dump with a local branch in its first layer only (resources/format.md 1a): 2 images, 2 heads,
@@ -28,10 +35,7 @@ namespace {
 void writeMixedBranchDump(const QString& path, bool nanInImage1) {
     const int b = 2, heads = 2, h = 4, w = 4, n = 1 + h * w, d = 4, c = heads * d, k = 3;
     DumpWriter writer(path.toStdString());
-    writer.setRootAttribute("format", std::string("attnlens.dump"));
-    writer.setRootAttribute("format_version", std::int64_t(1));
-    writer.setRootAttribute("grid", std::vector<std::int64_t>{h, w});
-    writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+    writeDumpRoot(writer, h, w);
     const std::vector<std::uint64_t> shape{std::uint64_t(b), std::uint64_t(heads), std::uint64_t(n), std::uint64_t(d)};
     for (int l = 0; l < 2; ++l) {
         const std::string group = "/layers/blocks." + std::to_string(l);
@@ -255,10 +259,7 @@ void AppTestFixture::initTestCase() {
     {
         const int n = 1 + 3 * 3, d = 4;
         DumpWriter w(nanDump_.toStdString());
-        w.setRootAttribute("format", std::string("attnlens.dump"));
-        w.setRootAttribute("format_version", std::int64_t(1));
-        w.setRootAttribute("grid", std::vector<std::int64_t>{3, 3});
-        w.setRootAttribute("prefix_tokens", std::int64_t(1));
+        writeDumpRoot(w, 3, 3);
         std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
         for (int i = 0; i < n * d; ++i) {
             q[std::size_t(i)] = float(std::sin(0.7 * i));

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "attnlens/attention/attention.h"
+#include "attnlens/dump/dump.h"
 #include "attnlens/dump/open_check.h"
 #include "document/session.h"
 #include "shell/main_window.h"
@@ -38,6 +39,10 @@ QPoint pixelOf(QCPAxisRect* rect, double x, double y);
 
 // Every text a view's plot draws (titles, notes, messages), one per line.
 QString plotTexts(PlotView* v);
+
+// The root attributes every test dump starts with (format.md 1): format, format_version 1, the
+// grid and the prefix tokens.
+void writeDumpRoot(DumpWriter& writer, int gridH, int gridW, int prefix = 1);
 
 // Damaged dumps written by /usr/bin/python3 with h5py (the C++ writer cannot damage its own output
 // chunk by chunk). Each returns the path, or an empty string and why; pythonUnavailable(why) tells

@@ -52,10 +52,7 @@ namespace {
 void writeNanHeadDump(const QString& path) {
     const int n = 1 + 4 * 4, d = 4;
     DumpWriter w(path.toStdString());
-    w.setRootAttribute("format", std::string("attnlens.dump"));
-    w.setRootAttribute("format_version", std::int64_t(1));
-    w.setRootAttribute("grid", std::vector<std::int64_t>{4, 4});
-    w.setRootAttribute("prefix_tokens", std::int64_t(1));
+    writeDumpRoot(w, 4, 4);
     std::vector<float> q(std::size_t(2 * n * d)), k(std::size_t(2 * n * d));
     for (int i = 0; i < 2 * n * d; ++i) {
         q[std::size_t(i)] = i < n * d ? NAN : float(std::sin(0.7 * i));  // head 0: every q is NaN
@@ -70,10 +67,7 @@ void writeNanHeadDump(const QString& path) {
 void writeColourImageDump(const QString& path) {
     const int h = 6, w = 6, n = 1 + h * w, d = 4, side = 12;
     DumpWriter writer(path.toStdString());
-    writer.setRootAttribute("format", std::string("attnlens.dump"));
-    writer.setRootAttribute("format_version", std::int64_t(1));
-    writer.setRootAttribute("grid", std::vector<std::int64_t>{h, w});
-    writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+    writeDumpRoot(writer, h, w);
     std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
     for (int i = 0; i < n * d; ++i) {
         q[std::size_t(i)] = float(std::sin(0.37 * i));
@@ -498,10 +492,7 @@ void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
     {
         const std::uint64_t n = 1 + 400 * 400;
         DumpWriter writer(path.toStdString());
-        writer.setRootAttribute("format", std::string("attnlens.dump"));
-        writer.setRootAttribute("format_version", std::int64_t(1));
-        writer.setRootAttribute("grid", std::vector<std::int64_t>{400, 400});
-        writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+        writeDumpRoot(writer, 400, 400);
         writer.declareFloatDataset("/layers/l0/q", {1, 1, n, 2}, DType::Float32);
         writer.declareFloatDataset("/layers/l0/k", {1, 1, n, 2}, DType::Float32);
         writer.commit();

@@ -48,10 +48,7 @@ namespace {
 void writeTwoModelDump(const QString& path) {
     const int n = 1 + 4 * 4, d = 4;
     DumpWriter w(path.toStdString());
-    w.setRootAttribute("format", std::string("attnlens.dump"));
-    w.setRootAttribute("format_version", std::int64_t(1));
-    w.setRootAttribute("grid", std::vector<std::int64_t>{4, 4});
-    w.setRootAttribute("prefix_tokens", std::int64_t(1));
+    writeDumpRoot(w, 4, 4);
     const char* names[] = {"soft.block0", "soft.block1", "lin.block0", "lin.block1", "odd"};
     const char* attention[] = {"softmax", "softmax", "mala", "mala", "performer"};
     for (int l = 0; l < 5; ++l) {

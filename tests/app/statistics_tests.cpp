@@ -55,10 +55,7 @@ namespace {
 void writeNamedLayersDump(const QString& path, const std::vector<std::string>& layers, int h, int w) {
     const int n = 1 + h * w, d = 6;
     DumpWriter writer(path.toStdString());
-    writer.setRootAttribute("format", std::string("attnlens.dump"));
-    writer.setRootAttribute("format_version", std::int64_t(1));
-    writer.setRootAttribute("grid", std::vector<std::int64_t>{h, w});
-    writer.setRootAttribute("prefix_tokens", std::int64_t(1));
+    writeDumpRoot(writer, h, w);
     for (std::size_t l = 0; l < layers.size(); ++l) {
         std::vector<float> q(std::size_t(n * d)), k(std::size_t(n * d));
         for (int i = 0; i < n * d; ++i) {

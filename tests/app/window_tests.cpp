@@ -161,9 +161,7 @@ void WindowTests::stripesFollowTheSelectedHead() {
     const QString path = dir_.filePath(QStringLiteral("cswin.h5"));
     {
         DumpWriter w(path.toStdString());
-        w.setRootAttribute("format", "attnlens.dump");
-        w.setRootAttribute("format_version", std::int64_t(1));
-        w.setRootAttribute("grid", std::vector<std::int64_t>{8, 8});
+        writeDumpRoot(w, 8, 8, 0);
         std::mt19937 gen(7);
         std::normal_distribution<float> normal(0.f, 1.f);
         std::vector<float> q, k;
