@@ -36,7 +36,9 @@
 #include "document/job_result_cache.h"
 #include "plot/color_maps.h"
 #include "plot/image_outlines.h"
+#include "plot/plot_helpers.h"
 #include "views/compare_view.h"
+#include "views/layer_report_views.h"
 #include "views/magnitude_view.h"
 #include "views/matrix_view.h"
 #include "views/stats_views.h"
@@ -255,6 +257,7 @@ private Q_SLOTS:
     void flaggedRowNoteSaysWhy();
     void aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar();
     void issuesDockOpensSmallAndTheViewsKeepTheirRoom();
+    void hoverNamesTheLayerInEveryStackedPanel();
     void holdColourRangeKeepsTheRange();
     void heldRangeKeepsZeroWhiteAndCountsWhatItClips();
     void statisticsFitAt1024x700AndInExports();
@@ -875,6 +878,43 @@ void ReadabilityTests::issuesDockOpensSmallAndTheViewsKeepTheirRoom() {
     QTRY_VERIFY(w.issuesList()->topLevelItemCount() == 0);
     QVERIFY(dock->isHidden());
     QVERIFY(button->isHidden());
+}
+
+// Issue 49 item 11: the hover over an upper panel of a stack (whose x axis has no label) said
+// "x linear_relu.block3"; it names the layer axis as the bottom panel does.
+void ReadabilityTests::hoverNamesTheLayerInEveryStackedPanel() {
+    MainWindow& w = openWindow(findOrCreateExampleDump());
+    w.resize(1024, 700);
+    w.showView("layers");
+    auto* v = qobject_cast<StackedLayerView*>(w.view("layers"));
+    QVERIFY(v);
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 240000);
+    layoutNow(v);
+    QVERIFY(v->plots().size() >= 2);
+    int checked = 0;
+    for (QCPAxisRect* rect : v->plots()) {
+        for (int i = 0; i < v->plot()->graphCount(); ++i) {
+            QCPGraph* g = v->plot()->graph(i);
+            if (g->keyAxis() != rect->axis(QCPAxis::atBottom) || g->dataCount() == 0) continue;
+            const auto point = g->data()->at(0);
+            if (!std::isfinite(point->value)) continue;
+            const QPointF pixel = g->coordsToPixels(point->key, point->value);
+            const QString text = plottableValueAt(v->plot(), pixel);
+            QVERIFY2(text.contains(QStringLiteral("layer ")) && !text.contains(QStringLiteral(": x ")),
+                     qPrintable(QStringLiteral("%1 | %2 visible %3 at %4,%5 in %6,%7 %8x%9")
+                                    .arg(text, g->name())
+                                    .arg(g->visible())
+                                    .arg(pixel.x())
+                                    .arg(pixel.y())
+                                    .arg(rect->rect().x())
+                                    .arg(rect->rect().y())
+                                    .arg(rect->rect().width())
+                                    .arg(rect->rect().height())));
+            ++checked;
+            break;
+        }
+    }
+    QCOMPARE(checked, int(v->plots().size()));
 }
 
 void ReadabilityTests::aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar() {

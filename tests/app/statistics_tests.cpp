@@ -967,6 +967,10 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
              QStringList({"rank", "effective_rank", "normalised_entropy_admissible", "local_x_uniform_k3",
                           "mean_distance", "confused_pairs", "total_variation", "output_relative_error"}));
     QCOMPARE((*v->shownSweep())["parameter"]["values"], nlohmann::json({1.0, 2.0, 3.0}));
+    // The title says what was swept, not how long it took (issue 49 item 11): the same sweep
+    // exports the same figure.
+    QVERIFY2(plotTexts(v).contains(QStringLiteral("3 points")), qPrintable(plotTexts(v)));
+    QVERIFY2(!plotTexts(v).contains(QRegularExpression(QStringLiteral("points, [0-9.]+ s"))), qPrintable(plotTexts(v)));
 
     // Second computation: the head's dense matrix with p set, its entropy and TV to softmax by formula.
     auto reader = DumpReader::open(dwc_.toStdString());

@@ -130,12 +130,19 @@ QString axisValueText(QCPAxis* axis, double v) {
     return QString::number(v, 'g', 5);
 }
 
+constexpr const char* kAxisHoverName = "attnlensHoverName";
+
 QString axisName(QCPAxis* axis, const QString& fallback) {
     const QString label = axis->label().section('\n', 0, 0).simplified();
-    return label.isEmpty() ? fallback : label;
+    if (!label.isEmpty()) return label;
+    // Stacked panels drop the labels of their upper axes; the hover still names what they count.
+    const QString named = axis->property(kAxisHoverName).toString();
+    return named.isEmpty() ? fallback : named;
 }
 
 }  // namespace
+
+void setAxisHoverName(QCPAxis* axis, const QString& name) { axis->setProperty(kAxisHoverName, name); }
 
 QString plottableValueAt(QCustomPlot* plot, const QPointF& pos) {
     double best = 8;  // pixels

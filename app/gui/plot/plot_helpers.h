@@ -61,6 +61,8 @@ bool fitCategoryLabels(QCPAxis* axis, const QStringList& names);
 // pixels or the bar under it ("name: <x axis> <x> · <y axis> <y>", the x named by its category tick
 // label where there is one), or the cell of a colour map; empty elsewhere.
 QString plottableValueAt(QCustomPlot* plot, const QPointF& pos);
+// What plottableValueAt calls the axis when it has no label (an upper panel of a stack): "layer".
+void setAxisHoverName(QCPAxis* axis, const QString& name);
 // A colour bar's label in several forms, the longest first: fitColourBarLabels shows the longest
 // that fits the bar. A label set directly on the bar's axis is its only form.
 void setColourBarLabels(QCPColorScale* scale, const QStringList& forms);

@@ -221,6 +221,7 @@ void LayerReportView::setupLayerAxis(QCPAxis* axis, const AnalysisReport& r) {
     for (int layer : r.request.layers) layerNames_ << QString::fromStdString(r.dump.layers[std::size_t(layer)].name);
     axis->setRange(-0.5, double(layerNames_.size()) - 0.5);
     axis->setLabel(QStringLiteral("layer"));
+    setAxisHoverName(axis, QStringLiteral("layer"));
     axis->setSubTicks(false);
     QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
     for (int i = 0; i < int(layerNames_.size()); ++i) ticker->addTick(i, layerNames_[i]);

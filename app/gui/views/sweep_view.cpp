@@ -530,13 +530,13 @@ void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json&
                                ? (*headJson)["trained_value"].get<double>()
                                : trainedSweepValue(paradigm, parameter, layer, sel.head);
     auto* titleElement = resetWithTitle(plot_, QString());
-    setWrappedText(
-        titleElement,
-        title +
-            QStringLiteral(" · %1 points, %2 s").arg(x.size()).arg(doc["timing"]["seconds"].get<double>(), 0, 'f', 1) +
-            (!alpha         ? QString()
-             : channel >= 0 ? QStringLiteral(" · E_c of V channel %1").arg(channel)
-                            : QStringLiteral(" · E_c of every V channel (one: Branch channel)")));
+    setWrappedText(titleElement,
+                   title +
+                       // No compute time: the figure would change from run to run (Save JSON keeps it).
+                       QStringLiteral(" · %1 points").arg(x.size()) +
+                       (!alpha         ? QString()
+                        : channel >= 0 ? QStringLiteral(" · E_c of V channel %1").arg(channel)
+                                       : QStringLiteral(" · E_c of every V channel (one: Branch channel)")));
     int row = 1;
     QStringList notes;
     // Notes of left-out data without the read error itself (the Issues list and Save JSON have it):
