@@ -43,8 +43,13 @@ std::optional<ExportAllFigures::Outcome> ExportAllFigures::tryFinish(const std::
     }
     const QFileInfo base(basePath_);
     const QString stem = base.dir().filePath(base.completeBaseName());
+    QStringList skipped;
     try {
         for (PlotView* v : views) {
+            if (!v->hasFigure()) {
+                skipped << v->viewTitle();
+                continue;
+            }
             const QString path = QStringLiteral("%1-%2.%3").arg(stem, v->viewId(), figureExtension(format_));
             writeFileAtomically(path.toStdString(), renderFigure(*v, format_, options_).toStdString());
             outcome.written << path;
@@ -54,7 +59,9 @@ std::optional<ExportAllFigures::Outcome> ExportAllFigures::tryFinish(const std::
         return outcome;
     }
     outcome.message =
-        QStringLiteral("wrote %1 figures (%2-*.%3)").arg(outcome.written.size()).arg(stem, figureExtension(format_));
+        QStringLiteral("wrote %1 figures (%2-*.%3)").arg(outcome.written.size()).arg(stem, figureExtension(format_)) +
+        (skipped.isEmpty() ? QString()
+                           : QStringLiteral("; nothing to draw in: %1").arg(skipped.join(QStringLiteral(", "))));
     return outcome;
 }
 

@@ -144,6 +144,8 @@ bool DumpPairView::fitAspect() {
     return changed;
 }
 
+bool DumpPairView::hasFigure() const { return session_->isOpen() && second_->isOpen(); }
+
 void DumpPairView::rebuild() {
     if (!built_) buildLayout();
     syncSecond();
@@ -195,6 +197,8 @@ void DumpPairView::rebuild() {
         }
         p.map->setVisible(p.error.isEmpty());
         p.scale->setVisible(p.error.isEmpty());
+        // No dump, no axes: a 0 ... 5 grid would read as one.
+        p.rect->setVisible(s->isOpen());
         setWrappedText(p.title, p.error.isEmpty() ? title : title + QStringLiteral("\n") + wrapText(p.error, 60));
         p.title->setTextColor(p.error.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
     }

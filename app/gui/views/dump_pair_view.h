@@ -22,6 +22,7 @@ class DumpPairView : public PlotView {
 public:
     // second: the comparison's dump, owned by the caller; it is driven by this view.
     DumpPairView(Session* session, Session* second, QWidget* parent = nullptr);
+    bool hasFigure() const override;
     QString viewId() const override { return QStringLiteral("dumps"); }
     QString viewTitle() const override { return QStringLiteral("Compare dumps"); }
     bool ownsHover() const override { return true; }

@@ -39,6 +39,9 @@ public:
     virtual bool fitAspect() { return false; }
     // Analyses this view waits for (shown as "computing" in the plot); exports wait for them.
     virtual bool waitingForResults() const { return false; }
+    // Whether the view has a figure to export; "Export all" skips (and names) those without one,
+    // such as Compare dumps with no second dump open.
+    virtual bool hasFigure() const { return true; }
     // Why this view's analysis failed (what its plot says FAILED about); empty when it did not.
     // `render` refuses to write such a figure unless asked (--render-unreadable).
     virtual QString analysisFailure() const { return {}; }
