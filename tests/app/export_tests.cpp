@@ -2,11 +2,13 @@
 // and of all views, failures, statistics JSON against the schema, and the headless `attnlens render`
 // (in process and as the program's command line).
 #include "app_test_fixture.h"
+#include "document/example_dump.h"
 #include "views/view_registry.h"
 
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <QLineEdit>
 #include <QProcess>
@@ -233,6 +235,18 @@ void ExportTests::exportFailureSaysWhyAndLeavesNoFile() {
     QVERIFY(!w.exportCurrentFigure(dir_.filePath("map.bmp"), {}, &error));
     QVERIFY2(error.contains(".png, .svg or .pdf"), qPrintable(error));
     QCOMPARE(w.lastError(), error);
+    // The Issues entries name the dump whose figure failed, and go when another dump is opened
+    // (issue 49 item 11: they had no file and stayed).
+    const auto exportEntries = [&w]() {
+        QStringList files;
+        for (int i = 0; i < w.issuesList()->topLevelItemCount(); ++i)
+            if (w.issuesList()->topLevelItem(i)->text(2).contains(QStringLiteral("map.")))
+                files << w.issuesList()->topLevelItem(i)->text(1);
+        return files;
+    };
+    QCOMPARE(exportEntries(), QStringList({QFileInfo(small_).fileName(), QFileInfo(small_).fileName()}));
+    QVERIFY(w.openFile(findOrCreateExampleDump()));
+    QCOMPARE(exportEntries(), QStringList());
 }
 
 // Issue 26 item 8: a failed export of all views does not leave "waiting for analyses" in the status

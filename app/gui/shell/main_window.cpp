@@ -716,8 +716,18 @@ void MainWindow::openDialog() {
 }
 
 void MainWindow::showError(const QString& title, const QString& text) {
+    showError(title, text, Issue{IssueKind::Error, text});
+}
+
+void MainWindow::showExportError(const QString& text) {
+    // About the open dump's figures or statistics: its entry goes when another dump is opened.
+    showError(QStringLiteral("Export failed"), text,
+              Issue{IssueKind::Error, text, session_->isOpen() ? session_->path() : QString(), session_->dumpEpoch()});
+}
+
+void MainWindow::showError(const QString& title, const QString& text, const Issue& issue) {
     lastError_ = text;
-    addIssue(Issue{IssueKind::Error, text});
+    addIssue(issue);
     // Non-modal: the window stays usable and tests are not blocked.
     auto* box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
     box->setObjectName(QStringLiteral("errorBox"));
@@ -1403,7 +1413,7 @@ bool MainWindow::exportCurrentFigure(const QString& path, const FigureOptions& o
         statusBar()->showMessage(QStringLiteral("wrote %1").arg(path), 5000);
         return true;
     } catch (const Error& e) {
-        showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+        showExportError(QString::fromStdString(e.what()));
         if (error) *error = QString::fromStdString(e.what());
         return false;
     }
@@ -1413,7 +1423,7 @@ void MainWindow::exportAllFigures(const QString& basePath, const FigureOptions& 
     try {
         exportAll_.start(basePath, options, views_, currentView());
     } catch (const Error& e) {
-        showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+        showExportError(QString::fromStdString(e.what()));
         Q_EMIT exportFinished({}, QString::fromStdString(e.what()));
         return;
     }
@@ -1428,7 +1438,7 @@ void MainWindow::tryFinishExportAll() {
         statusBar()->showMessage(outcome->message, 8000);
     } else {
         statusBar()->clearMessage();  // not "waiting for analyses" any more
-        showError(QStringLiteral("Export failed"), outcome->error);
+        showExportError(outcome->error);
     }
     Q_EMIT exportFinished(outcome->written, outcome->error);
 }
@@ -1469,7 +1479,7 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
                 const nlohmann::json j = reportToJson(*report, tool);
                 writeFileAtomically(path.toStdString(), reportText(j), {dumpPath.toStdString()});
             } catch (const std::exception& e) {
-                showError(QStringLiteral("Export failed"), QString::fromStdString(e.what()));
+                showExportError(QString::fromStdString(e.what()));
                 Q_EMIT exportFinished({}, QString::fromStdString(e.what()));
                 return;
             }
@@ -1496,7 +1506,7 @@ void MainWindow::exportStatistics(const QString& path, bool wholeDump) {
                 Q_EMIT exportFinished({}, QStringLiteral("export cancelled"));
                 return;
             }
-            showError(QStringLiteral("Export failed"), f.message);
+            showExportError(f.message);
             Q_EMIT exportFinished({}, f.message);
         });
 }

@@ -81,6 +81,8 @@ public:
     QString lastError() const { return lastError_; }
     // An error the user must see: in the Issues list and a non-modal message box; lastError().
     void showError(const QString& title, const QString& text);
+    // An export that failed: the entry names the open dump, so it goes when another is opened.
+    void showExportError(const QString& text);
 
     QTreeWidget* issuesList() const { return issues_; }
     QStringList recentFiles() const;
@@ -121,6 +123,7 @@ private:
     void savePreferences(Preferences& p);  // fills in the view state, then writes QSettings
     void updateStatusFile();
     void addIssue(const Issue& issue);
+    void showError(const QString& title, const QString& text, const Issue& issue);
     void dropIssuesOfReplacedDumps();
     // The dock's title and the status bar's count follow the list; an empty list hides the dock.
     void syncIssueCount();
