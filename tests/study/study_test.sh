@@ -12,8 +12,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 case "$mode" in
     local) how=(--local=2) ;;
     slurm)
-        if ! command -v sbatch > /dev/null || ! timeout 20 sinfo -h > /dev/null 2>&1; then
-            echo "no Slurm cluster answers here (sbatch, sinfo): skipped"
+        # A cluster that answers and has a node ready to take a job (idle or partly used).
+        if ! command -v sbatch > /dev/null ||
+            ! timeout 20 sinfo -h -t idle,mix -o %n 2> /dev/null | grep -q .; then
+            echo "no Slurm cluster with a ready node answers here (sbatch, sinfo): skipped"
             exit 77
         fi
         how=(--wait) ;;
@@ -30,7 +32,7 @@ study=(--dir "$work/study" --cli "$cli" --threads 1 --analyze "--paradigms softm
 # A shard that fails: its report's name is taken by a folder, so analyze cannot write it.
 mkdir -p "$work/study/shards/part-2.json"
 set +e
-first="$("$root/scripts/slurm-study" "${study[@]}" "${how[@]}" "$work/dump.h5" 4 2>&1)"
+first="$(timeout 600 "$root/scripts/slurm-study" "${study[@]}" "${how[@]}" "$work/dump.h5" 4 2>&1)"
 status=$?
 set -e
 echo "$first"
@@ -45,7 +47,7 @@ for k in 0 1 3; do [ -f "$work/study/shards/part-$k.json" ] || fail "shard $k wr
 # The rerun: the same command, after the cause is gone, redoes shard 2 only.
 rmdir "$work/study/shards/part-2.json"
 logs_before=$(ls "$work/study/logs" | wc -l)
-second="$("$root/scripts/slurm-study" "${study[@]}" "${how[@]}" "$work/dump.h5" 4 2>&1)" || {
+second="$(timeout 600 "$root/scripts/slurm-study" "${study[@]}" "${how[@]}" "$work/dump.h5" 4 2>&1)" || {
     echo "$second"
     fail "the rerun did not complete the study"
 }
