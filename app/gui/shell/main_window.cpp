@@ -16,6 +16,7 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QListWidget>
 #include <QMenuBar>
@@ -35,6 +36,7 @@
 #include <QStyle>
 #include <QTabWidget>
 #include <QTextBrowser>
+#include <QTimer>
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
@@ -118,6 +120,27 @@ QSize fittedToScreen(const QWidget* window, QSize wanted) {
     const QSize room = screen->availableGeometry().size() - QSize(16, 40);
     return wanted.boundedTo(room.expandedTo(QSize(320, 240)));
 }
+
+// Sees Esc before an open popup (a combo box's list, a menu) closes on it. On X11 the popup closes first and
+// the window's Esc shortcut then fires as well; the shortcut asks closedPopup() and leaves the analyses alone.
+class PopupEscapeWatch : public QObject {
+public:
+    explicit PopupEscapeWatch(QObject* parent) : QObject(parent) { qApp->installEventFilter(this); }
+    bool closedPopup() const { return closedPopup_; }
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* e) override {
+        if ((e->type() == QEvent::KeyPress || e->type() == QEvent::ShortcutOverride) &&
+            static_cast<QKeyEvent*>(e)->key() == Qt::Key_Escape && QApplication::activePopupWidget() && !closedPopup_) {
+            closedPopup_ = true;
+            QTimer::singleShot(0, this, [this]() { closedPopup_ = false; });  // this key press only
+        }
+        return QObject::eventFilter(watched, e);
+    }
+
+private:
+    bool closedPopup_ = false;
+};
 
 }  // namespace
 
@@ -600,9 +623,15 @@ void MainWindow::createMenus() {
     for (int i = 0; i < 5; ++i)
         add(QString::fromUtf8(tabNames[i]), QKeySequence(Qt::CTRL | (Qt::Key_1 + i)),
             [this, i]() { tabs_->setCurrentIndex(i); });
-    QAction* esc =
-        add(QStringLiteral("Cancel running analyses"), QKeySequence(Qt::Key_Escape), [this]() { cancel_->click(); });
-    Q_UNUSED(esc);
+    // Esc that closes a popup means "close the popup", never "cancel the analyses" as well.
+    auto* popupEscape = new PopupEscapeWatch(this);
+    add(QStringLiteral("Cancel running analyses"), QKeySequence(Qt::Key_Escape), [this, popupEscape]() {
+        if (QWidget* popup = QApplication::activePopupWidget()) {
+            popup->close();
+            return;
+        }
+        if (!popupEscape->closedPopup()) cancel_->click();
+    });
 
     QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
     view->addAction(findChild<QDockWidget*>(QStringLiteral("selectionDock"))->toggleViewAction());

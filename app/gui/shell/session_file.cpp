@@ -138,9 +138,9 @@ json sessionToJson(const SessionState& s) {
         {"difference",
          s.compareDifference ? json::array({s.compareDifference->first, s.compareDifference->second}) : json(nullptr)},
         {"shared_range", s.compareSharedRange}};
-    if (!s.sweepParadigm.empty() || !s.sweepParameter.empty() || !s.sweepRange.isEmpty())
-        j["sweep"] = {
-            {"paradigm", s.sweepParadigm}, {"parameter", s.sweepParameter}, {"range", s.sweepRange.toStdString()}};
+    // Always written (each "" while the view follows its default), so a reader sees where the choice lives.
+    j["sweep"] = {
+        {"paradigm", s.sweepParadigm}, {"parameter", s.sweepParameter}, {"range", s.sweepRange.toStdString()}};
     if (!s.windowGeometry.isEmpty() || !s.windowState.isEmpty())
         j["window"] = {{"geometry", s.windowGeometry.toBase64().toStdString()},
                        {"state", s.windowState.toBase64().toStdString()}};
