@@ -7,7 +7,10 @@
 #include "app_test_fixture.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDockWidget>
+#include <QHelpEvent>
+#include <QToolTip>
 #include <QFileInfo>
 #include <QLabel>
 #include <QPushButton>
@@ -35,6 +38,7 @@
 #include "document/head_results.h"
 #include "document/job_result_cache.h"
 #include "plot/color_maps.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/image_outlines.h"
 #include "plot/plot_helpers.h"
 #include "views/compare_view.h"
@@ -258,6 +262,7 @@ private Q_SLOTS:
     void aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar();
     void issuesDockOpensSmallAndTheViewsKeepTheirRoom();
     void hoverNamesTheLayerInEveryStackedPanel();
+    void comboBoxesElideWhatTheyCannotShow();
     void holdColourRangeKeepsTheRange();
     void heldRangeKeepsZeroWhiteAndCountsWhatItClips();
     void statisticsFitAt1024x700AndInExports();
@@ -878,6 +883,46 @@ void ReadabilityTests::issuesDockOpensSmallAndTheViewsKeepTheirRoom() {
     QTRY_VERIFY(w.issuesList()->topLevelItemCount() == 0);
     QVERIFY(dock->isHidden());
     QVERIFY(button->isHidden());
+}
+
+// Issue 49 item 11: at 1024 x 700 the Layer and Paradigm boxes cut "softmax.block0 · softmax" mid-letter;
+// every combo box of the window (views included) now elides with "…" and hovering shows the whole text
+// before the box's own tooltip.
+void ReadabilityTests::comboBoxesElideWhatTheyCannotShow() {
+    MainWindow& w = openWindow(findOrCreateExampleDump());
+    w.resize(1024, 700);
+    w.layout()->activate();
+    QTest::qWait(30);
+    const QList<QComboBox*> boxes = w.findChildren<QComboBox*>();
+    QVERIFY(boxes.size() >= 15);
+    for (QComboBox* c : boxes)
+        QVERIFY2(dynamic_cast<ElidingComboBox*>(c), qPrintable(c->objectName() + " is a plain QComboBox"));
+    auto* layer = dynamic_cast<ElidingComboBox*>(w.findChild<QComboBox*>(QStringLiteral("layer")));
+    QVERIFY(layer && layer->isVisible());
+    int longest = 0;
+    for (int i = 1; i < layer->count(); ++i)
+        if (layer->itemText(i).size() > layer->itemText(longest).size()) longest = i;
+    layer->setCurrentIndex(longest);
+    QStyleOptionComboBox opt;
+    opt.initFrom(layer);
+    opt.editable = false;
+    const QRect field = layer->style()->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, layer);
+    const QString full = layer->currentText();
+    QVERIFY2(layer->fontMetrics().horizontalAdvance(full) > field.width(),
+             qPrintable(QString("'%1' fits %2 px: the test needs a longer name").arg(full).arg(field.width())));
+    const QString shown = layer->displayedText();
+    QVERIFY2(shown.endsWith(QChar(0x2026)), qPrintable(shown));
+    QVERIFY(full.startsWith(shown.chopped(1)));
+    QVERIFY(layer->fontMetrics().horizontalAdvance(shown) <= field.width());
+    QHelpEvent tip(QEvent::ToolTip, QPoint(5, 5), layer->mapToGlobal(QPoint(5, 5)));
+    QApplication::sendEvent(layer, &tip);
+    QTRY_VERIFY(QToolTip::isVisible());
+    QVERIFY2(QToolTip::text().startsWith(full) && QToolTip::text().contains(layer->toolTip()),
+             qPrintable(QToolTip::text()));
+    QToolTip::hideText();
+    // A text that fits is shown whole.
+    layer->resize(2000, layer->height());
+    QCOMPARE(layer->displayedText(), full);
 }
 
 // Issue 49 item 11: the hover over an upper panel of a stack (whose x axis has no label) said

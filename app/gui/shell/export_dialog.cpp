@@ -18,6 +18,7 @@
 #include <QStandardPaths>
 #include "document/example_dump.h"
 #include "document/export_folder.h"
+#include "plot/eliding_combo_box.h"
 
 namespace attnlens::gui {
 
@@ -33,7 +34,7 @@ ExportFigureDialog::ExportFigureDialog(const QString& currentViewTitle, const QS
     auto* which = new QButtonGroup(this);
     which->addButton(current);
     which->addButton(all_);
-    format_ = new QComboBox;
+    format_ = new ElidingComboBox;
     format_->setObjectName(QStringLiteral("format"));
     format_->addItems({QStringLiteral("PNG"), QStringLiteral("SVG"), QStringLiteral("PDF")});
     const QString format = settings.value(QStringLiteral("export/format"), QStringLiteral("PNG")).toString();

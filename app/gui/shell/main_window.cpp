@@ -46,6 +46,7 @@
 #include "document/example_dump.h"
 #include "document/session.h"
 #include "plot/elided_label.h"
+#include "plot/eliding_combo_box.h"
 #include "shell/export_dialog.h"
 #include "shell/preferences_dialog.h"
 #include "shell/session_file.h"
@@ -270,18 +271,18 @@ QWidget* MainWindow::createSelectionForm() {
     image_ = new QSpinBox;
     image_->setObjectName(QStringLiteral("image"));
     imageLabel_ = new QLabel;
-    model_ = new QComboBox;
+    model_ = new ElidingComboBox;
     model_->setObjectName(QStringLiteral("model"));
     model_->setToolTip(
         QStringLiteral("The model the selected layer belongs to (layer names <model>.<block>); "
                        "PgUp / PgDn stay within it"));
-    layer_ = new QComboBox;
+    layer_ = new ElidingComboBox;
     layer_->setObjectName(QStringLiteral("layer"));
     layer_->setToolTip(QStringLiteral("Layer: name and the attention its model used (the `attention` attribute)"));
     layerAttention_ = new QLabel;
     layerAttention_->setObjectName(QStringLiteral("layerAttention"));
     layerAttention_->setWordWrap(true);
-    statsModel_ = new QComboBox;
+    statsModel_ = new ElidingComboBox;
     statsModel_->setObjectName(QStringLiteral("statsModel"));
     statsModel_->setToolTip(
         QStringLiteral("Which layers the per-layer statistics (local mass, confusion, "
@@ -291,7 +292,7 @@ QWidget* MainWindow::createSelectionForm() {
     query_ = new QSpinBox;
     query_->setObjectName(QStringLiteral("query"));
     queryName_ = new QLabel;
-    paradigm_ = new QComboBox;
+    paradigm_ = new ElidingComboBox;
     paradigm_->setObjectName(QStringLiteral("paradigm"));
     shown_ = new QListWidget;
     shown_->setObjectName(QStringLiteral("shownParadigms"));
@@ -307,7 +308,7 @@ QWidget* MainWindow::createSelectionForm() {
     addRolloutControls(form);
     branch_ = new QCheckBox(QStringLiteral("With local branch"));
     branch_->setObjectName(QStringLiteral("localBranch"));
-    branchChannel_ = new QComboBox;
+    branchChannel_ = new ElidingComboBox;
     branchChannel_->setObjectName(QStringLiteral("localBranchChannel"));
     branchChannel_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     branchChannel_->setMinimumContentsLength(12);
@@ -320,7 +321,7 @@ QWidget* MainWindow::createSelectionForm() {
 }
 
 void MainWindow::addRolloutControls(QFormLayout* form) {
-    mapContent_ = new QComboBox;
+    mapContent_ = new ElidingComboBox;
     mapContent_->setObjectName(QStringLiteral("mapContent"));
     mapContent_->addItem(QStringLiteral("attention of the head"), QString::fromUtf8(toString(MapContent::Attention)));
     mapContent_->addItem(QStringLiteral("rollout of the query"),
@@ -330,12 +331,12 @@ void MainWindow::addRolloutControls(QFormLayout* form) {
         QStringLiteral("What the token map and the paradigm comparison show: the selected head's attention row, or "
                        "the attention rollout (Abnar and Zuidema 2020) of the query or of CLS through the layer's "
                        "model up to the selected layer, all heads fused (R)"));
-    rolloutFusion_ = new QComboBox;
+    rolloutFusion_ = new ElidingComboBox;
     rolloutFusion_->setObjectName(QStringLiteral("rolloutFusion"));
     for (HeadFusion f : {HeadFusion::Mean, HeadFusion::Max, HeadFusion::Min})
         rolloutFusion_->addItem(QString::fromUtf8(toString(f)));
     rolloutFusion_->setToolTip(QStringLiteral("How the rollout fuses a layer's heads"));
-    rolloutWeights_ = new QComboBox;
+    rolloutWeights_ = new ElidingComboBox;
     rolloutWeights_->setObjectName(QStringLiteral("rolloutWeights"));
     for (RolloutWeights w : {RolloutWeights::Clipped, RolloutWeights::Signed, RolloutWeights::Absolute})
         rolloutWeights_->addItem(QString::fromUtf8(toString(w)));

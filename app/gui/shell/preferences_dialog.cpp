@@ -19,6 +19,7 @@
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/io/error.h"
 #include "plot/color_maps.h"
+#include "plot/eliding_combo_box.h"
 
 namespace attnlens::gui {
 namespace {
@@ -113,10 +114,10 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     // Colours
     auto* cw = new QWidget;
     auto* cf = new QFormLayout(cw);
-    sequential_ = new QComboBox;
+    sequential_ = new ElidingComboBox;
     sequential_->addItems(sequentialMapNames());
     sequential_->setCurrentText(prefs.sequentialMap);
-    diverging_ = new QComboBox;
+    diverging_ = new ElidingComboBox;
     diverging_->addItems(divergingMapNames());
     diverging_->setCurrentText(prefs.divergingMap);
     nanButton_ = new QPushButton;

@@ -17,6 +17,7 @@
 #include "attnlens/io/text.h"
 #include "document/export_folder.h"
 #include "document/session.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
@@ -98,7 +99,7 @@ QString claimEvidenceLine(const json& claim) {
 }
 
 ClaimsView::ClaimsView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    scope_ = new QComboBox(this);
+    scope_ = new ElidingComboBox(this);
     scope_->setObjectName(QStringLiteral("claimsScope"));
     scope_->addItems({QStringLiteral("Selected image"), QStringLiteral("All images (whole dump)")});
     scope_->setCurrentIndex(session->statistics().scope() == StatsScope::AllImages ? 1 : 0);

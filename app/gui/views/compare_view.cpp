@@ -10,19 +10,20 @@
 #include "attnlens/analysis/statistics.h"
 #include "document/session.h"
 #include "plot/color_maps.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
 
 CompareView::CompareView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    rangeMode_ = new QComboBox(this);
+    rangeMode_ = new ElidingComboBox(this);
     rangeMode_->setObjectName(QStringLiteral("rangeMode"));
     rangeMode_->addItems({QStringLiteral("Range per panel"), QStringLiteral("Shared range")});
     rangeMode_->setToolTip(QStringLiteral("Colour range: each panel its own, or one shared by every paradigm panel"));
     diffOn_ = new QCheckBox(QStringLiteral("Difference"), this);
     diffOn_->setObjectName(QStringLiteral("differenceOn"));
-    diffA_combo_ = new QComboBox(this);
-    diffB_combo_ = new QComboBox(this);
+    diffA_combo_ = new ElidingComboBox(this);
+    diffB_combo_ = new ElidingComboBox(this);
     // Boxes that shrink to a few characters (full names in the drop-down), so that the toolbar does
     // not set the window's minimum width: the whole window fits 1024 px with the docks.
     for (QComboBox* c : {rangeMode_, diffA_combo_, diffB_combo_}) {

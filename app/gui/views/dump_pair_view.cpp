@@ -9,13 +9,14 @@
 
 #include "document/session.h"
 #include "plot/color_maps.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
 
 DumpPairView::DumpPairView(Session* session, Session* second, QWidget* parent)
     : PlotView(session, parent), second_(second) {
-    layerBox_ = new QComboBox(this);
+    layerBox_ = new ElidingComboBox(this);
     layerBox_->setObjectName(QStringLiteral("secondLayer"));
     layerBox_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     layerBox_->setMinimumContentsLength(18);

@@ -11,6 +11,7 @@
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
 #include "plot/color_maps.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
@@ -200,13 +201,13 @@ void HeadOverviewView::retry() {
 }
 
 HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
-    statistic_ = new QComboBox(this);
+    statistic_ = new ElidingComboBox(this);
     statistic_->setObjectName(QStringLiteral("headStatistic"));
     for (HeadStatistic s : kHeadStatistics) statistic_->addItem(headStatisticName(s), int(s));
     // Registered statistics after the built-in ones, by title; their data is their key.
     for (const RegisteredStatistic& r : registeredStatistics())
         statistic_->addItem(QString::fromStdString(r.title), QString::fromStdString(r.key));
-    mode_ = new QComboBox(this);
+    mode_ = new ElidingComboBox(this);
     mode_->setObjectName(QStringLiteral("headMode"));
     mode_->addItems({QStringLiteral("each paradigm"), QStringLiteral("minus the first shown")});
     toolbar()->addSpacing(12);

@@ -13,6 +13,7 @@
 #include "attnlens/analysis/statistics.h"
 #include "document/display_text.h"
 #include "document/session.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
@@ -64,7 +65,7 @@ std::vector<double> layerMeans(const ReportSummary& summary, const AnalysisRepor
 
 LayerReportView::LayerReportView(Session* session, QWidget* parent, std::optional<StatsScope> ownScope)
     : PlotView(session, parent), ownScope_(ownScope) {
-    scope_ = new QComboBox(this);
+    scope_ = new ElidingComboBox(this);
     scope_->setObjectName(QStringLiteral("statsScope"));
     scope_->addItems({QStringLiteral("Selected image"), QStringLiteral("All images (whole dump)")});
     scope_->setCurrentIndex(scope() == StatsScope::AllImages ? 1 : 0);
@@ -237,7 +238,7 @@ bool LayerReportView::fitAspect() {
 }
 
 LocalMassView::LocalMassView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
-    k_ = new QComboBox(this);
+    k_ = new ElidingComboBox(this);
     k_->setObjectName(QStringLiteral("localK"));
     toolbar()->addSpacing(12);
     toolbar()->addWidget(new QLabel(QStringLiteral("Window k:"), this));

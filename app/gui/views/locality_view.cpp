@@ -10,16 +10,17 @@
 #include "attnlens/analysis/locality.h"
 #include "document/session.h"
 #include "plot/color_maps.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
 
 LocalityView::LocalityView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    group_ = new QComboBox(this);
+    group_ = new ElidingComboBox(this);
     group_->setObjectName(QStringLiteral("localityGroup"));
     group_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     group_->setMinimumContentsLength(14);
-    paradigm_ = new QComboBox(this);
+    paradigm_ = new ElidingComboBox(this);
     paradigm_->setObjectName(QStringLiteral("localityParadigm"));
     paradigm_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     paradigm_->setMinimumContentsLength(8);

@@ -10,6 +10,7 @@
 #include "attnlens/io/error.h"
 #include "document/head_results.h"
 #include "document/session.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
@@ -17,7 +18,7 @@ namespace attnlens::gui {
 // ---- magnitude scaling ------------------------------------------------------------------------------
 
 MagnitudeView::MagnitudeView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    magnitudeParadigm_ = new QComboBox(this);
+    magnitudeParadigm_ = new ElidingComboBox(this);
     magnitudeParadigm_->setObjectName(QStringLiteral("magnitudeParadigm"));
     toolbar()->addWidget(new QLabel(QStringLiteral("Distribution of:"), this));
     toolbar()->addWidget(magnitudeParadigm_);

@@ -17,6 +17,7 @@
 #include "document/display_text.h"
 #include "document/export_folder.h"
 #include "document/session.h"
+#include "plot/eliding_combo_box.h"
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
@@ -141,11 +142,11 @@ QString SweepView::defaultRange(SweepParameter parameter, double t) {
 }
 
 SweepView::SweepView(Session* session, QWidget* parent) : PlotView(session, parent) {
-    paradigmBox_ = new QComboBox(this);
+    paradigmBox_ = new ElidingComboBox(this);
     paradigmBox_->setObjectName(QStringLiteral("sweepParadigm"));
     paradigmBox_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     paradigmBox_->setMinimumContentsLength(12);
-    parameterBox_ = new QComboBox(this);
+    parameterBox_ = new ElidingComboBox(this);
     parameterBox_->setObjectName(QStringLiteral("sweepParameter"));
     parameterBox_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     parameterBox_->setMinimumContentsLength(16);
