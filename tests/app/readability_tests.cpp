@@ -9,9 +9,8 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
-#include <QHelpEvent>
-#include <QToolTip>
 #include <QFileInfo>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -19,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QToolButton>
+#include <QToolTip>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -257,6 +257,7 @@ private Q_SLOTS:
     void confusionLabelsCentredUnderTheirGroups();
     void spectrumShowsZeroSingularValuesOnTheFloor();
     void signedMapOverImageUsesOnlyColourBarColours();
+    void imageOutlinesAddOnlyTheirOwnColour();
     void imageOutlinesFollowEdges();
     void flaggedRowNoteSaysWhy();
     void aHeadOfNaNIsOneIssueAndAMapWithoutAColourBar();
@@ -701,6 +702,48 @@ void ReadabilityTests::spectrumShowsZeroSingularValuesOnTheFloor() {
         QVERIFY(floor->scatterStyle().shape() != QCPScatterStyle::ssNone);
     }
     QVERIFY(floor->visible());
+}
+
+// Issue 49 item 11: the outlines were scaled smoothly onto the map, so their anti-aliased fringes blended the
+// outline colour into every cell colour (46 % of the changed pixels far from every bar colour). At full
+// opacity every pixel of the grid is now a colour of the bar or exactly the outline colour.
+void ReadabilityTests::imageOutlinesAddOnlyTheirOwnColour() {
+    const QString path = dir_.filePath("colour-image-fringe.h5");
+    writeColourImageDump(path);
+    MainWindow& w = openWindow(path);
+    Session* s = w.session();
+    TokenMapView* v = w.tokenMapView();
+    w.showView("tokenmap");
+    s->setQuery(1 + 1 * 6 + 1);
+    for (const char* paradigm : {"softmax", "inline"}) {
+        s->setParadigm(s->paradigmIndex(paradigm));
+        v->setImageOpacity(100);
+        layoutNow(v);
+        QVERIFY(v->imageShown());
+        const QColor outline = v->outlineColour();
+        const QImage img = v->plot()->toPixmap().toImage();
+        const QRect grid = v->gridRect()->rect().adjusted(2, 2, -2, -2);
+        const QPoint q0 = pixelOf(v->gridRect(), 0.5, 0.5), q1 = pixelOf(v->gridRect(), 2.5, 2.5);
+        const QRect queryCell = QRect(q0, q1).normalized().adjusted(-3, -3, 3, 3);  // the marker's frame
+        int outlinePixels = 0, checked = 0;
+        QStringList off;
+        for (int py = grid.top(); py <= grid.bottom(); ++py)
+            for (int px = grid.left(); px <= grid.right(); ++px) {
+                if (queryCell.contains(px, py)) continue;
+                const QColor c = img.pixelColor(px, py);
+                ++checked;
+                if (std::abs(c.red() - outline.red()) <= 3 && std::abs(c.green() - outline.green()) <= 3 &&
+                    std::abs(c.blue() - outline.blue()) <= 3) {
+                    ++outlinePixels;
+                    continue;
+                }
+                if (!colourOfBar(c, v->colorMap()->gradient(), v->colorMap()->dataRange()) && off.size() < 5)
+                    off << QString("(%1, %2) %3").arg(px).arg(py).arg(c.name());
+            }
+        QVERIFY2(off.isEmpty(), qPrintable(QString(paradigm) + ": neither bar nor outline colour: " + off.join(", ")));
+        QVERIFY2(outlinePixels > 20 && checked > 10000,
+                 qPrintable(QString("%1 outline pixels of %2").arg(outlinePixels).arg(checked)));
+    }
 }
 
 void ReadabilityTests::signedMapOverImageUsesOnlyColourBarColours() {

@@ -127,7 +127,9 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     image_->bottomRight->setAxes(rect_->axis(QCPAxis::atBottom), rect_->axis(QCPAxis::atLeft));
     image_->topLeft->setCoords(-0.5, -0.5);
     image_->bottomRight->setCoords(l.gridW - 0.5, l.gridH - 0.5);
-    image_->setScaled(true, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+    // Nearest-neighbour: each drawn pixel is the map's colour or the outline's, never a blend of outline
+    // and transparency that lands on colours the bar does not have.
+    image_->setScaled(true, Qt::IgnoreAspectRatio, Qt::FastTransformation);
     image_->setVisible(false);
     imageShownFor_ = -1;
 
