@@ -22,6 +22,7 @@
 #include "document/example_dump.h"
 #include "shell/render_command.h"
 #include "views/dump_pair_view.h"
+#include "views/head_overview_view.h"
 #include "views/matrix_view.h"
 #include "views/token_map_view.h"
 
@@ -39,6 +40,7 @@ private Q_SLOTS:
     void damagedMetadataThatCrashesOrStallsHdf5KeepsPreviousDump();
     void renderRefusesAnUnreadableHeadUnlessAsked();
     void damagedStructuresAfterOpenLeaveTheRestUsable();
+    void headsMarkCellsWithoutAValue();
 };
 
 void DamagedFileTests::brokenFileKeepsPreviousDump() {
@@ -614,6 +616,92 @@ void DamagedFileTests::damagedStructuresAfterOpenLeaveTheRestUsable() {
         }
         QVERIFY2(timer.elapsed() < 60000, qPrintable(c.file + ": " + QString::number(timer.elapsed()) + " ms"));
     }
+}
+
+namespace {
+
+// The legend entries of a view's plot (every legend, not only the default one).
+QStringList legendTexts(QCustomPlot* plot) {
+    QStringList texts;
+    for (int e = 0; e < plot->plotLayout()->elementCount(); ++e) {
+        QList<QCPLayoutElement*> all{plot->plotLayout()->elementAt(e)};
+        if (all.front()) all += all.front()->elements(true);
+        for (QCPLayoutElement* el : all)
+            if (auto* legend = qobject_cast<QCPLegend*>(el))
+                for (int i = 0; i < legend->itemCount(); ++i)
+                    if (auto* item = qobject_cast<QCPPlottableLegendItem*>(legend->item(i)))
+                        texts << item->plottable()->name();
+    }
+    return texts;
+}
+
+}  // namespace
+
+// Issue 49 item 11: Heads drew the cells of a layer that could not be read, and the heads a layer does not
+// have, in the NaN colour with no legend. Unreadable cells are hatched, missing heads blank, NaN stays NaN;
+// the legend beside the colour bar counts each kind, and the hover says why a cell has no value.
+void DamagedFileTests::headsMarkCellsWithoutAValue() {
+    QString why;
+    const QString path = writeDamagedDump(dir_.filePath("damaged-heads.h5"), &why);
+    if (path.isEmpty() && pythonUnavailable(why)) QSKIP(qPrintable(why));
+    QVERIFY2(!path.isEmpty(), qPrintable(why));
+    MainWindow& w = openWindow(path);
+    w.resize(1024, 700);
+    Session* s = w.session();
+    s->setShown({s->paradigmIndex("softmax"), s->paradigmIndex("mala")});
+    s->setImage(0);  // the selected image: layer 2 of image 0 cannot be read
+    s->statistics().setScope(StatsScope::CurrentImage);
+    w.showView("heads");
+    auto* v = qobject_cast<HeadOverviewView*>(w.view("heads"));
+    QVERIFY(v);
+    v->refreshNow();
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 60000);
+    layoutNow(v);
+    QCOMPARE(int(v->panels().size()), 2);
+    const auto lost = std::find(v->layers().begin(), v->layers().end(), 2) - v->layers().begin();
+    QVERIFY(lost < std::ptrdiff_t(v->layers().size()));
+    const QImage img = v->plot()->toPixmap().toImage();
+    const QColor nan = s->preferences().nanColor;
+    for (const HeadOverviewView::Panel& p : v->panels())
+        for (std::size_t a = 0; a < p.cells.size(); ++a)
+            for (int h = 0; h < 2; ++h) {
+                const HeadCell c = p.cells[a][std::size_t(h)];
+                QCOMPARE(c, std::ptrdiff_t(a) == lost ? HeadCell::Unreadable : HeadCell::Value);
+                if (c != HeadCell::Unreadable) continue;
+                const QPoint at(int(p.map->keyAxis()->coordToPixel(h - 0.3)),
+                                int(p.map->valueAxis()->coordToPixel(double(a) - 0.3)));
+                const QColor pixel = img.pixelColor(at);
+                QVERIFY2(std::abs(pixel.red() - nan.red()) + std::abs(pixel.green() - nan.green()) +
+                                 std::abs(pixel.blue() - nan.blue()) >
+                             60,
+                         qPrintable(QString("an unreadable cell in the NaN colour %1").arg(pixel.name())));
+            }
+    const QStringList legend = legendTexts(v->plot());
+    QVERIFY2(legend.contains(QStringLiteral("unreadable (4)")), qPrintable(legend.join(" | ")));
+    QVERIFY2(!legend.join(' ').contains("NaN") && !legend.join(' ').contains("no such head"),
+             qPrintable(legend.join(" | ")));
+
+    // A hierarchical model: its 2-head stage beside 4-head stages leaves heads 2-3 blank, not NaN.
+    QVERIFY(w.openFile(QStringLiteral(ATTNLENS_SOURCE_DIR "/resources/examples/attnlens-example-hierarchical.h5")));
+    s = w.session();
+    s->statistics().setScope(StatsScope::CurrentImage);
+    s->statistics().setModel("swinpvt");
+    s->setShown({s->paradigmIndex("softmax")});
+    w.showView("heads");
+    v->refreshNow();
+    QTRY_VERIFY_WITH_TIMEOUT(!v->waitingForResults(), 120000);
+    layoutNow(v);
+    int blank = 0;
+    for (const HeadOverviewView::Panel& p : v->panels())
+        for (std::size_t a = 0; a < p.cells.size(); ++a)
+            for (std::size_t h = 0; h < p.cells[a].size(); ++h) {
+                const int heads = s->info().layers[std::size_t(v->layers()[a])].heads;
+                QCOMPARE(p.cells[a][h] == HeadCell::NoSuchHead, int(h) >= heads);
+                blank += int(h) >= heads;
+            }
+    QCOMPARE(blank, 2 * 2);  // two 2-head layers, heads 2 and 3
+    QVERIFY2(legendTexts(v->plot()).contains(QStringLiteral("no such head (4)")),
+             qPrintable(legendTexts(v->plot()).join(" | ")));
 }
 
 #include "damaged_file_tests.moc"

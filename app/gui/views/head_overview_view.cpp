@@ -143,6 +143,17 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which, const std::stri
     return nan;
 }
 
+QString cellWithoutValue(HeadCell c) {
+    switch (c) {
+        case HeadCell::NoSuchHead:
+            return QStringLiteral("none (the layer has fewer heads)");
+        case HeadCell::Unreadable:
+            return QStringLiteral("none (the layer could not be read; see the note)");
+        default:
+            return QStringLiteral("NaN or undefined");
+    }
+}
+
 }  // namespace
 
 std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report, HeadStatistic statistic,
@@ -326,6 +337,14 @@ std::vector<std::vector<double>> HeadOverviewView::GridSource::grid(HeadStatisti
                     : headStatisticGrid(*report, stat, reportParadigm, registeredKey);
 }
 
+std::vector<int> HeadOverviewView::GridSource::unreadableLayers() const {
+    std::vector<int> layers;
+    for (const SkippedLayer& skip : locality ? locality->skipped : report->skipped) layers.push_back(skip.layer);
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+    return layers;
+}
+
 std::optional<HeadOverviewView::GridSource> HeadOverviewView::gridSource(const QString& what) {
     GridSource source;
     if (stat_ == HeadStatistic::MeanDistance) {
@@ -384,6 +403,8 @@ HeadOverviewView::Panel HeadOverviewView::addPanel(QCPLayoutGrid* body, int inde
     p.map->setInterpolate(false);
     p.map->data()->setSize(heads_, int(layers_.size()));
     p.map->data()->setRange(QCPRange(0, std::max(0, heads_ - 1)), QCPRange(0, std::max(0, int(layers_.size()) - 1)));
+    const std::vector<int> unreadable = source.unreadableLayers();
+    p.cells.assign(p.values.size(), std::vector<HeadCell>(std::size_t(heads_), HeadCell::Value));
     for (std::size_t a = 0; a < p.values.size(); ++a)
         for (int h = 0; h < heads_; ++h) {
             const double v = h < int(p.values[a].size()) ? p.values[a][std::size_t(h)] : qQNaN();
@@ -391,6 +412,14 @@ HeadOverviewView::Panel HeadOverviewView::addPanel(QCPLayoutGrid* body, int inde
             if (std::isfinite(v)) {
                 lo = std::min(lo, v);
                 hi = std::max(hi, v);
+            } else {
+                // A layer with no value for any head after a read failure lost its records, not its values.
+                const bool lost =
+                    std::binary_search(unreadable.begin(), unreadable.end(), layers_[a]) &&
+                    std::none_of(p.values[a].begin(), p.values[a].end(), [](double x) { return std::isfinite(x); });
+                p.cells[a][std::size_t(h)] = h >= int(p.values[a].size()) ? HeadCell::NoSuchHead
+                                             : lost                       ? HeadCell::Unreadable
+                                                                          : HeadCell::Undefined;
             }
         }
     p.marker.create(plot_, p.rect);
@@ -407,6 +436,7 @@ void HeadOverviewView::addColourScale(double lo, double hi, bool difference) {
     scale->setBarWidth(12);
     scale->axis()->setLabel(difference ? QStringLiteral("difference") : statisticTitle());
     auto* side = new QCPLayoutGrid;
+    side_ = side;
     plot_->plotLayout()->addElement(plot_->plotLayout()->rowCount() - 1, 1, side);
     side->addElement(0, 0, scale);
     plot_->plotLayout()->setColumnStretchFactor(1, 0.01);
@@ -436,6 +466,7 @@ void HeadOverviewView::addColourScale(double lo, double hi, bool difference) {
 
 void HeadOverviewView::rebuild() {
     panels_.clear();
+    side_ = nullptr;
     layers_.clear();
     heads_ = 0;
     const QString what = QStringLiteral("Heads: %1 per layer and head").arg(statisticTitle());
@@ -476,7 +507,57 @@ void HeadOverviewView::rebuild() {
         body->setColumnStretchFactor(0, (panel + layerNameRoom(layerNames)) / panel);
     }
     addColourScale(lo, hi, diff);
+    markCellsWithoutValue();
     fitAspect();
+}
+
+void HeadOverviewView::markCellsWithoutValue() {
+    int counts[4] = {0, 0, 0, 0};
+    for (const Panel& p : panels_)
+        for (std::size_t a = 0; a < p.cells.size(); ++a)
+            for (std::size_t h = 0; h < p.cells[a].size(); ++h) {
+                const HeadCell c = p.cells[a][h];
+                ++counts[int(c)];
+                if (c != HeadCell::NoSuchHead && c != HeadCell::Unreadable) continue;
+                // White under the hatch: the NaN colour of the map must not show through.
+                for (const QBrush& brush :
+                     {QBrush(Qt::white), c == HeadCell::Unreadable ? QBrush(QColor(90, 90, 90), Qt::BDiagPattern)
+                                                                   : QBrush(QColor(236, 236, 236))}) {
+                    auto* r = new QCPItemRect(plot_);
+                    r->setClipAxisRect(p.rect);
+                    r->topLeft->setAxes(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+                    r->bottomRight->setAxes(p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft));
+                    r->topLeft->setCoords(double(h) - 0.5, double(a) - 0.5);
+                    r->bottomRight->setCoords(double(h) + 0.5, double(a) + 0.5);
+                    r->setPen(Qt::NoPen);
+                    r->setBrush(brush);
+                }
+            }
+    if (!side_ ||
+        !(counts[int(HeadCell::NoSuchHead)] + counts[int(HeadCell::Unreadable)] + counts[int(HeadCell::Undefined)]))
+        return;
+    auto* legend = new QCPLegend;
+    side_->addElement(1, 0, legend);
+    side_->setRowStretchFactor(1, 0.001);
+    legend->setLayer(QStringLiteral("legend"));
+    legend->setFont(QFont(plot_->font().family(), 8));
+    legend->setBrush(Qt::white);
+    legend->setBorderPen(QPen(QColor(180, 180, 180)));
+    legend->setRowSpacing(-2);
+    // Swatches: bars without data, only their legend icon is drawn.
+    const auto entry = [&](HeadCell kind, const QString& name, const QBrush& brush) {
+        if (!counts[int(kind)]) return;
+        auto* swatch =
+            new QCPBars(panels_.front().rect->axis(QCPAxis::atBottom), panels_.front().rect->axis(QCPAxis::atLeft));
+        swatch->removeFromLegend();
+        swatch->setName(QStringLiteral("%1 (%2)").arg(name).arg(counts[int(kind)]));
+        swatch->setPen(QPen(QColor(150, 150, 150)));
+        swatch->setBrush(brush);
+        legend->addItem(new QCPPlottableLegendItem(legend, swatch));
+    };
+    entry(HeadCell::Unreadable, QStringLiteral("unreadable"), QBrush(QColor(90, 90, 90), Qt::BDiagPattern));
+    entry(HeadCell::Undefined, QStringLiteral("NaN / undefined"), QBrush(session_->preferences().nanColor));
+    entry(HeadCell::NoSuchHead, QStringLiteral("no such head"), QBrush(QColor(236, 236, 236)));
 }
 
 bool HeadOverviewView::headAt(const QPointF& pos, const Panel** panel, int* layer, int* head) const {
@@ -516,7 +597,8 @@ void HeadOverviewView::onMouseMove(QMouseEvent* e) {
             .arg(QString::fromStdString(session_->info().layers[std::size_t(layers_[std::size_t(layer)])].name))
             .arg(head)
             .arg(statisticTitle())
-            .arg(std::isfinite(v) ? formatWeight(v) : QStringLiteral("none")));
+            .arg(std::isfinite(v) ? formatWeight(v)
+                                  : cellWithoutValue(p->cells[std::size_t(layer)][std::size_t(head)])));
 }
 
 }  // namespace attnlens::gui

@@ -46,6 +46,11 @@ std::vector<std::vector<double>> headStatisticGrid(const AnalysisReport& report,
 // values[i][h] for report.request.layers[i] (NaN where no query counted).
 std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, int reportParadigm);
 
+// Why a cell of the grid has, or has no, colour of the bar. Only Undefined is drawn in the NaN colour: a
+// head the layer does not have is blank, and a layer whose every (image, layer) of the scope could not be
+// read is hatched grey; the legend beside the colour bar counts each kind present.
+enum class HeadCell { Value, NoSuchHead, Unreadable, Undefined };
+
 class HeadOverviewView : public LayerReportView {
     Q_OBJECT
 public:
@@ -73,7 +78,8 @@ public:
         QCPAxisRect* rect = nullptr;
         QCPTextElement* name = nullptr;  // centred over the map, not over the layer names
         QCPColorMap* map = nullptr;
-        std::vector<std::vector<double>> values;  // [layer position][head], as drawn
+        std::vector<std::vector<double>> values;   // [layer position][head], as drawn
+        std::vector<std::vector<HeadCell>> cells;  // [layer position][head < widest layer's heads]
         CellMarker marker;
     };
     const std::vector<Panel>& panels() const { return panels_; }
@@ -101,6 +107,8 @@ private:
         QString scope;
         std::vector<std::vector<double>> grid(HeadStatistic stat, const std::string& registeredKey,
                                               int reportParadigm) const;
+        // Layers (positions in DumpInfo::layers) of which some (image, layer) could not be read.
+        std::vector<int> unreadableLayers() const;
     };
     // nullopt (the view showing why) while the source is not there.
     std::optional<GridSource> gridSource(const QString& what);
@@ -110,6 +118,8 @@ private:
                    const QStringList& layerNames, const std::vector<std::vector<double>>* base, double& lo, double& hi);
     // One colour range for every panel, so that panels compare; differences on a diverging scale.
     void addColourScale(double lo, double hi, bool difference);
+    // Blank and hatched cells over the maps, and their legend under the colour bar.
+    void markCellsWithoutValue();
     static constexpr double kPanelSpacing = 16;  // between panels, and a panel's own margins
 
     QComboBox* statistic_ = nullptr;
@@ -120,6 +130,7 @@ private:
     std::vector<Panel> panels_;
     std::vector<int> layers_;  // report.request.layers
     int heads_ = 0;
+    QCPLayoutGrid* side_ = nullptr;  // beside the panels: the colour bar, then the cells' legend
 };
 
 }  // namespace attnlens::gui
