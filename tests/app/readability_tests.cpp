@@ -153,7 +153,9 @@ bool textFits(QCPTextElement* t, QString* why) {
 // inside the plot.
 bool legendFits(QCPLegend* legend, QString* why) {
     const QRect viewport = canvasOf(legend->parentPlot());
-    if (!viewport.contains(legend->outerRect())) {
+    // QCPLegend draws its border with drawRect(outerRect), one pixel right of and below the rectangle: a
+    // legend flush with the canvas's edge loses its right border in an exported figure (issue 49 item 11).
+    if (!viewport.contains(legend->outerRect().adjusted(0, 0, 1, 1))) {
         *why = QStringLiteral("legend %1,%2 %3x%4 outside the plot")
                    .arg(legend->outerRect().x())
                    .arg(legend->outerRect().y())

@@ -242,6 +242,9 @@ QCPLegend* addSideLegend(QCustomPlot* plot, int row, int col, QCPLayoutGrid* gri
     holder->addElement(0, 0, legend);
     holder->addElement(1, 0, new QCPLayoutElement(plot));  // pushes the legend to the top
     holder->setRowStretchFactor(0, 0.001);
+    // QCPLegend draws its border one pixel right of and below its rectangle: room for it where the
+    // legend is flush with the figure's edge (exports clipped the right border).
+    holder->setMinimumMargins(QMargins(0, 0, 2, 2));
     grid->setColumnStretchFactor(col, 0.001);
     legend->setLayer(QStringLiteral("legend"));
     legend->setFont(QFont(plot->font().family(), 8));

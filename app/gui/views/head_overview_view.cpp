@@ -538,6 +538,7 @@ void HeadOverviewView::markCellsWithoutValue() {
         return;
     auto* legend = new QCPLegend;
     side_->addElement(1, 0, legend);
+    side_->setMinimumMargins(QMargins(0, 0, 2, 2));  // the legend's border is drawn just outside it
     side_->setRowStretchFactor(1, 0.001);
     legend->setLayer(QStringLiteral("legend"));
     legend->setFont(QFont(plot_->font().family(), 8));
