@@ -29,6 +29,7 @@ private Q_SLOTS:
     void switchingParadigmLayerHeadImageUpdatesMap();
     void signedParadigmUsesSymmetricRangeWithoutClipping();
     void hoverShowsValueUnderCursor();
+    void mapStaysPutWhenTheTitleRewraps();
 };
 
 void TokenMapTests::opensBundledExample() {
@@ -261,6 +262,43 @@ int main(int argc, char** argv) {
     // Session::open checks each dump in a child process started from this executable.
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     return runAppTests<TokenMapTests>(argc, argv);
+}
+
+// Issue 49 item 11: a query whose title wraps to one line fewer than the last query's moved the map up, and
+// the next query moved it back. The title and note keep their tallest height at a width: after the first
+// two-line title the map stays where it is, in both directions; a new width starts over.
+void TokenMapTests::mapStaysPutWhenTheTitleRewraps() {
+    MainWindow& w = openWindow(findOrCreateExampleDump());
+    Session* s = w.session();
+    w.showView("tokenmap");
+    TokenMapView* v = w.tokenMapView();
+    const TokenLayout& l = s->layout();
+    const Index shortTitle = l.token(0, 0), longTitle = l.token(l.gridH - 1, l.gridW - 1);
+    const auto titleLines = [&](Index q) {
+        s->setQuery(q);
+        v->refreshNow();
+        layoutNow(v);
+        layoutNow(v);
+        auto* title = qobject_cast<QCPTextElement*>(v->plot()->plotLayout()->element(0, 0));
+        return title ? int(title->text().count('\n')) + 1 : 0;
+    };
+    // A window width at which (y 0, x 0) takes one line fewer than (y 13, x 13).
+    int width = 0;
+    for (int candidate = 560; candidate <= 1600 && width == 0; candidate += 6) {
+        w.resize(candidate, 700);
+        if (titleLines(shortTitle) < titleLines(longTitle)) width = candidate;
+    }
+    QVERIFY2(width > 0, "no width re-wraps the title");
+    w.resize(width + 1, 700);  // a fresh width: the steady height starts over
+    titleLines(shortTitle);
+    titleLines(longTitle);
+    // The map's row starts where it did (the title's and note's rows keep their height); the map inside
+    // it still moves by a few pixels when the colour bar's tick labels change width.
+    const int top = v->gridRect()->outerRect().top();
+    for (Index q : {shortTitle, longTitle, shortTitle}) {
+        titleLines(q);
+        QCOMPARE(v->gridRect()->outerRect().top(), top);
+    }
 }
 
 #include "token_map_tests.moc"

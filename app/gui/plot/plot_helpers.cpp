@@ -86,9 +86,32 @@ QCPLayoutGrid* addBody(QCustomPlot* plot, int row) {
     return body;
 }
 
+void WrappedText::setSteadyHeight(bool on) {
+    steady_ = on;
+    steadyWidth_ = -1;
+    steadyHeight_ = 0;
+    setTextFlags(on ? int(Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap)
+                    : int(Qt::AlignCenter | Qt::TextWordWrap));
+}
+
 QSize WrappedText::minimumOuterSizeHint() const {
     const QSize text = QCPTextElement::minimumOuterSizeHint();
-    return {std::min(text.width(), 60), text.height()};
+    int height = text.height();
+    if (steady_) {
+        if (outerRect().width() != steadyWidth_) {
+            steadyWidth_ = outerRect().width();
+            steadyHeight_ = 0;
+        }
+        steadyHeight_ = std::max(steadyHeight_, height);
+        height = steadyHeight_;
+    }
+    return {std::min(text.width(), 60), height};
+}
+
+QSize WrappedText::maximumOuterSizeHint() const {
+    QSize max = QCPTextElement::maximumOuterSizeHint();
+    if (steady_) max.setHeight(std::max(max.height(), steadyHeight_));
+    return max;
 }
 
 QCPTextElement* addWrappedText(QCustomPlot* plot, int pointSize, bool bold) {

@@ -15,9 +15,18 @@ class WrappedText : public QCPTextElement {
     Q_OBJECT
 public:
     WrappedText(QCustomPlot* plot, const QFont& font) : QCPTextElement(plot, QString(), font) {}
+    // A steady text keeps the tallest height its texts needed at the present width, its text at the top:
+    // the heatmap pages' title and note, so that the map below does not jump when a new query's title
+    // wraps to one line fewer. A new width (the window resized) starts over.
+    void setSteadyHeight(bool on);
 
 protected:
     QSize minimumOuterSizeHint() const override;
+    QSize maximumOuterSizeHint() const override;
+
+private:
+    bool steady_ = false;
+    mutable int steadyWidth_ = -1, steadyHeight_ = 0;
 };
 // A WrappedText in the plot's font family at `pointSize`.
 QCPTextElement* addWrappedText(QCustomPlot* plot, int pointSize, bool bold = false);

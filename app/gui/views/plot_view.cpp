@@ -311,9 +311,11 @@ HeatmapPage resetHeatmapPage(QCustomPlot* plot) {
     HeatmapPage page;
     auto* layout = plot->plotLayout();
     page.header = addWrappedText(plot, 11, true);
+    static_cast<WrappedText*>(page.header)->setSteadyHeight(true);
     layout->addElement(0, 0, page.header);
     layout->setRowStretchFactor(0, 0.01);
     page.note = addWrappedText(plot, 9);
+    static_cast<WrappedText*>(page.note)->setSteadyHeight(true);
     layout->addElement(1, 0, page.note);
     layout->setRowStretchFactor(1, 0.01);
     page.grid = new QCPLayoutGrid;
