@@ -45,6 +45,7 @@ private Q_SLOTS:
     void hoverValueFollowsTheShownView();
     void paradigmBoxKeepsTheLayersModelMark();
     void localMassBaselinesSpanSkippedLayers();
+    void localMassTimesUniformIsEachHeadsMassOverItsBaseline();
     void sessionsAndFiguresStartInTheUsersFolder();
     void emptyIssuesDockStaysClosed();
     void kernelAppliedLayersSayWhyParadigmsCoincide();
@@ -166,6 +167,86 @@ void DisplayTruthTests::localMassBaselinesSpanSkippedLayers() {
     QVERIFY2(softmaxGap, "the lost layer should be a gap in the paradigms' lines");
     QVERIFY2(baselineAtLost, "the uniform baseline stops at the lost layer");
     QCOMPARE(paperPoints, int(s->info().layers.size()));
+}
+
+// Issue 49 item 12 (issue 46 item 2 in the desktop program): Local mass shows "x uniform", each head's mass
+// over its baseline on the admissible keys, averaged as the records say; on the hierarchical example's window
+// and reduced-key layers the focused model reads about 1x, where k²/N made it look four times local.
+void DisplayTruthTests::localMassTimesUniformIsEachHeadsMassOverItsBaseline() {
+    MainWindow& w =
+        openWindow(QStringLiteral(ATTNLENS_SOURCE_DIR "/resources/examples/attnlens-example-hierarchical.h5"));
+    Session* s = w.session();
+    QVERIFY2(s->isOpen(), qPrintable(w.lastError()));
+    s->setImage(0);
+    s->statistics().setModel("swinpvt");
+    w.showView("local");
+    auto* v = qobject_cast<LocalMassView*>(w.view("local"));
+    QVERIFY(v);
+    v->setK(3);
+    auto* show = v->findChild<QComboBox*>(QStringLiteral("localShow"));
+    QVERIFY(show);
+    show->setCurrentIndex(1);
+    QVERIFY(v->timesUniform());
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults()), 240000);
+    v->refreshNow();
+    const auto report = s->statistics().report(StatsScope::CurrentImage, false);
+    QVERIFY(report);
+    const std::vector<int>& layers = report->request.layers;
+    int checked = 0;
+    for (int p = 0; p < int(report->paradigms.size()); ++p) {
+        QCPGraph* g = graphNamed(v->plot(), QString::fromStdString(report->paradigms[std::size_t(p)].name));
+        QVERIFY(g);
+        for (std::size_t a = 0; a < layers.size(); ++a) {
+            // The mean over the layer's heads of mass / baseline, straight from the records.
+            double sum = 0;
+            int n = 0;
+            for (const HeadRecord& r : report->records)
+                if (r.paradigm == p && r.layer == layers[a])
+                    for (const LocalMassResult& l : r.stats.local)
+                        if (l.k == 3 && l.queries > 0) {
+                            sum += l.mean / l.admissibleBaseline;
+                            ++n;
+                        }
+            QVERIFY(n > 0);
+            bool found = false;
+            for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+                if (int(std::lround(it->key)) == int(a) && std::isfinite(it->value)) {
+                    QVERIFY2(std::abs(it->value - sum / n) < 1e-9 * std::max(1.0, sum / n),
+                             qPrintable(QString("%1 at %2: %3 drawn, %4 from the records")
+                                            .arg(g->name())
+                                            .arg(a)
+                                            .arg(it->value)
+                                            .arg(sum / n)));
+                    found = true;
+                    ++checked;
+                }
+            QVERIFY(found);
+        }
+    }
+    QCOMPARE(checked, int(report->paradigms.size() * layers.size()));
+    // The yardstick is the line at 1; neither k²/N nor the output share (not masses over a baseline) is drawn.
+    bool one = false;
+    for (int i = 0; i < v->plot()->graphCount(); ++i) {
+        QCPGraph* g = v->plot()->graph(i);
+        QVERIFY2(g->name() != QStringLiteral("k²/N") && !g->name().contains("output share"), qPrintable(g->name()));
+        if (g->name().startsWith(QStringLiteral("1: uniform"))) {
+            one = true;
+            for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it)
+                if (std::isfinite(it->value)) QCOMPARE(it->value, 1.0);
+        }
+    }
+    QVERIFY(one);
+    QVERIFY(plotTexts(v).contains(QStringLiteral("mass over uniform")));
+    QVERIFY(v->plot()->axisRect()->axis(QCPAxis::atLeft)->label().contains(QStringLiteral("x uniform")));
+    // The focused model's own layers: about uniform (0.8-1.25x), as issue 46 measured.
+    QCPGraph* focused = graphNamed(v->plot(), QStringLiteral("focused"));
+    for (auto it = focused->data()->constBegin(); it != focused->data()->constEnd(); ++it)
+        if (std::isfinite(it->value))
+            QVERIFY2(it->value > 0.8 && it->value < 1.25, qPrintable(QString::number(it->value)));
+    // Back to the mass: the yardstick lines return.
+    show->setCurrentIndex(0);
+    v->refreshNow();
+    QVERIFY(graphNamed(v->plot(), QStringLiteral("k²/N")));
 }
 
 void DisplayTruthTests::sessionsAndFiguresStartInTheUsersFolder() {

@@ -73,6 +73,8 @@ QString renderUsage() {
                "  --scope S         statistics over the selected 'image' or 'all' images\n"
                "                    (default: all for confusion, image for local and layers)\n"
                "  --k K             local view: window size (default 3)\n"
+               "  --x-uniform       local view: each head's mass over its uniform baseline on the keys\n"
+               "                    its rows may attend to (1 = uniform), not the mass itself\n"
                "  --opacity PCT     tokenmap: opacity of the input image's outlines drawn over the map,\n"
                "                    0..100 (default 60, as the desktop program; 0: no outlines)\n"
                "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
@@ -131,7 +133,7 @@ struct RenderFlags {
                        rolloutDiscard = opt({"rollout-discard"}, "D");
     // One view's own settings
     QCommandLineOption log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
-                       k = opt({"k"}, "K", "3"),
+                       k = opt({"k"}, "K", "3"), timesUniform = opt({"x-uniform"}),
                        opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
                        secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
                        sameParadigm = opt({"same-paradigm"}), headStatistic = opt({"head-statistic"}, "S"),
@@ -164,6 +166,7 @@ struct RenderFlags {
                       shared,
                       diff,
                       k,
+                      timesUniform,
                       opacity,
                       secondFile,
                       secondLayer,
@@ -315,7 +318,12 @@ void configureView(PlotView* v, Session& session, const QCommandLineParser& p, c
         h->setStatisticByKey(p.value(f.headStatistic).trimmed().toStdString());
     }
     configureSweep(dynamic_cast<SweepView*>(v), session, p, f, saved);
-    if (auto* l = dynamic_cast<LocalMassView*>(v)) l->setK(intOption(p.value(f.k), kMinLocalK, kMaxLocalK, "--k"));
+    if (auto* l = dynamic_cast<LocalMassView*>(v)) {
+        l->setK(intOption(p.value(f.k), kMinLocalK, kMaxLocalK, "--k"));
+        l->setTimesUniform(p.isSet(f.timesUniform));
+    } else if (p.isSet(f.timesUniform)) {
+        throwUsage("--x-uniform: only with --view local");
+    }
     if (auto* r = dynamic_cast<LayerReportView*>(v); r && p.isSet(f.scope)) r->setScope(session.statistics().scope());
 }
 

@@ -243,8 +243,17 @@ LocalMassView::LocalMassView(Session* session, QWidget* parent) : LayerReportVie
     toolbar()->addSpacing(12);
     toolbar()->addWidget(new QLabel(QStringLiteral("Window k:"), this));
     toolbar()->addWidget(k_);
+    show_ = new ElidingComboBox(this);
+    show_->setObjectName(QStringLiteral("localShow"));
+    show_->addItems({QStringLiteral("mass"), QStringLiteral("x uniform")});
+    show_->setToolTip(
+        QStringLiteral("mass: the share of each row in the k x k window around its query; x uniform: "
+                       "each head's mass over what uniform attention over the keys its rows may "
+                       "attend to (their window on window layers) would put there, 1 = uniform"));
+    toolbar()->addWidget(show_);
     toolbar()->addStretch(1);
     connect(k_, &QComboBox::currentIndexChanged, this, &PlotView::invalidate);
+    connect(show_, &QComboBox::currentIndexChanged, this, [this](int i) { setTimesUniform(i == 1); });
     connect(session, &Session::paradigmsChanged, this, &LocalMassView::syncK);
     syncK();
 }
@@ -263,14 +272,23 @@ void LocalMassView::setK(int k) {
     if (i >= 0) k_->setCurrentIndex(i);
 }
 
+void LocalMassView::setTimesUniform(bool on) {
+    timesUniform_ = on;
+    QSignalBlocker block(show_);
+    show_->setCurrentIndex(on ? 1 : 0);
+    invalidate();
+}
+
 void LocalMassView::rebuild() {
     const int k = k_->currentData().isValid() ? k_->currentData().toInt() : 3;
-    auto r = report(QStringLiteral("Local %1 x %1 mass per layer").arg(k));
+    auto r = report(timesUniform_ ? QStringLiteral("Local %1 x %1 mass over uniform per layer").arg(k)
+                                  : QStringLiteral("Local %1 x %1 mass per layer").arg(k));
     if (!r) return;
     auto* title = resetWithTitle(plot_, QString());
     QCPLayoutGrid* body = addBody(plot_, 1);
     QCPAxisRect* rect = addRect(plot_, 0, 0, body);
     QCPLegend* legend = addSideLegend(plot_, 0, 1, body);
+    if (timesUniform_) return rebuildTimesUniform(*r, k, title, rect, legend);
     rect->axis(QCPAxis::atLeft)
         ->setLabel(QStringLiteral("mean attention mass in the %1 x %1 window (fraction of the row)").arg(k));
     setupLayerAxis(rect->axis(QCPAxis::atBottom), *r);
@@ -336,9 +354,44 @@ void LocalMassView::rebuild() {
                               .arg(k)
                               .arg(scopeDescription(),
                                    withShare ? QStringLiteral("; dash-dot: the window's share of each output row, "
-                                                              "|Σ_window A_ij V_j| / |O_i|")
+                                                              "|Σ_window A_ij V_j| / |O_i| (a ratio of norms: above "
+                                                              "1 where the keys outside the window cancel)")
                                              : QString()));
     addReportNotes(*r);
+}
+
+void LocalMassView::rebuildTimesUniform(const AnalysisReport& r, int k, QCPTextElement* title, QCPAxisRect* rect,
+                                        QCPLegend* legend) {
+    rect->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("%1 x %1 mass over its uniform baseline (x uniform)").arg(k));
+    setupLayerAxis(rect->axis(QCPAxis::atBottom), r);
+    const std::vector<int> starts = familyStarts(r);
+    addFamilySeparators(rect, starts);
+    std::vector<double> all{1.0};
+    QVector<double> x, y;
+    const ReportSummary summary(r);
+    for (int p = 0; p < int(r.paradigms.size()); ++p) {
+        const auto times = layerMeans(summary, r, p, ReportSummary::Statistic::LocalTimesUniform, k);
+        all.insert(all.end(), times.begin(), times.end());
+        layerSeries(times, starts, x, y);
+        addLine(rect, x, y, paradigmColor(sessionParadigm(r, p)),
+                QString::fromStdString(r.paradigms[std::size_t(p)].name), legend, Qt::SolidLine,
+                QCPScatterStyle::ssDisc);
+    }
+    bool windowed = false;
+    for (int l : r.request.layers) windowed = windowed || r.dump.layers[std::size_t(l)].window.has_value();
+    std::vector<double> one(r.request.layers.size(), 1.0);
+    layerSeries(one, starts, x, y);
+    addLine(rect, x, y, Qt::black,
+            windowed ? QStringLiteral("1: uniform over each query's\nwindow (its admissible keys)")
+                     : QStringLiteral("1: uniform attention\n(border-clipped windows)"),
+            legend, Qt::DashLine);
+    all.push_back(0);
+    fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
+    setWrappedText(title, QStringLiteral("Local %1 x %1 mass over uniform per layer (InLine Fig. 3) — mean over heads "
+                                         "of each head's mass / its baseline, %2")
+                              .arg(k)
+                              .arg(scopeDescription()));
+    addReportNotes(r);
 }
 
 // A histogram over images needs the images: this view runs over the whole dump unless told otherwise.

@@ -84,13 +84,21 @@ public:
     QString viewId() const override { return QStringLiteral("local"); }
     QString viewTitle() const override { return QStringLiteral("Local mass"); }
     void setK(int k);
+    // The mass itself (false) or each record's mass over its uniform baseline on the admissible keys, then
+    // the mean ("x uniform", 1 = uniform; InLine's "more local" read against what the row may attend to).
+    void setTimesUniform(bool on);
+    bool timesUniform() const { return timesUniform_; }
 
 protected:
     void rebuild() override;
 
 private:
     void syncK();
+    void rebuildTimesUniform(const AnalysisReport& r, int k, QCPTextElement* title, QCPAxisRect* rect,
+                             QCPLegend* legend);
     QComboBox* k_ = nullptr;
+    QComboBox* show_ = nullptr;
+    bool timesUniform_ = false;
 };
 
 class ConfusionView : public LayerReportView {
