@@ -25,6 +25,7 @@ private Q_SLOTS:
     void staleMatrixResultIsDropped();
     void flickingBackUsesCache();
     void colourBarsSitNextToTheirMaps();
+    void rankSitsBesideItsBound();
 };
 
 void CompareAndMatrixTests::compareViewShowsEveryParadigmAndDifference() {
@@ -178,6 +179,45 @@ int main(int argc, char** argv) {
     // Session::open checks each dump in a child process started from this executable.
     if (const auto code = attnlens::runOpenCheckChildIfRequested(argc, argv)) return *code;
     return runAppTests<CompareAndMatrixTests>(argc, argv);
+}
+
+// Issue 49 item 12 (issue 46 item 4 in the desktop program): the matrix's rank line and the spectrum's legend
+// give the rank beside the bound the paradigm's algebra allows, in closed form on the small dump (N = 43,
+// d = 8): d for a kernel linear paradigm, d + 1 with InLine's and MALA's row offsets, N for softmax.
+void CompareAndMatrixTests::rankSitsBesideItsBound() {
+    MainWindow& w = openWindow(small_);
+    Session* s = w.session();
+    const LayerInfo& l = s->layerInfo();
+    const int d = int(l.dim), n = int(l.tokens);
+    QCOMPARE(d, 8);
+    const std::vector<std::pair<const char*, int>> bounds{
+        {"linear_relu", d}, {"focused", d}, {"inline", d + 1}, {"mala", d + 1}, {"softmax", n}};
+    w.showView("matrix");
+    MatrixView* m = w.matrixView();
+    for (const auto& [name, bound] : bounds) {
+        s->setParadigm(s->paradigmIndex(name));
+        QTRY_VERIFY_WITH_TIMEOUT(!m->waitingForResults() && m->titleText().contains("numerical rank"), 30000);
+        QVERIFY2(m->titleText().contains(QStringLiteral("bound %1: ").arg(bound)),
+                 qPrintable(QString(name) + ": " + m->titleText()));
+    }
+    std::vector<int> shown;
+    for (const auto& [name, bound] : bounds) shown.push_back(s->paradigmIndex(name));
+    s->setShown(shown);
+    w.showView("spectrum");
+    PlotView* v = w.view("spectrum");
+    QTRY_VERIFY_WITH_TIMEOUT((v->refreshNow(), !v->waitingForResults()), 60000);
+    v->refreshNow();
+    for (const auto& [name, bound] : bounds) {
+        bool found = false;
+        for (int g = 0; g < v->plot()->graphCount(); ++g) {
+            const QString label = v->plot()->graph(g)->name();
+            if (!label.startsWith(QString(name) + QStringLiteral(": rank"))) continue;
+            found = true;
+            QVERIFY2(label.contains(QStringLiteral("/%1 (bound %2)").arg(n).arg(bound)), qPrintable(label));
+        }
+        QVERIFY2(found, name);
+    }
+    QVERIFY(plotTexts(v).contains(QStringLiteral("bound: the rank the paradigm's algebra allows")));
 }
 
 #include "compare_matrix_tests.moc"

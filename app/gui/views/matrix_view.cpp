@@ -446,6 +446,10 @@ QString MatrixView::rankLine(const MatrixImage& img, const BranchKernel* branch,
                    .arg(rectangular ? QStringLiteral(" (N x n = %1 x %2)").arg(img.tokens).arg(img.keys) : QString())
                    .arg(formatWeight(s->tolerance))
                    .arg(QString::number(s->effectiveRank, 'f', 1));
+        // Beside the rank, what the paradigm's algebra allows (FLatten Sec. 4.2): a linear head at its bound d is
+        // as full as it can be, one far below it is not.
+        if (s->bound > 0)
+            rank += QStringLiteral(" · bound %1: %2").arg(s->bound).arg(QString::fromStdString(s->boundRule));
         if (!s->windowRanks.empty()) {
             const auto [lo, hi] = std::minmax_element(s->windowRanks.begin(), s->windowRanks.end());
             rank += QStringLiteral(" · %1 windows of %2 tokens, each of rank %3")

@@ -125,10 +125,11 @@ FloorRows drawSpectra(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, c
         // With the branch the legend has twice the entries: the rank only (N is on the x axis,
         // effective ranks are in the matrix view).
         const QString label = branch ? QStringLiteral("%1: rank %2").arg(c.name).arg(s.rank)
-                                     : QStringLiteral("%1: rank %2/%3, eff. %4")
+                                     : QStringLiteral("%1: rank %2/%3%4, eff. %5")
                                            .arg(c.name)
                                            .arg(s.rank)
                                            .arg(s.size)
+                                           .arg(s.bound > 0 ? QStringLiteral(" (bound %1)").arg(s.bound) : QString())
                                            .arg(QString::number(s.effectiveRank, 'f', 1));
         if (!floorX.isEmpty()) floorCounts << QStringLiteral("%1 %2").arg(c.name).arg(floorX.size());
         QCPGraph* g = addLine(rect, x, y, c.color, label, legend);
@@ -234,6 +235,10 @@ void SpectrumView::rebuild() {
         sub = QStringLiteral("A, %1 · dashed: rank threshold").arg(status);
     else
         sub = QStringLiteral("dashed: rank threshold");
+    if (!branch)
+        sub += QStringLiteral(
+            " · bound: the rank the paradigm's algebra allows (d for kernel linear attention, d + 1 "
+            "with a row offset as InLine and MALA, min(N, n) for softmax)");
     if (row > 0)
         sub += QStringLiteral(" · ▼ bottom rows, one per paradigm: σ_k that are 0 or below %1 (%2)")
                    .arg(formatWeight(floor), floorCounts.join(QStringLiteral(", ")));
