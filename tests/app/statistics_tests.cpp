@@ -233,6 +233,23 @@ void StatisticsTests::layerPlotsBreakBetweenModels() {
     QCOMPARE(rects.size(), 4);
     const int h0 = rects[0]->height(), h3 = rects[3]->height();
     QVERIFY2(std::abs(h0 - h3) <= 3, qPrintable(QString("heights %1 %2 %3").arg(h0).arg(rects[1]->height()).arg(h3)));
+    // Issue 49 item 12: at 1024 x 700 too, where the legend is taller than a panel (it took the first
+    // panel's row), and each panel is named above it, across (vertical labels overlapped there).
+    w.resize(1024, 700);
+    QTest::qWait(20);
+    for (int i = 0; i < 6; ++i) layers->plot()->replot(QCustomPlot::rpImmediateRefresh);
+    QStringList heights;
+    for (QCPAxisRect* r : rects) heights << QString::number(r->height());
+    for (QCPAxisRect* r : rects) {
+        QVERIFY2(std::abs(r->height() - rects[0]->height()) <= 3, qPrintable(heights.join(' ')));
+        QVERIFY(r->axis(QCPAxis::atLeft)->label().isEmpty());
+        QCPAxis* heading = r->axis(QCPAxis::atTop);
+        QVERIFY(heading->visible() && !heading->label().isEmpty());
+        const int need = QFontMetrics(heading->labelFont()).horizontalAdvance(heading->label());
+        QVERIFY2(need <= r->width(), qPrintable(heading->label()));
+    }
+    QVERIFY(rects[0]->axis(QCPAxis::atTop)->label().contains(QStringLiteral("max(A, 0)")));
+    QVERIFY(rects[1]->axis(QCPAxis::atTop)->label().contains(QStringLiteral("|A|")));
 }
 
 // Statistics > Locality (issue 11, part 2) on the bundled example: the offset map drawn equals

@@ -523,16 +523,30 @@ void StackedLayerView::rebuild() {
     const int count = int(spec.size());
     stretch_.resize(std::size_t(count), 1.0);
     auto* titleElement = resetWithTitle(plot_, QString());
-    body_ = addBody(plot_, 1);
+    // The panels stack in their own grid beside the legend: in one grid with it, the legend's height
+    // went to the first panel's row (taller than the others at 1024 x 700).
+    QCPLayoutGrid* outer = addBody(plot_, 1);
+    body_ = new QCPLayoutGrid;
+    outer->addElement(0, 0, body_);
     auto* group = new QCPMarginGroup(plot_);
     for (int i = 0; i < count; ++i) {
         QCPAxisRect* rect = addRect(plot_, i, 0, body_);
         body_->setRowStretchFactor(i, stretch_[std::size_t(i)]);
         rect->setMarginGroup(QCP::msLeft | QCP::msRight, group);
-        rect->axis(QCPAxis::atLeft)->setLabel(spec[std::size_t(i)].axisLabel);
+        // The panel's name above it, across: a vertical label longer than a short panel (four panels at
+        // 1024 x 700) ran into its neighbours' labels. The hover still names the value axis.
+        QCPAxis* heading = rect->axis(QCPAxis::atTop);
+        heading->setVisible(true);
+        heading->setTicks(false);
+        heading->setTickLabels(false);
+        heading->setBasePen(Qt::NoPen);
+        heading->setLabelPadding(2);
+        heading->setLabelFont(QFont(plot_->font().family(), 8));
+        heading->setLabel(spec[std::size_t(i)].axisLabel);
+        setAxisHoverName(rect->axis(QCPAxis::atLeft), spec[std::size_t(i)].axisLabel);
         rects_.push_back(rect);
     }
-    QCPLegend* legend = addSideLegend(plot_, 0, 1, body_);
+    QCPLegend* legend = addSideLegend(plot_, 0, 1, outer);
     const std::vector<int> starts = familyStarts(*r);
     for (auto* rect : rects_) addFamilySeparators(rect, starts);
     QVector<double> x, y;
@@ -656,10 +670,18 @@ LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : StackedLayer
 
 std::vector<StackedLayerView::Panel> LayerStatsView::panels() const {
     using S = ReportSummary::Statistic;
-    return {{S::AdmissibleNormalisedEntropy, QStringLiteral("entropy / log |S_i|"), {0, 1}, std::nullopt, {}},
-            {S::AdmissibleNormalisedEntropyAbs, QStringLiteral("entropy of |A| / log |S_i|"), {0, 1}, std::nullopt, {}},
-            {S::NegativeMassPerRow, QStringLiteral("negative mass per row"), {0}, std::nullopt, {}},
-            {S::NegativeWeightFraction, QStringLiteral("weights A<0 (fraction)"), {0, 1}, std::nullopt, {}}};
+    return {{S::AdmissibleNormalisedEntropy,
+             QStringLiteral("entropy of max(A, 0) renormalised / log |S_i|"),
+             {0, 1},
+             std::nullopt,
+             {}},
+            {S::AdmissibleNormalisedEntropyAbs,
+             QStringLiteral("entropy of |A| renormalised / log |S_i|"),
+             {0, 1},
+             std::nullopt,
+             {}},
+            {S::NegativeMassPerRow, QStringLiteral("negative mass per row, Σ_j min(A_ij, 0)"), {0}, std::nullopt, {}},
+            {S::NegativeWeightFraction, QStringLiteral("share of the weights below 0"), {0, 1}, std::nullopt, {}}};
 }
 
 QString LayerStatsView::what() const { return QStringLiteral("Entropy and negative mass per layer"); }

@@ -134,7 +134,7 @@ public:
 protected:
     struct Panel {
         ReportSummary::Statistic statistic;
-        QString axisLabel;
+        QString axisLabel;                  // the panel's heading above it (and the hover's name of its values)
         std::vector<double> rangeIncludes;  // values the value axis always shows (0, 1, ...)
         // Drawn dashed in the same plot, legend entry "<paradigm> <dashedName>" (none when unset).
         std::optional<ReportSummary::Statistic> dashed;
@@ -147,7 +147,7 @@ protected:
     void rebuild() override;
 
 private:
-    QCPLayoutGrid* body_ = nullptr;    // the plots and the legend
+    QCPLayoutGrid* body_ = nullptr;    // the plots, one per row (the legend beside this grid)
     std::vector<QCPAxisRect*> rects_;  // one per panel
     std::vector<double> stretch_;      // row stretch factors that equalise their heights
 };
