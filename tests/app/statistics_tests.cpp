@@ -19,6 +19,7 @@
 #include <QTableWidget>
 #include <QTextStream>
 #include <QToolButton>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <set>
@@ -509,6 +510,58 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     QCOMPARE(images, reader->info().images);
     QCOMPARE(v->panels()[1].map->data()->cell(head, layerPos), pairs / images);
 
+    // Signed rows as they are (issue 49 item 12): entropy of |A| renormalised over log |S_i| (every key here),
+    // the largest |A| share of a row and the share of weights below 0, from the rows, mean over images.
+    auto signedRows = [&](const char* paradigm) {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        const Index n = li.layout.tokens();
+        RowVector row(n);
+        std::array<double, 3> mean{0, 0, 0};
+        for (int img = 0; img < reader->info().images; ++img) {
+            const HeadActivations act = reader->readHead(img, layer, head);
+            const AttentionHead h(presetParadigm(paradigm), HeadInputs{&act.q, &act.k, li.scale, li.kernelApplied});
+            double entropy = 0, share = 0, negative = 0;
+            for (Index q = 0; q < n; ++q) {
+                h.row(q, row);
+                const double total = row.cwiseAbs().sum();
+                double hq = 0;
+                for (Index j = 0; j < n; ++j) {
+                    const double p = std::abs(row[j]) / total;
+                    if (p > 0) hq -= p * std::log(p);
+                    negative += row[j] < 0;
+                }
+                entropy += hq / std::log(double(n));
+                share += row.cwiseAbs().maxCoeff() / total;
+            }
+            mean[0] += entropy / double(n);
+            mean[1] += share / double(n);
+            mean[2] += negative / double(n * n);
+        }
+        for (double& m : mean) m /= reader->info().images;
+        return mean;
+    };
+    const auto softSigned = signedRows("softmax"), inlSigned = signedRows("inline");
+    QVERIFY(inlSigned[2] > 0.01 && softSigned[2] == 0);  // inline's rows do carry negative weights
+    const HeadStatistic signedStatistics[] = {HeadStatistic::NormalisedEntropyAbs, HeadStatistic::MaxAbsShare,
+                                              HeadStatistic::NegativeWeightFraction};
+    for (int i = 0; i < 3; ++i) {
+        v->setStatistic(signedStatistics[i]);
+        v->refreshNow();
+        const double drawnSoft = v->panels()[0].map->data()->cell(head, layerPos);
+        const double drawnInl = v->panels()[1].map->data()->cell(head, layerPos);
+        QVERIFY2(std::abs(drawnSoft - softSigned[std::size_t(i)]) < 1e-10 &&
+                     std::abs(drawnInl - inlSigned[std::size_t(i)]) < 1e-10,
+                 qPrintable(QString("%1: drawn %2 %3, rows %4 %5")
+                                .arg(v->statisticTitle())
+                                .arg(drawnSoft)
+                                .arg(drawnInl)
+                                .arg(softSigned[std::size_t(i)])
+                                .arg(inlSigned[std::size_t(i)])));
+    }
+    QCOMPARE(v->statisticTitle(), QStringLiteral("share of the weights below 0"));
+    v->setStatisticByKey("entropy-abs");
+    QCOMPARE(v->statisticTitle(), QStringLiteral("entropy of |A| / log |S_i|"));
+
     // Rank and effective rank (a report of every head's spectrum): the mean over images of a dense
     // SVD of the head's matrix (the report takes inline's factorised path).
     const SpectrumOptions so = s->preferences().analysis.spectrum;
@@ -535,6 +588,14 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     v->refreshNow();
     QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - softEffective) < 1e-9 * softEffective);
     QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - inlEffective) < 1e-9 * inlEffective);
+    // The rank over its bound, the bound in closed form: N for softmax, d + 1 for InLine's row offset.
+    v->setStatisticByKey("rank-over-bound");
+    v->refreshNow();
+    {
+        const LayerInfo& li = reader->info().layers[std::size_t(layer)];
+        QVERIFY(std::abs(v->panels()[0].map->data()->cell(head, layerPos) - softRank / double(li.tokens)) < 1e-12);
+        QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - inlRank / double(li.dim + 1)) < 1e-12);
+    }
 
     // Mean attention distance (the locality report, all images): sum_j A_ij ||p_i - p_j|| over
     // spatial keys, averaged over spatial queries and images.

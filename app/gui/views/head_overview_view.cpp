@@ -23,17 +23,25 @@ QString headStatisticName(HeadStatistic s) {
         case HeadStatistic::LocalTimesUniform3:
             return QStringLiteral("3 x 3 local mass, x uniform");
         case HeadStatistic::NormalisedEntropy:
-            return QStringLiteral("normalised entropy (H / log |S_i|)");
+            return QStringLiteral("entropy of max(A, 0) / log |S_i|");
+        case HeadStatistic::NormalisedEntropyAbs:
+            return QStringLiteral("entropy of |A| / log |S_i|");
         case HeadStatistic::MaxWeight:
-            return QStringLiteral("mean max weight");
+            return QStringLiteral("mean max weight, max_j A_ij");
+        case HeadStatistic::MaxAbsShare:
+            return QStringLiteral("max |A| share, max_j |A_ij| / Σ_j |A_ij|");
         case HeadStatistic::NegativeMass:
             return QStringLiteral("negative mass per row");
         case HeadStatistic::NegativeRowFraction:
             return QStringLiteral("rows with negative weights");
+        case HeadStatistic::NegativeWeightFraction:
+            return QStringLiteral("share of the weights below 0");
         case HeadStatistic::ConfusedPairs:
             return QStringLiteral("confused query pairs");
         case HeadStatistic::Rank:
             return QStringLiteral("numerical rank");
+        case HeadStatistic::RankOverBound:
+            return QStringLiteral("rank over its bound");
         case HeadStatistic::EffectiveRank:
             return QStringLiteral("effective rank");
         case HeadStatistic::MeanDistance:
@@ -50,12 +58,22 @@ QString headStatisticName(HeadStatistic s) {
 
 namespace {
 
-constexpr HeadStatistic kHeadStatistics[] = {HeadStatistic::LocalMass3,        HeadStatistic::LocalTimesUniform3,
-                                             HeadStatistic::NormalisedEntropy, HeadStatistic::MaxWeight,
-                                             HeadStatistic::NegativeMass,      HeadStatistic::NegativeRowFraction,
-                                             HeadStatistic::ConfusedPairs,     HeadStatistic::Rank,
-                                             HeadStatistic::EffectiveRank,     HeadStatistic::MeanDistance,
-                                             HeadStatistic::TotalVariation,    HeadStatistic::OutputError};
+constexpr HeadStatistic kHeadStatistics[] = {HeadStatistic::LocalMass3,
+                                             HeadStatistic::LocalTimesUniform3,
+                                             HeadStatistic::NormalisedEntropy,
+                                             HeadStatistic::NormalisedEntropyAbs,
+                                             HeadStatistic::MaxWeight,
+                                             HeadStatistic::MaxAbsShare,
+                                             HeadStatistic::NegativeMass,
+                                             HeadStatistic::NegativeRowFraction,
+                                             HeadStatistic::NegativeWeightFraction,
+                                             HeadStatistic::ConfusedPairs,
+                                             HeadStatistic::Rank,
+                                             HeadStatistic::RankOverBound,
+                                             HeadStatistic::EffectiveRank,
+                                             HeadStatistic::MeanDistance,
+                                             HeadStatistic::TotalVariation,
+                                             HeadStatistic::OutputError};
 
 }  // namespace
 
@@ -67,16 +85,24 @@ std::string_view headStatisticKey(HeadStatistic s) {
             return "local3-x-uniform";
         case HeadStatistic::NormalisedEntropy:
             return "entropy";
+        case HeadStatistic::NormalisedEntropyAbs:
+            return "entropy-abs";
         case HeadStatistic::MaxWeight:
             return "max-weight";
+        case HeadStatistic::MaxAbsShare:
+            return "max-abs-share";
         case HeadStatistic::NegativeMass:
             return "negative-mass";
         case HeadStatistic::NegativeRowFraction:
             return "negative-rows";
+        case HeadStatistic::NegativeWeightFraction:
+            return "negative-weights";
         case HeadStatistic::ConfusedPairs:
             return "confused-pairs";
         case HeadStatistic::Rank:
             return "rank";
+        case HeadStatistic::RankOverBound:
+            return "rank-over-bound";
         case HeadStatistic::EffectiveRank:
             return "effective-rank";
         case HeadStatistic::MeanDistance:
@@ -121,8 +147,14 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which, const std::stri
         case HeadStatistic::NormalisedEntropy:
             // Over each row's admissible keys: log N would call window rows focused.
             return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropy : nan;
+        case HeadStatistic::NormalisedEntropyAbs:
+            return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropyAbs : nan;
         case HeadStatistic::MaxWeight:
             return s.entropy ? s.entropy->meanMaxWeight : nan;
+        case HeadStatistic::MaxAbsShare:
+            return s.entropy ? s.entropy->meanMaxAbsShare : nan;
+        case HeadStatistic::NegativeWeightFraction:
+            return s.entropy ? s.entropy->negativeWeightFraction : nan;
         case HeadStatistic::NegativeMass:
             return s.entropy ? s.entropy->meanNegativeMass : nan;
         case HeadStatistic::NegativeRowFraction:
@@ -131,6 +163,8 @@ double statisticOf(const HeadStatistics& s, HeadStatistic which, const std::stri
             return s.confusion ? double(s.confusion->confusedPairs) : nan;
         case HeadStatistic::Rank:
             return s.spectrum ? double(s.spectrum->rank) : nan;
+        case HeadStatistic::RankOverBound:  // a bound of 0 is unknown (a report read back from an older file)
+            return s.spectrum && s.spectrum->bound > 0 ? double(s.spectrum->rank) / double(s.spectrum->bound) : nan;
         case HeadStatistic::EffectiveRank:
             return s.spectrum ? s.spectrum->effectiveRank : nan;
         case HeadStatistic::MeanDistance:
@@ -199,7 +233,8 @@ std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, 
 }
 
 ReportContent HeadOverviewView::reportContent() const {
-    if (stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::EffectiveRank) return ReportContent::Rank;
+    if (stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::RankOverBound || stat_ == HeadStatistic::EffectiveRank)
+        return ReportContent::Rank;
     if (stat_ == HeadStatistic::TotalVariation || stat_ == HeadStatistic::OutputError) return ReportContent::Distance;
     return ReportContent::Statistics;
 }

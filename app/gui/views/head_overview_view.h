@@ -17,13 +17,17 @@ namespace attnlens::gui {
 // always over all images).
 enum class HeadStatistic {
     LocalMass3,
-    LocalTimesUniform3,  // 3 x 3 mass over its uniform baseline on the admissible keys ("x uniform")
-    NormalisedEntropy,
-    MaxWeight,
+    LocalTimesUniform3,    // 3 x 3 mass over its uniform baseline on the admissible keys ("x uniform")
+    NormalisedEntropy,     // of max(A, 0) renormalised, over log |S_i|
+    NormalisedEntropyAbs,  // of |A| renormalised, over log |S_i|: signed rows as sharp as they are
+    MaxWeight,             // max_j A_ij
+    MaxAbsShare,           // max_j |A_ij| / sum_j |A_ij|
     NegativeMass,
     NegativeRowFraction,
+    NegativeWeightFraction,  // share of the admissible weights below 0
     ConfusedPairs,
     Rank,
+    RankOverBound,  // the numerical rank over the bound the paradigm's algebra allows (1: at the bound)
     EffectiveRank,
     MeanDistance,
     TotalVariation,
@@ -31,9 +35,9 @@ enum class HeadStatistic {
     Registered  // a registered statistic (registered_statistics.h), named by its key beside it
 };
 QString headStatisticName(HeadStatistic s);
-// The command-line names (render --head-statistic): "local3", "local3-x-uniform", "entropy", "max-weight",
-// "negative-mass", "negative-rows", "confused-pairs", "rank", "effective-rank", "mean-distance",
-// "total-variation", "output-error".
+// The command-line names (render --head-statistic): "local3", "local3-x-uniform", "entropy", "entropy-abs",
+// "max-weight", "max-abs-share", "negative-mass", "negative-rows", "negative-weights", "confused-pairs", "rank",
+// "rank-over-bound", "effective-rank", "mean-distance", "total-variation", "output-error".
 std::string_view headStatisticKey(HeadStatistic s);
 HeadStatistic parseHeadStatistic(std::string_view key);  // Error(Usage) naming the choices
 
