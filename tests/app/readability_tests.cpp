@@ -1231,6 +1231,13 @@ void ReadabilityTests::statisticsFitAt1024x700AndInExports() {
             QVERIFY2(title, qPrintable(where));
             QVERIFY2(textFits(title, &why), qPrintable(where + ": " + why));
             if (QCPLegend* legend = sideLegendOf(v)) QVERIFY2(legendFits(legend, &why), qPrintable(where + ": " + why));
+            // Issue 49 item 12: an entropy says what it is taken of (signed rows: max(A, 0) or |A|).
+            for (QCPAxisRect* rect : v->plot()->axisRects())
+                for (QCPAxis* axis : {rect->axis(QCPAxis::atLeft), rect->axis(QCPAxis::atTop)})
+                    if (axis->label().startsWith(QStringLiteral("entropy")))
+                        QVERIFY2(axis->label().contains(QStringLiteral("max(A, 0)")) ||
+                                     axis->label().contains(QStringLiteral("|A|")),
+                                 qPrintable(where + ": " + axis->label()));
             if (id == "local" || id == "layers") {
                 // The layer names under the (bottom) plot.
                 QCPAxis* axis = v->plot()->axisRects().back()->axis(QCPAxis::atBottom);

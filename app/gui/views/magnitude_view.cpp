@@ -227,7 +227,7 @@ void MagnitudeView::drawCurves(QCPAxisRect* maxw, QCPAxisRect* ent, QCPAxisRect*
     fitValueRange(ratio->axis(QCPAxis::atLeft), rv, true);
     maxw->axis(QCPAxis::atLeft)
         ->setLabel(QStringLiteral("max weight (solid)\nspread \u2016A \u2212 \u0100\u2016 / |\u03a3A| (dashed)"));
-    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy (nats)"));
+    ent->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("entropy of max(A, 0) (nats)"));
     // The axis label stays short enough to fit the plot's height; which paradigms are missing
     // because their ratio is <= 0 somewhere (no place on a log axis) goes under the x axis.
     ratio->axis(QCPAxis::atLeft)->setLabel(QStringLiteral("A_qm / A_qn (top / median key)"));
