@@ -1,19 +1,20 @@
 """AttnLens in Python: the C++ engine of attnlens-cli and the desktop program, and the exporter.
 
-    import attnlens
-    dump = attnlens.open("resources/examples/example.h5")
+    import attnlens, numpy as np
+    dump = attnlens.open("resources/examples/attnlens-example.h5")
     head = dump.head(image=0, layer=0, head=0)
     a = head.attention("softmax")            # N x n NumPy array
     row = head.row("focused", (7, 7))        # one query's row: index, (y, x) or "cls"
-    report = dump.analyze(stats="rank,local", images="0-1")   # attnlens-cli analyze's JSON as a dict
+    report = dump.analyze(stats="rank,local", images="0-1", model="softmax")  # analyze's JSON as a dict
     r = dump.rollout(image=0, query="cls")   # attnlens.rollout
+    q, k = np.random.default_rng(0).standard_normal((2, 197, 32))
     attnlens.Head(q, k, grid=(14, 14), prefix=1).attention("inline")   # tensors in memory
 
 Keyword arguments are the CLI's options (stats="rank,local" is --stats rank,local; lists join with
 commas; True is a flag). Errors are attnlens.Error with .kind: UsageError (also a ValueError),
 InputError, OutputError (also an OSError), CancelledError; Ctrl-C interrupts long calls with
 KeyboardInterrupt. The exporter (resources/exporter/attnlens_export.py: Exporter, DumpWriter,
-validate, ...) is reachable here too, loaded on first use (it imports torch).
+validate, ...) is reachable here too, loaded on first use (it imports h5py; torch only to hook a model).
 """
 import os as _os
 import sys as _sys
