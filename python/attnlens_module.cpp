@@ -154,16 +154,39 @@ py::array_t<double> ownedVector(RowVector&& v) {
     return py::array_t<double>({owned->size()}, {Index(sizeof(double))}, owned->data(), free);
 }
 
+// A torch tensor as NumPy can take it: detached from autograd, on the CPU, float64 (bfloat16 and float16
+// have no NumPy form of their own); anything else unchanged. A tensor of another kind (complex, bool)
+// is named with its dtype rather than passed on to a vague refusal.
+py::object numpyReady(const py::handle& object, const char* name) {
+    const py::object type = py::type::of(object);
+    if (type.attr("__module__").cast<std::string>().rfind("torch", 0) != 0 || !py::hasattr(object, "detach"))
+        return py::reinterpret_borrow<py::object>(object);
+    py::object t = object.attr("detach")();
+    const std::string dtype = py::str(t.attr("dtype")).cast<std::string>();
+    if (!t.attr("is_floating_point")().cast<bool>() && dtype.find("int") == std::string::npos)
+        throwUsage(std::string(name) + " is a torch tensor of " + dtype +
+                   ": expected real numbers (floating point or integer)");
+    if (py::hasattr(t, "is_sparse") && t.attr("is_sparse").cast<bool>()) t = t.attr("to_dense")();
+    return t.attr("to")("cpu").attr("double")().attr("numpy")();
+}
+
 // A 2-D array of floats as an N x d Matrix (one conversion; NaN and Inf kept: the engine flags them).
-Matrix toMatrix(const py::handle& object, const char* name) {
-    if (object.is_none()) throwUsage(std::string(name) + " is required");
+// NumPy arrays, anything NumPy converts, and torch tensors (requiring grad, on a GPU, bfloat16: taken as
+// they are, detached and copied to the CPU).
+Matrix toMatrix(const py::handle& given, const char* name) {
+    if (given.is_none()) throwUsage(std::string(name) + " is required");
+    const py::object object = numpyReady(given, name);
     py::array_t<double, py::array::c_style | py::array::forcecast> a;
     try {
         a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(object);
     } catch (const py::error_already_set&) {
         a = {};
     }
-    if (!a) throwUsage(std::string(name) + " must be an array of numbers (NumPy, or a torch tensor through .numpy())");
+    if (!a)
+        throwUsage(std::string(name) +
+                   " must be an array of real numbers [tokens, dim] (NumPy, a torch tensor, or a "
+                   "nested list), got " +
+                   printableText(py::repr(py::type::of(given)).cast<std::string>(), 80));
     if (a.ndim() != 2)
         throwUsage(std::string(name) + " must be 2-D [tokens, dim], got " + std::to_string(a.ndim()) + " dimension(s)");
     if (a.shape(0) < 1 || a.shape(1) < 1)
@@ -174,19 +197,52 @@ Matrix toMatrix(const py::handle& object, const char* name) {
     return m;
 }
 
+// The integer `v` stands for, through __index__ (int, NumPy's integers, a 0-d integer array); nothing for
+// anything else, bool included (not a position). NumPy arrays of more than one element claim __index__
+// and then refuse it: that refusal is cleared here, not left set for the next call to trip over.
+std::optional<py::object> asIndex(const py::handle& v) {
+    if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) return std::nullopt;
+    PyObject* index = PyNumber_Index(v.ptr());
+    if (!index) {
+        PyErr_Clear();
+        return std::nullopt;
+    }
+    return py::reinterpret_steal<py::object>(index);
+}
+
+// A path as Python gives it: str, bytes or any os.PathLike (pathlib.Path), through os.fspath.
+std::string pathText(const py::handle& path) {
+    py::object p;
+    try {
+        p = py::module_::import("os").attr("fspath")(path);
+    } catch (const py::error_already_set&) {
+        throwUsage("path must be a str, bytes or os.PathLike, got " +
+                   printableText(py::repr(py::type::of(path)).cast<std::string>(), 80));
+    }
+    return py::isinstance<py::bytes>(p) ? p.cast<std::string>() : p.cast<std::string>();
+}
+
 // ---- keyword arguments as the CLI's option text -------------------------------------------------
 
 std::string optionValue(const py::handle& value) {
     if (py::isinstance<py::str>(value)) return value.cast<std::string>();
     if (py::isinstance<py::bool_>(value)) throwUsage("a flag given where a value is expected");
     if (py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value)) return py::str(value).cast<std::string>();
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-        std::string out;
-        for (const py::handle item : value) out += (out.empty() ? "" : ",") + optionValue(item);
-        return out;
-    }
+    if (PyFloat_Check(value.ptr())) return py::str(value).cast<std::string>();  // NumPy's float64 too
+    // Anything with __index__ (NumPy's integers) is an integer.
+    if (const std::optional<py::object> index = asIndex(value)) return py::str(*index).cast<std::string>();
     if (py::hasattr(value, "to_json") || py::isinstance<py::dict>(value))
         throwUsage("paradigm objects go in as their text, e.g. 'mine:kernel=relu,norm=sum'");
+    if (py::hasattr(value, "item") && py::hasattr(value, "ndim") && value.attr("ndim").cast<int>() == 0)
+        return optionValue(value.attr("item")());  // a NumPy 0-d array or scalar
+    // Lists, tuples, ranges, NumPy arrays, sets in order: their items joined with commas.
+    if (py::isinstance<py::iterable>(value) && !py::isinstance<py::bytes>(value)) {
+        const py::object items =
+            py::hasattr(value, "tolist") ? value.attr("tolist")() : py::reinterpret_borrow<py::object>(value);
+        std::string out;
+        for (const py::handle item : items) out += (out.empty() ? "" : ",") + optionValue(item);
+        return out;
+    }
     return py::str(value).cast<std::string>();
 }
 
@@ -277,8 +333,9 @@ Result runInterruptible(Work&& work, std::atomic<bool>& cancel) {
 // An integer as Python writes it, for anything with __index__ (int, numpy integers), so that the
 // parser's range check names it however large; nothing for other types (bool too: not a token).
 std::optional<std::string> indexText(const py::handle& v) {
-    if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) return std::nullopt;
-    return py::str(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()))).cast<std::string>();
+    const std::optional<py::object> index = asIndex(v);
+    if (!index) return std::nullopt;
+    return py::str(*index).cast<std::string>();
 }
 
 Index queryToken(const py::handle& q, const TokenLayout& layout) {
@@ -405,15 +462,23 @@ public:
     void close() { reader_.reset(); }
     bool closed() const { return !reader_; }
 
+    // A position (any integer with __index__; negative counts from the end, as Python's indexing) or a name.
     int layerIndex(const py::handle& layer) const {
         const DumpInfo& info = reader().info();
-        if (py::isinstance<py::int_>(layer)) {
-            const long long l = layer.cast<long long>();
-            if (l < 0 || l >= (long long)info.layers.size())
-                throwUsage("layer " + std::to_string(l) + " is out of range (the dump has " +
-                           std::to_string(info.layers.size()) + " layers, numbered from 0)");
+        const long long count = (long long)info.layers.size();
+        if (const std::optional<py::object> index = asIndex(layer)) {
+            int overflow = 0;
+            const long long given = PyLong_AsLongLongAndOverflow(index->ptr(), &overflow);
+            const long long l = given < 0 ? given + count : given;
+            if (overflow != 0 || l < 0 || l >= count)
+                throwUsage("layer " + py::str(*index).cast<std::string>() + " is out of range (the dump has " +
+                           std::to_string(count) + " layers: 0 ... " + std::to_string(count - 1) + ", or -" +
+                           std::to_string(count) + " ... -1 from the end)");
             return int(l);
         }
+        if (!py::isinstance<py::str>(layer))
+            throwUsage("layer must be a position (an integer) or a name, got " +
+                       printableText(py::repr(layer).cast<std::string>(), 80));
         return parseLayer(layer.cast<std::string>(), info, "layer");
     }
 
@@ -719,7 +784,7 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
         });
 
     py::class_<PyDump, std::shared_ptr<PyDump>>(m, "Dump", "An open attnlens.dump file (attnlens.open).")
-        .def(py::init<const std::string&>(), py::arg("path"))
+        .def(py::init([](const py::object& path) { return std::make_shared<PyDump>(pathText(path)); }), py::arg("path"))
         .def_property_readonly("path", [](PyDump& d) { return d.reader().info().path; })
         .def_property_readonly("images", [](PyDump& d) { return d.reader().info().images; })
         .def_property_readonly("layers",
@@ -808,6 +873,6 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
         });
 
     m.def(
-        "open", [](const std::string& path) { return std::make_shared<PyDump>(path); }, py::arg("path"),
+        "open", [](const py::object& path) { return std::make_shared<PyDump>(pathText(path)); }, py::arg("path"),
         "Opens a dump (checked in a child process first, as attnlens-cli does).");
 }
