@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -208,6 +209,17 @@ std::optional<py::object> asIndex(const py::handle& v) {
         return std::nullopt;
     }
     return py::reinterpret_steal<py::object>(index);
+}
+
+// attnlens-open-check in this module's own directory (the package), found through the shared object
+// that holds this function, so that an installed package never points back into a build tree.
+std::string packagedOpenCheck() {
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<const void*>(&packagedOpenCheck), &info) == 0 || info.dli_fname == nullptr)
+        return ATTNLENS_OPEN_CHECK_NAME;
+    std::string self = info.dli_fname;
+    const std::size_t slash = self.rfind('/');
+    return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/" + ATTNLENS_OPEN_CHECK_NAME;
 }
 
 // A path as Python gives it: str, bytes or any os.PathLike (pathlib.Path), through os.fspath.
@@ -442,13 +454,24 @@ private:
 class PyDump {
 public:
     explicit PyDump(const std::string& path) {
-        // The open check's child is attnlens-cli (the interpreter cannot be started as one):
-        // $ATTNLENS_CLI, else the one built beside this module. Without either the dump is opened
-        // in-process only.
+        // The open check's child (the interpreter cannot be started as one): the package's own
+        // attnlens-open-check beside this module, or $ATTNLENS_CLI. One that cannot run is said
+        // aloud (a RuntimeWarning at every open): a damaged file could then end the interpreter.
+        // ATTNLENS_OPEN_TIMEOUT=0 turns the check off on purpose, without the warning.
         OpenCheckOptions options = openCheckOptionsFromEnvironment();
         const char* cli = std::getenv("ATTNLENS_CLI");
-        options.executable = cli != nullptr && *cli != '\0' ? cli : ATTNLENS_CLI_FOR_OPEN_CHECK;
-        if (::access(options.executable.c_str(), X_OK) != 0) options.timeoutSeconds = 0;
+        options.executable = cli != nullptr && *cli != '\0' ? std::string(cli) : packagedOpenCheck();
+        if (options.timeoutSeconds > 0 && ::access(options.executable.c_str(), X_OK) != 0) {
+            options.timeoutSeconds = 0;
+            const std::string warning =
+                "attnlens: the open check cannot run (" + options.executable + " is not an executable file" +
+                (cli != nullptr && *cli != '\0' ? ", named by ATTNLENS_CLI" : ", a broken installation") +
+                "): " + path +
+                " is opened without it, and a damaged file can crash this interpreter. "
+                "Reinstall the package (or fix ATTNLENS_CLI); ATTNLENS_OPEN_TIMEOUT=0 opens without the check on "
+                "purpose";
+            if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
+        }
         reader_ = std::shared_ptr<const DumpReader>(openCheckedDump(path, options));
     }
     const DumpReader& reader() const {

@@ -414,6 +414,58 @@ def test_damaged_chunk_index_is_refused_by_name():
             d.head(0, 1, 0)
 
 
+def run_python(code, **env_changes):
+    """`code` in a fresh interpreter with this session's module; env_changes None removes a variable."""
+    import pathlib
+    env = os.environ.copy()
+    env["PYTHONPATH"] = str(pathlib.Path(attnlens.__file__).resolve().parents[1])
+    for key, value in env_changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_open_check_ships_inside_the_package():
+    """Issue 50 item 1: the check's child is the package's own attnlens-open-check, not a path into the
+    build tree; without ATTNLENS_CLI a dump whose chunk index would crash HDF5 on the first read is still
+    caught (the child walked it), and a checker that cannot run is said aloud."""
+    import pathlib
+    checker = pathlib.Path(attnlens.__file__).resolve().parent / "attnlens-open-check"
+    assert checker.is_file() and os.access(checker, os.X_OK)
+    damaged = os.path.abspath(os.path.join(HERE, "..", "fuzz", "regressions", "btree_loop_k.h5"))
+    code = f"""
+import warnings, attnlens
+warnings.simplefilter("error")
+with attnlens.open({damaged!r}) as d:
+    assert "/layers/blocks.1/k" in d.unreadable, d.unreadable
+    try:
+        d.head(0, 1, 0)
+    except attnlens.InputError as e:
+        print("refused:", e)
+"""
+    done = run_python(code, ATTNLENS_CLI=None, ATTNLENS_OPEN_TIMEOUT=None)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused:" in done.stdout and "chunk index of /layers/blocks.1/k" in done.stdout
+    # A checker that cannot run: a RuntimeWarning naming it, and the dump opens without the check.
+    missing = "/nonexistent/attnlens-cli"
+    code = f"""
+import warnings, attnlens
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    d = attnlens.open({EXAMPLE!r})
+assert d.images == 10
+print([str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)])
+"""
+    done = run_python(code, ATTNLENS_CLI=missing, ATTNLENS_OPEN_TIMEOUT=None)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the open check cannot run" in done.stdout and missing in done.stdout and "ATTNLENS_CLI" in done.stdout
+    # Turned off on purpose: no warning.
+    done = run_python(code, ATTNLENS_CLI=missing, ATTNLENS_OPEN_TIMEOUT="0")
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
 # ---- no leaks, interrupts -------------------------------------------------------------------
 
 def rss_kib():
