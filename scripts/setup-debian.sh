@@ -13,7 +13,10 @@ RUN_PACKAGES=(
   libopenblas-dev libopenblas0-pthread liblapacke-dev libssl-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
 )
-PYTHON_PACKAGES=(python3 python3-dev python3-numpy pybind11-dev python3-matplotlib)
+# pip, setuptools, wheel and venv: `pip install --no-build-isolation .` (pyproject.toml); h5py: attnlens.Exporter
+# writes dumps with it (torch, to hook a model, is in the test set: python3-torch).
+PYTHON_PACKAGES=(python3 python3-dev python3-numpy pybind11-dev python3-matplotlib python3-h5py
+  python3-pip python3-setuptools python3-wheel python3-venv)
 TEST_PACKAGES=(
   git clang-format hdf5-tools
   libgtest-dev libgmock-dev libbenchmark-dev
