@@ -47,6 +47,12 @@ _EXPORTER_NAMES = {"Exporter", "DumpWriter", "ExportError", "LayerSpec", "valida
 
 def __getattr__(name):
     if name in _EXPORTER_NAMES or name == "exporter":
-        from . import attnlens_export as exporter
+        try:
+            from . import attnlens_export as exporter
+        except ModuleNotFoundError as e:
+            if e.name != "h5py":
+                raise
+            raise ModuleNotFoundError(f"attnlens.{name} writes dumps with h5py: install Debian's python3-h5py "
+                                      "(scripts/setup-debian.sh python installs it)", name="h5py") from e
         return exporter if name == "exporter" else getattr(exporter, name)
     raise AttributeError(f"module 'attnlens' has no attribute {name!r}")

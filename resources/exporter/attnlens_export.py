@@ -1945,7 +1945,11 @@ class Exporter:
                  model_name=None, layers=None, layer_name=None, index_start=0, writer=None,
                  with_values=True, compression=None, with_local_branch=None, class_names=None,
                  check="first", check_tolerance=CHECK_TOLERANCE):
-        import torch  # noqa: F401  (a clear ImportError here beats one deep in a hook)
+        try:
+            import torch  # noqa: F401  (a clear error here beats one deep in a hook)
+        except ImportError as e:
+            raise ExportError("the exporter hooks a PyTorch model and needs torch: install Debian's "
+                              "python3-torch (scripts/setup-debian.sh all installs it)") from e
 
         if with_local_branch is None:
             with_local_branch = with_values

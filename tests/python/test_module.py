@@ -557,6 +557,30 @@ def test_the_exporter_shares_the_import():
     assert callable(attnlens.validate)
 
 
+def test_a_missing_exporter_package_is_named():
+    """Issue 50 item 1: without h5py or torch the error names the Debian package to install."""
+    block = """
+import sys
+class Missing:
+    def __init__(self, name): self.name = name
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] == self.name:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+sys.meta_path.insert(0, Missing(%r))
+import attnlens
+try:
+    attnlens.Exporter(object(), "never.h5")
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+    done = run_python(block % "h5py")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ModuleNotFoundError" in done.stdout and "python3-h5py" in done.stdout, done.stdout
+    done = run_python(block % "torch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ExportError" in done.stdout and "python3-torch" in done.stdout, done.stdout
+
+
 
 @needs_cli
 def test_non_finite_statistics_are_none_as_in_the_cli_text(tmp_path):
