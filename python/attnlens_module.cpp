@@ -799,6 +799,24 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
         .def_property_readonly("grid",
                                [](PyHead& h) { return std::make_pair(h.layer().layout.gridH, h.layer().layout.gridW); })
         .def_property_readonly("prefix", [](PyHead& h) { return h.layer().layout.prefix; })
+        // Where the head comes from (None for a head built from arrays) and the scale its softmax uses.
+        .def_property_readonly("image",
+                               [](PyHead& h) -> py::object {
+                                   return h.reader() ? py::object(py::int_(h.image())) : py::object(py::none());
+                               })
+        .def_property_readonly("layer",
+                               [](PyHead& h) -> py::object {
+                                   return h.reader() ? py::object(py::str(h.layer().name)) : py::object(py::none());
+                               })
+        .def_property_readonly("layer_position",
+                               [](PyHead& h) -> py::object {
+                                   return h.reader() ? py::object(py::int_(h.layerIndex())) : py::object(py::none());
+                               })
+        .def_property_readonly("head",
+                               [](PyHead& h) -> py::object {
+                                   return h.reader() ? py::object(py::int_(h.head())) : py::object(py::none());
+                               })
+        .def_property_readonly("scale", [](PyHead& h) { return h.layer().scale; })
         .def("__repr__", [](PyHead& h) {
             return "<attnlens.Head " + h.layer().name +
                    (h.reader() ? ", image " + std::to_string(h.image()) + ", head " + std::to_string(h.head())
@@ -818,6 +836,28 @@ Head(q, k, v=None, grid=(H, W), prefix=0, scale=None, kernel_applied=False) buil
                                    return out;
                                })
         .def_property_readonly("class_names", [](PyDump& d) { return d.reader().info().classNames; })
+        .def(
+            "image",
+            [](PyDump& d, const py::handle& index) {
+                // The input image as stored (/images): uint8 [height, width, channels].
+                const std::optional<py::object> i = asIndex(index);
+                const int images = d.reader().info().images;
+                long long n = i ? i->cast<long long>() : 0;
+                if (i && n < 0) n += images;
+                if (!i || n < 0 || n >= images)
+                    throwUsage("image " + printableText(py::repr(index).cast<std::string>(), 80) +
+                               " is out of range (the dump has " + std::to_string(images) + " images: 0 ... " +
+                               std::to_string(images - 1) + ", or negative from the end)");
+                ImageData img;
+                {
+                    py::gil_scoped_release release;
+                    img = d.reader().readImage(int(n));
+                }
+                py::array_t<std::uint8_t> out({img.height, img.width, img.channels});
+                std::memcpy(out.mutable_data(), img.pixels.data(), img.pixels.size());
+                return out;
+            },
+            py::arg("index"), "The input image as the dump stores it: uint8 [height, width, channels].")
         .def_property_readonly("labels",
                                [](PyDump& d) -> py::object {
                                    const DumpReader& r = d.reader();

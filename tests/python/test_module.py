@@ -252,6 +252,26 @@ def test_python_native_arguments(dump):
         assert got["summary"] == base["summary"]
 
 
+def test_heads_say_where_they_come_from_and_images_read_as_stored(dump):
+    """Issue 50 item 5: a Head's .image, .layer, .layer_position, .head and .scale; dump.image(i)."""
+    import h5py
+    h = dump.head(2, "mala.block1", 1)
+    assert (h.image, h.layer, h.head) == (2, "mala.block1", 1)
+    assert h.layer_position == [l["name"] for l in dump.layers].index("mala.block1")
+    assert h.scale == dump.layers[h.layer_position]["scale"]
+    mine = attnlens.Head(np.ones((5, 2)), np.ones((5, 2)), grid=(2, 2), prefix=1, scale=0.5)
+    assert (mine.image, mine.layer, mine.layer_position, mine.head, mine.scale) == (None, None, None, None, 0.5)
+    with h5py.File(EXAMPLE, "r") as f:
+        stored = f["images"][3]
+        last = f["images"][-1]
+    image = dump.image(np.int64(3))
+    assert image.dtype == np.uint8 and image.shape == (stored.shape[0], stored.shape[1], image.shape[2])
+    np.testing.assert_array_equal(image.reshape(stored.shape), stored)
+    np.testing.assert_array_equal(dump.image(-1).reshape(last.shape), last)
+    with pytest.raises(attnlens.UsageError, match="image 10 is out of range .the dump has 10 images"):
+        dump.image(10)
+
+
 def test_torch_tensors_are_taken_as_they_are():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(5)
