@@ -45,6 +45,11 @@ _EXPORTER_NAMES = {"Exporter", "DumpWriter", "ExportError", "LayerSpec", "valida
                    "check_class_names", "released_attention", "find_layers", "to_uint8"}
 
 
+def __dir__():
+    # The exporter's names are loaded on first use; they are listed all the same (tab completion).
+    return sorted(set(globals()) | _EXPORTER_NAMES | {"exporter"})
+
+
 def __getattr__(name):
     if name in _EXPORTER_NAMES or name == "exporter":
         try:

@@ -33,7 +33,8 @@ ls "$work"/wheels/attnlens-*-linux_*.whl >/dev/null
 "$python" - "$work"/wheels/attnlens-*.whl <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for want in ("attnlens/__init__.py", "attnlens/attnlens-open-check", "attnlens/attnlens_export.py"):
+for want in ("attnlens/__init__.py", "attnlens/__init__.pyi", "attnlens/py.typed", "attnlens/attnlens-open-check",
+             "attnlens/attnlens_export.py"):
     assert want in names, (want, names)
 assert any(n.startswith("attnlens/_attnlens") and n.endswith(".so") for n in names), names
 print("wheel:", len(names), "files")
@@ -54,7 +55,7 @@ assert any(r.split(";")[0].strip() == "numpy" for r in requires), requires
 build = os.environ["ATTNLENS_BUILD_DIR"]
 for name in os.listdir(here):
     path = os.path.join(here, name)
-    if os.path.isfile(path) and not name.endswith(".py"):
+    if name.endswith(".so") or name == "attnlens-open-check":
         stripped = os.path.join(work, "stripped")
         subprocess.run(["objcopy", "--strip-debug", path, stripped], check=True)
         with open(stripped, "rb") as f:
