@@ -288,7 +288,13 @@ void readHyperslab(hid_t dataset, hid_t memoryType, std::span<const hsize_t> sta
     const auto failure = [&](const std::string& reason) {
         throwInput(target.file + ": reading " + target.dataset + " (" + target.what + ") failed: " + reason);
     };
-    const auto truncatedOrCorrupt = [&] { failure("the file is truncated or corrupt" + errorSuffix()); };
+    // HDF5 on damaged metadata (a chunk B-tree looping onto itself) either crashes (the fault handler's
+    // message) or fails with an error such as "wrong B-tree signature", by chance of what memory holds:
+    // both say the same thing to the user.
+    const auto truncatedOrCorrupt = [&] {
+        failure("the file is truncated or corrupt: its HDF5 metadata is damaged or its data is cut short" +
+                errorSuffix());
+    };
 
     Handle fileSpace(H5Dget_space(dataset));
     Handle fileType(H5Dget_type(dataset));
