@@ -472,6 +472,9 @@ public:
                 "purpose";
             if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
         }
+        // Data is read in the reading process (the same executable): HDF5 crashing on a damaged
+        // file during a read raises attnlens.InputError instead of ending the interpreter.
+        options.isolateReads = true;
         reader_ = std::shared_ptr<const DumpReader>(openCheckedDump(path, options));
     }
     const DumpReader& reader() const {

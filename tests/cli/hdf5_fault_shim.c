@@ -5,12 +5,15 @@
  * unbounded recursion, as HDF5 1.10 does on a chunk B-tree that loops onto itself; every other
  * read goes to the real H5Dread. A damaged file reaches such a fault only on some machines (HDF5
  * reads memory the file never defined, so its path depends on what that memory holds); this one
- * always does, so the crash handler's contract is tested everywhere. */
+ * always does, so the crash handler's contract is tested everywhere. With
+ * ATTNLENS_TEST_HDF5_FAULT_KIND=stall the read never returns instead, as HDF5 looping on damaged
+ * metadata (the reading process's time limit, read_server.h). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef herr_t (*ReadFunction)(hid_t, hid_t, hid_t, hid_t, hid_t, void*);
 
@@ -35,6 +38,9 @@ herr_t H5Dread(hid_t dataset, hid_t memoryType, hid_t memorySpace, hid_t fileSpa
     if (wanted != NULL && *wanted != '\0') {
         char name[1024] = "";
         if (H5Iget_name(dataset, name, sizeof name) > 0 && strstr(name, wanted) != NULL) {
+            const char* kind = getenv("ATTNLENS_TEST_HDF5_FAULT_KIND");
+            if (kind != NULL && strcmp(kind, "stall") == 0)
+                for (;;) sleep(1000);
             volatile unsigned char start[1] = {0};
             return (herr_t)recurse(start, 0);
         }

@@ -447,6 +447,49 @@ def run_python(code, **env_changes):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
+SHIM = os.environ.get("ATTNLENS_TEST_HDF5_FAULT_SHIM")
+
+
+@pytest.mark.skipif(not SHIM, reason="ATTNLENS_TEST_HDF5_FAULT_SHIM (the test build's HDF5 fault shim) is not set")
+@pytest.mark.parametrize("checker", ["cli", "package"])
+def test_a_crash_inside_hdf5_during_a_read_does_not_end_the_interpreter(checker):
+    """Issue 47 item 1: HDF5 crashing inside a read after a clean open killed the interpreter
+    (SIGSEGV). Data is read in AttnLens's reading process (the package's attnlens-open-check, or
+    ATTNLENS_CLI): the crash, injected into H5Dread of one dataset by the test shim that the
+    interpreter and the reading process both preload, is an InputError naming the dataset; the
+    interpreter lives and every other dataset is read, with the same numbers as without the shim."""
+    code = f"""
+import attnlens, numpy as np
+with attnlens.open({EXAMPLE!r}) as d:
+    for call in (lambda: d.head(0, 1, 0), lambda: d.head(3, 1, 2), lambda: d.analyze(layers=[1], images=[0])):
+        try:
+            call()
+            print("returned")
+        except attnlens.InputError as e:
+            print("refused:", e)
+    q = d.head(2, 0, 1).q
+    print("other layer:", q.shape, float(np.abs(q).sum()))
+    print("image:", d.image(1).shape)
+print("alive")
+"""
+    changes = {"LD_PRELOAD": SHIM, "ATTNLENS_TEST_HDF5_FAULT": "/layers/softmax.block1/k",
+               "ATTNLENS_OPEN_TIMEOUT": None}
+    if checker == "package":
+        changes["ATTNLENS_CLI"] = None
+    done = run_python(code, **changes)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    refused = [line for line in lines if line.startswith("refused:")]
+    assert len(refused) == 3, done.stdout
+    assert "reading /layers/softmax.block1/k (image 0, head 0) failed: the HDF5 library crashed (SIGSEGV) in " \
+        "AttnLens's reading process" in refused[0]
+    assert all("/layers/softmax.block1/k" in line for line in refused)
+    assert lines[-1] == "alive"
+    with attnlens.open(EXAMPLE) as d:
+        q = d.head(2, 0, 1).q
+    assert f"other layer: {q.shape} {float(np.abs(q).sum())}" in lines
+
+
 def test_the_open_check_ships_inside_the_package():
     """Issue 50 item 1: the check's child is the package's own attnlens-open-check, not a path into the
     build tree; without ATTNLENS_CLI a dump whose chunk index would crash HDF5 on the first read is still

@@ -54,9 +54,11 @@ const LayerInfo& Session::layerInfo() const {
 void Session::open(const QString& path) { adopt(openReader(path), path); }
 
 std::shared_ptr<const DumpReader> Session::openReader(const QString& path) {
-    // The child-process check first: a file that crashes or stalls HDF5 must not take the open
-    // dump and the user's work with it.
-    std::shared_ptr<const DumpReader> reader(openCheckedDump(path.toStdString(), openCheckOptionsFromEnvironment()));
+    // The child-process check first, and every read of data in the reading process after it: a
+    // file that crashes or stalls HDF5 must not take the open dumps and the user's work with it.
+    OpenCheckOptions options = openCheckOptionsFromEnvironment();
+    options.isolateReads = true;
+    std::shared_ptr<const DumpReader> reader(openCheckedDump(path.toStdString(), options));
     if (reader->info().layers.empty()) throwInput(path.toStdString() + ": the dump has no attention layers");
     return reader;
 }

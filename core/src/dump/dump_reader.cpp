@@ -112,16 +112,62 @@ DumpReader::Impl::~Impl() {
     file.reset();
 }
 
-hid_t DumpReader::Impl::memoryType(DType type) const {
+BlockType DumpReader::Impl::blockType(DType type) {
     switch (type) {
         case DType::Float16:
-            return halfMemoryType.get();
+            return BlockType::Float16;
         case DType::Float32:
-            return H5T_NATIVE_FLOAT;
+            return BlockType::Float32;
         case DType::Float64:
+            return BlockType::Float64;
+    }
+    return BlockType::Float64;
+}
+
+hid_t DumpReader::Impl::memoryType(BlockType type) const {
+    switch (type) {
+        case BlockType::Float16:
+            return halfMemoryType.get();
+        case BlockType::Float32:
+            return H5T_NATIVE_FLOAT;
+        case BlockType::Float64:
             return H5T_NATIVE_DOUBLE;
+        case BlockType::UInt8:
+            return H5T_NATIVE_UINT8;
+        case BlockType::Int64:
+            return H5T_NATIVE_INT64;
+        case BlockType::UInt64:
+            return H5T_NATIVE_UINT64;
     }
     return H5T_NATIVE_DOUBLE;
+}
+
+hid_t DumpReader::Impl::datasetNamed(const std::string& name) const {
+    if (name == "/images") return images.get();
+    if (name == "/labels") return labels.get();
+    for (const LayerHandles& l : layers)
+        for (const FloatDataset* d : {&l.q, &l.k, &l.v, &l.qNormaliser, &l.kNormaliser, &l.outputGate, &l.positionBias,
+                                      &l.branchWeight, &l.branchBias})
+            if (d->dataset.valid() && d->path == name) return d->dataset.get();
+    return H5I_INVALID_HID;
+}
+
+void DumpReader::Impl::readBlock(hid_t dataset, const std::string& name, BlockType type, std::span<const hsize_t> start,
+                                 std::span<const hsize_t> extent, std::span<unsigned char> buffer,
+                                 const std::string& what) const {
+    if (server) {
+        server->read({name, type, start, extent, what}, buffer);
+        return;
+    }
+    readBlockHere(dataset, name, type, start, extent, buffer, what);
+}
+
+void DumpReader::Impl::readBlockHere(hid_t dataset, const std::string& name, BlockType type,
+                                     std::span<const hsize_t> start, std::span<const hsize_t> extent,
+                                     std::span<unsigned char> buffer, const std::string& what) const {
+    if (dataset < 0) throwInput(path + ": reading " + name + " (" + what + ") failed: the dump has no such dataset");
+    h5::Lock lock;
+    h5::readHyperslab(dataset, memoryType(type), start, extent, buffer, {path, name, what});
 }
 
 const unsigned char* DumpReader::Impl::readStored(const FloatDataset& tensor, std::span<const hsize_t> start,
@@ -129,8 +175,7 @@ const unsigned char* DumpReader::Impl::readStored(const FloatDataset& tensor, st
     requireReadable(tensor.path);
     std::vector<unsigned char>& buffer = scratchBuffer();
     buffer.resize(elementCount(extent) * bytesOf(tensor.type));
-    h5::Lock lock;  // only the HDF5 part holds it
-    h5::readHyperslab(tensor.dataset.get(), memoryType(tensor.type), start, extent, buffer, {path, tensor.path, what});
+    readBlock(tensor.dataset.get(), tensor.path, blockType(tensor.type), start, extent, buffer, what);
     return buffer.data();
 }
 
@@ -276,8 +321,8 @@ ImageData DumpReader::readImage(int image, int maxSide) const {
         const hsize_t start[4] = {hsize_t(image), hsize_t(first), 0, 0};
         const hsize_t extent[4] = {1, hsize_t(rows), hsize_t(width), 3};
         into.resize(std::size_t(rows) * rowBytes);
-        h5::readHyperslab(impl_->images.get(), H5T_NATIVE_UINT8, std::span(start, rank), std::span(extent, rank), into,
-                          {info_.path, "/images", "image " + std::to_string(image)});
+        impl_->readBlock(impl_->images.get(), "/images", BlockType::UInt8, std::span<const hsize_t>(start, rank),
+                         std::span<const hsize_t>(extent, rank), into, "image " + std::to_string(image));
     };
     if (factor == 1) {
         readRows(0, height, result.pixels);
@@ -329,7 +374,7 @@ std::optional<std::int64_t> DumpReader::label(int image) const {
     impl_->requireReadable("/labels");
     std::int64_t value = 0;
     h5::Lock lock;
-    readLabelBlock(impl_->labels.get(), std::size_t(image), std::span(&value, 1), info_.path);
+    readLabelBlock(impl_->labels.get(), std::size_t(image), std::span(&value, 1), info_.path, impl_->labelReader());
     if (std::size_t(image) >= kLabelsCheckedOnOpen)
         if (const std::string problem = labelProblem(value, info_.classNames.size(), image); !problem.empty())
             throwInput(info_.path + ": " + problem);
@@ -346,7 +391,7 @@ void DumpReader::readLabels(int first, std::span<std::int64_t> out) const {
     impl_->requireReadable("/labels");
     {
         h5::Lock lock;
-        readLabelBlock(impl_->labels.get(), std::size_t(first), out, info_.path);
+        readLabelBlock(impl_->labels.get(), std::size_t(first), out, info_.path, impl_->labelReader());
     }
     for (std::size_t b = 0; b < out.size(); ++b)
         if (std::size_t(first) + b >= kLabelsCheckedOnOpen)
@@ -371,15 +416,7 @@ void DumpReader::walkChunkIndex(std::size_t which) const {
     const std::vector<std::string> names = datasetsReadLater();
     if (which >= names.size()) throwUsage(info_.path + ": no dataset " + std::to_string(which) + " to walk");
     const std::string& name = names[which];
-    hid_t dataset = H5I_INVALID_HID;
-    if (name == "/images")
-        dataset = impl_->images.get();
-    else if (name == "/labels")
-        dataset = impl_->labels.get();
-    for (const LayerHandles& l : impl_->layers)
-        for (const FloatDataset* d : {&l.q, &l.k, &l.v, &l.qNormaliser, &l.kNormaliser, &l.outputGate, &l.positionBias,
-                                      &l.branchWeight, &l.branchBias})
-            if (d->dataset.valid() && d->path == name) dataset = d->dataset.get();
+    const hid_t dataset = impl_->datasetNamed(name);
     h5::Lock lock;
     h5::Handle plist(H5Dget_create_plist(dataset));
     const auto failed = [&] {
@@ -399,5 +436,11 @@ void DumpReader::markUnreadable(const std::string& dataset, const std::string& m
 }
 
 const std::map<std::string, std::string>& DumpReader::unreadableDatasets() const { return impl_->unreadable; }
+
+void DumpReader::isolateReads(const std::string& executable, double stallSeconds) {
+    impl_->server = std::make_unique<ReadServer>(executable, info_.path, stallSeconds);
+}
+
+bool DumpReader::readsIsolated() const { return impl_->server != nullptr; }
 
 }  // namespace attnlens

@@ -5,6 +5,7 @@
 // (dump_validation.cpp), the reads (dump_reader.cpp) and the description (dump_describe.cpp).
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "attnlens/dump/dump.h"
 #include "attnlens/io/error.h"
 #include "hdf5_util.h"
+#include "read_server.h"
 
 namespace attnlens {
 
@@ -47,6 +49,8 @@ struct DumpReader::Impl {
     h5::Handle labels;
     // Datasets the open check found unreadable, with the message their reads throw.
     std::map<std::string, std::string> unreadable;
+    // Set by DumpReader::isolateReads: reads of data go to the reading process (read_server.h).
+    std::unique_ptr<ReadServer> server;
 
     ~Impl();
 
@@ -61,7 +65,24 @@ struct DumpReader::Impl {
     void open(const std::string& dumpPath, DumpInfo& info);
 
     // The in-memory type a dataset stored as `type` is read as (its stored size and byte layout).
-    hid_t memoryType(DType type) const;
+    static BlockType blockType(DType type);
+    hid_t memoryType(BlockType type) const;
+    // The open dataset at `name` ("/layers/blocks.0/q", "/images"), or H5I_INVALID_HID.
+    hid_t datasetNamed(const std::string& name) const;
+    // Reads the block [start, start + extent) of `dataset` (named `name`) as `type` into `buffer`
+    // (exactly its bytes): in the reading process when reads are isolated, else here.
+    void readBlock(hid_t dataset, const std::string& name, BlockType type, std::span<const hsize_t> start,
+                   std::span<const hsize_t> extent, std::span<unsigned char> buffer, const std::string& what) const;
+    // readBlock for readLabelBlock.
+    auto labelReader() const {
+        return [this](BlockType type, std::span<const hsize_t> start, std::span<const hsize_t> extent,
+                      std::span<unsigned char> bytes, const std::string& what) {
+            readBlock(labels.get(), "/labels", type, start, extent, bytes, what);
+        };
+    }
+    // The same, always in this process (the reading process's own reads).
+    void readBlockHere(hid_t dataset, const std::string& name, BlockType type, std::span<const hsize_t> start,
+                       std::span<const hsize_t> extent, std::span<unsigned char> buffer, const std::string& what) const;
     // Reads the block [start, start + extent) of `tensor` in its stored type into the calling
     // thread's scratch buffer and returns it; valid until the thread's next read.
     const unsigned char* readStored(const FloatDataset& tensor, std::span<const hsize_t> start,
@@ -87,10 +108,18 @@ inline std::string labelProblem(std::int64_t label, std::size_t classes, int ima
            std::to_string(classes) + " classes of /class_names (0 to " + std::to_string(classes - 1) + ")";
 }
 
-// Labels [first, first + values.size()) of /labels as int64. An unsigned 64-bit /labels is read as
-// such and each value checked against int64's range: HDF5's conversion would saturate a value above
-// 2^63 - 1 to that bound without a word. Error(Input) naming the image.
-inline void readLabelBlock(hid_t labels, std::size_t first, std::span<std::int64_t> values, const std::string& file) {
+// The reading process's access to an open reader's HDF5 objects (read_server.cpp).
+struct DumpReaderAccess {
+    static const DumpReader::Impl& impl(const DumpReader& reader) { return *reader.impl_; }
+};
+
+// Labels [first, first + values.size()) of /labels as int64, each block read by
+// `read(type, start, extent, bytes, what)`. An unsigned 64-bit /labels is read as such and each
+// value checked against int64's range: HDF5's conversion would saturate a value above 2^63 - 1 to
+// that bound without a word. Error(Input) naming the image. Call with an h5::Lock held.
+template <class ReadBlock>
+void readLabelBlock(hid_t labels, std::size_t first, std::span<std::int64_t> values, const std::string& file,
+                    ReadBlock&& read) {
     h5::Handle type(H5Dget_type(labels));
     const bool unsigned64 =
         type.valid() && H5Tget_sign(type.get()) == H5T_SGN_NONE && H5Tget_size(type.get()) >= sizeof(std::int64_t);
@@ -98,9 +127,9 @@ inline void readLabelBlock(hid_t labels, std::size_t first, std::span<std::int64
     const std::string what =
         values.size() == 1 ? "image " + std::to_string(first)
                            : "images " + std::to_string(first) + " to " + std::to_string(first + values.size() - 1);
-    h5::readHyperslab(labels, unsigned64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, extent,
-                      std::span(reinterpret_cast<unsigned char*>(values.data()), values.size() * sizeof(std::int64_t)),
-                      {file, "/labels", what});
+    read(unsigned64 ? BlockType::UInt64 : BlockType::Int64, std::span<const hsize_t>(start),
+         std::span<const hsize_t>(extent),
+         std::span(reinterpret_cast<unsigned char*>(values.data()), values.size() * sizeof(std::int64_t)), what);
     if (!unsigned64) return;
     for (std::size_t b = 0; b < values.size(); ++b) {
         std::uint64_t value = 0;

@@ -334,7 +334,13 @@ public:
             std::vector<std::int64_t> values(std::min<std::size_t>(checked, kLabelBlock), 0);
             for (std::size_t first = 0; first < checked; first += values.size()) {
                 const std::size_t n = std::min(values.size(), checked - first);
-                readLabelBlock(labels, first, std::span(values.data(), n), path_);
+                readLabelBlock(labels, first, std::span(values.data(), n), path_,
+                               [&](BlockType type, std::span<const hsize_t> start, std::span<const hsize_t> extent,
+                                   std::span<unsigned char> bytes, const std::string& what) {
+                                   h5::readHyperslab(labels,
+                                                     type == BlockType::UInt64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64,
+                                                     start, extent, bytes, {path_, "/labels", what});
+                               });
                 for (std::size_t b = 0; b < n; ++b)
                     if (const std::string problem = labelProblem(values[b], count, int(first + b)); !problem.empty())
                         fail(problem);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,74 +20,23 @@
 #include "attnlens/dump/dump.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
+#include "child_process.h"
 #include "hdf5_util.h"
-
-extern char** environ;
+#include "read_server.h"
 
 namespace attnlens {
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+const bool kSanitized = child::sanitized();
 
 constexpr const char* kStartedLine = "attnlens-open-check: started\n";
 constexpr std::size_t kMaxChildOutput = 64 * 1024;
 
-void writeAll(int fd, const std::string& text) {
-    const char* p = text.data();
-    std::size_t left = text.size();
-    while (left > 0) {
-        const ssize_t n = ::write(fd, p, left);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
-        p += n;
-        left -= std::size_t(n);
-    }
-}
-
-std::string signalName(int signal) {
-    switch (signal) {
-        case SIGSEGV:
-            return "SIGSEGV";
-        case SIGBUS:
-            return "SIGBUS";
-        case SIGABRT:
-            return "SIGABRT";
-        case SIGFPE:
-            return "SIGFPE";
-        case SIGILL:
-            return "SIGILL";
-        case SIGKILL:
-            return "SIGKILL";
-        default:
-            return "signal " + std::to_string(signal);
-    }
-}
-
-std::string formatSeconds(double seconds) {
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%g", seconds);
-    return buffer;
-}
-
-struct FileDescriptor {
-    int fd = -1;
-    ~FileDescriptor() { reset(); }
-    void reset() {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-    }
-};
+using child::FileDescriptor;
+using child::formatSeconds;
+using child::signalName;
+using child::writeAll;
 
 }  // namespace
 
@@ -220,85 +168,38 @@ ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std:
     if (::pipe2(pipeFds, O_CLOEXEC) != 0) return run;
     FileDescriptor readEnd{pipeFds[0]}, writeEnd{pipeFds[1]};
 
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, writeEnd.fd, 1);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    // The child's signals start at their defaults, whatever the caller (Qt, the CLI) installed.
-    sigset_t defaults, none;
-    sigfillset(&defaults);
-    sigemptyset(&none);
-    posix_spawnattr_setsigdefault(&attributes, &defaults);
-    posix_spawnattr_setsigmask(&attributes, &none);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
-    // One BLAS thread: opening needs none, and each idle OpenBLAS thread reserves address space.
-    std::vector<std::string> environment;
-    std::string asanOptions;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-        if (std::strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) == 0 || std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0)
-            continue;
-        if (kSanitized && std::strncmp(*e, "ASAN_OPTIONS=", 13) == 0) {
-            asanOptions = *e + 13;
-            continue;
-        }
-        environment.emplace_back(*e);
-    }
-    environment.emplace_back("OPENBLAS_NUM_THREADS=1");
-    environment.emplace_back("OMP_NUM_THREADS=1");
+    std::vector<std::string> environment = child::environment(options.memoryLimitBytes);
     environment.emplace_back("ATTNLENS_OPEN_CHECK_MEMORY=" + std::to_string(options.memoryLimitBytes));
-    if (kSanitized) {
-        // AddressSanitizer reserves terabytes of address space, so the child cannot run under
-        // RLIMIT_AS: its allocator enforces the same limit instead (an allocation beyond it fails,
-        // as under the limit). And the child must meet damaged metadata as the unsanitized program
-        // does: HDF5's out-of-bounds memcpy (uninstrumented library, checked only by ASan's
-        // memcpy replacement) runs and the child dies of the signal, instead of exiting 1 from
-        // ASan's report; a stack overflow in HDF5 must kill it too. Later options win over the user's.
-        const std::size_t limitMiB = std::max<std::size_t>(1, options.memoryLimitBytes >> 20);
-        asanOptions += (asanOptions.empty() ? "" : ":") +
-                       std::string("replace_intrin=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0") +
-                       (options.memoryLimitBytes > 0
-                            ? ":allocator_may_return_null=1:max_allocation_size_mb=" + std::to_string(limitMiB)
-                            : std::string());
-        environment.emplace_back("ASAN_OPTIONS=" + asanOptions);
-    }
-    std::vector<char*> envp;
-    for (auto& e : environment) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string executable = options.executable, flag = kOpenCheckArgument, file = path,
-                first = std::to_string(firstDataset);
-    char* argv[] = {executable.data(), flag.data(), file.data(), first.data(), nullptr};
+    std::vector<std::string> argv = {options.executable, kOpenCheckArgument, path, std::to_string(firstDataset)};
 
-    pid_t child = -1;
+    pid_t pid = -1;
     int spawned = -1;
     // fork() only with one thread: no other thread can hold a lock (malloc's, HDF5's, the
     // caller's) that the child would wait on for ever; and not under a sanitizer, whose options
-    // (set above for a started child) are read only when a program starts.
+    // (set for a started child) are read only when a program starts.
     if (options.allowFork && !kSanitized && threadCount() == 1) {
         const std::uint64_t limit = options.memoryLimitBytes > 0 ? addressSpaceBytes() + options.memoryLimitBytes : 0;
         // HDF5's start (the library, its error stack silenced, the bounded deflate filter: about
         // 3 ms, no file read) happens once, here, for the child and for the caller's own open.
         { h5::Lock initialise; }
-        child = ::fork();
-        if (child == 0) {
+        pid = ::fork();
+        if (pid == 0) {
             readEnd.reset();
             checkInForkedChild(path, firstDataset, writeEnd.fd, limit);
         }
-        if (child > 0) {
+        if (pid > 0) {
             spawned = 0;
             run.forked = true;
         }
     }
-    if (!run.forked) spawned = posix_spawn(&child, executable.c_str(), &actions, &attributes, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attributes);
+    if (!run.forked) {
+        pid = child::spawn(std::move(argv), -1, writeEnd.fd, std::move(environment));
+        spawned = pid > 0 ? 0 : -1;
+    }
     writeEnd.reset();
     if (spawned != 0) return run;
     run.spawned = true;
-    gRunningChild.store(child);
+    gRunningChild.store(pid);
     if (runWhileChecking && options.whileChecking) {
         try {
             options.whileChecking();
@@ -329,8 +230,8 @@ ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std:
         if (left <= 0) lateBytes += std::size_t(n);
         if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
     }
-    if (run.timedOut) ::kill(child, SIGKILL);
-    while (::waitpid(child, &run.status, 0) < 0 && errno == EINTR) {
+    if (run.timedOut) ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &run.status, 0) < 0 && errno == EINTR) {
     }
     gRunningChild.store(0);
     run.started = output.rfind(kStartedLine, 0) == 0;
@@ -477,6 +378,11 @@ OpenCheckResult requireDumpOpensInChildProcess(const std::string& path, const Op
 }
 
 std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv) {
+    if (argc == 4 && std::strcmp(argv[1], kReadServerArgument) == 0) {
+        const double stallSeconds = std::strtod(argv[3], nullptr);
+        runReadServer(argv[2],
+                      std::isfinite(stallSeconds) && stallSeconds > 0 ? stallSeconds : ReadServer::kStallBaseSeconds);
+    }
     if ((argc != 3 && argc != 4) || std::strcmp(argv[1], kOpenCheckArgument) != 0) return std::nullopt;
     if (!kSanitized) {
         if (const char* limit = std::getenv("ATTNLENS_OPEN_CHECK_MEMORY")) {
@@ -494,6 +400,7 @@ std::unique_ptr<DumpReader> openCheckedDump(const std::string& path, const OpenC
     const OpenCheckResult check = requireDumpOpensInChildProcess(path, options);
     std::unique_ptr<DumpReader> reader = DumpReader::open(path);
     for (const UnreadableDataset& u : check.unreadable) reader->markUnreadable(u.dataset, u.message);
+    if (options.isolateReads && check.outcome == OpenCheckOutcome::Valid) reader->isolateReads(options.executable);
     return reader;
 }
 

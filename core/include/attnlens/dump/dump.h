@@ -214,7 +214,18 @@ public:
     // The datasets marked unreadable, with their messages.
     const std::map<std::string, std::string>& unreadableDatasets() const;
 
+    // From now on every read of a dataset's data (heads, layers, branch weights, images, labels)
+    // runs in AttnLens's reading process, `executable` started again with kReadServerArgument
+    // (open_check.h), at the first read. HDF5 crashing or stalling on a damaged file there ends only
+    // that process: the read is an Error(Input) naming the dataset, later reads of that dataset are
+    // refused, and other datasets stay readable. For callers that must outlive a damaged file (the
+    // desktop program, a Python interpreter). A read with no answer after `stallSeconds` plus a
+    // second per 10 MB of its block counts as stuck. Call before sharing the reader.
+    void isolateReads(const std::string& executable, double stallSeconds = 30);
+    bool readsIsolated() const;
+
 private:
+    friend struct DumpReaderAccess;
     DumpReader() = default;
     struct Impl;
     std::unique_ptr<Impl> impl_;

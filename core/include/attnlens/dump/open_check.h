@@ -32,6 +32,8 @@ namespace attnlens {
 class DumpReader;
 
 inline constexpr const char* kOpenCheckArgument = "--attnlens-open-check";
+// The reading process (DumpReader::isolateReads): {exe, kReadServerArgument, path, stall seconds}.
+inline constexpr const char* kReadServerArgument = "--attnlens-read-server";
 
 struct OpenCheckOptions {
     // The program to start as the child; it must call runOpenCheckChildIfRequested() first thing.
@@ -46,6 +48,11 @@ struct OpenCheckOptions {
     // fork() the caller instead of starting `executable` when the caller has one thread and no
     // sanitizer (both checked at each start; otherwise the executable is started as always).
     bool allowFork = true;
+    // After a valid check, read the dump's data in AttnLens's reading process (DumpReader::isolateReads,
+    // started from `executable`), so that HDF5 crashing on a damaged file during a read ends that
+    // process and not the caller. For the desktop program and the Python module; the CLI's fault
+    // handler already turns such a crash into exit 3. Off with the check (timeoutSeconds 0).
+    bool isolateReads = false;
     // Runs in the caller while the child checks (once, after the child has started), for work
     // that does not touch the dump: the CLI loads OpenBLAS here, which would otherwise follow
     // the check. Exceptions from it are dropped (the work is redone, and reported, where needed).
@@ -97,8 +104,9 @@ void killOpenCheckChild() noexcept;
 inline constexpr int kMaxUnreadableDatasets = 32;
 
 // In main() before anything else: when argv is {exe, kOpenCheckArgument, path[, first dataset to
-// walk]}, performs the
-// child's part and returns the exit code to return from main; otherwise returns nothing.
+// walk]} or {exe, kReadServerArgument, path, seconds}, performs the child's part (the open check, or the
+// reading process until its caller closes it) and returns the exit code to return from main;
+// otherwise returns nothing.
 std::optional<int> runOpenCheckChildIfRequested(int argc, char** argv);
 
 }  // namespace attnlens
