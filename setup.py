@@ -15,7 +15,8 @@ from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
-PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed", "attnlens_export.py", "attnlens-open-check")
+PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed", "memory.py", "attnlens_export.py",
+                 "attnlens-open-check")
 
 
 class BuildWithCMake(build_py):

@@ -9,6 +9,10 @@
     r = dump.rollout(image=0, query="cls")   # attnlens.rollout
     q, k = np.random.default_rng(0).standard_normal((2, 197, 32))
     attnlens.Head(q, k, grid=(14, 14), prefix=1).attention("inline")   # tensors in memory
+    q4, k4 = np.random.default_rng(1).standard_normal((2, 4, 3, 197, 32))   # [B, H, N, d] from a hook
+    batch = attnlens.from_arrays({"blocks.0": {"q": q4, "k": k4}}, grid=(14, 14), prefix_tokens=1)
+    batch.analyze(stats="local")             # a Dump in memory: analyze, claims, rollout, ...
+    # attnlens.capture(model, grid=...) records a forward pass of a model as the Exporter would.
 
 Keyword arguments are the CLI's options (stats="rank,local" is --stats rank,local; lists join with
 commas; True is a flag). Errors are attnlens.Error with .kind: UsageError (also a ValueError),
@@ -40,6 +44,8 @@ from ._attnlens import (  # noqa: F401,E402
     open,
     presets,
 )
+
+from .memory import capture, from_arrays, open_bytes  # noqa: F401,E402
 
 _EXPORTER_NAMES = {"Exporter", "DumpWriter", "ExportError", "LayerSpec", "validate", "add_class_names",
                    "check_class_names", "released_attention", "find_layers", "to_uint8"}

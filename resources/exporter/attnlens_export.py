@@ -236,6 +236,8 @@ class DumpWriter:
     Tensors are appended batch by batch along the image axis into chunked, resizable datasets
     (one image per chunk), so memory stays bounded by one batch. The file is written under a
     temporary name and renamed by close(); leaving the `with` block with an exception removes it.
+    path None writes the dump in memory (nothing touches a disk): after close(), `image` holds the
+    file's bytes, which attnlens.open_bytes opens (attnlens.capture and attnlens.from_arrays).
     """
 
     def __init__(self, path, grid, prefix_tokens=0, model=None, dtype="float16",
@@ -249,14 +251,22 @@ class DumpWriter:
             raise ExportError(f"grid must be two positive integers [H, W], got {grid}")
         if int(prefix_tokens) < 0:
             raise ExportError(f"prefix_tokens must be >= 0, got {prefix_tokens}")
-        self.path = os.fspath(path)
-        _check_output_path(self.path)
+        self.path = None if path is None else os.fspath(path)
+        if self.path is not None:
+            _check_output_path(self.path)
         self.grid = grid
         self.prefix_tokens = int(prefix_tokens)
         self.dtype = DTYPES[dtype]
         self.compression = compression
-        self._tmp = f"{self.path}.tmp-{os.getpid()}"
-        self._file = h5py.File(self._tmp, "w")
+        self.image = None
+        if self.path is None:
+            import io
+            self._tmp = None
+            self._memory = io.BytesIO()
+            self._file = h5py.File(self._memory, "w")
+        else:
+            self._tmp = f"{self.path}.tmp-{os.getpid()}"
+            self._file = h5py.File(self._tmp, "w")
         self._closed = False
         try:
             self._start(model, grid, class_names)
@@ -803,6 +813,13 @@ class DumpWriter:
                 problems.append(f"image {image} has label {label}, not one of the "
                                 f"{len(self._class_names)} class names")
         self._closed = True
+        if self._tmp is None:
+            self._file.close()
+            if problems:
+                raise ExportError("the dump in memory: " + "; ".join(problems))
+            self.image = self._memory.getvalue()
+            self._memory = None
+            return
         try:
             self._file.close()  # flushes: can fail (a full disk)
             if problems:
@@ -821,7 +838,9 @@ class DumpWriter:
                 self._file.close()
             except Exception:  # a full disk: the file is removed below all the same
                 pass
-        _remove_quietly(self._tmp)
+        if self._tmp is not None:
+            _remove_quietly(self._tmp)
+        self._memory = None
 
     def __enter__(self):
         return self
@@ -2006,6 +2025,12 @@ class Exporter:
         self.recorder.captured.clear()
         with torch.no_grad(), self.recorder:
             out = self.model(x)
+        self.append_recorded(labels, images)
+        return out
+
+    def append_recorded(self, labels=None, images=None):
+        """Appends what the recorder holds from one forward pass (run's second half; attnlens.capture
+        records a forward the caller runs, e.g. a training step's) and clears it."""
         missing = [s.name for s in self.recorder.layers if s.name not in self.recorder.captured]
         if missing:
             raise ExportError(f"layers {missing} did not run in the forward pass")
@@ -2037,7 +2062,6 @@ class Exporter:
             self.writer.append_images(images)
         if labels is not None:
             self.writer.append_labels(labels)
-        return out
 
     def _check_batch(self):
         """Recompute every layer of the batch from what will be written and compare it with the
