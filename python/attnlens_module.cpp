@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -262,9 +263,13 @@ std::string optionValue(const py::handle& value) {
 const std::vector<std::string> kFlagOptions{"--spatial-only", "--per-query-maps", "--skip-unreadable", "--no-labels"};
 
 // stats="rank,local" -> "--stats rank,local"; True -> the flag; None and False are left out.
-OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& allowed) {
+// The keyword of the long calls that is not an option of the CLI: a progress callback (ProgressRelay).
+constexpr const char* kProgressKeyword = "progress";
+
+OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& allowed, bool takesProgress = false) {
     OptionText text;
     for (const auto& [key, value] : kwargs) {
+        if (takesProgress && key.cast<std::string>() == kProgressKeyword) continue;
         std::string name = "--" + key.cast<std::string>();
         std::replace(name.begin(), name.end(), '_', '-');
         if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
@@ -274,6 +279,7 @@ OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& 
                 std::replace(k.begin(), k.end(), '-', '_');
                 list += (list.empty() ? "" : ", ") + k;
             }
+            if (takesProgress) list += std::string(", ") + kProgressKeyword;
             throwUsage("unknown keyword argument " + quotedText(key.cast<std::string>()) + " (allowed: " + list + ")");
         }
         if (value.is_none()) continue;
@@ -302,22 +308,99 @@ OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& 
 // Runs `work` on a worker thread with the GIL released; the calling thread checks for signals
 // (KeyboardInterrupt) every 20 ms and sets `cancel` when one arrives. The work's exception is
 // rethrown here; a cancel caused by the signal re-raises the KeyboardInterrupt itself.
+// Progress of a long call: the worker sets it, the calling thread hands it to the Python callback
+// (with the GIL, between its checks for signals), so the callback never runs on the worker. A tqdm
+// bar (anything with update() and a total attribute) gets its total and update(steps done since);
+// any other callable gets (done, total).
+class ProgressRelay {
+public:
+    explicit ProgressRelay(py::object callback) : callback_(std::move(callback)) {}
+    bool active() const { return !callback_.is_none(); }
+    // From the worker.
+    void set(std::int64_t done, std::int64_t total) {
+        const std::lock_guard<std::mutex> guard(mutex_);
+        done_ = done;
+        total_ = total;
+    }
+    // From the calling thread, with the GIL: calls the callback when something changed.
+    void report() {
+        std::int64_t done = 0, total = 0;
+        {
+            const std::lock_guard<std::mutex> guard(mutex_);
+            done = done_;
+            total = total_;
+        }
+        if (!active() || (done == reported_ && total == reportedTotal_)) return;
+        if (py::hasattr(callback_, "update") && py::hasattr(callback_, "total")) {
+            if (total != reportedTotal_) {
+                callback_.attr("total") = total;
+                if (py::hasattr(callback_, "refresh")) callback_.attr("refresh")();
+            }
+            if (done > reported_) callback_.attr("update")(done - std::max<std::int64_t>(reported_, 0));
+        } else {
+            callback_(done, total);
+        }
+        reported_ = done;
+        reportedTotal_ = total;
+    }
+
+private:
+    py::object callback_;
+    std::mutex mutex_;
+    std::int64_t done_ = 0, total_ = 0;
+    std::int64_t reported_ = 0, reportedTotal_ = -1;
+};
+
+// A progress keyword's value: None, or a callable / tqdm bar (UsageError for anything else).
+py::object progressArgument(const py::kwargs& kwargs) {
+    if (!kwargs.contains(kProgressKeyword)) return py::none();
+    py::object callback = kwargs[kProgressKeyword];
+    if (callback.is_none()) return callback;
+    if (!PyCallable_Check(callback.ptr()) && !(py::hasattr(callback, "update") && py::hasattr(callback, "total")))
+        throwUsage("progress must be a callable taking (done, total) or a tqdm bar, got " +
+                   printableText(py::repr(callback).cast<std::string>(), 80));
+    return callback;
+}
+
 template <class Result, class Work>
-Result runInterruptible(Work&& work, std::atomic<bool>& cancel) {
+Result runInterruptible(Work&& work, std::atomic<bool>& cancel, ProgressRelay* progress = nullptr) {
     std::packaged_task<Result()> task(std::forward<Work>(work));
     std::future<Result> done = task.get_future();
     PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;  // the KeyboardInterrupt
+    std::optional<py::error_already_set> callbackError;                // the progress callback raised: the work stops
     {
         std::thread worker(std::move(task));
         py::gil_scoped_release release;
+        const auto reportProgress = [&] {
+            if (progress == nullptr || !progress->active() || callbackError) return;
+            try {
+                progress->report();
+            } catch (py::error_already_set& e) {
+                callbackError.emplace(std::move(e));
+                cancel = true;
+            }
+        };
         while (done.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
             py::gil_scoped_acquire acquire;
             if (type == nullptr && PyErr_CheckSignals() != 0) {
                 PyErr_Fetch(&type, &value, &traceback);
                 cancel = true;
             }
+            reportProgress();
         }
         worker.join();
+        py::gil_scoped_acquire acquire;
+        reportProgress();  // the last steps
+    }
+    if (callbackError) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        try {
+            (void)done.get();
+        } catch (...) {
+        }
+        throw *callbackError;
     }
     try {
         Result result = done.get();
@@ -529,13 +612,18 @@ const std::vector<std::string> kRolloutOptions{"--layers", "--model",   "--parad
 
 // analyzeDump of a request whose options come from `text`, with the dump's selection and the
 // threads the memory plan allows, interruptible.
-AnalysisReport analyzeSelected(PyDump& dump, const OptionText& text, AnalyzeRequest request) {
+AnalysisReport analyzeSelected(PyDump& dump, const OptionText& text, AnalyzeRequest request,
+                               py::object progressCallback) {
     const DumpReader& reader = dump.reader();
     analyzeSelectionFromText(text, reader.info(), request);
     request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
-    return runInterruptible<AnalysisReport>([&, shared] { return analyzeDump(*shared, request, {}, &cancel); }, cancel);
+    ProgressRelay relay(std::move(progressCallback));
+    const ProgressFn progress = [&relay](const AnalysisProgress& p) { relay.set(p.done, p.total); };
+    return runInterruptible<AnalysisReport>(
+        [&, shared] { return analyzeDump(*shared, request, relay.active() ? progress : ProgressFn{}, &cancel); },
+        cancel, &relay);
 }
 
 ToolInfo pythonTool(const char* command) {
@@ -546,16 +634,17 @@ ToolInfo pythonTool(const char* command) {
 }
 
 py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
-    const OptionText text = optionText(kwargs, kAnalyzeOptions);
-    return toPython(reportToJson(analyzeSelected(dump, text, analyzeRequestFromText(text)), pythonTool("analyze")));
+    const OptionText text = optionText(kwargs, kAnalyzeOptions, true);
+    return toPython(reportToJson(analyzeSelected(dump, text, analyzeRequestFromText(text), progressArgument(kwargs)),
+                                 pythonTool("analyze")));
 }
 
 // claims: the selection only (the analysis is claimsAnalyzeRequest's).
 const std::vector<std::string> kClaimsOptions{"--layers", "--model", "--heads", "--images", "--threads"};
 
 py::object pyClaims(PyDump& dump, const py::kwargs& kwargs) {
-    const OptionText text = optionText(kwargs, kClaimsOptions);
-    const AnalysisReport report = analyzeSelected(dump, text, claimsRequestFromText(text));
+    const OptionText text = optionText(kwargs, kClaimsOptions, true);
+    const AnalysisReport report = analyzeSelected(dump, text, claimsRequestFromText(text), progressArgument(kwargs));
     return toPython(evaluateClaims(report, dump.reader().info().path, pythonTool("claims")));
 }
 
@@ -566,7 +655,7 @@ const std::vector<std::string> kSweepOptions{"--layers",       "--heads",       
 
 py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string& param, const py::kwargs& kwargs) {
     const DumpReader& reader = dump.reader();
-    OptionText text = optionText(kwargs, kSweepOptions);
+    OptionText text = optionText(kwargs, kSweepOptions, true);
     text.options["--paradigm"] = paradigm;
     text.options["--param"] = param;
     SweepRequest request = sweepRequestFromText(text);
@@ -575,21 +664,33 @@ py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string&
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
     const ToolInfo tool = pythonTool("sweep");
-    const json j =
-        runInterruptible<json>([&, shared] { return sweepDump(*shared, request, tool, {}, &cancel); }, cancel);
+    // Steps over the whole sweep: each point's analysis steps, point after point.
+    ProgressRelay relay(progressArgument(kwargs));
+    const SweepProgressFn progress = [&relay](const SweepProgress& p) {
+        relay.set(std::int64_t(p.point) * p.analysis.total + p.analysis.done,
+                  std::int64_t(p.points) * p.analysis.total);
+    };
+    const json j = runInterruptible<json>(
+        [&, shared] {
+            return sweepDump(*shared, request, tool, relay.active() ? progress : SweepProgressFn{}, &cancel);
+        },
+        cancel, &relay);
     return toPython(j);
 }
 
 py::object pyLocality(PyDump& dump, const py::kwargs& kwargs) {
     const DumpReader& reader = dump.reader();
-    const OptionText text = optionText(kwargs, kLocalityOptions);
+    const OptionText text = optionText(kwargs, kLocalityOptions, true);
     int radius = 3;
     LocalityRequest request = localityRequestFromText(text, radius);
     localitySelectionFromText(text, reader.info(), request);
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
+    ProgressRelay relay(progressArgument(kwargs));
+    const ProgressFn progress = [&relay](const AnalysisProgress& p) { relay.set(p.done, p.total); };
     const LocalityReport report = runInterruptible<LocalityReport>(
-        [&, shared] { return localityOverDump(*shared, request, {}, &cancel); }, cancel);
+        [&, shared] { return localityOverDump(*shared, request, relay.active() ? progress : ProgressFn{}, &cancel); },
+        cancel, &relay);
     return toPython(localityToJson(report, radius));
 }
 

@@ -14,7 +14,8 @@ RUN_PACKAGES=(
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
 )
 # pip, setuptools, wheel and venv: `pip install --no-build-isolation .` (pyproject.toml); h5py: attnlens.Exporter
-# writes dumps with it (torch, to hook a model, is in the test set: python3-torch).
+# writes dumps with it (torch, to hook a model, is in the test set: python3-torch). pandas (Report.to_pandas),
+# nbclient and ipykernel (the example notebook run by the tests) are optional for users: in the test set.
 PYTHON_PACKAGES=(python3 python3-dev python3-numpy pybind11-dev python3-matplotlib python3-h5py
   python3-pip python3-setuptools python3-wheel python3-venv)
 TEST_PACKAGES=(
@@ -22,6 +23,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   xvfb xauth time
   python3-h5py python3-torch python3-jsonschema python3-pytest
+  python3-pandas python3-nbclient python3-nbformat python3-ipykernel python3-tqdm
   dataset-fashion-mnist
 )
 

@@ -46,6 +46,35 @@ from ._attnlens import (  # noqa: F401,E402
 )
 
 from .memory import capture, from_arrays, open_bytes  # noqa: F401,E402
+from .tables import Report  # noqa: F401,E402
+from . import tables as _tables  # noqa: E402
+
+_tables.install(Dump)
+
+
+def _dump_len(self):
+    """The number of layers: a dump is its layers (/layers/NAME), each over every image."""
+    return len(self.layers)
+
+
+def _dump_iter(self):
+    """The layers' descriptions (dump.layers), in the file's order."""
+    return iter(self.layers)
+
+
+def _dump_heads(self, image, layers=None):
+    """Every head of `image` in the given layers (positions, negative from the end, or names; default
+    all), layer by layer: attnlens.Head objects, each with .image, .layer and .head."""
+    for layer in range(len(self.layers)) if layers is None else layers:
+        first = self.head(image, layer, 0)  # resolves the layer, or says what is wrong with it
+        yield first
+        for head in range(1, self.layers[first.layer_position]["heads"]):
+            yield self.head(image, first.layer_position, head)
+
+
+Dump.__len__ = _dump_len
+Dump.__iter__ = _dump_iter
+Dump.heads = _dump_heads
 
 _EXPORTER_NAMES = {"Exporter", "DumpWriter", "ExportError", "LayerSpec", "validate", "add_class_names",
                    "check_class_names", "released_attention", "find_layers", "to_uint8"}
