@@ -9,12 +9,17 @@ the dict of the CLI's JSON with two methods for a notebook:
 One row per record (image, layer, head, paradigm) of "results", or per entry of the summary's
 per-layer or per-head tables. Nested fields are joined with "_" (rank.effective_rank ->
 rank_effective_rank); local mass, a list of windows in a record and a dict keyed by the window
-size in the summary, becomes local_k3_mean, local_k3_x_uniform, ... in both; lists of numbers
-(singular values, curves) are left out (they are in the dict). A field a row lacks is None.
+size in the summary, becomes local_k3_mean, local_k3_x_uniform, ... in both; a paradigm is its name
+in every table (rollout's results hold its definition: the name is taken, the definition stays in the
+dict); lists of numbers (singular values, curves) are left out (they are in the dict). A field a row
+lacks is None.
 """
 
 
 def _flatten(value, prefix, row):
+    if prefix == "paradigm" and isinstance(value, dict) and "name" in value:
+        row[prefix] = value["name"]  # a definition (rollout, confusion, sweep): its name, as in records
+        return
     if isinstance(value, dict):
         for key, item in value.items():
             # The summary keys local mass by window size ("3"); a record lists {"k": 3, ...}.

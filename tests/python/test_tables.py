@@ -81,7 +81,11 @@ def test_claims_sweep_locality_and_rollout_are_reports_too(dump):
     table = claims.records("claims")
     assert len(table["id"]) == len(claims["claims"]) and all(isinstance(v, str) for v in table["verdict"])
     assert isinstance(dump.locality(images="0", layers="0"), attnlens.Report)
-    assert isinstance(dump.rollout(0, "cls", layers="0-1"), attnlens.Report)
+    rollout = dump.rollout(0, "cls", layers="0-1", paradigms="softmax,mala")
+    assert isinstance(rollout, attnlens.Report)
+    # Its results hold each paradigm's definition; the table has the name, as analyze's records do.
+    assert isinstance(rollout["results"][0]["paradigm"], dict)
+    assert rollout.records()["paradigm"] == [r["paradigm"]["name"] for r in rollout["results"]] == ["softmax", "mala"]
 
 
 def test_progress_reaches_a_callable_and_a_tqdm_bar(dump):
