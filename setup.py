@@ -15,7 +15,7 @@ from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
-PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed", "memory.py", "tables.py", "attnlens_export.py",
+PACKAGE_FILES = ("__init__.py", "__init__.pyi", "py.typed", "memory.py", "tables.py", "plotting.py", "attnlens_export.py",
                  "attnlens-open-check")
 
 

@@ -47,6 +47,7 @@ from ._attnlens import (  # noqa: F401,E402
 
 from .memory import capture, from_arrays, open_bytes  # noqa: F401,E402
 from .tables import Report  # noqa: F401,E402
+from .plotting import colour_map, local_mass_curves, plot_claims, plot_local_mass, plot_row  # noqa: F401,E402
 from . import tables as _tables  # noqa: E402
 
 _tables.install(Dump)
