@@ -55,8 +55,10 @@ def from_arrays(layers, grid, prefix_tokens=0, *, dtype="float32", model=None, l
 
     layers: {name: {"q": [B, H, N, d], "k": [B, H, n, d], "v": [B, H, n, dv] (optional),
     "attention": "softmax" | "linear_relu" | ... (the layer's own paradigm, optional), "scale": s
-    (optional), and any other DumpWriter.declare_layer attribute}} in layer order; NumPy arrays or
-    torch tensors (detached and moved to the CPU). grid (H, W) and prefix_tokens as the exporter's.
+    (optional), "kernel_applied": True when q and k are already phi(q), phi(k) (FLatten's focused
+    features), "local_branch" and "extras" as DumpWriter.append_layer takes them, and any other
+    DumpWriter.declare_layer attribute}} in layer order; NumPy arrays or torch tensors (detached and
+    moved to the CPU). grid (H, W) and prefix_tokens as the exporter's.
     dtype float32 keeps float32 tensors exactly; float64 keeps float64 ones."""
     ex = _exporter()
     writer = ex.DumpWriter(None, grid, prefix_tokens, model=model, dtype=dtype, class_names=class_names)
@@ -64,8 +66,9 @@ def from_arrays(layers, grid, prefix_tokens=0, *, dtype="float32", model=None, l
         for index, (name, layer) in enumerate(layers.items()):
             layer = dict(layer)
             q, k, v = layer.pop("q"), layer.pop("k"), layer.pop("v", None)
+            branch, extras = layer.pop("local_branch", None), layer.pop("extras", None)
             writer.declare_layer(name, index, **layer)
-            writer.append_layer(name, q, k, v)
+            writer.append_layer(name, q, k, v, local_branch=branch, extras=extras)
         if images is not None:
             writer.append_images(images)
         if labels is not None:

@@ -72,7 +72,8 @@ def main():
         arrays = {layer["name"]: {"q": f["layers"][layer["name"]]["q"][:4].astype(np.float32),
                                   "k": f["layers"][layer["name"]]["k"][:4].astype(np.float32),
                                   "v": f["layers"][layer["name"]]["v"][:4].astype(np.float32),
-                                  "attention": layer["attention"], "scale": layer["scale"]}
+                                  "attention": layer["attention"], "scale": layer["scale"],
+                                  "kernel_applied": layer["kernel_applied"]}
                   for layer in d.layers}
     options = {"stats": "rank,local,entropy", "local_branch": "off"}
     from_file = median_time(lambda: d.analyze(images=images, **options), repeat=3)
