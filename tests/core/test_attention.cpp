@@ -251,6 +251,12 @@ TEST(Paradigm, ParseJsonRoundTripAndErrors) {
     EXPECT_THAT(message([] { Paradigm::parse("x:kernel=relu"); }), ::testing::HasSubstr("needs norm="));
     EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,p=abc"); }),
                 ::testing::HasSubstr("p='abc' is not a finite number"));
+    // Numbers read as options read them (issue 48 item 8: a leading '+' was refused here, taken there).
+    EXPECT_DOUBLE_EQ(Paradigm::parse("x:norm=divide,kernel=focused,p=+2.5").focusingPower, 2.5);
+    for (const char* bad : {"+-1", "inf", "1e400", "1;5"})
+        EXPECT_THAT(message([&] { Paradigm::parse(std::string("x:norm=divide,p=") + bad); }),
+                    ::testing::HasSubstr("is not a finite number"))
+            << bad;
     EXPECT_THAT(message([] { Paradigm::parse("x:norm=softmax,kernel=relu"); }),
                 ::testing::HasSubstr("softmax takes no kernel"));
 }

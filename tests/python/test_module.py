@@ -490,6 +490,28 @@ print("alive")
     assert f"other layer: {q.shape} {float(np.abs(q).sum())}" in lines
 
 
+def test_a_forked_process_reads_through_its_own_reading_process():
+    """A Dump opened before fork() (a DataLoader's workers): the child starts its own reading process
+    and never talks to, or kills, its parent's; both read the same numbers before and after."""
+    code = f"""
+import os, attnlens, numpy as np
+d = attnlens.open({EXAMPLE!r})
+want = d.head(1, 2, 0).k.copy()
+pids = []
+for worker in range(2):
+    pid = os.fork()
+    if pid == 0:
+        ok = all(np.array_equal(d.head(1, 2, 0).k, want) for _ in range(3))
+        os._exit(0 if ok else 1)
+    pids.append(pid)
+codes = [os.waitpid(pid, 0)[1] for pid in pids]
+print("children", codes, "parent", np.array_equal(d.head(1, 2, 0).k, want))
+"""
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "children [0, 0] parent True", done.stdout
+
+
 def test_the_open_check_ships_inside_the_package():
     """Issue 50 item 1: the check's child is the package's own attnlens-open-check, not a path into the
     build tree; without ATTNLENS_CLI a dump whose chunk index would crash HDF5 on the first read is still

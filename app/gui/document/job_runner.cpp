@@ -32,14 +32,12 @@ void JobRunner::stop(const QString& slot, bool tellSubmitter) {
     auto it = running_.find(slot);
     if (it == running_.end()) return;
     it->second.cancel->store(true);
-    const quint64 id = it->second.id;
     const FailureHandler onFailed = std::move(it->second.onFailed);
     // The slot is free at once; the worker's late result is dropped because its id is stale.
     latest_[slot] = nextId_++;
     running_.erase(it);
     if (running_.empty()) Q_EMIT busyChanged(false);
     if (!tellSubmitter) return;
-    Q_EMIT jobCancelled(slot, id);
     if (onFailed) {
         // The submitter's bookkeeping runs on the GUI thread: nothing it throws may reach the caller.
         try {

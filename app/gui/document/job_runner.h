@@ -106,9 +106,6 @@ Q_SIGNALS:
     void busyChanged(bool busy);
     void jobFailed(const QString& label, const attnlens::gui::JobFailure& failure);
     void jobFinished(const QString& slot, quint64 id, bool delivered);
-    // The slot's running job was cancelled by cancel() or cancelAll() (not superseded by a newer
-    // submission); emitted at once, before the worker has noticed.
-    void jobCancelled(const QString& slot, quint64 id);
 
 private:
     struct Running {

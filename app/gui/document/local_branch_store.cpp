@@ -22,10 +22,6 @@ QString BranchKernel::describe() const {
     return QStringLiteral("%1, channel %2%3").arg(k).arg(channel).arg(where);
 }
 
-QString BranchKernel::shortLabel() const {
-    return channel < 0 ? QStringLiteral("mean over channels") : QStringLiteral("channel %1").arg(channel);
-}
-
 bool LocalBranchStore::inDump() const {
     for (const LayerInfo& l : session_.info().layers)
         if (l.localBranch) return true;

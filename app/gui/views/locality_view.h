@@ -35,7 +35,6 @@ public:
     int radius() const { return radius_; }
     // For tests: the offset map, its colour bar, the Retry button and the state line.
     QCPColorMap* offsetMap() const { return map_; }
-    QCPColorScale* offsetScale() const { return scale_; }
     QPushButton* retryButton() const { return retry_; }
     QString statusText() const { return statusText_; }
     QString analysisFailure() const override {

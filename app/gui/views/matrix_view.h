@@ -30,7 +30,6 @@ public:
     // Window attention: rows and columns ordered window by window (positions in window order), so
     // the windows are the diagonal blocks; token order otherwise. Default on.
     void setOrderByWindow(bool on);
-    bool orderByWindow() const { return byWindow_; }
     const MatrixImage* shownImage() const;
     QCPColorMap* colorMap() const { return map_; }
     QString titleText() const;

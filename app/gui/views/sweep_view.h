@@ -69,7 +69,6 @@ public:
     // "computing…", "Cancelled", "FAILED: <why>", a range or parameter problem, or empty.
     QString statusText() const { return statusText_; }
     QPushButton* retryButton() const { return retry_; }
-    QPushButton* saveButton() const { return save_; }
     // Writes shownSweep() to path atomically (Error on failure, Error(Usage) when none is shown).
     void saveJson(const QString& path) const;
 

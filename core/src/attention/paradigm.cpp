@@ -51,12 +51,11 @@ constexpr const char* kDefaultCRule = "1/(sqrt(d) N)";
 constexpr const char* kDefaultScaleRule = "layer scale";
 
 double parseNumber(std::string_view text, std::string_view key, std::string_view spec) {
-    double value = 0;
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value))
+    const std::optional<double> value = finiteNumber(text);
+    if (!value)
         throwUsage("paradigm '" + printableText(spec) + "': " + printableText(key) + "='" + printableText(text) +
                    "' is not a finite number");
-    return value;
+    return *value;
 }
 
 std::vector<Paradigm> makePresets() {

@@ -66,13 +66,9 @@ const char* afterPlus(std::string_view text) {
 }  // namespace
 
 double parseNumber(std::string_view text, std::string_view option) {
-    const char* first = afterPlus(text);
-    const char* last = text.data() + text.size();
-    double value = 0;
-    const auto [end, ec] = std::from_chars(first, last, value);
-    if (first == last || end != last || ec != std::errc() || !std::isfinite(value))
-        throwUsage(std::string(option) + ": " + quotedText(text) + " is not a finite number");
-    return value;
+    const std::optional<double> value = finiteNumber(text);
+    if (!value) throwUsage(std::string(option) + ": " + quotedText(text) + " is not a finite number");
+    return *value;
 }
 
 int parseInt(std::string_view text, int min, int max, std::string_view option) {

@@ -171,6 +171,11 @@ ReadServer::ReadServer(std::string executable, std::string file, double stallSec
 ReadServer::~ReadServer() { stop(); }
 
 void ReadServer::stop() {
+    if (owner_ != ::getpid()) {  // the helper is the parent's: leave it, close this copy of its socket
+        pid_ = -1;
+        socket_.reset();
+        return;
+    }
     if (pid_ > 0) {
         ::kill(pid_, SIGKILL);
         int status = 0;
@@ -182,6 +187,7 @@ void ReadServer::stop() {
 }
 
 void ReadServer::start() {
+    owner_ = ::getpid();
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
         throwInput(file_ + ": cannot start AttnLens's reading process: " + std::strerror(errno));
@@ -255,6 +261,7 @@ void ReadServer::read(const BlockRead& request, std::span<unsigned char> buffer)
     for (hsize_t e : request.extent) append(message, std::uint64_t(e));
     const std::uint32_t size = std::uint32_t(message.size() - 4);
     std::memcpy(message.data(), &size, 4);
+    if (pid_ > 0 && owner_ != ::getpid()) stop();  // forked since: this process starts its own
     // A helper found gone before this request (killed while idle: the OOM killer, a user) is
     // replaced once; this read has not reached it, so the dataset is not to blame.
     for (int attempt = 0;; ++attempt) {

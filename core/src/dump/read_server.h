@@ -57,6 +57,9 @@ private:
     std::string executable_, file_;
     double stallSeconds_;
     std::mutex mutex_;
+    // The process whose helper pid_ is: a fork() of it (a Python DataLoader's worker) starts its own
+    // helper at its first read and never touches its parent's.
+    pid_t owner_ = -1;
     pid_t pid_ = -1;
     child::FileDescriptor socket_;
     std::map<std::string, std::string> crashed_;  // dataset -> the message of its crash

@@ -1,5 +1,8 @@
 #include "attnlens/io/text.h"
 
+#include <charconv>
+#include <cmath>
+
 #include <cstdio>
 
 namespace attnlens {
@@ -101,6 +104,15 @@ std::string formatGiB(double bytes) {
     char text[32];
     std::snprintf(text, sizeof text, "%.3g GiB", bytes / double(1ull << 30));
     return text;
+}
+
+std::optional<double> finiteNumber(std::string_view text) {
+    const char* first = text.data() + (text.size() > 1 && text[0] == '+' && text[1] != '-' ? 1 : 0);
+    const char* last = text.data() + text.size();
+    double value = 0;
+    const auto [end, ec] = std::from_chars(first, last, value);
+    if (first == last || end != last || ec != std::errc() || !std::isfinite(value)) return std::nullopt;
+    return value;
 }
 
 }  // namespace attnlens

@@ -47,7 +47,6 @@ public:
     int windows() const { return windows_; }
     int windowOf(Index token) const { return window_[std::size_t(token)]; }
     int positionOf(Index token) const { return position_[std::size_t(token)]; }
-    int regionOf(Index token) const { return region_[std::size_t(token)]; }
     // The window's tokens, in position order.
     std::span<const Index> windowTokens(int window) const {
         return {tokens_.data() + std::size_t(window) * std::size_t(rule_.windowTokens()),

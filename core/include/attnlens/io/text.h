@@ -19,6 +19,10 @@ std::string printableText(std::string_view text, std::size_t maxBytes = 200);
 // printableText in single quotes, the form messages quote an argument or a name in: "'abc'".
 std::string quotedText(std::string_view text);
 
+// The finite number `text` spells in full, with an optional leading '+' or '-' (std::from_chars
+// takes only '-'): the one reading of numbers in options and paradigm specs. Nothing otherwise.
+std::optional<double> finiteNumber(std::string_view text);
+
 // A byte count for a message, in GiB with three significant digits: "1.5 GiB", "0.000977 GiB".
 std::string formatGiB(double bytes);
 
