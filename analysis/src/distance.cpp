@@ -1,5 +1,5 @@
 // Distance of a paradigm's attention and output to a reference paradigm's on the same head
-// (statistics.h, README "Definitions"): what-if analyses of how far linear attention falls from
+// (statistics.h, docs/DEFINITIONS.md "Definitions"): what-if analyses of how far linear attention falls from
 // softmax on the very Q, K, V the model produced.
 #include <algorithm>
 #include <cmath>

@@ -15,15 +15,6 @@
 namespace attnlens {
 namespace {
 
-constexpr std::array<std::string_view, 6> kStatNames{"rank", "local", "entropy", "confusion", "magnitude", "distance"};
-
-std::string knownStatNames() {
-    std::string s;
-    for (std::size_t i = 0; i < kStatNames.size(); ++i) s += (i ? ", " : "") + std::string(kStatNames[i]);
-    for (const RegisteredStatistic& r : registeredStatistics()) s += ", " + r.key;
-    return s;
-}
-
 void selectRegistered(StatSelection& s, const std::string& key) {
     // Registration order, whatever order the list names them in.
     if (std::find(s.registered.begin(), s.registered.end(), key) != s.registered.end()) return;
@@ -42,9 +33,30 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
+// The one table of the built-in statistics (statistics.h).
+constexpr std::array<BuiltInStatistic, 6> kBuiltInStatistics{{
+    {"rank", &StatSelection::rank, "spectrum, numerical and effective rank beside the paradigm's bound"},
+    {"local", &StatSelection::local, "k x k local mass beside its uniform baselines, and its output share"},
+    {"entropy", &StatSelection::entropy, "row entropy, maximum weight and negative mass, on A and |A|"},
+    {"confusion", &StatSelection::confusion, "pairs of queries with (nearly) identical rows"},
+    {"magnitude", &StatSelection::magnitude, "entropy and sharpness as the queries are scaled"},
+    {"distance", &StatSelection::distance, "total variation, Jensen-Shannon and output error to a reference"},
+}};
+
+std::span<const BuiltInStatistic> builtInStatistics() { return kBuiltInStatistics; }
+
+std::string statisticNamesText(std::string_view separator) {
+    std::string s;
+    for (const BuiltInStatistic& b : kBuiltInStatistics)
+        s += (s.empty() ? "" : std::string(separator)) + std::string(b.name);
+    for (const RegisteredStatistic& r : registeredStatistics()) s += std::string(separator) + r.key;
+    return s;
+}
+
 StatSelection StatSelection::parse(std::string_view list) {
     StatSelection s;
-    s.rank = s.local = s.entropy = s.confusion = s.magnitude = s.distance = false;
+    for (const BuiltInStatistic& b : kBuiltInStatistics) s.*b.selected = false;
+    s.registered.clear();
     bool any = false;
     std::size_t start = 0;
     while (start <= list.size()) {
@@ -53,35 +65,26 @@ StatSelection StatSelection::parse(std::string_view list) {
         start = comma + 1;
         if (name.empty()) continue;  // tolerate "rank,,local" and a trailing comma
         any = true;
+        const auto builtIn = std::find_if(kBuiltInStatistics.begin(), kBuiltInStatistics.end(),
+                                          [&](const BuiltInStatistic& b) { return b.name == name; });
         if (name == "all") {
-            s.rank = s.local = s.entropy = s.confusion = s.magnitude = s.distance = true;
+            for (const BuiltInStatistic& b : kBuiltInStatistics) s.*b.selected = true;
             for (const RegisteredStatistic& r : registeredStatistics()) selectRegistered(s, r.key);
-        } else if (name == "rank")
-            s.rank = true;
-        else if (name == "local")
-            s.local = true;
-        else if (name == "entropy")
-            s.entropy = true;
-        else if (name == "confusion")
-            s.confusion = true;
-        else if (name == "magnitude")
-            s.magnitude = true;
-        else if (name == "distance")
-            s.distance = true;
+        } else if (builtIn != kBuiltInStatistics.end())
+            s.*builtIn->selected = true;
         else if (findRegisteredStatistic(name))
             selectRegistered(s, std::string(name));
         else
-            throwUsage("unknown statistic '" + printableText(name) + "' (known: " + knownStatNames() + ")");
+            throwUsage("unknown statistic '" + printableText(name) + "' (known: " + statisticNamesText() + ")");
     }
-    if (!any) throwUsage("no statistic selected (known: " + knownStatNames() + ", or all)");
+    if (!any) throwUsage("no statistic selected (known: " + statisticNamesText() + ", or all)");
     return s;
 }
 
 std::vector<std::string> StatSelection::names() const {
     std::vector<std::string> out;
-    const std::array<bool, 6> on{rank, local, entropy, confusion, magnitude, distance};
-    for (std::size_t i = 0; i < kStatNames.size(); ++i)
-        if (on[i]) out.emplace_back(kStatNames[i]);
+    for (const BuiltInStatistic& b : kBuiltInStatistics)
+        if (this->*b.selected) out.emplace_back(b.name);
     out.insert(out.end(), registered.begin(), registered.end());
     return out;
 }
@@ -358,7 +361,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     if (sel.entropy) stats.entropy = entropyStatistics(a, status, &admissible);
     for (const std::string& key : sel.registered) {
         const RegisteredStatistic* r = findRegisteredStatistic(key);
-        if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + knownStatNames() + ")");
+        if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + statisticNamesText() + ")");
         stats.registered.emplace_back(key, r->compute(a, status, geometry));
     }
     poll();

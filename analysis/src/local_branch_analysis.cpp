@@ -1,7 +1,7 @@
 // The local branch beside the attention: equivalent matrices E_c = A + M_c per V channel
 // (FLatten Sec. 4.2, Eq. 10-12, Fig. 5c; InLine Sec. 4.2, Eq. 6; MALA's LePE).
 //
-// Definitions (README "Definitions", and the report's options.local_branch):
+// Definitions (docs/DEFINITIONS.md "Definitions", and the report's options.local_branch):
 //   M_c     the zero-padded depthwise cross-correlation of channel c on the grid (core/local_branch.h);
 //           prefix rows and columns zero, nothing wraps around a grid row's end;
 //   rank    of E_c: dense SVD (LAPACK dgesdd, values only) with A's tolerance rule, relTol * sigma_max(E_c);

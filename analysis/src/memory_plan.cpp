@@ -99,7 +99,7 @@ double residentWorkerBytes(const LayerInfo& layer, const std::vector<Paradigm>& 
         copies = std::max(copies, double(needs.matricesAtOnce()));
         denseSvd = denseSvd || needs.denseSvd;
     }
-    // Every term, in bytes (README "Memory"):
+    // Every term, in bytes (docs/CLI.md "Memory"):
     //   read        heads * N * 2d * (8 + 8): q and k of every head as doubles, and HDF5's slab of
     //               each before conversion (at most 8 bytes a value)
     //   head        8 * N * (d + 1) * 8: one head's scaled queries and kernel features (q~, phi(q),

@@ -1,7 +1,9 @@
 // The registered per-head statistics (registered_statistics.h). A new one: a function of A and an
 // entry in productStatistics() below; a test against a closed form and a second computation in
-// tests/analysis; its definition in README "Registered statistics".
+// tests/analysis; its definition in docs/DEFINITIONS.md "Registered statistics".
 #include "attnlens/analysis/registered_statistics.h"
+
+#include "attnlens/analysis/statistics.h"
 
 #include <algorithm>
 #include <array>
@@ -11,10 +13,6 @@
 
 namespace attnlens {
 namespace {
-
-// The names the built-in statistics and the selection keep for themselves.
-constexpr std::array<std::string_view, 7> kReserved{"rank",      "local",    "entropy", "confusion",
-                                                    "magnitude", "distance", "all"};
 
 // The product's registered statistics, one entry each: {key, title, definition, function of A}.
 // None yet: the built-in statistics predate the registry and keep their own fields.
@@ -37,7 +35,10 @@ void checkAndAdd(std::vector<RegisteredStatistic>& list, RegisteredStatistic sta
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
     });
     if (!wellFormed) throwUsage("registered statistic " + quotedText(key) + ": a key is made of a-z, 0-9 and _");
-    if (std::find(kReserved.begin(), kReserved.end(), key) != kReserved.end())
+    // The built-in statistics' names and "all" are the selection's own.
+    const auto builtIn = builtInStatistics();
+    if (key == "all" ||
+        std::any_of(builtIn.begin(), builtIn.end(), [&](const BuiltInStatistic& b) { return b.name == key; }))
         throwUsage("registered statistic '" + key + "': the name of a built-in statistic");
     for (const RegisteredStatistic& s : list)
         if (s.key == key) throwUsage("registered statistic '" + key + "': registered already");
@@ -48,6 +49,12 @@ void checkAndAdd(std::vector<RegisteredStatistic>& list, RegisteredStatistic sta
 }  // namespace
 
 const std::vector<RegisteredStatistic>& registeredStatistics() { return statistics(); }
+
+std::vector<std::string> registeredStatisticKeys() {
+    std::vector<std::string> keys;
+    for (const RegisteredStatistic& s : statistics()) keys.push_back(s.key);
+    return keys;
+}
 
 const RegisteredStatistic* findRegisteredStatistic(std::string_view key) {
     for (const RegisteredStatistic& s : statistics())

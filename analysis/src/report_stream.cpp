@@ -1,5 +1,5 @@
-// Report files written as the analysis runs: the atomic file writer behind every output file, and
-// the analyze report streamed record by record (issue 14: memory bounded by the work in flight).
+// The analyze report streamed record by record (issue 14: memory bounded by the work in flight),
+// through core's AtomicFileWriter.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,72 +10,13 @@
 
 #include "attnlens/analysis/report.h"
 #include "attnlens/io/error.h"
+#include "attnlens/io/name_table.h"
 #include "attnlens/io/output_path.h"
 #include "attnlens/io/text.h"
 
 namespace attnlens {
 
 using nlohmann::json;
-
-AtomicFileWriter::AtomicFileWriter(const std::string& path, const std::vector<std::string>& forbidden)
-    : path_(path), shown_("'" + printableText(path) + "'") {
-    namespace fs = std::filesystem;
-    // Not the input, a directory, a symbolic link or a device node (checked again here: the
-    // callers check before their work starts, which can take hours).
-    checkOutputPath(path, forbidden);
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    temporary_ = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-    registration_ = TemporaryFileRegistration(temporary_);
-    fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throwOutput("cannot write " + shown_ + ": " + std::strerror(errno));
-}
-
-AtomicFileWriter::~AtomicFileWriter() { discard(); }
-
-void AtomicFileWriter::discard() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (!temporary_.empty()) ::unlink(temporary_.c_str());
-    temporary_.clear();
-    registration_.release();
-}
-
-void AtomicFileWriter::fail(const std::string& why) {
-    discard();
-    throwOutput("cannot write " + shown_ + ": " + why);
-}
-
-void AtomicFileWriter::append(std::string_view text) {
-    if (fd_ < 0) throwOutput("cannot write " + shown_ + ": the file was already closed");
-    buffer_.append(text);
-    if (buffer_.size() >= kFlushBytes) flush();
-}
-
-void AtomicFileWriter::flush() {
-    std::size_t done = 0;
-    while (done < buffer_.size()) {
-        const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail(n < 0 ? std::strerror(errno) : "nothing was written");
-        done += std::size_t(n);
-    }
-    buffer_.clear();
-}
-
-void AtomicFileWriter::commit() {
-    if (fd_ < 0) throwOutput("cannot write " + shown_ + ": the file was already closed");
-    flush();
-    const bool synced = ::fsync(fd_) == 0;
-    const int syncError = errno;
-    const int closed = ::close(fd_);
-    const int closeError = errno;
-    fd_ = -1;
-    if (!synced || closed != 0) fail(std::strerror(synced ? closeError : syncError));
-    if (::rename(temporary_.c_str(), path_.c_str()) != 0) fail(std::strerror(errno));
-    temporary_.clear();
-    registration_.release();
-}
 
 namespace {
 
@@ -92,12 +33,12 @@ void appendField(std::string& out, const std::string& key, const json& value) {
 
 }  // namespace
 
-RecordDetail parseRecordDetail(const std::string& text) {
-    if (text == "json") return RecordDetail::Json;
-    if (text == "hdf5") return RecordDetail::Hdf5;
-    if (text == "none") return RecordDetail::None;
-    throwUsage("record detail: must be json, hdf5 or none, got '" + printableText(text) + "'");
-}
+namespace {
+constexpr NameTable<RecordDetail, 3> kRecordDetailNames{
+    {{{RecordDetail::Json, "json"}, {RecordDetail::Hdf5, "hdf5"}, {RecordDetail::None, "none"}}}};
+}  // namespace
+
+RecordDetail parseRecordDetail(const std::string& text) { return kRecordDetailNames.parse(text, "record detail"); }
 
 std::string recordTableOf(const nlohmann::json& report, const std::string& reportPath) {
     namespace fs = std::filesystem;

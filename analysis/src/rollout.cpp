@@ -8,6 +8,7 @@
 #include "attnlens/analysis/blas_threads.h"
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/io/error.h"
+#include "attnlens/io/name_table.h"
 #include "attnlens/io/text.h"
 #include "attnlens/math/vector_math.h"
 #include "parallel.h"
@@ -15,41 +16,20 @@
 
 namespace attnlens {
 
-std::string_view toString(HeadFusion f) {
-    switch (f) {
-        case HeadFusion::Mean:
-            return "mean";
-        case HeadFusion::Max:
-            return "max";
-        case HeadFusion::Min:
-            return "min";
-    }
-    return "?";
-}
+namespace {
 
-std::string_view toString(RolloutWeights w) {
-    switch (w) {
-        case RolloutWeights::Signed:
-            return "signed";
-        case RolloutWeights::Clipped:
-            return "clipped";
-        case RolloutWeights::Absolute:
-            return "absolute";
-    }
-    return "?";
-}
+constexpr NameTable<HeadFusion, 3> kHeadFusionNames{
+    {{{HeadFusion::Mean, "mean"}, {HeadFusion::Max, "max"}, {HeadFusion::Min, "min"}}}};
+constexpr NameTable<RolloutWeights, 3> kRolloutWeightNames{{{{RolloutWeights::Signed, "signed"},
+                                                             {RolloutWeights::Clipped, "clipped"},
+                                                             {RolloutWeights::Absolute, "absolute"}}}};
 
-HeadFusion parseHeadFusion(std::string_view s) {
-    for (HeadFusion f : {HeadFusion::Mean, HeadFusion::Max, HeadFusion::Min})
-        if (s == toString(f)) return f;
-    throwUsage("head fusion " + quotedText(std::string(s)) + " is not one of mean, max, min");
-}
+}  // namespace
 
-RolloutWeights parseRolloutWeights(std::string_view s) {
-    for (RolloutWeights w : {RolloutWeights::Signed, RolloutWeights::Clipped, RolloutWeights::Absolute})
-        if (s == toString(w)) return w;
-    throwUsage("rollout weights " + quotedText(std::string(s)) + " is not one of signed, clipped, absolute");
-}
+std::string_view toString(HeadFusion f) { return kHeadFusionNames.name(f); }
+std::string_view toString(RolloutWeights w) { return kRolloutWeightNames.name(w); }
+HeadFusion parseHeadFusion(std::string_view s) { return kHeadFusionNames.parse(s, "head fusion"); }
+RolloutWeights parseRolloutWeights(std::string_view s) { return kRolloutWeightNames.parse(s, "rollout weights"); }
 
 void validate(const RolloutOptions& o) {
     if (!(o.residual >= 0 && o.residual <= 1))

@@ -8,6 +8,8 @@
 #include <limits>
 #include <numeric>
 
+#include "attnlens/io/name_table.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ATTNLENS_ROW_SIMD 1
@@ -286,17 +288,12 @@ const std::vector<RowKernel>& availableRowKernels() {
     return kernels;
 }
 
-const char* toString(RowKernel k) {
-    switch (k) {
-        case RowKernel::Scalar:
-            return "scalar";
-        case RowKernel::Sse2:
-            return "sse2";
-        case RowKernel::Avx2:
-            return "avx2";
-    }
-    return "?";
-}
+namespace {
+constexpr NameTable<RowKernel, 3> kRowKernelNames{
+    {{{RowKernel::Scalar, "scalar"}, {RowKernel::Sse2, "sse2"}, {RowKernel::Avx2, "avx2"}}}};
+}  // namespace
+
+const char* toString(RowKernel k) { return kRowKernelNames.name(k).data(); }  // literals: terminated
 
 RowSummary summariseRow(std::span<const double> row, int topK) {
     static const RowKernel best = availableRowKernels().back();

@@ -9,6 +9,7 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/execution.h"
 #include "attnlens/dump/dump.h"
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
 #include "option_text.h"

@@ -35,6 +35,7 @@
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/dump/open_check.h"
 #include "attnlens/dump/synth.h"
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/json_message.h"
 #include "attnlens/io/output_path.h"

@@ -73,14 +73,11 @@ int cmdSynth(int argc, char** argv) {
         o.gridW = parseInt(s->substr(x + 1), 1, 4096, "--grid");
     }
     if (auto s = a.get("--dtype")) {
-        if (*s == "float16")
-            o.dtype = DType::Float16;
-        else if (*s == "float32")
-            o.dtype = DType::Float32;
-        else if (*s == "float64")
-            o.dtype = DType::Float64;
-        else
-            throwUsage("--dtype: unknown dtype " + quotedText(*s) + " (known: float16, float32, float64)");
+        try {
+            o.dtype = parseDType(*s);
+        } catch (const Error& e) {
+            throwUsage(std::string("--dtype: ") + e.what());
+        }
     }
     o.withValues = !a.flag("--no-values");
     o.withImages = !a.flag("--no-images");

@@ -2,6 +2,8 @@
 // from this one list.
 #include <string>
 
+#include "attnlens/analysis/registered_statistics.h"
+#include "attnlens/analysis/statistics.h"
 #include "cli_support.h"
 
 namespace attnlens::cli {
@@ -31,7 +33,8 @@ const std::vector<Command>& commands() {
       --skip-existing              -o already holds the report of this same command on this same dump
                                    (whole, with its record table): keep it and exit 0 without work, so
                                    that a resubmitted study redoes only its missing shards
-      --stats LIST                 rank,local,entropy,confusion,magnitude,distance (default all)
+      --stats LIST                 of these, comma separated, or all (default all):
+{statistics}
       --threads N                  worker threads (default: all cores)
       --rank-tol X                 rank tolerance relative to sigma_max (default N * 2^-23)
       --spatial-only               spectra of the spatial sub-matrix (prefix rows/columns removed)
@@ -90,13 +93,13 @@ const std::vector<Command>& commands() {
                                    or figure, the models and layers used, the numbers and a verdict:
                                    holds, fails or not_measurable (why); only each layer's own attention
                                    decides, other paradigms on its q, k are labelled what-ifs
-                                   (attnlens.claims, resources/claims.schema.json; README "Claims")
+                                   (attnlens.claims, resources/claims.schema.json; docs/DEFINITIONS.md "Claims")
 )",
          cmdClaims},
         {"sweep",
          R"(  sweep FILE --paradigm P --param NAME=LO:HI:POINTS [-o OUT.json] [analyze's selection and options]
                                    analyze's statistics as curves over one parameter, per layer and head,
-                                   each point the mean over the images (attnlens.sweep; README "Sweeps");
+                                   each point the mean over the images (attnlens.sweep; docs/DEFINITIONS.md "Sweeps");
                                    NAME: p (focused power), scale (softmax logit scale), c, eps, shift,
                                    slope, qscale (every query's magnitude times a, MALA),
                                    alpha (the local branch's weight, E = A + alpha M_c);
@@ -120,7 +123,7 @@ const std::vector<Command>& commands() {
          R"(  rollout FILE --image B --query Q|y,x|cls [--layers LIST] [--model M] [--paradigms LIST] [--residual 0.5]
         [--fusion mean|max|min] [--discard 0] [--weights clipped|signed|absolute] [--threads T] [-o OUT.json]
                                    one query's attention rollout through the layers in order, per
-                                   paradigm (README "Rollout"); layers must share one token count
+                                   paradigm (docs/DEFINITIONS.md "Rollout"); layers must share one token count
 )",
          cmdRollout},
         {"confusion",
@@ -133,7 +136,7 @@ const std::vector<Command>& commands() {
         [--threads T] [--offset-radius R|full] [--no-labels] [--skip-unreadable] [--quiet]
                                    mean attention distance and the query-aligned offset map of
                                    every (layer, head, paradigm), over all images and per label,
-                                   streamed image by image (README "Locality"); offset maps in the
+                                   streamed image by image (docs/DEFINITIONS.md "Locality"); offset maps in the
                                    JSON cropped to |dy|, |dx| <= R (default 3; full: whole maps);
                                    --skip-unreadable: an (image, layer) that cannot be read is left
                                    out (the JSON's "skipped", each cell's "images") instead of
@@ -152,6 +155,17 @@ usage: attnlens-cli COMMAND [options]
 commands:
 )";
     for (const Command& c : commands()) text += c.help;
+    // The statistics from their one table (analysis/statistics.h), registered ones included.
+    std::string statistics;
+    for (const BuiltInStatistic& b : builtInStatistics())
+        statistics += "                                     " + std::string(b.name) +
+                      std::string(b.name.size() < 11 ? 11 - b.name.size() : 1, ' ') + std::string(b.summary) + "\n";
+    for (const RegisteredStatistic& r : registeredStatistics())
+        statistics += "                                     " + r.key +
+                      std::string(r.key.size() < 11 ? 11 - r.key.size() : 1, ' ') + r.title + "\n";
+    const std::string placeholder = "{statistics}\n";
+    for (std::size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder))
+        text.replace(at, placeholder.size(), statistics);
     return text + "  --help, --version\n\nexit codes: " + exitCodeText() + "\n";
 }
 

@@ -331,7 +331,7 @@ std::string withFlagNames(const std::string& message) {
         {"rank tolerance: ", "--rank-tol: "},     {"local mass window sizes: ", "--local-k: "},
         {"confusion threshold tau: ", "--tau: "}, {"confusion query floor: ", "--confusion-floor: "},
         {"magnitude factors: ", "--magnitude: "}, {"local-branch channels: ", "--local-channels: "},
-        {"record detail: ", "--records: "},
+        {"record detail: ", "--records: "},       {"unknown record detail ", "--records: unknown record detail "},
     };
     for (const auto& [words, flag] : kFlags)
         if (message.rfind(words, 0) == 0) return flag + message.substr(std::strlen(words));

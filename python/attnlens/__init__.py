@@ -26,7 +26,7 @@ import sys as _sys
 from . import _attnlens
 
 # Debian 12's OpenBLAS runs its SSE3 kernels on processors newer than itself, and AttnLens names
-# better ones where it loads OpenBLAS (README, "Memory"). Here numpy loads it: imported before numpy,
+# better ones where it loads OpenBLAS (docs/CLI.md "Memory"). Here numpy loads it: imported before numpy,
 # the module names the same kernels for it, so that its numbers equal attnlens-cli's to the last bit.
 _core = _attnlens._blas_core_for_this_processor()
 if _core and "numpy" not in _sys.modules and not _os.environ.get("OPENBLAS_CORETYPE"):
@@ -43,6 +43,7 @@ from ._attnlens import (  # noqa: F401,E402
     __version__,
     open,
     presets,
+    statistics,
 )
 
 from .memory import capture, from_arrays, open_bytes  # noqa: F401,E402

@@ -7,7 +7,7 @@
 Each function draws into `ax` (an Axes, or a sequence of them for plot_local_mass) or a new figure,
 and returns the figure. matplotlib (Debian's python3-matplotlib) is imported on first use.
 
-Definitions, as the desktop program's (README, "Desktop program"): a row with no negative weight is
+Definitions, as the desktop program's (docs/DESKTOP.md "Desktop program"): a row with no negative weight is
 drawn on viridis from min(0, lowest) to its highest weight; a signed row (InLine's, linear attention
 without a kernel) on blue-white-red symmetric about 0, so that white is exactly 0. Paradigms are
 coloured by their place in the report's paradigm list (Tableau 10). A model is the part of a layer

@@ -19,7 +19,7 @@ Layers are found automatically (see `find_layers`):
     The exporter hooks the `qkv` Linear's output, so it works with `fused_attn` on (it never needs
     the attention weights), and applies the module's `q_norm` / `k_norm` when present.
   * the papers' released classes and timm's Swin and PVTv2, by class name and structure
-    (section "The papers' released attention classes"; README "Released models"): FLatten's
+    (section "The papers' released attention classes"; docs/PYTHON.md "Released models"): FLatten's
     Swin/PVT/PVTv2 FocusedLinearAttention, InLine's DeiT/Swin/PVT InLineAttention, MALA's
     AddLinearAttention and VanillaSelfAttention, and both papers' CSWinBlock (stripes as per-head
     windows, format.md 1b @head_windows). A module that only looks like a known class is refused

@@ -62,7 +62,7 @@ double directSelfMass(const DumpReader& reader, const HeadRecord& r, const Parad
 }
 
 TEST(RegisteredStatistics, KeysAreCheckedWhenRegistered) {
-    EXPECT_TRUE(registeredStatistics().empty());  // the product registers none yet
+    const std::size_t product = registeredStatistics().size();  // the product's own entries
     {
         const SelfMassRegistered registered;
         auto compute = [](const Matrix&, std::span<const RowStatus>, const AttentionLayout&) { return 0.0; };
@@ -71,7 +71,10 @@ TEST(RegisteredStatistics, KeysAreCheckedWhenRegistered) {
         EXPECT_THROW(registerStatistic({"no_compute", "t", "d", {}}), Error);
         EXPECT_EQ(findRegisteredStatistic("no_compute"), nullptr);
         ASSERT_NE(findRegisteredStatistic("self_mass"), nullptr);
-        EXPECT_EQ(registeredStatistics().size(), 1u);
+        EXPECT_EQ(registeredStatistics().size(), product + 1);
+        EXPECT_EQ(registeredStatisticKeys().back(), "self_mass");
+        for (const BuiltInStatistic& b : builtInStatistics())
+            EXPECT_THROW(registerStatistic({std::string(b.name), "t", "d", compute}), Error) << b.name;
     }
     EXPECT_EQ(findRegisteredStatistic("self_mass"), nullptr);
     EXPECT_THROW(StatSelection::parse("self_mass"), Error);
@@ -79,7 +82,9 @@ TEST(RegisteredStatistics, KeysAreCheckedWhenRegistered) {
 
 TEST(RegisteredStatistics, SelectedByKeyAndByAll) {
     const SelfMassRegistered registered;
-    EXPECT_TRUE(StatSelection().registered.empty());  // the default selection is the built-in one
+    // The default selection is every statistic, so that a new one reaches analyze without options.
+    EXPECT_EQ(StatSelection().registered, registeredStatisticKeys());
+    EXPECT_EQ(StatSelection().names(), StatSelection::parse("all").names());
     const StatSelection byKey = StatSelection::parse("entropy,self_mass");
     EXPECT_TRUE(byKey.entropy);
     EXPECT_FALSE(byKey.rank);
@@ -213,6 +218,35 @@ TEST(RegisteredStatistics, ReportsWithoutThemHaveNoTrace) {
     request.options.stats = StatSelection::parse("entropy");
     const json j = reportToJson(analyzeDump(*reader, request), ToolInfo{});
     EXPECT_EQ(j.dump().find("registered"), std::string::npos);
+}
+
+// The one table of the built-in statistics: its order is the selection's, each name selects exactly
+// its own flag, and messages and help texts list the names from it.
+TEST(BuiltInStatistics, TheTableIsTheSelectionsVocabulary) {
+    const SelfMassRegistered registered;
+    std::vector<std::string> names;
+    for (const BuiltInStatistic& b : builtInStatistics()) {
+        names.emplace_back(b.name);
+        EXPECT_FALSE(b.summary.empty()) << b.name;
+        const StatSelection one = StatSelection::parse(b.name);
+        EXPECT_EQ(one.names(), std::vector<std::string>{std::string(b.name)});
+        EXPECT_TRUE(one.*b.selected);
+        int selected = 0;
+        for (const BuiltInStatistic& other : builtInStatistics()) selected += (one.*other.selected) ? 1 : 0;
+        EXPECT_EQ(selected, 1) << b.name;
+    }
+    // The second way: the names as the report has always listed them.
+    EXPECT_EQ(names, (std::vector<std::string>{"rank", "local", "entropy", "confusion", "magnitude", "distance"}));
+    std::vector<std::string> all = names;
+    all.push_back("self_mass");
+    EXPECT_EQ(StatSelection().names(), all);
+    EXPECT_EQ(statisticNamesText(), "rank, local, entropy, confusion, magnitude, distance, self_mass");
+    try {
+        StatSelection::parse("speed");
+        FAIL() << "unknown name accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("(known: " + statisticNamesText() + ")"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ const TokenLayout kQueries{4, 6, 1};
 const TokenLayout kKeys{2, 3, 1};
 const AttentionLayout kGeometry(kQueries, kKeys);
 
-// The row of query i straight from the paradigm's definition (README "Paradigms"), element by
+// The row of query i straight from the paradigm's definition (docs/DEFINITIONS.md "Paradigms"), element by
 // element, with n = the keys.
 RowVector directRow(const Paradigm& p, const Matrix& q, const Matrix& k, Index i) {
     const Index n = k.rows();

@@ -1,7 +1,7 @@
 // Locality (issue 11, part 2): one head's offset sums and distance (accumulateLocality, rows in
 // blocks of 128) for each preset at N = 197 (DeiT-T, 14 x 14 + CLS, d = 64) and N = 3136 (56 x 56,
 // d = 32). The whole-dump figure (1000 DeiT-T images) is measured with attnlens-cli locality and
-// /usr/bin/time (README "Locality").
+// /usr/bin/time (docs/DEFINITIONS.md "Locality").
 #include <benchmark/benchmark.h>
 
 #include <cmath>

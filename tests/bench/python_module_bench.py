@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-import attnlens  # before numpy: numpy's OpenBLAS then runs the kernels the CLI chooses (README, "Memory")
+import attnlens  # before numpy: numpy's OpenBLAS then runs the kernels the CLI chooses (docs/CLI.md "Memory")
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

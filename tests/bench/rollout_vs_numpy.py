@@ -144,7 +144,7 @@ def run_case(label, path, layers, args, numpy_repeat, repeat):
             baseline = statistics.median(p[1] for p in pairs)
         else:
             whole = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out), repeat)
-        # ATTNLENS_OPEN_TIMEOUT=0: without the open check in a child process (README "Command line").
+        # ATTNLENS_OPEN_TIMEOUT=0: without the open check in a child process (docs/CLI.md "Command line").
         unchecked = median_time(lambda: cli_rollout(args.cli, path, f"0-{layers - 1}", out,
                                                     dict(os.environ, ATTNLENS_OPEN_TIMEOUT="0")), repeat)
     n = len(rows["softmax"])

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Times the shipped study recipe (scripts/slurm-study, README "Studies of many images") on a Slurm
+# Times the shipped study recipe (scripts/slurm-study, docs/CLI.md "Studies of many images") on a Slurm
 # cluster: each task's wall time and peak memory, the merge's, and the whole study from submission
 # to the merged report; then one process over the same images for comparison.
 # usage: tests/bench/slurm_study.sh DUMP SHARDS [build-dir=build/dev] [work-dir=mktemp] [sbatch options...]
-#   needs sbatch/squeue (a one-node Slurm: README "Studies of many images")
+#   needs sbatch/squeue (a one-node Slurm: docs/CLI.md "Studies of many images")
 set -euo pipefail
 dump="$(realpath "$1")"
 shards="$2"

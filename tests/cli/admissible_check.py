@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent NumPy check of the admissible-key yardsticks of a report (issue 46, README "Window attention").
+"""Independent NumPy check of the admissible-key yardsticks of a report (issue 46, docs/DEFINITIONS.md "Window attention").
 
 usage: admissible_check.py DUMP.h5 REPORT.json
 

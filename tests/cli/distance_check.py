@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent NumPy check of a report's distance statistic (README "Definitions", "Distance").
+"""Independent NumPy check of a report's distance statistic (docs/DEFINITIONS.md "Definitions", "Distance").
 
 usage: distance_check.py DUMP.h5 REPORT.json
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent NumPy check of a report's local-branch statistics (README "Definitions").
+"""Independent NumPy check of a report's local-branch statistics (docs/DEFINITIONS.md "Definitions").
 
 usage: local_branch_check.py DUMP.h5 REPORT.json
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent NumPy check of `attnlens-cli locality` (README "Locality").
+"""Independent NumPy check of `attnlens-cli locality` (docs/DEFINITIONS.md "Locality").
 
 usage: locality_check.py DUMP.h5 LOCALITY.json
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent NumPy check of the magnitude curves' spread (issue 46 item 3, README "Magnitude scaling").
+"""Independent NumPy check of the magnitude curves' spread (issue 46 item 3, docs/DEFINITIONS.md "Magnitude scaling").
 
 usage: magnitude_check.py DUMP.h5 REPORT.json [--expect-signed] [--expect-window]
 
@@ -27,7 +27,7 @@ from numpy_attention import _elu1  # noqa: E402
 
 
 def scaled_rows(name, q, k, scale, a):
-    """A(a) for the preset `name` on plain layers (README "Paradigms", default parameters)."""
+    """A(a) for the preset `name` on plain layers (docs/DEFINITIONS.md "Paradigms", default parameters)."""
     n, d = k.shape[0], q.shape[1]
     if name == "softmax":
         logits = a * scale * q @ k.T

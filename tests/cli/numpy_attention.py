@@ -35,7 +35,7 @@ def _focused(x, p=3, shift=1e-6):
 
 
 def preset_attention(name, q, k, scale, kernel_applied=False):
-    """A for each of the eight presets (README "Paradigms", default parameters), N x n. On a layer
+    """A for each of the eight presets (docs/DEFINITIONS.md "Paradigms", default parameters), N x n. On a layer
     whose q and k went through the model's kernel already (kernel_applied), kernels are the identity."""
     n, d = k.shape[0], q.shape[1]
     identity = lambda x: x  # noqa: E731

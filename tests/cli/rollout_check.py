@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent NumPy check of `attnlens-cli rollout` (README "Rollout") for the eight presets.
+"""Independent NumPy check of `attnlens-cli rollout` (docs/DEFINITIONS.md "Rollout") for the eight presets.
 
 usage: rollout_check.py DUMP.h5 ROLLOUT.json
 

@@ -225,42 +225,6 @@ TEST(Attention, QueryTransformsNormalise) {
     EXPECT_TRUE(std::isnan(cr(1, 0)));  // ReLU(q) = 0 has no direction
 }
 
-TEST(Paradigm, ParseJsonRoundTripAndErrors) {
-    for (const auto& p : presetParadigms()) EXPECT_EQ(Paradigm::fromJson(p.toJson()), p);
-    const Paradigm custom = Paradigm::parse("relu_c1:norm=subtract,kernel=relu,c=1,eps=0");
-    EXPECT_EQ(custom.normalisation, Normalisation::Subtract);
-    EXPECT_EQ(custom.kernel, Kernel::Relu);
-    EXPECT_EQ(custom.c.value(), 1.0);
-    EXPECT_EQ(Paradigm::fromJson(custom.toJson()), custom);
-    const Paradigm malaEps0 = Paradigm::parse("mala:eps=0");
-    EXPECT_EQ(malaEps0.kernel, Kernel::Elu1);
-    EXPECT_EQ(malaEps0.eps, 0.0);
-
-    auto message = [](auto f) {
-        try {
-            f();
-        } catch (const Error& e) {
-            EXPECT_EQ(e.kind(), ErrorKind::Usage);
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
-    EXPECT_THAT(message([] { Paradigm::parse("sofmax"); }), ::testing::HasSubstr("unknown paradigm 'sofmax'"));
-    EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,kernel=gelu"); }),
-                ::testing::HasSubstr("unknown kernel 'gelu' (known: identity, relu"));
-    EXPECT_THAT(message([] { Paradigm::parse("x:kernel=relu"); }), ::testing::HasSubstr("needs norm="));
-    EXPECT_THAT(message([] { Paradigm::parse("x:norm=divide,p=abc"); }),
-                ::testing::HasSubstr("p='abc' is not a finite number"));
-    // Numbers read as options read them (issue 48 item 8: a leading '+' was refused here, taken there).
-    EXPECT_DOUBLE_EQ(Paradigm::parse("x:norm=divide,kernel=focused,p=+2.5").focusingPower, 2.5);
-    for (const char* bad : {"+-1", "inf", "1e400", "1;5"})
-        EXPECT_THAT(message([&] { Paradigm::parse(std::string("x:norm=divide,p=") + bad); }),
-                    ::testing::HasSubstr("is not a finite number"))
-            << bad;
-    EXPECT_THAT(message([] { Paradigm::parse("x:norm=softmax,kernel=relu"); }),
-                ::testing::HasSubstr("softmax takes no kernel"));
-}
-
 TEST(Attention, AffineCoefficientsReproduceScaledRows) {
     const Matrix q = randomMatrix(11, 4, 21), k = randomMatrix(11, 4, 22);
     const std::vector<double> factors{0.25, 1.0, 3.0, 16.0};

@@ -696,3 +696,15 @@ def test_non_finite_statistics_are_none_as_in_the_cli_text(tmp_path):
         return x is None
 
     assert nones(got["results"]) > 0
+
+
+def test_statistics_are_the_engines_table_and_the_default_selection(dump):
+    """attnlens.statistics() is the one table of statistics (issue 48 item 1): every name analyze
+    takes, in report order, and analyze() without stats computes exactly them."""
+    table = attnlens.statistics()
+    assert list(table)[:6] == ["rank", "local", "entropy", "confusion", "magnitude", "distance"]
+    assert all(isinstance(v, str) and v for v in table.values())
+    report = dump.analyze(images="0", layers="0", heads="0", paradigms="softmax")
+    assert report["options"]["statistics"] == list(table)
+    with pytest.raises(attnlens.UsageError, match="known: " + ", ".join(table)):
+        dump.analyze(stats="speed", images="0", layers="0")

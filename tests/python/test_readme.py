@@ -1,4 +1,5 @@
-"""Every Python block of the README, and the module docstring's example, runs as written (issue 50 item 2).
+"""Every Python block of the README and of docs/*.md, and the module docstring's example, runs as written
+(issue 50 item 2; the blocks moved to docs/PYTHON.md with issue 48 item 6).
 
 Each runs in a fresh interpreter, in a scratch folder that sees the repository's resources/ (the
 blocks name paths from the repository's root and write their outputs where they run), with this
@@ -22,10 +23,15 @@ HANG_LIMIT_S = 300
 
 
 def readme_blocks():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
-    lines = [text[: m.start()].count("\n") + 1 for m in re.finditer(r"^```python\n", text, flags=re.M)]
-    return list(zip(lines, blocks))
+    """(where, code) of every ```python block of README.md and docs/*.md."""
+    out = []
+    for doc in [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")):
+        text = doc.read_text(encoding="utf-8")
+        blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+        lines = [text[: m.start()].count("\n") + 1 for m in re.finditer(r"^```python\n", text, flags=re.M)]
+        name = doc.relative_to(ROOT).as_posix()
+        out += [(f"{name}:{line}", code) for line, code in zip(lines, blocks)]
+    return out
 
 
 def docstring_example():
@@ -66,9 +72,9 @@ def test_the_readme_has_its_blocks():
     assert any("ax.Exporter(" in code for _, code in blocks)
 
 
-@pytest.mark.parametrize("line,code", readme_blocks(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
-def test_readme_block_runs_as_written(line, code, tmp_path):
-    run_block(code, f"README.md block at line {line}", tmp_path)
+@pytest.mark.parametrize("where,code", readme_blocks(), ids=lambda v: v if ".md:" in v else "")
+def test_readme_block_runs_as_written(where, code, tmp_path):
+    run_block(code, f"{where} block", tmp_path)
     if "ax.Exporter(" in code:
         # The exporter's block wrote a dump the engine opens.
         dump = attnlens.open(str(tmp_path / "my.h5"))

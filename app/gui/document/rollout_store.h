@@ -1,5 +1,5 @@
 #pragma once
-// Attention rollout for the token map and the paradigm comparison (README "Rollout"): the rollout
+// Attention rollout for the token map and the paradigm comparison (docs/DEFINITIONS.md "Rollout"): the rollout
 // row of query() through layers() under options(), computed in the background, one job slot
 // per paradigm. Up to kProductMaxTokens tokens a job forms the whole product R_L ... R_1 once, so
 // that every further query's row is one of its rows at once; above it, each query's row is its own

@@ -10,6 +10,7 @@
 #include "attnlens/dump/head_inputs.h"
 #include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
+#include "attnlens/io/name_table.h"
 #include "attnlens/io/sha256.h"
 #include "attnlens/io/text.h"
 
@@ -355,23 +356,14 @@ const RowData& Session::attentionOrBranchRow(int paradigm) {
 
 // ---- Rollout ------------------------------------------------------------------------------------
 
-std::string_view toString(MapContent content) {
-    switch (content) {
-        case MapContent::Attention:
-            return "attention";
-        case MapContent::RolloutOfQuery:
-            return "rollout-query";
-        case MapContent::RolloutOfCls:
-            return "rollout-cls";
-    }
-    return "?";
-}
+namespace {
+constexpr NameTable<MapContent, 3> kMapContentNames{{{{MapContent::Attention, "attention"},
+                                                      {MapContent::RolloutOfQuery, "rollout-query"},
+                                                      {MapContent::RolloutOfCls, "rollout-cls"}}}};
+}  // namespace
 
-MapContent parseMapContent(std::string_view s) {
-    for (MapContent c : {MapContent::Attention, MapContent::RolloutOfQuery, MapContent::RolloutOfCls})
-        if (s == toString(c)) return c;
-    throwUsage("map " + quotedText(std::string(s)) + " is not one of attention, rollout-query, rollout-cls");
-}
+std::string_view toString(MapContent content) { return kMapContentNames.name(content); }
+MapContent parseMapContent(std::string_view s) { return kMapContentNames.parse(s, "map"); }
 
 void Session::setMapContent(MapContent content) {
     // Choosing a map again is the way to run a failed or cancelled rollout again.

@@ -44,7 +44,7 @@ struct ConfusedPairsResult;
 struct MagnitudeCurves;
 
 // What the token map and the paradigm comparison draw for each paradigm: the selected query's row
-// of the selected head, or an attention rollout (README "Rollout") of the selected query or of the
+// of the selected head, or an attention rollout (docs/DEFINITIONS.md "Rollout") of the selected query or of the
 // first prefix token (CLS) through the selected layer's model up to the selected layer.
 enum class MapContent { Attention, RolloutOfQuery, RolloutOfCls };
 std::string_view toString(MapContent content);   // "attention", "rollout-query", "rollout-cls"

@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QFileInfo>
 
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "views/plot_view.h"
 

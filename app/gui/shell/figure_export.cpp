@@ -10,6 +10,7 @@
 #include <QSvgGenerator>
 #include <cmath>
 
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "views/plot_view.h"
 

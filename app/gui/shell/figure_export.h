@@ -22,7 +22,7 @@ struct FigureOptions {
 
 // Brings the view up to date, lays it out for the size and draws it. Error(Output) on failure.
 QByteArray renderFigure(PlotView& view, FigureFormat format, const FigureOptions& options);
-// renderFigure written with writeFileAtomically (analysis/report.h): Error(Output) with the reason
+// renderFigure written with writeFileAtomically (io/atomic_file.h): Error(Output) with the reason
 // (directory missing, permissions), nothing left behind.
 void exportFigure(PlotView& view, const QString& path, const FigureOptions& options);
 

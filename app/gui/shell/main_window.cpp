@@ -42,6 +42,7 @@
 #include <QVBoxLayout>
 
 #include "attnlens/analysis/report.h"
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "document/example_dump.h"
 #include "document/session.h"

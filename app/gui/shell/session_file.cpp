@@ -7,6 +7,7 @@
 
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/sweep.h"
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/json_message.h"
 #include "attnlens/io/text.h"

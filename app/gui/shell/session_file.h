@@ -5,7 +5,7 @@
 // shown, local branch, what the maps show and the rollout's options), the paradigm definitions, the view, the
 // statistics scope, the colour range held, the image opacity and the window layout. Names rather than positions, so a
 // session still means the same thing after the paradigm list or the layer order changed, and a clear error when it
-// cannot (a layer or paradigm that no longer exists). Format: README, "Sessions".
+// cannot (a layer or paradigm that no longer exists). Format: docs/DESKTOP.md "Sessions".
 #include <QByteArray>
 #include <QString>
 #include <QStringList>
@@ -42,7 +42,7 @@ struct SessionState {
     bool localBranch = false;
     int localChannel = -1;
     std::string map = "attention";         // MapContent: "attention", "rollout-query" or "rollout-cls"
-    RolloutOptions rollout;                // README "Rollout"
+    RolloutOptions rollout;                // docs/DEFINITIONS.md "Rollout"
     QStringList paradigmDefinitions;       // Preferences::paradigmSpecs ("NAME:key=value,...")
     std::string statsModel;                // "" = statistics over every layer
     bool statsModelFollowsLayer = true;    // the statistics cover the selected layer's model

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "attnlens/analysis/report.h"
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
 #include "document/display_text.h"
 #include "document/export_folder.h"

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "attnlens/io/error.h"
+#include "attnlens/io/name_table.h"
 
 namespace attnlens {
 namespace {
@@ -76,17 +77,12 @@ Matrix keySetSums(const WindowPartition& windows, const Matrix& features) {
 
 }  // namespace
 
-const char* toString(RowStatus s) {
-    switch (s) {
-        case RowStatus::Ok:
-            return "ok";
-        case RowStatus::NonFinite:
-            return "non_finite";
-        case RowStatus::ZeroDenominator:
-            return "zero_denominator";
-    }
-    return "?";
-}
+namespace {
+constexpr NameTable<RowStatus, 3> kRowStatusNames{
+    {{{RowStatus::Ok, "ok"}, {RowStatus::NonFinite, "non_finite"}, {RowStatus::ZeroDenominator, "zero_denominator"}}}};
+}  // namespace
+
+const char* toString(RowStatus s) { return kRowStatusNames.name(s).data(); }  // literals: terminated
 
 Matrix applyKernel(Kernel kernel, const Paradigm& p, const Matrix& x) {
     switch (kernel) {

@@ -6,9 +6,17 @@
 #include <utility>
 #include <vector>
 
+#include "attnlens/io/name_table.h"
+
 namespace attnlens {
 
-const char* toString(LocalChannelMap m) { return m == LocalChannelMap::PerHead ? "per_head" : "all"; }
+namespace {
+constexpr NameTable<LocalChannelMap, 2> kChannelMapNames{
+    {{{LocalChannelMap::PerHead, "per_head"}, {LocalChannelMap::All, "all"}}}};
+}  // namespace
+
+const char* toString(LocalChannelMap m) { return kChannelMapNames.name(m).data(); }  // literals: terminated
+std::optional<LocalChannelMap> localChannelMapNamed(std::string_view text) { return kChannelMapNames.find(text); }
 
 InterpolationTaps linearInterpolationTaps(Index s, Index out, Index in) {
     InterpolationTaps t;

@@ -7,30 +7,13 @@
 
 #include "attnlens/io/error.h"
 #include "attnlens/io/json_message.h"
+#include "attnlens/io/name_table.h"
 #include "attnlens/io/text.h"
 
 namespace attnlens {
 namespace {
 
 constexpr double kMaxSeed = 9007199254740992.0;  // 2^53
-
-template <typename E, std::size_t Size>
-struct NameTable {
-    std::array<std::pair<E, std::string_view>, Size> entries;
-
-    std::string_view name(E value) const {
-        for (const auto& [v, n] : entries)
-            if (v == value) return n;
-        return "?";
-    }
-    E parse(std::string_view text, std::string_view what) const {
-        for (const auto& [v, n] : entries)
-            if (n == text) return v;
-        std::string known;
-        for (const auto& [v, n] : entries) known += (known.empty() ? "" : ", ") + std::string(n);
-        throwUsage("unknown " + std::string(what) + " '" + printableText(text) + "' (known: " + known + ")");
-    }
-};
 
 constexpr NameTable<Kernel, 6> kKernelNames{{{{Kernel::Identity, "identity"},
                                               {Kernel::Relu, "relu"},

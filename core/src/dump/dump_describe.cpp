@@ -4,21 +4,18 @@
 
 #include "attnlens/dump/dump.h"
 #include "attnlens/dump/head_inputs.h"
+#include "attnlens/io/name_table.h"
 #include "dump_reader_impl.h"
 
 namespace attnlens {
 
-const char* toString(DType t) {
-    switch (t) {
-        case DType::Float16:
-            return "float16";
-        case DType::Float32:
-            return "float32";
-        case DType::Float64:
-            return "float64";
-    }
-    return "unknown";
-}
+namespace {
+constexpr NameTable<DType, 3> kDTypeNames{
+    {{{DType::Float16, "float16"}, {DType::Float32, "float32"}, {DType::Float64, "float64"}}}};
+}  // namespace
+
+const char* toString(DType t) { return kDTypeNames.name(t).data(); }  // literals: terminated
+DType parseDType(std::string_view text) { return kDTypeNames.parse(text, "dtype"); }
 
 const char* tensorName(char tensor) {
     switch (tensor) {

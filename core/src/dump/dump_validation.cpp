@@ -870,10 +870,8 @@ private:
                      "other text; channels: per_head or all)");
         branch.kind = h5::readStringAttribute(group.get(), "kind", where);
         const std::string channels = h5::readStringAttribute(group.get(), "channels", where);
-        if (channels == "per_head")
-            branch.channelMap = LocalChannelMap::PerHead;
-        else if (channels == "all")
-            branch.channelMap = LocalChannelMap::All;
+        if (const auto map = localChannelMapNamed(channels))
+            branch.channelMap = *map;
         else
             fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
         if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");

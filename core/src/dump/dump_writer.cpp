@@ -9,12 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <system_error>
 
 #include "attnlens/dump/dump.h"
+#include "attnlens/io/atomic_file.h"
 #include "attnlens/io/error.h"
-#include "attnlens/io/output_path.h"
-#include "attnlens/io/temporary_files.h"
 #include "float16.h"
 #include "hdf5_util.h"
 
@@ -315,9 +315,8 @@ hid_t driver() {
 
 struct DumpWriter::Impl {
     std::string finalPath;
-    std::string tempPath;
-    TemporaryFileRegistration registration;  // removed by attnlens-cli's signal handlers too
-    WriteFailure failure;                    // before `file`: the driver records into it until the file is closed
+    std::optional<TemporaryOutputFile> output;  // before `file`: removed after HDF5 closed it
+    WriteFailure failure;                       // before `file`: the driver records into it until the file is closed
     h5::Handle file;
     bool committed = false;
     bool fixedLengthStrings = false;
@@ -339,7 +338,7 @@ struct DumpWriter::Impl {
     void checkWrites() const {
         if (failure.error == 0) return;
         throwOutput(finalPath + ": cannot write: " + std::strerror(failure.error) + " (" + failure.operation +
-                    " of the temporary file " + tempPath + "; it is removed)");
+                    " of the temporary file " + output->temporaryPath() + "; it is removed)");
     }
     // Error(Output) for a failed HDF5 call: the recorded write failure when it caused it.
     [[noreturn]] void fail(const std::string& message) const {
@@ -468,9 +467,7 @@ struct DumpWriter::Impl {
 
 DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
     impl_->finalPath = path;
-    impl_->tempPath = path + ".tmp-" + std::to_string(::getpid());
-    checkOutputPath(path);  // a new name or a regular file: not a directory, link or device
-    impl_->registration = TemporaryFileRegistration(impl_->tempPath);
+    impl_->output.emplace(path);  // a new name or a regular file: not a directory, link or device
     h5::Lock lock;
     hid_t access = H5P_DEFAULT;
 #ifdef ATTNLENS_RECORDING_DRIVER
@@ -481,7 +478,7 @@ DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()
     access = properties.get();
     recording::tOpening = &impl_->failure;
 #endif
-    impl_->file = h5::Handle(H5Fcreate(impl_->tempPath.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access));
+    impl_->file = h5::Handle(H5Fcreate(impl_->output->temporaryPath().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access));
 #ifdef ATTNLENS_RECORDING_DRIVER
     recording::tOpening = nullptr;
 #endif
@@ -489,16 +486,15 @@ DumpWriter::DumpWriter(const std::string& path) : impl_(std::make_unique<Impl>()
         const int error = impl_->failure.error != 0 ? impl_->failure.error : impl_->failure.openError;
         const std::string why = error != 0 ? std::string(": ") + std::strerror(error) : h5::errorSuffix();
         impl_->file = h5::Handle();
-        std::error_code ignored;
-        std::filesystem::remove(impl_->tempPath, ignored);
-        throwOutput(path + ": cannot create the temporary file " + impl_->tempPath + why);
+        const std::string temporary = impl_->output->temporaryPath();
+        impl_->output->discard();
+        throwOutput(path + ": cannot create the temporary file " + temporary + why);
     }
     try {
         impl_->checkWrites();
     } catch (...) {
         impl_->file.reset();
-        std::error_code ignored;
-        std::filesystem::remove(impl_->tempPath, ignored);
+        impl_->output->discard();
         throw;
     }
 }
@@ -509,9 +505,7 @@ DumpWriter::~DumpWriter() {
         h5::Lock lock;
         impl_->file.reset();
     }
-    std::error_code ignored;
-    std::filesystem::remove(impl_->tempPath, ignored);
-    impl_->registration.release();
+    impl_->output->discard();
 }
 
 void DumpWriter::setFixedLengthStrings(bool fixed) { impl_->fixedLengthStrings = fixed; }
@@ -659,18 +653,11 @@ void DumpWriter::commit() {
         const bool closed = impl_->file.close();
         impl_->checkWrites();  // the destructor removes the temporary file
         if (!closed) {
-            throwOutput(impl_->finalPath + ": closing " + impl_->tempPath + " failed" + h5::errorSuffix());
+            throwOutput(impl_->finalPath + ": closing " + impl_->output->temporaryPath() + " failed" +
+                        h5::errorSuffix());
         }
     }
-    std::error_code ec;
-    std::filesystem::rename(impl_->tempPath, impl_->finalPath, ec);
-    if (ec) {
-        const std::string why = ec.message();  // before remove() reuses an error code
-        std::error_code ignored;
-        std::filesystem::remove(impl_->tempPath, ignored);
-        throwOutput(impl_->finalPath + ": cannot rename the temporary file into place: " + why);
-    }
-    impl_->registration.release();
+    impl_->output->commit();  // fsync and rename; Error(Output) "cannot write 'PATH': why"
     impl_->committed = true;
 }
 

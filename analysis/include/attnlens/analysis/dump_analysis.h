@@ -79,7 +79,7 @@ using ProgressFn = std::function<void(const AnalysisProgress&)>;
 // Memory this process may still use, in two kinds, because they are spent differently: a limit on
 // resident memory (physical memory, the cgroup's memory.max of containers and Slurm jobs) counts
 // the pages a thread touches, RLIMIT_AS (ulimit -v) every mapping, untouched ones included: each
-// thread's stack, its malloc arena and its OpenBLAS buffer (README "Memory").
+// thread's stack, its malloc arena and its OpenBLAS buffer (docs/CLI.md "Memory").
 struct MemoryBudget {
     double residentBytes = 0;  // least of physical memory and memory.max, less what is resident; 0: unknown
     double addressBytes = 0;   // RLIMIT_AS less the address space mapped now (VmSize); 0: no limit
@@ -116,12 +116,12 @@ inline double denseMatrixBytes(Index tokens, int matrices) {
 // Resident bytes one worker needs for one (image, layer) of `layer`: the activations read, the
 // N x N matrices the selected statistics keep at once, LAPACK's SVD workspace, the row blocks and
 // the magnitude curve's buffers, and its thread's own pages (an estimate from above; the terms are
-// listed in memory_plan.cpp and README "Memory").
+// listed in memory_plan.cpp and docs/CLI.md "Memory").
 // localBranch: the request analyses local branches (LocalBranchOptions::enabled).
 double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigms, const StatSelection& stats,
                    bool localBranch = true);
 // The pages of its OpenBLAS buffer a thread's GEMMs on heads of N tokens touch, from above: the
-// packed panels, P Q + Q N doubles (README "Memory"); workerBytes and planMemory count it per thread.
+// packed panels, P Q + Q N doubles (docs/CLI.md "Memory"); workerBytes and planMemory count it per thread.
 double blasPackingBytes(double tokens);
 // Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in the
 // budget (0: unknown, no check); otherwise the number of workers that fit (at most the

@@ -3,7 +3,7 @@
 // offset map of every (layer, head, paradigm), over all images and per label, computed image by
 // image in bounded memory (one image's activations and one block of rows per thread).
 //
-// Definitions (README "Definitions"; written into every export as `definitions`):
+// Definitions (docs/DEFINITIONS.md "Definitions"; written into every export as `definitions`):
 // - A spatial token has a position p = (row, column) on its layer's grid; prefix tokens (CLS) have
 //   none and are left out as queries and as keys of both statistics.
 // - Offset map: M(dy, dx) = the mean, over images and over the spatial queries i whose row is Ok

@@ -35,6 +35,8 @@ struct RegisteredStatistic {
 // Every registered statistic, in order: those of registered_statistics.cpp, then those added by
 // registerStatistic().
 const std::vector<RegisteredStatistic>& registeredStatistics();
+// Their keys, in that order.
+std::vector<std::string> registeredStatisticKeys();
 // nullptr when no statistic has this key.
 const RegisteredStatistic* findRegisteredStatistic(std::string_view key);
 // Adds a statistic (a program's start-up, tests), before any analysis runs: the list is read

@@ -14,7 +14,7 @@
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/record_table.h"
 #include "attnlens/analysis/study.h"
-#include "attnlens/io/temporary_files.h"
+#include "attnlens/io/atomic_file.h"
 
 namespace attnlens {
 
@@ -161,32 +161,6 @@ void mergeRecordTables(const std::vector<nlohmann::json>& reports, const std::ve
 std::string reportText(const nlohmann::json& report);
 // A readable table of the summary for terminals.
 std::string formatSummary(const nlohmann::json& report);
-
-// Writes to a temporary file next to path, fsyncs and renames; refuses to overwrite `forbidden`
-// (the input). Error(Output) with the reason.
-void writeFileAtomically(const std::string& path, const std::string& contents,
-                         const std::vector<std::string>& forbidden = {});
-
-// The writer behind writeFileAtomically, for files written piece by piece: nothing appears at
-// `path` until commit(); destroying it earlier (an error, Ctrl-C) removes the temporary file.
-class AtomicFileWriter {
-public:
-    AtomicFileWriter(const std::string& path, const std::vector<std::string>& forbidden = {});
-    ~AtomicFileWriter();
-    AtomicFileWriter(const AtomicFileWriter&) = delete;
-    AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-    void append(std::string_view text);
-    void commit();
-
-private:
-    static constexpr std::size_t kFlushBytes = 1 << 20;
-    void flush();
-    void discard() noexcept;
-    [[noreturn]] void fail(const std::string& why);
-    std::string path_, shown_, temporary_, buffer_;
-    int fd_ = -1;
-    TemporaryFileRegistration registration_;  // removed by the CLI's signal handlers too
-};
 
 // An analyze report written while the analysis runs (attnlens-cli analyze): the provenance first,
 // then each record as analyzeDump's RecordSink hands it over, then the outcome and the summary.

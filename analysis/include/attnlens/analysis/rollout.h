@@ -2,7 +2,7 @@
 // Attention rollout (Abnar and Zuidema 2020, as in vit-explain) for every paradigm, one query's row
 // at a time, without forming N x N matrices where the paradigm allows (issue 11, part 1).
 //
-// Definition (README "Rollout"; written into every export):
+// Definition (docs/DEFINITIONS.md "Rollout"; written into every export):
 // - Per head, the weights W = A (signed), max(A, 0) with each row renormalised to sum 1 (clipped),
 //   or |A| renormalised (absolute). Softmax and the non-negative kernels are the same in all three.
 // - Heads fused by mean, max or min: F = fuse_h W_h.

@@ -1,5 +1,5 @@
 #pragma once
-// Per-head analyses of one attention paradigm (see README "Definitions" for every formula, tolerance
+// Per-head analyses of one attention paradigm (see docs/DEFINITIONS.md "Definitions" for every formula, tolerance
 // and bin). All functions are pure: inputs in, result structs out, no I/O.
 #include <array>
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attnlens/analysis/execution.h"
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/attention/admissible_keys.h"
 #include "attnlens/attention/attention.h"
 #include "attnlens/attention/local_branch.h"
@@ -356,13 +357,25 @@ DistanceResult distanceToReference(const Matrix& a, std::span<const RowStatus> s
 struct StatSelection {
     bool rank = true, local = true, entropy = true, confusion = true, magnitude = true, distance = true;
     // The registered statistics selected (registered_statistics.h), by key, in registration order.
-    // A default selection has none: "all" (parse) selects every one.
-    std::vector<std::string> registered;
-    // "rank,local,entropy,confusion,magnitude,distance" and the registered keys (any subset; "all");
-    // Error(Usage) on unknown names.
+    // The default selection is every statistic: every registered one too, so that a new statistic
+    // appears in `analyze` without options.
+    std::vector<std::string> registered = registeredStatisticKeys();
+    // Names of builtInStatistics() and the registered keys (any subset; "all"); Error(Usage) on
+    // unknown names.
     static StatSelection parse(std::string_view list);
     std::vector<std::string> names() const;
 };
+
+// The built-in statistics, in the order of --stats, the report's `statistics` and the help texts:
+// the one table of their names (the registered statistics follow them, registered_statistics.h).
+struct BuiltInStatistic {
+    std::string_view name;
+    bool StatSelection::*selected;
+    std::string_view summary;  // what it measures, for help texts
+};
+std::span<const BuiltInStatistic> builtInStatistics();
+// Every statistic's name, built-in then registered: "rank, local, ..., KEY" (messages, help texts).
+std::string statisticNamesText(std::string_view separator = ", ");
 struct AnalysisOptions {
     StatSelection stats;
     SpectrumOptions spectrum;

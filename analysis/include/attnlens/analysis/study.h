@@ -3,7 +3,7 @@
 // Slurm array task or one local job each) and come together in merge. Each shard's report says
 // which part of which study it is (selection.study), so that merge knows the images the study
 // meant to cover, refuses a study with a gap by default and names the shards that are missing
-// (issue 51; README "Studies of many images").
+// (issue 51; docs/CLI.md "Studies of many images").
 #include <cstddef>
 #include <optional>
 #include <string>

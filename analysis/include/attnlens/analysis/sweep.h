@@ -68,7 +68,7 @@ using SweepProgressFn = std::function<void(const SweepProgress&)>;  // reports o
 // Runs analyzeDump once per point with the paradigm (or the branch weight) at that value and
 // returns the attnlens.sweep document: per (layer, head) and per layer (mean over heads) one
 // curve per statistic, each value the mean over the selected images of that head's record at the
-// point (README "Sweeps"). Memory holds the curves, never the records.
+// point (docs/DEFINITIONS.md "Sweeps"). Memory holds the curves, never the records.
 nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
                          const SweepProgressFn& progress = {}, CancelToken cancel = {});
 

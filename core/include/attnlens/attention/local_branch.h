@@ -41,6 +41,7 @@ enum class LocalChannelMap {
     All,      // C = heads * d_v: weight channel h * d_v + c acts on channel c of head h (LePE, InLine)
 };
 const char* toString(LocalChannelMap m);  // "per_head", "all"
+std::optional<LocalChannelMap> localChannelMapNamed(std::string_view text);
 
 // Where the convolution runs: the layer's grid (scope "grid"), or inside each window of a window
 // attention layer (scope "window"; windows is then the layer's partition).

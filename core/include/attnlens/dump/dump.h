@@ -27,7 +27,8 @@
 namespace attnlens {
 
 enum class DType { Float16, Float32, Float64 };
-const char* toString(DType t);
+const char* toString(DType t);            // "float16", "float32", "float64" ("?" for none of them)
+DType parseDType(std::string_view text);  // Error(Usage) "unknown dtype 'TEXT' (known: ...)"
 
 // The layer's optional local branch (resources/format.md, section 1a), from metadata only.
 struct LocalBranchInfo {
@@ -236,8 +237,8 @@ private:
 std::mutex& hdf5Mutex();
 
 // Writing dumps: used by `attnlens-cli synth` and by tests that need valid or deliberately broken
-// files. Everything is written to `path + ".tmp-<pid>"` and renamed by commit(); a writer destroyed
-// without commit() removes its temporary file.
+// files. Everything is written to a TemporaryOutputFile (io/atomic_file.h: `.NAME.tmp-<pid>` beside
+// `path`), synced and renamed by commit(); a writer destroyed without commit() removes it.
 class DumpWriter {
 public:
     explicit DumpWriter(const std::string& path);  // Error(Output) when it cannot be created

@@ -24,7 +24,7 @@ private:
 };
 
 // The exit codes of attnlens-cli, `attnlens render` and the desktop program's start-up, defined here
-// once (README "Command line" lists them): success, an error of each kind, anything else.
+// once (docs/CLI.md "Command line" lists them): success, an error of each kind, anything else.
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 70;  // not an attnlens::Error: out of memory or a bug
 constexpr int exitCodeFor(ErrorKind kind) noexcept {

@@ -22,7 +22,7 @@ bool finiteMaxPortable(const double* x, std::size_t n, double* max);
 // Whether every x[j] (j < n) is finite: finiteMax's pass without keeping the maximum.
 bool allFinite(const double* x, std::size_t n);
 
-// How rollout takes a weight from a linear-family entry v = alpha * x + beta (README "Rollout").
+// How rollout takes a weight from a linear-family entry v = alpha * x + beta (docs/DEFINITIONS.md "Rollout").
 enum class AffineWeight { Signed, Clipped, Absolute };
 
 // out[j] = w(alpha * x[j] + beta) for j < n, w the identity, max(., 0) or |.| (out may be x): one

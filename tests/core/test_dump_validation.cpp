@@ -682,27 +682,5 @@ TEST_F(BadInput, Hdf5StaysQuietInNewThreads) {
     EXPECT_CONTAINS(second, "not an HDF5 file");
 }
 
-TEST_F(BadInput, WriterIntoMissingDirectoryIsAnOutputError) {
-    const std::string target = dir_.file("no/such/dir/out.h5");
-    EXPECT_CONTAINS(test::errorMessage([&] { DumpWriter w(target); }, ErrorKind::Output), "does not exist");
-}
-
-TEST_F(BadInput, WriterOntoADirectoryIsAnOutputErrorAndLeavesNothing) {
-    // Used to end in "cannot rename the temporary file into place: Success" (the rename's error
-    // code was overwritten by the clean-up) and to leave "<dir>.tmp-<pid>" behind it.
-    const std::filesystem::path target = dir_.path() / "sub";
-    std::filesystem::create_directory(target);
-    const std::string message = test::errorMessage(
-        [&] {
-            DumpWriter w(target.string());
-            w.setRootAttribute("format", std::string("attnlens.dump"));
-            w.commit();
-        },
-        ErrorKind::Output);
-    EXPECT_CONTAINS(message, "cannot write '" + target.string() + "': it is a directory");
-    for (const auto& entry : std::filesystem::directory_iterator(dir_.path()))
-        EXPECT_EQ(entry.path().filename().string(), "sub") << "left behind: " << entry.path();
-}
-
 }  // namespace
 }  // namespace attnlens

@@ -1,0 +1,274 @@
+// merge: reports of one dump (shards of a study, runs on parts of it) made one, with their record tables.
+#include "attnlens/analysis/report.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "attnlens/io/error.h"
+#include "attnlens/io/json_message.h"
+#include "attnlens/io/text.h"
+#include "merge_checks.h"
+#include "report_internal.h"
+#include "statistic_bounds.h"
+
+namespace attnlens {
+
+using nlohmann::json;
+using report_detail::addSummaryState;
+using report_detail::checkMergeInput;
+using report_detail::describeKey;
+using report_detail::layerShapes;
+using report_detail::MergeInput;
+using report_detail::RecordKey;
+using report_detail::shown;
+using report_detail::utcNow;
+using report_detail::withoutPath;
+void foldSummaryState(nlohmann::json& report, const std::string& name, std::optional<ReportSummary>& into) {
+    if (!report.is_object() || !report.contains("summary_state")) return;
+    addSummaryState(report, name, into);
+    report.erase("summary_state");
+    report.erase("summary");
+    report["summary_state_folded"] = true;
+}
+
+nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                            const ToolInfo& tool, std::optional<ReportSummary> folded,
+                            const MergeCoverageOptions& coverageOptions) {
+    if (reports.empty()) throwUsage("merge: no input reports");
+    auto fail = [&](std::size_t i, const std::string& what) {
+        throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) +
+                   ")");
+    };
+    std::vector<MergeInput> inputs;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        const auto& r = reports[i];
+        if (!r.is_object() || !r.contains("schema") || r["schema"] != "attnlens.analysis")
+            throwInput("merge: " + printableText(names[i]) +
+                       " is not an attnlens analysis report (no \"schema\": \"attnlens.analysis\")");
+        if (!r.contains("schema_version") || r["schema_version"] != 1)
+            throwInput("merge: " + printableText(names[i]) + ": schema_version " +
+                       printableText(r.value("schema_version", json(nullptr)).dump(), 80) + " is not supported (1)");
+        for (const char* key : {"input", "selection", "paradigms", "options", "results"})
+            if (!r.contains(key)) throwInput("merge: " + printableText(names[i]) + ": missing \"" + key + "\"");
+        inputs.push_back(checkMergeInput(r, names[i]));
+    }
+    // Reports without JSON records (analyze --records hdf5|none) merge by their summary states.
+    const auto detailOf = [](const json& r) {
+        return r.contains("record_detail") && r["record_detail"].is_object()
+                   ? r["record_detail"].value("format", std::string("?"))
+                   : std::string("json");
+    };
+    const std::string detail = detailOf(reports[0]);
+    std::optional<ReportSummary> mergedState;
+    std::int64_t detailRecords = 0;
+    json imageLabels = json::array();
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        const json& r = reports[i];
+        if (detailOf(r) != detail)
+            fail(i, "records kept as " + printableText(detailOf(r), 20) + " where the first has them as " +
+                        printableText(detail, 20) + " (merge reports written with one --records)");
+        if (r.contains("image_labels")) {
+            if (!r["image_labels"].is_array()) fail(i, "\"image_labels\" is not an array");
+            for (const json& e : r["image_labels"]) {
+                if (!e.is_object() || !e.contains("image") || !e["image"].is_number_integer() || !e.contains("label") ||
+                    !e["label"].is_number_integer())
+                    fail(i, "an \"image_labels\" entry is not {image, label} with integers: " + shown(e));
+                imageLabels.push_back(e);
+            }
+        }
+        if (detail == "json") continue;
+        if (detail != "hdf5" && detail != "none")
+            fail(i, "record_detail.format " + printableText(detail, 20) + " is not json, hdf5 or none");
+        const json& d = r["record_detail"];
+        if (!d.contains("records") || !d["records"].is_number_integer() || d["records"].get<std::int64_t>() < 0)
+            fail(i, "record_detail.records is not a count");
+        if (!r["results"].empty()) fail(i, "results listed beside record_detail " + detail);
+        if (r.contains("summary_state")) {
+            addSummaryState(r, names[i], mergedState);
+        } else if (!r.value("summary_state_folded", false)) {
+            fail(i, "no \"summary_state\" (needed to merge reports without records)");
+        }
+        detailRecords += d["records"].get<std::int64_t>();
+    }
+    std::map<RecordKey, std::size_t> seenRecords;  // -> the input that has it
+    const json& first = reports[0];
+    std::set<int> seenImages;
+    json merged = first;
+    merged["results"] = json::array();
+    merged["non_finite"] = json::array();
+    json skipped = json::array();
+    json notes = json::array();
+    json images = json::array();
+    json sources = json::array();
+    double seconds = 0;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        const json& r = reports[i];
+        const json& in = r["input"];
+        const json& in0 = first["input"];
+        const auto hashOf = [](const json& input) {
+            return input.contains("sha256") && input["sha256"].is_string() ? input["sha256"].get<std::string>()
+                                                                           : std::string();
+        };
+        if (!hashOf(in).empty() && !hashOf(in0).empty()) {
+            if (hashOf(in) != hashOf(in0) || in.value("size_bytes", json()) != in0.value("size_bytes", json()))
+                fail(i, "a different input dump (sha256 " + printableText(hashOf(in), 80) + ")");
+            if (withoutPath(in["dump"]) != withoutPath(in0["dump"]))
+                fail(i, "the same sha256 but a different dump description (input.dump)");
+        } else if (in.value("path", json()) != in0.value("path", json()) ||
+                   in.value("size_bytes", json()) != in0.value("size_bytes", json()) ||
+                   in.value("dump", json()) != in0.value("dump", json())) {
+            // Reports made with --no-hash: two different dumps of equal size must not merge, so
+            // the same input path, size and dump description are asked for instead.
+            throwInput("merge: " + printableText(names[i]) + ": input " +
+                       printableText(in.value("path", json()).dump()) + " is not the input " +
+                       printableText(in0.value("path", json()).dump()) + " of " + printableText(names[0]) +
+                       " (or it changed between the runs), and without SHA-256 (analyze --no-hash) nothing "
+                       "shows that they are the same dump");
+        }
+        if (r["paradigms"] != first["paradigms"]) fail(i, "different paradigms");
+        if (r["options"] != first["options"]) fail(i, "different analysis options");
+        if (r["selection"]["layers"] != first["selection"]["layers"]) fail(i, "different layers");
+        if (r["selection"]["heads"] != first["selection"]["heads"]) fail(i, "different heads");
+        for (const auto& img : r["selection"]["images"]) {
+            const int b = img.get<int>();
+            if (!seenImages.insert(b).second)
+                throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" +
+                           printableText(names[i]) + "); merge needs disjoint image ranges");
+            images.push_back(b);
+        }
+        // Each record lies in its report's selection (checkMergeInput), so disjoint selections
+        // mean disjoint records; checked directly all the same.
+        for (std::size_t k = 0; k < inputs[i].keys.size(); ++k) {
+            const RecordKey& key = inputs[i].keys[k];
+            const auto [it, inserted] = seenRecords.emplace(key, i);
+            if (!inserted)
+                throwInput("merge: " + printableText(names[i]) + ": results[" + std::to_string(k) + "] " +
+                           describeKey(key, inputs[i].dump.layerNames[std::size_t(key.layerPosition)]) +
+                           ": this record is also in " + printableText(names[it->second]) +
+                           "; merge needs disjoint image ranges");
+        }
+        for (const auto& res : r["results"]) merged["results"].push_back(res);
+        if (r.contains("non_finite"))
+            for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
+        if (r.contains("skipped"))
+            for (const auto& entry : r["skipped"]) skipped.push_back(entry);
+        if (r.contains("notes") && r["notes"].is_array())
+            for (const auto& note : r["notes"])
+                if (note.is_string()) notes.push_back(note);
+        if (r.contains("timing") && r["timing"].contains("seconds") && r["timing"]["seconds"].is_number())
+            seconds += r["timing"]["seconds"].get<double>();
+        sources.push_back(
+            {{"file", names[i]}, {"images", r["selection"]["images"]}, {"created_utc", r.value("created_utc", "")}});
+    }
+    std::vector<int> sorted(seenImages.begin(), seenImages.end());
+    merged["selection"]["images"] = sorted;
+    // Images are disjoint and every shard's own (checked above): now what they cover of the study.
+    std::optional<StudyShard> study;
+    const StudyCoverage coverage = checkMergeCoverage(reports, names, coverageOptions, study);
+    if (study)
+        merged["selection"]["study"] = studyJson(*study);
+    else
+        merged["selection"].erase("study");
+    merged["coverage"] = coverageJson(coverage);
+    auto& res = merged["results"];
+    std::stable_sort(res.begin(), res.end(), [](const json& a, const json& b) {
+        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>(), a["head"].get<int>()) <
+               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>(), b["head"].get<int>());
+    });
+    std::stable_sort(skipped.begin(), skipped.end(), [](const json& a, const json& b) {
+        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>()) <
+               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>());
+    });
+    if (skipped.empty())
+        merged.erase("skipped");
+    else
+        merged["skipped"] = std::move(skipped);
+    if (notes.empty())
+        merged.erase("notes");
+    else
+        merged["notes"] = std::move(notes);
+    merged["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
+    merged["created_utc"] = utcNow();
+    merged["merged_from"] = sources;
+    merged["timing"] = {{"seconds", seconds}, {"threads", nullptr}, {"note", "sum of the merged runs' times"}};
+    if (imageLabels.empty()) {
+        merged.erase("image_labels");
+    } else {
+        std::stable_sort(imageLabels.begin(), imageLabels.end(),
+                         [](const json& a, const json& b) { return a["image"].get<int>() < b["image"].get<int>(); });
+        merged["image_labels"] = std::move(imageLabels);
+    }
+    if (folded) {
+        if (mergedState)
+            mergedState->merge(*folded);
+        else
+            mergedState = std::move(*folded);
+    }
+    merged.erase("summary_state_folded");
+    if (detail != "json" && !mergedState) throwUsage("merge: the summary states of the reports were not given");
+    if (mergedState) {
+        merged["summary"] = mergedState->toJson();
+        merged["summary_state"] = mergedState->stateJson();
+        merged["record_detail"]["records"] = detailRecords;
+    } else {
+        merged["summary"] = summarize(merged);
+    }
+    return merged;
+}
+
+void mergeRecordTables(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                       nlohmann::json& merged, const std::string& outputReport, const std::string& outputTable,
+                       const std::vector<std::string>& forbidden) {
+    namespace fs = std::filesystem;
+    if (!merged.contains("record_detail") || merged["record_detail"].value("format", "") != "hdf5") return;
+    const json& detail = reports.at(0)["record_detail"];
+    std::vector<RecordColumn> columns;
+    try {
+        for (const json& c : detail.at("columns"))
+            columns.push_back({c.at("name").get<std::string>(), c.at("dtype").get<std::string>() == "int32",
+                               c.at("width").get<std::uint64_t>(), c.value("definition", std::string())});
+    } catch (const json::exception& e) {
+        throwInput("merge: " + printableText(names[0]) + ": record_detail.columns: " + jsonErrorText(e));
+    }
+    std::vector<RecordTableInput> inputs;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        if (reports[i]["record_detail"].value("columns", json()) != detail["columns"])
+            throwInput("merge: " + printableText(names[i]) + ": other record table columns than " +
+                       printableText(names[0]) + " (made with other options)");
+        RecordTableInput in;
+        in.file = recordTableOf(reports[i], names[i]);
+        in.report = names[i];
+        in.records = reports[i]["record_detail"]["records"].get<std::int64_t>();
+        in.images = reports[i]["selection"]["images"].get<std::vector<int>>();
+        inputs.push_back(std::move(in));
+    }
+    // In image order, so that shards of disjoint image ranges give a table ordered by image.
+    std::stable_sort(inputs.begin(), inputs.end(), [](const RecordTableInput& a, const RecordTableInput& b) {
+        const int ia = a.images.empty() ? INT_MAX : *std::min_element(a.images.begin(), a.images.end());
+        const int ib = b.images.empty() ? INT_MAX : *std::min_element(b.images.begin(), b.images.end());
+        return ia < ib;
+    });
+    RecordTableShape shape;
+    const std::map<std::string, detail::HeadShape> shapes = layerShapes(merged);
+    for (const json& layer : merged["input"]["dump"]["layers"]) {
+        shape.layerHeads.push_back(layer["heads"].get<int>());
+        const detail::HeadShape head = shapes.at(layer["name"].get<std::string>());
+        shape.layerQueries.push_back(std::int64_t(head.queries));
+        shape.layerKeys.push_back(std::int64_t(head.keys));
+    }
+    for (const json& p : merged["paradigms"])
+        shape.softmaxParadigms.push_back(p.value("normalisation", json()) == "softmax");
+    std::vector<std::string> tableForbidden = forbidden;
+    tableForbidden.push_back(outputReport);
+    for (const RecordTableInput& in : inputs) tableForbidden.push_back(in.file);
+    concatenateRecordTables(inputs, columns, shape, outputTable, tableForbidden);
+    const fs::path folder = fs::absolute(fs::path(outputReport)).parent_path();
+    merged["record_detail"]["file"] = fs::absolute(fs::path(outputTable)).lexically_relative(folder).string();
+}
+
+}  // namespace attnlens
