@@ -413,7 +413,8 @@ void StatisticsTests::registeredStatisticsReachTheHeadsView() {
                     1e-12);
             QVERIFY(std::abs(v->panels()[1].map->data()->cell(head, layerPos) - selfMass(layer, head, "mala")) < 1e-12);
         }
-    // The command line knows it by its key, and lists it among the choices.
+    // The command line knows it by its key, and lists it among the choices (render's help too).
+    QVERIFY2(renderUsage().contains(QStringLiteral("self_mass (self-attention mass)")), qPrintable(renderUsage()));
     v->setStatistic(HeadStatistic::LocalMass3);
     v->setStatisticByKey("self_mass");
     QCOMPARE(colourBy->currentText(), QStringLiteral("self-attention mass"));

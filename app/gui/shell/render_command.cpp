@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
@@ -46,6 +47,20 @@ int paradigmByName(Session& s, const QString& name) {
         throwUsage("unknown paradigm \"" + name.trimmed().toStdString() + "\" (known: " + known + ")");
     }
     return i;
+}
+
+}  // namespace
+
+namespace {
+
+// The registered statistics (analysis/registered_statistics.h) after the built-in keys of
+// --head-statistic: ",\n KEY (title), ..." or nothing.
+QString registeredHeadStatisticsHelp() {
+    QString text;
+    for (const RegisteredStatistic& r : registeredStatistics())
+        text += QStringLiteral(",\n                    %1 (%2)")
+                    .arg(QString::fromStdString(r.key), QString::fromStdString(r.title));
+    return text;
 }
 
 }  // namespace
@@ -98,7 +113,7 @@ QString renderUsage() {
                "  --head-statistic S  heads: local3 (default), local3-x-uniform, entropy (of max(A, 0)),\n"
                "                    entropy-abs (of |A|), max-weight, max-abs-share, negative-mass,\n"
                "                    negative-rows, negative-weights, confused-pairs, rank, rank-over-bound,\n"
-               "                    effective-rank, mean-distance, total-variation, output-error\n"
+               "                    effective-rank, mean-distance, total-variation, output-error%3\n"
                "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
                "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
                "                    options above change it\n"
@@ -107,7 +122,7 @@ QString renderUsage() {
                "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
                "                    is not written and the exit code is 3\n"
                "Exit codes: %2.\n")
-        .arg(viewIdList(), QString::fromStdString(exitCodeText()));
+        .arg(viewIdList(), QString::fromStdString(exitCodeText()), registeredHeadStatisticsHelp());
 }
 
 namespace {
