@@ -404,9 +404,12 @@ void ExportTests::startCommandLineRefusesBadOptionsBeforeAnyWindow() {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("attnlens: error: Unknown option 'nonesuch'"), qPrintable(r.err));
     const QString png = dir_.filePath("start.png");
+    // The selection options follow render's rules (shell/selection_options.h, issue 48 item 3).
     for (const QStringList& bad : {QStringList{small_, "--paradigm", "nonesuch"}, QStringList{small_, "--image", "999"},
                                    QStringList{small_, "--view", "nonesuch"}, QStringList{small_, "--opacity", "101"},
-                                   QStringList{small_, "--window-size", "big"}}) {
+                                   QStringList{small_, "--window-size", "big"}, QStringList{small_, "--head", "99"},
+                                   QStringList{small_, "--channel", "1"}, QStringList{small_, "--local-branch"},
+                                   QStringList{small_, "--rollout", "sideways"}}) {
         for (const bool screenshot : {false, true}) {
             const QStringList args = screenshot ? bad + QStringList{"--screenshot", png} : bad;
             r = run(args);
@@ -416,7 +419,14 @@ void ExportTests::startCommandLineRefusesBadOptionsBeforeAnyWindow() {
         }
     }
     r = run({small_, "--paradigm", "nonesuch"});
-    QVERIFY2(r.err.contains("--paradigm: no paradigm named 'nonesuch' (paradigms: softmax,"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("--paradigm: unknown paradigm 'nonesuch' (known: softmax,"), qPrintable(r.err));
+    r = run({small_, "--channel", "1"});
+    QVERIFY2(r.err.contains("--channel: only with --local-branch"), qPrintable(r.err));
+    r = run({small_, "--local-branch"});
+    QVERIFY2(r.err.contains("--local-branch: layer ") && r.err.contains("has no local branch"), qPrintable(r.err));
+    r = run({small_, "--head", "1", "--rollout", "off", "--window-size", "1024x700", "--screenshot", png});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(QFile::remove(png));
     // Without a display: a window is refused with the way to a picture; a screenshot is taken offscreen.
     r = run({small_});
     QCOMPARE(r.code, 2);
@@ -511,7 +521,7 @@ void ExportTests::renderCommandLine() {
     QCOMPARE(run({"render", small_, "--view", "nonsense", "-o", dir_.filePath("x.png")}, &err), 2);
     QVERIFY2(err.contains("unknown view \"nonsense\""), qPrintable(err));
     QCOMPARE(run({"render", small_, "--paradigm", "nope", "-o", dir_.filePath("x.png")}, &err), 2);
-    QVERIFY2(err.contains("unknown paradigm \"nope\""), qPrintable(err));
+    QVERIFY2(err.contains("--paradigm: unknown paradigm 'nope'"), qPrintable(err));
     QCOMPARE(run({"render", broken_, "-o", dir_.filePath("x.png")}, &err), 3);
     QCOMPARE(run({"render", small_, "--layer", "9", "-o", dir_.filePath("x.png")}, &err), 2);
     QVERIFY2(err.contains("--layer"), qPrintable(err));

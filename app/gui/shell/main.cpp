@@ -20,6 +20,7 @@
 #include "document/session.h"
 #include "shell/main_window.h"
 #include "shell/render_command.h"
+#include "shell/selection_options.h"
 #include "views/token_map_view.h"
 #include "views/view_registry.h"
 
@@ -80,13 +81,7 @@ struct StartOptions {
     QCommandLineOption view{QStringLiteral("view"),
                             QStringLiteral("view to show first (%1)").arg(attnlens::gui::viewIdList()),
                             QStringLiteral("V")};
-    QCommandLineOption image{QStringLiteral("image"), QStringLiteral("image to show first"), QStringLiteral("I")};
-    QCommandLineOption layer{QStringLiteral("layer"), QStringLiteral("layer position to show first"),
-                             QStringLiteral("L")};
-    QCommandLineOption query{QStringLiteral("query"), QStringLiteral("query token: its index, y,x on the grid, or cls"),
-                             QStringLiteral("Q")};
-    QCommandLineOption paradigm{QStringLiteral("paradigm"), QStringLiteral("paradigm of the token map"),
-                                QStringLiteral("P")};
+    attnlens::gui::SelectionOptions selection;  // image, layer, head, query, paradigm, branch, rollout: as render
     QCommandLineOption opacity{QStringLiteral("opacity"),
                                QStringLiteral("opacity of the input image's outlines over the token map, 0..100"),
                                QStringLiteral("PCT")};
@@ -96,18 +91,11 @@ struct StartOptions {
         QStringLiteral("PNG")};
     QCommandLineOption windowSize{QStringLiteral("window-size"), QStringLiteral("window size WxH"),
                                   QStringLiteral("WxH")};
-    QCommandLineOption localBranch{QStringLiteral("local-branch"),
-                                   QStringLiteral("show the local branch (E_c = A + M_c) where layers have one")};
-    QCommandLineOption channel{QStringLiteral("channel"), QStringLiteral("local-branch channel: C or 'mean'"),
-                               QStringLiteral("C")};
     QCommandLineOption sessionFile{
         QStringList{QStringLiteral("session"), QString::fromLatin1(attnlens::gui::kSessionOptionAlias)},
         QStringLiteral("restore a session saved by File > Save session (its dump, selection and view); "
                        "the other options then change it"),
         QStringLiteral("JSON")};
-    QCommandLineOption rollout{QStringLiteral("rollout"),
-                               QStringLiteral("maps show the rollout of the query ('query') or of CLS ('cls')"),
-                               QStringLiteral("OF")};
     QCommandLineOption firstMapTime{
         QStringLiteral("first-map-time"),
         QStringLiteral("print the wall-clock time (Unix seconds) at which the token map's first map was painted, "
@@ -122,8 +110,8 @@ struct StartOptions {
         parser.addHelpOption();
         parser.addVersionOption();
         parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
-        parser.addOptions({view, image, layer, query, paradigm, opacity, localBranch, channel, screenshot, windowSize,
-                           sessionFile, rollout, firstMapTime});
+        parser.addOptions({view, opacity, screenshot, windowSize, sessionFile, firstMapTime});
+        parser.addOptions(selection.all());
     }
 };
 
@@ -151,46 +139,21 @@ QSize openAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& p
     return size;
 }
 
-// The selection and display options, in the order a user would set them. Numbers and indices are
-// read by the parser of attnlens-cli and `attnlens render` (list_parser.h): a bad value ends the
-// program with the same message and exit code.
+// The selection options (shell/selection_options.h, read as `attnlens render` reads them), then the
+// display options. A bad value ends the program with the message and exit code of attnlens-cli.
 void selectAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& parser, const StartOptions& o) {
     using attnlens::parseInt;
     auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
     attnlens::gui::Session* session = window.session();
     if (session->isOpen()) {
-        const attnlens::DumpInfo& info = session->info();
-        if (parser.isSet(o.image)) session->setImage(parseInt(text(o.image), 0, info.images - 1, "--image"));
-        if (parser.isSet(o.layer)) session->setLayer(attnlens::parseLayer(text(o.layer), info, "--layer"));
-        if (parser.isSet(o.query))
-            session->setQuery(attnlens::Index(attnlens::parseQueryToken(text(o.query), session->layout(), "--query")));
-    }
-    if (parser.isSet(o.paradigm)) {
-        // An unknown name was index -1, clamped to the first paradigm: the window showed another one.
-        const int index = session->paradigmIndex(text(o.paradigm));
-        if (index < 0) {
-            std::string known;
-            for (const auto& p : session->paradigms()) known += (known.empty() ? "" : ", ") + p.name;
-            attnlens::throwUsage("--paradigm: no paradigm named " + attnlens::quotedText(text(o.paradigm)) +
-                                 " (paradigms: " + known + ")");
-        }
-        session->setParadigm(index);
-    }
-    if (parser.isSet(o.rollout)) {
-        const QString of = parser.value(o.rollout).trimmed().toLower();
-        if (of != QStringLiteral("query") && of != QStringLiteral("cls"))
-            attnlens::throwUsage("--rollout: 'query' or 'cls', got " + attnlens::quotedText(of.toStdString()));
-        session->setMapContent(of == QStringLiteral("cls") ? attnlens::gui::MapContent::RolloutOfCls
-                                                           : attnlens::gui::MapContent::RolloutOfQuery);
+        // The options left unset keep what was opened (the last session's selection, say).
+        attnlens::gui::applySelectionOptions(*session, parser, o.selection, attnlens::gui::UnsetSelection::Kept, false);
+        attnlens::gui::applyMapContentOption(*session, parser, o.selection);
     }
     if (parser.isSet(o.opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(o.opacity), 0, 100, "--opacity"));
     if (parser.isSet(o.view) && !attnlens::gui::findView(parser.value(o.view)))
         attnlens::throwUsage("--view: unknown view \"" + text(o.view) + "\" (" +
                              attnlens::gui::viewIdList().toStdString() + ")");
-    if (parser.isSet(o.channel))
-        session->setLocalChannel(parser.value(o.channel).trimmed().toLower() == QStringLiteral("mean")
-                                     ? -1
-                                     : parseInt(text(o.channel), 0, std::numeric_limits<int>::max(), "--channel"));
 }
 
 // --screenshot: once no job is running, the window (at `size` again: it can only grow while the
@@ -278,7 +241,6 @@ int main(int argc, char** argv) {
         return attnlens::exitCodeFor(attnlens::ErrorKind::Usage);
     }
     window.show();
-    if (parser.isSet(options.localBranch)) window.session()->setLocalBranch(true);
     if (parser.isSet(options.view)) window.showView(parser.value(options.view));
     if (parser.isSet(options.screenshot)) saveWhenIdle(window, parser.value(options.screenshot), requestedSize);
     return app.exec();

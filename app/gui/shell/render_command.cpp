@@ -13,6 +13,7 @@
 #include "document/session.h"
 #include "shell/export_dialog.h"
 #include "shell/figure_export.h"
+#include "shell/selection_options.h"
 #include "shell/session_file.h"
 #include "views/compare_view.h"
 #include "views/confused_pairs_view.h"
@@ -28,25 +29,10 @@
 namespace attnlens::gui {
 namespace {
 
-// An integer option in [min, max], by the parser of attnlens-cli (list_parser.h).
-int intOption(const QString& text, int min, int max, const char* option) {
-    return parseInt(text.toStdString(), min, max, option);
-}
-
 std::unique_ptr<PlotView> makeView(const ViewEntry& entry, Session* s, Session* second) {
     if (entry.needsSecondDump && !second->isOpen())
         throwUsage("--view " + entry.id.toStdString() + ": needs --second FILE (the dump shown beside FILE)");
     return entry.make(s, second);
-}
-
-int paradigmByName(Session& s, const QString& name) {
-    const int i = s.paradigmIndex(name.trimmed().toStdString());
-    if (i < 0) {
-        std::string known;
-        for (const auto& p : s.paradigms()) known += (known.empty() ? "" : ", ") + p.name;
-        throwUsage("unknown paradigm \"" + name.trimmed().toStdString() + "\" (known: " + known + ")");
-    }
-    return i;
 }
 
 }  // namespace
@@ -138,15 +124,12 @@ struct RenderFlags {
                        sessionFile = opt({"session", kSessionOptionAlias}, "JSON"), help = opt({"h", "help"}),
                        unreadable = opt({"render-unreadable"});
     // The selection
-    QCommandLineOption image = opt({"image"}, "I", "0"), layer = opt({"layer"}, "L", "0"),
-                       head = opt({"head"}, "H", "0"), query = opt({"query"}, "Q"), paradigm = opt({"paradigm"}, "P"),
-                       paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
-                       localBranch = opt({"local-branch"}), channel = opt({"channel"}, "C"),
+    SelectionOptions selection;  // shared with the desktop program's command line
+    QCommandLineOption paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
                        scope = opt({"scope"}, "S");
     // Rollout
-    QCommandLineOption rollout = opt({"rollout"}, "OF"), rolloutFusion = opt({"rollout-fusion"}, "F"),
-                       rolloutWeights = opt({"rollout-weights"}, "W"), rolloutResidual = opt({"rollout-residual"}, "R"),
-                       rolloutDiscard = opt({"rollout-discard"}, "D");
+    QCommandLineOption rolloutFusion = opt({"rollout-fusion"}, "F"), rolloutWeights = opt({"rollout-weights"}, "W"),
+                       rolloutResidual = opt({"rollout-residual"}, "R"), rolloutDiscard = opt({"rollout-discard"}, "D");
     // One view's own settings
     QCommandLineOption log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
                        k = opt({"k"}, "K", "3"), timesUniform = opt({"x-uniform"}),
@@ -163,17 +146,9 @@ struct RenderFlags {
                       sessionFile,
                       help,
                       unreadable,
-                      image,
-                      layer,
-                      head,
-                      query,
-                      paradigm,
                       paradigms,
                       define,
-                      localBranch,
-                      channel,
                       scope,
-                      rollout,
                       rolloutFusion,
                       rolloutWeights,
                       rolloutResidual,
@@ -190,45 +165,21 @@ struct RenderFlags {
                       headStatistic,
                       sweep,
                       sweepParadigm});
+        p.addOptions(selection.all());
     }
 };
 
-// Image, layer, head, query, paradigms and the local branch: the session's (applySelection), then
-// the options'.
+// Image, layer, head, query, paradigm and the local branch (selection_options.h), and the paradigms
+// shown: the session's (applySelection), then the options'.
 void applySelectionOptions(Session& session, const QCommandLineParser& p, const RenderFlags& f,
                            const std::optional<SessionState>& saved) {
-    const DumpInfo& info = session.info();
-    if (!saved || p.isSet(f.image)) session.setImage(intOption(p.value(f.image), 0, info.images - 1, "--image"));
-    if (!saved || p.isSet(f.layer)) session.setLayer(parseLayer(p.value(f.layer).toStdString(), info, "--layer"));
-    if (!saved || p.isSet(f.head))
-        session.setHead(intOption(p.value(f.head), 0, session.layerInfo().heads - 1, "--head"));
-    if (p.isSet(f.query))
-        session.setQuery(Index(parseQueryToken(p.value(f.query).toStdString(), session.layout(), "--query")));
-    if (p.isSet(f.paradigm)) session.setParadigm(paradigmByName(session, p.value(f.paradigm)));
+    applySelectionOptions(session, p, f.selection, saved ? UnsetSelection::Kept : UnsetSelection::Defaults,
+                          saved && saved->localBranch);
     if (p.isSet(f.paradigms)) {
         std::vector<int> shown;
         for (const QString& n : p.value(f.paradigms).split(',', Qt::SkipEmptyParts))
-            shown.push_back(paradigmByName(session, n));
+            shown.push_back(paradigmOption(session, n, "--paradigms"));
         session.setShown(shown);
-    }
-    if (p.isSet(f.channel) && !p.isSet(f.localBranch)) throwUsage("--channel: only with --local-branch");
-    if (!p.isSet(f.localBranch) && saved && saved->localBranch && session.branch().inLayer()) {
-        // The session's branch and channel (applySelection) stand; its weights must be readable.
-        if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
-    }
-    if (p.isSet(f.localBranch)) {
-        const std::string layerName = session.layerInfo().name;
-        if (!session.branch().inLayer())
-            throwUsage("--local-branch: layer " + layerName + " has no local branch" +
-                       (session.branch().inDump() ? "" : " (no layer of this dump has one)"));
-        int ch = -1;
-        const QString c = p.value(f.channel).trimmed().toLower();
-        if (p.isSet(f.channel) && c != QStringLiteral("mean"))
-            ch = intOption(c, 0, session.layerInfo().valueDim - 1, "--channel");
-        session.setLocalChannel(ch);
-        session.setLocalBranch(true);
-        // Damaged or non-finite weights: an input error, not a figure that silently lacks the branch.
-        if (const QString e = session.branch().error(); !e.isEmpty()) throwInput(e.toStdString());
     }
 }
 
@@ -241,16 +192,7 @@ void applyRollout(Session& session, const QCommandLineParser& p, const RenderFla
     if (p.isSet(f.rolloutDiscard))
         ro.discardRatio = parseNumber(p.value(f.rolloutDiscard).toStdString(), "--rollout-discard");
     session.rollout().setOptions(ro);  // Error(Usage) naming the option out of range
-    if (!p.isSet(f.rollout)) return;
-    const QString of = p.value(f.rollout).trimmed().toLower();
-    if (of == QStringLiteral("query"))
-        session.setMapContent(MapContent::RolloutOfQuery);
-    else if (of == QStringLiteral("cls"))
-        session.setMapContent(MapContent::RolloutOfCls);
-    else if (of == QStringLiteral("off"))
-        session.setMapContent(MapContent::Attention);
-    else
-        throwUsage("--rollout: 'query', 'cls' or 'off', got " + quotedText(of.toStdString()));
+    applyMapContentOption(session, p, f.selection);
 }
 
 // A figure of data that cannot be had (a rollout that cannot be computed, a head that cannot be
@@ -288,7 +230,8 @@ void configureSweep(SweepView* s, Session& session, const QCommandLineParser& p,
     if (s && saved) s->restoreChoices(saved->sweepParadigm, saved->sweepParameter, saved->sweepRange);
     if (!p.isSet(f.sweep) && !p.isSet(f.sweepParadigm)) return;
     if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");
-    if (p.isSet(f.sweepParadigm)) s->setSweepParadigm(paradigmByName(session, p.value(f.sweepParadigm)));
+    if (p.isSet(f.sweepParadigm))
+        s->setSweepParadigm(paradigmOption(session, p.value(f.sweepParadigm), "--sweep-paradigm"));
     if (!p.isSet(f.sweep)) return;
     const QString text = p.value(f.sweep);
     const qsizetype eq = text.indexOf('=');
@@ -325,7 +268,7 @@ void configureView(PlotView* v, Session& session, const QCommandLineParser& p, c
         if (p.isSet(f.diff)) {
             const QStringList ab = p.value(f.diff).split(',');
             if (ab.size() != 2) throwUsage("--diff: expected A,B");
-            c->setDifference(paradigmByName(session, ab[0]), paradigmByName(session, ab[1]));
+            c->setDifference(paradigmOption(session, ab[0], "--diff"), paradigmOption(session, ab[1], "--diff"));
         }
     }
     if (p.isSet(f.headStatistic)) {
