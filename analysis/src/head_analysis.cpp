@@ -89,18 +89,11 @@ std::vector<std::string> StatSelection::names() const {
     return out;
 }
 
-nlohmann::json AnalysisOptions::toJson() const {
-    using nlohmann::json;
-    json j;
-    j["statistics"] = stats.names();
-    if (!stats.registered.empty()) {
-        json registered = json::object();
-        for (const std::string& key : stats.registered)
-            if (const RegisteredStatistic* r = findRegisteredStatistic(key))
-                registered[key] = {{"title", r->title}, {"definition", r->definition}};
-        j["registered_statistics"] = registered;
-    }
+namespace {
 
+// The definitions behind each statistic's numbers, as every report's options carry them.
+nlohmann::json rankDefinitions(const SpectrumOptions& spectrum) {
+    using nlohmann::json;
     json rank;
     rank["definition"] =
         "singular values of A in double precision; rank = #{sigma > tolerance}, tolerance = "
@@ -125,8 +118,11 @@ nlohmann::json AnalysisOptions::toJson() const {
                         "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
                         "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
                        {"softmax", "dense SVD (LAPACK dgesdd, values only)"}};
-    j["rank"] = rank;
+    return rank;
+}
 
+nlohmann::json localDefinitions(const std::vector<int>& localK, bool perQueryMaps) {
+    using nlohmann::json;
     json local;
     local["k"] = localK;
     local["definition"] =
@@ -154,8 +150,11 @@ nlohmann::json AnalysisOptions::toJson() const {
     local["output_share"] =
         "layers with v: mean over the same queries with O_i != 0 of ||sum_{j in window} A_ij V_j||_2 / ||O_i||_2, "
         "O = A V (the window's share of each output row; InLine Table 2's local tokens)";
-    j["local"] = local;
+    return local;
+}
 
+nlohmann::json entropyDefinitions() {
+    using nlohmann::json;
     json entropy;
     entropy["definition"] =
         "row entropy in nats of max(A, 0) renormalised per row; normalised = entropy / log N; "
@@ -179,8 +178,11 @@ nlohmann::json AnalysisOptions::toJson() const {
         "attention)";
     entropy["negative_rows"] = "fraction of ok rows with any A_ij < 0";
     entropy["negative_mass"] = "sum over ok rows of sum_j min(A_ij, 0); mean = total / ok rows";
-    j["entropy"] = entropy;
+    return entropy;
+}
 
+nlohmann::json confusionDefinitions(const ConfusionOptions& confusion) {
+    using nlohmann::json;
     json conf;
     conf["tau"] = confusion.tau;
     conf["query_relative_tolerance"] = confusion.queryRelTolerance;
@@ -209,8 +211,11 @@ nlohmann::json AnalysisOptions::toJson() const {
          "equal_fraction = queries with TV(a) <= equal_tolerance + 1/2 |sum_j A_ij(a) - sum_j A_ij(1)| at every "
          "factor (rows constant along the ray: InLine's Prop. 2; the second term forgives only a change of the row's "
          "total, which the N eps of a division-normalised denominator makes, and is 0 for rows that sum to 1)"}};
-    j["confusion"] = conf;
+    return conf;
+}
 
+nlohmann::json magnitudeDefinitions(const MagnitudeOptions& magnitude) {
+    using nlohmann::json;
     json mag;
     mag["log2_min"] = magnitude.log2Min;
     mag["log2_max"] = magnitude.log2Max;
@@ -230,9 +235,11 @@ nlohmann::json AnalysisOptions::toJson() const {
         "over queries whose rows are ok at every factor and at a = 1: arithmetic means of max "
         "weight, entropy, top-k mass and spread (over the queries where it is finite); ratio = exp(mean log ratio) "
         "over ratios that are finite and > 0, the others counted as skipped_ratios";
-    j["magnitude"] = mag;
-    j["local_branch"] = localBranch.toJson();
+    return mag;
+}
 
+nlohmann::json distanceDefinitions(const DistanceOptions& distance) {
+    using nlohmann::json;
     json dist;
     dist["reference"] = distance.reference.toJson();
     dist["queries"] = "queries whose rows are ok under both the paradigm and the reference";
@@ -249,7 +256,30 @@ nlohmann::json AnalysisOptions::toJson() const {
     dist["output_cosine"] = "cos(O_i, O_ref_i) per query whose two output rows are non-zero";
     dist["quantiles"] = kDistanceQuantiles;
     dist["quantile_rule"] = "numpy.quantile's linear rule over the queries' values";
-    j["distance"] = dist;
+    return dist;
+}
+
+}  // namespace
+
+nlohmann::json AnalysisOptions::toJson() const {
+    using nlohmann::json;
+    json j;
+    j["statistics"] = stats.names();
+    if (!stats.registered.empty()) {
+        json registered = json::object();
+        for (const std::string& key : stats.registered)
+            if (const RegisteredStatistic* r = findRegisteredStatistic(key))
+                registered[key] = {{"title", r->title}, {"definition", r->definition}};
+        j["registered_statistics"] = registered;
+    }
+
+    j["rank"] = rankDefinitions(spectrum);
+    j["local"] = localDefinitions(localK, perQueryMaps);
+    j["entropy"] = entropyDefinitions();
+    j["confusion"] = confusionDefinitions(confusion);
+    j["magnitude"] = magnitudeDefinitions(magnitude);
+    j["local_branch"] = localBranch.toJson();
+    j["distance"] = distanceDefinitions(distance);
     return j;
 }
 

@@ -68,9 +68,16 @@ std::string reportText(const nlohmann::json& report) {
     return out;
 }
 
-std::string formatSummary(const nlohmann::json& report) {
-    std::ostringstream out;
-    // A merge that covers less than its study says so first: every mean below is over what is there.
+namespace {
+
+// One column of the terminal's tables, left-aligned in `width` characters.
+struct Columns {
+    std::ostream& out;
+    void operator()(const std::string& text, int width) const { out << std::left << std::setw(width) << text; }
+};
+
+// A merge that covers less than its study says so first: every mean below is over what is there.
+void writeCoverage(std::ostream& out, const json& report) {
     if (report.contains("coverage") && report["coverage"].is_object() && !report["coverage"].value("complete", true)) {
         const json& c = report["coverage"];
         out << "PARTIAL: " << c.value("covered_count", json()).dump() << " of the "
@@ -84,12 +91,11 @@ std::string formatSummary(const nlohmann::json& report) {
         }
         out << "; every figure below is over the covered images only\n";
     }
-    const json& s = report.at("summary").at("per_paradigm");
-    std::vector<int> ks;
-    if (!s.empty())
-        for (const auto& [k, v] : s[0]["local"].items()) ks.push_back(std::stoi(k));
-    std::sort(ks.begin(), ks.end());
-    auto col = [&](const std::string& text, int width) { out << std::left << std::setw(width) << text; };
+}
+
+// The per-paradigm table: rank, local mass per k, entropy, weights, confusion, flagged rows.
+void writeParadigmTable(std::ostream& out, const json& s, const std::vector<int>& ks) {
+    const Columns col{out};
     col("paradigm", 13);
     col("rank/bound", 11);
     col("eff.rank", 9);
@@ -125,6 +131,9 @@ std::string formatSummary(const nlohmann::json& report) {
         col(p["flagged_rows_total"].dump(), 8);
         out << "\n";
     }
+}
+
+void writeBaselines(std::ostream& out, const json& s, const std::vector<int>& ks) {
     if (!s.empty() && !ks.empty()) {
         // The baseline of each layer (uniform attention over the keys each row may attend to): one
         // line when every layer has the same, else one per layer; a single figure would be wrong.
@@ -153,13 +162,9 @@ std::string formatSummary(const nlohmann::json& report) {
             for (const auto& [name, line] : perLayer) out << "  " << printableText(name) << ":" << line << "\n";
         }
     }
-    out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
-        << " (image, layer, head) records per paradigm; rank = numerical rank / the bound its algebra allows (d, d + 1 "
-           "with a row offset, min(N, n) for softmax), local = k x k mass, x unif = mass "
-           "over its uniform baseline (mean over records), H/log|S| = entropy over log of the admissible keys, "
-           "neg rows / neg w = rows with a negative weight / negative weights, far = confused pairs whose queries are "
-           "far apart";
-    out << "\n";
+}
+
+void writeRegisteredMeans(std::ostream& out, const json& s) {
     // Registered statistics (registered_statistics.h): one line per paradigm that has them.
     for (const auto& p : s)
         if (p.contains("registered_means")) {
@@ -167,6 +172,10 @@ std::string formatSummary(const nlohmann::json& report) {
             for (const auto& [key, mean] : p["registered_means"].items()) out << " " << key << " " << fmt(mean, 4);
             out << "\n";
         }
+}
+
+void writeLocalBranchTable(std::ostream& out, const json& s) {
+    const Columns col{out};
     // The local branch beside the attention, per (paradigm, layer) that has one.
     bool header = false;
     for (const auto& p : s)
@@ -204,8 +213,12 @@ std::string formatSummary(const nlohmann::json& report) {
             col(fmt(b["branch_share_mean"]), 12);
             out << "\n";
         }
+}
+
+void writeDistanceTable(std::ostream& out, const json& s) {
+    const Columns col{out};
     // Distance to the reference paradigm, per paradigm.
-    header = false;
+    bool header = false;
     for (const auto& p : s) {
         if (!p.contains("distance")) continue;
         const json& d = p["distance"];
@@ -233,6 +246,9 @@ std::string formatSummary(const nlohmann::json& report) {
         col(fmt(d["output_cosine_mean"]), 8);
         out << "\n";
     }
+}
+
+void writeSkipped(std::ostream& out, const json& report) {
     if (report.contains("skipped") && !report["skipped"].empty()) {
         out << "\nskipped (image, layer)s, unreadable (analyze --skip-unreadable); the means above leave them out:\n";
         for (const auto& entry : report["skipped"])
@@ -240,6 +256,31 @@ std::string formatSummary(const nlohmann::json& report) {
                 << printableText(entry.value("layer", std::string())) << ": "
                 << printableText(entry.value("message", std::string()), 400) << "\n";
     }
+}
+
+}  // namespace
+
+std::string formatSummary(const nlohmann::json& report) {
+    std::ostringstream out;
+    writeCoverage(out, report);
+    const json& s = report.at("summary").at("per_paradigm");
+    std::vector<int> ks;
+    if (!s.empty())
+        for (const auto& [k, v] : s[0]["local"].items()) ks.push_back(std::stoi(k));
+    std::sort(ks.begin(), ks.end());
+    writeParadigmTable(out, s, ks);
+    writeBaselines(out, s, ks);
+    out << "means over " << (s.empty() ? 0 : s[0]["records"].get<std::int64_t>())
+        << " (image, layer, head) records per paradigm; rank = numerical rank / the bound its algebra allows (d, d + 1 "
+           "with a row offset, min(N, n) for softmax), local = k x k mass, x unif = mass "
+           "over its uniform baseline (mean over records), H/log|S| = entropy over log of the admissible keys, "
+           "neg rows / neg w = rows with a negative weight / negative weights, far = confused pairs whose queries are "
+           "far apart";
+    out << "\n";
+    writeRegisteredMeans(out, s);
+    writeLocalBranchTable(out, s);
+    writeDistanceTable(out, s);
+    writeSkipped(out, report);
     return out.str();
 }
 

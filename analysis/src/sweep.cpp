@@ -267,118 +267,109 @@ double trainedSweepValue(const Paradigm& paradigm, SweepParameter parameter, con
     return parameter == SweepParameter::SoftmaxScale ? constants.softmaxScale : constants.c;
 }
 
-nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
-                         const SweepProgressFn& progress, CancelToken cancel) {
-    if (request.values.empty()) throwUsage("sweep: no values");
-    const auto start = std::chrono::steady_clock::now();
-    const ParameterInfo& info = infoOf(request.parameter);
-    const int points = int(request.values.size());
-    // Every point's paradigm first: a bad value is refused before any work.
-    std::vector<Paradigm> paradigms;
-    for (double v : request.values) paradigms.push_back(withSweepParameter(request.paradigm, request.parameter, v));
+namespace {
 
-    // (layer position, head) -> statistic -> one mean per point.
+// What the points of a sweep gather: (layer position, head) -> statistic -> one mean per point, and
+// what the notes and the document's head need.
+struct SweepState {
     std::map<std::pair<int, int>, std::map<std::string, std::vector<FiniteMean>>> curves;
     std::map<int, std::string> layerNames;
     std::vector<int> kernelAppliedLayers;  // where a kernel parameter cannot act
     json provenance;
     std::vector<double> pointSeconds;
-    bool localityWanted = request.meanDistance && request.parameter != SweepParameter::BranchWeight;
+    bool localityWanted = false;
     std::string localityFailure;
     std::vector<std::string> skippedNotes;
-    for (int point = 0; point < points; ++point) {
-        const auto pointStart = std::chrono::steady_clock::now();
-        AnalyzeRequest req = request.analysis;
-        req.paradigms = {paradigms[std::size_t(point)]};
-        if (request.parameter == SweepParameter::BranchWeight)
-            req.options.localBranch.weight = request.values[std::size_t(point)];
-        if (request.parameter == SweepParameter::QueryScale) req.queryScale = request.values[std::size_t(point)];
-        RecordSink sink;
-        sink.begin = [&](const AnalysisReport& header) {
-            if (point == 0) {
-                provenance = reportProvenanceJson(header, tool);
-                for (int l : header.request.layers) {
-                    layerNames[l] = header.dump.layers[std::size_t(l)].name;
-                    if (header.dump.layers[std::size_t(l)].kernelApplied) kernelAppliedLayers.push_back(l);
-                }
-            }
-        };
-        sink.write = [&](std::vector<HeadRecord>&& records) {
-            for (const HeadRecord& r : records)
-                for (const auto& [name, value] : sweptValues(r.stats)) {
-                    std::vector<FiniteMean>& curve = curves[{r.layer, r.head}][name];
-                    curve.resize(std::size_t(points));
-                    curve[std::size_t(point)].add(value);
-                }
-        };
-        std::atomic<std::int64_t> analysisTotal = 0;  // the point's steps (progress may come from workers)
-        const ProgressFn analysisProgress = [&](const AnalysisProgress& p) {
-            analysisTotal = p.total;
-            if (progress) progress(SweepProgress{point, points, p});
-        };
-        const AnalysisReport report = analyzeDump(reader, req, analysisProgress, cancel, &sink);
-        if (localityWanted) {
-            LocalityRequest locality;
-            locality.paradigms = req.paradigms;
-            locality.layers = report.request.layers;
-            locality.images = report.request.images;
-            locality.perLabel = false;
-            locality.threads = report.request.threads;
-            locality.queryScale = req.queryScale;
-            // What analyze skipped, the locality skips too (the same (image, layer)s, already noted).
-            locality.skipUnreadable = req.skipUnreadable;
-            // The point's analysis is done: its steps stay full while the locality reads the images again.
-            const ProgressFn localityProgress = [&](const AnalysisProgress& p) {
-                const AnalysisProgress whole{
-                    analysisTotal.load(), analysisTotal.load(),
-                    "mean attention distance, image " + std::to_string(p.done) + " of " + std::to_string(p.total)};
-                if (progress) progress(SweepProgress{point, points, whole});
-            };
-            try {
-                const LocalityReport distances = localityOverDump(reader, locality, localityProgress, cancel);
-                for (const LocalityCell& c : distances.groups.front().cells) {
-                    if (c.images == 0) continue;  // every image of its layer skipped: no curve, as the others
-                    std::vector<FiniteMean>& curve = curves[{c.layer, c.head}]["mean_distance"];
-                    curve.resize(std::size_t(points));
-                    curve[std::size_t(point)].add(c.sums.meanDistance());
-                }
-            } catch (const Error& e) {
-                // Anything else the locality cannot read (it skips what analyze skipped): the
-                // curve is left out and the notes say why.
-                if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
-                localityWanted = false;
-                localityFailure = e.what();
-            }
-        }
-        if (point == 0) {
-            provenance["input"] = reportOutcomeJson(report)["input"];
-            provenance["input"].erase("sha256");
-            provenance["timing_threads"] = report.request.threads.count();
-            // What skipUnreadable left out is the same at every point (the data, not the parameter).
-            for (const SkippedLayer& skip : report.skipped)
-                skippedNotes.push_back("image " + std::to_string(skip.image) + ", layer " +
-                                       report.dump.layers[std::size_t(skip.layer)].name +
-                                       " is left out of every point (unreadable): " + skip.message);
-        }
-        pointSeconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - pointStart).count());
-    }
+};
 
-    json j;
-    j["schema"] = "attnlens.sweep";
-    j["schema_version"] = 1;
-    j["tool"] = provenance["tool"];
-    j["created_utc"] = provenance["created_utc"];
-    j["input"] = provenance["input"];
-    j["selection"] = provenance["selection"];
-    j["paradigm"] = request.paradigm.toJson();
-    j["parameter"] = {{"name", std::string(info.name)},
-                      {"meaning", std::string(info.meaning)},
-                      {"values", request.values},
-                      {"trained_value", trainedSweepValue(request.paradigm, request.parameter)}};
-    json options = provenance["options"];
-    if (request.parameter == SweepParameter::BranchWeight) options["local_branch"]["weight"] = "swept";
-    if (request.parameter == SweepParameter::QueryScale) options["query_scale"] = "swept";
-    j["options"] = options;
+// The mean attention distance of one point, as attnlens-cli locality computes it, into the curves.
+void addMeanDistances(const DumpReader& reader, const AnalyzeRequest& req, const AnalysisReport& report, int point,
+                      int points, std::int64_t analysisTotal, const SweepProgressFn& progress, CancelToken cancel,
+                      SweepState& st) {
+    LocalityRequest locality;
+    locality.paradigms = req.paradigms;
+    locality.layers = report.request.layers;
+    locality.images = report.request.images;
+    locality.perLabel = false;
+    locality.threads = report.request.threads;
+    locality.queryScale = req.queryScale;
+    // What analyze skipped, the locality skips too (the same (image, layer)s, already noted).
+    locality.skipUnreadable = req.skipUnreadable;
+    // The point's analysis is done: its steps stay full while the locality reads the images again.
+    const ProgressFn localityProgress = [&](const AnalysisProgress& p) {
+        const AnalysisProgress whole{
+            analysisTotal, analysisTotal,
+            "mean attention distance, image " + std::to_string(p.done) + " of " + std::to_string(p.total)};
+        if (progress) progress(SweepProgress{point, points, whole});
+    };
+    try {
+        const LocalityReport distances = localityOverDump(reader, locality, localityProgress, cancel);
+        for (const LocalityCell& c : distances.groups.front().cells) {
+            if (c.images == 0) continue;  // every image of its layer skipped: no curve, as the others
+            std::vector<FiniteMean>& curve = st.curves[{c.layer, c.head}]["mean_distance"];
+            curve.resize(std::size_t(points));
+            curve[std::size_t(point)].add(c.sums.meanDistance());
+        }
+    } catch (const Error& e) {
+        // Anything else the locality cannot read (it skips what analyze skipped): the
+        // curve is left out and the notes say why.
+        if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+        st.localityWanted = false;
+        st.localityFailure = e.what();
+    }
+}
+
+// One point: analyze (and the locality) with the parameter at values[point].
+void sweepPoint(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
+                const std::vector<Paradigm>& paradigms, int point, const SweepProgressFn& progress, CancelToken cancel,
+                SweepState& st) {
+    const int points = int(request.values.size());
+    const auto pointStart = std::chrono::steady_clock::now();
+    AnalyzeRequest req = request.analysis;
+    req.paradigms = {paradigms[std::size_t(point)]};
+    if (request.parameter == SweepParameter::BranchWeight)
+        req.options.localBranch.weight = request.values[std::size_t(point)];
+    if (request.parameter == SweepParameter::QueryScale) req.queryScale = request.values[std::size_t(point)];
+    RecordSink sink;
+    sink.begin = [&](const AnalysisReport& header) {
+        if (point == 0) {
+            st.provenance = reportProvenanceJson(header, tool);
+            for (int l : header.request.layers) {
+                st.layerNames[l] = header.dump.layers[std::size_t(l)].name;
+                if (header.dump.layers[std::size_t(l)].kernelApplied) st.kernelAppliedLayers.push_back(l);
+            }
+        }
+    };
+    sink.write = [&](std::vector<HeadRecord>&& records) {
+        for (const HeadRecord& r : records)
+            for (const auto& [name, value] : sweptValues(r.stats)) {
+                std::vector<FiniteMean>& curve = st.curves[{r.layer, r.head}][name];
+                curve.resize(std::size_t(points));
+                curve[std::size_t(point)].add(value);
+            }
+    };
+    std::atomic<std::int64_t> analysisTotal = 0;  // the point's steps (progress may come from workers)
+    const ProgressFn analysisProgress = [&](const AnalysisProgress& p) {
+        analysisTotal = p.total;
+        if (progress) progress(SweepProgress{point, points, p});
+    };
+    const AnalysisReport report = analyzeDump(reader, req, analysisProgress, cancel, &sink);
+    if (st.localityWanted)
+        addMeanDistances(reader, req, report, point, points, analysisTotal.load(), progress, cancel, st);
+    if (point == 0) {
+        st.provenance["input"] = reportOutcomeJson(report)["input"];
+        st.provenance["input"].erase("sha256");
+        st.provenance["timing_threads"] = report.request.threads.count();
+        // What skipUnreadable left out is the same at every point (the data, not the parameter).
+        for (const SkippedLayer& skip : report.skipped)
+            st.skippedNotes.push_back("image " + std::to_string(skip.image) + ", layer " +
+                                      report.dump.layers[std::size_t(skip.layer)].name +
+                                      " is left out of every point (unreadable): " + skip.message);
+    }
+    st.pointSeconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - pointStart).count());
+}
+
+json sweepDefinitions(const SweepRequest& request) {
     json definitions;
     definitions["curve"] =
         "value at point i: the mean over the selected images of the head's statistic in analyze's record with the "
@@ -393,10 +384,13 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
     for (const std::string& key : request.analysis.options.stats.registered)
         if (const RegisteredStatistic* r = findRegisteredStatistic(key))
             definitions["statistics"]["registered_" + key] = r->definition;
-    j["definitions"] = definitions;
+    return definitions;
+}
 
+json sweepLayers(const DumpReader& reader, const SweepRequest& request, SweepState& st) {
+    const int points = int(request.values.size());
     json layers = json::array();
-    for (const auto& [position, name] : layerNames) {
+    for (const auto& [position, name] : st.layerNames) {
         json layer;
         layer["layer"] = name;
         layer["layer_position"] = position;
@@ -405,7 +399,7 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         bool differ = false;
         std::map<std::string, std::vector<FiniteMean>> perLayer;
         json heads = json::array();
-        for (const auto& [key, statistics] : curves) {
+        for (const auto& [key, statistics] : st.curves) {
             if (key.first != position) continue;
             json head;
             head["head"] = key.second;
@@ -439,16 +433,20 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
         layer["heads"] = std::move(heads);
         layers.push_back(std::move(layer));
     }
-    j["layers"] = std::move(layers);
+    return layers;
+}
+
+json sweepNotes(const SweepRequest& request, SweepState& st) {
+    const ParameterInfo& info = infoOf(request.parameter);
     // A kernel parameter does nothing where q and k already hold the model's kernel (every paradigm
     // uses the identity kernel there): flat curves that must not read as a finding.
     const bool kernelParameter = request.parameter == SweepParameter::FocusingPower ||
                                  request.parameter == SweepParameter::FocusingShift ||
                                  request.parameter == SweepParameter::LeakySlope;
     json notes = json::array();
-    if (kernelParameter && !kernelAppliedLayers.empty()) {
+    if (kernelParameter && !st.kernelAppliedLayers.empty()) {
         std::string names;
-        for (int l : kernelAppliedLayers) names += (names.empty() ? "" : ", ") + layerNames[l];
+        for (int l : st.kernelAppliedLayers) names += (names.empty() ? "" : ", ") + st.layerNames[l];
         notes.push_back("layers " + names +
                         " hold q and k after the model's kernel (kernel_applied): no kernel is "
                         "applied there, so " +
@@ -462,14 +460,50 @@ nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, 
                         printableText(request.paradigm.name) +
                         ") cancels up to its N eps: flat curves here are MALA's point (Sec. 3.2, Eq. 7), not a "
                         "failed sweep");
-    for (const std::string& note : skippedNotes) notes.push_back(note);
-    if (!localityFailure.empty())
-        notes.push_back("mean_distance is left out: the locality cannot skip unreadable data (" + localityFailure +
+    for (const std::string& note : st.skippedNotes) notes.push_back(note);
+    if (!st.localityFailure.empty())
+        notes.push_back("mean_distance is left out: the locality cannot skip unreadable data (" + st.localityFailure +
                         ")");
-    j["notes"] = std::move(notes);
+    return notes;
+}
+
+}  // namespace
+
+nlohmann::json sweepDump(const DumpReader& reader, const SweepRequest& request, const ToolInfo& tool,
+                         const SweepProgressFn& progress, CancelToken cancel) {
+    if (request.values.empty()) throwUsage("sweep: no values");
+    const auto start = std::chrono::steady_clock::now();
+    const ParameterInfo& info = infoOf(request.parameter);
+    const int points = int(request.values.size());
+    // Every point's paradigm first: a bad value is refused before any work.
+    std::vector<Paradigm> paradigms;
+    for (double v : request.values) paradigms.push_back(withSweepParameter(request.paradigm, request.parameter, v));
+    SweepState st;
+    st.localityWanted = request.meanDistance && request.parameter != SweepParameter::BranchWeight;
+    for (int point = 0; point < points; ++point)
+        sweepPoint(reader, request, tool, paradigms, point, progress, cancel, st);
+    json j;
+    j["schema"] = "attnlens.sweep";
+    j["schema_version"] = 1;
+    j["tool"] = st.provenance["tool"];
+    j["created_utc"] = st.provenance["created_utc"];
+    j["input"] = st.provenance["input"];
+    j["selection"] = st.provenance["selection"];
+    j["paradigm"] = request.paradigm.toJson();
+    j["parameter"] = {{"name", std::string(info.name)},
+                      {"meaning", std::string(info.meaning)},
+                      {"values", request.values},
+                      {"trained_value", trainedSweepValue(request.paradigm, request.parameter)}};
+    json options = st.provenance["options"];
+    if (request.parameter == SweepParameter::BranchWeight) options["local_branch"]["weight"] = "swept";
+    if (request.parameter == SweepParameter::QueryScale) options["query_scale"] = "swept";
+    j["options"] = options;
+    j["definitions"] = sweepDefinitions(request);
+    j["layers"] = sweepLayers(reader, request, st);
+    j["notes"] = sweepNotes(request, st);
     j["timing"] = {{"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
-                   {"seconds_per_point", pointSeconds},
-                   {"threads", provenance["timing_threads"]}};
+                   {"seconds_per_point", st.pointSeconds},
+                   {"threads", st.provenance["timing_threads"]}};
     return j;
 }
 
