@@ -245,24 +245,45 @@ private:
 
 }  // namespace
 
-AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
-                           CancelToken cancel, const RecordSink* sink) {
-    const auto start = std::chrono::steady_clock::now();
-    retainFreedMemory();
+AnalysisPlan planAnalysis(const DumpInfo& info, const AnalyzeRequest& request) {
     validate(request.options);
     if (!std::isfinite(request.queryScale) || !(request.queryScale > 0))
         throwUsage("query scale: must be finite and > 0, got " + std::to_string(request.queryScale));
-    const DumpInfo& info = reader.info();
-    AnalysisReport report;
-    report.dump = info;
-    report.request = request;
-    report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
-    report.request.paradigms = report.paradigms;
-    AnalyzeRequest& req = report.request;
+    AnalysisPlan plan;
+    AnalyzeRequest& req = plan.request;
+    req = request;
+    if (req.paradigms.empty()) req.paradigms = presetParadigms();
     // A declared image count too large for this machine is refused before its list is built.
     checkSelectionFits(info, req.images.empty() ? std::size_t(std::max(0, info.images)) : req.images.size(),
                        req.layers.empty() ? info.layers.size() : req.layers.size(), memoryBudgetBytes());
     resolveSelection(info, req);
+    // Declared sizes too large for this machine are refused before anything is allocated.
+    plan.memory = planMemory(info, req, memoryBudget());
+    const std::size_t tasks = req.images.size() * req.layers.size();
+    plan.memory.workers = int(std::max<std::size_t>(1, std::min<std::size_t>(std::size_t(plan.memory.workers), tasks)));
+    req.threads = req.threads.withThreads(plan.memory.workers);
+    // The workers' thread budget is theirs; each passes its share of the processors down to its
+    // heads' magnitude curves, so that nested threads never add up to more than the processors.
+    req.options.magnitude.threads = plan.memory.perWorker;
+    return plan;
+}
+
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress,
+                           CancelToken cancel, const RecordSink* sink) {
+    return analyzeDump(reader, planAnalysis(reader.info(), request), progress, cancel, sink);
+}
+
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalysisPlan& plan, const ProgressFn& progress,
+                           CancelToken cancel, const RecordSink* sink) {
+    const auto start = std::chrono::steady_clock::now();
+    retainFreedMemory();
+    const DumpInfo& info = reader.info();
+    AnalysisReport report;
+    report.dump = info;
+    report.request = plan.request;
+    report.paradigms = plan.request.paradigms;
+    const AnalyzeRequest& req = report.request;
+    if (!plan.memory.note.empty()) report.notes.push_back(plan.memory.note);
     std::vector<AnalysisTask> tasks;
     for (int b : req.images)
         for (int l : req.layers) tasks.push_back({b, l});
@@ -277,18 +298,10 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& reque
     for (const AnalysisTask& t : tasks) totalSteps += std::int64_t(headsOf(t.layer).size() * report.paradigms.size());
     std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
     std::vector<std::optional<std::string>> taskSkipped(tasks.size());  // the read error of a skipped task
-
-    // Declared sizes too large for this machine are refused before anything is allocated.
-    const MemoryPlan memory = planMemory(info, req, memoryBudget());
-    if (!memory.note.empty()) report.notes.push_back(memory.note);
-    const int threads = std::max(1, std::min<int>(memory.threads, int(tasks.size())));
-    req.threads = req.threads.withThreads(threads);
+    const int threads = plan.memory.workers;
     // BLAS threads only for big heads analysed one at a time, and only as many as fit (planMemory
     // says why); the count before is restored when the analysis ends.
-    const ScopedBlasThreads blasThreads(memory.blasThreads);
-    // The workers' thread budget is `threads`; each passes its share of the processors down to its
-    // heads' magnitude curves, so that nested threads never add up to more than the processors.
-    req.options.magnitude.threads = memory.magnitudeThreads;
+    const ScopedBlasThreads blasThreads(plan.memory.blasThreads);
 
     // Set on a failure or a cancel: the workers leave the task they are in and start no other.
     std::atomic<bool> stop{false};

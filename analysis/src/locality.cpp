@@ -141,7 +141,45 @@ std::optional<std::int64_t> usableLabel(const DumpReader& reader, int image, std
 
 }  // namespace
 
+LocalityPlan planLocality(const DumpInfo& info, const LocalityRequest& request) {
+    LocalityPlan plan;
+    LocalityRequest& req = plan.request;
+    req = request;
+    if (req.paradigms.empty()) req.paradigms = presetParadigms();
+    if (req.layers.empty()) {
+        req.layers.resize(info.layers.size());
+        std::iota(req.layers.begin(), req.layers.end(), 0);
+    }
+    // A declared image count too large for this machine is refused before its list is built.
+    checkSelectionFits(info, req.images.empty() ? std::size_t(std::max(0, info.images)) : req.images.size(),
+                       req.layers.size(), memoryBudgetBytes());
+    if (req.images.empty()) {
+        req.images.resize(std::size_t(info.images));
+        std::iota(req.images.begin(), req.images.end(), 0);
+    }
+    for (int l : req.layers)
+        if (l < 0 || l >= int(info.layers.size()))
+            throwUsage("locality: layer " + std::to_string(l) + " is not in the dump (" +
+                       std::to_string(info.layers.size()) + " layers)");
+    for (int i : req.images)
+        if (i < 0 || i >= info.images)
+            throwUsage("locality: image " + std::to_string(i) + " is not in the dump (" + std::to_string(info.images) +
+                       " images)");
+    if (!std::isfinite(req.queryScale) || !(req.queryScale > 0))
+        throwUsage("locality: the query scale must be finite and > 0, got " + std::to_string(req.queryScale));
+    // Before anything is allocated: an absurd grid is a message, not minutes of paging.
+    plan.memory = planLocalityMemory(info, req, memoryBudgetBytes());
+    // The report gives the budget as asked (its count), the workers that ran are the plan's.
+    req.threads = req.threads.withThreads(req.threads.count());
+    return plan;
+}
+
 LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request, const ProgressFn& progress,
+                                CancelToken cancel) {
+    return localityOverDump(reader, planLocality(reader.info(), request), progress, cancel);
+}
+
+LocalityReport localityOverDump(const DumpReader& reader, const LocalityPlan& plan, const ProgressFn& progress,
                                 CancelToken cancel) {
     const auto start = std::chrono::steady_clock::now();
     // Each head allocates a block of rows and its inputs: kept in the heap instead of being mapped
@@ -150,37 +188,11 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     const DumpInfo& info = reader.info();
     LocalityReport report;
     report.dump = info;
-    report.paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
-    report.request = request;
-    report.request.paradigms = report.paradigms;
-    if (report.request.layers.empty()) {
-        report.request.layers.resize(info.layers.size());
-        std::iota(report.request.layers.begin(), report.request.layers.end(), 0);
-    }
-    // A declared image count too large for this machine is refused before its list is built.
-    checkSelectionFits(
-        info, report.request.images.empty() ? std::size_t(std::max(0, info.images)) : report.request.images.size(),
-        report.request.layers.size(), memoryBudgetBytes());
-    if (report.request.images.empty()) {
-        report.request.images.resize(std::size_t(info.images));
-        std::iota(report.request.images.begin(), report.request.images.end(), 0);
-    }
-    for (int l : report.request.layers)
-        if (l < 0 || l >= int(info.layers.size()))
-            throwUsage("locality: layer " + std::to_string(l) + " is not in the dump (" +
-                       std::to_string(info.layers.size()) + " layers)");
-    for (int i : report.request.images)
-        if (i < 0 || i >= info.images)
-            throwUsage("locality: image " + std::to_string(i) + " is not in the dump (" + std::to_string(info.images) +
-                       " images)");
-    if (!std::isfinite(request.queryScale) || !(request.queryScale > 0))
-        throwUsage("locality: the query scale must be finite and > 0, got " + std::to_string(request.queryScale));
+    report.request = plan.request;
+    report.paradigms = plan.request.paradigms;
     const std::vector<int>& layers = report.request.layers;
     const int paradigms = int(report.paradigms.size());
-    // Before anything is allocated: an absurd grid is a message, not minutes of paging.
-    const MemoryPlan memory = planLocalityMemory(info, report.request, memoryBudgetBytes());
-    const int threads = memory.threads;
-    report.request.threads = request.threads.withThreads(request.threads.count());
+    const int threads = plan.memory.workers;
 
     // The cells of one group, in (layer, head, paradigm) order; first[l]: where layer l's start.
     std::vector<LocalityCell> layout;
@@ -210,7 +222,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
             try {
                 heads = reader.readLayer(img, l, false);
             } catch (const Error& e) {
-                if (!request.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+                if (!plan.request.skipUnreadable || e.kind() != ErrorKind::Input) throw;
                 unreadable[li] = e.what();  // its cells keep empty sums for this image
                 return;
             }
@@ -219,7 +231,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
                 const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
                 for (int p = 0; p < paradigms; ++p, ++at) {
                     AttentionHead head(report.paradigms[std::size_t(p)], in);
-                    if (request.queryScale != 1.0) head.scaleQueries(request.queryScale);
+                    if (plan.request.queryScale != 1.0) head.scaleQueries(plan.request.queryScale);
                     accumulateLocality(head, layer.attentionLayout(), image[at].sums);
                 }
             }
@@ -241,7 +253,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
             }
         };
         addTo(all);
-        if (request.perLabel)
+        if (plan.request.perLabel)
             if (const std::optional<std::int64_t> label = usableLabel(reader, img, report.notes)) {
                 auto [it, inserted] = byLabel.try_emplace(*label);
                 if (inserted) it->second = LocalityGroup{groupName(info, *label), *label, 0, layout};

@@ -225,12 +225,12 @@ void checkSelectionFits(const DumpInfo& info, std::size_t images, std::size_t la
     const double bytes = selectionBytes(images, layers);
     // Half the budget at most: the workers' matrices need the rest.
     if (budgetBytes > 0 && bytes > budgetBytes / 2)
-        throwInput(info.path + ": the selection of " + std::to_string(images) +
-                   (images == 1 ? " image x " : " images x ") + std::to_string(layers) +
-                   (layers == 1 ? " layer" : " layers") + " (the dump declares " + std::to_string(info.images) +
-                   " images) needs about " + formatGiB(bytes) +
-                   " of bookkeeping before any data is read, more than half the " + formatGiB(budgetBytes) + mayUse +
-                   "; select images with --images, or split the run into shards (README \"Studies of many images\")");
+        throwInput(
+            info.path + ": the selection of " + std::to_string(images) + (images == 1 ? " image x " : " images x ") +
+            std::to_string(layers) + (layers == 1 ? " layer" : " layers") + " (the dump declares " +
+            std::to_string(info.images) + " images) needs about " + formatGiB(bytes) +
+            " of bookkeeping before any data is read, more than half the " + formatGiB(budgetBytes) + mayUse +
+            "; select images with --images, or split the run into shards (docs/CLI.md \"Studies of many images\")");
 }
 
 double smallerKnownBudget(const MemoryBudget& budget) {
@@ -280,7 +280,7 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
         }
     }
     const int processors = request.threads.processors();
-    plan.threads = request.threads.count();
+    plan.workers = request.threads.count();
     const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
     const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
     checkSelectionFits(info, images, layers.size(), smallerKnownBudget(budget), mayUse);
@@ -317,19 +317,19 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
                    "; select fewer layers or statistics (for kernel paradigms rank, "
                    "confusion and magnitude need no N x N matrix)");
     }
-    if (largest && !fits(plan.threads, {})) {
+    if (largest && !fits(plan.workers, {})) {
         int fit = 1;
-        while (fit + 1 < plan.threads && fits(fit + 1, {})) ++fit;
+        while (fit + 1 < plan.workers && fits(fit + 1, {})) ++fit;
         plan.note = "layer " + largest->name + " (N = " + std::to_string(largest->tokens) + ") needs about " +
                     formatGiB(plan.perWorkerBytes) + " per worker; using " + std::to_string(fit) + " thread" +
-                    (fit == 1 ? "" : "s") + " instead of " + std::to_string(plan.threads) + " to stay within " +
+                    (fit == 1 ? "" : "s") + " instead of " + std::to_string(plan.workers) + " to stay within " +
                     formatGiB(plan.budgetBytes) + " of memory";
-        plan.threads = fit;
+        plan.workers = fit;
     }
 
     // The workers that run at once (no more than there are (image, layer) tasks), and the threads
     // beside them that fit in what is left.
-    const int running = std::max(1, std::min(plan.threads, std::max(tasks, 1)));
+    const int running = std::max(1, std::min(plan.workers, std::max(tasks, 1)));
     // Our pool already uses the cores: nested BLAS threads would only oversubscribe them. With one
     // worker, BLAS threads still cost more than they give below N ~ 1000 (at N = 197 a third of
     // the run went into OpenBLAS threads spinning in sched_yield), so they are kept only for big
@@ -340,7 +340,7 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     const int helpersWanted = std::max(1, processors / running);
     if (!largest) {
         plan.blasThreads = blasWanted;
-        plan.magnitudeThreads = helpersWanted;
+        plan.perWorker = ThreadBudget(helpersWanted);
         return plan;
     }
     const Cost pool = blasThread(double(largestN));
@@ -362,7 +362,7 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     while (helpers < helpersWanted && fits(running, helperCost(helpers + 1))) ++helpers;
     if (!helpersRun) helpers = helpersWanted;  // no curve uses threads: nothing to limit
     plan.blasThreads = blas;
-    plan.magnitudeThreads = helpers;
+    plan.perWorker = ThreadBudget(helpers);
     if (blas < blasWanted || helpers < helpersWanted) {
         std::string what;
         if (blas < blasWanted)
@@ -453,7 +453,7 @@ MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& reque
         }
     }
     const int wanted = request.threads.count();
-    plan.threads = std::max(1, std::min<int>(wanted, int(std::max<std::size_t>(1, layers.size()))));
+    plan.workers = std::max(1, std::min<int>(wanted, int(std::max<std::size_t>(1, layers.size()))));
     budgetBytes *= request.threads.memoryFraction();
     const std::string mayUse = shareText(request.threads);
     plan.budgetBytes = budgetBytes;
@@ -466,12 +466,12 @@ MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& reque
                    "than the " +
                    formatGiB(budgetBytes) + mayUse + "; select fewer layers, paradigms or images");
     }
-    const int fit = int(std::min<double>(plan.threads, std::floor((budgetBytes - sums) / plan.perWorkerBytes)));
-    if (fit < plan.threads) {
-        plan.note = "locality runs " + std::to_string(fit) + " worker(s) instead of " + std::to_string(plan.threads) +
+    const int fit = int(std::min<double>(plan.workers, std::floor((budgetBytes - sums) / plan.perWorkerBytes)));
+    if (fit < plan.workers) {
+        plan.note = "locality runs " + std::to_string(fit) + " worker(s) instead of " + std::to_string(plan.workers) +
                     ": each needs about " + formatGiB(plan.perWorkerBytes) + " beside the sums' " + formatGiB(sums) +
                     ", of the " + formatGiB(budgetBytes) + mayUse;
-        plan.threads = std::max(1, fit);
+        plan.workers = std::max(1, fit);
     }
     return plan;
 }

@@ -12,7 +12,6 @@
 namespace attnlens {
 
 int processorCount() { return int(std::max(1u, std::thread::hardware_concurrency())); }
-int threadsOrProcessors(int requested) { return requested > 0 ? requested : processorCount(); }
 
 ThreadBudget ThreadBudget::shareOf(int parts) {
     ThreadBudget b;
@@ -31,8 +30,6 @@ int ThreadBudget::processors() const { return std::max(1, processorCount() / par
 }  // namespace attnlens
 
 namespace attnlens::detail {
-
-int processorCount() { return attnlens::processorCount(); }
 
 void runOnThreads(int threads, const std::function<void()>& work) {
     std::mutex failureMutex;

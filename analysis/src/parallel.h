@@ -4,17 +4,13 @@
 // work cannot multiply threads: a loop that runs on a share of the processors passes that share
 // (or 1) down to the loops inside its work. analyzeDump's workers, for example, give each
 // magnitude curve the share of processors planMemory leaves to one worker
-// (MemoryPlan::magnitudeThreads), and OpenBLAS's own threads are set apart by ScopedBlasThreads.
+// (MemoryPlan::perWorker), and OpenBLAS's own threads are set apart by ScopedBlasThreads.
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <functional>
 
 namespace attnlens::detail {
-
-// attnlens::processorCount() (execution.h): the budget of work that is not nested in other
-// parallel work.
-int processorCount();
 
 // Runs work() on `threads` threads (at least 1), the calling thread among them, and returns when
 // all have ended; then rethrows the first exception any of them threw. work() takes its items

@@ -288,10 +288,13 @@ nlohmann::json reportToJson(const AnalysisReport& report, const ToolInfo& tool) 
     const json outcome = reportOutcomeJson(report);
     for (const auto& [key, value] : outcome.items()) j[key] = value;
     std::vector<json> entries(report.records.size());
-    // Records are independent: built in parallel chunks of 256, each into its own entry.
-    detail::parallelForChunks(entries.size(), 256, detail::processorCount(), [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) entries[i] = recordJson(report, report.records[i]);
-    });
+    // Records are independent: built in parallel chunks of 256, each into its own entry, on the
+    // threads the analysis had.
+    detail::parallelForChunks(entries.size(), 256, report.request.threads.count(),
+                              [&](std::size_t begin, std::size_t end) {
+                                  for (std::size_t i = begin; i < end; ++i)
+                                      entries[i] = recordJson(report, report.records[i]);
+                              });
     j["results"] = json::array();
     j["results"].get_ref<json::array_t&>() = std::move(entries);
     j["summary"] = summarize(j);

@@ -24,7 +24,7 @@ std::string fmt(const json& v, int precision = 3) {
 }
 
 }  // namespace
-std::string reportText(const nlohmann::json& report) {
+std::string reportText(const nlohmann::json& report, ThreadBudget threads) {
     // Text from files and arguments is checked where it enters (attnlens/text.h); a file path
     // that is not UTF-8 (legal on Linux) is the one exception, and gets U+FFFD in the report.
     constexpr auto kReplaceInvalidUtf8 = json::error_handler_t::replace;
@@ -33,7 +33,7 @@ std::string reportText(const nlohmann::json& report) {
     const json* results = report.contains("results") && report["results"].is_array() ? &report["results"] : nullptr;
     std::vector<std::string> lines(results ? results->size() : 0);
     if (results)
-        detail::parallelForChunks(lines.size(), 256, detail::processorCount(), [&](std::size_t begin, std::size_t end) {
+        detail::parallelForChunks(lines.size(), 256, threads.count(), [&](std::size_t begin, std::size_t end) {
             for (std::size_t i = begin; i < end; ++i)
                 lines[i] = (*results)[i].dump(-1, ' ', false, kReplaceInvalidUtf8);
         });

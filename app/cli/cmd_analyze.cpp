@@ -155,9 +155,8 @@ int cmdAnalyze(int argc, char** argv) {
 
     // Declared sizes too large for this machine are refused before anything is allocated (analyzeDump
     // checks the same; asked here first, so that the note comes before the progress bar).
-    const MemoryPlan memory = planMemory(info, req, memoryBudget());
-    if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
-    req.threads = memory.threads;
+    const AnalysisPlan plan = planAnalysis(info, req);
+    if (!plan.memory.note.empty()) std::fprintf(stderr, "note: %s\n", plan.memory.note.c_str());
 
     ProgressBar bar(!a.flag("--quiet"));
     // The input's SHA-256 is computed beside the analysis (for a dump of many gigabytes it takes as
@@ -181,7 +180,7 @@ int cmdAnalyze(int argc, char** argv) {
     AnalysisReport report;
     try {
         report = analyzeDump(
-            *reader, req, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted, &sink);
+            *reader, plan, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted, &sink);
     } catch (...) {
         stopHash = true;
         if (hash.valid()) hash.wait();
@@ -193,7 +192,7 @@ int cmdAnalyze(int argc, char** argv) {
     for (const auto& nf : j["non_finite"])
         std::fprintf(stderr, "warning: non-finite value: %s\n", nf["message"].get<std::string>().c_str());
     for (const auto& note : j.value("notes", json::array()))  // the memory plan's is out already
-        if (note.get<std::string>() != memory.note)
+        if (note.get<std::string>() != plan.memory.note)
             std::fprintf(stderr, "note: %s\n", printableText(note.get<std::string>(), 1000).c_str());
     for (const auto& skipped : j.value("skipped", json::array()))
         std::fprintf(stderr, "warning: skipped image %d, layer %s: %s\n", skipped["image"].get<int>(),

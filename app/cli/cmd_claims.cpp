@@ -31,12 +31,11 @@ int cmdClaims(int argc, char** argv) {
     auto reader = openDump(input);
     analyzeSelectionFromText(a, reader->info(), req);
     if (output) checkOutputWritable(*output, {input});
-    const MemoryPlan memory = planMemory(reader->info(), req, memoryBudget());
-    if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
-    req.threads = memory.threads;
+    const AnalysisPlan plan = planAnalysis(reader->info(), req);
+    if (!plan.memory.note.empty()) std::fprintf(stderr, "note: %s\n", plan.memory.note.c_str());
     ProgressBar bar(!a.flag("--quiet"));
     const AnalysisReport report = analyzeDump(
-        *reader, req, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted);
+        *reader, plan, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted);
     ToolInfo tool;
     tool.name = "attnlens-cli";
     tool.command = commandLine(argc, argv);

@@ -67,11 +67,11 @@ int cmdLocality(int argc, char** argv) {
     localitySelectionFromText(a, info, req);
     if (output) checkOutputWritable(*output, {input});
 
-    const MemoryPlan memory = planLocalityMemory(info, req, memoryBudgetBytes());
-    if (!memory.note.empty()) std::fprintf(stderr, "note: %s\n", memory.note.c_str());
+    const LocalityPlan plan = planLocality(info, req);
+    if (!plan.memory.note.empty()) std::fprintf(stderr, "note: %s\n", plan.memory.note.c_str());
     ProgressBar bar(!a.flag("--quiet"));
     const LocalityReport report = localityOverDump(
-        *reader, req, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted);
+        *reader, plan, [&](const AnalysisProgress& p) { bar(p); }, &gInterrupted);
     for (const std::string& note : report.notes) std::fprintf(stderr, "note: %s\n", printableText(note).c_str());
     json j = localityToJson(report, radius);
     j["tool"] = {{"name", "attnlens-cli"}, {"version", ATTNLENS_VERSION}, {"command", commandLine(argc, argv)}};

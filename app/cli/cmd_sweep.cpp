@@ -65,7 +65,6 @@ int cmdSweep(int argc, char** argv) {
     const DumpInfo& info = reader->info();
     sweepSelectionFromText(a, info, request);
     if (output) checkOutputWritable(*output, {input});
-    request.analysis.threads = planMemory(info, request.analysis, memoryBudget()).threads;
 
     ProgressBar bar(!a.flag("--quiet"));
     ToolInfo tool;

@@ -212,18 +212,23 @@ std::vector<int> layersFromText(const OptionText& a, const DumpInfo& info, bool 
     return layers;
 }
 
+ThreadBudget threadBudgetFromText(const OptionText& text) {
+    if (auto t = text.get("--threads")) return ThreadBudget(parseInt(*t, 1, 256, "--threads"));
+    return {};  // every processor
+}
+
 AnalyzeRequest analyzeRequestFromText(const OptionText& a) {
     AnalyzeRequest req;
     req.options = analysisOptionsFromText(a);
     req.paradigms = paradigmsFromText(a);
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.threads = threadBudgetFromText(a);
     req.skipUnreadable = a.flag("--skip-unreadable");
     return req;
 }
 
 AnalyzeRequest claimsRequestFromText(const OptionText& text) {
     AnalyzeRequest req = claimsAnalyzeRequest();
-    if (auto t = text.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.threads = threadBudgetFromText(text);
     return req;
 }
 
@@ -299,7 +304,7 @@ LocalityRequest localityRequestFromText(const OptionText& a, int& radius) {
     req.paradigms = paradigmsFromText(a);
     req.perLabel = !a.flag("--no-labels");
     req.skipUnreadable = a.flag("--skip-unreadable");
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.threads = threadBudgetFromText(a);
     radius = 3;
     if (auto r = a.get("--offset-radius")) radius = *r == "full" ? -1 : parseInt(*r, 0, 100000, "--offset-radius");
     return req;
@@ -317,8 +322,7 @@ RolloutRequest rolloutRequestFromText(const OptionText& a) {
     if (auto v = a.get("--fusion")) req.options.fusion = parseHeadFusion(*v);
     if (auto v = a.get("--weights")) req.options.weights = parseRolloutWeights(*v);
     validate(req.options);
-    req.threads = processorCount();
-    if (auto t = a.get("--threads")) req.threads = parseInt(*t, 1, 256, "--threads");
+    req.threads = threadBudgetFromText(a);
     req.paradigms = paradigmsFromText(a);
     if (req.paradigms.empty()) req.paradigms = presetParadigms();  // as analyze and locality do
     return req;

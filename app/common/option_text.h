@@ -54,6 +54,10 @@ std::vector<int> modelLayers(const std::string& names, const DumpInfo& info, con
 // --layers and --model together (all layers when neither is given and emptyMeansAll, else none).
 std::vector<int> layersFromText(const OptionText& text, const DumpInfo& info, bool emptyMeansAll);
 
+// --threads N (1..256), the one reading of it for every command: N threads of the whole machine;
+// without it, every processor (ThreadBudget's 0). The library plans how they are spent.
+ThreadBudget threadBudgetFromText(const OptionText& text);
+
 // What `analyze` takes besides the file and the output, in two steps so that a bad option is
 // reported before the dump is opened: paradigms, options, --threads, --skip-unreadable; then, with
 // the dump, --layers, --model, --images, --heads and the branch channels.

@@ -80,13 +80,12 @@ Index queryToken(const py::handle& q, const TokenLayout& layout) {
 
 py::dict layerDict(const DumpInfo& info, std::size_t l) { return py::dict(toPython(info.toJson()["layers"][l])); }
 
-// analyzeDump of a request whose options come from `text`, with the dump's selection and the
-// threads the memory plan allows, interruptible.
+// analyzeDump of a request whose options come from `text`, with the dump's selection,
+// interruptible (the library plans its threads).
 AnalysisReport analyzeSelected(PyDump& dump, const OptionText& text, AnalyzeRequest request,
                                py::object progressCallback) {
     const DumpReader& reader = dump.reader();
     analyzeSelectionFromText(text, reader.info(), request);
-    request.threads = planMemory(reader.info(), request, memoryBudget()).threads;
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
     ProgressRelay relay(std::move(progressCallback));
@@ -122,7 +121,6 @@ py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string&
     text.options["--param"] = param;
     SweepRequest request = sweepRequestFromText(text);
     sweepSelectionFromText(text, reader.info(), request);
-    request.analysis.threads = planMemory(reader.info(), request.analysis, memoryBudget()).threads;
     std::atomic<bool> cancel{false};
     const auto shared = dump.shared();
     const ToolInfo tool = pythonTool("sweep");

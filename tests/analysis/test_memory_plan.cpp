@@ -121,7 +121,7 @@ TEST(PlanMemory, AddressSpaceBudgetCountsEveryThreadsMappings) {
     // As much resident memory as one worker's data suffices; as much address space does not:
     // the BLAS buffer the worker's first BLAS call maps (128 MiB) is missing.
     MemoryPlan plan = planMemory(info, request, MemoryBudget{perWorker * 1.001, 0});
-    EXPECT_EQ(plan.threads, 1);
+    EXPECT_EQ(plan.workers, 1);
     EXPECT_EQ(plan.blasThreads, 1);
     try {
         planMemory(info, request, MemoryBudget{0, perWorker * 1.05});
@@ -135,14 +135,14 @@ TEST(PlanMemory, AddressSpaceBudgetCountsEveryThreadsMappings) {
     // Room for one worker, its BLAS buffer and 32 MiB of other mappings: one worker, no BLAS or
     // magnitude-curve threads, and a note.
     plan = planMemory(info, request, MemoryBudget{0, perWorker + 170 * kMiB});
-    EXPECT_EQ(plan.threads, 1);
+    EXPECT_EQ(plan.workers, 1);
     EXPECT_EQ(plan.blasThreads, 1);
-    EXPECT_EQ(plan.magnitudeThreads, 1);
+    EXPECT_EQ(plan.perWorker.count(), 1);
     EXPECT_NE(plan.note.find("using 1 thread instead of 2"), std::string::npos) << plan.note;
 
     // Plenty: one (image, layer) task, so one worker, and N >= 1024 gets OpenBLAS's own count.
     plan = planMemory(info, request, MemoryBudget{0, 64 * 1024 * kMiB});
-    EXPECT_EQ(plan.threads, 2);
+    EXPECT_EQ(plan.workers, 2);
     EXPECT_EQ(plan.blasThreads, defaultBlasThreads());
     EXPECT_TRUE(plan.note.empty()) << plan.note;
     plan = planMemory(info, request, 0);
@@ -151,7 +151,7 @@ TEST(PlanMemory, AddressSpaceBudgetCountsEveryThreadsMappings) {
     // Two tasks run on two workers: no BLAS threads beside them, and the curve gets its share.
     const DumpInfo two = oneBigHead(2);
     plan = planMemory(two, request, MemoryBudget{0, 64 * 1024 * kMiB});
-    EXPECT_EQ(plan.threads, 2);
+    EXPECT_EQ(plan.workers, 2);
     EXPECT_EQ(plan.blasThreads, 1);
     // Small heads never get BLAS threads.
     DumpInfo small = oneBigHead();
@@ -168,10 +168,10 @@ TEST(PlanMemory, WorkersAndTheirMagnitudeCurvesShareTheProcessors) {
         SCOPED_TRACE(threads);
         request.threads = threads;
         const MemoryPlan plan = planMemory(info, request, 0);
-        EXPECT_EQ(plan.threads, threads);
+        EXPECT_EQ(plan.workers, threads);
         const int running = std::min(threads, 8);
-        EXPECT_EQ(plan.magnitudeThreads, std::max(1, processors / running));
-        EXPECT_LE(running * plan.magnitudeThreads, std::max(processors, running));
+        EXPECT_EQ(plan.perWorker.count(), std::max(1, processors / running));
+        EXPECT_LE(running * plan.perWorker.count(), std::max(processors, running));
     }
 }
 
@@ -202,8 +202,8 @@ TEST(ThreadBudget, CountsSharesAndMemoryFractions) {
         EXPECT_EQ(three.withThreads(0).count(), share.count());
     }
     EXPECT_EQ(ThreadBudget::shareOf(0).parts(), 1);  // no share smaller than the whole
-    EXPECT_EQ(threadsOrProcessors(0), processors);
-    EXPECT_EQ(threadsOrProcessors(5), 5);
+    EXPECT_EQ(ThreadBudget(0).count(), processors);
+    EXPECT_EQ(ThreadBudget(5).count(), 5);
 }
 
 // Two computations side by side each plan within half the memory: what one worker fits alone does
@@ -214,10 +214,10 @@ TEST(PlanMemory, AShareOfTheMachinePlansWithinItsShareOfTheMemory) {
     request.threads = 2;
     const double perWorker = workerBytes(info.layers[0], presetParadigms(), request.options.stats);
     const MemoryBudget roomForTwo{2.2 * perWorker, 0};
-    EXPECT_EQ(planMemory(info, request, roomForTwo).threads, 2);
+    EXPECT_EQ(planMemory(info, request, roomForTwo).workers, 2);
     request.threads = ThreadBudget::shareOf(2).withThreads(2);
     const MemoryPlan half = planMemory(info, request, roomForTwo);
-    EXPECT_EQ(half.threads, 1);
+    EXPECT_EQ(half.workers, 1);
     EXPECT_NEAR(half.budgetBytes, 1.1 * perWorker, 1.0);
     EXPECT_NE(half.note.find("using 1 thread instead of 2"), std::string::npos) << half.note;
     request.threads = ThreadBudget::shareOf(3);
@@ -232,7 +232,7 @@ TEST(PlanMemory, AShareOfTheMachinePlansWithinItsShareOfTheMemory) {
     }
     // The share's processors, not the machine's, unless a count is given.
     request.threads = ThreadBudget::shareOf(2);
-    EXPECT_EQ(planMemory(info, request, 0).threads, std::max(1, processorCount() / 2));
+    EXPECT_EQ(planMemory(info, request, 0).workers, std::max(1, processorCount() / 2));
 
     // Locality: the same rule.
     LocalityRequest locality;

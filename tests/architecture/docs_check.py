@@ -24,8 +24,9 @@ SOURCE_SUFFIXES = {".cpp", ".h", ".py", ".sh", ".txt", ".cmake", ".c", ".md"}
 LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 HEADING = re.compile(r"^(#{1,6}) +(.*?) *#*$", re.M)
-DOC_REFERENCE = re.compile(r"(docs/[A-Z_]+\.md),? \"([^\"]+)\"")
-README_REFERENCE = re.compile(r"README,? \"([^\"]+)\"")
+# Also inside C and C++ string literals, where the quotes are escaped (\"Section\").
+DOC_REFERENCE = re.compile(r"(docs/[A-Z_]+\.md),? \\?\"([^\"\\]+)\\?\"")
+README_REFERENCE = re.compile(r"README,? \\?\"([^\"\\]+)\\?\"")
 
 
 def anchor_of(heading):
@@ -112,10 +113,11 @@ def self_test():
         (root / "README.md").write_text("# T\n\n[ok](docs/A.md#two-words) [bad](docs/A.md#nothing) [gone](docs/B.md)\n"
                                         "```\n[in a fence](nowhere.md)\n```\n")
         (root / "docs" / "A.md").write_text("# A\n\n## Two `words`\n\n[back](../README.md#t)\n")
-        (root / "app" / "x.cpp").write_text('// docs/A.md "Two words"; docs/A.md "Three"; README "Old"\n')
+        (root / "app" / "x.cpp").write_text('// docs/A.md "Two words"; docs/A.md "Three"; README "Old"\n'
+                                            '"see docs/A.md \\"Two words\\"; docs/A.md \\"Four\\"; README \\"Escaped\\""\n')
         problems = check_links(root) + check_source_references(root)
         expected = ["names no heading of A.md", "names a file that does not exist", 'has no heading "Three"',
-                    'points at README "Old"']
+                    'points at README "Old"', 'has no heading "Four"', 'points at README "Escaped"']
         missing = [e for e in expected if not any(e in p for p in problems)]
         if missing or len(problems) != len(expected):
             print("self-test failed: expected", expected, "got", problems)

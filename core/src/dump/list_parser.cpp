@@ -163,8 +163,8 @@ std::vector<int> parseIndexList(std::string_view text, int count, std::string_vi
         gib << double(size) * sizeof(int) / double(1ull << 30);
         throwInput(std::string(option) + ": " + quotedText(text) + " selects " + std::to_string(size) +
                    " indices, whose list alone needs " + gib.str() +
-                   " GiB, more than this process may allocate; select fewer (shard a study: README \"Studies of "
-                   "many images\")");
+                   " GiB, more than this process may allocate; select fewer (shard a study: "
+                   "docs/CLI.md \"Studies of many images\")");
     }
     for (const auto& [lo, hi] : ranges)
         for (std::int64_t v = lo; v <= hi; ++v) out.push_back(int(v));

@@ -63,7 +63,7 @@ struct AnalysisReport {
     // be read, are absent), for the summary's per-label tables. Known before the first record.
     std::map<int, std::int64_t> labels;
     double seconds = 0;
-    std::vector<std::string> notes;  // e.g. fewer threads than asked, to fit in memory (not exported)
+    std::vector<std::string> notes;  // e.g. fewer threads than asked, to fit in memory (the JSON's "notes")
 };
 
 // Reported after every (image, layer, head, paradigm) analysed, so that a cancel is noticed within
@@ -124,17 +124,21 @@ double workerBytes(const LayerInfo& layer, const std::vector<Paradigm>& paradigm
 // packed panels, P Q + Q N doubles (docs/CLI.md "Memory"); workerBytes and planMemory count it per thread.
 double blasPackingBytes(double tokens);
 // Error(Input), naming the file, the layer and the sizes, when one worker cannot fit in the
-// budget (0: unknown, no check); otherwise the number of workers that fit (at most the
-// request's), with a note when that is fewer than asked, and the BLAS threads and magnitude-curve
-// threads that fit beside them. analyzeDump applies it before allocating. A plain number is a
-// resident-memory budget.
+// budget (0: unknown, no check); otherwise how the request's ThreadBudget is spent: the workers
+// that fit (at most the budget's count), with a note when that is fewer than asked, and the BLAS
+// threads and the budget of each worker's nested loops that fit beside them. These are the plan's
+// counts, for the library that runs it (analyzeDump, localityOverDump): a front end never writes
+// them back into a request, it passes an AnalysisPlan instead. A plain number is a resident-memory
+// budget.
 struct MemoryPlan {
-    int threads = 1;
+    int workers = 1;  // threads that each run one task (image, layer) at a time
     double perWorkerBytes = 0, budgetBytes = 0;
     // OpenBLAS threads (ScopedBlasThreads): 1 unless one worker analyses heads of N >= 1024, then
-    // up to defaultBlasThreads(). Threads of one big head's magnitude curve
-    // (MagnitudeOptions::threads): the processors shared among the workers.
-    int blasThreads = 1, magnitudeThreads = 1;
+    // up to defaultBlasThreads().
+    int blasThreads = 1;
+    // What each worker passes down to the loops inside its task (a big head's magnitude curve,
+    // MagnitudeOptions::threads): the processors shared among the workers.
+    ThreadBudget perWorker{1};
     std::string note;
 };
 MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& budget);
@@ -177,7 +181,20 @@ AdmissibleKeys admissibleKeysOf(const LayerInfo& layer, int head);
 // layer whose data could not be read still has.
 double layerAdmissibleLocalBaseline(const LayerInfo& layer, int k);
 
+// An analysis planned once, by the library, before anything large is allocated: the request as it
+// runs (paradigms, images and layers explicit, options and the selection checked, its ThreadBudget
+// holding the count of workers that run) and the memory plan behind it. A front end that shows
+// the plan's note before its progress bar plans with planAnalysis and passes the plan on;
+// analyzeDump(reader, request) plans the same way itself.
+struct AnalysisPlan {
+    AnalyzeRequest request;
+    MemoryPlan memory;
+};
+AnalysisPlan planAnalysis(const DumpInfo& info, const AnalyzeRequest& request);
+
 // cancel: polled by every worker between heads (a cancel is noticed within one head's statistics).
+AnalysisReport analyzeDump(const DumpReader& reader, const AnalysisPlan& plan, const ProgressFn& progress = {},
+                           CancelToken cancel = {}, const RecordSink* sink = nullptr);
 AnalysisReport analyzeDump(const DumpReader& reader, const AnalyzeRequest& request, const ProgressFn& progress = {},
                            CancelToken cancel = {}, const RecordSink* sink = nullptr);
 

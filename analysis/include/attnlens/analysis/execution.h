@@ -8,8 +8,6 @@ namespace attnlens {
 
 // std::thread::hardware_concurrency(), at least 1.
 int processorCount();
-// `requested` when it is positive, else processorCount(): the one reading of "0 = processors".
-int threadsOrProcessors(int requested);
 
 // The part of the machine one computation may use. A front end that runs one computation at a
 // time gives it the whole machine (ThreadBudget(n), n = 0: every processor); one that runs several

@@ -133,6 +133,15 @@ struct LocalityReport {
 // allocates: Error(Input) "... needs about X GiB of memory, more than the Y GiB this process may
 // use" when even one worker does not fit; fewer workers when that is what fits.
 MemoryPlan planLocalityMemory(const DumpInfo& info, const LocalityRequest& request, double budgetBytes);
+// A locality run planned once, by the library (as AnalysisPlan, dump_analysis.h): the request with
+// paradigms, layers and images explicit and checked, and the memory plan (its workers and note).
+struct LocalityPlan {
+    LocalityRequest request;
+    MemoryPlan memory;
+};
+LocalityPlan planLocality(const DumpInfo& info, const LocalityRequest& request);
+LocalityReport localityOverDump(const DumpReader& reader, const LocalityPlan& plan, const ProgressFn& progress = {},
+                                CancelToken cancel = {});
 LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest& request,
                                 const ProgressFn& progress = {}, CancelToken cancel = {});
 

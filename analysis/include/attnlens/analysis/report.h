@@ -157,8 +157,9 @@ void mergeRecordTables(const std::vector<nlohmann::json>& reports, const std::ve
                        const std::vector<std::string>& forbidden);
 // The text of a report file: top-level fields indented by one space, and the "results" array with
 // one record per line, so that a file of thousands of records stays greppable (one line per
-// (image, layer, head, paradigm)) and is written fast. Records are serialised on all cores.
-std::string reportText(const nlohmann::json& report);
+// (image, layer, head, paradigm)) and is written fast. Records are serialised on the budget's
+// threads (execution.h; by default every processor).
+std::string reportText(const nlohmann::json& report, ThreadBudget threads = {});
 // A readable table of the summary for terminals.
 std::string formatSummary(const nlohmann::json& report);
 
