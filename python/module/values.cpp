@@ -42,6 +42,7 @@
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
+#include "attnlens/io/name_table.h"
 #include "attnlens/io/text.h"
 #include "attnlens/math/blas.h"
 #include "option_text.h"
@@ -60,19 +61,13 @@ PyObject* gInputError = nullptr;
 PyObject* gOutputError = nullptr;
 PyObject* gCancelledError = nullptr;
 
-const char* kindName(ErrorKind kind) {
-    switch (kind) {
-        case ErrorKind::Usage:
-            return "usage";
-        case ErrorKind::Input:
-            return "input";
-        case ErrorKind::Output:
-            return "output";
-        case ErrorKind::Cancelled:
-            return "cancelled";
-    }
-    return "internal";
-}
+// The `kind` of an attnlens.Error (docs/PYTHON.md): the ErrorKind's name.
+constexpr NameTable<ErrorKind, 4> kErrorKindNames{{{{ErrorKind::Usage, "usage"},
+                                                    {ErrorKind::Input, "input"},
+                                                    {ErrorKind::Output, "output"},
+                                                    {ErrorKind::Cancelled, "cancelled"}}}};
+
+std::string_view kindName(ErrorKind kind) { return kErrorKindNames.name(kind); }
 
 void raise(const Error& e) {
     PyObject* type = e.kind() == ErrorKind::Usage    ? gUsageError
@@ -80,7 +75,7 @@ void raise(const Error& e) {
                      : e.kind() == ErrorKind::Output ? gOutputError
                                                      : gCancelledError;
     py::object instance = py::reinterpret_borrow<py::object>(type)(e.what());
-    instance.attr("kind") = kindName(e.kind());
+    instance.attr("kind") = std::string(kindName(e.kind()));
     PyErr_SetObject(type, instance.ptr());
 }
 

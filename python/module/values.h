@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -58,7 +59,7 @@ extern PyObject* gUsageError;
 extern PyObject* gInputError;
 extern PyObject* gOutputError;
 extern PyObject* gCancelledError;
-const char* kindName(ErrorKind kind);
+std::string_view kindName(ErrorKind kind);
 void raise(const Error& e);
 py::object pythonText(const std::string& s);
 py::object toPython(const json& j);

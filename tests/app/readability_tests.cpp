@@ -297,7 +297,7 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     std::vector<JobFailure> seen;
     int done = 0;
     jobs.submit<int>(
-        "a", "input", [](const JobContext&) -> int { throw Error(ErrorKind::Input, "damaged chunk in /layers/x/q"); },
+        JobSlot{JobKind::Matrix}, "input", [](const JobContext&) -> int { throw Error(ErrorKind::Input, "damaged chunk in /layers/x/q"); },
         [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_COMPARE(seen.size(), std::size_t(1));
     QCOMPARE(seen[0].kind, std::optional<ErrorKind>(ErrorKind::Input));
@@ -305,7 +305,7 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     QVERIFY(!seen[0].cancelled());
     QCOMPARE(failedSignal.count(), 1);
     jobs.submit<int>(
-        "b", "bug", [](const JobContext&) -> int { throw std::runtime_error("not an attnlens::Error"); },
+        JobSlot{JobKind::ConfusedPairs}, "bug", [](const JobContext&) -> int { throw std::runtime_error("not an attnlens::Error"); },
         [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_COMPARE(seen.size(), std::size_t(2));
     QVERIFY(!seen[1].kind.has_value());
@@ -317,17 +317,17 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
         return 1;
     };
     jobs.submit<int>(
-        "c", "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+        JobSlot{JobKind::Spectrum, 0}, "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_VERIFY(started.load());
-    jobs.cancel("c");
+    jobs.cancel(JobSlot{JobKind::Spectrum, 0});
     QCOMPARE(seen.size(), std::size_t(3));  // told at once
     QVERIFY(seen[2].cancelled());
     QCOMPARE(failedSignal.count(), 2);  // a cancellation is not a failure of the data
     started = false;
     jobs.submit<int>(
-        "d", "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+        JobSlot{JobKind::Spectrum, 1}, "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_VERIFY(started.load());
-    jobs.discard("d");
+    jobs.discard(JobSlot{JobKind::Spectrum, 1});
     jobs.waitForIdle();
     QCoreApplication::processEvents();
     QCOMPARE(seen.size(), std::size_t(3));
@@ -335,20 +335,20 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
 
     // A store remembers the kind under the job's key: "cancelled" is a state, not a message.
     JobResultCache<int> store;
-    store.submit(jobs, "e", "key", "input", [](const JobContext&) -> int { throw Error(ErrorKind::Usage, "bad"); }, {});
+    store.submit(jobs, JobSlot{JobKind::Sweep}, "key", "input", [](const JobContext&) -> int { throw Error(ErrorKind::Usage, "bad"); }, {});
     QTRY_VERIFY(store.failed("key"));
     QCOMPARE(store.failure("key")->kind, std::optional<ErrorKind>(ErrorKind::Usage));
     QVERIFY(!store.cancelled("key"));
     started = false;
-    store.submit(jobs, "e", "other", "slow", slow, {});
+    store.submit(jobs, JobSlot{JobKind::Sweep}, "other", "slow", slow, {});
     QTRY_VERIFY(started.load());
-    QVERIFY(store.computing(jobs, "e", "other"));
+    QVERIFY(store.computing(jobs, JobSlot{JobKind::Sweep}, "other"));
     jobs.cancelAll();
     QVERIFY(store.cancelled("other"));
     store.forgetCancelled();
     QVERIFY(!store.failed("other"));
     QVERIFY(store.failed("key"));  // failures stay until Retry
-    store.submit(jobs, "e", "fine", "fine", [](const JobContext&) { return 7; }, {});
+    store.submit(jobs, JobSlot{JobKind::Sweep}, "fine", "fine", [](const JobContext&) { return 7; }, {});
     QTRY_VERIFY(store.find("fine") != nullptr);
     QCOMPARE(*store.find("fine"), 7);
     jobs.waitForIdle();
@@ -361,7 +361,7 @@ void ReadabilityTests::jobsShareTheMachineAndStopLibraryCalls() {
     JobRunner jobs;
     std::optional<ThreadBudget> seen;
     jobs.submit<int>(
-        "a", "budget", [](const JobContext& ctx) { return ctx.budget().parts(); },
+        JobSlot{JobKind::Matrix}, "budget", [](const JobContext& ctx) { return ctx.budget().parts(); },
         [&](int& parts) { seen = ThreadBudget::shareOf(parts); });
     QTRY_VERIFY(seen.has_value());
     QCOMPARE(seen->parts(), JobRunner::kConcurrentJobs);
@@ -370,7 +370,7 @@ void ReadabilityTests::jobsShareTheMachineAndStopLibraryCalls() {
     inline_.setSynchronous(true);
     int parts = 0;
     inline_.submit<int>(
-        "a", "budget", [](const JobContext& ctx) { return ctx.budget().parts(); }, [&](int& p) { parts = p; });
+        JobSlot{JobKind::Matrix}, "budget", [](const JobContext& ctx) { return ctx.budget().parts(); }, [&](int& p) { parts = p; });
     QCOMPARE(parts, 1);
 
     // The job's CancelToken is what stops a library call: the user's Cancel ends a SHA-256 of a
@@ -385,7 +385,7 @@ void ReadabilityTests::jobsShareTheMachineAndStopLibraryCalls() {
     std::atomic<bool> started{false};
     std::optional<JobFailure> failure;
     jobs.submit<std::string>(
-        "b", "hash",
+        JobSlot{JobKind::ConfusedPairs}, "hash",
         [&started, big](const JobContext& ctx) {
             started = true;
             while (!ctx.cancelled()) QThread::msleep(1);
@@ -393,7 +393,7 @@ void ReadabilityTests::jobsShareTheMachineAndStopLibraryCalls() {
         },
         {}, [&](const JobFailure& f) { failure = f; });
     QTRY_VERIFY(started.load());
-    jobs.cancel("b");
+    jobs.cancel(JobSlot{JobKind::ConfusedPairs});
     jobs.waitForIdle();
     QVERIFY(failure.has_value() && failure->cancelled());
     std::atomic<bool> flag{true};
@@ -544,7 +544,7 @@ void ReadabilityTests::failedStatisticsSayWhyAndOfferRetry() {
     QVERIFY2(plotTexts(w.view("spectrum")).contains("FAILED softmax"), qPrintable(plotTexts(w.view("spectrum"))));
     QVERIFY(!w.view("spectrum")->waitingForResults());
     // Not submitted again while the head stays the same.
-    const QString slot = QStringLiteral("spectrum/%1").arg(s->paradigmIndex("softmax"));
+    const JobSlot slot{JobKind::Spectrum, s->paradigmIndex("softmax")};
     const quint64 started = s->jobs().latestId(slot);
     w.view("spectrum")->refreshNow();
     QCOMPARE(s->jobs().latestId(slot), started);

@@ -657,6 +657,34 @@ void StatisticsTests::headOverviewMatchesTheRows() {
         runRender({example, "--view", "heads", "--head-statistic", "median", "-o", dir_.filePath("x.png")}, os, es), 2);
     QVERIFY2(err.contains("mean-distance"), qPrintable(err));
     QVERIFY(!QFileInfo::exists(dir_.filePath("x.png")));
+
+    // One vocabulary: the record's field names the same statistic as the short key (the same
+    // picture), and the help lists every entry of the table.
+    const auto bytesOf = [](const QString& path) {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    };
+    for (const char* key : {"max-weight", "entropy.max_weight"})
+        QCOMPARE(runRender({example, "--view", "heads", "--head-statistic", key, "--size", "700x500", "-o",
+                            dir_.filePath(QString::fromUtf8(key) + ".png")},
+                           os, es),
+                 0);
+    QVERIFY(!bytesOf(dir_.filePath("max-weight.png")).isEmpty());
+    QCOMPARE(bytesOf(dir_.filePath("max-weight.png")), bytesOf(dir_.filePath("entropy.max_weight.png")));
+    QCOMPARE(parseHeadStatistic("local[k=3].x_uniform"), HeadStatistic::LocalTimesUniform3);
+    const QString help = renderUsage();
+    QFile docs(QStringLiteral(ATTNLENS_SOURCE_DIR "/docs/DESKTOP.md"));
+    QVERIFY(docs.open(QIODevice::ReadOnly));
+    const QString table = QString::fromUtf8(docs.readAll());
+    for (const HeadStatisticEntry& e : headStatistics()) {
+        const QString key = QString::fromUtf8(e.key.data(), qsizetype(e.key.size()));
+        const QString field = QString::fromUtf8(e.field.data(), qsizetype(e.field.size()));
+        QVERIFY2(help.contains(key), e.key.data());
+        // docs/DESKTOP.md "The Heads view's statistics" has the entry's row.
+        QVERIFY2(
+            table.contains(QStringLiteral("| `%1`").arg(key)) && table.contains(QStringLiteral("| `%1`").arg(field)),
+            e.key.data());
+    }
 }
 
 // Statistics > Pairs (issue 11, part 4) on the bundled example's linear_relu model: the count
@@ -1164,7 +1192,7 @@ void StatisticsTests::sweepViewDrawsTheCurvesOfADenseComputation() {
     v->setRange("0:1:3");
     v->refreshNow();
     QVERIFY(v->waitingForResults());
-    s->jobs().cancel("sweep");
+    s->jobs().cancel(JobSlot{JobKind::Sweep});
     v->refreshNow();
     QCOMPARE(v->statusText(), QString("Cancelled"));
     QVERIFY(!v->waitingForResults());

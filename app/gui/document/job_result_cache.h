@@ -41,14 +41,14 @@ public:
         return f ? f->message : QString();
     }
     // Whether `slot` of `jobs` is running the job for `key`.
-    bool computing(const JobRunner& jobs, const QString& slot, const std::string& key) const {
+    bool computing(const JobRunner& jobs, const JobSlot& slot, const std::string& key) const {
         const auto it = pending_.find(slot);
         return it != pending_.end() && it->second == key && jobs.isRunning(slot);
     }
     // Runs `work` in `slot` of `jobs` for `key` (superseding the slot's older job): its result is
     // stored under key, then onStored runs; a failure or the user's Cancel is remembered under key,
     // then onFailed runs. Both on the GUI thread; with a synchronous runner, before this returns.
-    void submit(JobRunner& jobs, const QString& slot, const std::string& key, const QString& label,
+    void submit(JobRunner& jobs, const JobSlot& slot, const std::string& key, const QString& label,
                 std::function<Value(const JobContext&)> work, std::function<void(const Value&)> onStored,
                 std::function<void(const JobFailure&)> onFailed = {}) {
         pending_[slot] = key;
@@ -95,7 +95,7 @@ private:
     std::map<std::string, Value> results_;
     std::deque<std::string> order_;  // keys of results_, oldest first
     std::map<std::string, JobFailure> failures_;
-    std::map<QString, std::string> pending_;  // job slot -> key of the job it runs
+    std::map<JobSlot, std::string> pending_;  // job slot -> key of the job it runs
 };
 
 }  // namespace attnlens::gui

@@ -21,14 +21,14 @@ JobRunner::~JobRunner() {
 
 void JobRunner::waitForIdle() { pool_.waitForDone(); }
 
-quint64 JobRunner::latestId(const QString& slot) const {
+quint64 JobRunner::latestId(const JobSlot& slot) const {
     auto it = latest_.find(slot);
     return it == latest_.end() ? 0 : it->second;
 }
 
-bool JobRunner::isRunning(const QString& slot) const { return running_.count(slot) != 0; }
+bool JobRunner::isRunning(const JobSlot& slot) const { return running_.count(slot) != 0; }
 
-void JobRunner::stop(const QString& slot, bool tellSubmitter) {
+void JobRunner::stop(const JobSlot& slot, bool tellSubmitter) {
     auto it = running_.find(slot);
     if (it == running_.end()) return;
     it->second.cancel->store(true);
@@ -47,18 +47,18 @@ void JobRunner::stop(const QString& slot, bool tellSubmitter) {
     }
 }
 
-void JobRunner::cancel(const QString& slot) { stop(slot, /*tellSubmitter=*/true); }
+void JobRunner::cancel(const JobSlot& slot) { stop(slot, /*tellSubmitter=*/true); }
 
-void JobRunner::discard(const QString& slot) { stop(slot, /*tellSubmitter=*/false); }
+void JobRunner::discard(const JobSlot& slot) { stop(slot, /*tellSubmitter=*/false); }
 
 void JobRunner::cancelAll() {
-    std::vector<QString> names;
+    std::vector<JobSlot> names;
     for (const auto& [slot, r] : running_) names.push_back(slot);
     for (const auto& s : names) cancel(s);
 }
 
 void JobRunner::discardAll() {
-    std::vector<QString> names;
+    std::vector<JobSlot> names;
     for (const auto& [slot, r] : running_) names.push_back(slot);
     for (const auto& s : names) discard(s);
 }
@@ -79,7 +79,7 @@ std::optional<JobFailure> JobRunner::runCaught(const std::function<void(const Jo
     }
 }
 
-quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::function<void(const JobContext&)> work,
+quint64 JobRunner::submitErased(const JobSlot& slot, const QString& label, std::function<void(const JobContext&)> work,
                                 std::function<void()> deliver, FailureHandler onFailed) {
     if (auto it = running_.find(slot); it != running_.end()) it->second.cancel->store(true);
     const quint64 id = nextId_++;
@@ -125,7 +125,7 @@ quint64 JobRunner::submitErased(const QString& slot, const QString& label, std::
     return id;
 }
 
-void JobRunner::finish(const QString& slot, quint64 id, std::optional<JobFailure> failure,
+void JobRunner::finish(const JobSlot& slot, quint64 id, std::optional<JobFailure> failure,
                        const std::function<void()>& deliver, const FailureHandler& onFailed, const QString& label) {
     const bool current = latestId(slot) == id;
     if (current) {

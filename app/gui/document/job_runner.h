@@ -1,10 +1,9 @@
 #pragma once
 // Background jobs for analyses that are too slow for the GUI thread (full matrices, spectra,
-// whole-dump statistics). Every job has an id and a slot naming what its result is for ("matrix",
-// "spectrum", ...). Submitting to a slot cancels the slot's previous job and supersedes it: a result
-// is delivered only when its job is still the slot's latest, so a result computed for a selection
-// the user has since left is dropped. Results reach the GUI thread through queued calls; nothing
-// here spins an event loop.
+// whole-dump statistics). Every job has an id and a slot naming what its result is for (a JobSlot:
+// the matrix, paradigm 2's spectrum, ...). Submitting to a slot cancels the slot's previous job and supersedes it: a
+// result is delivered only when its job is still the slot's latest, so a result computed for a selection the user has
+// since left is dropped. Results reach the GUI thread through queued calls; nothing here spins an event loop.
 //
 // A job ends in one of three ways, told to its submitter as a value, never as text: its result
 // (onDone), or a JobFailure (onFailed) that keeps the core's ErrorKind, where the user's Cancel is
@@ -31,6 +30,31 @@ struct JobFailure {
     QString message;
     bool cancelled() const { return kind == ErrorKind::Cancelled; }
     static JobFailure cancellation() { return {ErrorKind::Cancelled, QStringLiteral("cancelled")}; }
+};
+
+// What a job slot is for: one kind per kind of background result. Submitting to a slot
+// supersedes the slot's older job; jobs of other slots run beside it.
+enum class JobKind {
+    OpenDump,
+    OpenSecondDump,
+    Matrix,
+    ConfusedPairs,
+    MagnitudeCurves,
+    Sweep,
+    Spectrum,         // part: the paradigm
+    BranchSpectrum,   // part: the paradigm
+    RolloutRow,       // part: the paradigm
+    RolloutProduct,   // part: the paradigm
+    LayerStatistics,  // part: the report's content and scope (StatisticsStore)
+    Locality,
+    Claims,
+    ExportAnalysis,  // File > Export statistics' whole-dump analysis
+};
+// A job slot, typed: the kind and, for kinds with one slot per paradigm or per scope, which one.
+struct JobSlot {
+    JobKind kind = JobKind::Matrix;
+    int part = 0;
+    auto operator<=>(const JobSlot&) const = default;
 };
 
 class JobContext {
@@ -73,7 +97,7 @@ public:
     // exception's ErrorKind) or when the user cancelled it (cancel(), cancelAll(): kind Cancelled,
     // called at once). A superseded or discarded job calls neither.
     template <class T>
-    quint64 submit(const QString& slot, const QString& label, std::function<T(const JobContext&)> work,
+    quint64 submit(const JobSlot& slot, const QString& label, std::function<T(const JobContext&)> work,
                    std::function<void(T&)> onDone, FailureHandler onFailed = {}) {
         auto result = std::make_shared<std::optional<T>>();
         return submitErased(
@@ -86,15 +110,15 @@ public:
 
     // The user's Cancel: stops the slot's job and tells its submitter (a JobFailure of kind
     // Cancelled), so that the views say "cancelled" and offer Retry.
-    void cancel(const QString& slot);
+    void cancel(const JobSlot& slot);
     void cancelAll();
     // Stops the slot's job without a word to its submitter: its selection was left (an unreadable
     // head now selected), as when a newer submission supersedes it.
-    void discard(const QString& slot);
+    void discard(const JobSlot& slot);
     void discardAll();
     bool busy() const { return !running_.empty(); }
-    bool isRunning(const QString& slot) const;
-    quint64 latestId(const QString& slot) const;
+    bool isRunning(const JobSlot& slot) const;
+    quint64 latestId(const JobSlot& slot) const;
     // Counters for tests and the status bar.
     int delivered() const { return delivered_; }
     int dropped() const { return dropped_; }
@@ -105,7 +129,7 @@ Q_SIGNALS:
     void progressChanged(const QString& label, long long done, long long total, const QString& what);
     void busyChanged(bool busy);
     void jobFailed(const QString& label, const attnlens::gui::JobFailure& failure);
-    void jobFinished(const QString& slot, quint64 id, bool delivered);
+    void jobFinished(const attnlens::gui::JobSlot& slot, quint64 id, bool delivered);
 
 private:
     struct Running {
@@ -114,20 +138,20 @@ private:
         std::shared_ptr<std::atomic<bool>> cancel;
         FailureHandler onFailed;
     };
-    quint64 submitErased(const QString& slot, const QString& label, std::function<void(const JobContext&)> work,
+    quint64 submitErased(const JobSlot& slot, const QString& label, std::function<void(const JobContext&)> work,
                          std::function<void()> deliver, FailureHandler onFailed);
     // Runs work, turning what it throws into a failure (nullopt when it returned).
     static std::optional<JobFailure> runCaught(const std::function<void(const JobContext&)>& work,
                                                const JobContext& ctx);
-    void stop(const QString& slot, bool tellSubmitter);
-    void finish(const QString& slot, quint64 id, std::optional<JobFailure> failure,
+    void stop(const JobSlot& slot, bool tellSubmitter);
+    void finish(const JobSlot& slot, quint64 id, std::optional<JobFailure> failure,
                 const std::function<void()>& deliver, const FailureHandler& onFailed, const QString& label);
 
     QThreadPool pool_;
     bool synchronous_ = false;
     quint64 nextId_ = 1;
-    std::map<QString, Running> running_;  // slot -> its live job
-    std::map<QString, quint64> latest_;   // slot -> id of the latest submission
+    std::map<JobSlot, Running> running_;  // slot -> its live job
+    std::map<JobSlot, quint64> latest_;   // slot -> id of the latest submission
     int delivered_ = 0, dropped_ = 0;
 };
 

@@ -152,8 +152,8 @@ const RowData& RolloutStore::row(int paradigm) {
         return placeholder;
     }
     JobRunner& jobs = session_.jobs();
-    const bool computing = product ? products_.computing(jobs, QStringLiteral("rollout product/%1").arg(paradigm), pk)
-                                   : rows_.computing(jobs, QStringLiteral("rollout/%1").arg(paradigm), k);
+    const bool computing = product ? products_.computing(jobs, JobSlot{JobKind::RolloutProduct, paradigm}, pk)
+                                   : rows_.computing(jobs, JobSlot{JobKind::RolloutRow, paradigm}, k);
     if (!computing) {
         const QString why = product ? submitProduct(paradigm, pk) : submitRow(paradigm, k);
         if (!why.isEmpty()) {
@@ -218,7 +218,7 @@ QString RolloutStore::submitRow(int paradigm, const std::string& key) {
     rows_.trim(kRowsKept);
     Session& s = session_;
     rows_.submit(
-        s.jobs(), QStringLiteral("rollout/%1").arg(paradigm), key, label,
+        s.jobs(), JobSlot{JobKind::RolloutRow, paradigm}, key, label,
         [heads, headCounts, query, options](const JobContext& ctx) {
             // The comparison asks for one row per paradigm: the jobs run side by side, each on its share.
             return rolloutRowData(
@@ -237,7 +237,7 @@ QString RolloutStore::submitProduct(int paradigm, const std::string& productKey)
         QStringLiteral("rollout (%1)").arg(QString::fromStdString(session_.paradigms()[std::size_t(paradigm)].name));
     Session& s = session_;
     products_.submit(
-        s.jobs(), QStringLiteral("rollout product/%1").arg(paradigm), productKey, label,
+        s.jobs(), JobSlot{JobKind::RolloutProduct, paradigm}, productKey, label,
         [heads, headCounts, options](const JobContext& ctx) {
             return std::shared_ptr<const Matrix>(std::make_shared<Matrix>(
                 rolloutMatrix(rolloutLayersOf(heads, headCounts), options, ctx.cancelToken())));

@@ -37,7 +37,7 @@ void SpectrumStore::request(const std::vector<int>& paradigms) {
         if (spectra_.contains(k) || spectra_.failed(k)) continue;
         // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
         // and the fast low-rank spectra never wait behind a dense softmax SVD.
-        const QString slot = QStringLiteral("spectrum/%1").arg(p);
+        const JobSlot slot{JobKind::Spectrum, p};
         if (spectra_.computing(session_.jobs(), slot, k)) continue;
         const QString label =
             QStringLiteral("spectrum of %1").arg(QString::fromStdString(session_.paradigms()[std::size_t(p)].name));
@@ -77,7 +77,7 @@ void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
         if (branchSpectra_.contains(k) || branchSpectra_.failed(k)) continue;
         // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
         // newer selection (channel, head, ...) supersedes the older E_c job.
-        const QString slot = QStringLiteral("branch spectrum/%1").arg(p);
+        const JobSlot slot{JobKind::BranchSpectrum, p};
         if (branchSpectra_.computing(session_.jobs(), slot, k)) continue;
         const QString label = QStringLiteral("spectrum of %1 + local branch")
                                   .arg(QString::fromStdString(session_.paradigms()[std::size_t(p)].name));
@@ -99,7 +99,7 @@ void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
     }
 }
 
-void SpectrumStore::submit(const QString& slot, const std::string& key, int paradigm, const QString& label,
+void SpectrumStore::submit(const JobSlot& slot, const std::string& key, int paradigm, const QString& label,
                            JobResultCache<SpectrumResult>& cache,
                            std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
     if (!session_.currentHeadError().isEmpty()) {

@@ -42,7 +42,7 @@ private:
     std::string branchKey(int paradigm, const BranchKernel& kernel) const;
     // One spectrum job of `paradigm` for the current head in `slot`, its result stored under key
     // (A's spectra and E_c's alike); heads that cannot be read cancel the slot's older job.
-    void submit(const QString& slot, const std::string& key, int paradigm, const QString& label,
+    void submit(const JobSlot& slot, const std::string& key, int paradigm, const QString& label,
                 JobResultCache<SpectrumResult>& cache,
                 std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute);
 

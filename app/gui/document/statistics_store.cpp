@@ -13,8 +13,8 @@
 namespace attnlens::gui {
 namespace {
 
-const QString kLocalitySlot = QStringLiteral("locality");
-const QString kClaimsSlot = QStringLiteral("claims");
+const JobSlot kLocalitySlot{JobKind::Locality};
+const JobSlot kClaimsSlot{JobKind::Claims};
 
 }  // namespace
 
@@ -126,14 +126,11 @@ std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, 
     const std::string key = reportKey(scope, content);
     if (const auto* r = reports_.find(key)) return *r;
     if (!request || reports_.failed(key)) return nullptr;
-    // One slot per scope: views over the selected image and over all images (the confusion
-    // histogram) can both be on their way without superseding each other.
+    // One slot per content and scope: views over the selected image and over all images (the
+    // confusion histogram) can both be on their way without superseding each other.
     const bool rank = content == ReportContent::Rank, distance = content == ReportContent::Distance;
-    const QString slot = QStringLiteral("layer statistics/%1%2")
-                             .arg(rank       ? QStringLiteral("rank ")
-                                  : distance ? QStringLiteral("distance ")
-                                             : QString(),
-                                  scope == StatsScope::AllImages ? QStringLiteral("all") : QStringLiteral("image"));
+    const int contentPart = rank ? 1 : distance ? 2 : 0;
+    const JobSlot slot{JobKind::LayerStatistics, 2 * contentPart + (scope == StatsScope::AllImages ? 1 : 0)};
     Session& s = session_;
     if (reports_.computing(s.jobs(), slot, key)) return nullptr;
 
@@ -193,7 +190,7 @@ void StatisticsStore::runAnalysis(const AnalyzeRequest& request, const QString& 
                                   std::function<void(const JobFailure&)> onFailed) {
     Session& s = session_;
     s.jobs().submit<std::shared_ptr<const AnalysisReport>>(
-        QStringLiteral("export"), label, analysisJob(request, /*hash=*/true),
+        JobSlot{JobKind::ExportAnalysis}, label, analysisJob(request, /*hash=*/true),
         [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
             reportAnalysisIssues(*r);
             if (onDone) onDone(r);

@@ -93,7 +93,7 @@ void MainWindow::openFileInBackground(const QString& path) {
     // Cancel (Esc) drops the result. A newer open supersedes an older one (same job slot).
     statusBar()->showMessage(QStringLiteral("opening %1…").arg(QFileInfo(path).fileName()));
     session_->jobs().submit<std::shared_ptr<const DumpReader>>(
-        QStringLiteral("open"), QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
+        JobSlot{JobKind::OpenDump}, QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
         [path](const JobContext&) { return Session::openReader(path); },
         [this, path](std::shared_ptr<const DumpReader>& reader) {
             session_->adopt(std::move(reader), path);
@@ -127,7 +127,7 @@ void MainWindow::openSecondDialog() {
     if (path.isEmpty()) return;
     // Checked and opened on a worker like the first dump; the view shows it when it lands.
     session_->jobs().submit<std::shared_ptr<const DumpReader>>(
-        QStringLiteral("open second"), QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
+        JobSlot{JobKind::OpenSecondDump}, QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
         [path](const JobContext&) { return Session::openReader(path); },
         [this, path](std::shared_ptr<const DumpReader>& reader) {
             second_->adopt(std::move(reader), path);

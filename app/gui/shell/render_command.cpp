@@ -39,14 +39,11 @@ std::unique_ptr<PlotView> makeView(const ViewEntry& entry, Session* s, Session* 
 
 namespace {
 
-// The registered statistics (analysis/registered_statistics.h) after the built-in keys of
-// --head-statistic: ",\n KEY (title), ..." or nothing.
-QString registeredHeadStatisticsHelp() {
-    QString text;
-    for (const RegisteredStatistic& r : registeredStatistics())
-        text += QStringLiteral(",\n                    %1 (%2)")
-                    .arg(QString::fromStdString(r.key), QString::fromStdString(r.title));
-    return text;
+// The Heads view's statistics (head_overview_view.h's table, registered ones after), indented as
+// the help's other continuation lines.
+QString headStatisticsHelp() {
+    return QString::fromStdString(headStatisticHelp(74))
+        .replace(QStringLiteral("\n"), QStringLiteral("\n                    "));
 }
 
 }  // namespace
@@ -87,7 +84,7 @@ QString renderUsage() {
                "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
                "  --rollout OF      tokenmap, compare: the attention rollout of the query ('query') or of CLS\n"
                "                    ('cls') through the layer's model up to --layer, instead of the head's\n"
-               "                    row ('off'); README \"Rollout\"\n"
+               "                    row ('off'); docs/DEFINITIONS.md \"Rollout\"\n"
                "  --rollout-fusion F   heads fused by mean (default), max or min\n"
                "  --rollout-weights W  clipped (default), signed or absolute\n"
                "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
@@ -96,10 +93,10 @@ QString renderUsage() {
                "                    (p, scale, c, eps, shift, slope, qscale, alpha; RANGE LO:HI:POINTS or one\n"
                "                    value; default: the paradigm's telling one around the model's value)\n"
                "  --sweep-paradigm P  sweep: the swept paradigm (default: the layer's own)\n"
-               "  --head-statistic S  heads: local3 (default), local3-x-uniform, entropy (of max(A, 0)),\n"
-               "                    entropy-abs (of |A|), max-weight, max-abs-share, negative-mass,\n"
-               "                    negative-rows, negative-weights, confused-pairs, rank, rank-over-bound,\n"
-               "                    effective-rank, mean-distance, total-variation, output-error%3\n"
+               "  --head-statistic S  heads: the colour, by key or by the record's field it reads\n"
+               "                    (max-weight = entropy.max_weight), listed with their fields in\n"
+               "                    docs/DESKTOP.md \"The Heads view's statistics\":\n"
+               "                    %3\n"
                "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
                "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
                "                    options above change it\n"
@@ -108,7 +105,7 @@ QString renderUsage() {
                "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
                "                    is not written and the exit code is 3\n"
                "Exit codes: %2.\n")
-        .arg(viewIdList(), QString::fromStdString(exitCodeText()), registeredHeadStatisticsHelp());
+        .arg(viewIdList(), QString::fromStdString(exitCodeText()), headStatisticsHelp());
 }
 
 namespace {

@@ -174,7 +174,7 @@ void ConfusedPairsView::submitPairs(const std::string& k) {
     const Selection& sel = session_->selection();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     auto& store = session_->confusedPairs();
-    const QString slot = QStringLiteral("confused pairs");
+    const JobSlot slot{JobKind::ConfusedPairs};
     if (!store.find(k) && !store.failed(k) && !store.computing(session_->jobs(), slot, k)) {
         // One head: a Gram matrix of its rows (low-rank for the kernel paradigms), on a worker.
         std::shared_ptr<const AttentionHead> head;

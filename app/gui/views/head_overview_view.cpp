@@ -16,115 +16,79 @@
 
 namespace attnlens::gui {
 
-QString headStatisticName(HeadStatistic s) {
-    switch (s) {
-        case HeadStatistic::LocalMass3:
-            return QStringLiteral("3 x 3 local mass");
-        case HeadStatistic::LocalTimesUniform3:
-            return QStringLiteral("3 x 3 local mass, x uniform");
-        case HeadStatistic::NormalisedEntropy:
-            return QStringLiteral("entropy of max(A, 0) / log |S_i|");
-        case HeadStatistic::NormalisedEntropyAbs:
-            return QStringLiteral("entropy of |A| / log |S_i|");
-        case HeadStatistic::MaxWeight:
-            return QStringLiteral("mean max weight, max_j A_ij");
-        case HeadStatistic::MaxAbsShare:
-            return QStringLiteral("max |A| share, max_j |A_ij| / Σ_j |A_ij|");
-        case HeadStatistic::NegativeMass:
-            return QStringLiteral("negative mass per row");
-        case HeadStatistic::NegativeRowFraction:
-            return QStringLiteral("rows with negative weights");
-        case HeadStatistic::NegativeWeightFraction:
-            return QStringLiteral("share of the weights below 0");
-        case HeadStatistic::ConfusedPairs:
-            return QStringLiteral("confused query pairs");
-        case HeadStatistic::Rank:
-            return QStringLiteral("numerical rank");
-        case HeadStatistic::RankOverBound:
-            return QStringLiteral("rank over its bound");
-        case HeadStatistic::EffectiveRank:
-            return QStringLiteral("effective rank");
-        case HeadStatistic::MeanDistance:
-            return QStringLiteral("mean attention distance");
-        case HeadStatistic::TotalVariation:
-            return QStringLiteral("total variation to the reference");
-        case HeadStatistic::OutputError:
-            return QStringLiteral("output error |O - O_ref| / |O_ref|");
-        case HeadStatistic::Registered:
-            return QStringLiteral("registered statistic");
-    }
-    return {};
+const std::vector<HeadStatisticEntry>& headStatistics() {
+    static const std::vector<HeadStatisticEntry> table{
+        {HeadStatistic::LocalMass3, "local3", "local[k=3].mean", "3 x 3 local mass"},
+        {HeadStatistic::LocalTimesUniform3, "local3-x-uniform", "local[k=3].x_uniform", "3 x 3 local mass, x uniform"},
+        {HeadStatistic::NormalisedEntropy, "entropy", "entropy.normalised_entropy_admissible",
+         "entropy of max(A, 0) / log |S_i|"},
+        {HeadStatistic::NormalisedEntropyAbs, "entropy-abs", "entropy.normalised_entropy_abs_admissible",
+         "entropy of |A| / log |S_i|"},
+        {HeadStatistic::MaxWeight, "max-weight", "entropy.max_weight", "mean max weight, max_j A_ij"},
+        {HeadStatistic::MaxAbsShare, "max-abs-share", "entropy.max_abs_share",
+         "max |A| share, max_j |A_ij| / Σ_j |A_ij|"},
+        {HeadStatistic::NegativeMass, "negative-mass", "entropy.negative_mass_per_row", "negative mass per row"},
+        {HeadStatistic::NegativeRowFraction, "negative-rows", "entropy.negative_row_fraction",
+         "rows with negative weights"},
+        {HeadStatistic::NegativeWeightFraction, "negative-weights", "entropy.negative_weight_fraction",
+         "share of the weights below 0"},
+        {HeadStatistic::ConfusedPairs, "confused-pairs", "confusion.confused_pairs", "confused query pairs"},
+        {HeadStatistic::Rank, "rank", "rank.rank", "numerical rank"},
+        {HeadStatistic::RankOverBound, "rank-over-bound", "rank.rank/rank.bound", "rank over its bound"},
+        {HeadStatistic::EffectiveRank, "effective-rank", "rank.effective_rank", "effective rank"},
+        {HeadStatistic::MeanDistance, "mean-distance", "locality:mean_distance", "mean attention distance"},
+        {HeadStatistic::TotalVariation, "total-variation", "distance.total_variation.mean",
+         "total variation to the reference"},
+        {HeadStatistic::OutputError, "output-error", "distance.output_relative_error",
+         "output error |O - O_ref| / |O_ref|"},
+    };
+    return table;
 }
 
 namespace {
 
-constexpr HeadStatistic kHeadStatistics[] = {HeadStatistic::LocalMass3,
-                                             HeadStatistic::LocalTimesUniform3,
-                                             HeadStatistic::NormalisedEntropy,
-                                             HeadStatistic::NormalisedEntropyAbs,
-                                             HeadStatistic::MaxWeight,
-                                             HeadStatistic::MaxAbsShare,
-                                             HeadStatistic::NegativeMass,
-                                             HeadStatistic::NegativeRowFraction,
-                                             HeadStatistic::NegativeWeightFraction,
-                                             HeadStatistic::ConfusedPairs,
-                                             HeadStatistic::Rank,
-                                             HeadStatistic::RankOverBound,
-                                             HeadStatistic::EffectiveRank,
-                                             HeadStatistic::MeanDistance,
-                                             HeadStatistic::TotalVariation,
-                                             HeadStatistic::OutputError};
+const HeadStatisticEntry* entryOf(HeadStatistic s) {
+    for (const HeadStatisticEntry& e : headStatistics())
+        if (e.statistic == s) return &e;
+    return nullptr;  // Registered: named by its key
+}
 
 }  // namespace
 
+QString headStatisticName(HeadStatistic s) {
+    const HeadStatisticEntry* e = entryOf(s);
+    return e ? QString::fromUtf8(e->title) : QStringLiteral("registered statistic");
+}
+
 std::string_view headStatisticKey(HeadStatistic s) {
-    switch (s) {
-        case HeadStatistic::LocalMass3:
-            return "local3";
-        case HeadStatistic::LocalTimesUniform3:
-            return "local3-x-uniform";
-        case HeadStatistic::NormalisedEntropy:
-            return "entropy";
-        case HeadStatistic::NormalisedEntropyAbs:
-            return "entropy-abs";
-        case HeadStatistic::MaxWeight:
-            return "max-weight";
-        case HeadStatistic::MaxAbsShare:
-            return "max-abs-share";
-        case HeadStatistic::NegativeMass:
-            return "negative-mass";
-        case HeadStatistic::NegativeRowFraction:
-            return "negative-rows";
-        case HeadStatistic::NegativeWeightFraction:
-            return "negative-weights";
-        case HeadStatistic::ConfusedPairs:
-            return "confused-pairs";
-        case HeadStatistic::Rank:
-            return "rank";
-        case HeadStatistic::RankOverBound:
-            return "rank-over-bound";
-        case HeadStatistic::EffectiveRank:
-            return "effective-rank";
-        case HeadStatistic::MeanDistance:
-            return "mean-distance";
-        case HeadStatistic::TotalVariation:
-            return "total-variation";
-        case HeadStatistic::OutputError:
-            return "output-error";
-        case HeadStatistic::Registered:
-            return "registered";
-    }
-    return "?";
+    const HeadStatisticEntry* e = entryOf(s);
+    return e ? e->key : std::string_view("registered");
 }
 
 HeadStatistic parseHeadStatistic(std::string_view key) {
     std::string known;
-    for (HeadStatistic s : kHeadStatistics) {
-        if (key == headStatisticKey(s)) return s;
-        known += (known.empty() ? "" : ", ") + std::string(headStatisticKey(s));
+    for (const HeadStatisticEntry& e : headStatistics()) {
+        if (key == e.key || key == e.field) return e.statistic;
+        known += (known.empty() ? "" : ", ") + std::string(e.key);
     }
     for (const RegisteredStatistic& r : registeredStatistics()) known += ", " + r.key;  // setStatisticByKey
-    throwUsage("head statistic " + quotedText(std::string(key)) + " is not one of " + known);
+    throwUsage("head statistic " + quotedText(std::string(key)) + " is not one of " + known +
+               " (or the report field each reads, e.g. entropy.max_weight)");
+}
+
+std::string headStatisticHelp(std::size_t width) {
+    std::string text, line;
+    auto add = [&](const std::string& item) {
+        if (!line.empty() && line.size() + item.size() + 2 > width) {
+            text += line + ",\n";
+            line.clear();
+        }
+        line += (line.empty() ? "" : ", ") + item;
+    };
+    for (const HeadStatisticEntry& e : headStatistics())
+        add(std::string(e.key) + (e.statistic == HeadStatistic::LocalMass3 ? " (default)" : ""));
+    for (const RegisteredStatistic& r : registeredStatistics()) add(r.key + " (" + r.title + ")");
+    return text + line;
 }
 
 namespace {
@@ -249,10 +213,17 @@ void HeadOverviewView::retry() {
 HeadOverviewView::HeadOverviewView(Session* session, QWidget* parent) : LayerReportView(session, parent) {
     statistic_ = new ElidingComboBox(this);
     statistic_->setObjectName(QStringLiteral("headStatistic"));
-    for (HeadStatistic s : kHeadStatistics) statistic_->addItem(headStatisticName(s), int(s));
+    for (const HeadStatisticEntry& e : headStatistics()) {
+        statistic_->addItem(QString::fromUtf8(e.title), int(e.statistic));
+        statistic_->setItemData(statistic_->count() - 1,
+                                QStringLiteral("render --head-statistic %1; the record's %2")
+                                    .arg(QString::fromUtf8(e.key.data(), qsizetype(e.key.size())),
+                                         QString::fromUtf8(e.field.data(), qsizetype(e.field.size()))),
+                                Qt::ToolTipRole);
+    }
     // Registered statistics after the built-in ones, by title; their data is their key.
     for (const RegisteredStatistic& r : registeredStatistics())
-        statistic_->addItem(QString::fromStdString(r.title), QString::fromStdString(r.key));
+        statistic_->addItem(QString::fromStdString(r.title), QString::fromStdString(r.key));  // registered.KEY
     mode_ = new ElidingComboBox(this);
     mode_->setObjectName(QStringLiteral("headMode"));
     mode_->addItems({QStringLiteral("each paradigm"), QStringLiteral("minus the first shown")});
@@ -288,6 +259,7 @@ void HeadOverviewView::setStatistic(HeadStatistic s, const std::string& register
 }
 
 void HeadOverviewView::setStatisticByKey(std::string_view key) {
+    if (key.starts_with("registered.")) key.remove_prefix(11);  // the record's field: registered.KEY
     if (findRegisteredStatistic(key)) return setStatistic(HeadStatistic::Registered, std::string(key));
     setStatistic(parseHeadStatistic(key));
 }

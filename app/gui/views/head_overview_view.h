@@ -34,12 +34,24 @@ enum class HeadStatistic {
     OutputError,
     Registered  // a registered statistic (registered_statistics.h), named by its key beside it
 };
+// The built-in statistics the Heads view colours by, once: the view's list, render --head-statistic,
+// its help and its messages read this table. `field` is the analyze record's field it reads
+// (docs/DEFINITIONS.md), so that the view, render and the JSON speak of the same number; render
+// takes it as well as the short key (--head-statistic entropy.max_weight = max-weight).
+struct HeadStatisticEntry {
+    HeadStatistic statistic;
+    std::string_view key;    // render --head-statistic
+    std::string_view field;  // the record's field ("locality:" for the locality report's)
+    const char* title;       // UTF-8: the view's list and the colour bar
+};
+const std::vector<HeadStatisticEntry>& headStatistics();  // in the view's order, without Registered
 QString headStatisticName(HeadStatistic s);
-// The command-line names (render --head-statistic): "local3", "local3-x-uniform", "entropy", "entropy-abs",
-// "max-weight", "max-abs-share", "negative-mass", "negative-rows", "negative-weights", "confused-pairs", "rank",
-// "rank-over-bound", "effective-rank", "mean-distance", "total-variation", "output-error".
 std::string_view headStatisticKey(HeadStatistic s);
-HeadStatistic parseHeadStatistic(std::string_view key);  // Error(Usage) naming the choices
+// By key or field; Error(Usage) naming the keys (registered statistics: setStatisticByKey).
+HeadStatistic parseHeadStatistic(std::string_view key);
+// The keys, registered ones after ("KEY (title)"), as a comma-separated list wrapped at `width`
+// characters (help).
+std::string headStatisticHelp(std::size_t width);
 
 // One paradigm's statistic per (layer, head): values[i][h] for report.request.layers[i], the mean
 // over the report's images (NaN where the head has no record or the statistic is undefined).

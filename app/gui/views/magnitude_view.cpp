@@ -109,7 +109,7 @@ void MagnitudeView::submitCurves(const std::string& key, int shown) {
     const Selection& sel = session_->selection();
     const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
     auto& store = session_->magnitudeCurves();
-    const QString slot = QStringLiteral("magnitude");
+    const JobSlot slot{JobKind::MagnitudeCurves};
     if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
         std::vector<std::pair<int, std::shared_ptr<const AttentionHead>>> heads;
         std::shared_ptr<const AttentionHead> rowHead;

@@ -16,7 +16,7 @@
 namespace attnlens::gui {
 namespace {
 
-const QString kMatrixSlot = QStringLiteral("matrix");
+const JobSlot kMatrixSlot{JobKind::Matrix};
 
 }  // namespace
 

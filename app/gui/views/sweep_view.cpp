@@ -472,7 +472,7 @@ void SweepView::submitSweep(const SweepSetup& setup, const std::string& key) {
     const QString& name = setup.name;
     const bool allImages = setup.allImages;
     auto& store = session_->sweeps();
-    const QString slot = QStringLiteral("sweep");
+    const JobSlot slot{JobKind::Sweep};
     if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
         store.trim(8);
         auto reader = session_->reader();
