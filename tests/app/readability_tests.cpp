@@ -297,7 +297,8 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     std::vector<JobFailure> seen;
     int done = 0;
     jobs.submit<int>(
-        JobSlot{JobKind::Matrix}, "input", [](const JobContext&) -> int { throw Error(ErrorKind::Input, "damaged chunk in /layers/x/q"); },
+        JobSlot{JobKind::Matrix}, "input",
+        [](const JobContext&) -> int { throw Error(ErrorKind::Input, "damaged chunk in /layers/x/q"); },
         [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_COMPARE(seen.size(), std::size_t(1));
     QCOMPARE(seen[0].kind, std::optional<ErrorKind>(ErrorKind::Input));
@@ -305,8 +306,9 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     QVERIFY(!seen[0].cancelled());
     QCOMPARE(failedSignal.count(), 1);
     jobs.submit<int>(
-        JobSlot{JobKind::ConfusedPairs}, "bug", [](const JobContext&) -> int { throw std::runtime_error("not an attnlens::Error"); },
-        [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+        JobSlot{JobKind::ConfusedPairs}, "bug",
+        [](const JobContext&) -> int { throw std::runtime_error("not an attnlens::Error"); }, [&](int&) { ++done; },
+        [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_COMPARE(seen.size(), std::size_t(2));
     QVERIFY(!seen[1].kind.has_value());
 
@@ -317,7 +319,8 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
         return 1;
     };
     jobs.submit<int>(
-        JobSlot{JobKind::Spectrum, 0}, "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+        JobSlot{JobKind::Spectrum, 0}, "slow", slow, [&](int&) { ++done; },
+        [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_VERIFY(started.load());
     jobs.cancel(JobSlot{JobKind::Spectrum, 0});
     QCOMPARE(seen.size(), std::size_t(3));  // told at once
@@ -325,7 +328,8 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     QCOMPARE(failedSignal.count(), 2);  // a cancellation is not a failure of the data
     started = false;
     jobs.submit<int>(
-        JobSlot{JobKind::Spectrum, 1}, "slow", slow, [&](int&) { ++done; }, [&](const JobFailure& f) { seen.push_back(f); });
+        JobSlot{JobKind::Spectrum, 1}, "slow", slow, [&](int&) { ++done; },
+        [&](const JobFailure& f) { seen.push_back(f); });
     QTRY_VERIFY(started.load());
     jobs.discard(JobSlot{JobKind::Spectrum, 1});
     jobs.waitForIdle();
@@ -335,7 +339,8 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
 
     // A store remembers the kind under the job's key: "cancelled" is a state, not a message.
     JobResultCache<int> store;
-    store.submit(jobs, JobSlot{JobKind::Sweep}, "key", "input", [](const JobContext&) -> int { throw Error(ErrorKind::Usage, "bad"); }, {});
+    store.submit(jobs, JobSlot{JobKind::Sweep}, "key", "input",
+                 [](const JobContext&) -> int { throw Error(ErrorKind::Usage, "bad"); }, {});
     QTRY_VERIFY(store.failed("key"));
     QCOMPARE(store.failure("key")->kind, std::optional<ErrorKind>(ErrorKind::Usage));
     QVERIFY(!store.cancelled("key"));
@@ -370,7 +375,8 @@ void ReadabilityTests::jobsShareTheMachineAndStopLibraryCalls() {
     inline_.setSynchronous(true);
     int parts = 0;
     inline_.submit<int>(
-        JobSlot{JobKind::Matrix}, "budget", [](const JobContext& ctx) { return ctx.budget().parts(); }, [&](int& p) { parts = p; });
+        JobSlot{JobKind::Matrix}, "budget", [](const JobContext& ctx) { return ctx.budget().parts(); },
+        [&](int& p) { parts = p; });
     QCOMPARE(parts, 1);
 
     // The job's CancelToken is what stops a library call: the user's Cancel ends a SHA-256 of a
@@ -415,7 +421,7 @@ void ReadabilityTests::perHeadJobsLiveInTheSessionStores() {
     auto* mag = qobject_cast<MagnitudeView*>(w.view("magnitude"));
     QVERIFY(mag);
     QTRY_VERIFY_WITH_TIMEOUT((mag->refreshNow(), !mag->waitingForResults()), 60000);
-    QCOMPARE(s->magnitudeCurves().size(), std::size_t(1));
+    QCOMPARE(s->headResults().magnitudeCurves().size(), std::size_t(1));
     const Selection& sel = s->selection();
     QVERIFY(!sel.shown.empty());
     QVERIFY2(!plotTexts(mag).contains("computing"), qPrintable(plotTexts(mag)));
@@ -437,7 +443,7 @@ void ReadabilityTests::perHeadJobsLiveInTheSessionStores() {
     // A new query is a new key: computed in the background again, the old result kept.
     s->setQuery(sel.query == 1 ? 2 : 1);
     QTRY_VERIFY_WITH_TIMEOUT((mag->refreshNow(), !mag->waitingForResults()), 60000);
-    QCOMPARE(s->magnitudeCurves().size(), std::size_t(2));
+    QCOMPARE(s->headResults().magnitudeCurves().size(), std::size_t(2));
 
     // The matrix: Cancel is a state ("Cancelled"), computed again once the selection moves.
     w.showView("matrix");
@@ -454,7 +460,7 @@ void ReadabilityTests::perHeadJobsLiveInTheSessionStores() {
         QVERIFY(!matrix->titleText().contains("Cancelled"));
     }
     QTRY_VERIFY_WITH_TIMEOUT((matrix->refreshNow(), matrix->shownImage() != nullptr), 60000);
-    QVERIFY(s->matrixImages().size() >= 1);
+    QVERIFY(s->headResults().matrixImages().size() >= 1);
     QCOMPARE(matrix->shownImage()->tokens, s->layout().tokens());
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Plain results of the per-head jobs that views start (the matrix image, the confused pairs, the
-// magnitude curves), kept in the document's stores (Session::matrixImages(), ...) so that one job
+// magnitude curves), kept in the document's HeadResultsStore (head_results_store.h) so that one job
 // runner and one failure type serve every view, and a result outlives a view's rebuild.
 #include <QString>
 #include <memory>

@@ -27,6 +27,7 @@ constexpr int kOverlayMaxSide = 1024;
 Session::Session(const Preferences& prefs, QObject* parent)
     : QObject(parent), heads_([this](IssueKind kind, const QString& text) { reportIssue(kind, text); }) {
     qRegisterMetaType<attnlens::gui::Issue>();
+    connect(&headResults_, &HeadResultsStore::changed, this, &Session::headResultsChanged);
     setPreferences(prefs);
     // The branch toggle and channel are session state kept with the preferences; later
     // setPreferences calls (the dialog) leave them as the user has set them since.
@@ -78,10 +79,7 @@ void Session::adopt(std::shared_ptr<const DumpReader> reader, const QString& pat
     spectra_.clear();
     statistics_.clear();
     rollout_.clear();
-    matrixImages_.clear();
-    confusedPairs_.clear();
-    magnitudeCurves_.clear();
-    sweeps_.clear();
+    headResults_.clear();
     reportedIssues_.clear();
     flaggedHeadsReported_.clear();
     ++dumpEpoch_;
@@ -131,10 +129,7 @@ void Session::setPreferences(const Preferences& prefs) {
     jobs_.discardAll();
     spectra_.clear();
     statistics_.clear();
-    matrixImages_.clear();
-    confusedPairs_.clear();
-    magnitudeCurves_.clear();
-    sweeps_.clear();
+    headResults_.clear();
     rollout_.clear();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
@@ -150,9 +145,7 @@ void Session::selectionTouched(bool rowsOnly) {
     rows_.clear();
     branchRows_.clear();
     // What the user cancelled for one head is computed again for the next selection.
-    matrixImages_.forgetCancelled();
-    confusedPairs_.forgetCancelled();
-    magnitudeCurves_.forgetCancelled();
+    headResults_.forgetCancelled();
     if (rowsOnly) {
         Q_EMIT queryChanged();
     } else {

@@ -7,7 +7,8 @@
 //   rollout()     RolloutStore      rollout rows and products
 //   statistics()  StatisticsStore   layer reports, locality, the layers they cover
 //   branch()      LocalBranchStore  the local branch's weights and kernel
-//   matrixImages(), confusedPairs(), magnitudeCurves(), sweeps(): the per-head views' results.
+//   headResults() HeadResultsStore  the per-head views' results: matrix images, confused pairs,
+//                                   magnitude curves, sweeps (a QObject built from the job runner)
 // Lives on the GUI thread; background jobs get shared_ptrs to immutable inputs, never `this`.
 #include <QImage>
 #include <QObject>
@@ -27,6 +28,7 @@
 #include "attnlens/dump/dump.h"
 #include "document/display_text.h"
 #include "document/head_cache.h"
+#include "document/head_results_store.h"
 #include "document/issues.h"
 #include "document/job_result_cache.h"
 #include "document/job_runner.h"
@@ -38,10 +40,6 @@
 #include "document/statistics_store.h"
 
 namespace attnlens::gui {
-
-struct MatrixImage;  // head_results.h
-struct ConfusedPairsResult;
-struct MagnitudeCurves;
 
 // What the token map and the paradigm comparison draw for each paradigm: the selected query's row
 // of the selected head, or an attention rollout (docs/DEFINITIONS.md "Rollout") of the selected query or of the
@@ -176,12 +174,9 @@ public:
     StatisticsStore& statistics() { return statistics_; }
     const StatisticsStore& statistics() const { return statistics_; }
     LocalBranchStore& branch() { return branch_; }
-    // The views' own per-head jobs (head_results.h): each view submits with its options in the key.
-    JobResultCache<std::shared_ptr<const MatrixImage>>& matrixImages() { return matrixImages_; }
-    JobResultCache<std::shared_ptr<const ConfusedPairsResult>>& confusedPairs() { return confusedPairs_; }
-    JobResultCache<std::shared_ptr<const MagnitudeCurves>>& magnitudeCurves() { return magnitudeCurves_; }
-    // The sweep view's attnlens.sweep documents (sweep.h), by the view's key.
-    JobResultCache<std::shared_ptr<const nlohmann::json>>& sweeps() { return sweeps_; }
+    // The per-head views' results and jobs (head_results_store.h): each view asks with its options
+    // in the key; headResultsChanged() when one lands or fails.
+    HeadResultsStore& headResults() { return headResults_; }
 
     // ---- For the stores ---------------------------------------------------------------------------
     // A paradigm as part of a cache key (its whole definition, so that an edited paradigm of the
@@ -227,10 +222,7 @@ private:
     RolloutStore rollout_{*this};
     StatisticsStore statistics_{*this};
     LocalBranchStore branch_{*this};
-    JobResultCache<std::shared_ptr<const MatrixImage>> matrixImages_;
-    JobResultCache<std::shared_ptr<const ConfusedPairsResult>> confusedPairs_;
-    JobResultCache<std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
-    JobResultCache<std::shared_ptr<const nlohmann::json>> sweeps_;
+    HeadResultsStore headResults_{jobs_};
     std::set<QString> reportedIssues_;
     std::set<std::tuple<int, int, int>> flaggedHeadsReported_;  // (image, layer, head) with a flagged-row entry
     quint64 dumpEpoch_ = 0;

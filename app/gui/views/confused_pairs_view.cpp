@@ -56,13 +56,13 @@ std::string ConfusedPairsView::key() const {
 
 const ConfusedPairsView::Result* ConfusedPairsView::result() const {
     if (!session_->isOpen()) return nullptr;
-    const auto* r = session_->confusedPairs().find(key());
+    const auto* r = session_->headResults().confusedPairs().find(key());
     return r ? r->get() : nullptr;
 }
 
 QString ConfusedPairsView::errorText() const {
     if (!session_->isOpen()) return {};
-    const auto& store = session_->confusedPairs();
+    const auto& store = session_->headResults().confusedPairs();
     const std::string k = key();
     if (store.cancelled(k)) return QStringLiteral("Cancelled: computed again when the selection changes");
     return shortError(store.error(k), session_->path());
@@ -135,9 +135,10 @@ void ConfusedPairsView::rebuild() {
         auto* state = addWrappedText(plot_, 10);
         state->setTextColor(error.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
         plot_->plotLayout()->addElement(1, 0, state);
-        setWrappedText(state, error.isEmpty()                              ? QStringLiteral("computing…")
-                              : session_->confusedPairs().cancelled(key()) ? error
-                                                                           : QStringLiteral("FAILED: ") + error);
+        setWrappedText(state, error.isEmpty() ? QStringLiteral("computing…")
+                              : session_->headResults().confusedPairs().cancelled(key())
+                                  ? error
+                                  : QStringLiteral("FAILED: ") + error);
         return;
     }
     if (tableKey_ != k) {
@@ -172,35 +173,19 @@ void ConfusedPairsView::rebuild() {
 
 void ConfusedPairsView::submitPairs(const std::string& k) {
     const Selection& sel = session_->selection();
-    const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
-    auto& store = session_->confusedPairs();
-    const JobSlot slot{JobKind::ConfusedPairs};
-    if (!store.find(k) && !store.failed(k) && !store.computing(session_->jobs(), slot, k)) {
-        // One head: a Gram matrix of its rows (low-rank for the kernel paradigms), on a worker.
-        std::shared_ptr<const AttentionHead> head;
-        std::shared_ptr<const HeadActivations> act;
-        try {
-            head = session_->currentHead(sel.paradigm);
-            act = session_->activations(session_->currentKey());
-        } catch (const Error& e) {
-            store.fail(k, JobFailure{e.kind(), QString::fromStdString(e.what())});
-        }
-        if (head && act) {
-            const ConfusionOptions options = session_->preferences().analysis.confusion;
-            store.trim(7);
-            store.submit(
-                session_->jobs(), slot, k,
-                QStringLiteral("confused pairs of %1").arg(QString::fromStdString(paradigm.name)),
-                [head, act, options](const JobContext&) {
-                    auto r = std::make_shared<Result>();
-                    r->list = confusedPairs(*head, act->q, options, std::size_t(kListedPairs));
-                    r->conditions = injectivityConditions(*head, act->k);
-                    return std::shared_ptr<const Result>(r);
-                },
-                [session = session_](const std::shared_ptr<const Result>&) { Q_EMIT session->headResultsChanged(); },
-                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
-        }
+    HeadResultsStore& store = session_->headResults();
+    if (store.confusedPairs().find(k) || store.confusedPairs().failed(k)) return;
+    ConfusedPairsJob job;
+    try {
+        job.head = session_->currentHead(sel.paradigm);
+        job.activations = session_->activations(session_->currentKey());
+    } catch (const Error& e) {
+        store.confusedPairs().fail(k, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        return;
     }
+    job.options = session_->preferences().analysis.confusion;
+    job.listed = std::size_t(kListedPairs);
+    store.requestConfusedPairs(k, std::move(job));
 }
 
 void ConfusedPairsView::drawPair(const ConfusedPair& pair) {

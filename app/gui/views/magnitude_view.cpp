@@ -70,7 +70,7 @@ void MagnitudeView::rebuild() {
                               .arg(sel.image)
                               .arg(QString::fromStdString(session_->layerInfo().name))
                               .arg(sel.head);
-    auto& store = session_->magnitudeCurves();
+    auto& store = session_->headResults().magnitudeCurves();
     const std::string key = curvesKey(shown);
     submitCurves(key, shown);
     const auto* found = store.find(key);  // a synchronous runner has delivered already
@@ -107,42 +107,20 @@ void MagnitudeView::rebuild() {
 
 void MagnitudeView::submitCurves(const std::string& key, int shown) {
     const Selection& sel = session_->selection();
-    const MagnitudeOptions& opts = session_->preferences().analysis.magnitude;
-    auto& store = session_->magnitudeCurves();
-    const JobSlot slot{JobKind::MagnitudeCurves};
-    if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
-        std::vector<std::pair<int, std::shared_ptr<const AttentionHead>>> heads;
-        std::shared_ptr<const AttentionHead> rowHead;
-        try {
-            rowHead = session_->currentHead(shown);
-            for (int p : sel.shown) heads.emplace_back(p, session_->currentHead(p));
-        } catch (const Error& e) {
-            store.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
-        }
-        if (rowHead) {
-            const Index query = sel.query;
-            store.trim(15);
-            store.submit(
-                session_->jobs(), slot, key, QStringLiteral("magnitude curves"),
-                [rowHead, heads, query, opts, shown](const JobContext& ctx) {
-                    auto c = std::make_shared<MagnitudeCurves>();
-                    c->rowParadigm = shown;
-                    const auto all = opts.factors();
-                    for (std::size_t i = 0; i < all.size(); i += 2) c->rowFactors.push_back(all[i]);
-                    c->scaledRows.resize(Index(c->rowFactors.size()), rowHead->keys());
-                    rowHead->scaledRows(query, c->rowFactors, c->scaledRows);
-                    for (const auto& [p, h] : heads) {
-                        if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
-                        c->curves.emplace_back(p, magnitudeCurve(*h, query, opts));
-                    }
-                    return std::shared_ptr<const MagnitudeCurves>(c);
-                },
-                [session = session_](const std::shared_ptr<const MagnitudeCurves>&) {
-                    Q_EMIT session->headResultsChanged();
-                },
-                [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
-        }
+    HeadResultsStore& store = session_->headResults();
+    if (store.magnitudeCurves().find(key) || store.magnitudeCurves().failed(key)) return;
+    MagnitudeJob job;
+    try {
+        job.rowHead = session_->currentHead(shown);
+        for (int p : sel.shown) job.heads.emplace_back(p, session_->currentHead(p));
+    } catch (const Error& e) {
+        store.magnitudeCurves().fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        return;
     }
+    job.rowParadigm = shown;
+    job.query = sel.query;
+    job.options = session_->preferences().analysis.magnitude;
+    store.requestMagnitudeCurves(key, std::move(job));
 }
 
 void MagnitudeView::drawDistribution(QCPAxisRect* dist, const MagnitudeCurves& data, int shown) {

@@ -1,7 +1,7 @@
 #pragma once
 // MagnitudeView: the selected query's row at several scale factors a, and max weight / entropy /
 // ratio against a, one line per paradigm (MALA Fig. 2). The curves are computed on a worker
-// (O(factors N d) per paradigm) and kept in Session::magnitudeCurves().
+// (O(factors N d) per paradigm) and kept in the HeadResultsStore (Session::headResults()).
 #include <memory>
 #include <string>
 
@@ -27,7 +27,7 @@ protected:
     void rebuild() override;
 
 private:
-    // Key of the selection's curves in Session::magnitudeCurves().
+    // Key of the selection's curves in Session::headResults().magnitudeCurves().
     std::string curvesKey(int rowParadigm) const;
     // Submits the selection's curves (rows of `shown` at several factors, curves of the shown
     // paradigms) unless stored, failed or computing.

@@ -14,11 +14,6 @@
 #include "plot/plot_helpers.h"
 
 namespace attnlens::gui {
-namespace {
-
-const JobSlot kMatrixSlot{JobKind::Matrix};
-
-}  // namespace
 
 MatrixImage buildMatrixImage(const Eigen::Ref<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>& a,
                              bool signedParadigm, bool logScale) {
@@ -240,7 +235,7 @@ void MatrixView::rebuild() {
                               .arg(sel.head);
 
     // An unreadable head (damaged chunk) or a failed job: the reason instead of a matrix.
-    auto& images = session_->matrixImages();
+    auto& images = session_->headResults().matrixImages();
     QString readError = session_->currentHeadError();
     if (readError.isEmpty() && images.cancelled(key))
         readError = QStringLiteral("Cancelled: computed again when the selection changes");
@@ -250,7 +245,7 @@ void MatrixView::rebuild() {
         showNotShown(where, readError);
         return;
     }
-    if (!images.find(key) && images.computing(session_->jobs(), kMatrixSlot, key)) {
+    if (!images.find(key) && session_->headResults().matrixComputing(key)) {
         waiting_ = true;  // already on its way; resubmitting would only restart it
         return;
     }
@@ -287,7 +282,7 @@ void MatrixView::rebuild() {
 }
 
 void MatrixView::showNotShown(const QString& where, const QString& reason) {
-    session_->jobs().discard(kMatrixSlot);  // an older head's matrix must not land
+    session_->headResults().discardMatrix();  // an older head's matrix must not land
     waiting_ = false;
     setWrappedText(title_, where + QStringLiteral(": NOT SHOWN"));
     setWrappedText(subtitle_, wrapText(reason, 110));
@@ -312,61 +307,29 @@ void MatrixView::showNotShown(const QString& where, const QString& reason) {
 bool MatrixView::submitMatrix(const std::string& key, const std::shared_ptr<const BranchKernel>& branch) {
     const Selection& sel = session_->selection();
     const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
-    auto& images = session_->matrixImages();
+    HeadResultsStore& store = session_->headResults();
     waiting_ = true;
-    std::shared_ptr<const AttentionHead> head;
+    MatrixJob job;
     try {
-        head = session_->currentHead(sel.paradigm);
+        job.head = session_->currentHead(sel.paradigm);
     } catch (const Error& e) {
-        images.fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
+        store.matrixImages().fail(key, JobFailure{e.kind(), QString::fromStdString(e.what())});
         waiting_ = false;
         invalidate();
         return false;
     }
-    const bool signedP = para.signedWeights() || branch != nullptr;  // kernels have negative taps
-    const bool logScale = log_;
-    const long long n = head->tokens(), nKeys = head->keys();
+    job.branch = branch;
+    job.signedWeights = para.signedWeights() || branch != nullptr;  // kernels have negative taps
+    job.logScale = log_;
     // The windows' tokens one after the other (each in position order).
-    std::vector<Index> order;
     if (byWindow_ && session_->layerInfo().window) {
         const WindowPartition& p = session_->layerInfo().window->partitionOf(sel.head);
         for (int w = 0; w < p.windows(); ++w)
-            for (Index t : p.windowTokens(w)) order.push_back(t);
+            for (Index t : p.windowTokens(w)) job.order.push_back(t);
     }
-    const std::string whereHead = session_->layerWhere();
-    // At most two matrices are kept (N^2 doubles each) besides the one shown.
-    images.trim(1);
-    images.submit(
-        session_->jobs(), kMatrixSlot, key,
-        QStringLiteral("%1 matrix %2 x %3")
-            .arg(branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
-            .arg(n)
-            .arg(nKeys),
-        [head, signedP, logScale, branch, order, headWhere = whereHead](const JobContext& ctx) {
-            // A and its N x N image (4 bytes a pixel).
-            checkFitsInMemory(double(head->tokens()) * double(head->keys()) * 8.0 * 1.5,
-                              headWhere + ": the " + std::to_string(head->tokens()) + " x " +
-                                  std::to_string(head->keys()) + " attention matrix and its image");
-            ctx.progress(0, 2, QStringLiteral("computing A"));
-            Matrix a = head->matrix();
-            if (ctx.cancelled()) throw Error(ErrorKind::Cancelled, "cancelled");
-            if (branch) addLocalBranch(a, branch->kernel(), branch->grid());
-            ctx.progress(1, 2, QStringLiteral("colouring"));
-            if (!order.empty()) {
-                Matrix ordered(a.rows(), a.cols());
-                for (std::size_t r = 0; r < order.size(); ++r)
-                    for (std::size_t c = 0; c < order.size(); ++c) ordered(Index(r), Index(c)) = a(order[r], order[c]);
-                a = std::move(ordered);
-            }
-            auto image = std::make_shared<MatrixImage>(buildMatrixImage(a, signedP, logScale));
-            image->order = order;
-            image->position.resize(order.size());
-            for (std::size_t r = 0; r < order.size(); ++r) image->position[std::size_t(order[r])] = Index(r);
-            return std::shared_ptr<const MatrixImage>(image);
-        },
-        [session = session_](const std::shared_ptr<const MatrixImage>&) { Q_EMIT session->headResultsChanged(); },
-        [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
-    return images.find(key) != nullptr;  // a synchronous runner has delivered already
+    job.where = session_->layerWhere();
+    store.requestMatrix(key, std::move(job));
+    return store.matrixImages().find(key) != nullptr;  // a synchronous runner has delivered already
 }
 
 void MatrixView::showImage(const std::shared_ptr<const MatrixImage>& image, const std::string& key, bool withBranch) {

@@ -188,7 +188,7 @@ SweepView::SweepView(Session* session, QWidget* parent) : PlotView(session, pare
         }
     });
     connect(retry_, &QPushButton::clicked, this, [this]() {
-        session_->sweeps().forget(shownKey_);
+        session_->headResults().sweeps().forget(shownKey_);
         invalidate();
     });
     connect(save_, &QPushButton::clicked, this, [this]() {
@@ -384,7 +384,7 @@ void SweepView::rebuild() {
     if (!prepareRequest(setup)) return;
     const std::string key = sweepKey(setup.request);
     shownKey_ = key;
-    auto& store = session_->sweeps();
+    auto& store = session_->headResults().sweeps();
     submitSweep(setup, key);
     const auto* found = store.find(key);  // a synchronous runner has delivered already
     if (!found) {
@@ -468,42 +468,17 @@ void SweepView::submitSweep(const SweepSetup& setup, const std::string& key) {
     const Selection& sel = session_->selection();
     const LayerInfo& layer = session_->layerInfo();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
-    const SweepRequest& request = setup.request;
-    const QString& name = setup.name;
-    const bool allImages = setup.allImages;
-    auto& store = session_->sweeps();
-    const JobSlot slot{JobKind::Sweep};
-    if (!store.find(key) && !store.failed(key) && !store.computing(session_->jobs(), slot, key)) {
-        store.trim(8);
-        auto reader = session_->reader();
-        ToolInfo tool;
-        tool.name = "attnlens";
-        tool.command = QStringLiteral("attnlens (GUI) sweep %1 --paradigm %2 --param %3=%4 --layers %5%6")
-                           .arg(session_->path(), QString::fromStdString(paradigm.name), name, range(),
+    SweepJob job;
+    job.reader = session_->reader();
+    job.request = setup.request;
+    job.tool.name = "attnlens";
+    job.tool.command = QStringLiteral("attnlens (GUI) sweep %1 --paradigm %2 --param %3=%4 --layers %5%6")
+                           .arg(session_->path(), QString::fromStdString(paradigm.name), setup.name, range(),
                                 QString::fromStdString(layer.name),
-                                allImages ? QString() : QStringLiteral(" --images %1").arg(sel.image))
+                                setup.allImages ? QString() : QStringLiteral(" --images %1").arg(sel.image))
                            .toStdString();
-        const QString label = QStringLiteral("sweep of %1, layer %2").arg(name, QString::fromStdString(layer.name));
-        store.submit(
-            session_->jobs(), slot, key, label,
-            [reader, request, tool](const JobContext& ctx) {
-                SweepRequest shared = request;
-                shared.analysis.threads = ctx.budget();
-                return std::shared_ptr<const json>(std::make_shared<json>(sweepDump(
-                    *reader, shared, tool,
-                    [&ctx](const SweepProgress& s) {
-                        ctx.progress(std::int64_t(s.point) * s.analysis.total + s.analysis.done,
-                                     std::int64_t(s.points) * s.analysis.total,
-                                     QStringLiteral("point %1/%2, %3")
-                                         .arg(s.point + 1)
-                                         .arg(s.points)
-                                         .arg(QString::fromStdString(s.analysis.current)));
-                    },
-                    ctx.cancelToken())));
-            },
-            [session = session_](const std::shared_ptr<const json>&) { Q_EMIT session->headResultsChanged(); },
-            [session = session_](const JobFailure&) { Q_EMIT session->headResultsChanged(); });
-    }
+    job.label = QStringLiteral("sweep of %1, layer %2").arg(setup.name, QString::fromStdString(layer.name));
+    session_->headResults().requestSweep(key, std::move(job));
 }
 
 void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json& layerCurvesOf) {

@@ -3,8 +3,8 @@
 // layer's statistics (analyze's and the mean attention distance) as curves over one parameter of
 // one paradigm, over the images of the statistics' scope (the selected image or all): one panel per statistic, a thin
 // line per head, the selected head bold, the mean over heads dashed, and the value the model uses marked by a vertical
-// line. The sweep runs on a worker (Session::sweeps(), job slot JobKind::Sweep) with progress and Cancel; Save JSON writes the
-// attnlens.sweep document attnlens-cli writes for the same request.
+// line. The sweep runs on a worker (the HeadResultsStore, job slot JobKind::Sweep) with progress and Cancel; Save JSON
+// writes the attnlens.sweep document attnlens-cli writes for the same request.
 #include <QStringList>
 #include <memory>
 #include <string>
