@@ -95,14 +95,9 @@ std::string whyNotThisRunsReport(const std::string& output, const std::string& c
 }  // namespace
 
 int cmdAnalyze(int argc, char** argv) {
-    Args a = parseArgs(
-        argc, argv, 2,
-        {"-o",          "--output",       "--paradigms",      "--config",        "--layers",  "--heads",
-         "--images",    "--stats",        "--threads",        "--rank-tol",      "--local-k", "--tau",
-         "--magnitude", "--local-branch", "--local-channels", "--local-spectra", "--model",   "--distance-ref",
-         "--records",   "--records-file", "--shard"},
-        {"--spatial-only", "--per-query-maps", "--no-hash", "--quiet", "--skip-unreadable", "--skip-existing"},
-        "analyze");
+    const CommandOptions options = analyzeOptions().with(
+        {{"-o", "--output", "--records", "--records-file", "--shard"}, {"--no-hash", "--quiet", "--skip-existing"}});
+    Args a = parseArgs(argc, argv, 2, options.values, options.flags, "analyze");
     if (a.positional.size() != 1) throwUsage("analyze: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");

@@ -21,8 +21,8 @@ using nlohmann::json;
 namespace attnlens::cli {
 
 int cmdClaims(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2, {"-o", "--output", "--layers", "--model", "--heads", "--images", "--threads"},
-                       {"--quiet"}, "claims");
+    const CommandOptions options = claimsOptions().with({{"-o", "--output"}, {"--quiet"}});
+    Args a = parseArgs(argc, argv, 2, options.values, options.flags, "claims");
     if (a.positional.size() != 1) throwUsage("claims: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");

@@ -52,10 +52,8 @@ using nlohmann::json;
 namespace attnlens::cli {
 
 int cmdLocality(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2,
-                       {"-o", "--output", "--paradigms", "--config", "--layers", "--model", "--images", "--threads",
-                        "--offset-radius"},
-                       {"--no-labels", "--quiet", "--skip-unreadable"}, "locality");
+    const CommandOptions options = localityOptions().with({{"-o", "--output"}, {"--quiet"}});
+    Args a = parseArgs(argc, argv, 2, options.values, options.flags, "locality");
     if (a.positional.size() != 1) throwUsage("locality: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");

@@ -52,10 +52,8 @@ using nlohmann::json;
 namespace attnlens::cli {
 
 int cmdRollout(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2,
-                       {"-o", "--output", "--image", "--query", "--layers", "--model", "--paradigms", "--config",
-                        "--residual", "--fusion", "--discard", "--weights", "--threads"},
-                       {}, "rollout");
+    const CommandOptions options = rolloutOptions().with({{"-o", "--output", "--image", "--query"}, {}});
+    Args a = parseArgs(argc, argv, 2, options.values, options.flags, "rollout");
     if (a.positional.size() != 1) throwUsage("rollout: expected one FILE");
     for (const char* required : {"--image", "--query"})
         if (!a.get(required)) throwUsage(std::string("rollout: ") + required + " is required");

@@ -50,11 +50,8 @@ void printCurves(const json& sweep) {
 }  // namespace
 
 int cmdSweep(int argc, char** argv) {
-    Args a = parseArgs(argc, argv, 2,
-                       {"-o", "--output", "--paradigm", "--param", "--layers", "--heads", "--images", "--stats",
-                        "--threads", "--rank-tol", "--local-k", "--tau", "--local-branch", "--local-channels",
-                        "--local-spectra", "--model", "--distance-ref"},
-                       {"--spatial-only", "--quiet", "--skip-unreadable"}, "sweep");
+    const CommandOptions options = sweepOptions().with({{"-o", "--output", "--paradigm", "--param"}, {"--quiet"}});
+    Args a = parseArgs(argc, argv, 2, options.values, options.flags, "sweep");
     if (a.positional.size() != 1) throwUsage("sweep: expected one FILE");
     const std::string input = a.positional[0];
     std::optional<std::string> output = a.get("-o");

@@ -212,6 +212,63 @@ std::vector<int> layersFromText(const OptionText& a, const DumpInfo& info, bool 
     return layers;
 }
 
+bool CommandOptions::isFlag(const std::string& name) const {
+    return std::find(flags.begin(), flags.end(), name) != flags.end();
+}
+
+bool CommandOptions::has(const std::string& name) const {
+    return isFlag(name) || std::find(values.begin(), values.end(), name) != values.end();
+}
+
+std::vector<std::string> CommandOptions::names() const {
+    std::vector<std::string> all = values;
+    all.insert(all.end(), flags.begin(), flags.end());
+    return all;
+}
+
+CommandOptions CommandOptions::with(const CommandOptions& more) const {
+    CommandOptions both = *this;
+    both.values.insert(both.values.end(), more.values.begin(), more.values.end());
+    both.flags.insert(both.flags.end(), more.flags.begin(), more.flags.end());
+    return both;
+}
+
+const CommandOptions& analyzeOptions() {
+    static const CommandOptions options{
+        {"--paradigms", "--config", "--layers", "--heads", "--images", "--stats", "--threads", "--rank-tol",
+         "--local-k", "--tau", "--magnitude", "--local-branch", "--local-channels", "--local-spectra", "--model",
+         "--distance-ref"},
+        {"--spatial-only", "--per-query-maps", "--skip-unreadable"}};
+    return options;
+}
+
+const CommandOptions& claimsOptions() {
+    static const CommandOptions options{{"--layers", "--model", "--heads", "--images", "--threads"}, {}};
+    return options;
+}
+
+const CommandOptions& localityOptions() {
+    static const CommandOptions options{
+        {"--paradigms", "--config", "--layers", "--model", "--images", "--threads", "--offset-radius"},
+        {"--no-labels", "--skip-unreadable"}};
+    return options;
+}
+
+const CommandOptions& rolloutOptions() {
+    static const CommandOptions options{{"--layers", "--model", "--paradigms", "--config", "--residual", "--fusion",
+                                         "--discard", "--weights", "--threads"},
+                                        {}};
+    return options;
+}
+
+const CommandOptions& sweepOptions() {
+    static const CommandOptions options{
+        {"--layers", "--heads", "--images", "--stats", "--threads", "--rank-tol", "--local-k", "--tau",
+         "--local-branch", "--local-channels", "--local-spectra", "--model", "--distance-ref"},
+        {"--spatial-only", "--skip-unreadable"}};
+    return options;
+}
+
 ThreadBudget threadBudgetFromText(const OptionText& text) {
     if (auto t = text.get("--threads")) return ThreadBudget(parseInt(*t, 1, 256, "--threads"));
     return {};  // every processor

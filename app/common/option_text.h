@@ -54,6 +54,30 @@ std::vector<int> modelLayers(const std::string& names, const DumpInfo& info, con
 // --layers and --model together (all layers when neither is given and emptyMeansAll, else none).
 std::vector<int> layersFromText(const OptionText& text, const DumpInfo& info, bool emptyMeansAll);
 
+// The options a command's request reads, listed once per command: attnlens-cli parses its command
+// line with them (adding its own outputs: -o, --records, --quiet, ...) and the Python module takes
+// the same as keyword arguments (stats="rank" for --stats rank, spatial_only=True for a flag).
+struct CommandOptions {
+    std::vector<std::string> values;  // options that take a value
+    std::vector<std::string> flags;   // switches
+    bool isFlag(const std::string& name) const;
+    bool has(const std::string& name) const;
+    std::vector<std::string> names() const;  // values, then flags
+    // These options and `more` (the CLI's outputs of one command).
+    CommandOptions with(const CommandOptions& more) const;
+};
+// analyze: paradigms, analysis options, the selection (analyzeRequestFromText, analyzeSelectionFromText).
+const CommandOptions& analyzeOptions();
+// claims: the selection only (its analysis is claimsAnalyzeRequest's).
+const CommandOptions& claimsOptions();
+// locality: paradigms, the selection, --offset-radius, --no-labels.
+const CommandOptions& localityOptions();
+// rollout: all but the query's --image and --query (the Python call's arguments).
+const CommandOptions& rolloutOptions();
+// sweep: analyze's selection and statistics options, without --paradigm and --param (arguments in
+// Python) and the options a sweep has no use for (--magnitude, --per-query-maps).
+const CommandOptions& sweepOptions();
+
 // --threads N (1..256), the one reading of it for every command: N threads of the whole machine;
 // without it, every processor (ThreadBudget's 0). The library plans how they are spent.
 ThreadBudget threadBudgetFromText(const OptionText& text);

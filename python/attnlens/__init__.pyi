@@ -142,7 +142,7 @@ class Dump:
                  layers: Optional[Selection] = None, model: Optional[Selection] = None,
                  images: Optional[Selection] = None, threads: Optional[int] = None,
                  offset_radius: Optional[int] = None, no_labels: bool = False,
-                 progress: Progress = None) -> Report: ...
+                 skip_unreadable: bool = False, progress: Progress = None) -> Report: ...
     def rollout(self, image: Index, query: Query, *, layers: Optional[Selection] = None,
                 model: Optional[Selection] = None, paradigms: Optional[Selection] = None,
                 config: Optional[PathLike] = None, residual: Optional[float] = None, fusion: Optional[str] = None,

@@ -103,20 +103,20 @@ ToolInfo pythonTool(const char* command) {
 }
 
 py::object pyAnalyze(PyDump& dump, const py::kwargs& kwargs) {
-    const OptionText text = optionText(kwargs, kAnalyzeOptions, true);
+    const OptionText text = optionText(kwargs, analyzeOptions(), true);
     return toPython(reportToJson(analyzeSelected(dump, text, analyzeRequestFromText(text), progressArgument(kwargs)),
                                  pythonTool("analyze")));
 }
 
 py::object pyClaims(PyDump& dump, const py::kwargs& kwargs) {
-    const OptionText text = optionText(kwargs, kClaimsOptions, true);
+    const OptionText text = optionText(kwargs, claimsOptions(), true);
     const AnalysisReport report = analyzeSelected(dump, text, claimsRequestFromText(text), progressArgument(kwargs));
     return toPython(evaluateClaims(report, dump.reader().info().path, pythonTool("claims")));
 }
 
 py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string& param, const py::kwargs& kwargs) {
     const DumpReader& reader = dump.reader();
-    OptionText text = optionText(kwargs, kSweepOptions, true);
+    OptionText text = optionText(kwargs, sweepOptions(), true);
     text.options["--paradigm"] = paradigm;
     text.options["--param"] = param;
     SweepRequest request = sweepRequestFromText(text);
@@ -140,7 +140,7 @@ py::object pySweep(PyDump& dump, const std::string& paradigm, const std::string&
 
 py::object pyLocality(PyDump& dump, const py::kwargs& kwargs) {
     const DumpReader& reader = dump.reader();
-    const OptionText text = optionText(kwargs, kLocalityOptions, true);
+    const OptionText text = optionText(kwargs, localityOptions(), true);
     int radius = 3;
     LocalityRequest request = localityRequestFromText(text, radius);
     localitySelectionFromText(text, reader.info(), request);
@@ -157,7 +157,7 @@ py::object pyLocality(PyDump& dump, const py::kwargs& kwargs) {
 py::object pyRollout(PyDump& dump, int image, const py::handle& query, const py::kwargs& kwargs) {
     const DumpReader& reader = dump.reader();
     const DumpInfo& info = reader.info();
-    const OptionText text = optionText(kwargs, kRolloutOptions);
+    const OptionText text = optionText(kwargs, rolloutOptions());
     RolloutRequest request = rolloutRequestFromText(text);
     request.image = image;
     request.layers = layersFromText(text, info, true);

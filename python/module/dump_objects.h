@@ -207,29 +207,11 @@ private:
     std::shared_ptr<const DumpReader> reader_;
 };
 
-const std::vector<std::string> kAnalyzeOptions{
-    "--paradigms",    "--config",         "--layers",          "--heads",         "--images",
-    "--stats",        "--threads",        "--rank-tol",        "--local-k",       "--tau",
-    "--magnitude",    "--local-branch",   "--local-channels",  "--local-spectra", "--model",
-    "--spatial-only", "--per-query-maps", "--skip-unreadable", "--distance-ref"};
-
-const std::vector<std::string> kHeadStatisticsOptions{
-    "--stats",     "--rank-tol",     "--local-k",        "--tau",
-    "--magnitude", "--spatial-only", "--per-query-maps", "--distance-ref"};
-
-const std::vector<std::string> kLocalityOptions{"--paradigms", "--config",  "--layers",        "--model",
-                                                "--images",    "--threads", "--offset-radius", "--no-labels"};
-
-const std::vector<std::string> kRolloutOptions{"--layers", "--model",   "--paradigms", "--config", "--residual",
-                                               "--fusion", "--discard", "--weights",   "--threads"};
-
-// claims: the selection only (the analysis is claimsAnalyzeRequest's).
-const std::vector<std::string> kClaimsOptions{"--layers", "--model", "--heads", "--images", "--threads"};
-
-const std::vector<std::string> kSweepOptions{"--layers",       "--heads",          "--images",         "--stats",
-                                             "--threads",      "--rank-tol",       "--local-k",        "--tau",
-                                             "--local-branch", "--local-channels", "--local-spectra",  "--model",
-                                             "--distance-ref", "--spatial-only",   "--skip-unreadable"};
+// Head.statistics(): analyze's statistics options for one head (the other calls take their
+// command's CommandOptions, option_text.h).
+const CommandOptions kHeadStatisticsOptions{
+    {"--stats", "--rank-tol", "--local-k", "--tau", "--magnitude", "--distance-ref"},
+    {"--spatial-only", "--per-query-maps"}};
 
 py::dict layerDict(const DumpInfo& info, std::size_t l);
 AnalysisReport analyzeSelected(PyDump& dump, const OptionText& text, AnalyzeRequest request,

@@ -77,7 +77,8 @@ std::string optionValue(const py::handle& value) {
     return py::str(value).cast<std::string>();
 }
 
-OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& allowed, bool takesProgress) {
+OptionText optionText(const py::kwargs& kwargs, const CommandOptions& options, bool takesProgress) {
+    const std::vector<std::string> allowed = options.names();
     OptionText text;
     for (const auto& [key, value] : kwargs) {
         if (takesProgress && key.cast<std::string>() == kProgressKeyword) continue;
@@ -96,7 +97,7 @@ OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& 
         if (value.is_none()) continue;
         // True/False switch a flag; an option that takes a value does not silently become its
         // default (analyze(stats=True) meant every statistic).
-        const bool flag = std::find(kFlagOptions.begin(), kFlagOptions.end(), name) != kFlagOptions.end();
+        const bool flag = options.isFlag(name);
         if (py::isinstance<py::bool_>(value) != flag) {
             std::string key = name.substr(2);
             std::replace(key.begin(), key.end(), '-', '_');

@@ -55,9 +55,6 @@ namespace attnlens::python {
 
 using nlohmann::json;
 
-// The options that are switches (attnlens-cli's flags); every other option takes a value.
-const std::vector<std::string> kFlagOptions{"--spatial-only", "--per-query-maps", "--skip-unreadable", "--no-labels"};
-
 // stats="rank,local" -> "--stats rank,local"; True -> the flag; None and False are left out.
 // The keyword of the long calls that is not an option of the CLI: a progress callback (ProgressRelay).
 constexpr const char* kProgressKeyword = "progress";
@@ -168,7 +165,9 @@ Result runInterruptible(Work&& work, std::atomic<bool>& cancel, ProgressRelay* p
 }
 
 std::string optionValue(const py::handle& value);
-OptionText optionText(const py::kwargs& kwargs, const std::vector<std::string>& allowed, bool takesProgress = false);
+// Keyword arguments as the option text of a command whose options are `options` (option_text.h:
+// one list per command, the CLI's too); a switch takes True or False, any other option a value.
+OptionText optionText(const py::kwargs& kwargs, const CommandOptions& options, bool takesProgress = false);
 py::object progressArgument(const py::kwargs& kwargs);
 
 }  // namespace attnlens::python

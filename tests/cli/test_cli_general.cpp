@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "attnlens/io/error.h"
 #include "attnlens/math/blas.h"
 #include "cli/cli_test_fixture.h"
+#include "option_text.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -50,6 +52,34 @@ TEST_F(CliTest, HelpAndVersion) {
     r = run("--version");
     EXPECT_EQ(r.code, 0);
     EXPECT_THAT(r.out, HasSubstr(ATTNLENS_VERSION));
+}
+
+// Each command's options are listed once (app/common/option_text.h, the Python module takes the
+// same): the help and docs/CLI.md name every one, and the command accepts each (an option it did
+// not know would be "unknown option"; a known one fails later, on the missing file).
+TEST_F(CliTest, EveryCommandsOptionsAreInTheHelpTheDocsAndItsParser) {
+    const RunResult help = run("--help");
+    std::ifstream docsFile(std::string(ATTNLENS_SOURCE_DIR) + "/docs/CLI.md");
+    const std::string docs((std::istreambuf_iterator<char>(docsFile)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(docs.empty());
+    const std::pair<const char*, const attnlens::CommandOptions*> commands[] = {
+        {"analyze", &attnlens::analyzeOptions()},
+        {"claims", &attnlens::claimsOptions()},
+        {"locality", &attnlens::localityOptions()},
+        {"rollout", &attnlens::rolloutOptions()},
+        {"sweep", &attnlens::sweepOptions()}};
+    for (const auto& [command, options] : commands) {
+        for (const std::string& name : options->names()) {
+            SCOPED_TRACE(std::string(command) + " " + name);
+            EXPECT_THAT(help.out, HasSubstr(name));
+            EXPECT_THAT(docs, HasSubstr(name));
+            const std::string args =
+                std::string(command) + " /nonexistent/none.h5 " + name + (options->isFlag(name) ? "" : " 1");
+            const RunResult r = run(args);
+            EXPECT_NE(r.code, 0);
+            EXPECT_THAT(r.err, Not(HasSubstr("unknown option")));
+        }
+    }
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

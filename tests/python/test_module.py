@@ -100,9 +100,10 @@ def test_rollout_locality_and_confusion_equal_the_cli(dump, tmp_path):
                     "--paradigms", "softmax,focused")
     assert got == want
 
-    got = dump.locality(images="0-2", layers=[0, 2], paradigms=["softmax", "inline"])
+    # Every option of locality's one list (option_text.h) is a keyword too: skip_unreadable as the CLI's.
+    got = dump.locality(images="0-2", layers=[0, 2], paradigms=["softmax", "inline"], skip_unreadable=True)
     want = cli_json(tmp_path, "locality", EXAMPLE, "--images", "0-2", "--layers", "0,2", "--paradigms",
-                    "softmax,inline", "--quiet")
+                    "softmax,inline", "--skip-unreadable", "--quiet")
     for doc in (got, want):
         doc.pop("tool", None)
         doc.pop("seconds", None)
