@@ -45,9 +45,8 @@ ColumnRule floatColumn(std::string name, std::string definition, std::function<d
             [f = std::move(f)](const HeadRecord& r, double* out) { *out = f(r); }};
 }
 
-std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
-    const AnalysisOptions& options = header.request.options;
-    std::vector<ColumnRule> rules;
+// The record's place: image, layer, head, paradigm; its size and flagged rows.
+void addIdentityColumns(std::vector<ColumnRule>& rules) {
     rules.push_back(integerColumn("image", "image index in the dump", [](const HeadRecord& r) { return r.image; }));
     rules.push_back(integerColumn("layer_position", "position of the layer in the dump (layer_names)",
                                   [](const HeadRecord& r) { return r.layer; }));
@@ -58,6 +57,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                   [](const HeadRecord& r) { return std::int32_t(r.stats.tokens); }));
     rules.push_back(integerColumn("flagged_rows", "rows of A with a non-finite value or no mass, left out",
                                   [](const HeadRecord& r) { return std::int32_t(r.stats.flaggedRows); }));
+}
+
+// The spectrum: rank, its bound, effective rank.
+void addRankColumns(std::vector<ColumnRule>& rules) {
     rules.push_back(integerColumn("rank", "numerical rank of A (results[].rank.rank); -1 where rank was not computed",
                                   [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->rank : -1; }));
     rules.push_back(
@@ -68,6 +71,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
     rules.push_back(
         floatColumn("effective_rank", "exp of the entropy of the normalised singular values",
                     [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->effectiveRank : kNone; }));
+}
+
+// Local mass and its baselines, one set per k of options.localK.
+void addLocalMassColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
     for (std::size_t i = 0; i < options.localK.size(); ++i) {
         const std::string k = std::to_string(options.localK[i]);
         const auto local = [i](const HeadRecord& r) -> const LocalMassResult* {
@@ -95,6 +102,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                         return local(r) && local(r)->outputShare ? *local(r)->outputShare : kNone;
                                     }));
     }
+}
+
+// Entropy, peak weight and the signed-row measures.
+void addEntropyColumns(std::vector<ColumnRule>& rules) {
     const auto entropy = [](double EntropyResult::*field) {
         return [field](const HeadRecord& r) { return r.stats.entropy ? (*r.stats.entropy).*field : kNone; };
     };
@@ -119,6 +130,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                 entropy(&EntropyResult::negativeRowFraction)));
     rules.push_back(floatColumn("negative_mass_per_row", "mean sum of the negative weights per row",
                                 entropy(&EntropyResult::meanNegativeMass)));
+}
+
+// Confusion and the ray probe.
+void addConfusionColumns(std::vector<ColumnRule>& rules) {
     rules.push_back(floatColumn(
         "confused_pairs",
         "unordered pairs of distinct queries with rows closer than tau "
@@ -146,6 +161,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                 [](const HeadRecord& r) {
                                     return r.stats.confusion ? double(r.stats.confusion->identicalQueryPairs) : kNone;
                                 }));
+}
+
+// The distance to the reference paradigm.
+void addDistanceColumns(std::vector<ColumnRule>& rules) {
     const auto distance = [](std::function<double(const DistanceResult&)> f) {
         return [f = std::move(f)](const HeadRecord& r) { return r.stats.distance ? f(*r.stats.distance) : kNone; };
     };
@@ -163,6 +182,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
     rules.push_back(
         floatColumn("output_cosine_mean", "mean over queries of the output rows' cosine",
                     distance([](const DistanceResult& d) { return d.hasOutput ? d.outputCosine.mean : kNone; })));
+}
+
+// The local branch: ranks of E_c, E_mean's share and local mass.
+void addBranchColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
     const auto branch = [](std::function<double(const LocalBranchResult&)> f) {
         return
             [f = std::move(f)](const HeadRecord& r) { return r.stats.localBranch ? f(*r.stats.localBranch) : kNone; };
@@ -190,6 +213,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                         return b.mean && i < b.mean->localMass.size() ? b.mean->localMass[i] : kNone;
                                     })));
     }
+}
+
+// The magnitude curves, one value per factor.
+void addMagnitudeColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
     if (options.stats.magnitude) {
         const auto width = std::uint64_t(options.magnitude.points);
         const auto curve = [width](std::vector<double> MagnitudeCurve::*field) {
@@ -218,7 +245,10 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                   "monotone for signed rows)",
                   &MagnitudeCurve::spread);
     }
-    // Registered statistics (registered_statistics.h): one column each, NaN where not finite.
+}
+
+// Registered statistics (registered_statistics.h): one column each, NaN where not finite.
+void addRegisteredColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
     for (const std::string& key : options.stats.registered) {
         const RegisteredStatistic* r = findRegisteredStatistic(key);
         rules.push_back(floatColumn("registered_" + key, r ? r->definition : "a registered statistic",
@@ -228,6 +258,20 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
                                         return kNone;
                                     }));
     }
+}
+
+std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
+    const AnalysisOptions& options = header.request.options;
+    std::vector<ColumnRule> rules;
+    addIdentityColumns(rules);
+    addRankColumns(rules);
+    addLocalMassColumns(rules, options);
+    addEntropyColumns(rules);
+    addConfusionColumns(rules);
+    addDistanceColumns(rules);
+    addBranchColumns(rules, options);
+    addMagnitudeColumns(rules, options);
+    addRegisteredColumns(rules, options);
     return rules;
 }
 

@@ -36,14 +36,17 @@ void foldSummaryState(nlohmann::json& report, const std::string& name, std::opti
     report["summary_state_folded"] = true;
 }
 
-nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
-                            const ToolInfo& tool, std::optional<ReportSummary> folded,
-                            const MergeCoverageOptions& coverageOptions) {
-    if (reports.empty()) throwUsage("merge: no input reports");
-    auto fail = [&](std::size_t i, const std::string& what) {
-        throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) +
-                   ")");
-    };
+namespace {
+
+// An input that differs from the first in what must be the same.
+[[noreturn]] void mergeFail(const std::vector<std::string>& names, std::size_t i, const std::string& what) {
+    throwInput("merge: " + printableText(names[i]) + ": " + what + " (differs from " + printableText(names[0]) + ")");
+}
+
+// Each input is an attnlens.analysis report of version 1 with the fields merge reads, checked
+// against the schema, its dump and its heads (checkMergeInput).
+std::vector<MergeInput> checkedInputs(const std::vector<nlohmann::json>& reports,
+                                      const std::vector<std::string>& names) {
     std::vector<MergeInput> inputs;
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const auto& r = reports[i];
@@ -57,89 +60,143 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
             if (!r.contains(key)) throwInput("merge: " + printableText(names[i]) + ": missing \"" + key + "\"");
         inputs.push_back(checkMergeInput(r, names[i]));
     }
-    // Reports without JSON records (analyze --records hdf5|none) merge by their summary states.
-    const auto detailOf = [](const json& r) {
-        return r.contains("record_detail") && r["record_detail"].is_object()
-                   ? r["record_detail"].value("format", std::string("?"))
-                   : std::string("json");
-    };
-    const std::string detail = detailOf(reports[0]);
-    std::optional<ReportSummary> mergedState;
-    std::int64_t detailRecords = 0;
+    return inputs;
+}
+
+// How the inputs keep their records (one --records for all), the summary states of those without
+// JSON records, their record count, and the image labels of all.
+struct RecordDetailMerge {
+    std::string detail;
+    std::optional<ReportSummary> state;
+    std::int64_t records = 0;
     json imageLabels = json::array();
+};
+
+std::string recordDetailOf(const json& r) {
+    return r.contains("record_detail") && r["record_detail"].is_object()
+               ? r["record_detail"].value("format", std::string("?"))
+               : std::string("json");
+}
+
+// Reports without JSON records (analyze --records hdf5|none) merge by their summary states.
+RecordDetailMerge mergeRecordDetail(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names) {
+    RecordDetailMerge m;
+    m.detail = recordDetailOf(reports[0]);
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const json& r = reports[i];
-        if (detailOf(r) != detail)
-            fail(i, "records kept as " + printableText(detailOf(r), 20) + " where the first has them as " +
-                        printableText(detail, 20) + " (merge reports written with one --records)");
+        if (recordDetailOf(r) != m.detail)
+            mergeFail(names, i,
+                      "records kept as " + printableText(recordDetailOf(r), 20) + " where the first has them as " +
+                          printableText(m.detail, 20) + " (merge reports written with one --records)");
         if (r.contains("image_labels")) {
-            if (!r["image_labels"].is_array()) fail(i, "\"image_labels\" is not an array");
+            if (!r["image_labels"].is_array()) mergeFail(names, i, "\"image_labels\" is not an array");
             for (const json& e : r["image_labels"]) {
                 if (!e.is_object() || !e.contains("image") || !e["image"].is_number_integer() || !e.contains("label") ||
                     !e["label"].is_number_integer())
-                    fail(i, "an \"image_labels\" entry is not {image, label} with integers: " + shown(e));
-                imageLabels.push_back(e);
+                    mergeFail(names, i, "an \"image_labels\" entry is not {image, label} with integers: " + shown(e));
+                m.imageLabels.push_back(e);
             }
         }
-        if (detail == "json") continue;
-        if (detail != "hdf5" && detail != "none")
-            fail(i, "record_detail.format " + printableText(detail, 20) + " is not json, hdf5 or none");
+        if (m.detail == "json") continue;
+        if (m.detail != "hdf5" && m.detail != "none")
+            mergeFail(names, i, "record_detail.format " + printableText(m.detail, 20) + " is not json, hdf5 or none");
         const json& d = r["record_detail"];
         if (!d.contains("records") || !d["records"].is_number_integer() || d["records"].get<std::int64_t>() < 0)
-            fail(i, "record_detail.records is not a count");
-        if (!r["results"].empty()) fail(i, "results listed beside record_detail " + detail);
+            mergeFail(names, i, "record_detail.records is not a count");
+        if (!r["results"].empty()) mergeFail(names, i, "results listed beside record_detail " + m.detail);
         if (r.contains("summary_state")) {
-            addSummaryState(r, names[i], mergedState);
+            addSummaryState(r, names[i], m.state);
         } else if (!r.value("summary_state_folded", false)) {
-            fail(i, "no \"summary_state\" (needed to merge reports without records)");
+            mergeFail(names, i, "no \"summary_state\" (needed to merge reports without records)");
         }
-        detailRecords += d["records"].get<std::int64_t>();
+        m.records += d["records"].get<std::int64_t>();
     }
+    return m;
+}
+
+// Input i was made from the first's dump: the same SHA-256, size and description, or without
+// hashes the same path, size and description.
+void checkSameInput(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names, std::size_t i) {
+    const json& in = reports[i]["input"];
+    const json& in0 = reports[0]["input"];
+    const auto hashOf = [](const json& input) {
+        return input.contains("sha256") && input["sha256"].is_string() ? input["sha256"].get<std::string>()
+                                                                       : std::string();
+    };
+    if (!hashOf(in).empty() && !hashOf(in0).empty()) {
+        if (hashOf(in) != hashOf(in0) || in.value("size_bytes", json()) != in0.value("size_bytes", json()))
+            mergeFail(names, i, "a different input dump (sha256 " + printableText(hashOf(in), 80) + ")");
+        if (withoutPath(in["dump"]) != withoutPath(in0["dump"]))
+            mergeFail(names, i, "the same sha256 but a different dump description (input.dump)");
+    } else if (in.value("path", json()) != in0.value("path", json()) ||
+               in.value("size_bytes", json()) != in0.value("size_bytes", json()) ||
+               in.value("dump", json()) != in0.value("dump", json())) {
+        // Reports made with --no-hash: two different dumps of equal size must not merge, so
+        // the same input path, size and dump description are asked for instead.
+        throwInput("merge: " + printableText(names[i]) + ": input " + printableText(in.value("path", json()).dump()) +
+                   " is not the input " + printableText(in0.value("path", json()).dump()) + " of " +
+                   printableText(names[0]) +
+                   " (or it changed between the runs), and without SHA-256 (analyze --no-hash) nothing "
+                   "shows that they are the same dump");
+    }
+}
+
+// The merged lists in report order, each left out when empty as analyze leaves it out.
+void sortMergedLists(json& merged, json skipped, json notes, json imageLabels) {
+    auto& res = merged["results"];
+    std::stable_sort(res.begin(), res.end(), [](const json& a, const json& b) {
+        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>(), a["head"].get<int>()) <
+               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>(), b["head"].get<int>());
+    });
+    std::stable_sort(skipped.begin(), skipped.end(), [](const json& a, const json& b) {
+        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>()) <
+               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>());
+    });
+    if (skipped.empty())
+        merged.erase("skipped");
+    else
+        merged["skipped"] = std::move(skipped);
+    if (notes.empty())
+        merged.erase("notes");
+    else
+        merged["notes"] = std::move(notes);
+    if (imageLabels.empty()) {
+        merged.erase("image_labels");
+    } else {
+        std::stable_sort(imageLabels.begin(), imageLabels.end(),
+                         [](const json& a, const json& b) { return a["image"].get<int>() < b["image"].get<int>(); });
+        merged["image_labels"] = std::move(imageLabels);
+    }
+}
+
+}  // namespace
+
+nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                            const ToolInfo& tool, std::optional<ReportSummary> folded,
+                            const MergeCoverageOptions& coverageOptions) {
+    if (reports.empty()) throwUsage("merge: no input reports");
+    const std::vector<MergeInput> inputs = checkedInputs(reports, names);
+    RecordDetailMerge detail = mergeRecordDetail(reports, names);
     std::map<RecordKey, std::size_t> seenRecords;  // -> the input that has it
     const json& first = reports[0];
     std::set<int> seenImages;
     json merged = first;
     merged["results"] = json::array();
     merged["non_finite"] = json::array();
-    json skipped = json::array();
-    json notes = json::array();
-    json images = json::array();
-    json sources = json::array();
+    json skipped = json::array(), notes = json::array(), sources = json::array();
     double seconds = 0;
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const json& r = reports[i];
-        const json& in = r["input"];
-        const json& in0 = first["input"];
-        const auto hashOf = [](const json& input) {
-            return input.contains("sha256") && input["sha256"].is_string() ? input["sha256"].get<std::string>()
-                                                                           : std::string();
-        };
-        if (!hashOf(in).empty() && !hashOf(in0).empty()) {
-            if (hashOf(in) != hashOf(in0) || in.value("size_bytes", json()) != in0.value("size_bytes", json()))
-                fail(i, "a different input dump (sha256 " + printableText(hashOf(in), 80) + ")");
-            if (withoutPath(in["dump"]) != withoutPath(in0["dump"]))
-                fail(i, "the same sha256 but a different dump description (input.dump)");
-        } else if (in.value("path", json()) != in0.value("path", json()) ||
-                   in.value("size_bytes", json()) != in0.value("size_bytes", json()) ||
-                   in.value("dump", json()) != in0.value("dump", json())) {
-            // Reports made with --no-hash: two different dumps of equal size must not merge, so
-            // the same input path, size and dump description are asked for instead.
-            throwInput("merge: " + printableText(names[i]) + ": input " +
-                       printableText(in.value("path", json()).dump()) + " is not the input " +
-                       printableText(in0.value("path", json()).dump()) + " of " + printableText(names[0]) +
-                       " (or it changed between the runs), and without SHA-256 (analyze --no-hash) nothing "
-                       "shows that they are the same dump");
-        }
-        if (r["paradigms"] != first["paradigms"]) fail(i, "different paradigms");
-        if (r["options"] != first["options"]) fail(i, "different analysis options");
-        if (r["selection"]["layers"] != first["selection"]["layers"]) fail(i, "different layers");
-        if (r["selection"]["heads"] != first["selection"]["heads"]) fail(i, "different heads");
+        checkSameInput(reports, names, i);
+        if (r["paradigms"] != first["paradigms"]) mergeFail(names, i, "different paradigms");
+        if (r["options"] != first["options"]) mergeFail(names, i, "different analysis options");
+        if (r["selection"]["layers"] != first["selection"]["layers"]) mergeFail(names, i, "different layers");
+        if (r["selection"]["heads"] != first["selection"]["heads"]) mergeFail(names, i, "different heads");
         for (const auto& img : r["selection"]["images"]) {
             const int b = img.get<int>();
             if (!seenImages.insert(b).second)
                 throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" +
                            printableText(names[i]) + "); merge needs disjoint image ranges");
-            images.push_back(b);
         }
         // Each record lies in its report's selection (checkMergeInput), so disjoint selections
         // mean disjoint records; checked directly all the same.
@@ -165,8 +222,7 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
         sources.push_back(
             {{"file", names[i]}, {"images", r["selection"]["images"]}, {"created_utc", r.value("created_utc", "")}});
     }
-    std::vector<int> sorted(seenImages.begin(), seenImages.end());
-    merged["selection"]["images"] = sorted;
+    merged["selection"]["images"] = std::vector<int>(seenImages.begin(), seenImages.end());
     // Images are disjoint and every shard's own (checked above): now what they cover of the study.
     std::optional<StudyShard> study;
     const StudyCoverage coverage = checkMergeCoverage(reports, names, coverageOptions, study);
@@ -175,46 +231,23 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     else
         merged["selection"].erase("study");
     merged["coverage"] = coverageJson(coverage);
-    auto& res = merged["results"];
-    std::stable_sort(res.begin(), res.end(), [](const json& a, const json& b) {
-        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>(), a["head"].get<int>()) <
-               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>(), b["head"].get<int>());
-    });
-    std::stable_sort(skipped.begin(), skipped.end(), [](const json& a, const json& b) {
-        return std::make_tuple(a["image"].get<int>(), a["layer_position"].get<int>()) <
-               std::make_tuple(b["image"].get<int>(), b["layer_position"].get<int>());
-    });
-    if (skipped.empty())
-        merged.erase("skipped");
-    else
-        merged["skipped"] = std::move(skipped);
-    if (notes.empty())
-        merged.erase("notes");
-    else
-        merged["notes"] = std::move(notes);
+    sortMergedLists(merged, std::move(skipped), std::move(notes), std::move(detail.imageLabels));
     merged["tool"] = {{"name", tool.name}, {"version", tool.version}, {"command", tool.command}};
     merged["created_utc"] = utcNow();
     merged["merged_from"] = sources;
     merged["timing"] = {{"seconds", seconds}, {"threads", nullptr}, {"note", "sum of the merged runs' times"}};
-    if (imageLabels.empty()) {
-        merged.erase("image_labels");
-    } else {
-        std::stable_sort(imageLabels.begin(), imageLabels.end(),
-                         [](const json& a, const json& b) { return a["image"].get<int>() < b["image"].get<int>(); });
-        merged["image_labels"] = std::move(imageLabels);
-    }
     if (folded) {
-        if (mergedState)
-            mergedState->merge(*folded);
+        if (detail.state)
+            detail.state->merge(*folded);
         else
-            mergedState = std::move(*folded);
+            detail.state = std::move(*folded);
     }
     merged.erase("summary_state_folded");
-    if (detail != "json" && !mergedState) throwUsage("merge: the summary states of the reports were not given");
-    if (mergedState) {
-        merged["summary"] = mergedState->toJson();
-        merged["summary_state"] = mergedState->stateJson();
-        merged["record_detail"]["records"] = detailRecords;
+    if (detail.detail != "json" && !detail.state) throwUsage("merge: the summary states of the reports were not given");
+    if (detail.state) {
+        merged["summary"] = detail.state->toJson();
+        merged["summary_state"] = detail.state->stateJson();
+        merged["record_detail"]["records"] = detail.records;
     } else {
         merged["summary"] = summarize(merged);
     }
