@@ -1,5 +1,5 @@
 // Benchmark of the click path at N = 3136 (56 x 56 grid, d = 32) with the eight preset paradigms:
-//   compute  Session::computeRows for all eight (one AttentionHead::row each, O(N d))
+//   compute  Session::attentionOrBranchRow for all eight (one AttentionHead::row each, O(N d))
 //   update   the views copy the rows into their colour maps and set colour ranges
 //   replot   QCustomPlot::replot(rpImmediateRefresh) of the token map and of the 8-panel comparison
 // Heads are built once (the first click after a selection change) and timed separately, as is
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
         const Index q = token(rng);
         bare.setQuery(q);
         t.restart();
-        bare.computeRows(bare.selection().shown);
+        for (int p : bare.selection().shown) bare.attentionOrBranchRow(p);
         compute.add(t.nsecsElapsed());
 
         // Through the views: setQuery computes the rows and updates both views (they are visible),

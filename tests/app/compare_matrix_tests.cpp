@@ -145,13 +145,13 @@ void CompareAndMatrixTests::flickingBackUsesCache() {
     w.showView("compare");
     s->setLayer(1);
     s->setLayer(0);
-    const int reads = s->activationReads(), builds = s->headBuilds();
+    const int reads = s->headCache().activationReads(), builds = s->headCache().headBuilds();
     s->setLayer(1);
     s->setLayer(0);
     s->setHead(1);
     s->setHead(0);
-    QCOMPARE(s->activationReads(), reads + 1);  // only head 1 was new
-    QCOMPARE(s->headBuilds(), builds + 8);      // its eight paradigms
+    QCOMPARE(s->headCache().activationReads(), reads + 1);  // only head 1 was new
+    QCOMPARE(s->headCache().headBuilds(), builds + 8);      // its eight paradigms
 }
 
 void CompareAndMatrixTests::colourBarsSitNextToTheirMaps() {

@@ -69,7 +69,7 @@ void RolloutTests::tokenMapShowsTheRolloutOfTheQueryAndOfCls() {
     auto* box = w.findChild<QComboBox*>(QStringLiteral("mapContent"));
     QVERIFY(box);
     box->setCurrentIndex(box->findData(QStringLiteral("rollout-query")));
-    QVERIFY(s->rolloutShown());
+    QVERIFY(s->selection().rolloutShown());
     QCOMPARE(s->rollout().layers(), (std::vector<int>{0, 1, 2}));
     waitIdle(s);
     TokenMapView* t = w.tokenMapView();

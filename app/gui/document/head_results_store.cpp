@@ -72,7 +72,7 @@ std::shared_ptr<const json> sweepOf(const SweepJob& job, const JobContext& ctx) 
 
 }  // namespace
 
-HeadResultsStore::HeadResultsStore(JobRunner& jobs, QObject* parent) : QObject(parent), jobs_(jobs) {}
+HeadResultsStore::HeadResultsStore(JobRunner& jobs, QObject* parent) : DocumentStore(parent), jobs_(jobs) {}
 
 template <class Value>
 void HeadResultsStore::run(JobResultCache<Value>& cache, JobSlot slot, const std::string& key, std::size_t kept,
@@ -95,8 +95,20 @@ void HeadResultsStore::requestMatrix(const std::string& key, MatrixJob job) {
         [job = std::move(job)](const JobContext& ctx) { return matrixImageOf(job, ctx); });
 }
 
-bool HeadResultsStore::matrixComputing(const std::string& key) const {
-    return matrixImages_.computing(jobs_, JobSlot{JobKind::Matrix}, key);
+bool HeadResultsStore::computing(JobKind kind, const std::string& key) const {
+    const JobSlot slot{kind};
+    switch (kind) {
+        case JobKind::Matrix:
+            return matrixImages_.computing(jobs_, slot, key);
+        case JobKind::ConfusedPairs:
+            return confusedPairs_.computing(jobs_, slot, key);
+        case JobKind::MagnitudeCurves:
+            return magnitudeCurves_.computing(jobs_, slot, key);
+        case JobKind::Sweep:
+            return sweeps_.computing(jobs_, slot, key);
+        default:
+            return false;  // not a job of this store
+    }
 }
 
 void HeadResultsStore::discardMatrix() { jobs_.discard(JobSlot{JobKind::Matrix}); }

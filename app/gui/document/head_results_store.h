@@ -2,8 +2,9 @@
 // The per-head views' background results (head_results.h) and their jobs: the matrix image, the
 // confused pairs, the magnitude curves and the sweep documents. A QObject of its own, built from
 // the JobRunner alone: a view hands it what a job needs, as values (heads, options, the request),
-// and draws what it holds; the store never reads the Session. changed() is emitted on the GUI
-// thread when a result lands or a job fails (the Session forwards it as headResultsChanged()).
+// and draws what it holds; the store never reads the Session. changed() (document_store.h) is
+// emitted on the GUI thread when a result lands or a job fails (the Session forwards it as
+// headResultsChanged()).
 #include <QObject>
 #include <QString>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "attnlens/analysis/sweep.h"
 #include "attnlens/attention/attention.h"
 #include "attnlens/dump/dump.h"
+#include "document/document_store.h"
 #include "document/head_results.h"
 #include "document/job_result_cache.h"
 #include "document/job_runner.h"
@@ -55,7 +57,7 @@ struct SweepJob {
     QString label;
 };
 
-class HeadResultsStore : public QObject {
+class HeadResultsStore : public DocumentStore {
     Q_OBJECT
 public:
     explicit HeadResultsStore(JobRunner& jobs, QObject* parent = nullptr);
@@ -66,7 +68,9 @@ public:
     void requestConfusedPairs(const std::string& key, ConfusedPairsJob job);
     void requestMagnitudeCurves(const std::string& key, MagnitudeJob job);
     void requestSweep(const std::string& key, SweepJob job);
-    bool matrixComputing(const std::string& key) const;
+    // Whether the job of `kind` (Matrix, ConfusedPairs, MagnitudeCurves or Sweep) for `key` is on
+    // its way: a view then waits for it without reading its head again.
+    bool computing(JobKind kind, const std::string& key) const;
     // An older head's matrix must not land (the selected head cannot be read).
     void discardMatrix();
 
@@ -80,9 +84,6 @@ public:
     // a job over the whole layer, keeps its "cancelled" until Retry).
     void forgetCancelled();
     void clear();  // a new dump or new preferences
-
-Q_SIGNALS:
-    void changed();
 
 private:
     template <class Value>

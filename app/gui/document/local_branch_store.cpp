@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "attnlens/dump/head_inputs.h"
-#include "document/session.h"
 
 namespace attnlens::gui {
 namespace {
@@ -23,13 +22,13 @@ QString BranchKernel::describe() const {
 }
 
 bool LocalBranchStore::inDump() const {
-    for (const LayerInfo& l : session_.info().layers)
+    for (const LayerInfo& l : context_.info().layers)
         if (l.localBranch) return true;
     return false;
 }
 
 bool LocalBranchStore::inLayer() const {
-    return session_.isOpen() && session_.layerInfo().localBranch.has_value() && session_.layerInfo().valueDim > 0;
+    return context_.isOpen() && context_.layerInfo().localBranch.has_value() && context_.layerInfo().valueDim > 0;
 }
 
 void LocalBranchStore::clear() {
@@ -39,9 +38,9 @@ void LocalBranchStore::clear() {
 }
 
 std::shared_ptr<const BranchKernel> LocalBranchStore::kernel() {
-    const Selection& sel = session_.selection();
+    const Selection& sel = context_.selection();
     if (!sel.localBranch || !inLayer()) return nullptr;
-    const LayerInfo& l = session_.layerInfo();
+    const LayerInfo& l = context_.layerInfo();
     const LocalBranchInfo& b = *l.localBranch;
     const int dv = l.valueDim;
     const int channel = sel.localChannel < 0 ? -1 : std::min(sel.localChannel, dv - 1);
@@ -55,11 +54,11 @@ std::shared_ptr<const BranchKernel> LocalBranchStore::kernel() {
     if (!entry.weights && entry.error.isEmpty()) {
         try {
             entry.weights =
-                std::make_shared<const LocalBranchWeights>(session_.reader()->readLocalBranch(sel.image, sel.layer));
+                std::make_shared<const LocalBranchWeights>(context_.reader()->readLocalBranch(sel.image, sel.layer));
         } catch (const std::exception& e) {
             entry.error = QString::fromStdString(e.what());
             if (entry.error.isEmpty()) entry.error = QStringLiteral("reading the weights failed");
-            session_.reportIssue(IssueKind::LocalBranch, entry.error);
+            reportIssue(IssueKind::LocalBranch, entry.error);
         }
     }
     kernelKey_ = key;
@@ -71,10 +70,10 @@ std::shared_ptr<const BranchKernel> LocalBranchStore::kernel() {
     k->kind = b.kind;
     k->channel = channel;
     k->valueDim = dv;
-    k->layout = session_.layout();
+    k->layout = context_.layout();
     if (localBranchGrid(l, sel.head).windows) k->windows = l.window->sharedPartitionOf(sel.head);
     k->interpolated = b.interpolatedValues;
-    k->keys = session_.keyLayout();
+    k->keys = context_.keyLayout();
     if (channel < 0) {
         std::vector<int> channels;
         for (int c = 0; c < dv; ++c) channels.push_back(b.weightChannel(sel.head, c, dv));
@@ -95,7 +94,7 @@ std::shared_ptr<const BranchKernel> LocalBranchStore::kernel() {
 }
 
 QString LocalBranchStore::error() {
-    const Selection& sel = session_.selection();
+    const Selection& sel = context_.selection();
     if (!sel.localBranch || !inLayer()) return {};
     kernel();
     auto it = weights_.find({sel.image, sel.layer});
@@ -103,9 +102,9 @@ QString LocalBranchStore::error() {
 }
 
 QString LocalBranchStore::status() {
-    if (!session_.isOpen() || !inDump()) return {};
+    if (!context_.isOpen() || !inDump()) return {};
     if (!inLayer()) return QStringLiteral("no local branch in this layer");
-    if (!session_.selection().localBranch) return QStringLiteral("without local branch");
+    if (!context_.selection().localBranch) return QStringLiteral("without local branch");
     if (auto k = kernel()) return QStringLiteral("with local branch (%1)").arg(k->describe());
     return QStringLiteral("local branch NOT added (unreadable weights)");
 }

@@ -2,7 +2,9 @@
 // The local branch's kernel for the selection (resources/format.md 1a): the branch weights of the
 // (image, layer)s used lately, read on the GUI thread (C x kh x kw values per image) and cached,
 // and the one kernel the views add now (one V channel's, or the mean over the head's channels).
-// Whether the branch is on and which channel it is are part of the Selection (Session).
+// Whether the branch is on and which channel it is are part of the Selection. A store of its own
+// (document_store.h): it reads the selection through a SelectionContext and lists unreadable
+// weights through issueFound().
 #include <QString>
 #include <map>
 #include <memory>
@@ -12,10 +14,10 @@
 #include "attnlens/attention/local_branch.h"
 #include "attnlens/attention/token_layout.h"
 #include "attnlens/attention/window.h"
+#include "document/document_store.h"
+#include "document/selection.h"
 
 namespace attnlens::gui {
-
-class Session;
 
 // The branch kernel the views add for the current selection: one channel's kernel (or the mean
 // kernel), kept alive by the shared_ptr that background jobs capture.
@@ -42,9 +44,11 @@ struct BranchKernel {
     std::string key() const { return kind + '#' + std::to_string(channel); }
 };
 
-class LocalBranchStore {
+class LocalBranchStore : public DocumentStore {
+    Q_OBJECT
 public:
-    explicit LocalBranchStore(Session& session) : session_(session) {}
+    explicit LocalBranchStore(SelectionContext& context, QObject* parent = nullptr)
+        : DocumentStore(parent), context_(context) {}
 
     bool inDump() const;   // any layer has a branch
     bool inLayer() const;  // the selected layer has one (and V)
@@ -65,7 +69,7 @@ private:
         std::shared_ptr<const LocalBranchWeights> weights;  // nullptr when reading failed
         QString error;
     };
-    Session& session_;
+    SelectionContext& context_;
     std::map<std::pair<int, int>, Entry> weights_;  // (image, layer) -> weights
     std::shared_ptr<const BranchKernel> kernel_;    // for kernelKey_
     std::string kernelKey_;

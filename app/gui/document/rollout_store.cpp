@@ -5,7 +5,7 @@
 
 #include "attnlens/analysis/execution.h"
 #include "attnlens/io/error.h"
-#include "document/session.h"
+#include "document/display_text.h"
 
 namespace attnlens::gui {
 namespace {
@@ -53,7 +53,7 @@ std::vector<RolloutLayer> rolloutLayersOf(const std::vector<std::shared_ptr<cons
 }  // namespace
 
 void RolloutStore::forgetFailures() {
-    for (int p = 0; p < int(session_.paradigms().size()) && session_.isOpen(); ++p) {
+    for (int p = 0; p < int(context_.paradigms().size()) && context_.isOpen(); ++p) {
         rows_.forget(key(p));
         products_.forget(productKey(p));
     }
@@ -70,30 +70,30 @@ void RolloutStore::setOptions(const RolloutOptions& options) {
     validate(options);
     options_ = options;
     placeholders_.clear();
-    Q_EMIT session_.selectionChanged();
+    Q_EMIT optionsChanged();
 }
 
 std::vector<int> RolloutStore::layers() const {
-    if (!session_.isOpen()) return {};
-    const std::string model = session_.layerModel();
+    if (!context_.isOpen()) return {};
+    const std::string model = context_.layerModel();
     std::vector<int> layers;
-    if (!model.empty()) layers = session_.modelLayers(model);
+    if (!model.empty()) layers = context_.modelLayers(model);
     if (layers.empty())
-        for (int l = 0; l < int(session_.info().layers.size()); ++l) layers.push_back(l);
-    const int selected = session_.selection().layer;
+        for (int l = 0; l < int(context_.info().layers.size()); ++l) layers.push_back(l);
+    const int selected = context_.selection().layer;
     std::erase_if(layers, [selected](int l) { return l > selected; });
     return layers;
 }
 
 Index RolloutStore::query() const {
-    const Selection& sel = session_.selection();
+    const Selection& sel = context_.selection();
     return sel.map == MapContent::RolloutOfCls ? 0 : sel.query;
 }
 
 QString RolloutStore::description() const {
     const std::vector<int> layers = this->layers();
     if (layers.empty()) return {};
-    const DumpInfo& info = session_.info();
+    const DumpInfo& info = context_.info();
     const auto name = [&info](int l) { return QString::fromStdString(info.layers[std::size_t(l)].name); };
     const RolloutOptions& o = options_;
     QString weights;
@@ -118,11 +118,11 @@ QString RolloutStore::description() const {
 }
 
 std::string RolloutStore::productKey(int paradigm) const {
-    std::string k = "rollout/image " + std::to_string(session_.selection().image) + "/layers";
+    std::string k = "rollout/image " + std::to_string(context_.selection().image) + "/layers";
     for (int l : layers()) k += ' ' + std::to_string(l);
     const RolloutOptions& o = options_;
     k += '/' + std::string(toString(o.fusion)) + ' ' + std::string(toString(o.weights)) + ' ' +
-         std::to_string(o.residual) + ' ' + std::to_string(o.discardRatio) + '/' + session_.paradigmKey(paradigm);
+         std::to_string(o.residual) + ' ' + std::to_string(o.discardRatio) + '/' + context_.paradigmKey(paradigm);
     return k;
 }
 
@@ -131,7 +131,7 @@ std::string RolloutStore::key(int paradigm) const { return productKey(paradigm) 
 const RowData& RolloutStore::row(int paradigm) {
     const std::string k = key(paradigm);
     if (const RowData* r = rows_.find(k)) return *r;
-    const bool product = session_.layout().tokens() <= kProductMaxTokens;
+    const bool product = context_.layout().tokens() <= kProductMaxTokens;
     const std::string pk = productKey(paradigm);
     if (product) {
         if (const auto* m = products_.find(pk)) {
@@ -144,14 +144,14 @@ const RowData& RolloutStore::row(int paradigm) {
     RowData& placeholder = placeholders_[paradigm];
     placeholder = RowData{};
     placeholder.rollout = true;
-    placeholder.values = RowVector::Constant(session_.layout().tokens(), NAN);
+    placeholder.values = RowVector::Constant(context_.layout().tokens(), NAN);
     placeholder.nonFiniteEntries = placeholder.values.size();
     const QString failure = product ? products_.error(pk) : rows_.error(k);
     if (!failure.isEmpty()) {
-        placeholder.error = shortError(failure, session_.path());
+        placeholder.error = shortError(failure, context_.path());
         return placeholder;
     }
-    JobRunner& jobs = session_.jobs();
+    JobRunner& jobs = jobs_;
     const bool computing = product ? products_.computing(jobs, JobSlot{JobKind::RolloutProduct, paradigm}, pk)
                                    : rows_.computing(jobs, JobSlot{JobKind::RolloutRow, paradigm}, k);
     if (!computing) {
@@ -178,11 +178,11 @@ QString RolloutStore::heads(int paradigm, std::vector<std::shared_ptr<const Atte
                             std::vector<int>& headCounts) {
     const std::vector<int> layers = this->layers();
     if (layers.empty()) return QStringLiteral("rollout: no layers");
-    const Selection& sel = session_.selection();
-    const DumpInfo& info = session_.info();
-    if (sel.map == MapContent::RolloutOfCls && session_.layout().prefix == 0)
+    const Selection& sel = context_.selection();
+    const DumpInfo& info = context_.info();
+    if (sel.map == MapContent::RolloutOfCls && context_.layout().prefix == 0)
         return QStringLiteral("rollout of CLS: layer %1 has no prefix token (CLS)")
-            .arg(QString::fromStdString(session_.layerInfo().name));
+            .arg(QString::fromStdString(context_.layerInfo().name));
     try {
         checkRolloutLayers(info, layers);
     } catch (const Error& e) {
@@ -195,12 +195,12 @@ QString RolloutStore::heads(int paradigm, std::vector<std::shared_ptr<const Atte
         headCounts.push_back(li.heads);
         for (int h = 0; h < li.heads; ++h) {
             const HeadKey k{sel.image, layer, h};
-            if (const QString e = session_.headError(k); !e.isEmpty())
+            if (const QString e = context_.headError(k); !e.isEmpty())
                 return through + QStringLiteral(" needs it: ") + e;
             try {
-                heads.push_back(session_.head(k, paradigm));
+                heads.push_back(context_.head(k, paradigm));
             } catch (const std::exception& e) {
-                return through + QStringLiteral(": ") + shortError(QString::fromStdString(e.what()), session_.path());
+                return through + QStringLiteral(": ") + shortError(QString::fromStdString(e.what()), context_.path());
             }
         }
     }
@@ -214,17 +214,16 @@ QString RolloutStore::submitRow(int paradigm, const std::string& key) {
     const Index query = this->query();
     const RolloutOptions options = options_;
     const QString label =
-        QStringLiteral("rollout (%1)").arg(QString::fromStdString(session_.paradigms()[std::size_t(paradigm)].name));
+        QStringLiteral("rollout (%1)").arg(QString::fromStdString(context_.paradigms()[std::size_t(paradigm)].name));
     rows_.trim(kRowsKept);
-    Session& s = session_;
     rows_.submit(
-        s.jobs(), JobSlot{JobKind::RolloutRow, paradigm}, key, label,
+        jobs_, JobSlot{JobKind::RolloutRow, paradigm}, key, label,
         [heads, headCounts, query, options](const JobContext& ctx) {
             // The comparison asks for one row per paradigm: the jobs run side by side, each on its share.
             return rolloutRowData(
                 rolloutRow(rolloutLayersOf(heads, headCounts), query, options, ctx.budget(), ctx.cancelToken()), query);
         },
-        [&s](const RowData&) { Q_EMIT s.rolloutChanged(); }, s.jobFailureHandler(label, &Session::rolloutChanged));
+        [this](const RowData&) { Q_EMIT changed(); }, failureHandler(label));
     return {};
 }
 
@@ -234,16 +233,14 @@ QString RolloutStore::submitProduct(int paradigm, const std::string& productKey)
     if (const QString why = this->heads(paradigm, heads, headCounts); !why.isEmpty()) return why;
     const RolloutOptions options = options_;
     const QString label =
-        QStringLiteral("rollout (%1)").arg(QString::fromStdString(session_.paradigms()[std::size_t(paradigm)].name));
-    Session& s = session_;
+        QStringLiteral("rollout (%1)").arg(QString::fromStdString(context_.paradigms()[std::size_t(paradigm)].name));
     products_.submit(
-        s.jobs(), JobSlot{JobKind::RolloutProduct, paradigm}, productKey, label,
+        jobs_, JobSlot{JobKind::RolloutProduct, paradigm}, productKey, label,
         [heads, headCounts, options](const JobContext& ctx) {
             return std::shared_ptr<const Matrix>(std::make_shared<Matrix>(
                 rolloutMatrix(rolloutLayersOf(heads, headCounts), options, ctx.cancelToken())));
         },
-        [&s](const std::shared_ptr<const Matrix>&) { Q_EMIT s.rolloutChanged(); },
-        s.jobFailureHandler(label, &Session::rolloutChanged));
+        [this](const std::shared_ptr<const Matrix>&) { Q_EMIT changed(); }, failureHandler(label));
     return {};
 }
 

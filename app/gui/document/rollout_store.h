@@ -5,7 +5,9 @@
 // that every further query's row is one of its rows at once; above it, each query's row is its own
 // job. Rows and products are kept by image, layers, options and paradigm; a failure (or the user's
 // Cancel) is kept until the map is chosen again (Session::setMapContent), the dump or the
-// preferences change.
+// preferences change. A store of its own (document_store.h), built from the job runner and the
+// selection (SelectionContext): changed() when a row lands or fails, optionsChanged() when the
+// options are set.
 #include <QString>
 #include <map>
 #include <memory>
@@ -13,19 +15,22 @@
 #include <vector>
 
 #include "attnlens/analysis/rollout.h"
+#include "document/document_store.h"
 #include "document/job_result_cache.h"
+#include "document/job_runner.h"
 #include "document/row_data.h"
+#include "document/selection.h"
 
 namespace attnlens::gui {
 
-class Session;
-
-class RolloutStore {
+class RolloutStore : public DocumentStore {
+    Q_OBJECT
 public:
-    explicit RolloutStore(Session& session) : session_(session) {}
+    RolloutStore(JobRunner& jobs, SelectionContext& context, QObject* parent = nullptr)
+        : DocumentStore(parent), jobs_(jobs), context_(context) {}
 
-    // The rollout row of `paradigm` for the selection: pending while computed (Session::rolloutChanged
-    // when it lands), `error` when it cannot be had.
+    // The rollout row of `paradigm` for the selection: pending while computed (changed() when it
+    // lands), `error` when it cannot be had.
     const RowData& row(int paradigm);
     // Error(Usage) naming the option when out of range (validate(RolloutOptions)).
     void setOptions(const RolloutOptions& options);
@@ -47,6 +52,9 @@ public:
     void forgetFailures();
     void clear();  // a new dump or new preferences
 
+Q_SIGNALS:
+    void optionsChanged();
+
 private:
     std::string productKey(int paradigm) const;  // key() without the query
     std::string key(int paradigm) const;
@@ -57,7 +65,8 @@ private:
     QString submitRow(int paradigm, const std::string& key);
     QString submitProduct(int paradigm, const std::string& productKey);
 
-    Session& session_;
+    JobRunner& jobs_;
+    SelectionContext& context_;
     RolloutOptions options_;
     JobResultCache<RowData> rows_;                            // by key
     JobResultCache<std::shared_ptr<const Matrix>> products_;  // by productKey

@@ -3,6 +3,7 @@
 #include <QFileInfo>
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <thread>
 
@@ -10,7 +11,6 @@
 #include "attnlens/dump/head_inputs.h"
 #include "attnlens/dump/open_check.h"
 #include "attnlens/io/error.h"
-#include "attnlens/io/name_table.h"
 #include "attnlens/io/sha256.h"
 #include "attnlens/io/text.h"
 
@@ -27,6 +27,13 @@ constexpr int kOverlayMaxSide = 1024;
 Session::Session(const Preferences& prefs, QObject* parent)
     : QObject(parent), heads_([this](IssueKind kind, const QString& text) { reportIssue(kind, text); }) {
     qRegisterMetaType<attnlens::gui::Issue>();
+    const auto reportStoreIssue = [this](IssueKind kind, const QString& text) { reportIssue(kind, text); };
+    for (DocumentStore* store : std::initializer_list<DocumentStore*>{&branch_, &spectra_, &rollout_, &statistics_})
+        connect(store, &DocumentStore::issueFound, this, reportStoreIssue);
+    connect(&spectra_, &SpectrumStore::changed, this, &Session::spectraChanged);
+    connect(&rollout_, &RolloutStore::changed, this, &Session::rolloutChanged);
+    connect(&rollout_, &RolloutStore::optionsChanged, this, &Session::selectionChanged);
+    connect(&statistics_, &StatisticsStore::changed, this, &Session::layerReportChanged);
     connect(&headResults_, &HeadResultsStore::changed, this, &Session::headResultsChanged);
     setPreferences(prefs);
     // The branch toggle and channel are session state kept with the preferences; later
@@ -41,21 +48,9 @@ Session::~Session() {
     jobs_.waitForIdle();
 }
 
-const DumpInfo& Session::info() const {
-    static const DumpInfo empty;
-    return reader_ ? reader_->info() : empty;
-}
+void Session::open(const QString& path) { adopt(openDumpReader(path), path); }
 
-const LayerInfo& Session::layerInfo() const {
-    static const LayerInfo empty;
-    const auto& layers = info().layers;
-    if (sel_.layer < 0 || sel_.layer >= int(layers.size())) return empty;
-    return layers[std::size_t(sel_.layer)];
-}
-
-void Session::open(const QString& path) { adopt(openReader(path), path); }
-
-std::shared_ptr<const DumpReader> Session::openReader(const QString& path) {
+std::shared_ptr<const DumpReader> openDumpReader(const QString& path) {
     // The child-process check first, and every read of data in the reading process after it: a
     // file that crashes or stalls HDF5 must not take the open dumps and the user's work with it.
     OpenCheckOptions options = openCheckOptionsFromEnvironment();
@@ -133,12 +128,6 @@ void Session::setPreferences(const Preferences& prefs) {
     rollout_.clear();
     Q_EMIT paradigmsChanged();
     Q_EMIT selectionChanged();
-}
-
-int Session::paradigmIndex(const std::string& name) const {
-    for (std::size_t i = 0; i < paradigms_.size(); ++i)
-        if (paradigms_[i].name == name) return int(i);
-    return -1;
 }
 
 void Session::selectionTouched(bool rowsOnly) {
@@ -234,23 +223,6 @@ void Session::followLayerParadigm() {
     if (const int own = layerParadigm(); own >= 0) sel_.paradigm = own;
 }
 
-int Session::layerParadigm(int layer) const {
-    if (!isOpen()) return -1;
-    if (layer < 0) layer = sel_.layer;
-    if (layer >= int(info().layers.size())) return -1;
-    const std::string& attention = info().layers[std::size_t(layer)].attention;
-    return attention.empty() ? -1 : paradigmIndex(attention);
-}
-
-QString Session::paradigmLabel(int paradigm) const {
-    if (paradigm < 0 || paradigm >= int(paradigms_.size())) return QString();
-    const QString name = QString::fromStdString(paradigms_[std::size_t(paradigm)].name);
-    if (!isOpen()) return name;
-    const std::string& attention = layerInfo().attention;
-    if (attention.empty() || attention == paradigms_[std::size_t(paradigm)].name) return name;
-    return QStringLiteral("%1 (model: %2)").arg(name, QString::fromStdString(attention));
-}
-
 void Session::setShown(std::vector<int> shown) {
     std::vector<int> valid;
     for (int i : shown)
@@ -276,14 +248,10 @@ QString Session::headError(const HeadKey& key) {
     return heads_.headError(key);
 }
 
-std::string Session::paradigmKey(int paradigm) const { return paradigms_.at(std::size_t(paradigm)).toJson().dump(); }
-
 std::shared_ptr<const AttentionHead> Session::head(const HeadKey& key, int paradigm) {
     if (!isOpen()) throwUsage("no dump is open");
     return heads_.head(key, paradigms_.at(std::size_t(paradigm)));
 }
-
-std::shared_ptr<const AttentionHead> Session::currentHead(int paradigm) { return head(currentKey(), paradigm); }
 
 const RowData& Session::attentionRow(int paradigm) {
     if (auto it = rows_.find(paradigm); it != rows_.end()) return it->second;
@@ -331,10 +299,6 @@ const RowData& Session::attentionRow(int paradigm) {
     return rows_.emplace(paradigm, std::move(r)).first->second;
 }
 
-void Session::computeRows(const std::vector<int>& paradigms) {
-    for (int p : paradigms) attentionOrBranchRow(p);
-}
-
 const RowData& Session::attentionOrBranchRow(int paradigm) {
     auto kernel = branch_.kernel();
     if (!kernel) return attentionRow(paradigm);
@@ -349,15 +313,6 @@ const RowData& Session::attentionOrBranchRow(int paradigm) {
 
 // ---- Rollout ------------------------------------------------------------------------------------
 
-namespace {
-constexpr NameTable<MapContent, 3> kMapContentNames{{{{MapContent::Attention, "attention"},
-                                                      {MapContent::RolloutOfQuery, "rollout-query"},
-                                                      {MapContent::RolloutOfCls, "rollout-cls"}}}};
-}  // namespace
-
-std::string_view toString(MapContent content) { return kMapContentNames.name(content); }
-MapContent parseMapContent(std::string_view s) { return kMapContentNames.parse(s, "map"); }
-
 void Session::setMapContent(MapContent content) {
     // Choosing a map again is the way to run a failed or cancelled rollout again.
     rollout_.forgetFailures();
@@ -370,15 +325,7 @@ void Session::setMapContent(MapContent content) {
 }
 
 const RowData& Session::mapContentRow(int paradigm) {
-    return rolloutShown() ? rollout_.row(paradigm) : attentionOrBranchRow(paradigm);
-}
-
-std::function<void(const JobFailure&)> Session::jobFailureHandler(const QString& label, void (Session::*changed)()) {
-    return [this, label, changed](const JobFailure& f) {
-        // The user's Cancel is a state the views show (with Retry), not a problem with the data.
-        if (!f.cancelled()) reportIssue(IssueKind::JobFailed, label + QStringLiteral(": ") + f.message);
-        Q_EMIT(this->*changed)();
-    };
+    return sel_.rolloutShown() ? rollout_.row(paradigm) : attentionOrBranchRow(paradigm);
 }
 
 // ---- Local branch -------------------------------------------------------------------------------
@@ -436,24 +383,6 @@ QImage Session::inputImage(int image) {
     if (images_.size() >= kImageCacheEntries) images_.erase(images_.begin());
     images_[image] = result;
     return result;
-}
-
-std::string Session::layerWhere() const {
-    return printableText(info().path) + ": image " + std::to_string(sel_.image) + ", layer " + layerInfo().name +
-           ", head " + std::to_string(sel_.head);
-}
-
-std::string Session::layerModel(int layer) const {
-    if (!isOpen()) return {};
-    if (layer < 0) layer = sel_.layer;
-    if (layer >= int(info().layers.size())) return {};
-    return modelOfLayer(info().layers[std::size_t(layer)].name);
-}
-
-std::vector<int> Session::modelLayers(const std::string& model) const {
-    for (const LayerModel& m : layerModels(info()))
-        if (m.name == model) return m.layers;
-    return {};
 }
 
 }  // namespace attnlens::gui

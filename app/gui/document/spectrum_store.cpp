@@ -2,7 +2,7 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/io/error.h"
-#include "document/session.h"
+#include "document/display_text.h"
 
 namespace attnlens::gui {
 
@@ -13,16 +13,16 @@ void SpectrumStore::clear() {
 
 std::string SpectrumStore::key(const HeadKey& head, int paradigm) const {
     return std::to_string(head.image) + '/' + std::to_string(head.layer) + '/' + std::to_string(head.head) + '/' +
-           session_.paradigmKey(paradigm) + '/' + session_.preferences().analysis.toJson()["spectrum"].dump();
+           context_.paradigmKey(paradigm) + '/' + context_.preferences().analysis.toJson()["spectrum"].dump();
 }
 
 std::string SpectrumStore::branchKey(int paradigm, const BranchKernel& kernel) const {
-    return key(session_.currentKey(), paradigm) + "/branch/" + kernel.key();
+    return key(context_.currentKey(), paradigm) + "/branch/" + kernel.key();
 }
 
 const SpectrumResult* SpectrumStore::spectrum(int paradigm, bool request) {
-    if (!session_.isOpen()) return nullptr;
-    const std::string k = key(session_.currentKey(), paradigm);
+    if (!context_.isOpen()) return nullptr;
+    const std::string k = key(context_.currentKey(), paradigm);
     if (const SpectrumResult* s = spectra_.find(k)) return s;
     if (!request) return nullptr;
     this->request({paradigm});
@@ -31,19 +31,19 @@ const SpectrumResult* SpectrumStore::spectrum(int paradigm, bool request) {
 }
 
 void SpectrumStore::request(const std::vector<int>& paradigms) {
-    if (!session_.isOpen()) return;
+    if (!context_.isOpen()) return;
     for (int p : paradigms) {
-        const std::string k = key(session_.currentKey(), p);
+        const std::string k = key(context_.currentKey(), p);
         if (spectra_.contains(k) || spectra_.failed(k)) continue;
         // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
         // and the fast low-rank spectra never wait behind a dense softmax SVD.
         const JobSlot slot{JobKind::Spectrum, p};
-        if (spectra_.computing(session_.jobs(), slot, k)) continue;
+        if (spectra_.computing(jobs_, slot, k)) continue;
         const QString label =
-            QStringLiteral("spectrum of %1").arg(QString::fromStdString(session_.paradigms()[std::size_t(p)].name));
-        const AttentionLayout lay = session_.attentionLayout();
-        const SpectrumOptions opts = session_.preferences().analysis.spectrum;
-        const std::string where = session_.layerWhere();
+            QStringLiteral("spectrum of %1").arg(QString::fromStdString(context_.paradigms()[std::size_t(p)].name));
+        const AttentionLayout lay = context_.attentionLayout();
+        const SpectrumOptions opts = context_.preferences().analysis.spectrum;
+        const std::string where = context_.layerWhere();
         submit(slot, k, p, label, spectra_, [lay, opts, where](const AttentionHead& h, const JobContext&) {
             // Softmax has no factorised form: its spectrum is a dense SVD (the matrices as the
             // analysis counts them for a rank statistic).
@@ -60,7 +60,7 @@ void SpectrumStore::request(const std::vector<int>& paradigms) {
 }
 
 const SpectrumResult* SpectrumStore::branchSpectrum(int paradigm, bool request) {
-    auto kernel = session_.branch().kernel();
+    auto kernel = branch_.kernel();
     if (!kernel) return nullptr;
     const std::string k = branchKey(paradigm, *kernel);
     if (const SpectrumResult* s = branchSpectra_.find(k)) return s;
@@ -70,7 +70,7 @@ const SpectrumResult* SpectrumStore::branchSpectrum(int paradigm, bool request) 
 }
 
 void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
-    auto kernel = session_.branch().kernel();
+    auto kernel = branch_.kernel();
     if (!kernel) return;
     for (int p : paradigms) {
         const std::string k = branchKey(p, *kernel);
@@ -78,12 +78,12 @@ void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
         // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
         // newer selection (channel, head, ...) supersedes the older E_c job.
         const JobSlot slot{JobKind::BranchSpectrum, p};
-        if (branchSpectra_.computing(session_.jobs(), slot, k)) continue;
+        if (branchSpectra_.computing(jobs_, slot, k)) continue;
         const QString label = QStringLiteral("spectrum of %1 + local branch")
-                                  .arg(QString::fromStdString(session_.paradigms()[std::size_t(p)].name));
-        const TokenLayout lay = session_.layout();
-        const SpectrumOptions opts = session_.preferences().analysis.spectrum;
-        const std::string where = session_.layerWhere();
+                                  .arg(QString::fromStdString(context_.paradigms()[std::size_t(p)].name));
+        const TokenLayout lay = context_.layout();
+        const SpectrumOptions opts = context_.preferences().analysis.spectrum;
+        const std::string where = context_.layerWhere();
         submit(slot, k, p, label, branchSpectra_,
                [kernel, lay, opts, where](const AttentionHead& h, const JobContext& ctx) {
                    // E_c, its finite rows and dgesdd's copy (DenseNeeds: the branch's copies).
@@ -102,36 +102,33 @@ void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
 void SpectrumStore::submit(const JobSlot& slot, const std::string& key, int paradigm, const QString& label,
                            JobResultCache<SpectrumResult>& cache,
                            std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
-    if (!session_.currentHeadError().isEmpty()) {
-        session_.jobs().discard(slot);  // an older head's spectrum must not land for this selection
+    if (!context_.currentHeadError().isEmpty()) {
+        jobs_.discard(slot);  // an older head's spectrum must not land for this selection
         return;
     }
     std::shared_ptr<const AttentionHead> h;
     try {
-        h = session_.currentHead(paradigm);
+        h = context_.currentHead(paradigm);
     } catch (const std::exception& e) {
-        session_.reportIssue(IssueKind::JobFailed, QString::fromStdString(e.what()));
+        reportIssue(IssueKind::JobFailed, QString::fromStdString(e.what()));
         return;
     }
     // A failure is remembered, so that the view says why and the job is not submitted again for
     // this head.
-    Session& s = session_;
     cache.submit(
-        s.jobs(), slot, key, label,
-        [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
-        [&s](const SpectrumResult&) { Q_EMIT s.spectraChanged(); },
-        s.jobFailureHandler(label, &Session::spectraChanged));
+        jobs_, slot, key, label, [h, compute = std::move(compute)](const JobContext& ctx) { return compute(*h, ctx); },
+        [this](const SpectrumResult&) { Q_EMIT changed(); }, failureHandler(label));
 }
 
 QString SpectrumStore::error(int paradigm) const {
-    return session_.isOpen() ? shortError(spectra_.error(key(session_.currentKey(), paradigm)), session_.path())
+    return context_.isOpen() ? shortError(spectra_.error(key(context_.currentKey(), paradigm)), context_.path())
                              : QString();
 }
 
 QString SpectrumStore::branchError(int paradigm) {
-    const auto kernel = session_.isOpen() ? session_.branch().kernel() : nullptr;
+    const auto kernel = context_.isOpen() ? branch_.kernel() : nullptr;
     if (!kernel) return {};
-    return shortError(branchSpectra_.error(branchKey(paradigm, *kernel)), session_.path());
+    return shortError(branchSpectra_.error(branchKey(paradigm, *kernel)), context_.path());
 }
 
 }  // namespace attnlens::gui

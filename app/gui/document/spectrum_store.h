@@ -3,6 +3,8 @@
 // paradigm, and of E_c = A + M_c with the active branch kernel, computed in the background (one
 // job slot per paradigm and kind) and kept by head, paradigm and options. Failures are kept too, so
 // that a view says why and the job is not submitted again until the dump or the preferences change.
+// A store of its own (document_store.h): built from the job runner, the selection (SelectionContext)
+// and the local branch store whose kernel E_c adds; changed() when a spectrum lands or fails.
 #include <QString>
 #include <functional>
 #include <string>
@@ -10,20 +12,23 @@
 
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/attention/attention.h"
+#include "document/document_store.h"
 #include "document/head_cache.h"
 #include "document/job_result_cache.h"
+#include "document/job_runner.h"
+#include "document/local_branch_store.h"
+#include "document/selection.h"
 
 namespace attnlens::gui {
 
-class Session;
-struct BranchKernel;
-
-class SpectrumStore {
+class SpectrumStore : public DocumentStore {
+    Q_OBJECT
 public:
-    explicit SpectrumStore(Session& session) : session_(session) {}
+    SpectrumStore(JobRunner& jobs, SelectionContext& context, LocalBranchStore& branch, QObject* parent = nullptr)
+        : DocumentStore(parent), jobs_(jobs), context_(context), branch_(branch) {}
 
     // Spectrum of the selected head under a paradigm, or nullptr while not yet computed; a missing
-    // one is requested in the background (Session::spectraChanged fires when it lands).
+    // one is requested in the background (changed() when it lands).
     const SpectrumResult* spectrum(int paradigm, bool request = true);
     void request(const std::vector<int>& paradigms);
     // Spectrum of E_c = A + M_c of the selected head under a paradigm with the active branch kernel
@@ -46,7 +51,9 @@ private:
                 JobResultCache<SpectrumResult>& cache,
                 std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute);
 
-    Session& session_;
+    JobRunner& jobs_;
+    SelectionContext& context_;
+    LocalBranchStore& branch_;
     JobResultCache<SpectrumResult> spectra_;        // A's
     JobResultCache<SpectrumResult> branchSpectra_;  // E_c's
 };

@@ -8,7 +8,7 @@
 #include "attnlens/io/error.h"
 #include "attnlens/io/sha256.h"
 #include "attnlens/io/text.h"
-#include "document/session.h"
+#include "document/display_text.h"
 
 namespace attnlens::gui {
 namespace {
@@ -38,13 +38,13 @@ void StatisticsStore::setModelFollowsLayer(bool on) {
     const bool hadLayers = !layers_.empty();
     if (on) layers_.clear();
     modelFollowsLayer_ = on;
-    if (followModel() || (on && hadLayers)) Q_EMIT session_.layerReportChanged();
+    if (followModel() || (on && hadLayers)) Q_EMIT changed();
 }
 
 void StatisticsStore::setLayers(std::vector<int> layers) {
-    if (!session_.isOpen()) return;
+    if (!context_.isOpen()) return;
     if (layers.empty()) throwInput("no layers chosen for the statistics (choose at least one)");
-    const int count = int(session_.info().layers.size());
+    const int count = int(context_.info().layers.size());
     for (int l : layers)
         if (l < 0 || l >= count)
             throwInput("layer " + std::to_string(l) + " is not in the dump (it has " + std::to_string(count) +
@@ -55,34 +55,34 @@ void StatisticsStore::setLayers(std::vector<int> layers) {
     layers_ = std::move(layers);
     modelFollowsLayer_ = false;
     model_.clear();
-    Q_EMIT session_.layerReportChanged();
+    Q_EMIT changed();
 }
 
 std::vector<int> StatisticsStore::coveredLayers() const {
-    if (!session_.isOpen()) return {};
+    if (!context_.isOpen()) return {};
     if (!layers_.empty()) return layers_;
-    if (!model_.empty()) return session_.modelLayers(model_);
-    std::vector<int> all(session_.info().layers.size());
+    if (!model_.empty()) return context_.modelLayers(model_);
+    std::vector<int> all(context_.info().layers.size());
     std::iota(all.begin(), all.end(), 0);
     return all;
 }
 
 QString StatisticsStore::coverageText() const {
-    if (!session_.isOpen()) return {};
+    if (!context_.isOpen()) return {};
     if (layers_.size() == 1)
         return QStringLiteral("layer %1")
-            .arg(QString::fromStdString(session_.info().layers[std::size_t(layers_[0])].name));
+            .arg(QString::fromStdString(context_.info().layers[std::size_t(layers_[0])].name));
     if (!layers_.empty()) return QStringLiteral("%1 chosen layers").arg(layers_.size());
     if (!model_.empty()) return QStringLiteral("model %1").arg(QString::fromStdString(model_));
     return QStringLiteral("every layer");
 }
 
 bool StatisticsStore::followModel() {
-    if (!modelFollowsLayer_ || !session_.isOpen()) return false;
+    if (!modelFollowsLayer_ || !context_.isOpen()) return false;
     int named = 0;
-    for (const LayerModel& m : layerModels(session_.info())) named += !m.name.empty();
+    for (const LayerModel& m : layerModels(context_.info())) named += !m.name.empty();
     const std::string before = model_;
-    model_ = named >= 2 ? session_.layerModel() : std::string();
+    model_ = named >= 2 ? context_.layerModel() : std::string();
     return model_ != before;
 }
 
@@ -91,7 +91,7 @@ void StatisticsStore::setModel(const std::string& model) {
     if (!model.empty()) {
         bool known = false;
         std::string names;
-        for (const LayerModel& m : layerModels(session_.info())) {
+        for (const LayerModel& m : layerModels(context_.info())) {
             known = known || m.name == model;
             if (!m.name.empty()) names += (names.empty() ? "" : ", ") + m.name;
         }
@@ -102,27 +102,27 @@ void StatisticsStore::setModel(const std::string& model) {
     modelFollowsLayer_ = false;
     model_ = model;
     layers_.clear();
-    Q_EMIT session_.layerReportChanged();
+    Q_EMIT changed();
 }
 
 std::string StatisticsStore::reportKey(StatsScope scope, ReportContent content) const {
     std::string k = content == ReportContent::Rank ? "rank/" : content == ReportContent::Distance ? "distance/" : "";
-    k += scope == StatsScope::AllImages ? "all" : "image " + std::to_string(session_.selection().image);
+    k += scope == StatsScope::AllImages ? "all" : "image " + std::to_string(context_.selection().image);
     k += "/model " + model_ + "/layers";
     for (int l : layers_) k += ' ' + std::to_string(l);
-    for (int p : session_.selection().shown) k += '/' + session_.paradigmKey(p);
-    return k + '/' + session_.preferences().analysis.toJson().dump();
+    for (int p : context_.selection().shown) k += '/' + context_.paradigmKey(p);
+    return k + '/' + context_.preferences().analysis.toJson().dump();
 }
 
 void StatisticsStore::setScope(StatsScope scope) {
     if (scope == scope_) return;
     scope_ = scope;
-    Q_EMIT session_.layerReportChanged();
+    Q_EMIT changed();
 }
 
 std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, bool request, ReportContent content) {
-    const Selection& sel = session_.selection();
-    if (!session_.isOpen() || sel.shown.empty()) return nullptr;
+    const Selection& sel = context_.selection();
+    if (!context_.isOpen() || sel.shown.empty()) return nullptr;
     const std::string key = reportKey(scope, content);
     if (const auto* r = reports_.find(key)) return *r;
     if (!request || reports_.failed(key)) return nullptr;
@@ -131,12 +131,11 @@ std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, 
     const bool rank = content == ReportContent::Rank, distance = content == ReportContent::Distance;
     const int contentPart = rank ? 1 : distance ? 2 : 0;
     const JobSlot slot{JobKind::LayerStatistics, 2 * contentPart + (scope == StatsScope::AllImages ? 1 : 0)};
-    Session& s = session_;
-    if (reports_.computing(s.jobs(), slot, key)) return nullptr;
+    if (reports_.computing(jobs_, slot, key)) return nullptr;
 
-    const Preferences& prefs = s.preferences();
+    const Preferences& prefs = context_.preferences();
     AnalyzeRequest req;
-    for (int p : sel.shown) req.paradigms.push_back(s.paradigms()[std::size_t(p)]);
+    for (int p : sel.shown) req.paradigms.push_back(context_.paradigms()[std::size_t(p)]);
     if (scope == StatsScope::CurrentImage) req.images = {sel.image};
     if (!layers_.empty() || !model_.empty()) req.layers = coveredLayers();
     req.options = prefs.analysis;
@@ -158,45 +157,44 @@ std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, 
                                                          : QStringLiteral("%1, image %2").arg(what).arg(sel.image);
     // A failure is kept so that the views say why instead of "computing…" and do not resubmit forever.
     reports_.submit(
-        s.jobs(), slot, key, label, analysisJob(req, /*hash=*/false),
-        [this, &s](const std::shared_ptr<const AnalysisReport>& r) {
+        jobs_, slot, key, label, analysisJob(req, /*hash=*/false),
+        [this](const std::shared_ptr<const AnalysisReport>& r) {
             reportAnalysisIssues(*r);
-            Q_EMIT s.layerReportChanged();
+            Q_EMIT changed();
         },
-        s.jobFailureHandler(label, &Session::layerReportChanged));
+        failureHandler(label));
     // Synchronous runners (headless rendering) have delivered already.
     const auto* r = reports_.find(key);
     return r ? *r : nullptr;
 }
 
 bool StatisticsStore::cancelled(StatsScope scope, ReportContent content) const {
-    return session_.isOpen() && reports_.cancelled(reportKey(scope, content));
+    return context_.isOpen() && reports_.cancelled(reportKey(scope, content));
 }
 
 void StatisticsStore::retry(StatsScope scope, ReportContent content) {
-    if (!session_.isOpen()) return;
+    if (!context_.isOpen()) return;
     reports_.forget(reportKey(scope, content));
     report(scope, /*request=*/true, content);
-    Q_EMIT session_.layerReportChanged();
+    Q_EMIT changed();
 }
 
 QString StatisticsStore::error(StatsScope scope, ReportContent content) const {
-    if (!session_.isOpen()) return {};
-    return shortError(reports_.error(reportKey(scope, content)), session_.path());
+    if (!context_.isOpen()) return {};
+    return shortError(reports_.error(reportKey(scope, content)), context_.path());
 }
 
 void StatisticsStore::runAnalysis(const AnalyzeRequest& request, const QString& label,
                                   std::function<void(std::shared_ptr<const AnalysisReport>)> onDone,
                                   std::function<void(const JobFailure&)> onFailed) {
-    Session& s = session_;
-    s.jobs().submit<std::shared_ptr<const AnalysisReport>>(
+    jobs_.submit<std::shared_ptr<const AnalysisReport>>(
         JobSlot{JobKind::ExportAnalysis}, label, analysisJob(request, /*hash=*/true),
         [this, onDone](std::shared_ptr<const AnalysisReport>& r) {
             reportAnalysisIssues(*r);
             if (onDone) onDone(r);
         },
-        [&s, label, onFailed](const JobFailure& f) {
-            if (!f.cancelled()) s.reportIssue(IssueKind::JobFailed, label + QStringLiteral(": ") + f.message);
+        [this, label, onFailed](const JobFailure& f) {
+            if (!f.cancelled()) reportIssue(IssueKind::JobFailed, label + QStringLiteral(": ") + f.message);
             if (onFailed) onFailed(f);
         });
 }
@@ -204,25 +202,24 @@ void StatisticsStore::runAnalysis(const AnalyzeRequest& request, const QString& 
 std::string StatisticsStore::localityKey() const {
     std::string k = "locality/layers";
     for (int l : coveredLayers()) k += ' ' + std::to_string(l);
-    for (int p : session_.selection().shown) k += '/' + session_.paradigmKey(p);
+    for (int p : context_.selection().shown) k += '/' + context_.paradigmKey(p);
     return k;
 }
 
 std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
-    const Selection& sel = session_.selection();
-    if (!session_.isOpen() || sel.shown.empty()) return nullptr;
+    const Selection& sel = context_.selection();
+    if (!context_.isOpen() || sel.shown.empty()) return nullptr;
     const std::string key = localityKey();
     if (const auto* r = locality_.find(key)) return *r;
-    Session& s = session_;
-    if (!request || locality_.failed(key) || locality_.computing(s.jobs(), kLocalitySlot, key)) return nullptr;
+    if (!request || locality_.failed(key) || locality_.computing(jobs_, kLocalitySlot, key)) return nullptr;
     LocalityRequest req;
-    for (int p : sel.shown) req.paradigms.push_back(s.paradigms()[std::size_t(p)]);
+    for (int p : sel.shown) req.paradigms.push_back(context_.paradigms()[std::size_t(p)]);
     req.layers = coveredLayers();
     req.perLabel = true;
     req.skipUnreadable = true;  // as the other statistics views: a damaged (image, layer) is left out, said
-    auto reader = s.reader();
+    auto reader = context_.reader();
     locality_.submit(
-        s.jobs(), kLocalitySlot, key, QStringLiteral("locality, all images"),
+        jobs_, kLocalitySlot, key, QStringLiteral("locality, all images"),
         [reader, req](const JobContext& ctx) {
             LocalityRequest shared = req;
             shared.threads = ctx.budget();
@@ -231,50 +228,49 @@ std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
                 [&ctx](const AnalysisProgress& p) { ctx.progress(p.done, p.total, QString::fromStdString(p.current)); },
                 ctx.cancelToken())));
         },
-        [&s](const std::shared_ptr<const LocalityReport>& r) {
+        [this](const std::shared_ptr<const LocalityReport>& r) {
             // An image whose label cannot be used is in "all" but in no label group: said, not hidden.
             for (const auto& note : r->notes)
-                s.reportIssue(IssueKind::UnreadableData, QStringLiteral("locality: ") + QString::fromStdString(note));
-            Q_EMIT s.layerReportChanged();
+                reportIssue(IssueKind::UnreadableData, QStringLiteral("locality: ") + QString::fromStdString(note));
+            Q_EMIT changed();
         },
-        s.jobFailureHandler(QStringLiteral("locality"), &Session::layerReportChanged));
+        failureHandler(QStringLiteral("locality")));
     return locality_.find(key) ? *locality_.find(key) : nullptr;  // synchronous runners delivered already
 }
 
 QString StatisticsStore::localityError() const {
-    return session_.isOpen() ? shortError(locality_.error(localityKey()), session_.path()) : QString();
+    return context_.isOpen() ? shortError(locality_.error(localityKey()), context_.path()) : QString();
 }
 
-bool StatisticsStore::localityCancelled() const { return session_.isOpen() && locality_.cancelled(localityKey()); }
+bool StatisticsStore::localityCancelled() const { return context_.isOpen() && locality_.cancelled(localityKey()); }
 
 void StatisticsStore::retryLocality() {
-    if (!session_.isOpen()) return;
+    if (!context_.isOpen()) return;
     locality_.forget(localityKey());
     locality(true);
-    Q_EMIT session_.layerReportChanged();
+    Q_EMIT changed();
 }
 
 std::string StatisticsStore::claimsKey() const {
     return (scope_ == StatsScope::AllImages ? std::string("all")
-                                            : "image " + std::to_string(session_.selection().image)) +
-           '/' + session_.path().toStdString();
+                                            : "image " + std::to_string(context_.selection().image)) +
+           '/' + context_.path().toStdString();
 }
 
 std::shared_ptr<const nlohmann::json> StatisticsStore::claims(bool request) {
-    if (!session_.isOpen()) return nullptr;
+    if (!context_.isOpen()) return nullptr;
     const std::string key = claimsKey();
     if (const auto* r = claims_.find(key)) return *r;
-    Session& s = session_;
-    if (!request || claims_.failed(key) || claims_.computing(s.jobs(), kClaimsSlot, key)) return nullptr;
+    if (!request || claims_.failed(key) || claims_.computing(jobs_, kClaimsSlot, key)) return nullptr;
     AnalyzeRequest req = claimsAnalyzeRequest();
     req.skipUnreadable = true;
-    if (scope_ == StatsScope::CurrentImage) req.images = {s.selection().image};
+    if (scope_ == StatsScope::CurrentImage) req.images = {context_.selection().image};
     const QString label = scope_ == StatsScope::AllImages
                               ? QStringLiteral("the papers' claims, all images")
-                              : QStringLiteral("the papers' claims, image %1").arg(s.selection().image);
+                              : QStringLiteral("the papers' claims, image %1").arg(context_.selection().image);
     claims_.submit(
-        s.jobs(), kClaimsSlot, key, label,
-        [analyse = analysisJob(req, /*hash=*/false), path = s.path().toStdString()](const JobContext& ctx) {
+        jobs_, kClaimsSlot, key, label,
+        [analyse = analysisJob(req, /*hash=*/false), path = context_.path().toStdString()](const JobContext& ctx) {
             const std::shared_ptr<const AnalysisReport> report = analyse(ctx);
             ToolInfo tool;
             tool.name = "attnlens";
@@ -282,37 +278,37 @@ std::shared_ptr<const nlohmann::json> StatisticsStore::claims(bool request) {
             auto j = std::make_shared<nlohmann::json>(evaluateClaims(*report, path, tool));
             return std::shared_ptr<const nlohmann::json>(std::move(j));
         },
-        [this, &s](const std::shared_ptr<const nlohmann::json>& j) {
+        [this](const std::shared_ptr<const nlohmann::json>& j) {
             if (j->contains("skipped"))
                 for (const nlohmann::json& skip : (*j)["skipped"])
-                    s.reportIssue(IssueKind::UnreadableData,
-                                  QStringLiteral("claims skip image %1, layer %2: %3")
-                                      .arg(skip["image"].get<int>())
-                                      .arg(QString::fromStdString(skip["layer"].get<std::string>()),
-                                           shortError(QString::fromStdString(skip["message"].get<std::string>()),
-                                                      session_.path())));
-            Q_EMIT s.layerReportChanged();
+                    reportIssue(IssueKind::UnreadableData,
+                                QStringLiteral("claims skip image %1, layer %2: %3")
+                                    .arg(skip["image"].get<int>())
+                                    .arg(QString::fromStdString(skip["layer"].get<std::string>()),
+                                         shortError(QString::fromStdString(skip["message"].get<std::string>()),
+                                                    context_.path())));
+            Q_EMIT changed();
         },
-        s.jobFailureHandler(label, &Session::layerReportChanged));
+        failureHandler(label));
     return claims_.find(key) ? *claims_.find(key) : nullptr;  // synchronous runners delivered already
 }
 
 QString StatisticsStore::claimsError() const {
-    return session_.isOpen() ? shortError(claims_.error(claimsKey()), session_.path()) : QString();
+    return context_.isOpen() ? shortError(claims_.error(claimsKey()), context_.path()) : QString();
 }
 
-bool StatisticsStore::claimsCancelled() const { return session_.isOpen() && claims_.cancelled(claimsKey()); }
+bool StatisticsStore::claimsCancelled() const { return context_.isOpen() && claims_.cancelled(claimsKey()); }
 
 void StatisticsStore::retryClaims() {
-    if (!session_.isOpen()) return;
+    if (!context_.isOpen()) return;
     claims_.forget(claimsKey());
     claims(true);
-    Q_EMIT session_.layerReportChanged();
+    Q_EMIT changed();
 }
 
 std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> StatisticsStore::analysisJob(
     const AnalyzeRequest& request, bool hash) const {
-    auto reader = session_.reader();
+    auto reader = context_.reader();
     return [reader, request, hash](const JobContext& ctx) {
         AnalyzeRequest shared = request;
         shared.threads = ctx.budget();  // its share: another job may run beside it
@@ -327,15 +323,14 @@ std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> Statisti
 }
 
 void StatisticsStore::reportAnalysisIssues(const AnalysisReport& r) {
-    for (const QString& text : nonFiniteIssueTexts(r.nonFinite, r.dump))
-        session_.reportIssue(IssueKind::NonFiniteInput, text);
-    for (const auto& note : r.notes) session_.reportIssue(IssueKind::Memory, QString::fromStdString(note));
+    for (const QString& text : nonFiniteIssueTexts(r.nonFinite, r.dump)) reportIssue(IssueKind::NonFiniteInput, text);
+    for (const auto& note : r.notes) reportIssue(IssueKind::Memory, QString::fromStdString(note));
     for (const SkippedLayer& skip : r.skipped)
-        session_.reportIssue(IssueKind::UnreadableData,
-                             QStringLiteral("statistics skip image %1, layer %2: %3")
-                                 .arg(skip.image)
-                                 .arg(QString::fromStdString(r.dump.layers[std::size_t(skip.layer)].name),
-                                      shortError(QString::fromStdString(skip.message), session_.path())));
+        reportIssue(IssueKind::UnreadableData,
+                    QStringLiteral("statistics skip image %1, layer %2: %3")
+                        .arg(skip.image)
+                        .arg(QString::fromStdString(r.dump.layers[std::size_t(skip.layer)].name),
+                             shortError(QString::fromStdString(skip.message), context_.path())));
 }
 
 }  // namespace attnlens::gui

@@ -4,8 +4,9 @@
 // reference paradigm) for the selected image or all images, the locality report, and which layers
 // they cover (a model, every layer, or hand-picked layers). Each is computed in the background and
 // kept by its inputs; a failure or the user's Cancel is kept until retried (the views' Retry button),
-// the selection's inputs, the dump or the preferences change. Session::layerReportChanged announces
-// every change.
+// the selection's inputs, the dump or the preferences change. A store of its own (document_store.h),
+// built from the job runner and the selection (SelectionContext): changed() announces every change
+// (the Session forwards it as layerReportChanged).
 #include <QString>
 #include <functional>
 #include <memory>
@@ -15,11 +16,12 @@
 
 #include "attnlens/analysis/dump_analysis.h"
 #include "attnlens/analysis/locality.h"
+#include "document/document_store.h"
 #include "document/job_result_cache.h"
+#include "document/job_runner.h"
+#include "document/selection.h"
 
 namespace attnlens::gui {
-
-class Session;
 
 enum class StatsScope { CurrentImage, AllImages };
 // What a per-layer report holds: the per-layer views' statistics (local mass, entropy, confusion),
@@ -28,9 +30,11 @@ enum class StatsScope { CurrentImage, AllImages };
 // distance to the reference paradigm (the distance view and the head overview's distance columns).
 enum class ReportContent { Statistics, Rank, Distance };
 
-class StatisticsStore {
+class StatisticsStore : public DocumentStore {
+    Q_OBJECT
 public:
-    explicit StatisticsStore(Session& session) : session_(session) {}
+    StatisticsStore(JobRunner& jobs, SelectionContext& context, QObject* parent = nullptr)
+        : DocumentStore(parent), jobs_(jobs), context_(context) {}
 
     // Per-layer statistics of the shown paradigms over the covered layers and every head, for the
     // selected image or all images; nullptr while computing, failed or cancelled.
@@ -104,7 +108,8 @@ private:
     // What a finished analysis found in the data (non-finite input, memory notes, skipped layers).
     void reportAnalysisIssues(const AnalysisReport& report);
 
-    Session& session_;
+    JobRunner& jobs_;
+    SelectionContext& context_;
     StatsScope scope_ = StatsScope::CurrentImage;
     std::string model_;
     bool modelFollowsLayer_ = true;

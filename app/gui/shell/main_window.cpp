@@ -426,7 +426,8 @@ void MainWindow::createMenus() {
         session_->setLocalChannel(c + 1 >= dv ? -1 : c + 1);
     });
     add(QStringLiteral("Rollout of the query on / off"), QKeySequence(Qt::Key_R), [this]() {
-        session_->setMapContent(session_->rolloutShown() ? MapContent::Attention : MapContent::RolloutOfQuery);
+        session_->setMapContent(session_->selection().rolloutShown() ? MapContent::Attention
+                                                                     : MapContent::RolloutOfQuery);
     });
     add(QStringLiteral("Query: first prefix token (CLS)"), QKeySequence(Qt::Key_Home), [this]() {
         if (session_->layout().prefix > 0) session_->setQuery(0);

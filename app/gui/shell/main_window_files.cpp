@@ -94,7 +94,7 @@ void MainWindow::openFileInBackground(const QString& path) {
     statusBar()->showMessage(QStringLiteral("opening %1…").arg(QFileInfo(path).fileName()));
     session_->jobs().submit<std::shared_ptr<const DumpReader>>(
         JobSlot{JobKind::OpenDump}, QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
-        [path](const JobContext&) { return Session::openReader(path); },
+        [path](const JobContext&) { return openDumpReader(path); },
         [this, path](std::shared_ptr<const DumpReader>& reader) {
             session_->adopt(std::move(reader), path);
             fileOpened(path);
@@ -128,7 +128,7 @@ void MainWindow::openSecondDialog() {
     // Checked and opened on a worker like the first dump; the view shows it when it lands.
     session_->jobs().submit<std::shared_ptr<const DumpReader>>(
         JobSlot{JobKind::OpenSecondDump}, QStringLiteral("opening %1").arg(QFileInfo(path).fileName()),
-        [path](const JobContext&) { return Session::openReader(path); },
+        [path](const JobContext&) { return openDumpReader(path); },
         [this, path](std::shared_ptr<const DumpReader>& reader) {
             second_->adopt(std::move(reader), path);
             showView(pair_->viewId());

@@ -481,7 +481,7 @@ void MainWindow::syncRolloutWidgets() {
     rolloutDiscard_->setValue(o.discardRatio);
     for (QWidget* w :
          std::initializer_list<QWidget*>{rolloutFusion_, rolloutWeights_, rolloutResidual_, rolloutDiscard_})
-        w->setEnabled(open && session_->rolloutShown());
+        w->setEnabled(open && session_->selection().rolloutShown());
     syncing_ = was;
 }
 

@@ -196,7 +196,7 @@ void applyRollout(Session& session, const QCommandLineParser& p, const RenderFla
 // read) is an input error, unless --render-unreadable asks for the figure that says why.
 void checkDrawable(Session& session, const ViewEntry& entry, const QCommandLineParser& p, const RenderFlags& f,
                    QTextStream& err) {
-    const bool rolloutMap = session.rolloutShown() && entry.drawsMapContent;
+    const bool rolloutMap = session.selection().rolloutShown() && entry.drawsMapContent;
     if (rolloutMap) {
         // A rollout that cannot be computed (an unreadable layer on the way, stages of different
         // sizes, no CLS) is an input error, not a figure without a map.

@@ -217,7 +217,7 @@ void CompareView::rebuild() {
     const auto branch = session_->branch().kernel();
     // An unreadable head (damaged chunk): every panel is empty and the note says why. With rollout,
     // the rollout rows (each panel's own: pending, or failed when a layer on the way is unreadable).
-    const bool rollout = session_->rolloutShown();
+    const bool rollout = session_->selection().rolloutShown();
     QString readError = rollout ? QString() : session_->currentHeadError();
     bool pending = false;
     if (rollout)
@@ -448,7 +448,7 @@ void CompareView::onMouseMove(QMouseEvent* e) {
         int x = 0, y = 0;
         if (cellAt(p.map, e->position(), &x, &y)) {
             const Index key = session_->attentionLayout().keyToken(y, x);
-            const bool rollout = session_->rolloutShown();
+            const bool rollout = session_->selection().rolloutShown();
             const bool e = !rollout && p.paradigm >= 0 && session_->branch().kernel() != nullptr;
             Q_EMIT hoverText(
                 QStringLiteral("%1: %2[%3, %4 %5] = %6")

@@ -174,7 +174,8 @@ void ConfusedPairsView::rebuild() {
 void ConfusedPairsView::submitPairs(const std::string& k) {
     const Selection& sel = session_->selection();
     HeadResultsStore& store = session_->headResults();
-    if (store.confusedPairs().find(k) || store.confusedPairs().failed(k)) return;
+    if (store.confusedPairs().find(k) || store.confusedPairs().failed(k) || store.computing(JobKind::ConfusedPairs, k))
+        return;
     ConfusedPairsJob job;
     try {
         job.head = session_->currentHead(sel.paradigm);

@@ -108,7 +108,9 @@ void MagnitudeView::rebuild() {
 void MagnitudeView::submitCurves(const std::string& key, int shown) {
     const Selection& sel = session_->selection();
     HeadResultsStore& store = session_->headResults();
-    if (store.magnitudeCurves().find(key) || store.magnitudeCurves().failed(key)) return;
+    if (store.magnitudeCurves().find(key) || store.magnitudeCurves().failed(key) ||
+        store.computing(JobKind::MagnitudeCurves, key))
+        return;
     MagnitudeJob job;
     try {
         job.rowHead = session_->currentHead(shown);

@@ -245,7 +245,7 @@ void MatrixView::rebuild() {
         showNotShown(where, readError);
         return;
     }
-    if (!images.find(key) && session_->headResults().matrixComputing(key)) {
+    if (!images.find(key) && session_->headResults().computing(JobKind::Matrix, key)) {
         waiting_ = true;  // already on its way; resubmitting would only restart it
         return;
     }

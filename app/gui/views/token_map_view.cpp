@@ -546,10 +546,10 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
     const TokenLayout& l = session_->layout();
     const Selection& sel = session_->selection();
     const QString name = QString::fromStdString(session_->paradigms()[std::size_t(sel.paradigm)].name);
-    const QString sym = session_->rolloutShown()      ? QStringLiteral("rollout")
-                        : session_->branch().kernel() ? QStringLiteral("E_c")
-                                                      : QStringLiteral("A");
-    const Index query = session_->rolloutShown() ? session_->rollout().query() : sel.query;
+    const QString sym = session_->selection().rolloutShown() ? QStringLiteral("rollout")
+                        : session_->branch().kernel()        ? QStringLiteral("E_c")
+                                                             : QStringLiteral("A");
+    const Index query = session_->selection().rolloutShown() ? session_->rollout().query() : sel.query;
     int x = 0, y = 0;
     if (!map_->visible()) {
         // No map is drawn (the head could not be read): its cells hold no weights, NaN or other.
@@ -561,7 +561,8 @@ void TokenMapView::onMouseMove(QMouseEvent* e) {
         return;
     }
     if (cellAt(map_, e->position(), &x, &y)) {
-        const AttentionLayout g = session_->rolloutShown() ? AttentionLayout(l) : session_->attentionLayout();
+        const AttentionLayout g =
+            session_->selection().rolloutShown() ? AttentionLayout(l) : session_->attentionLayout();
         const Index key = g.keyToken(y, x);
         Q_EMIT hoverText(QStringLiteral("%1: %2[%3, %4 %5] = %6")
                              .arg(name, sym)
