@@ -17,8 +17,11 @@ namespace attnlens {
 
 using nlohmann::json;
 
-json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, CancelToken cancel) {
-    const DumpInfo& info = reader.info();
+namespace {
+
+// The request's layers (every layer when it names none), checked with the image and the query
+// before anything is read.
+std::vector<int> checkedRolloutLayers(const DumpInfo& info, const RolloutRequest& request) {
     validate(request.options);
     std::vector<int> layers = request.layers;
     if (layers.empty()) {
@@ -29,12 +32,58 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, Ca
     if (request.image < 0 || request.image >= info.images)
         throwUsage("rollout: image " + std::to_string(request.image) + " is not in the dump (" +
                    std::to_string(info.images) + " images)");
-    const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
     const TokenLayout& first = info.layers[std::size_t(layers.front())].layout;
     if (request.query < 0 || request.query >= first.tokens())
         throwUsage("rollout: query " + std::to_string(request.query) + " is not a token of layer " +
                    printableText(info.layers[std::size_t(layers.front())].name) + " (" +
                    std::to_string(first.tokens()) + " tokens)");
+    return layers;
+}
+
+// One paradigm's rollout row: its row, its spatial tokens on the first layer's grid.
+json rolloutResultJson(const Paradigm& paradigm, const RowVector& r, const TokenLayout& first) {
+    json row = json::array();
+    for (Index j = 0; j < r.size(); ++j) row.push_back(std::isfinite(r[j]) ? json(r[j]) : json(nullptr));
+    json grid = json::array();
+    for (int y = 0; y < first.gridH; ++y) {
+        json line = json::array();
+        for (int x = 0; x < first.gridW; ++x) line.push_back(row[std::size_t(first.token(y, x))]);
+        grid.push_back(line);
+    }
+    return {{"paradigm", paradigm.toJson()}, {"row", row}, {"grid", grid}};
+}
+
+// The document around the results: its input, options and definitions.
+json rolloutDocument(const DumpInfo& info, const RolloutRequest& request, const std::vector<int>& layers) {
+    json layerNames = json::array();
+    for (int layer : layers) layerNames.push_back(info.layers[std::size_t(layer)].name);
+    json j;
+    j["format"] = "attnlens.rollout";
+    j["format_version"] = 1;
+    j["input"] = {{"dump", info.path}, {"image", request.image}, {"query", request.query}, {"layers", layerNames}};
+    j["options"] = {{"residual", request.options.residual},
+                    {"fusion", std::string(toString(request.options.fusion))},
+                    {"discard_ratio", request.options.discardRatio},
+                    {"weights", std::string(toString(request.options.weights))}};
+    j["definitions"] = {
+        {"rollout",
+         "e_q^T R_L ... R_1 over the layers in order, R_l = rows of (1 - w) F + w I divided by their "
+         "sums, F = heads fused (mean, max or min) of W, discard: the lowest fraction of F's entries "
+         "(never (0, 0)) set to 0 (Abnar and Zuidema 2020, vit-explain)"},
+        {"weights",
+         "W = A (signed), max(A, 0) with rows renormalised (clipped, the default) or |A| renormalised "
+         "(absolute); a row without positive weight is null"},
+        {"grid", "the row's spatial tokens on the first layer's grid, row-major; prefix tokens are in 'row'"}};
+    return j;
+}
+
+}  // namespace
+
+json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, CancelToken cancel) {
+    const DumpInfo& info = reader.info();
+    const std::vector<int> layers = checkedRolloutLayers(info, request);
+    const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    const TokenLayout& first = info.layers[std::size_t(layers.front())].layout;
     const ThreadBudget threads = request.threads;
     // Before anything is read: the row and grid of every paradigm are kept as JSON (about 100 bytes
     // per token each, with their text).
@@ -74,37 +123,9 @@ json rolloutOverDump(const DumpReader& reader, const RolloutRequest& request, Ca
     else
         for (std::size_t i = 0; i < paradigms.size(); ++i) rows[i] = rowOf(paradigms[i], threads.count());
     json results = json::array();
-    for (std::size_t i = 0; i < paradigms.size(); ++i) {
-        const RowVector& r = rows[i];
-        json row = json::array();
-        for (Index j = 0; j < r.size(); ++j) row.push_back(std::isfinite(r[j]) ? json(r[j]) : json(nullptr));
-        json grid = json::array();
-        for (int y = 0; y < first.gridH; ++y) {
-            json line = json::array();
-            for (int x = 0; x < first.gridW; ++x) line.push_back(row[std::size_t(first.token(y, x))]);
-            grid.push_back(line);
-        }
-        results.push_back({{"paradigm", paradigms[i].toJson()}, {"row", row}, {"grid", grid}});
-    }
-    json layerNames = json::array();
-    for (int layer : layers) layerNames.push_back(info.layers[std::size_t(layer)].name);
-    json j;
-    j["format"] = "attnlens.rollout";
-    j["format_version"] = 1;
-    j["input"] = {{"dump", info.path}, {"image", request.image}, {"query", request.query}, {"layers", layerNames}};
-    j["options"] = {{"residual", request.options.residual},
-                    {"fusion", std::string(toString(request.options.fusion))},
-                    {"discard_ratio", request.options.discardRatio},
-                    {"weights", std::string(toString(request.options.weights))}};
-    j["definitions"] = {
-        {"rollout",
-         "e_q^T R_L ... R_1 over the layers in order, R_l = rows of (1 - w) F + w I divided by their "
-         "sums, F = heads fused (mean, max or min) of W, discard: the lowest fraction of F's entries "
-         "(never (0, 0)) set to 0 (Abnar and Zuidema 2020, vit-explain)"},
-        {"weights",
-         "W = A (signed), max(A, 0) with rows renormalised (clipped, the default) or |A| renormalised "
-         "(absolute); a row without positive weight is null"},
-        {"grid", "the row's spatial tokens on the first layer's grid, row-major; prefix tokens are in 'row'"}};
+    for (std::size_t i = 0; i < paradigms.size(); ++i)
+        results.push_back(rolloutResultJson(paradigms[i], rows[i], first));
+    json j = rolloutDocument(info, request, layers);
     j["results"] = std::move(results);
     return j;
 }

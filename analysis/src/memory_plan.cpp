@@ -253,97 +253,87 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, doubl
     return planMemory(info, request, MemoryBudget{budgetBytes, 0});
 }
 
-MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& processBudget) {
-    MemoryPlan plan;
-    // A share of the machine plans within its share of the memory (ThreadBudget, execution.h).
-    const double fraction = request.threads.memoryFraction();
-    const MemoryBudget budget{processBudget.residentBytes * fraction, processBudget.addressBytes * fraction};
-    const std::string mayUse = shareText(request.threads);
-    const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
-    const AnalysisOptions& options = request.options;
-    std::vector<int> layers = request.layers;
-    if (layers.empty())
-        for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
-    const LayerInfo* largest = nullptr;
-    Index largestN = 0;
-    bool helpersRun = false;  // some head's magnitude curve would use threads
+namespace {
+
+// The selected layer whose worker needs the most memory, and what the selection asks of threads.
+struct LargestWorker {
+    const LayerInfo* layer = nullptr;  // nullptr: no selected layer is in the dump
+    double bytes = 0;                  // its per-worker bytes
+    Index largestN = 0;                // the most tokens of any selected layer
+    bool helpersRun = false;           // some head's magnitude curve would use threads
+};
+
+LargestWorker largestWorker(const DumpInfo& info, const std::vector<int>& layers,
+                            const std::vector<Paradigm>& paradigms, const AnalysisOptions& options) {
+    LargestWorker out;
     for (int l : layers) {
         if (l < 0 || l >= int(info.layers.size())) continue;  // analyzeDump reports those
         const LayerInfo& layer = info.layers[std::size_t(l)];
         const double bytes = residentWorkerBytes(layer, paradigms, options, options.localBranch.enabled);
-        largestN = std::max<Index>(largestN, layer.tokens);
+        out.largestN = std::max<Index>(out.largestN, layer.tokens);
         if (options.stats.magnitude && detail::meanMagnitudeCurveIsParallel(layer.tokens, options.magnitude.points))
-            helpersRun = true;
-        if (bytes > plan.perWorkerBytes) {
-            plan.perWorkerBytes = bytes;
-            largest = &layer;
+            out.helpersRun = true;
+        if (bytes > out.bytes) {
+            out.bytes = bytes;
+            out.layer = &layer;
         }
     }
-    const int processors = request.threads.processors();
-    plan.workers = request.threads.count();
-    const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
-    const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
-    checkSelectionFits(info, images, layers.size(), smallerKnownBudget(budget), mayUse);
+    return out;
+}
 
-    // Resident: W workers hold W per-worker sets. Address space: besides, every worker thread but
-    // the caller has a stack and an arena, and each has a BLAS buffer.
-    const double resident = budget.residentBytes, address = budget.addressBytes;
-    const Cost worker = ourThread(double(largestN));
-    auto fits = [&](int workers, Cost extra) {
-        const double data = double(workers) * plan.perWorkerBytes + extra.resident;
+// Whether W workers and `extra` fit. Resident: W workers hold W per-worker sets. Address space:
+// besides, every worker thread but the caller has a stack and an arena, and each has a BLAS buffer.
+struct WorkerFit {
+    double resident = 0, address = 0;  // the budget (0: no limit)
+    double perWorkerBytes = 0;
+    Cost worker;  // one thread of ours
+
+    bool operator()(int workers, Cost extra = {}) const {
+        const double data = double(workers) * perWorkerBytes + extra.resident;
         if (resident > 0 && data > resident) return false;
-        if (address > 0 &&
-            data + double(workers - 1) * worker.address + kBlasBufferBytes + kAddressSlackBytes + extra.address >
-                address)
-            return false;
-        return true;
-    };
-    const bool byAddress = address > 0 && (resident == 0 || address - kBlasBufferBytes < resident);
-    plan.budgetBytes = byAddress ? address : resident;
-    if (largest && !fits(1, {})) {
-        // Resident memory, or else address space, where one worker also maps a BLAS buffer.
-        const bool residentShort = resident > 0 && plan.perWorkerBytes > resident;
-        const double need =
-            residentShort ? plan.perWorkerBytes : plan.perWorkerBytes + kBlasBufferBytes + kAddressSlackBytes;
-        const double have = residentShort ? resident : address;
-        throwInput(info.path + ": layer " + largest->name + " has N = " + std::to_string(largest->tokens) +
-                   " tokens: the requested statistics need about " + formatGiB(need) +
-                   " of memory per worker (dense N x N matrices for local mass and entropy, and for softmax "
-                   "rank and confusion" +
-                   (residentShort ? std::string()
-                                  : "; under ulimit -v also the " + formatGiB(kBlasBufferBytes) +
-                                        " buffer OpenBLAS maps for its work") +
-                   "), more than the " + formatGiB(have) + mayUse +
-                   "; select fewer layers or statistics (for kernel paradigms rank, "
-                   "confusion and magnitude need no N x N matrix)");
+        return !(address > 0 &&
+                 data + double(workers - 1) * worker.address + kBlasBufferBytes + kAddressSlackBytes + extra.address >
+                     address);
     }
-    if (largest && !fits(plan.workers, {})) {
-        int fit = 1;
-        while (fit + 1 < plan.workers && fits(fit + 1, {})) ++fit;
-        plan.note = "layer " + largest->name + " (N = " + std::to_string(largest->tokens) + ") needs about " +
-                    formatGiB(plan.perWorkerBytes) + " per worker; using " + std::to_string(fit) + " thread" +
-                    (fit == 1 ? "" : "s") + " instead of " + std::to_string(plan.workers) + " to stay within " +
-                    formatGiB(plan.budgetBytes) + " of memory";
-        plan.workers = fit;
-    }
+};
 
-    // The workers that run at once (no more than there are (image, layer) tasks), and the threads
-    // beside them that fit in what is left.
-    const int running = std::max(1, std::min(plan.workers, std::max(tasks, 1)));
+// Not even one worker fits: resident memory, or else address space, where one worker also maps a
+// BLAS buffer.
+[[noreturn]] void throwNoWorkerFits(const DumpInfo& info, const LargestWorker& largest, const WorkerFit& fit,
+                                    const std::string& mayUse) {
+    const bool residentShort = fit.resident > 0 && largest.bytes > fit.resident;
+    const double need = residentShort ? largest.bytes : largest.bytes + kBlasBufferBytes + kAddressSlackBytes;
+    const double have = residentShort ? fit.resident : fit.address;
+    throwInput(info.path + ": layer " + largest.layer->name + " has N = " + std::to_string(largest.layer->tokens) +
+               " tokens: the requested statistics need about " + formatGiB(need) +
+               " of memory per worker (dense N x N matrices for local mass and entropy, and for softmax "
+               "rank and confusion" +
+               (residentShort ? std::string()
+                              : "; under ulimit -v also the " + formatGiB(kBlasBufferBytes) +
+                                    " buffer OpenBLAS maps for its work") +
+               "), more than the " + formatGiB(have) + mayUse +
+               "; select fewer layers or statistics (for kernel paradigms rank, "
+               "confusion and magnitude need no N x N matrix)");
+}
+
+// The BLAS and magnitude-curve threads beside `running` workers that fit in what is left, into
+// plan.blasThreads and plan.perWorker (with a note when fewer than wanted).
+void planThreadsBeside(MemoryPlan& plan, int running, int processors, const LargestWorker& largest,
+                       const WorkerFit& fits, const AnalysisOptions& options) {
     // Our pool already uses the cores: nested BLAS threads would only oversubscribe them. With one
     // worker, BLAS threads still cost more than they give below N ~ 1000 (at N = 197 a third of
     // the run went into OpenBLAS threads spinning in sched_yield), so they are kept only for big
     // heads analysed one at a time.
-    const int blasWanted = running > 1 || largestN < 1024 ? 1 : std::max(1, defaultBlasThreads());
+    const int blasWanted = running > 1 || largest.largestN < 1024 ? 1 : std::max(1, defaultBlasThreads());
     // A big head's magnitude curve runs on the worker's share of the processors (its thread
     // budget, parallel.h), so workers and their curves together never exceed them.
     const int helpersWanted = std::max(1, processors / running);
-    if (!largest) {
+    if (!largest.layer) {
         plan.blasThreads = blasWanted;
         plan.perWorker = ThreadBudget(helpersWanted);
-        return plan;
+        return;
     }
-    const Cost pool = blasThread(double(largestN));
+    const Cost pool = blasThread(double(largest.largestN));
     auto blasCost = [&](int threads) {
         return Cost{double(threads - 1) * pool.resident, double(threads - 1) * pool.address};
     };
@@ -351,29 +341,68 @@ MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const
     while (blas < blasWanted && fits(running, blasCost(blas + 1))) ++blas;
     // A curve on T threads runs on its worker and T - 1 new threads, each with its own scaler,
     // stack, arena and BLAS buffer (the worker's are counted in its per-worker bytes).
-    const double scaler = magnitudeScalerBytes(double(largestN), options.magnitude.points);
+    const double scaler = magnitudeScalerBytes(double(largest.largestN), options.magnitude.points);
     auto helperCost = [&](int threads) {
         const Cost base = blasCost(blas);
-        if (threads < 2 || !helpersRun) return base;
+        if (threads < 2 || !largest.helpersRun) return base;
         const double count = double(running) * double(threads - 1);
-        return Cost{base.resident + count * (scaler + worker.resident), base.address + count * worker.address};
+        return Cost{base.resident + count * (scaler + fits.worker.resident),
+                    base.address + count * fits.worker.address};
     };
     int helpers = 1;
     while (helpers < helpersWanted && fits(running, helperCost(helpers + 1))) ++helpers;
-    if (!helpersRun) helpers = helpersWanted;  // no curve uses threads: nothing to limit
+    if (!largest.helpersRun) helpers = helpersWanted;  // no curve uses threads: nothing to limit
     plan.blasThreads = blas;
     plan.perWorker = ThreadBudget(helpers);
-    if (blas < blasWanted || helpers < helpersWanted) {
-        std::string what;
-        if (blas < blasWanted)
-            what = std::to_string(blas) + " BLAS thread" + (blas == 1 ? "" : "s") + " instead of " +
-                   std::to_string(blasWanted);
-        if (helpers < helpersWanted)
-            what += (what.empty() ? "" : " and ") + std::to_string(helpers) + " magnitude-curve thread" +
-                    (helpers == 1 ? "" : "s") + " instead of " + std::to_string(helpersWanted);
-        plan.note += (plan.note.empty() ? "" : "; ") + std::string("using ") + what + " to stay within " +
-                     formatGiB(plan.budgetBytes) + " of memory (each thread's stack, malloc arena and BLAS buffer)";
+    if (blas >= blasWanted && helpers >= helpersWanted) return;
+    std::string what;
+    if (blas < blasWanted)
+        what = std::to_string(blas) + " BLAS thread" + (blas == 1 ? "" : "s") + " instead of " +
+               std::to_string(blasWanted);
+    if (helpers < helpersWanted)
+        what += (what.empty() ? "" : " and ") + std::to_string(helpers) + " magnitude-curve thread" +
+                (helpers == 1 ? "" : "s") + " instead of " + std::to_string(helpersWanted);
+    plan.note += (plan.note.empty() ? "" : "; ") + std::string("using ") + what + " to stay within " +
+                 formatGiB(plan.budgetBytes) + " of memory (each thread's stack, malloc arena and BLAS buffer)";
+}
+
+}  // namespace
+
+MemoryPlan planMemory(const DumpInfo& info, const AnalyzeRequest& request, const MemoryBudget& processBudget) {
+    MemoryPlan plan;
+    // A share of the machine plans within its share of the memory (ThreadBudget, execution.h).
+    const double fraction = request.threads.memoryFraction();
+    const MemoryBudget budget{processBudget.residentBytes * fraction, processBudget.addressBytes * fraction};
+    const std::string mayUse = shareText(request.threads);
+    const std::vector<Paradigm>& paradigms = request.paradigms.empty() ? presetParadigms() : request.paradigms;
+    std::vector<int> layers = request.layers;
+    if (layers.empty())
+        for (int i = 0; i < int(info.layers.size()); ++i) layers.push_back(i);
+    const LargestWorker largest = largestWorker(info, layers, paradigms, request.options);
+    plan.perWorkerBytes = largest.bytes;
+    plan.workers = request.threads.count();
+    const std::size_t images = request.images.empty() ? std::size_t(std::max(0, info.images)) : request.images.size();
+    const int tasks = int(std::min<std::size_t>(images * layers.size(), 1u << 20));
+    checkSelectionFits(info, images, layers.size(), smallerKnownBudget(budget), mayUse);
+
+    const WorkerFit fits{budget.residentBytes, budget.addressBytes, plan.perWorkerBytes,
+                         ourThread(double(largest.largestN))};
+    const bool byAddress = fits.address > 0 && (fits.resident == 0 || fits.address - kBlasBufferBytes < fits.resident);
+    plan.budgetBytes = byAddress ? fits.address : fits.resident;
+    if (largest.layer && !fits(1)) throwNoWorkerFits(info, largest, fits, mayUse);
+    if (largest.layer && !fits(plan.workers)) {
+        int fit = 1;
+        while (fit + 1 < plan.workers && fits(fit + 1)) ++fit;
+        plan.note = "layer " + largest.layer->name + " (N = " + std::to_string(largest.layer->tokens) +
+                    ") needs about " + formatGiB(plan.perWorkerBytes) + " per worker; using " + std::to_string(fit) +
+                    " thread" + (fit == 1 ? "" : "s") + " instead of " + std::to_string(plan.workers) +
+                    " to stay within " + formatGiB(plan.budgetBytes) + " of memory";
+        plan.workers = fit;
     }
+    // The workers that run at once (no more than there are (image, layer) tasks), and the threads
+    // beside them that fit in what is left.
+    const int running = std::max(1, std::min(plan.workers, std::max(tasks, 1)));
+    planThreadsBeside(plan, running, request.threads.processors(), largest, fits, request.options);
     return plan;
 }
 

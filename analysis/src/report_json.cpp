@@ -116,6 +116,86 @@ json distanceJson(const DistanceResult& d) {
     return j;
 }
 
+json spectrumJson(const SpectrumResult& sp) {
+    json j = {{"rank", sp.rank},
+              {"effective_rank", finiteOrNull(sp.effectiveRank)},
+              {"size", sp.size},
+              {"relative_tolerance", sp.relativeTolerance},
+              {"tolerance", finiteOrNull(sp.tolerance)},
+              {"method", sp.method},
+              {"singular_values", vectorJson(sp.singularValues)}};
+    if (!sp.windowRanks.empty()) j["window_ranks"] = sp.windowRanks;
+    if (sp.bound > 0) {
+        j["bound"] = sp.bound;
+        j["bound_rule"] = sp.boundRule;
+    }
+    return j;
+}
+
+json localMassJson(const std::vector<LocalMassResult>& local, bool perQuery) {
+    json a = json::array();
+    for (const auto& l : local) {
+        json e = {{"k", l.k},
+                  {"mean", finiteOrNull(l.mean)},
+                  {"uniform_baseline", l.uniformBaseline},
+                  {"paper_baseline", l.paperBaseline},
+                  {"admissible_baseline", finiteOrNull(l.admissibleBaseline)},
+                  {"x_uniform", finiteOrNull(timesUniform(l.mean, l.admissibleBaseline))},
+                  {"queries", l.queries}};
+        if (l.outputShare) {
+            e["output_share"] = finiteOrNull(*l.outputShare);
+            e["output_queries"] = l.outputQueries;
+        }
+        if (perQuery) e["per_query"] = vectorJson(l.perQuery);
+        a.push_back(e);
+    }
+    return a;
+}
+
+json entropyJson(const EntropyResult& f) {
+    return {{"mean_entropy", finiteOrNull(f.meanEntropy)},
+            {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
+            {"normalised_entropy_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropy)},
+            {"admissible_keys_mean", finiteOrNull(f.meanAdmissibleKeys)},
+            {"entropy_abs", finiteOrNull(f.meanEntropyAbs)},
+            {"normalised_entropy_abs_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropyAbs)},
+            {"max_abs_share", finiteOrNull(f.meanMaxAbsShare)},
+            {"negative_weight_fraction", finiteOrNull(f.negativeWeightFraction)},
+            {"max_weight", finiteOrNull(f.meanMaxWeight)},
+            {"negative_row_fraction", finiteOrNull(f.negativeRowFraction)},
+            {"negative_mass_total", finiteOrNull(f.totalNegativeMass)},
+            {"negative_mass_per_row", finiteOrNull(f.meanNegativeMass)},
+            {"rows", f.rows},
+            {"flagged_rows", f.flaggedRows}};
+}
+
+json confusionJson(const ConfusionResult& c) {
+    return {{"confused_pairs", c.confusedPairs},
+            {"identical_query_pairs", c.identicalQueryPairs},
+            {"tau", c.tau},
+            {"query_tolerance", c.queryTolerance},
+            {"confused_pairs_far", c.confusedPairsFar},
+            {"query_relative_floor", c.queryRelativeFloor},
+            {"method", c.method}};
+}
+
+json rayProbeJson(const RayProbe& p) {
+    return {{"factors", p.factors},
+            {"total_variation_mean", vectorJson(p.totalVariationMean)},
+            {"equal_fraction", finiteOrNull(p.equalFraction)},
+            {"queries", p.queries}};
+}
+
+json magnitudeJson(const MagnitudeCurve& m) {
+    return {{"factors", m.factors},
+            {"max_weight", vectorJson(m.maxWeight)},
+            {"entropy", vectorJson(m.entropy)},
+            {"top_mass", vectorJson(m.topMass)},
+            {"ratio", vectorJson(m.ratio)},
+            {"spread", vectorJson(m.spread)},
+            {"queries_averaged", m.queriesAveraged}};
+}
+
 json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& ks) {
     json j;
     if (!s.registered.empty()) {
@@ -126,84 +206,12 @@ json statsJson(const HeadStatistics& s, bool perQuery, const std::vector<int>& k
     j["tokens"] = s.tokens;
     if (s.keys != s.tokens && s.keys > 0) j["keys"] = s.keys;  // spatial reduction only: records stay as they were
     j["flagged_rows"] = s.flaggedRows;
-    if (s.spectrum) {
-        const auto& sp = *s.spectrum;
-        j["rank"] = {{"rank", sp.rank},
-                     {"effective_rank", finiteOrNull(sp.effectiveRank)},
-                     {"size", sp.size},
-                     {"relative_tolerance", sp.relativeTolerance},
-                     {"tolerance", finiteOrNull(sp.tolerance)},
-                     {"method", sp.method},
-                     {"singular_values", vectorJson(sp.singularValues)}};
-        if (!sp.windowRanks.empty()) j["rank"]["window_ranks"] = sp.windowRanks;
-        if (sp.bound > 0) {
-            j["rank"]["bound"] = sp.bound;
-            j["rank"]["bound_rule"] = sp.boundRule;
-        }
-    }
-    if (!s.local.empty()) {
-        json a = json::array();
-        for (const auto& l : s.local) {
-            json e = {{"k", l.k},
-                      {"mean", finiteOrNull(l.mean)},
-                      {"uniform_baseline", l.uniformBaseline},
-                      {"paper_baseline", l.paperBaseline},
-                      {"admissible_baseline", finiteOrNull(l.admissibleBaseline)},
-                      {"x_uniform", finiteOrNull(timesUniform(l.mean, l.admissibleBaseline))},
-                      {"queries", l.queries}};
-            if (l.outputShare) {
-                e["output_share"] = finiteOrNull(*l.outputShare);
-                e["output_queries"] = l.outputQueries;
-            }
-            if (perQuery) e["per_query"] = vectorJson(l.perQuery);
-            a.push_back(e);
-        }
-        j["local"] = a;
-    }
-    if (s.entropy) {
-        const auto& f = *s.entropy;
-        j["entropy"] = {{"mean_entropy", finiteOrNull(f.meanEntropy)},
-                        {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
-                        {"normalised_entropy_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropy)},
-                        {"admissible_keys_mean", finiteOrNull(f.meanAdmissibleKeys)},
-                        {"entropy_abs", finiteOrNull(f.meanEntropyAbs)},
-                        {"normalised_entropy_abs_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropyAbs)},
-                        {"max_abs_share", finiteOrNull(f.meanMaxAbsShare)},
-                        {"negative_weight_fraction", finiteOrNull(f.negativeWeightFraction)},
-                        {"max_weight", finiteOrNull(f.meanMaxWeight)},
-                        {"negative_row_fraction", finiteOrNull(f.negativeRowFraction)},
-                        {"negative_mass_total", finiteOrNull(f.totalNegativeMass)},
-                        {"negative_mass_per_row", finiteOrNull(f.meanNegativeMass)},
-                        {"rows", f.rows},
-                        {"flagged_rows", f.flaggedRows}};
-    }
-    if (s.confusion) {
-        const auto& c = *s.confusion;
-        j["confusion"] = {{"confused_pairs", c.confusedPairs},
-                          {"identical_query_pairs", c.identicalQueryPairs},
-                          {"tau", c.tau},
-                          {"query_tolerance", c.queryTolerance},
-                          {"confused_pairs_far", c.confusedPairsFar},
-                          {"query_relative_floor", c.queryRelativeFloor},
-                          {"method", c.method}};
-    }
-    if (s.rayProbe) {
-        const auto& p = *s.rayProbe;
-        j["ray_probe"] = {{"factors", p.factors},
-                          {"total_variation_mean", vectorJson(p.totalVariationMean)},
-                          {"equal_fraction", finiteOrNull(p.equalFraction)},
-                          {"queries", p.queries}};
-    }
-    if (s.magnitude) {
-        const auto& m = *s.magnitude;
-        j["magnitude"] = {{"factors", m.factors},
-                          {"max_weight", vectorJson(m.maxWeight)},
-                          {"entropy", vectorJson(m.entropy)},
-                          {"top_mass", vectorJson(m.topMass)},
-                          {"ratio", vectorJson(m.ratio)},
-                          {"spread", vectorJson(m.spread)},
-                          {"queries_averaged", m.queriesAveraged}};
-    }
+    if (s.spectrum) j["rank"] = spectrumJson(*s.spectrum);
+    if (!s.local.empty()) j["local"] = localMassJson(s.local, perQuery);
+    if (s.entropy) j["entropy"] = entropyJson(*s.entropy);
+    if (s.confusion) j["confusion"] = confusionJson(*s.confusion);
+    if (s.rayProbe) j["ray_probe"] = rayProbeJson(*s.rayProbe);
+    if (s.magnitude) j["magnitude"] = magnitudeJson(*s.magnitude);
     if (s.localBranch) j["local_branch"] = localBranchJson(*s.localBranch, s, ks);
     if (s.distance) j["distance"] = distanceJson(*s.distance);
     return j;
@@ -392,6 +400,79 @@ DistanceResult distanceFromJson(const json& j) {
 
 }  // namespace
 
+namespace {
+
+LocalMassResult localMassFromJson(const json& l) {
+    LocalMassResult m;
+    m.k = l.at("k").get<int>();
+    m.mean = numberOrNaN(l.at("mean"));
+    m.uniformBaseline = numberOrNaN(l.at("uniform_baseline"));
+    m.paperBaseline = numberOrNaN(l.at("paper_baseline"));
+    // Reports before the admissible keys have none: unknown, never taken to be uniform_baseline.
+    m.admissibleBaseline = numberOrNaN(l.value("admissible_baseline", json()));
+    m.queries = l.value("queries", Index(0));
+    if (l.contains("per_query")) m.perQuery = numbersOrNaN(l["per_query"]);
+    if (l.contains("output_share")) {
+        m.outputShare = numberOrNaN(l["output_share"]);
+        m.outputQueries = l.value("output_queries", Index(0));
+    }
+    return m;
+}
+
+EntropyResult entropyFromJson(const json& e) {
+    EntropyResult f;
+    f.meanEntropy = numberOrNaN(e.at("mean_entropy"));
+    f.meanNormalisedEntropy = numberOrNaN(e.at("normalised_entropy"));
+    f.meanAdmissibleNormalisedEntropy = numberOrNaN(e.value("normalised_entropy_admissible", json()));
+    f.meanAdmissibleKeys = numberOrNaN(e.value("admissible_keys_mean", json()));
+    f.meanEntropyAbs = numberOrNaN(e.value("entropy_abs", json()));
+    f.meanAdmissibleNormalisedEntropyAbs = numberOrNaN(e.value("normalised_entropy_abs_admissible", json()));
+    f.meanMaxAbsShare = numberOrNaN(e.value("max_abs_share", json()));
+    f.negativeWeightFraction = numberOrNaN(e.value("negative_weight_fraction", json()));
+    f.meanMaxWeight = numberOrNaN(e.at("max_weight"));
+    f.negativeRowFraction = numberOrNaN(e.at("negative_row_fraction"));
+    f.totalNegativeMass = numberOrNaN(e.value("negative_mass_total", json()));
+    f.meanNegativeMass = numberOrNaN(e.at("negative_mass_per_row"));
+    f.rows = e.value("rows", Index(0));
+    f.flaggedRows = e.value("flagged_rows", Index(0));
+    return f;
+}
+
+ConfusionResult confusionFromJson(const json& c) {
+    ConfusionResult f;
+    f.confusedPairs = c.at("confused_pairs").get<std::int64_t>();
+    f.identicalQueryPairs = c.value("identical_query_pairs", std::int64_t(0));
+    f.tau = numberOrNaN(c.value("tau", json()));
+    f.queryTolerance = numberOrNaN(c.value("query_tolerance", json()));
+    f.method = c.value("method", std::string());
+    f.confusedPairsFar = c.value("confused_pairs_far", std::int64_t(0));
+    f.queryRelativeFloor = numberOrNaN(c.value("query_relative_floor", json()));
+    return f;
+}
+
+RayProbe rayProbeFromJson(const json& p) {
+    RayProbe probe;
+    probe.factors = numbersOrNaN(p.at("factors"));
+    probe.totalVariationMean = numbersOrNaN(p.at("total_variation_mean"));
+    probe.equalFraction = numberOrNaN(p.at("equal_fraction"));
+    probe.queries = p.value("queries", Index(0));
+    return probe;
+}
+
+MagnitudeCurve magnitudeFromJson(const json& m) {
+    MagnitudeCurve c;
+    c.factors = numbersOrNaN(m.at("factors"));
+    c.maxWeight = numbersOrNaN(m.at("max_weight"));
+    c.entropy = numbersOrNaN(m.at("entropy"));
+    c.topMass = numbersOrNaN(m.at("top_mass"));
+    c.ratio = numbersOrNaN(m.at("ratio"));
+    if (m.contains("spread")) c.spread = numbersOrNaN(m["spread"]);
+    c.queriesAveraged = m.value("queries_averaged", Index(0));
+    return c;
+}
+
+}  // namespace
+
 HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string>& paradigms) {
     HeadRecord record;
     record.image = r.at("image").get<int>();
@@ -405,74 +486,11 @@ HeadRecord recordFromJson(const nlohmann::json& r, const std::vector<std::string
     s.flaggedRows = r.value("flagged_rows", Index(0));
     if (r.contains("rank")) s.spectrum = spectrumFromJson(r["rank"]);
     if (r.contains("local"))
-        for (const json& l : r["local"]) {
-            LocalMassResult m;
-            m.k = l.at("k").get<int>();
-            m.mean = numberOrNaN(l.at("mean"));
-            m.uniformBaseline = numberOrNaN(l.at("uniform_baseline"));
-            m.paperBaseline = numberOrNaN(l.at("paper_baseline"));
-            // Reports before the admissible keys have none: unknown, never taken to be uniform_baseline.
-            m.admissibleBaseline = numberOrNaN(l.value("admissible_baseline", json()));
-            m.queries = l.value("queries", Index(0));
-            if (l.contains("per_query")) m.perQuery = numbersOrNaN(l["per_query"]);
-            if (l.contains("output_share")) {
-                m.outputShare = numberOrNaN(l["output_share"]);
-                m.outputQueries = l.value("output_queries", Index(0));
-            }
-            s.local.push_back(std::move(m));
-        }
-    if (r.contains("entropy")) {
-        const json& e = r["entropy"];
-        EntropyResult f;
-        f.meanEntropy = numberOrNaN(e.at("mean_entropy"));
-        f.meanNormalisedEntropy = numberOrNaN(e.at("normalised_entropy"));
-        f.meanAdmissibleNormalisedEntropy = numberOrNaN(e.value("normalised_entropy_admissible", json()));
-        f.meanAdmissibleKeys = numberOrNaN(e.value("admissible_keys_mean", json()));
-        f.meanEntropyAbs = numberOrNaN(e.value("entropy_abs", json()));
-        f.meanAdmissibleNormalisedEntropyAbs = numberOrNaN(e.value("normalised_entropy_abs_admissible", json()));
-        f.meanMaxAbsShare = numberOrNaN(e.value("max_abs_share", json()));
-        f.negativeWeightFraction = numberOrNaN(e.value("negative_weight_fraction", json()));
-        f.meanMaxWeight = numberOrNaN(e.at("max_weight"));
-        f.negativeRowFraction = numberOrNaN(e.at("negative_row_fraction"));
-        f.totalNegativeMass = numberOrNaN(e.value("negative_mass_total", json()));
-        f.meanNegativeMass = numberOrNaN(e.at("negative_mass_per_row"));
-        f.rows = e.value("rows", Index(0));
-        f.flaggedRows = e.value("flagged_rows", Index(0));
-        s.entropy = f;
-    }
-    if (r.contains("confusion")) {
-        const json& c = r["confusion"];
-        ConfusionResult f;
-        f.confusedPairs = c.at("confused_pairs").get<std::int64_t>();
-        f.identicalQueryPairs = c.value("identical_query_pairs", std::int64_t(0));
-        f.tau = numberOrNaN(c.value("tau", json()));
-        f.queryTolerance = numberOrNaN(c.value("query_tolerance", json()));
-        f.method = c.value("method", std::string());
-        f.confusedPairsFar = c.value("confused_pairs_far", std::int64_t(0));
-        f.queryRelativeFloor = numberOrNaN(c.value("query_relative_floor", json()));
-        s.confusion = f;
-    }
-    if (r.contains("ray_probe")) {
-        const json& p = r["ray_probe"];
-        RayProbe probe;
-        probe.factors = numbersOrNaN(p.at("factors"));
-        probe.totalVariationMean = numbersOrNaN(p.at("total_variation_mean"));
-        probe.equalFraction = numberOrNaN(p.at("equal_fraction"));
-        probe.queries = p.value("queries", Index(0));
-        s.rayProbe = probe;
-    }
-    if (r.contains("magnitude")) {
-        const json& m = r["magnitude"];
-        MagnitudeCurve c;
-        c.factors = numbersOrNaN(m.at("factors"));
-        c.maxWeight = numbersOrNaN(m.at("max_weight"));
-        c.entropy = numbersOrNaN(m.at("entropy"));
-        c.topMass = numbersOrNaN(m.at("top_mass"));
-        c.ratio = numbersOrNaN(m.at("ratio"));
-        if (m.contains("spread")) c.spread = numbersOrNaN(m["spread"]);
-        c.queriesAveraged = m.value("queries_averaged", Index(0));
-        s.magnitude = std::move(c);
-    }
+        for (const json& l : r["local"]) s.local.push_back(localMassFromJson(l));
+    if (r.contains("entropy")) s.entropy = entropyFromJson(r["entropy"]);
+    if (r.contains("confusion")) s.confusion = confusionFromJson(r["confusion"]);
+    if (r.contains("ray_probe")) s.rayProbe = rayProbeFromJson(r["ray_probe"]);
+    if (r.contains("magnitude")) s.magnitude = magnitudeFromJson(r["magnitude"]);
     if (r.contains("local_branch")) s.localBranch = localBranchFromJson(r["local_branch"]);
     if (r.contains("distance")) s.distance = distanceFromJson(r["distance"]);
     if (r.contains("registered"))

@@ -27,6 +27,21 @@ HEADING = re.compile(r"^(#{1,6}) +(.*?) *#*$", re.M)
 # Also inside C and C++ string literals, where the quotes are escaped (\"Section\").
 DOC_REFERENCE = re.compile(r"(docs/[A-Z_]+\.md),? \\?\"([^\"\\]+)\\?\"")
 README_REFERENCE = re.compile(r"README,? \\?\"([^\"\\]+)\\?\"")
+# A reference may be wrapped: a line break and the next line's comment marker read as one space.
+LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?://+|#+|\*+(?!/))?[ \t]*")
+
+
+def joined_lines(text):
+    """The text with each line break (and the comment marker after it) as one space, and for each
+    of its characters the offset of the same character in the text."""
+    parts, offsets, pos = [], [], 0
+    for m in LINE_BREAK.finditer(text):
+        parts.append(text[pos:m.start()] + " ")
+        offsets.extend(range(pos, m.start() + 1))
+        pos = m.end()
+    parts.append(text[pos:])
+    offsets.extend(range(pos, len(text)))
+    return "".join(parts), offsets
 
 
 def anchor_of(heading):
@@ -92,12 +107,13 @@ def check_source_references(root):
             except UnicodeDecodeError:
                 continue
             where = path.relative_to(root)
-            for m in README_REFERENCE.finditer(text):
-                line = text[: m.start()].count("\n") + 1
+            flat, offsets = joined_lines(text)
+            for m in README_REFERENCE.finditer(flat):
+                line = text[: offsets[m.start()]].count("\n") + 1
                 problems.append(f"{where}:{line}: points at README \"{m.group(1)}\"; the reference is in docs/")
-            for m in DOC_REFERENCE.finditer(text):
+            for m in DOC_REFERENCE.finditer(flat):
                 doc = root / m.group(1)
-                line = text[: m.start()].count("\n") + 1
+                line = text[: offsets[m.start()]].count("\n") + 1
                 if not doc.exists():
                     problems.append(f"{where}:{line}: {m.group(1)} does not exist")
                 elif not any(m.group(2).lower() in h.replace("`", "").lower() for h in headings(doc)):
@@ -114,10 +130,12 @@ def self_test():
                                         "```\n[in a fence](nowhere.md)\n```\n")
         (root / "docs" / "A.md").write_text("# A\n\n## Two `words`\n\n[back](../README.md#t)\n")
         (root / "app" / "x.cpp").write_text('// docs/A.md "Two words"; docs/A.md "Three"; README "Old"\n'
-                                            '"see docs/A.md \\"Two words\\"; docs/A.md \\"Four\\"; README \\"Escaped\\""\n')
+                                            '"see docs/A.md \\"Two words\\"; docs/A.md \\"Four\\"; README \\"Escaped\\""\n'
+                                            '// wrapped: docs/A.md "Two\n// words"; README\n// "Wrapped"; docs/A.md\n// "Five"\n')
         problems = check_links(root) + check_source_references(root)
         expected = ["names no heading of A.md", "names a file that does not exist", 'has no heading "Three"',
-                    'points at README "Old"', 'has no heading "Four"', 'points at README "Escaped"']
+                    'points at README "Old"', 'has no heading "Four"', 'points at README "Escaped"',
+                    'x.cpp:4: points at README "Wrapped"', 'x.cpp:5: docs/A.md has no heading "Five"']
         missing = [e for e in expected if not any(e in p for p in problems)]
         if missing or len(problems) != len(expected):
             print("self-test failed: expected", expected, "got", problems)

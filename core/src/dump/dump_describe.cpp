@@ -71,80 +71,90 @@ Matrix localBranchOutput(const LayerInfo& layer, const LocalBranchWeights& weigh
     return out;
 }
 
+namespace {
+
+nlohmann::json localBranchJson(const LayerInfo& l) {
+    const LocalBranchInfo& b = *l.localBranch;
+    nlohmann::json j{{"kind", b.kind},
+                     {"channels", toString(b.channelMap)},
+                     {"weight_channels", b.channels},
+                     {"kernel", {b.kernelH, b.kernelW}},
+                     {"per_image", b.perImage},
+                     {"bias", b.hasBias ? (b.biasPerImage ? "per_image" : "shared") : "none"},
+                     {"dtype", toString(b.weightType)}};
+    if (b.interpolatedValues) j["values"] = "interpolated";
+    // Only on window layers, so that descriptions of other layers stay as they were.
+    if (l.window) {
+        j["scope"] = b.windowScope ? "window" : "grid";
+        j["per_window"] = b.perWindow;
+    }
+    return j;
+}
+
+nlohmann::json windowJson(const LayerInfo& l) {
+    const WindowInfo& w = *l.window;
+    nlohmann::json j{
+        {"size", {w.rule.sizeH, w.rule.sizeW}}, {"shift", {w.rule.shiftH, w.rule.shiftW}}, {"mask", w.rule.masked},
+        {"windows", w.partition->windows()},    {"position_bias", w.hasPositionBias()},
+    };
+    // Per-head windows (@head_windows, CSwin's stripes): the groups of consecutive heads, each with
+    // its size and number of windows; size and windows above are head 0's.
+    if (w.perHead()) {
+        nlohmann::json groups = nlohmann::json::array();
+        for (int h = 0; h < l.heads; ++h) {
+            const WindowPartition& p = w.partitionOf(h);
+            if (h > 0 && &p == &w.partitionOf(h - 1)) {
+                groups.back()["heads"] = groups.back()["heads"].get<int>() + 1;
+                continue;
+            }
+            groups.push_back({{"heads", 1}, {"size", {p.rule().sizeH, p.rule().sizeW}}, {"windows", p.windows()}});
+        }
+        j["head_windows"] = std::move(groups);
+    }
+    return j;
+}
+
+nlohmann::json layerJson(const LayerInfo& l) {
+    nlohmann::json j{
+        {"name", l.name},
+        {"index", l.index},
+        {"batch", l.batch},
+        {"heads", l.heads},
+        {"tokens", l.tokens},
+        {"dim", l.dim},
+        {"value_dim", l.valueDim},
+        {"qk_dtype", toString(l.qkType)},
+        {"v_dtype", l.vType ? nlohmann::json(toString(*l.vType)) : nlohmann::json(nullptr)},
+        {"attention", l.attention},
+        {"scale", l.scale},
+        {"scale_from_file", l.scaleFromFile},
+        {"grid", {l.layout.gridH, l.layout.gridW}},
+        {"prefix_tokens", l.layout.prefix},
+        {"kernel_applied", l.kernelApplied},
+        {"local_branch", l.localBranch ? localBranchJson(l) : nlohmann::json(nullptr)},
+    };
+    // The rest only where the layer has it, so that descriptions of other layers stay as they were:
+    // spatial reduction's keys (and their stride when the dump names it, @key_stride), window
+    // attention, the normaliser's features, the output gate.
+    if (l.reducedKeys()) {
+        j["keys"] = {
+            {"grid", {l.keyLayout.gridH, l.keyLayout.gridW}},
+            {"prefix_tokens", l.keyLayout.prefix},
+            {"tokens", l.keyTokens()},
+        };
+        if (l.keyStrideY > 0) j["keys"]["stride"] = {l.keyStrideY, l.keyStrideX};
+    }
+    if (l.window) j["window"] = windowJson(l);
+    if (l.hasNormaliserFeatures()) j["normaliser_dim"] = l.normaliserDim;
+    if (l.hasOutputGate) j["output_gate"] = true;
+    return j;
+}
+
+}  // namespace
+
 nlohmann::json DumpInfo::toJson() const {
     nlohmann::json layersJson = nlohmann::json::array();
-    for (const LayerInfo& l : layers) {
-        layersJson.push_back({
-            {"name", l.name},
-            {"index", l.index},
-            {"batch", l.batch},
-            {"heads", l.heads},
-            {"tokens", l.tokens},
-            {"dim", l.dim},
-            {"value_dim", l.valueDim},
-            {"qk_dtype", toString(l.qkType)},
-            {"v_dtype", l.vType ? nlohmann::json(toString(*l.vType)) : nlohmann::json(nullptr)},
-            {"attention", l.attention},
-            {"scale", l.scale},
-            {"scale_from_file", l.scaleFromFile},
-            {"grid", {l.layout.gridH, l.layout.gridW}},
-            {"prefix_tokens", l.layout.prefix},
-            {"kernel_applied", l.kernelApplied},
-            {"local_branch", l.localBranch
-                                 ? nlohmann::json{{"kind", l.localBranch->kind},
-                                                  {"channels", toString(l.localBranch->channelMap)},
-                                                  {"weight_channels", l.localBranch->channels},
-                                                  {"kernel", {l.localBranch->kernelH, l.localBranch->kernelW}},
-                                                  {"per_image", l.localBranch->perImage},
-                                                  {"bias", l.localBranch->hasBias
-                                                               ? (l.localBranch->biasPerImage ? "per_image" : "shared")
-                                                               : "none"},
-                                                  {"dtype", toString(l.localBranch->weightType)}}
-                                 : nlohmann::json(nullptr)},
-        });
-        if (l.localBranch && l.localBranch->interpolatedValues)
-            layersJson.back()["local_branch"]["values"] = "interpolated";
-        // Only on window layers, so that descriptions of other layers stay as they were.
-        if (l.window && l.localBranch) {
-            layersJson.back()["local_branch"]["scope"] = l.localBranch->windowScope ? "window" : "grid";
-            layersJson.back()["local_branch"]["per_window"] = l.localBranch->perWindow;
-        }
-        // Only under spatial reduction, so that descriptions of other layers stay as they were.
-        if (l.reducedKeys())
-            layersJson.back()["keys"] = {
-                {"grid", {l.keyLayout.gridH, l.keyLayout.gridW}},
-                {"prefix_tokens", l.keyLayout.prefix},
-                {"tokens", l.keyTokens()},
-            };
-        // Only when the dump names the reduction's stride (@key_stride), for the same reason.
-        if (l.reducedKeys() && l.keyStrideY > 0) layersJson.back()["keys"]["stride"] = {l.keyStrideY, l.keyStrideX};
-        // Only for window attention, so that descriptions of other layers stay as they were.
-        if (l.window)
-            layersJson.back()["window"] = {
-                {"size", {l.window->rule.sizeH, l.window->rule.sizeW}},
-                {"shift", {l.window->rule.shiftH, l.window->rule.shiftW}},
-                {"mask", l.window->rule.masked},
-                {"windows", l.window->partition->windows()},
-                {"position_bias", l.window->hasPositionBias()},
-            };
-        // Per-head windows (@head_windows, CSwin's stripes): the groups of consecutive heads, each with
-        // its size and number of windows; size and windows above are head 0's.
-        if (l.window && l.window->perHead()) {
-            nlohmann::json groups = nlohmann::json::array();
-            for (int h = 0; h < l.heads; ++h) {
-                const WindowPartition& p = l.window->partitionOf(h);
-                if (h > 0 && &p == &l.window->partitionOf(h - 1)) {
-                    groups.back()["heads"] = groups.back()["heads"].get<int>() + 1;
-                    continue;
-                }
-                groups.push_back({{"heads", 1}, {"size", {p.rule().sizeH, p.rule().sizeW}}, {"windows", p.windows()}});
-            }
-            layersJson.back()["window"]["head_windows"] = std::move(groups);
-        }
-        // Only where present, so that descriptions of other layers stay as they were.
-        if (l.hasNormaliserFeatures()) layersJson.back()["normaliser_dim"] = l.normaliserDim;
-        if (l.hasOutputGate) layersJson.back()["output_gate"] = true;
-    }
+    for (const LayerInfo& l : layers) layersJson.push_back(layerJson(l));
     nlohmann::json description = {
         {"path", path},
         {"file_size", fileSize},

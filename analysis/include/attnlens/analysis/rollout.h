@@ -60,7 +60,7 @@ RowVector rolloutRow(const std::vector<RolloutLayer>& layers, Index query, const
 Matrix rolloutMatrix(const std::vector<RolloutLayer>& layers, const RolloutOptions& options, CancelToken cancel = {});
 // Bytes that reading one image of `layers` (positions in info.layers) and rolling one query out
 // through them for one paradigm at a time need, with `threads` workers, plus `resultBytes` per
-// token for the result's text (an estimate from above: terms in memory_plan.cpp and README
+// token for the result's text (an estimate from above: terms in memory_plan.cpp and docs/CLI.md
 // "Memory"). For checkFitsInMemory before anything is read.
 double rolloutMemoryBytes(const DumpInfo& info, const std::vector<int>& layers, const RolloutOptions& options,
                           ThreadBudget threads, double resultBytesPerToken = 0);
