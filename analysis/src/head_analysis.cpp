@@ -392,7 +392,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     for (const std::string& key : sel.registered) {
         const RegisteredStatistic* r = findRegisteredStatistic(key);
         if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + statisticNamesText() + ")");
-        stats.registered.emplace_back(key, r->compute(a, status, geometry));
+        stats.registered.emplace_back(key, r->compute(a, status, admissible));
     }
     poll();
     if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference, sharedOutput);

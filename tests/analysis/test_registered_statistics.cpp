@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-double selfMass(const Matrix& a, std::span<const RowStatus> status, const AttentionLayout&) {
+double selfMass(const Matrix& a, std::span<const RowStatus> status, const AdmissibleKeys&) {
     if (a.rows() != a.cols()) return std::numeric_limits<double>::quiet_NaN();
     double sum = 0;
     Index rows = 0;
@@ -65,7 +65,7 @@ TEST(RegisteredStatistics, KeysAreCheckedWhenRegistered) {
     const std::size_t product = registeredStatistics().size();  // the product's own entries
     {
         const SelfMassRegistered registered;
-        auto compute = [](const Matrix&, std::span<const RowStatus>, const AttentionLayout&) { return 0.0; };
+        auto compute = [](const Matrix&, std::span<const RowStatus>, const AdmissibleKeys&) { return 0.0; };
         for (const std::string bad : {"", "Self", "self-mass", "rank", "all", "self_mass"})
             EXPECT_THROW(registerStatistic({bad, "t", "d", compute}), Error) << bad;
         EXPECT_THROW(registerStatistic({"no_compute", "t", "d", {}}), Error);
@@ -224,6 +224,45 @@ TEST(RegisteredStatistics, ReportsWithoutThemHaveNoTrace) {
 
 // The one table of the built-in statistics: its order is the selection's, each name selects exactly
 // its own flag, and messages and help texts list the names from it.
+// A registered statistic is given the keys each row may attend to: on a window layer |S_i| is the
+// query's window (16 tokens), not the layer's 64, and the keys are the window's own tokens.
+TEST(RegisteredStatistics, TheyAreGivenTheAdmissibleKeysOfEachRow) {
+    struct Registered {
+        Registered() {
+            registerStatistic({"mean_admissible", "mean |S_i|", "mean over the Ok rows of |S_i|",
+                               [](const Matrix& a, std::span<const RowStatus> status, const AdmissibleKeys& keys) {
+                                   double sum = 0;
+                                   Index rows = 0;
+                                   for (Index i = 0; i < a.rows(); ++i)
+                                       if (status.empty() || status[std::size_t(i)] == RowStatus::Ok) {
+                                           sum += double(keys.count(i));
+                                           ++rows;
+                                       }
+                                   return sum / double(rows);
+                               }});
+        }
+        ~Registered() { unregisterStatistic("mean_admissible"); }
+    } registered;
+    const TokenLayout layout{8, 8, 0};
+    const Matrix q = testing::randomNormal(64, 4, 5), k = testing::randomNormal(64, 4, 6);
+    AnalysisOptions options;
+    options.stats = StatSelection::parse("mean_admissible");
+    for (const bool windowed : {false, true}) {
+        const WindowPartition p(layout, {4, 4, 2, 2, false});
+        HeadInputs in{&q, &k, 0.5, false};
+        if (windowed) in.windows = &p;
+        const AttentionHead head(presetParadigm("softmax"), in);
+        const HeadStatistics s = analyzeHead(head, q, layout, options);
+        ASSERT_EQ(s.registered.size(), 1u);
+        EXPECT_EQ(s.registered[0].second, windowed ? 16.0 : 64.0);
+        // The same count the direct way: the keys with weight in each row of A.
+        if (windowed) {
+            const Matrix a = head.matrix();
+            for (Index i = 0; i < 64; ++i) EXPECT_EQ((a.row(i).array() > 0).count(), 16) << i;
+        }
+    }
+}
+
 TEST(BuiltInStatistics, TheTableIsTheSelectionsVocabulary) {
     const SelfMassRegistered registered;
     std::vector<std::string> names;

@@ -372,7 +372,7 @@ void StatisticsTests::registeredStatisticsReachTheHeadsView() {
         ~Unregister() { unregisterStatistic("self_mass"); }
     } unregister;
     registerStatistic({"self_mass", "self-attention mass", "mean over the Ok rows i of A_ii",
-                       [](const Matrix& a, std::span<const RowStatus> status, const AttentionLayout&) {
+                       [](const Matrix& a, std::span<const RowStatus> status, const AdmissibleKeys&) {
                            double sum = 0;
                            Index rows = 0;
                            for (Index i = 0; i < std::min(a.rows(), a.cols()); ++i)

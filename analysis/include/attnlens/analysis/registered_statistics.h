@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attnlens/attention/admissible_keys.h"
 #include "attnlens/attention/attention.h"
-#include "attnlens/attention/token_layout.h"
 
 namespace attnlens {
 
@@ -28,8 +28,10 @@ struct RegisteredStatistic {
     std::string title;       // as the desktop program names it
     std::string definition;  // the formula, with every tolerance, for the report's options
     // The head's value from its full N x n matrix A (rows whose status is not Ok hold NaN and are
-    // to be left out); NaN when there is nothing to measure.
-    std::function<double(const Matrix& a, std::span<const RowStatus> status, const AttentionLayout& layout)> compute;
+    // to be left out) and the keys each row may attend to (admissible_keys.h: keys.count(i) is
+    // |S_i|, the yardstick of any "uniform" or "N": a query's window on window layers;
+    // keys.layout() the queries' and keys' grids); NaN when there is nothing to measure.
+    std::function<double(const Matrix& a, std::span<const RowStatus> status, const AdmissibleKeys& keys)> compute;
 };
 
 // Every registered statistic, in order: those of registered_statistics.cpp, then those added by
