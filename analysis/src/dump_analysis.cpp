@@ -243,6 +243,111 @@ private:
     std::condition_variable progress_;
 };
 
+// One analyzeDump run: its tasks (image x layer), their results and what the workers share. The
+// results go into the report once every worker has ended (run()).
+class DumpAnalysisRun {
+public:
+    DumpAnalysisRun(const DumpReader& reader, AnalysisReport& report, int threads, const ProgressFn& progress,
+                    CancelToken cancel, const RecordSink* sink)
+        : reader_(reader),
+          report_(report),
+          threads_(threads),
+          progress_(progress),
+          cancel_(std::move(cancel)),
+          tasks_(tasksOf(report.request)),
+          taskRecords_(tasks_.size()),
+          taskNonFinite_(tasks_.size()),
+          taskSkipped_(tasks_.size()),
+          writer_(sink, taskRecords_, std::size_t(2 * threads + 2), stop_) {
+        for (const AnalysisTask& t : tasks_)
+            totalSteps_ += std::int64_t(headsOf(t.layer).size() * report_.paradigms.size());
+    }
+
+    std::int64_t totalSteps() const { return totalSteps_; }
+
+    void run() {
+        detail::parallelFor(tasks_.size(), threads_, [this](std::size_t t) { runTask(t); });
+        if (cancelled_) throw Error(ErrorKind::Cancelled, "analysis cancelled");
+        collectResults(report_, tasks_, taskRecords_, taskNonFinite_, taskSkipped_);
+    }
+
+private:
+    static std::vector<AnalysisTask> tasksOf(const AnalyzeRequest& req) {
+        std::vector<AnalysisTask> tasks;
+        for (int b : req.images)
+            for (int l : req.layers) tasks.push_back({b, l});
+        return tasks;
+    }
+
+    std::vector<int> headsOf(int layer) const {
+        std::vector<int> list = report_.request.heads;
+        if (list.empty())
+            for (int h = 0; h < report_.dump.layers[std::size_t(layer)].heads; ++h) list.push_back(h);
+        return list;
+    }
+
+    // Counts `steps` finished steps, reports them and looks at the cancel token.
+    void advance(std::int64_t steps, const std::string& current) {
+        std::lock_guard lock(progressMutex_);
+        done_ += steps;
+        if (progress_) progress_(AnalysisProgress{done_, totalSteps_, current});
+        if (!cancel_.requested()) return;
+        cancelled_ = true;
+        stop_ = true;
+        writer_.wake();
+    }
+
+    void runTask(std::size_t t) {
+        if (stop_.load() || !writer_.waitForTurn(t)) return;
+        const AnalysisTask task = tasks_[t];
+        const AnalyzeRequest& req = report_.request;
+        try {
+            const LayerInfo& layer = report_.dump.layers[std::size_t(task.layer)];
+            std::vector<HeadActivations> heads;
+            std::optional<LocalBranchWeights> branchWeights;
+            try {
+                readTaskInputs(reader_, req, task.image, task.layer, heads, branchWeights);
+            } catch (const Error& e) {
+                if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+                taskSkipped_[t] = e.what();
+                advance(std::int64_t(headsOf(task.layer).size() * report_.paradigms.size()),
+                        "image " + std::to_string(task.image) + ", layer " + layer.name + ": skipped (unreadable)");
+                writer_.finished(t);
+                return;
+            }
+            const auto advanced = [this](std::int64_t steps, const std::string& current) { advance(steps, current); };
+            for (int h : headsOf(task.layer)) {
+                for (const auto& nf : heads[h].nonFinite) taskNonFinite_[t].push_back(nf);
+                if (!analyzeTaskHead(report_, task, h, heads[h], branchWeights ? &*branchWeights : nullptr,
+                                     taskRecords_[t], stop_, advanced))
+                    return;
+            }
+            writer_.finished(t);
+        } catch (...) {
+            stop_ = true;
+            writer_.wake();
+            throw;  // parallelFor rethrows the first failure once every worker has ended
+        }
+    }
+
+    const DumpReader& reader_;
+    AnalysisReport& report_;
+    const int threads_;
+    const ProgressFn& progress_;
+    const CancelToken cancel_;
+    const std::vector<AnalysisTask> tasks_;
+    std::vector<std::vector<HeadRecord>> taskRecords_;
+    std::vector<std::vector<NonFiniteValue>> taskNonFinite_;
+    std::vector<std::optional<std::string>> taskSkipped_;  // the read error of a skipped task
+    std::int64_t totalSteps_ = 0;
+    // Set on a failure or a cancel: the workers leave the task they are in and start no other.
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> cancelled_{false};
+    std::mutex progressMutex_;
+    std::int64_t done_ = 0;
+    OrderedRecordWriter writer_;
+};
+
 }  // namespace
 
 AnalysisPlan planAnalysis(const DumpInfo& info, const AnalyzeRequest& request) {
@@ -277,90 +382,20 @@ AnalysisReport analyzeDump(const DumpReader& reader, const AnalysisPlan& plan, c
                            CancelToken cancel, const RecordSink* sink) {
     const auto start = std::chrono::steady_clock::now();
     retainFreedMemory();
-    const DumpInfo& info = reader.info();
     AnalysisReport report;
-    report.dump = info;
+    report.dump = reader.info();
     report.request = plan.request;
     report.paradigms = plan.request.paradigms;
-    const AnalyzeRequest& req = report.request;
     if (!plan.memory.note.empty()) report.notes.push_back(plan.memory.note);
-    std::vector<AnalysisTask> tasks;
-    for (int b : req.images)
-        for (int l : req.layers) tasks.push_back({b, l});
-    std::vector<std::vector<HeadRecord>> taskRecords(tasks.size());
-    auto headsOf = [&](int layer) {
-        std::vector<int> list = req.heads;
-        if (list.empty())
-            for (int h = 0; h < info.layers[layer].heads; ++h) list.push_back(h);
-        return list;
-    };
-    std::int64_t totalSteps = 0;
-    for (const AnalysisTask& t : tasks) totalSteps += std::int64_t(headsOf(t.layer).size() * report.paradigms.size());
-    std::vector<std::vector<NonFiniteValue>> taskNonFinite(tasks.size());
-    std::vector<std::optional<std::string>> taskSkipped(tasks.size());  // the read error of a skipped task
-    const int threads = plan.memory.workers;
     // BLAS threads only for big heads analysed one at a time, and only as many as fit (planMemory
     // says why); the count before is restored when the analysis ends.
     const ScopedBlasThreads blasThreads(plan.memory.blasThreads);
-
-    // Set on a failure or a cancel: the workers leave the task they are in and start no other.
-    std::atomic<bool> stop{false};
-    std::atomic<bool> cancelled{false};
-    std::mutex progressMutex;
-    std::int64_t done = 0;
-
-    OrderedRecordWriter writer(sink, taskRecords, std::size_t(2 * threads + 2), stop);
-
-    // Counts `steps` finished steps, reports them and looks at the cancel token.
-    auto advance = [&](std::int64_t steps, const std::string& current) {
-        std::lock_guard lock(progressMutex);
-        done += steps;
-        if (progress) progress(AnalysisProgress{done, totalSteps, current});
-        if (!cancel.requested()) return;
-        cancelled = true;
-        stop = true;
-        writer.wake();
-    };
-
-    auto runTask = [&](std::size_t t) {
-        if (stop.load() || !writer.waitForTurn(t)) return;
-        const AnalysisTask task = tasks[t];
-        try {
-            const LayerInfo& layer = info.layers[task.layer];
-            std::vector<HeadActivations> heads;
-            std::optional<LocalBranchWeights> branchWeights;
-            try {
-                readTaskInputs(reader, req, task.image, task.layer, heads, branchWeights);
-            } catch (const Error& e) {
-                if (!req.skipUnreadable || e.kind() != ErrorKind::Input) throw;
-                taskSkipped[t] = e.what();
-                advance(std::int64_t(headsOf(task.layer).size() * report.paradigms.size()),
-                        "image " + std::to_string(task.image) + ", layer " + layer.name + ": skipped (unreadable)");
-                writer.finished(t);
-                return;
-            }
-            for (int h : headsOf(task.layer)) {
-                for (const auto& nf : heads[h].nonFinite) taskNonFinite[t].push_back(nf);
-                if (!analyzeTaskHead(report, task, h, heads[h], branchWeights ? &*branchWeights : nullptr,
-                                     taskRecords[t], stop, advance))
-                    return;
-            }
-            writer.finished(t);
-        } catch (...) {
-            stop = true;
-            writer.wake();
-            throw;  // parallelFor rethrows the first failure once every worker has ended
-        }
-    };
-
-    if (progress) progress(AnalysisProgress{0, totalSteps, "starting"});
+    DumpAnalysisRun run(reader, report, plan.memory.workers, progress, cancel, sink);
+    if (progress) progress(AnalysisProgress{0, run.totalSteps(), "starting"});
     cancel.throwIfRequested("analysis");
     readLabels(reader, report);
     if (sink && sink->begin) sink->begin(report);
-    detail::parallelFor(tasks.size(), threads, runTask);
-    if (cancelled) throw Error(ErrorKind::Cancelled, "analysis cancelled");
-
-    collectResults(report, tasks, taskRecords, taskNonFinite, taskSkipped);
+    run.run();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
 }

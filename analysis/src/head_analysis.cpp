@@ -300,11 +300,9 @@ DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bo
     return needs;
 }
 
-HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& geometry,
-                           const AnalysisOptions& options, const LocalBranchHead* branch,
-                           const DistanceReference* reference, const Matrix* values, CancelToken cancel) {
-    validate(options);
-    const auto poll = [&] { cancel.throwIfRequested("the head's statistics"); };
+namespace {
+
+void checkHeadLayout(const AttentionHead& head, const AttentionLayout& geometry) {
     const Index n = head.tokens(), keys = head.keys();
     const TokenLayout& layout = geometry.queries;
     if (layout.tokens() != n || geometry.keys.tokens() != keys)
@@ -313,69 +311,116 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
                    std::to_string(layout.tokens()) + " tokens, " + std::to_string(geometry.keys.tokens()) +
                    " keys) does not match the head's " + std::to_string(n) + " tokens and " + std::to_string(keys) +
                    " keys");
-    const StatSelection& sel = options.stats;
-    HeadStatistics stats;
-    stats.tokens = n;
-    stats.keys = keys;
+}
 
-    const bool lowRank = head.hasLowRankForm();
-    DenseNeeds needs = denseNeeds(sel, lowRank, n, branch != nullptr);
-    if (head.windows()) needs.sharedRawRows = false;  // window rows normalise over their own keys
+// A with its row statuses, as the selection needs it: with its raw rows (one GEMM for both the
+// matrix and the magnitude curves, which start from raw rows), alone, or only the statuses.
+struct HeadMatrix {
     Matrix a, raw;
     std::vector<double> dotSums;
     std::vector<RowStatus> status;
+};
+
+HeadMatrix headMatrix(const AttentionHead& head, const DenseNeeds& needs) {
+    const Index n = head.tokens(), keys = head.keys();
+    HeadMatrix m;
     if (needs.sharedRawRows) {
-        // One GEMM for both the matrix and the magnitude curves (which start from raw rows).
-        raw.resize(n, keys);
-        dotSums.resize(std::size_t(n));
-        head.rawRows(0, n, raw, dotSums.data());
-        a = raw;
-        status.resize(std::size_t(n));
-        for (Index i = 0; i < n; ++i) status[std::size_t(i)] = head.normaliseRawRow(a.row(i), dotSums[std::size_t(i)]);
+        m.raw.resize(n, keys);
+        m.dotSums.resize(std::size_t(n));
+        head.rawRows(0, n, m.raw, m.dotSums.data());
+        m.a = m.raw;
+        m.status.resize(std::size_t(n));
+        for (Index i = 0; i < n; ++i)
+            m.status[std::size_t(i)] = head.normaliseRawRow(m.a.row(i), m.dotSums[std::size_t(i)]);
     } else if (needs.matrix) {
-        a = head.matrix(&status);
+        m.a = head.matrix(&m.status);
     } else {
         // Row statuses without the N x N matrix: blocks of rows, O(block * N) memory.
         constexpr Index kBlock = 256;
-        status.assign(std::size_t(n), RowStatus::Ok);
+        m.status.assign(std::size_t(n), RowStatus::Ok);
         Matrix block;
         for (Index begin = 0; begin < n; begin += kBlock) {
             const Index count = std::min(kBlock, n - begin);
             block.resize(count, keys);
-            head.rows(begin, count, block, status.data() + begin);
+            head.rows(begin, count, block, m.status.data() + begin);
         }
     }
-    stats.flaggedRows =
-        Index(std::count_if(status.begin(), status.end(), [](RowStatus s) { return s != RowStatus::Ok; }));
-    poll();
-    const Matrix* full = needs.matrix ? &a : nullptr;
-    // The keys each row may attend to: the yardstick of the local baseline and normalised entropy.
-    const AdmissibleKeys admissible(geometry, head.windows());
+    return m;
+}
 
-    // The low-rank spectrum and confusion count share one factorisation and one QR.
+// The low-rank spectrum and confusion count share one factorisation and one QR.
+std::optional<linalg::LowRankFactors> sharedFactors(const AttentionHead& head, const AnalysisOptions& options) {
+    const StatSelection& sel = options.stats;
     std::optional<linalg::LowRankFactors> factors;
-    if (lowRank && (sel.rank || sel.confusion)) {
+    if (head.hasLowRankForm() && (sel.rank || sel.confusion)) {
         factors.emplace();
         factors->f = linalg::factorise(head);
         // Non-finite keys flag every row: both statistics then stop before they need the QR.
         if ((sel.confusion || !options.spectrum.spatialOnly) && factors->f.r.allFinite())
             factors->rightR = linalg::thinQrR(factors->f.r);
     }
-    poll();
-    if (sel.rank)
-        stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
-                                 : spectrum(head, geometry, options.spectrum, full);
-    // O = A V once for the local mass's output share and the distance's output error.
+    return factors;
+}
+
+// O = A V once for the local mass's output share and the distance's output error, when both
+// want it of the same V; empty otherwise.
+Matrix sharedOutput(const Matrix& a, const StatSelection& sel, const DistanceReference* reference,
+                    const Matrix* values) {
     const bool distanceOutput = sel.distance && reference && reference->values && reference->output.size() > 0;
     Matrix output;
     if (values && sel.local && distanceOutput && reference->values == values) {
         output.resize(a.rows(), values->cols());
         linalg::gemm(false, false, 1.0, a, *values, 0.0, output);
     }
-    const Matrix* sharedOutput = output.size() > 0 ? &output : nullptr;
+    return output;
+}
+
+std::vector<std::pair<std::string, double>> registeredValues(const StatSelection& sel, const HeadMatrix& m,
+                                                             const AdmissibleKeys& admissible) {
+    std::vector<std::pair<std::string, double>> values;
+    for (const std::string& key : sel.registered) {
+        const RegisteredStatistic* r = findRegisteredStatistic(key);
+        if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + statisticNamesText() + ")");
+        values.emplace_back(key, r->compute(m.a, m.status, admissible));
+    }
+    return values;
+}
+
+}  // namespace
+
+HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const AttentionLayout& geometry,
+                           const AnalysisOptions& options, const LocalBranchHead* branch,
+                           const DistanceReference* reference, const Matrix* values, CancelToken cancel) {
+    validate(options);
+    const auto poll = [&] { cancel.throwIfRequested("the head's statistics"); };
+    checkHeadLayout(head, geometry);
+    const StatSelection& sel = options.stats;
+    HeadStatistics stats;
+    stats.tokens = head.tokens();
+    stats.keys = head.keys();
+
+    const bool lowRank = head.hasLowRankForm();
+    DenseNeeds needs = denseNeeds(sel, lowRank, head.tokens(), branch != nullptr);
+    if (head.windows()) needs.sharedRawRows = false;  // window rows normalise over their own keys
+    const HeadMatrix m = headMatrix(head, needs);
+    const Matrix& a = m.a;
+    const std::vector<RowStatus>& status = m.status;
+    stats.flaggedRows =
+        Index(std::count_if(status.begin(), status.end(), [](RowStatus s) { return s != RowStatus::Ok; }));
+    poll();
+    const Matrix* full = needs.matrix ? &a : nullptr;
+    // The keys each row may attend to: the yardstick of the local baseline and normalised entropy.
+    const AdmissibleKeys admissible(geometry, head.windows());
+    const std::optional<linalg::LowRankFactors> factors = sharedFactors(head, options);
+    poll();
+    if (sel.rank)
+        stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
+                                 : spectrum(head, geometry, options.spectrum, full);
+    const Matrix output = sharedOutput(a, sel, reference, values);
+    const Matrix* shared = output.size() > 0 ? &output : nullptr;
     poll();
     if (sel.local) {
-        stats.local = localMass(a, status, geometry, options.localK, values, sharedOutput, &admissible);
+        stats.local = localMass(a, status, geometry, options.localK, values, shared, &admissible);
         if (!options.perQueryMaps)
             for (auto& l : stats.local) l.perQuery.clear();
     }
@@ -384,18 +429,14 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
         stats.localBranch =
             analyzeLocalBranch(a, status,
                                // Spatial reduction: the branch's values are interpolated from the keys (format.md 1c).
-                               geometry.reducedKeys() ? LocalBranchGrid::interpolated(layout, geometry.keys)
-                                                      : LocalBranchGrid(layout, branch->windows),
+                               geometry.reducedKeys() ? LocalBranchGrid::interpolated(geometry.queries, geometry.keys)
+                                                      : LocalBranchGrid(geometry.queries, branch->windows),
                                *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
     poll();
     if (sel.entropy) stats.entropy = entropyStatistics(a, status, &admissible);
-    for (const std::string& key : sel.registered) {
-        const RegisteredStatistic* r = findRegisteredStatistic(key);
-        if (!r) throwUsage("unknown statistic '" + printableText(key) + "' (known: " + statisticNamesText() + ")");
-        stats.registered.emplace_back(key, r->compute(a, status, admissible));
-    }
+    stats.registered = registeredValues(sel, m, admissible);
     poll();
-    if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference, sharedOutput);
+    if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference, shared);
     poll();
     if (sel.confusion)
         stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
@@ -405,7 +446,7 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     poll();
     if (sel.magnitude)
         stats.magnitude = needs.sharedRawRows
-                              ? detail::meanMagnitudeCurve(head, options.magnitude, {&raw, dotSums.data()})
+                              ? detail::meanMagnitudeCurve(head, options.magnitude, {&m.raw, m.dotSums.data()})
                               : meanMagnitudeCurve(head, options.magnitude);
     poll();
     return stats;

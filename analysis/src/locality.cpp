@@ -179,6 +179,90 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityRequest&
     return localityOverDump(reader, planLocality(reader.info(), request), progress, cancel);
 }
 
+namespace {
+
+// The cells of one group, in (layer, head, paradigm) order, each with empty sums.
+struct LocalityCells {
+    std::vector<LocalityCell> cells;
+    std::vector<std::size_t> first;  // first[li]: where the request's li-th layer starts
+};
+
+LocalityCells localityCells(const DumpInfo& info, const std::vector<int>& layers, int paradigms) {
+    LocalityCells out;
+    for (int l : layers) {
+        out.first.push_back(out.cells.size());
+        const LayerInfo& li = info.layers[std::size_t(l)];
+        for (int h = 0; h < li.heads; ++h)
+            for (int p = 0; p < paradigms; ++p)
+                out.cells.push_back(LocalityCell{l, h, p, LocalityAccumulator(li.attentionLayout())});
+    }
+    return out;
+}
+
+// One image's sums into `image` (its cells reset first), its layers read in parallel. Returns, per
+// layer of the request, the read error of the image's layer (skipUnreadable), else empty.
+std::vector<std::string> accumulateImage(const DumpReader& reader, const LocalityReport& report,
+                                         const LocalityPlan& plan, int img, const std::vector<std::size_t>& first,
+                                         std::vector<LocalityCell>& image, const CancelToken& cancel) {
+    const DumpInfo& info = reader.info();
+    const std::vector<int>& layers = report.request.layers;
+    const int paradigms = int(report.paradigms.size());
+    for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].attentionLayout());
+    std::vector<std::string> unreadable(layers.size());
+    detail::parallelFor(layers.size(), plan.memory.workers, [&](std::size_t li) {
+        cancel.throwIfRequested("locality");
+        const int l = layers[li];
+        const LayerInfo& layer = info.layers[std::size_t(l)];
+        std::vector<HeadActivations> heads;
+        try {
+            heads = reader.readLayer(img, l, false);
+        } catch (const Error& e) {
+            if (!plan.request.skipUnreadable || e.kind() != ErrorKind::Input) throw;
+            unreadable[li] = e.what();  // its cells keep empty sums for this image
+            return;
+        }
+        std::size_t at = first[li];
+        for (int h = 0; h < layer.heads; ++h) {
+            const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
+            for (int p = 0; p < paradigms; ++p, ++at) {
+                AttentionHead head(report.paradigms[std::size_t(p)], in);
+                if (plan.request.queryScale != 1.0) head.scaleQueries(plan.request.queryScale);
+                accumulateLocality(head, layer.attentionLayout(), image[at].sums);
+            }
+        }
+    });
+    return unreadable;
+}
+
+// The image's unreadable layers as skipped layers and notes; per layer of the dump, whether it was read.
+std::vector<char> recordUnreadable(LocalityReport& report, int img, const std::vector<std::string>& unreadable) {
+    const std::vector<int>& layers = report.request.layers;
+    std::vector<char> layerRead(report.dump.layers.size(), 1);
+    for (std::size_t li = 0; li < layers.size(); ++li) {
+        if (unreadable[li].empty()) continue;
+        layerRead[std::size_t(layers[li])] = 0;
+        report.skipped.push_back(SkippedLayer{img, layers[li], unreadable[li]});
+        report.notes.push_back("image " + std::to_string(img) + ", layer " +
+                               report.dump.layers[std::size_t(layers[li])].name +
+                               " is left out (unreadable): " + unreadable[li]);
+    }
+    return layerRead;
+}
+
+// The uniform yardstick per (layer, head); a layer's heads share it unless they have windows of
+// their own.
+void addUniformDistances(LocalityReport& report) {
+    for (const int l : report.request.layers) {
+        const LayerInfo& info = report.dump.layers[std::size_t(l)];
+        const bool perHead = info.window && info.window->perHead();
+        const double shared = perHead ? 0.0 : uniformMeanDistance(admissibleKeysOf(info, 0));
+        for (int h = 0; h < info.heads; ++h)
+            report.uniformDistance[{l, h}] = perHead ? uniformMeanDistance(admissibleKeysOf(info, h)) : shared;
+    }
+}
+
+}  // namespace
+
 LocalityReport localityOverDump(const DumpReader& reader, const LocalityPlan& plan, const ProgressFn& progress,
                                 CancelToken cancel) {
     const auto start = std::chrono::steady_clock::now();
@@ -190,61 +274,16 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityPlan& pl
     report.dump = info;
     report.request = plan.request;
     report.paradigms = plan.request.paradigms;
-    const std::vector<int>& layers = report.request.layers;
-    const int paradigms = int(report.paradigms.size());
-    const int threads = plan.memory.workers;
-
-    // The cells of one group, in (layer, head, paradigm) order; first[l]: where layer l's start.
-    std::vector<LocalityCell> layout;
-    std::vector<std::size_t> first;
-    for (int l : layers) {
-        first.push_back(layout.size());
-        const LayerInfo& li = info.layers[std::size_t(l)];
-        for (int h = 0; h < li.heads; ++h)
-            for (int p = 0; p < paradigms; ++p)
-                layout.push_back(LocalityCell{l, h, p, LocalityAccumulator(li.attentionLayout())});
-    }
-    LocalityGroup all{"all", std::nullopt, 0, layout};
+    const LocalityCells layout = localityCells(info, report.request.layers, int(report.paradigms.size()));
+    LocalityGroup all{"all", std::nullopt, 0, layout.cells};
     std::map<std::int64_t, LocalityGroup> byLabel;
 
-    std::vector<LocalityCell> image = layout;  // one image's sums
-    // Per layer of the request: the read error of this image's layer (skipUnreadable), else empty.
-    std::vector<std::string> unreadable(layers.size());
+    std::vector<LocalityCell> image = layout.cells;  // one image's sums
     std::int64_t done = 0;
     for (int img : report.request.images) {
-        for (LocalityCell& c : image) c.sums = LocalityAccumulator(info.layers[std::size_t(c.layer)].attentionLayout());
-        std::fill(unreadable.begin(), unreadable.end(), std::string());
-        detail::parallelFor(layers.size(), threads, [&](std::size_t li) {
-            cancel.throwIfRequested("locality");
-            const int l = layers[li];
-            const LayerInfo& layer = info.layers[std::size_t(l)];
-            std::vector<HeadActivations> heads;
-            try {
-                heads = reader.readLayer(img, l, false);
-            } catch (const Error& e) {
-                if (!plan.request.skipUnreadable || e.kind() != ErrorKind::Input) throw;
-                unreadable[li] = e.what();  // its cells keep empty sums for this image
-                return;
-            }
-            std::size_t at = first[li];
-            for (int h = 0; h < layer.heads; ++h) {
-                const HeadInputs in = headInputs(layer, heads[std::size_t(h)], h);
-                for (int p = 0; p < paradigms; ++p, ++at) {
-                    AttentionHead head(report.paradigms[std::size_t(p)], in);
-                    if (plan.request.queryScale != 1.0) head.scaleQueries(plan.request.queryScale);
-                    accumulateLocality(head, layer.attentionLayout(), image[at].sums);
-                }
-            }
-        });
-        std::vector<char> layerRead(info.layers.size(), 1);
-        for (std::size_t li = 0; li < layers.size(); ++li) {
-            if (unreadable[li].empty()) continue;
-            layerRead[std::size_t(layers[li])] = 0;
-            report.skipped.push_back(SkippedLayer{img, layers[li], unreadable[li]});
-            report.notes.push_back("image " + std::to_string(img) + ", layer " +
-                                   info.layers[std::size_t(layers[li])].name +
-                                   " is left out (unreadable): " + unreadable[li]);
-        }
+        const std::vector<std::string> unreadable =
+            accumulateImage(reader, report, plan, img, layout.first, image, cancel);
+        const std::vector<char> layerRead = recordUnreadable(report, img, unreadable);
         auto addTo = [&image, &layerRead](LocalityGroup& g) {
             ++g.images;
             for (std::size_t c = 0; c < image.size(); ++c) {
@@ -256,7 +295,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityPlan& pl
         if (plan.request.perLabel)
             if (const std::optional<std::int64_t> label = usableLabel(reader, img, report.notes)) {
                 auto [it, inserted] = byLabel.try_emplace(*label);
-                if (inserted) it->second = LocalityGroup{groupName(info, *label), *label, 0, layout};
+                if (inserted) it->second = LocalityGroup{groupName(info, *label), *label, 0, layout.cells};
                 addTo(it->second);
             }
         ++done;
@@ -268,15 +307,7 @@ LocalityReport localityOverDump(const DumpReader& reader, const LocalityPlan& pl
     }
     report.groups.push_back(std::move(all));
     for (auto& [label, g] : byLabel) report.groups.push_back(std::move(g));
-    // The uniform yardstick per (layer, head); a layer's heads share it unless they have windows of
-    // their own.
-    for (const int l : report.request.layers) {
-        const LayerInfo& info = report.dump.layers[std::size_t(l)];
-        const bool perHead = info.window && info.window->perHead();
-        const double shared = perHead ? 0.0 : uniformMeanDistance(admissibleKeysOf(info, 0));
-        for (int h = 0; h < info.heads; ++h)
-            report.uniformDistance[{l, h}] = perHead ? uniformMeanDistance(admissibleKeysOf(info, h)) : shared;
-    }
+    addUniformDistances(report);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
 }

@@ -502,6 +502,100 @@ MagnitudeCurve magnitudeCurve(const AttentionHead& head, Index query, const Magn
     return c;
 }
 
+namespace {
+
+// Sums over queries of each factor's measurements: one chunk's, then the whole curve's (the
+// chunks' added in chunk order).
+struct MagnitudeSums {
+    std::vector<double> sumMax, sumEntropy, sumTop, sumLogRatio, sumSpread;
+    std::vector<Index> entropyCount, ratioCount, spreadCount;
+    Index queries = 0, skipped = 0;
+
+    explicit MagnitudeSums(std::size_t f = 0) { reset(f); }
+    void reset(std::size_t f) {
+        sumMax.assign(f, 0.0);
+        sumEntropy.assign(f, 0.0);
+        sumTop.assign(f, 0.0);
+        sumLogRatio.assign(f, 0.0);
+        sumSpread.assign(f, 0.0);
+        entropyCount.assign(f, 0);
+        ratioCount.assign(f, 0);
+        spreadCount.assign(f, 0);
+    }
+    std::size_t factors() const { return sumMax.size(); }
+    void add(const MagnitudeSums& p) {
+        queries += p.queries;
+        skipped += p.skipped;
+        for (std::size_t k = 0; k < factors(); ++k) {
+            sumMax[k] += p.sumMax[k];
+            sumTop[k] += p.sumTop[k];
+            sumEntropy[k] += p.sumEntropy[k];
+            sumLogRatio[k] += p.sumLogRatio[k];
+            entropyCount[k] += p.entropyCount[k];
+            ratioCount[k] += p.ratioCount[k];
+            sumSpread[k] += p.sumSpread[k];
+            spreadCount[k] += p.spreadCount[k];
+        }
+    }
+    // The means (the ratio's geometric mean) into c, whose points are factors().
+    void meansInto(MagnitudeCurve& c) const {
+        c.queriesAveraged = queries;
+        c.skippedRatios = skipped;
+        for (std::size_t k = 0; k < factors(); ++k) {
+            if (queries > 0) {
+                c.maxWeight[k] = sumMax[k] / double(queries);
+                c.topMass[k] = sumTop[k] / double(queries);
+            }
+            if (entropyCount[k] > 0) c.entropy[k] = sumEntropy[k] / double(entropyCount[k]);
+            if (ratioCount[k] > 0) c.ratio[k] = std::exp(sumLogRatio[k] / double(ratioCount[k]));
+            if (spreadCount[k] > 0) c.spread[k] = sumSpread[k] / double(spreadCount[k]);
+        }
+    }
+};
+
+// Each thread's scaler and row buffers: one query's measurements at every factor.
+struct MagnitudeScratch {
+    std::optional<QueryScaler> scaler;  // absent under window attention (measureWindowed)
+    std::vector<double> maxWeight, entropy, topMass, ratio, logRatio, spread;
+    Index topKey = -1, medianKey = -1;
+
+    explicit MagnitudeScratch(std::size_t f) : maxWeight(f), entropy(f), topMass(f), ratio(f), logRatio(f), spread(f) {}
+
+    // Query i's measurements into sums; false (nothing added) for a query that is not measured.
+    bool measure(const AttentionHead& head, Index i, const std::vector<double>& factors, int topK,
+                 MagnitudeSums& sums) {
+        const bool ok = scaler ? scaler->measure(i, maxWeight.data(), entropy.data(), topMass.data(), ratio.data(),
+                                                 spread.data(), &topKey, &medianKey)
+                               : measureWindowed(head, i, factors, topK, maxWeight.data(), entropy.data(),
+                                                 topMass.data(), ratio.data(), spread.data(), &topKey, &medianKey);
+        if (!ok) return false;
+        const std::size_t f = factors.size();
+        ++sums.queries;
+        detail::logs(ratio.data(), f, logRatio.data());
+        for (std::size_t k = 0; k < f; ++k) {
+            sums.sumMax[k] += maxWeight[k];
+            sums.sumTop[k] += topMass[k];
+            if (std::isfinite(entropy[k])) {  // NaN only for a row without positive weight
+                sums.sumEntropy[k] += entropy[k];
+                ++sums.entropyCount[k];
+            }
+            if (std::isfinite(spread[k])) {  // NaN only for a row summing to exactly 0
+                sums.sumSpread[k] += spread[k];
+                ++sums.spreadCount[k];
+            }
+            if (std::isfinite(ratio[k]) && ratio[k] > 0) {
+                sums.sumLogRatio[k] += logRatio[k];
+                ++sums.ratioCount[k];
+            } else {
+                ++sums.skipped;
+            }
+        }
+        return true;
+    }
+};
+
+}  // namespace
+
 bool detail::meanMagnitudeCurveIsParallel(Index tokens, int points) {
     return double(tokens) * double(tokens) * double(points) >= 4e6;
 }
@@ -523,96 +617,28 @@ MagnitudeCurve detail::meanMagnitudeCurve(const AttentionHead& head, const Magni
     // heads).
     constexpr Index kChunk = QueryScaler::kBlock;
     const Index chunks = (n + kChunk - 1) / kChunk;
-    struct Partial {
-        std::vector<double> sumMax, sumEntropy, sumTop, sumLogRatio, sumSpread;
-        std::vector<Index> entropyCount, ratioCount, spreadCount;
-        Index queries = 0, skipped = 0;
-    };
-    std::vector<Partial> partials(static_cast<std::size_t>(chunks));
-    // Each thread's scaler and row buffers.
+    std::vector<MagnitudeSums> partials(static_cast<std::size_t>(chunks));
     const bool windowed = head.windows() != nullptr;
-    struct Scratch {
-        std::optional<QueryScaler> scaler;  // absent under window attention (measureWindowed)
-        std::vector<double> maxWeight, entropy, topMass, ratio, logRatio, spread;
-        Index topKey = -1, medianKey = -1;
-    };
     auto makeScratch = [&] {
-        Scratch s{std::nullopt,           std::vector<double>(f), std::vector<double>(f), std::vector<double>(f),
-                  std::vector<double>(f), std::vector<double>(f), std::vector<double>(f)};
+        MagnitudeScratch s(f);
         if (!windowed) s.scaler.emplace(head, options, raw);
         return s;
     };
-    auto measureChunk = [&](Scratch& s, std::size_t chunk) {
-        const Index c = Index(chunk);
-        Partial& p = partials[chunk];
-        p.sumMax.assign(f, 0.0);
-        p.sumEntropy.assign(f, 0.0);
-        p.sumTop.assign(f, 0.0);
-        p.sumLogRatio.assign(f, 0.0);
-        p.sumSpread.assign(f, 0.0);
-        p.entropyCount.assign(f, 0);
-        p.ratioCount.assign(f, 0);
-        p.spreadCount.assign(f, 0);
-        if (!windowed) s.scaler->load(c * kChunk, std::min(n, (c + 1) * kChunk) - c * kChunk);
-        for (Index i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-            const bool ok =
-                windowed ? measureWindowed(head, i, factors, options.topK, s.maxWeight.data(), s.entropy.data(),
-                                           s.topMass.data(), s.ratio.data(), s.spread.data(), &s.topKey, &s.medianKey)
-                         : s.scaler->measure(i, s.maxWeight.data(), s.entropy.data(), s.topMass.data(), s.ratio.data(),
-                                             s.spread.data(), &s.topKey, &s.medianKey);
-            if (!ok) continue;
-            ++p.queries;
-            detail::logs(s.ratio.data(), f, s.logRatio.data());
-            for (std::size_t k = 0; k < f; ++k) {
-                p.sumMax[k] += s.maxWeight[k];
-                p.sumTop[k] += s.topMass[k];
-                if (std::isfinite(s.entropy[k])) {  // NaN only for a row without positive weight
-                    p.sumEntropy[k] += s.entropy[k];
-                    ++p.entropyCount[k];
-                }
-                if (std::isfinite(s.spread[k])) {  // NaN only for a row summing to exactly 0
-                    p.sumSpread[k] += s.spread[k];
-                    ++p.spreadCount[k];
-                }
-                if (std::isfinite(s.ratio[k]) && s.ratio[k] > 0) {
-                    p.sumLogRatio[k] += s.logRatio[k];
-                    ++p.ratioCount[k];
-                } else {
-                    ++p.skipped;
-                }
-            }
-        }
+    auto measureChunk = [&](MagnitudeScratch& s, std::size_t chunk) {
+        const Index begin = Index(chunk) * kChunk, end = std::min(n, begin + kChunk);
+        MagnitudeSums& p = partials[chunk];
+        p.reset(f);
+        if (!windowed) s.scaler->load(begin, end - begin);
+        for (Index i = begin; i < end; ++i) s.measure(head, i, factors, options.topK, p);
     };
     const int budget = options.threads.count();
     detail::parallelFor(std::size_t(chunks), meanMagnitudeCurveIsParallel(n, options.points) ? budget : 1, makeScratch,
                         measureChunk);
 
+    MagnitudeSums total(f);
+    for (const MagnitudeSums& p : partials) total.add(p);
     MagnitudeCurve c = emptyCurve(factors);
-    std::vector<double> sumMax(f, 0.0), sumEntropy(f, 0.0), sumTop(f, 0.0), sumLogRatio(f, 0.0), sumSpread(f, 0.0);
-    std::vector<Index> entropyCount(f, 0), ratioCount(f, 0), spreadCount(f, 0);
-    for (const Partial& p : partials) {
-        c.queriesAveraged += p.queries;
-        c.skippedRatios += p.skipped;
-        for (std::size_t k = 0; k < f; ++k) {
-            sumMax[k] += p.sumMax[k];
-            sumTop[k] += p.sumTop[k];
-            sumEntropy[k] += p.sumEntropy[k];
-            sumLogRatio[k] += p.sumLogRatio[k];
-            entropyCount[k] += p.entropyCount[k];
-            ratioCount[k] += p.ratioCount[k];
-            sumSpread[k] += p.sumSpread[k];
-            spreadCount[k] += p.spreadCount[k];
-        }
-    }
-    for (std::size_t k = 0; k < f; ++k) {
-        if (c.queriesAveraged > 0) {
-            c.maxWeight[k] = sumMax[k] / double(c.queriesAveraged);
-            c.topMass[k] = sumTop[k] / double(c.queriesAveraged);
-        }
-        if (entropyCount[k] > 0) c.entropy[k] = sumEntropy[k] / double(entropyCount[k]);
-        if (ratioCount[k] > 0) c.ratio[k] = std::exp(sumLogRatio[k] / double(ratioCount[k]));
-        if (spreadCount[k] > 0) c.spread[k] = sumSpread[k] / double(spreadCount[k]);
-    }
+    total.meansInto(c);
     return c;
 }
 

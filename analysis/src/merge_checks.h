@@ -150,25 +150,7 @@ public:
                        "the paradigm's algebra (rank.bound) allows rank in");
             within(r["rank"], "effective_rank", w + ".rank", 0, side, "a head of N x n allows effective rank in");
         }
-        if (r.contains("entropy")) {
-            const json& e = r["entropy"];
-            within(e, "mean_entropy", w + ".entropy", 0, std::log(std::max(keys, 1.0)),
-                   "the entropy of a row over n keys lies in");
-            within(e, "normalised_entropy", w + ".entropy", 0, 1, "normalised entropy lies in");
-            within(e, "normalised_entropy_admissible", w + ".entropy", 0, 1, "normalised entropy lies in");
-            within(e, "admissible_keys_mean", w + ".entropy", 1, keys, "a row's admissible keys number in");
-            within(e, "entropy_abs", w + ".entropy", 0, std::log(std::max(keys, 1.0)),
-                   "the entropy of a row over n keys lies in");
-            within(e, "normalised_entropy_abs_admissible", w + ".entropy", 0, 1, "normalised entropy lies in");
-            within(e, "max_abs_share", w + ".entropy", 0, 1, "a share of a row's |weights| lies in");
-            within(e, "negative_weight_fraction", w + ".entropy", 0, 1, "a fraction of weights lies in");
-            within(e, "negative_row_fraction", w + ".entropy", 0, 1, "a fraction of rows lies in");
-            within(e, "negative_mass_total", w + ".entropy", -std::numeric_limits<double>::infinity(), 0,
-                   "a sum of negative weights lies in");
-            within(e, "negative_mass_per_row", w + ".entropy", -std::numeric_limits<double>::infinity(), 0,
-                   "a sum of negative weights lies in");
-            if (softmax) within(e, "max_weight", w + ".entropy", 0, 1, "softmax weights lie in");
-        }
+        if (r.contains("entropy")) plausibleEntropy(r["entropy"], w + ".entropy", keys, softmax);
         if (r.contains("confusion") && r["confusion"].is_object() && r["confusion"].contains("confused_pairs") &&
             r["confusion"]["confused_pairs"].is_number())
             within(r["confusion"], "confused_pairs_far", w + ".confusion", 0,
@@ -181,25 +163,8 @@ public:
                     fail(w + ".ray_probe.total_variation_mean[" + std::to_string(i) + "]",
                          shown(tv[i]) + " is impossible: half an L1 distance is >= 0");
         }
-        if (r.contains("distance") && r["distance"].is_object()) {
-            const json& d = r["distance"];
-            const double inf = std::numeric_limits<double>::infinity();
-            within(d, "queries", w + ".distance", 0, tokens, "a head of N queries has a number of them in");
-            // Half the L1 distance of two non-negative rows with sums at most 1 is at most 1; signed
-            // rows can be farther apart.
-            const bool signedRows = !d.contains("signed_queries") || !d["signed_queries"].is_number() ||
-                                    d["signed_queries"].get<double>() != 0;
-            if (d.contains("total_variation"))
-                within(d["total_variation"], "mean", w + ".distance.total_variation", 0, signedRows ? inf : 1.0,
-                       signedRows ? "half an L1 distance lies in"
-                                  : "half the L1 distance of two rows without negative weights lies in");
-            if (d.contains("jensen_shannon"))
-                within(d["jensen_shannon"], "mean", w + ".distance.jensen_shannon", 0, std::log(2.0),
-                       "a Jensen-Shannon divergence in nats lies in");
-            within(d, "output_relative_error", w + ".distance", 0, inf, "a relative error lies in");
-            if (d.contains("output_cosine"))
-                within(d["output_cosine"], "mean", w + ".distance.output_cosine", -1, 1, "a cosine lies in");
-        }
+        if (r.contains("distance") && r["distance"].is_object())
+            plausibleDistance(r["distance"], w + ".distance", tokens);
         if (r.contains("local"))
             for (std::size_t i = 0; i < r["local"].size(); ++i)
                 within(r["local"][i], "admissible_baseline", w + ".local[" + std::to_string(i) + "]", 0, 1,
@@ -208,6 +173,45 @@ public:
             for (std::size_t i = 0; i < r["local"].size(); ++i)
                 within(r["local"][i], "mean", w + ".local[" + std::to_string(i) + "]", 0, 1,
                        "a softmax row's mass in a window lies in");
+    }
+
+    // The bounds of a record's entropy statistics: entropies in [0, log n], shares and fractions in [0, 1], negative
+    // masses <= 0, a softmax row's max weight in [0, 1].
+    void plausibleEntropy(const json& e, const std::string& where, double keys, bool softmax) const {
+        within(e, "mean_entropy", where, 0, std::log(std::max(keys, 1.0)), "the entropy of a row over n keys lies in");
+        within(e, "normalised_entropy", where, 0, 1, "normalised entropy lies in");
+        within(e, "normalised_entropy_admissible", where, 0, 1, "normalised entropy lies in");
+        within(e, "admissible_keys_mean", where, 1, keys, "a row's admissible keys number in");
+        within(e, "entropy_abs", where, 0, std::log(std::max(keys, 1.0)), "the entropy of a row over n keys lies in");
+        within(e, "normalised_entropy_abs_admissible", where, 0, 1, "normalised entropy lies in");
+        within(e, "max_abs_share", where, 0, 1, "a share of a row's |weights| lies in");
+        within(e, "negative_weight_fraction", where, 0, 1, "a fraction of weights lies in");
+        within(e, "negative_row_fraction", where, 0, 1, "a fraction of rows lies in");
+        within(e, "negative_mass_total", where, -std::numeric_limits<double>::infinity(), 0,
+               "a sum of negative weights lies in");
+        within(e, "negative_mass_per_row", where, -std::numeric_limits<double>::infinity(), 0,
+               "a sum of negative weights lies in");
+        if (softmax) within(e, "max_weight", where, 0, 1, "softmax weights lie in");
+    }
+
+    // The bounds of a record's distance to the reference: its queries, the row distances and the output's error.
+    void plausibleDistance(const json& d, const std::string& where, double tokens) const {
+        const double inf = std::numeric_limits<double>::infinity();
+        within(d, "queries", where, 0, tokens, "a head of N queries has a number of them in");
+        // Half the L1 distance of two non-negative rows with sums at most 1 is at most 1; signed
+        // rows can be farther apart.
+        const bool signedRows =
+            !d.contains("signed_queries") || !d["signed_queries"].is_number() || d["signed_queries"].get<double>() != 0;
+        if (d.contains("total_variation"))
+            within(d["total_variation"], "mean", where + ".total_variation", 0, signedRows ? inf : 1.0,
+                   signedRows ? "half an L1 distance lies in"
+                              : "half the L1 distance of two rows without negative weights lies in");
+        if (d.contains("jensen_shannon"))
+            within(d["jensen_shannon"], "mean", where + ".jensen_shannon", 0, std::log(2.0),
+                   "a Jensen-Shannon divergence in nats lies in");
+        within(d, "output_relative_error", where, 0, inf, "a relative error lies in");
+        if (d.contains("output_cosine"))
+            within(d["output_cosine"], "mean", where + ".output_cosine", -1, 1, "a cosine lies in");
     }
 
     // within() for every number of the array o[key] (nulls pass: values that were not finite).
@@ -250,6 +254,94 @@ public:
     }
 
     // The statistics of one record (schema definitions/record).
+    // A record's k x k local masses (schema definitions/record).
+    void localStatistics(const json& v, const std::string& w) const {
+        const std::string where = w + ".local";
+        localEntries(v, where, {"mean"});
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string e = where + "[" + std::to_string(i) + "]";
+            // The schema says number, but a head without a valid query writes null here.
+            numbers(v[i], e, {"uniform_baseline", "paper_baseline"});
+            // Reports before the admissible keys lack these two.
+            for (const char* k : {"admissible_baseline", "x_uniform"})
+                if (v[i].contains(k)) numberOrNull(v[i][k], e + "." + k);
+            integer(field(v[i], "queries", e), e + ".queries", 0);
+            if (v[i].contains("per_query")) numberArray(v[i]["per_query"], e + ".per_query");
+            if (v[i].contains("output_share")) {
+                numberOrNull(v[i]["output_share"], e + ".output_share");
+                integer(field(v[i], "output_queries", e), e + ".output_queries", 0);
+            }
+        }
+    }
+
+    // A record's magnitude curves, one value per factor (schema definitions/record).
+    void magnitudeStatistics(const json& v, const std::string& w) const {
+        const std::string where = w + ".magnitude";
+        const json& m = object(v, where);
+        const json& factors = field(m, "factors", where);
+        numberArray(factors, where + ".factors", false);
+        for (const char* k : {"max_weight", "entropy", "top_mass", "ratio"}) {
+            const json& v = field(m, k, where);
+            numberArray(v, where + "." + k);
+            if (v.size() != factors.size())
+                fail(where + "." + k,
+                     "has " + std::to_string(v.size()) + " values for " + std::to_string(factors.size()) + " factors");
+        }
+        if (m.contains("spread")) {  // reports before it have none
+            const json& v = m["spread"];
+            numberArray(v, where + ".spread");
+            if (v.size() != factors.size())
+                fail(where + ".spread",
+                     "has " + std::to_string(v.size()) + " values for " + std::to_string(factors.size()) + " factors");
+            for (std::size_t i = 0; i < v.size(); ++i)
+                if (v[i].is_number() && !(v[i].get<double>() >= 0))
+                    fail(where + ".spread[" + std::to_string(i) + "]", "is negative (a norm)");
+        }
+        integer(field(m, "queries_averaged", where), where + ".queries_averaged", 0);
+    }
+
+    // A record's local branch (schema definitions/record).
+    void branchStatistics(const json& v, const std::string& w) const {
+        const std::string where = w + ".local_branch";
+        const json& b = object(v, where);
+        string(field(b, "kind", where), where + ".kind");
+        integer(field(b, "channels_analysed", where), where + ".channels_analysed", 0);
+        const json& share = object(field(b, "branch_share", where), where + ".branch_share");
+        numbers(share, where + ".branch_share", {"mean_over_channels", "mean_channel"});
+        const json& channels = array(field(b, "channels", where), where + ".channels");
+        for (std::size_t i = 0; i < channels.size(); ++i)
+            branchChannel(channels[i], where + ".channels[" + std::to_string(i) + "]");
+        if (b.contains("mean_channel")) branchChannel(b["mean_channel"], where + ".mean_channel");
+        if (b.contains("rank")) {
+            const json& k = object(b["rank"], where + ".rank");
+            const json& without = field(k, "without", where + ".rank");
+            if (!without.is_null()) integer(without, where + ".rank.without", 0);
+            for (const char* key : {"min", "max", "mean_channel", "size"})
+                integer(field(k, key, where + ".rank"), where + ".rank." + key, 0);
+            numberOrNull(field(k, "median", where + ".rank"), where + ".rank.median");
+        }
+        if (b.contains("local"))
+            localEntries(b["local"], where + ".local",
+                         {"without", "with", "with_min", "with_max", "abs_fraction_without", "abs_fraction_with"});
+    }
+
+    // A record's distance to the reference (schema definitions/record).
+    void distanceStatistics(const json& v, const std::string& w) const {
+        const std::string where = w + ".distance";
+        const json& d = object(v, where);
+        string(field(d, "reference", where), where + ".reference");
+        integer(field(d, "queries", where), where + ".queries", 0);
+        integer(field(d, "signed_queries", where), where + ".signed_queries", 0);
+        distribution(field(d, "total_variation", where), where + ".total_variation");
+        distribution(field(d, "jensen_shannon", where), where + ".jensen_shannon");
+        if (d.contains("output_relative_error")) {
+            numberOrNull(d["output_relative_error"], where + ".output_relative_error");
+            if (d.contains("output_relative_error_with_branch"))
+                numberOrNull(d["output_relative_error_with_branch"], where + ".output_relative_error_with_branch");
+            distribution(field(d, "output_cosine", where), where + ".output_cosine");
+        }
+    }
+
     void statistics(const json& r, const std::string& w) const {
         integer(field(r, "tokens", w), w + ".tokens", 1);
         if (r.contains("keys")) integer(r["keys"], w + ".keys", 1);
@@ -265,24 +357,7 @@ public:
             string(field(s, "method", w + ".rank"), w + ".rank.method");
             numberArray(field(s, "singular_values", w + ".rank"), w + ".rank.singular_values");
         }
-        if (r.contains("local")) {
-            const std::string where = w + ".local";
-            localEntries(r["local"], where, {"mean"});
-            for (std::size_t i = 0; i < r["local"].size(); ++i) {
-                const std::string e = where + "[" + std::to_string(i) + "]";
-                // The schema says number, but a head without a valid query writes null here.
-                numbers(r["local"][i], e, {"uniform_baseline", "paper_baseline"});
-                // Reports before the admissible keys lack these two.
-                for (const char* k : {"admissible_baseline", "x_uniform"})
-                    if (r["local"][i].contains(k)) numberOrNull(r["local"][i][k], e + "." + k);
-                integer(field(r["local"][i], "queries", e), e + ".queries", 0);
-                if (r["local"][i].contains("per_query")) numberArray(r["local"][i]["per_query"], e + ".per_query");
-                if (r["local"][i].contains("output_share")) {
-                    numberOrNull(r["local"][i]["output_share"], e + ".output_share");
-                    integer(field(r["local"][i], "output_queries", e), e + ".output_queries", 0);
-                }
-            }
-        }
+        if (r.contains("local")) localStatistics(r["local"], w);
         if (r.contains("entropy")) {
             const json& e = object(r["entropy"], w + ".entropy");
             numbers(e, w + ".entropy",
@@ -312,68 +387,9 @@ public:
             numberOrNull(field(p, "equal_fraction", w + ".ray_probe"), w + ".ray_probe.equal_fraction");
             integer(field(p, "queries", w + ".ray_probe"), w + ".ray_probe.queries", 0);
         }
-        if (r.contains("magnitude")) {
-            const std::string where = w + ".magnitude";
-            const json& m = object(r["magnitude"], where);
-            const json& factors = field(m, "factors", where);
-            numberArray(factors, where + ".factors", false);
-            for (const char* k : {"max_weight", "entropy", "top_mass", "ratio"}) {
-                const json& v = field(m, k, where);
-                numberArray(v, where + "." + k);
-                if (v.size() != factors.size())
-                    fail(where + "." + k, "has " + std::to_string(v.size()) + " values for " +
-                                              std::to_string(factors.size()) + " factors");
-            }
-            if (m.contains("spread")) {  // reports before it have none
-                const json& v = m["spread"];
-                numberArray(v, where + ".spread");
-                if (v.size() != factors.size())
-                    fail(where + ".spread", "has " + std::to_string(v.size()) + " values for " +
-                                                std::to_string(factors.size()) + " factors");
-                for (std::size_t i = 0; i < v.size(); ++i)
-                    if (v[i].is_number() && !(v[i].get<double>() >= 0))
-                        fail(where + ".spread[" + std::to_string(i) + "]", "is negative (a norm)");
-            }
-            integer(field(m, "queries_averaged", where), where + ".queries_averaged", 0);
-        }
-        if (r.contains("local_branch")) {
-            const std::string where = w + ".local_branch";
-            const json& b = object(r["local_branch"], where);
-            string(field(b, "kind", where), where + ".kind");
-            integer(field(b, "channels_analysed", where), where + ".channels_analysed", 0);
-            const json& share = object(field(b, "branch_share", where), where + ".branch_share");
-            numbers(share, where + ".branch_share", {"mean_over_channels", "mean_channel"});
-            const json& channels = array(field(b, "channels", where), where + ".channels");
-            for (std::size_t i = 0; i < channels.size(); ++i)
-                branchChannel(channels[i], where + ".channels[" + std::to_string(i) + "]");
-            if (b.contains("mean_channel")) branchChannel(b["mean_channel"], where + ".mean_channel");
-            if (b.contains("rank")) {
-                const json& k = object(b["rank"], where + ".rank");
-                const json& without = field(k, "without", where + ".rank");
-                if (!without.is_null()) integer(without, where + ".rank.without", 0);
-                for (const char* key : {"min", "max", "mean_channel", "size"})
-                    integer(field(k, key, where + ".rank"), where + ".rank." + key, 0);
-                numberOrNull(field(k, "median", where + ".rank"), where + ".rank.median");
-            }
-            if (b.contains("local"))
-                localEntries(b["local"], where + ".local",
-                             {"without", "with", "with_min", "with_max", "abs_fraction_without", "abs_fraction_with"});
-        }
-        if (r.contains("distance")) {
-            const std::string where = w + ".distance";
-            const json& d = object(r["distance"], where);
-            string(field(d, "reference", where), where + ".reference");
-            integer(field(d, "queries", where), where + ".queries", 0);
-            integer(field(d, "signed_queries", where), where + ".signed_queries", 0);
-            distribution(field(d, "total_variation", where), where + ".total_variation");
-            distribution(field(d, "jensen_shannon", where), where + ".jensen_shannon");
-            if (d.contains("output_relative_error")) {
-                numberOrNull(d["output_relative_error"], where + ".output_relative_error");
-                if (d.contains("output_relative_error_with_branch"))
-                    numberOrNull(d["output_relative_error_with_branch"], where + ".output_relative_error_with_branch");
-                distribution(field(d, "output_cosine", where), where + ".output_cosine");
-            }
-        }
+        if (r.contains("magnitude")) magnitudeStatistics(r["magnitude"], w);
+        if (r.contains("local_branch")) branchStatistics(r["local_branch"], w);
+        if (r.contains("distance")) distanceStatistics(r["distance"], w);
     }
 
     void distribution(const json& v, const std::string& where) const {

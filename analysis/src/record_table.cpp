@@ -388,56 +388,60 @@ void RecordTableWriter::commit() {
     impl_->writer.commit();
 }
 
-std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs,
-                                     const std::vector<RecordColumn>& columns, const RecordTableShape& shape,
-                                     const std::string& output, const std::vector<std::string>& forbidden) {
-    const std::vector<int>& layerHeads = shape.layerHeads;
-    const int paradigms = int(shape.softmaxParadigms.size());
-    checkOutputPath(output, forbidden);
-    std::vector<std::string> paradigmNames, layerNames;
-    // Every table is opened and checked before the output is created.
+namespace {
+
+// The input tables, each opened and checked against its report before the output is created.
+struct CheckedTables {
     std::vector<std::unique_ptr<ColumnTableReader>> tables;
+    std::vector<std::string> paradigmNames, layerNames;
+};
+
+void checkTableColumns(const ColumnTableReader& table, const RecordTableInput& in,
+                       const std::vector<RecordColumn>& columns, const std::string& shown) {
+    if (table.attribute("schema") != std::optional<std::string>(kSchema))
+        throwInput(shown + ": not an attnlens record table (no schema attribute \"" + kSchema + "\")");
+    for (const RecordColumn& c : columns) {
+        const ColumnTableReader::Column* have = table.column(c.name);
+        if (!have || have->integer != c.integer || have->width != c.width)
+            throwInput(shown + ": column '" + c.name +
+                       "' is missing or has another type or width than the "
+                       "report's record_detail says");
+    }
+    if (table.columns().size() != columns.size())
+        throwInput(shown + ": " + std::to_string(table.columns().size()) + " columns where the report lists " +
+                   std::to_string(columns.size()));
+    if (std::int64_t(table.rows()) != in.records)
+        throwInput(shown + ": " + std::to_string(table.rows()) + " rows where its report counts " +
+                   std::to_string(in.records) + " records");
+}
+
+CheckedTables openCheckedTables(const std::vector<RecordTableInput>& inputs, const std::vector<RecordColumn>& columns,
+                                const RecordTableShape& shape) {
+    CheckedTables checked;
     for (const RecordTableInput& in : inputs) {
         const std::string shown =
             "merge: " + printableText(in.file) + " (the record table of " + printableText(in.report) + ")";
         auto table = std::make_unique<ColumnTableReader>(in.file, kGroup);
-        if (table->attribute("schema") != std::optional<std::string>(kSchema))
-            throwInput(shown + ": not an attnlens record table (no schema attribute \"" + kSchema + "\")");
-        for (const RecordColumn& c : columns) {
-            const ColumnTableReader::Column* have = table->column(c.name);
-            if (!have || have->integer != c.integer || have->width != c.width)
-                throwInput(shown + ": column '" + c.name +
-                           "' is missing or has another type or width than the "
-                           "report's record_detail says");
-        }
-        if (table->columns().size() != columns.size())
-            throwInput(shown + ": " + std::to_string(table->columns().size()) + " columns where the report lists " +
-                       std::to_string(columns.size()));
-        if (std::int64_t(table->rows()) != in.records)
-            throwInput(shown + ": " + std::to_string(table->rows()) + " rows where its report counts " +
-                       std::to_string(in.records) + " records");
+        checkTableColumns(*table, in, columns, shown);
         const auto p = table->strings("paradigm_names");
         const auto l = table->strings("layer_names");
-        if (tables.empty()) {
-            paradigmNames = p;
-            layerNames = l;
-        } else if (p != paradigmNames || l != layerNames) {
+        if (checked.tables.empty()) {
+            checked.paradigmNames = p;
+            checked.layerNames = l;
+        } else if (p != checked.paradigmNames || l != checked.layerNames) {
             throwInput(shown + ": other paradigm or layer names than " + printableText(inputs[0].file));
         }
-        if (int(paradigmNames.size()) != paradigms || layerNames.size() != layerHeads.size())
+        if (checked.paradigmNames.size() != shape.softmaxParadigms.size() ||
+            checked.layerNames.size() != shape.layerHeads.size())
             throwInput(shown + ": its paradigm and layer names do not match its report's");
-        tables.push_back(std::move(table));
+        checked.tables.push_back(std::move(table));
     }
-    DumpWriter writer(output);
-    createColumns(writer, columns);
-    writer.writeStringDataset(columnPath("paradigm_names"), paradigmNames);
-    writer.writeStringDataset(columnPath("layer_names"), layerNames);
-    std::int64_t written = 0;
-    constexpr std::uint64_t kBlock = 1 << 16;
-    std::vector<double> floats;
-    std::vector<std::int32_t> image, layer, head, paradigm, integers, tokens;
-    // Each column's range (statistic_bounds.h); columns without one (keys, labels of registered
-    // statistics, signed local masses) are copied as they are.
+    return checked;
+}
+
+// Each column's range (statistic_bounds.h); columns without one (keys, labels of registered
+// statistics, signed local masses) are copied as they are.
+std::vector<std::optional<detail::StatisticRange>> columnRanges(const std::vector<RecordColumn>& columns) {
     std::vector<std::optional<detail::StatisticRange>> ranges;
     for (const RecordColumn& c : columns) {
         std::optional<detail::StatisticRange> range;
@@ -452,94 +456,152 @@ std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs
         }
         ranges.push_back(range);
     }
-    const auto known = [](const std::vector<std::int64_t>& sizes, std::size_t position) {
-        return position < sizes.size() ? double(sizes[position]) : 0.0;
-    };
-    // Per block: rank and rank_bound (rank <= its bound), confused pairs and the far ones among them.
-    std::map<std::string, std::vector<double>> crossChecked;
-    for (std::size_t t = 0; t < tables.size(); ++t) {
-        const ColumnTableReader& table = *tables[t];
-        const std::set<int> images(inputs[t].images.begin(), inputs[t].images.end());
+    return ranges;
+}
+
+// Copies one input table into the output block by block, checking each row's keys (image, layer,
+// head, paradigm, tokens), each value against its range and the parts against their wholes.
+class TableBlockCopier {
+public:
+    TableBlockCopier(DumpWriter& writer, const std::vector<RecordColumn>& columns, const RecordTableShape& shape,
+                     const CheckedTables& checked)
+        : writer_(writer), columns_(columns), shape_(shape), checked_(checked), ranges_(columnRanges(columns)) {}
+
+    std::int64_t copy(const ColumnTableReader& table, const RecordTableInput& input) {
+        table_ = &table;
+        input_ = &input;
+        images_ = std::set<int>(input.images.begin(), input.images.end());
+        std::int64_t written = 0;
         for (std::uint64_t begin = 0; begin < table.rows(); begin += kBlock) {
             const std::uint64_t count = std::min(kBlock, table.rows() - begin);
-            table.read("image", begin, count, image);
-            table.read("layer_position", begin, count, layer);
-            table.read("head", begin, count, head);
-            table.read("paradigm", begin, count, paradigm);
-            table.read("tokens", begin, count, tokens);
-            for (std::uint64_t i = 0; i < count; ++i) {
-                const auto fail = [&](const std::string& column, std::int32_t value, const std::string& why) {
-                    throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) + ": " +
-                               column + " " + std::to_string(value) + " " + why);
-                };
-                if (!images.count(image[i])) fail("image", image[i], "is not among its report's images");
-                if (layer[i] < 0 || std::size_t(layer[i]) >= layerHeads.size())
-                    fail("layer_position", layer[i], "is not a layer of the dump");
-                if (head[i] < 0 || head[i] >= layerHeads[std::size_t(layer[i])])
-                    fail("head", head[i], "is not a head of layer " + printableText(layerNames[std::size_t(layer[i])]));
-                if (paradigm[i] < 0 || paradigm[i] >= paradigms)
-                    fail("paradigm", paradigm[i], "is not one of the report's paradigms");
-                const double queries = known(shape.layerQueries, std::size_t(layer[i]));
-                if (queries > 0 && tokens[i] != queries)
-                    fail("tokens", tokens[i],
-                         "is not the N = " + std::to_string(std::int64_t(queries)) + " queries of layer " +
-                             printableText(layerNames[std::size_t(layer[i])]));
-            }
-            // A value (NaN passes: not finite, left out of means) within what its row's head allows.
-            const auto checkValue = [&](const RecordColumn& c, detail::StatisticRange range, std::uint64_t i,
-                                        double value) {
-                const std::size_t position = std::size_t(layer[i]);
-                const detail::HeadShape headShape{known(shape.layerQueries, position), known(shape.layerKeys, position),
-                                                  bool(shape.softmaxParadigms[std::size_t(paradigm[i])])};
-                const detail::AllowedInterval allowed = detail::allowedInterval(range, headShape);
-                if (!allowed.allows(value))
-                    throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) +
-                               " (image " + std::to_string(image[i]) + ", layer " +
-                               printableText(layerNames[position]) + ", head " + std::to_string(head[i]) +
-                               ", paradigm " + printableText(paradigmNames[std::size_t(paradigm[i])]) + "): " + c.name +
-                               " " + (c.integer ? std::to_string(std::int64_t(value)) : nlohmann::json(value).dump()) +
-                               " is impossible: " + allowed.because + " " + allowed.text());
-            };
-            crossChecked.clear();
-            for (std::size_t ci = 0; ci < columns.size(); ++ci) {
-                const RecordColumn& c = columns[ci];
-                const std::uint64_t width = std::max<std::uint64_t>(c.width, 1);
-                if (c.integer) {
-                    table.read(c.name, begin, count, integers);
-                    if (ranges[ci])
-                        for (std::uint64_t i = 0; i < count; ++i) {
-                            // -1: not computed (rank, rank_bound)
-                            const double v = integers[i] == -1 && (c.name == "rank" || c.name == "rank_bound")
-                                                 ? kNone
-                                                 : double(integers[i]);
-                            checkValue(c, *ranges[ci], i, v);
-                            if (c.name == "rank" || c.name == "rank_bound") crossChecked[c.name].push_back(v);
-                        }
-                    writer.appendColumn(columnPath(c.name), integers.data(), count);
-                } else {
-                    table.read(c.name, begin, count, floats);
-                    if (ranges[ci])
-                        for (std::uint64_t i = 0; i < count; ++i)
-                            for (std::uint64_t w = 0; w < width; ++w)
-                                checkValue(c, *ranges[ci], i, floats[i * width + w]);
-                    if (c.name == "confused_pairs" || c.name == "confused_pairs_far")
-                        crossChecked[c.name].assign(floats.begin(), floats.begin() + std::ptrdiff_t(count));
-                    writer.appendColumn(columnPath(c.name), floats.data(), count);
-                }
-            }
-            for (const auto& [lower, upper] :
-                 {std::pair{"rank", "rank_bound"}, {"confused_pairs_far", "confused_pairs"}}) {
-                const auto lo = crossChecked.find(lower), hi = crossChecked.find(upper);
-                if (lo == crossChecked.end() || hi == crossChecked.end()) continue;
-                for (std::uint64_t i = 0; i < count; ++i)
-                    if (lo->second[i] > hi->second[i] * (1 + 1e-9))
-                        throwInput("merge: " + printableText(inputs[t].file) + ": row " + std::to_string(begin + i) +
-                                   ": " + lower + " " + nlohmann::json(lo->second[i]).dump() + " exceeds " + upper +
-                                   " " + nlohmann::json(hi->second[i]).dump() + " (it is a part of it)");
-            }
+            checkKeys(begin, count);
+            crossChecked_.clear();
+            for (std::size_t ci = 0; ci < columns_.size(); ++ci) copyColumn(ci, begin, count);
+            checkPartsWithinWholes(begin, count);
             written += std::int64_t(count);
         }
+        return written;
     }
+
+private:
+    static constexpr std::uint64_t kBlock = 1 << 16;
+
+    double known(const std::vector<std::int64_t>& sizes, std::size_t position) const {
+        return position < sizes.size() ? double(sizes[position]) : 0.0;
+    }
+    std::string rowText(std::uint64_t row) const {
+        return "merge: " + printableText(input_->file) + ": row " + std::to_string(row);
+    }
+    const std::string& layerName(std::int32_t position) const { return checked_.layerNames[std::size_t(position)]; }
+
+    void checkKeys(std::uint64_t begin, std::uint64_t count) {
+        const ColumnTableReader& table = *table_;
+        table.read("image", begin, count, image_);
+        table.read("layer_position", begin, count, layer_);
+        table.read("head", begin, count, head_);
+        table.read("paradigm", begin, count, paradigm_);
+        table.read("tokens", begin, count, tokens_);
+        const std::vector<int>& layerHeads = shape_.layerHeads;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            const auto fail = [&](const std::string& column, std::int32_t value, const std::string& why) {
+                throwInput(rowText(begin + i) + ": " + column + " " + std::to_string(value) + " " + why);
+            };
+            if (!images_.count(image_[i])) fail("image", image_[i], "is not among its report's images");
+            if (layer_[i] < 0 || std::size_t(layer_[i]) >= layerHeads.size())
+                fail("layer_position", layer_[i], "is not a layer of the dump");
+            if (head_[i] < 0 || head_[i] >= layerHeads[std::size_t(layer_[i])])
+                fail("head", head_[i], "is not a head of layer " + printableText(layerName(layer_[i])));
+            if (paradigm_[i] < 0 || std::size_t(paradigm_[i]) >= shape_.softmaxParadigms.size())
+                fail("paradigm", paradigm_[i], "is not one of the report's paradigms");
+            const double queries = known(shape_.layerQueries, std::size_t(layer_[i]));
+            if (queries > 0 && tokens_[i] != queries)
+                fail("tokens", tokens_[i],
+                     "is not the N = " + std::to_string(std::int64_t(queries)) + " queries of layer " +
+                         printableText(layerName(layer_[i])));
+        }
+    }
+
+    // A value (NaN passes: not finite, left out of means) within what its row's head allows.
+    void checkValue(const RecordColumn& c, detail::StatisticRange range, std::uint64_t begin, std::uint64_t i,
+                    double value) const {
+        const std::size_t position = std::size_t(layer_[i]);
+        const detail::HeadShape headShape{known(shape_.layerQueries, position), known(shape_.layerKeys, position),
+                                          bool(shape_.softmaxParadigms[std::size_t(paradigm_[i])])};
+        const detail::AllowedInterval allowed = detail::allowedInterval(range, headShape);
+        if (!allowed.allows(value))
+            throwInput(rowText(begin + i) + " (image " + std::to_string(image_[i]) + ", layer " +
+                       printableText(checked_.layerNames[position]) + ", head " + std::to_string(head_[i]) +
+                       ", paradigm " + printableText(checked_.paradigmNames[std::size_t(paradigm_[i])]) + "): " +
+                       c.name + " " + (c.integer ? std::to_string(std::int64_t(value)) : nlohmann::json(value).dump()) +
+                       " is impossible: " + allowed.because + " " + allowed.text());
+    }
+
+    void copyColumn(std::size_t ci, std::uint64_t begin, std::uint64_t count) {
+        const RecordColumn& c = columns_[ci];
+        const std::optional<detail::StatisticRange>& range = ranges_[ci];
+        const std::uint64_t width = std::max<std::uint64_t>(c.width, 1);
+        if (c.integer) {
+            table_->read(c.name, begin, count, integers_);
+            const bool rank = c.name == "rank" || c.name == "rank_bound";
+            if (range)
+                for (std::uint64_t i = 0; i < count; ++i) {
+                    // -1: not computed (rank, rank_bound)
+                    const double v = integers_[i] == -1 && rank ? kNone : double(integers_[i]);
+                    checkValue(c, *range, begin, i, v);
+                    if (rank) crossChecked_[c.name].push_back(v);
+                }
+            writer_.appendColumn(columnPath(c.name), integers_.data(), count);
+        } else {
+            table_->read(c.name, begin, count, floats_);
+            if (range)
+                for (std::uint64_t i = 0; i < count; ++i)
+                    for (std::uint64_t w = 0; w < width; ++w) checkValue(c, *range, begin, i, floats_[i * width + w]);
+            if (c.name == "confused_pairs" || c.name == "confused_pairs_far")
+                crossChecked_[c.name].assign(floats_.begin(), floats_.begin() + std::ptrdiff_t(count));
+            writer_.appendColumn(columnPath(c.name), floats_.data(), count);
+        }
+    }
+
+    // rank <= rank_bound, and the far confused pairs are some of the confused pairs.
+    void checkPartsWithinWholes(std::uint64_t begin, std::uint64_t count) const {
+        for (const auto& [lower, upper] : {std::pair{"rank", "rank_bound"}, {"confused_pairs_far", "confused_pairs"}}) {
+            const auto lo = crossChecked_.find(lower), hi = crossChecked_.find(upper);
+            if (lo == crossChecked_.end() || hi == crossChecked_.end()) continue;
+            for (std::uint64_t i = 0; i < count; ++i)
+                if (lo->second[i] > hi->second[i] * (1 + 1e-9))
+                    throwInput(rowText(begin + i) + ": " + lower + " " + nlohmann::json(lo->second[i]).dump() +
+                               " exceeds " + upper + " " + nlohmann::json(hi->second[i]).dump() +
+                               " (it is a part of it)");
+        }
+    }
+
+    DumpWriter& writer_;
+    const std::vector<RecordColumn>& columns_;
+    const RecordTableShape& shape_;
+    const CheckedTables& checked_;
+    const std::vector<std::optional<detail::StatisticRange>> ranges_;
+    const ColumnTableReader* table_ = nullptr;
+    const RecordTableInput* input_ = nullptr;
+    std::set<int> images_;
+    std::vector<double> floats_;
+    std::vector<std::int32_t> image_, layer_, head_, paradigm_, integers_, tokens_;
+    std::map<std::string, std::vector<double>> crossChecked_;  // per block
+};
+
+}  // namespace
+
+std::int64_t concatenateRecordTables(const std::vector<RecordTableInput>& inputs,
+                                     const std::vector<RecordColumn>& columns, const RecordTableShape& shape,
+                                     const std::string& output, const std::vector<std::string>& forbidden) {
+    checkOutputPath(output, forbidden);
+    const CheckedTables checked = openCheckedTables(inputs, columns, shape);
+    DumpWriter writer(output);
+    createColumns(writer, columns);
+    writer.writeStringDataset(columnPath("paradigm_names"), checked.paradigmNames);
+    writer.writeStringDataset(columnPath("layer_names"), checked.layerNames);
+    TableBlockCopier copier(writer, columns, shape, checked);
+    std::int64_t written = 0;
+    for (std::size_t t = 0; t < checked.tables.size(); ++t) written += copier.copy(*checked.tables[t], inputs[t]);
     writer.commit();
     return written;
 }

@@ -169,6 +169,51 @@ void sortMergedLists(json& merged, json skipped, json notes, json imageLabels) {
     }
 }
 
+// The parts of a report that every merged report shares with the first.
+void checkSameSelection(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
+                        std::size_t i) {
+    const json& r = reports[i];
+    const json& first = reports[0];
+    if (r["paradigms"] != first["paradigms"]) mergeFail(names, i, "different paradigms");
+    if (r["options"] != first["options"]) mergeFail(names, i, "different analysis options");
+    if (r["selection"]["layers"] != first["selection"]["layers"]) mergeFail(names, i, "different layers");
+    if (r["selection"]["heads"] != first["selection"]["heads"]) mergeFail(names, i, "different heads");
+}
+
+// Report i's images and records are in no report before it (seenImages, seenRecords: theirs).
+void checkDisjoint(const std::vector<std::string>& names, std::size_t i, const MergeInput& input, const json& images,
+                   std::set<int>& seenImages, std::map<RecordKey, std::size_t>& seenRecords) {
+    for (const auto& img : images) {
+        const int b = img.get<int>();
+        if (!seenImages.insert(b).second)
+            throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" +
+                       printableText(names[i]) + "); merge needs disjoint image ranges");
+    }
+    // Each record lies in its report's selection (checkMergeInput), so disjoint selections
+    // mean disjoint records; checked directly all the same.
+    for (std::size_t k = 0; k < input.keys.size(); ++k) {
+        const RecordKey& key = input.keys[k];
+        const auto [it, inserted] = seenRecords.emplace(key, i);
+        if (!inserted)
+            throwInput("merge: " + printableText(names[i]) + ": results[" + std::to_string(k) + "] " +
+                       describeKey(key, input.dump.layerNames[std::size_t(key.layerPosition)]) +
+                       ": this record is also in " + printableText(names[it->second]) +
+                       "; merge needs disjoint image ranges");
+    }
+}
+
+// Report r's records, non-finite inputs, skipped layers and notes appended to the merged lists.
+void appendLists(const json& r, json& merged, json& skipped, json& notes) {
+    for (const auto& res : r["results"]) merged["results"].push_back(res);
+    if (r.contains("non_finite"))
+        for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
+    if (r.contains("skipped"))
+        for (const auto& entry : r["skipped"]) skipped.push_back(entry);
+    if (r.contains("notes") && r["notes"].is_array())
+        for (const auto& note : r["notes"])
+            if (note.is_string()) notes.push_back(note);
+}
+
 }  // namespace
 
 nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const std::vector<std::string>& names,
@@ -188,35 +233,9 @@ nlohmann::json mergeReports(const std::vector<nlohmann::json>& reports, const st
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const json& r = reports[i];
         checkSameInput(reports, names, i);
-        if (r["paradigms"] != first["paradigms"]) mergeFail(names, i, "different paradigms");
-        if (r["options"] != first["options"]) mergeFail(names, i, "different analysis options");
-        if (r["selection"]["layers"] != first["selection"]["layers"]) mergeFail(names, i, "different layers");
-        if (r["selection"]["heads"] != first["selection"]["heads"]) mergeFail(names, i, "different heads");
-        for (const auto& img : r["selection"]["images"]) {
-            const int b = img.get<int>();
-            if (!seenImages.insert(b).second)
-                throwInput("merge: image " + std::to_string(b) + " appears in more than one report (" +
-                           printableText(names[i]) + "); merge needs disjoint image ranges");
-        }
-        // Each record lies in its report's selection (checkMergeInput), so disjoint selections
-        // mean disjoint records; checked directly all the same.
-        for (std::size_t k = 0; k < inputs[i].keys.size(); ++k) {
-            const RecordKey& key = inputs[i].keys[k];
-            const auto [it, inserted] = seenRecords.emplace(key, i);
-            if (!inserted)
-                throwInput("merge: " + printableText(names[i]) + ": results[" + std::to_string(k) + "] " +
-                           describeKey(key, inputs[i].dump.layerNames[std::size_t(key.layerPosition)]) +
-                           ": this record is also in " + printableText(names[it->second]) +
-                           "; merge needs disjoint image ranges");
-        }
-        for (const auto& res : r["results"]) merged["results"].push_back(res);
-        if (r.contains("non_finite"))
-            for (const auto& nf : r["non_finite"]) merged["non_finite"].push_back(nf);
-        if (r.contains("skipped"))
-            for (const auto& entry : r["skipped"]) skipped.push_back(entry);
-        if (r.contains("notes") && r["notes"].is_array())
-            for (const auto& note : r["notes"])
-                if (note.is_string()) notes.push_back(note);
+        checkSameSelection(reports, names, i);
+        checkDisjoint(names, i, inputs[i], r["selection"]["images"], seenImages, seenRecords);
+        appendLists(r, merged, skipped, notes);
         if (r.contains("timing") && r["timing"].contains("seconds") && r["timing"]["seconds"].is_number())
             seconds += r["timing"]["seconds"].get<double>();
         sources.push_back(

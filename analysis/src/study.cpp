@@ -144,21 +144,13 @@ std::string describeGap(const StudyCoverage& c) {
     return text;
 }
 
-StudyCoverage checkMergeCoverage(const std::vector<json>& reports, const std::vector<std::string>& names,
-                                 const MergeCoverageOptions& options, std::optional<StudyShard>& mergedStudy) {
-    mergedStudy.reset();
-    if (reports.empty()) return {};
-    const json& dump = reports[0].at("input").at("dump");
-    const int dumpImages = dump.is_object() && dump.contains("images") && dump["images"].is_number_integer()
-                               ? dump["images"].get<int>()
-                               : 0;
-    std::vector<int> covered;
-    std::vector<std::vector<int>> imagesOf(reports.size());
-    for (std::size_t i = 0; i < reports.size(); ++i) {
-        for (const json& image : reports[i].at("selection").at("images")) imagesOf[i].push_back(image.get<int>());
-        covered.insert(covered.end(), imagesOf[i].begin(), imagesOf[i].end());
-    }
-    // The study the reports are shards of: all of them or none, and the same one.
+namespace {
+
+// The study the reports are shards of: all of them or none, and the same one (nullopt: none);
+// each shard once, each report's images those of its shards.
+std::optional<StudyShard> mergedStudyOf(const std::vector<json>& reports, const std::vector<std::string>& names,
+                                        const std::vector<std::vector<int>>& imagesOf, int dumpImages) {
+    std::optional<StudyShard> mergedStudy;
     std::set<int> shardsHeld;
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const json& selection = reports[i]["selection"];
@@ -193,24 +185,46 @@ StudyCoverage checkMergeCoverage(const std::vector<json>& reports, const std::ve
         if (!mergedStudy) mergedStudy = std::move(study);
     }
     if (mergedStudy) mergedStudy->indices.assign(shardsHeld.begin(), shardsHeld.end());
+    return mergedStudy;
+}
 
-    std::string source;
+// The images the merge is meant to cover and where that comes from: --expect-images, the
+// shards' study, else every image of the dump.
+std::pair<std::string, std::vector<int>> intendedImages(const MergeCoverageOptions& options,
+                                                        const std::optional<StudyShard>& mergedStudy, int dumpImages) {
     std::vector<int> intended;
     if (options.expectImages) {
-        source = "expect-images";
         const std::string& text = *options.expectImages;
         if (text == "all") {
             for (int b = 0; b < dumpImages; ++b) intended.push_back(b);
         } else {
             intended = parseIndexList(text, dumpImages, "--expect-images");
         }
-    } else if (mergedStudy) {
-        source = "study";
-        intended = mergedStudy->images;
-    } else {
-        source = "dump";
-        for (int b = 0; b < dumpImages; ++b) intended.push_back(b);
+        return {"expect-images", intended};
     }
+    if (mergedStudy) return {"study", mergedStudy->images};
+    for (int b = 0; b < dumpImages; ++b) intended.push_back(b);
+    return {"dump", intended};
+}
+
+}  // namespace
+
+StudyCoverage checkMergeCoverage(const std::vector<json>& reports, const std::vector<std::string>& names,
+                                 const MergeCoverageOptions& options, std::optional<StudyShard>& mergedStudy) {
+    mergedStudy.reset();
+    if (reports.empty()) return {};
+    const json& dump = reports[0].at("input").at("dump");
+    const int dumpImages = dump.is_object() && dump.contains("images") && dump["images"].is_number_integer()
+                               ? dump["images"].get<int>()
+                               : 0;
+    std::vector<int> covered;
+    std::vector<std::vector<int>> imagesOf(reports.size());
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        for (const json& image : reports[i].at("selection").at("images")) imagesOf[i].push_back(image.get<int>());
+        covered.insert(covered.end(), imagesOf[i].begin(), imagesOf[i].end());
+    }
+    mergedStudy = mergedStudyOf(reports, names, imagesOf, dumpImages);
+    auto [source, intended] = intendedImages(options, mergedStudy, dumpImages);
     for (std::size_t i = 0; i < reports.size(); ++i)
         for (int image : imagesOf[i])
             if (!std::binary_search(intended.begin(), intended.end(), image))

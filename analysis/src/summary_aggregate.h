@@ -59,43 +59,10 @@ struct Aggregate {
     std::map<std::string, FiniteMean> registered;
 
     void add(const HeadStatistics& s) {
-        constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         ++records;
         for (const auto& [key, value] : s.registered) registered[key].add(value);
-        if (s.distance) {
-            const DistanceResult& d = *s.distance;
-            ++distanceRecords;
-            reference = d.reference;
-            distanceQueries += std::int64_t(d.queries);
-            jensenShannonQueries += std::int64_t(d.jensenShannon.count);
-            totalVariation.add(d.totalVariation.mean);
-            jensenShannon.add(d.jensenShannon.mean);
-            if (d.hasOutput) {
-                outputError.add(d.outputRelativeError);
-                if (d.outputRelativeErrorWithBranch) outputErrorWithBranch.add(*d.outputRelativeErrorWithBranch);
-                outputCosine.add(d.outputCosine.mean);
-            }
-        }
-        if (s.localBranch) {
-            const LocalBranchResult& b = *s.localBranch;
-            ++branchRecords;
-            if (b.mean && b.mean->spectrum) {
-                branchRankWithout.add(s.spectrum ? double(s.spectrum->rank) : kNone);
-                branchRankMedian.add(b.rankMedian);
-                branchRankMeanChannel.add(double(b.mean->spectrum->rank));
-                branchRankMin = std::min(branchRankMin, b.rankMin);
-                branchRankMax = std::max(branchRankMax, b.rankMax);
-            }
-            // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
-            for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
-                const int k = s.local[i].k;
-                branchLocalWithout[k].add(b.localMassWithout[i]);
-                branchLocalWith[k].add(b.mean ? b.mean->localMass[i] : kNone);
-                branchAbsWithout[k].add(b.localAbsFractionWithout[i]);
-                branchAbsWith[k].add(b.mean ? b.mean->localAbsFraction[i] : kNone);
-            }
-            branchShare.add(meanBranchShare(b));
-        }
+        if (s.distance) addDistance(*s.distance);
+        if (s.localBranch) addBranch(s);
         flagged += s.flaggedRows;
         if (s.spectrum) {
             rank.add(double(s.spectrum->rank));
@@ -134,25 +101,63 @@ struct Aggregate {
             for (std::size_t f = 0; f < rayTv.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
                 rayTv[f].add(s.rayProbe->totalVariationMean[f]);
         }
-        if (s.magnitude) {
-            const MagnitudeCurve& m = *s.magnitude;
-            const std::size_t points = m.factors.size();
-            if (magMax.empty()) {
-                magMax.resize(points);
-                magEntropy.resize(points);
-                magTop.resize(points);
-                magLogRatio.resize(points);
-                magSpread.resize(points);
-                factors = m.factors;
-            }
-            magSpreadMissing = magSpreadMissing || m.spread.size() != points;
-            for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
-                magMax[i].add(m.maxWeight[i]);
-                magEntropy[i].add(m.entropy[i]);
-                magTop[i].add(m.topMass[i]);
-                if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
-                if (i < m.spread.size()) magSpread[i].add(m.spread[i]);
-            }
+        if (s.magnitude) addMagnitude(*s.magnitude);
+    }
+
+    void addDistance(const DistanceResult& d) {
+        ++distanceRecords;
+        reference = d.reference;
+        distanceQueries += std::int64_t(d.queries);
+        jensenShannonQueries += std::int64_t(d.jensenShannon.count);
+        totalVariation.add(d.totalVariation.mean);
+        jensenShannon.add(d.jensenShannon.mean);
+        if (d.hasOutput) {
+            outputError.add(d.outputRelativeError);
+            if (d.outputRelativeErrorWithBranch) outputErrorWithBranch.add(*d.outputRelativeErrorWithBranch);
+            outputCosine.add(d.outputCosine.mean);
+        }
+    }
+
+    // The branch's ranks and local masses beside A's own (s.spectrum, s.local).
+    void addBranch(const HeadStatistics& s) {
+        constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+        const LocalBranchResult& b = *s.localBranch;
+        ++branchRecords;
+        if (b.mean && b.mean->spectrum) {
+            branchRankWithout.add(s.spectrum ? double(s.spectrum->rank) : kNone);
+            branchRankMedian.add(b.rankMedian);
+            branchRankMeanChannel.add(double(b.mean->spectrum->rank));
+            branchRankMin = std::min(branchRankMin, b.rankMin);
+            branchRankMax = std::max(branchRankMax, b.rankMax);
+        }
+        // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
+        for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
+            const int k = s.local[i].k;
+            branchLocalWithout[k].add(b.localMassWithout[i]);
+            branchLocalWith[k].add(b.mean ? b.mean->localMass[i] : kNone);
+            branchAbsWithout[k].add(b.localAbsFractionWithout[i]);
+            branchAbsWith[k].add(b.mean ? b.mean->localAbsFraction[i] : kNone);
+        }
+        branchShare.add(meanBranchShare(b));
+    }
+
+    void addMagnitude(const MagnitudeCurve& m) {
+        const std::size_t points = m.factors.size();
+        if (magMax.empty()) {
+            magMax.resize(points);
+            magEntropy.resize(points);
+            magTop.resize(points);
+            magLogRatio.resize(points);
+            magSpread.resize(points);
+            factors = m.factors;
+        }
+        magSpreadMissing = magSpreadMissing || m.spread.size() != points;
+        for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
+            magMax[i].add(m.maxWeight[i]);
+            magEntropy[i].add(m.entropy[i]);
+            magTop[i].add(m.topMass[i]);
+            if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
+            if (i < m.spread.size()) magSpread[i].add(m.spread[i]);
         }
     }
 
@@ -288,17 +293,12 @@ struct Aggregate {
     }
 
     // The inverse of state(); std::invalid_argument or json::exception on a malformed state.
-    static Aggregate fromState(const json& j) {
-        Aggregate a;
-        a.records = j.at("records").get<std::int64_t>();
-        const json& m = j.at("means");
+    // The state's "means" (fromState).
+    static void readMeans(Aggregate& a, const json& m) {
         a.rank = FiniteMean::fromState(m.at("rank"));
         a.effectiveRank = FiniteMean::fromState(m.at("effective_rank"));
         a.entropy = FiniteMean::fromState(m.at("entropy"));
         a.normalisedEntropy = FiniteMean::fromState(m.at("normalised_entropy"));
-        // States written before the admissible keys: those means are unknown for these records.
-        a.yardsticksIncomplete =
-            j.value("yardsticks_incomplete", false) || !m.contains("normalised_entropy_admissible");
         if (m.contains("rank_bound")) a.rankBound = FiniteMean::fromState(m.at("rank_bound"));
         // States before the |A| statistics: those means are unknown for their records.
         for (auto [key, mean] : {std::pair{"entropy_abs", &a.entropyAbs},
@@ -324,7 +324,10 @@ struct Aggregate {
         a.outputError = FiniteMean::fromState(m.at("output_error"));
         a.outputErrorWithBranch = FiniteMean::fromState(m.at("output_error_with_branch"));
         a.outputCosine = FiniteMean::fromState(m.at("output_cosine"));
-        const json& k = j.at("per_k");
+    }
+
+    // The state's "per_k": every window size of the local mass in each of its per-k means.
+    static void readPerK(Aggregate& a, const json& k) {
         a.local = meansFromState(k.at("local"));
         a.localUniform = meansFromState(k.at("local_uniform"));
         if (k.contains("local_admissible") && k.contains("local_x_uniform")) {
@@ -348,18 +351,10 @@ struct Aggregate {
         for (const auto* perK : {&a.branchLocalWith, &a.branchAbsWithout, &a.branchAbsWith})
             for (const auto& [kk, mean] : a.branchLocalWithout)
                 if (!perK->count(kk)) throw std::invalid_argument("per_k lacks window size " + std::to_string(kk));
-        a.confused = j.at("confused").get<std::int64_t>();
-        if (j.contains("confused_far") && j.contains("ray_probe")) {
-            a.confusedFar = j.at("confused_far").get<std::int64_t>();
-            a.rayEqual = FiniteMean::fromState(j.at("ray_probe").at("equal_fraction"));
-            a.rayTv = curveFromState(j.at("ray_probe").at("total_variation"));
-            if (a.confusedFar < 0 || a.confusedFar > a.confused)
-                throw std::invalid_argument("confused_far outside [0, confused]");
-        } else {
-            a.yardsticksIncomplete = true;
-        }
-        a.flagged = j.at("flagged").get<std::int64_t>();
-        a.hasConfusion = j.at("has_confusion").get<bool>();
+    }
+
+    // The state's magnitude curves, each as long as its factors (none in states without them).
+    static void readMagnitude(Aggregate& a, const json& j) {
         const json& mag = j.contains("magnitude") ? j["magnitude"]
                                                   : json::object({{"factors", json::array()},
                                                                   {"max_weight", json::array()},
@@ -379,6 +374,30 @@ struct Aggregate {
         for (const auto* curve : {&a.magMax, &a.magEntropy, &a.magTop, &a.magLogRatio, &a.magSpread})
             if (curve->size() != a.factors.size())
                 throw std::invalid_argument("a magnitude curve's length differs from its factors'");
+    }
+
+    static Aggregate fromState(const json& j) {
+        Aggregate a;
+        a.records = j.at("records").get<std::int64_t>();
+        const json& m = j.at("means");
+        // States written before the admissible keys: those means are unknown for these records.
+        a.yardsticksIncomplete =
+            j.value("yardsticks_incomplete", false) || !m.contains("normalised_entropy_admissible");
+        readMeans(a, m);
+        readPerK(a, j.at("per_k"));
+        a.confused = j.at("confused").get<std::int64_t>();
+        if (j.contains("confused_far") && j.contains("ray_probe")) {
+            a.confusedFar = j.at("confused_far").get<std::int64_t>();
+            a.rayEqual = FiniteMean::fromState(j.at("ray_probe").at("equal_fraction"));
+            a.rayTv = curveFromState(j.at("ray_probe").at("total_variation"));
+            if (a.confusedFar < 0 || a.confusedFar > a.confused)
+                throw std::invalid_argument("confused_far outside [0, confused]");
+        } else {
+            a.yardsticksIncomplete = true;
+        }
+        a.flagged = j.at("flagged").get<std::int64_t>();
+        a.hasConfusion = j.at("has_confusion").get<bool>();
+        readMagnitude(a, j);
         a.branchRecords = j.at("branch_records").get<std::int64_t>();
         a.branchRankMin = j.at("branch_rank_min").is_null() ? INT_MAX : j["branch_rank_min"].get<int>();
         a.branchRankMax = j.at("branch_rank_max").is_null() ? INT_MIN : j["branch_rank_max"].get<int>();
@@ -457,14 +476,8 @@ struct Aggregate {
         return m ? m->mean() : std::numeric_limits<double>::quiet_NaN();
     }
 
-    json toJson() const {
-        json j;
-        j["records"] = records;
-        j["rank_mean"] = rank.value();
-        j["effective_rank_mean"] = effectiveRank.value();
-        // Mean of the records' bounds, over those that have one (rank_bound_records of rank's records).
-        j["rank_bound_mean"] = rankBound.value();
-        j["rank_bound_records"] = rankBound.n;
+    // toJson's parts: the local mass per k beside its baselines, the branch, the distance, the curves.
+    json localJson() const {
         json l = json::object();
         for (const auto& [k, m] : local) {
             const auto admissible = [&](const std::map<int, FiniteMean>& perK) {
@@ -479,7 +492,77 @@ struct Aggregate {
             if (const auto it = localOutputShare.find(k); it != localOutputShare.end())
                 l[std::to_string(k)]["output_share"] = it->second.value();
         }
-        j["local"] = l;
+        return l;
+    }
+
+    json branchJson() const {
+        json b;
+        b["records"] = branchRecords;
+        b["rank_without_mean"] = branchRankWithout.value();
+        b["rank_median_mean"] = branchRankMedian.value();
+        b["rank_mean_channel_mean"] = branchRankMeanChannel.value();
+        b["rank_min"] = branchRankMin == INT_MAX ? json(nullptr) : json(branchRankMin);
+        b["rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
+        json l = json::object();
+        for (const auto& [k, m] : branchLocalWithout)
+            l[std::to_string(k)] = {{"without", m.value()},
+                                    {"with", branchLocalWith.at(k).value()},
+                                    {"abs_fraction_without", branchAbsWithout.at(k).value()},
+                                    {"abs_fraction_with", branchAbsWith.at(k).value()}};
+        b["local"] = l;
+        b["branch_share_mean"] = branchShare.value();
+        return b;
+    }
+
+    json distanceJson() const {
+        // Means over records of each record's mean over queries.
+        json d;
+        d["reference"] = reference;
+        d["records"] = distanceRecords;
+        d["total_variation_mean"] = totalVariation.value();
+        d["jensen_shannon_mean"] = jensenShannon.value();
+        // What the Jensen-Shannon mean covers: the queries it is taken over (rows without a
+        // negative weight) of those compared; null where a merged state from before it cannot say.
+        d["compared_queries"] = distanceQueriesMissing ? json(nullptr) : json(distanceQueries);
+        d["jensen_shannon_queries"] = distanceQueriesMissing ? json(nullptr) : json(jensenShannonQueries);
+        d["jensen_shannon_coverage"] = distanceQueriesMissing || distanceQueries == 0
+                                           ? json(nullptr)
+                                           : json(double(jensenShannonQueries) / double(distanceQueries));
+        d["output_relative_error_mean"] = outputError.value();
+        d["output_relative_error_with_branch_mean"] = outputErrorWithBranch.value();
+        d["output_cosine_mean"] = outputCosine.value();
+        return d;
+    }
+
+    json magnitudeJson() const {
+        json m;
+        m["factors"] = factors;
+        json mx = json::array(), en = json::array(), tp = json::array(), ra = json::array(), sp = json::array();
+        for (std::size_t i = 0; i < magMax.size(); ++i) {
+            mx.push_back(magMax[i].value());
+            en.push_back(magEntropy[i].value());
+            tp.push_back(magTop[i].value());
+            sp.push_back(magSpreadMissing ? json(nullptr) : magSpread[i].value());
+            ra.push_back(magLogRatio[i].n ? json(std::exp(magLogRatio[i].sum / double(magLogRatio[i].n)))
+                                          : json(nullptr));
+        }
+        m["max_weight"] = mx;
+        m["entropy"] = en;
+        m["top_mass"] = tp;
+        m["ratio_geometric_mean"] = ra;
+        m["spread"] = sp;
+        return m;
+    }
+
+    json toJson() const {
+        json j;
+        j["records"] = records;
+        j["rank_mean"] = rank.value();
+        j["effective_rank_mean"] = effectiveRank.value();
+        // Mean of the records' bounds, over those that have one (rank_bound_records of rank's records).
+        j["rank_bound_mean"] = rankBound.value();
+        j["rank_bound_records"] = rankBound.n;
+        j["local"] = localJson();
         j["entropy_mean"] = entropy.value();
         j["normalised_entropy_mean"] = normalisedEntropy.value();
         j["normalised_entropy_admissible_mean"] =
@@ -503,62 +586,9 @@ struct Aggregate {
                 {"equal_fraction_mean", rayEqual.value()}};
         }
         j["flagged_rows_total"] = flagged;
-        if (branchRecords > 0) {
-            json b;
-            b["records"] = branchRecords;
-            b["rank_without_mean"] = branchRankWithout.value();
-            b["rank_median_mean"] = branchRankMedian.value();
-            b["rank_mean_channel_mean"] = branchRankMeanChannel.value();
-            b["rank_min"] = branchRankMin == INT_MAX ? json(nullptr) : json(branchRankMin);
-            b["rank_max"] = branchRankMax == INT_MIN ? json(nullptr) : json(branchRankMax);
-            json l = json::object();
-            for (const auto& [k, m] : branchLocalWithout)
-                l[std::to_string(k)] = {{"without", m.value()},
-                                        {"with", branchLocalWith.at(k).value()},
-                                        {"abs_fraction_without", branchAbsWithout.at(k).value()},
-                                        {"abs_fraction_with", branchAbsWith.at(k).value()}};
-            b["local"] = l;
-            b["branch_share_mean"] = branchShare.value();
-            j["local_branch"] = b;
-        }
-        if (distanceRecords > 0) {
-            // Means over records of each record's mean over queries.
-            json d;
-            d["reference"] = reference;
-            d["records"] = distanceRecords;
-            d["total_variation_mean"] = totalVariation.value();
-            d["jensen_shannon_mean"] = jensenShannon.value();
-            // What the Jensen-Shannon mean covers: the queries it is taken over (rows without a
-            // negative weight) of those compared; null where a merged state from before it cannot say.
-            d["compared_queries"] = distanceQueriesMissing ? json(nullptr) : json(distanceQueries);
-            d["jensen_shannon_queries"] = distanceQueriesMissing ? json(nullptr) : json(jensenShannonQueries);
-            d["jensen_shannon_coverage"] = distanceQueriesMissing || distanceQueries == 0
-                                               ? json(nullptr)
-                                               : json(double(jensenShannonQueries) / double(distanceQueries));
-            d["output_relative_error_mean"] = outputError.value();
-            d["output_relative_error_with_branch_mean"] = outputErrorWithBranch.value();
-            d["output_cosine_mean"] = outputCosine.value();
-            j["distance"] = d;
-        }
-        if (!magMax.empty()) {
-            json m;
-            m["factors"] = factors;
-            json mx = json::array(), en = json::array(), tp = json::array(), ra = json::array(), sp = json::array();
-            for (std::size_t i = 0; i < magMax.size(); ++i) {
-                mx.push_back(magMax[i].value());
-                en.push_back(magEntropy[i].value());
-                tp.push_back(magTop[i].value());
-                sp.push_back(magSpreadMissing ? json(nullptr) : magSpread[i].value());
-                ra.push_back(magLogRatio[i].n ? json(std::exp(magLogRatio[i].sum / double(magLogRatio[i].n)))
-                                              : json(nullptr));
-            }
-            m["max_weight"] = mx;
-            m["entropy"] = en;
-            m["top_mass"] = tp;
-            m["ratio_geometric_mean"] = ra;
-            m["spread"] = sp;
-            j["magnitude_mean"] = m;
-        }
+        if (branchRecords > 0) j["local_branch"] = branchJson();
+        if (distanceRecords > 0) j["distance"] = distanceJson();
+        if (!magMax.empty()) j["magnitude_mean"] = magnitudeJson();
         if (!registered.empty()) {
             json r = json::object();
             for (const auto& [key, mean] : registered) r[key] = mean.value();

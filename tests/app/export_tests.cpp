@@ -27,6 +27,8 @@
 #include "shell/export_dialog.h"
 #include "shell/figure_export.h"
 #include "shell/render_command.h"
+#include "shell/selection_options.h"
+#include "shell/view_options.h"
 #include "views/dump_pair_view.h"
 #include "views/token_map_view.h"
 
@@ -58,6 +60,7 @@ private Q_SLOTS:
     void renderMatchesWindowExport();
     void renderCommandLine();
     void startCommandLineRefusesBadOptionsBeforeAnyWindow();
+    void startCommandLineTakesTheViewsSettingsAsRenderDoes();
     void firstMapTimeIsPrintedOnceTheMapIsPainted();
     void viewRegistryIsTheOneListOfViews();
 };
@@ -107,9 +110,11 @@ void ExportTests::viewRegistryIsTheOneListOfViews() {
         QVERIFY(viewIdList().contains(entry.id));
     }
     QVERIFY(findView(QStringLiteral("nonesuch")) == nullptr);
-    // render names every view in its help and refuses an unknown one with the list.
-    QVERIFY(renderUsage().contains(viewIdList()));
-    QVERIFY(renderUsage().contains(QStringLiteral("Exit codes: ") + QString::fromStdString(attnlens::exitCodeText())));
+    // render names every view in its help and refuses an unknown one with the list (the help is
+    // wrapped: compared with its white space simplified).
+    const QString usage = renderUsage().simplified();
+    QVERIFY(usage.contains(viewIdList()));
+    QVERIFY(usage.contains(QStringLiteral("Exit codes: ") + QString::fromStdString(attnlens::exitCodeText())));
     const QString out = dir_.filePath("x.png");
     QString outText, err;
     QTextStream os(&outText), es(&err);
@@ -434,6 +439,68 @@ void ExportTests::startCommandLineRefusesBadOptionsBeforeAnyWindow() {
     r = run({small_, "--paradigm", "mala", "--window-size", "1024x700", "--screenshot", png});
     QCOMPARE(r.code, 0);
     QCOMPARE(QImage(png).size(), QSize(1024, 700));
+}
+
+// Issue 48 item 3: the views' settings (view_options.h) are read one way by the desktop program and
+// by render: the same bad values are refused with the same message by both, a setting changes the
+// window's view as it changes render's figure, and both help texts list every option with its
+// description from the option objects.
+void ExportTests::startCommandLineTakesTheViewsSettingsAsRenderDoes() {
+    struct Run {
+        int code;
+        QString err;
+    };
+    auto run = [&](const QStringList& args) {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(ATTNLENS_GUI_PATH), args);
+        if (!p.waitForFinished(120000)) {
+            p.kill();
+            return Run{-1, {}};
+        }
+        return Run{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2,
+                   QString::fromLocal8Bit(p.readAllStandardError())};
+    };
+    const QString png = dir_.filePath("settings.png"), figure = dir_.filePath("settings-render.png");
+    for (const QStringList& bad :
+         {QStringList{"--view", "compare", "--diff", "softmax,nonesuch"}, QStringList{"--scope", "everything"},
+          QStringList{"--rollout-residual", "2"}, QStringList{"--rollout-fusion", "median"},
+          QStringList{"--view", "local", "--k", "0"}, QStringList{"--view", "heads", "--head-statistic", "nonesuch"},
+          QStringList{"--view", "sweep", "--sweep", "nonesuch=1:2:3"},
+          QStringList{"--paradigms", "softmax,nonesuch"}}) {
+        const Run window = run(QStringList{small_} + bad + QStringList{"--screenshot", png});
+        const Run render = run(QStringList{"render", small_} + bad + QStringList{"-o", figure});
+        QVERIFY2(window.code == 2 && render.code == 2,
+                 qPrintable(bad.join(' ') + ": " + window.err + " / " + render.err));
+        // The same message after each program's prefix.
+        const QString said = window.err.section(QStringLiteral("attnlens: error: "), 1).trimmed();
+        QVERIFY2(!said.isEmpty() && render.err.contains(said), qPrintable(window.err + " / " + render.err));
+        QVERIFY(!QFile::exists(png) && !QFile::exists(figure));
+    }
+    // A setting reaches the window's view: the difference panel is a fourth panel in the picture.
+    const QString plain = dir_.filePath("plain.png"), diff = dir_.filePath("diff.png");
+    QCOMPARE(run({small_, "--view", "compare", "--paradigms", "softmax,inline", "--window-size", "1024x700",
+                  "--screenshot", plain})
+                 .code,
+             0);
+    QCOMPARE(run({small_, "--view", "compare", "--paradigms", "softmax,inline", "--diff", "softmax,inline",
+                  "--window-size", "1024x700", "--screenshot", diff})
+                 .code,
+             0);
+    QVERIFY(!QImage(plain).isNull() && QImage(plain).size() == QImage(diff).size());
+    QVERIFY(QImage(plain) != QImage(diff));
+    // Every shared option is in render's help, with its description.
+    const QString help = renderUsage();
+    const ViewOptions settings;
+    const SelectionOptions selection;
+    for (const QCommandLineOption& o : settings.all() + selection.all()) {
+        QVERIFY2(help.contains(QStringLiteral("  --") + o.names().first()), qPrintable(o.names().first()));
+        QVERIFY2(help.contains(o.description().section(QLatin1Char(' '), 0, 2)), qPrintable(o.names().first()));
+    }
+    // The help is wrapped: no line beyond 100 characters but a list of keys that cannot be broken.
+    for (const QString& line : help.split(QLatin1Char('\n'))) QVERIFY2(line.size() <= 100, qPrintable(line));
 }
 
 void ExportTests::renderCommandLine() {

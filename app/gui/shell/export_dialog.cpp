@@ -46,7 +46,42 @@ ExportFigureDialog::ExportFigureDialog(const QString& currentViewTitle, const QS
     dpi_->setSuffix(QStringLiteral(" dpi"));
     dpi_->setEnabled(format_->currentText() == QStringLiteral("PNG"));
 
-    // The canvas: the view as it is on screen, or a fixed size as `attnlens render --size`.
+    QLayout* sizeRow = sizeChoice(settings);
+
+    path_ = new QLineEdit(QDir(lastExportFolder(dumpPath)).filePath(baseName + '.' + format_->currentText().toLower()));
+    path_->setObjectName(QStringLiteral("path"));
+    auto* browse = new QPushButton(QStringLiteral("Browse…"));
+    auto* row = new QHBoxLayout;
+    row->addWidget(path_, 1);
+    row->addWidget(browse);
+    form->addRow(current);
+    form->addRow(all_);
+    form->addRow(QStringLiteral("Format"), format_);
+    form->addRow(QStringLiteral("PNG resolution"), dpi_);
+    form->addRow(QStringLiteral("Size"), sizeRow);
+    form->addRow(QStringLiteral("File"), row);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+    form->addRow(buttons);
+    connect(format_, &QComboBox::currentTextChanged, this, &ExportFigureDialog::fixExtension);
+    connect(format_, &QComboBox::currentTextChanged, this,
+            [this]() { dpi_->setEnabled(format_->currentText() == QStringLiteral("PNG")); });
+    connect(browse, &QPushButton::clicked, this, [this]() {
+        const QString p = QFileDialog::getSaveFileName(this, QStringLiteral("Export figure"), path_->text(),
+                                                       QStringLiteral("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+        if (!p.isEmpty()) {
+            path_->setText(p);
+            const QString ext = QFileInfo(p).suffix().toUpper();
+            if (format_->findText(ext) >= 0) format_->setCurrentText(ext);
+        }
+    });
+    // A typed extension wins over the format box (the box follows it), as a browsed file's does.
+    connect(path_, &QLineEdit::textEdited, this, [this]() { followTypedExtension(); });
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+}
+
+// The canvas: the view as it is on screen, or a fixed size as `attnlens render --size`.
+QLayout* ExportFigureDialog::sizeChoice(const QSettings& settings) {
     screenSize_ = new QRadioButton(QStringLiteral("as on screen"));
     screenSize_->setObjectName(QStringLiteral("screenSize"));
     auto* fixed = new QRadioButton(QStringLiteral("fixed"));
@@ -79,38 +114,7 @@ ExportFigureDialog::ExportFigureDialog(const QString& currentViewTitle, const QS
     };
     connect(screenSize_, &QRadioButton::toggled, this, enableSize);
     enableSize();
-
-    path_ = new QLineEdit(QDir(lastExportFolder(dumpPath)).filePath(baseName + '.' + format_->currentText().toLower()));
-    path_->setObjectName(QStringLiteral("path"));
-    path_->setObjectName(QStringLiteral("path"));
-    auto* browse = new QPushButton(QStringLiteral("Browse…"));
-    auto* row = new QHBoxLayout;
-    row->addWidget(path_, 1);
-    row->addWidget(browse);
-    form->addRow(current);
-    form->addRow(all_);
-    form->addRow(QStringLiteral("Format"), format_);
-    form->addRow(QStringLiteral("PNG resolution"), dpi_);
-    form->addRow(QStringLiteral("Size"), sizeRow);
-    form->addRow(QStringLiteral("File"), row);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-    form->addRow(buttons);
-    connect(format_, &QComboBox::currentTextChanged, this, &ExportFigureDialog::fixExtension);
-    connect(format_, &QComboBox::currentTextChanged, this,
-            [this]() { dpi_->setEnabled(format_->currentText() == QStringLiteral("PNG")); });
-    connect(browse, &QPushButton::clicked, this, [this]() {
-        const QString p = QFileDialog::getSaveFileName(this, QStringLiteral("Export figure"), path_->text(),
-                                                       QStringLiteral("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
-        if (!p.isEmpty()) {
-            path_->setText(p);
-            const QString ext = QFileInfo(p).suffix().toUpper();
-            if (format_->findText(ext) >= 0) format_->setCurrentText(ext);
-        }
-    });
-    // A typed extension wins over the format box (the box follows it), as a browsed file's does.
-    connect(path_, &QLineEdit::textEdited, this, [this]() { followTypedExtension(); });
-    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
-    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    return sizeRow;
 }
 
 bool ExportFigureDialog::followTypedExtension() {

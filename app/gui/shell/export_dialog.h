@@ -9,8 +9,10 @@
 #include "shell/figure_export.h"
 
 class QComboBox;
+class QLayout;
 class QLineEdit;
 class QRadioButton;
+class QSettings;
 class QSpinBox;
 
 namespace attnlens::gui {
@@ -32,6 +34,8 @@ public:
     void accept() override;
 
 private:
+    // The size row (as on screen, or width x height), from the last export's settings.
+    QLayout* sizeChoice(const QSettings& settings);
     void fixExtension();
     // Sets the format box to the path's extension when it names a format; false when it names none.
     bool followTypedExtension();  // the file's extension follows the format

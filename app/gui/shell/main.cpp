@@ -21,6 +21,7 @@
 #include "shell/main_window.h"
 #include "shell/render_command.h"
 #include "shell/selection_options.h"
+#include "shell/view_options.h"
 #include "views/token_map_view.h"
 #include "views/view_registry.h"
 
@@ -82,9 +83,7 @@ struct StartOptions {
                             QStringLiteral("view to show first (%1)").arg(attnlens::gui::viewIdList()),
                             QStringLiteral("V")};
     attnlens::gui::SelectionOptions selection;  // image, layer, head, query, paradigm, branch, rollout: as render
-    QCommandLineOption opacity{QStringLiteral("opacity"),
-                               QStringLiteral("opacity of the input image's outlines over the token map, 0..100"),
-                               QStringLiteral("PCT")};
+    attnlens::gui::ViewOptions settings;        // the shown paradigms, scope, rollout and views' settings: as render
     QCommandLineOption screenshot{
         QStringLiteral("screenshot"),
         QStringLiteral("save a picture of the window to PNG once its analyses are done, then quit"),
@@ -110,8 +109,9 @@ struct StartOptions {
         parser.addHelpOption();
         parser.addVersionOption();
         parser.addPositionalArgument(QStringLiteral("FILE"), QStringLiteral("attnlens.dump HDF5 file (.h5)"));
-        parser.addOptions({view, opacity, screenshot, windowSize, sessionFile, firstMapTime});
+        parser.addOptions({view, screenshot, windowSize, sessionFile, firstMapTime});
         parser.addOptions(selection.all());
+        parser.addOptions(settings.all());
     }
 };
 
@@ -139,21 +139,23 @@ QSize openAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& p
     return size;
 }
 
-// The selection options (shell/selection_options.h, read as `attnlens render` reads them), then the
-// display options. A bad value ends the program with the message and exit code of attnlens-cli.
+// The selection options (shell/selection_options.h), then the views' settings (view_options.h),
+// read as `attnlens render` reads them, each view taking its own. A bad value ends the program
+// with the message and exit code of attnlens-cli.
 void selectAsAsked(attnlens::gui::MainWindow& window, const QCommandLineParser& parser, const StartOptions& o) {
-    using attnlens::parseInt;
-    auto text = [&parser](const QCommandLineOption& option) { return parser.value(option).toStdString(); };
-    attnlens::gui::Session* session = window.session();
+    using namespace attnlens::gui;
+    Session* session = window.session();
     if (session->isOpen()) {
         // The options left unset keep what was opened (the last session's selection, say).
-        attnlens::gui::applySelectionOptions(*session, parser, o.selection, attnlens::gui::UnsetSelection::Kept, false);
-        attnlens::gui::applyMapContentOption(*session, parser, o.selection);
+        applySelectionOptions(*session, parser, o.selection, UnsetSelection::Kept, false);
+        applySessionViewOptions(*session, parser, o.settings);
+        applyMapContentOption(*session, parser, o.selection);
+        for (PlotView* v : window.views())
+            applyViewOptions(*v, *session, parser, o.settings, UnsetSelection::Kept, ViewFit::AnyView);
     }
-    if (parser.isSet(o.opacity)) window.tokenMapView()->setImageOpacity(parseInt(text(o.opacity), 0, 100, "--opacity"));
-    if (parser.isSet(o.view) && !attnlens::gui::findView(parser.value(o.view)))
-        attnlens::throwUsage("--view: unknown view \"" + text(o.view) + "\" (" +
-                             attnlens::gui::viewIdList().toStdString() + ")");
+    if (parser.isSet(o.view) && !findView(parser.value(o.view)))
+        attnlens::throwUsage("--view: unknown view \"" + parser.value(o.view).toStdString() + "\" (" +
+                             viewIdList().toStdString() + ")");
 }
 
 // --screenshot: once no job is running, the window (at `size` again: it can only grow while the

@@ -390,6 +390,19 @@ void MainWindow::createMenus() {
     QAction* quit = file->addAction(QStringLiteral("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
 
+    createNavigateMenu();
+
+    QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+    view->addAction(findChild<QDockWidget*>(QStringLiteral("selectionDock"))->toggleViewAction());
+    view->addAction(issuesDock_->toggleViewAction());
+
+    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
+    help->addAction(QStringLiteral("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)
+        ->setShortcut(QKeySequence::HelpContents);
+    help->addAction(QStringLiteral("&About AttnLens"), this, &MainWindow::showAbout);
+}
+
+void MainWindow::createNavigateMenu() {
     QMenu* nav = menuBar()->addMenu(QStringLiteral("&Navigate"));
     auto add = [&](const QString& text, const QKeySequence& key, auto fn) {
         QAction* a = nav->addAction(text, this, fn);
@@ -446,15 +459,6 @@ void MainWindow::createMenus() {
         }
         if (!popupEscape->closedPopup()) cancel_->click();
     });
-
-    QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
-    view->addAction(findChild<QDockWidget*>(QStringLiteral("selectionDock"))->toggleViewAction());
-    view->addAction(issuesDock_->toggleViewAction());
-
-    QMenu* help = menuBar()->addMenu(QStringLiteral("&Help"));
-    help->addAction(QStringLiteral("&Keyboard shortcuts"), this, &MainWindow::showShortcuts)
-        ->setShortcut(QKeySequence::HelpContents);
-    help->addAction(QStringLiteral("&About AttnLens"), this, &MainWindow::showAbout);
 }
 
 void MainWindow::updateStatusFile() {

@@ -112,10 +112,13 @@ private:
     void connectSelectionControls();  // the form's controls to the session
     void createIssuesDock();
     void createMenus();
+    void createNavigateMenu();  // the selection's steps, the tabs and Esc, with their keys
     void createStatusBar();
     void syncSelectionWidgets();
     void syncParadigmWidgets();
     void syncBranchWidgets();
+    void syncBranchChannels(bool layerHas, int valueChannels);
+    void syncBranchStatus(bool dumpHas);
     void syncRolloutWidgets();
     void applyRolloutOptions();            // from the dock's rollout widgets
     void syncStatsCoverage();              // the "Statistics over" box from the session

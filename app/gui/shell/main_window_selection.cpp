@@ -526,7 +526,14 @@ void MainWindow::syncBranchWidgets() {
                                 .arg(b.perImage ? QStringLiteral("per image") : QStringLiteral("shared by all images"))
                                 .arg(b.hasBias ? QStringLiteral(", bias not part of E_c") : QString()));
     }
-    // Items: the mean, then every V channel of the selected head.
+    syncBranchChannels(layerHas, dv);
+    syncBranchStatus(dumpHas);
+    syncing_ = false;
+}
+
+// The branch channel box: the mean, then every V channel of the selected head, with tooltips.
+void MainWindow::syncBranchChannels(bool layerHas, int dv) {
+    const Selection& sel = session_->selection();
     const bool rebuild = branchChannel_->count() != dv + 1 || (dv == 0 && branchChannel_->count() == 0);
     if (rebuild) {
         branchChannel_->clear();
@@ -534,7 +541,7 @@ void MainWindow::syncBranchWidgets() {
         for (int c = 0; c < dv; ++c) branchChannel_->addItem(QStringLiteral("channel %1").arg(c), c);
     }
     if (layerHas) {
-        const LocalBranchInfo& b = *layer.localBranch;
+        const LocalBranchInfo& b = *session_->layerInfo().localBranch;
         branchChannel_->setItemData(0,
                                     QStringLiteral("A + M_mean: the mean kernel over the head's %1 V channels "
                                                    "(the mean of their E_c)")
@@ -556,8 +563,10 @@ void MainWindow::syncBranchWidgets() {
     }
     const int idx = branchChannel_->findData(sel.localChannel);
     branchChannel_->setCurrentIndex(idx >= 0 ? idx : 0);
+}
 
-    // Status bar: always says whether the views include the branch, and which channel.
+// The status bar always says whether the views include the branch, and which channel.
+void MainWindow::syncBranchStatus(bool dumpHas) {
     const QString status = session_->branch().status();
     branchLabel_->setText(status.isEmpty() ? QString() : QStringLiteral("· %1").arg(status));
     branchLabel_->setVisible(!status.isEmpty());
@@ -580,7 +589,6 @@ void MainWindow::syncBranchWidgets() {
                 .arg(withBranch)
                 .arg(session_->info().layers.size()));
     }
-    syncing_ = false;
 }
 
 // Next or previous layer within the selected layer's model; at the model's first or last layer the

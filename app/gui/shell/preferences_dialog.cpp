@@ -38,7 +38,29 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     setWindowTitle(QStringLiteral("AttnLens Preferences"));
     auto* tabs = new QTabWidget(this);
 
-    // Paradigms
+    tabs->addTab(paradigmsTab(prefs), QStringLiteral("Paradigms"));
+    tabs->addTab(analysisTab(prefs), QStringLiteral("Analysis"));
+    tabs->addTab(coloursTab(prefs), QStringLiteral("Colours"));
+
+    error_ = new QLabel;
+    error_->setStyleSheet(QStringLiteral("color: #b00000"));
+    error_->setWordWrap(true);
+    auto* buttons =
+        new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel | QDialogButtonBox::RestoreDefaults);
+    connect(buttons, &QDialogButtonBox::accepted, this, &PreferencesDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    connect(buttons->button(QDialogButtonBox::RestoreDefaults), &QPushButton::clicked, this,
+            &PreferencesDialog::restoreDefaults);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(tabs);
+    layout->addWidget(error_);
+    layout->addWidget(buttons);
+    resize(720, 520);
+    refreshParadigmList();
+}
+
+// The paradigm definitions, one per line, and the paradigms they make.
+QWidget* PreferencesDialog::paradigmsTab(const Preferences& prefs) {
     auto* pw = new QWidget;
     auto* pl = new QVBoxLayout(pw);
     pl->addWidget(new QLabel(QStringLiteral(
@@ -59,9 +81,11 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     pl->addWidget(new QLabel(QStringLiteral("Resulting paradigms:")));
     pl->addWidget(scroll, 1);
     connect(specs_, &QPlainTextEdit::textChanged, this, &PreferencesDialog::refreshParadigmList);
-    tabs->addTab(pw, QStringLiteral("Paradigms"));
+    return pw;
+}
 
-    // Analysis
+// The analysis options, each field named by the attnlens-cli option that sets it.
+QWidget* PreferencesDialog::analysisTab(const Preferences& prefs) {
     auto* aw = new QWidget;
     auto* form = new QFormLayout(aw);
     const AnalysisOptions& a = prefs.analysis;
@@ -109,9 +133,11 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
                                         {log2Max_, "--magnitude"},
                                         {points_, "--magnitude"}})
         field->setToolTip(QStringLiteral("attnlens-cli %1").arg(QLatin1String(option)));
-    tabs->addTab(aw, QStringLiteral("Analysis"));
+    return aw;
+}
 
-    // Colours
+// The colour maps and the colour of non-finite cells.
+QWidget* PreferencesDialog::coloursTab(const Preferences& prefs) {
     auto* cw = new QWidget;
     auto* cf = new QFormLayout(cw);
     sequential_ = new ElidingComboBox;
@@ -132,38 +158,25 @@ PreferencesDialog::PreferencesDialog(const Preferences& prefs, QWidget* parent)
     cf->addRow(QStringLiteral("Non-negative weights"), sequential_);
     cf->addRow(QStringLiteral("Signed weights (centred on 0)"), diverging_);
     cf->addRow(QStringLiteral("NaN / Inf cells"), nanButton_);
-    tabs->addTab(cw, QStringLiteral("Colours"));
+    return cw;
+}
 
-    error_ = new QLabel;
-    error_->setStyleSheet(QStringLiteral("color: #b00000"));
-    error_->setWordWrap(true);
-    auto* buttons =
-        new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel | QDialogButtonBox::RestoreDefaults);
-    connect(buttons, &QDialogButtonBox::accepted, this, &PreferencesDialog::accept);
-    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
-    connect(buttons->button(QDialogButtonBox::RestoreDefaults), &QPushButton::clicked, this, [this]() {
-        const Preferences d;
-        specs_->clear();
-        rankTol_->clear();
-        spatialOnly_->setChecked(false);
-        kList_->setText(formatKList(d.analysis.localK));
-        tau_->setText(QString::number(d.analysis.confusion.tau, 'g', 6));
-        queryTol_->setText(QString::number(d.analysis.confusion.queryRelTolerance, 'g', 6));
-        confusionFloor_->setText(QString::number(d.analysis.confusion.queryRelativeFloor, 'g', 6));
-        log2Min_->setValue(d.analysis.magnitude.log2Min);
-        log2Max_->setValue(d.analysis.magnitude.log2Max);
-        points_->setValue(d.analysis.magnitude.points);
-        sequential_->setCurrentText(d.sequentialMap);
-        diverging_->setCurrentText(d.divergingMap);
-        nanColor_ = d.nanColor;
-        setSwatch(nanButton_, nanColor_);
-    });
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(tabs);
-    layout->addWidget(error_);
-    layout->addWidget(buttons);
-    resize(720, 520);
-    refreshParadigmList();
+void PreferencesDialog::restoreDefaults() {
+    const Preferences d;
+    specs_->clear();
+    rankTol_->clear();
+    spatialOnly_->setChecked(false);
+    kList_->setText(formatKList(d.analysis.localK));
+    tau_->setText(QString::number(d.analysis.confusion.tau, 'g', 6));
+    queryTol_->setText(QString::number(d.analysis.confusion.queryRelTolerance, 'g', 6));
+    confusionFloor_->setText(QString::number(d.analysis.confusion.queryRelativeFloor, 'g', 6));
+    log2Min_->setValue(d.analysis.magnitude.log2Min);
+    log2Max_->setValue(d.analysis.magnitude.log2Max);
+    points_->setValue(d.analysis.magnitude.points);
+    sequential_->setCurrentText(d.sequentialMap);
+    diverging_->setCurrentText(d.divergingMap);
+    nanColor_ = d.nanColor;
+    setSwatch(nanButton_, nanColor_);
 }
 
 void PreferencesDialog::refreshParadigmList() {

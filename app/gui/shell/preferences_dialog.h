@@ -26,6 +26,10 @@ public:
     void accept() override;
 
 private:
+    QWidget* paradigmsTab(const Preferences& prefs);
+    QWidget* analysisTab(const Preferences& prefs);
+    QWidget* coloursTab(const Preferences& prefs);
+    void restoreDefaults();
     void refreshParadigmList();
     Preferences result_;
     QPlainTextEdit* specs_;

@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 
-#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/dump/list_parser.h"
 #include "attnlens/io/error.h"
 #include "attnlens/io/text.h"
@@ -15,15 +14,8 @@
 #include "shell/figure_export.h"
 #include "shell/selection_options.h"
 #include "shell/session_file.h"
-#include "views/compare_view.h"
-#include "views/confused_pairs_view.h"
+#include "shell/view_options.h"
 #include "views/dump_pair_view.h"
-#include "views/head_overview_view.h"
-#include "views/locality_view.h"
-#include "views/matrix_view.h"
-#include "views/stats_views.h"
-#include "views/sweep_view.h"
-#include "views/token_map_view.h"
 #include "views/view_registry.h"
 
 namespace attnlens::gui {
@@ -39,156 +31,79 @@ std::unique_ptr<PlotView> makeView(const ViewEntry& entry, Session* s, Session* 
 
 namespace {
 
-// The Heads view's statistics (head_overview_view.h's table, registered ones after), indented as
-// the help's other continuation lines.
-QString headStatisticsHelp() {
-    return QString::fromStdString(headStatisticHelp(74))
-        .replace(QStringLiteral("\n"), QStringLiteral("\n                    "));
-}
+// The options of `attnlens render` that are its own (the selection's and the views' are shared with
+// the desktop program: selection_options.h, view_options.h), by what they set.
+struct RenderFlags {
+    static QCommandLineOption opt(const QStringList& names, const QString& description, const QString& value = {},
+                                  const QString& def = {}) {
+        return QCommandLineOption(names, description, value, def);
+    }
+    // What is drawn and where
+    QCommandLineOption
+        view = opt({"view"}, viewIdList() + QStringLiteral(" (locality over every image, dumps with --second)"), "V",
+                   "tokenmap"),
+        output = opt({"o", "output"}, QStringLiteral("the figure: .png, .svg or .pdf"), "OUT"),
+        size = opt({"size"}, QStringLiteral("canvas in logical pixels (default 1100x800)"), "WxH", "1100x800"),
+        dpi = opt({"dpi"}, QStringLiteral("PNG resolution (default 96: one pixel per logical pixel)"), "D", "96"),
+        define = opt({"define"}, QStringLiteral("add or replace a paradigm, NAME:key=value,... (repeatable)"), "SPEC"),
+        secondFile = opt({"second"},
+                         QStringLiteral("dumps: the second dump, shown beside FILE at the same image, "
+                                        "head and query place, on the layer of the same name (else "
+                                        "the same position)"),
+                         "FILE"),
+        secondLayer = opt({"second-layer"}, QStringLiteral("dumps: the second dump's layer, name or position"), "L"),
+        sameParadigm = opt({"same-paradigm"}, QStringLiteral("dumps: the second map in FILE's paradigm instead of its "
+                                                             "layer's own"));
+    SelectionOptions selection;  // shared with the desktop program's command line
+    ViewOptions settings;        // the same
+    QCommandLineOption sessionFile = opt({"session", kSessionOptionAlias},
+                                         QStringLiteral("a session saved by the desktop program (File > Save "
+                                                        "session): its dump, selection, paradigms, view, scope, "
+                                                        "opacity and held colour range; the options above change it"),
+                                         "JSON"),
+                       unreadable = opt({"render-unreadable"},
+                                        QStringLiteral("draw the figure even when the selected head cannot be read "
+                                                       "(its panels say NOT SHOWN and why) or the view's statistics "
+                                                       "failed (it says FAILED and why); a warning goes to stderr. "
+                                                       "Without it such a figure is not written and the exit code "
+                                                       "is 3")),
+                       help = opt({"h", "help"}, QStringLiteral("this text"));
+
+    QList<QCommandLineOption> drawn() const {
+        return {view, output, size, dpi, define, secondFile, secondLayer, sameParadigm};
+    }
+    void addTo(QCommandLineParser& p) const {
+        p.addOptions(drawn());
+        p.addOptions(selection.all());
+        p.addOptions(settings.all());
+        p.addOptions({sessionFile, unreadable, help});
+    }
+};
 
 }  // namespace
 
 QString renderUsage() {
+    const RenderFlags f;
     return QStringLiteral(
                "Usage: attnlens render FILE --view VIEW -o OUT.png|OUT.svg|OUT.pdf [options]\n"
                "       attnlens render --session SESSION.json -o OUT.png|OUT.svg|OUT.pdf [options]\n"
-               "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n"
-               "  --view V          %1\n"
-               "                    (locality over every image, dumps with --second)\n"
-               "  --image I         image index (default 0)\n"
-               "  --layer L         layer name or position (default 0)\n"
-               "  --head H          head (default 0)\n"
-               "  --query Q         token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)\n"
-               "  --paradigm P      paradigm of tokenmap/matrix/magnitude distribution (default: the\n"
-               "                    layer's own `attention` when it names a paradigm, else softmax)\n"
-               "  --paradigms A,B   paradigms of compare and statistics (default: the eight presets)\n"
-               "  --define SPEC     add or replace a paradigm, NAME:key=value,... (repeatable)\n"
-               "  --size WxH        canvas in logical pixels (default 1100x800)\n"
-               "  --dpi D           PNG resolution (default 96: one pixel per logical pixel)\n"
-               "  --log             matrix: logarithmic colour scale\n"
-               "  --shared-range    compare: one colour range for all panels\n"
-               "  --diff A,B        compare: add the difference map A - B\n"
-               "  --scope S         statistics over the selected 'image' or 'all' images\n"
-               "                    (default: all for confusion, image for local and layers)\n"
-               "  --k K             local view: window size (default 3)\n"
-               "  --x-uniform       local view: each head's mass over its uniform baseline on the keys\n"
-               "                    its rows may attend to (1 = uniform), not the mass itself\n"
-               "  --opacity PCT     tokenmap: opacity of the input image's outlines drawn over the map,\n"
-               "                    0..100 (default 60, as the desktop program; 0: no outlines)\n"
-               "  --local-branch    tokenmap, compare, matrix, spectrum: add the layer's local branch,\n"
-               "                    E_c = A + M_c (the layer must have a local_branch group)\n"
-               "  --channel C       with --local-branch: V channel C of the head, or 'mean' (default)\n"
-               "  --second FILE     dumps: the second dump, shown beside FILE at the same image, head and\n"
-               "                    query place, on the layer of the same name (else the same position)\n"
-               "  --second-layer L  dumps: the second dump's layer, name or position\n"
-               "  --same-paradigm   dumps: the second map in FILE's paradigm instead of its layer's own\n"
-               "  --rollout OF      tokenmap, compare: the attention rollout of the query ('query') or of CLS\n"
-               "                    ('cls') through the layer's model up to --layer, instead of the head's\n"
-               "                    row ('off'); docs/DEFINITIONS.md \"Rollout\"\n"
-               "  --rollout-fusion F   heads fused by mean (default), max or min\n"
-               "  --rollout-weights W  clipped (default), signed or absolute\n"
-               "  --rollout-residual R residual w in [0, 1] (default 0.5)\n"
-               "  --rollout-discard D  discard ratio in [0, 1) (default 0)\n"
-               "  --sweep NAME=RANGE  sweep: the parameter and its values, as attnlens-cli sweep --param\n"
-               "                    (p, scale, c, eps, shift, slope, qscale, alpha; RANGE LO:HI:POINTS or one\n"
-               "                    value; default: the paradigm's telling one around the model's value)\n"
-               "  --sweep-paradigm P  sweep: the swept paradigm (default: the layer's own)\n"
-               "  --head-statistic S  heads: the colour, by key or by the record's field it reads\n"
-               "                    (max-weight = entropy.max_weight), listed with their fields in\n"
-               "                    docs/DESKTOP.md \"The Heads view's statistics\":\n"
-               "                    %3\n"
-               "  --session S       a session saved by the desktop program (File > Save session): its dump,\n"
-               "                    selection, paradigms, view, scope, opacity and held colour range; the\n"
-               "                    options above change it\n"
-               "  --render-unreadable  draw the figure even when the selected head cannot be read (its\n"
-               "                    panels say NOT SHOWN and why) or the view's statistics failed (it says\n"
-               "                    FAILED and why); a warning goes to stderr. Without it such a figure\n"
-               "                    is not written and the exit code is 3\n"
-               "Exit codes: %2.\n")
-        .arg(viewIdList(), QString::fromStdString(exitCodeText()), headStatisticsHelp());
+               "Draws one view of the GUI without a window (same code and pixels as File > Export figure).\n") +
+           optionsHelp(f.drawn()) + QStringLiteral("The selection (as the desktop program's command line):\n") +
+           optionsHelp(f.selection.all()) + QStringLiteral("The views' settings (as the desktop program's):\n") +
+           optionsHelp(f.settings.all()) + optionsHelp({f.sessionFile, f.unreadable, f.help}) +
+           helpParagraph(QStringLiteral("Exit codes: %1.").arg(QString::fromStdString(exitCodeText())));
 }
 
 namespace {
 
-// The options of `attnlens render` (renderUsage), by what they set.
-struct RenderFlags {
-    static QCommandLineOption opt(const QStringList& names, const QString& value = {}, const QString& def = {}) {
-        return QCommandLineOption(names, QString(), value, def);
-    }
-    // What is drawn and where
-    QCommandLineOption view = opt({"view"}, "V", "tokenmap"), output = opt({"o", "output"}, "OUT"),
-                       size = opt({"size"}, "WxH", "1100x800"), dpi = opt({"dpi"}, "D", "96"),
-                       sessionFile = opt({"session", kSessionOptionAlias}, "JSON"), help = opt({"h", "help"}),
-                       unreadable = opt({"render-unreadable"});
-    // The selection
-    SelectionOptions selection;  // shared with the desktop program's command line
-    QCommandLineOption paradigms = opt({"paradigms"}, "LIST"), define = opt({"define"}, "SPEC"),
-                       scope = opt({"scope"}, "S");
-    // Rollout
-    QCommandLineOption rolloutFusion = opt({"rollout-fusion"}, "F"), rolloutWeights = opt({"rollout-weights"}, "W"),
-                       rolloutResidual = opt({"rollout-residual"}, "R"), rolloutDiscard = opt({"rollout-discard"}, "D");
-    // One view's own settings
-    QCommandLineOption log = opt({"log"}), shared = opt({"shared-range"}), diff = opt({"diff"}, "A,B"),
-                       k = opt({"k"}, "K", "3"), timesUniform = opt({"x-uniform"}),
-                       opacity = opt({"opacity"}, "PCT", QString::number(Preferences{}.imageOpacityPercent)),
-                       secondFile = opt({"second"}, "FILE"), secondLayer = opt({"second-layer"}, "L"),
-                       sameParadigm = opt({"same-paradigm"}), headStatistic = opt({"head-statistic"}, "S"),
-                       sweep = opt({"sweep"}, "NAME=RANGE"), sweepParadigm = opt({"sweep-paradigm"}, "P");
-
-    void addTo(QCommandLineParser& p) const {
-        p.addOptions({view,
-                      output,
-                      size,
-                      dpi,
-                      sessionFile,
-                      help,
-                      unreadable,
-                      paradigms,
-                      define,
-                      scope,
-                      rolloutFusion,
-                      rolloutWeights,
-                      rolloutResidual,
-                      rolloutDiscard,
-                      log,
-                      shared,
-                      diff,
-                      k,
-                      timesUniform,
-                      opacity,
-                      secondFile,
-                      secondLayer,
-                      sameParadigm,
-                      headStatistic,
-                      sweep,
-                      sweepParadigm});
-        p.addOptions(selection.all());
-    }
-};
-
-// Image, layer, head, query, paradigm and the local branch (selection_options.h), and the paradigms
-// shown: the session's (applySelection), then the options'.
+// Image, layer, head, query, paradigm and the local branch (selection_options.h), then the
+// paradigms shown, the scope, the rollout and what the maps show (view_options.h): the session's
+// (applySelection), then the options'.
 void applySelectionOptions(Session& session, const QCommandLineParser& p, const RenderFlags& f,
                            const std::optional<SessionState>& saved) {
     applySelectionOptions(session, p, f.selection, saved ? UnsetSelection::Kept : UnsetSelection::Defaults,
                           saved && saved->localBranch);
-    if (p.isSet(f.paradigms)) {
-        std::vector<int> shown;
-        for (const QString& n : p.value(f.paradigms).split(',', Qt::SkipEmptyParts))
-            shown.push_back(paradigmOption(session, n, "--paradigms"));
-        session.setShown(shown);
-    }
-}
-
-void applyRollout(Session& session, const QCommandLineParser& p, const RenderFlags& f) {
-    RolloutOptions ro = session.rollout().options();  // the session's, else the defaults
-    if (p.isSet(f.rolloutFusion)) ro.fusion = parseHeadFusion(p.value(f.rolloutFusion).toStdString());
-    if (p.isSet(f.rolloutWeights)) ro.weights = parseRolloutWeights(p.value(f.rolloutWeights).toStdString());
-    if (p.isSet(f.rolloutResidual))
-        ro.residual = parseNumber(p.value(f.rolloutResidual).toStdString(), "--rollout-residual");
-    if (p.isSet(f.rolloutDiscard))
-        ro.discardRatio = parseNumber(p.value(f.rolloutDiscard).toStdString(), "--rollout-discard");
-    session.rollout().setOptions(ro);  // Error(Usage) naming the option out of range
+    applySessionViewOptions(session, p, f.settings);
     applyMapContentOption(session, p, f.selection);
 }
 
@@ -221,66 +136,103 @@ void checkDrawable(Session& session, const ViewEntry& entry, const QCommandLineP
     }
 }
 
-// The sweep view's parameter and range: the session's, then --sweep-paradigm and --sweep.
-void configureSweep(SweepView* s, Session& session, const QCommandLineParser& p, const RenderFlags& f,
-                    const std::optional<SessionState>& saved) {
-    if (s && saved) s->restoreChoices(saved->sweepParadigm, saved->sweepParameter, saved->sweepRange);
-    if (!p.isSet(f.sweep) && !p.isSet(f.sweepParadigm)) return;
-    if (!s) throwUsage("--sweep, --sweep-paradigm: only with --view sweep");
-    if (p.isSet(f.sweepParadigm))
-        s->setSweepParadigm(paradigmOption(session, p.value(f.sweepParadigm), "--sweep-paradigm"));
-    if (!p.isSet(f.sweep)) return;
-    const QString text = p.value(f.sweep);
-    const qsizetype eq = text.indexOf('=');
-    if (eq < 0) throwUsage("--sweep: expected NAME=LO:HI:POINTS, e.g. p=1:8:15, got " + quotedText(text.toStdString()));
-    try {
-        s->setParameter(parseSweepParameter(text.left(eq).trimmed().toStdString()));
-        s->setRange(text.mid(eq + 1));
-    } catch (const Error& e) {
-        throwUsage(std::string("--sweep: ") + e.what());
+// The session file (--session) or nothing (FILE), checked against the positional arguments.
+std::optional<SessionState> savedSession(const QCommandLineParser& p, const RenderFlags& f) {
+    if (p.isSet(f.sessionFile)) {
+        if (!p.positionalArguments().isEmpty()) throwUsage("render: give either FILE or --session, not both");
+        return readSessionFile(p.value(f.sessionFile));
     }
+    if (p.positionalArguments().size() != 1) throwUsage("render: expected one FILE (see attnlens render --help)");
+    return std::nullopt;
 }
 
-// The view's own settings: the session's, then the options'.
-void configureView(PlotView* v, Session& session, const QCommandLineParser& p, const RenderFlags& f,
-                   const std::optional<SessionState>& saved) {
-    if (auto* t = dynamic_cast<TokenMapView*>(v)) {
-        t->setImageOpacity(saved && saved->imageOpacity >= 0 && !p.isSet(f.opacity)
-                               ? saved->imageOpacity
-                               : intOption(p.value(f.opacity), 0, 100, "--opacity"));
-        if (saved && saved->heldColourRange)
-            t->holdColourRange(true, QCPRange(saved->heldColourRange->lower, saved->heldColourRange->upper));
+QSize canvasSize(const QCommandLineParser& p, const RenderFlags& f) {
+    const QStringList wh = p.value(f.size).toLower().split('x');
+    if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
+    return QSize(intOption(wh[0], kMinFigureSide, kMaxFigureSide, "--size"),
+                 intOption(wh[1], kMinFigureSide, kMaxFigureSide, "--size"));
+}
+
+// The paradigms: the session's definitions, then --define's; Error(Usage) naming a bad one.
+Preferences renderPreferences(const QCommandLineParser& p, const RenderFlags& f,
+                              const std::optional<SessionState>& saved) {
+    Preferences prefs;
+    if (saved) prefs.paradigmSpecs = saved->paradigmDefinitions;
+    prefs.paradigmSpecs += p.values(f.define);
+    QStringList problems;
+    prefs.paradigms(&problems);
+    if (!problems.isEmpty()) throwUsage(problems.join("; ").toStdString());
+    return prefs;
+}
+
+// The view: --view, else the session's.
+const ViewEntry& renderedView(const QCommandLineParser& p, const RenderFlags& f,
+                              const std::optional<SessionState>& saved) {
+    const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(f.view) ? saved->view : p.value(f.view);
+    const ViewEntry* entry = findView(viewId);
+    if (!entry)
+        throwUsage("--view: unknown view \"" + viewId.toStdString() + "\" (" + viewIdList().toStdString() + ")");
+    return *entry;
+}
+
+// The second dump of "Compare dumps": --second, else the session's; only for that view.
+void openSecondDump(Session& second, const ViewEntry& entry, const QCommandLineParser& p, const RenderFlags& f,
+                    const std::optional<SessionState>& saved) {
+    second.jobs().setSynchronous(true);
+    const QString secondPath = p.isSet(f.secondFile) ? p.value(f.secondFile) : saved ? saved->secondDump : QString();
+    const bool dumps = entry.id == QStringLiteral("dumps");
+    if ((p.isSet(f.secondLayer) || p.isSet(f.sameParadigm)) && !dumps)
+        throwUsage("--second-layer, --same-paradigm: only with --view dumps");
+    if (dumps && !secondPath.isEmpty()) second.open(secondPath);
+}
+
+// Whole-dump statistics that failed (data that cannot be read, a dump too large for this
+// machine) would be a figure that says FAILED: as for an unreadable head, an input error.
+void checkAnalysisDrawn(PlotView& v, const QCommandLineParser& p, const RenderFlags& f, QTextStream& err) {
+    v.refreshNow();
+    const QString failure = v.analysisFailure();
+    if (failure.isEmpty()) return;
+    if (!p.isSet(f.unreadable))
+        throwInput(failure.toStdString() + " (nothing written; --render-unreadable draws the figure with FAILED)");
+    err << "attnlens render: warning: " << failure << " (drawn as FAILED, --render-unreadable)\n";
+}
+
+// The figure the parsed options ask for, written to -o.
+void renderFigure(const QCommandLineParser& p, const RenderFlags& f, QTextStream& out, QTextStream& err) {
+    const std::optional<SessionState> saved = savedSession(p, f);
+    if (!p.isSet(f.output)) throwUsage("render: -o OUT.png|svg|pdf is required");
+    const QString outPath = p.value(f.output);
+    figureFormatFromPath(outPath);  // usage error before any work
+    const QSize canvas = canvasSize(p, f);
+    const Preferences prefs = renderPreferences(p, f, saved);
+
+    Session session(prefs);
+    session.jobs().setSynchronous(true);
+    session.open(saved ? saved->dump : p.positionalArguments().front());
+    if (saved) applySelection(session, *saved);
+    applySelectionOptions(session, p, f, saved);
+    const ViewEntry& entry = renderedView(p, f, saved);
+    Session second(prefs);
+    openSecondDump(second, entry, p, f, saved);
+    std::unique_ptr<PlotView> v = makeView(entry, &session, &second);
+    if (auto* d = dynamic_cast<DumpPairView*>(v.get())) {
+        if (p.isSet(f.secondLayer))
+            d->setSecondLayer(parseLayer(p.value(f.secondLayer).toStdString(), second.info(), "--second-layer"));
+        d->setSameParadigm(p.isSet(f.sameParadigm));
     }
-    if (auto* m = dynamic_cast<MatrixView*>(v)) m->setLogScale(p.isSet(f.log));
-    if (auto* c = dynamic_cast<CompareView*>(v)) {
-        c->setSharedRange(p.isSet(f.shared) || (saved && saved->compareSharedRange));
-        if (saved && saved->compareDifference && !p.isSet(f.diff)) {
-            const int a = session.paradigmIndex(saved->compareDifference->first);
-            const int b = session.paradigmIndex(saved->compareDifference->second);
-            if (a < 0 || b < 0)
-                throwInput("the session's difference panel names a paradigm that is not defined: " +
-                           saved->compareDifference->first + ", " + saved->compareDifference->second);
-            c->setDifference(a, b);
-        }
-        if (p.isSet(f.diff)) {
-            const QStringList ab = p.value(f.diff).split(',');
-            if (ab.size() != 2) throwUsage("--diff: expected A,B");
-            c->setDifference(paradigmOption(session, ab[0], "--diff"), paradigmOption(session, ab[1], "--diff"));
-        }
-    }
-    if (p.isSet(f.headStatistic)) {
-        auto* h = dynamic_cast<HeadOverviewView*>(v);
-        if (!h) throwUsage("--head-statistic: only with --view heads");
-        h->setStatisticByKey(p.value(f.headStatistic).trimmed().toStdString());
-    }
-    configureSweep(dynamic_cast<SweepView*>(v), session, p, f, saved);
-    if (auto* l = dynamic_cast<LocalMassView*>(v)) {
-        l->setK(intOption(p.value(f.k), kMinLocalK, kMaxLocalK, "--k"));
-        l->setTimesUniform(p.isSet(f.timesUniform));
-    } else if (p.isSet(f.timesUniform)) {
-        throwUsage("--x-uniform: only with --view local");
-    }
-    if (auto* r = dynamic_cast<LayerReportView*>(v); r && p.isSet(f.scope)) r->setScope(session.statistics().scope());
+    checkDrawable(session, entry, p, f, err);
+    v->resize(canvas);
+    // The view is never shown: without this its layout would keep the plot at its default size
+    // until the export, and views that arrange their panels by the plot's size (the heads
+    // view's columns) would arrange them for that size instead of the figure's.
+    if (QLayout* layout = v->layout()) layout->activate();
+    applyViewOptions(*v, session, p, f.settings, UnsetSelection::Defaults, ViewFit::OnlyThisView, saved);
+    checkAnalysisDrawn(*v, p, f, err);
+    FigureOptions fo;
+    fo.size = canvas;
+    fo.dpi = intOption(p.value(f.dpi), 24, 1200, "--dpi");
+    exportFigure(*v, outPath, fo);
+    out << "wrote " << outPath << "\n";
 }
 
 }  // namespace
@@ -297,81 +249,7 @@ int runRender(const QStringList& args, QTextStream& out, QTextStream& err) {
             out << renderUsage();
             return 0;
         }
-        std::optional<SessionState> saved;
-        if (p.isSet(f.sessionFile)) {
-            if (!p.positionalArguments().isEmpty()) throwUsage("render: give either FILE or --session, not both");
-            saved = readSessionFile(p.value(f.sessionFile));
-        } else if (p.positionalArguments().size() != 1) {
-            throwUsage("render: expected one FILE (see attnlens render --help)");
-        }
-        if (!p.isSet(f.output)) throwUsage("render: -o OUT.png|svg|pdf is required");
-        const QString outPath = p.value(f.output);
-        figureFormatFromPath(outPath);  // usage error before any work
-        const QStringList wh = p.value(f.size).toLower().split('x');
-        if (wh.size() != 2) throwUsage("--size: expected WxH, e.g. 1100x800");
-        const QSize canvas(intOption(wh[0], kMinFigureSide, kMaxFigureSide, "--size"),
-                           intOption(wh[1], kMinFigureSide, kMaxFigureSide, "--size"));
-
-        Preferences prefs;
-        if (saved) prefs.paradigmSpecs = saved->paradigmDefinitions;
-        prefs.paradigmSpecs += p.values(f.define);
-        QStringList problems;
-        prefs.paradigms(&problems);
-        if (!problems.isEmpty()) throwUsage(problems.join("; ").toStdString());
-
-        Session session(prefs);
-        session.jobs().setSynchronous(true);
-        session.open(saved ? saved->dump : p.positionalArguments().front());
-        if (saved) applySelection(session, *saved);
-        applySelectionOptions(session, p, f, saved);
-        applyRollout(session, p, f);
-        const QString sc = p.value(f.scope);
-        if (p.isSet(f.scope) && sc != QStringLiteral("image") && sc != QStringLiteral("all"))
-            throwUsage("--scope: 'image' or 'all'");
-        if (p.isSet(f.scope))
-            session.statistics().setScope(sc == QStringLiteral("all") ? StatsScope::AllImages
-                                                                      : StatsScope::CurrentImage);
-
-        const QString viewId = saved && !saved->view.isEmpty() && !p.isSet(f.view) ? saved->view : p.value(f.view);
-        const ViewEntry* entry = findView(viewId);
-        if (!entry)
-            throwUsage("--view: unknown view \"" + viewId.toStdString() + "\" (" + viewIdList().toStdString() + ")");
-        // The second dump of "Compare dumps": --second, else the session's.
-        Session second(prefs);
-        second.jobs().setSynchronous(true);
-        const QString secondPath = p.isSet(f.secondFile) ? p.value(f.secondFile)
-                                   : saved               ? saved->secondDump
-                                                         : QString();
-        if ((p.isSet(f.secondLayer) || p.isSet(f.sameParadigm)) && viewId != QStringLiteral("dumps"))
-            throwUsage("--second-layer, --same-paradigm: only with --view dumps");
-        if (viewId == QStringLiteral("dumps") && !secondPath.isEmpty()) second.open(secondPath);
-        std::unique_ptr<PlotView> v = makeView(*entry, &session, &second);
-        if (auto* d = dynamic_cast<DumpPairView*>(v.get())) {
-            if (p.isSet(f.secondLayer))
-                d->setSecondLayer(parseLayer(p.value(f.secondLayer).toStdString(), second.info(), "--second-layer"));
-            d->setSameParadigm(p.isSet(f.sameParadigm));
-        }
-        checkDrawable(session, *entry, p, f, err);
-        v->resize(canvas);
-        // The view is never shown: without this its layout would keep the plot at its default size
-        // until the export, and views that arrange their panels by the plot's size (the heads
-        // view's columns) would arrange them for that size instead of the figure's.
-        if (QLayout* layout = v->layout()) layout->activate();
-        configureView(v.get(), session, p, f, saved);
-        // Whole-dump statistics that failed (data that cannot be read, a dump too large for this
-        // machine) would be a figure that says FAILED: as for an unreadable head, an input error.
-        v->refreshNow();
-        if (const QString failure = v->analysisFailure(); !failure.isEmpty()) {
-            if (!p.isSet(f.unreadable))
-                throwInput(failure.toStdString() +
-                           " (nothing written; --render-unreadable draws the figure with FAILED)");
-            err << "attnlens render: warning: " << failure << " (drawn as FAILED, --render-unreadable)\n";
-        }
-        FigureOptions fo;
-        fo.size = canvas;
-        fo.dpi = intOption(p.value(f.dpi), 24, 1200, "--dpi");
-        exportFigure(*v, outPath, fo);
-        out << "wrote " << outPath << "\n";
+        renderFigure(p, f, out, err);
         return 0;
     } catch (const Error& e) {
         err << "attnlens render: " << e.what() << "\n";

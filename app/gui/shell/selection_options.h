@@ -13,25 +13,28 @@
 namespace attnlens::gui {
 
 struct SelectionOptions {
-    QCommandLineOption image{QStringLiteral("image"), QStringLiteral("image (default 0)"), QStringLiteral("I")};
+    // Each description is the option's line in the help texts (view_options.h: optionsHelp).
+    QCommandLineOption image{QStringLiteral("image"), QStringLiteral("image index (default 0)"), QStringLiteral("I")};
     QCommandLineOption layer{QStringLiteral("layer"), QStringLiteral("layer name or position (default 0)"),
                              QStringLiteral("L")};
     QCommandLineOption head{QStringLiteral("head"), QStringLiteral("head (default 0)"), QStringLiteral("H")};
     QCommandLineOption query{QStringLiteral("query"),
-                             QStringLiteral("query token: its index, y,x on the grid, or cls (default: grid centre)"),
+                             QStringLiteral("token index, \"y,x\" on the grid, or \"cls\" (default: grid centre)"),
                              QStringLiteral("Q")};
     QCommandLineOption paradigm{QStringLiteral("paradigm"),
-                                QStringLiteral("paradigm of the token map, matrix and magnitude distribution"),
+                                QStringLiteral("paradigm of tokenmap/matrix/magnitude distribution (default: the "
+                                               "layer's own `attention` when it names a paradigm, else softmax)"),
                                 QStringLiteral("P")};
-    QCommandLineOption localBranch{
-        QStringLiteral("local-branch"),
-        QStringLiteral("show the layer's local branch (E_c = A + M_c); the layer must have one")};
+    QCommandLineOption localBranch{QStringLiteral("local-branch"),
+                                   QStringLiteral("tokenmap, compare, matrix, spectrum: add the layer's local branch, "
+                                                  "E_c = A + M_c (the layer must have a local_branch group)")};
     QCommandLineOption channel{QStringLiteral("channel"),
                                QStringLiteral("with --local-branch: V channel C of the head, or 'mean' (default)"),
                                QStringLiteral("C")};
     QCommandLineOption rollout{QStringLiteral("rollout"),
-                               QStringLiteral("maps show the rollout of the query ('query'), of CLS ('cls') or the "
-                                              "head's attention ('off')"),
+                               QStringLiteral("tokenmap, compare: the attention rollout of the query ('query') or of "
+                                              "CLS ('cls') through the layer's model up to --layer, instead of the "
+                                              "head's row ('off'); docs/DEFINITIONS.md \"Rollout\""),
                                QStringLiteral("OF")};
 
     QList<QCommandLineOption> all() const {

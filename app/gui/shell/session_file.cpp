@@ -148,31 +148,10 @@ json sessionToJson(const SessionState& s) {
     return j;
 }
 
-SessionState sessionFromJson(const json& j, const std::string& where) {
-    if (!j.is_object()) throwInput(where + ": not an AttnLens session (expected a JSON object)");
-    const FieldReader r(j, where);
-    if (r.text("format", true) != kSessionFormat)
-        throwInput(where + ": not an AttnLens session (format is " + quotedText(r.text("format")) + ", expected '" +
-                   kSessionFormat + "')");
-    const long long version = r.integer("version", 1, 1000000, 0);
-    if (version == 0) r.fail("version", "is missing");
-    if (version > kSessionVersion)
-        throwInput(where + ": session version " + std::to_string(version) + " is newer than this AttnLens reads (" +
-                   std::to_string(kSessionVersion) + ")");
-    SessionState s;
-    s.dump = QString::fromStdString(r.text("dump", true));
-    s.secondDump = QString::fromStdString(r.text("second_dump"));
-    s.image = int(r.integer("image", 0, std::numeric_limits<int>::max(), 0));
-    s.layer = r.text("layer");
-    s.head = int(r.integer("head", 0, std::numeric_limits<int>::max(), 0));
-    s.query = Index(r.integer("query", 0, std::numeric_limits<int>::max(), 0));
-    s.paradigm = r.text("paradigm");
-    s.paradigmFollowsLayer = r.boolean("paradigm_follows_layer", true);
-    s.shown = r.texts("shown");
-    const json& branch = r.object("local_branch");
-    const FieldReader b(branch, where);
-    s.localBranch = b.boolean("on", false);
-    s.localChannel = int(b.integer("channel", -1, 1 << 20, -1));
+namespace {
+
+// What the maps show ("map") and the rollout's options.
+void readMapAndRollout(const FieldReader& r, const std::string& where, SessionState& s) {
     s.map = r.text("map");
     if (s.map.empty()) s.map = "attention";
     try {
@@ -195,15 +174,10 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
     } catch (const Error& e) {
         r.fail("rollout", e.what());
     }
-    for (const std::string& d : r.texts("paradigm_definitions")) s.paradigmDefinitions << QString::fromStdString(d);
-    s.statsModel = r.text("statistics_model");
-    s.statsModelFollowsLayer = r.boolean("statistics_model_follows_layer", true);
-    s.statsLayers = r.texts("statistics_layers");
-    s.view = QString::fromStdString(r.text("view"));
-    s.statsScope = QString::fromStdString(r.text("statistics_scope"));
-    if (!s.statsScope.isEmpty() && s.statsScope != QStringLiteral("image") && s.statsScope != QStringLiteral("all"))
-        r.fail("statistics_scope", "must be \"image\" or \"all\"");
-    s.imageOpacity = int(r.integer("image_opacity", 0, 100, -1));
+}
+
+// The views' own choices: the held colour range, the compare view's, the sweep's.
+void readViewChoices(const FieldReader& r, const std::string& where, SessionState& s) {
     const json& range = r.object("colour_range");
     const FieldReader c(range, where);
     if (c.boolean("held", false)) {
@@ -235,6 +209,46 @@ SessionState sessionFromJson(const json& j, const std::string& where) {
     } catch (const Error& e) {
         r.fail("sweep", e.what());
     }
+}
+
+}  // namespace
+
+SessionState sessionFromJson(const json& j, const std::string& where) {
+    if (!j.is_object()) throwInput(where + ": not an AttnLens session (expected a JSON object)");
+    const FieldReader r(j, where);
+    if (r.text("format", true) != kSessionFormat)
+        throwInput(where + ": not an AttnLens session (format is " + quotedText(r.text("format")) + ", expected '" +
+                   kSessionFormat + "')");
+    const long long version = r.integer("version", 1, 1000000, 0);
+    if (version == 0) r.fail("version", "is missing");
+    if (version > kSessionVersion)
+        throwInput(where + ": session version " + std::to_string(version) + " is newer than this AttnLens reads (" +
+                   std::to_string(kSessionVersion) + ")");
+    SessionState s;
+    s.dump = QString::fromStdString(r.text("dump", true));
+    s.secondDump = QString::fromStdString(r.text("second_dump"));
+    s.image = int(r.integer("image", 0, std::numeric_limits<int>::max(), 0));
+    s.layer = r.text("layer");
+    s.head = int(r.integer("head", 0, std::numeric_limits<int>::max(), 0));
+    s.query = Index(r.integer("query", 0, std::numeric_limits<int>::max(), 0));
+    s.paradigm = r.text("paradigm");
+    s.paradigmFollowsLayer = r.boolean("paradigm_follows_layer", true);
+    s.shown = r.texts("shown");
+    const json& branch = r.object("local_branch");
+    const FieldReader b(branch, where);
+    s.localBranch = b.boolean("on", false);
+    s.localChannel = int(b.integer("channel", -1, 1 << 20, -1));
+    readMapAndRollout(r, where, s);
+    for (const std::string& d : r.texts("paradigm_definitions")) s.paradigmDefinitions << QString::fromStdString(d);
+    s.statsModel = r.text("statistics_model");
+    s.statsModelFollowsLayer = r.boolean("statistics_model_follows_layer", true);
+    s.statsLayers = r.texts("statistics_layers");
+    s.view = QString::fromStdString(r.text("view"));
+    s.statsScope = QString::fromStdString(r.text("statistics_scope"));
+    if (!s.statsScope.isEmpty() && s.statsScope != QStringLiteral("image") && s.statsScope != QStringLiteral("all"))
+        r.fail("statistics_scope", "must be \"image\" or \"all\"");
+    s.imageOpacity = int(r.integer("image_opacity", 0, 100, -1));
+    readViewChoices(r, where, s);
     const json& window = r.object("window");
     const FieldReader w(window, where);
     s.windowGeometry = fromBase64(w, "geometry");

@@ -222,10 +222,52 @@ void ClaimsView::saveJson(const QString& path) const {
     writeFileAtomically(path.toStdString(), shown_->dump(1) + "\n", {session_->path().toStdString()});
 }
 
+// While the claims are computing, or after they failed or were cancelled: what is going on.
+void ClaimsView::showState(const QString& error, bool cancelled) {
+    const StatisticsStore& stats = session_->statistics();
+    const QString what = QStringLiteral("The papers' claims");
+    statusText_ = cancelled          ? QStringLiteral("Cancelled")
+                  : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
+                  : stats.scope() == StatsScope::AllImages
+                      ? QStringLiteral("computing over all %1 images and every layer… (progress below)")
+                            .arg(session_->info().images)
+                      : QStringLiteral("computing over image %1 and every layer… (progress below)")
+                            .arg(session_->selection().image);
+    resetWithTitle(plot_, what);
+    auto* state = addWrappedText(plot_, 11);
+    state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
+    plot_->plotLayout()->addElement(1, 0, state);
+    setWrappedText(state, statusText_ + (error.isEmpty() ? QString() : QStringLiteral(" — Retry runs it again.")));
+}
+
+// One row per claim: its verdict and its text, in the body grid (returned).
+QCPLayoutGrid* ClaimsView::addClaimRows(const json& claims) {
+    auto* body = addBody(plot_, 2);
+    body->setRowSpacing(2);
+    body->setColumnSpacing(6);
+    int row = 0;
+    for (const json& c : claims) {
+        Row r;
+        r.claim = c;
+        const std::string verdict = c["verdict"].get<std::string>();
+        r.verdict = addWrappedText(plot_, 8, true);
+        r.verdict->setText(verdictWord(verdict));
+        r.verdict->setTextColor(verdictColour(verdict));
+        r.verdict->setMinimumSize(QSize(82, 10));
+        r.verdict->setMaximumSize(QSize(82, QWIDGETSIZE_MAX));
+        body->addElement(row, 0, r.verdict);
+        r.text = addWrappedText(plot_, 8);
+        r.text->setTextFlags(Qt::AlignLeft | Qt::AlignVCenter);
+        body->addElement(row, 1, r.text);
+        rows_.push_back(std::move(r));
+        ++row;
+    }
+    return body;
+}
+
 void ClaimsView::rebuild() {
     rows_.clear();
     shown_.reset();
-    const QString what = QStringLiteral("The papers' claims");
     save_->setEnabled(false);
     if (!session_->isOpen()) {
         resetWithTitle(plot_, QString());
@@ -240,18 +282,7 @@ void ClaimsView::rebuild() {
     waiting_ = !claims && error.isEmpty();
     retry_->setVisible(!error.isEmpty());
     if (!claims) {
-        statusText_ = cancelled          ? QStringLiteral("Cancelled")
-                      : !error.isEmpty() ? QStringLiteral("FAILED: ") + error
-                      : stats.scope() == StatsScope::AllImages
-                          ? QStringLiteral("computing over all %1 images and every layer… (progress below)")
-                                .arg(session_->info().images)
-                          : QStringLiteral("computing over image %1 and every layer… (progress below)")
-                                .arg(session_->selection().image);
-        resetWithTitle(plot_, what);
-        auto* state = addWrappedText(plot_, 11);
-        state->setTextColor(!error.isEmpty() && !cancelled ? QColor(180, 0, 0) : QColor(Qt::black));
-        plot_->plotLayout()->addElement(1, 0, state);
-        setWrappedText(state, statusText_ + (error.isEmpty() ? QString() : QStringLiteral(" — Retry runs it again.")));
+        showState(error, cancelled);
         return;
     }
     statusText_.clear();
@@ -280,26 +311,7 @@ void ClaimsView::rebuild() {
             QStringLiteral(" · %1 unreadable (image, layer) left out (Issues list)").arg((*claims)["skipped"].size());
     setWrappedText(note, noteText);
     if (claims->contains("skipped")) note->setTextColor(QColor(180, 0, 0));
-    auto* body = addBody(plot_, 2);
-    body->setRowSpacing(2);
-    body->setColumnSpacing(6);
-    int row = 0;
-    for (const json& c : (*claims)["claims"]) {
-        Row r;
-        r.claim = c;
-        const std::string verdict = c["verdict"].get<std::string>();
-        r.verdict = addWrappedText(plot_, 8, true);
-        r.verdict->setText(verdictWord(verdict));
-        r.verdict->setTextColor(verdictColour(verdict));
-        r.verdict->setMinimumSize(QSize(82, 10));
-        r.verdict->setMaximumSize(QSize(82, QWIDGETSIZE_MAX));
-        body->addElement(row, 0, r.verdict);
-        r.text = addWrappedText(plot_, 8);
-        r.text->setTextFlags(Qt::AlignLeft | Qt::AlignVCenter);
-        body->addElement(row, 1, r.text);
-        rows_.push_back(std::move(r));
-        ++row;
-    }
+    QCPLayoutGrid* body = addClaimRows((*claims)["claims"]);
     detail_ = 2;
     setRowTexts();
     body->setColumnStretchFactor(0, 0.01);

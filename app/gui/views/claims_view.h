@@ -57,6 +57,8 @@ private:
     };
     int rowAt(const QPointF& pos) const;
     void setRowTexts();  // the rows' words at detail_
+    void showState(const QString& error, bool cancelled);
+    QCPLayoutGrid* addClaimRows(const nlohmann::json& claims);
 
     QComboBox* scope_ = nullptr;  // the selected image or all images (the session's statistics scope)
     QPushButton* retry_ = nullptr;

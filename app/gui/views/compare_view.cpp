@@ -195,31 +195,11 @@ bool CompareView::fitAspect() {
     return changed;
 }
 
-void CompareView::rebuild() {
-    if (!session_->isOpen()) {
-        plot_->clearItems();
-        plot_->clearPlottables();
-        plot_->plotLayout()->clear();
-        panels_.clear();
-        builtFor_.clear();
-        return;
-    }
-    std::vector<int> wanted = session_->selection().shown;
-    if (diffA_ >= 0) wanted.push_back(-1);
-    if (wanted != builtFor_ || !(session_->layout() == builtLayout_) || builtShared_ != sharedRange_) buildLayout();
-
-    const Selection& sel = session_->selection();
-    const TokenLayout& l = session_->layout();
-    const Preferences& prefs = session_->preferences();
-    const auto& ps = session_->paradigms();
-
-    // With the local branch every panel is that paradigm's E_c = A + M_c (the same M_c for all).
-    const auto branch = session_->branch().kernel();
-    // An unreadable head (damaged chunk): every panel is empty and the note says why. With rollout,
-    // the rollout rows (each panel's own: pending, or failed when a layer on the way is unreadable).
-    const bool rollout = session_->selection().rolloutShown();
+// An unreadable head (damaged chunk): every panel is empty and the note says why. With rollout,
+// the rollout rows (each panel's own: pending, or failed when a layer on the way is unreadable).
+QString CompareView::shownRowsError(bool rollout, bool& pending) const {
     QString readError = rollout ? QString() : session_->currentHeadError();
-    bool pending = false;
+    pending = false;
     if (rollout)
         for (const Panel& p : panels_) {
             const int para = p.paradigm >= 0 ? p.paradigm : diffA_;
@@ -231,15 +211,14 @@ void CompareView::rebuild() {
             }
         }
     if (pending && readError.isEmpty()) readError = QStringLiteral("computing the rollouts…");
-    // Colour bars go with their maps: a bar beside an empty panel would read as data.
-    for (Panel& p : panels_) {
-        p.map->setVisible(readError.isEmpty());
-        if (p.scale) p.scale->setVisible(readError.isEmpty());
-    }
-    if (shared_) shared_->setVisible(readError.isEmpty());
-    // Pass 1: data and per-panel extents.
+    return readError;
+}
+
+// Pass 1: each paradigm panel's data, and the extent over them all.
+CompareView::SharedExtent CompareView::fillMaps(bool withBranch) {
+    const auto& ps = session_->paradigms();
     SharedExtent extent;
-    extent.anySigned = branch != nullptr;
+    extent.anySigned = withBranch;
     for (Panel& p : panels_) {
         if (p.paradigm < 0) continue;
         const RowData& r = session_->mapContentRow(p.paradigm);
@@ -248,9 +227,15 @@ void CompareView::rebuild() {
         extent.hi = std::max(extent.hi, r.colourMax);
         extent.anySigned |= (!r.rollout && ps[std::size_t(p.paradigm)].signedWeights()) || r.minFinite < 0;
     }
-    // Pass 2: colours and titles.
-    int panelsWithoutFinite = 0, paradigmPanels = 0;
-    for (const Panel& p : panels_) paradigmPanels += p.paradigm >= 0;
+    return extent;
+}
+
+// Pass 2: colours, bars, titles and the query's marker. Returns the paradigm panels whose row has
+// no finite weight.
+int CompareView::colourPanels(const SharedExtent& extent, bool rollout, const QString& readError) {
+    const Preferences& prefs = session_->preferences();
+    const TokenLayout& l = session_->layout();
+    int panelsWithoutFinite = 0;
     for (Panel& p : panels_) {
         ColorRange range;
         const QString title = p.paradigm >= 0 ? paradigmPanel(p, extent, readError, range)
@@ -278,7 +263,7 @@ void CompareView::rebuild() {
                                                        : QStringLiteral("attention weight (shared range)"));
         }
         setWrappedText(p.title, title);
-        const Index query = rollout ? session_->rollout().query() : sel.query;
+        const Index query = rollout ? session_->rollout().query() : session_->selection().query;
         if (l.isSpatial(query)) {
             p.marker.place(l.col(query), l.row(query));
             p.marker.setVisible(true);
@@ -286,6 +271,53 @@ void CompareView::rebuild() {
             p.marker.setVisible(false);
         }
     }
+    return panelsWithoutFinite;
+}
+
+QString CompareView::headerText(bool rollout) const {
+    const Selection& sel = session_->selection();
+    const TokenLayout& l = session_->layout();
+    return rollout ? QStringLiteral("rollout of %1 (token %2) — image %3, up to layer %4")
+                         .arg(tokenName(l, session_->rollout().query()))
+                         .arg(session_->rollout().query())
+                         .arg(sel.image)
+                         .arg(QString::fromStdString(session_->layerInfo().name))
+                   : QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
+                         .arg(tokenName(l, sel.query))
+                         .arg(sel.query)
+                         .arg(sel.image)
+                         .arg(QString::fromStdString(session_->layerInfo().name))
+                         .arg(sel.head);
+}
+
+void CompareView::rebuild() {
+    if (!session_->isOpen()) {
+        plot_->clearItems();
+        plot_->clearPlottables();
+        plot_->plotLayout()->clear();
+        panels_.clear();
+        builtFor_.clear();
+        return;
+    }
+    std::vector<int> wanted = session_->selection().shown;
+    if (diffA_ >= 0) wanted.push_back(-1);
+    if (wanted != builtFor_ || !(session_->layout() == builtLayout_) || builtShared_ != sharedRange_) buildLayout();
+
+    // With the local branch every panel is that paradigm's E_c = A + M_c (the same M_c for all).
+    const auto branch = session_->branch().kernel();
+    const bool rollout = session_->selection().rolloutShown();
+    bool pending = false;
+    const QString readError = shownRowsError(rollout, pending);
+    // Colour bars go with their maps: a bar beside an empty panel would read as data.
+    for (Panel& p : panels_) {
+        p.map->setVisible(readError.isEmpty());
+        if (p.scale) p.scale->setVisible(readError.isEmpty());
+    }
+    if (shared_) shared_->setVisible(readError.isEmpty());
+    const SharedExtent extent = fillMaps(branch != nullptr);
+    int paradigmPanels = 0;
+    for (const Panel& p : panels_) paradigmPanels += p.paradigm >= 0;
+    const int panelsWithoutFinite = colourPanels(extent, rollout, readError);
     if (shared_ && panelsWithoutFinite == paradigmPanels) shared_->setVisible(false);
     const QString branchError = rollout ? QString() : session_->branch().error();
     QString note = noteText(branch.get(), rollout, branchError);
@@ -301,18 +333,7 @@ void CompareView::rebuild() {
     setWrappedText(note_, note);
     note_->setTextColor(branchError.isEmpty() && (readError.isEmpty() || pending) ? QColor(Qt::black)
                                                                                   : QColor(180, 0, 0));
-    QString header = rollout ? QStringLiteral("rollout of %1 (token %2) — image %3, up to layer %4")
-                                   .arg(tokenName(l, session_->rollout().query()))
-                                   .arg(session_->rollout().query())
-                                   .arg(sel.image)
-                                   .arg(QString::fromStdString(session_->layerInfo().name))
-                             : QStringLiteral("query %1 (token %2) — image %3, layer %4, head %5")
-                                   .arg(tokenName(l, sel.query))
-                                   .arg(sel.query)
-                                   .arg(sel.image)
-                                   .arg(QString::fromStdString(session_->layerInfo().name))
-                                   .arg(sel.head);
-    setWrappedText(header_, header);
+    setWrappedText(header_, headerText(rollout));
     fitAspect();
 }
 

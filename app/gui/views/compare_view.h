@@ -57,6 +57,12 @@ private:
         bool anySigned = false;
     };
     void buildLayout();
+    // The steps of rebuild(): the rows' read error (pending: a rollout is on its way), the maps'
+    // data and extent, their colours and titles (returns the panels without a finite weight).
+    QString shownRowsError(bool rollout, bool& pending) const;
+    SharedExtent fillMaps(bool withBranch);
+    int colourPanels(const SharedExtent& extent, bool rollout, const QString& readError);
+    QString headerText(bool rollout) const;
     // A paradigm panel's title (its name, prefix weights, flags) and colour range.
     QString paradigmPanel(Panel& p, const SharedExtent& extent, const QString& readError, ColorRange& range) const;
     // The difference panel A_a - A_b: its data, title (with this query's distances) and range.

@@ -514,15 +514,64 @@ bool ConfusionView::fitAspect() {
     return true;
 }
 
-void StackedLayerView::rebuild() {
-    rects_.clear();
-    body_ = nullptr;
-    auto r = report(what());
-    if (!r) return;
-    const std::vector<Panel> spec = panels();
+namespace {
+
+// Jensen-Shannon is taken over the rows without a negative weight only: a point over less than
+// half of its layer's compared queries is drawn hollow, and the fewest is named under the title
+// (issue 49 item 2: mala's point at a softmax layer came from 2 of 591 queries, unsaid).
+struct JensenShannonCoverage {
+    QString fewest;
+    double fewestShare = 1.0;
+    bool anyPartial = false;
+
+    // The layer means of paradigm p drawn hollow (NaN where not), and the fewest noted.
+    std::vector<double> hollowPoints(const ReportSummary& summary, const AnalysisReport& r, int p,
+                                     const std::vector<double>& values, const QString& name) {
+        std::vector<double> hollow(values.size(), qQNaN());
+        for (std::size_t a = 0; a < values.size(); ++a) {
+            const int layer = r.request.layers[a];
+            const ReportSummary::QueryCoverage cover = summary.layerJensenShannonCoverage(p, layer);
+            if (cover.of <= 0) continue;
+            const double share = double(cover.used) / double(cover.of);
+            anyPartial = anyPartial || cover.used < cover.of;
+            if (share < kHollowBelowCoverage && std::isfinite(values[a])) hollow[a] = values[a];
+            if (share < fewestShare) {
+                fewestShare = share;
+                fewest = QStringLiteral("%1 at %2, %3 of %4 queries")
+                             .arg(name, QString::fromStdString(r.dump.layers[std::size_t(layer)].name))
+                             .arg(cover.used)
+                             .arg(cover.of);
+            }
+        }
+        return hollow;
+    }
+
+    QString titleLine() const {
+        if (!anyPartial) return {};
+        return QStringLiteral(
+                   "\nJensen-Shannon only over rows without a negative weight; hollow: under %1 % of "
+                   "the layer's compared queries (fewest: %2)")
+            .arg(int(kHollowBelowCoverage * 100))
+            .arg(fewest);
+    }
+};
+
+void addHollowPoints(QCustomPlot* plot, QCPAxisRect* rect, const QVector<double>& x, const QVector<double>& y,
+                     const QString& name, const QColor& c) {
+    QCPGraph* g = plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    g->setObjectName(QStringLiteral("lowCoverage"));
+    g->setName(name + QStringLiteral(" (under half of the queries)"));
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, c, Qt::white, 8));
+    g->setData(x, y);
+    g->removeFromLegend();
+}
+
+}  // namespace
+
+QCPLayoutGrid* StackedLayerView::addPanels(const std::vector<Panel>& spec) {
     const int count = int(spec.size());
     stretch_.resize(std::size_t(count), 1.0);
-    auto* titleElement = resetWithTitle(plot_, QString());
     // The panels stack in their own grid beside the legend: in one grid with it, the legend's height
     // went to the first panel's row (taller than the others at 1024 x 700).
     QCPLayoutGrid* outer = addBody(plot_, 1);
@@ -546,6 +595,18 @@ void StackedLayerView::rebuild() {
         setAxisHoverName(rect->axis(QCPAxis::atLeft), spec[std::size_t(i)].axisLabel);
         rects_.push_back(rect);
     }
+    return outer;
+}
+
+void StackedLayerView::rebuild() {
+    rects_.clear();
+    body_ = nullptr;
+    auto r = report(what());
+    if (!r) return;
+    const std::vector<Panel> spec = panels();
+    const int count = int(spec.size());
+    auto* titleElement = resetWithTitle(plot_, QString());
+    QCPLayoutGrid* outer = addPanels(spec);
     QCPLegend* legend = addSideLegend(plot_, 0, 1, outer);
     const std::vector<int> starts = familyStarts(*r);
     for (auto* rect : rects_) addFamilySeparators(rect, starts);
@@ -553,12 +614,7 @@ void StackedLayerView::rebuild() {
     std::vector<std::vector<double>> shown(static_cast<std::size_t>(count));
     const ReportSummary summary(*r);
     QString dashedKey;
-    // Jensen-Shannon is taken over the rows without a negative weight only: a point over less than
-    // half of its layer's compared queries is drawn hollow, and the fewest is named under the title
-    // (issue 49 item 2: mala's point at a softmax layer came from 2 of 591 queries, unsaid).
-    QString fewestCoverage;
-    double fewestShare = 1.0;
-    bool anyPartial = false;
+    JensenShannonCoverage coverage;
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
         const QColor c = paradigmColor(sessionParadigm(*r, p));
         const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
@@ -570,32 +626,10 @@ void StackedLayerView::rebuild() {
             addLine(rects_[std::size_t(i)], x, y, c, name, i == 0 ? legend : nullptr, Qt::SolidLine,
                     QCPScatterStyle::ssDisc);
             if (panel.statistic == ReportSummary::Statistic::JensenShannon) {
-                std::vector<double> hollow(values.size(), qQNaN());
-                for (std::size_t a = 0; a < values.size(); ++a) {
-                    const int layer = r->request.layers[a];
-                    const ReportSummary::QueryCoverage cover = summary.layerJensenShannonCoverage(p, layer);
-                    if (cover.of <= 0) continue;
-                    const double share = double(cover.used) / double(cover.of);
-                    anyPartial = anyPartial || cover.used < cover.of;
-                    if (share < kHollowBelowCoverage && std::isfinite(values[a])) hollow[a] = values[a];
-                    if (share < fewestShare) {
-                        fewestShare = share;
-                        fewestCoverage = QStringLiteral("%1 at %2, %3 of %4 queries")
-                                             .arg(name, QString::fromStdString(r->dump.layers[std::size_t(layer)].name))
-                                             .arg(cover.used)
-                                             .arg(cover.of);
-                    }
-                }
+                const std::vector<double> hollow = coverage.hollowPoints(summary, *r, p, values, name);
                 if (std::any_of(hollow.begin(), hollow.end(), [](double v) { return std::isfinite(v); })) {
                     layerSeries(hollow, starts, x, y);
-                    auto* rect = rects_[std::size_t(i)];
-                    QCPGraph* g = plot_->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-                    g->setObjectName(QStringLiteral("lowCoverage"));
-                    g->setName(name + QStringLiteral(" (under half of the queries)"));
-                    g->setLineStyle(QCPGraph::lsNone);
-                    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, c, Qt::white, 8));
-                    g->setData(x, y);
-                    g->removeFromLegend();
+                    addHollowPoints(plot_, rects_[std::size_t(i)], x, y, name, c);
                 }
             }
             if (!panel.dashed) continue;
@@ -625,14 +659,7 @@ void StackedLayerView::rebuild() {
             rects_[std::size_t(i)]->axis(QCPAxis::atBottom)->setLabel(QString());
         }
     }
-    QString coverage;
-    if (anyPartial)
-        coverage = QStringLiteral(
-                       "\nJensen-Shannon only over rows without a negative weight; hollow: under %1 % of "
-                       "the layer's compared queries (fewest: %2)")
-                       .arg(int(kHollowBelowCoverage * 100))
-                       .arg(fewestCoverage);
-    setWrappedText(titleElement, title(*r) + coverage);
+    setWrappedText(titleElement, title(*r) + coverage.titleLine());
     addReportNotes(*r);
 }
 

@@ -147,6 +147,9 @@ protected:
     void rebuild() override;
 
 private:
+    // The panels' plots, one per row with its heading, in a grid of their own (returned: the
+    // outer grid, where the legend goes beside them).
+    QCPLayoutGrid* addPanels(const std::vector<Panel>& spec);
     QCPLayoutGrid* body_ = nullptr;    // the plots, one per row (the legend beside this grid)
     std::vector<QCPAxisRect*> rects_;  // one per panel
     std::vector<double> stretch_;      // row stretch factors that equalise their heights

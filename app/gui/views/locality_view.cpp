@@ -206,6 +206,44 @@ void LocalityView::drawDistances(QCPLayoutGrid* body, const LocalityReport& repo
     fitCategoryLabels(bottom, names);
 }
 
+namespace {
+
+// The report's paradigm of that name, -1 when it has none.
+int reportParadigmOf(const LocalityReport& report, const std::string& name) {
+    for (std::size_t p = 0; p < report.paradigms.size(); ++p)
+        if (report.paradigms[p].name == name) return int(p);
+    return -1;
+}
+
+// M(dy, dx) for |dy|, |dx| <= r into the map's cells; returns the finite values' extent (lo > hi
+// when there are none).
+std::pair<double, double> fillOffsetMap(QCPColorMap* map, const LocalityAccumulator& sums, int r) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int dy = -r; dy <= r; ++dy)
+        for (int dx = -r; dx <= r; ++dx) {
+            const double v = sums.offsetMean(dy, dx);
+            map->data()->setCell(dx + r, dy + r, v);
+            if (std::isfinite(v)) {
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
+            }
+        }
+    return {lo, hi};
+}
+
+// Ticks name offsets, not cells: -r .. r.
+void setOffsetTicks(QCPAxisRect* rect, int r) {
+    const int side = 2 * r + 1;
+    for (QCPAxis* axis : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
+        QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+        for (int i = 0; i < side; ++i)
+            if (side <= 11 || (i - r) % 2 == 0) ticker->addTick(i, QString::number(i - r));
+        axis->setTicker(ticker);
+    }
+}
+
+}  // namespace
+
 bool LocalityView::drawOffsetMap(QCPLayoutGrid* body, const LocalityReport& report, const LocalityGroup& g) {
     const Selection& sel = session_->selection();
     // Right: the offset map of the selected layer and head.
@@ -214,13 +252,8 @@ bool LocalityView::drawOffsetMap(QCPLayoutGrid* body, const LocalityReport& repo
     auto* mapTitle = addWrappedText(plot_, 9, true);
     mapCell->addElement(0, 0, mapTitle);
     mapCell->setRowStretchFactor(0, 0.01);
-    const int reportParadigm = [&] {
-        if (mapParadigm_ < 0) return -1;
-        const std::string& name = session_->paradigms()[std::size_t(mapParadigm_)].name;
-        for (std::size_t p = 0; p < report.paradigms.size(); ++p)
-            if (report.paradigms[p].name == name) return int(p);
-        return -1;
-    }();
+    const int reportParadigm =
+        mapParadigm_ < 0 ? -1 : reportParadigmOf(report, session_->paradigms()[std::size_t(mapParadigm_)].name);
     for (const LocalityCell& c : g.cells)
         if (c.layer == sel.layer && c.head == sel.head && c.paradigm == reportParadigm) shown_ = &c.sums;
     if (!shown_) {
@@ -257,23 +290,8 @@ bool LocalityView::drawOffsetMap(QCPLayoutGrid* body, const LocalityReport& repo
     map_->setInterpolate(false);
     map_->data()->setSize(side, side);
     map_->data()->setRange(QCPRange(0, side - 1), QCPRange(0, side - 1));
-    double lo = INFINITY, hi = -INFINITY;
-    for (int dy = -r; dy <= r; ++dy)
-        for (int dx = -r; dx <= r; ++dx) {
-            const double v = shown_->offsetMean(dy, dx);
-            map_->data()->setCell(dx + r, dy + r, v);
-            if (std::isfinite(v)) {
-                lo = std::min(lo, v);
-                hi = std::max(hi, v);
-            }
-        }
-    // Ticks name offsets, not cells: -r .. r.
-    for (QCPAxis* axis : {mapRect_->axis(QCPAxis::atBottom), mapRect_->axis(QCPAxis::atLeft)}) {
-        QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-        for (int i = 0; i < side; ++i)
-            if (side <= 11 || (i - r) % 2 == 0) ticker->addTick(i, QString::number(i - r));
-        axis->setTicker(ticker);
-    }
+    const auto [lo, hi] = fillOffsetMap(map_, *shown_, r);
+    setOffsetTicks(mapRect_, r);
     const Preferences& prefs = session_->preferences();
     const bool diverging = report.paradigms[std::size_t(reportParadigm)].signedWeights() || lo < 0;
     const ColorRange range = colorRangeFor(std::isfinite(lo) ? lo : 0, std::isfinite(hi) ? hi : 1, diverging);

@@ -69,90 +69,107 @@ struct FloorRows {
     QStringList counts;  // "linear_relu 165": how many values of each spectrum are on the floor
 };
 
-// The curves, their floor markers and rank thresholds (and with the branch, the key to the
-// threshold lines) on rect and legend.
-FloorRows drawSpectra(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, const std::vector<SpectrumCurve>& curves,
-                      bool branch) {
-    using Curve = SpectrumCurve;
-    long long size = 0;
-    int row = 0;
-    QStringList floorCounts;
-    // Values at or below 1e-18 of the largest (exact zeros of a low-rank head, round-off) would
-    // squash the informative range: they sit on a floor marker row at the bottom instead.
+// Values at or below 1e-18 of the largest (exact zeros of a low-rank head, round-off) would
+// squash the informative range: they sit on a floor marker row at the bottom instead.
+double floorCutoff(const std::vector<SpectrumCurve>& curves) {
     double top = 0;
-    for (const Curve& c : curves)
+    for (const SpectrumCurve& c : curves)
         for (double v : c.s->singularValues) top = std::max(top, v);
-    const double cutoff = top * 1e-18;
+    return top * 1e-18;
+}
+
+// How many of a spectrum's N values are on the floor (a spectrum listed shorter than N has zeros
+// for the rest).
+long long valuesOnFloor(const SpectrumResult& s, double cutoff) {
+    long long n = std::max<long long>(0, s.size - (long long)s.singularValues.size());
+    for (double v : s.singularValues) n += !(v > cutoff);
+    return n;
+}
+
+constexpr double kFloorRowStep = 1.4;
+
+// The value axis over the values above the cutoff and the thresholds, with room below its lower
+// end (returned) for one marker row per spectrum that has values on the floor, the first at the
+// floor and each next a little lower (on one row they would hide each other), and whole markers.
+double fitSpectrumAxis(QCPAxis* yAxis, const std::vector<SpectrumCurve>& curves, double cutoff) {
     std::vector<double> all;
-    for (const Curve& c : curves) {
+    for (const SpectrumCurve& c : curves) {
         for (double v : c.s->singularValues)
             if (v > cutoff) all.push_back(v);
         if (c.s->tolerance > 0) all.push_back(c.s->tolerance);
     }
-    QCPAxis* yAxis = rect->axis(QCPAxis::atLeft);
     fitValueRange(yAxis, all, true, cutoff);
     const double floor = yAxis->range().lower;
-    // One marker row per spectrum that has such values, the first at the floor and each next a
-    // little lower (on one row they would hide each other), with room below for whole markers.
-    auto onFloor = [cutoff](const SpectrumResult& s) {
-        long long n = std::max<long long>(0, s.size - (long long)s.singularValues.size());
-        for (double v : s.singularValues) n += !(v > cutoff);
-        return n;
-    };
-    constexpr double kRowStep = 1.4;
     int rows = 0;
-    for (const Curve& c : curves) rows += onFloor(*c.s) > 0;
-    yAxis->setRange(floor / std::pow(kRowStep, std::max(0, rows - 1)) / 1.8, yAxis->range().upper);
-    for (const Curve& c : curves) {
-        const SpectrumResult& s = *c.s;
-        size = std::max<long long>(size, s.size);
-        const double rowY = floor / std::pow(kRowStep, row);
-        QVector<double> x, y, floorX, floorY;
-        for (std::size_t k = 0; k < s.singularValues.size(); ++k) {
-            const double v = s.singularValues[k];
-            x << double(k + 1);
-            y << (v > cutoff ? v : qQNaN());
-            if (!(v > cutoff)) {
-                floorX << double(k + 1);
-                floorY << rowY;
-            }
-        }
-        // A spectrum listed shorter than N (a low-rank path) has zeros for the rest.
-        for (long long k = (long long)s.singularValues.size(); k < s.size; ++k) {
+    for (const SpectrumCurve& c : curves) rows += valuesOnFloor(*c.s, cutoff) > 0;
+    yAxis->setRange(floor / std::pow(kFloorRowStep, std::max(0, rows - 1)) / 1.8, yAxis->range().upper);
+    return floor;
+}
+
+// One spectrum: its values above the cutoff, those on the floor as markers at rowY, its rank
+// threshold as a line. Returns the count of values on the floor.
+qsizetype drawSpectrum(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, const SpectrumCurve& c, double cutoff,
+                       double floor, double rowY, bool branch) {
+    const SpectrumResult& s = *c.s;
+    QVector<double> x, y, floorX, floorY;
+    for (std::size_t k = 0; k < s.singularValues.size(); ++k) {
+        const double v = s.singularValues[k];
+        x << double(k + 1);
+        y << (v > cutoff ? v : qQNaN());
+        if (!(v > cutoff)) {
             floorX << double(k + 1);
             floorY << rowY;
         }
-        // With the branch the legend has twice the entries: the rank only (N is on the x axis,
-        // effective ranks are in the matrix view).
-        const QString label = branch ? QStringLiteral("%1: rank %2").arg(c.name).arg(s.rank)
-                                     : QStringLiteral("%1: rank %2/%3%4, eff. %5")
-                                           .arg(c.name)
-                                           .arg(s.rank)
-                                           .arg(s.size)
-                                           .arg(s.bound > 0 ? QStringLiteral(" (bound %1)").arg(s.bound) : QString())
-                                           .arg(QString::number(s.effectiveRank, 'f', 1));
-        if (!floorX.isEmpty()) floorCounts << QStringLiteral("%1 %2").arg(c.name).arg(floorX.size());
-        QCPGraph* g = addLine(rect, x, y, c.color, label, legend);
-        g->setPen(QPen(c.color, c.width));
-        if (!floorX.isEmpty()) {
-            ++row;
-            QCPGraph* zeros = addLine(rect, floorX, floorY, c.color,
-                                      QStringLiteral("%1: %2 values are 0 or below %3")
-                                          .arg(c.name)
-                                          .arg(floorX.size())
-                                          .arg(formatWeight(floor)),
-                                      nullptr, Qt::SolidLine, QCPScatterStyle::ssTriangleInverted);
-            zeros->setLineStyle(QCPGraph::lsNone);
-            zeros->setObjectName(QStringLiteral("spectrumFloor"));
-        }
-        if (s.tolerance > 0) {
-            auto* line = new QCPItemStraightLine(plot);
-            line->setClipAxisRect(rect);
-            for (auto* pt : {line->point1, line->point2})
-                pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-            line->point1->setCoords(0, s.tolerance);
-            line->point2->setCoords(1, s.tolerance);
-            line->setPen(QPen(c.color, 1.0, c.thresholdStyle));
+    }
+    for (long long k = (long long)s.singularValues.size(); k < s.size; ++k) {
+        floorX << double(k + 1);
+        floorY << rowY;
+    }
+    // With the branch the legend has twice the entries: the rank only (N is on the x axis,
+    // effective ranks are in the matrix view).
+    const QString label = branch ? QStringLiteral("%1: rank %2").arg(c.name).arg(s.rank)
+                                 : QStringLiteral("%1: rank %2/%3%4, eff. %5")
+                                       .arg(c.name)
+                                       .arg(s.rank)
+                                       .arg(s.size)
+                                       .arg(s.bound > 0 ? QStringLiteral(" (bound %1)").arg(s.bound) : QString())
+                                       .arg(QString::number(s.effectiveRank, 'f', 1));
+    QCPGraph* g = addLine(rect, x, y, c.color, label, legend);
+    g->setPen(QPen(c.color, c.width));
+    if (!floorX.isEmpty()) {
+        QCPGraph* zeros = addLine(
+            rect, floorX, floorY, c.color,
+            QStringLiteral("%1: %2 values are 0 or below %3").arg(c.name).arg(floorX.size()).arg(formatWeight(floor)),
+            nullptr, Qt::SolidLine, QCPScatterStyle::ssTriangleInverted);
+        zeros->setLineStyle(QCPGraph::lsNone);
+        zeros->setObjectName(QStringLiteral("spectrumFloor"));
+    }
+    if (s.tolerance > 0) {
+        auto* line = new QCPItemStraightLine(plot);
+        line->setClipAxisRect(rect);
+        for (auto* pt : {line->point1, line->point2})
+            pt->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        line->point1->setCoords(0, s.tolerance);
+        line->point2->setCoords(1, s.tolerance);
+        line->setPen(QPen(c.color, 1.0, c.thresholdStyle));
+    }
+    return floorX.size();
+}
+
+// The curves, their floor markers and rank thresholds (and with the branch, the key to the
+// threshold lines) on rect and legend.
+FloorRows drawSpectra(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, const std::vector<SpectrumCurve>& curves,
+                      bool branch) {
+    const double cutoff = floorCutoff(curves);
+    const double floor = fitSpectrumAxis(rect->axis(QCPAxis::atLeft), curves, cutoff);
+    FloorRows rows{floor, 0, 0, {}};
+    for (const SpectrumCurve& c : curves) {
+        rows.size = std::max<long long>(rows.size, c.s->size);
+        const double rowY = floor / std::pow(kFloorRowStep, rows.rows);
+        const qsizetype onFloor = drawSpectrum(plot, rect, legend, c, cutoff, floor, rowY, branch);
+        if (onFloor > 0) {
+            rows.counts << QStringLiteral("%1 %2").arg(c.name).arg(onFloor);
+            ++rows.rows;
         }
     }
     if (branch) {
@@ -165,7 +182,7 @@ FloorRows drawSpectra(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, c
             key->addToLegend(legend);
         }
     }
-    return {floor, row, size, floorCounts};
+    return rows;
 }
 
 }  // namespace

@@ -481,43 +481,12 @@ void SweepView::submitSweep(const SweepSetup& setup, const std::string& key) {
     session_->headResults().requestSweep(key, std::move(job));
 }
 
-void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json& layerCurvesOf) {
-    const Selection& sel = session_->selection();
-    const LayerInfo& layer = session_->layerInfo();
-    const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
-    const SweepParameter parameter = this->parameter();
-    const Preferences& prefs = session_->preferences();
-    const json* layerJson = &layerCurvesOf;
-    const QString& title = setup.title;
-    const QString& name = setup.name;
-    const bool alpha = setup.alpha;
-    const int channel = setup.channel;
-    const int p = setup.paradigmIndex;
-    const QVector<double> x = curveOf(doc["parameter"]["values"]);
-    const json& layerCurves = (*layerJson)["statistics"];
-    const QString reference = QString::fromStdString(prefs.analysis.distance.reference.name);
-    for (const QString& s : panelStatistics(parameter, prefs.analysis.localK.empty() ? 3 : prefs.analysis.localK[0]))
-        if (layerCurves.contains(s.toStdString())) shownStatistics_ << s;
+namespace {
 
-    // The value the selected head's model uses (rules evaluated), and whether the curves can move.
-    const json* headJson = nullptr;
-    for (const json& h : (*layerJson)["heads"])
-        if (h["head"] == sel.head) headJson = &h;
-    const double trained = headJson && (*headJson).contains("trained_value")
-                               ? (*headJson)["trained_value"].get<double>()
-                               : trainedSweepValue(paradigm, parameter, layer, sel.head);
-    auto* titleElement = resetWithTitle(plot_, QString());
-    setWrappedText(titleElement,
-                   title +
-                       // No compute time: the figure would change from run to run (Save JSON keeps it).
-                       QStringLiteral(" · %1 points").arg(x.size()) +
-                       (!alpha         ? QString()
-                        : channel >= 0 ? QStringLiteral(" · E_c of V channel %1").arg(channel)
-                                       : QStringLiteral(" · E_c of every V channel (one: Branch channel)")));
-    int row = 1;
+// Notes of left-out data without the read error itself (the Issues list and Save JSON have it):
+// the plots keep their room.
+QStringList shortSweepNotes(const json& doc) {
     QStringList notes;
-    // Notes of left-out data without the read error itself (the Issues list and Save JSON have it):
-    // the plots keep their room.
     for (const json& n : doc["notes"]) {
         QString note = QString::fromStdString(n.get<std::string>());
         if (const qsizetype cut = note.indexOf(QLatin1String("(unreadable): ")); cut >= 0)
@@ -526,7 +495,124 @@ void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json&
             note = note.left(note.indexOf(QLatin1String(" ("))) + QStringLiteral(" (details in Save JSON)");
         notes << note;
     }
-    if (!notes.isEmpty()) {
+    return notes;
+}
+
+// The legend in one line in row `row`: the panels keep the whole width.
+QCPLegend* addLegendRow(QCustomPlot* plot, int row) {
+    auto* legendRow = new QCPLayoutGrid;
+    plot->plotLayout()->addElement(row, 0, legendRow);
+    QCPLegend* legend = addSideLegend(plot, 0, 1, legendRow);
+    legendRow->addElement(0, 0, new QCPLayoutElement(plot));
+    legendRow->addElement(0, 2, new QCPLayoutElement(plot));
+    legendRow->setColumnStretchFactor(0, 1);
+    legendRow->setColumnStretchFactor(2, 1);
+    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    legend->setWrap(0);
+    legend->setColumnSpacing(12);
+    plot->plotLayout()->setRowStretchFactor(row, 0.001);
+    return legend;
+}
+
+// One panel per statistic: the other heads' curves, the mean over heads, the selected head's and
+// the model's value as a vertical line.
+struct SweepPanels {
+    QCustomPlot* plot;
+    const json& heads;        // the layer's heads, each with its curves
+    const json* headJson;     // the selected head's, nullptr when it has none
+    const json& layerCurves;  // the mean over heads
+    int head;
+    QVector<double> x;
+    QColor headColour;
+    double trained;  // the model's value, NaN when unknown
+    QString name;    // the parameter's
+    int columns;
+    QString reference;
+    int channel;
+
+    // legend: the legend to list the curves in (the first panel's), else nullptr.
+    void draw(QCPAxisRect* rect, const QString& shown, QCPLegend* legend) const {
+        const std::string statistic = shown.toStdString();
+        const QColor otherColour(175, 175, 175);
+        std::vector<double> all;
+        bool otherListed = false;
+        for (const json& h : heads) {
+            if (h["head"] == head || !h["statistics"].contains(statistic)) continue;
+            const QVector<double> y = curveOf(h["statistics"][statistic]);
+            addLine(rect, x, y, otherColour, QStringLiteral("other heads"), !otherListed ? legend : nullptr);
+            otherListed = true;
+            for (double v : y) all.push_back(v);
+        }
+        const QVector<double> mean = curveOf(layerCurves[statistic]);
+        addLine(rect, x, mean, QColor(Qt::black), QStringLiteral("mean over heads"), legend, Qt::DashLine);
+        for (double v : mean) all.push_back(v);
+        if (headJson && (*headJson)["statistics"].contains(statistic)) {
+            const QVector<double> y = curveOf((*headJson)["statistics"][statistic]);
+            QCPGraph* g = addLine(rect, x, y, headColour, QStringLiteral("head %1").arg(head), legend, Qt::SolidLine,
+                                  QCPScatterStyle::ssDisc);
+            QPen pen = g->pen();
+            pen.setWidthF(2);
+            g->setPen(pen);
+            for (double v : y) all.push_back(v);
+        }
+        fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
+        rect->axis(QCPAxis::atLeft)->setLabel(statisticLabel(shown, reference, channel));
+        const double lo = x.isEmpty() ? 0 : *std::min_element(x.begin(), x.end());
+        const double hi = x.isEmpty() ? 1 : *std::max_element(x.begin(), x.end());
+        const double margin = hi > lo ? 0.04 * (hi - lo) : 0.5 * std::max(1.0, std::abs(lo));
+        rect->axis(QCPAxis::atBottom)->setRange(lo - margin, hi + margin);
+        rect->axis(QCPAxis::atBottom)->setLabel(name);
+        rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(columns >= 3 ? 4 : 5);
+        if (std::isfinite(trained)) addTrainedMarker(rect, legend);
+    }
+
+    // The model's value: a vertical line (and its legend key, a graph without points).
+    void addTrainedMarker(QCPAxisRect* rect, QCPLegend* legend) const {
+        const QPen marker(QColor(200, 40, 40), 1.2, Qt::DotLine);
+        auto* line = new QCPItemStraightLine(plot);
+        line->setClipAxisRect(rect);
+        line->point1->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        line->point2->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        line->point1->setCoords(trained, 0);
+        line->point2->setCoords(trained, 1);
+        line->setPen(marker);
+        if (legend) {
+            QCPGraph* key = addLine(rect, {}, {}, marker.color(),
+                                    QStringLiteral("the model's %1 = %2").arg(name, number(trained)), legend);
+            key->setPen(marker);
+        }
+    }
+};
+
+}  // namespace
+
+void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json& layerJson) {
+    const Selection& sel = session_->selection();
+    const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];
+    const SweepParameter parameter = this->parameter();
+    const Preferences& prefs = session_->preferences();
+    const QVector<double> x = curveOf(doc["parameter"]["values"]);
+    const json& layerCurves = layerJson["statistics"];
+    for (const QString& s : panelStatistics(parameter, prefs.analysis.localK.empty() ? 3 : prefs.analysis.localK[0]))
+        if (layerCurves.contains(s.toStdString())) shownStatistics_ << s;
+
+    // The value the selected head's model uses (rules evaluated), and whether the curves can move.
+    const json* headJson = nullptr;
+    for (const json& h : layerJson["heads"])
+        if (h["head"] == sel.head) headJson = &h;
+    const double trained = headJson && (*headJson).contains("trained_value")
+                               ? (*headJson)["trained_value"].get<double>()
+                               : trainedSweepValue(paradigm, parameter, session_->layerInfo(), sel.head);
+    auto* titleElement = resetWithTitle(plot_, QString());
+    setWrappedText(titleElement,
+                   setup.title +
+                       // No compute time: the figure would change from run to run (Save JSON keeps it).
+                       QStringLiteral(" · %1 points").arg(x.size()) +
+                       (!setup.alpha         ? QString()
+                        : setup.channel >= 0 ? QStringLiteral(" · E_c of V channel %1").arg(setup.channel)
+                                             : QStringLiteral(" · E_c of every V channel (one: Branch channel)")));
+    int row = 1;
+    if (const QStringList notes = shortSweepNotes(doc); !notes.isEmpty()) {
         auto* note = addWrappedText(plot_, 9);
         note->setTextColor(QColor(180, 0, 0));
         plot_->plotLayout()->addElement(row++, 0, note);
@@ -538,73 +624,23 @@ void SweepView::drawCurves(const SweepSetup& setup, const json& doc, const json&
         setWrappedText(none, QStringLiteral("No statistic of this layer to draw."));
         return;
     }
-    // The legend in one line under the title: the panels keep the whole width.
-    auto* legendRow = new QCPLayoutGrid;
-    plot_->plotLayout()->addElement(row++, 0, legendRow);
-    QCPLegend* legend = addSideLegend(plot_, 0, 1, legendRow);
-    legendRow->addElement(0, 0, new QCPLayoutElement(plot_));
-    legendRow->addElement(0, 2, new QCPLayoutElement(plot_));
-    legendRow->setColumnStretchFactor(0, 1);
-    legendRow->setColumnStretchFactor(2, 1);
-    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    legend->setWrap(0);
-    legend->setColumnSpacing(12);
-    plot_->plotLayout()->setRowStretchFactor(row - 1, 0.001);
+    QCPLegend* legend = addLegendRow(plot_, row++);
     QCPLayoutGrid* grid = addBody(plot_, row);
     const int columns = shownStatistics_.size() <= 4 ? 2 : shownStatistics_.size() <= 6 ? 3 : 4;  // 8: 4 x 2
-    const QColor headColour = paradigmColor(p);
-    const QColor otherColour(175, 175, 175);
-    const double lo = x.isEmpty() ? 0 : *std::min_element(x.begin(), x.end());
-    const double hi = x.isEmpty() ? 1 : *std::max_element(x.begin(), x.end());
-    const double margin = hi > lo ? 0.04 * (hi - lo) : 0.5 * std::max(1.0, std::abs(lo));
-    for (int i = 0; i < shownStatistics_.size(); ++i) {
-        const std::string statistic = shownStatistics_[i].toStdString();
-        QCPAxisRect* rect = addRect(plot_, i / columns, i % columns, grid);
-        std::vector<double> all;
-        const bool first = i == 0;
-        bool otherListed = false;
-        for (const json& h : (*layerJson)["heads"]) {
-            if (h["head"] == sel.head || !h["statistics"].contains(statistic)) continue;
-            const QVector<double> y = curveOf(h["statistics"][statistic]);
-            addLine(rect, x, y, otherColour, QStringLiteral("other heads"), first && !otherListed ? legend : nullptr);
-            otherListed = true;
-            for (double v : y) all.push_back(v);
-        }
-        const QVector<double> mean = curveOf(layerCurves[statistic]);
-        addLine(rect, x, mean, QColor(Qt::black), QStringLiteral("mean over heads"), first ? legend : nullptr,
-                Qt::DashLine);
-        for (double v : mean) all.push_back(v);
-        if (headJson && (*headJson)["statistics"].contains(statistic)) {
-            const QVector<double> y = curveOf((*headJson)["statistics"][statistic]);
-            QCPGraph* g = addLine(rect, x, y, headColour, QStringLiteral("head %1").arg(sel.head),
-                                  first ? legend : nullptr, Qt::SolidLine, QCPScatterStyle::ssDisc);
-            QPen pen = g->pen();
-            pen.setWidthF(2);
-            g->setPen(pen);
-            for (double v : y) all.push_back(v);
-        }
-        fitValueRange(rect->axis(QCPAxis::atLeft), all, false);
-        rect->axis(QCPAxis::atLeft)->setLabel(statisticLabel(shownStatistics_[i], reference, channel));
-        rect->axis(QCPAxis::atBottom)->setRange(lo - margin, hi + margin);
-        rect->axis(QCPAxis::atBottom)->setLabel(name);
-        rect->axis(QCPAxis::atBottom)->ticker()->setTickCount(columns >= 3 ? 4 : 5);
-        // The model's value: a vertical line (and its legend key, a graph without points).
-        if (std::isfinite(trained)) {
-            const QPen marker(QColor(200, 40, 40), 1.2, Qt::DotLine);
-            auto* line = new QCPItemStraightLine(plot_);
-            line->setClipAxisRect(rect);
-            line->point1->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-            line->point2->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-            line->point1->setCoords(trained, 0);
-            line->point2->setCoords(trained, 1);
-            line->setPen(marker);
-            if (first) {
-                QCPGraph* key = addLine(rect, {}, {}, marker.color(),
-                                        QStringLiteral("the model's %1 = %2").arg(name, number(trained)), legend);
-                key->setPen(marker);
-            }
-        }
-    }
+    const SweepPanels panels{plot_,
+                             layerJson["heads"],
+                             headJson,
+                             layerCurves,
+                             sel.head,
+                             x,
+                             paradigmColor(setup.paradigmIndex),
+                             trained,
+                             setup.name,
+                             columns,
+                             QString::fromStdString(prefs.analysis.distance.reference.name),
+                             setup.channel};
+    for (int i = 0; i < shownStatistics_.size(); ++i)
+        panels.draw(addRect(plot_, i / columns, i % columns, grid), shownStatistics_[i], i == 0 ? legend : nullptr);
 }
 
 }  // namespace attnlens::gui

@@ -141,43 +141,46 @@ void TokenMapView::buildLayout(const TokenLayout& l) {
     marker_.create(plot_, rect_);
     prefixMarker_ = {};
 
-    if (l.prefix > 0) {
-        prefixRect_ = new QCPAxisRect(plot_);
-        grid->addElement(1, 0, prefixRect_);
-        // Sizes of the outer rect (its margins follow the map's, fitAspect): a strip of about 46 px.
-        prefixRect_->setSizeConstraintRect(QCPLayoutElement::scrOuterRect);
-        prefixRect_->setMinimumSize(50, 52);
-        prefixRect_->setMaximumSize(QWIDGETSIZE_MAX, 52);
-        auto* px = prefixRect_->axis(QCPAxis::atBottom);
-        auto* py = prefixRect_->axis(QCPAxis::atLeft);
-        px->setVisible(false);
-        py->setTicks(false);
-        py->setTickLabels(false);
-        py->setLabel(QStringLiteral("prefix"));
-        py->grid()->setVisible(false);
-        px->grid()->setVisible(false);
-        py->setRange(-0.5, 0.5);
-        px->setRange(-0.5, l.gridW - 0.5);
-        const double w = prefixCellWidth(l);
-        for (int i = 0; i < l.prefix; ++i) {
-            auto* cell = new QCPItemRect(plot_);
-            cell->setClipAxisRect(prefixRect_);
-            for (auto* p : {cell->topLeft, cell->bottomRight}) p->setAxes(px, py);
-            cell->topLeft->setCoords(-0.5 + i * w, -0.42);
-            cell->bottomRight->setCoords(-0.5 + (i + 1) * w, 0.42);
-            cell->setPen(QPen(Qt::gray, 0.5));
-            prefixCells_.push_back(cell);
-            auto* label = new QCPItemText(plot_);
-            label->setClipAxisRect(prefixRect_);
-            label->position->setAxes(px, py);
-            label->position->setCoords(-0.5 + (i + 0.5) * w, 0);
-            label->setFont(QFont(font().family(), 8));
-            prefixLabels_.push_back(label);
-        }
-        prefixMarker_.create(plot_, prefixRect_);
-        grid->setRowStretchFactor(1, 0.01);
-    }
+    if (l.prefix > 0) buildPrefixStrip(grid, l);
     built_ = l;
+}
+
+// The prefix tokens (CLS, ...) as a strip of cells under the map, in row 1 of grid.
+void TokenMapView::buildPrefixStrip(QCPLayoutGrid* grid, const TokenLayout& l) {
+    prefixRect_ = new QCPAxisRect(plot_);
+    grid->addElement(1, 0, prefixRect_);
+    // Sizes of the outer rect (its margins follow the map's, fitAspect): a strip of about 46 px.
+    prefixRect_->setSizeConstraintRect(QCPLayoutElement::scrOuterRect);
+    prefixRect_->setMinimumSize(50, 52);
+    prefixRect_->setMaximumSize(QWIDGETSIZE_MAX, 52);
+    auto* px = prefixRect_->axis(QCPAxis::atBottom);
+    auto* py = prefixRect_->axis(QCPAxis::atLeft);
+    px->setVisible(false);
+    py->setTicks(false);
+    py->setTickLabels(false);
+    py->setLabel(QStringLiteral("prefix"));
+    py->grid()->setVisible(false);
+    px->grid()->setVisible(false);
+    py->setRange(-0.5, 0.5);
+    px->setRange(-0.5, l.gridW - 0.5);
+    const double w = prefixCellWidth(l);
+    for (int i = 0; i < l.prefix; ++i) {
+        auto* cell = new QCPItemRect(plot_);
+        cell->setClipAxisRect(prefixRect_);
+        for (auto* p : {cell->topLeft, cell->bottomRight}) p->setAxes(px, py);
+        cell->topLeft->setCoords(-0.5 + i * w, -0.42);
+        cell->bottomRight->setCoords(-0.5 + (i + 1) * w, 0.42);
+        cell->setPen(QPen(Qt::gray, 0.5));
+        prefixCells_.push_back(cell);
+        auto* label = new QCPItemText(plot_);
+        label->setClipAxisRect(prefixRect_);
+        label->position->setAxes(px, py);
+        label->position->setCoords(-0.5 + (i + 0.5) * w, 0);
+        label->setFont(QFont(font().family(), 8));
+        prefixLabels_.push_back(label);
+    }
+    prefixMarker_.create(plot_, prefixRect_);
+    grid->setRowStretchFactor(1, 0.01);
 }
 
 bool TokenMapView::fitAspect() {

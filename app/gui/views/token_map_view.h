@@ -63,6 +63,7 @@ protected:
 
 private:
     void buildLayout(const TokenLayout& layout);
+    void buildPrefixStrip(QCPLayoutGrid* grid, const TokenLayout& layout);  // the prefix cells under the map
     // The colour scale of the row (sequential, or diverging for signed weights), its labels and
     // the image's outline colour; returns the gradient and the range drawn.
     std::pair<QCPColorGradient, QCPRange> applyColours(const RowData& row, bool withBranch);

@@ -43,78 +43,71 @@ thread_local std::string tlsFailure;
 
 bool gInstalled = false;
 
+// Inflates the chunk in *buf into a buffer of at most the chunk's size (HDF5's filter interface:
+// the bytes produced, 0 with tlsFailure set on failure).
+size_t inflateBounded(size_t nbytes, size_t* bufSize, void** buf) {
+    // A read of ours knows the chunk's size: one buffer of that size. Another read (h5py in
+    // the same process as the Python module) does not: the buffer grows as HDF5's does, up to
+    // kUnknownChunkLimit.
+    const bool known = tlsChunkLimit > 0;
+    const std::size_t limit = (known ? tlsChunkLimit : kUnknownChunkLimit) + kFletcherSlack;
+    std::size_t allocated = known ? limit : std::min(limit, std::max<std::size_t>(*bufSize, 4096) * 2);
+    auto* out = static_cast<Bytef*>(H5allocate_memory(allocated, false));
+    if (out == nullptr) {
+        tlsFailure = "no memory to inflate a chunk of " + std::to_string(allocated) + " bytes";
+        return 0;
+    }
+    z_stream stream{};
+    stream.next_in = static_cast<Bytef*>(*buf);
+    stream.avail_in = uInt(std::min<std::size_t>(nbytes, std::numeric_limits<uInt>::max()));
+    stream.next_out = out;
+    stream.avail_out = uInt(std::min<std::size_t>(allocated, std::numeric_limits<uInt>::max()));
+    if (inflateInit(&stream) != Z_OK) {
+        H5free_memory(out);
+        tlsFailure = "zlib could not start inflating";
+        return 0;
+    }
+    const auto fail = [&](std::string why) -> size_t {
+        inflateEnd(&stream);
+        H5free_memory(out);
+        tlsFailure = std::move(why);
+        return 0;
+    };
+    for (;;) {
+        const int status = inflate(&stream, Z_SYNC_FLUSH);
+        if (status == Z_STREAM_END) break;
+        if (status == Z_OK && stream.avail_out == 0 && allocated < limit) {
+            const std::size_t grown = std::min(limit, allocated * 2);
+            auto* bigger = static_cast<Bytef*>(H5resize_memory(out, grown));
+            if (bigger == nullptr) return fail("no memory to inflate a chunk of " + std::to_string(grown) + " bytes");
+            out = bigger;
+            stream.next_out = out + stream.total_out;
+            stream.avail_out = uInt(std::min<std::size_t>(grown - stream.total_out, std::numeric_limits<uInt>::max()));
+            allocated = grown;
+            continue;
+        }
+        if (status == Z_OK && stream.avail_out == 0)
+            return fail("a compressed chunk inflates beyond its declared size of " +
+                        std::to_string(limit - kFletcherSlack) + " bytes: the chunk is damaged");
+        if (status != Z_OK)
+            return fail("a compressed chunk is damaged: inflate() failed (zlib: " +
+                        std::string(stream.msg != nullptr ? stream.msg : zError(status)) + ")");
+    }
+    const std::size_t produced = stream.total_out;
+    if (tlsChunkExact > 0 && produced < tlsChunkExact)
+        return fail("a compressed chunk inflates to " + std::to_string(produced) +
+                    " bytes, fewer than its declared size of " + std::to_string(tlsChunkExact) +
+                    " bytes: the chunk is damaged");
+    inflateEnd(&stream);
+    H5free_memory(*buf);
+    *buf = out;
+    *bufSize = allocated;
+    return produced;
+}
+
 size_t boundedDeflate(unsigned flags, size_t cdCount, const unsigned cdValues[], size_t nbytes, size_t* bufSize,
                       void** buf) {
-    if ((flags & H5Z_FLAG_REVERSE) != 0) {
-        // A read of ours knows the chunk's size: one buffer of that size. Another read (h5py in
-        // the same process as the Python module) does not: the buffer grows as HDF5's does, up to
-        // kUnknownChunkLimit.
-        const bool known = tlsChunkLimit > 0;
-        const std::size_t limit = (known ? tlsChunkLimit : kUnknownChunkLimit) + kFletcherSlack;
-        std::size_t allocated = known ? limit : std::min(limit, std::max<std::size_t>(*bufSize, 4096) * 2);
-        auto* out = static_cast<Bytef*>(H5allocate_memory(allocated, false));
-        if (out == nullptr) {
-            tlsFailure = "no memory to inflate a chunk of " + std::to_string(allocated) + " bytes";
-            return 0;
-        }
-        z_stream stream{};
-        stream.next_in = static_cast<Bytef*>(*buf);
-        stream.avail_in = uInt(std::min<std::size_t>(nbytes, std::numeric_limits<uInt>::max()));
-        stream.next_out = out;
-        stream.avail_out = uInt(std::min<std::size_t>(allocated, std::numeric_limits<uInt>::max()));
-        if (inflateInit(&stream) != Z_OK) {
-            H5free_memory(out);
-            tlsFailure = "zlib could not start inflating";
-            return 0;
-        }
-        for (;;) {
-            const int status = inflate(&stream, Z_SYNC_FLUSH);
-            if (status == Z_STREAM_END) break;
-            if (status == Z_OK && stream.avail_out == 0 && allocated < limit) {
-                const std::size_t grown = std::min(limit, allocated * 2);
-                auto* bigger = static_cast<Bytef*>(H5resize_memory(out, grown));
-                if (bigger == nullptr) {
-                    inflateEnd(&stream);
-                    H5free_memory(out);
-                    tlsFailure = "no memory to inflate a chunk of " + std::to_string(grown) + " bytes";
-                    return 0;
-                }
-                out = bigger;
-                stream.next_out = out + stream.total_out;
-                stream.avail_out =
-                    uInt(std::min<std::size_t>(grown - stream.total_out, std::numeric_limits<uInt>::max()));
-                allocated = grown;
-                continue;
-            }
-            std::string why;
-            if (status == Z_OK && stream.avail_out == 0) {
-                why = "a compressed chunk inflates beyond its declared size of " +
-                      std::to_string(limit - kFletcherSlack) + " bytes: the chunk is damaged";
-            } else if (status != Z_OK) {
-                why = "a compressed chunk is damaged: inflate() failed (zlib: " +
-                      std::string(stream.msg != nullptr ? stream.msg : zError(status)) + ")";
-            }
-            if (!why.empty()) {
-                inflateEnd(&stream);
-                H5free_memory(out);
-                tlsFailure = why;
-                return 0;
-            }
-        }
-        const std::size_t produced = stream.total_out;
-        inflateEnd(&stream);
-        if (tlsChunkExact > 0 && produced < tlsChunkExact) {
-            H5free_memory(out);
-            tlsFailure = "a compressed chunk inflates to " + std::to_string(produced) +
-                         " bytes, fewer than its declared size of " + std::to_string(tlsChunkExact) +
-                         " bytes: the chunk is damaged";
-            return 0;
-        }
-        H5free_memory(*buf);
-        *buf = out;
-        *bufSize = allocated;
-        return produced;
-    }
+    if ((flags & H5Z_FLAG_REVERSE) != 0) return inflateBounded(nbytes, bufSize, buf);
     // Compression exactly as HDF5 does it.
     uLongf destinationBytes = compressBound(uLong(nbytes));
     auto* out = static_cast<Bytef*>(H5allocate_memory(destinationBytes, false));

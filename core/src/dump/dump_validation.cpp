@@ -423,13 +423,29 @@ private:
         if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT) {
             fail(datasetPath + " has a damaged storage layout" + h5::errorSuffix());
         }
-        const int filters = properties.valid() ? H5Pget_nfilters(properties.get()) : 0;
+        const int filters = checkFilters(properties.get(), datasetPath);
+        h5::Handle type(H5Dget_type(dataset));
+        h5::Handle space(H5Dget_space(dataset));
+        const int datasetRank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+        if (!type.valid() || datasetRank < 0)
+            fail(datasetPath + " has a damaged type or shape: the file's HDF5 metadata is damaged" + h5::errorSuffix());
+        StoredShape shape{
+            std::vector<hsize_t>(static_cast<std::size_t>(datasetRank)), {}, double(H5Tget_size(type.get()))};
+        shape.maxDims.resize(shape.dims.size());
+        H5Sget_simple_extent_dims(space.get(), shape.dims.data(), shape.maxDims.data());
+        if (layout == H5D_CONTIGUOUS) checkContiguousExtent(dataset, datasetPath, shape);
+        if (layout == H5D_CHUNKED) checkChunks(dataset, properties.get(), datasetPath, shape, filters > 0);
+    }
+
+    // Every filter of the dataset is one this HDF5 library has; returns how many there are.
+    int checkFilters(hid_t properties, const std::string& datasetPath) const {
+        const int filters = H5Pget_nfilters(properties);
         for (int i = 0; i < filters; ++i) {
             unsigned flags = 0, config = 0;
             size_t values = 0;
             char name[128] = {};
             const H5Z_filter_t filter =
-                H5Pget_filter2(properties.get(), unsigned(i), &flags, &values, nullptr, sizeof name, name, &config);
+                H5Pget_filter2(properties, unsigned(i), &flags, &values, nullptr, sizeof name, name, &config);
             // Optional filters too (h5py adds lzf as optional): chunks it did compress are
             // unreadable without it.
             if (filter < 0 || H5Zfilter_avail(filter) > 0) continue;
@@ -437,65 +453,69 @@ private:
                  (name[0] ? " (" + std::string(name) + ")" : std::string()) +
                  ", which this HDF5 library does not provide; store it uncompressed or with gzip");
         }
-        h5::Handle type(H5Dget_type(dataset));
-        h5::Handle space(H5Dget_space(dataset));
-        const int datasetRank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-        if (!type.valid() || datasetRank < 0)
-            fail(datasetPath + " has a damaged type or shape: the file's HDF5 metadata is damaged" + h5::errorSuffix());
-        std::vector<hsize_t> dims(static_cast<std::size_t>(datasetRank)), maxDims(dims.size());
-        H5Sget_simple_extent_dims(space.get(), dims.data(), maxDims.data());
-        const double elementBytes = double(H5Tget_size(type.get()));
-        const auto damaged = [&](const std::string& what) {
-            fail(datasetPath + " " + what + ": the file's HDF5 metadata is damaged (HDF5 would read memory the " +
-                 "file never defined)");
-        };
-        if (layout == H5D_CONTIGUOUS) {
-            // Unallocated storage (HADDR_UNDEF) reads as the fill value; allocated storage must lie
-            // inside the file.
-            const haddr_t offset = H5Dget_offset(dataset);
-            double bytes = elementBytes;  // the file type's size (a variable-length string's is less)
-            for (hsize_t d : dims) bytes *= double(d);
-            bytes = std::max(bytes, double(H5Dget_storage_size(dataset)));
-            h5::Handle file(H5Iget_file_id(dataset));
-            hsize_t fileBytes = 0;
-            if (offset != HADDR_UNDEF && file.valid() && H5Fget_filesize(file.get(), &fileBytes) >= 0 &&
-                double(offset) + bytes > double(fileBytes))
-                damaged("declares " + std::to_string(std::uint64_t(bytes)) + " bytes of data at byte " +
-                        std::to_string(offset) + " of a file of " + std::to_string(fileBytes) + " bytes");
-        }
-        if (layout == H5D_CHUNKED) {
-            const int rank = H5Pget_chunk(properties.get(), 0, nullptr);
-            std::vector<hsize_t> chunk(std::size_t(std::max(rank, 0)));
-            if (rank != datasetRank || (rank > 0 && H5Pget_chunk(properties.get(), rank, chunk.data()) != rank))
-                damaged("has chunks of rank " + std::to_string(rank) + " on a dataset of rank " +
-                        std::to_string(datasetRank));
-            // HDF5 refuses to create such chunks; a damaged layout message can still declare them.
-            for (int i = 0; i < rank; ++i)
-                if (chunk[std::size_t(i)] == 0 ||
-                    (maxDims[std::size_t(i)] != H5S_UNLIMITED && chunk[std::size_t(i)] > maxDims[std::size_t(i)]))
-                    damaged("is stored in chunks of " + h5::describeDims(chunk) + " on a dataset of shape " +
-                            h5::describeDims(dims) + " whose size is fixed: chunk dimension " + std::to_string(i) +
-                            " is " + (chunk[std::size_t(i)] == 0 ? "0" : "larger than the dataset's"));
-            double bytes = elementBytes;
-            for (hsize_t c : chunk) bytes *= double(c);
-            if (bytes > kMaxStoredChunkBytes)
-                damaged("declares chunks of " + h5::describeDims(chunk) + " (" + formatGiB(bytes) +
-                        "), more than HDF5's limit of 4 GiB per chunk");
-            if (filters > 0) {
-                if (bytes > kMaxFilteredChunkBytes) {
-                    std::vector<hsize_t> suggested = h5::datasetDims(dataset);
-                    if (!suggested.empty()) suggested[0] = 1;
-                    std::string suggestion;
-                    for (std::size_t i = 0; i < suggested.size(); ++i)
-                        suggestion += (i ? "x" : "") + std::to_string(suggested[i]);
-                    fail(datasetPath + " is compressed in chunks of " + h5::describeDims(chunk) + " (" +
-                         formatGiB(bytes) + " uncompressed), more than the limit of " +
-                         formatGiB(kMaxFilteredChunkBytes) +
-                         ": every read would decompress a whole chunk; store one image per chunk, e.g. "
-                         "h5repack -l " +
-                         datasetPath + ":CHUNK=" + suggestion + " IN.h5 OUT.h5");
-                }
-            }
+        return filters;
+    }
+
+    struct StoredShape {
+        std::vector<hsize_t> dims, maxDims;
+        double elementBytes;  // the file type's size (a variable-length string's is less)
+    };
+
+    [[noreturn]] void failDamaged(const std::string& datasetPath, const std::string& what) const {
+        fail(datasetPath + " " + what + ": the file's HDF5 metadata is damaged (HDF5 would read memory the " +
+             "file never defined)");
+    }
+
+    // Unallocated storage (HADDR_UNDEF) reads as the fill value; allocated storage must lie inside
+    // the file.
+    void checkContiguousExtent(hid_t dataset, const std::string& datasetPath, const StoredShape& shape) const {
+        const haddr_t offset = H5Dget_offset(dataset);
+        double bytes = shape.elementBytes;
+        for (hsize_t d : shape.dims) bytes *= double(d);
+        bytes = std::max(bytes, double(H5Dget_storage_size(dataset)));
+        h5::Handle file(H5Iget_file_id(dataset));
+        hsize_t fileBytes = 0;
+        if (offset != HADDR_UNDEF && file.valid() && H5Fget_filesize(file.get(), &fileBytes) >= 0 &&
+            double(offset) + bytes > double(fileBytes))
+            failDamaged(datasetPath, "declares " + std::to_string(std::uint64_t(bytes)) + " bytes of data at byte " +
+                                         std::to_string(offset) + " of a file of " + std::to_string(fileBytes) +
+                                         " bytes");
+    }
+
+    // Chunks of the dataset's rank, none empty or beyond a fixed size, within HDF5's 4 GiB; a
+    // filtered chunk small enough to decompress per read.
+    void checkChunks(hid_t dataset, hid_t properties, const std::string& datasetPath, const StoredShape& shape,
+                     bool filtered) const {
+        const int datasetRank = int(shape.dims.size());
+        const int rank = H5Pget_chunk(properties, 0, nullptr);
+        std::vector<hsize_t> chunk(std::size_t(std::max(rank, 0)));
+        if (rank != datasetRank || (rank > 0 && H5Pget_chunk(properties, rank, chunk.data()) != rank))
+            failDamaged(datasetPath, "has chunks of rank " + std::to_string(rank) + " on a dataset of rank " +
+                                         std::to_string(datasetRank));
+        // HDF5 refuses to create such chunks; a damaged layout message can still declare them.
+        for (int i = 0; i < rank; ++i)
+            if (chunk[std::size_t(i)] == 0 || (shape.maxDims[std::size_t(i)] != H5S_UNLIMITED &&
+                                               chunk[std::size_t(i)] > shape.maxDims[std::size_t(i)]))
+                failDamaged(datasetPath, "is stored in chunks of " + h5::describeDims(chunk) +
+                                             " on a dataset of shape " + h5::describeDims(shape.dims) +
+                                             " whose size is fixed: chunk dimension " + std::to_string(i) + " is " +
+                                             (chunk[std::size_t(i)] == 0 ? "0" : "larger than the dataset's"));
+        double bytes = shape.elementBytes;
+        for (hsize_t c : chunk) bytes *= double(c);
+        if (bytes > kMaxStoredChunkBytes)
+            failDamaged(datasetPath, "declares chunks of " + h5::describeDims(chunk) + " (" + formatGiB(bytes) +
+                                         "), more than HDF5's limit of 4 GiB per chunk");
+        if (filtered && bytes > kMaxFilteredChunkBytes) {
+            std::vector<hsize_t> suggested = h5::datasetDims(dataset);
+            if (!suggested.empty()) suggested[0] = 1;
+            std::string suggestion;
+            for (std::size_t i = 0; i < suggested.size(); ++i)
+                suggestion += (i ? "x" : "") + std::to_string(suggested[i]);
+            fail(datasetPath + " is compressed in chunks of " + h5::describeDims(chunk) + " (" + formatGiB(bytes) +
+                 " uncompressed), more than the limit of " + formatGiB(kMaxFilteredChunkBytes) +
+                 ": every read would decompress a whole chunk; store one image per chunk, e.g. "
+                 "h5repack -l " +
+                 datasetPath + ":CHUNK=" + suggestion + " IN.h5 OUT.h5");
         }
     }
 
@@ -518,27 +538,19 @@ private:
         return dims;
     }
 
-    LayerCandidate layer(hid_t layersGroup, const std::string& name, const TokenLayout& root) const {
-        LayerCandidate candidate;
+    // q, k (and v): their datasets, shapes and dtypes (q and k of rank 4 with the same B, heads, d).
+    void openQkv(hid_t group, const std::string& layerPath, const std::string& where, LayerCandidate& candidate,
+                 std::vector<hsize_t>& q, std::vector<hsize_t>& k) const {
         LayerInfo& info = candidate.info;
-        info.name = name;
-        const std::string layerPath = layerGroupPath(name);
-        const std::string where = path_ + ": " + layerPath;
-
-        h5::Handle group(H5Oopen(layersGroup, name.c_str(), H5P_DEFAULT));
-        if (!group.valid()) fail(layerPath + " cannot be opened" + h5::errorSuffix());
-        if (H5Iget_type(group.get()) != H5I_GROUP) {
-            fail(layerPath + " is not a group (each layer is a group holding q, k and optionally v)");
-        }
         for (const char* required : {"q", "k"}) {
-            if (!h5::linkExists(group.get(), required, where)) {
+            if (!h5::linkExists(group, required, where)) {
                 fail(layerPath + ": dataset '" + required + "' is missing (q and k are required)");
             }
         }
-        candidate.handles.q = openFloatDataset(group.get(), layerPath, "q", kQkvRule);
-        candidate.handles.k = openFloatDataset(group.get(), layerPath, "k", kQkvRule);
-        const std::vector<hsize_t> q = rank4Dims(candidate.handles.q);
-        const std::vector<hsize_t> k = rank4Dims(candidate.handles.k);
+        candidate.handles.q = openFloatDataset(group, layerPath, "q", kQkvRule);
+        candidate.handles.k = openFloatDataset(group, layerPath, "k", kQkvRule);
+        q = rank4Dims(candidate.handles.q);
+        k = rank4Dims(candidate.handles.k);
         // Spatial reduction (format.md 1c) gives k and v their own token count n; B, heads and d agree.
         if (q[0] != k[0] || q[1] != k[1] || q[3] != k[3]) {
             fail(layerPath + ": q has shape " + h5::describeDims(q) + " but k has shape " + h5::describeDims(k) +
@@ -554,8 +566,8 @@ private:
                  toString(candidate.handles.k.type) + "; q and k must have the same dtype");
         }
 
-        if (h5::linkExists(group.get(), "v", where)) {
-            candidate.handles.v = openFloatDataset(group.get(), layerPath, "v", kQkvRule);
+        if (h5::linkExists(group, "v", where)) {
+            candidate.handles.v = openFloatDataset(group, layerPath, "v", kQkvRule);
             const std::vector<hsize_t> v = rank4Dims(candidate.handles.v);
             if (v[0] != q[0] || v[1] != q[1] || v[2] != k[2]) {
                 fail(layerPath + ": v has shape " + h5::describeDims(v) + " but k has shape " + h5::describeDims(k) +
@@ -564,10 +576,11 @@ private:
             info.valueDim = int(v[3]);
             info.vType = candidate.handles.v.type;
         }
+    }
 
-        normaliserAndGate(group.get(), layerPath, where, q, k, candidate);
-
-        const double keyTokens = double(k[2]);
+    // One (image, layer) read as double must fit the reading limit: declared sizes beyond it are not plausible.
+    void checkLayerReadSize(const std::string& layerPath, const LayerInfo& info, hsize_t keys) const {
+        const double keyTokens = double(keys);
         const double readBytes =
             double(info.heads) *
             ((double(info.tokens) + keyTokens) * double(info.normaliserDim) + double(info.tokens) * double(info.dim) +
@@ -576,10 +589,58 @@ private:
         if (readBytes > kMaxLayerReadBytes) {
             fail(layerPath + ": reading one (image, layer) would need " + formatGiB(readBytes) + " as double (heads " +
                  std::to_string(info.heads) + " x (N " + std::to_string(info.tokens) + " x d " +
-                 std::to_string(info.dim) + " + n " + std::to_string(k[2]) + " x (d " + std::to_string(info.dim) +
+                 std::to_string(info.dim) + " + n " + std::to_string(keys) + " x (d " + std::to_string(info.dim) +
                  " + v d " + std::to_string(info.valueDim) + ")) x 8 bytes), more than the limit of " +
                  formatGiB(kMaxLayerReadBytes) + "; the declared sizes are not plausible");
         }
+    }
+
+    // The layer's attributes: index, attention, scale, kernel_applied.
+    void layerAttributes(hid_t group, const std::string& where, LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        if (h5::hasAttribute(group, "index", where)) {
+            candidate.index = h5::readIntegerAttribute(group, "index", where);
+            if (*candidate.index < INT_MIN || *candidate.index > INT_MAX) {
+                throwInput(where + " attribute 'index' is out of range: " + std::to_string(*candidate.index));
+            }
+        }
+        if (h5::hasAttribute(group, "attention", where)) {
+            info.attention = h5::readStringAttribute(group, "attention", where);
+        }
+        info.scale = 1.0 / std::sqrt(double(info.dim));
+        if (h5::hasAttribute(group, "scale", where)) {
+            const double scale = h5::readNumberAttribute(group, "scale", where);
+            if (!(scale > 0) || !std::isfinite(scale)) {
+                std::ostringstream value;
+                value << scale;
+                throwInput(where + " attribute 'scale' must be a positive finite number, got " + value.str());
+            }
+            info.scale = scale;
+            info.scaleFromFile = true;
+        }
+        if (h5::hasAttribute(group, "kernel_applied", where)) {
+            info.kernelApplied = h5::readBoolAttribute(group, "kernel_applied", where);
+        }
+    }
+
+    LayerCandidate layer(hid_t layersGroup, const std::string& name, const TokenLayout& root) const {
+        LayerCandidate candidate;
+        LayerInfo& info = candidate.info;
+        info.name = name;
+        const std::string layerPath = layerGroupPath(name);
+        const std::string where = path_ + ": " + layerPath;
+
+        h5::Handle group(H5Oopen(layersGroup, name.c_str(), H5P_DEFAULT));
+        if (!group.valid()) fail(layerPath + " cannot be opened" + h5::errorSuffix());
+        if (H5Iget_type(group.get()) != H5I_GROUP) {
+            fail(layerPath + " is not a group (each layer is a group holding q, k and optionally v)");
+        }
+        std::vector<hsize_t> q, k;
+        openQkv(group.get(), layerPath, where, candidate, q, k);
+
+        normaliserAndGate(group.get(), layerPath, where, q, k, candidate);
+
+        checkLayerReadSize(layerPath, info, k[2]);
 
         std::string gridSource = "the root", prefixSource = "the root";
         info.layout = readLayout(group.get(), where, root, false, &gridSource, &prefixSource);
@@ -592,29 +653,7 @@ private:
         info.keyLayout = keyLayout(group.get(), layerPath, where, info.layout, k[2]);
         readKeyStride(group.get(), layerPath, where, info);
 
-        if (h5::hasAttribute(group.get(), "index", where)) {
-            candidate.index = h5::readIntegerAttribute(group.get(), "index", where);
-            if (*candidate.index < INT_MIN || *candidate.index > INT_MAX) {
-                throwInput(where + " attribute 'index' is out of range: " + std::to_string(*candidate.index));
-            }
-        }
-        if (h5::hasAttribute(group.get(), "attention", where)) {
-            info.attention = h5::readStringAttribute(group.get(), "attention", where);
-        }
-        info.scale = 1.0 / std::sqrt(double(info.dim));
-        if (h5::hasAttribute(group.get(), "scale", where)) {
-            const double scale = h5::readNumberAttribute(group.get(), "scale", where);
-            if (!(scale > 0) || !std::isfinite(scale)) {
-                std::ostringstream value;
-                value << scale;
-                throwInput(where + " attribute 'scale' must be a positive finite number, got " + value.str());
-            }
-            info.scale = scale;
-            info.scaleFromFile = true;
-        }
-        if (h5::hasAttribute(group.get(), "kernel_applied", where)) {
-            info.kernelApplied = h5::readBoolAttribute(group.get(), "kernel_applied", where);
-        }
+        layerAttributes(group.get(), where, candidate);
         windowAttention(group.get(), layerPath, where, candidate);  // first: the branch's scope depends on it
         if (h5::linkExists(group.get(), "local_branch", where)) localBranch(group.get(), layerPath, candidate);
         return candidate;
@@ -853,32 +892,14 @@ private:
         info.window = std::move(window);
     }
 
-    // resources/format.md, section 1a. Shapes and attributes only; the weights are read by open().
-    void localBranch(hid_t layerGroup, const std::string& layerPath, LayerCandidate& candidate) const {
-        LayerInfo& info = candidate.info;
-        const std::string branchPath = layerPath + "/local_branch";
+    // @values (format.md 1c): how V reaches the grid's tokens.
+    void branchValues(hid_t group, const std::string& branchPath, const LayerInfo& info,
+                      LocalBranchInfo& branch) const {
         const std::string where = path_ + ": " + branchPath;
-        h5::Handle group(H5Oopen(layerGroup, "local_branch", H5P_DEFAULT));
-        if (!group.valid()) fail(branchPath + " cannot be opened" + h5::errorSuffix());
-        if (H5Iget_type(group.get()) != H5I_GROUP)
-            fail(branchPath + " is not a group (the local branch is a group holding weight and optionally bias)");
-        LocalBranchInfo branch;
-        for (const char* required : {"kind", "channels"})
-            if (!h5::hasAttribute(group.get(), required, where))
-                fail(branchPath + " attribute '" + required +
-                     "' is missing (kind: dwc, inline_residual, lepe or "
-                     "other text; channels: per_head or all)");
-        branch.kind = h5::readStringAttribute(group.get(), "kind", where);
-        const std::string channels = h5::readStringAttribute(group.get(), "channels", where);
-        if (const auto map = localChannelMapNamed(channels))
-            branch.channelMap = *map;
-        else
-            fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
-        if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
         // @values (format.md 1c): "interpolated" says the branch convolves V linearly interpolated
         // from the n keys to the grid's tokens (FLatten-PVT); the only branch of a key_grid layer.
-        if (h5::hasAttribute(group.get(), "values", where)) {
-            const std::string values = h5::readStringAttribute(group.get(), "values", where);
+        if (h5::hasAttribute(group, "values", where)) {
+            const std::string values = h5::readStringAttribute(group, "values", where);
             if (values == "interpolated")
                 branch.interpolatedValues = true;
             else if (values != "tokens")
@@ -902,13 +923,15 @@ private:
                      std::to_string(info.layout.prefix) + ", key_prefix_tokens " +
                      std::to_string(info.keyLayout.prefix));
         }
-        if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
+    }
 
-        // @scope (format.md 1a): where the convolution runs; a window layer's default is its windows,
-        // as in the papers' Swin models.
+    // @scope (format.md 1a): where the convolution runs.
+    void branchScope(hid_t group, const std::string& branchPath, const LayerInfo& info, LocalBranchInfo& branch) const {
+        const std::string where = path_ + ": " + branchPath;
+        // A window layer's default is its windows, as in the papers' Swin models.
         branch.windowScope = info.window.has_value();
-        if (h5::hasAttribute(group.get(), "scope", where)) {
-            const std::string scope = h5::readStringAttribute(group.get(), "scope", where);
+        if (h5::hasAttribute(group, "scope", where)) {
+            const std::string scope = h5::readStringAttribute(group, "scope", where);
             if (scope == "window") {
                 if (!info.window)
                     fail(branchPath +
@@ -921,8 +944,13 @@ private:
                 fail(branchPath + " attribute 'scope' must be \"grid\" or \"window\", got \"" + scope + "\"");
             }
         }
+    }
 
-        FloatDataset weight = openFloatDataset(group.get(), branchPath, "weight", kBranchRule);
+    // The weight's shape [C, kh, kw], [B, C, kh, kw] or [B, windows, C, kh, kw]; returns C.
+    hsize_t branchWeight(hid_t group, const std::string& branchPath, const std::string& channels,
+                         LayerCandidate& candidate, LocalBranchInfo& branch) const {
+        const LayerInfo& info = candidate.info;
+        FloatDataset weight = openFloatDataset(group, branchPath, "weight", kBranchRule);
         const std::vector<hsize_t> w = h5::datasetDims(weight.dataset.get());
         if (w.size() < 3 || w.size() > 5)
             fail(weight.path + " has shape " + h5::describeDims(w) +
@@ -970,9 +998,16 @@ private:
         branch.kernelW = int(kw);
         branch.weightType = weight.type;
         candidate.handles.branchWeight = std::move(weight);
+        return expected;
+    }
 
-        if (h5::linkExists(group.get(), "bias", where)) {
-            FloatDataset bias = openFloatDataset(group.get(), branchPath, "bias", kBranchRule);
+    // The bias, [C] or [B, C], when there is one.
+    void branchBias(hid_t group, const std::string& branchPath, hsize_t expected, LayerCandidate& candidate,
+                    LocalBranchInfo& branch) const {
+        const LayerInfo& info = candidate.info;
+        const std::string where = path_ + ": " + branchPath;
+        if (h5::linkExists(group, "bias", where)) {
+            FloatDataset bias = openFloatDataset(group, branchPath, "bias", kBranchRule);
             const std::vector<hsize_t> b = h5::datasetDims(bias.dataset.get());
             const bool shared = b.size() == 1 && b[0] == expected;
             const bool perImage = b.size() == 2 && b[0] == hsize_t(info.batch) && b[1] == expected;
@@ -983,6 +1018,36 @@ private:
             branch.biasPerImage = perImage;
             candidate.handles.branchBias = std::move(bias);
         }
+    }
+
+    // resources/format.md, section 1a. Shapes and attributes only; the weights are read by open().
+    void localBranch(hid_t layerGroup, const std::string& layerPath, LayerCandidate& candidate) const {
+        LayerInfo& info = candidate.info;
+        const std::string branchPath = layerPath + "/local_branch";
+        const std::string where = path_ + ": " + branchPath;
+        h5::Handle group(H5Oopen(layerGroup, "local_branch", H5P_DEFAULT));
+        if (!group.valid()) fail(branchPath + " cannot be opened" + h5::errorSuffix());
+        if (H5Iget_type(group.get()) != H5I_GROUP)
+            fail(branchPath + " is not a group (the local branch is a group holding weight and optionally bias)");
+        LocalBranchInfo branch;
+        for (const char* required : {"kind", "channels"})
+            if (!h5::hasAttribute(group.get(), required, where))
+                fail(branchPath + " attribute '" + required +
+                     "' is missing (kind: dwc, inline_residual, lepe or "
+                     "other text; channels: per_head or all)");
+        branch.kind = h5::readStringAttribute(group.get(), "kind", where);
+        const std::string channels = h5::readStringAttribute(group.get(), "channels", where);
+        if (const auto map = localChannelMapNamed(channels))
+            branch.channelMap = *map;
+        else
+            fail(branchPath + " attribute 'channels' must be \"per_head\" or \"all\", got \"" + channels + "\"");
+        if (!info.hasValues()) fail(branchPath + " needs the dataset v (the branch acts on V's channels)");
+        branchValues(group.get(), branchPath, info, branch);
+        if (!h5::linkExists(group.get(), "weight", where)) fail(branchPath + ": dataset 'weight' is missing");
+
+        branchScope(group.get(), branchPath, info, branch);
+        const hsize_t expected = branchWeight(group.get(), branchPath, channels, candidate, branch);
+        branchBias(group.get(), branchPath, expected, candidate, branch);
         info.localBranch = branch;
     }
 

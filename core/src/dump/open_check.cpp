@@ -156,6 +156,35 @@ std::uint64_t addressSpaceBytes() {
     runCheck(path.c_str(), first);
 }
 
+// What the child writes to fd until it closes the pipe or `seconds` are up (timedOut then).
+// What the child wrote before the time was up counts even when the caller sees it later
+// (whileChecking may take long): after the limit the pipe is drained without waiting, up to
+// kMaxChildOutput more bytes (a child still writing then is timed out).
+std::string readChildOutput(int fd, double seconds, bool& timedOut) {
+    const auto start = std::chrono::steady_clock::now();
+    std::string output;
+    std::size_t lateBytes = 0;
+    for (;;) {
+        const double left = seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        pollfd poller{fd, POLLIN, 0};
+        const int ready = ::poll(&poller, 1, left > 0 ? int(std::ceil(std::min(left, 3600.0) * 1000)) : 0);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) break;
+        if (ready == 0 || (left <= 0 && lateBytes > kMaxChildOutput)) {
+            if (ready == 0 && left > 0) continue;
+            timedOut = true;
+            break;
+        }
+        char buffer[4096];
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (left <= 0) lateBytes += std::size_t(n);
+        if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
+    }
+    return output;
+}
+
 ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std::size_t firstDataset,
                   double secondsLeft, bool runWhileChecking) {
     ChildRun run;
@@ -207,29 +236,7 @@ ChildRun runChild(const std::string& path, const OpenCheckOptions& options, std:
         }
     }
 
-    std::string output;
-    // What the child wrote before the time was up counts even when the caller sees it later
-    // (whileChecking may take long): after the limit the pipe is drained without waiting, up to
-    // kMaxChildOutput more bytes (a child still writing then is timed out).
-    std::size_t lateBytes = 0;
-    for (;;) {
-        const double left = secondsLeft - elapsed();
-        pollfd poller{readEnd.fd, POLLIN, 0};
-        const int ready = ::poll(&poller, 1, left > 0 ? int(std::ceil(std::min(left, 3600.0) * 1000)) : 0);
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready < 0) break;
-        if (ready == 0 || (left <= 0 && lateBytes > kMaxChildOutput)) {
-            if (ready == 0 && left > 0) continue;
-            run.timedOut = true;
-            break;
-        }
-        char buffer[4096];
-        const ssize_t n = ::read(readEnd.fd, buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        if (left <= 0) lateBytes += std::size_t(n);
-        if (output.size() < kMaxChildOutput) output.append(buffer, std::size_t(n));
-    }
+    const std::string output = readChildOutput(readEnd.fd, secondsLeft - elapsed(), run.timedOut);
     if (run.timedOut) ::kill(pid, SIGKILL);
     while (::waitpid(pid, &run.status, 0) < 0 && errno == EINTR) {
     }
@@ -259,6 +266,53 @@ std::string timeOutAdvice(double seconds) {
            "slow disk)";
 }
 
+// What the child's lines say: "walk I", "dataset NAME", "unreadable I NAME\tMESSAGE", "walked",
+// then "valid" (the unreadable datasets and the walks counted into result).
+struct ChildLines {
+    long long walking = -1;  // the dataset being walked, -1 between walks
+    std::string walkingDataset;
+    bool valid = false;
+};
+
+ChildLines readChildLines(const std::string& body, OpenCheckResult& result) {
+    ChildLines lines;
+    std::size_t begin = 0;
+    while (begin < body.size()) {
+        const std::size_t newline = body.find('\n', begin);
+        if (newline == std::string::npos) break;  // a line cut by the crash
+        const std::string line = body.substr(begin, newline - begin);
+        begin = newline + 1;
+        if (line.rfind("walk ", 0) == 0) {
+            lines.walking = std::strtoll(line.c_str() + 5, nullptr, 10);
+            ++result.walked;
+        } else if (line.rfind("dataset ", 0) == 0) {
+            lines.walkingDataset = line.substr(8);
+        } else if (line.rfind("unreadable ", 0) == 0) {
+            char* end = nullptr;
+            std::strtoull(line.c_str() + 11, &end, 10);
+            const std::string rest = end != nullptr && *end == ' ' ? std::string(end + 1) : std::string();
+            const std::size_t tab = rest.find('\t');
+            result.unreadable.push_back({rest.substr(0, tab), tab == std::string::npos ? rest : rest.substr(tab + 1)});
+            lines.walking = -1;
+        } else if (line == "walked") {
+            lines.walking = -1;
+        } else if (line == "valid") {
+            lines.valid = true;
+        }
+    }
+    return lines;
+}
+
+// "invalid KIND\nMESSAGE": the file is refused with that error.
+void readInvalid(const std::string& body, const std::string& path, OpenCheckResult& result) {
+    const std::size_t newline = body.find('\n');
+    result.outcome = OpenCheckOutcome::Invalid;
+    result.errorKind = std::atoi(body.c_str() + 8);
+    result.message = newline == std::string::npos ? std::string() : body.substr(newline + 1);
+    while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
+    if (result.message.empty()) result.message = path + ": the file cannot be opened";
+}
+
 }  // namespace
 
 void killOpenCheckChild() noexcept {
@@ -284,46 +338,16 @@ OpenCheckResult checkDumpInChildProcess(const std::string& path, const OpenCheck
         if (!run.spawned) return result;
         if (!run.started) return result;  // the program itself did not run (no /proc, too slow): open in-process
 
-        // Lines: "walk I", "unreadable I MESSAGE", then "valid", or "invalid KIND\nMESSAGE".
-        long long walking = -1;  // the dataset being walked, -1 between walks
-        std::string walkingDataset;
-        bool valid = false;
-        std::size_t begin = 0;
         const std::string& body = run.body;
         if (body.rfind("invalid ", 0) == 0) {
-            const std::size_t newline = body.find('\n');
-            result.outcome = OpenCheckOutcome::Invalid;
-            result.errorKind = std::atoi(body.c_str() + 8);
-            result.message = newline == std::string::npos ? std::string() : body.substr(newline + 1);
-            while (!result.message.empty() && result.message.back() == '\n') result.message.pop_back();
-            if (result.message.empty()) result.message = path + ": the file cannot be opened";
+            readInvalid(body, path, result);
             return result;
         }
         if (body.rfind("unknown\n", 0) == 0) return result;
-        while (begin < body.size()) {
-            const std::size_t newline = body.find('\n', begin);
-            if (newline == std::string::npos) break;  // a line cut by the crash
-            const std::string line = body.substr(begin, newline - begin);
-            begin = newline + 1;
-            if (line.rfind("walk ", 0) == 0) {
-                walking = std::strtoll(line.c_str() + 5, nullptr, 10);
-                ++result.walked;
-            } else if (line.rfind("dataset ", 0) == 0) {
-                walkingDataset = line.substr(8);
-            } else if (line.rfind("unreadable ", 0) == 0) {
-                char* end = nullptr;
-                std::strtoull(line.c_str() + 11, &end, 10);
-                const std::string rest = end != nullptr && *end == ' ' ? std::string(end + 1) : std::string();
-                const std::size_t tab = rest.find('\t');
-                result.unreadable.push_back(
-                    {rest.substr(0, tab), tab == std::string::npos ? rest : rest.substr(tab + 1)});
-                walking = -1;
-            } else if (line == "walked") {
-                walking = -1;
-            } else if (line == "valid") {
-                valid = true;
-            }
-        }
+        const ChildLines lines = readChildLines(body, result);
+        const long long walking = lines.walking;
+        const std::string& walkingDataset = lines.walkingDataset;
+        const bool valid = lines.valid;
         if (valid) {
             result.outcome = OpenCheckOutcome::Valid;
             return result;
