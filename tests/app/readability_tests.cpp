@@ -338,7 +338,7 @@ void ReadabilityTests::jobFailuresKeepTheirKind() {
     QCOMPARE(done, 0);
 
     // A store remembers the kind under the job's key: "cancelled" is a state, not a message.
-    JobResultCache<int> store;
+    JobResultCache<std::string, int> store;  // any ordered key
     store.submit(jobs, JobSlot{JobKind::Sweep}, "key", "input",
                  [](const JobContext&) -> int { throw Error(ErrorKind::Usage, "bad"); }, {});
     QTRY_VERIFY(store.failed("key"));

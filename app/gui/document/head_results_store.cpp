@@ -74,8 +74,8 @@ std::shared_ptr<const json> sweepOf(const SweepJob& job, const JobContext& ctx) 
 
 HeadResultsStore::HeadResultsStore(JobRunner& jobs, QObject* parent) : DocumentStore(parent), jobs_(jobs) {}
 
-template <class Value>
-void HeadResultsStore::run(JobResultCache<Value>& cache, JobSlot slot, const std::string& key, std::size_t kept,
+template <class Key, class Value>
+void HeadResultsStore::run(JobResultCache<Key, Value>& cache, JobSlot slot, const Key& key, std::size_t kept,
                            const QString& label, std::function<Value(const JobContext&)> work) {
     if (cache.find(key) || cache.failed(key) || cache.computing(jobs_, slot, key)) return;
     cache.trim(kept);  // results are large (a matrix is N^2 doubles): the oldest go first
@@ -84,39 +84,36 @@ void HeadResultsStore::run(JobResultCache<Value>& cache, JobSlot slot, const std
         [this](const JobFailure&) { Q_EMIT changed(); });
 }
 
-void HeadResultsStore::requestMatrix(const std::string& key, MatrixJob job) {
+void HeadResultsStore::requestMatrix(const MatrixKey& key, MatrixJob job) {
     const QString label = QStringLiteral("%1 matrix %2 x %3")
                               .arg(job.branch ? QStringLiteral("equivalent (A + M_c)") : QStringLiteral("attention"))
                               .arg(job.head->tokens())
                               .arg(job.head->keys());
     // At most two matrices are kept (N^2 doubles each) besides the one shown.
-    run<std::shared_ptr<const MatrixImage>>(
+    run<MatrixKey, std::shared_ptr<const MatrixImage>>(
         matrixImages_, JobSlot{JobKind::Matrix}, key, 1, label,
         [job = std::move(job)](const JobContext& ctx) { return matrixImageOf(job, ctx); });
 }
 
-bool HeadResultsStore::computing(JobKind kind, const std::string& key) const {
-    const JobSlot slot{kind};
-    switch (kind) {
-        case JobKind::Matrix:
-            return matrixImages_.computing(jobs_, slot, key);
-        case JobKind::ConfusedPairs:
-            return confusedPairs_.computing(jobs_, slot, key);
-        case JobKind::MagnitudeCurves:
-            return magnitudeCurves_.computing(jobs_, slot, key);
-        case JobKind::Sweep:
-            return sweeps_.computing(jobs_, slot, key);
-        default:
-            return false;  // not a job of this store
-    }
+bool HeadResultsStore::computing(const MatrixKey& key) const {
+    return matrixImages_.computing(jobs_, JobSlot{JobKind::Matrix}, key);
+}
+bool HeadResultsStore::computing(const ConfusedPairsKey& key) const {
+    return confusedPairs_.computing(jobs_, JobSlot{JobKind::ConfusedPairs}, key);
+}
+bool HeadResultsStore::computing(const MagnitudeKey& key) const {
+    return magnitudeCurves_.computing(jobs_, JobSlot{JobKind::MagnitudeCurves}, key);
+}
+bool HeadResultsStore::computing(const SweepKey& key) const {
+    return sweeps_.computing(jobs_, JobSlot{JobKind::Sweep}, key);
 }
 
 void HeadResultsStore::discardMatrix() { jobs_.discard(JobSlot{JobKind::Matrix}); }
 
-void HeadResultsStore::requestConfusedPairs(const std::string& key, ConfusedPairsJob job) {
+void HeadResultsStore::requestConfusedPairs(const ConfusedPairsKey& key, ConfusedPairsJob job) {
     const QString label = QStringLiteral("confused pairs of %1").arg(QString::fromStdString(job.head->paradigm().name));
     // One head: a Gram matrix of its rows (low-rank for the kernel paradigms).
-    run<std::shared_ptr<const ConfusedPairsResult>>(
+    run<ConfusedPairsKey, std::shared_ptr<const ConfusedPairsResult>>(
         confusedPairs_, JobSlot{JobKind::ConfusedPairs}, key, 7, label, [job = std::move(job)](const JobContext&) {
             auto r = std::make_shared<ConfusedPairsResult>();
             r->list = attnlens::confusedPairs(*job.head, job.activations->q, job.options, job.listed);
@@ -125,16 +122,17 @@ void HeadResultsStore::requestConfusedPairs(const std::string& key, ConfusedPair
         });
 }
 
-void HeadResultsStore::requestMagnitudeCurves(const std::string& key, MagnitudeJob job) {
-    run<std::shared_ptr<const MagnitudeCurves>>(
+void HeadResultsStore::requestMagnitudeCurves(const MagnitudeKey& key, MagnitudeJob job) {
+    run<MagnitudeKey, std::shared_ptr<const MagnitudeCurves>>(
         magnitudeCurves_, JobSlot{JobKind::MagnitudeCurves}, key, 15, QStringLiteral("magnitude curves"),
         [job = std::move(job)](const JobContext& ctx) { return magnitudeCurvesOf(job, ctx); });
 }
 
-void HeadResultsStore::requestSweep(const std::string& key, SweepJob job) {
+void HeadResultsStore::requestSweep(const SweepKey& key, SweepJob job) {
     const QString label = job.label;
-    run<std::shared_ptr<const json>>(sweeps_, JobSlot{JobKind::Sweep}, key, 8, label,
-                                     [job = std::move(job)](const JobContext& ctx) { return sweepOf(job, ctx); });
+    run<SweepKey, std::shared_ptr<const json>>(
+        sweeps_, JobSlot{JobKind::Sweep}, key, 8, label,
+        [job = std::move(job)](const JobContext& ctx) { return sweepOf(job, ctx); });
 }
 
 void HeadResultsStore::forgetCancelled() {

@@ -20,6 +20,7 @@
 #include "attnlens/attention/attention.h"
 #include "attnlens/dump/dump.h"
 #include "document/document_store.h"
+#include "document/head_cache.h"
 #include "document/head_results.h"
 #include "document/job_result_cache.h"
 #include "document/job_runner.h"
@@ -57,6 +58,43 @@ struct SweepJob {
     QString label;
 };
 
+// What each result depends on, compared as a whole: the dump (its path, or which opening of it:
+// Session::dumpEpoch), the head and the definitions (paradigms and options as their JSON).
+struct MatrixKey {
+    std::string dump;
+    HeadKey head;
+    std::string paradigm;
+    bool logScale = false;
+    std::string branch;  // BranchKernel::key of E_c's kernel; empty for A
+    bool byWindow = false;
+    auto operator<=>(const MatrixKey&) const = default;
+};
+struct ConfusedPairsKey {
+    std::string dump;
+    HeadKey head;
+    std::string paradigm;
+    double tau = 0, queryTolerance = 0;
+    auto operator<=>(const ConfusedPairsKey&) const = default;
+};
+struct MagnitudeKey {
+    quint64 dumpEpoch = 0;
+    HeadKey head;
+    Index query = 0;
+    std::string rowParadigm;
+    std::vector<std::string> shown;  // the shown paradigms'
+    std::string options;
+    auto operator<=>(const MagnitudeKey&) const = default;
+};
+struct SweepKey {
+    quint64 dumpEpoch = 0;
+    int layer = 0;
+    std::vector<int> images;
+    std::string paradigm, parameter;
+    std::vector<double> values;
+    std::string options;
+    auto operator<=>(const SweepKey&) const = default;
+};
+
 class HeadResultsStore : public DocumentStore {
     Q_OBJECT
 public:
@@ -64,21 +102,26 @@ public:
 
     // Each runs its job for `key` unless the result is held, the key failed (until forget) or its
     // job is on its way; with a synchronous runner the result is held when this returns.
-    void requestMatrix(const std::string& key, MatrixJob job);
-    void requestConfusedPairs(const std::string& key, ConfusedPairsJob job);
-    void requestMagnitudeCurves(const std::string& key, MagnitudeJob job);
-    void requestSweep(const std::string& key, SweepJob job);
-    // Whether the job of `kind` (Matrix, ConfusedPairs, MagnitudeCurves or Sweep) for `key` is on
-    // its way: a view then waits for it without reading its head again.
-    bool computing(JobKind kind, const std::string& key) const;
+    void requestMatrix(const MatrixKey& key, MatrixJob job);
+    void requestConfusedPairs(const ConfusedPairsKey& key, ConfusedPairsJob job);
+    void requestMagnitudeCurves(const MagnitudeKey& key, MagnitudeJob job);
+    void requestSweep(const SweepKey& key, SweepJob job);
+    // Whether the job for `key` is on its way: a view then waits for it without reading its head
+    // again.
+    bool computing(const MatrixKey& key) const;
+    bool computing(const ConfusedPairsKey& key) const;
+    bool computing(const MagnitudeKey& key) const;
+    bool computing(const SweepKey& key) const;
     // An older head's matrix must not land (the selected head cannot be read).
     void discardMatrix();
 
     // The results and failures by key (find, failed, error, fail, forget).
-    JobResultCache<std::shared_ptr<const MatrixImage>>& matrixImages() { return matrixImages_; }
-    JobResultCache<std::shared_ptr<const ConfusedPairsResult>>& confusedPairs() { return confusedPairs_; }
-    JobResultCache<std::shared_ptr<const MagnitudeCurves>>& magnitudeCurves() { return magnitudeCurves_; }
-    JobResultCache<std::shared_ptr<const nlohmann::json>>& sweeps() { return sweeps_; }
+    JobResultCache<MatrixKey, std::shared_ptr<const MatrixImage>>& matrixImages() { return matrixImages_; }
+    JobResultCache<ConfusedPairsKey, std::shared_ptr<const ConfusedPairsResult>>& confusedPairs() {
+        return confusedPairs_;
+    }
+    JobResultCache<MagnitudeKey, std::shared_ptr<const MagnitudeCurves>>& magnitudeCurves() { return magnitudeCurves_; }
+    JobResultCache<SweepKey, std::shared_ptr<const nlohmann::json>>& sweeps() { return sweeps_; }
 
     // What the user cancelled for one head is computed again for the next selection (the sweep,
     // a job over the whole layer, keeps its "cancelled" until Retry).
@@ -86,15 +129,15 @@ public:
     void clear();  // a new dump or new preferences
 
 private:
-    template <class Value>
-    void run(JobResultCache<Value>& cache, JobSlot slot, const std::string& key, std::size_t kept, const QString& label,
+    template <class Key, class Value>
+    void run(JobResultCache<Key, Value>& cache, JobSlot slot, const Key& key, std::size_t kept, const QString& label,
              std::function<Value(const JobContext&)> work);
 
     JobRunner& jobs_;
-    JobResultCache<std::shared_ptr<const MatrixImage>> matrixImages_;
-    JobResultCache<std::shared_ptr<const ConfusedPairsResult>> confusedPairs_;
-    JobResultCache<std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
-    JobResultCache<std::shared_ptr<const nlohmann::json>> sweeps_;
+    JobResultCache<MatrixKey, std::shared_ptr<const MatrixImage>> matrixImages_;
+    JobResultCache<ConfusedPairsKey, std::shared_ptr<const ConfusedPairsResult>> confusedPairs_;
+    JobResultCache<MagnitudeKey, std::shared_ptr<const MagnitudeCurves>> magnitudeCurves_;
+    JobResultCache<SweepKey, std::shared_ptr<const nlohmann::json>> sweeps_;
 };
 
 }  // namespace attnlens::gui

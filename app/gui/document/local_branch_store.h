@@ -39,7 +39,6 @@ struct BranchKernel {
     }
     // "dwc, channel 3" or "dwc, mean over 16 channels"
     QString describe() const;
-    // "channel 3" or "mean over channels"
     // Identifies the kernel within a (image, layer, head) for cache keys.
     std::string key() const { return kind + '#' + std::to_string(channel); }
 };

@@ -117,22 +117,19 @@ QString RolloutStore::description() const {
         .arg(o.discardRatio > 0 ? QStringLiteral("discard %1").arg(o.discardRatio) : QStringLiteral("no discard"));
 }
 
-std::string RolloutStore::productKey(int paradigm) const {
-    std::string k = "rollout/image " + std::to_string(context_.selection().image) + "/layers";
-    for (int l : layers()) k += ' ' + std::to_string(l);
+RolloutProductKey RolloutStore::productKey(int paradigm) const {
     const RolloutOptions& o = options_;
-    k += '/' + std::string(toString(o.fusion)) + ' ' + std::string(toString(o.weights)) + ' ' +
-         std::to_string(o.residual) + ' ' + std::to_string(o.discardRatio) + '/' + context_.paradigmKey(paradigm);
-    return k;
+    return {context_.selection().image,    layers(), o.fusion, o.weights, o.residual, o.discardRatio,
+            context_.paradigmKey(paradigm)};
 }
 
-std::string RolloutStore::key(int paradigm) const { return productKey(paradigm) + "/query " + std::to_string(query()); }
+RolloutRowKey RolloutStore::key(int paradigm) const { return {productKey(paradigm), query()}; }
 
 const RowData& RolloutStore::row(int paradigm) {
-    const std::string k = key(paradigm);
+    const RolloutRowKey k = key(paradigm);
     if (const RowData* r = rows_.find(k)) return *r;
     const bool product = context_.layout().tokens() <= kProductMaxTokens;
-    const std::string pk = productKey(paradigm);
+    const RolloutProductKey pk = productKey(paradigm);
     if (product) {
         if (const auto* m = products_.find(pk)) {
             rows_.trim(kRowsKept);
@@ -207,7 +204,7 @@ QString RolloutStore::heads(int paradigm, std::vector<std::shared_ptr<const Atte
     return {};
 }
 
-QString RolloutStore::submitRow(int paradigm, const std::string& key) {
+QString RolloutStore::submitRow(int paradigm, const RolloutRowKey& key) {
     std::vector<std::shared_ptr<const AttentionHead>> heads;
     std::vector<int> headCounts;
     if (const QString why = this->heads(paradigm, heads, headCounts); !why.isEmpty()) return why;
@@ -227,7 +224,7 @@ QString RolloutStore::submitRow(int paradigm, const std::string& key) {
     return {};
 }
 
-QString RolloutStore::submitProduct(int paradigm, const std::string& productKey) {
+QString RolloutStore::submitProduct(int paradigm, const RolloutProductKey& productKey) {
     std::vector<std::shared_ptr<const AttentionHead>> heads;
     std::vector<int> headCounts;
     if (const QString why = this->heads(paradigm, heads, headCounts); !why.isEmpty()) return why;

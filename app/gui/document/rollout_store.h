@@ -23,6 +23,23 @@
 
 namespace attnlens::gui {
 
+// What a rollout product depends on: the image, the layers it runs through, the options and the
+// paradigm's definition (its JSON); a row adds the query.
+struct RolloutProductKey {
+    int image = 0;
+    std::vector<int> layers;
+    HeadFusion fusion{};
+    RolloutWeights weights{};
+    double residual = 0, discardRatio = 0;
+    std::string paradigm;
+    auto operator<=>(const RolloutProductKey&) const = default;
+};
+struct RolloutRowKey {
+    RolloutProductKey product;
+    Index query = 0;
+    auto operator<=>(const RolloutRowKey&) const = default;
+};
+
 class RolloutStore : public DocumentStore {
     Q_OBJECT
 public:
@@ -56,21 +73,21 @@ Q_SIGNALS:
     void optionsChanged();
 
 private:
-    std::string productKey(int paradigm) const;  // key() without the query
-    std::string key(int paradigm) const;
+    RolloutProductKey productKey(int paradigm) const;
+    RolloutRowKey key(int paradigm) const;
     // The heads of layers() under `paradigm` (layer by layer: headCounts), or the reason they
     // cannot be had (an unreadable layer, stages of different sizes, no CLS).
     QString heads(int paradigm, std::vector<std::shared_ptr<const AttentionHead>>& heads, std::vector<int>& headCounts);
     // Starts the job of `paradigm`'s row or whole product; the reason when it cannot start.
-    QString submitRow(int paradigm, const std::string& key);
-    QString submitProduct(int paradigm, const std::string& productKey);
+    QString submitRow(int paradigm, const RolloutRowKey& key);
+    QString submitProduct(int paradigm, const RolloutProductKey& productKey);
 
     JobRunner& jobs_;
     SelectionContext& context_;
     RolloutOptions options_;
-    JobResultCache<RowData> rows_;                            // by key
-    JobResultCache<std::shared_ptr<const Matrix>> products_;  // by productKey
-    std::map<int, RowData> placeholders_;                     // paradigm -> pending or failed rollout of the selection
+    JobResultCache<RolloutRowKey, RowData> rows_;
+    JobResultCache<RolloutProductKey, std::shared_ptr<const Matrix>> products_;
+    std::map<int, RowData> placeholders_;  // paradigm -> pending or failed rollout of the selection
 };
 
 }  // namespace attnlens::gui

@@ -11,18 +11,20 @@ void SpectrumStore::clear() {
     branchSpectra_.clear();
 }
 
-std::string SpectrumStore::key(const HeadKey& head, int paradigm) const {
-    return std::to_string(head.image) + '/' + std::to_string(head.layer) + '/' + std::to_string(head.head) + '/' +
-           context_.paradigmKey(paradigm) + '/' + context_.preferences().analysis.toJson()["spectrum"].dump();
+SpectrumKey SpectrumStore::key(const HeadKey& head, int paradigm) const {
+    const SpectrumOptions& o = context_.preferences().analysis.spectrum;
+    return {head, context_.paradigmKey(paradigm), o.relativeTolerance, o.spatialOnly, {}};
 }
 
-std::string SpectrumStore::branchKey(int paradigm, const BranchKernel& kernel) const {
-    return key(context_.currentKey(), paradigm) + "/branch/" + kernel.key();
+SpectrumKey SpectrumStore::branchKey(int paradigm, const BranchKernel& kernel) const {
+    SpectrumKey k = key(context_.currentKey(), paradigm);
+    k.branch = kernel.key();
+    return k;
 }
 
 const SpectrumResult* SpectrumStore::spectrum(int paradigm, bool request) {
     if (!context_.isOpen()) return nullptr;
-    const std::string k = key(context_.currentKey(), paradigm);
+    const SpectrumKey k = key(context_.currentKey(), paradigm);
     if (const SpectrumResult* s = spectra_.find(k)) return s;
     if (!request) return nullptr;
     this->request({paradigm});
@@ -33,7 +35,7 @@ const SpectrumResult* SpectrumStore::spectrum(int paradigm, bool request) {
 void SpectrumStore::request(const std::vector<int>& paradigms) {
     if (!context_.isOpen()) return;
     for (int p : paradigms) {
-        const std::string k = key(context_.currentKey(), p);
+        const SpectrumKey k = key(context_.currentKey(), p);
         if (spectra_.contains(k) || spectra_.failed(k)) continue;
         // One slot per paradigm: a newer selection supersedes the older job of the same paradigm,
         // and the fast low-rank spectra never wait behind a dense softmax SVD.
@@ -62,7 +64,7 @@ void SpectrumStore::request(const std::vector<int>& paradigms) {
 const SpectrumResult* SpectrumStore::branchSpectrum(int paradigm, bool request) {
     auto kernel = branch_.kernel();
     if (!kernel) return nullptr;
-    const std::string k = branchKey(paradigm, *kernel);
+    const SpectrumKey k = branchKey(paradigm, *kernel);
     if (const SpectrumResult* s = branchSpectra_.find(k)) return s;
     if (!request) return nullptr;
     requestBranch({paradigm});
@@ -73,7 +75,7 @@ void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
     auto kernel = branch_.kernel();
     if (!kernel) return;
     for (int p : paradigms) {
-        const std::string k = branchKey(p, *kernel);
+        const SpectrumKey k = branchKey(p, *kernel);
         if (branchSpectra_.contains(k) || branchSpectra_.failed(k)) continue;
         // Own slots: E_c's dense SVD never supersedes A's spectrum of the same paradigm, and a
         // newer selection (channel, head, ...) supersedes the older E_c job.
@@ -99,8 +101,8 @@ void SpectrumStore::requestBranch(const std::vector<int>& paradigms) {
     }
 }
 
-void SpectrumStore::submit(const JobSlot& slot, const std::string& key, int paradigm, const QString& label,
-                           JobResultCache<SpectrumResult>& cache,
+void SpectrumStore::submit(const JobSlot& slot, const SpectrumKey& key, int paradigm, const QString& label,
+                           JobResultCache<SpectrumKey, SpectrumResult>& cache,
                            std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute) {
     if (!context_.currentHeadError().isEmpty()) {
         jobs_.discard(slot);  // an older head's spectrum must not land for this selection

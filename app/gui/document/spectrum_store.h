@@ -7,6 +7,7 @@
 // and the local branch store whose kernel E_c adds; changed() when a spectrum lands or fails.
 #include <QString>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,17 @@
 #include "document/selection.h"
 
 namespace attnlens::gui {
+
+// What a spectrum depends on: the head, the paradigm's definition (its JSON), the spectrum options
+// and for E_c the branch kernel's identity (BranchKernel::key; empty for A's).
+struct SpectrumKey {
+    HeadKey head;
+    std::string paradigm;
+    std::optional<double> relativeTolerance;  // SpectrumOptions'
+    bool spatialOnly = false;
+    std::string branch;
+    auto operator<=>(const SpectrumKey&) const = default;
+};
 
 class SpectrumStore : public DocumentStore {
     Q_OBJECT
@@ -43,19 +55,19 @@ public:
     void clear();  // a new dump or new preferences
 
 private:
-    std::string key(const HeadKey& head, int paradigm) const;
-    std::string branchKey(int paradigm, const BranchKernel& kernel) const;
+    SpectrumKey key(const HeadKey& head, int paradigm) const;
+    SpectrumKey branchKey(int paradigm, const BranchKernel& kernel) const;
     // One spectrum job of `paradigm` for the current head in `slot`, its result stored under key
     // (A's spectra and E_c's alike); heads that cannot be read cancel the slot's older job.
-    void submit(const JobSlot& slot, const std::string& key, int paradigm, const QString& label,
-                JobResultCache<SpectrumResult>& cache,
+    void submit(const JobSlot& slot, const SpectrumKey& key, int paradigm, const QString& label,
+                JobResultCache<SpectrumKey, SpectrumResult>& cache,
                 std::function<SpectrumResult(const AttentionHead&, const JobContext&)> compute);
 
     JobRunner& jobs_;
     SelectionContext& context_;
     LocalBranchStore& branch_;
-    JobResultCache<SpectrumResult> spectra_;        // A's
-    JobResultCache<SpectrumResult> branchSpectra_;  // E_c's
+    JobResultCache<SpectrumKey, SpectrumResult> spectra_;        // A's
+    JobResultCache<SpectrumKey, SpectrumResult> branchSpectra_;  // E_c's
 };
 
 }  // namespace attnlens::gui

@@ -105,13 +105,12 @@ void StatisticsStore::setModel(const std::string& model) {
     Q_EMIT changed();
 }
 
-std::string StatisticsStore::reportKey(StatsScope scope, ReportContent content) const {
-    std::string k = content == ReportContent::Rank ? "rank/" : content == ReportContent::Distance ? "distance/" : "";
-    k += scope == StatsScope::AllImages ? "all" : "image " + std::to_string(context_.selection().image);
-    k += "/model " + model_ + "/layers";
-    for (int l : layers_) k += ' ' + std::to_string(l);
-    for (int p : context_.selection().shown) k += '/' + context_.paradigmKey(p);
-    return k + '/' + context_.preferences().analysis.toJson().dump();
+ReportKey StatisticsStore::reportKey(StatsScope scope, ReportContent content) const {
+    ReportKey k{content, scope == StatsScope::AllImages ? -1 : context_.selection().image,
+                model_,  layers_,
+                {},      context_.preferences().analysis.toJson().dump()};
+    for (int p : context_.selection().shown) k.paradigms.push_back(context_.paradigmKey(p));
+    return k;
 }
 
 void StatisticsStore::setScope(StatsScope scope) {
@@ -123,7 +122,7 @@ void StatisticsStore::setScope(StatsScope scope) {
 std::shared_ptr<const AnalysisReport> StatisticsStore::report(StatsScope scope, bool request, ReportContent content) {
     const Selection& sel = context_.selection();
     if (!context_.isOpen() || sel.shown.empty()) return nullptr;
-    const std::string key = reportKey(scope, content);
+    const ReportKey key = reportKey(scope, content);
     if (const auto* r = reports_.find(key)) return *r;
     if (!request || reports_.failed(key)) return nullptr;
     // One slot per content and scope: views over the selected image and over all images (the
@@ -199,17 +198,16 @@ void StatisticsStore::runAnalysis(const AnalyzeRequest& request, const QString& 
         });
 }
 
-std::string StatisticsStore::localityKey() const {
-    std::string k = "locality/layers";
-    for (int l : coveredLayers()) k += ' ' + std::to_string(l);
-    for (int p : context_.selection().shown) k += '/' + context_.paradigmKey(p);
+LocalityKey StatisticsStore::localityKey() const {
+    LocalityKey k{coveredLayers(), {}};
+    for (int p : context_.selection().shown) k.paradigms.push_back(context_.paradigmKey(p));
     return k;
 }
 
 std::shared_ptr<const LocalityReport> StatisticsStore::locality(bool request) {
     const Selection& sel = context_.selection();
     if (!context_.isOpen() || sel.shown.empty()) return nullptr;
-    const std::string key = localityKey();
+    const LocalityKey key = localityKey();
     if (const auto* r = locality_.find(key)) return *r;
     if (!request || locality_.failed(key) || locality_.computing(jobs_, kLocalitySlot, key)) return nullptr;
     LocalityRequest req;
@@ -251,15 +249,13 @@ void StatisticsStore::retryLocality() {
     Q_EMIT changed();
 }
 
-std::string StatisticsStore::claimsKey() const {
-    return (scope_ == StatsScope::AllImages ? std::string("all")
-                                            : "image " + std::to_string(context_.selection().image)) +
-           '/' + context_.path().toStdString();
+ClaimsKey StatisticsStore::claimsKey() const {
+    return {context_.path().toStdString(), scope_ == StatsScope::AllImages ? -1 : context_.selection().image};
 }
 
 std::shared_ptr<const nlohmann::json> StatisticsStore::claims(bool request) {
     if (!context_.isOpen()) return nullptr;
-    const std::string key = claimsKey();
+    const ClaimsKey key = claimsKey();
     if (const auto* r = claims_.find(key)) return *r;
     if (!request || claims_.failed(key) || claims_.computing(jobs_, kClaimsSlot, key)) return nullptr;
     AnalyzeRequest req = claimsAnalyzeRequest();

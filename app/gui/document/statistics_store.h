@@ -30,6 +30,30 @@ enum class StatsScope { CurrentImage, AllImages };
 // distance to the reference paradigm (the distance view and the head overview's distance columns).
 enum class ReportContent { Statistics, Rank, Distance };
 
+// What each whole-dump result depends on. A report: its content, the image (-1: all images), the
+// model and covered layers, the shown paradigms' and the analysis options' definitions (JSON).
+struct ReportKey {
+    ReportContent content{};
+    int image = -1;
+    std::string model;
+    std::vector<int> layers;
+    std::vector<std::string> paradigms;
+    std::string options;
+    auto operator<=>(const ReportKey&) const = default;
+};
+// Locality: the covered layers and the shown paradigms (over every image, the default options).
+struct LocalityKey {
+    std::vector<int> layers;
+    std::vector<std::string> paradigms;
+    auto operator<=>(const LocalityKey&) const = default;
+};
+// Claims: the dump and the image (-1: all images).
+struct ClaimsKey {
+    std::string dump;
+    int image = -1;
+    auto operator<=>(const ClaimsKey&) const = default;
+};
+
 class StatisticsStore : public DocumentStore {
     Q_OBJECT
 public:
@@ -99,9 +123,9 @@ public:
     void clear();  // new preferences: results are dropped
 
 private:
-    std::string reportKey(StatsScope scope, ReportContent content) const;
-    std::string localityKey() const;
-    std::string claimsKey() const;
+    ReportKey reportKey(StatsScope scope, ReportContent content) const;
+    LocalityKey localityKey() const;
+    ClaimsKey claimsKey() const;
     // analyzeDump of the open dump on a worker (with the file's SHA-256 for exports when hash).
     std::function<std::shared_ptr<const AnalysisReport>(const JobContext&)> analysisJob(const AnalyzeRequest& request,
                                                                                         bool hash) const;
@@ -114,9 +138,9 @@ private:
     std::string model_;
     bool modelFollowsLayer_ = true;
     std::vector<int> layers_;  // non-empty: hand-picked layers (model_ is then unused)
-    JobResultCache<std::shared_ptr<const AnalysisReport>> reports_;   // by reportKey
-    JobResultCache<std::shared_ptr<const LocalityReport>> locality_;  // by localityKey
-    JobResultCache<std::shared_ptr<const nlohmann::json>> claims_;    // by claimsKey
+    JobResultCache<ReportKey, std::shared_ptr<const AnalysisReport>> reports_;
+    JobResultCache<LocalityKey, std::shared_ptr<const LocalityReport>> locality_;
+    JobResultCache<ClaimsKey, std::shared_ptr<const nlohmann::json>> claims_;
 };
 
 }  // namespace attnlens::gui

@@ -45,13 +45,10 @@ ConfusedPairsView::ConfusedPairsView(Session* session, QWidget* parent) : PlotVi
         connect(session, signal, this, &PlotView::invalidate);
 }
 
-std::string ConfusedPairsView::key() const {
-    const Selection& sel = session_->selection();
-    const auto& p = session_->paradigms()[std::size_t(sel.paradigm)];
-    return session_->path().toStdString() + '/' + std::to_string(sel.image) + '/' + std::to_string(sel.layer) + '/' +
-           std::to_string(sel.head) + '/' + p.toJson().dump() + '/' +
-           std::to_string(session_->preferences().analysis.confusion.tau) + '/' +
-           std::to_string(session_->preferences().analysis.confusion.queryRelTolerance);
+ConfusedPairsKey ConfusedPairsView::key() const {
+    const ConfusionOptions& c = session_->preferences().analysis.confusion;
+    return {session_->path().toStdString(), session_->currentKey(),
+            session_->paradigmKey(session_->selection().paradigm), c.tau, c.queryRelTolerance};
 }
 
 const ConfusedPairsView::Result* ConfusedPairsView::result() const {
@@ -63,7 +60,7 @@ const ConfusedPairsView::Result* ConfusedPairsView::result() const {
 QString ConfusedPairsView::errorText() const {
     if (!session_->isOpen()) return {};
     const auto& store = session_->headResults().confusedPairs();
-    const std::string k = key();
+    const ConfusedPairsKey k = key();
     if (store.cancelled(k)) return QStringLiteral("Cancelled: computed again when the selection changes");
     return shortError(store.error(k), session_->path());
 }
@@ -115,7 +112,7 @@ void ConfusedPairsView::rebuild() {
         waiting_ = false;
         return;
     }
-    const std::string k = key();
+    const ConfusedPairsKey k = key();
     const Selection& sel = session_->selection();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(sel.paradigm)];
     submitPairs(k);
@@ -130,7 +127,7 @@ void ConfusedPairsView::rebuild() {
                              .arg(sel.head);
     if (!r) {
         table_->setRowCount(0);
-        tableKey_.clear();
+        tableKey_.reset();
         setWrappedText(title, what + QStringLiteral(": ") + head);
         auto* state = addWrappedText(plot_, 10);
         state->setTextColor(error.isEmpty() ? QColor(Qt::black) : QColor(180, 0, 0));
@@ -171,11 +168,10 @@ void ConfusedPairsView::rebuild() {
     fitAspect();
 }
 
-void ConfusedPairsView::submitPairs(const std::string& k) {
+void ConfusedPairsView::submitPairs(const ConfusedPairsKey& k) {
     const Selection& sel = session_->selection();
     HeadResultsStore& store = session_->headResults();
-    if (store.confusedPairs().find(k) || store.confusedPairs().failed(k) || store.computing(JobKind::ConfusedPairs, k))
-        return;
+    if (store.confusedPairs().find(k) || store.confusedPairs().failed(k) || store.computing(k)) return;
     ConfusedPairsJob job;
     try {
         job.head = session_->currentHead(sel.paradigm);

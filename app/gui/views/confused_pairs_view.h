@@ -6,10 +6,12 @@
 // the background per head; choosing a pair also makes its first query the selected one.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
 #include "document/head_results.h"
+#include "document/head_results_store.h"
 #include "views/plot_view.h"
 
 class QTableWidget;
@@ -42,15 +44,15 @@ protected:
     void rebuild() override;
 
 private:
-    std::string key() const;
+    ConfusedPairsKey key() const;
     // Submits the selected head's confused pairs unless stored, failed or computing.
-    void submitPairs(const std::string& key);
+    void submitPairs(const ConfusedPairsKey& key);
     // The pair's two rows on the grid in one colour range, both queries framed on both maps.
     void drawPair(const ConfusedPair& pair);
     void fillTable(const Result& r);
 
     QTableWidget* table_ = nullptr;
-    std::string tableKey_;
+    std::optional<ConfusedPairsKey> tableKey_;  // of the pairs in the table
     int shownPair_ = -1;
     bool waiting_ = false;
     HeatmapPanel panels_[2];

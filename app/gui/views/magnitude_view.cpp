@@ -44,13 +44,16 @@ MagnitudeView::MagnitudeView(Session* session, QWidget* parent) : PlotView(sessi
     connect(session, &Session::headResultsChanged, this, &PlotView::invalidate);
 }
 
-std::string MagnitudeView::curvesKey(int rowParadigm) const {
+MagnitudeKey MagnitudeView::curvesKey(int rowParadigm) const {
     const Selection& sel = session_->selection();
-    std::string k = std::to_string(session_->dumpEpoch()) + '/' + std::to_string(sel.image) + '/' +
-                    std::to_string(sel.layer) + '/' + std::to_string(sel.head) + '/' + std::to_string(sel.query) +
-                    "/row " + session_->paradigms()[std::size_t(rowParadigm)].toJson().dump();
-    for (int p : sel.shown) k += '/' + session_->paradigms()[std::size_t(p)].toJson().dump();
-    return k + '/' + session_->preferences().analysis.toJson()["magnitude"].dump();
+    MagnitudeKey k{session_->dumpEpoch(),
+                   session_->currentKey(),
+                   sel.query,
+                   session_->paradigmKey(rowParadigm),
+                   {},
+                   session_->preferences().analysis.toJson()["magnitude"].dump()};
+    for (int p : sel.shown) k.shown.push_back(session_->paradigmKey(p));
+    return k;
 }
 
 void MagnitudeView::rebuild() {
@@ -71,7 +74,7 @@ void MagnitudeView::rebuild() {
                               .arg(QString::fromStdString(session_->layerInfo().name))
                               .arg(sel.head);
     auto& store = session_->headResults().magnitudeCurves();
-    const std::string key = curvesKey(shown);
+    const MagnitudeKey key = curvesKey(shown);
     submitCurves(key, shown);
     const auto* found = store.find(key);  // a synchronous runner has delivered already
     waiting_ = found == nullptr && !store.failed(key);
@@ -105,12 +108,10 @@ void MagnitudeView::rebuild() {
     setWrappedText(title, QStringLiteral("Magnitude scaling (MALA Fig. 2) — ") + where);
 }
 
-void MagnitudeView::submitCurves(const std::string& key, int shown) {
+void MagnitudeView::submitCurves(const MagnitudeKey& key, int shown) {
     const Selection& sel = session_->selection();
     HeadResultsStore& store = session_->headResults();
-    if (store.magnitudeCurves().find(key) || store.magnitudeCurves().failed(key) ||
-        store.computing(JobKind::MagnitudeCurves, key))
-        return;
+    if (store.magnitudeCurves().find(key) || store.magnitudeCurves().failed(key) || store.computing(key)) return;
     MagnitudeJob job;
     try {
         job.rowHead = session_->currentHead(shown);

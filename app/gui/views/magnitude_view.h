@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "document/head_results_store.h"
 #include "views/plot_view.h"
 
 class QComboBox;
@@ -28,10 +29,10 @@ protected:
 
 private:
     // Key of the selection's curves in Session::headResults().magnitudeCurves().
-    std::string curvesKey(int rowParadigm) const;
+    MagnitudeKey curvesKey(int rowParadigm) const;
     // Submits the selection's curves (rows of `shown` at several factors, curves of the shown
     // paradigms) unless stored, failed or computing.
-    void submitCurves(const std::string& key, int shown);
+    void submitCurves(const MagnitudeKey& key, int shown);
     // (a) the query's row of `shown` at several factors, keys in the order of their weight at a = 1.
     void drawDistribution(QCPAxisRect* dist, const MagnitudeCurves& data, int shown);
     // (b-d) max weight, entropy and top / median ratio against a, one curve per shown paradigm.

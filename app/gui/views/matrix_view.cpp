@@ -138,7 +138,7 @@ MatrixView::MatrixView(Session* session, QWidget* parent) : PlotView(session, pa
     });
     connect(session, &Session::dumpChanged, this, [this]() {
         shownImage_.reset();
-        shownKey_.clear();
+        shownKey_.reset();
         invalidate();
     });
     connect(session, &Session::headResultsChanged, this, &PlotView::invalidate);
@@ -162,20 +162,19 @@ void MatrixView::setOrderByWindow(bool on) {
     invalidate();
 }
 
-const MatrixImage* MatrixView::shownImage() const { return shownKey_.empty() ? nullptr : shownImage_.get(); }
+const MatrixImage* MatrixView::shownImage() const { return shownKey_ ? shownImage_.get() : nullptr; }
 
 QString MatrixView::titleText() const {
     const QString title = unwrappedText(title_), subtitle = unwrappedText(subtitle_);
     return subtitle.isEmpty() ? title : title + '\n' + subtitle;
 }
 
-std::string MatrixView::currentKey() const {
+MatrixKey MatrixView::currentKey() const {
     const Selection& s = session_->selection();
     const auto branch = session_->branch().kernel();
-    return session_->path().toStdString() + '/' + std::to_string(s.image) + '/' + std::to_string(s.layer) + '/' +
-           std::to_string(s.head) + '/' + session_->paradigms()[std::size_t(s.paradigm)].toJson().dump() +
-           (log_ ? "/log" : "/linear") + (branch ? "/branch/" + branch->key() : std::string()) +
-           (byWindow_ && session_->layerInfo().window ? "/by-window" : "");
+    return {session_->path().toStdString(),         session_->currentKey(),
+            session_->paradigmKey(s.paradigm),      log_,
+            branch ? branch->key() : std::string(), byWindow_ && session_->layerInfo().window};
 }
 
 bool MatrixView::fitAspect() {
@@ -224,7 +223,7 @@ void MatrixView::rebuild() {
         windowBox_->setChecked(windowed && byWindow_);
     }
     const Selection& sel = session_->selection();
-    const std::string key = currentKey();
+    const MatrixKey key = currentKey();
     // With the local branch the matrix is E_c = A + M_c (computed on the worker with A).
     const auto branch = session_->branch().kernel();
     const QString where = QStringLiteral("%1 — image %2, layer %3, head %4")
@@ -245,7 +244,7 @@ void MatrixView::rebuild() {
         showNotShown(where, readError);
         return;
     }
-    if (!images.find(key) && session_->headResults().computing(JobKind::Matrix, key)) {
+    if (!images.find(key) && session_->headResults().computing(key)) {
         waiting_ = true;  // already on its way; resubmitting would only restart it
         return;
     }
@@ -290,7 +289,7 @@ void MatrixView::showNotShown(const QString& where, const QString& reason) {
     map_->setVisible(false);
     scale_->setVisible(false);  // no bar without its map
     highlight_->setVisible(false);
-    shownKey_.clear();
+    shownKey_.reset();
     shownImage_.reset();
     // The empty axes are the selected layer's, never those of the matrix shown before (another
     // layer's or another file's size and key grid).
@@ -304,7 +303,7 @@ void MatrixView::showNotShown(const QString& where, const QString& reason) {
     rect_->axis(QCPAxis::atLeft)->setRange(-0.5, double(shownTokens_) - 0.5);
 }
 
-bool MatrixView::submitMatrix(const std::string& key, const std::shared_ptr<const BranchKernel>& branch) {
+bool MatrixView::submitMatrix(const MatrixKey& key, const std::shared_ptr<const BranchKernel>& branch) {
     const Selection& sel = session_->selection();
     const Paradigm& para = session_->paradigms()[std::size_t(sel.paradigm)];
     HeadResultsStore& store = session_->headResults();
@@ -332,7 +331,7 @@ bool MatrixView::submitMatrix(const std::string& key, const std::shared_ptr<cons
     return store.matrixImages().find(key) != nullptr;  // a synchronous runner has delivered already
 }
 
-void MatrixView::showImage(const std::shared_ptr<const MatrixImage>& image, const std::string& key, bool withBranch) {
+void MatrixView::showImage(const std::shared_ptr<const MatrixImage>& image, const MatrixKey& key, bool withBranch) {
     const Selection& sel = session_->selection();
     const MatrixImage& img = *image;
     const Preferences& prefs = session_->preferences();

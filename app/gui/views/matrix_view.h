@@ -4,10 +4,12 @@
 // title. The matrix is computed on a worker (O(N^2 d)); the rank comes from the spectrum job.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attnlens/analysis/statistics.h"
 #include "document/head_results.h"
+#include "document/head_results_store.h"
 #include "document/local_branch_store.h"
 #include "views/plot_view.h"
 
@@ -43,13 +45,13 @@ private:
     // selected layer's empty axes.
     void showNotShown(const QString& where, const QString& reason);
     // Submits the matrix image job of `key`; true when a synchronous runner delivered it already.
-    bool submitMatrix(const std::string& key, const std::shared_ptr<const BranchKernel>& branch);
+    bool submitMatrix(const MatrixKey& key, const std::shared_ptr<const BranchKernel>& branch);
     // The image, its colour scale and axes, and the query's row highlighted.
-    void showImage(const std::shared_ptr<const MatrixImage>& image, const std::string& key, bool withBranch);
+    void showImage(const std::shared_ptr<const MatrixImage>& image, const MatrixKey& key, bool withBranch);
     // "numerical rank 197 / 197 (σ > ...) · effective rank ...": A's, or E_c's beside A's.
     QString rankLine(const MatrixImage& img, const BranchKernel* branch, const SpectrumResult* s,
                      const SpectrumResult* e) const;
-    std::string currentKey() const;
+    MatrixKey currentKey() const;
     void onMousePress(QMouseEvent* e);
     void onMouseMove(QMouseEvent* e);
 
@@ -65,7 +67,7 @@ private:
     bool byWindow_ = true;
     bool waiting_ = false;
     bool userZoomed_ = false;
-    std::string shownKey_;
+    std::optional<MatrixKey> shownKey_;  // of the image shown
     // What the map shows (kept alive here: the session's store keeps only the last two matrices).
     std::shared_ptr<const MatrixImage> shownImage_;
     long long shownTokens_ = 0, shownKeys_ = 0;

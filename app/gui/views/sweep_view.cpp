@@ -334,12 +334,14 @@ void SweepView::syncControls() {
     syncing_ = false;
 }
 
-std::string SweepView::sweepKey(const SweepRequest& request) const {
-    std::string k =
-        std::to_string(session_->dumpEpoch()) + "/layer " + std::to_string(request.analysis.layers.at(0)) + "/images";
-    for (int i : request.analysis.images) k += ' ' + std::to_string(i);
-    return k + '/' + request.paradigm.toJson().dump() + '/' + std::string(sweepParameterName(request.parameter)) + '/' +
-           json(request.values).dump() + '/' + request.analysis.options.toJson().dump();
+SweepKey SweepView::sweepKey(const SweepRequest& request) const {
+    return {session_->dumpEpoch(),
+            request.analysis.layers.at(0),
+            request.analysis.images,
+            request.paradigm.toJson().dump(),
+            std::string(sweepParameterName(request.parameter)),
+            request.values,
+            request.analysis.options.toJson().dump()};
 }
 
 void SweepView::showState(const QString& title, const QString& state, bool error) {
@@ -382,7 +384,7 @@ void SweepView::rebuild() {
         return;
     }
     if (!prepareRequest(setup)) return;
-    const std::string key = sweepKey(setup.request);
+    const SweepKey key = sweepKey(setup.request);
     shownKey_ = key;
     auto& store = session_->headResults().sweeps();
     submitSweep(setup, key);
@@ -464,7 +466,7 @@ bool SweepView::prepareRequest(SweepSetup& setup) {
     return true;
 }
 
-void SweepView::submitSweep(const SweepSetup& setup, const std::string& key) {
+void SweepView::submitSweep(const SweepSetup& setup, const SweepKey& key) {
     const Selection& sel = session_->selection();
     const LayerInfo& layer = session_->layerInfo();
     const Paradigm& paradigm = session_->paradigms()[std::size_t(setup.paradigmIndex)];

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlens/analysis/sweep.h"
+#include "document/head_results_store.h"
 #include "views/plot_view.h"
 
 class QComboBox;
@@ -89,11 +90,11 @@ private:
     // without a branch).
     bool prepareRequest(SweepSetup& setup);
     // Submits the sweep unless it is stored, failed or computing.
-    void submitSweep(const SweepSetup& setup, const std::string& key);
+    void submitSweep(const SweepSetup& setup, const SweepKey& key);
     // The panels: one statistic each, every head's curve, the mean, the model's value.
     void drawCurves(const SweepSetup& setup, const nlohmann::json& doc, const nlohmann::json& layerJson);
     void syncControls();
-    std::string sweepKey(const SweepRequest& request) const;
+    SweepKey sweepKey(const SweepRequest& request) const;
     void showState(const QString& title, const QString& state, bool error);
 
     QComboBox* paradigmBox_ = nullptr;
@@ -111,7 +112,7 @@ private:
     QString statusText_;
     QStringList shownStatistics_;
     std::shared_ptr<const nlohmann::json> shown_;
-    std::string shownKey_;
+    SweepKey shownKey_;
 };
 
 }  // namespace attnlens::gui

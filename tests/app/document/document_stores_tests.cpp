@@ -50,6 +50,9 @@ public:
     }
 
     int layer(const std::string& name) const { return layerNamed(info(), name); }
+    // Preferences changed without telling the stores (the Session clears them): their keys must
+    // tell results apart.
+    Preferences& mutablePreferences() { return prefs_; }
 
     Selection sel;
     QStringList issues;
@@ -84,6 +87,7 @@ class DocumentStoresTests : public QObject {
 private Q_SLOTS:
     void branchKernelIsTheDumpsChannelOrTheirMean();
     void spectraAreTheLibrarysAndLandOnce();
+    void resultsAreKeptByEverythingTheyDependOn();
     void rolloutRowIsTheBlockwiseRowOfTheLibrary();
     void layerReportIsAnalyzeDumpsOnTheCoveredLayers();
 };
@@ -182,6 +186,52 @@ void DocumentStoresTests::spectraAreTheLibrarysAndLandOnce() {
     QVERIFY(e->rank > store.spectrum(p)->rank);  // FLatten's claim on the example: A + M_c has more rank
     for (std::size_t i = 0; i < expected.singularValues.size(); ++i)
         QVERIFY(close(e->singularValues[i], expected.singularValues[i]));
+}
+
+// The caches' keys (issue 48 item 2: typed, each a struct of what its result depends on): a
+// result is held for its head, paradigm, options and branch kernel, and any of them changing is
+// another result, computed once; going back finds the held one without a job.
+void DocumentStoresTests::resultsAreKeptByEverythingTheyDependOn() {
+    ExampleSelection context;
+    JobRunner jobs;
+    jobs.setSynchronous(true);
+    LocalBranchStore branch(context);
+    SpectrumStore store(jobs, context, branch);
+    context.sel.layer = context.layer("mala.block0");
+    context.sel.head = 2;
+    const int mala = context.paradigmIndex("mala"), softmax = context.paradigmIndex("softmax");
+    const int defaultRank = store.spectrum(mala)->rank;
+    QCOMPARE(jobs.delivered(), 1);
+    context.sel.head = 1;  // another head
+    QVERIFY(store.spectrum(mala));
+    QCOMPARE(jobs.delivered(), 2);
+    context.sel.head = 2;
+    QCOMPARE(store.spectrum(mala)->rank, defaultRank);  // held
+    QCOMPARE(jobs.delivered(), 2);
+    QVERIFY(store.spectrum(softmax));  // another paradigm
+    QCOMPARE(jobs.delivered(), 3);
+    // Another tolerance: another spectrum (its rank counts more values at a looser tolerance).
+    context.mutablePreferences().analysis.spectrum.relativeTolerance = 0.5;
+    const SpectrumResult* loose = store.spectrum(mala);
+    QVERIFY(loose);
+    QCOMPARE(jobs.delivered(), 4);
+    QVERIFY(loose->rank < defaultRank);
+    const DirectHead d(0, context.sel.layer, 2, context.paradigms()[std::size_t(mala)]);
+    QCOMPARE(loose->rank, spectrum(*d.head, context.attentionLayout(), context.preferences().analysis.spectrum).rank);
+    context.mutablePreferences().analysis.spectrum.relativeTolerance.reset();
+    QCOMPARE(store.spectrum(mala)->rank, defaultRank);  // held
+    QCOMPARE(jobs.delivered(), 4);
+    // E_c of two channels: two results; back to the first, held.
+    context.sel.localBranch = true;
+    context.sel.localChannel = 3;
+    const int rank3 = store.branchSpectrum(mala)->rank;
+    QCOMPARE(jobs.delivered(), 5);
+    context.sel.localChannel = 4;
+    QVERIFY(store.branchSpectrum(mala));
+    QCOMPARE(jobs.delivered(), 6);
+    context.sel.localChannel = 3;
+    QCOMPARE(store.branchSpectrum(mala)->rank, rank3);
+    QCOMPARE(jobs.delivered(), 6);
 }
 
 void DocumentStoresTests::rolloutRowIsTheBlockwiseRowOfTheLibrary() {

@@ -19,6 +19,13 @@ namespace attnlens::gui::test {
 
 namespace {
 
+// Distinct keys for the tests' jobs (a key is what its result depends on: here only a name).
+MatrixKey matrixKey(const char* name) {
+    MatrixKey k;
+    k.paradigm = name;
+    return k;
+}
+
 // A random head of N = 12 tokens, d = 4, under a preset; the activations outlive it.
 struct TestHead {
     std::shared_ptr<HeadActivations> act = std::make_shared<HeadActivations>();
@@ -58,10 +65,10 @@ void HeadResultsStoreTests::matrixLandsUnderItsKeyOnceAndMatchesTheHead() {
     MatrixJob job;
     job.head = t.head;
     job.where = "test: head 0";
-    store.requestMatrix("a", job);
+    store.requestMatrix(matrixKey("a"), job);
     QCOMPARE(changed.count(), 1);
     QCOMPARE(jobs.delivered(), 1);
-    const auto* image = store.matrixImages().find("a");
+    const auto* image = store.matrixImages().find(matrixKey("a"));
     QVERIFY(image && *image);
     const Matrix a = t.head->matrix();
     QCOMPARE((*image)->tokens, 12LL);
@@ -69,12 +76,12 @@ void HeadResultsStoreTests::matrixLandsUnderItsKeyOnceAndMatchesTheHead() {
     for (Index i = 0; i < 12; ++i)
         for (Index j = 0; j < 12; ++j) QCOMPARE((*image)->data->cell(int(j), int(i)), a(i, j));
     // Held: not run again; another key is another job.
-    store.requestMatrix("a", job);
+    store.requestMatrix(matrixKey("a"), job);
     QCOMPARE(jobs.delivered(), 1);
-    store.requestMatrix("b", job);
+    store.requestMatrix(matrixKey("b"), job);
     QCOMPARE(jobs.delivered(), 2);
     store.clear();
-    QVERIFY(!store.matrixImages().find("a") && !store.matrixImages().find("b"));
+    QVERIFY(!store.matrixImages().find(matrixKey("a")) && !store.matrixImages().find(matrixKey("b")));
 }
 
 void HeadResultsStoreTests::windowOrderPermutesRowsAndColumns() {
@@ -85,8 +92,8 @@ void HeadResultsStoreTests::windowOrderPermutesRowsAndColumns() {
     MatrixJob job;
     job.head = t.head;
     for (Index r = 11; r >= 0; --r) job.order.push_back(r);  // reversed
-    store.requestMatrix("reversed", job);
-    const auto* image = store.matrixImages().find("reversed");
+    store.requestMatrix(matrixKey("reversed"), job);
+    const auto* image = store.matrixImages().find(matrixKey("reversed"));
     QVERIFY(image && *image);
     const Matrix a = t.head->matrix();
     for (Index r = 0; r < 12; ++r) {
@@ -103,24 +110,24 @@ void HeadResultsStoreTests::failuresStayUntilForgottenAndCancellationsUntilTheSe
     const TestHead t("softmax");
     MatrixJob job;
     job.head = t.head;
-    store.matrixImages().fail("bad", JobFailure{ErrorKind::Input, QStringLiteral("damaged chunk")});
-    store.matrixImages().fail("stopped", JobFailure::cancellation());
-    store.requestMatrix("bad", job);
-    store.requestMatrix("stopped", job);
+    store.matrixImages().fail(matrixKey("bad"), JobFailure{ErrorKind::Input, QStringLiteral("damaged chunk")});
+    store.matrixImages().fail(matrixKey("stopped"), JobFailure::cancellation());
+    store.requestMatrix(matrixKey("bad"), job);
+    store.requestMatrix(matrixKey("stopped"), job);
     QCOMPARE(jobs.delivered(), 0);
-    QCOMPARE(store.matrixImages().error("bad"), QStringLiteral("damaged chunk"));
+    QCOMPARE(store.matrixImages().error(matrixKey("bad")), QStringLiteral("damaged chunk"));
     store.forgetCancelled();  // the selection moved: a cancelled head is computed again
-    QVERIFY(store.matrixImages().failed("bad"));
-    QVERIFY(!store.matrixImages().failed("stopped"));
-    store.requestMatrix("stopped", job);
+    QVERIFY(store.matrixImages().failed(matrixKey("bad")));
+    QVERIFY(!store.matrixImages().failed(matrixKey("stopped")));
+    store.requestMatrix(matrixKey("stopped"), job);
     QCOMPARE(jobs.delivered(), 1);
-    store.matrixImages().forget("bad");  // Retry
-    store.requestMatrix("bad", job);
+    store.matrixImages().forget(matrixKey("bad"));  // Retry
+    store.requestMatrix(matrixKey("bad"), job);
     QCOMPARE(jobs.delivered(), 2);
     // A sweep's cancellation is kept until Retry (a job over the whole layer).
-    store.sweeps().fail("sweep", JobFailure::cancellation());
+    store.sweeps().fail(SweepKey{0, 0, {}, "sweep", {}, {}, {}}, JobFailure::cancellation());
     store.forgetCancelled();
-    QVERIFY(store.sweeps().cancelled("sweep"));
+    QVERIFY(store.sweeps().cancelled(SweepKey{0, 0, {}, "sweep", {}, {}, {}}));
 }
 
 void HeadResultsStoreTests::pairsAndCurvesAreTheLibrarysOnTheSameHead() {
@@ -133,8 +140,8 @@ void HeadResultsStoreTests::pairsAndCurvesAreTheLibrarysOnTheSameHead() {
     pairs.activations = t.act;
     pairs.options.tau = 2.0;
     pairs.listed = 5;
-    store.requestConfusedPairs("p", pairs);
-    const auto* got = store.confusedPairs().find("p");
+    store.requestConfusedPairs(ConfusedPairsKey{"p", {}, {}, 0, 0}, pairs);
+    const auto* got = store.confusedPairs().find(ConfusedPairsKey{"p", {}, {}, 0, 0});
     QVERIFY(got && *got);
     const ConfusedPairList direct = confusedPairs(*t.head, t.act->q, pairs.options, 5);
     QCOMPARE((*got)->list.counts.confusedPairs, direct.counts.confusedPairs);
@@ -150,8 +157,8 @@ void HeadResultsStoreTests::pairsAndCurvesAreTheLibrarysOnTheSameHead() {
     curves.rowHead = softmax.head;
     curves.heads = {{0, t.head}, {1, softmax.head}};
     curves.query = 3;
-    store.requestMagnitudeCurves("m", curves);
-    const auto* c = store.magnitudeCurves().find("m");
+    store.requestMagnitudeCurves(MagnitudeKey{0, {}, 0, "m", {}, {}}, curves);
+    const auto* c = store.magnitudeCurves().find(MagnitudeKey{0, {}, 0, "m", {}, {}});
     QVERIFY(c && *c);
     QCOMPARE((*c)->curves.size(), std::size_t(2));
     QCOMPARE((*c)->rowParadigm, 1);
