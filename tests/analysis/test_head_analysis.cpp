@@ -1,7 +1,10 @@
 // analyzeHead, the statistics selection and the options' JSON record.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "analysis_test_util.h"
+#include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/analysis/statistics.h"
 #include "attnlens/io/error.h"
 
@@ -20,8 +23,11 @@ TEST(StatSelection, ParsesSubsetsAndAll) {
     EXPECT_FALSE(s.confusion);
     EXPECT_FALSE(s.magnitude);
     EXPECT_EQ(s.names(), (std::vector<std::string>{"rank", "local"}));
-    EXPECT_EQ(StatSelection::parse("all").names(),
-              (std::vector<std::string>{"rank", "local", "entropy", "confusion", "magnitude", "distance"}));
+    // "all": the built-in statistics, then the registered ones (the product's above_uniform).
+    std::vector<std::string> all{"rank", "local", "entropy", "confusion", "magnitude", "distance"};
+    for (const std::string& key : registeredStatisticKeys()) all.push_back(key);
+    EXPECT_NE(std::find(all.begin(), all.end(), "above_uniform"), all.end());
+    EXPECT_EQ(StatSelection::parse("all").names(), all);
     EXPECT_EQ(StatSelection::parse("magnitude,entropy").names(), (std::vector<std::string>{"entropy", "magnitude"}));
 }
 
@@ -31,7 +37,9 @@ TEST(StatSelection, UnknownNameIsAUsageError) {
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Usage);
-        EXPECT_STREQ(e.what(), "unknown statistic 'foo' (known: rank, local, entropy, confusion, magnitude, distance)");
+        std::string known = "rank, local, entropy, confusion, magnitude, distance";
+        for (const std::string& key : registeredStatisticKeys()) known += ", " + key;
+        EXPECT_EQ(std::string(e.what()), "unknown statistic 'foo' (known: " + known + ")");
     }
     EXPECT_THROW(StatSelection::parse(""), Error);
     EXPECT_THROW(StatSelection::parse(" , "), Error);
@@ -40,7 +48,8 @@ TEST(StatSelection, UnknownNameIsAUsageError) {
 TEST(AnalysisOptions, JsonRecordsEveryParameter) {
     AnalysisOptions o;
     nlohmann::json j = o.toJson();
-    EXPECT_EQ(j["statistics"].size(), 6u);
+    EXPECT_EQ(j["statistics"].size(), 6u + registeredStatisticKeys().size());  // the default: every statistic
+    EXPECT_EQ(j["registered_statistics"]["above_uniform"]["title"], "keys at or above uniform (|A|)");
     EXPECT_TRUE(j["rank"]["relative_tolerance"].is_string());  // the N * 2^-23 rule
     EXPECT_EQ(j["rank"]["float32_resolution"].get<double>(), 1.0 / 8388608.0);
     EXPECT_EQ(j["local"]["k"], nlohmann::json({3, 5, 7}));

@@ -5,6 +5,7 @@
 // directly from each head's dense matrix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -260,6 +261,81 @@ TEST(RegisteredStatistics, TheyAreGivenTheAdmissibleKeysOfEachRow) {
             const Matrix a = head.matrix();
             for (Index i = 0; i < 64; ++i) EXPECT_EQ((a.row(i).array() > 0).count(), 16) << i;
         }
+    }
+}
+
+// The product's above_uniform, the second way: each row's |weights| over its own mass, counted
+// against 1/|S_i| with the definition's slack, one row at a time.
+double directAboveUniform(const Matrix& a, const std::vector<RowStatus>& status, const AdmissibleKeys& keys) {
+    double sum = 0;
+    int rows = 0;
+    for (Index i = 0; i < a.rows(); ++i) {
+        if (status[std::size_t(i)] != RowStatus::Ok) continue;
+        double mass = 0;
+        for (Index j = 0; j < a.cols(); ++j) mass += std::abs(a(i, j));
+        if (!(mass > 0)) continue;
+        const double n = double(keys.count(i));
+        int above = 0;
+        for (Index j = 0; j < a.cols(); ++j) above += std::abs(a(i, j)) / mass >= (1 - 1e-9) / n ? 1 : 0;
+        sum += above / n;
+        ++rows;
+    }
+    return sum / rows;
+}
+
+TEST(ProductStatistics, AboveUniformIsTheShareOfKeysAtOrAboveTheirUniformShareOfAbsA) {
+    const RegisteredStatistic* s = findRegisteredStatistic("above_uniform");
+    ASSERT_NE(s, nullptr);
+    EXPECT_NE(s->definition.find("1e-9"), std::string::npos);  // the slack is in every report's options
+    // Closed forms: uniform rows keep every key, at N = 197 too (their sum is not 1 exactly); a
+    // one-hot row keeps one.
+    for (const int n : {8, 197}) {
+        const AdmissibleKeys every(AttentionLayout(TokenLayout{1, n - 1, 1}));
+        EXPECT_DOUBLE_EQ(s->compute(Matrix::Constant(n, n, 1.0 / n), {}, every), 1.0) << n;
+        EXPECT_NEAR(s->compute(Matrix::Identity(n, n), {}, every), 1.0 / n, 1e-15) << n;
+    }
+    // Signed rows on |A|: (.5, .5, -.2, .2) has mass 1.4, uniform share .35: two keys of four;
+    // (.6, .6, -.6, .4) has mass 2.2, share .55: three (on A the -.6 would count as below uniform).
+    const AdmissibleKeys four(AttentionLayout(TokenLayout{1, 4, 0}));
+    Matrix signedRows(2, 4);
+    signedRows << 0.5, 0.5, -0.2, 0.2, 0.6, 0.6, -0.6, 0.4;
+    EXPECT_DOUBLE_EQ(s->compute(signedRows.topRows(1), {}, four), 0.5);
+    EXPECT_DOUBLE_EQ(s->compute(signedRows.bottomRows(1), {}, four), 0.75);
+    // Flagged rows and rows without mass are left out; none left: NaN, never a made-up 0.
+    const std::vector<RowStatus> flagged{RowStatus::Ok, RowStatus::NonFinite};
+    EXPECT_DOUBLE_EQ(s->compute(signedRows, flagged, four), 0.5);
+    EXPECT_TRUE(std::isnan(s->compute(Matrix::Zero(2, 4), {}, four)));
+    // A window layer: |S_i| = 16 of 64 tokens; a softmax row spreads over its window only.
+    const TokenLayout layout{8, 8, 0};
+    const WindowPartition windows(layout, {4, 4, 2, 2, false});
+    const Matrix q = testing::randomNormal(64, 4, 11) * 0.1, k = testing::randomNormal(64, 4, 12) * 0.1;
+    HeadInputs in{&q, &k, 0.5, false};
+    in.windows = &windows;
+    const AttentionHead head(presetParadigm("softmax"), in);
+    std::vector<RowStatus> status;
+    const Matrix a = head.matrix(&status);
+    const AdmissibleKeys windowed(AttentionLayout(layout), &windows);
+    const double onWindows = s->compute(a, status, windowed);
+    EXPECT_NEAR(onWindows, directAboveUniform(a, status, windowed), 1e-15);
+    EXPECT_GT(onWindows, 0.25);  // near-uniform rows over 16 keys: against 1/64 it would be at most 16/64
+    // Every record of a default analyze (the default selection holds it) against the second way.
+    test::TempDir dir;
+    const auto reader = testing::smallSynthReader(dir, 2, 2);
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax"), presetParadigm("inline"), presetParadigm("mala")};
+    const AnalysisReport report = analyzeDump(*reader, request);
+    ASSERT_FALSE(report.records.empty());
+    for (const HeadRecord& r : report.records) {
+        const LayerInfo& layer = reader->info().layers[std::size_t(r.layer)];
+        const HeadActivations act = reader->readHead(r.image, r.layer, r.head);
+        std::vector<RowStatus> rows;
+        const Matrix m =
+            AttentionHead(report.paradigms[std::size_t(r.paradigm)], headInputs(layer, act, r.head)).matrix(&rows);
+        const auto it = std::find_if(r.stats.registered.begin(), r.stats.registered.end(),
+                                     [](const auto& e) { return e.first == "above_uniform"; });
+        ASSERT_NE(it, r.stats.registered.end());
+        EXPECT_NEAR(it->second, directAboveUniform(m, rows, admissibleKeysOf(layer, r.head)), 1e-14)
+            << r.image << " " << r.layer << " " << r.head << " " << r.paradigm;
     }
 }
 

@@ -3,7 +3,8 @@
 // the rows of A. Each is one RegisteredStatistic (its key, its title, its definition and its
 // computation); analyze, the JSON report, the summary, the record table and the desktop program's
 // Heads view take every registered statistic from here, so that a new one is its function and its
-// entry in registered_statistics.cpp, its test, and its definition in the README.
+// entry in registered_statistics.cpp, its test, and its definition in docs/DEFINITIONS.md
+// "Registered statistics".
 //
 // A registered statistic is selected by its key like a built-in one (--stats KEY, "all" selects
 // them too), needs the dense matrix A (the memory plan counts it), and appears
