@@ -17,23 +17,9 @@
 #include "attnlens/io/output_path.h"
 #include "attnlens/io/text.h"
 #include "statistic_bounds.h"
+#include "statistic_parts.h"
 
 namespace attnlens {
-
-namespace {
-
-constexpr const char* kGroup = "/records";
-constexpr const char* kSchema = "attnlens.records";
-constexpr std::int64_t kSchemaVersion = 1;
-constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-
-// A column and how a record fills it: `integer` columns through `integerOf`, float columns
-// through `valuesOf` (width values, or one).
-struct ColumnRule {
-    RecordColumn column;
-    std::function<std::int32_t(const HeadRecord&)> integerOf;
-    std::function<void(const HeadRecord&, double*)> valuesOf;
-};
 
 ColumnRule integerColumn(std::string name, std::string definition, std::function<std::int32_t(const HeadRecord&)> f) {
     return {{std::move(name), true, 0, std::move(definition)}, std::move(f), {}};
@@ -44,6 +30,13 @@ ColumnRule floatColumn(std::string name, std::string definition, std::function<d
             {},
             [f = std::move(f)](const HeadRecord& r, double* out) { *out = f(r); }};
 }
+
+namespace {
+
+constexpr const char* kGroup = "/records";
+constexpr const char* kSchema = "attnlens.records";
+constexpr std::int64_t kSchemaVersion = 1;
+using statistic_parts::kNoValue;
 
 // The record's place: image, layer, head, paradigm; its size and flagged rows.
 void addIdentityColumns(std::vector<ColumnRule>& rules) {
@@ -59,194 +52,6 @@ void addIdentityColumns(std::vector<ColumnRule>& rules) {
                                   [](const HeadRecord& r) { return std::int32_t(r.stats.flaggedRows); }));
 }
 
-// The spectrum: rank, its bound, effective rank.
-void addRankColumns(std::vector<ColumnRule>& rules) {
-    rules.push_back(integerColumn("rank", "numerical rank of A (results[].rank.rank); -1 where rank was not computed",
-                                  [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->rank : -1; }));
-    rules.push_back(
-        integerColumn("rank_bound", "the rank the paradigm's algebra allows (results[].rank.bound); -1 where unknown",
-                      [](const HeadRecord& r) {
-                          return r.stats.spectrum && r.stats.spectrum->bound > 0 ? r.stats.spectrum->bound : -1;
-                      }));
-    rules.push_back(
-        floatColumn("effective_rank", "exp of the entropy of the normalised singular values",
-                    [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->effectiveRank : kNone; }));
-}
-
-// Local mass and its baselines, one set per k of options.localK.
-void addLocalMassColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
-    for (std::size_t i = 0; i < options.localK.size(); ++i) {
-        const std::string k = std::to_string(options.localK[i]);
-        const auto local = [i](const HeadRecord& r) -> const LocalMassResult* {
-            return i < r.stats.local.size() ? &r.stats.local[i] : nullptr;
-        };
-        rules.push_back(floatColumn("local_mass_k" + k,
-                                    "mean " + k + " x " + k + " local mass (results[].local[].mean)",
-                                    [local](const HeadRecord& r) { return local(r) ? local(r)->mean : kNone; }));
-        rules.push_back(
-            floatColumn("local_uniform_baseline_k" + k, "mean |window| / n of a uniform row",
-                        [local](const HeadRecord& r) { return local(r) ? local(r)->uniformBaseline : kNone; }));
-        rules.push_back(floatColumn("local_paper_baseline_k" + k, "k^2 / n", [local](const HeadRecord& r) {
-            return local(r) ? local(r)->paperBaseline : kNone;
-        }));
-        rules.push_back(floatColumn(
-            "local_admissible_baseline_k" + k,
-            "mean |window ∩ S_i| / |S_i| of a row uniform over its admissible keys S_i (its window on window layers)",
-            [local](const HeadRecord& r) { return local(r) ? local(r)->admissibleBaseline : kNone; }));
-        rules.push_back(floatColumn(
-            "local_x_uniform_k" + k, "local_mass_k / local_admissible_baseline_k", [local](const HeadRecord& r) {
-                return local(r) ? timesUniform(local(r)->mean, local(r)->admissibleBaseline) : kNone;
-            }));
-        rules.push_back(floatColumn("local_output_share_k" + k, "the window's share of the output rows (layers with v)",
-                                    [local](const HeadRecord& r) {
-                                        return local(r) && local(r)->outputShare ? *local(r)->outputShare : kNone;
-                                    }));
-    }
-}
-
-// Entropy, peak weight and the signed-row measures.
-void addEntropyColumns(std::vector<ColumnRule>& rules) {
-    const auto entropy = [](double EntropyResult::*field) {
-        return [field](const HeadRecord& r) { return r.stats.entropy ? (*r.stats.entropy).*field : kNone; };
-    };
-    rules.push_back(floatColumn("entropy_mean", "mean row entropy in nats (results[].entropy.mean_entropy)",
-                                entropy(&EntropyResult::meanEntropy)));
-    rules.push_back(
-        floatColumn("normalised_entropy", "mean row entropy / log N", entropy(&EntropyResult::meanNormalisedEntropy)));
-    rules.push_back(floatColumn("normalised_entropy_admissible",
-                                "mean of row entropy / log |S_i|, S_i the row's admissible keys (its window on "
-                                "window layers)",
-                                entropy(&EntropyResult::meanAdmissibleNormalisedEntropy)));
-    rules.push_back(floatColumn("max_weight", "mean largest weight per row", entropy(&EntropyResult::meanMaxWeight)));
-    rules.push_back(floatColumn("entropy_abs", "mean entropy of |A_i| renormalised, nats",
-                                entropy(&EntropyResult::meanEntropyAbs)));
-    rules.push_back(floatColumn("normalised_entropy_abs_admissible", "mean entropy of |A_i| renormalised / log |S_i|",
-                                entropy(&EntropyResult::meanAdmissibleNormalisedEntropyAbs)));
-    rules.push_back(
-        floatColumn("max_abs_share", "mean max_j |A_ij| / sum_j |A_ij|", entropy(&EntropyResult::meanMaxAbsShare)));
-    rules.push_back(floatColumn("negative_weight_fraction", "negative weights / admissible weights of the ok rows",
-                                entropy(&EntropyResult::negativeWeightFraction)));
-    rules.push_back(floatColumn("negative_row_fraction", "rows with a negative weight / rows",
-                                entropy(&EntropyResult::negativeRowFraction)));
-    rules.push_back(floatColumn("negative_mass_per_row", "mean sum of the negative weights per row",
-                                entropy(&EntropyResult::meanNegativeMass)));
-}
-
-// Confusion and the ray probe.
-void addConfusionColumns(std::vector<ColumnRule>& rules) {
-    rules.push_back(floatColumn(
-        "confused_pairs",
-        "unordered pairs of distinct queries with rows closer than tau "
-        "(an integer, stored as float64 to hold N^2/2)",
-        [](const HeadRecord& r) { return r.stats.confusion ? double(r.stats.confusion->confusedPairs) : kNone; }));
-    rules.push_back(floatColumn(
-        "confused_pairs_far", "confused pairs whose queries are far apart (options.confusion.confused_pairs_far)",
-        [](const HeadRecord& r) { return r.stats.confusion ? double(r.stats.confusion->confusedPairsFar) : kNone; }));
-    static_assert(std::size(kRayProbeFactors) == 2, "the columns are named ray_tv_half and ray_tv_double");
-    for (std::size_t f = 0; f < std::size(kRayProbeFactors); ++f) {
-        const std::string a = f == 0 ? "half" : "double";
-        rules.push_back(floatColumn("ray_tv_" + a,
-                                    "the ray probe: mean TV between each row and its row at a = " +
-                                        std::string(f == 0 ? "1/2" : "2") + " (results[].ray_probe)",
-                                    [f](const HeadRecord& r) {
-                                        return r.stats.rayProbe && f < r.stats.rayProbe->totalVariationMean.size()
-                                                   ? r.stats.rayProbe->totalVariationMean[f]
-                                                   : kNone;
-                                    }));
-    }
-    rules.push_back(
-        floatColumn("ray_equal_fraction", "queries whose rows are equal along the ray (results[].ray_probe)",
-                    [](const HeadRecord& r) { return r.stats.rayProbe ? r.stats.rayProbe->equalFraction : kNone; }));
-    rules.push_back(floatColumn("identical_query_pairs", "pairs skipped because their queries are the same",
-                                [](const HeadRecord& r) {
-                                    return r.stats.confusion ? double(r.stats.confusion->identicalQueryPairs) : kNone;
-                                }));
-}
-
-// The distance to the reference paradigm.
-void addDistanceColumns(std::vector<ColumnRule>& rules) {
-    const auto distance = [](std::function<double(const DistanceResult&)> f) {
-        return [f = std::move(f)](const HeadRecord& r) { return r.stats.distance ? f(*r.stats.distance) : kNone; };
-    };
-    rules.push_back(floatColumn("total_variation_mean", "mean over queries of the TV distance to the reference",
-                                distance([](const DistanceResult& d) { return d.totalVariation.mean; })));
-    rules.push_back(floatColumn("jensen_shannon_mean", "mean over queries of the Jensen-Shannon divergence (nats)",
-                                distance([](const DistanceResult& d) { return d.jensenShannon.mean; })));
-    rules.push_back(
-        floatColumn("output_relative_error", "||A V - A_ref V||_F / ||A_ref V||_F",
-                    distance([](const DistanceResult& d) { return d.hasOutput ? d.outputRelativeError : kNone; })));
-    rules.push_back(floatColumn("output_relative_error_with_branch", "the same with the local branch's output added",
-                                distance([](const DistanceResult& d) {
-                                    return d.outputRelativeErrorWithBranch ? *d.outputRelativeErrorWithBranch : kNone;
-                                })));
-    rules.push_back(
-        floatColumn("output_cosine_mean", "mean over queries of the output rows' cosine",
-                    distance([](const DistanceResult& d) { return d.hasOutput ? d.outputCosine.mean : kNone; })));
-}
-
-// The local branch: ranks of E_c, E_mean's share and local mass.
-void addBranchColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
-    const auto branch = [](std::function<double(const LocalBranchResult&)> f) {
-        return
-            [f = std::move(f)](const HeadRecord& r) { return r.stats.localBranch ? f(*r.stats.localBranch) : kNone; };
-    };
-    const auto hasRank = [](const LocalBranchResult& b) { return b.mean && b.mean->spectrum; };
-    rules.push_back(
-        floatColumn("branch_rank_min", "least rank of E_c = A + M_c over the analysed channels",
-                    branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? b.rankMin : kNone; })));
-    rules.push_back(
-        floatColumn("branch_rank_median", "median rank of E_c",
-                    branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? b.rankMedian : kNone; })));
-    rules.push_back(floatColumn("branch_rank_max", "largest rank of E_c", branch([hasRank](const LocalBranchResult& b) {
-                                    return hasRank(b) ? b.rankMax : kNone;
-                                })));
-    rules.push_back(floatColumn(
-        "branch_rank_mean_channel", "rank of E_mean = A + mean_c M_c",
-        branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? double(b.mean->spectrum->rank) : kNone; })));
-    rules.push_back(
-        floatColumn("branch_share_mean_channel", "mean |M row|_1 / (|A row|_1 + |M row|_1) of E_mean",
-                    branch([](const LocalBranchResult& b) { return b.mean ? b.mean->branchShare : kNone; })));
-    for (std::size_t i = 0; i < options.localK.size(); ++i) {
-        const std::string k = std::to_string(options.localK[i]);
-        rules.push_back(floatColumn("branch_local_mass_k" + k, "mean " + k + " x " + k + " local mass of E_mean",
-                                    branch([i](const LocalBranchResult& b) {
-                                        return b.mean && i < b.mean->localMass.size() ? b.mean->localMass[i] : kNone;
-                                    })));
-    }
-}
-
-// The magnitude curves, one value per factor.
-void addMagnitudeColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
-    if (options.stats.magnitude) {
-        const auto width = std::uint64_t(options.magnitude.points);
-        const auto curve = [width](std::vector<double> MagnitudeCurve::*field) {
-            return [field, width](const HeadRecord& r, double* out) {
-                for (std::uint64_t i = 0; i < width; ++i)
-                    out[i] = r.stats.magnitude && i < ((*r.stats.magnitude).*field).size()
-                                 ? ((*r.stats.magnitude).*field)[i]
-                                 : kNone;
-            };
-        };
-        const auto magnitude = [&](std::string name, std::string definition, std::vector<double> MagnitudeCurve::*f) {
-            rules.push_back({{std::move(name), false, width, std::move(definition)}, {}, curve(f)});
-        };
-        magnitude("magnitude_max_weight",
-                  "mean largest weight per query at each factor (the report's "
-                  "options.magnitude factors)",
-                  &MagnitudeCurve::maxWeight);
-        magnitude("magnitude_entropy", "mean row entropy at each factor", &MagnitudeCurve::entropy);
-        magnitude("magnitude_top_mass", "mean top-k mass at each factor", &MagnitudeCurve::topMass);
-        magnitude(
-            "magnitude_ratio",
-            "geometric mean over queries of A_im / A_in at each factor (m: the top key, n: the median key at a = 1)",
-            &MagnitudeCurve::ratio);
-        magnitude("magnitude_spread",
-                  "mean ||A_i(a) - mean A_i(a)||_2 / |sum A_i(a)| at each factor (the row's distance from uniform; "
-                  "monotone for signed rows)",
-                  &MagnitudeCurve::spread);
-    }
-}
-
 // Registered statistics (registered_statistics.h): one column each, NaN where not finite.
 void addRegisteredColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
     for (const std::string& key : options.stats.registered) {
@@ -255,7 +60,7 @@ void addRegisteredColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&
                                     [key](const HeadRecord& rec) {
                                         for (const auto& [k, v] : rec.stats.registered)
                                             if (k == key) return v;
-                                        return kNone;
+                                        return kNoValue;
                                     }));
     }
 }
@@ -264,13 +69,11 @@ std::vector<ColumnRule> columnRules(const AnalysisReport& header) {
     const AnalysisOptions& options = header.request.options;
     std::vector<ColumnRule> rules;
     addIdentityColumns(rules);
-    addRankColumns(rules);
-    addLocalMassColumns(rules, options);
-    addEntropyColumns(rules);
-    addConfusionColumns(rules);
-    addDistanceColumns(rules);
-    addBranchColumns(rules, options);
-    addMagnitudeColumns(rules, options);
+    // Every statistic's single values in table order, then the curves (statistic_parts.h).
+    for (const StatisticParts* parts : statisticTable())
+        if (parts->columns) parts->columns(rules, options);
+    for (const StatisticParts* parts : statisticTable())
+        if (parts->curveColumns) parts->curveColumns(rules, options);
     addRegisteredColumns(rules, options);
     return rules;
 }
@@ -546,7 +349,7 @@ private:
             if (range)
                 for (std::uint64_t i = 0; i < count; ++i) {
                     // -1: not computed (rank, rank_bound)
-                    const double v = integers_[i] == -1 && rank ? kNone : double(integers_[i]);
+                    const double v = integers_[i] == -1 && rank ? kNoValue : double(integers_[i]);
                     checkValue(c, *range, begin, i, v);
                     if (rank) crossChecked_[c.name].push_back(v);
                 }

@@ -12,6 +12,7 @@
 
 #include "attnlens/analysis/report.h"
 #include "report_internal.h"
+#include "statistic_parts.h"
 
 namespace attnlens::report_detail {
 
@@ -58,17 +59,22 @@ struct Aggregate {
     // Registered statistics (registered_statistics.h), by key.
     std::map<std::string, FiniteMean> registered;
 
+    // A record: its own counts, then each statistic's part (statistic_parts.h: summarise).
     void add(const HeadStatistics& s) {
         ++records;
-        for (const auto& [key, value] : s.registered) registered[key].add(value);
-        if (s.distance) addDistance(*s.distance);
-        if (s.localBranch) addBranch(s);
         flagged += s.flaggedRows;
-        if (s.spectrum) {
-            rank.add(double(s.spectrum->rank));
-            if (s.spectrum->bound > 0) rankBound.add(double(s.spectrum->bound));
-            effectiveRank.add(s.spectrum->effectiveRank);
-        }
+        for (const auto& [key, value] : s.registered) registered[key].add(value);
+        for (const StatisticParts* parts : statisticTable()) (this->*parts->summarise)(s);
+    }
+
+    void addSpectrum(const HeadStatistics& s) {
+        if (!s.spectrum) return;
+        rank.add(double(s.spectrum->rank));
+        if (s.spectrum->bound > 0) rankBound.add(double(s.spectrum->bound));
+        effectiveRank.add(s.spectrum->effectiveRank);
+    }
+
+    void addLocal(const HeadStatistics& s) {
         for (const LocalMassResult& l : s.local) {
             local[l.k].add(l.mean);
             localUniform[l.k].add(l.uniformBaseline);
@@ -77,19 +83,25 @@ struct Aggregate {
             localPaper[l.k].add(l.paperBaseline);
             if (l.outputShare) localOutputShare[l.k].add(*l.outputShare);
         }
-        if (s.entropy) {
-            const EntropyResult& e = *s.entropy;
-            entropy.add(e.meanEntropy);
-            normalisedEntropy.add(e.meanNormalisedEntropy);
-            admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
-            entropyAbs.add(e.meanEntropyAbs);
-            admissibleNormalisedEntropyAbs.add(e.meanAdmissibleNormalisedEntropyAbs);
-            maxAbsShare.add(e.meanMaxAbsShare);
-            negativeWeights.add(e.negativeWeightFraction);
-            maxWeight.add(e.meanMaxWeight);
-            negativeRows.add(e.negativeRowFraction);
-            negativeMass.add(e.meanNegativeMass);
-        }
+    }
+
+    void addEntropy(const HeadStatistics& s) {
+        if (!s.entropy) return;
+        const EntropyResult& e = *s.entropy;
+        entropy.add(e.meanEntropy);
+        normalisedEntropy.add(e.meanNormalisedEntropy);
+        admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
+        entropyAbs.add(e.meanEntropyAbs);
+        admissibleNormalisedEntropyAbs.add(e.meanAdmissibleNormalisedEntropyAbs);
+        maxAbsShare.add(e.meanMaxAbsShare);
+        negativeWeights.add(e.negativeWeightFraction);
+        maxWeight.add(e.meanMaxWeight);
+        negativeRows.add(e.negativeRowFraction);
+        negativeMass.add(e.meanNegativeMass);
+    }
+
+    // Confusion and its ray probe.
+    void addConfusion(const HeadStatistics& s) {
         if (s.confusion) {
             hasConfusion = true;
             confused += s.confusion->confusedPairs;
@@ -101,10 +113,11 @@ struct Aggregate {
             for (std::size_t f = 0; f < rayTv.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
                 rayTv[f].add(s.rayProbe->totalVariationMean[f]);
         }
-        if (s.magnitude) addMagnitude(*s.magnitude);
     }
 
-    void addDistance(const DistanceResult& d) {
+    void addDistance(const HeadStatistics& s) {
+        if (!s.distance) return;
+        const DistanceResult& d = *s.distance;
         ++distanceRecords;
         reference = d.reference;
         distanceQueries += std::int64_t(d.queries);
@@ -120,6 +133,7 @@ struct Aggregate {
 
     // The branch's ranks and local masses beside A's own (s.spectrum, s.local).
     void addBranch(const HeadStatistics& s) {
+        if (!s.localBranch) return;
         constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         const LocalBranchResult& b = *s.localBranch;
         ++branchRecords;
@@ -141,7 +155,9 @@ struct Aggregate {
         branchShare.add(meanBranchShare(b));
     }
 
-    void addMagnitude(const MagnitudeCurve& m) {
+    void addMagnitude(const HeadStatistics& s) {
+        if (!s.magnitude) return;
+        const MagnitudeCurve& m = *s.magnitude;
         const std::size_t points = m.factors.size();
         if (magMax.empty()) {
             magMax.resize(points);

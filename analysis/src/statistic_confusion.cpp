@@ -1,0 +1,146 @@
+// confusion: pairs of distinct queries with (nearly) identical rows, and the ray probe (rows along a
+// query's ray). Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "statistic_parts.h"
+#include "summary_aggregate.h"
+
+namespace attnlens {
+
+namespace {
+
+using nlohmann::json;
+using statistic_parts::finiteOrNull;
+using statistic_parts::kNoValue;
+using statistic_parts::numberOrNaN;
+using statistic_parts::numbersOrNaN;
+using statistic_parts::vectorJson;
+
+nlohmann::json confusionDefinitions(const ConfusionOptions& confusion) {
+    using nlohmann::json;
+    json conf;
+    conf["tau"] = confusion.tau;
+    conf["query_relative_tolerance"] = confusion.queryRelTolerance;
+    conf["definition"] =
+        "unordered pairs (p, q), p < q, of ok rows with ||A_p - A_q||_2 < tau whose queries "
+        "differ: "
+        "||Q_p - Q_q||_2 > query_relative_tolerance * (1 + max_i ||Q_i||), Q = the dump's queries "
+        "before any query transform; pairs with close rows but equal queries are counted as "
+        "identical_query_pairs";
+    conf["method"] =
+        "Gram matrix G = X X^T (X = A, or L R_R^T for the linear family), ||X_p - X_q||^2 = G_pp + "
+        "G_qq - 2 G_pq; pairs within 1e-8 (G_pp + G_qq) + 1e-300 of tau^2 re-decided from the row "
+        "difference; query distances computed exactly from the rows";
+    conf["histogram_bins"] = "0, 1, 2-3, 4-7, ...: bin b >= 1 holds counts in [2^(b-1), 2^b - 1]";
+    conf["query_relative_floor"] = confusion.queryRelativeFloor;
+    conf["confused_pairs_far"] =
+        "of confused_pairs, those whose queries are far apart: ||Q_p - Q_q||_2 >= query_relative_floor * "
+        "max(||Q_p||, ||Q_q||) (near-identical queries with near-identical rows are continuity; far queries with "
+        "one row are the non-injectivity of InLine's Prop. 2)";
+    conf["ray_probe"] = {
+        {"factors", std::vector<double>(std::begin(kRayProbeFactors), std::end(kRayProbeFactors))},
+        {"equal_tolerance", kRayEqualTolerance},
+        {"definition",
+         "per ok query, TV(a) = 1/2 sum_j |A_ij(a) - A_ij(1)| with the vector entering the normalisation scaled by a "
+         "(softmax: the transformed query; kernel paradigms: phi(q_i)); total_variation_mean per factor; "
+         "equal_fraction = queries with TV(a) <= equal_tolerance + 1/2 |sum_j A_ij(a) - sum_j A_ij(1)| at every "
+         "factor (rows constant along the ray: InLine's Prop. 2; the second term forgives only a change of the row's "
+         "total, which the N eps of a division-normalised denominator makes, and is 0 for rows that sum to 1)"}};
+    return conf;
+}
+
+json confusionJson(const ConfusionResult& c) {
+    return {{"confused_pairs", c.confusedPairs},
+            {"identical_query_pairs", c.identicalQueryPairs},
+            {"tau", c.tau},
+            {"query_tolerance", c.queryTolerance},
+            {"confused_pairs_far", c.confusedPairsFar},
+            {"query_relative_floor", c.queryRelativeFloor},
+            {"method", c.method}};
+}
+
+json rayProbeJson(const RayProbe& p) {
+    return {{"factors", p.factors},
+            {"total_variation_mean", vectorJson(p.totalVariationMean)},
+            {"equal_fraction", finiteOrNull(p.equalFraction)},
+            {"queries", p.queries}};
+}
+
+ConfusionResult confusionFromJson(const json& c) {
+    ConfusionResult f;
+    f.confusedPairs = c.at("confused_pairs").get<std::int64_t>();
+    f.identicalQueryPairs = c.value("identical_query_pairs", std::int64_t(0));
+    f.tau = numberOrNaN(c.value("tau", json()));
+    f.queryTolerance = numberOrNaN(c.value("query_tolerance", json()));
+    f.method = c.value("method", std::string());
+    f.confusedPairsFar = c.value("confused_pairs_far", std::int64_t(0));
+    f.queryRelativeFloor = numberOrNaN(c.value("query_relative_floor", json()));
+    return f;
+}
+
+RayProbe rayProbeFromJson(const json& p) {
+    RayProbe probe;
+    probe.factors = numbersOrNaN(p.at("factors"));
+    probe.totalVariationMean = numbersOrNaN(p.at("total_variation_mean"));
+    probe.equalFraction = numberOrNaN(p.at("equal_fraction"));
+    probe.queries = p.value("queries", Index(0));
+    return probe;
+}
+
+// Confusion and the ray probe.
+void addConfusionColumns(std::vector<ColumnRule>& rules) {
+    rules.push_back(floatColumn(
+        "confused_pairs",
+        "unordered pairs of distinct queries with rows closer than tau "
+        "(an integer, stored as float64 to hold N^2/2)",
+        [](const HeadRecord& r) { return r.stats.confusion ? double(r.stats.confusion->confusedPairs) : kNoValue; }));
+    rules.push_back(floatColumn("confused_pairs_far",
+                                "confused pairs whose queries are far apart (options.confusion.confused_pairs_far)",
+                                [](const HeadRecord& r) {
+                                    return r.stats.confusion ? double(r.stats.confusion->confusedPairsFar) : kNoValue;
+                                }));
+    static_assert(std::size(kRayProbeFactors) == 2, "the columns are named ray_tv_half and ray_tv_double");
+    for (std::size_t f = 0; f < std::size(kRayProbeFactors); ++f) {
+        const std::string a = f == 0 ? "half" : "double";
+        rules.push_back(floatColumn("ray_tv_" + a,
+                                    "the ray probe: mean TV between each row and its row at a = " +
+                                        std::string(f == 0 ? "1/2" : "2") + " (results[].ray_probe)",
+                                    [f](const HeadRecord& r) {
+                                        return r.stats.rayProbe && f < r.stats.rayProbe->totalVariationMean.size()
+                                                   ? r.stats.rayProbe->totalVariationMean[f]
+                                                   : kNoValue;
+                                    }));
+    }
+    rules.push_back(
+        floatColumn("ray_equal_fraction", "queries whose rows are equal along the ray (results[].ray_probe)",
+                    [](const HeadRecord& r) { return r.stats.rayProbe ? r.stats.rayProbe->equalFraction : kNoValue; }));
+    rules.push_back(floatColumn(
+        "identical_query_pairs", "pairs skipped because their queries are the same", [](const HeadRecord& r) {
+            return r.stats.confusion ? double(r.stats.confusion->identicalQueryPairs) : kNoValue;
+        }));
+}
+
+json confusionOptions(const AnalysisOptions& options) { return confusionDefinitions(options.confusion); }
+
+void writeConfusion(const HeadStatistics& s, const AnalysisOptions&, json& record) {
+    if (s.confusion) record["confusion"] = confusionJson(*s.confusion);
+    if (s.rayProbe) record["ray_probe"] = rayProbeJson(*s.rayProbe);
+}
+
+void readConfusion(const json& record, HeadStatistics& s) {
+    if (record.contains("confusion")) s.confusion = confusionFromJson(record["confusion"]);
+    if (record.contains("ray_probe")) s.rayProbe = rayProbeFromJson(record["ray_probe"]);
+}
+
+void confusionColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addConfusionColumns(rules); }
+
+}  // namespace
+
+const StatisticParts kConfusionStatistic{
+    {"confusion", &StatSelection::confusion, "pairs of queries with (nearly) identical rows"},
+    &confusionOptions,
+    &writeConfusion,
+    &readConfusion,
+    &confusionColumns,
+    nullptr,
+    &report_detail::Aggregate::addConfusion};
+
+}  // namespace attnlens

@@ -1,0 +1,129 @@
+// distance: how far each row falls from the reference paradigm's (total variation, Jensen-Shannon)
+// and the output error. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "statistic_parts.h"
+#include "summary_aggregate.h"
+
+namespace attnlens {
+
+namespace {
+
+using nlohmann::json;
+using statistic_parts::finiteOrNull;
+using statistic_parts::kNoValue;
+using statistic_parts::numberOrNaN;
+using statistic_parts::numbersOrNaN;
+
+nlohmann::json distanceDefinitions(const DistanceOptions& distance) {
+    using nlohmann::json;
+    json dist;
+    dist["reference"] = distance.reference.toJson();
+    dist["queries"] = "queries whose rows are ok under both the paradigm and the reference";
+    dist["total_variation"] =
+        "TV_i = 1/2 sum_j |A_ij - R_ij| (R: the reference's matrix on the same q, k); signed rows as they are "
+        "(signed_queries counts queries where either row has a negative weight)";
+    dist["jensen_shannon"] =
+        "JS_i = 1/2 KL(a || m) + 1/2 KL(r || m), m = (a + r) / 2, natural log (nats, at most log 2), a and r "
+        "the rows divided by their sums; only queries whose two rows are non-negative with a positive sum";
+    dist["output_relative_error"] = "||O - O_ref||_F / ||O_ref||_F over the ok queries, O = A V (layers with v only)";
+    dist["output_relative_error_with_branch"] =
+        "||O - O_ref||_F / ||O_ref + B||_F, B = the layer's local branch on V (depthwise convolution plus "
+        "bias, resources/format.md 1a), the same for both (layers with a local branch and v only)";
+    dist["output_cosine"] = "cos(O_i, O_ref_i) per query whose two output rows are non-zero";
+    dist["quantiles"] = kDistanceQuantiles;
+    dist["quantile_rule"] = "numpy.quantile's linear rule over the queries' values";
+    return dist;
+}
+
+json distributionJson(const QueryDistribution& d) {
+    json q = json::array();
+    for (double v : d.quantiles) q.push_back(finiteOrNull(v));
+    return {{"mean", finiteOrNull(d.mean)}, {"quantiles", q}, {"queries", d.count}};
+}
+
+json distanceJson(const DistanceResult& d) {
+    json j = {{"reference", d.reference},
+              {"queries", d.queries},
+              {"signed_queries", d.signedQueries},
+              {"total_variation", distributionJson(d.totalVariation)},
+              {"jensen_shannon", distributionJson(d.jensenShannon)}};
+    if (d.hasOutput) {
+        j["output_relative_error"] = finiteOrNull(d.outputRelativeError);
+        if (d.outputRelativeErrorWithBranch)
+            j["output_relative_error_with_branch"] = finiteOrNull(*d.outputRelativeErrorWithBranch);
+        j["output_cosine"] = distributionJson(d.outputCosine);
+    }
+    return j;
+}
+
+QueryDistribution distributionFromJson(const json& j) {
+    QueryDistribution d;
+    d.mean = numberOrNaN(j.at("mean"));
+    const std::vector<double> q = numbersOrNaN(j.at("quantiles"));
+    for (std::size_t i = 0; i < d.quantiles.size() && i < q.size(); ++i) d.quantiles[i] = q[i];
+    d.count = j.value("queries", Index(0));
+    return d;
+}
+
+DistanceResult distanceFromJson(const json& j) {
+    DistanceResult d;
+    d.reference = j.at("reference").get<std::string>();
+    d.queries = j.value("queries", Index(0));
+    d.signedQueries = j.value("signed_queries", Index(0));
+    d.totalVariation = distributionFromJson(j.at("total_variation"));
+    d.jensenShannon = distributionFromJson(j.at("jensen_shannon"));
+    d.hasOutput = j.contains("output_relative_error");
+    if (d.hasOutput) {
+        d.outputRelativeError = numberOrNaN(j["output_relative_error"]);
+        if (j.contains("output_relative_error_with_branch"))
+            d.outputRelativeErrorWithBranch = numberOrNaN(j["output_relative_error_with_branch"]);
+        d.outputCosine = distributionFromJson(j.at("output_cosine"));
+    }
+    return d;
+}
+
+// The distance to the reference paradigm.
+void addDistanceColumns(std::vector<ColumnRule>& rules) {
+    const auto distance = [](std::function<double(const DistanceResult&)> f) {
+        return [f = std::move(f)](const HeadRecord& r) { return r.stats.distance ? f(*r.stats.distance) : kNoValue; };
+    };
+    rules.push_back(floatColumn("total_variation_mean", "mean over queries of the TV distance to the reference",
+                                distance([](const DistanceResult& d) { return d.totalVariation.mean; })));
+    rules.push_back(floatColumn("jensen_shannon_mean", "mean over queries of the Jensen-Shannon divergence (nats)",
+                                distance([](const DistanceResult& d) { return d.jensenShannon.mean; })));
+    rules.push_back(
+        floatColumn("output_relative_error", "||A V - A_ref V||_F / ||A_ref V||_F",
+                    distance([](const DistanceResult& d) { return d.hasOutput ? d.outputRelativeError : kNoValue; })));
+    rules.push_back(floatColumn("output_relative_error_with_branch", "the same with the local branch's output added",
+                                distance([](const DistanceResult& d) {
+                                    return d.outputRelativeErrorWithBranch ? *d.outputRelativeErrorWithBranch
+                                                                           : kNoValue;
+                                })));
+    rules.push_back(
+        floatColumn("output_cosine_mean", "mean over queries of the output rows' cosine",
+                    distance([](const DistanceResult& d) { return d.hasOutput ? d.outputCosine.mean : kNoValue; })));
+}
+
+json distanceOptions(const AnalysisOptions& options) { return distanceDefinitions(options.distance); }
+
+void writeDistance(const HeadStatistics& s, const AnalysisOptions&, json& record) {
+    if (s.distance) record["distance"] = distanceJson(*s.distance);
+}
+
+void readDistance(const json& record, HeadStatistics& s) {
+    if (record.contains("distance")) s.distance = distanceFromJson(record["distance"]);
+}
+
+void distanceColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addDistanceColumns(rules); }
+
+}  // namespace
+
+const StatisticParts kDistanceStatistic{
+    {"distance", &StatSelection::distance, "total variation, Jensen-Shannon and output error to a reference"},
+    &distanceOptions,
+    &writeDistance,
+    &readDistance,
+    &distanceColumns,
+    nullptr,
+    &report_detail::Aggregate::addDistance};
+
+}  // namespace attnlens

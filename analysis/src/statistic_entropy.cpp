@@ -1,0 +1,130 @@
+// entropy: each row's entropy, largest weight and negative mass, on A and on |A|. Its entry in the
+// statistic table (statistic_parts.h) and every part of it.
+#include "statistic_parts.h"
+#include "summary_aggregate.h"
+
+namespace attnlens {
+
+namespace {
+
+using nlohmann::json;
+using statistic_parts::finiteOrNull;
+using statistic_parts::kNoValue;
+using statistic_parts::numberOrNaN;
+
+nlohmann::json entropyDefinitions() {
+    using nlohmann::json;
+    json entropy;
+    entropy["definition"] =
+        "row entropy in nats of max(A, 0) renormalised per row; normalised = entropy / log N; "
+        "mean over rows whose status is ok (rows without positive weight have no entropy and are "
+        "left out of the entropy means)";
+    entropy["max_weight"] = "mean over ok rows of max_j A_ij";
+    entropy["spatial_reduction"] = "rows over the n keys of a reduced grid: normalised = entropy / log n";
+    entropy["normalised_entropy_admissible"] =
+        "mean of entropy_i / log |S_i| (S_i as in local.admissible_keys) over the rows with an entropy and "
+        "|S_i| > 1: 1 for a row uniform over the keys it may attend to; equal to normalised_entropy unless the "
+        "layer has windows";
+    entropy["admissible_keys_mean"] = "mean |S_i| over the ok rows";
+    entropy["entropy_abs"] =
+        "mean over ok rows of the entropy in nats of |A_i| / sum_j |A_ij| (signed rows: max(A, 0) renormalised "
+        "drops the negative weights and reads sharper than the row is); equal to mean_entropy when no weight is "
+        "negative";
+    entropy["normalised_entropy_abs_admissible"] = "mean of entropy_abs_i / log |S_i| over rows with |S_i| > 1";
+    entropy["max_abs_share"] = "mean over ok rows of max_j |A_ij| / sum_j |A_ij|";
+    entropy["negative_weight_fraction"] =
+        "sum over ok rows of #{j : A_ij < 0} / sum over ok rows of |S_i| (MALA Sec. 3.3 says this is 0 for its "
+        "attention)";
+    entropy["negative_rows"] = "fraction of ok rows with any A_ij < 0";
+    entropy["negative_mass"] = "sum over ok rows of sum_j min(A_ij, 0); mean = total / ok rows";
+    return entropy;
+}
+
+json entropyJson(const EntropyResult& f) {
+    return {{"mean_entropy", finiteOrNull(f.meanEntropy)},
+            {"normalised_entropy", finiteOrNull(f.meanNormalisedEntropy)},
+            {"normalised_entropy_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropy)},
+            {"admissible_keys_mean", finiteOrNull(f.meanAdmissibleKeys)},
+            {"entropy_abs", finiteOrNull(f.meanEntropyAbs)},
+            {"normalised_entropy_abs_admissible", finiteOrNull(f.meanAdmissibleNormalisedEntropyAbs)},
+            {"max_abs_share", finiteOrNull(f.meanMaxAbsShare)},
+            {"negative_weight_fraction", finiteOrNull(f.negativeWeightFraction)},
+            {"max_weight", finiteOrNull(f.meanMaxWeight)},
+            {"negative_row_fraction", finiteOrNull(f.negativeRowFraction)},
+            {"negative_mass_total", finiteOrNull(f.totalNegativeMass)},
+            {"negative_mass_per_row", finiteOrNull(f.meanNegativeMass)},
+            {"rows", f.rows},
+            {"flagged_rows", f.flaggedRows}};
+}
+
+EntropyResult entropyFromJson(const json& e) {
+    EntropyResult f;
+    f.meanEntropy = numberOrNaN(e.at("mean_entropy"));
+    f.meanNormalisedEntropy = numberOrNaN(e.at("normalised_entropy"));
+    f.meanAdmissibleNormalisedEntropy = numberOrNaN(e.value("normalised_entropy_admissible", json()));
+    f.meanAdmissibleKeys = numberOrNaN(e.value("admissible_keys_mean", json()));
+    f.meanEntropyAbs = numberOrNaN(e.value("entropy_abs", json()));
+    f.meanAdmissibleNormalisedEntropyAbs = numberOrNaN(e.value("normalised_entropy_abs_admissible", json()));
+    f.meanMaxAbsShare = numberOrNaN(e.value("max_abs_share", json()));
+    f.negativeWeightFraction = numberOrNaN(e.value("negative_weight_fraction", json()));
+    f.meanMaxWeight = numberOrNaN(e.at("max_weight"));
+    f.negativeRowFraction = numberOrNaN(e.at("negative_row_fraction"));
+    f.totalNegativeMass = numberOrNaN(e.value("negative_mass_total", json()));
+    f.meanNegativeMass = numberOrNaN(e.at("negative_mass_per_row"));
+    f.rows = e.value("rows", Index(0));
+    f.flaggedRows = e.value("flagged_rows", Index(0));
+    return f;
+}
+
+// Entropy, peak weight and the signed-row measures.
+void addEntropyColumns(std::vector<ColumnRule>& rules) {
+    const auto entropy = [](double EntropyResult::*field) {
+        return [field](const HeadRecord& r) { return r.stats.entropy ? (*r.stats.entropy).*field : kNoValue; };
+    };
+    rules.push_back(floatColumn("entropy_mean", "mean row entropy in nats (results[].entropy.mean_entropy)",
+                                entropy(&EntropyResult::meanEntropy)));
+    rules.push_back(
+        floatColumn("normalised_entropy", "mean row entropy / log N", entropy(&EntropyResult::meanNormalisedEntropy)));
+    rules.push_back(floatColumn("normalised_entropy_admissible",
+                                "mean of row entropy / log |S_i|, S_i the row's admissible keys (its window on "
+                                "window layers)",
+                                entropy(&EntropyResult::meanAdmissibleNormalisedEntropy)));
+    rules.push_back(floatColumn("max_weight", "mean largest weight per row", entropy(&EntropyResult::meanMaxWeight)));
+    rules.push_back(floatColumn("entropy_abs", "mean entropy of |A_i| renormalised, nats",
+                                entropy(&EntropyResult::meanEntropyAbs)));
+    rules.push_back(floatColumn("normalised_entropy_abs_admissible", "mean entropy of |A_i| renormalised / log |S_i|",
+                                entropy(&EntropyResult::meanAdmissibleNormalisedEntropyAbs)));
+    rules.push_back(
+        floatColumn("max_abs_share", "mean max_j |A_ij| / sum_j |A_ij|", entropy(&EntropyResult::meanMaxAbsShare)));
+    rules.push_back(floatColumn("negative_weight_fraction", "negative weights / admissible weights of the ok rows",
+                                entropy(&EntropyResult::negativeWeightFraction)));
+    rules.push_back(floatColumn("negative_row_fraction", "rows with a negative weight / rows",
+                                entropy(&EntropyResult::negativeRowFraction)));
+    rules.push_back(floatColumn("negative_mass_per_row", "mean sum of the negative weights per row",
+                                entropy(&EntropyResult::meanNegativeMass)));
+}
+
+json entropyOptions(const AnalysisOptions&) { return entropyDefinitions(); }
+
+void writeEntropy(const HeadStatistics& s, const AnalysisOptions&, json& record) {
+    if (s.entropy) record["entropy"] = entropyJson(*s.entropy);
+}
+
+void readEntropy(const json& record, HeadStatistics& s) {
+    if (record.contains("entropy")) s.entropy = entropyFromJson(record["entropy"]);
+}
+
+void entropyColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addEntropyColumns(rules); }
+
+}  // namespace
+
+const StatisticParts kEntropyStatistic{
+    {"entropy", &StatSelection::entropy, "row entropy, maximum weight and negative mass, on A and |A|"},
+    &entropyOptions,
+    &writeEntropy,
+    &readEntropy,
+    &entropyColumns,
+    nullptr,
+    &report_detail::Aggregate::addEntropy};
+
+}  // namespace attnlens

@@ -1,0 +1,139 @@
+// local: the k x k local mass of each query beside its uniform baselines, and the window's share of
+// the output. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "statistic_parts.h"
+#include "summary_aggregate.h"
+
+namespace attnlens {
+
+namespace {
+
+using nlohmann::json;
+using statistic_parts::finiteOrNull;
+using statistic_parts::kNoValue;
+using statistic_parts::numberOrNaN;
+using statistic_parts::numbersOrNaN;
+using statistic_parts::vectorJson;
+
+nlohmann::json localDefinitions(const std::vector<int>& localK, bool perQueryMaps) {
+    using nlohmann::json;
+    json local;
+    local["k"] = localK;
+    local["definition"] =
+        "for a spatial query at (y, x): sum of its weights on spatial keys with |dy|, |dx| <= "
+        "(k-1)/2, clipped at the grid border, the query itself included; signed weights as they "
+        "are; mean over spatial queries whose row status is ok";
+    local["uniform_baseline"] =
+        "mean over the same queries of |window| / N, N = all tokens incl. prefix (the layer's keys: the wrong "
+        "uniform on window layers, kept for older readers; see admissible_baseline)";
+    local["admissible_keys"] =
+        "S_i, the keys row i may attend to: every key (N incl. prefix; the n keys under spatial reduction); on "
+        "window layers the query's window, under Swin's mask (window_mask true) only the window's keys of the "
+        "query's own region; per-head windows (CSwin's stripes) the head's own";
+    local["admissible_baseline"] =
+        "mean over the same queries of |window_i ∩ S_i| / |S_i|, window_i on the image grid (the key grid under "
+        "spatial reduction), clipped at its border, never wrapped: what attention uniform over S_i gives; equal to "
+        "uniform_baseline unless the layer has windows";
+    local["x_uniform"] = "mean / admissible_baseline (null when the baseline is 0 or undefined)";
+    local["paper_baseline"] = "k^2 / N";
+    local["spatial_reduction"] =
+        "keys on a reduced h x w grid (format.md 1c): the window is centred on the query's key cell "
+        "(floor((y + 0.5) h / H), floor((x + 0.5) w / W)) and lies on the key grid, clipped at its border; "
+        "N in the baselines is n, the keys";
+    local["per_query_maps"] = perQueryMaps;
+    local["output_share"] =
+        "layers with v: mean over the same queries with O_i != 0 of ||sum_{j in window} A_ij V_j||_2 / ||O_i||_2, "
+        "O = A V (the window's share of each output row; InLine Table 2's local tokens)";
+    return local;
+}
+
+json localMassJson(const std::vector<LocalMassResult>& local, bool perQuery) {
+    json a = json::array();
+    for (const auto& l : local) {
+        json e = {{"k", l.k},
+                  {"mean", finiteOrNull(l.mean)},
+                  {"uniform_baseline", l.uniformBaseline},
+                  {"paper_baseline", l.paperBaseline},
+                  {"admissible_baseline", finiteOrNull(l.admissibleBaseline)},
+                  {"x_uniform", finiteOrNull(timesUniform(l.mean, l.admissibleBaseline))},
+                  {"queries", l.queries}};
+        if (l.outputShare) {
+            e["output_share"] = finiteOrNull(*l.outputShare);
+            e["output_queries"] = l.outputQueries;
+        }
+        if (perQuery) e["per_query"] = vectorJson(l.perQuery);
+        a.push_back(e);
+    }
+    return a;
+}
+
+LocalMassResult localMassFromJson(const json& l) {
+    LocalMassResult m;
+    m.k = l.at("k").get<int>();
+    m.mean = numberOrNaN(l.at("mean"));
+    m.uniformBaseline = numberOrNaN(l.at("uniform_baseline"));
+    m.paperBaseline = numberOrNaN(l.at("paper_baseline"));
+    // Reports before the admissible keys have none: unknown, never taken to be uniform_baseline.
+    m.admissibleBaseline = numberOrNaN(l.value("admissible_baseline", json()));
+    m.queries = l.value("queries", Index(0));
+    if (l.contains("per_query")) m.perQuery = numbersOrNaN(l["per_query"]);
+    if (l.contains("output_share")) {
+        m.outputShare = numberOrNaN(l["output_share"]);
+        m.outputQueries = l.value("output_queries", Index(0));
+    }
+    return m;
+}
+
+// Local mass and its baselines, one set per k of options.localK.
+void addLocalMassColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
+    for (std::size_t i = 0; i < options.localK.size(); ++i) {
+        const std::string k = std::to_string(options.localK[i]);
+        const auto local = [i](const HeadRecord& r) -> const LocalMassResult* {
+            return i < r.stats.local.size() ? &r.stats.local[i] : nullptr;
+        };
+        rules.push_back(floatColumn("local_mass_k" + k,
+                                    "mean " + k + " x " + k + " local mass (results[].local[].mean)",
+                                    [local](const HeadRecord& r) { return local(r) ? local(r)->mean : kNoValue; }));
+        rules.push_back(
+            floatColumn("local_uniform_baseline_k" + k, "mean |window| / n of a uniform row",
+                        [local](const HeadRecord& r) { return local(r) ? local(r)->uniformBaseline : kNoValue; }));
+        rules.push_back(floatColumn("local_paper_baseline_k" + k, "k^2 / n", [local](const HeadRecord& r) {
+            return local(r) ? local(r)->paperBaseline : kNoValue;
+        }));
+        rules.push_back(floatColumn(
+            "local_admissible_baseline_k" + k,
+            "mean |window ∩ S_i| / |S_i| of a row uniform over its admissible keys S_i (its window on window layers)",
+            [local](const HeadRecord& r) { return local(r) ? local(r)->admissibleBaseline : kNoValue; }));
+        rules.push_back(floatColumn(
+            "local_x_uniform_k" + k, "local_mass_k / local_admissible_baseline_k", [local](const HeadRecord& r) {
+                return local(r) ? timesUniform(local(r)->mean, local(r)->admissibleBaseline) : kNoValue;
+            }));
+        rules.push_back(floatColumn("local_output_share_k" + k, "the window's share of the output rows (layers with v)",
+                                    [local](const HeadRecord& r) {
+                                        return local(r) && local(r)->outputShare ? *local(r)->outputShare : kNoValue;
+                                    }));
+    }
+}
+
+json localOptions(const AnalysisOptions& options) { return localDefinitions(options.localK, options.perQueryMaps); }
+
+void writeLocal(const HeadStatistics& s, const AnalysisOptions& options, json& record) {
+    if (!s.local.empty()) record["local"] = localMassJson(s.local, options.perQueryMaps);
+}
+
+void readLocal(const json& record, HeadStatistics& s) {
+    if (record.contains("local"))
+        for (const json& l : record["local"]) s.local.push_back(localMassFromJson(l));
+}
+
+}  // namespace
+
+const StatisticParts kLocalStatistic{
+    {"local", &StatSelection::local, "k x k local mass beside its uniform baselines, and its output share"},
+    &localOptions,
+    &writeLocal,
+    &readLocal,
+    &addLocalMassColumns,
+    nullptr,
+    &report_detail::Aggregate::addLocal};
+
+}  // namespace attnlens

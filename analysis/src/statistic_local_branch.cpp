@@ -1,0 +1,174 @@
+// local_branch: on layers with a local branch (a depthwise convolution beside A), the ranks and local
+// mass of E_c = A + M_c, analysed with rank or local. Its entry in the statistic table
+// (statistic_parts.h) and every part of it.
+#include "report_internal.h"
+#include "statistic_parts.h"
+#include "summary_aggregate.h"
+
+namespace attnlens {
+
+namespace {
+
+using nlohmann::json;
+using report_detail::meanBranchShare;
+using statistic_parts::finiteOrNull;
+using statistic_parts::kNoValue;
+using statistic_parts::numberOrNaN;
+using statistic_parts::spectrumFromJson;
+using statistic_parts::vectorJson;
+
+json branchChannelJson(const LocalBranchChannel& c, const std::vector<int>& ks) {
+    json e;
+    if (c.channel >= 0) {
+        e["channel"] = c.channel;
+        e["weight_channel"] = c.weightChannel;
+    }
+    if (c.spectrum) {
+        const auto& sp = *c.spectrum;
+        e["rank"] = sp.rank;
+        e["effective_rank"] = finiteOrNull(sp.effectiveRank);
+        e["size"] = sp.size;
+        e["tolerance"] = finiteOrNull(sp.tolerance);
+        e["method"] = sp.method;
+        if (!sp.singularValues.empty()) e["singular_values"] = vectorJson(sp.singularValues);
+        if (!sp.windowRanks.empty()) e["window_ranks"] = sp.windowRanks;
+    }
+    if (!c.localMass.empty()) {
+        json l = json::array();
+        for (std::size_t i = 0; i < c.localMass.size() && i < ks.size(); ++i)
+            l.push_back({{"k", ks[i]},
+                         {"mean", finiteOrNull(c.localMass[i])},
+                         {"abs_fraction", finiteOrNull(c.localAbsFraction[i])}});
+        e["local"] = l;
+    }
+    e["branch_share"] = finiteOrNull(c.branchShare);
+    return e;
+}
+
+json localBranchJson(const LocalBranchResult& b, const HeadStatistics& s, const std::vector<int>& ks) {
+    json j;
+    j["kind"] = b.kind;
+    j["channels_analysed"] = b.channels.size();
+    if (b.mean && b.mean->spectrum) {
+        j["rank"] = {{"without", s.spectrum ? json(s.spectrum->rank) : json(nullptr)},
+                     {"min", b.rankMin},
+                     {"median", b.rankMedian},
+                     {"max", b.rankMax},
+                     {"mean_channel", b.mean->spectrum->rank},
+                     {"size", b.mean->spectrum->size}};
+    }
+    if (!b.localMassWithout.empty()) {
+        json l = json::array();
+        for (std::size_t i = 0; i < b.localMassWithout.size() && i < ks.size(); ++i) {
+            double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+            for (const auto& c : b.channels)
+                if (std::isfinite(c.localMass[i])) {
+                    lo = std::min(lo, c.localMass[i]);
+                    hi = std::max(hi, c.localMass[i]);
+                }
+            l.push_back({{"k", ks[i]},
+                         {"without", finiteOrNull(b.localMassWithout[i])},
+                         {"with", b.mean ? finiteOrNull(b.mean->localMass[i]) : json(nullptr)},
+                         {"with_min", finiteOrNull(lo)},
+                         {"with_max", finiteOrNull(hi)},
+                         {"abs_fraction_without", finiteOrNull(b.localAbsFractionWithout[i])},
+                         {"abs_fraction_with", b.mean ? finiteOrNull(b.mean->localAbsFraction[i]) : json(nullptr)}});
+        }
+        j["local"] = l;
+    }
+    j["branch_share"] = {{"mean_over_channels", finiteOrNull(meanBranchShare(b))},
+                         {"mean_channel", b.mean ? finiteOrNull(b.mean->branchShare) : json(nullptr)}};
+    json channels = json::array();
+    for (const auto& c : b.channels) channels.push_back(branchChannelJson(c, ks));
+    j["channels"] = std::move(channels);
+    if (b.mean) j["mean_channel"] = branchChannelJson(*b.mean, ks);
+    return j;
+}
+
+LocalBranchChannel branchChannelFromJson(const json& j) {
+    LocalBranchChannel c;
+    c.channel = j.value("channel", -1);
+    c.weightChannel = j.value("weight_channel", -1);
+    if (j.contains("rank")) c.spectrum = spectrumFromJson(j);
+    if (j.contains("local"))
+        for (const json& l : j["local"]) {
+            c.localMass.push_back(numberOrNaN(l.at("mean")));
+            c.localAbsFraction.push_back(numberOrNaN(l.at("abs_fraction")));
+        }
+    c.branchShare = numberOrNaN(j.at("branch_share"));
+    return c;
+}
+
+LocalBranchResult localBranchFromJson(const json& j) {
+    LocalBranchResult b;
+    b.kind = j.at("kind").get<std::string>();
+    for (const json& c : j.at("channels")) b.channels.push_back(branchChannelFromJson(c));
+    if (j.contains("mean_channel")) b.mean = branchChannelFromJson(j["mean_channel"]);
+    if (j.contains("rank")) {
+        b.rankMin = j["rank"].at("min").get<int>();
+        b.rankMax = j["rank"].at("max").get<int>();
+        b.rankMedian = numberOrNaN(j["rank"].at("median"));
+    }
+    if (j.contains("local"))
+        for (const json& l : j["local"]) {
+            b.localMassWithout.push_back(numberOrNaN(l.at("without")));
+            b.localAbsFractionWithout.push_back(numberOrNaN(l.at("abs_fraction_without")));
+        }
+    return b;
+}
+
+// The local branch: ranks of E_c, E_mean's share and local mass.
+void addBranchColumns(std::vector<ColumnRule>& rules, const AnalysisOptions& options) {
+    const auto branch = [](std::function<double(const LocalBranchResult&)> f) {
+        return [f = std::move(f)](const HeadRecord& r) {
+            return r.stats.localBranch ? f(*r.stats.localBranch) : kNoValue;
+        };
+    };
+    const auto hasRank = [](const LocalBranchResult& b) { return b.mean && b.mean->spectrum; };
+    rules.push_back(
+        floatColumn("branch_rank_min", "least rank of E_c = A + M_c over the analysed channels",
+                    branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? b.rankMin : kNoValue; })));
+    rules.push_back(
+        floatColumn("branch_rank_median", "median rank of E_c",
+                    branch([hasRank](const LocalBranchResult& b) { return hasRank(b) ? b.rankMedian : kNoValue; })));
+    rules.push_back(floatColumn("branch_rank_max", "largest rank of E_c", branch([hasRank](const LocalBranchResult& b) {
+                                    return hasRank(b) ? b.rankMax : kNoValue;
+                                })));
+    rules.push_back(floatColumn("branch_rank_mean_channel", "rank of E_mean = A + mean_c M_c",
+                                branch([hasRank](const LocalBranchResult& b) {
+                                    return hasRank(b) ? double(b.mean->spectrum->rank) : kNoValue;
+                                })));
+    rules.push_back(
+        floatColumn("branch_share_mean_channel", "mean |M row|_1 / (|A row|_1 + |M row|_1) of E_mean",
+                    branch([](const LocalBranchResult& b) { return b.mean ? b.mean->branchShare : kNoValue; })));
+    for (std::size_t i = 0; i < options.localK.size(); ++i) {
+        const std::string k = std::to_string(options.localK[i]);
+        rules.push_back(floatColumn("branch_local_mass_k" + k, "mean " + k + " x " + k + " local mass of E_mean",
+                                    branch([i](const LocalBranchResult& b) {
+                                        return b.mean && i < b.mean->localMass.size() ? b.mean->localMass[i] : kNoValue;
+                                    })));
+    }
+}
+
+json localBranchOptions(const AnalysisOptions& options) { return options.localBranch.toJson(); }
+
+void writeLocalBranch(const HeadStatistics& s, const AnalysisOptions& options, json& record) {
+    if (s.localBranch) record["local_branch"] = localBranchJson(*s.localBranch, s, options.localK);
+}
+
+void readLocalBranch(const json& record, HeadStatistics& s) {
+    if (record.contains("local_branch")) s.localBranch = localBranchFromJson(record["local_branch"]);
+}
+
+}  // namespace
+
+const StatisticParts kLocalBranchStatistic{
+    {"local_branch", nullptr, "ranks and local mass of A plus the layer's local branch (with rank or local)"},
+    &localBranchOptions,
+    &writeLocalBranch,
+    &readLocalBranch,
+    &addBranchColumns,
+    nullptr,
+    &report_detail::Aggregate::addBranch};
+
+}  // namespace attnlens

@@ -1,0 +1,118 @@
+// rank: the singular values of A, its numerical and effective rank beside the rank the paradigm's
+// algebra allows. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "statistic_parts.h"
+#include "summary_aggregate.h"
+
+namespace attnlens {
+
+namespace {
+
+using nlohmann::json;
+using statistic_parts::finiteOrNull;
+using statistic_parts::kNoValue;
+using statistic_parts::numberOrNaN;
+using statistic_parts::numbersOrNaN;
+using statistic_parts::vectorJson;
+
+nlohmann::json rankDefinitions(const SpectrumOptions& spectrum) {
+    using nlohmann::json;
+    json rank;
+    rank["definition"] =
+        "singular values of A in double precision; rank = #{sigma > tolerance}, tolerance = "
+        "relative_tolerance * sigma_max; effective_rank = exp(H(sigma / sum(sigma))), natural log";
+    if (spectrum.relativeTolerance)
+        rank["relative_tolerance"] = *spectrum.relativeTolerance;
+    else
+        rank["relative_tolerance"] = "N * 2^-23 (float32 resolution; N = side of the analysed matrix)";
+    rank["float32_resolution"] = 1.0 / 8388608.0;
+    rank["bound"] =
+        "the rank the paradigm's algebra allows on the analysed matrix (FLatten Sec. 4.2): min(N, n) for softmax; "
+        "r, the feature count of phi(q) (d for most kernels), for division-normalised linear attention; r + 1 for the "
+        "subtract and magnitude normalisations (InLine, MALA), whose rows carry an offset; on window layers the sum "
+        "over the key sets (windows, or windows' regions under a masked rule) of min(|set|, that)";
+    rank["spatial_only"] = spectrum.spatialOnly;
+    rank["spatial_only_rule"] = "prefix rows and columns removed when true";
+    rank["flagged_rows"] = "rows with a non-Ok status are left out of the matrix";
+    rank["spatial_reduction"] =
+        "keys on a reduced grid (format.md 1c): A is N x n, rank <= min(N, n), N in the default tolerance is "
+        "max(N, n); spatial_only drops the queries' prefix rows and the keys' prefix columns";
+    rank["methods"] = {{"linear_family",
+                        "low-rank QR: A = L R^T, L = [diag(rowScale) phiQ, rowOffset], R = [phiK, 1]; "
+                        "singular values of R_L R_R^T from thin QR of L and R, O(N r^2)"},
+                       {"softmax", "dense SVD (LAPACK dgesdd, values only)"}};
+    return rank;
+}
+
+json spectrumJson(const SpectrumResult& sp) {
+    json j = {{"rank", sp.rank},
+              {"effective_rank", finiteOrNull(sp.effectiveRank)},
+              {"size", sp.size},
+              {"relative_tolerance", sp.relativeTolerance},
+              {"tolerance", finiteOrNull(sp.tolerance)},
+              {"method", sp.method},
+              {"singular_values", vectorJson(sp.singularValues)}};
+    if (!sp.windowRanks.empty()) j["window_ranks"] = sp.windowRanks;
+    if (sp.bound > 0) {
+        j["bound"] = sp.bound;
+        j["bound_rule"] = sp.boundRule;
+    }
+    return j;
+}
+
+// The spectrum: rank, its bound, effective rank.
+void addRankColumns(std::vector<ColumnRule>& rules) {
+    rules.push_back(integerColumn("rank", "numerical rank of A (results[].rank.rank); -1 where rank was not computed",
+                                  [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->rank : -1; }));
+    rules.push_back(
+        integerColumn("rank_bound", "the rank the paradigm's algebra allows (results[].rank.bound); -1 where unknown",
+                      [](const HeadRecord& r) {
+                          return r.stats.spectrum && r.stats.spectrum->bound > 0 ? r.stats.spectrum->bound : -1;
+                      }));
+    rules.push_back(
+        floatColumn("effective_rank", "exp of the entropy of the normalised singular values",
+                    [](const HeadRecord& r) { return r.stats.spectrum ? r.stats.spectrum->effectiveRank : kNoValue; }));
+}
+
+json rankOptions(const AnalysisOptions& options) { return rankDefinitions(options.spectrum); }
+
+void writeRank(const HeadStatistics& s, const AnalysisOptions&, json& record) {
+    if (s.spectrum) record["rank"] = spectrumJson(*s.spectrum);
+}
+
+void readRank(const json& record, HeadStatistics& s) {
+    if (record.contains("rank")) s.spectrum = statistic_parts::spectrumFromJson(record["rank"]);
+}
+
+void rankColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addRankColumns(rules); }
+
+}  // namespace
+
+namespace statistic_parts {
+
+SpectrumResult spectrumFromJson(const json& j) {
+    SpectrumResult s;
+    s.rank = j.at("rank").get<int>();
+    s.effectiveRank = numberOrNaN(j.value("effective_rank", json()));
+    s.size = j.value("size", Index(0));
+    s.relativeTolerance = numberOrNaN(j.value("relative_tolerance", json()));
+    s.tolerance = numberOrNaN(j.value("tolerance", json()));
+    s.method = j.value("method", std::string());
+    if (j.contains("singular_values")) s.singularValues = numbersOrNaN(j["singular_values"]);
+    if (j.contains("window_ranks")) s.windowRanks = j["window_ranks"].get<std::vector<int>>();
+    s.bound = j.value("bound", 0);
+    s.boundRule = j.value("bound_rule", std::string());
+    return s;
+}
+
+}  // namespace statistic_parts
+
+const StatisticParts kRankStatistic{
+    {"rank", &StatSelection::rank, "spectrum, numerical and effective rank beside the paradigm's bound"},
+    &rankOptions,
+    &writeRank,
+    &readRank,
+    &rankColumns,
+    nullptr,
+    &report_detail::Aggregate::addSpectrum};
+
+}  // namespace attnlens

@@ -1,0 +1,128 @@
+// The built-in statistics' one table (analysis/src/statistic_parts.h), seen from outside: each
+// statistic selected alone writes its own record fields and no other's, reads them back to the same
+// record, and every report's options carry every statistic's definitions; the record table puts the
+// single-value columns before the curves. What each statistic's record holds is stated here a second
+// time, as docs/DEFINITIONS.md and the schema state it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "attnlens/analysis/dump_analysis.h"
+#include "attnlens/analysis/record_table.h"
+#include "attnlens/analysis/report.h"
+#include "attnlens/dump/synth.h"
+#include "core/test_support.h"
+
+namespace attnlens {
+namespace {
+
+using nlohmann::json;
+
+const std::map<std::string, std::set<std::string>>& recordFieldsOf() {
+    static const std::map<std::string, std::set<std::string>> fields{
+        {"rank", {"rank", "local_branch"}},        {"local", {"local", "local_branch"}}, {"entropy", {"entropy"}},
+        {"confusion", {"confusion", "ray_probe"}}, {"magnitude", {"magnitude"}},         {"distance", {"distance"}}};
+    return fields;
+}
+
+// A record's own fields: everything but its place and size.
+std::set<std::string> statisticFields(const json& record) {
+    static const std::set<std::string> place{"image",    "layer",  "layer_position", "head",
+                                             "paradigm", "tokens", "keys",           "flagged_rows"};
+    std::set<std::string> out;
+    for (const auto& [key, value] : record.items())
+        if (!place.count(key)) out.insert(key);
+    return out;
+}
+
+std::unique_ptr<DumpReader> branchDump(const test::TempDir& dir) {
+    SynthOptions o;
+    o.layers = 1;
+    o.heads = 2;
+    o.images = 1;
+    o.gridH = o.gridW = 4;
+    o.dim = 8;
+    o.localBranch = "dwc";
+    const std::string path = dir.file("branch.h5");
+    writeSynthDump(path, o);
+    return DumpReader::open(path);
+}
+
+TEST(StatisticTable, EachStatisticAloneWritesItsOwnFieldsAndReadsThemBack) {
+    test::TempDir dir;
+    const auto reader = branchDump(dir);
+    ASSERT_EQ(builtInStatistics().size(), recordFieldsOf().size());
+    const std::vector<std::string> names{"softmax", "inline"};
+    for (const BuiltInStatistic& statistic : builtInStatistics()) {
+        const std::string name(statistic.name);
+        SCOPED_TRACE(name);
+        ASSERT_TRUE(recordFieldsOf().count(name));
+        AnalyzeRequest request;
+        request.paradigms = {presetParadigm("softmax"), presetParadigm("inline")};
+        request.options.stats = StatSelection::parse(name);
+        request.threads = 1;
+        const AnalysisReport report = analyzeDump(*reader, request);
+        ASSERT_EQ(report.records.size(), 4u);
+        const json j = reportToJson(report, ToolInfo{});
+        EXPECT_EQ(j["options"]["statistics"], json{name});
+        // Every report's options define every statistic, selected or not.
+        for (const BuiltInStatistic& other : builtInStatistics())
+            EXPECT_TRUE(j["options"][std::string(other.name)].is_object()) << other.name;
+        EXPECT_TRUE(j["options"]["local_branch"].is_object());
+        for (const json& record : j["results"]) {
+            const std::set<std::string> fields = statisticFields(record);
+            // The statistic's own field, and nothing of another statistic's.
+            EXPECT_TRUE(fields.count(name)) << record.dump();
+            for (const std::string& f : fields) EXPECT_TRUE(recordFieldsOf().at(name).count(f)) << f;
+            // Read back: the same record (each statistic's reader takes what its writer wrote).
+            EXPECT_EQ(recordJson(report, recordFromJson(record, names)), record);
+        }
+    }
+}
+
+TEST(StatisticTable, EveryStatisticTogetherAndTheBranchWithRankOrLocal) {
+    test::TempDir dir;
+    const auto reader = branchDump(dir);
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax"), presetParadigm("focused")};
+    request.options.stats = StatSelection::parse("rank,entropy,confusion,magnitude,distance,local");
+    request.options.localBranch.allParadigms = true;  // not only under the layer's own paradigm
+    request.threads = 1;
+    const AnalysisReport report = analyzeDump(*reader, request);
+    const json j = reportToJson(report, ToolInfo{});
+    std::set<std::string> expected;
+    for (const auto& [name, fields] : recordFieldsOf()) expected.insert(fields.begin(), fields.end());
+    for (const json& record : j["results"]) {
+        EXPECT_EQ(statisticFields(record), expected);
+        EXPECT_EQ(recordJson(report, recordFromJson(record, {"softmax", "focused"})), record);
+    }
+    // Without rank and local there is no local branch to analyse.
+    request.options.stats = StatSelection::parse("entropy");
+    const json without = reportToJson(analyzeDump(*reader, request), ToolInfo{});
+    for (const json& record : without["results"]) EXPECT_FALSE(record.contains("local_branch"));
+
+    // The record table: the record's place, every statistic's single values, then the curves
+    // (the magnitude's, one value per factor).
+    const std::vector<RecordColumn> columns = recordTableColumns(report);
+    ASSERT_FALSE(columns.empty());
+    EXPECT_EQ(columns.front().name, "image");
+    bool curves = false;
+    int curveColumns = 0;
+    for (const RecordColumn& c : columns) {
+        if (c.width > 0) {
+            curves = true;
+            ++curveColumns;
+            EXPECT_EQ(c.width, std::uint64_t(request.options.magnitude.points)) << c.name;
+        } else {
+            EXPECT_FALSE(curves) << c.name << " after a curve column";
+        }
+    }
+    EXPECT_EQ(curveColumns, 5);
+}
+
+}  // namespace
+}  // namespace attnlens
