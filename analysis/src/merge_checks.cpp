@@ -12,6 +12,7 @@
 #include "finite_mean.h"
 #include "merge_checks.h"
 #include "statistic_bounds.h"
+#include "statistic_parts.h"
 
 namespace attnlens {
 
@@ -148,8 +149,14 @@ RecordKey checkRecord(const ReportChecker& check, const json& record, std::size_
     if (!selection.layers.count(layer)) check.fail(where, "the layer is not in the report's selection.layers");
     if (selection.heads && !selection.heads->count(key.head))
         check.fail(where, "the head is not in the report's selection.heads");
-    check.statistics(record, where);
-    check.plausible(record, where, paradigms.softmax.count(key.paradigm) > 0);
+    // Bounds every record must meet whatever produced it (issue 27: merge summed a rank of 100000
+    // for 37 tokens, entropy -5, local mass 7), and each statistic's own fields and bounds.
+    check.recordSize(record, where);
+    const double tokens = record["tokens"].get<double>();
+    const RecordPlace place{where, tokens, record.contains("keys") ? record["keys"].get<double>() : tokens,
+                            paradigms.softmax.count(key.paradigm) > 0};
+    check.within(record, "flagged_rows", where, 0, tokens, "a head of N rows flags a number of rows in");
+    for (const StatisticParts* parts : statisticTable()) parts->check(check, record, place);
     checkSelectedStatistics(check, record, where, rules);
     return key;
 }

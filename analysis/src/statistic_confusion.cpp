@@ -1,5 +1,6 @@
 // confusion: pairs of distinct queries with (nearly) identical rows, and the ray probe (rows along a
 // query's ray). Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
 
@@ -132,6 +133,41 @@ void readConfusion(const json& record, HeadStatistics& s) {
 
 void confusionColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addConfusionColumns(rules); }
 
+// Merge's check: the fields of the confusion and the ray probe (schema definitions/record); pairs
+// <= N (N - 1) / 2, far pairs <= pairs, fractions in [0, 1], distances >= 0.
+void checkConfusion(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    const double pairs = place.tokens * (place.tokens - 1) / 2;
+    if (r.contains("confusion")) {
+        const std::string w = place.where + ".confusion";
+        const json& c = check.object(r["confusion"], w);
+        check.integer(check.field(c, "confused_pairs", w), w + ".confused_pairs", 0);
+        check.integer(check.field(c, "identical_query_pairs", w), w + ".identical_query_pairs", 0);
+        check.numbers(c, w, {"tau", "query_tolerance"});
+        check.string(check.field(c, "method", w), w + ".method");
+        if (c.contains("confused_pairs_far")) check.integer(c["confused_pairs_far"], w + ".confused_pairs_far", 0);
+        if (c.contains("query_relative_floor"))
+            check.numberOrNull(c["query_relative_floor"], w + ".query_relative_floor");
+        check.within(c, "confused_pairs", w, 0, pairs, "N rows make a number of pairs in");
+        check.within(c, "identical_query_pairs", w, 0, pairs, "N rows make a number of pairs in");
+        check.within(c, "confused_pairs_far", w, 0, c["confused_pairs"].get<double>(),
+                     "a part of the confused pairs lies in");
+    }
+    if (r.contains("ray_probe")) {
+        const std::string w = place.where + ".ray_probe";
+        const json& p = check.object(r["ray_probe"], w);
+        check.numberArray(check.field(p, "factors", w), w + ".factors");
+        const json& tv = check.field(p, "total_variation_mean", w);
+        check.numberArray(tv, w + ".total_variation_mean");
+        check.numberOrNull(check.field(p, "equal_fraction", w), w + ".equal_fraction");
+        check.integer(check.field(p, "queries", w), w + ".queries", 0);
+        check.within(p, "equal_fraction", w, 0, 1, "a fraction of queries lies in");
+        for (std::size_t i = 0; i < tv.size(); ++i)
+            if (tv[i].is_number() && !(tv[i].get<double>() >= 0))
+                check.fail(w + ".total_variation_mean[" + std::to_string(i) + "]",
+                           report_detail::shown(tv[i]) + " is impossible: half an L1 distance is >= 0");
+    }
+}
+
 }  // namespace
 
 const StatisticParts kConfusionStatistic{
@@ -141,6 +177,7 @@ const StatisticParts kConfusionStatistic{
     &readConfusion,
     &confusionColumns,
     nullptr,
-    &report_detail::Aggregate::addConfusion};
+    &report_detail::Aggregate::addConfusion,
+    &checkConfusion};
 
 }  // namespace attnlens

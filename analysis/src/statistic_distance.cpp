@@ -1,5 +1,6 @@
 // distance: how far each row falls from the reference paradigm's (total variation, Jensen-Shannon)
 // and the output error. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
 
@@ -115,6 +116,38 @@ void readDistance(const json& record, HeadStatistics& s) {
 
 void distanceColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addDistanceColumns(rules); }
 
+// Merge's check: the fields (schema definitions/record) and the bounds of the row distances and
+// the output's error.
+void checkDistance(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    if (!r.contains("distance")) return;
+    const std::string where = place.where + ".distance";
+    const json& d = check.object(r["distance"], where);
+    check.string(check.field(d, "reference", where), where + ".reference");
+    check.integer(check.field(d, "queries", where), where + ".queries", 0);
+    check.integer(check.field(d, "signed_queries", where), where + ".signed_queries", 0);
+    check.distribution(check.field(d, "total_variation", where), where + ".total_variation");
+    check.distribution(check.field(d, "jensen_shannon", where), where + ".jensen_shannon");
+    if (d.contains("output_relative_error")) {
+        check.numberOrNull(d["output_relative_error"], where + ".output_relative_error");
+        if (d.contains("output_relative_error_with_branch"))
+            check.numberOrNull(d["output_relative_error_with_branch"], where + ".output_relative_error_with_branch");
+        check.distribution(check.field(d, "output_cosine", where), where + ".output_cosine");
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    check.within(d, "queries", where, 0, place.tokens, "a head of N queries has a number of them in");
+    // Half the L1 distance of two non-negative rows with sums at most 1 is at most 1; signed rows
+    // can be farther apart.
+    const bool signedRows = d["signed_queries"].get<double>() != 0;
+    check.within(d["total_variation"], "mean", where + ".total_variation", 0, signedRows ? inf : 1.0,
+                 signedRows ? "half an L1 distance lies in"
+                            : "half the L1 distance of two rows without negative weights lies in");
+    check.within(d["jensen_shannon"], "mean", where + ".jensen_shannon", 0, std::log(2.0),
+                 "a Jensen-Shannon divergence in nats lies in");
+    check.within(d, "output_relative_error", where, 0, inf, "a relative error lies in");
+    if (d.contains("output_cosine"))
+        check.within(d["output_cosine"], "mean", where + ".output_cosine", -1, 1, "a cosine lies in");
+}
+
 }  // namespace
 
 const StatisticParts kDistanceStatistic{
@@ -124,6 +157,7 @@ const StatisticParts kDistanceStatistic{
     &readDistance,
     &distanceColumns,
     nullptr,
-    &report_detail::Aggregate::addDistance};
+    &report_detail::Aggregate::addDistance,
+    &checkDistance};
 
 }  // namespace attnlens

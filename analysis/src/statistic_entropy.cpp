@@ -1,5 +1,6 @@
 // entropy: each row's entropy, largest weight and negative mass, on A and on |A|. Its entry in the
 // statistic table (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
 
@@ -116,6 +117,35 @@ void readEntropy(const json& record, HeadStatistics& s) {
 
 void entropyColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addEntropyColumns(rules); }
 
+// Merge's check: the fields (schema definitions/record); entropies in [0, log n], normalised ones,
+// shares and fractions in [0, 1], negative masses <= 0, a softmax row's max weight in [0, 1].
+void checkEntropy(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    if (!r.contains("entropy")) return;
+    const std::string w = place.where + ".entropy";
+    const json& e = check.object(r["entropy"], w);
+    check.numbers(e, w,
+                  {"mean_entropy", "normalised_entropy", "max_weight", "negative_row_fraction", "negative_mass_total",
+                   "negative_mass_per_row"});
+    for (const char* k : {"normalised_entropy_admissible", "admissible_keys_mean", "entropy_abs",
+                          "normalised_entropy_abs_admissible", "max_abs_share", "negative_weight_fraction"})
+        if (e.contains(k)) check.numberOrNull(e[k], w + "." + k);
+    check.integer(check.field(e, "rows", w), w + ".rows", 0);
+    check.integer(check.field(e, "flagged_rows", w), w + ".flagged_rows", 0);
+    const double logKeys = std::log(std::max(place.keys, 1.0)), inf = std::numeric_limits<double>::infinity();
+    check.within(e, "mean_entropy", w, 0, logKeys, "the entropy of a row over n keys lies in");
+    check.within(e, "normalised_entropy", w, 0, 1, "normalised entropy lies in");
+    check.within(e, "normalised_entropy_admissible", w, 0, 1, "normalised entropy lies in");
+    check.within(e, "admissible_keys_mean", w, 1, place.keys, "a row's admissible keys number in");
+    check.within(e, "entropy_abs", w, 0, logKeys, "the entropy of a row over n keys lies in");
+    check.within(e, "normalised_entropy_abs_admissible", w, 0, 1, "normalised entropy lies in");
+    check.within(e, "max_abs_share", w, 0, 1, "a share of a row's |weights| lies in");
+    check.within(e, "negative_weight_fraction", w, 0, 1, "a fraction of weights lies in");
+    check.within(e, "negative_row_fraction", w, 0, 1, "a fraction of rows lies in");
+    check.within(e, "negative_mass_total", w, -inf, 0, "a sum of negative weights lies in");
+    check.within(e, "negative_mass_per_row", w, -inf, 0, "a sum of negative weights lies in");
+    if (place.softmax) check.within(e, "max_weight", w, 0, 1, "softmax weights lie in");
+}
+
 }  // namespace
 
 const StatisticParts kEntropyStatistic{
@@ -125,6 +155,7 @@ const StatisticParts kEntropyStatistic{
     &readEntropy,
     &entropyColumns,
     nullptr,
-    &report_detail::Aggregate::addEntropy};
+    &report_detail::Aggregate::addEntropy,
+    &checkEntropy};
 
 }  // namespace attnlens

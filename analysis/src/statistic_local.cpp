@@ -1,5 +1,6 @@
 // local: the k x k local mass of each query beside its uniform baselines, and the window's share of
 // the output. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
 
@@ -125,6 +126,32 @@ void readLocal(const json& record, HeadStatistics& s) {
         for (const json& l : record["local"]) s.local.push_back(localMassFromJson(l));
 }
 
+// Merge's check: each k's fields (schema definitions/record), its queries <= N, its admissible
+// baseline in [0, 1], and a softmax row's mass in [0, 1].
+void checkLocal(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    if (!r.contains("local")) return;
+    const json& v = r["local"];
+    const std::string where = place.where + ".local";
+    check.localEntries(v, where, {"mean"});
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string e = where + "[" + std::to_string(i) + "]";
+        // The schema says number, but a head without a valid query writes null here.
+        check.numbers(v[i], e, {"uniform_baseline", "paper_baseline"});
+        // Reports before the admissible keys lack these two.
+        for (const char* k : {"admissible_baseline", "x_uniform"})
+            if (v[i].contains(k)) check.numberOrNull(v[i][k], e + "." + k);
+        check.integer(check.field(v[i], "queries", e), e + ".queries", 0);
+        if (v[i].contains("per_query")) check.numberArray(v[i]["per_query"], e + ".per_query");
+        if (v[i].contains("output_share")) {
+            check.numberOrNull(v[i]["output_share"], e + ".output_share");
+            check.integer(check.field(v[i], "output_queries", e), e + ".output_queries", 0);
+        }
+        check.within(v[i], "queries", e, 0, place.tokens, "a head of N queries has a number of them in");
+        check.within(v[i], "admissible_baseline", e, 0, 1, "a share of a row uniform over its admissible keys lies in");
+        if (place.softmax) check.within(v[i], "mean", e, 0, 1, "a softmax row's mass in a window lies in");
+    }
+}
+
 }  // namespace
 
 const StatisticParts kLocalStatistic{
@@ -134,6 +161,7 @@ const StatisticParts kLocalStatistic{
     &readLocal,
     &addLocalMassColumns,
     nullptr,
-    &report_detail::Aggregate::addLocal};
+    &report_detail::Aggregate::addLocal,
+    &checkLocal};
 
 }  // namespace attnlens

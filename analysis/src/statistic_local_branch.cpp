@@ -1,6 +1,7 @@
 // local_branch: on layers with a local branch (a depthwise convolution beside A), the ranks and local
 // mass of E_c = A + M_c, analysed with rank or local. Its entry in the statistic table
 // (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
@@ -160,6 +161,32 @@ void readLocalBranch(const json& record, HeadStatistics& s) {
     if (record.contains("local_branch")) s.localBranch = localBranchFromJson(record["local_branch"]);
 }
 
+// Merge's check: the branch's fields (schema definitions/record).
+void checkLocalBranch(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    if (!r.contains("local_branch")) return;
+    const std::string where = place.where + ".local_branch";
+    const json& b = check.object(r["local_branch"], where);
+    check.string(check.field(b, "kind", where), where + ".kind");
+    check.integer(check.field(b, "channels_analysed", where), where + ".channels_analysed", 0);
+    const json& share = check.object(check.field(b, "branch_share", where), where + ".branch_share");
+    check.numbers(share, where + ".branch_share", {"mean_over_channels", "mean_channel"});
+    const json& channels = check.array(check.field(b, "channels", where), where + ".channels");
+    for (std::size_t i = 0; i < channels.size(); ++i)
+        check.branchChannel(channels[i], where + ".channels[" + std::to_string(i) + "]");
+    if (b.contains("mean_channel")) check.branchChannel(b["mean_channel"], where + ".mean_channel");
+    if (b.contains("rank")) {
+        const json& k = check.object(b["rank"], where + ".rank");
+        const json& without = check.field(k, "without", where + ".rank");
+        if (!without.is_null()) check.integer(without, where + ".rank.without", 0);
+        for (const char* key : {"min", "max", "mean_channel", "size"})
+            check.integer(check.field(k, key, where + ".rank"), where + ".rank." + key, 0);
+        check.numberOrNull(check.field(k, "median", where + ".rank"), where + ".rank.median");
+    }
+    if (b.contains("local"))
+        check.localEntries(b["local"], where + ".local",
+                           {"without", "with", "with_min", "with_max", "abs_fraction_without", "abs_fraction_with"});
+}
+
 }  // namespace
 
 const StatisticParts kLocalBranchStatistic{
@@ -169,6 +196,7 @@ const StatisticParts kLocalBranchStatistic{
     &readLocalBranch,
     &addBranchColumns,
     nullptr,
-    &report_detail::Aggregate::addBranch};
+    &report_detail::Aggregate::addBranch,
+    &checkLocalBranch};
 
 }  // namespace attnlens

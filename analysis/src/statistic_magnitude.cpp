@@ -1,5 +1,6 @@
 // magnitude: the mean curves of a row's peak, entropy, top-k mass, ratio and spread as the queries
 // are scaled. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
 
@@ -100,6 +101,41 @@ void readMagnitude(const json& record, HeadStatistics& s) {
     if (record.contains("magnitude")) s.magnitude = magnitudeFromJson(record["magnitude"]);
 }
 
+// Merge's check: one value per factor (schema definitions/record), spreads >= 0, queries <= N,
+// entropies in [0, log n]; on softmax rows weights and masses in [0, 1] and ratios >= 0.
+void checkMagnitude(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    if (!r.contains("magnitude")) return;
+    const std::string where = place.where + ".magnitude";
+    const json& m = check.object(r["magnitude"], where);
+    const json& factors = check.field(m, "factors", where);
+    check.numberArray(factors, where + ".factors", false);
+    const auto perFactor = [&](const char* k) {
+        const json& v = check.field(m, k, where);
+        check.numberArray(v, where + "." + k);
+        if (v.size() != factors.size())
+            check.fail(where + "." + k, "has " + std::to_string(v.size()) + " values for " +
+                                            std::to_string(factors.size()) + " factors");
+    };
+    for (const char* k : {"max_weight", "entropy", "top_mass", "ratio"}) perFactor(k);
+    if (m.contains("spread")) {  // reports before it have none
+        perFactor("spread");
+        const json& v = m["spread"];
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (v[i].is_number() && !(v[i].get<double>() >= 0))
+                check.fail(where + ".spread[" + std::to_string(i) + "]", "is negative (a norm)");
+    }
+    check.integer(check.field(m, "queries_averaged", where), where + ".queries_averaged", 0);
+    check.within(m, "queries_averaged", where, 0, place.tokens, "a head of N queries has a number of them in");
+    check.eachWithin(m, "entropy", where, 0, std::log(std::max(place.keys, 1.0)),
+                     "the entropy of a row over n keys lies in");
+    if (place.softmax) {
+        check.eachWithin(m, "max_weight", where, 0, 1, "softmax weights lie in");
+        check.eachWithin(m, "top_mass", where, 0, 1, "a part of a softmax row's mass lies in");
+        check.eachWithin(m, "ratio", where, 0, std::numeric_limits<double>::infinity(),
+                         "a ratio of two softmax weights lies in");
+    }
+}
+
 }  // namespace
 
 const StatisticParts kMagnitudeStatistic{
@@ -109,6 +145,7 @@ const StatisticParts kMagnitudeStatistic{
     &readMagnitude,
     nullptr,
     &addMagnitudeColumns,
-    &report_detail::Aggregate::addMagnitude};
+    &report_detail::Aggregate::addMagnitude,
+    &checkMagnitude};
 
 }  // namespace attnlens

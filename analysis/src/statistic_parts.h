@@ -27,7 +27,16 @@ namespace attnlens {
 
 namespace report_detail {
 struct Aggregate;
-}
+class ReportChecker;
+}  // namespace report_detail
+
+// A record as merge checks it: where it is (for messages), its head's N queries and n keys, and
+// whether its rows are softmax's (non-negative, summing to 1: weights and masses within [0, 1]).
+struct RecordPlace {
+    std::string where;
+    double tokens = 0, keys = 0;
+    bool softmax = false;
+};
 
 // A record-table column and how a record fills it: `integer` columns through `integerOf`, float
 // columns through `valuesOf` (width values, or one).
@@ -56,6 +65,10 @@ struct StatisticParts {
     void (*curveColumns)(std::vector<ColumnRule>& rules, const AnalysisOptions& options);
     // Adds a record's result to the summary's running sums (nothing when the record has none).
     void (report_detail::Aggregate::*summarise)(const HeadStatistics& s);
+    // Merge's check of its fields in a record of any origin: their types (the report schema) and
+    // the bounds its head allows (a rank <= min(N, n), an entropy <= log n); Error(Input) naming
+    // the field.
+    void (*check)(const report_detail::ReportChecker& check, const nlohmann::json& record, const RecordPlace& place);
 };
 
 // rank, local, entropy, confusion, magnitude, distance (the order of --stats), then local_branch.

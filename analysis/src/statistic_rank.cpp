@@ -1,5 +1,6 @@
 // rank: the singular values of A, its numerical and effective rank beside the rank the paradigm's
 // algebra allows. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include "merge_checks.h"
 #include "statistic_parts.h"
 #include "summary_aggregate.h"
 
@@ -85,6 +86,27 @@ void readRank(const json& record, HeadStatistics& s) {
 
 void rankColumns(std::vector<ColumnRule>& rules, const AnalysisOptions&) { addRankColumns(rules); }
 
+// Merge's check: the spectrum's fields (schema definitions/record) and rank <= min(N, n) and <= its bound.
+void checkRank(const report_detail::ReportChecker& check, const json& r, const RecordPlace& place) {
+    if (!r.contains("rank")) return;
+    const std::string w = place.where + ".rank";
+    const json& s = check.object(r["rank"], w);
+    check.integer(check.field(s, "rank", w), w + ".rank", 0);
+    check.integer(check.field(s, "size", w), w + ".size", 0);
+    check.numbers(s, w, {"effective_rank", "tolerance"});
+    check.numbers(s, w, {"relative_tolerance"}, false);
+    if (s.contains("bound")) check.integer(s["bound"], w + ".bound", 0);
+    if (s.contains("bound_rule")) check.string(s["bound_rule"], w + ".bound_rule");
+    check.string(check.field(s, "method", w), w + ".method");
+    check.numberArray(check.field(s, "singular_values", w), w + ".singular_values");
+    const double side = std::min(place.tokens, place.keys);
+    check.within(s, "rank", w, 0, side, "a head of N x n allows rank in");
+    check.within(s, "bound", w, 0, side, "a head of N x n allows a rank bound in");
+    if (s.contains("bound") && s["bound"].is_number())
+        check.within(s, "rank", w, 0, s["bound"].get<double>(), "the paradigm's algebra (rank.bound) allows rank in");
+    check.within(s, "effective_rank", w, 0, side, "a head of N x n allows effective rank in");
+}
+
 }  // namespace
 
 namespace statistic_parts {
@@ -113,6 +135,7 @@ const StatisticParts kRankStatistic{
     &readRank,
     &rankColumns,
     nullptr,
-    &report_detail::Aggregate::addSpectrum};
+    &report_detail::Aggregate::addSpectrum,
+    &checkRank};
 
 }  // namespace attnlens

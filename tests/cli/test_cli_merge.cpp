@@ -172,6 +172,22 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
          first + ".magnitude.entropy[3]: -7.0 is impossible: the entropy of a row over n keys lies in [0, "},
         {[](json& j) { j["results"][0]["magnitude"]["max_weight"][0] = 1.5; },
          first + ".magnitude.max_weight[0]: 1.5 is impossible: softmax weights lie in [0, 1]"},
+        // Each statistic's own check (analysis/src/statistic_<name>.cpp) on a part the ones above leave.
+        {[](json& j) { j["results"][0]["ray_probe"]["equal_fraction"] = 1.5; },
+         first + ".ray_probe.equal_fraction: 1.5 is impossible: a fraction of queries lies in [0, 1]"},
+        {[](json& j) { j["results"][0]["ray_probe"]["total_variation_mean"][0] = -0.5; },
+         first + ".ray_probe.total_variation_mean[0]: -0.5 is impossible: half an L1 distance is >= 0"},
+        {[](json& j) { j["results"][0]["magnitude"]["spread"][2] = -1.0; },
+         first + ".magnitude.spread[2]: is negative (a norm)"},
+        {[](json& j) { j["results"][0]["distance"]["output_cosine"]["mean"] = 2.0; },
+         first + ".distance.output_cosine.mean: 2.0 is impossible: a cosine lies in [-1, 1]"},
+        {[](json& j) {
+             j["results"][0]["confusion"]["confused_pairs_far"] =
+                 j["results"][0]["confusion"]["confused_pairs"].get<int>() + 1;
+         },
+         first + ".confusion.confused_pairs_far: "},
+        {[](json& j) { j["results"][0]["local"][1]["queries"] = 40; },
+         first + ".local[1].queries: 40 is impossible: a head of N queries has a number of them in [0, 31]"},
         {[](json& j) { j["results"].erase(1); },
          "results: 7 records where the selection (1 images, 2 layers, their selected heads, 2 paradigms, less 0 "
          "skipped (image, layer)s) has 8; the first without a record is (image 1, layer blocks.0, head 0, paradigm "
@@ -226,6 +242,43 @@ TEST_F(CliTest, MergeValidatesEveryRecordAgainstTheSchemaAndItsDump) {
     ASSERT_EQ(run("analyze " + nan + " --quiet --per-query-maps --images 1 -o " + path("n1.json")).code, 0);
     r = run("merge " + path("n0.json") + " " + path("n1.json") + " -o " + path("n.json"));
     EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// The local branch's part of a record (analysis/src/statistic_local_branch.cpp: its check) is held to
+// the schema as the others are.
+TEST_F(CliTest, MergeChecksEachRecordsLocalBranch) {
+    const std::string in = path("branch.h5");
+    ASSERT_EQ(
+        run("synth -o " + in + " --layers 1 --heads 2 --grid 4x4 --prefix 0 --dim 8 --images 2 --local-branch dwc")
+            .code,
+        0);
+    const std::string common = " --stats rank,local --paradigms softmax,focused --quiet ";
+    ASSERT_EQ(run("analyze " + in + common + "--images 0 -o " + path("b0.json")).code, 0);
+    ASSERT_EQ(run("analyze " + in + common + "--images 1 -o " + path("b1.json")).code, 0);
+    ASSERT_EQ(run("merge " + path("b0.json") + " " + path("b1.json") + " -o " + path("bm.json")).code, 0);
+    const json good = readJson(path("b1.json"));
+    std::size_t withBranch = good["results"].size();
+    for (std::size_t i = 0; i < good["results"].size() && withBranch == good["results"].size(); ++i)
+        if (good["results"][i].contains("local_branch")) withBranch = i;
+    ASSERT_LT(withBranch, good["results"].size()) << "no record with a local branch";
+    const std::string at = "results[" + std::to_string(withBranch) + "] (image 1, layer ";
+    const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+        {[](json& b) { b["kind"] = 3; }, ".local_branch.kind: must be a string, got 3"},
+        {[](json& b) { b["channels"][0]["branch_share"] = "half"; },
+         ".local_branch.channels[0].branch_share: must be a number or null, got \"half\""},
+        {[](json& b) { b["rank"]["min"] = -1; }, ".local_branch.rank.min: must be an integer >= 0, got -1"},
+        {[](json& b) { b.erase("branch_share"); }, ".local_branch: the field \"branch_share\" is missing"},
+    };
+    for (const auto& [mutate, message] : cases) {
+        json bad = good;
+        mutate(bad["results"][withBranch]["local_branch"]);
+        std::ofstream(path("bad.json")) << bad.dump();
+        const RunResult r = run("merge " + path("b0.json") + " " + path("bad.json") + " -o " + path("out.json"));
+        EXPECT_EQ(r.code, 3) << message << "\n" << r.err;
+        EXPECT_THAT(r.err, HasSubstr("merge: " + path("bad.json") + ": " + at));
+        EXPECT_THAT(r.err, HasSubstr(message));
+        EXPECT_FALSE(fs::exists(path("out.json")));
+    }
 }
 
 // Studies of many images (issue 30 goal 5): shards written with --records hdf5 or none merge into
