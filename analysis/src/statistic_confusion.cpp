@@ -168,6 +168,11 @@ void checkConfusion(const report_detail::ReportChecker& check, const json& r, co
     }
 }
 
+constexpr HeadValue kConfusionValues[] = {
+    {"confusion.confused_pairs", "confusion", "confused query pairs",
+     [](const HeadStatistics& s) { return s.confusion ? double(s.confusion->confusedPairs) : kNoValue; }},
+};
+
 }  // namespace
 
 const StatisticParts kConfusionStatistic{
@@ -178,6 +183,7 @@ const StatisticParts kConfusionStatistic{
     &confusionColumns,
     nullptr,
     &report_detail::Aggregate::addConfusion,
-    &checkConfusion};
+    &checkConfusion,
+    kConfusionValues};
 
 }  // namespace attnlens

@@ -148,6 +148,15 @@ void checkDistance(const report_detail::ReportChecker& check, const json& r, con
         check.within(d["output_cosine"], "mean", where + ".output_cosine", -1, 1, "a cosine lies in");
 }
 
+constexpr HeadValue kDistanceValues[] = {
+    {"distance.total_variation.mean", "distance", "total variation to the reference",
+     [](const HeadStatistics& s) { return s.distance ? s.distance->totalVariation.mean : kNoValue; }},
+    {"distance.output_relative_error", "distance", "output error |O - O_ref| / |O_ref|",
+     [](const HeadStatistics& s) {
+         return s.distance && s.distance->hasOutput ? s.distance->outputRelativeError : kNoValue;
+     }},
+};
+
 }  // namespace
 
 const StatisticParts kDistanceStatistic{
@@ -158,6 +167,7 @@ const StatisticParts kDistanceStatistic{
     &distanceColumns,
     nullptr,
     &report_detail::Aggregate::addDistance,
-    &checkDistance};
+    &checkDistance,
+    kDistanceValues};
 
 }  // namespace attnlens

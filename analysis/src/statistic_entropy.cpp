@@ -146,6 +146,24 @@ void checkEntropy(const report_detail::ReportChecker& check, const json& r, cons
     if (place.softmax) check.within(e, "max_weight", w, 0, 1, "softmax weights lie in");
 }
 
+// Over each row's admissible keys: log N would call window rows focused.
+constexpr HeadValue kEntropyValues[] = {
+    {"entropy.normalised_entropy_admissible", "entropy", "entropy of max(A, 0) / log |S_i|",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropy : kNoValue; }},
+    {"entropy.normalised_entropy_abs_admissible", "entropy", "entropy of |A| / log |S_i|",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropyAbs : kNoValue; }},
+    {"entropy.max_weight", "entropy", "mean max weight, max_j A_ij",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->meanMaxWeight : kNoValue; }},
+    {"entropy.max_abs_share", "entropy", "max |A| share, max_j |A_ij| / Σ_j |A_ij|",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->meanMaxAbsShare : kNoValue; }},
+    {"entropy.negative_mass_per_row", "entropy", "negative mass per row",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->meanNegativeMass : kNoValue; }},
+    {"entropy.negative_row_fraction", "entropy", "rows with negative weights",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->negativeRowFraction : kNoValue; }},
+    {"entropy.negative_weight_fraction", "entropy", "share of the weights below 0",
+     [](const HeadStatistics& s) { return s.entropy ? s.entropy->negativeWeightFraction : kNoValue; }},
+};
+
 }  // namespace
 
 const StatisticParts kEntropyStatistic{
@@ -156,6 +174,7 @@ const StatisticParts kEntropyStatistic{
     &entropyColumns,
     nullptr,
     &report_detail::Aggregate::addEntropy,
-    &checkEntropy};
+    &checkEntropy,
+    kEntropyValues};
 
 }  // namespace attnlens

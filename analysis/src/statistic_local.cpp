@@ -152,6 +152,23 @@ void checkLocal(const report_detail::ReportChecker& check, const json& r, const 
     }
 }
 
+// The 3 x 3 window's mass of a head, when it was measured on some query.
+const LocalMassResult* localMass3(const HeadStatistics& s) {
+    for (const LocalMassResult& l : s.local)
+        if (l.k == 3) return l.queries > 0 ? &l : nullptr;
+    return nullptr;
+}
+
+constexpr HeadValue kLocalValues[] = {
+    {"local[k=3].mean", "local", "3 x 3 local mass",
+     [](const HeadStatistics& s) { return localMass3(s) ? localMass3(s)->mean : kNoValue; }},
+    {"local[k=3].x_uniform", "local", "3 x 3 local mass, x uniform",
+     [](const HeadStatistics& s) {
+         const LocalMassResult* l = localMass3(s);
+         return l ? timesUniform(l->mean, l->admissibleBaseline) : kNoValue;
+     }},
+};
+
 }  // namespace
 
 const StatisticParts kLocalStatistic{
@@ -162,6 +179,7 @@ const StatisticParts kLocalStatistic{
     &addLocalMassColumns,
     nullptr,
     &report_detail::Aggregate::addLocal,
-    &checkLocal};
+    &checkLocal,
+    kLocalValues};
 
 }  // namespace attnlens

@@ -197,6 +197,7 @@ const StatisticParts kLocalBranchStatistic{
     &addBranchColumns,
     nullptr,
     &report_detail::Aggregate::addBranch,
-    &checkLocalBranch};
+    &checkLocalBranch,
+    {}};
 
 }  // namespace attnlens

@@ -146,6 +146,7 @@ const StatisticParts kMagnitudeStatistic{
     nullptr,
     &addMagnitudeColumns,
     &report_detail::Aggregate::addMagnitude,
-    &checkMagnitude};
+    &checkMagnitude,
+    {}};
 
 }  // namespace attnlens

@@ -69,6 +69,8 @@ struct StatisticParts {
     // the bounds its head allows (a rank <= min(N, n), an entropy <= log n); Error(Input) naming
     // the field.
     void (*check)(const report_detail::ReportChecker& check, const nlohmann::json& record, const RecordPlace& place);
+    // The numbers per head its result holds (statistics.h: HeadValue), for the Heads view and render.
+    std::span<const HeadValue> headValues;
 };
 
 // rank, local, entropy, confusion, magnitude, distance (the order of --stats), then local_branch.

@@ -107,6 +107,18 @@ void checkRank(const report_detail::ReportChecker& check, const json& r, const R
     check.within(s, "effective_rank", w, 0, side, "a head of N x n allows effective rank in");
 }
 
+constexpr HeadValue kRankValues[] = {
+    {"rank.rank", "rank", "numerical rank",
+     [](const HeadStatistics& s) { return s.spectrum ? double(s.spectrum->rank) : kNoValue; }},
+    // A bound of 0 is unknown (a report read back from an older file).
+    {"rank.rank/rank.bound", "rank", "rank over its bound",
+     [](const HeadStatistics& s) {
+         return s.spectrum && s.spectrum->bound > 0 ? double(s.spectrum->rank) / double(s.spectrum->bound) : kNoValue;
+     }},
+    {"rank.effective_rank", "rank", "effective rank",
+     [](const HeadStatistics& s) { return s.spectrum ? s.spectrum->effectiveRank : kNoValue; }},
+};
+
 }  // namespace
 
 namespace statistic_parts {
@@ -136,6 +148,7 @@ const StatisticParts kRankStatistic{
     &rankColumns,
     nullptr,
     &report_detail::Aggregate::addSpectrum,
-    &checkRank};
+    &checkRank,
+    kRankValues};
 
 }  // namespace attnlens

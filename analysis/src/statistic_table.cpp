@@ -1,4 +1,5 @@
-// The table of the built-in statistics (statistic_parts.h), and the names --stats selects from it.
+// The table of the built-in statistics (statistic_parts.h), and what is read from it alone: the names
+// --stats selects and the numbers per head the Heads view colours by.
 #include <array>
 #include <vector>
 
@@ -21,6 +22,22 @@ std::span<const BuiltInStatistic> builtInStatistics() {
         return list;
     }();
     return selectable;
+}
+
+std::span<const HeadValue> headValues() {
+    static const std::vector<HeadValue> values = [] {
+        std::vector<HeadValue> list;
+        for (const StatisticParts* parts : statisticTable())
+            list.insert(list.end(), parts->headValues.begin(), parts->headValues.end());
+        return list;
+    }();
+    return values;
+}
+
+const HeadValue* findHeadValue(std::string_view field) {
+    for (const HeadValue& v : headValues())
+        if (v.field == field) return &v;
+    return nullptr;
 }
 
 }  // namespace attnlens

@@ -5,6 +5,7 @@
 // time, as docs/DEFINITIONS.md and the schema state it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -122,6 +123,68 @@ TEST(StatisticTable, EveryStatisticTogetherAndTheBranchWithRankOrLocal) {
         }
     }
     EXPECT_EQ(curveColumns, 5);
+}
+
+// A record's number at a head value's field: "a.b.c", "local[k=3].mean" (the entry of the array
+// whose k is 3), "x/y" (a ratio); NaN where the record has none.
+double fieldOf(const json& record, const std::string& field) {
+    const std::size_t slash = field.find('/');
+    if (slash != std::string::npos)
+        return fieldOf(record, field.substr(0, slash)) / fieldOf(record, field.substr(slash + 1));
+    const json* at = &record;
+    std::size_t start = 0;
+    while (start <= field.size()) {
+        const std::size_t dot = std::min(field.find('.', start), field.size());
+        std::string part = field.substr(start, dot - start);
+        start = dot + 1;
+        const std::size_t bracket = part.find("[k=");
+        const int k = bracket == std::string::npos ? 0 : std::stoi(part.substr(bracket + 3));
+        if (bracket != std::string::npos) part.resize(bracket);
+        if (!at->is_object() || !at->contains(part)) return std::nan("");
+        at = &(*at)[part];
+        if (k > 0) {
+            const json* entry = nullptr;
+            for (const json& e : *at)
+                if (e.at("k").get<int>() == k) entry = &e;
+            if (!entry) return std::nan("");
+            at = entry;
+        }
+    }
+    return at->is_number() ? at->get<double>() : std::nan("");
+}
+
+TEST(StatisticTable, EachHeadValueIsTheNumberAtItsRecordField) {
+    test::TempDir dir;
+    const auto reader = branchDump(dir);
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax"), presetParadigm("inline"), presetParadigm("mala")};
+    request.threads = 1;
+    const AnalysisReport report = analyzeDump(*reader, request);
+    const json j = reportToJson(report, ToolInfo{});
+    ASSERT_FALSE(headValues().empty());
+    std::set<std::string> statistics;
+    for (const BuiltInStatistic& b : builtInStatistics()) statistics.insert(std::string(b.name));
+    for (const HeadValue& value : headValues()) {
+        SCOPED_TRACE(std::string(value.field));
+        EXPECT_EQ(findHeadValue(value.field), &value);
+        EXPECT_TRUE(statistics.count(std::string(value.statistic)));
+        EXPECT_EQ(value.field.substr(0, value.statistic.size()), value.statistic);
+        int finite = 0;
+        for (std::size_t i = 0; i < report.records.size(); ++i) {
+            const double fromRecord = fieldOf(j["results"][i], std::string(value.field));
+            const double fromStatistics = value.of(report.records[i].stats);
+            if (std::isnan(fromRecord)) {
+                EXPECT_TRUE(std::isnan(fromStatistics)) << i;
+            } else {
+                EXPECT_DOUBLE_EQ(fromStatistics, fromRecord) << i;
+                ++finite;
+            }
+        }
+        EXPECT_GT(finite, 0) << "no record has this value";
+        // A head without the statistic's result has no value.
+        EXPECT_TRUE(std::isnan(value.of(HeadStatistics{})));
+    }
+    EXPECT_EQ(findHeadValue("entropy.nonesuch"), nullptr);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <QTableWidget>
 #include <QTextStream>
 #include <QToolButton>
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -672,6 +673,10 @@ void StatisticsTests::headOverviewMatchesTheRows() {
     QVERIFY(!bytesOf(dir_.filePath("max-weight.png")).isEmpty());
     QCOMPARE(bytesOf(dir_.filePath("max-weight.png")), bytesOf(dir_.filePath("entropy.max_weight.png")));
     QCOMPARE(parseHeadStatistic("local[k=3].x_uniform"), HeadStatistic::LocalTimesUniform3);
+    for (const HeadValue& value : headValues())
+        QVERIFY2(std::any_of(headStatistics().begin(), headStatistics().end(),
+                             [&](const HeadStatisticEntry& e) { return e.value == &value; }),
+                 value.field.data());
     const QString help = renderUsage();
     QFile docs(QStringLiteral(ATTNLENS_SOURCE_DIR "/docs/DESKTOP.md"));
     QVERIFY(docs.open(QIODevice::ReadOnly));
@@ -680,6 +685,12 @@ void StatisticsTests::headOverviewMatchesTheRows() {
         const QString key = QString::fromUtf8(e.key.data(), qsizetype(e.key.size()));
         const QString field = QString::fromUtf8(e.field.data(), qsizetype(e.field.size()));
         QVERIFY2(help.contains(key), e.key.data());
+        // The number, its title and its field are the library's (attnlens::headValues()), but for the
+        // locality report's mean distance; every library head value is in the view's list.
+        if (e.statistic != HeadStatistic::MeanDistance) {
+            QVERIFY2(e.value != nullptr && e.value == findHeadValue(e.field), e.key.data());
+            QCOMPARE(QString::fromUtf8(e.title), QString::fromUtf8(e.value->title));
+        }
         // docs/DESKTOP.md "The Heads view's statistics" has the entry's row.
         QVERIFY2(
             table.contains(QStringLiteral("| `%1`").arg(key)) && table.contains(QStringLiteral("| `%1`").arg(field)),

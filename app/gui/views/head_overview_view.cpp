@@ -6,6 +6,7 @@
 #include <QMouseEvent>
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "attnlens/analysis/registered_statistics.h"
 #include "attnlens/io/error.h"
@@ -17,31 +18,34 @@
 namespace attnlens::gui {
 
 const std::vector<HeadStatisticEntry>& headStatistics() {
-    static const std::vector<HeadStatisticEntry> table{
-        {HeadStatistic::LocalMass3, "local3", "local[k=3].mean", "3 x 3 local mass"},
-        {HeadStatistic::LocalTimesUniform3, "local3-x-uniform", "local[k=3].x_uniform", "3 x 3 local mass, x uniform"},
-        {HeadStatistic::NormalisedEntropy, "entropy", "entropy.normalised_entropy_admissible",
-         "entropy of max(A, 0) / log |S_i|"},
-        {HeadStatistic::NormalisedEntropyAbs, "entropy-abs", "entropy.normalised_entropy_abs_admissible",
-         "entropy of |A| / log |S_i|"},
-        {HeadStatistic::MaxWeight, "max-weight", "entropy.max_weight", "mean max weight, max_j A_ij"},
-        {HeadStatistic::MaxAbsShare, "max-abs-share", "entropy.max_abs_share",
-         "max |A| share, max_j |A_ij| / Σ_j |A_ij|"},
-        {HeadStatistic::NegativeMass, "negative-mass", "entropy.negative_mass_per_row", "negative mass per row"},
-        {HeadStatistic::NegativeRowFraction, "negative-rows", "entropy.negative_row_fraction",
-         "rows with negative weights"},
-        {HeadStatistic::NegativeWeightFraction, "negative-weights", "entropy.negative_weight_fraction",
-         "share of the weights below 0"},
-        {HeadStatistic::ConfusedPairs, "confused-pairs", "confusion.confused_pairs", "confused query pairs"},
-        {HeadStatistic::Rank, "rank", "rank.rank", "numerical rank"},
-        {HeadStatistic::RankOverBound, "rank-over-bound", "rank.rank/rank.bound", "rank over its bound"},
-        {HeadStatistic::EffectiveRank, "effective-rank", "rank.effective_rank", "effective rank"},
-        {HeadStatistic::MeanDistance, "mean-distance", "locality:mean_distance", "mean attention distance"},
-        {HeadStatistic::TotalVariation, "total-variation", "distance.total_variation.mean",
-         "total variation to the reference"},
-        {HeadStatistic::OutputError, "output-error", "distance.output_relative_error",
-         "output error |O - O_ref| / |O_ref|"},
-    };
+    // The view's order and the command line's short names; the numbers, their titles and the records'
+    // fields are the library's (attnlens::headValues()), but for the locality report's mean distance.
+    static const std::vector<HeadStatisticEntry> table = [] {
+        const std::tuple<HeadStatistic, std::string_view, std::string_view> names[] = {
+            {HeadStatistic::LocalMass3, "local3", "local[k=3].mean"},
+            {HeadStatistic::LocalTimesUniform3, "local3-x-uniform", "local[k=3].x_uniform"},
+            {HeadStatistic::NormalisedEntropy, "entropy", "entropy.normalised_entropy_admissible"},
+            {HeadStatistic::NormalisedEntropyAbs, "entropy-abs", "entropy.normalised_entropy_abs_admissible"},
+            {HeadStatistic::MaxWeight, "max-weight", "entropy.max_weight"},
+            {HeadStatistic::MaxAbsShare, "max-abs-share", "entropy.max_abs_share"},
+            {HeadStatistic::NegativeMass, "negative-mass", "entropy.negative_mass_per_row"},
+            {HeadStatistic::NegativeRowFraction, "negative-rows", "entropy.negative_row_fraction"},
+            {HeadStatistic::NegativeWeightFraction, "negative-weights", "entropy.negative_weight_fraction"},
+            {HeadStatistic::ConfusedPairs, "confused-pairs", "confusion.confused_pairs"},
+            {HeadStatistic::Rank, "rank", "rank.rank"},
+            {HeadStatistic::RankOverBound, "rank-over-bound", "rank.rank/rank.bound"},
+            {HeadStatistic::EffectiveRank, "effective-rank", "rank.effective_rank"},
+            {HeadStatistic::MeanDistance, "mean-distance", "locality:mean_distance"},
+            {HeadStatistic::TotalVariation, "total-variation", "distance.total_variation.mean"},
+            {HeadStatistic::OutputError, "output-error", "distance.output_relative_error"},
+        };
+        std::vector<HeadStatisticEntry> entries;
+        for (const auto& [statistic, key, field] : names) {
+            const HeadValue* value = findHeadValue(field);
+            entries.push_back({statistic, key, field, value ? value->title : "mean attention distance", value});
+        }
+        return entries;
+    }();
     return table;
 }
 
@@ -94,51 +98,14 @@ std::string headStatisticHelp(std::size_t width) {
 namespace {
 
 double statisticOf(const HeadStatistics& s, HeadStatistic which, const std::string& registeredKey) {
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    switch (which) {
-        case HeadStatistic::Registered:
-            for (const auto& [key, value] : s.registered)
-                if (key == registeredKey) return value;
-            return nan;
-        case HeadStatistic::LocalMass3:
-            for (const LocalMassResult& l : s.local)
-                if (l.k == 3) return l.queries > 0 ? l.mean : nan;
-            return nan;
-        case HeadStatistic::LocalTimesUniform3:
-            for (const LocalMassResult& l : s.local)
-                if (l.k == 3) return l.queries > 0 ? timesUniform(l.mean, l.admissibleBaseline) : nan;
-            return nan;
-        case HeadStatistic::NormalisedEntropy:
-            // Over each row's admissible keys: log N would call window rows focused.
-            return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropy : nan;
-        case HeadStatistic::NormalisedEntropyAbs:
-            return s.entropy ? s.entropy->meanAdmissibleNormalisedEntropyAbs : nan;
-        case HeadStatistic::MaxWeight:
-            return s.entropy ? s.entropy->meanMaxWeight : nan;
-        case HeadStatistic::MaxAbsShare:
-            return s.entropy ? s.entropy->meanMaxAbsShare : nan;
-        case HeadStatistic::NegativeWeightFraction:
-            return s.entropy ? s.entropy->negativeWeightFraction : nan;
-        case HeadStatistic::NegativeMass:
-            return s.entropy ? s.entropy->meanNegativeMass : nan;
-        case HeadStatistic::NegativeRowFraction:
-            return s.entropy ? s.entropy->negativeRowFraction : nan;
-        case HeadStatistic::ConfusedPairs:
-            return s.confusion ? double(s.confusion->confusedPairs) : nan;
-        case HeadStatistic::Rank:
-            return s.spectrum ? double(s.spectrum->rank) : nan;
-        case HeadStatistic::RankOverBound:  // a bound of 0 is unknown (a report read back from an older file)
-            return s.spectrum && s.spectrum->bound > 0 ? double(s.spectrum->rank) / double(s.spectrum->bound) : nan;
-        case HeadStatistic::EffectiveRank:
-            return s.spectrum ? s.spectrum->effectiveRank : nan;
-        case HeadStatistic::MeanDistance:
-            return nan;  // from the locality report (meanDistanceGrid)
-        case HeadStatistic::TotalVariation:
-            return s.distance ? s.distance->totalVariation.mean : nan;
-        case HeadStatistic::OutputError:
-            return s.distance && s.distance->hasOutput ? s.distance->outputRelativeError : nan;
+    if (which == HeadStatistic::Registered) {
+        for (const auto& [key, value] : s.registered)
+            if (key == registeredKey) return value;
+        return std::numeric_limits<double>::quiet_NaN();
     }
-    return nan;
+    // The mean distance is the locality report's (meanDistanceGrid).
+    const HeadStatisticEntry* e = entryOf(which);
+    return e && e->value ? e->value->of(s) : std::numeric_limits<double>::quiet_NaN();
 }
 
 QString cellWithoutValue(HeadCell c) {
@@ -197,9 +164,11 @@ std::vector<std::vector<double>> meanDistanceGrid(const LocalityReport& report, 
 }
 
 ReportContent HeadOverviewView::reportContent() const {
-    if (stat_ == HeadStatistic::Rank || stat_ == HeadStatistic::RankOverBound || stat_ == HeadStatistic::EffectiveRank)
-        return ReportContent::Rank;
-    if (stat_ == HeadStatistic::TotalVariation || stat_ == HeadStatistic::OutputError) return ReportContent::Distance;
+    // The report that holds the value: every head's spectrum, or the distance to the reference.
+    const HeadStatisticEntry* e = entryOf(stat_);
+    const std::string_view statistic = e && e->value ? e->value->statistic : std::string_view();
+    if (statistic == "rank") return ReportContent::Rank;
+    if (statistic == "distance") return ReportContent::Distance;
     return ReportContent::Statistics;
 }
 

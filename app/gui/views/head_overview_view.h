@@ -43,6 +43,9 @@ struct HeadStatisticEntry {
     std::string_view key;    // render --head-statistic
     std::string_view field;  // the record's field ("locality:" for the locality report's)
     const char* title;       // UTF-8: the view's list and the colour bar
+    // The library's number (attnlens::headValues(): its value of a head, its statistic, its
+    // title); nullptr for the locality report's mean distance.
+    const HeadValue* value;
 };
 const std::vector<HeadStatisticEntry>& headStatistics();  // in the view's order, without Registered
 QString headStatisticName(HeadStatistic s);

@@ -412,6 +412,21 @@ struct HeadStatistics {
     // The selected registered statistics (StatSelection::registered), in its order: key, value.
     std::vector<std::pair<std::string, double>> registered;
 };
+// A number per head that a built-in statistic's result holds, as the desktop program's Heads view
+// colours by it and render --head-statistic names it: the record's field it is (docs/DEFINITIONS.md),
+// the statistic whose result holds it, its title, and its value for one head (NaN where the head has
+// no such result or the value is undefined). Each statistic's entry of the one table lists its own
+// (analysis/src/statistic_<name>.cpp), so that the view, render and the JSON speak of one number.
+struct HeadValue {
+    std::string_view field;      // e.g. "entropy.max_weight", "local[k=3].mean"
+    std::string_view statistic;  // the built-in statistic whose result holds it (builtInStatistics())
+    const char* title;           // UTF-8
+    double (*of)(const HeadStatistics& s);
+};
+// Every built-in statistic's head values, in the order of the statistics.
+std::span<const HeadValue> headValues();
+// nullptr when no head value is this field.
+const HeadValue* findHeadValue(std::string_view field);
 // When the dense matrix is built anyway (local mass, entropy) and the magnitude curves are
 // selected, analyzeHead keeps the raw rows of the one GEMM for both, for heads up to this many
 // tokens (one more N x N matrix: 32 MiB at the limit).
