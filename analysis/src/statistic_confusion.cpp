@@ -175,6 +175,25 @@ constexpr HeadValue kConfusionValues[] = {
 
 }  // namespace
 
+namespace report_detail {
+
+// Confusion and its ray probe.
+void Aggregate::addConfusion(const HeadStatistics& s) {
+    if (s.confusion) {
+        hasConfusion = true;
+        confused += s.confusion->confusedPairs;
+        confusedFar += s.confusion->confusedPairsFar;
+    }
+    if (s.rayProbe) {
+        rayEqual.add(s.rayProbe->equalFraction);
+        if (rayTv.empty()) rayTv.resize(s.rayProbe->totalVariationMean.size());
+        for (std::size_t f = 0; f < rayTv.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
+            rayTv[f].add(s.rayProbe->totalVariationMean[f]);
+    }
+}
+
+}  // namespace report_detail
+
 const StatisticParts kConfusionStatistic{
     {"confusion", &StatSelection::confusion, "pairs of queries with (nearly) identical rows"},
     &confusionOptions,

@@ -159,6 +159,26 @@ constexpr HeadValue kDistanceValues[] = {
 
 }  // namespace
 
+namespace report_detail {
+
+void Aggregate::addDistance(const HeadStatistics& s) {
+    if (!s.distance) return;
+    const DistanceResult& d = *s.distance;
+    ++distanceRecords;
+    reference = d.reference;
+    distanceQueries += std::int64_t(d.queries);
+    jensenShannonQueries += std::int64_t(d.jensenShannon.count);
+    totalVariation.add(d.totalVariation.mean);
+    jensenShannon.add(d.jensenShannon.mean);
+    if (d.hasOutput) {
+        outputError.add(d.outputRelativeError);
+        if (d.outputRelativeErrorWithBranch) outputErrorWithBranch.add(*d.outputRelativeErrorWithBranch);
+        outputCosine.add(d.outputCosine.mean);
+    }
+}
+
+}  // namespace report_detail
+
 const StatisticParts kDistanceStatistic{
     {"distance", &StatSelection::distance, "total variation, Jensen-Shannon and output error to a reference"},
     &distanceOptions,

@@ -166,6 +166,25 @@ constexpr HeadValue kEntropyValues[] = {
 
 }  // namespace
 
+namespace report_detail {
+
+void Aggregate::addEntropy(const HeadStatistics& s) {
+    if (!s.entropy) return;
+    const EntropyResult& e = *s.entropy;
+    entropy.add(e.meanEntropy);
+    normalisedEntropy.add(e.meanNormalisedEntropy);
+    admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
+    entropyAbs.add(e.meanEntropyAbs);
+    admissibleNormalisedEntropyAbs.add(e.meanAdmissibleNormalisedEntropyAbs);
+    maxAbsShare.add(e.meanMaxAbsShare);
+    negativeWeights.add(e.negativeWeightFraction);
+    maxWeight.add(e.meanMaxWeight);
+    negativeRows.add(e.negativeRowFraction);
+    negativeMass.add(e.meanNegativeMass);
+}
+
+}  // namespace report_detail
+
 const StatisticParts kEntropyStatistic{
     {"entropy", &StatSelection::entropy, "row entropy, maximum weight and negative mass, on A and |A|"},
     &entropyOptions,

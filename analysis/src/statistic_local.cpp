@@ -171,6 +171,21 @@ constexpr HeadValue kLocalValues[] = {
 
 }  // namespace
 
+namespace report_detail {
+
+void Aggregate::addLocal(const HeadStatistics& s) {
+    for (const LocalMassResult& l : s.local) {
+        local[l.k].add(l.mean);
+        localUniform[l.k].add(l.uniformBaseline);
+        localAdmissible[l.k].add(l.admissibleBaseline);
+        localTimesUniform[l.k].add(timesUniform(l.mean, l.admissibleBaseline));
+        localPaper[l.k].add(l.paperBaseline);
+        if (l.outputShare) localOutputShare[l.k].add(*l.outputShare);
+    }
+}
+
+}  // namespace report_detail
+
 const StatisticParts kLocalStatistic{
     {"local", &StatSelection::local, "k x k local mass beside its uniform baselines, and its output share"},
     &localOptions,

@@ -189,6 +189,34 @@ void checkLocalBranch(const report_detail::ReportChecker& check, const json& r, 
 
 }  // namespace
 
+namespace report_detail {
+
+// The branch's ranks and local masses beside A's own (s.spectrum, s.local).
+void Aggregate::addBranch(const HeadStatistics& s) {
+    if (!s.localBranch) return;
+    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+    const LocalBranchResult& b = *s.localBranch;
+    ++branchRecords;
+    if (b.mean && b.mean->spectrum) {
+        branchRankWithout.add(s.spectrum ? double(s.spectrum->rank) : kNone);
+        branchRankMedian.add(b.rankMedian);
+        branchRankMeanChannel.add(double(b.mean->spectrum->rank));
+        branchRankMin = std::min(branchRankMin, b.rankMin);
+        branchRankMax = std::max(branchRankMax, b.rankMax);
+    }
+    // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
+    for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
+        const int k = s.local[i].k;
+        branchLocalWithout[k].add(b.localMassWithout[i]);
+        branchLocalWith[k].add(b.mean ? b.mean->localMass[i] : kNone);
+        branchAbsWithout[k].add(b.localAbsFractionWithout[i]);
+        branchAbsWith[k].add(b.mean ? b.mean->localAbsFraction[i] : kNone);
+    }
+    branchShare.add(meanBranchShare(b));
+}
+
+}  // namespace report_detail
+
 const StatisticParts kLocalBranchStatistic{
     {"local_branch", nullptr, "ranks and local mass of A plus the layer's local branch (with rank or local)"},
     &localBranchOptions,

@@ -138,6 +138,32 @@ void checkMagnitude(const report_detail::ReportChecker& check, const json& r, co
 
 }  // namespace
 
+namespace report_detail {
+
+void Aggregate::addMagnitude(const HeadStatistics& s) {
+    if (!s.magnitude) return;
+    const MagnitudeCurve& m = *s.magnitude;
+    const std::size_t points = m.factors.size();
+    if (magMax.empty()) {
+        magMax.resize(points);
+        magEntropy.resize(points);
+        magTop.resize(points);
+        magLogRatio.resize(points);
+        magSpread.resize(points);
+        factors = m.factors;
+    }
+    magSpreadMissing = magSpreadMissing || m.spread.size() != points;
+    for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
+        magMax[i].add(m.maxWeight[i]);
+        magEntropy[i].add(m.entropy[i]);
+        magTop[i].add(m.topMass[i]);
+        if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
+        if (i < m.spread.size()) magSpread[i].add(m.spread[i]);
+    }
+}
+
+}  // namespace report_detail
+
 const StatisticParts kMagnitudeStatistic{
     {"magnitude", &StatSelection::magnitude, "entropy and sharpness as the queries are scaled"},
     &magnitudeOptions,

@@ -140,6 +140,17 @@ SpectrumResult spectrumFromJson(const json& j) {
 
 }  // namespace statistic_parts
 
+namespace report_detail {
+
+void Aggregate::addSpectrum(const HeadStatistics& s) {
+    if (!s.spectrum) return;
+    rank.add(double(s.spectrum->rank));
+    if (s.spectrum->bound > 0) rankBound.add(double(s.spectrum->bound));
+    effectiveRank.add(s.spectrum->effectiveRank);
+}
+
+}  // namespace report_detail
+
 const StatisticParts kRankStatistic{
     {"rank", &StatSelection::rank, "spectrum, numerical and effective rank beside the paradigm's bound"},
     &rankOptions,

@@ -67,115 +67,15 @@ struct Aggregate {
         for (const StatisticParts* parts : statisticTable()) (this->*parts->summarise)(s);
     }
 
-    void addSpectrum(const HeadStatistics& s) {
-        if (!s.spectrum) return;
-        rank.add(double(s.spectrum->rank));
-        if (s.spectrum->bound > 0) rankBound.add(double(s.spectrum->bound));
-        effectiveRank.add(s.spectrum->effectiveRank);
-    }
-
-    void addLocal(const HeadStatistics& s) {
-        for (const LocalMassResult& l : s.local) {
-            local[l.k].add(l.mean);
-            localUniform[l.k].add(l.uniformBaseline);
-            localAdmissible[l.k].add(l.admissibleBaseline);
-            localTimesUniform[l.k].add(timesUniform(l.mean, l.admissibleBaseline));
-            localPaper[l.k].add(l.paperBaseline);
-            if (l.outputShare) localOutputShare[l.k].add(*l.outputShare);
-        }
-    }
-
-    void addEntropy(const HeadStatistics& s) {
-        if (!s.entropy) return;
-        const EntropyResult& e = *s.entropy;
-        entropy.add(e.meanEntropy);
-        normalisedEntropy.add(e.meanNormalisedEntropy);
-        admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
-        entropyAbs.add(e.meanEntropyAbs);
-        admissibleNormalisedEntropyAbs.add(e.meanAdmissibleNormalisedEntropyAbs);
-        maxAbsShare.add(e.meanMaxAbsShare);
-        negativeWeights.add(e.negativeWeightFraction);
-        maxWeight.add(e.meanMaxWeight);
-        negativeRows.add(e.negativeRowFraction);
-        negativeMass.add(e.meanNegativeMass);
-    }
-
-    // Confusion and its ray probe.
-    void addConfusion(const HeadStatistics& s) {
-        if (s.confusion) {
-            hasConfusion = true;
-            confused += s.confusion->confusedPairs;
-            confusedFar += s.confusion->confusedPairsFar;
-        }
-        if (s.rayProbe) {
-            rayEqual.add(s.rayProbe->equalFraction);
-            if (rayTv.empty()) rayTv.resize(s.rayProbe->totalVariationMean.size());
-            for (std::size_t f = 0; f < rayTv.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
-                rayTv[f].add(s.rayProbe->totalVariationMean[f]);
-        }
-    }
-
-    void addDistance(const HeadStatistics& s) {
-        if (!s.distance) return;
-        const DistanceResult& d = *s.distance;
-        ++distanceRecords;
-        reference = d.reference;
-        distanceQueries += std::int64_t(d.queries);
-        jensenShannonQueries += std::int64_t(d.jensenShannon.count);
-        totalVariation.add(d.totalVariation.mean);
-        jensenShannon.add(d.jensenShannon.mean);
-        if (d.hasOutput) {
-            outputError.add(d.outputRelativeError);
-            if (d.outputRelativeErrorWithBranch) outputErrorWithBranch.add(*d.outputRelativeErrorWithBranch);
-            outputCosine.add(d.outputCosine.mean);
-        }
-    }
-
-    // The branch's ranks and local masses beside A's own (s.spectrum, s.local).
-    void addBranch(const HeadStatistics& s) {
-        if (!s.localBranch) return;
-        constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-        const LocalBranchResult& b = *s.localBranch;
-        ++branchRecords;
-        if (b.mean && b.mean->spectrum) {
-            branchRankWithout.add(s.spectrum ? double(s.spectrum->rank) : kNone);
-            branchRankMedian.add(b.rankMedian);
-            branchRankMeanChannel.add(double(b.mean->spectrum->rank));
-            branchRankMin = std::min(branchRankMin, b.rankMin);
-            branchRankMax = std::max(branchRankMax, b.rankMax);
-        }
-        // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
-        for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
-            const int k = s.local[i].k;
-            branchLocalWithout[k].add(b.localMassWithout[i]);
-            branchLocalWith[k].add(b.mean ? b.mean->localMass[i] : kNone);
-            branchAbsWithout[k].add(b.localAbsFractionWithout[i]);
-            branchAbsWith[k].add(b.mean ? b.mean->localAbsFraction[i] : kNone);
-        }
-        branchShare.add(meanBranchShare(b));
-    }
-
-    void addMagnitude(const HeadStatistics& s) {
-        if (!s.magnitude) return;
-        const MagnitudeCurve& m = *s.magnitude;
-        const std::size_t points = m.factors.size();
-        if (magMax.empty()) {
-            magMax.resize(points);
-            magEntropy.resize(points);
-            magTop.resize(points);
-            magLogRatio.resize(points);
-            magSpread.resize(points);
-            factors = m.factors;
-        }
-        magSpreadMissing = magSpreadMissing || m.spread.size() != points;
-        for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
-            magMax[i].add(m.maxWeight[i]);
-            magEntropy[i].add(m.entropy[i]);
-            magTop[i].add(m.topMass[i]);
-            if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
-            if (i < m.spread.size()) magSpread[i].add(m.spread[i]);
-        }
-    }
+    // Each statistic's part of add (statistic_parts.h: summarise), in its own file
+    // (statistic_<name>.cpp): nothing when the record has no such result.
+    void addSpectrum(const HeadStatistics& s);
+    void addLocal(const HeadStatistics& s);
+    void addEntropy(const HeadStatistics& s);
+    void addConfusion(const HeadStatistics& s);  // and its ray probe
+    void addMagnitude(const HeadStatistics& s);
+    void addDistance(const HeadStatistics& s);
+    void addBranch(const HeadStatistics& s);  // beside A's own rank and local mass
 
     // Adds another set of records' aggregate: the same as adding its records here.
     void merge(const Aggregate& o) {
