@@ -94,8 +94,7 @@ double ReportSummary::layerMean(int paradigm, int layerPosition, Statistic stati
 ReportSummary::QueryCoverage ReportSummary::layerJensenShannonCoverage(int paradigm, int layerPosition) const {
     const auto& layers = state_->perLayer.at(std::size_t(paradigm));
     const auto it = layers.find(layerPosition);
-    if (it == layers.end() || it->second.distanceQueriesMissing) return {};
-    return {it->second.jensenShannonQueries, it->second.distanceQueries};
+    return it == layers.end() ? QueryCoverage{} : it->second.coverageOf(Statistic::JensenShannon);
 }
 
 double ReportSummary::headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k) const {

@@ -1,14 +1,18 @@
 // confusion: pairs of distinct queries with (nearly) identical rows, and the ray probe (rows along a
 // query's ray). Its entry in the statistic table (statistic_parts.h) and every part of it.
 #include "merge_checks.h"
+#include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
+using report_detail::curveFromState;
+using report_detail::curveState;
+using report_detail::mergeCurve;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
@@ -173,26 +177,73 @@ constexpr HeadValue kConfusionValues[] = {
      [](const HeadStatistics& s) { return s.confusion ? double(s.confusion->confusedPairs) : kNoValue; }},
 };
 
+// Confusion's running sums in a summary cell: its confused pairs (all, and far apart) and its ray
+// probe's means. Its counts are totals, not means; a cell without a confusion result says null.
+class ConfusionSums : public StatisticSumsOf<ConfusionSums> {
+public:
+    void add(const HeadStatistics& s) override {
+        if (s.confusion) {
+            hasConfusion_ = true;
+            confused_ += s.confusion->confusedPairs;
+            confusedFar_ += s.confusion->confusedPairsFar;
+        }
+        if (s.rayProbe) {
+            rayEqual_.add(s.rayProbe->equalFraction);
+            if (rayTv_.empty()) rayTv_.resize(s.rayProbe->totalVariationMean.size());
+            for (std::size_t f = 0; f < rayTv_.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
+                rayTv_[f].add(s.rayProbe->totalVariationMean[f]);
+        }
+    }
+    void mergeSame(const ConfusionSums& o) {
+        confused_ += o.confused_;
+        confusedFar_ += o.confusedFar_;
+        rayEqual_.merge(o.rayEqual_);
+        if (!o.rayTv_.empty()) mergeCurve(rayTv_, o.rayTv_);
+        hasConfusion_ = hasConfusion_ || o.hasConfusion_;
+    }
+    void writeState(json& state, bool) const override {
+        state["confused"] = confused_;
+        state["confused_far"] = confusedFar_;
+        state["ray_probe"] = {{"equal_fraction", rayEqual_.state()}, {"total_variation", curveState(rayTv_)}};
+        state["has_confusion"] = hasConfusion_;
+    }
+    // A state from before the far pairs and the ray probe has neither.
+    void readState(const json& state, bool& yardsticksIncomplete) override {
+        confused_ = state.at("confused").get<std::int64_t>();
+        if (state.contains("confused_far") && state.contains("ray_probe")) {
+            confusedFar_ = state.at("confused_far").get<std::int64_t>();
+            rayEqual_ = FiniteMean::fromState(state.at("ray_probe").at("equal_fraction"));
+            rayTv_ = curveFromState(state.at("ray_probe").at("total_variation"));
+            if (confusedFar_ < 0 || confusedFar_ > confused_)
+                throw std::invalid_argument("confused_far outside [0, confused]");
+        } else {
+            yardsticksIncomplete = true;
+        }
+        hasConfusion_ = state.at("has_confusion").get<bool>();
+        if (confused_ < 0) throw std::invalid_argument("a negative count");
+    }
+    void writeSummary(json& summary, bool yardsticksIncomplete) const override {
+        summary["confused_pairs_total"] = hasConfusion_ ? json(confused_) : json(nullptr);
+        summary["confused_pairs_far_total"] =
+            hasConfusion_ && !yardsticksIncomplete ? json(confusedFar_) : json(nullptr);
+        if (rayTv_.empty() || yardsticksIncomplete) return;
+        json tv = json::array();
+        for (const FiniteMean& m : rayTv_) tv.push_back(m.value());
+        summary["ray_probe_mean"] = {
+            {"factors", std::vector<double>(std::begin(kRayProbeFactors), std::end(kRayProbeFactors))},
+            {"total_variation_mean", tv},
+            {"equal_fraction_mean", rayEqual_.value()}};
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic, int, bool) const override { return nullptr; }
+
+private:
+    std::int64_t confused_ = 0, confusedFar_ = 0;
+    bool hasConfusion_ = false;
+    FiniteMean rayEqual_;            // the ray probe's equal fraction
+    std::vector<FiniteMean> rayTv_;  // per kRayProbeFactors
+};
+
 }  // namespace
-
-namespace report_detail {
-
-// Confusion and its ray probe.
-void Aggregate::addConfusion(const HeadStatistics& s) {
-    if (s.confusion) {
-        hasConfusion = true;
-        confused += s.confusion->confusedPairs;
-        confusedFar += s.confusion->confusedPairsFar;
-    }
-    if (s.rayProbe) {
-        rayEqual.add(s.rayProbe->equalFraction);
-        if (rayTv.empty()) rayTv.resize(s.rayProbe->totalVariationMean.size());
-        for (std::size_t f = 0; f < rayTv.size() && f < s.rayProbe->totalVariationMean.size(); ++f)
-            rayTv[f].add(s.rayProbe->totalVariationMean[f]);
-    }
-}
-
-}  // namespace report_detail
 
 const StatisticParts kConfusionStatistic{
     {"confusion", &StatSelection::confusion, "pairs of queries with (nearly) identical rows"},
@@ -201,7 +252,7 @@ const StatisticParts kConfusionStatistic{
     &readConfusion,
     &confusionColumns,
     nullptr,
-    &report_detail::Aggregate::addConfusion,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<ConfusionSums>(); },
     &checkConfusion,
     kConfusionValues};
 

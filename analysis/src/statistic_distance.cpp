@@ -1,13 +1,14 @@
 // distance: how far each row falls from the reference paradigm's (total variation, Jensen-Shannon)
 // and the output error. Its entry in the statistic table (statistic_parts.h) and every part of it.
 #include "merge_checks.h"
+#include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
@@ -157,27 +158,120 @@ constexpr HeadValue kDistanceValues[] = {
      }},
 };
 
-}  // namespace
-
-namespace report_detail {
-
-void Aggregate::addDistance(const HeadStatistics& s) {
-    if (!s.distance) return;
-    const DistanceResult& d = *s.distance;
-    ++distanceRecords;
-    reference = d.reference;
-    distanceQueries += std::int64_t(d.queries);
-    jensenShannonQueries += std::int64_t(d.jensenShannon.count);
-    totalVariation.add(d.totalVariation.mean);
-    jensenShannon.add(d.jensenShannon.mean);
-    if (d.hasOutput) {
-        outputError.add(d.outputRelativeError);
-        if (d.outputRelativeErrorWithBranch) outputErrorWithBranch.add(*d.outputRelativeErrorWithBranch);
-        outputCosine.add(d.outputCosine.mean);
+// The distance's running sums in a summary cell: means over records of each record's mean over its
+// queries, and the queries behind them (compared: ok under both paradigms, total variation's; of
+// them, Jensen-Shannon's: rows without a negative weight). A state from before those counts cannot
+// say: coverage unknown.
+class DistanceSums : public StatisticSumsOf<DistanceSums> {
+public:
+    void add(const HeadStatistics& s) override {
+        if (!s.distance) return;
+        const DistanceResult& d = *s.distance;
+        ++records_;
+        reference_ = d.reference;
+        queries_ += std::int64_t(d.queries);
+        jensenShannonQueries_ += std::int64_t(d.jensenShannon.count);
+        totalVariation_.add(d.totalVariation.mean);
+        jensenShannon_.add(d.jensenShannon.mean);
+        if (d.hasOutput) {
+            outputError_.add(d.outputRelativeError);
+            if (d.outputRelativeErrorWithBranch) outputErrorWithBranch_.add(*d.outputRelativeErrorWithBranch);
+            outputCosine_.add(d.outputCosine.mean);
+        }
     }
-}
+    void mergeSame(const DistanceSums& o) {
+        for (auto [mine, theirs] : {std::pair{&totalVariation_, &o.totalVariation_},
+                                    {&jensenShannon_, &o.jensenShannon_},
+                                    {&outputError_, &o.outputError_},
+                                    {&outputErrorWithBranch_, &o.outputErrorWithBranch_},
+                                    {&outputCosine_, &o.outputCosine_}})
+            mine->merge(*theirs);
+        records_ += o.records_;
+        queries_ += o.queries_;
+        jensenShannonQueries_ += o.jensenShannonQueries_;
+        queriesMissing_ = queriesMissing_ || o.queriesMissing_;
+        if (!o.reference_.empty()) reference_ = o.reference_;
+    }
+    void writeState(json& state, bool) const override {
+        json& means = state["means"];
+        means["total_variation"] = totalVariation_.state();
+        means["jensen_shannon"] = jensenShannon_.state();
+        means["output_error"] = outputError_.state();
+        means["output_error_with_branch"] = outputErrorWithBranch_.state();
+        means["output_cosine"] = outputCosine_.state();
+        state["distance_records"] = records_;
+        if (!queriesMissing_)
+            state["distance_queries"] = {{"compared", queries_}, {"jensen_shannon", jensenShannonQueries_}};
+        state["reference"] = reference_;
+    }
+    void readState(const json& state, bool&) override {
+        const json& means = state.at("means");
+        totalVariation_ = FiniteMean::fromState(means.at("total_variation"));
+        jensenShannon_ = FiniteMean::fromState(means.at("jensen_shannon"));
+        outputError_ = FiniteMean::fromState(means.at("output_error"));
+        outputErrorWithBranch_ = FiniteMean::fromState(means.at("output_error_with_branch"));
+        outputCosine_ = FiniteMean::fromState(means.at("output_cosine"));
+        records_ = state.at("distance_records").get<std::int64_t>();
+        reference_ = state.at("reference").get<std::string>();
+        if (state.contains("distance_queries")) {
+            queries_ = state.at("distance_queries").at("compared").get<std::int64_t>();
+            jensenShannonQueries_ = state.at("distance_queries").at("jensen_shannon").get<std::int64_t>();
+            if (queries_ < 0 || jensenShannonQueries_ < 0 || jensenShannonQueries_ > queries_)
+                throw std::invalid_argument("distance_queries: jensen_shannon outside [0, compared]");
+        } else {
+            queriesMissing_ = records_ > 0;
+        }
+        if (records_ < 0) throw std::invalid_argument("a negative count");
+    }
+    void writeSummary(json& summary, bool) const override {
+        if (records_ == 0) return;
+        json d;
+        d["reference"] = reference_;
+        d["records"] = records_;
+        d["total_variation_mean"] = totalVariation_.value();
+        d["jensen_shannon_mean"] = jensenShannon_.value();
+        // What the Jensen-Shannon mean covers: the queries it is taken over (rows without a
+        // negative weight) of those compared; null where a merged state from before it cannot say.
+        d["compared_queries"] = queriesMissing_ ? json(nullptr) : json(queries_);
+        d["jensen_shannon_queries"] = queriesMissing_ ? json(nullptr) : json(jensenShannonQueries_);
+        d["jensen_shannon_coverage"] =
+            queriesMissing_ || queries_ == 0 ? json(nullptr) : json(double(jensenShannonQueries_) / double(queries_));
+        d["output_relative_error_mean"] = outputError_.value();
+        d["output_relative_error_with_branch_mean"] = outputErrorWithBranch_.value();
+        d["output_cosine_mean"] = outputCosine_.value();
+        summary["distance"] = d;
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int, bool) const override {
+        using S = ReportSummary::Statistic;
+        switch (statistic) {
+            case S::TotalVariation:
+                return &totalVariation_;
+            case S::JensenShannon:
+                return &jensenShannon_;
+            case S::OutputRelativeError:
+                return &outputError_;
+            case S::OutputRelativeErrorWithBranch:
+                return &outputErrorWithBranch_;
+            case S::OutputCosine:
+                return &outputCosine_;
+            default:
+                return nullptr;
+        }
+    }
+    std::optional<ReportSummary::QueryCoverage> coverageOf(ReportSummary::Statistic statistic) const override {
+        if (statistic != ReportSummary::Statistic::JensenShannon) return std::nullopt;
+        if (queriesMissing_) return ReportSummary::QueryCoverage{};
+        return ReportSummary::QueryCoverage{jensenShannonQueries_, queries_};
+    }
 
-}  // namespace report_detail
+private:
+    FiniteMean totalVariation_, jensenShannon_, outputError_, outputErrorWithBranch_, outputCosine_;
+    std::int64_t records_ = 0, queries_ = 0, jensenShannonQueries_ = 0;
+    bool queriesMissing_ = false;
+    std::string reference_;
+};
+
+}  // namespace
 
 const StatisticParts kDistanceStatistic{
     {"distance", &StatSelection::distance, "total variation, Jensen-Shannon and output error to a reference"},
@@ -186,7 +280,7 @@ const StatisticParts kDistanceStatistic{
     &readDistance,
     &distanceColumns,
     nullptr,
-    &report_detail::Aggregate::addDistance,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<DistanceSums>(); },
     &checkDistance,
     kDistanceValues};
 

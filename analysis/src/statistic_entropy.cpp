@@ -1,13 +1,14 @@
 // entropy: each row's entropy, largest weight and negative mass, on A and on |A|. Its entry in the
 // statistic table (statistic_parts.h) and every part of it.
 #include "merge_checks.h"
+#include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
@@ -164,26 +165,113 @@ constexpr HeadValue kEntropyValues[] = {
      [](const HeadStatistics& s) { return s.entropy ? s.entropy->negativeWeightFraction : kNoValue; }},
 };
 
+// The entropy's running sums in a summary cell: each record's means over its rows (on max(A, 0)
+// and on |A|, over log N and over log |S_i|), its max weight and its negative rows and weights.
+class EntropySums : public StatisticSumsOf<EntropySums> {
+public:
+    void add(const HeadStatistics& s) override {
+        if (!s.entropy) return;
+        const EntropyResult& e = *s.entropy;
+        entropy_.add(e.meanEntropy);
+        normalised_.add(e.meanNormalisedEntropy);
+        admissibleNormalised_.add(e.meanAdmissibleNormalisedEntropy);
+        entropyAbs_.add(e.meanEntropyAbs);
+        admissibleNormalisedAbs_.add(e.meanAdmissibleNormalisedEntropyAbs);
+        maxAbsShare_.add(e.meanMaxAbsShare);
+        negativeWeights_.add(e.negativeWeightFraction);
+        maxWeight_.add(e.meanMaxWeight);
+        negativeRows_.add(e.negativeRowFraction);
+        negativeMass_.add(e.meanNegativeMass);
+    }
+    void mergeSame(const EntropySums& o) {
+        for (auto [mine, theirs] : {std::pair{&entropy_, &o.entropy_},
+                                    {&normalised_, &o.normalised_},
+                                    {&admissibleNormalised_, &o.admissibleNormalised_},
+                                    {&entropyAbs_, &o.entropyAbs_},
+                                    {&admissibleNormalisedAbs_, &o.admissibleNormalisedAbs_},
+                                    {&maxAbsShare_, &o.maxAbsShare_},
+                                    {&negativeWeights_, &o.negativeWeights_},
+                                    {&maxWeight_, &o.maxWeight_},
+                                    {&negativeRows_, &o.negativeRows_},
+                                    {&negativeMass_, &o.negativeMass_}})
+            mine->merge(*theirs);
+    }
+    void writeState(json& state, bool) const override {
+        json& means = state["means"];
+        means["entropy"] = entropy_.state();
+        means["normalised_entropy"] = normalised_.state();
+        means["normalised_entropy_admissible"] = admissibleNormalised_.state();
+        means["entropy_abs"] = entropyAbs_.state();
+        means["normalised_entropy_abs_admissible"] = admissibleNormalisedAbs_.state();
+        means["max_abs_share"] = maxAbsShare_.state();
+        means["negative_weight_fraction"] = negativeWeights_.state();
+        means["max_weight"] = maxWeight_.state();
+        means["negative_rows"] = negativeRows_.state();
+        means["negative_mass"] = negativeMass_.state();
+    }
+    // States before the admissible keys and before the |A| statistics: those means are unknown for
+    // their records.
+    void readState(const json& state, bool& yardsticksIncomplete) override {
+        const json& means = state.at("means");
+        entropy_ = FiniteMean::fromState(means.at("entropy"));
+        normalised_ = FiniteMean::fromState(means.at("normalised_entropy"));
+        for (auto [key, mean] : {std::pair{"normalised_entropy_admissible", &admissibleNormalised_},
+                                 {"entropy_abs", &entropyAbs_},
+                                 {"normalised_entropy_abs_admissible", &admissibleNormalisedAbs_},
+                                 {"max_abs_share", &maxAbsShare_},
+                                 {"negative_weight_fraction", &negativeWeights_}}) {
+            if (means.contains(key))
+                *mean = FiniteMean::fromState(means.at(key));
+            else
+                yardsticksIncomplete = true;
+        }
+        maxWeight_ = FiniteMean::fromState(means.at("max_weight"));
+        negativeRows_ = FiniteMean::fromState(means.at("negative_rows"));
+        negativeMass_ = FiniteMean::fromState(means.at("negative_mass"));
+    }
+    void writeSummary(json& summary, bool yardsticksIncomplete) const override {
+        const auto yardstick = [&](const FiniteMean& m) { return yardsticksIncomplete ? json(nullptr) : m.value(); };
+        summary["entropy_mean"] = entropy_.value();
+        summary["normalised_entropy_mean"] = normalised_.value();
+        summary["normalised_entropy_admissible_mean"] = yardstick(admissibleNormalised_);
+        summary["entropy_abs_mean"] = yardstick(entropyAbs_);
+        summary["normalised_entropy_abs_admissible_mean"] = yardstick(admissibleNormalisedAbs_);
+        summary["max_abs_share_mean"] = yardstick(maxAbsShare_);
+        summary["negative_weight_fraction_mean"] = yardstick(negativeWeights_);
+        summary["max_weight_mean"] = maxWeight_.value();
+        summary["negative_row_fraction_mean"] = negativeRows_.value();
+        summary["negative_mass_per_row_mean"] = negativeMass_.value();
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int, bool yardsticksIncomplete) const override {
+        using S = ReportSummary::Statistic;
+        switch (statistic) {
+            case S::Entropy:
+                return &entropy_;
+            case S::NormalisedEntropy:
+                return &normalised_;
+            case S::AdmissibleNormalisedEntropy:
+                return yardsticksIncomplete ? nullptr : &admissibleNormalised_;
+            case S::AdmissibleNormalisedEntropyAbs:
+                return yardsticksIncomplete ? nullptr : &admissibleNormalisedAbs_;
+            case S::NegativeWeightFraction:
+                return yardsticksIncomplete ? nullptr : &negativeWeights_;
+            case S::MaxWeight:
+                return &maxWeight_;
+            case S::NegativeRowFraction:
+                return &negativeRows_;
+            case S::NegativeMassPerRow:
+                return &negativeMass_;
+            default:
+                return nullptr;
+        }
+    }
+
+private:
+    FiniteMean entropy_, normalised_, admissibleNormalised_, entropyAbs_, admissibleNormalisedAbs_, maxAbsShare_,
+        negativeWeights_, maxWeight_, negativeRows_, negativeMass_;
+};
+
 }  // namespace
-
-namespace report_detail {
-
-void Aggregate::addEntropy(const HeadStatistics& s) {
-    if (!s.entropy) return;
-    const EntropyResult& e = *s.entropy;
-    entropy.add(e.meanEntropy);
-    normalisedEntropy.add(e.meanNormalisedEntropy);
-    admissibleNormalisedEntropy.add(e.meanAdmissibleNormalisedEntropy);
-    entropyAbs.add(e.meanEntropyAbs);
-    admissibleNormalisedEntropyAbs.add(e.meanAdmissibleNormalisedEntropyAbs);
-    maxAbsShare.add(e.meanMaxAbsShare);
-    negativeWeights.add(e.negativeWeightFraction);
-    maxWeight.add(e.meanMaxWeight);
-    negativeRows.add(e.negativeRowFraction);
-    negativeMass.add(e.meanNegativeMass);
-}
-
-}  // namespace report_detail
 
 const StatisticParts kEntropyStatistic{
     {"entropy", &StatSelection::entropy, "row entropy, maximum weight and negative mass, on A and |A|"},
@@ -192,7 +280,7 @@ const StatisticParts kEntropyStatistic{
     &readEntropy,
     &entropyColumns,
     nullptr,
-    &report_detail::Aggregate::addEntropy,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<EntropySums>(); },
     &checkEntropy,
     kEntropyValues};
 

@@ -1,14 +1,18 @@
 // local: the k x k local mass of each query beside its uniform baselines, and the window's share of
 // the output. Its entry in the statistic table (statistic_parts.h) and every part of it.
 #include "merge_checks.h"
+#include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
+using report_detail::meansFromState;
+using report_detail::meansState;
+using report_detail::mergeMeans;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
@@ -169,22 +173,105 @@ constexpr HeadValue kLocalValues[] = {
      }},
 };
 
-}  // namespace
-
-namespace report_detail {
-
-void Aggregate::addLocal(const HeadStatistics& s) {
-    for (const LocalMassResult& l : s.local) {
-        local[l.k].add(l.mean);
-        localUniform[l.k].add(l.uniformBaseline);
-        localAdmissible[l.k].add(l.admissibleBaseline);
-        localTimesUniform[l.k].add(timesUniform(l.mean, l.admissibleBaseline));
-        localPaper[l.k].add(l.paperBaseline);
-        if (l.outputShare) localOutputShare[l.k].add(*l.outputShare);
+// The local mass's running sums in a summary cell, per window size k: the mass, its baselines (the
+// uniform, the paper's, over the admissible keys), mass over that baseline, and the window's share
+// of the output rows (layers with v).
+class LocalSums : public StatisticSumsOf<LocalSums> {
+public:
+    void add(const HeadStatistics& s) override {
+        for (const LocalMassResult& l : s.local) {
+            local_[l.k].add(l.mean);
+            uniform_[l.k].add(l.uniformBaseline);
+            admissible_[l.k].add(l.admissibleBaseline);
+            timesUniform_[l.k].add(timesUniform(l.mean, l.admissibleBaseline));
+            paper_[l.k].add(l.paperBaseline);
+            if (l.outputShare) outputShare_[l.k].add(*l.outputShare);
+        }
     }
-}
+    void mergeSame(const LocalSums& o) {
+        for (auto [mine, theirs] : {std::pair{&local_, &o.local_},
+                                    {&uniform_, &o.uniform_},
+                                    {&admissible_, &o.admissible_},
+                                    {&timesUniform_, &o.timesUniform_},
+                                    {&paper_, &o.paper_},
+                                    {&outputShare_, &o.outputShare_}})
+            mergeMeans(*mine, *theirs);
+    }
+    void writeState(json& state, bool) const override {
+        json& perK = state["per_k"];
+        perK["local"] = meansState(local_);
+        perK["local_uniform"] = meansState(uniform_);
+        perK["local_admissible"] = meansState(admissible_);
+        perK["local_x_uniform"] = meansState(timesUniform_);
+        perK["local_paper"] = meansState(paper_);
+        perK["local_output_share"] = meansState(outputShare_);
+    }
+    // Every baseline has every window size of the mass; a state from before the admissible keys
+    // has neither they nor mass over them.
+    void readState(const json& state, bool& yardsticksIncomplete) override {
+        const json& perK = state.at("per_k");
+        local_ = meansFromState(perK.at("local"));
+        uniform_ = meansFromState(perK.at("local_uniform"));
+        std::vector<const std::map<int, FiniteMean>*> baselines{&uniform_, &paper_};
+        if (perK.contains("local_admissible") && perK.contains("local_x_uniform")) {
+            admissible_ = meansFromState(perK.at("local_admissible"));
+            timesUniform_ = meansFromState(perK.at("local_x_uniform"));
+            baselines.insert(baselines.begin(), {&admissible_, &timesUniform_});
+        } else {
+            yardsticksIncomplete = true;
+        }
+        paper_ = meansFromState(perK.at("local_paper"));
+        outputShare_ = meansFromState(perK.at("local_output_share"));
+        for (const auto* baseline : baselines)
+            for (const auto& [k, mean] : local_)
+                if (!baseline->count(k)) throw std::invalid_argument("per_k lacks window size " + std::to_string(k));
+    }
+    void writeSummary(json& summary, bool yardsticksIncomplete) const override {
+        json l = json::object();
+        for (const auto& [k, m] : local_) {
+            const auto admissible = [&](const std::map<int, FiniteMean>& perK) {
+                const auto it = perK.find(k);
+                return yardsticksIncomplete || it == perK.end() ? json(nullptr) : it->second.value();
+            };
+            l[std::to_string(k)] = {{"mean", m.value()},
+                                    {"uniform_baseline", uniform_.at(k).value()},
+                                    {"paper_baseline", paper_.at(k).value()},
+                                    {"admissible_baseline", admissible(admissible_)},
+                                    {"x_uniform", admissible(timesUniform_)}};
+            if (const auto it = outputShare_.find(k); it != outputShare_.end())
+                l[std::to_string(k)]["output_share"] = it->second.value();
+        }
+        summary["local"] = l;
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int k, bool yardsticksIncomplete) const override {
+        using S = ReportSummary::Statistic;
+        const auto ofK = [k](const std::map<int, FiniteMean>& perK) -> const FiniteMean* {
+            const auto it = perK.find(k);
+            return it == perK.end() ? nullptr : &it->second;
+        };
+        switch (statistic) {
+            case S::LocalMass:
+                return ofK(local_);
+            case S::LocalUniformBaseline:
+                return ofK(uniform_);
+            case S::LocalPaperBaseline:
+                return ofK(paper_);
+            case S::LocalAdmissibleBaseline:
+                return yardsticksIncomplete ? nullptr : ofK(admissible_);
+            case S::LocalTimesUniform:
+                return yardsticksIncomplete ? nullptr : ofK(timesUniform_);
+            case S::LocalOutputShare:
+                return ofK(outputShare_);
+            default:
+                return nullptr;
+        }
+    }
 
-}  // namespace report_detail
+private:
+    std::map<int, FiniteMean> local_, uniform_, admissible_, timesUniform_, paper_, outputShare_;
+};
+
+}  // namespace
 
 const StatisticParts kLocalStatistic{
     {"local", &StatSelection::local, "k x k local mass beside its uniform baselines, and its output share"},
@@ -193,7 +280,7 @@ const StatisticParts kLocalStatistic{
     &readLocal,
     &addLocalMassColumns,
     nullptr,
-    &report_detail::Aggregate::addLocal,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<LocalSums>(); },
     &checkLocal,
     kLocalValues};
 

@@ -1,17 +1,22 @@
 // local_branch: on layers with a local branch (a depthwise convolution beside A), the ranks and local
 // mass of E_c = A + M_c, analysed with rank or local. Its entry in the statistic table
 // (statistic_parts.h) and every part of it.
+#include <climits>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
 using report_detail::meanBranchShare;
+using report_detail::meansFromState;
+using report_detail::meansState;
+using report_detail::mergeMeans;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
@@ -187,35 +192,109 @@ void checkLocalBranch(const report_detail::ReportChecker& check, const json& r, 
                            {"without", "with", "with_min", "with_max", "abs_fraction_without", "abs_fraction_with"});
 }
 
+// The local branch's running sums in a summary cell (records that carry one): the rank of A and of
+// A + M per channel, the branch's share of the output, and the local masses without and with it.
+class BranchSums : public StatisticSumsOf<BranchSums> {
+public:
+    void add(const HeadStatistics& s) override {
+        if (!s.localBranch) return;
+        const LocalBranchResult& b = *s.localBranch;
+        ++records_;
+        if (b.mean && b.mean->spectrum) {
+            rankWithout_.add(s.spectrum ? double(s.spectrum->rank) : kNoValue);
+            rankMedian_.add(b.rankMedian);
+            rankMeanChannel_.add(double(b.mean->spectrum->rank));
+            rankMin_ = std::min(rankMin_, b.rankMin);
+            rankMax_ = std::max(rankMax_, b.rankMax);
+        }
+        // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
+        for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
+            const int k = s.local[i].k;
+            localWithout_[k].add(b.localMassWithout[i]);
+            localWith_[k].add(b.mean ? b.mean->localMass[i] : kNoValue);
+            absWithout_[k].add(b.localAbsFractionWithout[i]);
+            absWith_[k].add(b.mean ? b.mean->localAbsFraction[i] : kNoValue);
+        }
+        share_.add(meanBranchShare(b));
+    }
+    void mergeSame(const BranchSums& o) {
+        records_ += o.records_;
+        rankMin_ = std::min(rankMin_, o.rankMin_);
+        rankMax_ = std::max(rankMax_, o.rankMax_);
+        for (auto [mine, theirs] : {std::pair{&rankWithout_, &o.rankWithout_},
+                                    {&rankMedian_, &o.rankMedian_},
+                                    {&rankMeanChannel_, &o.rankMeanChannel_},
+                                    {&share_, &o.share_}})
+            mine->merge(*theirs);
+        for (auto [mine, theirs] : {std::pair{&localWithout_, &o.localWithout_},
+                                    {&localWith_, &o.localWith_},
+                                    {&absWithout_, &o.absWithout_},
+                                    {&absWith_, &o.absWith_}})
+            mergeMeans(*mine, *theirs);
+    }
+    void writeState(json& state, bool) const override {
+        json& means = state["means"];
+        means["branch_rank_without"] = rankWithout_.state();
+        means["branch_rank_median"] = rankMedian_.state();
+        means["branch_rank_mean_channel"] = rankMeanChannel_.state();
+        means["branch_share"] = share_.state();
+        json& perK = state["per_k"];
+        perK["branch_local_without"] = meansState(localWithout_);
+        perK["branch_local_with"] = meansState(localWith_);
+        perK["branch_abs_without"] = meansState(absWithout_);
+        perK["branch_abs_with"] = meansState(absWith_);
+        state["branch_records"] = records_;
+        state["branch_rank_min"] = rankMin_ == INT_MAX ? json(nullptr) : json(rankMin_);
+        state["branch_rank_max"] = rankMax_ == INT_MIN ? json(nullptr) : json(rankMax_);
+    }
+    void readState(const json& state, bool&) override {
+        const json& means = state.at("means");
+        rankWithout_ = FiniteMean::fromState(means.at("branch_rank_without"));
+        rankMedian_ = FiniteMean::fromState(means.at("branch_rank_median"));
+        rankMeanChannel_ = FiniteMean::fromState(means.at("branch_rank_mean_channel"));
+        share_ = FiniteMean::fromState(means.at("branch_share"));
+        const json& perK = state.at("per_k");
+        localWithout_ = meansFromState(perK.at("branch_local_without"));
+        localWith_ = meansFromState(perK.at("branch_local_with"));
+        absWithout_ = meansFromState(perK.at("branch_abs_without"));
+        absWith_ = meansFromState(perK.at("branch_abs_with"));
+        for (const auto* other : {&localWith_, &absWithout_, &absWith_})
+            for (const auto& [k, mean] : localWithout_)
+                if (!other->count(k)) throw std::invalid_argument("per_k lacks window size " + std::to_string(k));
+        records_ = state.at("branch_records").get<std::int64_t>();
+        rankMin_ = state.at("branch_rank_min").is_null() ? INT_MAX : state["branch_rank_min"].get<int>();
+        rankMax_ = state.at("branch_rank_max").is_null() ? INT_MIN : state["branch_rank_max"].get<int>();
+        if (records_ < 0) throw std::invalid_argument("a negative count");
+    }
+    void writeSummary(json& summary, bool) const override {
+        if (records_ == 0) return;
+        json b;
+        b["records"] = records_;
+        b["rank_without_mean"] = rankWithout_.value();
+        b["rank_median_mean"] = rankMedian_.value();
+        b["rank_mean_channel_mean"] = rankMeanChannel_.value();
+        b["rank_min"] = rankMin_ == INT_MAX ? json(nullptr) : json(rankMin_);
+        b["rank_max"] = rankMax_ == INT_MIN ? json(nullptr) : json(rankMax_);
+        json l = json::object();
+        for (const auto& [k, m] : localWithout_)
+            l[std::to_string(k)] = {{"without", m.value()},
+                                    {"with", localWith_.at(k).value()},
+                                    {"abs_fraction_without", absWithout_.at(k).value()},
+                                    {"abs_fraction_with", absWith_.at(k).value()}};
+        b["local"] = l;
+        b["branch_share_mean"] = share_.value();
+        summary["local_branch"] = b;
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic, int, bool) const override { return nullptr; }
+
+private:
+    std::int64_t records_ = 0;
+    FiniteMean rankWithout_, rankMedian_, rankMeanChannel_, share_;
+    int rankMin_ = INT_MAX, rankMax_ = INT_MIN;
+    std::map<int, FiniteMean> localWithout_, localWith_, absWithout_, absWith_;
+};
+
 }  // namespace
-
-namespace report_detail {
-
-// The branch's ranks and local masses beside A's own (s.spectrum, s.local).
-void Aggregate::addBranch(const HeadStatistics& s) {
-    if (!s.localBranch) return;
-    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-    const LocalBranchResult& b = *s.localBranch;
-    ++branchRecords;
-    if (b.mean && b.mean->spectrum) {
-        branchRankWithout.add(s.spectrum ? double(s.spectrum->rank) : kNone);
-        branchRankMedian.add(b.rankMedian);
-        branchRankMeanChannel.add(double(b.mean->spectrum->rank));
-        branchRankMin = std::min(branchRankMin, b.rankMin);
-        branchRankMax = std::max(branchRankMax, b.rankMax);
-    }
-    // The branch's local masses are per AnalysisOptions::localK, as A's own (s.local).
-    for (std::size_t i = 0; i < b.localMassWithout.size() && i < s.local.size(); ++i) {
-        const int k = s.local[i].k;
-        branchLocalWithout[k].add(b.localMassWithout[i]);
-        branchLocalWith[k].add(b.mean ? b.mean->localMass[i] : kNone);
-        branchAbsWithout[k].add(b.localAbsFractionWithout[i]);
-        branchAbsWith[k].add(b.mean ? b.mean->localAbsFraction[i] : kNone);
-    }
-    branchShare.add(meanBranchShare(b));
-}
-
-}  // namespace report_detail
 
 const StatisticParts kLocalBranchStatistic{
     {"local_branch", nullptr, "ranks and local mass of A plus the layer's local branch (with rank or local)"},
@@ -224,7 +303,7 @@ const StatisticParts kLocalBranchStatistic{
     &readLocalBranch,
     &addBranchColumns,
     nullptr,
-    &report_detail::Aggregate::addBranch,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<BranchSums>(); },
     &checkLocalBranch,
     {}};
 

@@ -1,14 +1,18 @@
 // magnitude: the mean curves of a row's peak, entropy, top-k mass, ratio and spread as the queries
 // are scaled. Its entry in the statistic table (statistic_parts.h) and every part of it.
 #include "merge_checks.h"
+#include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
+using report_detail::curveFromState;
+using report_detail::curveState;
+using report_detail::mergeCurve;
 using statistic_parts::kNoValue;
 using statistic_parts::numbersOrNaN;
 using statistic_parts::vectorJson;
@@ -136,33 +140,98 @@ void checkMagnitude(const report_detail::ReportChecker& check, const json& r, co
     }
 }
 
+// The magnitude curves' running sums in a summary cell: per factor, the means of the max weight, the
+// entropy, the top mass, log of the sharpening ratio and the spread.
+class MagnitudeSums : public StatisticSumsOf<MagnitudeSums> {
+public:
+    void add(const HeadStatistics& s) override {
+        if (!s.magnitude) return;
+        const MagnitudeCurve& m = *s.magnitude;
+        const std::size_t points = m.factors.size();
+        if (max_.empty()) {
+            for (auto* curve : curves()) curve->resize(points);
+            factors_ = m.factors;
+        }
+        spreadMissing_ = spreadMissing_ || m.spread.size() != points;
+        for (std::size_t i = 0; i < points && i < max_.size(); ++i) {
+            max_[i].add(m.maxWeight[i]);
+            entropy_[i].add(m.entropy[i]);
+            top_[i].add(m.topMass[i]);
+            if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) logRatio_[i].add(std::log(m.ratio[i]));
+            if (i < m.spread.size()) spread_[i].add(m.spread[i]);
+        }
+    }
+    void mergeSame(const MagnitudeSums& o) {
+        if (o.max_.empty()) return;
+        if (!factors_.empty() && factors_ != o.factors_) throw std::invalid_argument("different magnitude factors");
+        factors_ = o.factors_;
+        mergeCurve(max_, o.max_);
+        mergeCurve(entropy_, o.entropy_);
+        mergeCurve(top_, o.top_);
+        mergeCurve(logRatio_, o.logRatio_);
+        mergeCurve(spread_, o.spread_);
+        spreadMissing_ = spreadMissing_ || o.spreadMissing_;
+    }
+    void writeState(json& state, bool withMagnitudeCurves) const override {
+        if (!withMagnitudeCurves) return;
+        json& m = state["magnitude"];
+        m = {{"factors", factors_},
+             {"max_weight", curveState(max_)},
+             {"entropy", curveState(entropy_)},
+             {"top_mass", curveState(top_)},
+             {"log_ratio", curveState(logRatio_)}};
+        if (!spreadMissing_) m["spread"] = curveState(spread_);
+    }
+    // Each curve as long as its factors (none in states without them).
+    void readState(const json& state, bool&) override {
+        if (!state.contains("magnitude")) return;
+        const json& m = state["magnitude"];
+        factors_ = m.at("factors").get<std::vector<double>>();
+        max_ = curveFromState(m.at("max_weight"));
+        entropy_ = curveFromState(m.at("entropy"));
+        top_ = curveFromState(m.at("top_mass"));
+        logRatio_ = curveFromState(m.at("log_ratio"));
+        if (m.contains("spread"))
+            spread_ = curveFromState(m["spread"]);
+        else  // a state from before the spread: its curves merge, the spread does not
+            spread_.resize(max_.size());
+        spreadMissing_ = !m.contains("spread") && !max_.empty();
+        for (const auto* curve : curves())
+            if (curve->size() != factors_.size())
+                throw std::invalid_argument("a magnitude curve's length differs from its factors'");
+    }
+    void writeSummary(json& summary, bool) const override {
+        if (max_.empty()) return;
+        json m;
+        m["factors"] = factors_;
+        json mx = json::array(), en = json::array(), tp = json::array(), ra = json::array(), sp = json::array();
+        for (std::size_t i = 0; i < max_.size(); ++i) {
+            mx.push_back(max_[i].value());
+            en.push_back(entropy_[i].value());
+            tp.push_back(top_[i].value());
+            sp.push_back(spreadMissing_ ? json(nullptr) : spread_[i].value());
+            ra.push_back(logRatio_[i].n ? json(std::exp(logRatio_[i].sum / double(logRatio_[i].n))) : json(nullptr));
+        }
+        m["max_weight"] = mx;
+        m["entropy"] = en;
+        m["top_mass"] = tp;
+        m["ratio_geometric_mean"] = ra;
+        m["spread"] = sp;
+        summary["magnitude_mean"] = m;
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic, int, bool) const override { return nullptr; }
+
+private:
+    std::vector<std::vector<FiniteMean>*> curves() { return {&max_, &entropy_, &top_, &logRatio_, &spread_}; }
+
+    std::vector<double> factors_;
+    std::vector<FiniteMean> max_, entropy_, top_, logRatio_, spread_;
+    // Some curve came without its spread (a record or state from before it): the merged spread
+    // would cover a hidden subset, so it is null instead.
+    bool spreadMissing_ = false;
+};
+
 }  // namespace
-
-namespace report_detail {
-
-void Aggregate::addMagnitude(const HeadStatistics& s) {
-    if (!s.magnitude) return;
-    const MagnitudeCurve& m = *s.magnitude;
-    const std::size_t points = m.factors.size();
-    if (magMax.empty()) {
-        magMax.resize(points);
-        magEntropy.resize(points);
-        magTop.resize(points);
-        magLogRatio.resize(points);
-        magSpread.resize(points);
-        factors = m.factors;
-    }
-    magSpreadMissing = magSpreadMissing || m.spread.size() != points;
-    for (std::size_t i = 0; i < points && i < magMax.size(); ++i) {
-        magMax[i].add(m.maxWeight[i]);
-        magEntropy[i].add(m.entropy[i]);
-        magTop[i].add(m.topMass[i]);
-        if (std::isfinite(m.ratio[i]) && m.ratio[i] > 0) magLogRatio[i].add(std::log(m.ratio[i]));
-        if (i < m.spread.size()) magSpread[i].add(m.spread[i]);
-    }
-}
-
-}  // namespace report_detail
 
 const StatisticParts kMagnitudeStatistic{
     {"magnitude", &StatSelection::magnitude, "entropy and sharpness as the queries are scaled"},
@@ -171,7 +240,7 @@ const StatisticParts kMagnitudeStatistic{
     &readMagnitude,
     nullptr,
     &addMagnitudeColumns,
-    &report_detail::Aggregate::addMagnitude,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<MagnitudeSums>(); },
     &checkMagnitude,
     {}};
 

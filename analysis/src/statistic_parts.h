@@ -2,8 +2,9 @@
 // The one table of the built-in statistics, each with every part of it in one entry: its name, its
 // selection and its help line (--stats, the help texts: builtInStatistics()), its definitions in
 // every report's options (AnalysisOptions::toJson), its fields of a record written and read back
-// (results[], recordFromJson), its record-table columns (--records hdf5) and its running sums in
-// the summary (report_detail::Aggregate::add). Each statistic's entry and its parts are in one file,
+// (results[], recordFromJson), its record-table columns (--records hdf5), its running sums in the
+// summary (StatisticSums: adding, merging, summary_state, the summary's fields and means) and
+// merge's check of its fields. Each statistic's entry and its parts are in one file,
 // statistic_<name>.cpp; the consumers loop over statisticTable() and name no statistic.
 //
 // The registered statistics (registered_statistics.h) are one number per head made by one
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,13 +25,60 @@
 #include "attnlens/analysis/record_table.h"
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
+#include "finite_mean.h"
 
 namespace attnlens {
 
 namespace report_detail {
-struct Aggregate;
 class ReportChecker;
 }  // namespace report_detail
+
+// A statistic's running sums in one cell of the summary (report_detail::Aggregate: a paradigm, a
+// layer, a head or a label of it). Never the records: a record is added at a time, cells merge
+// exactly, and the sums travel in summary_state for merge to go on from.
+class StatisticSums {
+public:
+    virtual ~StatisticSums() = default;
+    virtual std::unique_ptr<StatisticSums> clone() const = 0;
+    // Nothing when the record has no result of this statistic.
+    virtual void add(const HeadStatistics& s) = 0;
+    // The same as adding the other cell's records here; `other` is this statistic's sums.
+    // std::invalid_argument where they cannot merge (magnitude curves of other factors).
+    virtual void merge(const StatisticSums& other) = 0;
+    // Its keys of a cell's summary_state, beside the other statistics' ("means" and "per_k" are
+    // objects they share); the magnitude curves only with withMagnitudeCurves (the per-paradigm
+    // cells: only the per-paradigm summary shows them).
+    virtual void writeState(nlohmann::json& state, bool withMagnitudeCurves) const = 0;
+    // The inverse, from a state of any version. Where an older state lacks a yardstick (admissible
+    // keys, |A|, far pairs) it sets yardsticksIncomplete: the cell's yardsticks would cover only some
+    // of its records, so the summary gives null for them. std::invalid_argument or json::exception
+    // on a malformed state.
+    virtual void readState(const nlohmann::json& state, bool& yardsticksIncomplete) = 0;
+    // Its fields of the cell's summary (ReportSummary::toJson).
+    virtual void writeSummary(nlohmann::json& summary, bool yardsticksIncomplete) const = 0;
+    // The running mean behind a ReportSummary::Statistic it holds (window size k for the per-k
+    // ones); nullptr for another statistic's, or where it has none.
+    virtual const detail::FiniteMean* meanOf(ReportSummary::Statistic statistic, int k,
+                                             bool yardsticksIncomplete) const = 0;
+    // The queries behind a mean it holds where it is taken over some of them (Jensen-Shannon);
+    // nullopt for every other.
+    virtual std::optional<ReportSummary::QueryCoverage> coverageOf(ReportSummary::Statistic) const {
+        return std::nullopt;
+    }
+};
+
+// The two members that only need the statistic's own type, for its sums `Self` to derive from:
+// Self::mergeSame(const Self&) is merge.
+template <class Self>
+class StatisticSumsOf : public StatisticSums {
+public:
+    std::unique_ptr<StatisticSums> clone() const final {
+        return std::make_unique<Self>(static_cast<const Self&>(*this));
+    }
+    void merge(const StatisticSums& other) final {
+        static_cast<Self&>(*this).mergeSame(static_cast<const Self&>(other));
+    }
+};
 
 // A record as merge checks it: where it is (for messages), its head's N queries and n keys, and
 // whether its rows are softmax's (non-negative, summing to 1: weights and masses within [0, 1]).
@@ -63,8 +113,8 @@ struct StatisticParts {
     // nullptr where it has none.
     void (*columns)(std::vector<ColumnRule>& rules, const AnalysisOptions& options);
     void (*curveColumns)(std::vector<ColumnRule>& rules, const AnalysisOptions& options);
-    // Adds a record's result to the summary's running sums (nothing when the record has none).
-    void (report_detail::Aggregate::*summarise)(const HeadStatistics& s);
+    // Its running sums for one cell of the summary, empty.
+    std::unique_ptr<StatisticSums> (*makeSums)();
     // Merge's check of its fields in a record of any origin: their types (the report schema) and
     // the bounds its head allows (a rank <= min(N, n), an entropy <= log n); Error(Input) naming
     // the field.

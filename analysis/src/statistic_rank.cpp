@@ -1,13 +1,14 @@
 // rank: the singular values of A, its numerical and effective rank beside the rank the paradigm's
 // algebra allows. Its entry in the statistic table (statistic_parts.h) and every part of it.
 #include "merge_checks.h"
+#include "report_internal.h"
 #include "statistic_parts.h"
-#include "summary_aggregate.h"
 
 namespace attnlens {
 
 namespace {
 
+using detail::FiniteMean;
 using nlohmann::json;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
@@ -119,6 +120,51 @@ constexpr HeadValue kRankValues[] = {
      [](const HeadStatistics& s) { return s.spectrum ? s.spectrum->effectiveRank : kNoValue; }},
 };
 
+// The rank's running sums in a summary cell: the numerical and effective rank, and the bound of
+// the records whose spectrum has one (none in reports before it).
+class RankSums : public StatisticSumsOf<RankSums> {
+public:
+    void add(const HeadStatistics& s) override {
+        if (!s.spectrum) return;
+        rank_.add(double(s.spectrum->rank));
+        if (s.spectrum->bound > 0) rankBound_.add(double(s.spectrum->bound));
+        effectiveRank_.add(s.spectrum->effectiveRank);
+    }
+    void mergeSame(const RankSums& o) {
+        rank_.merge(o.rank_);
+        effectiveRank_.merge(o.effectiveRank_);
+        rankBound_.merge(o.rankBound_);
+    }
+    void writeState(json& state, bool) const override {
+        json& means = state["means"];
+        means["rank"] = rank_.state();
+        means["effective_rank"] = effectiveRank_.state();
+        means["rank_bound"] = rankBound_.state();
+    }
+    void readState(const json& state, bool&) override {
+        const json& means = state.at("means");
+        rank_ = FiniteMean::fromState(means.at("rank"));
+        effectiveRank_ = FiniteMean::fromState(means.at("effective_rank"));
+        if (means.contains("rank_bound")) rankBound_ = FiniteMean::fromState(means.at("rank_bound"));
+    }
+    void writeSummary(json& summary, bool) const override {
+        summary["rank_mean"] = rank_.value();
+        summary["effective_rank_mean"] = effectiveRank_.value();
+        // Mean of the records' bounds, over those that have one (rank_bound_records of rank's records).
+        summary["rank_bound_mean"] = rankBound_.value();
+        summary["rank_bound_records"] = rankBound_.n;
+    }
+    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int, bool) const override {
+        using S = ReportSummary::Statistic;
+        if (statistic == S::Rank) return &rank_;
+        if (statistic == S::EffectiveRank) return &effectiveRank_;
+        return nullptr;
+    }
+
+private:
+    FiniteMean rank_, effectiveRank_, rankBound_;
+};
+
 }  // namespace
 
 namespace statistic_parts {
@@ -140,17 +186,6 @@ SpectrumResult spectrumFromJson(const json& j) {
 
 }  // namespace statistic_parts
 
-namespace report_detail {
-
-void Aggregate::addSpectrum(const HeadStatistics& s) {
-    if (!s.spectrum) return;
-    rank.add(double(s.spectrum->rank));
-    if (s.spectrum->bound > 0) rankBound.add(double(s.spectrum->bound));
-    effectiveRank.add(s.spectrum->effectiveRank);
-}
-
-}  // namespace report_detail
-
 const StatisticParts kRankStatistic{
     {"rank", &StatSelection::rank, "spectrum, numerical and effective rank beside the paradigm's bound"},
     &rankOptions,
@@ -158,7 +193,7 @@ const StatisticParts kRankStatistic{
     &readRank,
     &rankColumns,
     nullptr,
-    &report_detail::Aggregate::addSpectrum,
+    []() -> std::unique_ptr<StatisticSums> { return std::make_unique<RankSums>(); },
     &checkRank,
     kRankValues};
 

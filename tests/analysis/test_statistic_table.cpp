@@ -5,7 +5,9 @@
 // time, as docs/DEFINITIONS.md and the schema state it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -30,6 +32,22 @@ const std::map<std::string, std::set<std::string>>& recordFieldsOf() {
     return fields;
 }
 
+// The fields each statistic's running sums give a layer's summary (its entry in "layers"), the
+// summary's counterpart of recordFieldsOf.
+const std::map<std::string, std::set<std::string>>& summaryFieldsOf() {
+    static const std::map<std::string, std::set<std::string>> fields{
+        {"rank", {"rank_mean", "effective_rank_mean", "rank_bound_mean", "rank_bound_records", "local_branch"}},
+        {"local", {"local", "local_branch"}},
+        {"entropy",
+         {"entropy_mean", "normalised_entropy_mean", "normalised_entropy_admissible_mean", "entropy_abs_mean",
+          "normalised_entropy_abs_admissible_mean", "max_abs_share_mean", "negative_weight_fraction_mean",
+          "max_weight_mean", "negative_row_fraction_mean", "negative_mass_per_row_mean"}},
+        {"confusion", {"confused_pairs_total", "confused_pairs_far_total", "ray_probe_mean"}},
+        {"magnitude", {}},  // its mean curves are the per-paradigm summary's only
+        {"distance", {"distance"}}};
+    return fields;
+}
+
 // A record's own fields: everything but its place and size.
 std::set<std::string> statisticFields(const json& record) {
     static const std::set<std::string> place{"image",    "layer",  "layer_position", "head",
@@ -40,11 +58,11 @@ std::set<std::string> statisticFields(const json& record) {
     return out;
 }
 
-std::unique_ptr<DumpReader> branchDump(const test::TempDir& dir) {
+std::unique_ptr<DumpReader> branchDump(const test::TempDir& dir, int images = 1) {
     SynthOptions o;
     o.layers = 1;
     o.heads = 2;
-    o.images = 1;
+    o.images = images;
     o.gridH = o.gridW = 4;
     o.dim = 8;
     o.localBranch = "dwc";
@@ -123,6 +141,74 @@ TEST(StatisticTable, EveryStatisticTogetherAndTheBranchWithRankOrLocal) {
         }
     }
     EXPECT_EQ(curveColumns, 5);
+}
+
+// Each statistic's sums, selected alone: a layer's summary has its fields, every other statistic's
+// says it has nothing (null, empty, or a count of 0); the magnitude's curves are the paradigm's.
+// Then every statistic together with the branch: two halves of the records summed apart, their
+// states through JSON text and merged, give the summary of all of them, and the Jensen-Shannon
+// coverage is the distance's own count of queries.
+TEST(StatisticTable, EachStatisticsSummarySumsAreItsOwnAndMergeExactly) {
+    test::TempDir dir;
+    const auto reader = branchDump(dir, 2);
+    const auto nothing = [](const json& v) { return v.is_null() || (v.is_object() && v.empty()) || v == json(0); };
+    for (const BuiltInStatistic& statistic : builtInStatistics()) {
+        const std::string name(statistic.name);
+        SCOPED_TRACE(name);
+        AnalyzeRequest request;
+        request.paradigms = {presetParadigm("softmax"), presetParadigm("inline")};
+        request.options.stats = StatSelection::parse(name);
+        request.threads = 1;
+        const json summary = ReportSummary(analyzeDump(*reader, request)).toJson();
+        for (const json& paradigm : summary["per_paradigm"]) {
+            EXPECT_EQ(paradigm.contains("magnitude_mean"), name == "magnitude");
+            const json& layer = paradigm["layers"].at(0);
+            for (const auto& [owner, fields] : summaryFieldsOf())
+                for (const std::string& field : fields) {
+                    if (recordFieldsOf().at(name).count("local_branch") && field == "local_branch") continue;
+                    if (owner == name)
+                        EXPECT_TRUE(layer.contains(field) && !layer[field].is_null()) << field;
+                    else
+                        EXPECT_TRUE(!layer.contains(field) || nothing(layer[field])) << field << " " << layer[field];
+                }
+        }
+    }
+
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax"), presetParadigm("inline")};
+    request.options.stats = StatSelection::parse("rank,entropy,confusion,magnitude,distance,local");
+    request.options.localBranch.allParadigms = true;
+    request.threads = 1;
+    const AnalysisReport report = analyzeDump(*reader, request);
+    const ReportSummary whole(report);
+    std::vector<ReportSummary> halves;
+    for (int h = 0; h < 2; ++h) halves.emplace_back(report.paradigms);
+    for (const HeadRecord& r : report.records)
+        halves[std::size_t(r.image)].add(r, report.dump.layers[std::size_t(r.layer)].name, report.labels.at(r.image));
+    ReportSummary merged = ReportSummary::fromStateJson(json::parse(halves[1].stateJson().dump()));
+    merged.merge(ReportSummary::fromStateJson(json::parse(halves[0].stateJson().dump())));
+    const json w = whole.toJson(), m = merged.toJson();
+    ASSERT_TRUE(w["per_paradigm"][1].contains("local_branch"));
+    ASSERT_TRUE(w["per_paradigm"][1].contains("distance"));
+    // Sums added in another order: equal to rounding.
+    std::function<void(const json&, const json&, const std::string&)> near = [&](const json& a, const json& b,
+                                                                                 const std::string& where) {
+        if (a.is_number_float() && b.is_number_float()) {
+            EXPECT_NEAR(a.get<double>(), b.get<double>(), 1e-13 * std::max(1.0, std::abs(a.get<double>()))) << where;
+        } else if (a.is_structured() && a.type() == b.type() && a.size() == b.size()) {
+            for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt)
+                near(*it, *jt, where + "/" + (a.is_object() ? it.key() : std::string("#")));
+        } else {
+            EXPECT_EQ(a, b) << where;
+        }
+    };
+    near(m, w, "summary");
+    const auto coverage = merged.layerJensenShannonCoverage(1, 0);
+    const json& distance = w["per_paradigm"][1]["layers"][0]["distance"];
+    EXPECT_EQ(coverage.of, distance["compared_queries"].get<std::int64_t>());
+    EXPECT_EQ(coverage.used, distance["jensen_shannon_queries"].get<std::int64_t>());
+    EXPECT_GT(coverage.of, 0);
+    EXPECT_LT(coverage.used, coverage.of);  // inline's signed rows are left out of Jensen-Shannon
 }
 
 // A record's number at a head value's field: "a.b.c", "local[k=3].mean" (the entry of the array
