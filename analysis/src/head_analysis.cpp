@@ -97,18 +97,11 @@ nlohmann::json AnalysisOptions::toJson() const {
 
 DenseNeeds denseNeeds(const StatSelection& stats, bool lowRank, Index tokens, bool withBranch) {
     DenseNeeds needs;
-    needs.branch = withBranch && (stats.rank || stats.local);
-    // Kernel paradigms get rank and confusion from the low-rank factors, without A.
-    needs.matrix = stats.local || stats.entropy || stats.distance || needs.branch || !stats.registered.empty() ||
-                   (!lowRank && (stats.confusion || stats.rank));
+    for (const StatisticParts* parts : statisticTable())
+        if (!parts->statistic.selected || stats.*parts->statistic.selected)
+            parts->needs(stats, lowRank, withBranch, needs);
+    needs.matrix = needs.matrix || !stats.registered.empty();  // registered statistics are functions of A
     needs.sharedRawRows = needs.matrix && stats.magnitude && tokens <= kSharedRawRowsMaxTokens;
-    needs.denseSvd = (!lowRank && stats.rank) || (needs.branch && stats.rank);
-    needs.reference = stats.distance;
-    if (!lowRank && stats.rank)
-        needs.copies = 2;
-    else if (!lowRank && stats.confusion)
-        needs.copies = 1;
-    if (needs.branch) needs.copies += 3;
     return needs;
 }
 
@@ -224,42 +217,33 @@ HeadStatistics analyzeHead(const AttentionHead& head, const Matrix& q, const Att
     // The keys each row may attend to: the yardstick of the local baseline and normalised entropy.
     const AdmissibleKeys admissible(geometry, head.windows());
     const std::optional<linalg::LowRankFactors> factors = sharedFactors(head, options);
-    poll();
-    if (sel.rank)
-        stats.spectrum = lowRank ? detail::lowRankSpectrum(head, geometry, options.spectrum, *factors)
-                                 : spectrum(head, geometry, options.spectrum, full);
     const Matrix output = sharedOutput(a, sel, reference, values);
-    const Matrix* shared = output.size() > 0 ? &output : nullptr;
     poll();
-    if (sel.local) {
-        stats.local = localMass(a, status, geometry, options.localK, values, shared, &admissible);
-        if (!options.perQueryMaps)
-            for (auto& l : stats.local) l.perQuery.clear();
+    const HeadWork work{head,
+                        q,
+                        geometry,
+                        options,
+                        branch,
+                        reference,
+                        values,
+                        needs,
+                        lowRank,
+                        a,
+                        full,
+                        status,
+                        admissible,
+                        factors,
+                        output.size() > 0 ? &output : nullptr,
+                        needs.sharedRawRows ? detail::RawRows{&m.raw, m.dotSums.data()} : detail::RawRows{}};
+    // Each statistic from the shared work (statistic_<name>.cpp); the local branch where the layer
+    // has one and rank or local is selected.
+    for (const StatisticParts* parts : statisticTable()) {
+        const bool on = parts->statistic.selected ? sel.*parts->statistic.selected : needs.branch;
+        if (!on) continue;
+        parts->compute(work, stats);
+        poll();
     }
-    poll();
-    if (needs.branch)
-        stats.localBranch =
-            analyzeLocalBranch(a, status,
-                               // Spatial reduction: the branch's values are interpolated from the keys (format.md 1c).
-                               geometry.reducedKeys() ? LocalBranchGrid::interpolated(geometry.queries, geometry.keys)
-                                                      : LocalBranchGrid(geometry.queries, branch->windows),
-                               *branch, options.localBranch, options.spectrum, options.localK, sel.rank, sel.local);
-    poll();
-    if (sel.entropy) stats.entropy = entropyStatistics(a, status, &admissible);
     stats.registered = registeredValues(sel, m, admissible);
-    poll();
-    if (sel.distance && reference) stats.distance = distanceToReference(a, status, *reference, shared);
-    poll();
-    if (sel.confusion)
-        stats.confusion = lowRank ? detail::lowRankConfusion(head, q, options.confusion, status, *factors)
-                                  : confusion(head, q, options.confusion, full, status);
-    poll();
-    if (sel.confusion) stats.rayProbe = rayProbe(head);
-    poll();
-    if (sel.magnitude)
-        stats.magnitude = needs.sharedRawRows
-                              ? detail::meanMagnitudeCurve(head, options.magnitude, {&m.raw, m.dotSums.data()})
-                              : meanMagnitudeCurve(head, options.magnitude);
     poll();
     return stats;
 }

@@ -6,6 +6,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <stdexcept>
+#include <string_view>
 
 #include "finite_mean.h"
 #include "summary_aggregate.h"
@@ -85,28 +87,44 @@ void ReportSummary::add(const nlohmann::json& record, std::optional<std::int64_t
     add(recordFromJson(record, state_->order), record.at("layer").get<std::string>(), label);
 }
 
-double ReportSummary::layerMean(int paradigm, int layerPosition, Statistic statistic, int k) const {
+namespace {
+
+// A summary mean's field as the callers name it; std::invalid_argument naming them all otherwise (a
+// misspelt field would read NaN everywhere, as a layer without records).
+void requireSummaryMean(std::string_view field) {
+    if (findSummaryMean(field)) return;
+    std::string known;
+    for (const SummaryMean& m : summaryMeans()) known += (known.empty() ? "" : ", ") + std::string(m.field);
+    throw std::invalid_argument("no summary mean is \"" + std::string(field) + "\"; the summary means are " + known);
+}
+
+}  // namespace
+
+double ReportSummary::layerMean(int paradigm, int layerPosition, std::string_view field, int k) const {
+    requireSummaryMean(field);
     const auto& layers = state_->perLayer.at(std::size_t(paradigm));
     const auto it = layers.find(layerPosition);
-    return it == layers.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+    return it == layers.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(field, k);
 }
 
 ReportSummary::QueryCoverage ReportSummary::layerJensenShannonCoverage(int paradigm, int layerPosition) const {
     const auto& layers = state_->perLayer.at(std::size_t(paradigm));
     const auto it = layers.find(layerPosition);
-    return it == layers.end() ? QueryCoverage{} : it->second.coverageOf(Statistic::JensenShannon);
+    return it == layers.end() ? QueryCoverage{} : it->second.coverageOf("distance.jensen_shannon_mean");
 }
 
-double ReportSummary::headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k) const {
+double ReportSummary::headMean(int paradigm, int layerPosition, int head, std::string_view field, int k) const {
+    requireSummaryMean(field);
     const auto& heads = state_->perHead.at(std::size_t(paradigm));
     const auto it = heads.find({layerPosition, head});
-    return it == heads.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+    return it == heads.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(field, k);
 }
 
-double ReportSummary::labelMean(int paradigm, std::int64_t label, Statistic statistic, int k) const {
+double ReportSummary::labelMean(int paradigm, std::int64_t label, std::string_view field, int k) const {
+    requireSummaryMean(field);
     const auto& labels = state_->perLabel.at(std::size_t(paradigm));
     const auto it = labels.find(label);
-    return it == labels.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(statistic, k);
+    return it == labels.end() ? std::numeric_limits<double>::quiet_NaN() : it->second.mean(field, k);
 }
 
 std::map<std::int64_t, std::int64_t> ReportSummary::imagesPerLabel() const {
@@ -233,11 +251,12 @@ std::vector<std::string> ReportSummary::models() const {
     return out;
 }
 
-double ReportSummary::modelMean(int paradigm, const std::string& model, Statistic statistic, int k) const {
+double ReportSummary::modelMean(int paradigm, const std::string& model, std::string_view field, int k) const {
+    requireSummaryMean(field);
     FiniteMean pooled;
     for (const auto& [position, aggregate] : state_->perLayer.at(std::size_t(paradigm))) {
         if (modelOfLayer(state_->layerNames.at(position)) != model) continue;
-        if (const FiniteMean* m = aggregate.meanOf(statistic, k)) {
+        if (const FiniteMean* m = aggregate.meanOf(field, k)) {
             pooled.sum += m->sum;
             pooled.n += m->n;
         }

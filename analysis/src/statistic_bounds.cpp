@@ -5,6 +5,8 @@
 #include <limits>
 #include <sstream>
 
+#include "statistic_parts.h"
+
 namespace attnlens::detail {
 
 bool AllowedInterval::allows(double v) const {
@@ -55,53 +57,13 @@ AllowedInterval allowedInterval(StatisticRange range, const HeadShape& head) {
 }
 
 const std::vector<StatisticBound>& statisticBounds() {
-    using R = StatisticRange;
-    using B = StatisticBound;
-    static const std::vector<StatisticBound> bounds = {
-        {B::Mean, "rank", "rank", R::Rank},
-        {B::Mean, "rank_bound", "rank_bound", R::Rank},
-        {B::Mean, "effective_rank", "effective_rank", R::Rank},
-        {B::Mean, "entropy", "entropy_mean", R::Entropy},
-        {B::Mean, "normalised_entropy", "normalised_entropy", R::Fraction},
-        {B::Mean, "normalised_entropy_admissible", "normalised_entropy_admissible", R::Fraction},
-        {B::Mean, "entropy_abs", "entropy_abs", R::Entropy},
-        {B::Mean, "normalised_entropy_abs_admissible", "normalised_entropy_abs_admissible", R::Fraction},
-        {B::Mean, "max_abs_share", "max_abs_share", R::Fraction},
-        {B::Mean, "negative_weight_fraction", "negative_weight_fraction", R::Fraction},
-        {B::Mean, "max_weight", "max_weight", R::SoftmaxFraction},
-        {B::Mean, "negative_rows", "negative_row_fraction", R::Fraction},
-        {B::Mean, "negative_mass", "negative_mass_per_row", R::NonPositive},
-        {B::Mean, "branch_rank_without", nullptr, R::Rank},
-        {B::Mean, "branch_rank_median", "branch_rank_median", R::Rank},
-        {B::Mean, "branch_rank_mean_channel", "branch_rank_mean_channel", R::Rank},
-        {B::Mean, "branch_share", "branch_share_mean_channel", R::Fraction},
-        {B::Mean, "total_variation", "total_variation_mean", R::NonNegative},
-        {B::Mean, "jensen_shannon", "jensen_shannon_mean", R::JensenShannon},
-        {B::Mean, "output_error", "output_relative_error", R::NonNegative},
-        {B::Mean, "output_error_with_branch", "output_relative_error_with_branch", R::NonNegative},
-        {B::Mean, "output_cosine", "output_cosine_mean", R::Cosine},
-        {B::TableOnly, nullptr, "flagged_rows", R::Rows},
-        {B::TableOnly, nullptr, "branch_rank_min", R::Rank},
-        {B::TableOnly, nullptr, "branch_rank_max", R::Rank},
-        {B::TableOnly, nullptr, "confused_pairs", R::Pairs},
-        {B::TableOnly, nullptr, "confused_pairs_far", R::Pairs},
-        {B::TableOnly, nullptr, "identical_query_pairs", R::Pairs},
-        {B::RayProbe, "equal_fraction", "ray_equal_fraction", R::Fraction},
-        {B::RayProbe, "total_variation", nullptr, R::NonNegative},
-        {B::TableOnly, nullptr, "ray_tv_half", R::NonNegative},
-        {B::TableOnly, nullptr, "ray_tv_double", R::NonNegative},
-        {B::PerK, "local", "local_mass_k", R::SoftmaxFraction},
-        {B::PerK, "local_uniform", "local_uniform_baseline_k", R::Fraction},
-        {B::PerK, "local_admissible", "local_admissible_baseline_k", R::Fraction},
-        // k^2 / n exceeds 1 when the window is larger than the keys (7 x 7 over PVT's 3 x 3).
-        {B::PerK, "local_paper", "local_paper_baseline_k", R::NonNegative},
-        {B::PerK, "branch_abs_without", nullptr, R::Fraction},
-        {B::PerK, "branch_abs_with", nullptr, R::Fraction},
-        {B::MagnitudeCurve, "max_weight", "magnitude_max_weight", R::SoftmaxFraction},
-        {B::MagnitudeCurve, "entropy", "magnitude_entropy", R::Entropy},
-        {B::MagnitudeCurve, "top_mass", "magnitude_top_mass", R::SoftmaxFraction},
-        {B::MagnitudeCurve, "spread", "magnitude_spread", R::NonNegative},
-    };
+    static const std::vector<StatisticBound> bounds = [] {
+        // A record's own count beside its statistics', which each statistic's entry lists.
+        std::vector<StatisticBound> list{{StatisticBound::TableOnly, nullptr, "flagged_rows", StatisticRange::Rows}};
+        for (const StatisticParts* parts : statisticTable())
+            list.insert(list.end(), parts->bounds.begin(), parts->bounds.end());
+        return list;
+    }();
     return bounds;
 }
 

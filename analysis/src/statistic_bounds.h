@@ -2,7 +2,8 @@
 // What a statistic may be, whatever produced it: merge holds summary states and record-table rows to
 // these ranges as it holds JSON records (issue 47: a rank mean of 1.25e8 at N = 197, a softmax 3 x 3
 // mass of 2.8 and 2^62 confused pairs merged with exit 0). One list for both, so that a column added
-// to the table or a mean added to the state gets its range in one place.
+// to the table or a mean added to the state gets its range in one place: each statistic's entry
+// (statistic_parts.h: bounds) beside its columns and its sums.
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct StatisticBound {
     const char* tableColumn;
     StatisticRange range;
 };
+// The record's flagged rows, then every statistic's (statisticTable() order).
 const std::vector<StatisticBound>& statisticBounds();
 
 }  // namespace attnlens::detail

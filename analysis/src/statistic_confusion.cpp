@@ -1,5 +1,7 @@
 // confusion: pairs of distinct queries with (nearly) identical rows, and the ray probe (rows along a
 // query's ray). Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include <algorithm>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
@@ -13,10 +15,12 @@ using nlohmann::json;
 using report_detail::curveFromState;
 using report_detail::curveState;
 using report_detail::mergeCurve;
+using statistic_parts::Bound;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
 using statistic_parts::numbersOrNaN;
+using statistic_parts::Range;
 using statistic_parts::vectorJson;
 
 nlohmann::json confusionDefinitions(const ConfusionOptions& confusion) {
@@ -234,7 +238,10 @@ public:
             {"total_variation_mean", tv},
             {"equal_fraction_mean", rayEqual_.value()}};
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic, int, bool) const override { return nullptr; }
+    const FiniteMean* meanOf(std::string_view field, int, bool yardsticksIncomplete) const override {
+        if (field == "ray_probe_mean.equal_fraction_mean") return yardsticksIncomplete ? nullptr : &rayEqual_;
+        return nullptr;
+    }
 
 private:
     std::int64_t confused_ = 0, confusedFar_ = 0;
@@ -243,10 +250,41 @@ private:
     std::vector<FiniteMean> rayTv_;  // per kRayProbeFactors
 };
 
+constexpr SummaryMean kConfusionMeans[] = {
+    {"ray_probe_mean.equal_fraction_mean", "confusion",
+     "share of queries whose row the ray probe's scalings leave equal"},
+};
+
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kConfusionBounds[] = {
+    {Bound::TableOnly, nullptr, "confused_pairs", Range::Pairs},
+    {Bound::TableOnly, nullptr, "confused_pairs_far", Range::Pairs},
+    {Bound::TableOnly, nullptr, "identical_query_pairs", Range::Pairs},
+    {Bound::RayProbe, "equal_fraction", "ray_equal_fraction", Range::Fraction},
+    {Bound::RayProbe, "total_variation", nullptr, Range::NonNegative},
+    {Bound::TableOnly, nullptr, "ray_tv_half", Range::NonNegative},
+    {Bound::TableOnly, nullptr, "ray_tv_double", Range::NonNegative},
+};
+
+// A's rows compared densely (one copy of A beside it) unless A = L R^T, compared through the factors.
+void confusionNeeds(const StatSelection&, bool lowRank, bool, DenseNeeds& needs) {
+    if (lowRank) return;
+    needs.matrix = true;
+    needs.copies = std::max(needs.copies, 1);
+}
+
+void computeConfusion(const HeadWork& w, HeadStatistics& s) {
+    s.confusion = w.lowRank ? detail::lowRankConfusion(w.head, w.q, w.options.confusion, w.status, *w.factors)
+                            : confusion(w.head, w.q, w.options.confusion, w.full, w.status);
+    s.rayProbe = rayProbe(w.head);
+}
+
 }  // namespace
 
 const StatisticParts kConfusionStatistic{
     {"confusion", &StatSelection::confusion, "pairs of queries with (nearly) identical rows"},
+    &confusionNeeds,
+    &computeConfusion,
     &confusionOptions,
     &writeConfusion,
     &readConfusion,
@@ -254,6 +292,8 @@ const StatisticParts kConfusionStatistic{
     nullptr,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<ConfusionSums>(); },
     &checkConfusion,
-    kConfusionValues};
+    kConfusionValues,
+    kConfusionMeans,
+    kConfusionBounds};
 
 }  // namespace attnlens

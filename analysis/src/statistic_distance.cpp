@@ -1,5 +1,7 @@
 // distance: how far each row falls from the reference paradigm's (total variation, Jensen-Shannon)
 // and the output error. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include <algorithm>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
@@ -10,10 +12,12 @@ namespace {
 
 using detail::FiniteMean;
 using nlohmann::json;
+using statistic_parts::Bound;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
 using statistic_parts::numbersOrNaN;
+using statistic_parts::Range;
 
 nlohmann::json distanceDefinitions(const DistanceOptions& distance) {
     using nlohmann::json;
@@ -241,25 +245,17 @@ public:
         d["output_cosine_mean"] = outputCosine_.value();
         summary["distance"] = d;
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int, bool) const override {
-        using S = ReportSummary::Statistic;
-        switch (statistic) {
-            case S::TotalVariation:
-                return &totalVariation_;
-            case S::JensenShannon:
-                return &jensenShannon_;
-            case S::OutputRelativeError:
-                return &outputError_;
-            case S::OutputRelativeErrorWithBranch:
-                return &outputErrorWithBranch_;
-            case S::OutputCosine:
-                return &outputCosine_;
-            default:
-                return nullptr;
-        }
+    const FiniteMean* meanOf(std::string_view field, int, bool) const override {
+        for (auto [name, mean] : {std::pair{"distance.total_variation_mean", &totalVariation_},
+                                  {"distance.jensen_shannon_mean", &jensenShannon_},
+                                  {"distance.output_relative_error_mean", &outputError_},
+                                  {"distance.output_relative_error_with_branch_mean", &outputErrorWithBranch_},
+                                  {"distance.output_cosine_mean", &outputCosine_}})
+            if (field == name) return mean;
+        return nullptr;
     }
-    std::optional<ReportSummary::QueryCoverage> coverageOf(ReportSummary::Statistic statistic) const override {
-        if (statistic != ReportSummary::Statistic::JensenShannon) return std::nullopt;
+    std::optional<ReportSummary::QueryCoverage> coverageOf(std::string_view field) const override {
+        if (field != "distance.jensen_shannon_mean") return std::nullopt;
         if (queriesMissing_) return ReportSummary::QueryCoverage{};
         return ReportSummary::QueryCoverage{jensenShannonQueries_, queries_};
     }
@@ -271,10 +267,37 @@ private:
     std::string reference_;
 };
 
+constexpr SummaryMean kDistanceMeans[] = {
+    {"distance.total_variation_mean", "distance", "total variation to the reference's rows"},
+    {"distance.jensen_shannon_mean", "distance",
+     "Jensen-Shannon to the reference's rows (nats; rows without a negative weight)"},
+    {"distance.output_relative_error_mean", "distance", "|O - O_ref| / |O_ref|"},
+    {"distance.output_relative_error_with_branch_mean", "distance",
+     "|O - O_ref| / |O_ref| with the local branch added to both"},
+    {"distance.output_cosine_mean", "distance", "cosine of O and O_ref per query"},
+};
+
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kDistanceBounds[] = {
+    {Bound::Mean, "total_variation", "total_variation_mean", Range::NonNegative},
+    {Bound::Mean, "jensen_shannon", "jensen_shannon_mean", Range::JensenShannon},
+    {Bound::Mean, "output_error", "output_relative_error", Range::NonNegative},
+    {Bound::Mean, "output_error_with_branch", "output_relative_error_with_branch", Range::NonNegative},
+    {Bound::Mean, "output_cosine", "output_cosine_mean", Range::Cosine},
+};
+
+void distanceNeeds(const StatSelection&, bool, bool, DenseNeeds& needs) { needs.matrix = needs.reference = true; }
+
+void computeDistance(const HeadWork& w, HeadStatistics& s) {
+    if (w.reference) s.distance = distanceToReference(w.a, w.status, *w.reference, w.output);
+}
+
 }  // namespace
 
 const StatisticParts kDistanceStatistic{
     {"distance", &StatSelection::distance, "total variation, Jensen-Shannon and output error to a reference"},
+    &distanceNeeds,
+    &computeDistance,
     &distanceOptions,
     &writeDistance,
     &readDistance,
@@ -282,6 +305,8 @@ const StatisticParts kDistanceStatistic{
     nullptr,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<DistanceSums>(); },
     &checkDistance,
-    kDistanceValues};
+    kDistanceValues,
+    kDistanceMeans,
+    kDistanceBounds};
 
 }  // namespace attnlens

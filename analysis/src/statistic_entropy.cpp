@@ -1,5 +1,7 @@
 // entropy: each row's entropy, largest weight and negative mass, on A and on |A|. Its entry in the
 // statistic table (statistic_parts.h) and every part of it.
+#include <algorithm>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
@@ -10,9 +12,11 @@ namespace {
 
 using detail::FiniteMean;
 using nlohmann::json;
+using statistic_parts::Bound;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
+using statistic_parts::Range;
 
 nlohmann::json entropyDefinitions() {
     using nlohmann::json;
@@ -242,28 +246,21 @@ public:
         summary["negative_row_fraction_mean"] = negativeRows_.value();
         summary["negative_mass_per_row_mean"] = negativeMass_.value();
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int, bool yardsticksIncomplete) const override {
-        using S = ReportSummary::Statistic;
-        switch (statistic) {
-            case S::Entropy:
-                return &entropy_;
-            case S::NormalisedEntropy:
-                return &normalised_;
-            case S::AdmissibleNormalisedEntropy:
-                return yardsticksIncomplete ? nullptr : &admissibleNormalised_;
-            case S::AdmissibleNormalisedEntropyAbs:
-                return yardsticksIncomplete ? nullptr : &admissibleNormalisedAbs_;
-            case S::NegativeWeightFraction:
-                return yardsticksIncomplete ? nullptr : &negativeWeights_;
-            case S::MaxWeight:
-                return &maxWeight_;
-            case S::NegativeRowFraction:
-                return &negativeRows_;
-            case S::NegativeMassPerRow:
-                return &negativeMass_;
-            default:
-                return nullptr;
-        }
+    const FiniteMean* meanOf(std::string_view field, int, bool yardsticksIncomplete) const override {
+        for (auto [name, mean] : {std::pair{"entropy_mean", &entropy_},
+                                  {"normalised_entropy_mean", &normalised_},
+                                  {"max_weight_mean", &maxWeight_},
+                                  {"negative_row_fraction_mean", &negativeRows_},
+                                  {"negative_mass_per_row_mean", &negativeMass_}})
+            if (field == name) return mean;
+        // The yardsticks a state from before them cannot give for all its records.
+        for (auto [name, mean] : {std::pair{"normalised_entropy_admissible_mean", &admissibleNormalised_},
+                                  {"entropy_abs_mean", &entropyAbs_},
+                                  {"normalised_entropy_abs_admissible_mean", &admissibleNormalisedAbs_},
+                                  {"max_abs_share_mean", &maxAbsShare_},
+                                  {"negative_weight_fraction_mean", &negativeWeights_}})
+            if (field == name) return yardsticksIncomplete ? nullptr : mean;
+        return nullptr;
     }
 
 private:
@@ -271,10 +268,45 @@ private:
         negativeWeights_, maxWeight_, negativeRows_, negativeMass_;
 };
 
+constexpr SummaryMean kEntropyMeans[] = {
+    {"entropy_mean", "entropy", "row entropy of max(A, 0) renormalised, nats"},
+    {"normalised_entropy_mean", "entropy", "row entropy over log n (the layer's keys)"},
+    {"normalised_entropy_admissible_mean", "entropy", "row entropy over log |S_i|"},
+    {"entropy_abs_mean", "entropy", "row entropy of |A| renormalised, nats"},
+    {"normalised_entropy_abs_admissible_mean", "entropy", "row entropy of |A| over log |S_i|"},
+    {"max_abs_share_mean", "entropy", "largest share of a row's |A| mass"},
+    {"negative_weight_fraction_mean", "entropy", "share of the weights below 0"},
+    {"max_weight_mean", "entropy", "max weight per row"},
+    {"negative_row_fraction_mean", "entropy", "share of rows with a negative weight"},
+    {"negative_mass_per_row_mean", "entropy", "negative mass per row, Σ_j min(A_ij, 0)"},
+};
+
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kEntropyBounds[] = {
+    {Bound::Mean, "entropy", "entropy_mean", Range::Entropy},
+    {Bound::Mean, "normalised_entropy", "normalised_entropy", Range::Fraction},
+    {Bound::Mean, "normalised_entropy_admissible", "normalised_entropy_admissible", Range::Fraction},
+    {Bound::Mean, "entropy_abs", "entropy_abs", Range::Entropy},
+    {Bound::Mean, "normalised_entropy_abs_admissible", "normalised_entropy_abs_admissible", Range::Fraction},
+    {Bound::Mean, "max_abs_share", "max_abs_share", Range::Fraction},
+    {Bound::Mean, "negative_weight_fraction", "negative_weight_fraction", Range::Fraction},
+    {Bound::Mean, "max_weight", "max_weight", Range::SoftmaxFraction},
+    {Bound::Mean, "negative_rows", "negative_row_fraction", Range::Fraction},
+    {Bound::Mean, "negative_mass", "negative_mass_per_row", Range::NonPositive},
+};
+
+void entropyNeeds(const StatSelection&, bool, bool, DenseNeeds& needs) { needs.matrix = true; }
+
+void computeEntropy(const HeadWork& w, HeadStatistics& s) {
+    s.entropy = entropyStatistics(w.a, w.status, &w.admissible);
+}
+
 }  // namespace
 
 const StatisticParts kEntropyStatistic{
     {"entropy", &StatSelection::entropy, "row entropy, maximum weight and negative mass, on A and |A|"},
+    &entropyNeeds,
+    &computeEntropy,
     &entropyOptions,
     &writeEntropy,
     &readEntropy,
@@ -282,6 +314,8 @@ const StatisticParts kEntropyStatistic{
     nullptr,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<EntropySums>(); },
     &checkEntropy,
-    kEntropyValues};
+    kEntropyValues,
+    kEntropyMeans,
+    kEntropyBounds};
 
 }  // namespace attnlens

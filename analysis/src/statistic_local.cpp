@@ -1,5 +1,7 @@
 // local: the k x k local mass of each query beside its uniform baselines, and the window's share of
 // the output. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include <algorithm>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
@@ -13,10 +15,12 @@ using nlohmann::json;
 using report_detail::meansFromState;
 using report_detail::meansState;
 using report_detail::mergeMeans;
+using statistic_parts::Bound;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
 using statistic_parts::numbersOrNaN;
+using statistic_parts::Range;
 using statistic_parts::vectorJson;
 
 nlohmann::json localDefinitions(const std::vector<int>& localK, bool perQueryMaps) {
@@ -243,38 +247,56 @@ public:
         }
         summary["local"] = l;
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int k, bool yardsticksIncomplete) const override {
-        using S = ReportSummary::Statistic;
+    const FiniteMean* meanOf(std::string_view field, int k, bool yardsticksIncomplete) const override {
         const auto ofK = [k](const std::map<int, FiniteMean>& perK) -> const FiniteMean* {
             const auto it = perK.find(k);
             return it == perK.end() ? nullptr : &it->second;
         };
-        switch (statistic) {
-            case S::LocalMass:
-                return ofK(local_);
-            case S::LocalUniformBaseline:
-                return ofK(uniform_);
-            case S::LocalPaperBaseline:
-                return ofK(paper_);
-            case S::LocalAdmissibleBaseline:
-                return yardsticksIncomplete ? nullptr : ofK(admissible_);
-            case S::LocalTimesUniform:
-                return yardsticksIncomplete ? nullptr : ofK(timesUniform_);
-            case S::LocalOutputShare:
-                return ofK(outputShare_);
-            default:
-                return nullptr;
-        }
+        if (field == "local[k].mean") return ofK(local_);
+        if (field == "local[k].uniform_baseline") return ofK(uniform_);
+        if (field == "local[k].paper_baseline") return ofK(paper_);
+        if (field == "local[k].admissible_baseline") return yardsticksIncomplete ? nullptr : ofK(admissible_);
+        if (field == "local[k].x_uniform") return yardsticksIncomplete ? nullptr : ofK(timesUniform_);
+        if (field == "local[k].output_share") return ofK(outputShare_);
+        return nullptr;
     }
 
 private:
     std::map<int, FiniteMean> local_, uniform_, admissible_, timesUniform_, paper_, outputShare_;
 };
 
+constexpr SummaryMean kLocalMeans[] = {
+    {"local[k].mean", "local", "k x k local mass", true},
+    {"local[k].uniform_baseline", "local", "uniform baseline of the k x k mass over all keys", true},
+    {"local[k].paper_baseline", "local", "InLine's baseline k² / N", true},
+    {"local[k].admissible_baseline", "local", "uniform baseline over the keys a row may attend to", true},
+    {"local[k].x_uniform", "local", "k x k mass over its admissible baseline", true},
+    {"local[k].output_share", "local", "the k x k window's share of the output rows", true},
+};
+
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kLocalBounds[] = {
+    {Bound::PerK, "local", "local_mass_k", Range::SoftmaxFraction},
+    {Bound::PerK, "local_uniform", "local_uniform_baseline_k", Range::Fraction},
+    {Bound::PerK, "local_admissible", "local_admissible_baseline_k", Range::Fraction},
+    // k^2 / n exceeds 1 when the window is larger than the keys (7 x 7 over PVT's 3 x 3).
+    {Bound::PerK, "local_paper", "local_paper_baseline_k", Range::NonNegative},
+};
+
+void localNeeds(const StatSelection&, bool, bool, DenseNeeds& needs) { needs.matrix = true; }
+
+void computeLocal(const HeadWork& w, HeadStatistics& s) {
+    s.local = localMass(w.a, w.status, w.geometry, w.options.localK, w.values, w.output, &w.admissible);
+    if (!w.options.perQueryMaps)
+        for (LocalMassResult& l : s.local) l.perQuery.clear();
+}
+
 }  // namespace
 
 const StatisticParts kLocalStatistic{
     {"local", &StatSelection::local, "k x k local mass beside its uniform baselines, and its output share"},
+    &localNeeds,
+    &computeLocal,
     &localOptions,
     &writeLocal,
     &readLocal,
@@ -282,6 +304,8 @@ const StatisticParts kLocalStatistic{
     nullptr,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<LocalSums>(); },
     &checkLocal,
-    kLocalValues};
+    kLocalValues,
+    kLocalMeans,
+    kLocalBounds};
 
 }  // namespace attnlens

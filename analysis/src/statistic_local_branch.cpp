@@ -1,6 +1,7 @@
 // local_branch: on layers with a local branch (a depthwise convolution beside A), the ranks and local
 // mass of E_c = A + M_c, analysed with rank or local. Its entry in the statistic table
 // (statistic_parts.h) and every part of it.
+#include <algorithm>
 #include <climits>
 
 #include "merge_checks.h"
@@ -17,9 +18,11 @@ using report_detail::meanBranchShare;
 using report_detail::meansFromState;
 using report_detail::meansState;
 using report_detail::mergeMeans;
+using statistic_parts::Bound;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
+using statistic_parts::Range;
 using statistic_parts::spectrumFromJson;
 using statistic_parts::vectorJson;
 
@@ -285,7 +288,22 @@ public:
         b["branch_share_mean"] = share_.value();
         summary["local_branch"] = b;
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic, int, bool) const override { return nullptr; }
+    const FiniteMean* meanOf(std::string_view field, int k, bool) const override {
+        for (auto [name, mean] : {std::pair{"local_branch.rank_without_mean", &rankWithout_},
+                                  {"local_branch.rank_median_mean", &rankMedian_},
+                                  {"local_branch.rank_mean_channel_mean", &rankMeanChannel_},
+                                  {"local_branch.branch_share_mean", &share_}})
+            if (field == name) return mean;
+        for (auto [name, perK] : {std::pair{"local_branch.local[k].without", &localWithout_},
+                                  {"local_branch.local[k].with", &localWith_},
+                                  {"local_branch.local[k].abs_fraction_without", &absWithout_},
+                                  {"local_branch.local[k].abs_fraction_with", &absWith_}})
+            if (field == name) {
+                const auto it = perK->find(k);
+                return it == perK->end() ? nullptr : &it->second;
+            }
+        return nullptr;
+    }
 
 private:
     std::int64_t records_ = 0;
@@ -294,10 +312,55 @@ private:
     std::map<int, FiniteMean> localWithout_, localWith_, absWithout_, absWith_;
 };
 
+constexpr SummaryMean kLocalBranchMeans[] = {
+    {"local_branch.rank_without_mean", "local_branch", "rank of A alone (records with the branch)"},
+    {"local_branch.rank_median_mean", "local_branch", "median over channels of rank(A + M_c)"},
+    {"local_branch.rank_mean_channel_mean", "local_branch", "rank of A + M averaged over channels"},
+    {"local_branch.branch_share_mean", "local_branch", "the branch's share of a row's L1 mass, |M_c| / (|A| + |M_c|)"},
+    {"local_branch.local[k].without", "local_branch", "k x k mass of A alone", true},
+    {"local_branch.local[k].with", "local_branch", "k x k mass of A + M", true},
+    {"local_branch.local[k].abs_fraction_without", "local_branch", "share of |A| in the k x k window", true},
+    {"local_branch.local[k].abs_fraction_with", "local_branch", "share of |A + M| in the k x k window", true},
+};
+
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kLocalBranchBounds[] = {
+    {Bound::Mean, "branch_rank_without", nullptr, Range::Rank},
+    {Bound::Mean, "branch_rank_median", "branch_rank_median", Range::Rank},
+    {Bound::Mean, "branch_rank_mean_channel", "branch_rank_mean_channel", Range::Rank},
+    {Bound::Mean, "branch_share", "branch_share_mean_channel", Range::Fraction},
+    {Bound::TableOnly, nullptr, "branch_rank_min", Range::Rank},
+    {Bound::TableOnly, nullptr, "branch_rank_max", Range::Rank},
+    {Bound::PerK, "branch_abs_without", nullptr, Range::Fraction},
+    {Bound::PerK, "branch_abs_with", nullptr, Range::Fraction},
+};
+
+// On layers with a branch, with rank or local: E_c = A + M_c beside A (three N x N copies), and their
+// dense SVD for the rank.
+void localBranchNeeds(const StatSelection& selection, bool, bool withBranch, DenseNeeds& needs) {
+    needs.branch = withBranch && (selection.rank || selection.local);
+    if (!needs.branch) return;
+    needs.matrix = true;
+    needs.denseSvd = needs.denseSvd || selection.rank;
+    needs.copies += 3;
+}
+
+void computeLocalBranch(const HeadWork& w, HeadStatistics& s) {
+    const AttentionLayout& g = w.geometry;
+    // Spatial reduction: the branch's values are interpolated from the keys (format.md 1c).
+    const LocalBranchGrid grid = g.reducedKeys() ? LocalBranchGrid::interpolated(g.queries, g.keys)
+                                                 : LocalBranchGrid(g.queries, w.branch->windows);
+    const StatSelection& selection = w.options.stats;
+    s.localBranch = analyzeLocalBranch(w.a, w.status, grid, *w.branch, w.options.localBranch, w.options.spectrum,
+                                       w.options.localK, selection.rank, selection.local);
+}
+
 }  // namespace
 
 const StatisticParts kLocalBranchStatistic{
     {"local_branch", nullptr, "ranks and local mass of A plus the layer's local branch (with rank or local)"},
+    &localBranchNeeds,
+    &computeLocalBranch,
     &localBranchOptions,
     &writeLocalBranch,
     &readLocalBranch,
@@ -305,6 +368,8 @@ const StatisticParts kLocalBranchStatistic{
     nullptr,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<BranchSums>(); },
     &checkLocalBranch,
-    {}};
+    {},
+    kLocalBranchMeans,
+    kLocalBranchBounds};
 
 }  // namespace attnlens

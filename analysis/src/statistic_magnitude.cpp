@@ -1,5 +1,7 @@
 // magnitude: the mean curves of a row's peak, entropy, top-k mass, ratio and spread as the queries
 // are scaled. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include <algorithm>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
@@ -13,8 +15,10 @@ using nlohmann::json;
 using report_detail::curveFromState;
 using report_detail::curveState;
 using report_detail::mergeCurve;
+using statistic_parts::Bound;
 using statistic_parts::kNoValue;
 using statistic_parts::numbersOrNaN;
+using statistic_parts::Range;
 using statistic_parts::vectorJson;
 
 nlohmann::json magnitudeDefinitions(const MagnitudeOptions& magnitude) {
@@ -219,7 +223,8 @@ public:
         m["spread"] = sp;
         summary["magnitude_mean"] = m;
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic, int, bool) const override { return nullptr; }
+    // Its means are curves (per factor), not one number per cell.
+    const FiniteMean* meanOf(std::string_view, int, bool) const override { return nullptr; }
 
 private:
     std::vector<std::vector<FiniteMean>*> curves() { return {&max_, &entropy_, &top_, &logRatio_, &spread_}; }
@@ -231,10 +236,29 @@ private:
     bool spreadMissing_ = false;
 };
 
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kMagnitudeBounds[] = {
+    {Bound::MagnitudeCurve, "max_weight", "magnitude_max_weight", Range::SoftmaxFraction},
+    {Bound::MagnitudeCurve, "entropy", "magnitude_entropy", Range::Entropy},
+    {Bound::MagnitudeCurve, "top_mass", "magnitude_top_mass", Range::SoftmaxFraction},
+    {Bound::MagnitudeCurve, "spread", "magnitude_spread", Range::NonNegative},
+};
+
+// Its curves rescale the queries and build their rows anew; A's raw rows are shared with it where A
+// is dense anyway (DenseNeeds::sharedRawRows, decided after every statistic's needs).
+void magnitudeNeeds(const StatSelection&, bool, bool, DenseNeeds&) {}
+
+void computeMagnitude(const HeadWork& w, HeadStatistics& s) {
+    s.magnitude = w.raw.rows ? detail::meanMagnitudeCurve(w.head, w.options.magnitude, w.raw)
+                             : meanMagnitudeCurve(w.head, w.options.magnitude);
+}
+
 }  // namespace
 
 const StatisticParts kMagnitudeStatistic{
     {"magnitude", &StatSelection::magnitude, "entropy and sharpness as the queries are scaled"},
+    &magnitudeNeeds,
+    &computeMagnitude,
     &magnitudeOptions,
     &writeMagnitude,
     &readMagnitude,
@@ -242,6 +266,8 @@ const StatisticParts kMagnitudeStatistic{
     &addMagnitudeColumns,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<MagnitudeSums>(); },
     &checkMagnitude,
-    {}};
+    {},
+    {},
+    kMagnitudeBounds};
 
 }  // namespace attnlens

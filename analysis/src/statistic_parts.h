@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,12 +27,36 @@
 #include "attnlens/analysis/report.h"
 #include "attnlens/analysis/statistics.h"
 #include "finite_mean.h"
+#include "shared_work.h"
+#include "statistic_bounds.h"
 
 namespace attnlens {
 
 namespace report_detail {
 class ReportChecker;
 }  // namespace report_detail
+
+// What analyzeHead makes once for all the statistics of one head (head_analysis.cpp), for each
+// statistic's compute: A and its row statuses, the admissible keys, and the work two statistics
+// share (the low-rank factors, A V, A's raw rows), as DenseNeeds decided.
+struct HeadWork {
+    const AttentionHead& head;
+    const Matrix& q;
+    const AttentionLayout& geometry;
+    const AnalysisOptions& options;
+    const LocalBranchHead* branch;       // nullptr: the layer has none
+    const DistanceReference* reference;  // nullptr: no distance to take
+    const Matrix* values;                // the head's v; nullptr: none
+    const DenseNeeds& needs;
+    bool lowRank;        // the head's A = L R^T (kernel paradigms off window layers)
+    const Matrix& a;     // dense where needs.matrix, else empty
+    const Matrix* full;  // &a where dense
+    const std::vector<RowStatus>& status;
+    const AdmissibleKeys& admissible;
+    const std::optional<linalg::LowRankFactors>& factors;  // for rank and confusion of a low-rank head
+    const Matrix* output;                                  // A V shared by local and distance; nullptr: none
+    detail::RawRows raw;                                   // A's raw rows for the magnitude curves; rows nullptr: none
+};
 
 // A statistic's running sums in one cell of the summary (report_detail::Aggregate: a paradigm, a
 // layer, a head or a label of it). Never the records: a record is added at a time, cells merge
@@ -56,15 +81,12 @@ public:
     virtual void readState(const nlohmann::json& state, bool& yardsticksIncomplete) = 0;
     // Its fields of the cell's summary (ReportSummary::toJson).
     virtual void writeSummary(nlohmann::json& summary, bool yardsticksIncomplete) const = 0;
-    // The running mean behind a ReportSummary::Statistic it holds (window size k for the per-k
-    // ones); nullptr for another statistic's, or where it has none.
-    virtual const detail::FiniteMean* meanOf(ReportSummary::Statistic statistic, int k,
-                                             bool yardsticksIncomplete) const = 0;
-    // The queries behind a mean it holds where it is taken over some of them (Jensen-Shannon);
-    // nullopt for every other.
-    virtual std::optional<ReportSummary::QueryCoverage> coverageOf(ReportSummary::Statistic) const {
-        return std::nullopt;
-    }
+    // The running mean behind one of its summary means (StatisticParts::summaryMeans; window size k
+    // for the per-k ones); nullptr for another statistic's field, or where it has none.
+    virtual const detail::FiniteMean* meanOf(std::string_view field, int k, bool yardsticksIncomplete) const = 0;
+    // The queries behind a summary mean it holds where it is taken over some of them
+    // (Jensen-Shannon); nullopt for every other field.
+    virtual std::optional<ReportSummary::QueryCoverage> coverageOf(std::string_view) const { return std::nullopt; }
 };
 
 // The two members that only need the statistic's own type, for its sums `Self` to derive from:
@@ -102,6 +124,12 @@ struct StatisticParts {
     // selected is nullptr for a statistic --stats does not name: the local branch, analysed with
     // rank or local on layers that have one.
     BuiltInStatistic statistic;
+    // What it needs of the head's shared work (DenseNeeds: A dense, its copies, a dense SVD, the
+    // reference) when selected, or always for the local branch, which decides from `withBranch`.
+    void (*needs)(const StatSelection& selection, bool lowRank, bool withBranch, DenseNeeds& needs);
+    // Its result of one head from the shared work (called when selected; the local branch when
+    // needs.branch).
+    void (*compute)(const HeadWork& work, HeadStatistics& s);
     // options[statistic.name] of every report: the definitions and parameters behind its numbers.
     nlohmann::json (*definitions)(const AnalysisOptions& options);
     // Its fields of a record (results[]) when the head has its result; read back from a record
@@ -121,6 +149,12 @@ struct StatisticParts {
     void (*check)(const report_detail::ReportChecker& check, const nlohmann::json& record, const RecordPlace& place);
     // The numbers per head its result holds (statistics.h: HeadValue), for the Heads view and render.
     std::span<const HeadValue> headValues;
+    // The means its sums give per summary cell (report.h: SummaryMean), for the desktop program's
+    // layer statistics, the claims and a notebook.
+    std::span<const SummaryMean> summaryMeans;
+    // What each of its values may be, in a summary state and a record-table column (merge holds
+    // them to it; statistic_bounds.h).
+    std::span<const detail::StatisticBound> bounds;
 };
 
 // rank, local, entropy, confusion, magnitude, distance (the order of --stats), then local_branch.
@@ -135,6 +169,9 @@ extern const StatisticParts kDistanceStatistic;
 extern const StatisticParts kLocalBranchStatistic;
 
 namespace statistic_parts {
+
+using Bound = detail::StatisticBound;
+using Range = detail::StatisticRange;
 
 inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 

@@ -1,5 +1,7 @@
 // rank: the singular values of A, its numerical and effective rank beside the rank the paradigm's
 // algebra allows. Its entry in the statistic table (statistic_parts.h) and every part of it.
+#include <algorithm>
+
 #include "merge_checks.h"
 #include "report_internal.h"
 #include "statistic_parts.h"
@@ -10,10 +12,12 @@ namespace {
 
 using detail::FiniteMean;
 using nlohmann::json;
+using statistic_parts::Bound;
 using statistic_parts::finiteOrNull;
 using statistic_parts::kNoValue;
 using statistic_parts::numberOrNaN;
 using statistic_parts::numbersOrNaN;
+using statistic_parts::Range;
 using statistic_parts::vectorJson;
 
 nlohmann::json rankDefinitions(const SpectrumOptions& spectrum) {
@@ -154,16 +158,41 @@ public:
         summary["rank_bound_mean"] = rankBound_.value();
         summary["rank_bound_records"] = rankBound_.n;
     }
-    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int, bool) const override {
-        using S = ReportSummary::Statistic;
-        if (statistic == S::Rank) return &rank_;
-        if (statistic == S::EffectiveRank) return &effectiveRank_;
+    const FiniteMean* meanOf(std::string_view field, int, bool) const override {
+        if (field == "rank_mean") return &rank_;
+        if (field == "effective_rank_mean") return &effectiveRank_;
+        if (field == "rank_bound_mean") return &rankBound_;
         return nullptr;
     }
 
 private:
     FiniteMean rank_, effectiveRank_, rankBound_;
 };
+
+constexpr SummaryMean kRankMeans[] = {
+    {"rank_mean", "rank", "numerical rank of A"},
+    {"effective_rank_mean", "rank", "effective rank of A, exp(H(σ / Σσ))"},
+    {"rank_bound_mean", "rank", "rank bound of the paradigm's algebra (records with one)"},
+};
+
+// What each of its values may be, in a summary state and a record-table column (statistic_bounds.h).
+constexpr detail::StatisticBound kRankBounds[] = {
+    {Bound::Mean, "rank", "rank", Range::Rank},
+    {Bound::Mean, "rank_bound", "rank_bound", Range::Rank},
+    {Bound::Mean, "effective_rank", "effective_rank", Range::Rank},
+};
+
+// A dense SVD of A (and its finite rows beside it) unless A = L R^T, whose QR gives the spectrum.
+void rankNeeds(const StatSelection&, bool lowRank, bool, DenseNeeds& needs) {
+    if (lowRank) return;
+    needs.matrix = needs.denseSvd = true;
+    needs.copies = std::max(needs.copies, 2);
+}
+
+void computeRank(const HeadWork& w, HeadStatistics& s) {
+    s.spectrum = w.lowRank ? detail::lowRankSpectrum(w.head, w.geometry, w.options.spectrum, *w.factors)
+                           : spectrum(w.head, w.geometry, w.options.spectrum, w.full);
+}
 
 }  // namespace
 
@@ -188,6 +217,8 @@ SpectrumResult spectrumFromJson(const json& j) {
 
 const StatisticParts kRankStatistic{
     {"rank", &StatSelection::rank, "spectrum, numerical and effective rank beside the paradigm's bound"},
+    &rankNeeds,
+    &computeRank,
     &rankOptions,
     &writeRank,
     &readRank,
@@ -195,6 +226,8 @@ const StatisticParts kRankStatistic{
     nullptr,
     []() -> std::unique_ptr<StatisticSums> { return std::make_unique<RankSums>(); },
     &checkRank,
-    kRankValues};
+    kRankValues,
+    kRankMeans,
+    kRankBounds};
 
 }  // namespace attnlens

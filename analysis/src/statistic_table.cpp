@@ -1,5 +1,5 @@
 // The table of the built-in statistics (statistic_parts.h), and what is read from it alone: the names
-// --stats selects and the numbers per head the Heads view colours by.
+// --stats selects, the numbers per head the Heads view colours by and the summary's means.
 #include <array>
 #include <vector>
 
@@ -24,19 +24,36 @@ std::span<const BuiltInStatistic> builtInStatistics() {
     return selectable;
 }
 
-std::span<const HeadValue> headValues() {
-    static const std::vector<HeadValue> values = [] {
-        std::vector<HeadValue> list;
+namespace {
+
+// Every statistic's entries of one list (its head values, its summary means), in table order; one
+// list per element type, so each type is one member's.
+template <class T>
+const std::vector<T>& concatenated(std::span<const T> StatisticParts::*list) {
+    static const std::vector<T> all = [list] {
+        std::vector<T> out;
         for (const StatisticParts* parts : statisticTable())
-            list.insert(list.end(), parts->headValues.begin(), parts->headValues.end());
-        return list;
+            out.insert(out.end(), (parts->*list).begin(), (parts->*list).end());
+        return out;
     }();
-    return values;
+    return all;
 }
+
+}  // namespace
+
+std::span<const HeadValue> headValues() { return concatenated(&StatisticParts::headValues); }
 
 const HeadValue* findHeadValue(std::string_view field) {
     for (const HeadValue& v : headValues())
         if (v.field == field) return &v;
+    return nullptr;
+}
+
+std::span<const SummaryMean> summaryMeans() { return concatenated(&StatisticParts::summaryMeans); }
+
+const SummaryMean* findSummaryMean(std::string_view field) {
+    for (const SummaryMean& m : summaryMeans())
+        if (m.field == field) return &m;
     return nullptr;
 }
 

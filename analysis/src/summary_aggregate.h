@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -93,21 +94,21 @@ struct Aggregate {
         return a;
     }
 
-    // The running mean of one statistic (nullptr: no value of window size k was added).
-    const FiniteMean* meanOf(ReportSummary::Statistic statistic, int k) const {
+    // The running mean behind a summary mean's field (nullptr: no value of window size k was added).
+    const FiniteMean* meanOf(std::string_view field, int k) const {
         for (const auto& sum : sums)
-            if (const FiniteMean* m = sum->meanOf(statistic, k, yardsticksIncomplete)) return m;
+            if (const FiniteMean* m = sum->meanOf(field, k, yardsticksIncomplete)) return m;
         return nullptr;
     }
-    double mean(ReportSummary::Statistic statistic, int k) const {
-        const FiniteMean* m = meanOf(statistic, k);
+    double mean(std::string_view field, int k) const {
+        const FiniteMean* m = meanOf(field, k);
         return m ? m->mean() : std::numeric_limits<double>::quiet_NaN();
     }
-    // The queries behind a mean taken over some of them (StatisticSums::coverageOf); {0, 0} where
-    // none or unknown.
-    ReportSummary::QueryCoverage coverageOf(ReportSummary::Statistic statistic) const {
+    // The queries behind a summary mean taken over some of them (StatisticSums::coverageOf); {0, 0}
+    // where none or unknown.
+    ReportSummary::QueryCoverage coverageOf(std::string_view field) const {
         for (const auto& sum : sums)
-            if (const auto c = sum->coverageOf(statistic)) return *c;
+            if (const auto c = sum->coverageOf(field)) return *c;
         return {};
     }
 

@@ -42,8 +42,10 @@ from ._attnlens import (  # noqa: F401,E402
     UsageError,
     __version__,
     open,
+    head_values,
     presets,
     statistics,
+    summary_means,
 )
 
 from .memory import capture, from_arrays, open_bytes  # noqa: F401,E402

@@ -223,6 +223,39 @@ void bindFunctions(py::module_& m) {
         "The statistics analyze(stats=...) takes, name -> what it measures, in report order: the built-in ones, "
         "then every registered one. analyze() without stats computes them all.");
     m.def(
+        "summary_means",
+        [] {
+            // Each statistic's means per summary cell (report.h: SummaryMean), in the statistics' order.
+            py::list out;
+            for (const SummaryMean& mean : summaryMeans()) {
+                py::dict d;
+                d["field"] = std::string(mean.field);
+                d["statistic"] = std::string(mean.statistic);
+                d["title"] = std::string(mean.title);
+                d["per_k"] = mean.perK;
+                out.append(d);
+            }
+            return out;
+        },
+        "The means a report's summary gives per paradigm, layer, head and label: field (its place in a summary "
+        "cell, 'local[k].mean' for the ones per window size k, k a key), statistic and title.");
+    m.def(
+        "head_values",
+        [] {
+            // Each statistic's numbers per head (statistics.h: HeadValue): what the Heads view colours by.
+            py::list out;
+            for (const HeadValue& value : headValues()) {
+                py::dict d;
+                d["field"] = std::string(value.field);
+                d["statistic"] = std::string(value.statistic);
+                d["title"] = std::string(value.title);
+                out.append(d);
+            }
+            return out;
+        },
+        "The numbers per head the desktop program's Heads view colours by: field (its place in a record of "
+        "report['results'], 'local[k=3].mean' the entry of local whose k is 3), statistic and title.");
+    m.def(
         "_blas_core_for_this_processor",
         [] {
             const char* core = blas::coreForThisProcessor();

@@ -238,7 +238,7 @@ TEST_F(ModelsDump, PerModelConfusionAndMeansMatchTheRawRecords) {
                 ++bins[bin];
             }
             EXPECT_EQ(perModel[m]["images"].get<std::vector<std::int64_t>>(), bins);
-            EXPECT_DOUBLE_EQ(summary.modelMean(p, model, ReportSummary::Statistic::Rank), rankSum / rankCount);
+            EXPECT_DOUBLE_EQ(summary.modelMean(p, model, "rank_mean"), rankSum / rankCount);
         }
         // The whole dump's counts are the sums over the models.
         std::map<int, std::int64_t> total;
@@ -246,7 +246,7 @@ TEST_F(ModelsDump, PerModelConfusionAndMeansMatchTheRawRecords) {
             if (r.paradigm == p) total[r.image] += r.stats.confusion->confusedPairs;
         EXPECT_EQ(summary.confusionPerImage(p), total);
     }
-    EXPECT_TRUE(std::isnan(summary.modelMean(0, "gamma", ReportSummary::Statistic::Rank)));
+    EXPECT_TRUE(std::isnan(summary.modelMean(0, "gamma", "rank_mean")));
 }
 
 TEST(ReportSummaryModels, OneModelGetsNoPerModelHistogram) {

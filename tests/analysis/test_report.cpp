@@ -166,7 +166,6 @@ TEST(ReportSummary, TypedReadsAgreeWithTheRecords) {
     test::TempDir dir;
     const AnalysisReport report = analyzeSmallDump(dir);
     const ReportSummary summary(report);
-    using Statistic = ReportSummary::Statistic;
     for (int p = 0; p < int(report.paradigms.size()); ++p) {
         std::map<int, std::int64_t> perImage;
         for (int layer : report.request.layers) {
@@ -179,12 +178,12 @@ TEST(ReportSummary, TypedReadsAgreeWithTheRecords) {
                     ++n;
                 }
             ASSERT_GT(n, 0);
-            EXPECT_DOUBLE_EQ(summary.layerMean(p, layer, Statistic::LocalMass, report.request.options.localK.front()),
+            EXPECT_DOUBLE_EQ(summary.layerMean(p, layer, "local[k].mean", report.request.options.localK.front()),
                              local / n);
-            EXPECT_DOUBLE_EQ(summary.layerMean(p, layer, Statistic::NormalisedEntropy), entropy / n);
+            EXPECT_DOUBLE_EQ(summary.layerMean(p, layer, "normalised_entropy_mean"), entropy / n);
         }
-        EXPECT_TRUE(std::isnan(summary.layerMean(p, 99, Statistic::Rank)));
-        EXPECT_TRUE(std::isnan(summary.layerMean(p, 0, Statistic::LocalMass, 2)));  // k not analysed
+        EXPECT_TRUE(std::isnan(summary.layerMean(p, 99, "rank_mean")));
+        EXPECT_TRUE(std::isnan(summary.layerMean(p, 0, "local[k].mean", 2)));  // k not analysed
         for (const HeadRecord& r : report.records)
             if (r.paradigm == p) perImage[r.image] += r.stats.confusion->confusedPairs;
         EXPECT_EQ(summary.confusionPerImage(p), perImage);

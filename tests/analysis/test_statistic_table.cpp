@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -143,6 +144,16 @@ TEST(StatisticTable, EveryStatisticTogetherAndTheBranchWithRankOrLocal) {
     EXPECT_EQ(curveColumns, 5);
 }
 
+// Every statistic under softmax and inline, with the local branch under both.
+AnalysisReport analyzeEveryStatistic(const DumpReader& reader) {
+    AnalyzeRequest request;
+    request.paradigms = {presetParadigm("softmax"), presetParadigm("inline")};
+    request.options.stats = StatSelection::parse("rank,entropy,confusion,magnitude,distance,local");
+    request.options.localBranch.allParadigms = true;
+    request.threads = 1;
+    return analyzeDump(reader, request);
+}
+
 // Each statistic's sums, selected alone: a layer's summary has its fields, every other statistic's
 // says it has nothing (null, empty, or a count of 0); the magnitude's curves are the paradigm's.
 // Then every statistic together with the branch: two halves of the records summed apart, their
@@ -174,12 +185,7 @@ TEST(StatisticTable, EachStatisticsSummarySumsAreItsOwnAndMergeExactly) {
         }
     }
 
-    AnalyzeRequest request;
-    request.paradigms = {presetParadigm("softmax"), presetParadigm("inline")};
-    request.options.stats = StatSelection::parse("rank,entropy,confusion,magnitude,distance,local");
-    request.options.localBranch.allParadigms = true;
-    request.threads = 1;
-    const AnalysisReport report = analyzeDump(*reader, request);
+    const AnalysisReport report = analyzeEveryStatistic(*reader);
     const ReportSummary whole(report);
     std::vector<ReportSummary> halves;
     for (int h = 0; h < 2; ++h) halves.emplace_back(report.paradigms);
@@ -209,6 +215,77 @@ TEST(StatisticTable, EachStatisticsSummarySumsAreItsOwnAndMergeExactly) {
     EXPECT_EQ(coverage.used, distance["jensen_shannon_queries"].get<std::int64_t>());
     EXPECT_GT(coverage.of, 0);
     EXPECT_LT(coverage.used, coverage.of);  // inline's signed rows are left out of Jensen-Shannon
+}
+
+// A summary cell's number at a summary mean's field: "a.b", "local[k].mean" (the object's entry
+// under the key k); NaN where the cell has none (null or absent).
+double summaryFieldOf(const json& cell, std::string_view field, int k) {
+    const json* at = &cell;
+    std::size_t start = 0;
+    while (start <= field.size()) {
+        const std::size_t dot = std::min(field.find('.', start), field.size());
+        std::string part(field.substr(start, dot - start));
+        const bool perK = part.size() > 3 && part.ends_with("[k]");
+        if (perK) part.resize(part.size() - 3);
+        if (!at->is_object() || !at->contains(part)) return std::nan("");
+        at = &(*at)[part];
+        if (perK) {
+            if (!at->contains(std::to_string(k))) return std::nan("");
+            at = &(*at)[std::to_string(k)];
+        }
+        start = dot + 1;
+    }
+    return at->is_number() ? at->get<double>() : std::nan("");
+}
+
+// Each summary mean of every statistic: the mean ReportSummary gives of a layer, a head and a label
+// is the number at its field in that cell of the summary JSON (read by a path reader here), for every
+// window size of the per-k ones; and a field no statistic has is refused by name.
+TEST(StatisticTable, EachSummaryMeanIsTheNumberAtItsSummaryField) {
+    test::TempDir dir;
+    const auto reader = branchDump(dir, 2);
+    const AnalysisReport report = analyzeEveryStatistic(*reader);
+    const ReportSummary summary(report);
+    const json j = summary.toJson();
+    std::set<std::string_view> statistics;
+    int compared = 0;
+    for (const SummaryMean& mean : summaryMeans()) {
+        SCOPED_TRACE(std::string(mean.field));
+        EXPECT_EQ(findSummaryMean(mean.field), &mean);
+        statistics.insert(mean.statistic);
+        for (int k : mean.perK ? report.request.options.localK : std::vector<int>{0})
+            for (int p = 0; p < 2; ++p) {
+                const json& cells = j["per_paradigm"][p];
+                const double layer = summary.layerMean(p, 0, mean.field, k);
+                const double head = summary.headMean(p, 0, 1, mean.field, k);
+                const double label =
+                    summary.labelMean(p, cells["labels"][0]["label"].get<std::int64_t>(), mean.field, k);
+                for (auto [value, cell] : {std::pair{layer, &cells["layers"][0]},
+                                           {head, &cells["heads"][1]},
+                                           {label, &cells["labels"][0]}}) {
+                    const double expected = summaryFieldOf(*cell, mean.field, k);
+                    if (std::isnan(expected)) {
+                        EXPECT_TRUE(std::isnan(value)) << value;
+                    } else {
+                        EXPECT_DOUBLE_EQ(value, expected) << "k " << k;
+                        ++compared;
+                    }
+                }
+            }
+    }
+    // Every mean but the Jensen-Shannon of inline (every row signed) and the ray probe's of a cell
+    // without one has a number here.
+    EXPECT_GT(compared, 3 * 2 * 30);
+    // Each statistic with a mean of one number per cell lists it (the magnitude's are curves).
+    EXPECT_EQ(statistics,
+              (std::set<std::string_view>{"rank", "local", "entropy", "confusion", "distance", "local_branch"}));
+    try {
+        summary.layerMean(0, 0, "entropy");
+        ADD_FAILURE() << "a field no statistic has";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("\"entropy\""), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("entropy_mean"), std::string::npos) << e.what();
+    }
 }
 
 // A record's number at a head value's field: "a.b.c", "local[k=3].mean" (the entry of the array

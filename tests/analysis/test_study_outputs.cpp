@@ -22,7 +22,6 @@ namespace attnlens {
 namespace {
 
 using nlohmann::json;
-using Statistic = ReportSummary::Statistic;
 
 AnalysisReport analyzeLabelledDump(const test::TempDir& dir, int images = 5) {
     SynthOptions o;
@@ -85,12 +84,11 @@ TEST(StudySummary, PerHeadAndPerLabelMeansAreTheMeansOfTheirRecords) {
         }
         ASSERT_EQ(heads.size(), 4u);
         for (const auto& [key, sum] : heads)
-            EXPECT_DOUBLE_EQ(summary.headMean(p, key.first, key.second, Statistic::LocalMass, k),
-                             sum.first / sum.second);
+            EXPECT_DOUBLE_EQ(summary.headMean(p, key.first, key.second, "local[k].mean", k), sum.first / sum.second);
         for (const auto& [label, sum] : labels)
-            EXPECT_DOUBLE_EQ(summary.labelMean(p, label, Statistic::NormalisedEntropy), sum.first / sum.second);
-        EXPECT_TRUE(std::isnan(summary.headMean(p, 0, 7, Statistic::Rank)));
-        EXPECT_TRUE(std::isnan(summary.labelMean(p, 999, Statistic::Rank)));
+            EXPECT_DOUBLE_EQ(summary.labelMean(p, label, "normalised_entropy_mean"), sum.first / sum.second);
+        EXPECT_TRUE(std::isnan(summary.headMean(p, 0, 7, "rank_mean")));
+        EXPECT_TRUE(std::isnan(summary.labelMean(p, 999, "rank_mean")));
     }
     std::map<std::int64_t, std::int64_t> images;
     for (const auto& [image, label] : report.labels) ++images[label];
@@ -99,9 +97,9 @@ TEST(StudySummary, PerHeadAndPerLabelMeansAreTheMeansOfTheirRecords) {
     const json j = reportToJson(report, {});
     const json& heads = j["summary"]["per_paradigm"][1]["heads"];
     ASSERT_EQ(heads.size(), 4u);
-    EXPECT_DOUBLE_EQ(heads[3]["local"][std::to_string(k)]["mean"].get<double>(),
-                     summary.headMean(1, heads[3]["layer_position"].get<int>(), heads[3]["head"].get<int>(),
-                                      Statistic::LocalMass, k));
+    EXPECT_DOUBLE_EQ(
+        heads[3]["local"][std::to_string(k)]["mean"].get<double>(),
+        summary.headMean(1, heads[3]["layer_position"].get<int>(), heads[3]["head"].get<int>(), "local[k].mean", k));
     ASSERT_TRUE(j["summary"]["per_paradigm"][1].contains("labels"));
     EXPECT_EQ(j["summary"], summarize(json::parse(reportText(j))));
 }

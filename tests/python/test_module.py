@@ -709,3 +709,30 @@ def test_statistics_are_the_engines_table_and_the_default_selection(dump):
     assert report["options"]["statistics"] == list(table)
     with pytest.raises(attnlens.UsageError, match="known: " + ", ".join(table)):
         dump.analyze(stats="speed", images="0", layers="0")
+
+
+def test_summary_means_and_head_values_name_the_reports_fields(dump):
+    """attnlens.summary_means() and head_values() are the engine's table (issue 48 item 1): each
+    summary mean is a number (or null) at its field of every layer's summary cell, each head value's
+    field is in every record, and their statistics are analyze's."""
+    statistics = set(attnlens.statistics()) | {"local_branch"}
+    report = dump.analyze(images="0", layers="0", paradigms="softmax,linear_relu")
+    means = attnlens.summary_means()
+    assert {m["statistic"] for m in means} <= statistics and len(means) > 20
+    k = report["options"]["local"]["k"][0]
+    for cell in (layer for p in report["summary"]["per_paradigm"] for layer in p["layers"]):
+        for mean in means:
+            if mean["statistic"] == "local_branch":
+                continue  # the example's layers have no local branch
+            at = cell
+            for part in mean["field"].split("."):
+                if part.endswith("[k]"):
+                    at = at[part[:-3]][str(k)]
+                else:
+                    at = at[part]
+            assert at is None or isinstance(at, (int, float)), (mean["field"], at)
+    values = attnlens.head_values()
+    assert {v["statistic"] for v in values} <= statistics and all(v["title"] for v in values)
+    for record in report["results"]:
+        for value in values:
+            assert value["field"].split(".")[0].split("[")[0] in record, value["field"]

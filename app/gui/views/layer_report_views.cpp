@@ -51,11 +51,11 @@ void layerSeries(const std::vector<double>& values, const std::vector<int>& fami
     }
 }
 
-// A statistic's mean per layer of the report's summary, in report.request.layers order.
+// A summary mean (its field) per layer of the report's summary, in report.request.layers order.
 std::vector<double> layerMeans(const ReportSummary& summary, const AnalysisReport& report, int paradigm,
-                               ReportSummary::Statistic statistic, int k = 0) {
+                               std::string_view field, int k = 0) {
     std::vector<double> means;
-    for (int layer : report.request.layers) means.push_back(summary.layerMean(paradigm, layer, statistic, k));
+    for (int layer : report.request.layers) means.push_back(summary.layerMean(paradigm, layer, field, k));
     return means;
 }
 
@@ -297,9 +297,8 @@ void LocalMassView::rebuild() {
     std::vector<double> all;
     QVector<double> x, y;
     const ReportSummary summary(*r);
-    using Statistic = ReportSummary::Statistic;
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
-        const auto mean = layerMeans(summary, *r, p, Statistic::LocalMass, k);
+        const auto mean = layerMeans(summary, *r, p, "local[k].mean", k);
         all.insert(all.end(), mean.begin(), mean.end());
         const int sp = sessionParadigm(*r, p);
         layerSeries(mean, starts, x, y);
@@ -310,7 +309,7 @@ void LocalMassView::rebuild() {
     // legend key for all paradigms).
     bool withShare = false;
     for (int p = 0; p < int(r->paradigms.size()); ++p) {
-        const auto share = layerMeans(summary, *r, p, Statistic::LocalOutputShare, k);
+        const auto share = layerMeans(summary, *r, p, "local[k].output_share", k);
         if (std::none_of(share.begin(), share.end(), [](double v) { return std::isfinite(v); })) continue;
         all.insert(all.end(), share.begin(), share.end());
         layerSeries(share, starts, x, y);
@@ -328,12 +327,12 @@ void LocalMassView::rebuild() {
         // otherwise (a layer whose data could not be read still has its baseline).
         // Uniform over the keys each row may attend to (its window on window layers, where k²/N
         // and |window|/N would call a row below uniform "local").
-        std::vector<double> uniform = layerMeans(summary, *r, 0, Statistic::LocalAdmissibleBaseline, k);
+        std::vector<double> uniform = layerMeans(summary, *r, 0, "local[k].admissible_baseline", k);
         std::vector<double> paper(uniform.size());
         bool windowed = false;
         for (std::size_t a = 0; a < uniform.size(); ++a) {
             for (int p = 1; p < int(r->paradigms.size()) && !std::isfinite(uniform[a]); ++p)
-                uniform[a] = summary.layerMean(p, r->request.layers[a], Statistic::LocalAdmissibleBaseline, k);
+                uniform[a] = summary.layerMean(p, r->request.layers[a], "local[k].admissible_baseline", k);
             const LayerInfo& layer = r->dump.layers[std::size_t(r->request.layers[a])];
             if (!std::isfinite(uniform[a])) uniform[a] = layerAdmissibleLocalBaseline(layer, k);
             paper[a] = double(k) * double(k) / double(layer.attentionLayout().keys.tokens());
@@ -370,7 +369,7 @@ void LocalMassView::rebuildTimesUniform(const AnalysisReport& r, int k, QCPTextE
     QVector<double> x, y;
     const ReportSummary summary(r);
     for (int p = 0; p < int(r.paradigms.size()); ++p) {
-        const auto times = layerMeans(summary, r, p, ReportSummary::Statistic::LocalTimesUniform, k);
+        const auto times = layerMeans(summary, r, p, "local[k].x_uniform", k);
         all.insert(all.end(), times.begin(), times.end());
         layerSeries(times, starts, x, y);
         addLine(rect, x, y, paradigmColor(sessionParadigm(r, p)),
@@ -620,12 +619,12 @@ void StackedLayerView::rebuild() {
         const QString name = QString::fromStdString(r->paradigms[std::size_t(p)].name);
         for (int i = 0; i < count; ++i) {
             const Panel& panel = spec[std::size_t(i)];
-            const auto values = layerMeans(summary, *r, p, panel.statistic);
+            const auto values = layerMeans(summary, *r, p, panel.mean);
             shown[std::size_t(i)].insert(shown[std::size_t(i)].end(), values.begin(), values.end());
             layerSeries(values, starts, x, y);
             addLine(rects_[std::size_t(i)], x, y, c, name, i == 0 ? legend : nullptr, Qt::SolidLine,
                     QCPScatterStyle::ssDisc);
-            if (panel.statistic == ReportSummary::Statistic::JensenShannon) {
+            if (panel.mean == "distance.jensen_shannon_mean") {
                 const std::vector<double> hollow = coverage.hollowPoints(summary, *r, p, values, name);
                 if (std::any_of(hollow.begin(), hollow.end(), [](double v) { return std::isfinite(v); })) {
                     layerSeries(hollow, starts, x, y);
@@ -696,19 +695,23 @@ LayerStatsView::LayerStatsView(Session* session, QWidget* parent) : StackedLayer
 }
 
 std::vector<StackedLayerView::Panel> LayerStatsView::panels() const {
-    using S = ReportSummary::Statistic;
-    return {{S::AdmissibleNormalisedEntropy,
-             QStringLiteral("entropy of max(A, 0) renormalised / log |S_i|"),
-             {0, 1},
-             std::nullopt,
-             {}},
-            {S::AdmissibleNormalisedEntropyAbs,
-             QStringLiteral("entropy of |A| renormalised / log |S_i|"),
-             {0, 1},
-             std::nullopt,
-             {}},
-            {S::NegativeMassPerRow, QStringLiteral("negative mass per row, Σ_j min(A_ij, 0)"), {0}, std::nullopt, {}},
-            {S::NegativeWeightFraction, QStringLiteral("share of the weights below 0"), {0, 1}, std::nullopt, {}}};
+    return {
+        {"normalised_entropy_admissible_mean",
+         QStringLiteral("entropy of max(A, 0) renormalised / log |S_i|"),
+         {0, 1},
+         std::nullopt,
+         {}},
+        {"normalised_entropy_abs_admissible_mean",
+         QStringLiteral("entropy of |A| renormalised / log |S_i|"),
+         {0, 1},
+         std::nullopt,
+         {}},
+        {"negative_mass_per_row_mean",
+         QStringLiteral("negative mass per row, Σ_j min(A_ij, 0)"),
+         {0},
+         std::nullopt,
+         {}},
+        {"negative_weight_fraction_mean", QStringLiteral("share of the weights below 0"), {0, 1}, std::nullopt, {}}};
 }
 
 QString LayerStatsView::what() const { return QStringLiteral("Entropy and negative mass per layer"); }
@@ -725,13 +728,12 @@ DistanceView::DistanceView(Session* session, QWidget* parent) : StackedLayerView
 }
 
 std::vector<StackedLayerView::Panel> DistanceView::panels() const {
-    using S = ReportSummary::Statistic;
-    return {{S::TotalVariation, QStringLiteral("total variation"), {0}, std::nullopt, {}},
-            {S::JensenShannon, QStringLiteral("Jensen-Shannon (nats)"), {0}, std::nullopt, {}},
-            {S::OutputRelativeError,
+    return {{"distance.total_variation_mean", QStringLiteral("total variation"), {0}, std::nullopt, {}},
+            {"distance.jensen_shannon_mean", QStringLiteral("Jensen-Shannon (nats)"), {0}, std::nullopt, {}},
+            {"distance.output_relative_error_mean",
              QStringLiteral("|O - O_ref| / |O_ref|"),
              {0},
-             S::OutputRelativeErrorWithBranch,
+             "distance.output_relative_error_with_branch_mean",
              QStringLiteral("with local branch")}};
 }
 

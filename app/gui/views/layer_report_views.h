@@ -9,6 +9,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "attnlens/analysis/dump_analysis.h"
@@ -133,11 +134,11 @@ public:
 
 protected:
     struct Panel {
-        ReportSummary::Statistic statistic;
+        std::string_view mean;              // a summary mean's field (attnlens::summaryMeans())
         QString axisLabel;                  // the panel's heading above it (and the hover's name of its values)
         std::vector<double> rangeIncludes;  // values the value axis always shows (0, 1, ...)
         // Drawn dashed in the same plot, legend entry "<paradigm> <dashedName>" (none when unset).
-        std::optional<ReportSummary::Statistic> dashed;
+        std::optional<std::string_view> dashed;
         QString dashedName;
     };
     virtual std::vector<Panel> panels() const = 0;

@@ -3,6 +3,7 @@
 // summary tables, merging of sharded runs, and atomic file output.
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,21 @@ nlohmann::json reportOutcomeJson(const AnalysisReport& report);
 // are the report's paradigm names; a name not among them gives paradigm -1.
 HeadRecord recordFromJson(const nlohmann::json& record, const std::vector<std::string>& paradigms);
 
+// A mean the summary gives per cell (a paradigm, layer, head, label or model: ReportSummary::layerMean
+// and the others): its field in a cell of the summary JSON ("entropy_mean",
+// "distance.jensen_shannon_mean"; "local[k].mean" for those per window size k, the k a number in the
+// JSON), the built-in statistic whose running sums hold it, and its title. Each statistic lists its own.
+struct SummaryMean {
+    std::string_view field;
+    std::string_view statistic;
+    const char* title;  // UTF-8
+    bool perK = false;
+};
+// Every built-in statistic's summary means, in the order of the statistics.
+std::span<const SummaryMean> summaryMeans();
+// nullptr when no summary mean is this field.
+const SummaryMean* findSummaryMean(std::string_view field);
+
 // The summary tables, accumulated one record at a time: per paradigm and per (paradigm, layer)
 // means, confusion counts per image and their histogram. Holds one aggregate per (paradigm, layer)
 // and one count per (paradigm, image), never the records. The one aggregation of records: the
@@ -66,35 +82,11 @@ public:
     void merge(const ReportSummary& other);
     std::int64_t records() const;
 
-    // The per-record statistics that are averaged.
-    enum class Statistic {
-        Rank,
-        EffectiveRank,
-        LocalMass,  // the k x k statistics take k
-        LocalUniformBaseline,
-        LocalPaperBaseline,
-        LocalOutputShare,  // the window's share of the output rows (layers with v)
-        // Over the rows' admissible keys (attention/admissible_keys.h); NaN for reports written before.
-        LocalAdmissibleBaseline,
-        LocalTimesUniform,  // mean over records of mass / admissible baseline
-        Entropy,
-        NormalisedEntropy,
-        AdmissibleNormalisedEntropy,
-        AdmissibleNormalisedEntropyAbs,  // on |A| renormalised (signed rows)
-        NegativeWeightFraction,
-        MaxWeight,
-        NegativeRowFraction,
-        NegativeMassPerRow,
-        // Distance to the reference paradigm (each record's mean over queries).
-        TotalVariation,
-        JensenShannon,
-        OutputRelativeError,
-        OutputRelativeErrorWithBranch,
-        OutputCosine,
-    };
     // Mean over the records of (paradigm, layer position), finite values only; NaN where there is
     // nothing to average.
-    double layerMean(int paradigm, int layerPosition, Statistic statistic, int k = 0) const;
+    // `field` is a summary mean's (summaryMeans(); k for the per-k ones); std::invalid_argument
+    // naming the fields where no statistic has it.
+    double layerMean(int paradigm, int layerPosition, std::string_view field, int k = 0) const;
     // The queries behind a layer's Jensen-Shannon mean: `used` (rows without a negative weight under
     // either paradigm) of `of` compared (ok under both, total variation's); of = 0 where there is
     // no distance or a merged state from before it cannot say.
@@ -103,13 +95,13 @@ public:
     };
     QueryCoverage layerJensenShannonCoverage(int paradigm, int layerPosition) const;
     // The same over the records of one head of a layer, and over the records of images with a label.
-    double headMean(int paradigm, int layerPosition, int head, Statistic statistic, int k = 0) const;
-    double labelMean(int paradigm, std::int64_t label, Statistic statistic, int k = 0) const;
+    double headMean(int paradigm, int layerPosition, int head, std::string_view field, int k = 0) const;
+    double labelMean(int paradigm, std::int64_t label, std::string_view field, int k = 0) const;
     // Images with a record, per label.
     std::map<std::int64_t, std::int64_t> imagesPerLabel() const;
     // Mean over the records of `paradigm` in the layers of `model` (modelOfLayer of the layer's
     // name; "" for layers whose names name no model), finite values only; NaN where there is none.
-    double modelMean(int paradigm, const std::string& model, Statistic statistic, int k = 0) const;
+    double modelMean(int paradigm, const std::string& model, std::string_view field, int k = 0) const;
     // Confused pairs per image (summed over layers and heads), for every image with a record; with
     // a model, over that model's layers only (and its images with a record).
     std::map<int, std::int64_t> confusionPerImage(int paradigm,
